@@ -1,0 +1,55 @@
+"""The ``neardup`` command: parses arguments, calls the public API, nothing more.
+
+Each subcommand lives beside the code it drives and registers itself here through a
+``register(subparsers)`` function that sets ``func`` on its parser. A :class:`NeardupError`
+(bad input, bad options) is printed as one line, ``neardup: error: ...``, with exit status 2;
+Ctrl-C exits with 130 after the stage in progress has been abandoned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, Optional
+
+from .errors import NeardupError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+    parser = argparse.ArgumentParser(
+        prog="neardup",
+        description="Find and remove near-duplicate documents with MinHash LSH.",
+        epilog="Run 'neardup COMMAND --help' for the options of each command.")
+    parser.add_argument("--version", action="version", version=f"neardup {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    from . import cli_dedup
+    cli_dedup.register(sub)
+    for module_name in ("report", "audit"):
+        try:
+            module = __import__(f"neardup.{module_name}", fromlist=["register"])
+        except ImportError as exc:  # pragma: no cover - a broken install
+            raise SystemExit(f"neardup: error: cannot load the {module_name} command: {exc}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except NeardupError as exc:
+        print(f"neardup: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("neardup: interrupted; finished stages are kept in the work directory (use --resume)",
+              file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # pragma: no cover - e.g. `neardup params | head`
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
