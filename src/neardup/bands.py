@@ -1,0 +1,241 @@
+"""Band keys and candidate pairs.
+
+A signature of k values is cut into b bands of r consecutive values; each band is hashed to
+one 64-bit key (seeded, band index mixed in). Two documents are a candidate pair iff they
+share the key of at least one band (see :mod:`neardup.params` for the probability).
+
+Grouping never builds all pairs. For each band the keys are sorted, equal keys form a
+*bucket*, and each member of a bucket is paired with the bucket's *anchor* (its first member
+in input order): a bucket of m documents gives m - 1 pairs, not m(m - 1)/2. Pairs are
+deduplicated across buckets and bands before verification.
+
+Re-anchoring. An anchor can be a chance collision: in a bucket {A, B, C} where A is like
+neither but B is like C, the star edges A-B and A-C both fail and B-C would never be looked
+at. So after verification, the members of a bucket that failed against its anchor form a new
+bucket anchored on the first of them, and so on, at most ``max_rounds`` times. A bucket still
+holding failed members after the last round is counted (``truncated_buckets``) so that the loss
+is visible; boilerplate-heavy corpora (licence headers in code) make such buckets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Tuple
+
+import numba as nb
+import numpy as np
+
+from .shingles import _fmix64
+
+__all__ = ["band_keys", "band_keys_python", "bucket_runs", "star_pairs", "candidate_pairs",
+           "find_pairs", "PairSearch", "pair_codes", "split_codes"]
+
+_BAND_PRIME = np.uint64(0x9E3779B97F4A7C15)
+_ROW_PRIME = np.uint64(0xD6E8FEB86659FD93)
+_S33 = np.uint64(33)
+
+
+def _band_seed(seed: int) -> np.uint64:
+    from .shingles import _fmix64_py
+    return np.uint64(_fmix64_py((int(seed) * 0xBF58476D1CE4E5B9 + 0x94D049BB133111EB) & ((1 << 64) - 1)))
+
+
+@nb.njit(parallel=True, cache=True)
+def _band_keys_kernel(sigs, bands, rows, h0):
+    n = sigs.shape[0]
+    keys = np.empty((n, bands), dtype=np.uint64)
+    for d in nb.prange(n):
+        for j in range(bands):
+            h = h0 ^ (np.uint64(j + 1) * _BAND_PRIME)
+            base = j * rows
+            for i in range(rows):
+                h = (h ^ np.uint64(sigs[d, base + i])) * _ROW_PRIME
+                h ^= h >> _S33
+            keys[d, j] = _fmix64(h)
+    return keys
+
+
+def band_keys(signatures: np.ndarray, bands: int, rows: int, seed: int = 42) -> np.ndarray:
+    """The (n, bands) uint64 key of every band of every signature (uses the first bands*rows values)."""
+    sigs = np.ascontiguousarray(signatures, dtype=np.uint32)
+    if sigs.ndim != 2:
+        raise ValueError("signatures must be a 2-d array (documents x num_perm)")
+    if bands < 1 or rows < 1 or bands * rows > sigs.shape[1]:
+        raise ValueError(f"bands x rows = {bands} x {rows} does not fit signatures of {sigs.shape[1]} values")
+    return _band_keys_kernel(sigs, int(bands), int(rows), _band_seed(seed))
+
+
+def band_keys_python(signature, bands: int, rows: int, seed: int = 42):
+    """Plain Python twin of :func:`band_keys` for one signature."""
+    from .shingles import _fmix64_py
+    m = (1 << 64) - 1
+    h0 = int(_band_seed(seed))
+    out = []
+    for j in range(bands):
+        h = h0 ^ (((j + 1) * 0x9E3779B97F4A7C15) & m)
+        for v in signature[j * rows:(j + 1) * rows]:
+            h = ((h ^ int(v)) * 0xD6E8FEB86659FD93) & m
+            h ^= h >> 33
+        out.append(_fmix64_py(h))
+    return out
+
+
+def bucket_runs(keys: np.ndarray, eligible: Optional[np.ndarray] = None,
+                doc_ids: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """The buckets of two or more documents, over all bands, as (run_offsets, members).
+
+    ``members[run_offsets[i]:run_offsets[i+1]]`` are the documents (ascending) sharing one key
+    in one band. ``eligible`` (bool[n]) drops documents (the empty ones); ``doc_ids`` maps rows
+    of ``keys`` to document indices (default: 0..n-1).
+    """
+    keys = np.asarray(keys, dtype=np.uint64)
+    n, bands = keys.shape
+    ids = np.arange(n, dtype=np.int64) if doc_ids is None else np.asarray(doc_ids, dtype=np.int64)
+    if eligible is not None:
+        keys = keys[eligible]
+        ids = ids[eligible]
+    # Ascending ids first, so that a stable sort on the key keeps members in input order.
+    order0 = np.argsort(ids, kind="stable")
+    keys = keys[order0]
+    ids = ids[order0]
+    all_members = []
+    all_sizes = []
+    for j in range(bands):
+        col = keys[:, j]
+        order = np.argsort(col, kind="stable")
+        sorted_keys = col[order]
+        if len(sorted_keys) == 0:
+            continue
+        starts = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
+        sizes = np.diff(np.append(starts, len(sorted_keys)))
+        big = sizes >= 2
+        if not big.any():
+            continue
+        in_big = np.repeat(big, sizes)
+        all_members.append(ids[order][in_big])
+        all_sizes.append(sizes[big])
+    if not all_members:
+        return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    sizes = np.concatenate(all_sizes)
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return offsets, np.concatenate(all_members)
+
+
+def pair_codes(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """One uint64 per unordered pair: min << 32 | max (document indices below 2^32)."""
+    lo = np.minimum(left, right).astype(np.uint64)
+    hi = np.maximum(left, right).astype(np.uint64)
+    return (lo << np.uint64(32)) | hi
+
+
+def split_codes(codes: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    codes = np.asarray(codes, dtype=np.uint64)
+    return (codes >> np.uint64(32)).astype(np.int64), (codes & np.uint64(0xFFFFFFFF)).astype(np.int64)
+
+
+def star_pairs(run_offsets: np.ndarray, members: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(anchor, member) for every non-anchor member of every bucket (the anchor is the first)."""
+    sizes = np.diff(run_offsets)
+    anchors = members[run_offsets[:-1]]
+    left = np.repeat(anchors, sizes)
+    is_anchor = np.zeros(len(members), dtype=bool)
+    is_anchor[run_offsets[:-1][sizes > 0]] = True
+    return left[~is_anchor], members[~is_anchor]
+
+
+def candidate_pairs(keys: np.ndarray, eligible: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """Unique candidate pairs (left < right) of the first round: star pairs of every bucket."""
+    offsets, members = bucket_runs(keys, eligible)
+    left, right = star_pairs(offsets, members)
+    return split_codes(np.unique(pair_codes(left, right)))
+
+
+@nb.njit(cache=True)
+def _next_runs(run_offsets, members, failed_member):
+    """Buckets of the members that failed against their anchor (2 or more of them)."""
+    nruns = run_offsets.shape[0] - 1
+    out_members = np.empty(members.shape[0], dtype=np.int64)
+    out_offsets = np.empty(nruns + 1, dtype=np.int64)
+    out_offsets[0] = 0
+    r_out = 0
+    pos = 0
+    for r in range(nruns):
+        start = pos
+        for i in range(run_offsets[r] + 1, run_offsets[r + 1]):
+            if failed_member[i]:
+                out_members[pos] = members[i]
+                pos += 1
+        if pos - start >= 2:
+            r_out += 1
+            out_offsets[r_out] = pos
+        else:
+            pos = start
+    return out_offsets[:r_out + 1].copy(), out_members[:pos].copy()
+
+
+@dataclass
+class PairSearch:
+    """The verified pairs of a search and what it cost."""
+
+    left: np.ndarray            # int64, left < right
+    right: np.ndarray
+    similarity: np.ndarray      # float64, the verifier's value for each verified pair
+    candidate_pairs: int        # distinct pairs sent to the verifier
+    rounds: int                 # anchor rounds run
+    truncated_buckets: int      # buckets still holding failed members after the last round
+    buckets: int                # buckets of two or more documents over all bands
+    stats: dict = field(default_factory=dict)
+
+
+def find_pairs(run_offsets: np.ndarray, members: np.ndarray,
+               verify: Callable[[np.ndarray, np.ndarray], Tuple[np.ndarray, np.ndarray]],
+               max_rounds: int = 8) -> PairSearch:
+    """Verified pairs from buckets, re-anchoring failed members (see the module docstring).
+
+    ``verify(left, right) -> (passed bool[m], similarity float64[m])`` is called once per round on
+    the distinct pairs not verified before.
+    """
+    seen_codes = np.zeros(0, dtype=np.uint64)
+    seen_pass = np.zeros(0, dtype=bool)
+    seen_sim = np.zeros(0, dtype=np.float64)
+    buckets = len(run_offsets) - 1
+    rounds = 0
+    candidates = 0
+    offsets, mem = run_offsets, members
+    while len(offsets) > 1 and rounds < max_rounds:
+        rounds += 1
+        left, right = star_pairs(offsets, mem)
+        codes = pair_codes(left, right)
+        new = np.unique(codes)
+        if len(seen_codes):
+            new = new[~_isin_sorted(new, seen_codes)]
+        if len(new):
+            nl, nr = split_codes(new)
+            passed, sim = verify(nl, nr)
+            candidates += len(new)
+            merged = np.concatenate([seen_codes, new])
+            order = np.argsort(merged, kind="stable")
+            seen_codes = merged[order]
+            seen_pass = np.concatenate([seen_pass, np.asarray(passed, dtype=bool)])[order]
+            seen_sim = np.concatenate([seen_sim, np.asarray(sim, dtype=np.float64)])[order]
+        ok = seen_pass[np.searchsorted(seen_codes, codes)]
+        failed_member = np.zeros(len(mem), dtype=bool)
+        sizes = np.diff(offsets)
+        is_anchor = np.zeros(len(mem), dtype=bool)
+        is_anchor[offsets[:-1][sizes > 0]] = True
+        failed_member[np.flatnonzero(~is_anchor)] = ~ok
+        offsets, mem = _next_runs(offsets, mem, failed_member)
+    truncated = len(offsets) - 1
+    keep = seen_pass
+    left, right = split_codes(seen_codes[keep])
+    return PairSearch(left=left, right=right, similarity=seen_sim[keep], candidate_pairs=int(candidates),
+                      rounds=rounds, truncated_buckets=int(truncated), buckets=int(buckets))
+
+
+def _isin_sorted(values: np.ndarray, sorted_ref: np.ndarray) -> np.ndarray:
+    if len(sorted_ref) == 0:
+        return np.zeros(len(values), dtype=bool)
+    pos = np.searchsorted(sorted_ref, values)
+    pos = np.minimum(pos, len(sorted_ref) - 1)
+    return sorted_ref[pos] == values

@@ -1,0 +1,233 @@
+"""Clusters of near-duplicates, their representatives, and the guard against chains.
+
+1. Union-find (union by smaller index, path halving) over the verified pairs gives the
+   connected components: the *clusters*.
+2. The documents of each cluster are visited in *keep order*: input order for ``first``;
+   longer text first for ``longest``; higher score first for ``score:COLUMN`` (missing scores
+   last); ties always go to the earlier document. The first visited document of a cluster is
+   kept; it is the cluster's *primary representative* and names the cluster.
+3. The chain guard: a later document is removed only if it has a verified pair, with
+   similarity at or above the threshold, with a document of its cluster that is already kept;
+   its *representative* is that kept document (the most similar one; ties to the earlier in
+   keep order). Otherwise it is kept too. So A~B and B~C with A not like C keep A, remove B
+   (for A) and keep C: a chain never removes a document for a representative it is not like.
+   Every removed document names a kept document it duplicates, and no two kept documents of a
+   cluster form a verified pair.
+
+This is a greedy maximal independent set in keep order; it is deterministic and needs only
+the verified pairs (O(pairs) work, however long the chains).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numba as nb
+import numpy as np
+
+__all__ = ["connected_components", "keep_order", "select_representatives", "Selection",
+           "connected_components_python", "select_representatives_python"]
+
+
+@nb.njit(cache=True)
+def _find(parent, x):
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
+@nb.njit(cache=True)
+def _components_kernel(n, left, right):
+    parent = np.arange(n, dtype=np.int64)
+    for p in range(left.shape[0]):
+        a = _find(parent, left[p])
+        b = _find(parent, right[p])
+        if a < b:
+            parent[b] = a
+        elif b < a:
+            parent[a] = b
+    for x in range(n):
+        parent[x] = _find(parent, x)
+    return parent
+
+
+def connected_components(n: int, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Label of every document: the smallest document index of its connected component."""
+    left = np.asarray(left, dtype=np.int64)
+    right = np.asarray(right, dtype=np.int64)
+    if len(left) and (min(left.min(), right.min()) < 0 or max(left.max(), right.max()) >= n):
+        raise ValueError("pair indices must lie in [0, n)")
+    return _components_kernel(int(n), left, right)
+
+
+def keep_order(n: int, keep: str = "first", lengths: Optional[np.ndarray] = None,
+               scores: Optional[np.ndarray] = None) -> np.ndarray:
+    """Rank of every document in keep order (0 = kept first)."""
+    idx = np.arange(n, dtype=np.int64)
+    if keep == "first":
+        order = idx
+    elif keep == "longest":
+        if lengths is None:
+            raise ValueError("keep='longest' needs the document lengths")
+        order = np.lexsort((idx, -np.asarray(lengths, dtype=np.int64)))
+    elif keep.startswith("score:"):
+        if scores is None:
+            raise ValueError("keep='score:COLUMN' needs the scores")
+        s = np.asarray(scores, dtype=np.float64)
+        missing = np.isnan(s)
+        order = np.lexsort((idx, -np.where(missing, 0.0, s), missing))
+    else:
+        raise ValueError(f"keep must be 'first', 'longest' or 'score:COLUMN', got {keep!r}")
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = idx
+    return rank
+
+
+@dataclass
+class Selection:
+    """For every document i (index into the input):
+
+    cluster[i]          primary representative of its cluster (-1 when in no cluster of 2+)
+    representative[i]   the kept document it duplicates (-1 when kept)
+    similarity[i]       its verified similarity to representative[i] (NaN when kept)
+    removed[i]          bool
+    """
+
+    cluster: np.ndarray
+    representative: np.ndarray
+    similarity: np.ndarray
+    removed: np.ndarray
+
+    @property
+    def n_clusters(self) -> int:
+        c = self.cluster[self.cluster >= 0]
+        return int(len(np.unique(c)))
+
+
+@nb.njit(cache=True)
+def _select_kernel(n, left, right, sim, rank, labels):
+    # adjacency in CSR, both directions
+    deg = np.zeros(n + 1, dtype=np.int64)
+    for p in range(left.shape[0]):
+        deg[left[p] + 1] += 1
+        deg[right[p] + 1] += 1
+    for i in range(n):
+        deg[i + 1] += deg[i]
+    fill = deg[:-1].copy()
+    nbr = np.empty(deg[n], dtype=np.int64)
+    nsim = np.empty(deg[n], dtype=np.float64)
+    for p in range(left.shape[0]):
+        a = left[p]
+        b = right[p]
+        nbr[fill[a]] = b
+        nsim[fill[a]] = sim[p]
+        fill[a] += 1
+        nbr[fill[b]] = a
+        nsim[fill[b]] = sim[p]
+        fill[b] += 1
+    # visit documents with edges in keep order
+    has = np.zeros(n, dtype=np.bool_)
+    for i in range(n):
+        has[i] = deg[i + 1] > deg[i]
+    members = np.flatnonzero(has)
+    order = members[np.argsort(rank[members])]
+    status = np.zeros(n, dtype=np.int8)  # 0 undecided, 1 kept, 2 removed
+    rep = np.full(n, -1, dtype=np.int64)
+    rsim = np.full(n, np.nan, dtype=np.float64)
+    head = np.full(n, -1, dtype=np.int64)  # label -> primary representative
+    for t in range(order.shape[0]):
+        d = order[t]
+        best = -1
+        best_sim = -1.0
+        for e in range(deg[d], deg[d + 1]):
+            u = nbr[e]
+            if status[u] == 1:
+                s = nsim[e]
+                if s > best_sim or (s == best_sim and rank[u] < rank[best]):
+                    best = u
+                    best_sim = s
+        if best >= 0:
+            status[d] = 2
+            rep[d] = best
+            rsim[d] = best_sim
+        else:
+            status[d] = 1
+        if head[labels[d]] < 0:
+            head[labels[d]] = d
+    cluster = np.full(n, -1, dtype=np.int64)
+    for i in range(members.shape[0]):
+        d = members[i]
+        cluster[d] = head[labels[d]]
+    return cluster, rep, rsim, status == 2
+
+
+def select_representatives(n: int, left: np.ndarray, right: np.ndarray, similarity: np.ndarray,
+                           rank: Optional[np.ndarray] = None) -> Selection:
+    """Clusters, representatives and removals from verified pairs (see the module docstring).
+
+    ``rank`` is the keep order from :func:`keep_order` (default: input order).
+    """
+    left = np.asarray(left, dtype=np.int64)
+    right = np.asarray(right, dtype=np.int64)
+    sim = np.asarray(similarity, dtype=np.float64)
+    if rank is None:
+        rank = np.arange(n, dtype=np.int64)
+    labels = connected_components(n, left, right)
+    cluster, rep, rsim, removed = _select_kernel(int(n), left, right, sim, np.asarray(rank, np.int64), labels)
+    return Selection(cluster=cluster, representative=rep, similarity=rsim, removed=removed)
+
+
+# --------------------------------------------------------------------------- plain Python twins
+
+def connected_components_python(n, pairs):
+    labels = list(range(n))
+    adj = {i: set() for i in range(n)}
+    for a, b in pairs:
+        adj[a].add(b)
+        adj[b].add(a)
+    seen = set()
+    for s in range(n):
+        if s in seen:
+            continue
+        comp, stack = [], [s]
+        seen.add(s)
+        while stack:
+            x = stack.pop()
+            comp.append(x)
+            for y in adj[x]:
+                if y not in seen:
+                    seen.add(y)
+                    stack.append(y)
+        m = min(comp)
+        for x in comp:
+            labels[x] = m
+    return labels
+
+
+def select_representatives_python(n, pairs, sims, rank=None):
+    """Twin of :func:`select_representatives`: returns (cluster, representative, similarity, removed) lists."""
+    rank = list(range(n)) if rank is None else list(rank)
+    sim = {}
+    adj = {i: [] for i in range(n)}
+    for (a, b), s in zip(pairs, sims):
+        adj[a].append((b, s))
+        adj[b].append((a, s))
+    labels = connected_components_python(n, pairs)
+    status = {}
+    rep = [-1] * n
+    rsim = [float("nan")] * n
+    head = {}
+    for d in sorted((i for i in range(n) if adj[i]), key=lambda i: rank[i]):
+        kept = [(s, u) for u, s in adj[d] if status.get(u) == "kept"]
+        if kept:
+            s, u = max(kept, key=lambda t: (t[0], -rank[t[1]]))
+            status[d] = "removed"
+            rep[d], rsim[d] = u, s
+        else:
+            status[d] = "kept"
+        head.setdefault(labels[d], d)
+    cluster = [head[labels[i]] if adj[i] else -1 for i in range(n)]
+    removed = [status.get(i) == "removed" for i in range(n)]
+    return cluster, rep, rsim, removed

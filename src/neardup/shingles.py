@@ -1,0 +1,496 @@
+"""Normalisation, tokens and shingle hashes, straight from the UTF-8 bytes of Arrow string arrays.
+
+Pipeline for one document
+-------------------------
+1. Unicode NFKC and lower-casing (switchable) run in Arrow compute (``utf8_normalize``,
+   ``utf8_lower``) over the whole batch.
+2. A compiled tokenizer walks the UTF-8 bytes once and classifies every code point by its
+   Unicode general category (table built once from :mod:`unicodedata`):
+
+   ============  ========================================================================
+   class         what happens
+   ============  ========================================================================
+   space         Z* and control characters: end the current token
+   word          letters L*, digits N*, private use, unassigned: extend the current token
+   mark          combining marks M*: extend the current token (so accents and the vowel
+                 signs of Indic and Thai scripts stay inside their word)
+   single        ideographs and syllabaries of scripts written without spaces (Han,
+                 Hiragana, Katakana, Thai, Lao, Khmer, Myanmar, Tibetan, Yi): each code
+                 point (with its marks) is one token, i.e. a *word is one character* there
+   symbol        S* (emoji, currency, maths): each is a token of its own
+   punctuation   P*: deleted when ``remove_punctuation`` (``don't`` -> ``dont``), else a
+                 token of its own
+   ignored       format characters Cf (zero-width joiner, soft hyphen, BOM): deleted
+   ============  ========================================================================
+
+   So a word is a maximal run of letters, digits and marks; white space and (kept)
+   punctuation and symbols separate words; no empty token can arise.
+3. Each token is hashed once (FNV-1a over its bytes, then a 64-bit finaliser); a word n-gram
+   is the ordered combination of n consecutive token hashes, never a joined string. With
+   ``char_ngrams`` the units are code points instead of tokens (punctuation deleted when
+   asked, runs of white space collapsed to one space and trimmed when ``collapse_whitespace``).
+4. A document with fewer than n units has exactly one shingle made of all its units; an
+   empty document (no units) has no shingles and is never a near-duplicate of anything.
+
+Every hash is seeded and depends only on the bytes and the seed: the same on every machine.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from functools import lru_cache
+from typing import List, Sequence, Tuple
+
+import numba as nb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = [
+    "to_arrow_strings", "normalize", "char_classes", "shingle_counts", "shingle_sets",
+    "tokens_python", "shingles_python", "shingle_hashes_python",
+    "SPACE", "WORD", "MARK", "SINGLE", "SYMBOL", "PUNCT", "IGNORED",
+]
+
+SPACE, WORD, MARK, SINGLE, SYMBOL, PUNCT, IGNORED = range(7)
+
+# Scripts written without spaces between words: each code point is a word.
+_SINGLE_RANGES = (
+    (0x0E00, 0x0EFF),    # Thai, Lao
+    (0x0F00, 0x0FFF),    # Tibetan
+    (0x1000, 0x109F),    # Myanmar
+    (0x1780, 0x17FF),    # Khmer
+    (0x19E0, 0x19FF),    # Khmer symbols
+    (0x2E80, 0x2FDF),    # CJK radicals, Kangxi radicals
+    (0x3005, 0x3007),    # ideographic iteration mark, closing mark, number zero
+    (0x3040, 0x30FF),    # Hiragana, Katakana
+    (0x3100, 0x312F),    # Bopomofo
+    (0x31F0, 0x31FF),    # Katakana phonetic extensions
+    (0x3400, 0x4DBF),    # CJK extension A
+    (0x4E00, 0x9FFF),    # CJK unified ideographs
+    (0xA000, 0xA4CF),    # Yi
+    (0xF900, 0xFAFF),    # CJK compatibility ideographs
+    (0xFF66, 0xFF9F),    # half-width Katakana
+    (0x20000, 0x323AF),  # CJK extensions B to H
+)
+
+# 64-bit constants (kept as numpy scalars so numba never mixes signed and unsigned).
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+_COMBINE = np.uint64(0x9E3779B97F4A7C15)
+_SPACE_UNIT = np.uint64(0x2545F4914F6CDD1D)
+_M1 = np.uint64(0xFF51AFD7ED558CCD)
+_M2 = np.uint64(0xC4CEB9FE1A85EC53)
+_S33 = np.uint64(33)
+
+
+@lru_cache(maxsize=1)
+def char_classes() -> np.ndarray:
+    """The class of every code point (uint8, 0x110000 entries), from Unicode general categories."""
+    table = np.full(0x110000, WORD, dtype=np.uint8)
+    cat_class = {"Z": SPACE, "L": WORD, "N": WORD, "M": MARK, "S": SYMBOL, "P": PUNCT}
+    for cp in range(0x110000):
+        cat = unicodedata.category(chr(cp))
+        head = cat[0]
+        if head in cat_class:
+            table[cp] = cat_class[head]
+        elif cat == "Cc":
+            table[cp] = SPACE
+        elif cat == "Cf":
+            table[cp] = IGNORED
+        # Co, Cn, Cs stay WORD: private use and not yet assigned letters.
+    for lo, hi in _SINGLE_RANGES:
+        seg = table[lo:hi + 1]
+        seg[(seg == WORD)] = SINGLE
+    table[0x200B] = SPACE  # zero-width space separates words in Thai and Khmer text
+    return table
+
+
+def to_arrow_strings(texts) -> pa.Array:
+    """A list of str, a pyarrow (chunked) string array or a pandas Series as one large_string array.
+
+    Nulls become empty strings (an empty document).
+    """
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks() if texts.num_chunks != 1 else texts.chunk(0)
+    if not isinstance(texts, pa.Array):
+        try:
+            import pandas as pd  # noqa: F401
+            if hasattr(texts, "to_numpy") and hasattr(texts, "dtype") and not isinstance(texts, np.ndarray):
+                texts = pa.array(texts, type=pa.large_string(), from_pandas=True)
+        except ImportError:  # pragma: no cover
+            pass
+    if not isinstance(texts, pa.Array):
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of documents, not a single str")
+        texts = pa.array(list(texts), type=pa.large_string())
+    if pa.types.is_dictionary(texts.type):
+        texts = texts.dictionary_decode()
+    if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)
+            or pa.types.is_string_view(texts.type)):
+        raise TypeError(f"texts must be strings, got Arrow type {texts.type}")
+    if not pa.types.is_large_string(texts.type):
+        texts = texts.cast(pa.large_string())
+    if texts.null_count:
+        texts = pc.fill_null(texts, "")
+    return texts
+
+
+def normalize(texts, *, normalize_unicode: bool = True, lowercase: bool = True) -> pa.Array:
+    """NFKC and lower-casing in Arrow compute; returns a large_string array without nulls."""
+    arr = to_arrow_strings(texts)
+    if normalize_unicode:
+        arr = pc.utf8_normalize(arr, form="NFKC")
+    if lowercase:
+        arr = pc.utf8_lower(arr)
+    return arr
+
+
+def arrow_buffers(arr: pa.Array) -> Tuple[np.ndarray, np.ndarray]:
+    """(offsets int64[n+1], data uint8) of a large_string array, zero-copy, honouring slices."""
+    bufs = arr.buffers()
+    n = len(arr)
+    offsets = np.frombuffer(bufs[1], dtype=np.int64, count=arr.offset + n + 1)[arr.offset:]
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    return offsets, data
+
+
+def seed_state(seed: int) -> np.uint64:
+    """The seeded start value of every shingle hash."""
+    return np.uint64(_fmix64_py((int(seed) * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & _MASK64))
+
+
+# --------------------------------------------------------------------------- compiled kernels
+
+@nb.njit(inline="always", cache=True)
+def _fmix64(h):
+    h ^= h >> _S33
+    h *= _M1
+    h ^= h >> _S33
+    h *= _M2
+    h ^= h >> _S33
+    return h
+
+
+@nb.njit(cache=True)
+def _decode(data, i, end):
+    """(code point, byte length) of the UTF-8 sequence at data[i] (lenient on malformed bytes)."""
+    b0 = np.int64(data[i])
+    if b0 < 0x80:
+        return b0, 1
+    if b0 < 0xE0:
+        n = 2
+        cp = b0 & 0x1F
+    elif b0 < 0xF0:
+        n = 3
+        cp = b0 & 0x0F
+    else:
+        n = 4
+        cp = b0 & 0x07
+    if i + n > end:
+        return 0xFFFD, end - i
+    for j in range(1, n):
+        cp = (cp << 6) | (np.int64(data[i + j]) & 0x3F)
+    if cp > 0x10FFFF:
+        cp = 0xFFFD
+    return cp, n
+
+
+@nb.njit(cache=True)
+def _units(data, start, end, table, char_mode, remove_punct, collapse_ws, out):
+    """Write the unit hashes of data[start:end] (tokens, or characters in char_mode) into out.
+
+    Returns the number of units. ``out`` must hold at least end - start values.
+    """
+    m = 0
+    if char_mode:
+        pending_space = False
+        i = start
+        while i < end:
+            cp, ln = _decode(data, i, end)
+            cls = table[cp]
+            if cls == 0:  # SPACE
+                if collapse_ws:
+                    if m > 0:
+                        pending_space = True
+                else:
+                    h = _FNV_OFFSET
+                    for j in range(i, i + ln):
+                        h = (h ^ np.uint64(data[j])) * _FNV_PRIME
+                    out[m] = _fmix64(h)
+                    m += 1
+            elif cls == 6 or (cls == 5 and remove_punct):  # IGNORED, removed PUNCT
+                pass
+            else:
+                if pending_space:
+                    out[m] = _SPACE_UNIT
+                    m += 1
+                    pending_space = False
+                h = _FNV_OFFSET
+                for j in range(i, i + ln):
+                    h = (h ^ np.uint64(data[j])) * _FNV_PRIME
+                out[m] = _fmix64(h)
+                m += 1
+            i += ln
+        return m
+    # word mode: state 0 = outside a token, 1 = in a word token, 2 = in a single-character token
+    state = 0
+    h = _FNV_OFFSET
+    i = start
+    while i < end:
+        cp, ln = _decode(data, i, end)
+        cls = table[cp]
+        if cls == 0:  # SPACE ends the token
+            if state != 0:
+                out[m] = _fmix64(h)
+                m += 1
+                state = 0
+        elif cls == 6 or (cls == 5 and remove_punct):
+            pass  # deleted without splitting the token
+        elif cls == 1 or cls == 2:  # WORD, or MARK
+            if state == 2 and cls == 1:
+                out[m] = _fmix64(h)
+                m += 1
+                state = 0
+            if state == 0:
+                h = _FNV_OFFSET
+                state = 1
+            for j in range(i, i + ln):
+                h = (h ^ np.uint64(data[j])) * _FNV_PRIME
+        else:  # SINGLE, SYMBOL, kept PUNCT: a token of its own
+            if state != 0:
+                out[m] = _fmix64(h)
+                m += 1
+            h = _FNV_OFFSET
+            for j in range(i, i + ln):
+                h = (h ^ np.uint64(data[j])) * _FNV_PRIME
+            state = 2
+        i += ln
+    if state != 0:
+        out[m] = _fmix64(h)
+        m += 1
+    return m
+
+
+@nb.njit(inline="always", cache=True)
+def _shingle_hash(units, i, n, h0):
+    h = h0
+    for j in range(i, i + n):
+        h = (h ^ units[j]) * _COMBINE
+        h ^= h >> _S33
+    return _fmix64(h)
+
+
+@nb.njit(cache=True)
+def _shingles_of(units, m, n, h0, out):
+    """Shingle hashes of m units into out; returns their number (0 when m == 0)."""
+    if m == 0:
+        return 0
+    if m < n:
+        out[0] = _shingle_hash(units, 0, m, h0)
+        return 1
+    s = m - n + 1
+    for i in range(s):
+        out[i] = _shingle_hash(units, i, n, h0)
+    return s
+
+
+@nb.njit(parallel=True, cache=True)
+def _count_kernel(offsets, data, table, n, char_mode, remove_punct, collapse_ws):
+    ndocs = offsets.shape[0] - 1
+    counts = np.zeros(ndocs, dtype=np.int64)
+    for d in nb.prange(ndocs):
+        start = offsets[d]
+        end = offsets[d + 1]
+        units = np.empty(end - start + 1, dtype=np.uint64)
+        m = _units(data, start, end, table, char_mode, remove_punct, collapse_ws, units)
+        if m == 0:
+            counts[d] = 0
+        elif m < n:
+            counts[d] = 1
+        else:
+            counts[d] = m - n + 1
+    return counts
+
+
+@nb.njit(parallel=True, cache=True)
+def _sets_kernel(offsets, data, table, n, char_mode, remove_punct, collapse_ws, h0, bound_offsets):
+    """Sorted unique shingle hashes per document, written at bound_offsets; returns unique counts."""
+    ndocs = offsets.shape[0] - 1
+    out = np.empty(bound_offsets[ndocs], dtype=np.uint64)
+    sizes = np.zeros(ndocs, dtype=np.int64)
+    for d in nb.prange(ndocs):
+        start = offsets[d]
+        end = offsets[d + 1]
+        units = np.empty(end - start + 1, dtype=np.uint64)
+        m = _units(data, start, end, table, char_mode, remove_punct, collapse_ws, units)
+        base = bound_offsets[d]
+        seg = out[base:bound_offsets[d + 1]]
+        s = _shingles_of(units, m, n, h0, seg)
+        if s > 1:
+            seg[:s].sort()
+            u = 1
+            for i in range(1, s):
+                if seg[i] != seg[u - 1]:
+                    seg[u] = seg[i]
+                    u += 1
+            s = u
+        sizes[d] = s
+    return out, sizes
+
+
+@nb.njit(parallel=True, cache=True)
+def _compact(values, bound_offsets, sizes, new_offsets):
+    out = np.empty(new_offsets[-1], dtype=values.dtype)
+    for d in nb.prange(sizes.shape[0]):
+        a = bound_offsets[d]
+        b = new_offsets[d]
+        for i in range(sizes[d]):
+            out[b + i] = values[a + i]
+    return out
+
+
+def _kernel_args(texts, *, normalize_unicode, lowercase):
+    arr = normalize(texts, normalize_unicode=normalize_unicode, lowercase=lowercase)
+    offsets, data = arrow_buffers(arr)
+    return arr, offsets, data
+
+
+def shingle_counts(texts, *, ngram: int = 5, char_ngrams: bool = False, normalize_unicode: bool = True,
+                   lowercase: bool = True, remove_punctuation: bool = True,
+                   collapse_whitespace: bool = True) -> np.ndarray:
+    """Number of shingles (with repeats) of every document; 0 means an empty document."""
+    _arr, offsets, data = _kernel_args(texts, normalize_unicode=normalize_unicode, lowercase=lowercase)
+    return _count_kernel(offsets, data, char_classes(), ngram, char_ngrams, remove_punctuation, collapse_whitespace)
+
+
+def shingle_sets(texts, *, ngram: int = 5, char_ngrams: bool = False, seed: int = 42,
+                 normalize_unicode: bool = True, lowercase: bool = True, remove_punctuation: bool = True,
+                 collapse_whitespace: bool = True) -> Tuple[np.ndarray, np.ndarray]:
+    """The set of 64-bit shingle hashes of every document, as CSR: (offsets int64[n+1], hashes uint64).
+
+    ``hashes[offsets[i]:offsets[i+1]]`` is sorted and unique.
+    """
+    _check_ngram(ngram)
+    _arr, offsets, data = _kernel_args(texts, normalize_unicode=normalize_unicode, lowercase=lowercase)
+    table = char_classes()
+    counts = _count_kernel(offsets, data, table, ngram, char_ngrams, remove_punctuation, collapse_whitespace)
+    bound = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=bound[1:])
+    values, sizes = _sets_kernel(offsets, data, table, ngram, char_ngrams, remove_punctuation,
+                                 collapse_whitespace, seed_state(seed), bound)
+    if np.array_equal(sizes, counts):
+        return bound, values
+    new = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=new[1:])
+    return new, _compact(values, bound, sizes, new)
+
+
+def _check_ngram(ngram: int) -> None:
+    if isinstance(ngram, bool) or int(ngram) != ngram or ngram < 1:
+        raise ValueError(f"ngram must be a positive integer, got {ngram!r}")
+
+
+# --------------------------------------------------------------------------- the plain Python twin
+# Used by the tests as the oracle of the kernels, and readable as the specification.
+
+_MASK64 = (1 << 64) - 1
+
+
+def _fmix64_py(h: int) -> int:
+    h ^= h >> 33
+    h = (h * 0xFF51AFD7ED558CCD) & _MASK64
+    h ^= h >> 33
+    h = (h * 0xC4CEB9FE1A85EC53) & _MASK64
+    h ^= h >> 33
+    return h
+
+
+def _fnv_py(b: bytes) -> int:
+    h = 0xCBF29CE484222325
+    for byte in b:
+        h = ((h ^ byte) * 0x100000001B3) & _MASK64
+    return _fmix64_py(h)
+
+
+def _normalize_py(text: str, normalize_unicode: bool, lowercase: bool) -> str:
+    # Arrow's utf8_normalize and utf8_lower are the reference; the twin follows them through Arrow
+    # for one document so that the oracle tests the tokenizer, not two Unicode databases.
+    return normalize([text], normalize_unicode=normalize_unicode, lowercase=lowercase)[0].as_py()
+
+
+def tokens_python(text: str, *, char_ngrams: bool = False, normalize_unicode: bool = True,
+                  lowercase: bool = True, remove_punctuation: bool = True,
+                  collapse_whitespace: bool = True) -> List[str]:
+    """The units (words, or characters with ``char_ngrams``) of one document, in plain Python."""
+    table = char_classes()
+    text = _normalize_py(text, normalize_unicode, lowercase)
+    units: List[str] = []
+    if char_ngrams:
+        pending = False
+        for ch in text:
+            cls = table[ord(ch)]
+            if cls == SPACE:
+                if collapse_whitespace:
+                    pending = bool(units)
+                else:
+                    units.append(ch)
+            elif cls == IGNORED or (cls == PUNCT and remove_punctuation):
+                continue
+            else:
+                if pending:
+                    units.append(" ")
+                    pending = False
+                units.append(ch)
+        return units
+    cur: List[str] = []
+    state = 0
+    for ch in text:
+        cls = table[ord(ch)]
+        if cls == SPACE:
+            if state:
+                units.append("".join(cur))
+                state = 0
+        elif cls == IGNORED or (cls == PUNCT and remove_punctuation):
+            continue
+        elif cls in (WORD, MARK):
+            if state == 2 and cls == WORD:
+                units.append("".join(cur))
+                state = 0
+            if state == 0:
+                cur = []
+                state = 1
+            cur.append(ch)
+        else:
+            if state:
+                units.append("".join(cur))
+            cur = [ch]
+            state = 2
+    if state:
+        units.append("".join(cur))
+    return units
+
+
+def shingles_python(text: str, *, ngram: int = 5, **options) -> List[Tuple[str, ...]]:
+    """The shingles of one document as tuples of units (a short document is one shingle)."""
+    units = tokens_python(text, **options)
+    if not units:
+        return []
+    if len(units) < ngram:
+        return [tuple(units)]
+    return [tuple(units[i:i + ngram]) for i in range(len(units) - ngram + 1)]
+
+
+def shingle_hashes_python(text: str, *, ngram: int = 5, seed: int = 42, **options) -> List[int]:
+    """The sorted set of 64-bit shingle hashes of one document, computed in plain Python."""
+    h0 = int(seed_state(seed))
+    out = set()
+    for sh in shingles_python(text, ngram=ngram, **options):
+        h = h0
+        for unit in sh:
+            u = 0x2545F4914F6CDD1D if unit == " " and options.get("char_ngrams") and options.get(
+                "collapse_whitespace", True) else _fnv_py(unit.encode("utf-8"))
+            h = ((h ^ u) * 0x9E3779B97F4A7C15) & _MASK64
+            h ^= h >> 33
+        out.add(_fmix64_py(h))
+    return sorted(out)
