@@ -1,0 +1,727 @@
+"""``neardup audit``: measure the LSH S-curve on the user's own corpus.
+
+The theory says a pair of Jaccard similarity s becomes a candidate with probability
+1 - (1 - s^r)^b. The audit checks that on real documents, with the real tokeniser, MinHash and
+band keys, and says how many near-duplicate pairs a dedup with these parameters would miss.
+
+Method
+------
+1. Read up to ``max_docs`` documents; compute their MinHash signatures and band keys exactly as
+   the dedup does (same ``num_perm``, ``ngram``, ``seed``, bands, rows), and their shingle sets.
+2. Build a *pool* of pairs: uniform random pairs (which cover the low similarities) plus the
+   pairs of documents that share one value of an **auxiliary** min-hash sketch (``aux_perm``
+   values from hash functions independent of the dedup's) at one of ``probe_positions``
+   positions; a pair of similarity s is found that way with probability 1 - (1 - s)^8, so the
+   rare similar pairs are nearly all in the pool.
+3. Estimate each pool pair's similarity from the auxiliary sketch, split the pool into ``bins``
+   strata by that estimate and sample up to ``sample / bins`` pairs per stratum (the budget that
+   small strata leave is shared by the others), so every similarity range is represented.
+4. For each sampled pair: the exact Jaccard of the shingle sets, and whether it is an LSH
+   candidate (shares at least one band key). Group by exact Jaccard; per bin: the measured
+   candidate rate with its Wilson 95% interval, and the theory, the mean of 1 - (1 - s^r)^b over
+   the same pairs. A bin whose theory lies outside the interval is flagged.
+5. Among the sampled pairs with exact J >= threshold: the share that is not a candidate (would
+   be missed), weighted by stratum (pool pairs / sampled pairs) so that it estimates the share
+   over the corpus' pairs, with a Wilson interval on the effective sample size, and its theory.
+
+Why an auxiliary sketch: if the pairs were found and stratified with the dedup's own signature,
+a pair of similarity s whose signature happens to agree more than s (and so is more likely a
+candidate) would also be more likely to be sampled, and the measured rate would be biased
+upwards. With independent hash functions, whether a pair is sampled says nothing about whether
+it is a candidate, given its similarity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
+
+import numba as nb
+import numpy as np
+
+from .errors import ConfigError, InputError
+from .params import candidate_probability, choose_params, midpoint
+
+__all__ = ["AuditBin", "AuditResult", "audit_texts", "wilson_interval", "format_audit",
+           "plot_audit", "read_texts", "register"]
+
+Z95 = 1.959963984540054
+_AUDIT_OPTIONS = ("sample", "bins", "aux_perm", "probe_positions", "uniform_pairs", "run_cap")
+
+
+# --------------------------------------------------------------------------------------------
+# Statistics
+
+
+def wilson_interval(successes: float, n: float, z: float = Z95):
+    """The Wilson score interval (low, high) of a binomial proportion; (nan, nan) when n == 0.
+
+    ``n`` may be an effective (non-integer) sample size.
+    """
+    if n <= 0:
+        return float("nan"), float("nan")
+    p = min(max(successes / n, 0.0), 1.0)
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    center = (p + z2 / (2.0 * n)) / denom
+    half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n)) / denom
+    lo, hi = center - half, center + half
+    # p = 0 or 1 gives an end exactly at 0 or 1 up to rounding.
+    if p == 0.0:
+        lo = 0.0
+    if p == 1.0:
+        hi = 1.0
+    return max(0.0, lo), min(1.0, hi)
+
+
+# --------------------------------------------------------------------------------------------
+# Compiled helpers
+
+_M1 = np.uint64(0xFF51AFD7ED558CCD)
+_M2 = np.uint64(0xC4CEB9FE1A85EC53)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_SM1 = np.uint64(0xBF58476D1CE4E5B9)
+_SM2 = np.uint64(0x94D049BB133111EB)
+_S33 = np.uint64(33)
+_S30 = np.uint64(30)
+_S27 = np.uint64(27)
+_S31 = np.uint64(31)
+_ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@nb.njit(inline="always", cache=True)
+def _mix(h):
+    h ^= h >> _S33
+    h *= _M1
+    h ^= h >> _S33
+    h *= _M2
+    h ^= h >> _S33
+    return h
+
+
+@nb.njit(parallel=True, cache=True)
+def _aux_sketch_kernel(offsets, hashes, salts):
+    """min over a document's shingle hashes x of mix(x ^ salt_i), for each salt: (n, k) uint64."""
+    n = offsets.shape[0] - 1
+    k = salts.shape[0]
+    out = np.empty((n, k), dtype=np.uint64)
+    for d in nb.prange(n):
+        for i in range(k):
+            out[d, i] = _ALL_ONES
+        for j in range(offsets[d], offsets[d + 1]):
+            x = hashes[j]
+            for i in range(k):
+                v = _mix(x ^ salts[i])
+                if v < out[d, i]:
+                    out[d, i] = v
+    return out
+
+
+@nb.njit(inline="always", cache=True)
+def _splitmix(state):
+    state = state + _GOLDEN
+    z = state
+    z = (z ^ (z >> _S30)) * _SM1
+    z = (z ^ (z >> _S27)) * _SM2
+    return state, z ^ (z >> _S31)
+
+
+@nb.njit(cache=True)
+def _run_pairs_kernel(order, values, cap, seed):
+    """Pairs of documents with equal ``values`` (``order`` sorts them): every pair of a run of
+    equal values, or ``cap`` random pairs of a run that has more than ``cap`` pairs."""
+    n = order.shape[0]
+    total = 0
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and values[order[j]] == values[order[i]]:
+            j += 1
+        c = j - i
+        if c >= 2:
+            m = c * (c - 1) // 2
+            total += m if m <= cap else cap
+        i = j
+    left = np.empty(total, dtype=np.int64)
+    right = np.empty(total, dtype=np.int64)
+    state = np.uint64(seed)
+    p = 0
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and values[order[j]] == values[order[i]]:
+            j += 1
+        c = j - i
+        if c >= 2:
+            m = c * (c - 1) // 2
+            if m <= cap:
+                for a in range(i, j):
+                    for b in range(a + 1, j):
+                        left[p] = order[a]
+                        right[p] = order[b]
+                        p += 1
+            else:
+                for _ in range(cap):
+                    state, z = _splitmix(state)
+                    a = np.int64(z % np.uint64(c))
+                    state, z = _splitmix(state)
+                    b = np.int64(z % np.uint64(c - 1))
+                    if b >= a:
+                        b += 1
+                    left[p] = order[i + a]
+                    right[p] = order[i + b]
+                    p += 1
+        i = j
+    return left, right
+
+
+def aux_sketch(offsets: np.ndarray, hashes: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """An (n, k) uint64 min-hash sketch of the shingle-hash CSR from k hash functions that share
+    nothing with the dedup's permutations (a 64-bit finaliser of hash XOR a random salt)."""
+    rng = np.random.default_rng([int(seed), 0x5EED_A0D1])
+    salts = rng.integers(0, np.iinfo(np.uint64).max, size=k, dtype=np.uint64, endpoint=True)
+    return _aux_sketch_kernel(np.ascontiguousarray(offsets, dtype=np.int64),
+                              np.ascontiguousarray(hashes, dtype=np.uint64), salts)
+
+
+# --------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass
+class AuditBin:
+    """One bin of exact Jaccard similarity [lo, hi) (the last one closed)."""
+
+    lo: float
+    hi: float
+    pairs: int
+    candidates: int
+    measured: float          # candidates / pairs (nan when empty)
+    ci_low: float
+    ci_high: float
+    theory: float            # mean of 1 - (1 - s^r)^b over the bin's pairs
+    mean_similarity: float
+    outside: bool            # theory outside [ci_low, ci_high]
+
+    @property
+    def label(self) -> str:
+        return f"[{self.lo:.2f}, {self.hi:.2f}{']' if self.hi >= 1.0 else ')'}"
+
+
+@dataclass
+class AuditResult:
+    """What :func:`audit_texts` measured. ``to_dict()`` is JSON-ready."""
+
+    threshold: float
+    num_perm: int
+    bands: int
+    rows: int
+    ngram: int
+    char_ngrams: bool
+    seed: int
+    documents: int
+    empty_documents: int
+    sample: int
+    pool_pairs: int
+    pool_random_pairs: int
+    pool_bucket_pairs: int
+    bins: List[AuditBin]
+    near_duplicates: Dict[str, Any]
+    pairs: Dict[str, np.ndarray] = field(repr=False)
+    seconds: Dict[str, float] = field(default_factory=dict)
+    options: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sampled_pairs(self) -> int:
+        return int(len(self.pairs["left"]))
+
+    @property
+    def bins_outside(self) -> int:
+        return sum(1 for b in self.bins if b.outside)
+
+    @property
+    def bins_with_pairs(self) -> int:
+        return sum(1 for b in self.bins if b.pairs > 0)
+
+    @property
+    def miss_rate(self) -> float:
+        return float(self.near_duplicates["miss_rate"])
+
+    def to_dict(self, include_pairs: bool = True) -> dict:
+        d = {
+            "threshold": self.threshold, "num_perm": self.num_perm, "bands": self.bands,
+            "rows": self.rows, "midpoint": midpoint(self.bands, self.rows),
+            "p_at_threshold": float(candidate_probability(self.threshold, self.bands, self.rows)),
+            "ngram": self.ngram, "char_ngrams": self.char_ngrams, "seed": self.seed,
+            "documents": self.documents, "empty_documents": self.empty_documents,
+            "sample": self.sample, "sampled_pairs": self.sampled_pairs,
+            "pool_pairs": self.pool_pairs, "pool_random_pairs": self.pool_random_pairs,
+            "pool_bucket_pairs": self.pool_bucket_pairs,
+            "bins": [dict(dataclasses.asdict(b), label=b.label) for b in self.bins],
+            "bins_outside": self.bins_outside, "bins_with_pairs": self.bins_with_pairs,
+            "near_duplicates": dict(self.near_duplicates),
+            "options": dict(self.options), "seconds": dict(self.seconds),
+        }
+        if include_pairs:
+            d["pairs"] = {
+                "columns": ["left", "right", "similarity", "estimated", "candidate", "weight"],
+                "left": self.pairs["left"].tolist(), "right": self.pairs["right"].tolist(),
+                "similarity": self.pairs["similarity"].tolist(),
+                "estimated": self.pairs["estimated"].tolist(),
+                "candidate": self.pairs["candidate"].astype(bool).tolist(),
+                "weight": self.pairs["weight"].tolist(),
+            }
+        return _json_safe(d)
+
+
+def _json_safe(obj):
+    """NaN / inf become None (strict JSON)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, (np.floating,)):
+        return _json_safe(float(obj))
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj
+
+
+# --------------------------------------------------------------------------------------------
+# The audit
+
+
+def _make_config(config, options: Dict[str, Any]):
+    from .config import Config
+    if config is None:
+        config = Config.from_options(**options)
+    elif options:
+        names = {f.name for f in dataclasses.fields(Config)}
+        unknown = sorted(set(options) - names)
+        if unknown:
+            raise ConfigError(f"unknown option(s): {', '.join(unknown)}")
+        try:
+            config = dataclasses.replace(config, **options)
+        except TypeError as exc:  # pragma: no cover
+            raise ConfigError(str(exc)) from None
+    return config.resolved()
+
+
+def _allocate(pool_counts: np.ndarray, budget: int) -> np.ndarray:
+    """Water-filling: up to budget / strata per stratum, what small strata leave goes to the rest."""
+    take = np.zeros_like(pool_counts)
+    remaining = int(budget)
+    order = np.argsort(pool_counts, kind="stable")
+    left = int(np.sum(pool_counts > 0))
+    for s in order:
+        c = int(pool_counts[s])
+        if c == 0:
+            continue
+        share = remaining // max(left, 1)
+        t = min(c, share)
+        take[s] = t
+        remaining -= t
+        left -= 1
+    return take
+
+
+def audit_texts(texts, config=None, *, sample: int = 5000, bins: int = 10, aux_perm: int = 32,
+                probe_positions: int = 8, uniform_pairs: Optional[int] = None, run_cap: int = 2000,
+                **options) -> AuditResult:
+    """Measure the S-curve of (bands, rows) on ``texts`` (a list of str or a pyarrow string array).
+
+    ``config``: a :class:`neardup.config.Config` (threshold, num_perm, bands, rows, ngram,
+    char_ngrams, seed, normalisation, min_recall); keyword ``options`` named like Config fields
+    override it (e.g. ``audit_texts(texts, threshold=0.7, num_perm=64)``). Bands and rows default
+    to what the dedup would choose.
+
+    sample: pairs to check (split over ``bins`` strata of estimated similarity).
+    bins: equal-width similarity bins on [0, 1] (for sampling and for the result).
+    aux_perm, probe_positions: the auxiliary sketch's length and how many of its positions are
+        used to find similar pairs.
+    uniform_pairs: random pairs in the pool (default: max(20 * sample, 50000)).
+    run_cap: at most this many pairs from the documents that share one sketch value.
+    """
+    t_start = time.perf_counter()
+    cfg = _make_config(config, options)
+    for name, value, lo in (("sample", sample, 1), ("bins", bins, 1), ("aux_perm", aux_perm, 1),
+                            ("probe_positions", probe_positions, 1), ("run_cap", run_cap, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
+            raise ConfigError(f"{name} must be an integer >= {lo}, got {value!r}")
+    if bins > 1000:
+        raise ConfigError(f"bins must be at most 1000, got {bins}")
+    if probe_positions > aux_perm:
+        raise ConfigError(f"probe_positions ({probe_positions}) must not exceed aux_perm ({aux_perm})")
+    try:
+        from .bands import band_keys
+        from .minhash import MinHasher
+        from .verify import estimated_jaccard, exact_jaccard
+    except ImportError as exc:  # pragma: no cover - a broken install
+        raise ConfigError(f"the audit needs neardup's MinHash kernels: {exc}") from None
+
+    seconds: Dict[str, float] = {}
+    t0 = time.perf_counter()
+    if hasattr(MinHasher, "from_config"):
+        mh = MinHasher.from_config(cfg)
+    else:  # pragma: no cover
+        mh = MinHasher(num_perm=cfg.num_perm, ngram=cfg.ngram, seed=cfg.seed, char_ngrams=cfg.char_ngrams)
+    sigs = mh.signatures(texts)
+    offsets, hashes = mh.shingle_sets(texts)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    n = int(sigs.shape[0])
+    sizes = np.diff(offsets)
+    eligible = np.flatnonzero(sizes > 0)
+    seconds["signatures"] = time.perf_counter() - t0
+    if len(eligible) < 2:
+        raise InputError(f"the audit needs at least 2 documents with a shingle (of {cfg.ngram} "
+                         f"{'characters' if cfg.char_ngrams else 'words'}); got {len(eligible)} of {n}")
+
+    # ---- the pool
+    t0 = time.perf_counter()
+    rng = np.random.default_rng([int(cfg.seed), 0xA0D17])
+    m = len(eligible)
+    total_pairs = m * (m - 1) // 2
+    n_uniform = int(uniform_pairs) if uniform_pairs is not None else max(20 * int(sample), 50_000)
+    n_uniform = min(n_uniform, total_pairs)
+    a = rng.integers(0, m, size=n_uniform, dtype=np.int64)
+    b = rng.integers(0, m - 1, size=n_uniform, dtype=np.int64)
+    b = b + (b >= a)
+    uni_l, uni_r = eligible[np.minimum(a, b)], eligible[np.maximum(a, b)]
+
+    aux = aux_sketch(offsets, hashes, int(aux_perm), int(cfg.seed))
+    bucket_l, bucket_r = [], []
+    for pos in range(int(probe_positions)):
+        values = np.ascontiguousarray(aux[eligible, pos])
+        order = np.argsort(values, kind="stable").astype(np.int64)
+        run_seed = int(rng.integers(0, 1 << 62))
+        l, r = _run_pairs_kernel(order, values, int(run_cap), run_seed)
+        l, r = eligible[l], eligible[r]
+        bucket_l.append(np.minimum(l, r))
+        bucket_r.append(np.maximum(l, r))
+    bl = np.concatenate(bucket_l) if bucket_l else np.zeros(0, np.int64)
+    br = np.concatenate(bucket_r) if bucket_r else np.zeros(0, np.int64)
+    bucket_codes = np.unique(bl * n + br)
+    uni_codes = np.unique(uni_l * n + uni_r)
+    codes = np.union1d(uni_codes, bucket_codes)
+    codes = codes[(codes // n) != (codes % n)]
+    pool_l, pool_r = codes // n, codes % n
+    est = estimated_jaccard(aux, pool_l, pool_r)
+    seconds["pool"] = time.perf_counter() - t0
+
+    # ---- stratified sample
+    t0 = time.perf_counter()
+    stratum = np.minimum((est * bins + 1e-9).astype(np.int64), bins - 1)
+    pool_counts = np.bincount(stratum, minlength=bins)
+    take = _allocate(pool_counts, int(sample))
+    chosen = []
+    weights = []
+    for s in range(bins):
+        if take[s] == 0:
+            continue
+        idx = np.flatnonzero(stratum == s)
+        pick = idx if take[s] >= len(idx) else rng.choice(idx, size=int(take[s]), replace=False)
+        chosen.append(np.sort(pick))
+        weights.append(np.full(len(pick), pool_counts[s] / len(pick), dtype=np.float64))
+    chosen_idx = np.concatenate(chosen) if chosen else np.zeros(0, np.int64)
+    weight = np.concatenate(weights) if weights else np.zeros(0, np.float64)
+    left, right = pool_l[chosen_idx], pool_r[chosen_idx]
+    estimated = est[chosen_idx]
+
+    # ---- exact similarity and candidate status under (bands, rows)
+    similarity = exact_jaccard(offsets, hashes, left, right)
+    keys = band_keys(sigs, cfg.bands, cfg.rows, cfg.seed)
+    candidate = np.any(keys[left] == keys[right], axis=1) if len(left) else np.zeros(0, bool)
+    seconds["measure"] = time.perf_counter() - t0
+
+    theory = candidate_probability(np.clip(similarity, 0.0, 1.0), cfg.bands, cfg.rows)
+    theory = np.atleast_1d(np.asarray(theory, dtype=np.float64))
+    result_bins = []
+    where = np.minimum((similarity * bins + 1e-9).astype(np.int64), bins - 1)
+    for s in range(bins):
+        mask = where == s
+        k = int(mask.sum())
+        c = int(candidate[mask].sum())
+        lo_edge, hi_edge = s / bins, (s + 1) / bins
+        if k == 0:
+            result_bins.append(AuditBin(lo_edge, hi_edge, 0, 0, float("nan"), float("nan"), float("nan"),
+                                        float("nan"), float("nan"), False))
+            continue
+        ci_lo, ci_hi = wilson_interval(c, k)
+        th = float(theory[mask].mean())
+        outside = th < ci_lo - 1e-9 or th > ci_hi + 1e-9
+        result_bins.append(AuditBin(lo_edge, hi_edge, k, c, c / k, ci_lo, ci_hi, th,
+                                    float(similarity[mask].mean()), bool(outside)))
+
+    near = similarity >= cfg.threshold - 1e-12
+    nd: Dict[str, Any] = {"threshold": cfg.threshold, "pairs": int(near.sum()),
+                          "candidates": int(candidate[near].sum()),
+                          "missed": int(near.sum() - candidate[near].sum())}
+    if near.any():
+        w = weight[near]
+        missed = (~candidate[near]).astype(np.float64)
+        miss = float(np.dot(w, missed) / w.sum())
+        n_eff = float(w.sum() ** 2 / np.dot(w, w))
+        lo, hi = wilson_interval(miss * n_eff, n_eff)
+        th_miss = float(np.dot(w, 1.0 - theory[near]) / w.sum())
+        raw = float(missed.mean())
+        raw_lo, raw_hi = wilson_interval(float(missed.sum()), float(len(missed)))
+        nd.update({
+            "miss_rate": miss, "ci_low": lo, "ci_high": hi, "theory": th_miss,
+            "effective_pairs": n_eff,
+            "consistent": bool(lo - 1e-9 <= th_miss <= hi + 1e-9),
+            "sample_miss_rate": raw, "sample_ci_low": raw_lo, "sample_ci_high": raw_hi,
+            "sample_theory": float(np.mean(1.0 - theory[near])),
+        })
+    else:
+        nd.update({"miss_rate": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"),
+                   "theory": float("nan"), "effective_pairs": 0.0, "consistent": None,
+                   "sample_miss_rate": float("nan"), "sample_ci_low": float("nan"),
+                   "sample_ci_high": float("nan"), "sample_theory": float("nan")})
+    seconds["total"] = time.perf_counter() - t_start
+    return AuditResult(
+        threshold=float(cfg.threshold), num_perm=int(cfg.num_perm), bands=int(cfg.bands),
+        rows=int(cfg.rows), ngram=int(cfg.ngram), char_ngrams=bool(cfg.char_ngrams), seed=int(cfg.seed),
+        documents=n, empty_documents=int(n - len(eligible)), sample=int(sample),
+        pool_pairs=int(len(codes)), pool_random_pairs=int(len(uni_codes)),
+        pool_bucket_pairs=int(len(bucket_codes)), bins=result_bins, near_duplicates=nd,
+        pairs={"left": left.astype(np.int64), "right": right.astype(np.int64),
+               "similarity": similarity, "estimated": estimated, "candidate": candidate,
+               "weight": weight},
+        seconds=seconds,
+        options={"bins": int(bins), "aux_perm": int(aux_perm), "probe_positions": int(probe_positions),
+                 "uniform_pairs": int(n_uniform), "run_cap": int(run_cap),
+                 "min_recall": float(cfg.min_recall)})
+
+
+# --------------------------------------------------------------------------------------------
+# Output
+
+
+def _pct(v) -> str:
+    return "n/a" if v is None or not math.isfinite(v) else f"{v:.1%}"
+
+
+def format_audit(result: AuditResult) -> str:
+    """The table ``neardup audit`` prints."""
+    r = result
+    unit = "characters" if r.char_ngrams else "words"
+    lines = [
+        f"neardup audit: {r.documents:,} documents"
+        + (f" ({r.empty_documents:,} without a shingle, left out)" if r.empty_documents else "")
+        + f"; {r.bands} bands x {r.rows} rows of {r.num_perm}, threshold {r.threshold:g}, "
+          f"{r.ngram}-grams of {unit}, seed {r.seed}",
+        f"pairs: {r.sampled_pairs:,} sampled from a pool of {r.pool_pairs:,} "
+        f"({r.pool_random_pairs:,} random, {r.pool_bucket_pairs:,} sharing a sketch value), "
+        f"stratified by estimated similarity",
+        "",
+        f"  {'exact J':<13} {'pairs':>7} {'cand.':>7} {'measured':>9}  {'95% CI':<16} {'theory':>7}",
+    ]
+    for b in r.bins:
+        if b.pairs == 0:
+            lines.append(f"  {b.label:<13} {0:>7} {'':>7} {'-':>9}")
+            continue
+        flag = "  <- theory outside the CI" if b.outside else ""
+        lines.append(f"  {b.label:<13} {b.pairs:>7,} {b.candidates:>7,} {b.measured:>9.3f}  "
+                     f"[{b.ci_low:.3f}, {b.ci_high:.3f}]   {b.theory:>7.3f}{flag}")
+    nd = r.near_duplicates
+    lines.append("")
+    lines.append(f"measured vs theory: {r.bins_with_pairs - r.bins_outside} of {r.bins_with_pairs} bins "
+                 f"with pairs agree (theory inside the 95% CI; about 1 in 20 may fall outside by chance)")
+    lines.append("")
+    if nd["pairs"]:
+        lines.append(f"near-duplicates (exact J >= {r.threshold:g}): {nd['pairs']:,} sampled pairs, "
+                     f"{nd['missed']:,} of them not candidates")
+        lines.append(f"  expected share of near-duplicate pairs missed: {_pct(nd['miss_rate'])} "
+                     f"(95% CI {_pct(nd['ci_low'])} - {_pct(nd['ci_high'])}); theory {_pct(nd['theory'])}"
+                     + ("" if nd.get("consistent") else "  <- theory outside the CI"))
+        lines.append(f"  (weighted to the pool; over the sampled pairs alone: {_pct(nd['sample_miss_rate'])}, "
+                     f"theory {_pct(nd['sample_theory'])})")
+    else:
+        lines.append(f"near-duplicates (exact J >= {r.threshold:g}): none among the sampled pairs; "
+                     "the miss rate cannot be measured on this corpus")
+    return "\n".join(lines)
+
+
+def audit_figure(result: AuditResult):
+    """Measured candidate rates with 95% error bars over the theoretical S-curve."""
+    from . import plots
+    plt = plots.require_matplotlib()
+    r = result
+    s = np.linspace(0, 1, 501)
+    fig, ax = plt.subplots(figsize=(7.0, 4.6))
+    ax.plot(s, candidate_probability(s, r.bands, r.rows), color=plots.CURVE, lw=2,
+            label=f"theory 1 - (1 - s^{r.rows})^{r.bands}", zorder=2)
+    xs, ys, lo, hi, bad = [], [], [], [], []
+    for b in r.bins:
+        if b.pairs:
+            xs.append(b.mean_similarity)
+            ys.append(b.measured)
+            lo.append(b.measured - b.ci_low)
+            hi.append(b.ci_high - b.measured)
+            bad.append(b.outside)
+    if xs:
+        xs_a, ys_a = np.array(xs), np.array(ys)
+        err = np.array([lo, hi])
+        ok = ~np.array(bad)
+        ax.errorbar(xs_a[ok], ys_a[ok], yerr=err[:, ok], fmt="o", color="#1e8449", capsize=3,
+                    label="measured (95% CI)", zorder=3)
+        if (~ok).any():
+            ax.errorbar(xs_a[~ok], ys_a[~ok], yerr=err[:, ~ok], fmt="s", color=plots.THRESHOLD,
+                        capsize=3, label="measured, theory outside CI", zorder=3)
+        th = np.array([b.theory for b in r.bins if b.pairs])
+        ax.plot(xs_a, th, "x", color=plots.CURVE, ms=7, mew=1.5,
+                label="theory: mean over the bin's pairs", zorder=4)
+    ax.axvline(r.threshold, color=plots.THRESHOLD, ls="--", lw=1.2, label=f"threshold {r.threshold:g}")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_xlabel("exact Jaccard similarity (bin mean)")
+    ax.set_ylabel("share of pairs that are LSH candidates")
+    nd = r.near_duplicates
+    ax.set_title(f"Audit: {r.bands} bands x {r.rows} rows, {r.sampled_pairs:,} pairs; "
+                 f"missed near-dups {_pct(nd['miss_rate'])}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_audit(result: AuditResult, path: str) -> str:
+    """Write :func:`audit_figure` to ``path`` (.png or .svg)."""
+    from .plots import plot_format, save_figure
+    plot_format(path)
+    return save_figure(audit_figure(result), path)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading files
+
+
+def read_texts(inputs: Sequence[str], *, text_column: str = "text", max_docs: Optional[int] = None,
+               on_error: str = "fail", batch_size: int = 8192):
+    """The texts of the first ``max_docs`` documents of ``inputs`` (files, folders, globs) as one
+    pyarrow large_string array, read through :mod:`neardup.io`."""
+    import pyarrow as pa
+    try:
+        from .io import discover, read_source
+    except ImportError:
+        raise ConfigError("reading files needs neardup.io, which this installation lacks") from None
+    sources = discover(list(inputs))
+    chunks = []
+    count = 0
+    for i, src in enumerate(sources):
+        if max_docs is not None and count >= max_docs:
+            break
+        for batch in read_source(src, i, text_column=text_column, on_error=on_error,
+                                 batch_size=batch_size):
+            text = batch.text
+            if isinstance(text, pa.ChunkedArray):
+                text = text.combine_chunks()
+            if max_docs is not None and count + len(text) > max_docs:
+                text = text.slice(0, max_docs - count)
+            if len(text):
+                chunks.append(text.cast(pa.large_string()))
+                count += len(text)
+            if max_docs is not None and count >= max_docs:
+                break
+    if not chunks:
+        return pa.array([], type=pa.large_string())
+    return pa.concat_arrays(chunks)
+
+
+# --------------------------------------------------------------------------------------------
+# The command line
+
+
+def _audit_command(args: argparse.Namespace) -> int:
+    from .config import Config
+    if (args.bands is None) != (args.rows is None):
+        raise ConfigError("--bands and --rows go together: give both or neither")
+    if args.plot:
+        from .plots import plot_format, require_matplotlib
+        plot_format(args.plot)
+        require_matplotlib()  # fail before the work, not after it
+    for name in ("sample", "bins", "max_docs"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {v}")
+    if args.json and args.json != "-":
+        d = os.path.dirname(os.path.abspath(args.json))
+        if not os.path.isdir(d):
+            raise ConfigError(f"cannot write {args.json}: the folder {d} does not exist")
+    cfg = Config(threshold=args.threshold, num_perm=args.num_perm, bands=args.bands, rows=args.rows,
+                 min_recall=args.min_recall, ngram=args.ngram, char_ngrams=args.char_ngrams,
+                 seed=args.seed, text_column=args.text_column)
+    texts = read_texts(args.inputs, text_column=args.text_column, max_docs=args.max_docs,
+                       on_error=args.on_error)
+    if len(texts) < 2:
+        raise InputError(f"the audit needs at least 2 documents; read {len(texts)} from "
+                         f"{', '.join(args.inputs)}")
+    result = audit_texts(texts, cfg, sample=args.sample, bins=args.bins)
+    if args.json == "-":
+        print(json.dumps(result.to_dict(), indent=1))
+    else:
+        print(format_audit(result))
+    if args.json and args.json != "-":
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(result.to_dict(), fh, indent=1)
+        print(f"wrote {args.json}", file=sys.stderr if args.json == "-" else sys.stdout)
+    if args.plot:
+        plot_audit(result, args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr if args.json == "-" else sys.stdout)
+    return 0
+
+
+def register(sub) -> None:
+    """Add the ``audit`` subcommand to the ``neardup`` parser."""
+    p = sub.add_parser(
+        "audit", help="measure the real LSH S-curve and the share of missed near-duplicates",
+        description="Sample pairs of documents from your corpus across the whole similarity "
+                    "range, compute their exact Jaccard similarity and whether the LSH with these "
+                    "parameters makes them a candidate pair, and compare the measured candidate "
+                    "rate per similarity bin with the theoretical S-curve 1 - (1 - s^r)^b. Reports "
+                    "the expected share of near-duplicate pairs a dedup would miss.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="input files or folders (JSONL, Parquet, text), as for 'neardup dedup'")
+    p.add_argument("--sample", type=int, default=5000, metavar="N",
+                   help="pairs to check, spread over the similarity bins (more: tighter intervals)")
+    p.add_argument("--threshold", type=float, default=0.8, metavar="T",
+                   help="Jaccard similarity in (0, 1] at or above which a pair is a near-duplicate")
+    p.add_argument("--num-perm", type=int, default=128, metavar="K", help="MinHash signature length")
+    p.add_argument("--bands", type=int, default=None, metavar="B",
+                   help="LSH bands (with --rows); default: what the dedup would choose")
+    p.add_argument("--rows", type=int, default=None, metavar="R",
+                   help="rows per band (with --bands)")
+    p.add_argument("--min-recall", type=float, default=0.9, metavar="P",
+                   help="when bands and rows are chosen: demand P(candidate | threshold) >= P")
+    p.add_argument("--ngram", type=int, default=5, metavar="N", help="tokens per shingle")
+    p.add_argument("--char-ngrams", action="store_true",
+                   help="shingle on characters instead of words")
+    p.add_argument("--text-column", default="text", metavar="NAME",
+                   help="the field holding the text in JSONL / Parquet input")
+    p.add_argument("--seed", type=int, default=42, metavar="S",
+                   help="seed of the hashes (use the dedup's) and of the pair sampling")
+    p.add_argument("--bins", type=int, default=10, metavar="N",
+                   help="equal-width similarity bins on [0, 1]")
+    p.add_argument("--max-docs", type=int, default=100_000, metavar="M",
+                   help="read at most this many documents (the first M)")
+    p.add_argument("--on-error", choices=("fail", "skip"), default="fail",
+                   help="on a record that cannot be read: stop, or skip it")
+    p.add_argument("--json", default=None, metavar="FILE",
+                   help="also write every number (bins, miss rate, the sampled pairs) to FILE as "
+                        "JSON; '-' prints the JSON instead of the table")
+    p.add_argument("--plot", default=None, metavar="FILE",
+                   help="write measured rates with error bars over the theoretical curve to FILE "
+                        "(.png or .svg; needs matplotlib)")
+    p.set_defaults(func=_audit_command)

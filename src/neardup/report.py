@@ -1,0 +1,740 @@
+"""``neardup params`` (the S-curve of a (bands, rows) choice) and the HTML run report.
+
+* :func:`params_summary` / :func:`format_params`: what ``neardup params`` prints.
+* :func:`write_report`: one self-contained ``report.html`` (inline CSS and images, no scripts,
+  no external URLs) from a dedup output folder; ``neardup report DIR`` regenerates it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import difflib
+import html
+import json
+import math
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .errors import ConfigError, InputError
+from .params import (alternatives, candidate_probability, choose_params, describe,
+                     false_negative_area, false_positive_area, midpoint)
+
+__all__ = ["register", "params_summary", "format_params", "write_report", "word_diff_html",
+           "REPORT_NAME"]
+
+REPORT_NAME = "report.html"
+
+
+# ============================================================================================
+# neardup params
+
+
+def _around(threshold: float) -> List[float]:
+    """A few similarities around the threshold (inside [0, 1]), the threshold included."""
+    sims = {round(threshold + d, 4) for d in (-0.3, -0.2, -0.1, -0.05, 0.0, 0.05, 0.1, 0.15)}
+    return sorted(s for s in sims if 0.0 < s <= 1.0)
+
+
+def _row(choice, labels: List[str]) -> dict:
+    return {
+        "bands": choice.bands, "rows": choice.rows, "used": choice.bands * choice.rows,
+        "midpoint": choice.midpoint, "p_at_threshold": choice.p_at_threshold,
+        "false_positive_area": choice.false_positive_area,
+        "false_negative_area": choice.false_negative_area, "labels": labels,
+    }
+
+
+def params_summary(threshold: float = 0.8, num_perm: int = 128, *, bands: Optional[int] = None,
+                   rows: Optional[int] = None, min_recall: float = 0.9,
+                   method: str = "recall") -> dict:
+    """Everything ``neardup params`` shows, as a JSON-ready dict.
+
+    Keys: threshold, num_perm, bands, rows, method, reason, midpoint, p_at_threshold,
+    false_positive_area, false_negative_area, p_at ({"0.8": P, ...}), min_recall, used,
+    alternatives (list of dicts with bands, rows, used, midpoint, p_at_threshold, the two areas and
+    ``labels``), default (the recall chooser's pick) and weighted (the weighted optimiser's pick).
+    Raises ConfigError for impossible parameters.
+    """
+    from .config import Config
+    if method not in ("recall", "weighted"):
+        raise ConfigError(f"method must be 'recall' or 'weighted', got {method!r}")
+    # Config validates every number with the project's one-line messages.
+    Config(threshold=threshold, num_perm=num_perm, bands=bands, rows=rows, min_recall=min_recall)
+    try:
+        choice = choose_params(threshold, num_perm, min_recall=min_recall, method=method,
+                               bands=bands, rows=rows)
+        default = choose_params(threshold, num_perm, min_recall=min_recall, method="recall")
+        weighted = choose_params(threshold, num_perm, method="weighted")
+        alts = alternatives(threshold, num_perm, min_recall=min_recall)
+    except ValueError as exc:  # pragma: no cover - Config caught it above
+        raise ConfigError(str(exc)) from None
+
+    out = describe(choice, similarities=_around(threshold))
+    out["min_recall"] = float(min_recall)
+    out["used"] = choice.bands * choice.rows
+    labels: Dict[Tuple[int, int], List[str]] = {}
+    rows_by_key: Dict[Tuple[int, int], Any] = {}
+    for c in alts:
+        rows_by_key.setdefault((c.bands, c.rows), c)
+    for c, label in ((choice, "chosen"),
+                     (default, f"default (P at threshold >= {min_recall:g}, fewest false positives)"),
+                     (weighted, "weighted optimiser (0.5 FP + 0.5 FN)")):
+        rows_by_key.setdefault((c.bands, c.rows), c)
+        labels.setdefault((c.bands, c.rows), []).append(label)
+    table = [_row(rows_by_key[k], labels.get(k, [])) for k in
+             sorted(rows_by_key, key=lambda k: (k[1], k[0]))]
+    out["alternatives"] = table
+    out["default"] = {k: v for k, v in _row(default, []).items() if k != "labels"}
+    out["weighted"] = {k: v for k, v in _row(weighted, []).items() if k != "labels"}
+    return out
+
+
+def format_params(summary: dict, *, plot_width: int = 60, plot_height: int = 15) -> str:
+    """The human-readable text of ``neardup params``."""
+    from .plots import ascii_s_curve
+    t = summary["threshold"]
+    b, r, k = summary["bands"], summary["rows"], summary["num_perm"]
+    lines = []
+    method = summary["method"]
+    how = {"recall": f"default chooser, min recall {summary['min_recall']:g}",
+           "weighted": "weighted optimiser", "given": "given"}.get(method, method)
+    lines.append(f"neardup params: threshold {t:g}, num_perm {k} ({how})")
+    lines.append("")
+    lines.append(f"chosen: {b} bands x {r} rows (uses {b * r} of {k} signature values)")
+    lines.append(f"why:    {summary['reason']}")
+    lines.append("")
+    lines.append(f"  midpoint (1/b)^(1/r)            {summary['midpoint']:.4f}")
+    lines.append(f"  P(candidate | J = {t:g})".ljust(34) + f"{summary['p_at_threshold']:.4f}")
+    lines.append(f"  false-positive area [0, {t:g}]".ljust(34) + f"{summary['false_positive_area']:.4f}")
+    lines.append(f"  false-negative area [{t:g}, 1]".ljust(34) + f"{summary['false_negative_area']:.4f}")
+    lines.append("")
+    lines.append("P(candidate) = 1 - (1 - J^r)^b at similarities around the threshold:")
+    for key, p in summary["p_at"].items():
+        mark = "  <- threshold" if math.isclose(float(key), t) else ""
+        lines.append(f"  J = {float(key):<5g}  P = {p:.4f}{mark}")
+    lines.append("")
+    lines.append(f"alternatives for num_perm = {k}:")
+    header = f"  {'bands':>5} {'rows':>4} {'used':>4}  {'midpoint':>8}  {'P(J=' + format(t, 'g') + ')':>9}  {'FP area':>7}  {'FN area':>7}"
+    lines.append(header)
+    for row in summary["alternatives"]:
+        tag = ("  <- " + "; ".join(row["labels"])) if row["labels"] else ""
+        lines.append(f"  {row['bands']:>5} {row['rows']:>4} {row['used']:>4}  {row['midpoint']:>8.4f}  "
+                     f"{row['p_at_threshold']:>9.4f}  {row['false_positive_area']:>7.4f}  "
+                     f"{row['false_negative_area']:>7.4f}{tag}")
+    w = summary["weighted"]
+    if (w["bands"], w["rows"]) != (b, r):
+        lines.append("")
+        lines.append(f"note: the weighted optimiser (minimise 0.5 FP area + 0.5 FN area) would pick "
+                     f"{w['bands']} x {w['rows']}, which finds a pair at J = {t:g} with probability "
+                     f"{w['p_at_threshold']:.4f}, i.e. misses {1 - w['p_at_threshold']:.0%} of them.")
+    lines.append("")
+    lines.append(f"S-curve of {b} bands x {r} rows:")
+    lines.append(ascii_s_curve(b, r, t, width=plot_width, height=plot_height))
+    return "\n".join(lines)
+
+
+def _params_command(args: argparse.Namespace) -> int:
+    if (args.bands is None) != (args.rows is None):
+        raise ConfigError("--bands and --rows go together: give both or neither")
+    if args.plot:
+        from .plots import plot_format
+        plot_format(args.plot)  # fail on a bad name before any work
+    summary = params_summary(args.threshold, args.num_perm, bands=args.bands, rows=args.rows,
+                             min_recall=args.min_recall, method=args.method)
+    if args.plot:
+        from .plots import plot_s_curve
+        plot_s_curve(args.plot, summary["bands"], summary["rows"], summary["threshold"])
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        if args.plot:
+            print(f"wrote {args.plot}", file=sys.stderr)
+    else:
+        print(format_params(summary))
+        if args.plot:
+            print(f"\nwrote {args.plot}")
+    return 0
+
+
+# ============================================================================================
+# The HTML report
+
+
+_CSS = """
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 0;
+       background: #f4f6f8; color: #1d232a; }
+main { max-width: 1200px; margin: 0 auto; padding: 24px 28px 60px; }
+h1 { font-size: 26px; margin: 8px 0 2px; }
+h2 { font-size: 19px; margin: 34px 0 10px; border-bottom: 2px solid #d7dde3; padding-bottom: 4px; }
+h3 { font-size: 15px; margin: 20px 0 6px; }
+.sub { color: #5b6570; font-size: 13px; }
+.cards { display: flex; flex-wrap: wrap; gap: 12px; margin-top: 18px; }
+.card { background: #fff; border: 1px solid #d7dde3; border-radius: 8px; padding: 12px 16px;
+        min-width: 130px; }
+.card .n { font-size: 28px; font-weight: 700; }
+.card .l { font-size: 12px; color: #5b6570; text-transform: uppercase; letter-spacing: .04em; }
+.card.removed .n { color: #b03a2e; }
+.card.kept .n { color: #1e8449; }
+table { border-collapse: collapse; background: #fff; font-size: 13px; }
+th, td { border: 1px solid #d7dde3; padding: 4px 9px; text-align: left; vertical-align: top; }
+th { background: #eef1f4; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.grid2 { display: flex; flex-wrap: wrap; gap: 16px; }
+.fig { background: #fff; border: 1px solid #d7dde3; border-radius: 8px; padding: 8px; }
+.fig img, .fig svg { display: block; max-width: 100%; height: auto; }
+.cluster { background: #fff; border: 1px solid #d7dde3; border-radius: 8px; padding: 8px 14px 14px;
+           margin: 14px 0; }
+.pair { display: grid; grid-template-columns: 1fr 1fr; gap: 10px; margin-top: 10px; }
+.doc { border: 1px solid #d7dde3; border-radius: 6px; padding: 8px 10px; background: #fbfcfd;
+       font-size: 13px; line-height: 1.45; max-height: 320px; overflow: auto; white-space: pre-wrap;
+       word-wrap: break-word; }
+.doc .h { font-weight: 700; font-size: 12px; color: #3d4650; margin-bottom: 4px; white-space: normal; }
+del { background: #fadbd8; color: #922b21; text-decoration: line-through; }
+ins { background: #d5f5e3; color: #1d6f42; text-decoration: none; }
+.note { color: #5b6570; font-size: 13px; }
+code { background: #eef1f4; padding: 0 3px; border-radius: 3px; }
+"""
+
+
+def _fmt_int(v: Any) -> str:
+    if v is None:
+        return "n/a"
+    try:
+        return f"{int(v):,}"
+    except (TypeError, ValueError):
+        return html.escape(str(v))
+
+
+def _fmt_value(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, (dict, list)):
+        return html.escape(json.dumps(v, sort_keys=True))
+    return html.escape(str(v))
+
+
+def _read_parquet(path: Path, columns: Optional[Sequence[str]] = None, filters=None):
+    import pyarrow.parquet as pq
+    try:
+        schema = pq.read_schema(path)
+        if columns is not None:
+            missing = [c for c in columns if c not in schema.names]
+            if missing:
+                raise InputError(f"{path}: missing column(s) {', '.join(missing)}; "
+                                 f"it has {', '.join(schema.names)}")
+        return pq.read_table(path, columns=list(columns) if columns else None, filters=filters)
+    except InputError:
+        raise
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise InputError(f"{path}: cannot read it as Parquet: {exc}") from None
+
+
+def word_diff_html(left: str, right: str, *, max_words: int = 600) -> Tuple[str, str]:
+    """Word-level diff of two texts, HTML-escaped.
+
+    Returns (left_html, right_html): words of ``left`` missing from ``right`` are wrapped in
+    ``<del>``, words of ``right`` missing from ``left`` in ``<ins>``. Texts longer than
+    ``max_words`` words are cut there (a note says so).
+    """
+    a, b = left.split(), right.split()
+    cut_a, cut_b = len(a) > max_words, len(b) > max_words
+    a, b = a[:max_words], b[:max_words]
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    out_a: List[str] = []
+    out_b: List[str] = []
+    for op, i1, i2, j1, j2 in sm.get_opcodes():
+        wa = html.escape(" ".join(a[i1:i2]))
+        wb = html.escape(" ".join(b[j1:j2]))
+        if op == "equal":
+            out_a.append(wa)
+            out_b.append(wb)
+            continue
+        if i2 > i1:
+            out_a.append(f"<del>{wa}</del>")
+        if j2 > j1:
+            out_b.append(f"<ins>{wb}</ins>")
+    note = ' <span class="note">[... cut at {} words]</span>'.format(max_words)
+    return (" ".join(out_a) + (note if cut_a else ""), " ".join(out_b) + (note if cut_b else ""))
+
+
+def _size_bins(max_size: int) -> List[Tuple[int, int]]:
+    bins = [(s, s) for s in range(2, min(max_size, 10) + 1)]
+    edges = [11, 21, 51, 101, 201, 501, 1001, 10001, 100001]
+    lo = 11
+    for hi_next in edges[1:]:
+        if lo > max_size:
+            break
+        bins.append((lo, hi_next - 1))
+        lo = hi_next
+    if lo <= max_size:
+        bins.append((lo, max_size))
+    return bins
+
+
+class _Figures:
+    """Charts as inline HTML: matplotlib PNGs (base64) when available, else hand-made SVG."""
+
+    def __init__(self, mode: str):
+        from .plots import have_matplotlib
+        if mode not in ("auto", "matplotlib", "svg"):
+            raise ConfigError(f"plots must be 'auto', 'matplotlib' or 'svg', got {mode!r}")
+        self.use_mpl = mode == "matplotlib" or (mode == "auto" and have_matplotlib())
+
+    def _img(self, fig, alt: str) -> str:
+        from .plots import figure_to_data_uri
+        return f'<img alt="{html.escape(alt)}" src="{figure_to_data_uri(fig, "png")}">'
+
+    def s_curve(self, bands: int, rows: int, threshold: float) -> str:
+        from . import plots
+        if self.use_mpl:
+            fig = plots.s_curve_figure(bands, rows, threshold, figsize=(6.4, 4.0))
+            return self._img(fig, f"S-curve {bands} bands x {rows} rows")
+        return plots.svg_line_chart(bands, rows, threshold, width=600, height=380)
+
+    def bars(self, labels: List[str], values: List[float], *, title: str, xlabel: str, ylabel: str,
+             marker: Optional[Tuple[int, str]] = None, log: bool = False) -> str:
+        from . import plots
+        if self.use_mpl:
+            plt = plots.require_matplotlib()
+            fig, ax = plt.subplots(figsize=(6.4, 4.0))
+            x = np.arange(len(values))
+            ax.bar(x, values, width=0.9, color=plots.BAR)
+            step = max(1, int(math.ceil(len(values) / 10)))
+            ax.set_xticks(x[::step])
+            ax.set_xticklabels([labels[i] for i in range(0, len(values), step)], fontsize=8,
+                               rotation=30 if max((len(s) for s in labels), default=0) > 5 else 0)
+            if marker is not None:
+                ax.axvline(marker[0] - 0.5, color=plots.THRESHOLD, ls="--", lw=1.4, label=marker[1])
+                ax.legend(loc="upper left", fontsize=8)
+            if log and max(values, default=0) > 0:
+                ax.set_yscale("log")
+            ax.set_title(title)
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
+            ax.grid(True, axis="y", alpha=0.3)
+            fig.tight_layout()
+            return self._img(fig, title)
+        return plots.svg_bar_chart(labels, values, title=title, xlabel=xlabel, ylabel=ylabel,
+                                   width=600, height=380, marker=marker)
+
+
+def _load_stats(out: Path) -> dict:
+    path = out / "stats.json"
+    if not path.is_file():
+        raise InputError(f"{out}: no stats.json here; is it a neardup output folder?")
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            stats = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: cannot read it as JSON: {exc}") from None
+    if not isinstance(stats, dict):
+        raise InputError(f"{path}: expected a JSON object, got {type(stats).__name__}")
+    return stats
+
+
+def _cluster_sizes(out: Path):
+    """(cluster ids, sizes) sorted by size (descending), or None when no cluster file exists."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    clusters_path = out / "clusters.parquet"
+    removed_path = out / "removed.parquet"
+    if clusters_path.is_file():
+        col = _read_parquet(clusters_path, ["cluster"])["cluster"]
+        extra = 0
+    elif removed_path.is_file():
+        # Without clusters.parquet: every removed document plus its representative.
+        col = _read_parquet(removed_path, ["cluster"])["cluster"]
+        extra = 1
+    else:
+        return None
+    if len(col) == 0:
+        return [], np.zeros(0, dtype=np.int64)
+    col = pc.cast(col, pa.string()) if not pa.types.is_string(col.type) else col
+    vc = pc.value_counts(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
+    ids = vc.field("values").to_pylist()
+    sizes = np.asarray(vc.field("counts").to_numpy(zero_copy_only=False), dtype=np.int64) + extra
+    order = np.lexsort((np.arange(len(sizes)), -sizes))
+    return [ids[i] for i in order], sizes[order]
+
+
+def _members(out: Path, cluster_ids: List[str]) -> Dict[str, dict]:
+    """For each cluster id: representative id, member ids (representative first) and the
+    similarity of each removed member to its representative."""
+    result: Dict[str, dict] = {c: {"representative": None, "members": [], "similarity": {}}
+                               for c in cluster_ids}
+    if not cluster_ids:
+        return result
+    wanted = set(cluster_ids)
+    clusters_path = out / "clusters.parquet"
+    removed_path = out / "removed.parquet"
+    if removed_path.is_file():
+        t = _read_parquet(removed_path, ["id", "representative", "cluster", "similarity"])
+        for i, rep, c, s in zip(*(t[name].to_pylist() for name in ("id", "representative", "cluster",
+                                                                   "similarity"))):
+            c = str(c)
+            if c in wanted:
+                entry = result[c]
+                entry["similarity"][str(i)] = s
+                entry["representative"] = entry["representative"] or (None if rep is None else str(rep))
+                if str(i) not in entry["members"]:
+                    entry["members"].append(str(i))
+    if clusters_path.is_file():
+        import pyarrow.parquet as pq
+        names = pq.read_schema(clusters_path).names
+        cols = ["id", "cluster"] + (["is_representative"] if "is_representative" in names else [])
+        t = _read_parquet(clusters_path, cols)
+        reps = t["is_representative"].to_pylist() if "is_representative" in names else [False] * len(t)
+        for i, c, is_rep in zip(t["id"].to_pylist(), t["cluster"].to_pylist(), reps):
+            c = str(c)
+            if c in wanted:
+                entry = result[c]
+                if is_rep:
+                    entry["representative"] = str(i)
+                if str(i) not in entry["members"]:
+                    entry["members"].append(str(i))
+    for entry in result.values():
+        rep = entry["representative"]
+        rest = [m for m in entry["members"] if m != rep]
+        entry["members"] = ([rep] if rep is not None else []) + rest
+    return result
+
+
+def _texts(out: Path, ids: set) -> Dict[str, str]:
+    path = out / "texts_sample.parquet"
+    if not path.is_file() or not ids:
+        return {}
+    t = _read_parquet(path, ["id", "text"])
+    return {str(i): ("" if x is None else str(x)) for i, x in zip(t["id"].to_pylist(), t["text"].to_pylist())
+            if str(i) in ids}
+
+
+def _section_counts(counts: dict) -> str:
+    items = [("input", "input documents", ""), ("kept", "kept", "kept"), ("removed", "removed", "removed"),
+             ("rejected", "rejected records", ""), ("clusters", "duplicate clusters", ""),
+             ("candidate_pairs", "candidate pairs", ""), ("verified_pairs", "verified pairs", "")]
+    cards = []
+    for key, label, cls in items:
+        value = counts.get(key)
+        extra = ""
+        if key == "removed" and counts.get("input"):
+            try:
+                extra = f' <span class="sub">({int(value) / int(counts["input"]):.1%})</span>'
+            except (TypeError, ValueError, ZeroDivisionError):
+                extra = ""
+        cards.append(f'<div class="card {cls}" id="count-{key}"><div class="l">{html.escape(label)}</div>'
+                     f'<div class="n">{_fmt_int(value)}{extra}</div></div>')
+    known = {k for k, _, _ in items}
+    for key in sorted(k for k in counts if k not in known):
+        cards.append(f'<div class="card" id="count-{html.escape(str(key))}"><div class="l">'
+                     f'{html.escape(str(key).replace("_", " "))}</div>'
+                     f'<div class="n">{_fmt_int(counts[key])}</div></div>')
+    return '<div class="cards">' + "".join(cards) + "</div>"
+
+
+def _kv_table(d: dict, caption: Optional[str] = None) -> str:
+    rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{_fmt_value(v)}</td></tr>" for k, v in d.items())
+    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    return f"<table>{cap}{rows}</table>"
+
+
+def _resolve_bands(params: dict) -> Optional[Tuple[float, int, int]]:
+    try:
+        t = float(params.get("threshold"))
+        b, r = params.get("bands"), params.get("rows")
+        if b is None or r is None:
+            k = int(params.get("num_perm", 128))
+            c = choose_params(t, k, min_recall=float(params.get("min_recall", 0.9)))
+            b, r = c.bands, c.rows
+        b, r = int(b), int(r)
+        candidate_probability(t, b, r)
+        if not 0 < t <= 1:
+            return None
+        return t, b, r
+    except (TypeError, ValueError):
+        return None
+
+
+def _similarity_histogram(out: Path, figs: _Figures, threshold: Optional[float]) -> str:
+    path = out / "removed.parquet"
+    if not path.is_file():
+        return '<p class="note">No removed.parquet in this folder.</p>'
+    col = _read_parquet(path, ["similarity"])["similarity"]
+    sims = np.asarray(col.to_numpy(zero_copy_only=False) if hasattr(col, "to_numpy") else col, dtype=np.float64)
+    sims = sims[np.isfinite(sims)]
+    if sims.size == 0:
+        return '<p class="note">No similarities recorded (no removed documents, or verification was off).</p>'
+    lo = float(np.floor(min(sims.min(), threshold if threshold is not None else 1.0) * 20) / 20)
+    lo = min(max(lo, 0.0), 0.95)
+    nbins = int(round((1.0 - lo) / 0.01))
+    edges = np.linspace(lo, 1.0, nbins + 1)
+    counts, _ = np.histogram(np.clip(sims, 0.0, 1.0), bins=edges)
+    labels = [f"{e:.2f}" for e in edges[:-1]]
+    marker = None
+    if threshold is not None and lo <= threshold <= 1.0:
+        marker = (int(round((threshold - lo) / 0.01)), f"threshold {threshold:g}")
+    chart = figs.bars(labels, counts.tolist(), title="Similarity of removed documents to their representative",
+                      xlabel="similarity (bin start)", ylabel="removed documents", marker=marker)
+    q = np.quantile(sims, [0.0, 0.5, 1.0])
+    below = int(np.sum(sims < threshold)) if threshold is not None else 0
+    note = (f'<p class="note">{sims.size:,} removed documents with a similarity: min {q[0]:.3f}, '
+            f'median {q[1]:.3f}, max {q[2]:.3f}'
+            + (f"; {below:,} below the threshold (kept in a cluster through another member)"
+               if below else "") + ".</p>")
+    return f'<div class="fig">{chart}</div>{note}'
+
+
+def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: int,
+                     max_side_by_side: int) -> Tuple[str, str]:
+    """(size distribution html, largest clusters html)."""
+    sized = _cluster_sizes(out)
+    if sized is None:
+        msg = '<p class="note">No clusters.parquet or removed.parquet in this folder.</p>'
+        return msg, msg
+    ids, sizes = sized
+    if len(sizes) == 0:
+        msg = '<p class="note">No duplicate clusters: nothing was removed.</p>'
+        return msg, msg
+    bins = _size_bins(int(sizes.max()))
+    labels = [str(a) if a == b else f"{a}-{b}" for a, b in bins]
+    values = [int(np.sum((sizes >= a) & (sizes <= b))) for a, b in bins]
+    chart = figs.bars(labels, values, title="Cluster sizes", xlabel="documents in the cluster",
+                      ylabel="clusters", log=max(values) > 50 * max(1, min(v for v in values if v)))
+    rows = "".join(f'<tr><td>{html.escape(l)}</td><td class="num">{v:,}</td></tr>'
+                   for l, v in zip(labels, values) if v)
+    size_html = (f'<div class="grid2"><div class="fig">{chart}</div><div><table><tr><th>cluster size</th>'
+                 f'<th>clusters</th></tr>{rows}</table><p class="note">{len(sizes):,} clusters, '
+                 f'{int(sizes.sum()):,} documents in them; largest: {int(sizes.max()):,}; '
+                 f'mean: {sizes.mean():.2f}.</p></div></div>')
+
+    top = ids[:max_clusters]
+    members = _members(out, top)
+    wanted = set()
+    for c in top:
+        wanted.update(members[c]["members"][:max_side_by_side + 1])
+    texts = _texts(out, wanted)
+    parts = []
+    if not texts:
+        parts.append('<p class="note">Texts are not shown: this folder has no texts_sample.parquet '
+                     '(or it holds none of these documents); only ids are listed.</p>')
+    for c, size in zip(top, sizes[:max_clusters]):
+        entry = members[c]
+        rep = entry["representative"]
+        mem = entry["members"]
+        sims = entry["similarity"]
+        lis = []
+        for m in mem[:max_members]:
+            if m == rep:
+                lis.append(f"<tr><td><code>{html.escape(m)}</code></td><td>representative (kept)</td></tr>")
+            else:
+                s = sims.get(m)
+                s_txt = f"{s:.3f}" if isinstance(s, float) and math.isfinite(s) else "n/a"
+                lis.append(f"<tr><td><code>{html.escape(m)}</code></td><td>removed, similarity {s_txt}</td></tr>")
+        more = (f'<p class="note">... and {len(mem) - max_members:,} more.</p>' if len(mem) > max_members else "")
+        block = [f'<div class="cluster"><h3>cluster <code>{html.escape(str(c))}</code>: '
+                 f'{int(size):,} documents</h3><table><tr><th>id</th><th>role</th></tr>{"".join(lis)}</table>{more}']
+        if rep is not None and rep in texts:
+            for m in [m for m in mem if m != rep][:max_side_by_side]:
+                if m not in texts:
+                    continue
+                left, right = word_diff_html(texts[rep], texts[m])
+                s = sims.get(m)
+                s_txt = f", similarity {s:.3f}" if isinstance(s, float) and math.isfinite(s) else ""
+                block.append(
+                    f'<div class="pair"><div class="doc"><div class="h">representative '
+                    f'<code>{html.escape(rep)}</code> (<del>deleted</del> in the member)</div>{left}</div>'
+                    f'<div class="doc"><div class="h">member <code>{html.escape(m)}</code>{s_txt} '
+                    f'(<ins>inserted</ins>)</div>{right}</div></div>')
+        block.append("</div>")
+        parts.append("".join(block))
+    return size_html, "".join(parts)
+
+
+def _rejected_section(out: Path, counts: dict) -> str:
+    path = out / "rejected.parquet"
+    if not path.is_file():
+        n = counts.get("rejected")
+        return f'<p class="note">{"No rejected records." if not n else "rejected.parquet is missing."}</p>'
+    import pyarrow.parquet as pq
+    names = pq.read_schema(path).names
+    cols = [c for c in ("source", "row", "reason") if c in names]
+    t = _read_parquet(path, cols)
+    if len(t) == 0:
+        return '<p class="note">No rejected records.</p>'
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>"
+                   for row in zip(*(t[c].to_pylist()[:20] for c in cols)))
+    return (f'<p class="note">{len(t):,} records could not be read (first {min(20, len(t))} shown; '
+            f'all in <code>rejected.parquet</code>).</p><table><tr>{head}</tr>{body}</table>')
+
+
+def _kept_note(out: Path) -> str:
+    kept = out / "kept"
+    if not kept.is_dir():
+        return ""
+    files = [p for p in kept.rglob("*") if p.is_file()]
+    size = sum(p.stat().st_size for p in files)
+    return (f'<p class="note">Kept documents: {len(files):,} file(s), {size / 1e6:,.1f} MB in '
+            f'<code>kept/</code>.</p>')
+
+
+def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, max_members: int = 8,
+                  max_side_by_side: int = 3) -> str:
+    """The report of a dedup output folder as one HTML string (see :func:`write_report`)."""
+    out = Path(output_dir)
+    if not out.is_dir():
+        raise InputError(f"{out}: not a folder")
+    stats = _load_stats(out)
+    counts = stats.get("counts") if isinstance(stats.get("counts"), dict) else {}
+    params = stats.get("params") if isinstance(stats.get("params"), dict) else {}
+    seconds = stats.get("seconds") if isinstance(stats.get("seconds"), dict) else {}
+    figs = _Figures(plots)
+    resolved = _resolve_bands(params) if params else None
+    threshold = resolved[0] if resolved else None
+
+    sections = []
+    sections.append(f"<h1>neardup report</h1><div class=\"sub\">{html.escape(str(out.resolve()))}"
+                    f" &middot; generated {html.escape(_dt.datetime.now().strftime('%Y-%m-%d %H:%M'))}</div>")
+    sections.append(_section_counts(counts))
+    sections.append(_kept_note(out))
+
+    sections.append("<h2>Parameters</h2>")
+    left = _kv_table(params) if params else '<p class="note">No parameters recorded.</p>'
+    right = ""
+    if resolved:
+        t, b, r = resolved
+        right = _kv_table({
+            "bands x rows": f"{b} x {r}",
+            "midpoint (1/b)^(1/r)": f"{midpoint(b, r):.4f}",
+            f"P(candidate | J = {t:g})": f"{candidate_probability(t, b, r):.4f}",
+            f"false-positive area [0, {t:g}]": f"{false_positive_area(t, b, r):.4f}",
+            f"false-negative area [{t:g}, 1]": f"{false_negative_area(t, b, r):.4f}",
+        })
+    sections.append(f'<div class="grid2"><div>{left}</div><div>{right}</div></div>')
+    if seconds:
+        try:
+            total = sum(float(v) for v in seconds.values() if isinstance(v, (int, float)))
+        except (TypeError, ValueError):
+            total = float("nan")
+        timing = {k: (f"{float(v):.2f} s" if isinstance(v, (int, float)) else v) for k, v in seconds.items()}
+        timing["total"] = f"{total:.2f} s"
+        sections.append("<h3>Time per stage</h3>" + _kv_table(timing))
+
+    sections.append("<h2>S-curve</h2>")
+    if resolved:
+        t, b, r = resolved
+        sections.append(
+            f'<div class="grid2"><div class="fig">{figs.s_curve(b, r, t)}</div><div class="note" '
+            f'style="max-width:420px">Probability that two documents of Jaccard similarity J become a '
+            f'candidate pair: 1 - (1 - J<sup>{r}</sup>)<sup>{b}</sup>. At the threshold {t:g} it is '
+            f'{candidate_probability(t, b, r):.3f}; the curve is steepest near the midpoint '
+            f'{midpoint(b, r):.3f}. Run <code>neardup audit</code> to measure it on this corpus.</div></div>')
+    else:
+        sections.append('<p class="note">The parameters (threshold, bands, rows) are not recorded.</p>')
+
+    sections.append("<h2>Similarity of removed documents</h2>")
+    sections.append(_similarity_histogram(out, figs, threshold))
+    size_html, largest_html = _cluster_section(out, figs, max_clusters, max_members, max_side_by_side)
+    sections.append("<h2>Cluster sizes</h2>")
+    sections.append(size_html)
+    sections.append("<h2>Largest clusters</h2>")
+    sections.append(largest_html)
+    sections.append("<h2>Rejected records</h2>")
+    sections.append(_rejected_section(out, counts))
+    extra = {k: v for k, v in stats.items() if k not in ("counts", "params", "seconds")}
+    if extra:
+        sections.append("<h2>Other recorded values</h2>" + _kv_table(extra))
+
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>neardup report: {html.escape(out.name)}</title><style>{_CSS}</style></head>"
+            "<body><main>\n" + "\n".join(sections) + "\n</main></body></html>\n")
+
+
+def write_report(output_dir, output=None, *, plots: str = "auto") -> Path:
+    """Write ``report.html`` (or ``output``) for a dedup output folder and return its path.
+
+    The folder must hold ``stats.json``; ``removed.parquet``, ``clusters.parquet``,
+    ``texts_sample.parquet``, ``rejected.parquet`` and ``kept/`` are used when present. The file is
+    self-contained: inline CSS, images as base64 PNG (matplotlib) or inline SVG (without it), no
+    scripts, no external links. ``plots``: ``auto`` (matplotlib when installed), ``matplotlib``
+    or ``svg`` (never import matplotlib; faster).
+    """
+    text = render_report(output_dir, plots=plots)
+    path = Path(output) if output is not None else Path(output_dir) / REPORT_NAME
+    directory = path.resolve().parent
+    if not directory.is_dir():
+        raise ConfigError(f"cannot write {path}: the folder {directory} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=str(directory))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def _report_command(args: argparse.Namespace) -> int:
+    path = write_report(args.dir, args.output, plots=args.plots)
+    print(f"wrote {path}")
+    return 0
+
+
+# ============================================================================================
+# The command line
+
+
+def register(sub) -> None:
+    """Add the ``params`` and ``report`` subcommands to the ``neardup`` parser."""
+    p = sub.add_parser(
+        "params", help="show the LSH (bands, rows) for a threshold, with its S-curve",
+        description="Show which LSH bands x rows neardup would use for a similarity threshold and "
+                    "a signature length, and why: the S-curve P(candidate | J) = 1 - (1 - J^r)^b, "
+                    "its midpoint, the false-positive and false-negative areas, and alternatives.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--threshold", type=float, default=0.8, metavar="T",
+                   help="Jaccard similarity in (0, 1] at or above which two documents are "
+                        "near-duplicates")
+    p.add_argument("--num-perm", type=int, default=128, metavar="K",
+                   help="MinHash signature length k (bands x rows must not exceed it)")
+    p.add_argument("--bands", type=int, default=None, metavar="B",
+                   help="evaluate this number of bands instead of choosing (needs --rows)")
+    p.add_argument("--rows", type=int, default=None, metavar="R",
+                   help="evaluate this number of rows per band instead of choosing (needs --bands)")
+    p.add_argument("--min-recall", type=float, default=0.9, metavar="P",
+                   help="the default chooser demands P(candidate | J = threshold) >= P and then "
+                        "takes the fewest false positives")
+    p.add_argument("--method", choices=("recall", "weighted"), default="recall",
+                   help="'recall': the default chooser above; 'weighted': minimise 0.5 * FP area "
+                        "+ 0.5 * FN area (the common optimiser, which favours curves above the "
+                        "threshold)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object instead of the text and the terminal plot")
+    p.add_argument("--plot", default=None, metavar="FILE",
+                   help="also write the S-curve with the shaded FP/FN areas to FILE (.png or "
+                        ".svg; needs matplotlib)")
+    p.set_defaults(func=_params_command)
+
+    r = sub.add_parser(
+        "report", help="(re)build report.html of a dedup output folder",
+        description="Build one self-contained HTML page (no external files or scripts) from a "
+                    "neardup dedup output folder: counts, parameters, S-curve, similarity and "
+                    "cluster-size distributions, and the largest clusters side by side with "
+                    "their differences highlighted.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    r.add_argument("dir", metavar="DIR", help="the dedup output folder (holds stats.json)")
+    r.add_argument("--output", "-o", default=None, metavar="FILE",
+                   help="where to write the page (default: DIR/report.html)")
+    r.add_argument("--plots", choices=("auto", "matplotlib", "svg"), default="auto",
+                   help="images: matplotlib PNGs when installed ('auto'), always matplotlib, or "
+                        "simple inline SVG drawn without matplotlib")
+    r.set_defaults(func=_report_command)
