@@ -55,24 +55,95 @@ def _minhash_into(x, s, a, b, out):
 
 
 @nb.njit(parallel=True, cache=True)
-def _signature_kernel(offsets, data, table, n, char_mode, remove_punct, collapse_ws, h0, a, b):
-    ndocs = offsets.shape[0] - 1
+def _process_kernel(offsets, data, docs, table, n, char_mode, remove_punct, collapse_ws, lower_ascii, h0,
+                    a, b, want_sets, want_sigs):
+    """One pass per document: tokens -> shingle hashes -> (sorted unique set) -> signature.
+
+    Returns (signatures, shingle counts, set values laid out at ``bound``, bound). Counts are of
+    distinct shingles when ``want_sets``, else with repeats (the signature is the same either way).
+    """
+    nd = docs.shape[0]
     k = a.shape[0]
-    sigs = np.empty((ndocs, k), dtype=np.uint32)
-    counts = np.zeros(ndocs, dtype=np.int64)
-    for d in nb.prange(ndocs):
+    sigs = np.empty((nd if want_sigs else 0, k), dtype=np.uint32)
+    counts = np.zeros(nd, dtype=np.int64)
+    bound = np.zeros(nd + 1, dtype=np.int64)
+    if want_sets:
+        for i in range(nd):
+            d = docs[i]
+            bound[i + 1] = bound[i] + (offsets[d + 1] - offsets[d]) + 1
+    values = np.empty(bound[nd], dtype=np.uint64)
+    for i in nb.prange(nd):
+        d = docs[i]
         start = offsets[d]
         end = offsets[d + 1]
         units = np.empty(end - start + 1, dtype=np.uint64)
-        m = _sh._units(data, start, end, table, char_mode, remove_punct, collapse_ws, units)
-        # shingles overwrite the units in place: shingle i only reads units i..i+n-1
+        m = _sh._units(data, start, end, table, char_mode, remove_punct, collapse_ws, lower_ascii, units)
+        # shingles overwrite the units in place: shingle j only reads units j..j+n-1
         s = _sh._shingles_of(units, m, n, h0, units)
-        x = np.empty(max(s, 1), dtype=np.uint32)
-        for j in range(s):
-            x[j] = np.uint32(units[j] & _MASK32)
-        _minhash_into(x, s, a, b, sigs[d])
-        counts[d] = s
-    return sigs, counts
+        if want_sets:
+            if s > 1:
+                units[:s].sort()
+                u = 1
+                for j in range(1, s):
+                    if units[j] != units[u - 1]:
+                        units[u] = units[j]
+                        u += 1
+                s = u
+            base = bound[i]
+            for j in range(s):
+                values[base + j] = units[j]
+        if want_sigs:
+            x = np.empty(max(s, 1), dtype=np.uint32)
+            for j in range(s):
+                x[j] = np.uint32(units[j] & _MASK32)
+            _minhash_into(x, s, a, b, sigs[i])
+        counts[i] = s
+    return sigs, counts, values, bound
+
+
+@nb.njit(parallel=True, cache=True)
+def _gather_sets(values, bound, counts, target, offsets_out, out):
+    for i in nb.prange(counts.shape[0]):
+        a = bound[i]
+        b = offsets_out[target[i]]
+        for j in range(counts[i]):
+            out[b + j] = values[a + j]
+
+
+def process(texts, *, ngram: int, char_ngrams: bool, seed: int, normalize_unicode: bool, lowercase: bool,
+            remove_punctuation: bool, collapse_whitespace: bool, want_sets: bool, want_sigs: bool,
+            a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = None):
+    """Runs the fused kernel over a batch; returns (signatures, counts, set offsets, set values)."""
+    n, parts = _sh.prepare(texts, normalize_unicode=normalize_unicode, lowercase=lowercase)
+    if a is None:
+        a = np.zeros(0, dtype=np.uint32)
+        b = np.zeros(0, dtype=np.uint32)
+    table = _sh.char_classes()
+    h0 = _sh.seed_state(seed)
+    k = len(a)
+    sigs = np.empty((n, k), dtype=np.uint32) if want_sigs else None
+    counts = np.zeros(n, dtype=np.int64)
+    results = []
+    for part in parts:
+        r = _process_kernel(part.offsets, part.data, part.docs, table, int(ngram), bool(char_ngrams),
+                            bool(remove_punctuation), bool(collapse_whitespace), bool(part.lower_ascii), h0,
+                            a, b, bool(want_sets), bool(want_sigs))
+        if len(parts) == 1:
+            sigs = r[0] if want_sigs else None
+            counts = r[1]
+        else:
+            if want_sigs:
+                sigs[part.target] = r[0]
+            counts[part.target] = r[1]
+        results.append(r)
+    if not want_sets:
+        return sigs, counts, None, None
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    values = np.empty(offsets[-1], dtype=np.uint64)
+    for part, r in zip(parts, results):
+        _gather_sets(r[2], r[3], r[1], part.target, offsets, values)
+    return sigs, counts, offsets, values
 
 
 @nb.njit(parallel=True, cache=True)
@@ -137,13 +208,15 @@ class MinHasher:
     def _threads(self):
         return _Threads(self.workers)
 
+    def _process(self, texts, want_sets: bool, want_sigs: bool):
+        with self._threads():
+            return process(texts, seed=self.seed, want_sets=want_sets, want_sigs=want_sigs, a=self.a, b=self.b,
+                           **self.shingle_options)
+
     def signatures_and_counts(self, texts) -> Tuple[np.ndarray, np.ndarray]:
         """(signatures (n, k) uint32, shingle counts int64[n]); a count of 0 marks an empty document."""
-        _arr, offsets, data = _sh._kernel_args(texts, normalize_unicode=self.normalize_unicode,
-                                               lowercase=self.lowercase)
-        with self._threads():
-            return _signature_kernel(offsets, data, _sh.char_classes(), self.ngram, self.char_ngrams,
-                                     self.remove_punctuation, self.collapse_whitespace, self._h0, self.a, self.b)
+        sigs, counts, _, _ = self._process(texts, want_sets=False, want_sigs=True)
+        return sigs, counts
 
     def signatures(self, texts) -> np.ndarray:
         """The (n, num_perm) uint32 MinHash signatures of the documents."""
@@ -151,8 +224,13 @@ class MinHasher:
 
     def shingle_sets(self, texts) -> Tuple[np.ndarray, np.ndarray]:
         """Sorted unique 64-bit shingle hashes per document as CSR (offsets int64[n+1], hashes uint64)."""
-        with self._threads():
-            return _sh.shingle_sets(texts, seed=self.seed, **self.shingle_options)
+        _, _, offsets, values = self._process(texts, want_sets=True, want_sigs=False)
+        return offsets, values
+
+    def signatures_and_sets(self, texts) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(signatures, set offsets, set values) in one pass over the texts."""
+        sigs, _, offsets, values = self._process(texts, want_sets=True, want_sigs=True)
+        return sigs, offsets, values
 
     def signatures_from_sets(self, offsets: np.ndarray, hashes: np.ndarray) -> np.ndarray:
         """Signatures of documents given as shingle-hash CSR (equal to :meth:`signatures` on their texts)."""

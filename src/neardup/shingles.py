@@ -196,11 +196,19 @@ def _decode(data, i, end):
     return cp, n
 
 
+@nb.njit(inline="always", cache=True)
+def _byte(b, lower_ascii):
+    if lower_ascii and b >= 65 and b <= 90:
+        return np.uint64(b + 32)
+    return np.uint64(b)
+
+
 @nb.njit(cache=True)
-def _units(data, start, end, table, char_mode, remove_punct, collapse_ws, out):
+def _units(data, start, end, table, char_mode, remove_punct, collapse_ws, lower_ascii, out):
     """Write the unit hashes of data[start:end] (tokens, or characters in char_mode) into out.
 
-    Returns the number of units. ``out`` must hold at least end - start values.
+    Returns the number of units. ``out`` must hold at least end - start values. With
+    ``lower_ascii`` the bytes A-Z are hashed as a-z (the text is otherwise already normalised).
     """
     m = 0
     if char_mode:
@@ -216,7 +224,7 @@ def _units(data, start, end, table, char_mode, remove_punct, collapse_ws, out):
                 else:
                     h = _FNV_OFFSET
                     for j in range(i, i + ln):
-                        h = (h ^ np.uint64(data[j])) * _FNV_PRIME
+                        h = (h ^ _byte(data[j], lower_ascii)) * _FNV_PRIME
                     out[m] = _fmix64(h)
                     m += 1
             elif cls == 6 or (cls == 5 and remove_punct):  # IGNORED, removed PUNCT
@@ -228,7 +236,7 @@ def _units(data, start, end, table, char_mode, remove_punct, collapse_ws, out):
                     pending_space = False
                 h = _FNV_OFFSET
                 for j in range(i, i + ln):
-                    h = (h ^ np.uint64(data[j])) * _FNV_PRIME
+                    h = (h ^ _byte(data[j], lower_ascii)) * _FNV_PRIME
                 out[m] = _fmix64(h)
                 m += 1
             i += ln
@@ -256,14 +264,14 @@ def _units(data, start, end, table, char_mode, remove_punct, collapse_ws, out):
                 h = _FNV_OFFSET
                 state = 1
             for j in range(i, i + ln):
-                h = (h ^ np.uint64(data[j])) * _FNV_PRIME
+                h = (h ^ _byte(data[j], lower_ascii)) * _FNV_PRIME
         else:  # SINGLE, SYMBOL, kept PUNCT: a token of its own
             if state != 0:
                 out[m] = _fmix64(h)
                 m += 1
             h = _FNV_OFFSET
             for j in range(i, i + ln):
-                h = (h ^ np.uint64(data[j])) * _FNV_PRIME
+                h = (h ^ _byte(data[j], lower_ascii)) * _FNV_PRIME
             state = 2
         i += ln
     if state != 0:
@@ -296,72 +304,68 @@ def _shingles_of(units, m, n, h0, out):
 
 
 @nb.njit(parallel=True, cache=True)
-def _count_kernel(offsets, data, table, n, char_mode, remove_punct, collapse_ws):
-    ndocs = offsets.shape[0] - 1
-    counts = np.zeros(ndocs, dtype=np.int64)
-    for d in nb.prange(ndocs):
-        start = offsets[d]
-        end = offsets[d + 1]
-        units = np.empty(end - start + 1, dtype=np.uint64)
-        m = _units(data, start, end, table, char_mode, remove_punct, collapse_ws, units)
-        if m == 0:
-            counts[d] = 0
-        elif m < n:
-            counts[d] = 1
-        else:
-            counts[d] = m - n + 1
-    return counts
-
-
-@nb.njit(parallel=True, cache=True)
-def _sets_kernel(offsets, data, table, n, char_mode, remove_punct, collapse_ws, h0, bound_offsets):
-    """Sorted unique shingle hashes per document, written at bound_offsets; returns unique counts."""
-    ndocs = offsets.shape[0] - 1
-    out = np.empty(bound_offsets[ndocs], dtype=np.uint64)
-    sizes = np.zeros(ndocs, dtype=np.int64)
-    for d in nb.prange(ndocs):
-        start = offsets[d]
-        end = offsets[d + 1]
-        units = np.empty(end - start + 1, dtype=np.uint64)
-        m = _units(data, start, end, table, char_mode, remove_punct, collapse_ws, units)
-        base = bound_offsets[d]
-        seg = out[base:bound_offsets[d + 1]]
-        s = _shingles_of(units, m, n, h0, seg)
-        if s > 1:
-            seg[:s].sort()
-            u = 1
-            for i in range(1, s):
-                if seg[i] != seg[u - 1]:
-                    seg[u] = seg[i]
-                    u += 1
-            s = u
-        sizes[d] = s
-    return out, sizes
-
-
-@nb.njit(parallel=True, cache=True)
-def _compact(values, bound_offsets, sizes, new_offsets):
-    out = np.empty(new_offsets[-1], dtype=values.dtype)
-    for d in nb.prange(sizes.shape[0]):
-        a = bound_offsets[d]
-        b = new_offsets[d]
-        for i in range(sizes[d]):
-            out[b + i] = values[a + i]
+def _nonascii_docs(offsets, data):
+    n = offsets.shape[0] - 1
+    out = np.zeros(n, dtype=np.bool_)
+    for d in nb.prange(n):
+        for i in range(offsets[d], offsets[d + 1]):
+            if data[i] >= 0x80:
+                out[d] = True
+                break
     return out
 
 
-def _kernel_args(texts, *, normalize_unicode, lowercase):
-    arr = normalize(texts, normalize_unicode=normalize_unicode, lowercase=lowercase)
+class Part:
+    """Documents ready for the kernels: UTF-8 buffers, which of them to process (``docs``),
+    where their results go (``target``), and whether the kernel lower-cases ASCII itself."""
+
+    __slots__ = ("offsets", "data", "docs", "target", "lower_ascii")
+
+    def __init__(self, offsets, data, docs, target, lower_ascii):
+        self.offsets, self.data, self.docs, self.target, self.lower_ascii = offsets, data, docs, target, lower_ascii
+
+
+def prepare(texts, *, normalize_unicode: bool = True, lowercase: bool = True) -> Tuple[int, List[Part]]:
+    """Splits a batch into parts for the kernels.
+
+    NFKC leaves ASCII unchanged and lower-casing ASCII is a byte operation, so documents that
+    are pure ASCII go to the kernels as they are (the kernel lower-cases A-Z while hashing);
+    only the others pass through Arrow's utf8_normalize / utf8_lower. The result is the same as
+    normalising everything first, at a fraction of the cost on mostly-ASCII corpora.
+    """
+    arr = to_arrow_strings(texts)
+    n = len(arr)
     offsets, data = arrow_buffers(arr)
-    return arr, offsets, data
+    everything = np.arange(n, dtype=np.int64)
+    if not (normalize_unicode or lowercase):
+        return n, [Part(offsets, data, everything, everything, False)]
+    nonascii = _nonascii_docs(offsets, data)
+    if not nonascii.any():
+        return n, [Part(offsets, data, everything, everything, lowercase)]
+    parts = []
+    na = np.flatnonzero(nonascii)
+    if len(na) < n:
+        ascii_docs = np.flatnonzero(~nonascii)
+        parts.append(Part(offsets, data, ascii_docs, ascii_docs, lowercase))
+        sub = arr.take(pa.array(na))
+    else:
+        sub = arr
+    sub = normalize(sub, normalize_unicode=normalize_unicode, lowercase=lowercase)
+    o2, d2 = arrow_buffers(sub)
+    parts.append(Part(o2, d2, np.arange(len(na), dtype=np.int64), na, False))
+    return n, parts
 
 
 def shingle_counts(texts, *, ngram: int = 5, char_ngrams: bool = False, normalize_unicode: bool = True,
                    lowercase: bool = True, remove_punctuation: bool = True,
                    collapse_whitespace: bool = True) -> np.ndarray:
     """Number of shingles (with repeats) of every document; 0 means an empty document."""
-    _arr, offsets, data = _kernel_args(texts, normalize_unicode=normalize_unicode, lowercase=lowercase)
-    return _count_kernel(offsets, data, char_classes(), ngram, char_ngrams, remove_punctuation, collapse_whitespace)
+    from .minhash import process
+    _sigs, counts, _off, _vals = process(texts, ngram=ngram, char_ngrams=char_ngrams, seed=0,
+                                         normalize_unicode=normalize_unicode, lowercase=lowercase,
+                                         remove_punctuation=remove_punctuation,
+                                         collapse_whitespace=collapse_whitespace, want_sets=False, want_sigs=False)
+    return counts
 
 
 def shingle_sets(texts, *, ngram: int = 5, char_ngrams: bool = False, seed: int = 42,
@@ -372,18 +376,13 @@ def shingle_sets(texts, *, ngram: int = 5, char_ngrams: bool = False, seed: int 
     ``hashes[offsets[i]:offsets[i+1]]`` is sorted and unique.
     """
     _check_ngram(ngram)
-    _arr, offsets, data = _kernel_args(texts, normalize_unicode=normalize_unicode, lowercase=lowercase)
-    table = char_classes()
-    counts = _count_kernel(offsets, data, table, ngram, char_ngrams, remove_punctuation, collapse_whitespace)
-    bound = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=bound[1:])
-    values, sizes = _sets_kernel(offsets, data, table, ngram, char_ngrams, remove_punctuation,
-                                 collapse_whitespace, seed_state(seed), bound)
-    if np.array_equal(sizes, counts):
-        return bound, values
-    new = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=new[1:])
-    return new, _compact(values, bound, sizes, new)
+    from .minhash import process
+    _sigs, _counts, offsets, values = process(texts, ngram=ngram, char_ngrams=char_ngrams, seed=seed,
+                                              normalize_unicode=normalize_unicode, lowercase=lowercase,
+                                              remove_punctuation=remove_punctuation,
+                                              collapse_whitespace=collapse_whitespace, want_sets=True,
+                                              want_sigs=False)
+    return offsets, values
 
 
 def _check_ngram(ngram: int) -> None:

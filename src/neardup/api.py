@@ -1,0 +1,165 @@
+"""``neardup.dedup``: the whole pipeline from a Python call."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from typing import Any, List, Optional, Sequence, Union
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import io as nio
+from .config import Config
+from .errors import ConfigError, InputError
+
+__all__ = ["dedup", "DedupResult"]
+
+RUN_OPTIONS = ("work_dir", "resume", "quiet", "keep_work")
+
+
+@dataclass
+class DedupResult:
+    """What :func:`dedup` returns.
+
+    kept      the kept documents, of the type given: a pyarrow Table, a pandas DataFrame, a
+              datasets.Dataset; for paths, the list of files written under ``output/kept``
+    removed   pyarrow Table: id, representative, cluster, similarity, source
+    clusters  pyarrow Table: id, cluster, is_representative
+    rejected  pyarrow Table: source, row, reason (empty unless on_error='skip')
+    stats     the dict written to stats.json
+    output    the output folder
+    """
+
+    kept: Any
+    removed: pa.Table
+    clusters: pa.Table
+    rejected: pa.Table
+    stats: dict
+    output: str
+
+    def summary(self) -> str:
+        from .cli_dedup import format_summary
+        return format_summary(self.stats, self.output)
+
+
+def _as_table(source) -> tuple:
+    """(kind, pyarrow Table) for in-memory inputs, or (None, None) for paths."""
+    if isinstance(source, pa.Table):
+        return "arrow", source
+    if isinstance(source, pa.RecordBatch):
+        return "arrow", pa.Table.from_batches([source])
+    try:
+        import pandas as pd
+        if isinstance(source, pd.DataFrame):
+            return "pandas", pa.Table.from_pandas(source, preserve_index=False)
+    except ImportError:  # pragma: no cover
+        pass
+    mod = type(source).__module__ or ""
+    if mod.startswith("datasets") and hasattr(source, "data") and hasattr(source, "select"):
+        table = source.data.table if hasattr(source.data, "table") else source.data
+        if getattr(source, "_indices", None) is not None:  # a shuffled/selected view
+            table = source.flatten_indices().data.table
+        return "hf", pa.table(table)
+    return None, None
+
+
+def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output: Optional[str] = None,
+          **options) -> DedupResult:
+    """Removes near-duplicates.
+
+    ``source``: a path, folder or glob (or a list of them) of JSONL (.jsonl/.json, gzip or zstd),
+    Parquet or text files; or a pyarrow Table, a pandas DataFrame or a Hugging Face Dataset.
+    ``output``: the output folder (for paths, a temporary folder when None).
+    ``options``: any field of :class:`neardup.Config` (threshold, num_perm, bands, rows, ngram,
+    char_ngrams, verify, keep, text_column, id_column, on_error, output_format, seed, workers,
+    engine, ray_address, ...) and ``work_dir``, ``resume``, ``quiet``, ``keep_work``.
+    """
+    run_opts = {k: options.pop(k) for k in list(options) if k in RUN_OPTIONS}
+    config = Config.from_options(**options).resolved()
+    kind, table = _as_table(source)
+    if kind is not None:
+        sources = [nio.table_source(table, name="<table>")]
+    else:
+        if isinstance(source, (str, os.PathLike)):
+            inputs = [os.fspath(source)]
+        elif isinstance(source, (list, tuple)) and all(isinstance(s, (str, os.PathLike)) for s in source):
+            inputs = [os.fspath(s) for s in source]
+        else:
+            raise ConfigError(f"source must be a path, a list of paths, a pyarrow Table, a pandas DataFrame "
+                              f"or a datasets.Dataset; got {type(source).__name__}")
+        if not inputs:
+            raise ConfigError("no input given")
+        sources = nio.discover(inputs)
+    if output is None:
+        output = tempfile.mkdtemp(prefix="neardup-")
+    ctx = run(config, sources, output, **run_opts)
+    return _result(kind, table, source, ctx, output)
+
+
+def check_output_folder(output: str) -> None:
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise ConfigError(f"output {output!r} exists and is not a folder")
+    if os.path.isdir(output):
+        entries = [e for e in os.listdir(output) if not e.startswith(".")]
+        ours = {"kept", "removed.parquet", "clusters.parquet", "rejected.parquet", "stats.json", "report.html",
+                "texts_sample.parquet"}
+        foreign = [e for e in entries if e not in ours]
+        if foreign:
+            raise ConfigError(f"output folder {output!r} holds other files ({', '.join(sorted(foreign)[:3])}); "
+                              f"choose an empty or new folder")
+
+
+def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Optional[str] = None,
+        resume: bool = False, quiet: bool = True, keep_work: Optional[bool] = None):
+    """Runs a resolved config over discovered sources with the configured engine; returns the
+    run's context (``.stats`` as written to stats.json)."""
+    from .engines.local import RunContext, run_local
+    from .engines.workdir import WorkDir, fingerprint
+
+    check_output_folder(output)
+    explicit_work = work_dir is not None
+    if work_dir is None:
+        work_dir = os.path.join(output, ".neardup-work")
+    if keep_work is None:
+        keep_work = explicit_work
+    work = WorkDir(work_dir, fingerprint(config, sources), resume=resume)
+    ctx = RunContext(config=config, sources=sources, work=work, output=output, quiet=quiet)
+    if config.engine == "ray":
+        try:
+            from .engines.ray import run_ray
+        except ImportError as exc:
+            raise ConfigError(f"the Ray engine needs Ray: pip install 'neardup[ray]' ({exc})") from None
+        ctx.stats = run_ray(ctx)
+    else:
+        ctx.stats = run_local(ctx)
+    if not keep_work:
+        work.remove()
+    return ctx
+
+
+def _result(kind, table, source, ctx, output) -> DedupResult:
+    stats = ctx.stats
+    removed = pq.read_table(os.path.join(output, "removed.parquet"))
+    clusters = pq.read_table(os.path.join(output, "clusters.parquet"))
+    rej_path = os.path.join(output, "rejected.parquet")
+    rejected = pq.read_table(rej_path) if os.path.exists(rej_path) else pa.table(
+        {"source": pa.array([], pa.string()), "row": pa.array([], pa.int64()), "reason": pa.array([], pa.string())})
+    if kind is None:
+        kept = [os.path.join(output, "kept", p) for p in stats["kept_files"]]
+    else:
+        rows = ctx.table_kept_rows[0]
+        if kind == "hf":
+            kept = source.select(rows.tolist())
+        else:
+            kept_table = table.take(pa.array(rows))
+            kept = kept_table.to_pandas() if kind == "pandas" else kept_table
+            if kind == "pandas":
+                kept.index = source.index[rows]
+    return DedupResult(kept=kept, removed=removed, clusters=clusters, rejected=rejected, stats=stats, output=output)
+
+

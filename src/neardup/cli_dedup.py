@@ -1,0 +1,106 @@
+"""``neardup dedup``: argument parsing and the end-of-run summary."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .errors import ConfigError
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "dedup", help="remove near-duplicate documents from files",
+        description="Remove near-duplicate documents. Reads JSONL (.jsonl, .json, gzip .gz or zstd .zst), "
+                    "Parquet, or plain text files (one document per file), writes the kept corpus and a "
+                    "record of every removal to --output.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="files, folders (read recursively in sorted path order) or globs")
+    p.add_argument("--output", "-o", required=True, metavar="DIR",
+                   help="output folder: kept/, removed.parquet, clusters.parquet, stats.json, report.html")
+    g = p.add_argument_group("similarity")
+    g.add_argument("--threshold", type=float, default=0.8,
+                   help="Jaccard similarity of the shingle sets at or above which two documents are near-duplicates")
+    g.add_argument("--num-perm", type=int, default=128, help="MinHash signature length k")
+    g.add_argument("--bands", type=int, default=None,
+                   help="LSH bands b (with --rows; default: chosen so that P(candidate) >= --min-recall at the threshold)")
+    g.add_argument("--rows", type=int, default=None, help="LSH rows per band r (with --bands; b*r <= num-perm)")
+    g.add_argument("--min-recall", type=float, default=0.9,
+                   help="when choosing bands and rows: the least probability of finding a pair at exactly the threshold")
+    g.add_argument("--ngram", type=int, default=5, help="tokens per shingle (words, or characters with --char-ngrams)")
+    g.add_argument("--char-ngrams", action="store_true", help="shingle on characters instead of words")
+    g.add_argument("--no-nfkc", dest="normalize_unicode", action="store_false",
+                   help="skip Unicode NFKC normalisation")
+    g.add_argument("--no-lowercase", dest="lowercase", action="store_false", help="keep letter case")
+    g.add_argument("--keep-punctuation", dest="remove_punctuation", action="store_false",
+                   help="keep punctuation (each mark becomes a token) instead of deleting it")
+    g.add_argument("--keep-whitespace", dest="collapse_whitespace", action="store_false",
+                   help="with --char-ngrams: keep every white-space character instead of collapsing runs to one space")
+    g.add_argument("--verify", choices=["exact", "estimate", "none"], default="exact",
+                   help="check candidate pairs by exact Jaccard of shingle sets, by the signature estimate, or not at all")
+    g.add_argument("--max-anchor-rounds", type=int, default=8,
+                   help="how often members of a bucket that failed against its anchor are re-anchored")
+    g.add_argument("--seed", type=int, default=42, help="seed of shingle hashes, permutations and band keys")
+    g = p.add_argument_group("input and output")
+    g.add_argument("--text-column", default="text", help="field holding the text in JSONL and Parquet input")
+    g.add_argument("--id-column", default=None,
+                   help="field holding a unique document id (default: FILE:ROW, or the path for text files)")
+    g.add_argument("--keep", default="first",
+                   help="which document of a cluster to keep: first (input order), longest, or score:COLUMN (highest)")
+    g.add_argument("--on-error", choices=["fail", "skip"], default="fail",
+                   help="on a bad record: stop with exit code 2, or skip it into rejected.parquet")
+    g.add_argument("--output-format", choices=["same", "jsonl", "parquet"], default="same",
+                   help="format of the files in kept/")
+    g.add_argument("--batch-size", type=int, default=8192, help="documents per batch through the kernels")
+    g = p.add_argument_group("execution")
+    g.add_argument("--workers", type=int, default=None, help="threads for the compiled kernels (default: every core)")
+    g.add_argument("--engine", choices=["local", "ray"], default="local",
+                   help="run on this machine, or on a Ray cluster (pip install 'neardup[ray]')")
+    g.add_argument("--ray-address", default=None,
+                   help="with --engine ray: address of a running cluster (default: start a local Ray instance)")
+    g.add_argument("--work-dir", default=None,
+                   help="folder for stage files (default: OUTPUT/.neardup-work, removed after success)")
+    g.add_argument("--resume", action="store_true",
+                   help="continue an interrupted run from its last finished stage (same inputs and options)")
+    g.add_argument("--quiet", "-q", action="store_true", help="no progress bars and no summary")
+    p.set_defaults(func=run_dedup)
+
+
+CONFIG_ARGS = ("threshold", "num_perm", "bands", "rows", "min_recall", "ngram", "char_ngrams", "normalize_unicode",
+               "lowercase", "remove_punctuation", "collapse_whitespace", "verify", "max_anchor_rounds", "seed",
+               "text_column", "id_column", "keep", "on_error", "output_format", "batch_size", "workers", "engine",
+               "ray_address")
+
+
+def run_dedup(args) -> int:
+    from .api import dedup
+    options = {k: getattr(args, k) for k in CONFIG_ARGS}
+    result = dedup(args.inputs, output=args.output, work_dir=args.work_dir, resume=args.resume,
+                   quiet=args.quiet, **options)
+    if not args.quiet:
+        print(format_summary(result.stats, result.output), file=sys.stderr)
+    return 0
+
+
+def format_summary(stats: dict, output: str) -> str:
+    c = stats["counts"]
+    p = stats["params"]
+    secs = stats.get("seconds", {})
+    total = sum(secs.values()) if secs else 0.0
+    pct = (100.0 * c["removed"] / c["input"]) if c["input"] else 0.0
+    lines = [
+        "",
+        f"neardup: {c['input']:,} documents in, {c['kept']:,} kept, {c['removed']:,} removed ({pct:.1f}%), "
+        f"{c['rejected']:,} rejected",
+        f"  clusters {c['clusters']:,}   candidate pairs {c['candidate_pairs']:,}   verified pairs {c['verified_pairs']:,}",
+        f"  threshold {p['threshold']:g}  k={p['num_perm']}  {p['bands']} bands x {p['rows']} rows  "
+        f"{'char' if p.get('char_ngrams') else 'word'} {p['ngram']}-grams  verify={p['verify']}  keep={p['keep']}",
+    ]
+    if c.get("truncated_buckets"):
+        lines.append(f"  note: {c['truncated_buckets']:,} buckets still had unverified members after "
+                     f"{p['max_anchor_rounds']} anchor rounds (raise --max-anchor-rounds)")
+    if secs:
+        lines.append("  seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in secs.items()) + f"  (total {total:.1f})")
+    lines.append(f"  output: {output}/ (kept/, removed.parquet, clusters.parquet, stats.json, report.html)")
+    return "\n".join(lines)

@@ -1,0 +1,135 @@
+"""The work directory: stage outputs on disk, so that a run can stop and resume.
+
+Every stage writes its files under ``WORK/<stage>/`` through temporary names and, once all are
+in place, records itself as done in ``WORK/state.json`` together with a fingerprint of the
+configuration and of the inputs (name, size, modification time). ``--resume`` skips the stages
+recorded as done under the same fingerprint; a different fingerprint starts afresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from typing import List, Optional
+
+import numpy as np
+
+STAGES = ("read", "pairs", "clusters", "write")
+
+
+def fingerprint(config, sources) -> str:
+    relevant = config.to_dict()
+    for k in ("workers", "engine", "ray_address", "batch_size"):
+        relevant.pop(k, None)
+    files = []
+    for s in sources:
+        if s.format == "table":
+            files.append([s.name, "table", int(s.table.num_rows)])
+            continue
+        st = os.stat(s.path)
+        files.append([s.name, s.path, st.st_size, st.st_mtime_ns])
+    blob = json.dumps({"config": relevant, "inputs": files}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class WorkDir:
+    def __init__(self, path: str, fingerprint_value: str, resume: bool):
+        self.path = os.path.abspath(path)
+        self.fingerprint = fingerprint_value
+        state = self._load_state()
+        if resume and state.get("fingerprint") == fingerprint_value:
+            self.state = state
+        else:
+            if os.path.isdir(self.path):
+                shutil.rmtree(self.path)
+            self.state = {"fingerprint": fingerprint_value, "done": {}}
+        os.makedirs(self.path, exist_ok=True)
+        self._save_state()
+
+    @property
+    def resumed_stages(self) -> List[str]:
+        return [s for s in STAGES if s in self.state["done"]]
+
+    def _load_state(self) -> dict:
+        try:
+            with open(os.path.join(self.path, "state.json")) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return {}
+
+    def _save_state(self) -> None:
+        tmp = os.path.join(self.path, "state.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump(self.state, f, sort_keys=True, indent=1)
+        os.replace(tmp, os.path.join(self.path, "state.json"))
+
+    def is_done(self, stage: str) -> bool:
+        return stage in self.state["done"]
+
+    def info(self, stage: str) -> dict:
+        return self.state["done"][stage]
+
+    def stage_dir(self, stage: str, fresh: bool = False) -> str:
+        d = os.path.join(self.path, stage)
+        if fresh and os.path.isdir(d):
+            shutil.rmtree(d)
+        os.makedirs(d, exist_ok=True)
+        return d
+
+    def mark_done(self, stage: str, info: Optional[dict] = None) -> None:
+        self.state["done"][stage] = info or {}
+        # a stage done invalidates everything after it
+        after = STAGES[STAGES.index(stage) + 1:]
+        for s in after:
+            self.state["done"].pop(s, None)
+        self._save_state()
+
+    def file(self, stage: str, name: str) -> str:
+        return os.path.join(self.path, stage, name)
+
+    def save_arrays(self, stage: str, name: str, **arrays) -> None:
+        path = self.file(stage, name)
+        tmp = path + ".tmp.npz"
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+
+    def load_arrays(self, stage: str, name: str) -> dict:
+        with np.load(self.file(stage, name)) as z:
+            return {k: z[k] for k in z.files}
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+class AppendFile:
+    """A raw binary column appended batch by batch and read back as a memory map."""
+
+    def __init__(self, path: str, dtype, width: int = 1):
+        self.path = path
+        self.dtype = np.dtype(dtype)
+        self.width = width
+        self.count = 0
+        self._f = open(path + ".part", "wb")
+
+    def append(self, values: np.ndarray) -> None:
+        arr = np.ascontiguousarray(values, dtype=self.dtype)
+        self._f.write(arr.tobytes())
+        self.count += arr.shape[0] if self.width > 1 else arr.size
+
+    def close(self) -> None:
+        self._f.close()
+        os.replace(self.path + ".part", self.path)
+
+
+def open_column(path: str, dtype, width: int = 1, mmap: bool = True) -> np.ndarray:
+    dtype = np.dtype(dtype)
+    size = os.path.getsize(path)
+    if size == 0:
+        return np.zeros((0, width) if width > 1 else 0, dtype=dtype)
+    if mmap:
+        arr = np.memmap(path, dtype=dtype, mode="r")
+    else:
+        arr = np.fromfile(path, dtype=dtype)
+    return arr.reshape(-1, width) if width > 1 else arr
