@@ -1,0 +1,336 @@
+"""The tokenizer and shingle hashes: compiled kernels against the plain Python twin, and what a word is."""
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from neardup.minhash import MinHasher
+from neardup.shingles import (SPACE, char_classes, shingle_counts, shingle_hashes_python, shingle_sets,
+                              shingles_python, to_arrow_strings, tokens_python)
+
+# ----------------------------------------------------------------------------- strategies
+
+# Characters that stress every branch of the tokenizer: every class of char_classes(), NFKC and
+# case-mapping expansions, scripts without spaces, marks, emoji with modifiers, zero-width chars.
+SPECIAL = [
+    " ", "\t", "\n", "\r", "\x0b", "\x00", "\x1f", "\x85", "\u00a0", "\u2003", "\u3000", "\u2028",
+    "\u200b",                     # zero-width space (a separator)
+    "\u200c", "\u200d", "\u00ad", "\ufeff", "\U000e0041",  # Cf: ZWNJ, ZWJ, soft hyphen, BOM, tag
+    "\u0301", "\u0308", "\u20dd", "\ufe0f",                # combining marks, enclosing mark, VS16
+    "\u0e01", "\u0e34", "\u0e49", "\u0e32", "\u0e44",       # Thai consonant, vowel marks, vowels
+    "\u6771", "\u4eac", "\u30bf", "\u30fc", "\u3042", "\ud55c", "\u3005", "\U00020000",  # CJK, kana, hangul
+    "\u0915", "\u093f", "\u0627", "\u0644", "\u05d0",      # Devanagari with vowel sign, Arabic, Hebrew
+    "\U0001f600", "\U0001f44d", "\U0001f3fd", "\u2764", "\U0001f1eb", "\U0001f1f7",  # emoji, skin tone, flags
+    "\ufb01", "\uff21", "\uff41", "\u2162", "\u00bd", "\ufdfa", "\u01c5", "\u00df", "\u0130", "\u03a3",  # NFKC/case
+    ".", ",", "'", "\u2019", "!", "?", "-", "\u2014", "_", "\u00bf", "\u00ab", "\u00bb", "(", ")", "\u3002",
+    "$", "\u20ac", "+", "=", "^", "`", "~", "\u00a9",
+    "a", "b", "c", "A", "B", "Z", "0", "1", "9", "\u00e9", "\u0436", "\ue000", "\U0010fffd",
+]
+
+chars = st.one_of(st.sampled_from(SPECIAL), st.characters(codec="utf-8"))
+raw_text = st.text(chars, max_size=40)
+SEPARATORS = [" ", "  ", "\n", "\t", " , ", ". ", " - ", "\u3000", "", "\u200b"]
+word = st.one_of(st.sampled_from(["the", "cat", "Cat", "sat", "on", "mat", "don't", "東京", "😀", "e\u0301"]),
+                 st.text(chars, min_size=1, max_size=5))
+
+
+@st.composite
+def wordy_text(draw):
+    """Documents made of words with repeats, so that n-grams repeat and shingle sets deduplicate."""
+    words = draw(st.lists(word, max_size=14))
+    out = []
+    for w in words:
+        out.append(w)
+        out.append(draw(st.sampled_from(SEPARATORS)))
+    return "".join(out)
+
+
+doc = st.one_of(raw_text, wordy_text(), st.sampled_from(["", " ", "\n\t", "...", "!?", "\u200b\u200d"]))
+docs = st.lists(doc, min_size=0, max_size=6)
+options = st.fixed_dictionaries({
+    "ngram": st.sampled_from([1, 2, 3, 5]),
+    "char_ngrams": st.booleans(),
+    "normalize_unicode": st.booleans(),
+    "lowercase": st.booleans(),
+    "remove_punctuation": st.booleans(),
+    "collapse_whitespace": st.booleans(),
+})
+seeds = st.sampled_from([0, 1, 42, 2**40 + 3])
+
+PROPS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def csr_rows(offsets, values):
+    return [values[offsets[i]:offsets[i + 1]].tolist() for i in range(len(offsets) - 1)]
+
+
+def twin_sets(texts, seed, **opts):
+    return [shingle_hashes_python("" if t is None else t, seed=seed, **opts) for t in texts]
+
+
+# ----------------------------------------------------------------------------- kernel == twin
+
+@PROPS
+@given(texts=docs, opts=options, seed=seeds)
+def test_shingle_sets_equal_python_twin(texts, opts, seed):
+    mh = MinHasher(num_perm=8, seed=seed, **opts)
+    offsets, values = mh.shingle_sets(texts)
+    assert offsets.dtype == np.int64 and values.dtype == np.uint64
+    assert offsets[0] == 0 and len(offsets) == len(texts) + 1
+    assert csr_rows(offsets, values) == twin_sets(texts, seed, **opts)
+    # the module-level function is the same thing
+    o2, v2 = shingle_sets(texts, seed=seed, **opts)
+    assert np.array_equal(o2, offsets) and np.array_equal(v2, values)
+
+
+@PROPS
+@given(texts=docs, opts=options)
+def test_shingle_counts_equal_twin_and_signature_counts(texts, opts):
+    counts = shingle_counts(texts, **opts)
+    expected = [len(shingles_python(t, **opts)) for t in texts]
+    assert counts.tolist() == expected
+    _, sig_counts = MinHasher(num_perm=4, **opts).signatures_and_counts(texts)
+    assert sig_counts.tolist() == expected
+
+
+@PROPS
+@given(text=doc, opts=options)
+def test_no_empty_tokens_ever(text, opts):
+    opts = dict(opts)
+    ngram = opts.pop("ngram")
+    table = char_classes()
+    units = tokens_python(text, **opts)
+    assert all(len(u) > 0 for u in units)
+    if opts["char_ngrams"]:
+        assert all(len(u) == 1 for u in units)
+        if opts["collapse_whitespace"]:
+            # one space between non-space units, never leading, trailing or doubled
+            assert all(u == " " or table[ord(u)] != SPACE for u in units)
+            assert not units or (units[0] != " " and units[-1] != " ")
+            assert all(not (x == " " and y == " ") for x, y in zip(units, units[1:]))
+    else:
+        # a word never contains white space
+        assert all(table[ord(ch)] != SPACE for u in units for ch in u)
+    shingles = shingles_python(text, ngram=ngram, **opts)
+    assert all(len(s) == min(ngram, len(units)) for s in shingles)
+
+
+# ----------------------------------------------------------------------------- input types
+
+TEXTS = ["Hello, World! The quick brown fox jumps over the lazy dog.", None, "",
+         "東京タワーは東京の観光名所です。", "café CAFÉ cafe\u0301 ﬁne ＡＢＣ", "  \t  ", "I ❤️ 🍕 pizza, 🍕 pizza!",
+         "กินข้าว แล้ว ไป", "one two three four five six seven", "...!!!", "don't stop — believe"]
+
+
+def reference(texts, opts, seed=42):
+    return twin_sets(texts, seed, **opts)
+
+
+INPUT_OPTS = [dict(ngram=2), dict(ngram=3, char_ngrams=True),
+              dict(ngram=2, normalize_unicode=False, lowercase=False),
+              dict(ngram=3, char_ngrams=True, normalize_unicode=False, lowercase=False, collapse_whitespace=False)]
+
+
+def _inputs():
+    clean = [t for t in TEXTS if t is not None]
+    big = pa.array(["prefix doc", "another"] + clean + ["suffix"], type=pa.large_string())
+    small = pa.array(["prefix doc", "another"] + clean + ["suffix"], type=pa.string())
+    yield "list", TEXTS, TEXTS
+    yield "tuple", tuple(TEXTS), TEXTS
+    yield "numpy object", np.array(TEXTS, dtype=object), TEXTS
+    yield "pa.string", pa.array(TEXTS, type=pa.string()), TEXTS
+    yield "pa.large_string", pa.array(TEXTS, type=pa.large_string()), TEXTS
+    yield "pa.string_view", pa.array(TEXTS, type=pa.string_view()), TEXTS
+    yield "dictionary", pa.array(TEXTS).dictionary_encode(), TEXTS
+    yield "chunked", pa.chunked_array([pa.array(TEXTS[:4]), pa.array(TEXTS[4:])]), TEXTS
+    yield "chunked of one sliced chunk", pa.chunked_array([big.slice(2, len(clean))]), clean
+    yield "chunked, empty", pa.chunked_array([], type=pa.string()), []
+    yield "sliced large_string", big.slice(2, len(clean)), clean
+    yield "sliced string", small.slice(2, len(clean)), clean
+    yield "sliced with nulls", pa.array(["x y z"] + TEXTS, type=pa.large_string()).slice(1), TEXTS
+    yield "pandas object", pd.Series(TEXTS), TEXTS
+    yield "pandas string", pd.Series(TEXTS, dtype="string"), TEXTS
+    yield "pandas sliced", pd.Series(["skip me"] + TEXTS).iloc[1:], TEXTS
+    yield "empty list", [], []
+
+
+@pytest.mark.parametrize("name,texts,expected_texts", list(_inputs()), ids=[n for n, *_ in _inputs()])
+@pytest.mark.parametrize("opts", INPUT_OPTS, ids=["word", "char", "word-raw", "char-raw"])
+def test_input_types(name, texts, expected_texts, opts):
+    mh = MinHasher(num_perm=16, **opts)
+    offsets, values = mh.shingle_sets(texts)
+    assert csr_rows(offsets, values) == reference(expected_texts, opts)
+    sigs, counts = mh.signatures_and_counts(texts)
+    assert sigs.shape == (len(expected_texts), 16)
+    assert counts.tolist() == [len(shingles_python("" if t is None else t, **opts)) for t in expected_texts]
+
+
+def test_sliced_array_offset_is_honoured_without_normalisation():
+    # Without NFKC and lower-casing no Arrow compute runs, so the kernel sees the slice itself.
+    base = pa.array(["aaa bbb ccc", "one two three", "x y", "four five six"], type=pa.large_string())
+    sl = base.slice(1, 2)
+    assert sl.offset == 1
+    assert to_arrow_strings(sl).offset == 1
+    opts = dict(ngram=2, normalize_unicode=False, lowercase=False)
+    offsets, values = shingle_sets(sl, **opts)
+    assert csr_rows(offsets, values) == reference(["one two three", "x y"], opts)
+
+
+def test_nulls_are_empty_documents():
+    mh = MinHasher(num_perm=8)
+    sigs, counts = mh.signatures_and_counts(pa.array([None, "a b c d e f", None]))
+    assert counts.tolist() == [0, 2, 0]
+    assert (sigs[0] == 0xFFFFFFFF).all() and (sigs[2] == 0xFFFFFFFF).all()
+
+
+def test_bad_inputs_raise():
+    with pytest.raises(TypeError):
+        shingle_sets("a single string is not a corpus")
+    with pytest.raises(TypeError):
+        shingle_sets(pa.array([1, 2, 3]))
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError):
+            shingle_sets(["a b"], ngram=bad)
+
+
+# ----------------------------------------------------------------------------- what a word is
+
+def kernel_units_are(text, expected, **opts):
+    """The kernel's unigram set of ``text`` is exactly the hashes of the ``expected`` units.
+
+    Each expected unit is hashed on its own, as a one-unit document with every transformation off,
+    so the check ties the compiled tokenizer (not only the twin) to the spelled-out tokens. White
+    space units of character n-grams cannot be a one-unit word document; they are counted instead.
+    """
+    word_opts = dict(normalize_unicode=False, lowercase=False, remove_punctuation=False)
+    table = char_classes()
+    want = set()
+    spaces = set()
+    for unit in expected:
+        if len(unit) == 1 and table[ord(unit)] == SPACE:
+            spaces.add(unit)
+            continue
+        assert tokens_python(unit, **word_opts) == [unit]
+        want.update(shingle_hashes_python(unit, ngram=1, **word_opts))
+    offsets, values = shingle_sets([text], ngram=1, **opts)
+    got = set(values.tolist())
+    assert want <= got and len(got - want) == len(spaces)
+    assert set(shingle_hashes_python(text, ngram=1, **opts)) == got
+
+
+@pytest.mark.parametrize("text,opts,expected", [
+    ("Hello, World!", {}, ["hello", "world"]),
+    ("Hello, World!", dict(remove_punctuation=False), ["hello", ",", "world", "!"]),
+    ("Hello, World!", dict(lowercase=False), ["Hello", "World"]),
+    ("don't", {}, ["dont"]),
+    ("don't", dict(remove_punctuation=False), ["don", "'", "t"]),
+    ("don\u2019t stop", {}, ["dont", "stop"]),
+    ("well-known e-mail", {}, ["wellknown", "email"]),
+    ("東京タワー", {}, ["東", "京", "タ", "ワ", "ー"]),
+    ("我爱北京", {}, ["我", "爱", "北", "京"]),
+    ("abc東京def", {}, ["abc", "東", "京", "def"]),
+    ("東京。大阪", dict(remove_punctuation=False), ["東", "京", "。", "大", "阪"]),
+    ("กินข้าว", {}, ["ก\u0e34", "น", "ข\u0e49", "า", "ว"]),           # vowel/tone marks stay attached
+    ("नमस्ते दुनिया", {}, ["नमस्ते", "दुनिया"]),                       # Devanagari vowel signs stay inside
+    ("e\u0301te", dict(normalize_unicode=False), ["e\u0301te"]),       # combining acute stays in its word
+    ("e\u0301te", {}, ["\u00e9te"]),                                  # NFKC composes it
+    ("I ❤ 🍕 pizza", {}, ["i", "❤", "🍕", "pizza"]),
+    ("great👍👍", {}, ["great", "👍", "👍"]),
+    ("❤\ufe0f", {}, ["❤\ufe0f"]),                                     # the variation selector is a mark
+    ("price: 5$ + 3€", {}, ["price", "5", "$", "+", "3", "€"]),
+    ("\ufb01ne", {}, ["fine"]),                                       # NFKC ligature
+    ("\ufb01ne", dict(normalize_unicode=False), ["\ufb01ne"]),
+    ("ＨＥＬＬＯ ｗｏｒｌｄ", {}, ["hello", "world"]),                   # full-width letters
+    ("ＨＥＬＬＯ", dict(normalize_unicode=False), ["ｈｅｌｌｏ"]),
+    ("ＨＥＬＬＯ", dict(normalize_unicode=False, lowercase=False), ["ＨＥＬＬＯ"]),
+    ("ΣΊΣΥΦΟΣ", {}, ["σίσυφοσ"]),
+    ("co\u00adop", {}, ["coop"]),                                      # soft hyphen deleted, no split
+    ("zero\u200dwidth", {}, ["zerowidth"]),                            # ZWJ deleted, no split
+    ("zero\u200bwidth", {}, ["zero", "width"]),                        # zero-width space separates
+    ("tab\tnew\nline\u00a0nbsp\u3000ideo", {}, ["tab", "new", "line", "nbsp", "ideo"]),
+    ("  a  b\t\nc  ", dict(char_ngrams=True), ["a", " ", "b", " ", "c"]),
+    ("a , b!", dict(char_ngrams=True), ["a", " ", "b"]),
+    ("a , b!", dict(char_ngrams=True, remove_punctuation=False), ["a", " ", ",", " ", "b", "!"]),
+    (" a\tb ", dict(char_ngrams=True, collapse_whitespace=False), [" ", "a", "\t", "b", " "]),
+])
+def test_what_a_unit_is(text, opts, expected):
+    assert tokens_python(text, **opts) == expected
+    kernel_units_are(text, expected, **opts)
+
+
+def test_char_ngrams_collapse_and_strip_whitespace():
+    opts = dict(char_ngrams=True, ngram=3)
+    a = shingle_sets(["  the   cat\n\tsat  "], **opts)[1]
+    b = shingle_sets(["the cat sat"], **opts)[1]
+    assert np.array_equal(a, b)
+    raw = shingle_sets(["  the   cat\n\tsat  "], collapse_whitespace=False, **opts)[1]
+    assert not np.array_equal(raw, b)
+    assert tokens_python("the cat", char_ngrams=True) == list("the cat")
+
+
+def test_word_ngrams_are_ordered_and_not_joined_strings():
+    opts = dict(ngram=2)
+    ab = set(shingle_sets(["alpha beta"], **opts)[1].tolist())
+    ba = set(shingle_sets(["beta alpha"], **opts)[1].tolist())
+    assert ab.isdisjoint(ba)
+    # "ab c" and "a bc" join to the same string but are different bigrams
+    assert shingle_sets(["ab c"], **opts)[1].tolist() != shingle_sets(["a bc"], **opts)[1].tolist()
+
+
+def test_short_document_is_one_shingle_of_all_units():
+    assert shingles_python("a b c", ngram=5) == [("a", "b", "c")]
+    assert shingles_python("a b c d e", ngram=5) == [("a", "b", "c", "d", "e")]
+    assert shingles_python("a b c d e f", ngram=5) == [("a", "b", "c", "d", "e"), ("b", "c", "d", "e", "f")]
+    offsets, values = shingle_sets(["a b c", "a b c d", "a b"], ngram=5)
+    assert np.diff(offsets).tolist() == [1, 1, 1]
+    assert len(set(values.tolist())) == 3  # a prefix is a different shingle
+    assert shingle_counts(["a b c"], ngram=5).tolist() == [1]
+    assert shingles_python("ab", ngram=5, char_ngrams=True) == [("a", "b")]
+
+
+def test_repeated_shingles_are_one_set_element():
+    offsets, values = shingle_sets(["a a a a a a a a"], ngram=2)
+    assert np.diff(offsets).tolist() == [1]
+    assert shingle_counts(["a a a a a a a a"], ngram=2).tolist() == [7]
+
+
+@pytest.mark.parametrize("text", ["", " ", "\n\t\r ", "\u3000\u00a0", "...", "!?!", "«»—", "\u200b\u200d\u00ad",
+                                  "  , . ; :  "])
+@pytest.mark.parametrize("char_ngrams", [False, True])
+def test_empty_documents_have_no_shingles(text, char_ngrams):
+    opts = dict(char_ngrams=char_ngrams)
+    assert tokens_python(text, **opts) == []
+    assert shingle_hashes_python(text, **opts) == []
+    offsets, _ = shingle_sets([text], **opts)
+    assert offsets.tolist() == [0, 0]
+    sigs, counts = MinHasher(num_perm=8, **opts).signatures_and_counts([text])
+    assert counts.tolist() == [0] and (sigs == 0xFFFFFFFF).all()
+
+
+def test_punctuation_only_document_has_tokens_when_punctuation_is_kept():
+    assert tokens_python("...", remove_punctuation=False) == [".", ".", "."]
+
+
+def test_punctuation_and_spacing_do_not_change_shingles():
+    """Regression of a peer bug: empty tokens between punctuation dragged a 0.977 pair down to 0.28."""
+    from neardup.verify import exact_jaccard
+    rng = np.random.default_rng(3)
+    vocab = [f"w{i}" for i in range(5000)]
+    words = list(rng.choice(vocab, size=300))
+    edited = list(words)
+    edited[150] = "changed"
+    seps = [" ", " , ", " - ", "  ...  ", " ; ", "\n\n", " — ", " (", ") "]
+    noisy = "".join(w + seps[i % len(seps)] for i, w in enumerate(edited))
+    clean = " ".join(words)
+    assert tokens_python(noisy) == [w.lower() for w in edited]
+    offsets, hashes = shingle_sets([clean, noisy], ngram=5)
+    got = exact_jaccard(offsets, hashes, np.array([0]), np.array([1]))[0]
+
+    def grams(ws):
+        return set(zip(*[ws[i:] for i in range(5)]))
+    a, b = grams(words), grams(edited)
+    assert got == pytest.approx(len(a & b) / len(a | b), abs=1e-12)
+    assert got > 0.96
