@@ -1,0 +1,23 @@
+"""Reading and writing corpus files: JSONL (plain, gzip, zstd), Parquet, folders of text files
+and in-memory tables.
+
+:func:`discover` lists the input files, :func:`read_source` streams their documents as
+:class:`Batch` es, :func:`write_kept` writes the kept records of a source in a second pass.
+Bad input is an :class:`~neardup.errors.InputError` whose one-line message names the file and
+the line or row (``on_error="fail"``), or a rejected entry (``on_error="skip"``).
+"""
+
+from .reader import Batch, read_source
+from .sources import Source, discover, output_relpath, output_relpaths, table_source
+from .writer import write_kept
+
+__all__ = [
+    "Batch",
+    "Source",
+    "discover",
+    "output_relpath",
+    "output_relpaths",
+    "read_source",
+    "table_source",
+    "write_kept",
+]

@@ -1,0 +1,619 @@
+"""Reading sources as a stream of :class:`Batch` es, with bounded memory.
+
+JSONL is read in blocks of ~16 MB of whole lines and parsed by ``pyarrow.json`` with an
+explicit schema of only the needed fields; a block pyarrow cannot parse (or whose rows do not
+line up with its lines) is parsed again line by line with ``json.loads``, which names the bad
+lines. Every non-blank line ends up either as a document or as a rejected entry.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from ..errors import ConfigError, InputError
+from ._streams import StreamError, blank_lines, iter_blocks, line_bounds
+from .sources import Source
+
+ON_ERROR_MODES = ("fail", "skip")
+_MAX_REASON = 400
+
+
+@dataclass
+class Batch:
+    """Up to ``batch_size`` documents of one source.
+
+    source_index: the index of the source (passed through from :func:`read_source`).
+    rows: int64, each document's row in its source: the 0-based line index in the (decompressed)
+        file for JSONL (blank lines count as lines but are never documents), the 0-based row for
+        Parquet and tables, 0 for a text file.
+    text: ``pa.large_string()`` without nulls, one per row.
+    ids: ``pa.string()`` values of the id column (integers as decimal strings), or None.
+    scores: float64 values of the score column (NaN where null), or None.
+    rejected: ``(row, reason)`` of the records skipped in this batch (``on_error="skip"``);
+        row is None for a problem with the whole file.
+    """
+
+    source_index: int
+    rows: np.ndarray
+    text: pa.Array
+    ids: Optional[pa.Array]
+    scores: Optional[np.ndarray]
+    rejected: List[Tuple[Optional[int], str]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def _one_line(s: str) -> str:
+    s = " ".join(str(s).split())
+    return s if len(s) <= _MAX_REASON else s[: _MAX_REASON - 3] + "..."
+
+
+def _type_name(v: Any) -> str:
+    return type(v).__name__
+
+
+class _Ctx:
+    """What every reader needs: the source, the columns asked for, and the error policy."""
+
+    def __init__(self, src: Source, source_index: int, text_column: str,
+                 id_column: Optional[str], score_column: Optional[str], on_error: str,
+                 batch_size: int):
+        self.src = src
+        self.source_index = source_index
+        self.text_column = text_column
+        self.id_column = id_column
+        self.score_column = score_column
+        self.skip = on_error == "skip"
+        self.batch_size = batch_size
+        self.by_line = src.format == "jsonl"
+
+    def where(self, row: Optional[int]) -> str:
+        if row is None:
+            return f"{self.src.name}: "
+        if self.by_line:
+            return f"{self.src.name}:{row + 1}: "
+        return f"{self.src.name}: row {row}: "
+
+    def error(self, row: Optional[int], reason: str) -> InputError:
+        return InputError(self.where(row) + _one_line(reason))
+
+    def empty(self, rejected: List[Tuple[Optional[int], str]]) -> Batch:
+        return Batch(
+            source_index=self.source_index,
+            rows=np.empty(0, dtype=np.int64),
+            text=pa.array([], type=pa.large_string()),
+            ids=pa.array([], type=pa.string()) if self.id_column is not None else None,
+            scores=np.empty(0, dtype=np.float64) if self.score_column is not None else None,
+            rejected=rejected,
+        )
+
+    def problem(self, reason: str) -> Iterator[Batch]:
+        """A problem with the whole file: raise, or one rejected entry with row None."""
+        if not self.skip:
+            raise self.error(None, reason)
+        yield self.empty([(None, _one_line(reason))])
+
+    def emit(self, text: pa.Array, rows: np.ndarray, ids: Optional[pa.Array],
+             scores: Optional[np.ndarray], bad: Dict[int, str]) -> Iterator[Batch]:
+        """Batches of at most batch_size documents; the rejected entries ride on the first."""
+        rejected = [(r, _one_line(bad[r])) for r in sorted(bad)]
+        if rejected and not self.skip:
+            row, reason = rejected[0]
+            raise self.error(row, reason)
+        n = len(rows)
+        if n == 0:
+            if rejected:
+                yield self.empty(rejected)
+            return
+        if text.type != pa.large_string():
+            text = text.cast(pa.large_string())
+        if ids is not None and ids.type != pa.string():
+            ids = ids.cast(pa.string())
+        for off in range(0, n, self.batch_size):
+            end = min(off + self.batch_size, n)
+            yield Batch(
+                source_index=self.source_index,
+                rows=rows[off:end],
+                text=text.slice(off, end - off),
+                ids=ids.slice(off, end - off) if ids is not None else None,
+                scores=scores[off:end] if scores is not None else None,
+                rejected=rejected if off == 0 else [],
+            )
+
+
+# --------------------------------------------------------------------------- records
+
+
+def _check_record(obj: Any, ctx: _Ctx) -> Tuple[Optional[str], Any, Any, float]:
+    """``(reason, text, id, score)`` of a parsed JSON value; reason is None for a good record."""
+    if not isinstance(obj, dict):
+        return f"not a JSON object (got {_type_name(obj)})", None, None, math.nan
+    tc = ctx.text_column
+    if tc not in obj:
+        return f"text field {tc!r} is missing", None, None, math.nan
+    text = obj[tc]
+    if text is None:
+        return f"text field {tc!r} is null", None, None, math.nan
+    if not isinstance(text, str):
+        return f"text field {tc!r} is not a string (got {_type_name(text)})", None, None, math.nan
+    if not _encodable(text):
+        return (f"text field {tc!r} is not valid Unicode (an unpaired surrogate \\u escape)",
+                None, None, math.nan)
+    idv = None
+    if ctx.id_column is not None:
+        ic = ctx.id_column
+        if ic not in obj:
+            return f"id field {ic!r} is missing", None, None, math.nan
+        v = obj[ic]
+        if v is None:
+            return f"id field {ic!r} is null", None, None, math.nan
+        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+            return f"id field {ic!r} is not a string or number (got {_type_name(v)})", None, None, math.nan
+        if isinstance(v, str):
+            if not _encodable(v):
+                return (f"id field {ic!r} is not valid Unicode (an unpaired surrogate \\u escape)",
+                        None, None, math.nan)
+            idv = v
+        else:
+            idv = str(v) if isinstance(v, int) else repr(v)
+    score = math.nan
+    if ctx.score_column is not None:
+        sc = ctx.score_column
+        if sc not in obj:
+            return f"score column {sc!r} is missing", None, None, math.nan
+        v = obj[sc]
+        if v is not None:
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                return f"score column {sc!r} is not a number (got {_type_name(v)})", None, None, math.nan
+            try:
+                score = float(v)
+            except OverflowError:
+                return f"score column {sc!r} is out of range for a float", None, None, math.nan
+    return None, text, idv, score
+
+
+def _encodable(s: str) -> bool:
+    if s.isascii():
+        return True
+    try:
+        s.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _json_reason(line: bytes) -> Tuple[Optional[str], Any]:
+    """Parse one line; ``(reason, value)`` with reason None when it is valid JSON."""
+    try:
+        return None, json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError as e:  # pragma: no cover - lines are validated before
+        return f"invalid UTF-8 at byte {e.start}", None
+    except json.JSONDecodeError as e:
+        return f"broken JSON ({e.msg} at column {e.colno})", None
+    except RecursionError:
+        return "broken JSON (nested too deeply)", None
+
+
+# --------------------------------------------------------------------------- JSONL
+
+
+def _utf8_ok(data: bytes) -> bool:
+    if data.isascii():
+        return True
+    buf = pa.py_buffer(data)
+    offsets = pa.py_buffer(np.array([0, len(data)], dtype=np.int64))
+    arr = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, buf])
+    try:
+        arr.validate(full=True)
+        return True
+    except pa.ArrowInvalid:
+        return False
+
+
+class _JsonlParser:
+    """Parses the blocks of one JSONL file."""
+
+    def __init__(self, ctx: _Ctx):
+        self.ctx = ctx
+        self.id_types = [pa.string(), pa.int64()]  # the last one that worked goes first
+        self.seen_record = False
+
+    def _schema(self, id_type: pa.DataType) -> pa.Schema:
+        ctx = self.ctx
+        fields = [pa.field(ctx.text_column, pa.string())]
+        if ctx.id_column is not None:
+            fields.append(pa.field(ctx.id_column, id_type))
+        if ctx.score_column is not None:
+            fields.append(pa.field(ctx.score_column, pa.float64()))
+        return pa.schema(fields)
+
+    def _arrow(self, feed: bytes, expected: int, longest: int) -> Optional[pa.Table]:
+        """pyarrow's parse of ``feed`` (one object per non-blank line), or None when it fails
+        or its rows do not match the lines."""
+        block_size = max(1 << 20, 2 * longest + 16)
+        ropts = pj.ReadOptions(use_threads=True, block_size=block_size)
+        attempts = self.id_types if self.ctx.id_column is not None else self.id_types[:1]
+        for k, id_type in enumerate(attempts):
+            popts = pj.ParseOptions(explicit_schema=self._schema(id_type),
+                                    unexpected_field_behavior="ignore", newlines_in_values=False)
+            try:
+                table = pj.read_json(pa.BufferReader(feed), read_options=ropts, parse_options=popts)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                msg = str(e)
+                ic = self.ctx.id_column
+                if ic is not None and (f"/{ic})" in msg or "to int64" in msg) and k == 0:
+                    continue  # the id field has the other type: try it
+                return None
+            if table.num_rows != expected:
+                return None
+            if k:
+                self.id_types = [attempts[k]] + [t for t in self.id_types if t != attempts[k]]
+            return table
+        return None
+
+    def parse(self, data: bytes, line0: int):
+        """``(n_lines, n_records, text, rows, ids, scores, bad)`` of one block."""
+        ctx = self.ctx
+        starts, ends = line_bounds(data)
+        n_lines = len(starts)
+        blank = blank_lines(data, starts, ends)
+        good_mask = np.ones(n_lines, dtype=bool)
+        good_mask[blank] = False
+        bad: Dict[int, str] = {}  # line index in the block -> reason
+        if not _utf8_ok(data):
+            for i in np.flatnonzero(good_mask).tolist():
+                try:
+                    data[starts[i]:ends[i]].decode("utf-8")
+                except UnicodeDecodeError as e:
+                    bad[i] = f"invalid UTF-8 at byte {e.start}"
+                    good_mask[i] = False
+        good = np.flatnonzero(good_mask)
+        n_records = n_lines - len(blank)
+
+        text = ids = scores = None
+        keep = good
+        if len(good):
+            feed = data if not bad else b"\n".join(data[starts[i]:ends[i]] for i in good.tolist())
+            longest = int((ends - starts).max())
+            table = self._arrow(feed, len(good), longest)
+            if table is not None:
+                text, ids, scores, keep = self._from_arrow(table, data, starts, ends, good, bad)
+            else:
+                text, ids, scores, keep = self._line_by_line(data, starts, ends, good, bad)
+        if n_records:
+            self.seen_record = True
+        if text is None:
+            text = pa.array([], type=pa.large_string())
+            ids = pa.array([], type=pa.string()) if ctx.id_column is not None else None
+            scores = np.empty(0, dtype=np.float64) if ctx.score_column is not None else None
+            keep = np.empty(0, dtype=np.int64)
+        rows = keep.astype(np.int64) + line0
+        bad_rows = {line0 + i: r for i, r in bad.items()}
+        return n_lines, n_records, text, rows, ids, scores, bad_rows
+
+    def _from_arrow(self, table: pa.Table, data, starts, ends, good, bad):
+        ctx = self.ctx
+        text = table.column(ctx.text_column).combine_chunks()
+        ids = table.column(ctx.id_column).combine_chunks() if ctx.id_column is not None else None
+        scores = (table.column(ctx.score_column).combine_chunks()
+                  if ctx.score_column is not None else None)
+        check = text.is_null()
+        if ids is not None and ids.null_count:
+            check = pc.or_(check, ids.is_null())
+        if scores is not None and scores.null_count:
+            check = pc.or_(check, scores.is_null())
+        positions = np.flatnonzero(check.to_numpy(zero_copy_only=False)) if (
+            text.null_count or (ids is not None and ids.null_count)
+            or (scores is not None and scores.null_count)) else []
+        drop = []
+        for p in positions:
+            i = int(good[p])
+            reason, obj = _json_reason(data[starts[i]:ends[i]])
+            if reason is None:
+                reason = _check_record(obj, ctx)[0]
+            if reason is None and not (text[p].is_valid and (ids is None or ids[p].is_valid)):
+                reason = f"text field {ctx.text_column!r} is null"  # pragma: no cover
+            if reason is not None:
+                bad[i] = reason
+                drop.append(p)
+        keep = good
+        if drop:
+            mask = np.ones(len(good), dtype=bool)
+            mask[drop] = False
+            amask = pa.array(mask)
+            text = text.filter(amask)
+            ids = ids.filter(amask) if ids is not None else None
+            scores = scores.filter(amask) if scores is not None else None
+            keep = good[mask]
+        if ids is not None and ids.type != pa.string():
+            ids = ids.cast(pa.string())
+        np_scores = None
+        if scores is not None:
+            np_scores = scores.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        return text.cast(pa.large_string()), ids, np_scores, keep
+
+    def _line_by_line(self, data, starts, ends, good, bad):
+        ctx = self.ctx
+        texts: List[str] = []
+        ids: List[str] = []
+        scores: List[float] = []
+        keep: List[int] = []
+        first = not self.seen_record
+        for i in good.tolist():
+            line = data[starts[i]:ends[i]]
+            reason, obj = _json_reason(line)
+            if reason is None:
+                reason, text, idv, score = _check_record(obj, ctx)
+            if reason is not None:
+                if first and line.lstrip().startswith(b"["):
+                    reason += ("; the file looks like one JSON array, but JSON Lines "
+                               "(one object per line) is expected")
+                bad[i] = reason
+                first = False
+                continue
+            first = False
+            texts.append(text)
+            ids.append(idv)
+            scores.append(score)
+            keep.append(i)
+        text_arr = pa.array(texts, type=pa.large_string())
+        id_arr = pa.array(ids, type=pa.string()) if ctx.id_column is not None else None
+        sc = np.asarray(scores, dtype=np.float64) if ctx.score_column is not None else None
+        return text_arr, id_arr, sc, np.asarray(keep, dtype=np.int64)
+
+
+def _read_jsonl(ctx: _Ctx) -> Iterator[Batch]:
+    src = ctx.src
+    parser = _JsonlParser(ctx)
+    line0 = 0
+    records = 0
+    blocks = iter_blocks(src.path, src.compression)
+    try:
+        while True:
+            try:
+                data = next(blocks)
+            except StopIteration:
+                break
+            except StreamError as e:
+                yield from ctx.problem(e.describe(src.compression or "", line0))
+                return
+            except OSError as e:
+                yield from ctx.problem(f"cannot read file ({e.strerror or e})")
+                return
+            n_lines, n_records, text, rows, ids, scores, bad = parser.parse(data, line0)
+            line0 += n_lines
+            records += n_records
+            yield from ctx.emit(text, rows, ids, scores, bad)
+    finally:
+        blocks.close()
+    if records == 0:
+        yield from ctx.problem("empty file (no records)")
+
+
+# --------------------------------------------------------------------------- Arrow (Parquet, tables)
+
+
+def _is_stringlike(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        return _is_stringlike(t.value_type)
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _is_numeric(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        return _is_numeric(t.value_type)
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+
+def _column_problem(ctx: _Ctx, schema: pa.Schema) -> Optional[str]:
+    names = schema.names
+    listing = ", ".join(names) if len(names) <= 20 else ", ".join(names[:20]) + f", ... ({len(names)} in all)"
+    wanted = [("text", ctx.text_column), ("id", ctx.id_column), ("score", ctx.score_column)]
+    for role, col in wanted:
+        if col is None:
+            continue
+        if col not in names:
+            return f"no column {col!r} (columns: {listing})"
+        if names.count(col) > 1:
+            return f"column {col!r} appears {names.count(col)} times"
+        t = schema.field(col).type
+        if role == "text" and not _is_stringlike(t):
+            return f"text column {col!r} is not a string column (type {t})"
+        if role == "id" and not (_is_stringlike(t) or _is_numeric(t)):
+            return f"id column {col!r} is not a string or number column (type {t})"
+        if role == "score" and not _is_numeric(t):
+            return f"score column {col!r} is not numeric (type {t})"
+    return None
+
+
+def _plain(arr: pa.Array) -> pa.Array:
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    return arr
+
+
+def _arrow_batch(ctx: _Ctx, cols: Dict[str, pa.Array], row0: int):
+    """``(text, rows, ids, scores, bad)`` of one Arrow batch."""
+    text = _plain(cols[ctx.text_column]).cast(pa.large_string())
+    n = len(text)
+    bad: Dict[int, str] = {}
+    try:
+        text.validate(full=True)
+    except pa.ArrowInvalid:
+        raw = text.view(pa.large_binary())
+        for i in range(n):
+            v = raw[i].as_py()
+            if v is None:
+                continue
+            try:
+                v.decode("utf-8")
+            except UnicodeDecodeError as e:
+                bad[i] = f"text field {ctx.text_column!r} has invalid UTF-8 at byte {e.start}"
+    if text.null_count:
+        for i in np.flatnonzero(text.is_null().to_numpy(zero_copy_only=False)).tolist():
+            bad.setdefault(i, f"text field {ctx.text_column!r} is null")
+    ids = None
+    if ctx.id_column is not None:
+        ids = _plain(cols[ctx.id_column]).cast(pa.string())
+        if ids.null_count:
+            for i in np.flatnonzero(ids.is_null().to_numpy(zero_copy_only=False)).tolist():
+                bad.setdefault(i, f"id field {ctx.id_column!r} is null")
+    scores = None
+    if ctx.score_column is not None:
+        sc = _plain(cols[ctx.score_column]).cast(pa.float64())
+        scores = sc.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    rows = np.arange(row0, row0 + n, dtype=np.int64)
+    if bad:
+        mask = np.ones(n, dtype=bool)
+        mask[list(bad)] = False
+        amask = pa.array(mask)
+        text = text.filter(amask)
+        ids = ids.filter(amask) if ids is not None else None
+        scores = scores[mask] if scores is not None else None
+        rows = rows[mask]
+    return text, rows, ids, scores, {row0 + i: r for i, r in bad.items()}
+
+
+def _wanted_columns(ctx: _Ctx) -> List[str]:
+    cols = [ctx.text_column]
+    for c in (ctx.id_column, ctx.score_column):
+        if c is not None and c not in cols:
+            cols.append(c)
+    return cols
+
+
+def _read_parquet(ctx: _Ctx) -> Iterator[Batch]:
+    import pyarrow.parquet as pq
+
+    src = ctx.src
+    try:
+        pf = pq.ParquetFile(src.path)
+        schema = pf.schema_arrow
+    except (pa.ArrowException, OSError, ValueError) as e:
+        yield from ctx.problem(f"not a readable Parquet file ({_one_line(e)})")
+        return
+    reason = _column_problem(ctx, schema)
+    if reason:
+        yield from ctx.problem(reason)
+        return
+    if pf.metadata.num_rows == 0:
+        yield from ctx.problem("empty file (no records)")
+        return
+    cols = _wanted_columns(ctx)
+    row0 = 0
+    it = pf.iter_batches(batch_size=ctx.batch_size, columns=cols, use_threads=True)
+    while True:
+        try:
+            rb = next(it)
+        except StopIteration:
+            break
+        except (pa.ArrowException, OSError, ValueError) as e:
+            yield from ctx.problem(
+                f"not a readable Parquet file (after row {row0}: {_one_line(e)})")
+            return
+        if rb.num_rows == 0:
+            continue
+        parts = _arrow_batch(ctx, {c: rb.column(c) for c in cols}, row0)
+        row0 += rb.num_rows
+        yield from ctx.emit(*parts)
+
+
+def _read_table(ctx: _Ctx) -> Iterator[Batch]:
+    table = ctx.src.table
+    if not isinstance(table, pa.Table):
+        raise TypeError(f"source {ctx.src.name} of format 'table' has no pyarrow.Table")
+    reason = _column_problem(ctx, table.schema)
+    if reason:
+        yield from ctx.problem(reason)
+        return
+    if table.num_rows == 0:
+        yield from ctx.problem("empty table (no records)")
+        return
+    cols = _wanted_columns(ctx)
+    sel = table.select(cols)
+    for row0 in range(0, sel.num_rows, ctx.batch_size):
+        part = sel.slice(row0, ctx.batch_size)
+        parts = _arrow_batch(ctx, {c: part.column(c) for c in cols}, row0)
+        yield from ctx.emit(*parts)
+
+
+# --------------------------------------------------------------------------- text files
+
+
+def _compressed_hint(data: bytes) -> str:
+    if data[:2] == b"\x1f\x8b":
+        return " (it looks gzip-compressed; only .jsonl.gz / .json.gz files are decompressed)"
+    if data[:4] == b"\x28\xb5\x2f\xfd":
+        return " (it looks zstd-compressed; only .jsonl.zst / .json.zst files are decompressed)"
+    return ""
+
+
+def _read_text(ctx: _Ctx) -> Iterator[Batch]:
+    src = ctx.src
+    try:
+        with open(src.path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        yield from ctx.problem(f"cannot read file ({e.strerror or e})")
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        yield from ctx.problem(f"invalid UTF-8 at byte {e.start}" + _compressed_hint(data))
+        return
+    yield Batch(
+        source_index=ctx.source_index,
+        rows=np.zeros(1, dtype=np.int64),
+        text=pa.array([text], type=pa.large_string()),
+        ids=pa.array([src.name], type=pa.string()) if ctx.id_column is not None else None,
+        scores=np.full(1, np.nan) if ctx.score_column is not None else None,
+        rejected=[],
+    )
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def read_source(src: Source, source_index: int = 0, *, text_column: str = "text",
+                id_column: Optional[str] = None, score_column: Optional[str] = None,
+                on_error: str = "fail", batch_size: int = 8192) -> Iterator[Batch]:
+    """Stream the documents of one source as batches of at most ``batch_size``.
+
+    Bad input raises :class:`InputError` (one line naming the file and the line or row) with
+    ``on_error="fail"``; with ``on_error="skip"`` it is reported in ``Batch.rejected`` and
+    reading goes on. JSONL line numbers in messages are 1-based (like an editor's), rows in
+    ``Batch.rows`` / ``rejected`` are 0-based; Parquet and table messages say ``row N``
+    (0-based). A text file (one document) read with ``id_column`` gets its name as id, and
+    with ``score_column`` a NaN score.
+    """
+    if on_error not in ON_ERROR_MODES:
+        raise ConfigError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if not text_column:
+        raise ConfigError("text_column must be a non-empty field name")
+    if score_column is not None and score_column in (text_column, id_column):
+        raise ConfigError(f"score_column {score_column!r} must differ from the text and id columns")
+    if id_column is not None and id_column == text_column:
+        raise ConfigError(f"id_column {id_column!r} must differ from text_column")
+    ctx = _Ctx(src, source_index, text_column, id_column, score_column, on_error, int(batch_size))
+    if src.format == "jsonl":
+        return _read_jsonl(ctx)
+    if src.format == "parquet":
+        return _read_parquet(ctx)
+    if src.format == "text":
+        return _read_text(ctx)
+    if src.format == "table":
+        return _read_table(ctx)
+    raise ValueError(f"unknown source format {src.format!r}")

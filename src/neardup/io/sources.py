@@ -1,0 +1,339 @@
+"""Finding the input: which files to read, in which format, and under which names.
+
+:func:`discover` turns what the user typed (files, folders, globs) into a list of
+:class:`Source`; :func:`table_source` wraps an in-memory table the same way.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import stat
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ..errors import ConfigError, InputError
+
+# Longest suffix first: ".jsonl.gz" must win over ".gz".
+_JSONL_SUFFIXES: Tuple[Tuple[str, Optional[str]], ...] = (
+    (".jsonl.zstd", "zstd"),
+    (".jsonl.zst", "zstd"),
+    (".json.zst", "zstd"),
+    (".jsonl.gz", "gzip"),
+    (".json.gz", "gzip"),
+    (".jsonl", None),
+    (".json", None),
+)
+_PARQUET_SUFFIXES = (".parquet", ".pq")
+OUTPUT_FORMATS = ("same", "jsonl", "parquet")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input file (or one in-memory table).
+
+    path: the path to open (``"<table>"`` for an in-memory table).
+    name: the path as the user would type it, POSIX separators: the input as given, plus the
+        path inside it for a folder. Used in document ids ``NAME:ROW``, messages and rejected.parquet.
+    relpath: where its kept records go under ``kept/`` (see :func:`discover`).
+    format: ``jsonl``, ``parquet``, ``text`` (one document per file) or ``table``.
+    compression: ``None``, ``gzip`` or ``zstd`` (JSONL only).
+    table: the ``pyarrow.Table`` of a ``table`` source.
+    """
+
+    path: str
+    name: str
+    relpath: str
+    format: str
+    compression: Optional[str] = None
+    table: Any = field(default=None, compare=False, hash=False, repr=False)
+
+
+def detect_format(filename: str) -> Tuple[str, Optional[str]]:
+    """``(format, compression)`` for a file name, from its extension (case-insensitive)."""
+    low = filename.lower()
+    for suffix, compression in _JSONL_SUFFIXES:
+        if low.endswith(suffix):
+            return "jsonl", compression
+    if low.endswith(_PARQUET_SUFFIXES):
+        return "parquet", None
+    return "text", None
+
+
+def _data_suffix_len(relpath: str, fmt: str) -> int:
+    """Length of the data extension of ``relpath`` (0 for text files, whose extension is kept)."""
+    low = relpath.lower()
+    if fmt == "jsonl":
+        for suffix, _ in _JSONL_SUFFIXES:
+            if low.endswith(suffix):
+                return len(suffix)
+    elif fmt == "parquet":
+        for suffix in _PARQUET_SUFFIXES:
+            if low.endswith(suffix):
+                return len(suffix)
+    return 0
+
+
+def output_relpath(src: Source, output_format: str) -> str:
+    """The name under ``kept/`` for the records kept from ``src``.
+
+    ``same`` keeps ``src.relpath``; ``jsonl`` / ``parquet`` replace the data extension
+    (``.jsonl.gz`` -> ``.jsonl``: the compression is dropped). A text file has no data
+    extension, so its name gets the new one appended (``a.py`` -> ``a.py.jsonl``): two text
+    files ``a.py`` and ``a.txt`` cannot collide.
+    """
+    if output_format not in OUTPUT_FORMATS:
+        raise ConfigError(
+            f"output_format must be one of {', '.join(OUTPUT_FORMATS)}, got {output_format!r}"
+        )
+    if output_format == "same":
+        return src.relpath
+    cut = _data_suffix_len(src.relpath, src.format)
+    stem = src.relpath[: len(src.relpath) - cut] if cut else src.relpath
+    return stem + "." + output_format
+
+
+def output_relpaths(sources: Sequence[Source], output_format: str) -> List[str]:
+    """:func:`output_relpath` of every source; InputError when two sources would be written to
+    the same name (``a.json`` and ``a.jsonl`` both become ``a.jsonl`` with ``jsonl`` output)."""
+    names = [output_relpath(s, output_format) for s in sources]
+    clash = _first_clash(names)
+    if clash is not None:
+        i, j = clash
+        raise InputError(
+            f"two inputs would be written to the same output name {names[i]!r} "
+            f"(output format {output_format}): {sources[i].name} and {sources[j].name}"
+        )
+    return names
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+def _posix(p: str) -> str:
+    return p.replace(os.sep, "/") if os.sep != "/" else p
+
+
+def _is_magic(p: str) -> bool:
+    return glob.has_magic(p)
+
+
+def _skip_name(name: str) -> bool:
+    return name.startswith(".") or name == "__pycache__"
+
+
+def _walk_folder(folder: str) -> List[Tuple[str, str]]:
+    """Regular files under ``folder`` as ``(path, relpath)``, hidden entries and ``__pycache__``
+    skipped, sorted by path components. Symbolic links to folders are followed (once each)."""
+    found: List[Tuple[Tuple[str, ...], str]] = []
+    seen_dirs = set()
+
+    def walk(path: str, parts: Tuple[str, ...]) -> None:
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise InputError(f"cannot read folder {_posix(path)} ({e.strerror or e})") from None
+        key = (st.st_dev, st.st_ino)
+        if key in seen_dirs:  # a link cycle
+            return
+        seen_dirs.add(key)
+        try:
+            entries = sorted(os.scandir(path), key=lambda e: e.name)
+        except OSError as e:
+            raise InputError(f"cannot read folder {_posix(path)} ({e.strerror or e})") from None
+        for entry in entries:
+            if _skip_name(entry.name):
+                continue
+            sub = parts + (entry.name,)
+            try:
+                is_dir = entry.is_dir()  # follows links
+                is_file = entry.is_file()
+            except OSError:
+                is_dir = is_file = False
+            if is_dir:
+                walk(entry.path, sub)
+            elif is_file:
+                found.append((sub, entry.path))
+            # other things (sockets, fifos, broken links) are not documents
+
+    walk(folder, ())
+    found.sort(key=lambda t: t[0])
+    return [(path, "/".join(parts)) for parts, path in found]
+
+
+def _join_name(base: str, rel: str) -> str:
+    base = _posix(base)
+    if base in (".", "./"):
+        return rel
+    return base.rstrip("/") + "/" + rel if base.rstrip("/") else "/" + rel
+
+
+def _strip_name(name: str) -> str:
+    """``name`` made relative: no leading ``/``, no ``.`` or ``..`` parts."""
+    parts = [p for p in name.split("/") if p not in ("", ".", "..")]
+    return "/".join(parts)
+
+
+def _first_clash(relpaths: Sequence[str]) -> Optional[Tuple[int, int]]:
+    """First pair of output names that would collide: equal (ignoring case, since kept/ may be
+    on a case-insensitive file system) or one being a folder of the other."""
+    seen: Dict[str, int] = {}
+    for i, r in enumerate(relpaths):
+        key = r.casefold()
+        if key in seen:
+            return seen[key], i
+        seen[key] = i
+    dirs: Dict[str, int] = {}
+    for i, r in enumerate(relpaths):
+        parts = r.casefold().split("/")
+        for k in range(1, len(parts)):
+            dirs.setdefault("/".join(parts[:k]), i)
+    for i, r in enumerate(relpaths):
+        j = dirs.get(r.casefold())
+        if j is not None:
+            return min(i, j), max(i, j)
+    return None
+
+
+def _clashing(relpaths: Sequence[str]) -> set:
+    """Indices of every relpath that collides with another one."""
+    out = set()
+    by_key: Dict[str, List[int]] = {}
+    for i, r in enumerate(relpaths):
+        by_key.setdefault(r.casefold(), []).append(i)
+    for idx in by_key.values():
+        if len(idx) > 1:
+            out.update(idx)
+    for i, r in enumerate(relpaths):
+        parts = r.casefold().split("/")
+        for k in range(1, len(parts)):
+            j = by_key.get("/".join(parts[:k]))
+            if j:
+                out.add(i)
+                out.update(j)
+    return out
+
+
+def discover(inputs: Sequence[str]) -> List[Source]:
+    """The files to read, in order.
+
+    Each input is a file, a folder (walked recursively in sorted path order, skipping hidden
+    entries and ``__pycache__``) or a glob (``glob.glob(recursive=True)``, sorted; a folder it
+    matches is walked like a folder input, except for ``**`` globs, which already match the
+    files inside). The format comes from the extension: ``.jsonl .json`` (optionally ``.gz``,
+    ``.zst``, ``.zstd``) are JSON Lines, ``.parquet .pq`` Parquet, anything else one text
+    document per file.
+
+    ``relpath`` (the name under ``kept/``) is the path inside a folder input, or the base name
+    of a file / glob match; when two sources would collide, each of them falls back to its
+    ``name`` (leading ``/`` and ``..`` parts removed); a collision left after that is an
+    InputError, like a missing path, a glob that matches nothing, a folder without files or a
+    file reached twice.
+    """
+    if isinstance(inputs, (str, bytes, os.PathLike)):
+        inputs = [inputs]  # type: ignore[list-item]
+    inputs = [os.fsdecode(os.fspath(i)) for i in inputs]
+    if not inputs:
+        raise InputError("no input given")
+
+    found: List[Tuple[str, str, str]] = []  # (path, name, relpath)
+    for inp in inputs:
+        if inp == "":
+            raise InputError("no such file or folder: '' (an empty input path)")
+        if os.path.isdir(inp):
+            files = _walk_folder(inp)
+            if not files:
+                raise InputError(f"folder has no files: {_posix(inp)}")
+            found.extend((p, _join_name(inp, rel), rel) for p, rel in files)
+        elif os.path.exists(inp):
+            found.append((inp, _posix(inp), os.path.basename(inp)))
+        elif _is_magic(inp):
+            matches = sorted(glob.glob(inp, recursive=True))
+            recursive = "**" in inp
+            n_before = len(found)
+            for m in matches:
+                rel_parts = _posix(m).split("/")
+                if "__pycache__" in rel_parts and "__pycache__" not in _posix(inp).split("/"):
+                    continue
+                if os.path.isdir(m):
+                    if not recursive:
+                        found.extend((p, _join_name(m, rel), rel) for p, rel in _walk_folder(m))
+                elif os.path.isfile(m):
+                    found.append((m, _posix(m), os.path.basename(m)))
+            if len(found) == n_before:
+                what = "nothing" if not matches else "no files"
+                raise InputError(f"no such file or folder: {_posix(inp)} (the pattern matches {what})")
+        elif os.path.islink(inp):
+            raise InputError(f"no such file or folder: {_posix(inp)} (a broken symbolic link)")
+        else:
+            raise InputError(f"no such file or folder: {_posix(inp)}")
+
+    # the same file reached twice (two inputs, overlapping folders, links)
+    seen: Dict[Tuple[int, int], str] = {}
+    for path, name, _ in found:
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise InputError(f"cannot read {name} ({e.strerror or e})") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"not a regular file: {name}")
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            other = seen[key]
+            if other == name:
+                raise InputError(f"same file reached twice: {name}")
+            raise InputError(f"same file reached twice: {other} and {name}")
+        seen[key] = name
+
+    relpaths = [rel for _, _, rel in found]
+    for i in sorted(_clashing(relpaths)):
+        relpaths[i] = _strip_name(found[i][1]) or found[i][2]
+    clash = _first_clash(relpaths)
+    if clash is not None:
+        i, j = clash
+        raise InputError(
+            f"two inputs would be written to the same output name {relpaths[i]!r}: "
+            f"{found[i][1]} and {found[j][1]}"
+        )
+
+    out = []
+    for (path, name, _), rel in zip(found, relpaths):
+        fmt, comp = detect_format(os.path.basename(path))
+        out.append(Source(path=path, name=name, relpath=rel, format=fmt, compression=comp))
+    return out
+
+
+# --------------------------------------------------------------------------- in-memory tables
+
+
+def _as_arrow_table(table: Any):
+    import pyarrow as pa
+
+    if isinstance(table, pa.Table):
+        return table
+    if isinstance(table, pa.RecordBatch):
+        return pa.Table.from_batches([table])
+    module = type(table).__module__ or ""
+    if module.startswith("pandas"):
+        import pandas as pd  # noqa: F401  (lazy: only for pandas input)
+
+        return pa.Table.from_pandas(table, preserve_index=False)
+    if module.startswith("datasets"):
+        # a Hugging Face datasets.Dataset: its Arrow table, with any selection applied
+        ds = table
+        if getattr(ds, "_indices", None) is not None:
+            ds = ds.flatten_indices()
+        inner = ds.data
+        return getattr(inner, "table", inner)
+    raise TypeError(
+        "table_source needs a pyarrow.Table, pyarrow.RecordBatch, pandas.DataFrame or "
+        f"datasets.Dataset, got {type(table).__name__}"
+    )
+
+
+def table_source(table: Any, name: str = "<table>") -> Source:
+    """Wrap an in-memory table (pyarrow, pandas or Hugging Face datasets) as a Source."""
+    tbl = _as_arrow_table(table)
+    return Source(path="<table>", name=name, relpath=_strip_name(name) or name, format="table",
+                  compression=None, table=tbl)
+

@@ -1,0 +1,402 @@
+"""Writing the kept records of a source: a second, streaming pass over the input.
+
+Same-format output keeps every record exactly as it was (JSONL lines byte for byte, Parquet rows
+with the source schema); the bytes written depend only on the input and ``keep_rows``, so two
+runs give identical files. Files are written to ``PATH.tmp`` and renamed into place.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from typing import Callable, Iterator, List, Optional
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import ConfigError, InputError
+from ._streams import StreamError, blank_lines, is_blank, iter_blocks, line_bounds
+from .reader import _one_line
+from .sources import OUTPUT_FORMATS, Source
+
+_GZIP_LEVEL = 6
+_ZSTD_LEVEL = 3
+_PARQUET_READ_ROWS = 65536
+_PARQUET_GROUP_ROWS = 131072
+_PARQUET_GROUP_BYTES = 64 << 20
+_PARQUET_CODECS = {"SNAPPY": "snappy", "GZIP": "gzip", "BROTLI": "brotli", "ZSTD": "zstd",
+                   "LZ4": "lz4", "LZ4_RAW": "lz4", "UNCOMPRESSED": "none"}
+
+
+def _keep_array(keep_rows) -> np.ndarray:
+    keep = np.asarray(keep_rows, dtype=np.int64).reshape(-1)
+    if len(keep) and keep[0] < 0:
+        raise ValueError(f"keep_rows has a negative row ({int(keep[0])})")
+    if len(keep) > 1 and not np.all(keep[1:] > keep[:-1]):
+        raise ValueError("keep_rows must be sorted in increasing order without repeats")
+    return keep
+
+
+class _AtomicFile:
+    """``out_path + '.tmp'``, renamed to ``out_path`` on success and removed on failure."""
+
+    def __init__(self, out_path: str):
+        self.out_path = out_path
+        self.tmp = out_path + ".tmp"
+        parent = os.path.dirname(out_path)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+
+    def __enter__(self) -> str:
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            os.replace(self.tmp, self.out_path)
+        else:
+            try:
+                os.remove(self.tmp)
+            except OSError:
+                pass
+
+
+class _ByteSink:
+    """A binary file, optionally gzip (no name, mtime 0) or zstd (level 3) compressed."""
+
+    def __init__(self, path: str, compression: Optional[str]):
+        self.raw = open(path, "wb")
+        self.inner = None
+        if compression == "gzip":
+            self.inner = gzip.GzipFile(filename="", mode="wb", fileobj=self.raw,
+                                       compresslevel=_GZIP_LEVEL, mtime=0)
+            self.write = self.inner.write
+        elif compression == "zstd":
+            import zstandard
+
+            cctx = zstandard.ZstdCompressor(level=_ZSTD_LEVEL, write_checksum=True)
+            self.inner = cctx.stream_writer(self.raw, closefd=False)
+            self.write = self.inner.write
+        else:
+            self.write = self.raw.write
+
+    def close(self) -> None:
+        try:
+            if self.inner is not None:
+                self.inner.close()
+        finally:
+            self.raw.close()
+
+
+def _kept_line_blocks(src: Source, keep: np.ndarray) -> Iterator[List[bytes]]:
+    """The kept lines of a JSONL source (without newlines), block by block.
+
+    Reading stops once the last kept row is reached, so damage after it (a truncated stream
+    whose records were rejected) does not matter; damage before it is an InputError.
+    """
+    line0 = 0
+    k = 0
+    blocks = iter_blocks(src.path, src.compression)
+    try:
+        while k < len(keep):
+            try:
+                data = next(blocks)
+            except StopIteration:
+                break
+            except StreamError as e:
+                raise InputError(f"{src.name}: " + e.describe(src.compression or "", line0)) from None
+            except OSError as e:
+                raise InputError(f"{src.name}: cannot read file ({e.strerror or e})") from None
+            starts, ends = line_bounds(data)
+            n = len(starts)
+            hi = int(np.searchsorted(keep, line0 + n))
+            idx = keep[k:hi] - line0
+            if len(idx):
+                blank = blank_lines(data, starts, ends)
+                if len(blank) and np.isin(idx, blank).any():
+                    r = int(idx[np.isin(idx, blank)][0]) + line0
+                    raise ValueError(f"keep_rows has row {r}, a blank line of {src.name}")
+                s, e = starts[idx].tolist(), ends[idx].tolist()
+                yield [data[a:b] for a, b in zip(s, e)]
+            k = hi
+            line0 += n
+    finally:
+        blocks.close()
+    if k < len(keep):
+        raise ValueError(f"keep_rows has row {int(keep[k])} but {src.name} has {line0} lines")
+
+
+def _write_jsonl_raw(src: Source, keep: np.ndarray, tmp: str, compression: Optional[str]) -> int:
+    sink = _ByteSink(tmp, compression)
+    n = 0
+    try:
+        for lines in _kept_line_blocks(src, keep):
+            lines.append(b"")  # for the final newline
+            sink.write(b"\n".join(lines))
+            n += len(lines) - 1
+    finally:
+        sink.close()
+    return n
+
+
+def _parquet_rows(src: Source, keep: np.ndarray) -> Iterator[pa.RecordBatch]:
+    """The kept rows of a Parquet source, all columns, in order."""
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(src.path)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise InputError(f"{src.name}: not a readable Parquet file ({_one_line(e)})") from None
+    total = pf.metadata.num_rows
+    if len(keep) and keep[-1] >= total:
+        raise ValueError(f"keep_rows has row {int(keep[-1])} but {src.name} has {total} rows")
+    row0 = 0
+    k = 0
+    it = pf.iter_batches(batch_size=_PARQUET_READ_ROWS, use_threads=True)
+    while k < len(keep):
+        try:
+            rb = next(it)
+        except StopIteration:
+            break
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise InputError(
+                f"{src.name}: not a readable Parquet file (after row {row0}: {_one_line(e)})") from None
+        n = rb.num_rows
+        hi = int(np.searchsorted(keep, row0 + n))
+        if hi > k:
+            idx = keep[k:hi] - row0
+            yield rb if len(idx) == n else rb.take(pa.array(idx))
+        k = hi
+        row0 += n
+
+
+def _source_parquet_codec(src: Source) -> str:
+    import pyarrow.parquet as pq
+
+    try:
+        md = pq.ParquetFile(src.path).metadata
+        if md.num_row_groups and md.num_columns:
+            return _PARQUET_CODECS.get(md.row_group(0).column(0).compression, "snappy")
+    except (pa.ArrowException, OSError, ValueError):
+        pass
+    return "snappy"
+
+
+def _write_parquet_batches(tmp: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch],
+                           compression: str, conform: Optional[Callable] = None) -> int:
+    """Write batches, grouped into row groups of up to ~128k rows / 64 MB."""
+    import pyarrow.parquet as pq
+
+    n = 0
+    writer = pq.ParquetWriter(tmp, schema, compression=compression)
+    try:
+        buf: List[pa.RecordBatch] = []
+        rows = nbytes = 0
+
+        def flush() -> None:
+            if buf:
+                table = pa.Table.from_batches(buf)
+                if conform is not None:
+                    table = conform(table)
+                writer.write_table(table, row_group_size=max(table.num_rows, 1))
+                buf.clear()
+
+        for rb in batches:
+            if rb.num_rows == 0:
+                continue
+            buf.append(rb)
+            rows += rb.num_rows
+            nbytes += rb.nbytes
+            n += rb.num_rows
+            if rows >= _PARQUET_GROUP_ROWS or nbytes >= _PARQUET_GROUP_BYTES:
+                flush()
+                rows = nbytes = 0
+        flush()
+    finally:
+        writer.close()
+    return n
+
+
+# --------------------------------------------------------------------------- JSONL -> Parquet
+
+
+def _strings_for_timestamps(t: pa.DataType) -> pa.DataType:
+    """pyarrow's JSON inference turns date-like strings into timestamps; keep them strings."""
+    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t):
+        return pa.string()
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_strings_for_timestamps(f.type)) for f in t])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        inner = t.value_field.with_type(_strings_for_timestamps(t.value_type))
+        return pa.large_list(inner) if pa.types.is_large_list(t) else pa.list_(inner)
+    return t
+
+
+def _parse_kept_lines(lines: List[bytes], schema: Optional[pa.Schema], name: str) -> pa.Table:
+    import pyarrow.json as pj
+
+    feed = b"\n".join(lines)
+    longest = max(len(x) for x in lines)
+    ropts = pj.ReadOptions(use_threads=True, block_size=max(1 << 20, 2 * longest + 16))
+    popts = pj.ParseOptions(explicit_schema=schema, newlines_in_values=False,
+                            unexpected_field_behavior="infer" if schema is None else "error")
+    try:
+        table = pj.read_json(pa.BufferReader(feed), read_options=ropts, parse_options=popts)
+        if table.num_rows == len(lines):
+            if schema is None:
+                table = table.cast(pa.schema([f.with_type(_strings_for_timestamps(f.type))
+                                              for f in table.schema]))
+            return table
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    # pyarrow could not infer one schema (say, a field that is sometimes a number and sometimes
+    # a string): let Python parse and Arrow convert
+    objs = [json.loads(x.decode("utf-8")) for x in lines]
+    try:
+        if schema is not None:
+            return pa.Table.from_pylist(objs, schema=schema)
+        return pa.Table.from_pylist(objs)
+    except (pa.ArrowException, OverflowError, TypeError, ValueError) as e:
+        raise InputError(f"{name}: cannot convert the kept records to Parquet ({_one_line(e)})") from None
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    cols = []
+    for f in schema:
+        if f.name in table.column_names:
+            col = table.column(f.name)
+            cols.append(col if col.type == f.type else col.cast(f.type))
+        else:
+            cols.append(pa.nulls(table.num_rows, type=f.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _jsonl_to_parquet(src: Source, keep: np.ndarray, tmp: str) -> int:
+    # pass 1: one schema for every kept record (bounded memory: one block at a time)
+    schema: Optional[pa.Schema] = None
+    for lines in _kept_line_blocks(src, keep):
+        s = _parse_kept_lines(lines, None, src.name).schema
+        try:
+            schema = s if schema is None else pa.unify_schemas([schema, s],
+                                                               promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            raise InputError(
+                f"{src.name}: cannot convert the kept records to Parquet ({_one_line(e)})") from None
+    if schema is None:
+        schema = pa.schema([])
+
+    # pass 2: parse again with that schema and write
+    def batches() -> Iterator[pa.RecordBatch]:
+        for lines in _kept_line_blocks(src, keep):
+            table = _conform(_parse_kept_lines(lines, schema, src.name), schema)
+            yield from table.to_batches()
+
+    try:
+        return _write_parquet_batches(tmp, schema, batches(), "snappy")
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise InputError(f"{src.name}: cannot convert the kept records to Parquet ({_one_line(e)})") from None
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _parquet_to_jsonl(src: Source, keep: np.ndarray, tmp: str) -> int:
+    n = 0
+    with open(tmp, "wb") as f:
+        for rb in _parquet_rows(src, keep):
+            lines = [json.dumps(row, ensure_ascii=False, sort_keys=False, default=str)
+                     for row in rb.to_pylist()]
+            lines.append("")
+            f.write("\n".join(lines).encode("utf-8"))
+            n += rb.num_rows
+    return n
+
+
+def _read_text_file(src: Source) -> str:
+    try:
+        with open(src.path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise InputError(f"{src.name}: cannot read file ({e.strerror or e})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{src.name}: invalid UTF-8 at byte {e.start}") from None
+
+
+def write_kept(src: Source, keep_rows, out_path: str, *, output_format: str = "same",
+               text_column: str = "text", id_column: Optional[str] = None) -> int:
+    """Write the records of ``src`` at ``keep_rows`` (sorted rows, as in ``Batch.rows``) to
+    ``out_path``; returns how many were written.
+
+    ``same`` format: JSONL lines are copied byte for byte (recompressed: gzip level 6 with
+    mtime 0 and no file name, zstd level 3), Parquet rows keep the source schema and codec, a
+    text file is copied when row 0 is kept (nothing is written otherwise). ``jsonl`` /
+    ``parquet`` convert: Parquet rows become ``json.dumps`` lines, JSONL records become a
+    Parquet table (one schema inferred over all kept records), a text file becomes the record
+    ``{"id": src.name, "text": content}``. ``text_column`` / ``id_column`` are accepted for
+    symmetry with :func:`read_source`; every field is written as it was.
+    """
+    del text_column, id_column  # records are written whole
+    if output_format not in OUTPUT_FORMATS:
+        raise ConfigError(
+            f"output_format must be one of {', '.join(OUTPUT_FORMATS)}, got {output_format!r}")
+    if src.format == "table":
+        raise ValueError("write_kept does not write in-memory tables; take the kept rows of the table instead")
+    keep = _keep_array(keep_rows)
+    target = src.format if output_format == "same" else output_format
+
+    if src.format == "text":
+        if len(keep) and (len(keep) > 1 or keep[0] != 0):
+            raise ValueError(f"keep_rows of a text file can only be [0] or empty, got {keep[:5].tolist()}")
+        if len(keep) == 0:
+            return 0
+        if target == "text":
+            with _AtomicFile(out_path) as tmp:
+                try:
+                    with open(src.path, "rb") as fi, open(tmp, "wb") as fo:
+                        while True:
+                            chunk = fi.read(1 << 20)
+                            if not chunk:
+                                break
+                            fo.write(chunk)
+                except OSError as e:
+                    raise InputError(f"{src.name}: cannot read file ({e.strerror or e})") from None
+            return 1
+        content = _read_text_file(src)
+        with _AtomicFile(out_path) as tmp:
+            if target == "jsonl":
+                line = json.dumps({"id": src.name, "text": content}, ensure_ascii=False) + "\n"
+                with open(tmp, "wb") as fo:
+                    fo.write(line.encode("utf-8"))
+            else:
+                import pyarrow.parquet as pq
+
+                table = pa.table({"id": pa.array([src.name], pa.string()),
+                                  "text": pa.array([content], pa.string())})
+                pq.write_table(table, tmp)
+        return 1
+
+    if src.format == "jsonl":
+        with _AtomicFile(out_path) as tmp:
+            if target == "jsonl":
+                comp = src.compression if output_format == "same" else None
+                return _write_jsonl_raw(src, keep, tmp, comp)
+            return _jsonl_to_parquet(src, keep, tmp)
+
+    if src.format == "parquet":
+        with _AtomicFile(out_path) as tmp:
+            if target == "parquet":
+                import pyarrow.parquet as pq
+
+                try:
+                    schema = pq.ParquetFile(src.path).schema_arrow
+                except (pa.ArrowException, OSError, ValueError) as e:
+                    raise InputError(f"{src.name}: not a readable Parquet file ({_one_line(e)})") from None
+                return _write_parquet_batches(
+                    tmp, schema, _parquet_rows(src, keep), _source_parquet_codec(src),
+                    conform=lambda t: t if t.schema.equals(schema, check_metadata=False)
+                    else t.cast(schema))
+            return _parquet_to_jsonl(src, keep, tmp)
+
+    raise ValueError(f"unknown source format {src.format!r}")
