@@ -1,0 +1,231 @@
+"""The S-curve, its areas, the (bands, rows) choosers, and the Config checks that guard them."""
+
+import math
+
+import numpy as np
+import pytest
+
+from neardup.config import Config
+from neardup.errors import ConfigError
+from neardup.params import (alternatives, candidate_probability, choose_params, describe, false_negative_area,
+                            false_positive_area, midpoint)
+
+
+def simpson(f, lo, hi, n=20000):
+    """Composite Simpson rule on n (even) intervals: an integrator independent of the module's."""
+    xs = np.linspace(lo, hi, n + 1)
+    ys = f(xs)
+    h = (hi - lo) / n
+    return h / 3 * (ys[0] + ys[-1] + 4 * ys[1:-1:2].sum() + 2 * ys[2:-1:2].sum())
+
+
+def p_ref(s, b, r):
+    return 1.0 - (1.0 - np.asarray(s, dtype=np.float64) ** r) ** b
+
+
+# ----------------------------------------------------------------------------- the curve
+
+@pytest.mark.parametrize("s,b,r,want", [
+    (0.5, 2, 2, 1 - 0.75 ** 2),            # 0.4375
+    (0.5, 1, 1, 0.5),
+    (0.0, 13, 8, 0.0),
+    (1.0, 13, 8, 1.0),
+    (0.8, 13, 8, 1 - (1 - 0.8 ** 8) ** 13),
+    (0.8, 9, 13, 1 - (1 - 0.8 ** 13) ** 9),
+    (0.9, 20, 5, 1 - (1 - 0.9 ** 5) ** 20),
+    (0.3, 128, 1, 1 - 0.7 ** 128),
+])
+def test_candidate_probability_hand_values(s, b, r, want):
+    assert candidate_probability(s, b, r) == pytest.approx(want, rel=1e-12, abs=1e-15)
+    assert isinstance(candidate_probability(s, b, r), float)
+
+
+def test_candidate_probability_arrays_and_precision():
+    s = np.linspace(0, 1, 101).reshape(101, 1)
+    p = candidate_probability(s, 13, 8)
+    assert p.shape == (101, 1) and p.dtype == np.float64
+    assert np.allclose(p, p_ref(s, 13, 8), rtol=1e-12, atol=1e-15)
+    assert (np.diff(p.ravel()) >= 0).all()          # monotone
+    # tiny s^r: the naive formula loses every digit, the module keeps them
+    assert candidate_probability(1e-3, 3, 4) == pytest.approx(3e-12, rel=1e-6)
+    with pytest.raises(ValueError):
+        candidate_probability(1.2, 2, 2)
+    with pytest.raises(ValueError):
+        candidate_probability(np.array([0.5, -0.1]), 2, 2)
+    for b, r in ((0, 1), (1, 0), (1.5, 2), (True, 2)):
+        with pytest.raises(ValueError):
+            candidate_probability(0.5, b, r)
+
+
+@pytest.mark.parametrize("b,r", [(13, 8), (9, 13), (20, 5), (4, 2), (16, 4), (1, 1)])
+def test_midpoint(b, r):
+    assert midpoint(b, r) == pytest.approx((1 / b) ** (1 / r), rel=1e-12)
+    # P at the midpoint is 1 - (1 - 1/b)^b, between 1 - 1/e and 1
+    assert candidate_probability(midpoint(b, r), b, r) == pytest.approx(1 - (1 - 1 / b) ** b, rel=1e-9)
+    assert 1 - 1 / math.e - 1e-12 <= candidate_probability(midpoint(b, r), b, r) <= 1
+
+
+def test_midpoint_hand_values():
+    assert midpoint(4, 2) == pytest.approx(0.5)
+    assert midpoint(16, 4) == pytest.approx(0.5)
+    assert midpoint(13, 8) == pytest.approx(0.72570, abs=1e-5)  # exp(-ln(13) / 8)
+
+
+# ----------------------------------------------------------------------------- FP / FN areas
+
+def test_areas_closed_form():
+    t = 0.7
+    # b = r = 1: P(s) = s
+    assert false_positive_area(t, 1, 1) == pytest.approx(t ** 2 / 2, rel=1e-12)
+    assert false_negative_area(t, 1, 1) == pytest.approx((1 - t) ** 2 / 2, rel=1e-12)
+    # b = 2, r = 1: P(s) = 2s - s^2
+    assert false_positive_area(t, 2, 1) == pytest.approx(t ** 2 - t ** 3 / 3, rel=1e-12)
+    # b = 1, r = 3: P(s) = s^3
+    assert false_positive_area(t, 1, 3) == pytest.approx(t ** 4 / 4, rel=1e-12)
+    assert false_negative_area(t, 1, 3) == pytest.approx((1 - t) - (1 - t ** 4) / 4, rel=1e-12)
+    assert false_positive_area(1.0, 1, 1) == pytest.approx(0.5)
+    assert false_negative_area(1.0, 5, 5) == 0.0
+
+
+@pytest.mark.parametrize("b,r", [(13, 8), (9, 13), (20, 5), (32, 4), (2, 64), (128, 1)])
+@pytest.mark.parametrize("t", [0.5, 0.8, 0.95])
+def test_areas_against_simpson(b, r, t):
+    fp = simpson(lambda s: p_ref(s, b, r), 0.0, t)
+    fn = simpson(lambda s: 1 - p_ref(s, b, r), t, 1.0)
+    assert false_positive_area(t, b, r) == pytest.approx(fp, rel=1e-7, abs=1e-12)
+    assert false_negative_area(t, b, r) == pytest.approx(fn, rel=1e-7, abs=1e-12)
+
+
+# ----------------------------------------------------------------------------- the choosers
+
+def test_default_chooser_at_0_8_and_128():
+    c = choose_params(0.8, 128)
+    assert (c.bands, c.rows, c.method) == (13, 8, "recall")
+    assert c.bands * c.rows <= 128
+    assert c.p_at_threshold >= 0.9
+    assert c.p_at_threshold == pytest.approx(p_ref(0.8, 13, 8))
+    assert c.midpoint == pytest.approx(midpoint(13, 8))
+    assert c.false_positive_area == pytest.approx(simpson(lambda s: p_ref(s, 13, 8), 0, 0.8), rel=1e-7)
+    assert c.false_negative_area == pytest.approx(simpson(lambda s: 1 - p_ref(s, 13, 8), 0.8, 1), rel=1e-7)
+    assert "0.9" in c.reason
+    d = describe(c)
+    assert d["bands"] == 13 and d["p_at"]["0.8"] == pytest.approx(c.p_at_threshold)
+    assert c.to_dict()["rows"] == 8
+
+
+def test_default_chooser_is_the_fewest_false_positives_among_those_with_recall():
+    """Brute force with the independent integrator over every (b, r) with b * r <= 128."""
+    t, k = 0.8, 128
+    best = None
+    for b in range(1, k + 1):
+        for r in range(1, k // b + 1):
+            if p_ref(t, b, r) >= 0.9:
+                fp = simpson(lambda s: p_ref(s, b, r), 0, t, n=2000)
+                if best is None or fp < best[0] - 1e-9:
+                    best = (fp, b, r)
+    assert best[1:] == (13, 8)
+
+
+def test_weighted_chooser_at_0_8_and_128():
+    c = choose_params(0.8, 128, method="weighted")
+    assert (c.bands, c.rows, c.method) == (9, 13, "weighted")
+    assert c.p_at_threshold == pytest.approx(0.40, abs=0.01)
+    assert c.p_at_threshold < 0.5  # why it is not the default
+    # it is the minimum of 0.5 FP + 0.5 FN (independent integrator, every (b, r))
+    errs = {}
+    for b in range(1, 129):
+        for r in range(1, 128 // b + 1):
+            errs[b, r] = 0.5 * simpson(lambda s: p_ref(s, b, r), 0, 0.8, n=2000) + \
+                0.5 * simpson(lambda s: 1 - p_ref(s, b, r), 0.8, 1, n=2000)
+    assert errs[9, 13] <= min(errs.values()) + 1e-6
+
+
+def test_choosers_meet_recall_across_thresholds():
+    for t in (0.5, 0.7, 0.8, 0.9):
+        for k in (64, 128, 256):
+            c = choose_params(t, k)
+            assert c.bands * c.rows <= k
+            assert c.p_at_threshold >= 0.9
+
+
+def test_explicit_bands_rows_override():
+    c = choose_params(0.8, 128, bands=16, rows=8)
+    assert (c.bands, c.rows, c.method) == (16, 8, "given")
+    assert c.p_at_threshold == pytest.approx(p_ref(0.8, 16, 8))
+    assert choose_params(0.8, 128, bands=128, rows=1).bands == 128
+    with pytest.raises(ValueError, match="exceeds num_perm"):
+        choose_params(0.8, 128, bands=17, rows=8)
+    with pytest.raises(ValueError, match="together"):
+        choose_params(0.8, 128, bands=16)
+    with pytest.raises(ValueError, match="together"):
+        choose_params(0.8, 128, rows=8)
+
+
+def test_tiny_num_perm_falls_back_to_the_highest_recall():
+    c = choose_params(0.8, 1)
+    assert (c.bands, c.rows) == (1, 1)
+    assert c.p_at_threshold == pytest.approx(0.8)
+    assert "raise num_perm" in c.reason
+
+
+@pytest.mark.parametrize("t", [0, 0.0, -0.1, 1.0001, 2, float("nan"), float("inf"), True, "0.8", None])
+def test_invalid_thresholds_raise(t):
+    with pytest.raises(ValueError, match="threshold"):
+        choose_params(t, 128)
+    with pytest.raises(ValueError):
+        false_positive_area(t, 13, 8)
+
+
+def test_other_invalid_arguments():
+    assert choose_params(1.0, 128).p_at_threshold == 1.0
+    for k in (0, -5, 2.5, True):
+        with pytest.raises(ValueError, match="num_perm"):
+            choose_params(0.8, k)
+    with pytest.raises(ValueError, match="min_recall"):
+        choose_params(0.8, 128, min_recall=0)
+    with pytest.raises(ValueError, match="method"):
+        choose_params(0.8, 128, method="magic")
+
+
+def test_alternatives_fit_and_are_sorted_by_rows():
+    alts = alternatives(0.8, 128)
+    assert 1 <= len(alts) <= 8
+    assert all(a.bands * a.rows <= 128 for a in alts)
+    assert [a.rows for a in alts] == sorted(a.rows for a in alts)
+
+
+# ----------------------------------------------------------------------------- Config checks
+
+@pytest.mark.parametrize("t", [0, 0.0, -0.5, 1.5, float("nan"), "0.8", True])
+def test_config_threshold_outside_0_1(t):
+    with pytest.raises(ConfigError, match=r"threshold must be"):
+        Config(threshold=t)
+
+
+def test_config_messages():
+    with pytest.raises(ConfigError, match=r"threshold must be in \(0\.0, 1\.0\], got 1\.5"):
+        Config(threshold=1.5)
+    with pytest.raises(ConfigError, match="bands and rows go together"):
+        Config(bands=13)
+    with pytest.raises(ConfigError, match="bands and rows go together"):
+        Config(rows=8)
+    with pytest.raises(ConfigError, match=r"bands x rows = 20 x 8 = 160 exceeds num_perm = 128"):
+        Config(bands=20, rows=8)
+    with pytest.raises(ConfigError, match=r"exceeds num_perm = 64"):
+        Config(num_perm=64, bands=13, rows=8)
+    with pytest.raises(ConfigError, match="num_perm"):
+        Config(num_perm=0)
+    with pytest.raises(ConfigError, match="unknown option"):
+        Config.from_options(treshold=0.8)
+    # ConfigError is a ValueError, so callers catching ValueError still work
+    assert issubclass(ConfigError, ValueError)
+
+
+def test_config_valid_and_resolved():
+    assert Config(threshold=1.0).threshold == 1.0
+    cfg = Config()
+    assert (cfg.bands, cfg.rows) == (None, None)
+    r = cfg.resolved()
+    assert (r.bands, r.rows) == (13, 8)
+    given = Config(bands=16, rows=8)
+    assert given.resolved() is given

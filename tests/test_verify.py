@@ -1,0 +1,91 @@
+"""Estimated and exact Jaccard: kernels against their plain twins."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neardup.verify import estimated_jaccard, estimated_jaccard_python, exact_jaccard, exact_jaccard_python
+
+PROPS = settings(max_examples=80, deadline=None)
+
+# small value ranges so that intersections are common
+small_sets = st.lists(st.sets(st.integers(0, 40), max_size=25), min_size=1, max_size=8)
+wide_sets = st.lists(st.sets(st.integers(0, 2**64 - 1), max_size=10), min_size=1, max_size=4)
+
+
+def to_csr(sets):
+    offsets = np.zeros(len(sets) + 1, dtype=np.int64)
+    np.cumsum([len(s) for s in sets], out=offsets[1:])
+    hashes = np.array([h for s in sets for h in sorted(s)], dtype=np.uint64)
+    return offsets, hashes
+
+
+def all_pairs(n):
+    left, right = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    return left.ravel(), right.ravel()
+
+
+@PROPS
+@given(sets=st.one_of(small_sets, wide_sets))
+def test_exact_kernel_equals_twin(sets):
+    offsets, hashes = to_csr(sets)
+    left, right = all_pairs(len(sets))
+    got = exact_jaccard(offsets, hashes, left, right)
+    assert got.dtype == np.float64 and got.shape == left.shape
+    want = [exact_jaccard_python(sets[a], sets[b]) for a, b in zip(left, right)]
+    assert got.tolist() == want  # same integer ratio, so exactly equal
+    # symmetric, 1 on identical non-empty sets, 0 with an empty side, within [0, 1]
+    n = len(sets)
+    m = got.reshape(n, n)
+    assert np.array_equal(m, m.T)
+    for i, s in enumerate(sets):
+        assert m[i, i] == (1.0 if s else 0.0)
+    assert ((m >= 0) & (m <= 1)).all()
+
+
+@PROPS
+@given(sigs=st.integers(1, 6).flatmap(lambda n: st.integers(1, 64).flatmap(
+    lambda k: st.lists(st.lists(st.integers(0, 3), min_size=k, max_size=k), min_size=n, max_size=n))),
+    wide=st.booleans())
+def test_estimated_kernel_equals_twin(sigs, wide):
+    arr = np.array(sigs, dtype=np.uint32)
+    if wide:
+        arr = arr * np.uint32(0x3FFFFFFF) + np.uint32(7)  # large values, same equality pattern
+    left, right = all_pairs(len(sigs))
+    got = estimated_jaccard(arr, left, right)
+    want = [estimated_jaccard_python(arr[a], arr[b]) for a, b in zip(left, right)]
+    assert got.tolist() == pytest.approx(want, abs=1e-15)
+    m = got.reshape(len(sigs), len(sigs))
+    assert np.array_equal(m, m.T) and (np.diag(m) == 1.0).all()
+
+
+def test_exact_jaccard_hand_values():
+    sets = [[1, 2, 3, 4], [3, 4, 5, 6], [], [], [1, 2, 3, 4], [10]]
+    offsets, hashes = to_csr(sets)
+    left = np.array([0, 0, 2, 0, 0, 5])
+    right = np.array([1, 2, 3, 4, 5, 5])
+    assert exact_jaccard(offsets, hashes, left, right).tolist() == [2 / 6, 0.0, 0.0, 1.0, 0.0, 1.0]
+    assert exact_jaccard_python([], []) == 0.0
+    assert exact_jaccard_python([1], []) == 0.0
+
+
+def test_empty_pair_lists():
+    offsets, hashes = to_csr([[1], [2]])
+    out = exact_jaccard(offsets, hashes, [], [])
+    assert out.shape == (0,) and out.dtype == np.float64
+    out = estimated_jaccard(np.zeros((2, 8), np.uint32), [], [])
+    assert out.shape == (0,) and out.dtype == np.float64
+
+
+def test_estimated_is_share_of_equal_positions():
+    sigs = np.array([[1, 2, 3, 4], [1, 2, 0, 0], [9, 9, 9, 9]], dtype=np.uint32)
+    assert estimated_jaccard(sigs, [0, 0, 1], [1, 2, 2]).tolist() == [0.5, 0.0, 0.0]
+
+
+def test_exact_jaccard_64_bit_values_compare_unsigned():
+    # values above 2^63 must compare as unsigned in the merge, or sortedness breaks
+    big = [2**63 + 5, 2**64 - 1]
+    sets = [[1, 2**63 - 1] + big, [2**63 - 1] + big]
+    offsets, hashes = to_csr(sets)
+    assert exact_jaccard(offsets, hashes, [0], [1]).tolist() == [3 / 4]
