@@ -5,8 +5,9 @@ one 64-bit key (seeded, band index mixed in). Two documents are a candidate pair
 share the key of at least one band (see :mod:`neardup.params` for the probability).
 
 Grouping never builds all pairs. For each band the keys are sorted, equal keys form a
-*bucket*, and each member of a bucket is paired with the bucket's *anchor* (its first member
-in input order): a bucket of m documents gives m - 1 pairs, not m(m - 1)/2. Pairs are
+*bucket*, and each member of a bucket is paired with the bucket's *anchor*, its first member in
+keep order (input order by default; see :mod:`neardup.clusters`), i.e. the member that the
+cluster stage will keep: a bucket of m documents gives m - 1 pairs, not m(m - 1)/2. Pairs are
 deduplicated across buckets and bands before verification.
 
 Re-anchoring. An anchor can be a chance collision: in a bucket {A, B, C} where A is like
@@ -81,21 +82,26 @@ def band_keys_python(signature, bands: int, rows: int, seed: int = 42):
 
 
 def bucket_runs(keys: np.ndarray, eligible: Optional[np.ndarray] = None,
-                doc_ids: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
+                doc_ids: Optional[np.ndarray] = None, rank: Optional[np.ndarray] = None
+                ) -> Tuple[np.ndarray, np.ndarray]:
     """The buckets of two or more documents, over all bands, as (run_offsets, members).
 
-    ``members[run_offsets[i]:run_offsets[i+1]]`` are the documents (ascending) sharing one key
-    in one band. ``eligible`` (bool[n]) drops documents (the empty ones); ``doc_ids`` maps rows
-    of ``keys`` to document indices (default: 0..n-1).
+    ``members[run_offsets[i]:run_offsets[i+1]]`` are the documents sharing one key in one band,
+    in keep order: ascending ``rank`` (default: ascending document index), so that each bucket's
+    anchor is the member most likely to be kept. ``eligible`` (bool[n]) drops documents (the
+    empty ones); ``doc_ids`` maps rows of ``keys`` to document indices (default: 0..n-1); ``rank``
+    is indexed like the rows of ``keys``.
     """
     keys = np.asarray(keys, dtype=np.uint64)
     n, bands = keys.shape
     ids = np.arange(n, dtype=np.int64) if doc_ids is None else np.asarray(doc_ids, dtype=np.int64)
+    order_key = ids if rank is None else np.asarray(rank, dtype=np.int64)
     if eligible is not None:
         keys = keys[eligible]
         ids = ids[eligible]
-    # Ascending ids first, so that a stable sort on the key keeps members in input order.
-    order0 = np.argsort(ids, kind="stable")
+        order_key = order_key[eligible]
+    # Keep order first, so that a stable sort on the key keeps each bucket's members in keep order.
+    order0 = np.argsort(order_key, kind="stable")
     keys = keys[order0]
     ids = ids[order0]
     all_members = []

@@ -155,8 +155,7 @@ def stage_read(ctx: RunContext) -> dict:
             if m == 0:
                 continue
             if exact:
-                off, sh = hasher.shingle_sets(batch.text)
-                sig = hasher.signatures_from_sets(off, sh)
+                sig, off, sh = hasher.signatures_and_sets(batch.text)
                 counts = np.diff(off)
                 cols["sh"].append(sh)
             else:
@@ -305,7 +304,8 @@ def stage_pairs(ctx: RunContext) -> dict:
     corpus = Corpus(ctx.work, cfg)
     progress = bar("candidates + verify", total=3, unit="step", quiet=ctx.quiet)
     with _Threads(cfg.workers):
-        offsets, members = bucket_runs(corpus.keys(), corpus.eligible())
+        rank = keep_order(corpus.n, cfg.keep, lengths=corpus.length, scores=corpus.score)
+        offsets, members = bucket_runs(corpus.keys(), corpus.eligible(), rank=rank)
         progress.update(1)
         verify = make_verifier(corpus, cfg)
         search = find_pairs(offsets, members, verify, max_rounds=cfg.max_anchor_rounds)
