@@ -1,0 +1,352 @@
+"""Band keys, buckets, star pairs and the re-anchored pair search, against brute force."""
+
+from collections import Counter, defaultdict
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neardup.bands import (band_keys, band_keys_python, bucket_runs, candidate_pairs, find_pairs, pair_codes,
+                           split_codes, star_pairs)
+
+PROPS = settings(max_examples=80, deadline=None)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def components(n, edges):
+    """Connected components by a plain BFS (labels: smallest member)."""
+    adj = defaultdict(set)
+    for a, b in edges:
+        adj[a].add(b)
+        adj[b].add(a)
+    label = list(range(n))
+    seen = set()
+    for s in range(n):
+        if s in seen:
+            continue
+        comp, stack = [], [s]
+        seen.add(s)
+        while stack:
+            x = stack.pop()
+            comp.append(x)
+            for y in adj[x] - seen:
+                seen.add(y)
+                stack.append(y)
+        for x in comp:
+            label[x] = min(comp)
+    return label
+
+
+def brute_buckets(keys, eligible=None, ids=None):
+    """Every (band, key) group of two or more eligible documents, members ascending."""
+    n, bands = keys.shape
+    ids = list(range(n)) if ids is None else list(ids)
+    out = []
+    for j in range(bands):
+        groups = defaultdict(list)
+        for i in range(n):
+            if eligible is None or eligible[i]:
+                groups[int(keys[i, j])].append(ids[i])
+        out += [tuple(sorted(g)) for g in groups.values() if len(g) >= 2]
+    return out
+
+
+def brute_sharing_pairs(keys, eligible=None):
+    n = keys.shape[0]
+    ok = np.ones(n, bool) if eligible is None else eligible
+    return {(a, b) for a in range(n) for b in range(a + 1, n)
+            if ok[a] and ok[b] and (keys[a] == keys[b]).any()}
+
+
+def runs_as_tuples(offsets, members):
+    return [tuple(members[offsets[i]:offsets[i + 1]].tolist()) for i in range(len(offsets) - 1)]
+
+
+small_keys = st.integers(0, 25).flatmap(lambda n: st.integers(1, 4).flatmap(lambda b: st.tuples(
+    st.lists(st.lists(st.integers(0, 3), min_size=b, max_size=b), min_size=n, max_size=n),
+    st.lists(st.booleans(), min_size=n, max_size=n))))
+
+
+# ----------------------------------------------------------------------------- band keys
+
+@PROPS
+@given(data=st.data(), bands=st.integers(1, 6), rows=st.integers(1, 5), extra=st.integers(0, 3),
+       seed=st.sampled_from([0, 42, 2**40]))
+def test_band_keys_equal_twin(data, bands, rows, extra, seed):
+    k = bands * rows + extra
+    n = data.draw(st.integers(0, 5))
+    sigs = np.array(data.draw(st.lists(st.lists(st.integers(0, 2**32 - 1), min_size=k, max_size=k),
+                                       min_size=n, max_size=n)), dtype=np.uint32).reshape(n, k)
+    keys = band_keys(sigs, bands, rows, seed=seed)
+    assert keys.shape == (n, bands) and keys.dtype == np.uint64
+    for i in range(n):
+        assert keys[i].tolist() == band_keys_python(sigs[i], bands, rows, seed=seed)
+
+
+def test_band_keys_properties():
+    rng = np.random.default_rng(0)
+    sigs = rng.integers(0, 2**32, size=(50, 128), dtype=np.uint64).astype(np.uint32)
+    keys = band_keys(sigs, 13, 8)
+    # only the first b * r values count
+    other = sigs.copy()
+    other[:, 104:] = 0
+    assert np.array_equal(band_keys(other, 13, 8), keys)
+    # changing one value of band 3 changes only that band's key
+    other = sigs.copy()
+    other[:, 3 * 8 + 5] ^= np.uint32(1)
+    diff = band_keys(other, 13, 8) != keys
+    assert diff[:, 3].all() and not np.delete(diff, 3, axis=1).any()
+    # the band index is mixed in: identical bands in different positions give different keys
+    same = np.tile(sigs[:, :8], (1, 16))
+    k2 = band_keys(same, 16, 8)
+    assert all(len(set(row.tolist())) == 16 for row in k2)
+    # seeded
+    assert not (band_keys(sigs, 13, 8, seed=1) == keys).any()
+    # equal signatures, equal keys; unrelated signatures, distinct keys
+    assert np.array_equal(band_keys(sigs[[0, 0]], 13, 8)[0], band_keys(sigs[[0, 0]], 13, 8)[1])
+    assert len(np.unique(keys)) == keys.size
+    # dtype of the input does not matter
+    assert np.array_equal(band_keys(sigs.astype(np.int64), 13, 8), keys)
+
+
+def test_band_keys_errors():
+    sigs = np.zeros((3, 16), np.uint32)
+    with pytest.raises(ValueError):
+        band_keys(sigs, 5, 4)
+    with pytest.raises(ValueError):
+        band_keys(sigs, 0, 4)
+    with pytest.raises(ValueError):
+        band_keys(np.zeros(16, np.uint32), 2, 2)
+    assert band_keys(np.zeros((0, 16), np.uint32), 4, 4).shape == (0, 4)
+
+
+# ----------------------------------------------------------------------------- buckets
+
+@PROPS
+@given(case=small_keys, use_eligible=st.booleans(), use_ids=st.booleans(), data=st.data())
+def test_bucket_runs_equal_brute_force_grouping(case, use_eligible, use_ids, data):
+    rows, elig = case
+    n = len(rows)
+    bands = len(rows[0]) if rows else 1
+    keys = np.array(rows, dtype=np.uint64).reshape(n, bands)
+    eligible = np.array(elig, dtype=bool) if use_eligible else None
+    ids = None
+    if use_ids:
+        ids = np.array(data.draw(st.permutations(range(100, 100 + n))), dtype=np.int64) if n else np.zeros(0, np.int64)
+    offsets, members = bucket_runs(keys, eligible, ids)
+    assert offsets.dtype == np.int64 and members.dtype == np.int64 and offsets[0] == 0
+    got = runs_as_tuples(offsets, members)
+    assert all(len(r) >= 2 and list(r) == sorted(r) for r in got)
+    assert Counter(got) == Counter(brute_buckets(keys, eligible, ids))
+
+
+@PROPS
+@given(case=small_keys, use_eligible=st.booleans())
+def test_star_pairs_generate_the_sharing_graph(case, use_eligible):
+    rows, elig = case
+    n = len(rows)
+    keys = np.array(rows, dtype=np.uint64).reshape(n, len(rows[0]) if rows else 1)
+    eligible = np.array(elig, dtype=bool) if use_eligible else None
+    offsets, members = bucket_runs(keys, eligible)
+    left, right = star_pairs(offsets, members)
+    sizes = np.diff(offsets)
+    # linear: one edge per non-anchor member, from the bucket's first member
+    assert len(left) == len(right) == int((sizes - 1).sum())
+    anchors = np.repeat(members[offsets[:-1]], sizes - 1)
+    assert np.array_equal(left, anchors)
+    truth = brute_sharing_pairs(keys, eligible)
+    # every star edge is a true sharing pair
+    assert all((min(a, b), max(a, b)) in truth for a, b in zip(left.tolist(), right.tolist()))
+    # and the star edges connect exactly what all sharing pairs connect
+    assert components(n, zip(left.tolist(), right.tolist())) == components(n, truth)
+    # candidate_pairs: the distinct star edges, left < right, sorted
+    cl, cr = candidate_pairs(keys, eligible)
+    star = sorted({(min(a, b), max(a, b)) for a, b in zip(left.tolist(), right.tolist())})
+    assert list(zip(cl.tolist(), cr.tolist())) == star
+    assert (cl < cr).all()
+
+
+def test_candidate_pairs_are_all_pairs_when_buckets_are_pairs():
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 2**63, size=(60, 6), dtype=np.uint64)
+    keys[7, 2] = keys[30, 2]
+    keys[7, 4] = keys[30, 4]
+    keys[8, 0] = keys[9, 0]
+    keys[50, 5] = keys[3, 5]
+    cl, cr = candidate_pairs(keys)
+    assert list(zip(cl.tolist(), cr.tolist())) == [(3, 50), (7, 30), (8, 9)]
+    eligible = np.ones(60, bool)
+    eligible[9] = False
+    cl, cr = candidate_pairs(keys, eligible)
+    assert list(zip(cl.tolist(), cr.tolist())) == [(3, 50), (7, 30)]
+
+
+def test_no_buckets():
+    keys = np.arange(12, dtype=np.uint64).reshape(4, 3)
+    offsets, members = bucket_runs(keys)
+    assert offsets.tolist() == [0] and members.tolist() == []
+    cl, cr = candidate_pairs(keys)
+    assert len(cl) == len(cr) == 0
+    offsets, members = bucket_runs(np.zeros((0, 3), np.uint64))
+    assert offsets.tolist() == [0]
+
+
+@given(left=st.lists(st.integers(0, 2**32 - 1), max_size=20), data=st.data())
+@settings(max_examples=50, deadline=None)
+def test_pair_codes_roundtrip(left, data):
+    right = data.draw(st.lists(st.integers(0, 2**32 - 1), min_size=len(left), max_size=len(left)))
+    l, r = np.array(left, np.int64), np.array(right, np.int64)
+    codes = pair_codes(l, r)
+    assert np.array_equal(codes, pair_codes(r, l))
+    a, b = split_codes(codes)
+    assert np.array_equal(a, np.minimum(l, r)) and np.array_equal(b, np.maximum(l, r))
+
+
+# ----------------------------------------------------------------------------- find_pairs
+
+class Recorder:
+    """A verifier from a set of similar pairs that records every pair it is asked about."""
+
+    def __init__(self, similar, sim=lambda a, b: 0.9):
+        self.similar = {(min(a, b), max(a, b)) for a, b in similar}
+        self.sim = sim
+        self.calls = []
+
+    def __call__(self, left, right):
+        pairs = list(zip(left.tolist(), right.tolist()))
+        assert all(a < b for a, b in pairs)
+        self.calls.append(pairs)
+        passed = np.array([p in self.similar for p in pairs], dtype=bool)
+        sims = np.array([self.sim(*p) if p in self.similar else 0.1 for p in pairs], dtype=np.float64)
+        return passed, sims
+
+    @property
+    def asked(self):
+        return [p for call in self.calls for p in call]
+
+
+def runs(*buckets):
+    offsets = np.zeros(len(buckets) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in buckets], out=offsets[1:])
+    members = np.array([m for b in buckets for m in b], dtype=np.int64)
+    return offsets, members
+
+
+def test_reanchoring_design_case():
+    """Bucket {A, B, C}: A is like neither, B is like C. The star edges A-B, A-C fail; B-C is found."""
+    A, B, C = 0, 1, 2
+    verify = Recorder({(B, C)})
+    res = find_pairs(*runs([A, B, C]), verify)
+    assert list(zip(res.left.tolist(), res.right.tolist())) == [(B, C)]
+    assert res.similarity.tolist() == [0.9]
+    assert verify.calls == [[(A, B), (A, C)], [(B, C)]]
+    assert (res.candidate_pairs, res.rounds, res.truncated_buckets, res.buckets) == (3, 2, 0, 1)
+    # without re-anchoring the pair is lost, and the loss is counted
+    verify = Recorder({(B, C)})
+    res = find_pairs(*runs([A, B, C]), verify, max_rounds=1)
+    assert len(res.left) == 0 and res.truncated_buckets == 1 and res.rounds == 1
+
+
+def test_boilerplate_bucket_with_hidden_pairs():
+    """40 mutually dissimilar documents share a band key (boilerplate); three pairs are real."""
+    hidden = {(5, 17), (23, 38), (30, 31)}
+    bucket = list(range(40))
+    verify = Recorder(hidden)
+    res = find_pairs(*runs(bucket), verify, max_rounds=64)
+    assert set(zip(res.left.tolist(), res.right.tolist())) == hidden
+    assert res.truncated_buckets == 0
+    asked = verify.asked
+    assert len(asked) == len(set(asked)) == res.candidate_pairs
+    # with the default 8 rounds only anchors 0..7 are tried: (5, 17) is found, the rest is reported lost
+    verify = Recorder(hidden)
+    res = find_pairs(*runs(bucket), verify)
+    assert set(zip(res.left.tolist(), res.right.tolist())) == {(5, 17)}
+    assert res.rounds == 8 and res.truncated_buckets == 1
+    assert len(verify.asked) == len(set(verify.asked))
+
+
+def test_passing_members_leave_the_bucket():
+    # 0 ~ 1, 0 ~ 2; 3 ~ 4: round 1 anchors on 0, {3, 4} fail and are re-anchored on 3
+    verify = Recorder({(0, 1), (0, 2), (3, 4)})
+    res = find_pairs(*runs([0, 1, 2, 3, 4]), verify)
+    assert set(zip(res.left.tolist(), res.right.tolist())) == {(0, 1), (0, 2), (3, 4)}
+    assert verify.calls == [[(0, 1), (0, 2), (0, 3), (0, 4)], [(3, 4)]]
+    assert res.rounds == 2 and res.truncated_buckets == 0
+
+
+def test_pair_in_many_buckets_is_verified_once():
+    # the same documents collide in every band; pairs recur in later rounds through other buckets
+    verify = Recorder({(1, 2)})
+    b = [0, 1, 2, 3]
+    res = find_pairs(*runs(b, b, b, [1, 2], [2, 3, 1], [0, 3]), verify)
+    asked = verify.asked
+    assert len(asked) == len(set(asked))
+    assert set(zip(res.left.tolist(), res.right.tolist())) == {(1, 2)}
+    assert res.buckets == 6
+
+
+def test_no_buckets_no_verification():
+    verify = Recorder(set())
+    res = find_pairs(np.zeros(1, np.int64), np.zeros(0, np.int64), verify)
+    assert verify.calls == [] and res.rounds == 0 and res.candidate_pairs == 0 and len(res.left) == 0
+
+
+def reference_search(buckets, similar, max_rounds):
+    """The re-anchoring of the module docstring, spelled out in plain Python."""
+    verdict = {}
+    rounds = 0
+    asked = 0
+    buckets = [list(b) for b in buckets if len(b) >= 2]
+    while buckets and rounds < max_rounds:
+        rounds += 1
+        pairs = {(min(b[0], m), max(b[0], m)) for b in buckets for m in b[1:]}
+        for p in sorted(pairs - set(verdict)):
+            verdict[p] = p in similar
+            asked += 1
+        nxt = [[m for m in b[1:] if not verdict[(min(b[0], m), max(b[0], m))]] for b in buckets]
+        buckets = [b for b in nxt if len(b) >= 2]
+    found = sorted(p for p, ok in verdict.items() if ok)
+    return found, asked, rounds, len(buckets)
+
+
+bucket_lists = st.lists(st.lists(st.integers(0, 14), min_size=2, max_size=10, unique=True).map(sorted),
+                        max_size=8)
+
+
+@PROPS
+@given(buckets=bucket_lists, labels=st.lists(st.integers(0, 3), min_size=15, max_size=15),
+       noise=st.sets(st.tuples(st.integers(0, 14), st.integers(0, 14)), max_size=10),
+       max_rounds=st.integers(1, 12))
+def test_find_pairs_equals_reference_and_never_reverifies(buckets, labels, noise, max_rounds):
+    similar = {(a, b) for a in range(15) for b in range(a + 1, 15) if labels[a] == labels[b]}
+    similar ^= {(min(a, b), max(a, b)) for a, b in noise if a != b}   # not always transitive
+    verify = Recorder(similar, sim=lambda a, b: 0.5 + (a * 15 + b) / 1000)
+    res = find_pairs(*runs(*buckets), verify, max_rounds=max_rounds)
+    found, asked, rounds, truncated = reference_search(buckets, similar, max_rounds)
+    got = list(zip(res.left.tolist(), res.right.tolist()))
+    assert sorted(got) == found
+    assert got == sorted(got)
+    assert res.similarity.tolist() == [0.5 + (a * 15 + b) / 1000 for a, b in got]
+    assert (res.candidate_pairs, res.rounds, res.truncated_buckets) == (asked, rounds, truncated)
+    # never the same pair twice, and only pairs that share a bucket
+    assert len(verify.asked) == len(set(verify.asked)) == res.candidate_pairs
+    sharing = {(a, b) for bk in buckets for a in bk for b in bk if a < b}
+    assert set(verify.asked) <= sharing
+    assert len(verify.calls) <= res.rounds
+
+
+@PROPS
+@given(buckets=bucket_lists, labels=st.lists(st.integers(0, 3), min_size=15, max_size=15))
+def test_find_pairs_connects_every_similar_pair_of_a_bucket_when_similarity_is_transitive(buckets, labels):
+    """With near-duplicate groups (an equivalence) and enough rounds, nothing within a bucket is lost."""
+    similar = {(a, b) for a in range(15) for b in range(a + 1, 15) if labels[a] == labels[b]}
+    res = find_pairs(*runs(*buckets), Recorder(similar), max_rounds=16)
+    assert res.truncated_buckets == 0
+    comp = components(15, zip(res.left.tolist(), res.right.tolist()))
+    for bk in buckets:
+        for a in bk:
+            for b in bk:
+                if labels[a] == labels[b]:
+                    assert comp[a] == comp[b]

@@ -1,0 +1,213 @@
+"""Connected components, keep order, and representatives with the chain guard."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neardup.clusters import (connected_components, connected_components_python, keep_order,
+                              select_representatives, select_representatives_python)
+
+PROPS = settings(max_examples=100, deadline=None)
+
+
+@st.composite
+def graphs(draw, max_n=30, self_loops=False):
+    n = draw(st.integers(1, max_n))
+    node = st.integers(0, n - 1)
+    edges = draw(st.lists(st.tuples(node, node), max_size=2 * n))
+    if not self_loops:
+        edges = [(a, b) for a, b in edges if a != b]
+    return n, edges
+
+
+@st.composite
+def weighted_graphs(draw):
+    n, edges = draw(graphs(max_n=25))
+    # a few distinct values so that ties between candidate representatives are common
+    sims = draw(st.lists(st.sampled_from([0.8, 0.85, 0.9, 1.0]), min_size=len(edges), max_size=len(edges)))
+    rank = draw(st.permutations(range(n)))
+    return n, edges, sims, list(rank)
+
+
+def arrays(edges):
+    left = np.array([a for a, _ in edges], dtype=np.int64)
+    right = np.array([b for _, b in edges], dtype=np.int64)
+    return left, right
+
+
+# ----------------------------------------------------------------------------- components
+
+@PROPS
+@given(g=graphs(self_loops=True))
+def test_connected_components_equal_twin(g):
+    n, edges = g
+    labels = connected_components(n, *arrays(edges))
+    assert labels.dtype == np.int64 and labels.shape == (n,)
+    assert labels.tolist() == connected_components_python(n, edges)
+    # the label is the smallest member of the component
+    assert all(labels[i] <= i and labels[labels[i]] == labels[i] for i in range(n))
+
+
+def test_connected_components_examples_and_errors():
+    assert connected_components(5, [3, 1], [4, 3]).tolist() == [0, 1, 2, 1, 1]
+    assert connected_components(3, [], []).tolist() == [0, 1, 2]
+    assert connected_components(0, [], []).tolist() == []
+    with pytest.raises(ValueError):
+        connected_components(3, [0], [3])
+    with pytest.raises(ValueError):
+        connected_components(3, [-1], [2])
+    # a long path given from its far end still gets the smallest label (path halving, no recursion)
+    n = 100_000
+    left = np.arange(n - 1, 0, -1)
+    labels = connected_components(n, left, left - 1)
+    assert (labels == 0).all()
+
+
+# ----------------------------------------------------------------------------- representatives
+
+def selection_lists(sel):
+    return sel.cluster.tolist(), sel.representative.tolist(), sel.similarity.tolist(), sel.removed.tolist()
+
+
+def same_with_nan(a, b):
+    return len(a) == len(b) and all((math.isnan(x) and math.isnan(y)) or x == y for x, y in zip(a, b))
+
+
+@PROPS
+@given(g=weighted_graphs())
+def test_select_representatives_equal_twin(g):
+    n, edges, sims, rank = g
+    left, right = arrays(edges)
+    sel = select_representatives(n, left, right, np.array(sims, dtype=np.float64), np.array(rank))
+    cluster, rep, rsim, removed = selection_lists(sel)
+    t_cluster, t_rep, t_rsim, t_removed = select_representatives_python(n, edges, sims, rank)
+    assert cluster == t_cluster
+    assert rep == t_rep
+    assert same_with_nan(rsim, t_rsim)
+    assert removed == t_removed
+
+
+@PROPS
+@given(g=weighted_graphs())
+def test_selection_invariants(g):
+    n, edges, sims, rank = g
+    left, right = arrays(edges)
+    sel = select_representatives(n, left, right, np.array(sims, dtype=np.float64), np.array(rank))
+    cluster, rep, rsim, removed = selection_lists(sel)
+    labels = connected_components_python(n, edges)
+    best = {}
+    for (a, b), s in zip(edges, sims):
+        for x, y in ((a, b), (b, a)):
+            best[x, y] = max(best.get((x, y), -1.0), s)
+    has_edge = {a for e in edges for a in e}
+    kept = [i for i in range(n) if not removed[i]]
+    for i in range(n):
+        if i not in has_edge:
+            # alone: kept, in no cluster
+            assert cluster[i] == -1 and rep[i] == -1 and not removed[i] and math.isnan(rsim[i])
+            continue
+        # the cluster is named by its first member in keep order, which is kept
+        members = [j for j in range(n) if labels[j] == labels[i]]
+        head = min(members, key=lambda j: rank[j])
+        assert cluster[i] == head and not removed[head]
+        if removed[i]:
+            r = rep[i]
+            # the representative is kept, in the same cluster, earlier in keep order, with an edge
+            assert r >= 0 and not removed[r] and labels[r] == labels[i] and rank[r] < rank[i]
+            assert (i, r) in best
+            # and the most similar of the neighbours kept before it was visited (ties: earlier in keep order)
+            kept_nbrs = [u for u in range(n) if (i, u) in best and not removed[u] and rank[u] < rank[i]]
+            top = max(best[i, u] for u in kept_nbrs)
+            assert rsim[i] == top
+            assert r == min((u for u in kept_nbrs if best[i, u] == top), key=lambda u: rank[u])
+        else:
+            assert rep[i] == -1 and math.isnan(rsim[i])
+            # kept: no kept neighbour comes before it (else it would have been removed for it)
+            assert not any((i, u) in best and not removed[u] and rank[u] < rank[i] for u in range(n))
+    # no two kept documents share an edge (an independent set) ...
+    assert not any((a, b) in best for a in kept for b in kept)
+    # ... and it is maximal: every removed document has a kept neighbour
+    assert all(any((i, u) in best for u in kept) for i in range(n) if removed[i])
+
+
+def test_chain_guard():
+    """A ~ B, B ~ C, A not ~ C: A kept, B removed for A, C kept (not removed for a document it is not like)."""
+    A, B, C = 0, 1, 2
+    sel = select_representatives(3, [A, B], [B, C], [0.9, 0.85])
+    assert sel.removed.tolist() == [False, True, False]
+    assert sel.representative.tolist() == [-1, A, -1]
+    assert sel.similarity[B] == 0.9 and np.isnan(sel.similarity[A]) and np.isnan(sel.similarity[C])
+    assert sel.cluster.tolist() == [A, A, A]
+    assert sel.n_clusters == 1
+
+
+def test_long_chain_alternates():
+    n = 7
+    left = np.arange(n - 1)
+    sel = select_representatives(n, left, left + 1, np.full(n - 1, 0.9))
+    assert sel.removed.tolist() == [False, True, False, True, False, True, False]
+    assert sel.representative.tolist() == [-1, 0, -1, 2, -1, 4, -1]
+
+
+def test_representative_is_the_most_similar_kept_document():
+    # 0 and 1 are kept (not alike); 2 is like both, more like 1
+    sel = select_representatives(3, [0, 1], [2, 2], [0.82, 0.95])
+    assert sel.removed.tolist() == [False, False, True]
+    assert sel.representative[2] == 1 and sel.similarity[2] == 0.95
+    # a tie goes to the earlier document in keep order
+    sel = select_representatives(3, [0, 1], [2, 2], [0.9, 0.9], rank=np.array([1, 0, 2]))
+    assert sel.representative[2] == 1
+
+
+def test_keep_order_changes_who_is_kept():
+    # a star around 2; keeping the longest keeps 2 and removes the rest
+    lengths = np.array([10, 20, 99, 5])
+    rank = keep_order(4, "longest", lengths=lengths)
+    sel = select_representatives(4, [0, 1, 3], [2, 2, 2], [0.9, 0.9, 0.9], rank)
+    assert sel.removed.tolist() == [True, True, False, True]
+    assert sel.representative.tolist() == [2, 2, -1, 2]
+    assert sel.cluster.tolist() == [2, 2, 2, 2]
+
+
+def test_no_pairs():
+    sel = select_representatives(4, [], [], [])
+    assert sel.removed.tolist() == [False] * 4
+    assert sel.cluster.tolist() == [-1] * 4 and sel.n_clusters == 0
+
+
+# ----------------------------------------------------------------------------- keep order
+
+def order_of(rank):
+    return np.argsort(rank).tolist()
+
+
+def test_keep_order_first():
+    assert keep_order(5).tolist() == [0, 1, 2, 3, 4]
+    assert keep_order(0).tolist() == []
+
+
+def test_keep_order_longest_ties_by_input_order():
+    rank = keep_order(5, "longest", lengths=[3, 10, 10, 1, 3])
+    assert order_of(rank) == [1, 2, 0, 4, 3]
+    assert sorted(rank.tolist()) == list(range(5))
+
+
+def test_keep_order_score_nan_last_ties_by_input_order():
+    scores = np.array([0.5, np.nan, 0.9, 0.9, np.nan, -1.0, 0.0])
+    rank = keep_order(7, "score:quality", scores=scores)
+    assert order_of(rank) == [2, 3, 0, 6, 5, 1, 4]
+    # a missing score is not treated as 0
+    assert rank[6] < rank[1]
+    assert keep_order(3, "score:q", scores=[-np.inf, np.inf, np.nan]).tolist() == [1, 0, 2]
+
+
+def test_keep_order_errors():
+    with pytest.raises(ValueError):
+        keep_order(3, "longest")
+    with pytest.raises(ValueError):
+        keep_order(3, "score:x")
+    with pytest.raises(ValueError):
+        keep_order(3, "random")
