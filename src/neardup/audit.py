@@ -60,15 +60,28 @@ _AUDIT_OPTIONS = ("sample", "bins", "aux_perm", "probe_positions", "uniform_pair
 # Statistics
 
 
-def wilson_interval(successes: float, n: float, z: float = Z95):
+def wilson_interval(successes: float, n: float, z: float = Z95, *, continuity: bool = True):
     """The Wilson score interval (low, high) of a binomial proportion; (nan, nan) when n == 0.
 
-    ``n`` may be an effective (non-integer) sample size.
+    With ``continuity`` (the default) the continuity-corrected form (Newcombe 1998, method 4),
+    whose coverage stays near 95% for the small counts of the S-curve's tails, where the plain
+    Wilson interval is too narrow. ``n`` may be an effective (non-integer) sample size.
     """
     if n <= 0:
         return float("nan"), float("nan")
     p = min(max(successes / n, 0.0), 1.0)
     z2 = z * z
+    if continuity:
+        denom = 2.0 * (n + z2)
+        if p == 0.0:
+            lo = 0.0
+        else:
+            lo = (2 * n * p + z2 - 1 - z * math.sqrt(max(z2 - 2 - 1 / n + 4 * p * (n * (1 - p) + 1), 0.0))) / denom
+        if p == 1.0:
+            hi = 1.0
+        else:
+            hi = (2 * n * p + z2 + 1 + z * math.sqrt(max(z2 + 2 - 1 / n + 4 * p * (n * (1 - p) - 1), 0.0))) / denom
+        return max(0.0, lo), min(1.0, hi)
     denom = 1.0 + z2 / n
     center = (p + z2 / (2.0 * n)) / denom
     half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n)) / denom
@@ -661,7 +674,10 @@ def _audit_command(args: argparse.Namespace) -> int:
             raise ConfigError(f"cannot write {args.json}: the folder {d} does not exist")
     cfg = Config(threshold=args.threshold, num_perm=args.num_perm, bands=args.bands, rows=args.rows,
                  min_recall=args.min_recall, ngram=args.ngram, char_ngrams=args.char_ngrams,
-                 seed=args.seed, text_column=args.text_column)
+                 seed=args.seed, text_column=args.text_column,
+                 normalize_unicode=args.normalize_unicode, lowercase=args.lowercase,
+                 remove_punctuation=args.remove_punctuation,
+                 collapse_whitespace=args.collapse_whitespace)
     texts = read_texts(args.inputs, text_column=args.text_column, max_docs=args.max_docs,
                        on_error=args.on_error)
     if len(texts) < 2:
@@ -708,6 +724,15 @@ def register(sub) -> None:
     p.add_argument("--ngram", type=int, default=5, metavar="N", help="tokens per shingle")
     p.add_argument("--char-ngrams", action="store_true",
                    help="shingle on characters instead of words")
+    p.add_argument("--no-nfkc", dest="normalize_unicode", action="store_false",
+                   help="skip Unicode NFKC normalisation (as 'neardup dedup --no-nfkc')")
+    p.add_argument("--no-lowercase", dest="lowercase", action="store_false",
+                   help="keep letter case (as 'neardup dedup --no-lowercase')")
+    p.add_argument("--keep-punctuation", dest="remove_punctuation", action="store_false",
+                   help="keep punctuation as tokens (as 'neardup dedup --keep-punctuation')")
+    p.add_argument("--keep-whitespace", dest="collapse_whitespace", action="store_false",
+                   help="with --char-ngrams: keep every white-space character (as 'neardup dedup "
+                        "--keep-whitespace')")
     p.add_argument("--text-column", default="text", metavar="NAME",
                    help="the field holding the text in JSONL / Parquet input")
     p.add_argument("--seed", type=int, default=42, metavar="S",

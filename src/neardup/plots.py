@@ -310,7 +310,7 @@ def svg_bar_chart(labels: Sequence[str], values: Sequence[float], *, title: str,
     """
     left, right, top, bottom = 56, 16, 30, 44
     n = max(1, len(values))
-    vmax = max([float(v) for v in values] + [1.0])
+    vmax, y_step = _nice_top(max([float(v) for v in values] + [1.0]))
     plot_w = width - left - right
 
     def px(i):
@@ -332,12 +332,21 @@ def svg_bar_chart(labels: Sequence[str], values: Sequence[float], *, title: str,
         body.append(f'<text x="{px(i) + 4:.1f}" y="{py(vmax) + 12:.1f}" fill="{THRESHOLD}">{html.escape(text)}</text>')
     step = max(1, int(math.ceil(n / 10)))
     x_ticks = [(i + 0.5, str(labels[i])) for i in range(0, n, step)]
-    y_ticks = [(vmax * f, _count(vmax * f)) for f in (0, 0.25, 0.5, 0.75, 1.0)]
+    y_ticks = [(v, _count(v)) for v in np.arange(0.0, vmax + y_step / 2, y_step)]
 
     def px_tick(v):
         return left + v * plot_w / n
 
     return _svg_frame(width, height, title, xlabel, ylabel, x_ticks, y_ticks, px_tick, py, body)
+
+
+def _nice_top(vmax: float) -> Tuple[float, float]:
+    """(top, step): a round tick step (1, 2 or 5 times a power of ten, at least 1) giving 3 to 6
+    ticks, and the first multiple of it at or above vmax."""
+    raw = max(vmax / 5.0, 1.0)
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    return math.ceil(vmax / step) * step, step
 
 
 def _count(v: float) -> str:

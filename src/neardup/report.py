@@ -15,7 +15,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -185,7 +184,7 @@ th, td { border: 1px solid #d7dde3; padding: 4px 9px; text-align: left; vertical
 th { background: #eef1f4; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .grid2 { display: flex; flex-wrap: wrap; gap: 16px; }
-.fig { background: #fff; border: 1px solid #d7dde3; border-radius: 8px; padding: 8px; }
+.fig { display: inline-block; vertical-align: top; background: #fff; border: 1px solid #d7dde3; border-radius: 8px; padding: 8px; }
 .fig img, .fig svg { display: block; max-width: 100%; height: auto; }
 .cluster { background: #fff; border: 1px solid #d7dde3; border-radius: 8px; padding: 8px 14px 14px;
            margin: 14px 0; }
@@ -669,9 +668,9 @@ def write_report(output_dir, output=None, *, plots: str = "auto") -> Path:
     directory = path.resolve().parent
     if not directory.is_dir():
         raise ConfigError(f"cannot write {path}: the folder {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=str(directory))
+    tmp = str(directory / f".{path.name}.{os.getpid()}.tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except OSError as exc:
