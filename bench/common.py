@@ -1,0 +1,464 @@
+"""Helpers shared by the benchmark scripts: machine facts, measured subprocesses, JSONL, truth.
+
+Nothing here imports neardup's deduplication code: the ground truth and the exact Jaccard
+similarities used to grade every tool are computed independently, in plain Python.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_DIR = BENCH_DIR.parent
+RESULTS_DIR = BENCH_DIR / "results"
+DATA_DIR = BENCH_DIR / "data"
+
+WORD_RE = re.compile(r"\w+")
+NGRAM = 5
+
+if str(REPO_DIR / "src") not in sys.path:  # run from a checkout without installing
+    sys.path.insert(0, str(REPO_DIR / "src"))
+
+
+# --------------------------------------------------------------------------- machine facts
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _version(module: str) -> Optional[str]:
+    try:
+        from importlib.metadata import version
+        return version(module)
+    except Exception:
+        return None
+
+
+def _git(*args: str) -> Optional[str]:
+    try:
+        return subprocess.run(["git", *args], cwd=REPO_DIR, capture_output=True, text=True,
+                              timeout=10).stdout.strip() or None
+    except Exception:
+        return None
+
+
+def machine_info() -> dict:
+    """Cores, CPU model, memory, OS, library versions, git commit, load average at the start."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover
+        usable = os.cpu_count()
+    mem = None
+    try:
+        import psutil
+        mem = psutil.virtual_memory().total
+    except Exception:
+        pass
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "cpu_model": _cpu_model(),
+        "logical_cores": os.cpu_count(),
+        "usable_cores": usable,
+        "memory_bytes": mem,
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "load_average_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "versions": {name: _version(name) for name in
+                     ("neardup", "numpy", "numba", "pyarrow", "datasketch", "rensa", "psutil")},
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty": bool(status) if status is not None else None,
+        "thread_env": {k: os.environ[k] for k in ("NUMBA_NUM_THREADS", "RAYON_NUM_THREADS",
+                                                  "OMP_NUM_THREADS") if k in os.environ},
+    }
+
+
+def run_header(argv: Sequence[str]) -> dict:
+    return {
+        "command": " ".join(shlex.quote(a) for a in [sys.executable, *argv]),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+    }
+
+
+def write_json(path: Path, obj: dict) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n",
+                   encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _json_default(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o)}")
+
+
+# --------------------------------------------------------------------------- measured subprocess
+
+_LAUNCHER = r"""
+import json, os, sys, time
+t0 = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    except OSError as exc:
+        sys.stderr.write("cannot run %s: %s\n" % (sys.argv[2], exc))
+    os._exit(127)
+_, status, ru = os.wait4(pid, 0)
+wall = time.perf_counter() - t0
+with open(sys.argv[1], "w") as f:
+    json.dump({"status": status, "ru_maxrss_kb": ru.ru_maxrss, "wall_s": wall,
+               "user_s": ru.ru_utime, "sys_s": ru.ru_stime}, f)
+"""
+
+
+def _vm_hwm(pid: int) -> int:
+    """Peak resident set size of one process so far (VmHWM, bytes); 0 when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def run_measured(cmd: Sequence[str], *, timeout: Optional[float] = None, poll_s: float = 0.1,
+                 env: Optional[dict] = None, cwd: Optional[Path] = None) -> dict:
+    """Run ``cmd``; wall time, CPU time, peak memory and the tail of its output.
+
+    The command runs under a tiny launcher (``python -S``) that forks it and reads its resource
+    usage with wait4. (Linux carries a process's RSS high-water mark across fork and exec, so a
+    child forked straight from this harness would report the harness's own peak as its ru_maxrss;
+    forked from the launcher it inherits only the launcher's few MB.)
+
+    Peak memory, three ways, all excluding the launcher:
+        peak_rss_tree_bytes   largest sum of resident set sizes over the command and all its
+                              descendants, polled every ``poll_s`` s with psutil (can miss
+                              spikes shorter than the interval)
+        peak_vmhwm_bytes      largest VmHWM (per-process high-water mark, no spike missed)
+                              among the processes of the tree, read at each poll
+        ru_maxrss_bytes       the kernel's high-water mark of the largest single process (the
+                              command or a descendant it waited for), from wait4
+    ``peak_memory_bytes`` is the largest of the three.
+    """
+    import psutil
+
+    fd, info_path = tempfile.mkstemp(prefix="bench-launch-", suffix=".json")
+    os.close(fd)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-S", "-c", _LAUNCHER, info_path, *map(str, cmd)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    out_chunks: Dict[str, List[bytes]] = {"stdout": [], "stderr": []}
+
+    def _drain(stream, key):
+        for chunk in iter(lambda: stream.read(65536), b""):
+            out_chunks[key].append(chunk)
+            if sum(map(len, out_chunks[key])) > 1 << 20:  # keep the last ~1 MB
+                out_chunks[key] = out_chunks[key][-8:]
+
+    readers = [threading.Thread(target=_drain, args=(proc.stdout, "stdout"), daemon=True),
+               threading.Thread(target=_drain, args=(proc.stderr, "stderr"), daemon=True)]
+    for r in readers:
+        r.start()
+    peak = 0
+    hwm = 0
+    samples = 0
+    timed_out = False
+    try:
+        launcher = psutil.Process(proc.pid)
+    except psutil.Error:
+        launcher = None
+    while proc.poll() is None:
+        if launcher is not None:
+            total = 0
+            try:
+                procs = launcher.children(recursive=True)
+            except psutil.Error:
+                procs = []
+            for p in procs:
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+                hwm = max(hwm, _vm_hwm(p.pid))
+            peak = max(peak, total)
+            samples += 1
+        if timeout is not None and time.perf_counter() - t0 > timeout:
+            timed_out = True
+            _kill_tree(proc.pid)
+            proc.wait()
+            break
+        try:
+            proc.wait(poll_s)
+        except subprocess.TimeoutExpired:
+            pass
+    outer_wall = time.perf_counter() - t0
+    for r in readers:
+        r.join(timeout=5)
+    try:
+        with open(info_path, encoding="utf-8") as f:
+            info = json.load(f)
+    except (OSError, ValueError):
+        info = {}
+    finally:
+        try:
+            os.unlink(info_path)
+        except OSError:
+            pass
+    returncode = (os.waitstatus_to_exitcode(info["status"]) if "status" in info else proc.returncode)
+    ru_maxrss = info["ru_maxrss_kb"] * 1024 if "ru_maxrss_kb" in info else None
+    stdout = b"".join(out_chunks["stdout"]).decode("utf-8", "replace")
+    stderr = b"".join(out_chunks["stderr"]).decode("utf-8", "replace")
+    return {
+        "command": " ".join(shlex.quote(str(a)) for a in cmd),
+        "returncode": returncode,
+        "timed_out": timed_out,
+        "wall_s": info.get("wall_s", outer_wall),
+        "cpu_user_s": info.get("user_s"),
+        "cpu_sys_s": info.get("sys_s"),
+        "peak_rss_tree_bytes": peak,
+        "peak_vmhwm_bytes": hwm,
+        "ru_maxrss_bytes": ru_maxrss,
+        "peak_memory_bytes": max(peak, hwm, ru_maxrss or 0),
+        "memory_samples": samples,
+        "stdout_tail": stdout[-4000:],
+        "stderr_tail": stderr[-4000:],
+    }
+
+
+def _kill_tree(pid: int) -> None:
+    import psutil
+    try:
+        parent = psutil.Process(pid)
+        children = parent.children(recursive=True)
+    except psutil.Error:
+        return
+    for p in children + [parent]:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+
+
+# --------------------------------------------------------------------------- JSONL
+
+def read_jsonl_texts(path: Path, text_field: str = "text", limit: Optional[int] = None
+                     ) -> Tuple[List[str], list]:
+    """(texts, ids) from a JSONL file, one json.loads per line."""
+    texts: List[str] = []
+    ids: list = []
+    loads = json.loads
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if limit is not None and len(texts) >= limit:
+                break
+            if not line.strip():
+                continue
+            row = loads(line)
+            texts.append(row[text_field])
+            ids.append(row.get("id", len(ids)))
+    return texts, ids
+
+
+# --------------------------------------------------------------------------- exact Jaccard
+
+def gram_set(text: str, n: int = NGRAM) -> set:
+    """Word n-grams (tuples) of lower-cased ``\\w+`` words; the whole text as one gram when shorter."""
+    words = WORD_RE.findall(text.lower())
+    if len(words) < n:
+        return {tuple(words)} if words else set()
+    return set(zip(*[words[i:] for i in range(n)]))
+
+
+def jaccard_sets(a: set, b: set) -> float:
+    if not a and not b:
+        return 1.0
+    inter = len(a & b)
+    return inter / (len(a) + len(b) - inter)
+
+
+# --------------------------------------------------------------------------- ground truth
+
+def corpus_paths(n_docs: int, seed: int, data_dir: Path = DATA_DIR) -> Tuple[Path, Path]:
+    stem = f"synth_{n_docs}_s{seed}"
+    return data_dir / f"{stem}.jsonl", data_dir / f"{stem}.truth.npz"
+
+
+def ensure_corpus(n_docs: int, seed: int = 0, data_dir: Path = DATA_DIR, log=print) -> dict:
+    """Generate (or reuse) bench/data/synth_N_sS.jsonl and its truth file; returns facts about it."""
+    from neardup.synth import generate_corpus, write_jsonl
+
+    jsonl, truth = corpus_paths(n_docs, seed, data_dir)
+    if jsonl.exists() and truth.exists():
+        with np.load(truth) as z:
+            if int(z["n_docs"]) == n_docs and int(z["seed"]) == seed:
+                log(f"reusing {jsonl}")
+                return {"path": str(jsonl), "truth": str(truth), "n_docs": n_docs, "seed": seed,
+                        "bytes": jsonl.stat().st_size, "generated": False,
+                        "text_bytes": int(z["text_bytes"])}
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log(f"generating {n_docs} documents (seed {seed}) ...")
+    t0 = time.perf_counter()
+    corpus = generate_corpus(n_docs, seed=seed)
+    gen_s = time.perf_counter() - t0
+    text_bytes = sum(len(t.encode("utf-8")) for t in corpus.texts)
+    write_jsonl(jsonl, corpus.texts)
+    np.savez(truth, cluster_of=corpus.cluster_of, target_jaccard=corpus.target_jaccard,
+             design_jaccard=corpus.design_jaccard, n_docs=n_docs, seed=seed, text_bytes=text_bytes)
+    log(f"  generated in {gen_s:.1f} s, written to {jsonl} ({jsonl.stat().st_size / 1e6:.0f} MB)")
+    return {"path": str(jsonl), "truth": str(truth), "n_docs": n_docs, "seed": seed,
+            "bytes": jsonl.stat().st_size, "generated": True, "generate_s": gen_s,
+            "text_bytes": text_bytes}
+
+
+def load_truth(truth_path: Path) -> dict:
+    with np.load(truth_path) as z:
+        return {k: z[k] for k in z.files}
+
+
+def quality(texts: Sequence[str], cluster_of: np.ndarray, removed: np.ndarray,
+            representative: np.ndarray, *, threshold: float = 0.8,
+            false_below: float = 0.75) -> dict:
+    """Grade one tool's removals against the planted clusters, with exact word-5-gram Jaccard.
+
+    residual: among pairs inside a planted cluster whose exact Jaccard is >= threshold (the true
+        near-duplicate pairs; documents of different clusters share no 5-grams by construction),
+        the share whose two documents were both kept.
+    false removals: among removed documents, the share whose exact Jaccard with the representative
+        the tool names for it is < false_below.
+    ideal_removed: how many documents an exact tool would remove (documents minus connected
+        components of the true pairs), for scale.
+    """
+    n = len(texts)
+    removed = np.asarray(removed, np.int64)
+    representative = np.asarray(representative, np.int64)
+    kept = np.ones(n, bool)
+    kept[removed] = False
+    rep_of = dict(zip(removed.tolist(), representative.tolist()))
+    cluster_of = np.asarray(cluster_of)
+
+    true_pairs = 0
+    residual_pairs = 0
+    sims_removed: Dict[int, float] = {}
+    parent = {}
+
+    def find(x):
+        while parent.get(x, x) != x:
+            parent[x] = parent.get(parent[x], parent[x])
+            x = parent[x]
+        return x
+
+    from neardup.synth import clusters_of
+    for members in clusters_of(cluster_of, 2):
+        ms = members.tolist()
+        sets = [gram_set(texts[i]) for i in ms]
+        local = {d: k for k, d in enumerate(ms)}
+        for a in range(len(ms)):
+            for b in range(a + 1, len(ms)):
+                j = jaccard_sets(sets[a], sets[b])
+                if j >= threshold:
+                    true_pairs += 1
+                    if kept[ms[a]] and kept[ms[b]]:
+                        residual_pairs += 1
+                    ra, rb = find(ms[a]), find(ms[b])
+                    if ra != rb:
+                        parent[max(ra, rb)] = min(ra, rb)
+        for d in ms:
+            r = rep_of.get(d)
+            if r is not None and r in local:
+                sims_removed[d] = jaccard_sets(sets[local[d]], sets[local[r]])
+    ideal_removed = len(parent)   # every document that stopped being a root
+    cross = 0
+    for d, r in rep_of.items():   # representatives outside the planted cluster (false merges)
+        if d not in sims_removed:
+            cross += 1
+            sims_removed[d] = jaccard_sets(gram_set(texts[d]), gram_set(texts[r])) if 0 <= r < n else 0.0
+    sims = np.fromiter(sims_removed.values(), float, len(sims_removed))
+    n_removed = len(removed)
+    false = int((sims < false_below).sum())
+    return {
+        "threshold": threshold,
+        "true_pairs": true_pairs,
+        "residual_pairs": residual_pairs,
+        "residual_share": residual_pairs / true_pairs if true_pairs else 0.0,
+        "removed": n_removed,
+        "ideal_removed": ideal_removed,
+        "false_removal_below": false_below,
+        "false_removals": false,
+        "false_removal_share": false / n_removed if n_removed else 0.0,
+        "removed_below_threshold": int((sims < threshold).sum()),
+        "removed_with_rep_outside_cluster": cross,
+        "removed_similarity_quantiles": (np.quantile(sims, [0, 0.01, 0.5, 0.99, 1]).round(4).tolist()
+                                         if len(sims) else None),
+    }
+
+
+def union_find_removed(n: int, pairs: Iterable[Tuple[int, int]]) -> Tuple[np.ndarray, np.ndarray]:
+    """Connected components of candidate pairs; keep the first document (lowest index) of each.
+
+    Returns (removed indices ascending, their representative = the kept first of the component).
+    """
+    parent = np.arange(n, dtype=np.int64).tolist()
+
+    def find(x):
+        root = x
+        while parent[root] != root:
+            root = parent[root]
+        while parent[x] != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    for a, b in pairs:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            if ra < rb:
+                parent[rb] = ra
+            else:
+                parent[ra] = rb
+    roots = np.fromiter((find(i) for i in range(n)), np.int64, n)
+    removed = np.flatnonzero(roots != np.arange(n))
+    return removed, roots[removed]
+
+
+def fmt_rate(x: Optional[float]) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.0f}"
+
+
+def fmt_bytes(x: Optional[float]) -> str:
+    if not x:
+        return "-"
+    return f"{x / 2**20:,.0f} MiB"
