@@ -462,6 +462,8 @@ def test_property_nothing_silently_dropped(tmp_path, lines):
     path = put(tmp_path / "g.jsonl", b"\n".join(lines))
     src = Source(path=path, name="g.jsonl", relpath="g.jsonl", format="jsonl")
     texts, rows, _, _, rej = read_all(src, on_error="skip")
+    if lines and lines[0].startswith(b"\xef\xbb\xbf"):
+        lines[0] = lines[0][3:]  # a byte order mark starts the file, not the first record
     nonblank = [i for i, ln in enumerate(lines) if ln.strip(b" \t\r")]
     if nonblank:
         assert sorted(rows + [r for r, _ in rej]) == nonblank

@@ -284,7 +284,9 @@ class _JsonlParser:
         if len(good):
             feed = data if not bad else b"\n".join(data[starts[i]:ends[i]] for i in good.tolist())
             longest = int((ends - starts).max())
-            table = self._arrow(feed, len(good), longest)
+            # pyarrow skips a byte order mark at the start of its input (json.loads does not:
+            # the file's own BOM is already gone, so one here starts a line of a later block)
+            table = None if feed.startswith(b"\xef\xbb\xbf") else self._arrow(feed, len(good), longest)
             if table is not None:
                 text, ids, scores, keep = self._from_arrow(table, data, starts, ends, good, bad)
             else:
@@ -306,14 +308,12 @@ class _JsonlParser:
         ids = table.column(ctx.id_column).combine_chunks() if ctx.id_column is not None else None
         scores = (table.column(ctx.score_column).combine_chunks()
                   if ctx.score_column is not None else None)
-        check = text.is_null()
-        if ids is not None and ids.null_count:
-            check = pc.or_(check, ids.is_null())
-        if scores is not None and scores.null_count:
-            check = pc.or_(check, scores.is_null())
-        positions = np.flatnonzero(check.to_numpy(zero_copy_only=False)) if (
-            text.null_count or (ids is not None and ids.null_count)
-            or (scores is not None and scores.null_count)) else []
+        need = None
+        for arr in (text, ids, scores):
+            if arr is not None and arr.null_count:
+                m = arr.is_null()
+                need = m if need is None else pc.or_(need, m)
+        positions = [] if need is None else np.flatnonzero(need.to_numpy(zero_copy_only=False)).tolist()
         drop = []
         for p in positions:
             i = int(good[p])
@@ -321,6 +321,8 @@ class _JsonlParser:
             if reason is None:
                 reason = _check_record(obj, ctx)[0]
             if reason is None and not (text[p].is_valid and (ids is None or ids[p].is_valid)):
+                # cannot happen (pyarrow's null is a missing or null field), but never let a
+                # null text through
                 reason = f"text field {ctx.text_column!r} is null"  # pragma: no cover
             if reason is not None:
                 bad[i] = reason
