@@ -340,6 +340,9 @@ def test_json_array_file_gets_a_hint(cwd):
     msg = fail_message(src)
     assert msg.startswith("a.json:1: broken JSON (Expecting value at column 2)")
     assert "JSON array" in msg
+    src = one(put("b.json", b'{\n  "text": "a"\n}\n'))
+    assert "one JSON document spread over several lines" in fail_message(src)
+    assert fail_message(one(put("c.json", b'{"text": 1}\n'))) == "c.json:1: text field 'text' is not a string (got int)"
 
 
 def test_many_bad_lines_skip_keeps_count(cwd):

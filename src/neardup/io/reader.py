@@ -206,6 +206,17 @@ def _json_reason(line: bytes) -> Tuple[Optional[str], Any]:
 # --------------------------------------------------------------------------- JSONL
 
 
+def _whole_json_hint(first_line: bytes) -> str:
+    """A hint when the first record line suggests a JSON document rather than JSON Lines."""
+    head = first_line.strip()
+    if head.startswith(b"["):
+        return "; the file looks like one JSON array, but JSON Lines (one object per line) is expected"
+    if head == b"{":
+        return ("; the file looks like one JSON document spread over several lines, but JSON Lines "
+                "(one object per line) is expected")
+    return ""
+
+
 def _utf8_ok(data: bytes) -> bool:
     if data.isascii():
         return True
@@ -356,9 +367,8 @@ class _JsonlParser:
             if reason is None:
                 reason, text, idv, score = _check_record(obj, ctx)
             if reason is not None:
-                if first and line.lstrip().startswith(b"["):
-                    reason += ("; the file looks like one JSON array, but JSON Lines "
-                               "(one object per line) is expected")
+                if first:
+                    reason += _whole_json_hint(line)
                 bad[i] = reason
                 first = False
                 continue
