@@ -56,11 +56,12 @@ def _minhash_into(x, s, a, b, out):
 
 @nb.njit(parallel=True, cache=True)
 def _process_kernel(offsets, data, docs, table, n, char_mode, remove_punct, collapse_ws, lower_ascii, h0,
-                    a, b, want_sets, want_sigs):
+                    a, b, want_sets, sort_sets, want_sigs):
     """One pass per document: tokens -> shingle hashes -> (sorted unique set) -> signature.
 
-    Returns (signatures, shingle counts, set values laid out at ``bound``, bound). Counts are of
-    distinct shingles when ``want_sets``, else with repeats (the signature is the same either way).
+    Returns (signatures, shingle counts, shingle hashes laid out at ``bound``, bound). With
+    ``sort_sets`` the hashes of each document are sorted and unique and the counts are of
+    distinct shingles; otherwise they are in text order with repeats (the signature is the same).
     """
     nd = docs.shape[0]
     k = a.shape[0]
@@ -81,7 +82,7 @@ def _process_kernel(offsets, data, docs, table, n, char_mode, remove_punct, coll
         # shingles overwrite the units in place: shingle j only reads units j..j+n-1
         s = _sh._shingles_of(units, m, n, h0, units)
         if want_sets:
-            if s > 1:
+            if sort_sets and s > 1:
                 units[:s].sort()
                 u = 1
                 for j in range(1, s):
@@ -112,7 +113,7 @@ def _gather_sets(values, bound, counts, target, offsets_out, out):
 
 def process(texts, *, ngram: int, char_ngrams: bool, seed: int, normalize_unicode: bool, lowercase: bool,
             remove_punctuation: bool, collapse_whitespace: bool, want_sets: bool, want_sigs: bool,
-            a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = None):
+            a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = None, sort_sets: bool = True):
     """Runs the fused kernel over a batch; returns (signatures, counts, set offsets, set values)."""
     n, parts = _sh.prepare(texts, normalize_unicode=normalize_unicode, lowercase=lowercase)
     if a is None:
@@ -127,7 +128,7 @@ def process(texts, *, ngram: int, char_ngrams: bool, seed: int, normalize_unicod
     for part in parts:
         r = _process_kernel(part.offsets, part.data, part.docs, table, int(ngram), bool(char_ngrams),
                             bool(remove_punctuation), bool(collapse_whitespace), bool(part.lower_ascii), h0,
-                            a, b, bool(want_sets), bool(want_sigs))
+                            a, b, bool(want_sets), bool(sort_sets), bool(want_sigs))
         if len(parts) == 1:
             sigs = r[0] if want_sigs else None
             counts = r[1]
@@ -158,6 +159,47 @@ def _signatures_from_hashes_kernel(offsets, hashes, a, b):
             x[j] = np.uint32(hashes[offsets[d] + j] & _MASK32)
         _minhash_into(x, s, a, b, sigs[d])
     return sigs
+
+
+@nb.njit(parallel=True, cache=True)
+def _sort_unique_kernel(offsets, values, docs):
+    nd = docs.shape[0]
+    bound = np.zeros(nd + 1, dtype=np.int64)
+    for i in range(nd):
+        d = docs[i]
+        bound[i + 1] = bound[i] + offsets[d + 1] - offsets[d]
+    out = np.empty(bound[nd], dtype=np.uint64)
+    sizes = np.zeros(nd, dtype=np.int64)
+    for i in nb.prange(nd):
+        d = docs[i]
+        seg = out[bound[i]:bound[i + 1]]
+        seg[:] = values[offsets[d]:offsets[d + 1]]
+        s = seg.shape[0]
+        if s > 1:
+            seg.sort()
+            u = 1
+            for j in range(1, s):
+                if seg[j] != seg[u - 1]:
+                    seg[u] = seg[j]
+                    u += 1
+            s = u
+        sizes[i] = s
+    new = np.zeros(nd + 1, dtype=np.int64)
+    for i in range(nd):
+        new[i + 1] = new[i] + sizes[i]
+    compact = np.empty(new[nd], dtype=np.uint64)
+    for i in nb.prange(nd):
+        compact[new[i]:new[i + 1]] = out[bound[i]:bound[i] + sizes[i]]
+    return new, compact
+
+
+def sort_unique_sets(offsets: np.ndarray, values: np.ndarray, docs: Optional[np.ndarray] = None):
+    """Sorted unique shingle sets of the documents ``docs`` (default: all) from raw shingle hashes
+    in CSR form; returns a new CSR (offsets, values) indexed by position in ``docs``."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    if docs is None:
+        docs = np.arange(len(offsets) - 1, dtype=np.int64)
+    return _sort_unique_kernel(offsets, values, np.asarray(docs, dtype=np.int64))
 
 
 class MinHasher:
@@ -228,8 +270,16 @@ class MinHasher:
         return offsets, values
 
     def signatures_and_sets(self, texts) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(signatures, set offsets, set values) in one pass over the texts."""
+        """(signatures, set offsets, sorted unique set values) in one pass over the texts."""
         sigs, _, offsets, values = self._process(texts, want_sets=True, want_sigs=True)
+        return sigs, offsets, values
+
+    def signatures_and_shingles(self, texts) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(signatures, offsets, shingle hashes) in one pass over the texts; the hashes of each
+        document in text order with repeats (:func:`sort_unique_sets` makes them sets)."""
+        with self._threads():
+            sigs, _, offsets, values = process(texts, seed=self.seed, want_sets=True, want_sigs=True, a=self.a,
+                                               b=self.b, sort_sets=False, **self.shingle_options)
         return sigs, offsets, values
 
     def signatures_from_sets(self, offsets: np.ndarray, hashes: np.ndarray) -> np.ndarray:

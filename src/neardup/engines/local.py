@@ -36,7 +36,7 @@ from ..bands import band_keys, bucket_runs, find_pairs
 from ..clusters import keep_order, select_representatives
 from ..config import Config
 from ..errors import InputError, NeardupError
-from ..minhash import MinHasher, _Threads
+from ..minhash import MinHasher, _Threads, sort_unique_sets
 from ..progress import bar
 from ..verify import estimated_jaccard, exact_jaccard
 from .workdir import AppendFile, WorkDir, fingerprint, open_column
@@ -155,7 +155,7 @@ def stage_read(ctx: RunContext) -> dict:
             if m == 0:
                 continue
             if exact:
-                sig, off, sh = hasher.signatures_and_sets(batch.text)
+                sig, off, sh = hasher.signatures_and_shingles(batch.text)
                 counts = np.diff(off)
                 cols["sh"].append(sh)
             else:
@@ -264,6 +264,7 @@ class Corpus:
         return open_column(os.path.join(self.dir, "keys.u64"), np.uint64, self.config.bands, mmap=False)
 
     def shingle_sets(self):
+        """Raw shingle hashes of every document (text order, with repeats) as memory-mapped CSR."""
         offsets = np.zeros(self.n + 1, dtype=np.int64)
         np.cumsum(self.count, out=offsets[1:])
         return offsets, open_column(os.path.join(self.dir, "sh.u64"), np.uint64)
@@ -279,10 +280,14 @@ def make_verifier(corpus: Corpus, config: Config):
     """verify(left, right) -> (passed, similarity) for the configured mode."""
     threshold = config.threshold
     if config.verify == "exact":
-        offsets, hashes = corpus.shingle_sets()
+        raw_offsets, raw = corpus.shingle_sets()
 
         def verify(left, right):
-            sim = exact_jaccard(offsets, hashes, left, right)
+            # sets are sorted only for the documents of these pairs, never for the whole corpus
+            docs, inverse = np.unique(np.concatenate([left, right]), return_inverse=True)
+            offsets, hashes = sort_unique_sets(raw_offsets, raw, docs)
+            m = len(left)
+            sim = exact_jaccard(offsets, hashes, inverse[:m], inverse[m:])
             return sim >= threshold, sim
     else:
         sigs = corpus.signatures()
