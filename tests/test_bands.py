@@ -143,6 +143,35 @@ def test_bucket_runs_equal_brute_force_grouping(case, use_eligible, use_ids, dat
 
 
 @PROPS
+@given(case=small_keys, use_eligible=st.booleans(), data=st.data())
+def test_bucket_runs_in_keep_order(case, use_eligible, data):
+    """With ``rank`` each bucket lists its members in keep order, so the anchor is the one to be kept."""
+    rows, elig = case
+    n = len(rows)
+    keys = np.array(rows, dtype=np.uint64).reshape(n, len(rows[0]) if rows else 1)
+    eligible = np.array(elig, dtype=bool) if use_eligible else None
+    rank = np.array(data.draw(st.permutations(range(n))), dtype=np.int64) if n else np.zeros(0, np.int64)
+    offsets, members = bucket_runs(keys, eligible, rank=rank)
+    got = runs_as_tuples(offsets, members)
+    assert all([rank[m] for m in r] == sorted(rank[m] for m in r) for r in got)
+    assert Counter(tuple(sorted(r)) for r in got) == Counter(brute_buckets(keys, eligible))
+    # with doc_ids too: rank is indexed like the rows of keys, members are the ids
+    ids = np.arange(n, dtype=np.int64) * 10 + 3
+    offsets2, members2 = bucket_runs(keys, eligible, ids, rank=rank)
+    assert np.array_equal(offsets2, offsets) and np.array_equal(members2, members * 10 + 3)
+    # the anchors of the star pairs are the first in keep order
+    left, right = star_pairs(offsets, members)
+    assert all(rank[a] < rank[b] for a, b in zip(left.tolist(), right.tolist()))
+
+
+def test_bucket_runs_rank_example():
+    keys = np.array([[7], [7], [7], [1]], dtype=np.uint64)
+    offsets, members = bucket_runs(keys, rank=np.array([2, 0, 1, 3]))
+    assert runs_as_tuples(offsets, members) == [(1, 2, 0)]
+    assert star_pairs(offsets, members)[0].tolist() == [1, 1]
+
+
+@PROPS
 @given(case=small_keys, use_eligible=st.booleans())
 def test_star_pairs_generate_the_sharing_graph(case, use_eligible):
     rows, elig = case

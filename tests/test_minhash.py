@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from neardup.config import Config
-from neardup.minhash import EMPTY_VALUE, MinHasher, minhash_python, permutations
+from neardup.minhash import EMPTY_VALUE, MinHasher, minhash_python, permutations, sort_unique_sets
+from neardup.shingles import shingle_hashes_python, shingles_python
 
 PROPS = settings(max_examples=60, deadline=None)
 
@@ -69,8 +70,37 @@ def test_signatures_equal_signatures_from_shingle_sets(texts, ngram, char_ngrams
     sizes = np.diff(offsets)
     assert np.array_equal(counts == 0, sizes == 0)
     assert (counts >= sizes).all()
+    sigs2, offsets2, hashes2 = mh.signatures_and_sets(texts)
+    assert np.array_equal(sigs2, sigs) and np.array_equal(offsets2, offsets) and np.array_equal(hashes2, hashes)
     for i in range(len(texts)):
         assert np.array_equal(sigs[i], minhash_python(hashes[offsets[i]:offsets[i + 1]], mh.a, mh.b))
+    # raw shingles in text order with repeats: as many as the twin's shingles, the same set
+    sigs3, raw_offsets, raw = mh.signatures_and_shingles(texts)
+    assert np.array_equal(sigs3, sigs)
+    assert np.array_equal(np.diff(raw_offsets), counts)
+    opts = mh.shingle_options
+    for i, t in enumerate(texts):
+        assert len(shingles_python(t or "", **opts)) == counts[i]
+        assert sorted(set(raw[raw_offsets[i]:raw_offsets[i + 1]].tolist())) == \
+            shingle_hashes_python(t or "", seed=7, **opts)
+    so, sv = sort_unique_sets(raw_offsets, raw)
+    assert np.array_equal(so, offsets) and np.array_equal(sv, hashes)
+
+
+def test_raw_shingles_are_in_text_order_and_sort_unique_sets_of_a_subset():
+    mh = MinHasher(num_perm=8, ngram=2)
+    texts = ["a b a b a", "", "x y z", "b a"]
+    _, offsets, raw = mh.signatures_and_shingles(texts)
+    assert np.diff(offsets).tolist() == [4, 0, 2, 1]
+    ab, ba, ab2, ba2 = raw[:4].tolist()
+    assert ab == ab2 and ba == ba2 and ab != ba
+    assert raw[offsets[3]] == ba                   # "b a" is the bigram (b, a) of the first text
+    so, sv = sort_unique_sets(offsets, raw, docs=np.array([3, 0, 1]))
+    assert np.diff(so).tolist() == [1, 2, 0]
+    assert sv.tolist() == [ba] + sorted([ab, ba])
+    full_o, full_v = mh.shingle_sets(texts)
+    so, sv = sort_unique_sets(offsets, raw)
+    assert np.array_equal(so, full_o) and np.array_equal(sv, full_v)
 
 
 # ----------------------------------------------------------------------------- shape, dtype, empty
