@@ -329,3 +329,18 @@ def test_svg_report_renders_in_headless_chromium(tmp_path):
     # the SVG curve and the bars are drawn
     assert np.mean((np.abs(img - [0x1F, 0x4E, 0x9C]).max(axis=1) < 40)) > 0.0005
     assert np.mean((np.abs(img - [0x2E, 0x86, 0xC1]).max(axis=1) < 40)) > 0.002
+
+
+def test_same_folder_contents_same_bytes(tmp_path):
+    """No clock, path or timing in the page: `neardup dedup` twice gives identical reports."""
+    pytest.importorskip("matplotlib")
+    a = make_output(tmp_path / "run1")
+    b = make_output(tmp_path / "second_run")
+    stats = json.loads((b / "stats.json").read_text())
+    stats["seconds"] = {"read": 9.75, "signatures": 0.1, "pairs": 7.0}
+    (b / "stats.json").write_text(json.dumps(stats))
+    for plots in ("auto", "svg"):
+        assert write_report(a, plots=plots).read_bytes() == write_report(b, plots=plots).read_bytes()
+    page = (a / "report.html").read_text()
+    assert "run1" not in page and str(tmp_path) not in page
+    assert "a.jsonl (12,345 documents)" in page

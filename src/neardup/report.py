@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import difflib
 import html
 import json
@@ -435,6 +434,27 @@ def _section_counts(counts: dict) -> str:
     return '<div class="cards">' + "".join(cards) + "</div>"
 
 
+def _inputs_line(stats: dict) -> str:
+    inputs = stats.get("inputs")
+    names = []
+    if isinstance(inputs, list):
+        for item in inputs[:5]:
+            if isinstance(item, dict) and "name" in item:
+                n = item.get("documents")
+                names.append(html.escape(str(item["name"])) + (f" ({_fmt_int(n)} documents)" if n is not None else ""))
+            elif isinstance(item, str):
+                names.append(html.escape(item))
+        if len(inputs) > 5:
+            names.append(f"and {len(inputs) - 5:,} more")
+    version = stats.get("neardup_version")
+    parts = []
+    if names:
+        parts.append("input: " + ", ".join(names))
+    if version:
+        parts.append(f"neardup {html.escape(str(version))}")
+    return " &middot; ".join(parts) or "a neardup dedup run"
+
+
 def _kv_table(d: dict, caption: Optional[str] = None) -> str:
     rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{_fmt_value(v)}</td></tr>" for k, v in d.items())
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
@@ -596,8 +616,9 @@ def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, ma
     threshold = resolved[0] if resolved else None
 
     sections = []
-    sections.append(f"<h1>neardup report</h1><div class=\"sub\">{html.escape(str(out.resolve()))}"
-                    f" &middot; generated {html.escape(_dt.datetime.now().strftime('%Y-%m-%d %H:%M'))}</div>")
+    # Nothing here depends on when or where the report is written (no clock, no output path, no
+    # timings): the same run gives the same bytes.
+    sections.append(f'<h1>neardup report</h1><div class="sub">{_inputs_line(stats)}</div>')
     sections.append(_section_counts(counts))
     sections.append(_kept_note(out))
 
@@ -615,13 +636,8 @@ def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, ma
         })
     sections.append(f'<div class="grid2"><div>{left}</div><div>{right}</div></div>')
     if seconds:
-        try:
-            total = sum(float(v) for v in seconds.values() if isinstance(v, (int, float)))
-        except (TypeError, ValueError):
-            total = float("nan")
-        timing = {k: (f"{float(v):.2f} s" if isinstance(v, (int, float)) else v) for k, v in seconds.items()}
-        timing["total"] = f"{total:.2f} s"
-        sections.append("<h3>Time per stage</h3>" + _kv_table(timing))
+        sections.append('<p class="note">Time per stage: see <code>seconds</code> in stats.json (left '
+                        'out here so that the same run always gives the same report).</p>')
 
     sections.append("<h2>S-curve</h2>")
     if resolved:
@@ -650,7 +666,7 @@ def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, ma
 
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>neardup report: {html.escape(out.name)}</title><style>{_CSS}</style></head>"
+            f"<title>neardup report</title><style>{_CSS}</style></head>"
             "<body><main>\n" + "\n".join(sections) + "\n</main></body></html>\n")
 
 
