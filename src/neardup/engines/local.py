@@ -145,36 +145,35 @@ def stage_read(ctx: RunContext) -> dict:
     rejected: List[tuple] = []
     n = 0
     per_source = [0] * len(ctx.sources)
-    progress = bar("read + signatures", quiet=ctx.quiet)
-    with _Threads(cfg.workers):
-        for batch in _prefetch(_batches(ctx)):
-            src = ctx.sources[batch.source_index]
-            for row, reason in batch.rejected:
-                rejected.append((batch.source_index, row, reason))
-            m = len(batch.text)
-            if m == 0:
-                continue
-            if exact:
-                sig, off, sh = hasher.signatures_and_shingles(batch.text)
-                counts = np.diff(off)
-                cols["sh"].append(sh)
-            else:
-                sig, counts = hasher.signatures_and_counts(batch.text)
-            cols["sig"].append(sig)
-            cols["keys"].append(band_keys(sig, cfg.bands, cfg.rows, cfg.seed))
-            cols["count"].append(counts)
-            cols["source"].append(np.full(m, batch.source_index, dtype=np.int32))
-            cols["row"].append(batch.rows)
-            cols["length"].append(pc.binary_length(batch.text).to_numpy(zero_copy_only=False))
-            if "score" in cols:
-                cols["score"].append(batch.scores)
-            if ids_writer is not None:
-                ids_writer.write_batch(pa.record_batch([batch.ids.cast(pa.string())], names=["id"]))
-            n += m
-            per_source[batch.source_index] += m
-            progress.update(m)
-            progress.set_postfix_str(f"file {batch.source_index + 1}/{len(ctx.sources)}", refresh=False)
-    progress.close()
+    with bar("read + signatures", quiet=ctx.quiet) as progress:
+        with _Threads(cfg.workers):
+            for batch in _prefetch(_batches(ctx)):
+                src = ctx.sources[batch.source_index]
+                for row, reason in batch.rejected:
+                    rejected.append((batch.source_index, row, reason))
+                m = len(batch.text)
+                if m == 0:
+                    continue
+                if exact:
+                    sig, off, sh = hasher.signatures_and_shingles(batch.text)
+                    counts = np.diff(off)
+                    cols["sh"].append(sh)
+                else:
+                    sig, counts = hasher.signatures_and_counts(batch.text)
+                cols["sig"].append(sig)
+                cols["keys"].append(band_keys(sig, cfg.bands, cfg.rows, cfg.seed))
+                cols["count"].append(counts)
+                cols["source"].append(np.full(m, batch.source_index, dtype=np.int32))
+                cols["row"].append(batch.rows)
+                cols["length"].append(pc.binary_length(batch.text).to_numpy(zero_copy_only=False))
+                if "score" in cols:
+                    cols["score"].append(batch.scores)
+                if ids_writer is not None:
+                    ids_writer.write_batch(pa.record_batch([batch.ids.cast(pa.string())], names=["id"]))
+                n += m
+                per_source[batch.source_index] += m
+                progress.update(m)
+                progress.set_postfix_str(f"file {batch.source_index + 1}/{len(ctx.sources)}", refresh=False)
     for c in cols.values():
         c.close()
     if ids_writer is not None:
@@ -307,15 +306,13 @@ def stage_pairs(ctx: RunContext) -> dict:
     cfg = ctx.config
     ctx.work.stage_dir("pairs", fresh=True)
     corpus = Corpus(ctx.work, cfg)
-    progress = bar("candidates + verify", total=3, unit="step", quiet=ctx.quiet)
-    with _Threads(cfg.workers):
+    with bar("candidates + verify", total=2, unit="step", quiet=ctx.quiet) as progress, _Threads(cfg.workers):
         rank = keep_order(corpus.n, cfg.keep, lengths=corpus.length, scores=corpus.score)
         offsets, members = bucket_runs(corpus.keys(), corpus.eligible(), rank=rank)
         progress.update(1)
         verify = make_verifier(corpus, cfg)
         search = find_pairs(offsets, members, verify, max_rounds=cfg.max_anchor_rounds)
-        progress.update(2)
-    progress.close()
+        progress.update(1)
     ctx.work.save_arrays("pairs", "pairs.npz", left=search.left, right=search.right,
                          similarity=search.similarity)
     return {"candidate_pairs": search.candidate_pairs, "verified_pairs": int(len(search.left)),
@@ -510,25 +507,24 @@ def write_kept_shards(ctx: RunContext, corpus: Corpus, keep: np.ndarray) -> List
     written = []
     order = np.argsort(corpus.source, kind="stable")
     bounds = np.searchsorted(corpus.source[order], np.arange(len(ctx.sources) + 1))
-    progress = bar("write kept", total=len(ctx.sources), unit="file", quiet=ctx.quiet)
-    for si, src in enumerate(ctx.sources):
-        docs = order[bounds[si]:bounds[si + 1]]
-        rows = np.sort(corpus.row[docs[keep[docs]]])
-        progress.update(1)
-        if src.format == "table":
-            ctx.table_kept_rows[si] = rows
-            path = os.path.join(kept_dir, "table.parquet" if len(ctx.sources) == 1 else f"table-{si}.parquet")
-            _write_parquet(src.table.take(pa.array(rows, pa.int64())), path)
-            written.append(os.path.relpath(path, kept_dir))
-            continue
-        rel = nio.output_relpath(src, cfg.output_format)
-        if src.format == "text" and len(rows) == 0:
-            continue
-        path = os.path.join(kept_dir, rel)
-        nio.write_kept(src, rows, path, output_format=cfg.output_format, text_column=cfg.text_column,
-                       id_column=cfg.id_column)
-        written.append(rel)
-    progress.close()
+    with bar("write kept", total=len(ctx.sources), unit="file", quiet=ctx.quiet) as progress:
+        for si, src in enumerate(ctx.sources):
+            docs = order[bounds[si]:bounds[si + 1]]
+            rows = np.sort(corpus.row[docs[keep[docs]]])
+            progress.update(1)
+            if src.format == "table":
+                ctx.table_kept_rows[si] = rows
+                path = os.path.join(kept_dir, "table.parquet" if len(ctx.sources) == 1 else f"table-{si}.parquet")
+                _write_parquet(src.table.take(pa.array(rows, pa.int64())), path)
+                written.append(os.path.relpath(path, kept_dir))
+                continue
+            rel = nio.output_relpath(src, cfg.output_format)
+            if src.format == "text" and len(rows) == 0:
+                continue
+            path = os.path.join(kept_dir, rel)
+            nio.write_kept(src, rows, path, output_format=cfg.output_format, text_column=cfg.text_column,
+                           id_column=cfg.id_column)
+            written.append(rel)
     return written
 
 
