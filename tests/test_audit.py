@@ -44,17 +44,17 @@ def run_cli(argv):
 NGRAM = 5
 
 
-def make_pairs(n_pairs=1500, words=80, seed=11):
+def make_pairs(n_pairs=1500, words=200, seed=11):
     """Documents 2i and 2i+1 are a pair: random words, then a random share f of the words of the
     copy replaced by random words. With q = (1 - f)^5 a copy keeps about q of the 5-grams, so
-    J ~ q / (2 - q); f is drawn so that the target J is uniform on (0.02, 1)."""
+    J ~ q / (2 - q); f is drawn so that the target J is uniform on (0.02, 0.99)."""
     rng = np.random.default_rng(seed)
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
     vocab = ["".join(rng.choice(letters, size=7)) for _ in range(20_000)]
     texts, targets = [], []
     for _ in range(n_pairs):
         base = rng.integers(len(vocab), size=words)
-        target = rng.uniform(0.02, 1.0)
+        target = rng.uniform(0.02, 0.99)
         q = 2 * target / (1 + target)
         f = 1 - q ** (1 / NGRAM)
         copy = base.copy()
@@ -194,6 +194,26 @@ def test_empty_documents_are_left_out():
     assert r.pairs["similarity"][0] == pytest.approx(1 / 3)  # 5-grams: {12345, 23456} vs {12345, 23457}
     with pytest.raises(InputError):
         audit_texts(["", "only one", "  "], sample=10)
+
+
+def test_copies_of_one_shingle_set_count_once(corpus):
+    """A corpus with many exact copies: each distinct set is audited once, so the same
+    comparison is never sampled twice (its outcomes would be perfectly correlated)."""
+    texts, _ = corpus
+    base = texts[:400]
+    copies = base + [t.upper() for t in base[:200]] + base[:100]  # upper case: the same after lower-casing
+    r = audit_texts(copies, sample=2000, seed=4)
+    first = {}
+    for i, t in enumerate(base):
+        first.setdefault(t, i)  # the corpus' own exact copies (unchanged "near-duplicates") too
+    assert r.documents == 700 and r.empty_documents == 0
+    assert r.duplicate_documents == 700 - len(first)
+    used = set(r.pairs["left"].tolist()) | set(r.pairs["right"].tolist())
+    assert used <= set(first.values())
+    assert len(set(zip(r.pairs["left"].tolist(), r.pairs["right"].tolist()))) == r.sampled_pairs
+    assert r.bins_outside <= 1
+    with pytest.raises(InputError, match="different"):
+        audit_texts(["the same five words here"] * 50, sample=10)
 
 
 def test_config_and_option_errors(corpus):

@@ -8,6 +8,7 @@ Method
 ------
 1. Read up to ``max_docs`` documents; compute their MinHash signatures and band keys exactly as
    the dedup does (same ``num_perm``, ``ngram``, ``seed``, bands, rows), and their shingle sets.
+   Empty documents and documents whose shingle set equals an earlier one's are left out.
 2. Build a *pool* of pairs: uniform random pairs (which cover the low similarities) plus the
    pairs of documents that share one value of an **auxiliary** min-hash sketch (``aux_perm``
    values from hash functions independent of the dedup's) at one of ``probe_positions``
@@ -195,6 +196,19 @@ def _run_pairs_kernel(order, values, cap, seed):
     return left, right
 
 
+@nb.njit(cache=True)
+def _set_fingerprint_kernel(offsets, hashes):
+    """A 64-bit fingerprint of each document's (sorted, unique) shingle-hash set."""
+    n = offsets.shape[0] - 1
+    out = np.empty(n, dtype=np.uint64)
+    for d in range(n):
+        h = _mix(np.uint64(offsets[d + 1] - offsets[d]) + _GOLDEN)
+        for j in range(offsets[d], offsets[d + 1]):
+            h = _mix(h ^ hashes[j]) * _SM1
+        out[d] = h
+    return out
+
+
 def aux_sketch(offsets: np.ndarray, hashes: np.ndarray, k: int, seed: int) -> np.ndarray:
     """An (n, k) uint64 min-hash sketch of the shingle-hash CSR from k hash functions that share
     nothing with the dedup's permutations (a 64-bit finaliser of hash XOR a random salt)."""
@@ -241,6 +255,7 @@ class AuditResult:
     seed: int
     documents: int
     empty_documents: int
+    duplicate_documents: int  # same shingle set as an earlier document: left out
     sample: int
     pool_pairs: int
     pool_random_pairs: int
@@ -274,6 +289,7 @@ class AuditResult:
             "p_at_threshold": float(candidate_probability(self.threshold, self.bands, self.rows)),
             "ngram": self.ngram, "char_ngrams": self.char_ngrams, "seed": self.seed,
             "documents": self.documents, "empty_documents": self.empty_documents,
+            "duplicate_documents": self.duplicate_documents,
             "sample": self.sample, "sampled_pairs": self.sampled_pairs,
             "pool_pairs": self.pool_pairs, "pool_random_pairs": self.pool_random_pairs,
             "pool_bucket_pairs": self.pool_bucket_pairs,
@@ -394,11 +410,18 @@ def audit_texts(texts, config=None, *, sample: int = 5000, bins: int = 10, aux_p
     offsets = np.asarray(offsets, dtype=np.int64)
     n = int(sigs.shape[0])
     sizes = np.diff(offsets)
-    eligible = np.flatnonzero(sizes > 0)
+    nonempty = np.flatnonzero(sizes > 0)
+    # Documents with the same shingle set as an earlier one are left out: their pairs are all
+    # at J = 1 (always candidates), and repeated copies would make the sampled pairs repeat the
+    # same comparison (perfectly correlated outcomes, too-narrow intervals).
+    fingerprints = _set_fingerprint_kernel(offsets, np.ascontiguousarray(hashes, dtype=np.uint64))
+    _, first = np.unique(fingerprints[nonempty], return_index=True)
+    eligible = nonempty[np.sort(first)]
     seconds["signatures"] = time.perf_counter() - t0
     if len(eligible) < 2:
-        raise InputError(f"the audit needs at least 2 documents with a shingle (of {cfg.ngram} "
-                         f"{'characters' if cfg.char_ngrams else 'words'}); got {len(eligible)} of {n}")
+        raise InputError(f"the audit needs at least 2 documents with different, non-empty sets of "
+                         f"shingles (of {cfg.ngram} {'characters' if cfg.char_ngrams else 'words'}); "
+                         f"got {len(eligible)} among {n} documents")
 
     # ---- the pool
     t0 = time.perf_counter()
@@ -406,10 +429,13 @@ def audit_texts(texts, config=None, *, sample: int = 5000, bins: int = 10, aux_p
     m = len(eligible)
     total_pairs = m * (m - 1) // 2
     n_uniform = int(uniform_pairs) if uniform_pairs is not None else max(20 * int(sample), 50_000)
-    n_uniform = min(n_uniform, total_pairs)
-    a = rng.integers(0, m, size=n_uniform, dtype=np.int64)
-    b = rng.integers(0, m - 1, size=n_uniform, dtype=np.int64)
-    b = b + (b >= a)
+    if total_pairs <= n_uniform:  # a small corpus: every pair
+        a, b = np.triu_indices(m, 1)
+        n_uniform = total_pairs
+    else:
+        a = rng.integers(0, m, size=n_uniform, dtype=np.int64)
+        b = rng.integers(0, m - 1, size=n_uniform, dtype=np.int64)
+        b = b + (b >= a)
     uni_l, uni_r = eligible[np.minimum(a, b)], eligible[np.maximum(a, b)]
 
     aux = aux_sketch(offsets, hashes, int(aux_perm), int(cfg.seed))
@@ -505,7 +531,8 @@ def audit_texts(texts, config=None, *, sample: int = 5000, bins: int = 10, aux_p
     return AuditResult(
         threshold=float(cfg.threshold), num_perm=int(cfg.num_perm), bands=int(cfg.bands),
         rows=int(cfg.rows), ngram=int(cfg.ngram), char_ngrams=bool(cfg.char_ngrams), seed=int(cfg.seed),
-        documents=n, empty_documents=int(n - len(eligible)), sample=int(sample),
+        documents=n, empty_documents=int(n - len(nonempty)),
+        duplicate_documents=int(len(nonempty) - len(eligible)), sample=int(sample),
         pool_pairs=int(len(codes)), pool_random_pairs=int(len(uni_codes)),
         pool_bucket_pairs=int(len(bucket_codes)), bins=result_bins, near_duplicates=nd,
         pairs={"left": left.astype(np.int64), "right": right.astype(np.int64),
@@ -529,9 +556,14 @@ def format_audit(result: AuditResult) -> str:
     """The table ``neardup audit`` prints."""
     r = result
     unit = "characters" if r.char_ngrams else "words"
+    left_out = []
+    if r.empty_documents:
+        left_out.append(f"{r.empty_documents:,} without a shingle")
+    if r.duplicate_documents:
+        left_out.append(f"{r.duplicate_documents:,} with the same shingles as an earlier one")
     lines = [
         f"neardup audit: {r.documents:,} documents"
-        + (f" ({r.empty_documents:,} without a shingle, left out)" if r.empty_documents else "")
+        + (f" ({', '.join(left_out)}: left out)" if left_out else "")
         + f"; {r.bands} bands x {r.rows} rows of {r.num_perm}, threshold {r.threshold:g}, "
           f"{r.ngram}-grams of {unit}, seed {r.seed}",
         f"pairs: {r.sampled_pairs:,} sampled from a pool of {r.pool_pairs:,} "
