@@ -213,9 +213,6 @@ def test_keep_order_errors():
         keep_order(3, "random")
 
 
-@pytest.mark.xfail(strict=True, reason="_select_kernel orders documents with numba's unstable np.argsort, so "
-                   "equal ranks are not visited in input order (twin: sorted(), stable); keep_order always "
-                   "gives a permutation, so the pipeline is not affected")
 def test_tied_ranks_go_to_the_earlier_document():
     n = 16  # numba's quicksort starts reordering equal keys at 16 elements
     left = np.arange(n - 1)

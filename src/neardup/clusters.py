@@ -132,7 +132,7 @@ def _select_kernel(n, left, right, sim, rank, labels):
     for i in range(n):
         has[i] = deg[i + 1] > deg[i]
     members = np.flatnonzero(has)
-    order = members[np.argsort(rank[members])]
+    order = members[np.argsort(rank[members], kind="mergesort")]  # stable: ties to the earlier document
     status = np.zeros(n, dtype=np.int8)  # 0 undecided, 1 kept, 2 removed
     rep = np.full(n, -1, dtype=np.int64)
     rsim = np.full(n, np.nan, dtype=np.float64)
@@ -209,7 +209,6 @@ def connected_components_python(n, pairs):
 def select_representatives_python(n, pairs, sims, rank=None):
     """Twin of :func:`select_representatives`: returns (cluster, representative, similarity, removed) lists."""
     rank = list(range(n)) if rank is None else list(rank)
-    sim = {}
     adj = {i: [] for i in range(n)}
     for (a, b), s in zip(pairs, sims):
         adj[a].append((b, s))

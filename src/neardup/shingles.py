@@ -360,6 +360,7 @@ def shingle_counts(texts, *, ngram: int = 5, char_ngrams: bool = False, normaliz
                    lowercase: bool = True, remove_punctuation: bool = True,
                    collapse_whitespace: bool = True) -> np.ndarray:
     """Number of shingles (with repeats) of every document; 0 means an empty document."""
+    _check_ngram(ngram)
     from .minhash import process
     _sigs, counts, _off, _vals = process(texts, ngram=ngram, char_ngrams=char_ngrams, seed=0,
                                          normalize_unicode=normalize_unicode, lowercase=lowercase,

@@ -115,7 +115,7 @@ class AppendFile:
 
     def append(self, values: np.ndarray) -> None:
         arr = np.ascontiguousarray(values, dtype=self.dtype)
-        self._f.write(arr.tobytes())
+        self._f.write(memoryview(arr).cast("B"))
         self.count += arr.shape[0] if self.width > 1 else arr.size
 
     def close(self) -> None:
