@@ -20,7 +20,6 @@ pytest.importorskip("neardup.bands", reason="neardup.bands is not there yet")
 pytest.importorskip("neardup.verify", reason="neardup.verify is not there yet")
 
 from neardup.audit import audit_texts, format_audit, wilson_interval  # noqa: E402
-from neardup.params import candidate_probability  # noqa: E402
 
 
 def run_cli(argv):

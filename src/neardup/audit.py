@@ -48,13 +48,12 @@ import numba as nb
 import numpy as np
 
 from .errors import ConfigError, InputError
-from .params import candidate_probability, choose_params, midpoint
+from .params import candidate_probability, midpoint
 
 __all__ = ["AuditBin", "AuditResult", "audit_texts", "wilson_interval", "format_audit",
            "plot_audit", "read_texts", "register"]
 
 Z95 = 1.959963984540054
-_AUDIT_OPTIONS = ("sample", "bins", "aux_perm", "probe_positions", "uniform_pairs", "run_cap")
 
 
 # --------------------------------------------------------------------------------------------
