@@ -348,81 +348,115 @@ def load_truth(truth_path: Path) -> dict:
         return {k: z[k] for k in z.files}
 
 
-def quality(texts: Sequence[str], cluster_of: np.ndarray, removed: np.ndarray,
-            representative: np.ndarray, *, threshold: float = 0.8,
-            false_below: float = 0.75) -> dict:
+class TruthPairs:
+    """Exact word-5-gram Jaccard of every pair of documents inside each planted cluster.
+
+    Documents of different clusters share no 5-gram by construction (see neardup.synth), so these
+    are all the pairs with any similarity. Computed once per corpus, cluster by cluster (only a
+    few shingle sets alive at a time), and shared by the grading of every tool.
+    """
+
+    def __init__(self, texts: Sequence[str], cluster_of: np.ndarray):
+        from neardup.synth import clusters_of
+        t0 = time.perf_counter()
+        a_list: List[int] = []
+        b_list: List[int] = []
+        j_list: List[float] = []
+        for members in clusters_of(np.asarray(cluster_of), 2):
+            ms = members.tolist()
+            sets = [gram_set(texts[i]) for i in ms]
+            for x in range(len(ms)):
+                for y in range(x + 1, len(ms)):
+                    a_list.append(ms[x])
+                    b_list.append(ms[y])
+                    j_list.append(jaccard_sets(sets[x], sets[y]))
+        self.n = len(texts)
+        self.a = np.asarray(a_list, np.int64)
+        self.b = np.asarray(b_list, np.int64)
+        self.j = np.asarray(j_list, np.float64)
+        self.cluster_of = np.asarray(cluster_of)
+        self._lookup = {(x, y): j for x, y, j in zip(a_list, b_list, j_list)}
+        self.seconds = time.perf_counter() - t0
+
+    def jaccard(self, texts: Sequence[str], x: int, y: int) -> Tuple[float, bool]:
+        """(exact J of documents x and y, whether the pair lies inside a planted cluster)."""
+        key = (x, y) if x < y else (y, x)
+        j = self._lookup.get(key)
+        if j is not None:
+            return j, True
+        if x == y:
+            return 1.0, True
+        if not (0 <= x < self.n and 0 <= y < self.n):
+            return 0.0, False
+        return jaccard_sets(gram_set(texts[x]), gram_set(texts[y])), False
+
+    def ideal_removed(self, threshold: float) -> int:
+        """Documents minus connected components of the pairs with J >= threshold."""
+        keep = self.j >= threshold
+        parent = np.arange(self.n).tolist()
+
+        def find(x):
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        merged = 0
+        for x, y in zip(self.a[keep].tolist(), self.b[keep].tolist()):
+            rx, ry = find(x), find(y)
+            if rx != ry:
+                parent[max(rx, ry)] = min(rx, ry)
+                merged += 1
+        return merged
+
+
+def grade(truth: TruthPairs, texts: Sequence[str], removed: np.ndarray, representative: np.ndarray,
+          *, threshold: float = 0.8, false_below: float = 0.75) -> dict:
     """Grade one tool's removals against the planted clusters, with exact word-5-gram Jaccard.
 
     residual: among pairs inside a planted cluster whose exact Jaccard is >= threshold (the true
-        near-duplicate pairs; documents of different clusters share no 5-grams by construction),
-        the share whose two documents were both kept.
+        near-duplicate pairs), the share whose two documents were both kept.
     false removals: among removed documents, the share whose exact Jaccard with the representative
         the tool names for it is < false_below.
     ideal_removed: how many documents an exact tool would remove (documents minus connected
         components of the true pairs), for scale.
     """
-    n = len(texts)
     removed = np.asarray(removed, np.int64)
     representative = np.asarray(representative, np.int64)
-    kept = np.ones(n, bool)
-    kept[removed] = False
-    rep_of = dict(zip(removed.tolist(), representative.tolist()))
-    cluster_of = np.asarray(cluster_of)
-
-    true_pairs = 0
-    residual_pairs = 0
-    sims_removed: Dict[int, float] = {}
-    parent = {}
-
-    def find(x):
-        while parent.get(x, x) != x:
-            parent[x] = parent.get(parent[x], parent[x])
-            x = parent[x]
-        return x
-
-    from neardup.synth import clusters_of
-    for members in clusters_of(cluster_of, 2):
-        ms = members.tolist()
-        sets = [gram_set(texts[i]) for i in ms]
-        local = {d: k for k, d in enumerate(ms)}
-        for a in range(len(ms)):
-            for b in range(a + 1, len(ms)):
-                j = jaccard_sets(sets[a], sets[b])
-                if j >= threshold:
-                    true_pairs += 1
-                    if kept[ms[a]] and kept[ms[b]]:
-                        residual_pairs += 1
-                    ra, rb = find(ms[a]), find(ms[b])
-                    if ra != rb:
-                        parent[max(ra, rb)] = min(ra, rb)
-        for d in ms:
-            r = rep_of.get(d)
-            if r is not None and r in local:
-                sims_removed[d] = jaccard_sets(sets[local[d]], sets[local[r]])
-    ideal_removed = len(parent)   # every document that stopped being a root
-    cross = 0
-    for d, r in rep_of.items():   # representatives outside the planted cluster (false merges)
-        if d not in sims_removed:
-            cross += 1
-            sims_removed[d] = jaccard_sets(gram_set(texts[d]), gram_set(texts[r])) if 0 <= r < n else 0.0
-    sims = np.fromiter(sims_removed.values(), float, len(sims_removed))
+    kept = np.ones(truth.n, bool)
+    kept[removed[(removed >= 0) & (removed < truth.n)]] = False
+    true = truth.j >= threshold
+    residual = true & kept[truth.a] & kept[truth.b]
+    sims = np.empty(len(removed))
+    outside = 0
+    for k, (x, y) in enumerate(zip(removed.tolist(), representative.tolist())):
+        sims[k], inside = truth.jaccard(texts, x, y)
+        outside += not inside
+    n_true = int(true.sum())
     n_removed = len(removed)
     false = int((sims < false_below).sum())
     return {
         "threshold": threshold,
-        "true_pairs": true_pairs,
-        "residual_pairs": residual_pairs,
-        "residual_share": residual_pairs / true_pairs if true_pairs else 0.0,
+        "true_pairs": n_true,
+        "residual_pairs": int(residual.sum()),
+        "residual_share": float(residual.sum()) / n_true if n_true else 0.0,
         "removed": n_removed,
-        "ideal_removed": ideal_removed,
+        "ideal_removed": truth.ideal_removed(threshold),
         "false_removal_below": false_below,
         "false_removals": false,
         "false_removal_share": false / n_removed if n_removed else 0.0,
         "removed_below_threshold": int((sims < threshold).sum()),
-        "removed_with_rep_outside_cluster": cross,
+        "removed_with_rep_outside_cluster": outside,
         "removed_similarity_quantiles": (np.quantile(sims, [0, 0.01, 0.5, 0.99, 1]).round(4).tolist()
-                                         if len(sims) else None),
+                                         if n_removed else None),
     }
+
+
+def quality(texts: Sequence[str], cluster_of: np.ndarray, removed: np.ndarray,
+            representative: np.ndarray, *, threshold: float = 0.8, false_below: float = 0.75) -> dict:
+    """:func:`grade` with a :class:`TruthPairs` built on the spot (for one-off use)."""
+    return grade(TruthPairs(texts, cluster_of), texts, removed, representative,
+                 threshold=threshold, false_below=false_below)
 
 
 def union_find_removed(n: int, pairs: Iterable[Tuple[int, int]]) -> Tuple[np.ndarray, np.ndarray]:

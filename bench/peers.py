@@ -39,7 +39,6 @@ Command line (used by pipeline.py to run a peer in its own process, so its memor
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path

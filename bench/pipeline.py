@@ -50,7 +50,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (BENCH_DIR, DATA_DIR, REPO_DIR, RESULTS_DIR, ensure_corpus, fmt_bytes,  # noqa: E402
-                    fmt_rate, gram_set, jaccard_sets, load_truth, quality, read_jsonl_texts,
+                    TruthPairs, fmt_rate, grade, gram_set, jaccard_sets, load_truth, read_jsonl_texts,
                     run_header, run_measured, write_json)
 
 PEER_TOOLS = ("datasketch", "rensa", "rensa-dedup")
@@ -150,6 +150,12 @@ def run_neardup(corpus: dict, threshold: float, extra: List[str], runs_dir: Path
     log(f"    {m['wall_s']:.1f} s, {fmt_rate(rec['docs_per_s'])} docs/s, peak {fmt_bytes(m['peak_memory_bytes'])}"
         f", removed {rec.get('removed_count', '?')}")
     return rec
+
+
+def _bands_rows(rec: dict):
+    params = rec.get("params") or rec.get("stats", {}).get("params") or {}
+    b, r = params.get("bands"), params.get("rows")
+    return (int(b), int(r)) if b and r else None
 
 
 def _check_id_offset(rec: dict, texts) -> None:
@@ -305,12 +311,23 @@ def main(argv: Optional[List[str]] = None) -> int:
             log(f"  grading against the truth (exact Jaccard) ...")
             t0 = time.perf_counter()
             texts, _ = read_jsonl_texts(Path(corpora[n]["path"]))
-            truth = load_truth(Path(corpora[n]["truth"]))
+            truth = TruthPairs(texts, load_truth(Path(corpora[n]["truth"]))["cluster_of"])
+            corpora[n]["planted_pairs"] = int(len(truth.j))
+            corpora[n]["planted_pairs_at_or_above_threshold"] = int((truth.j >= args.threshold).sum())
             for r in gradable:
                 if r["tool"] == "neardup":
                     _check_id_offset(r, texts)
-                r["quality"] = quality(texts, truth["cluster_of"], r["_removed"], r["_representative"],
-                                       threshold=args.threshold, false_below=args.false_below)
+                r["quality"] = grade(truth, texts, r["_removed"], r["_representative"],
+                                     threshold=args.threshold, false_below=args.false_below)
+                br = _bands_rows(r)
+                if br:
+                    # What the LSH S-curve alone predicts: the mean over true pairs of
+                    # P(never candidates) = (1 - J^r)^b (transitive links can only do better).
+                    jt = truth.j[truth.j >= args.threshold]
+                    r["quality"]["s_curve"] = {
+                        "bands": br[0], "rows": br[1],
+                        "predicted_residual_share": float(np.mean((1 - jt ** br[1]) ** br[0])) if len(jt) else None,
+                        "p_candidate_at_threshold": float(1 - (1 - args.threshold ** br[1]) ** br[0])}
                 q = r["quality"]
                 log(f"    {r['tool']}: residual {100 * q['residual_share']:.2f} % of {q['true_pairs']} pairs, "
                     f"false removals {100 * q['false_removal_share']:.2f} % of {q['removed']}")
