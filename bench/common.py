@@ -318,15 +318,16 @@ def corpus_paths(n_docs: int, seed: int, data_dir: Path = DATA_DIR) -> Tuple[Pat
 
 def ensure_corpus(n_docs: int, seed: int = 0, data_dir: Path = DATA_DIR, log=print) -> dict:
     """Generate (or reuse) bench/data/synth_N_sS.jsonl and its truth file; returns facts about it."""
-    from neardup.synth import generate_corpus, write_jsonl
+    from neardup.synth import GENERATOR_VERSION, generate_corpus, write_jsonl
 
     jsonl, truth = corpus_paths(n_docs, seed, data_dir)
     if jsonl.exists() and truth.exists():
         with np.load(truth) as z:
-            if int(z["n_docs"]) == n_docs and int(z["seed"]) == seed:
+            version = int(z["generator_version"]) if "generator_version" in z.files else 0
+            if int(z["n_docs"]) == n_docs and int(z["seed"]) == seed and version == GENERATOR_VERSION:
                 log(f"reusing {jsonl}")
                 return {"path": str(jsonl), "truth": str(truth), "n_docs": n_docs, "seed": seed,
-                        "bytes": jsonl.stat().st_size, "generated": False,
+                        "generator_version": version, "bytes": jsonl.stat().st_size, "generated": False,
                         "text_bytes": int(z["text_bytes"])}
     data_dir.mkdir(parents=True, exist_ok=True)
     log(f"generating {n_docs} documents (seed {seed}) ...")
@@ -336,10 +337,12 @@ def ensure_corpus(n_docs: int, seed: int = 0, data_dir: Path = DATA_DIR, log=pri
     text_bytes = sum(len(t.encode("utf-8")) for t in corpus.texts)
     write_jsonl(jsonl, corpus.texts)
     np.savez(truth, cluster_of=corpus.cluster_of, target_jaccard=corpus.target_jaccard,
-             design_jaccard=corpus.design_jaccard, n_docs=n_docs, seed=seed, text_bytes=text_bytes)
+             design_jaccard=corpus.design_jaccard, n_docs=n_docs, seed=seed, text_bytes=text_bytes,
+             generator_version=GENERATOR_VERSION)
     log(f"  generated in {gen_s:.1f} s, written to {jsonl} ({jsonl.stat().st_size / 1e6:.0f} MB)")
     return {"path": str(jsonl), "truth": str(truth), "n_docs": n_docs, "seed": seed,
-            "bytes": jsonl.stat().st_size, "generated": True, "generate_s": gen_s,
+            "generator_version": GENERATOR_VERSION, "bytes": jsonl.stat().st_size, "generated": True,
+            "generate_s": gen_s,
             "text_bytes": text_bytes}
 
 

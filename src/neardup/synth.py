@@ -50,10 +50,13 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 __all__ = ["SynthCorpus", "generate_corpus", "write_jsonl", "word_ngram_set", "exact_jaccard",
-           "design_jaccard_formula", "NGRAM"]
+           "design_jaccard_formula", "clusters_of", "NGRAM", "GENERATOR_VERSION"]
 
 NGRAM = 5
 """The calibration counts word n-grams of this size (the library default)."""
+
+GENERATOR_VERSION = 2
+"""Bumped whenever the same arguments start producing a different corpus (cached corpora are stale)."""
 
 _ZIPF_OFFSET = 10.0
 _ZIPF_EXPONENT = 1.0
@@ -136,7 +139,8 @@ def generate_corpus(n_docs: int, *, dup_fraction: float = 1 / 3, doc_words: int 
     if not 2 <= vocab_size <= 2_000_000:
         raise ValueError(f"vocab_size must be in [2, 2000000], got {vocab_size}")
     params = dict(n_docs=n_docs, dup_fraction=dup_fraction, doc_words=doc_words,
-                  jaccard_range=[lo, hi], seed=seed, vocab_size=vocab_size)
+                  jaccard_range=[lo, hi], seed=seed, vocab_size=vocab_size,
+                  generator_version=GENERATOR_VERSION)
 
     n_dup = int(round(n_docs * dup_fraction))
     n_orig = n_docs - n_dup
