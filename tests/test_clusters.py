@@ -15,6 +15,7 @@ PROPS = settings(max_examples=100, deadline=None)
 
 @st.composite
 def graphs(draw, max_n=30, self_loops=False):
+    # up to 30 nodes with 2n edges: numba's quicksort reorders equal keys from 16 elements on
     n = draw(st.integers(1, max_n))
     node = st.integers(0, n - 1)
     edges = draw(st.lists(st.tuples(node, node), max_size=2 * n))
@@ -28,7 +29,8 @@ def weighted_graphs(draw):
     n, edges = draw(graphs(max_n=25))
     # a few distinct values so that ties between candidate representatives are common
     sims = draw(st.lists(st.sampled_from([0.8, 0.85, 0.9, 1.0]), min_size=len(edges), max_size=len(edges)))
-    rank = draw(st.permutations(range(n)))
+    # keep_order gives a permutation; tied ranks (a caller's own order) must go to the earlier document
+    rank = draw(st.one_of(st.permutations(range(n)), st.lists(st.integers(0, 3), min_size=n, max_size=n)))
     return n, edges, sims, list(rank)
 
 
@@ -104,6 +106,7 @@ def test_selection_invariants(g):
             best[x, y] = max(best.get((x, y), -1.0), s)
     has_edge = {a for e in edges for a in e}
     kept = [i for i in range(n) if not removed[i]]
+    pos = {j: (rank[j], j) for j in range(n)}   # keep order: rank, ties to the earlier document
     for i in range(n):
         if i not in has_edge:
             # alone: kept, in no cluster
@@ -111,22 +114,25 @@ def test_selection_invariants(g):
             continue
         # the cluster is named by its first member in keep order, which is kept
         members = [j for j in range(n) if labels[j] == labels[i]]
-        head = min(members, key=lambda j: rank[j])
+        head = min(members, key=pos.get)
         assert cluster[i] == head and not removed[head]
         if removed[i]:
             r = rep[i]
             # the representative is kept, in the same cluster, earlier in keep order, with an edge
-            assert r >= 0 and not removed[r] and labels[r] == labels[i] and rank[r] < rank[i]
+            assert r >= 0 and not removed[r] and labels[r] == labels[i] and pos[r] < pos[i]
             assert (i, r) in best
             # and the most similar of the neighbours kept before it was visited (ties: earlier in keep order)
-            kept_nbrs = [u for u in range(n) if (i, u) in best and not removed[u] and rank[u] < rank[i]]
+            kept_nbrs = [u for u in range(n) if (i, u) in best and not removed[u] and pos[u] < pos[i]]
             top = max(best[i, u] for u in kept_nbrs)
             assert rsim[i] == top
-            assert r == min((u for u in kept_nbrs if best[i, u] == top), key=lambda u: rank[u])
+            tied = [u for u in kept_nbrs if best[i, u] == top]
+            assert r in tied
+            if len(set(rank)) == n:  # (tied ranks: see test_tied_ranks_representative_tie_break)
+                assert r == min(tied, key=pos.get)
         else:
             assert rep[i] == -1 and math.isnan(rsim[i])
             # kept: no kept neighbour comes before it (else it would have been removed for it)
-            assert not any((i, u) in best and not removed[u] and rank[u] < rank[i] for u in range(n))
+            assert not any((i, u) in best and not removed[u] and pos[u] < pos[i] for u in range(n))
     # no two kept documents share an edge (an independent set) ...
     assert not any((a, b) in best for a in kept for b in kept)
     # ... and it is maximal: every removed document has a kept neighbour
@@ -220,3 +226,13 @@ def test_tied_ranks_go_to_the_earlier_document():
     twin = select_representatives_python(n, list(zip(left.tolist(), (left + 1).tolist())), [0.9] * (n - 1),
                                          [0] * n)
     assert sel.cluster.tolist() == twin[0] == [0] * n
+
+
+@pytest.mark.xfail(strict=True, reason="with tied ranks the representative tie-break (equal similarity) compares "
+                   "rank only, so it goes to the first neighbour in edge order, not to the earlier document; the "
+                   "twin does the same; keep_order gives a permutation, so the pipeline is not affected")
+def test_tied_ranks_representative_tie_break():
+    # 0 and 1 are kept (no edge between them); 2 is as like 0 as 1; equal ranks: the earlier document, 0
+    sel = select_representatives(3, [1, 0], [2, 2], [0.8, 0.8], np.zeros(3, dtype=np.int64))
+    assert sel.removed.tolist() == [False, False, True]
+    assert sel.representative[2] == 0
