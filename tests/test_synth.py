@@ -29,8 +29,8 @@ def test_deterministic_and_seed_dependent(corpus):
     assert again.texts == corpus.texts
     assert np.array_equal(again.cluster_of, corpus.cluster_of)
     assert np.array_equal(again.target_jaccard, corpus.target_jaccard)
-    other = generate_corpus(3000, seed=12)
-    assert other.texts != corpus.texts
+    other = generate_corpus(300, seed=12)
+    assert other.texts != corpus.texts[:300]
 
 
 def test_sizes_and_labels(corpus):
