@@ -360,45 +360,62 @@ def _cluster_sizes(out: Path):
     return [ids[i] for i in order], sizes[order]
 
 
-def _members(out: Path, cluster_ids: List[str]) -> Dict[str, dict]:
-    """For each cluster id: representative id, member ids (representative first) and the
-    similarity of each removed member to its representative."""
+def _only_clusters(table, cluster_ids: List[str]):
+    """The rows of ``table`` whose cluster is one of ``cluster_ids`` (filtered in Arrow, so that
+    a removed.parquet of millions of rows never becomes Python objects)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    col = table["cluster"]
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        col = pc.cast(col, pa.string())
+    mask = pc.is_in(col, value_set=pa.array(cluster_ids, type=col.type))
+    return table.filter(mask)
+
+
+def _members(out: Path, cluster_ids: List[str], limit: int) -> Dict[str, dict]:
+    """For each cluster id: the representative id, up to ``limit`` member ids (representative
+    first) and the similarity of each listed removed member to its representative."""
+    import pyarrow.compute as pc
     result: Dict[str, dict] = {c: {"representative": None, "members": [], "similarity": {}}
                                for c in cluster_ids}
     if not cluster_ids:
         return result
-    wanted = set(cluster_ids)
     clusters_path = out / "clusters.parquet"
     removed_path = out / "removed.parquet"
+    removed = clusters = None
     if removed_path.is_file():
-        t = _read_parquet(removed_path, ["id", "representative", "cluster", "similarity"])
-        for i, rep, c, s in zip(*(t[name].to_pylist() for name in ("id", "representative", "cluster",
-                                                                   "similarity"))):
-            c = str(c)
-            if c in wanted:
-                entry = result[c]
-                entry["similarity"][str(i)] = s
-                entry["representative"] = entry["representative"] or (None if rep is None else str(rep))
-                if str(i) not in entry["members"]:
-                    entry["members"].append(str(i))
+        removed = _only_clusters(_read_parquet(removed_path, ["id", "representative", "cluster", "similarity"]),
+                                 cluster_ids)
     if clusters_path.is_file():
         import pyarrow.parquet as pq
         names = pq.read_schema(clusters_path).names
         cols = ["id", "cluster"] + (["is_representative"] if "is_representative" in names else [])
-        t = _read_parquet(clusters_path, cols)
-        reps = t["is_representative"].to_pylist() if "is_representative" in names else [False] * len(t)
-        for i, c, is_rep in zip(t["id"].to_pylist(), t["cluster"].to_pylist(), reps):
-            c = str(c)
-            if c in wanted:
-                entry = result[c]
-                if is_rep:
-                    entry["representative"] = str(i)
-                if str(i) not in entry["members"]:
-                    entry["members"].append(str(i))
-    for entry in result.values():
+        clusters = _only_clusters(_read_parquet(clusters_path, cols), cluster_ids)
+    for c in cluster_ids:
+        entry = result[c]
+        listed: List[str] = []
+        if clusters is not None:
+            rows = clusters.filter(pc.equal(pc.cast(clusters["cluster"], "string"), c))
+            if "is_representative" in rows.column_names:
+                reps = rows.filter(pc.fill_null(rows["is_representative"], False))
+                if len(reps):
+                    entry["representative"] = str(reps["id"][0].as_py())
+            listed += [str(i) for i in rows["id"].slice(0, limit + 1).to_pylist()]
+        if removed is not None:
+            rows = removed.filter(pc.equal(pc.cast(removed["cluster"], "string"), c))
+            if entry["representative"] is None and len(rows):
+                rep = rows["representative"][0].as_py()
+                entry["representative"] = None if rep is None else str(rep)
+            head = rows.slice(0, limit + 1)
+            ids = [str(i) for i in head["id"].to_pylist()]
+            entry["similarity"] = dict(zip(ids, head["similarity"].to_pylist()))
+            listed += ids
         rep = entry["representative"]
-        rest = [m for m in entry["members"] if m != rep]
-        entry["members"] = ([rep] if rep is not None else []) + rest
+        members = [rep] if rep is not None else []
+        for m in listed:
+            if m not in members:
+                members.append(m)
+        entry["members"] = members[:limit]
     return result
 
 
@@ -531,7 +548,7 @@ def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: 
                  f'mean: {sizes.mean():.2f}.</p></div></div>')
 
     top = ids[:max_clusters]
-    members = _members(out, top)
+    members = _members(out, top, max(max_members, max_side_by_side + 1))
     wanted = set()
     for c in top:
         wanted.update(members[c]["members"][:max_side_by_side + 1])
@@ -553,7 +570,8 @@ def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: 
                 s = sims.get(m)
                 s_txt = f"{s:.3f}" if isinstance(s, float) and math.isfinite(s) else "n/a"
                 lis.append(f"<tr><td><code>{html.escape(m)}</code></td><td>removed, similarity {s_txt}</td></tr>")
-        more = (f'<p class="note">... and {len(mem) - max_members:,} more.</p>' if len(mem) > max_members else "")
+        more = (f'<p class="note">... and {int(size) - len(mem[:max_members]):,} more.</p>'
+                if int(size) > len(mem[:max_members]) else "")
         block = [f'<div class="cluster"><h3>cluster <code>{html.escape(str(c))}</code>: '
                  f'{int(size):,} documents</h3><table><tr><th>id</th><th>role</th></tr>{"".join(lis)}</table>{more}']
         if rep is not None and rep in texts:
