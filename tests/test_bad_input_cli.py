@@ -18,7 +18,31 @@ GOOD = [json.dumps({"id": f"g{i}", "text": f"good document number {i} with a few
         for i in range(5)]
 
 
+class Result:
+    def __init__(self, returncode, stderr):
+        self.returncode, self.stderr = returncode, stderr
+
+
 def neardup(*args, cwd=None):
+    """Runs the command in this process (what `python -m neardup` runs), capturing stderr; a few
+    tests below run the real executable to check the process exit status too."""
+    import contextlib
+    import io
+    import os
+    from neardup.cli import main
+    err = io.StringIO()
+    old = os.getcwd()
+    try:
+        if cwd:
+            os.chdir(cwd)
+        with contextlib.redirect_stderr(err):
+            code = main([str(a) for a in args])
+    finally:
+        os.chdir(old)
+    return Result(code, err.getvalue())
+
+
+def neardup_process(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "neardup", *map(str, args)], capture_output=True, text=True,
                           cwd=cwd)
 
@@ -60,6 +84,14 @@ CASES = {
     "missing_column": ("a.parquet", lambda p: pq.write_table(pa.table({"body": ["x", "y"]}), p),
                        ["a.parquet", "'text'"]),
 }
+
+
+def test_bad_input_real_process_exit_status(tmp_path):
+    CASES["broken_json"][1](tmp_path / "a.jsonl")
+    res = neardup_process("dedup", "a.jsonl", "--output", tmp_path / "out", cwd=tmp_path)
+    assert res.returncode == 2
+    assert res.stderr.rstrip("\n").splitlines()[-1].startswith("neardup: error: a.jsonl:3: broken JSON")
+    assert "Traceback" not in res.stderr
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -117,7 +149,7 @@ def test_bad_parquet_skipped_as_whole_file(tmp_path, case):
 def test_duplicate_ids_fail_naming_both_places(tmp_path):
     lines_file(tmp_path / "a.jsonl", GOOD[:3])
     lines_file(tmp_path / "b.jsonl", GOOD[3:] + [json.dumps({"id": "g1", "text": "another text entirely here"})])
-    res = neardup("dedup", "a.jsonl", "b.jsonl", "--output", tmp_path / "out", "--id-column", "id", "--quiet",
+    res = neardup_process("dedup", "a.jsonl", "b.jsonl", "--output", tmp_path / "out", "--id-column", "id", "--quiet",
                   cwd=tmp_path)
     assert res.returncode == 2
     err = res.stderr.strip().splitlines()
@@ -148,7 +180,7 @@ def test_duplicate_ids_skipped(tmp_path):
 ])
 def test_wrong_options_exit_2_with_one_line(tmp_path, args, words):
     lines_file(tmp_path / "a.jsonl", GOOD)
-    res = neardup("dedup", "a.jsonl", "--output", tmp_path / "out", *args, cwd=tmp_path)
+    res = neardup_process("dedup", "a.jsonl", "--output", tmp_path / "out", *args, cwd=tmp_path)
     assert res.returncode == 2
     err = res.stderr.strip().splitlines()
     assert len(err) == 1, res.stderr
@@ -157,7 +189,7 @@ def test_wrong_options_exit_2_with_one_line(tmp_path, args, words):
 
 
 def test_missing_input_exit_2(tmp_path):
-    res = neardup("dedup", "nope.jsonl", "--output", tmp_path / "out", cwd=tmp_path)
+    res = neardup_process("dedup", "nope.jsonl", "--output", tmp_path / "out", cwd=tmp_path)
     assert res.returncode == 2
     err = res.stderr.strip().splitlines()
     assert len(err) == 1 and "nope.jsonl" in err[0]

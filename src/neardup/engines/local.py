@@ -519,8 +519,8 @@ def write_kept_shards(ctx: RunContext, corpus: Corpus, keep: np.ndarray) -> List
                 written.append(os.path.relpath(path, kept_dir))
                 continue
             rel = nio.output_relpath(src, cfg.output_format)
-            if src.format == "text" and len(rows) == 0:
-                continue
+            if len(docs) == 0 or (src.format == "text" and len(rows) == 0):
+                continue  # nothing could be read from it (all rejected), or a removed text file
             path = os.path.join(kept_dir, rel)
             nio.write_kept(src, rows, path, output_format=cfg.output_format, text_column=cfg.text_column,
                            id_column=cfg.id_column)
