@@ -145,7 +145,8 @@ def _select_kernel(n, left, right, sim, rank, labels):
             u = nbr[e]
             if status[u] == 1:
                 s = nsim[e]
-                if s > best_sim or (s == best_sim and rank[u] < rank[best]):
+                if s > best_sim or (s == best_sim and (rank[u] < rank[best] or
+                                                       (rank[u] == rank[best] and u < best))):
                     best = u
                     best_sim = s
         if best >= 0:
@@ -221,7 +222,7 @@ def select_representatives_python(n, pairs, sims, rank=None):
     for d in sorted((i for i in range(n) if adj[i]), key=lambda i: rank[i]):
         kept = [(s, u) for u, s in adj[d] if status.get(u) == "kept"]
         if kept:
-            s, u = max(kept, key=lambda t: (t[0], -rank[t[1]]))
+            s, u = max(kept, key=lambda t: (t[0], -rank[t[1]], -t[1]))
             status[d] = "removed"
             rep[d], rsim[d] = u, s
         else:
