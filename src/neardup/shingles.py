@@ -84,9 +84,37 @@ _M2 = np.uint64(0xC4CEB9FE1A85EC53)
 _S33 = np.uint64(33)
 
 
+_TABLE_VERSION = 1
+
+
 @lru_cache(maxsize=1)
 def char_classes() -> np.ndarray:
-    """The class of every code point (uint8, 0x110000 entries), from Unicode general categories."""
+    """The class of every code point (uint8, 0x110000 entries), from Unicode general categories.
+
+    Built once from :mod:`unicodedata` (the Unicode version of the running Python) and kept in
+    ``~/.cache/neardup`` (or ``$NEARDUP_CACHE``) so that later runs load it in a millisecond.
+    """
+    import os
+    cache_dir = os.environ.get("NEARDUP_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "neardup")
+    path = os.path.join(cache_dir, f"char_classes-u{unicodedata.unidata_version}-v{_TABLE_VERSION}.npy")
+    try:
+        table = np.load(path)
+        if table.shape == (0x110000,) and table.dtype == np.uint8:
+            return table
+    except (OSError, ValueError):
+        pass
+    table = _build_char_classes()
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp.npy"
+        np.save(tmp, table)
+        os.replace(tmp, path)
+    except OSError:  # a read-only home: build it each time
+        pass
+    return table
+
+
+def _build_char_classes() -> np.ndarray:
     table = np.full(0x110000, WORD, dtype=np.uint8)
     cat_class = {"Z": SPACE, "L": WORD, "N": WORD, "M": MARK, "S": SYMBOL, "P": PUNCT}
     for cp in range(0x110000):

@@ -19,6 +19,7 @@ pairs. Texts are held one batch at a time.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import queue
 import threading
@@ -275,6 +276,21 @@ class Corpus:
         return ok
 
 
+VERIFY_CHUNK = 1 << 20  # pairs verified at a time: bounds the sorted sets held in memory
+
+
+def release_pages(arr) -> None:
+    """Drops the pages of a read-only memory map from this process (they stay in the page cache)."""
+    mm = getattr(arr, "_mmap", None)
+    if mm is None and isinstance(getattr(arr, "base", None), np.memmap):
+        mm = getattr(arr.base, "_mmap", None)
+    if mm is not None and hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            mm.madvise(mmap.MADV_DONTNEED)
+        except (OSError, ValueError):  # pragma: no cover - not supported on this system
+            pass
+
+
 def make_verifier(corpus: Corpus, config: Config):
     """verify(left, right) -> (passed, similarity) for the configured mode."""
     threshold = config.threshold
@@ -282,11 +298,16 @@ def make_verifier(corpus: Corpus, config: Config):
         raw_offsets, raw = corpus.shingle_sets()
 
         def verify(left, right):
-            # sets are sorted only for the documents of these pairs, never for the whole corpus
-            docs, inverse = np.unique(np.concatenate([left, right]), return_inverse=True)
-            offsets, hashes = sort_unique_sets(raw_offsets, raw, docs)
-            m = len(left)
-            sim = exact_jaccard(offsets, hashes, inverse[:m], inverse[m:])
+            sim = np.empty(len(left), dtype=np.float64)
+            for lo in range(0, len(left), VERIFY_CHUNK):
+                hi = min(lo + VERIFY_CHUNK, len(left))
+                # sets are sorted only for the documents of these pairs, never for the whole corpus
+                docs, inverse = np.unique(np.concatenate([left[lo:hi], right[lo:hi]]), return_inverse=True)
+                offsets, hashes = sort_unique_sets(raw_offsets, raw, docs)
+                m = hi - lo
+                sim[lo:hi] = exact_jaccard(offsets, hashes, inverse[:m], inverse[m:])
+                del offsets, hashes
+                release_pages(raw)
             return sim >= threshold, sim
     else:
         sigs = corpus.signatures()

@@ -1,0 +1,64 @@
+"""Pieces of the local engine that the end-to-end tests only see from afar."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from neardup.engines.local import ROW_GROUP, ParquetRows, release_pages
+from neardup.engines.workdir import AppendFile, open_column
+
+
+def test_char_class_table_cache_matches_a_fresh_build(tmp_path, monkeypatch):
+    from neardup import shingles
+    monkeypatch.setenv("NEARDUP_CACHE", str(tmp_path))
+    shingles.char_classes.cache_clear()
+    try:
+        built = shingles.char_classes()          # builds and writes the cache file
+        assert len(list(tmp_path.glob("char_classes-*.npy"))) == 1
+        shingles.char_classes.cache_clear()
+        loaded = shingles.char_classes()         # loads it
+        assert np.array_equal(built, loaded)
+        assert np.array_equal(loaded, shingles._build_char_classes())
+        # a corrupt cache file is rebuilt, not trusted
+        next(tmp_path.glob("char_classes-*.npy")).write_bytes(b"garbage")
+        shingles.char_classes.cache_clear()
+        assert np.array_equal(shingles.char_classes(), built)
+    finally:
+        shingles.char_classes.cache_clear()
+
+
+def test_parquet_rows_same_bytes_whatever_the_batching(tmp_path):
+    n = ROW_GROUP * 2 + 123
+    table = pa.table({"id": pa.array([f"d{i}" for i in range(n)]), "x": pa.array(np.arange(n, dtype=np.float64))})
+    paths = []
+    for sizes in ([n], [1, 5000, ROW_GROUP, n - 1 - 5000 - ROW_GROUP], [ROW_GROUP - 1, 2, n - ROW_GROUP - 1]):
+        path = tmp_path / f"t{len(paths)}.parquet"
+        w = ParquetRows(str(path), table.schema)
+        start = 0
+        for size in sizes:
+            w.write(table.slice(start, size))
+            start += size
+        w.close()
+        paths.append(path)
+    data = [p.read_bytes() for p in paths]
+    assert data[0] == data[1] == data[2]
+    meta = pq.ParquetFile(paths[0]).metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [ROW_GROUP, ROW_GROUP, 123]
+    assert pq.read_table(paths[1]).equals(table)
+
+
+def test_append_file_and_release_pages(tmp_path):
+    f = AppendFile(str(tmp_path / "x.u64"), np.uint64)
+    f.append(np.arange(10, dtype=np.uint64))
+    f.append(np.arange(10, 25, dtype=np.uint64))
+    f.close()
+    col = open_column(str(tmp_path / "x.u64"), np.uint64)
+    assert col.tolist() == list(range(25))
+    release_pages(col)                      # drops the pages; the data is still there
+    assert col.tolist() == list(range(25))
+    g = AppendFile(str(tmp_path / "y.u32"), np.uint32, 4)
+    g.append(np.arange(8, dtype=np.uint32).reshape(2, 4))
+    g.close()
+    assert open_column(str(tmp_path / "y.u32"), np.uint32, 4).shape == (2, 4)
