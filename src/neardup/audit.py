@@ -731,6 +731,7 @@ def _audit_command(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     """Add the ``audit`` subcommand to the ``neardup`` parser."""
+    from .report import HelpFormatter
     p = sub.add_parser(
         "audit", help="measure the real LSH S-curve and the share of missed near-duplicates",
         description="Sample pairs of documents from your corpus across the whole similarity "
@@ -738,7 +739,7 @@ def register(sub) -> None:
                     "parameters makes them a candidate pair, and compare the measured candidate "
                     "rate per similarity bin with the theoretical S-curve 1 - (1 - s^r)^b. Reports "
                     "the expected share of near-duplicate pairs a dedup would miss.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="input files or folders (JSONL, Parquet, text), as for 'neardup dedup'")
     p.add_argument("--sample", type=int, default=5000, metavar="N",

@@ -726,6 +726,16 @@ def _report_command(args: argparse.Namespace) -> int:
 # The command line
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows "(default: X)" only where there is a default worth showing."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default in (None, False) or action.nargs == 0 or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
 def register(sub) -> None:
     """Add the ``params`` and ``report`` subcommands to the ``neardup`` parser."""
     p = sub.add_parser(
@@ -733,7 +743,7 @@ def register(sub) -> None:
         description="Show which LSH bands x rows neardup would use for a similarity threshold and "
                     "a signature length, and why: the S-curve P(candidate | J) = 1 - (1 - J^r)^b, "
                     "its midpoint, the false-positive and false-negative areas, and alternatives.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     p.add_argument("--threshold", type=float, default=0.8, metavar="T",
                    help="Jaccard similarity in (0, 1] at or above which two documents are "
                         "near-duplicates")
@@ -763,7 +773,7 @@ def register(sub) -> None:
                     "neardup dedup output folder: counts, parameters, S-curve, similarity and "
                     "cluster-size distributions, and the largest clusters side by side with "
                     "their differences highlighted.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     r.add_argument("dir", metavar="DIR", help="the dedup output folder (holds stats.json)")
     r.add_argument("--output", "-o", default=None, metavar="FILE",
                    help="where to write the page (default: DIR/report.html)")
