@@ -1,0 +1,891 @@
+"""The work of the Ray engine's tasks: plain functions over Arrow tables, without Ray.
+
+Every function here runs inside a Ray task (a read task, a ``map_batches`` call over one block,
+or the call over one whole partition after a keyed shuffle) and is a pure function of its input
+and of the work directory, so that a task retried after a worker died computes the same output
+and overwrites the same files. :mod:`neardup.engines.ray` wires them into Ray Data pipelines.
+
+Partitions. A keyed shuffle here is ``ds.sort("part", boundaries=[1, ..., P-1])`` on an int32
+column ``part`` in [0, P): the pull-based sort puts exactly the rows of one part value into one
+output block, and ``map_batches(batch_size=None)`` hands that block to one call. ``part`` is a
+hash of the key (band key, bucket anchor, pair code, graph node) or a range of document indices
+(``chunk``), for steps that read per-document data from the read stage's shards.
+
+Shards. The read stage writes, for each run of consecutive documents of one input file, one
+Parquet file ``read/shards/sSSSSSS-pPPPPPPPPPPPP.parquet`` (source index, position of the first
+document among the file's documents) with the per-document columns; the document index of
+position ``pos`` of source ``s`` is ``offset[s] + pos``. Later stages read only the row groups
+that hold the documents they need (:class:`ShardIndex`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numba as nb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .. import io as nio
+from ..bands import band_keys, find_pairs, pair_codes, split_codes
+from ..clusters import keep_order, select_representatives
+from ..errors import NeardupError
+from ..minhash import MinHasher, _Threads, sort_unique_sets
+from ..verify import estimated_jaccard, exact_jaccard
+
+SHARD_ROW_GROUP = 8192          # rows per row group in a shard: the unit of a lookup read
+BLOCK_DOCS = 65536              # documents per read block (and per shard file)
+BLOCK_TEXT_BYTES = 64 << 20     # ... or this many bytes of text, whichever comes first
+BUCKET_BITS = 40                # bucket id = band partition << 40 | ordinal in the partition
+SHARD_OPTS = dict(compression="none", use_dictionary=False, write_statistics=False)
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def mix64(x) -> np.ndarray:
+    """splitmix64's finaliser over an integer array (uint64 out): the hash behind every ``part``."""
+    z = np.asarray(x).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        z ^= z >> np.uint64(30)
+        z *= np.uint64(0xBF58476D1CE4E5B9)
+        z ^= z >> np.uint64(27)
+        z *= np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+    return z
+
+
+def part_of(x, parts: int) -> np.ndarray:
+    """Hash partition in [0, parts) of integer keys (int32)."""
+    return (mix64(x) % np.uint64(parts)).astype(np.int32)
+
+
+def _combined(arr):
+    if isinstance(arr, pa.ChunkedArray):
+        if arr.num_chunks == 1:
+            return arr.chunk(0)
+        if arr.num_chunks == 0:
+            return pa.array([], type=arr.type)
+        return arr.combine_chunks()
+    return arr
+
+
+def col(table: pa.Table, name: str, dtype=None) -> np.ndarray:
+    """A numeric column as numpy (no nulls)."""
+    a = _combined(table.column(name)).to_numpy(zero_copy_only=False)
+    return a if dtype is None else a.astype(dtype, copy=False)
+
+
+def fsb_array(mat: np.ndarray) -> pa.Array:
+    """(n, w) numpy -> fixed_size_binary(w * itemsize) Arrow array, one row per document."""
+    mat = np.ascontiguousarray(mat)
+    n = mat.shape[0]
+    width = int(mat.shape[1] * mat.itemsize) if mat.ndim == 2 else int(mat.itemsize)
+    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(max(width, 1)), n, [None, pa.py_buffer(mat.tobytes())])
+
+
+def fsb_numpy(arr, dtype, width: int) -> np.ndarray:
+    """fixed_size_binary Arrow array -> (n, width) numpy of dtype."""
+    arr = _combined(arr)
+    n = len(arr)
+    if n == 0:
+        return np.zeros((0, width), dtype=dtype)
+    bw = arr.type.byte_width
+    raw = np.frombuffer(arr.buffers()[1], dtype=np.uint8, count=(arr.offset + n) * bw)[arr.offset * bw:]
+    return raw.view(dtype).reshape(n, width)
+
+
+def list_csr(arr) -> Tuple[np.ndarray, np.ndarray]:
+    """list / large_list Arrow array -> (offsets int64[n+1] from 0, values)."""
+    arr = _combined(arr)
+    offsets = np.asarray(arr.offsets, dtype=np.int64)
+    values = arr.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]]
+    return offsets - offsets[0], values
+
+
+def csr_list(offsets: np.ndarray, values: np.ndarray, value_type=pa.uint64()) -> pa.Array:
+    return pa.LargeListArray.from_arrays(pa.array(np.asarray(offsets, np.int64)),
+                                         pa.array(values, type=value_type))
+
+
+def _atomic_parquet(table: pa.Table, path: str, row_group_size: Optional[int] = None) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    pq.write_table(table, tmp, row_group_size=row_group_size, **SHARD_OPTS)
+    os.replace(tmp, path)
+
+
+def runs(*keys: np.ndarray) -> np.ndarray:
+    """Start positions of runs of equal consecutive values of all keys (sorted input)."""
+    n = len(keys[0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for k in keys:
+        change[1:] |= k[1:] != k[:-1]
+    return np.flatnonzero(change)
+
+
+# --------------------------------------------------------------------------- read stage
+
+READ_SCHEMA = pa.schema([("source", pa.int32()), ("pos", pa.int64()), ("row", pa.int64()),
+                         ("text", pa.large_string()), ("id", pa.string()), ("score", pa.float64()),
+                         ("reason", pa.string()), ("fatal", pa.string())])
+
+SUMMARY_SCHEMA = pa.schema([("kind", pa.int8()),        # 0 shard, 1 rejected record, 2 fatal error
+                            ("source", pa.int32()), ("pos0", pa.int64()), ("n", pa.int64()),
+                            ("zero", pa.int64()),        # documents without shingles in the shard
+                            ("row", pa.int64()),         # rejected: the row (-1: the whole file)
+                            ("reason", pa.string()), ("fatal", pa.string()), ("path", pa.string())])
+
+
+def read_source_blocks(src: nio.Source, si: int, config, table_ref=None) -> Iterator[pa.Table]:
+    """The read task of one input file: its documents in order as blocks of READ_SCHEMA.
+
+    Documents get ``pos`` 0, 1, ... in file order; a rejected record (on_error='skip') is a row
+    with ``reason`` set and ``pos`` its rank among the file's rejections; an error that stops the
+    run (on_error='fail') is a last row with ``fatal`` set to the error's class name, so that the
+    driver can raise the first one in file order, as the local engine does.
+    """
+    if table_ref is not None:
+        import ray
+        src = dataclasses.replace(src, table=ray.get(table_ref))
+    pending: List[nio.Batch] = []
+    rejected: List[Tuple[int, str]] = []
+    state = {"pos": 0, "seq": 0, "docs": 0, "bytes": 0}
+
+    def flush(fatal: Optional[Tuple[str, str]] = None) -> Optional[pa.Table]:
+        parts = []
+        if pending:
+            n = sum(len(b) for b in pending)
+            text = pa.concat_arrays([b.text for b in pending])
+            ids = (pa.concat_arrays([b.ids for b in pending]) if config.id_column is not None
+                   else pa.nulls(n, pa.string()))
+            scores = (pa.array(np.concatenate([b.scores for b in pending]), pa.float64())
+                      if config.score_column is not None else pa.nulls(n, pa.float64()))
+            parts.append(pa.table({
+                "source": pa.array(np.full(n, si, np.int32)),
+                "pos": pa.array(np.arange(state["pos"], state["pos"] + n, dtype=np.int64)),
+                "row": pa.array(np.concatenate([b.rows for b in pending]).astype(np.int64)),
+                "text": text, "id": ids, "score": scores,
+                "reason": pa.nulls(n, pa.string()), "fatal": pa.nulls(n, pa.string())}, schema=READ_SCHEMA))
+            state["pos"] += n
+        extra = list(rejected)
+        kinds = [None] * len(extra)
+        if fatal is not None:
+            extra.append((-1, fatal[1]))
+            kinds.append(fatal[0])
+        if extra:
+            m = len(extra)
+            seq = np.arange(state["seq"], state["seq"] + m, dtype=np.int64)
+            state["seq"] += m
+            parts.append(pa.table({
+                "source": pa.array(np.full(m, si, np.int32)), "pos": pa.array(seq),
+                "row": pa.array([r for r, _ in extra], pa.int64()),
+                "text": pa.array([""] * m, pa.large_string()), "id": pa.nulls(m, pa.string()),
+                "score": pa.nulls(m, pa.float64()),
+                "reason": pa.array([x for _, x in extra], pa.string()),
+                "fatal": pa.array(kinds, pa.string())}, schema=READ_SCHEMA))
+        pending.clear()
+        rejected.clear()
+        state["docs"] = state["bytes"] = 0
+        return pa.concat_tables(parts) if parts else None
+
+    it = nio.read_source(src, si, text_column=config.text_column, id_column=config.id_column,
+                         score_column=config.score_column, on_error=config.on_error,
+                         batch_size=config.batch_size)
+    try:
+        for batch in it:
+            for row, reason in batch.rejected:
+                rejected.append((-1 if row is None else int(row), reason))
+            if len(batch):
+                pending.append(batch)
+                state["docs"] += len(batch)
+                state["bytes"] += batch.text.nbytes
+            if state["docs"] >= BLOCK_DOCS or state["bytes"] >= BLOCK_TEXT_BYTES:
+                block = flush()
+                if block is not None:
+                    yield block
+    except NeardupError as exc:
+        block = flush((type(exc).__name__, str(exc)))
+        if block is not None:
+            yield block
+        return
+    block = flush()
+    if block is not None:
+        yield block
+
+
+def shard_path(workdir: str, si: int, pos0: int) -> str:
+    return os.path.join(workdir, "read", "shards", f"s{si:06d}-p{pos0:012d}.parquet")
+
+
+def signature_block(table: pa.Table, *, config, workdir: str, threads: int) -> pa.Table:
+    """map_batches over read blocks: kernels over the texts, one shard file per run of documents,
+    and a summary row per shard, per rejected record and per fatal error."""
+    exact = config.verify == "exact"
+    hasher = MinHasher.from_config(dataclasses.replace(config, workers=threads))
+    reason = table.column("reason")
+    is_doc = _combined(reason.is_null()).to_numpy(zero_copy_only=False)
+    out = []
+    docs = table.filter(pa.array(is_doc)) if not is_doc.all() else table
+    if docs.num_rows:
+        src = col(docs, "source", np.int64)
+        pos = col(docs, "pos", np.int64)
+        brk = np.flatnonzero((src[1:] != src[:-1]) | (pos[1:] != pos[:-1] + 1)) + 1
+        bounds = np.concatenate([[0], brk, [docs.num_rows]])
+        with _Threads(threads):
+            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+                out.append(_write_shard(docs.slice(a, b - a), int(src[a]), int(pos[a]), config, workdir,
+                                        hasher, exact))
+    if not is_doc.all():
+        other = table.filter(pa.array(~is_doc))
+        m = other.num_rows
+        fatal = other.column("fatal")
+        kind = np.where(_combined(fatal.is_null()).to_numpy(zero_copy_only=False), 1, 2).astype(np.int8)
+        out.append(pa.table({"kind": pa.array(kind), "source": other.column("source"),
+                             "pos0": other.column("pos"), "n": pa.array(np.zeros(m, np.int64)),
+                             "zero": pa.array(np.zeros(m, np.int64)), "row": other.column("row"),
+                             "reason": other.column("reason"), "fatal": fatal,
+                             "path": pa.nulls(m, pa.string())}, schema=SUMMARY_SCHEMA))
+    if not out:
+        return SUMMARY_SCHEMA.empty_table()
+    return pa.concat_tables(out)
+
+
+def _write_shard(docs: pa.Table, si: int, pos0: int, config, workdir: str, hasher: MinHasher,
+                 exact: bool) -> pa.Table:
+    text = _combined(docs.column("text"))
+    n = len(text)
+    cols = {"pos": docs.column("pos"), "row": docs.column("row"),
+            "length": pa.array(pc.binary_length(text).to_numpy(zero_copy_only=False).astype(np.int64))}
+    if exact:  # as the local engine: raw shingle hashes (text order, repeats), sorted when verified
+        sig, off, sh = hasher.signatures_and_shingles(text)
+        counts = np.diff(off)
+    else:
+        sig, counts = hasher.signatures_and_counts(text)
+    cols["count"] = pa.array(np.asarray(counts, np.int64))
+    cols["keys"] = fsb_array(band_keys(sig, config.bands, config.rows, config.seed))
+    if exact:
+        cols["sh"] = csr_list(off, sh)
+    else:
+        cols["sig"] = fsb_array(sig)
+    if config.score_column is not None:
+        cols["score"] = docs.column("score")
+    if config.id_column is not None:
+        cols["id"] = docs.column("id")
+    path = shard_path(workdir, si, pos0)
+    _atomic_parquet(pa.table(cols), path, row_group_size=SHARD_ROW_GROUP)
+    zero = int((np.asarray(counts) == 0).sum())
+    return pa.table({"kind": pa.array([0], pa.int8()), "source": pa.array([si], pa.int32()),
+                     "pos0": pa.array([pos0], pa.int64()), "n": pa.array([n], pa.int64()),
+                     "zero": pa.array([zero], pa.int64()), "row": pa.array([-1], pa.int64()),
+                     "reason": pa.nulls(1, pa.string()), "fatal": pa.nulls(1, pa.string()),
+                     "path": pa.array([os.path.relpath(path, workdir)], pa.string())}, schema=SUMMARY_SCHEMA)
+
+
+# --------------------------------------------------------------------------- shards
+
+
+class ShardIndex:
+    """Where each document's row lives: the shard files in document order (doc0, n, path)."""
+
+    def __init__(self, workdir: str, shards: Sequence[Sequence]):
+        # shards: (source, pos0, n, relpath, doc0), sorted by doc0
+        self.workdir = workdir
+        self.source = np.array([s[0] for s in shards], dtype=np.int64)
+        self.pos0 = np.array([s[1] for s in shards], dtype=np.int64)
+        self.n = np.array([s[2] for s in shards], dtype=np.int64)
+        self.path = [s[3] for s in shards]
+        self.doc0 = np.array([s[4] for s in shards], dtype=np.int64)
+
+    def files(self) -> List[Tuple[str, int]]:
+        return [(os.path.join(self.workdir, p), int(d)) for p, d in zip(self.path, self.doc0.tolist())]
+
+    def source_of(self, docs: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(self.doc0, docs, side="right") - 1
+        return self.source[i]
+
+    def lookup(self, docs: np.ndarray, columns: List[str]) -> pa.Table:
+        """Columns of the given documents (sorted, unique), in that order, plus ``source``."""
+        docs = np.asarray(docs, dtype=np.int64)
+        idx = np.searchsorted(self.doc0, docs, side="right") - 1
+        pieces = []
+        for s in np.unique(idx).tolist():
+            local = docs[idx == s] - self.doc0[s]
+            pf = pq.ParquetFile(os.path.join(self.workdir, self.path[s]))
+            sizes = np.array([pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)], np.int64)
+            starts = np.concatenate([[0], np.cumsum(sizes)])
+            groups = np.unique(np.searchsorted(starts, local, side="right") - 1)
+            t = pf.read_row_groups(groups.tolist(), columns=columns)
+            # positions of the wanted rows in the concatenation of the groups read
+            base = np.zeros(len(sizes), np.int64)
+            base[groups] = np.concatenate([[0], np.cumsum(sizes[groups])[:-1]])
+            g_of = np.searchsorted(starts, local, side="right") - 1
+            take = base[g_of] + (local - starts[g_of])
+            t = t.take(pa.array(take))
+            pieces.append(t.append_column("source", pa.array(np.full(len(local), self.source[s], np.int32))))
+        if not pieces:
+            return None
+        return pa.concat_tables(pieces).combine_chunks()
+
+    def source_column(self, si: int, column: str) -> np.ndarray:
+        """A column over all documents of one source, in position order."""
+        sel = np.flatnonzero(self.source == si)
+        sel = sel[np.argsort(self.pos0[sel])]
+        parts = [col(pq.read_table(os.path.join(self.workdir, self.path[s]), columns=[column]), column)
+                 for s in sel.tolist()]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def read_files(items: Sequence[Tuple[str, int]], columns: Optional[List[str]]) -> Iterator[pa.Table]:
+    """Read task over files; a file with doc0 >= 0 gets a ``doc`` column doc0, doc0 + 1, ..."""
+    for path, doc0 in items:
+        t = pq.read_table(path, columns=columns)
+        if doc0 >= 0:
+            t = t.append_column("doc", pa.array(np.arange(doc0, doc0 + t.num_rows, dtype=np.int64)))
+        if t.num_rows:
+            yield t
+
+
+# --------------------------------------------------------------------------- duplicate ids
+
+DUP_IN_SCHEMA = pa.schema([("part", pa.int32()), ("doc", pa.int64()), ("id", pa.string()), ("source", pa.int32()),
+                           ("row", pa.int64()), ("empty", pa.bool_())])
+DUP_SCHEMA = pa.schema([("later", pa.int64()), ("first", pa.int64()), ("id", pa.string()),
+                        ("later_source", pa.int32()), ("later_row", pa.int64()), ("first_source", pa.int32()),
+                        ("first_row", pa.int64()), ("later_empty", pa.bool_())])
+
+
+@nb.njit(cache=True)
+def _fnv1a(offsets, data):
+    n = offsets.shape[0] - 1
+    out = np.empty(n, dtype=np.uint64)
+    for i in range(n):
+        h = np.uint64(0xCBF29CE484222325)
+        for j in range(offsets[i], offsets[i + 1]):
+            h = (h ^ np.uint64(data[j])) * np.uint64(0x100000001B3)
+        out[i] = h
+    return out
+
+
+def string_hash(arr) -> np.ndarray:
+    """A 64-bit hash of each string (FNV-1a over its UTF-8 bytes): the same in every process."""
+    arr = _combined(arr).cast(pa.large_string())
+    n = len(arr)
+    if n == 0:
+        return np.zeros(0, np.uint64)
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64, count=arr.offset + n + 1)[arr.offset:]
+    data = np.frombuffer(arr.buffers()[2], dtype=np.uint8) if arr.buffers()[2] is not None else np.zeros(0, np.uint8)
+    return _fnv1a(offsets, data)
+
+
+def id_parts(table: pa.Table, *, parts: int, shards: ShardIndex) -> pa.Table:
+    doc = col(table, "doc", np.int64)
+    return pa.table({"part": pa.array((mix64(string_hash(table.column("id"))) % np.uint64(parts)).astype(np.int32)),
+                     "doc": pa.array(doc), "id": table.column("id"),
+                     "source": pa.array(shards.source_of(doc).astype(np.int32)), "row": table.column("row"),
+                     "empty": pa.array(col(table, "count", np.int64) == 0)}, schema=DUP_IN_SCHEMA)
+
+
+def find_dup_ids(table: pa.Table) -> pa.Table:
+    """One id partition: every document whose id an earlier document has, with that first one."""
+    if table.num_rows < 2:
+        return DUP_SCHEMA.empty_table()
+    t = table.sort_by([("id", "ascending"), ("doc", "ascending")])
+    ids = _combined(t.column("id"))
+    same = pc.equal(ids.slice(1), ids.slice(0, len(ids) - 1)).to_numpy(zero_copy_only=False)
+    dup = np.flatnonzero(same) + 1
+    if len(dup) == 0:
+        return DUP_SCHEMA.empty_table()
+    is_start = np.ones(len(ids), bool)
+    is_start[dup] = False
+    first = np.maximum.accumulate(np.where(is_start, np.arange(len(ids)), 0))[dup]
+    doc, src, row = col(t, "doc", np.int64), col(t, "source", np.int32), col(t, "row", np.int64)
+    return pa.table({"later": pa.array(doc[dup]), "first": pa.array(doc[first]), "id": ids.take(pa.array(dup)),
+                     "later_source": pa.array(src[dup]), "later_row": pa.array(row[dup]),
+                     "first_source": pa.array(src[first]), "first_row": pa.array(row[first]),
+                     "later_empty": pa.array(col(t, "empty", bool)[dup])}, schema=DUP_SCHEMA)
+
+
+# --------------------------------------------------------------------------- pairs stage
+
+KEYS_SCHEMA = pa.schema([("part", pa.int32()), ("band", pa.int32()), ("key", pa.uint64()), ("doc", pa.int64())])
+MEMBER_SCHEMA = pa.schema([("chunk", pa.int32()), ("doc", pa.int64()), ("tp", pa.int32()), ("bucket", pa.int64())])
+CAND_SCHEMA = pa.schema([("pair_part", pa.int32()), ("kind", pa.int8()), ("code", pa.uint64()),
+                         ("passed", pa.bool_()), ("sim", pa.float64()), ("buckets", pa.int64()),
+                         ("rounds", pa.int64()), ("truncated", pa.int64())])
+PAIRS_SUMMARY = pa.schema([("part", pa.int32()), ("path", pa.string()), ("candidates", pa.int64()),
+                           ("verified", pa.int64()), ("buckets", pa.int64()), ("rounds", pa.int64()),
+                           ("truncated", pa.int64())])
+
+
+def explode_keys(table: pa.Table, *, bands: int, parts: int, rejected: np.ndarray) -> pa.Table:
+    """(doc, count, keys) -> one row (part, band, key, doc) per band of every eligible document."""
+    doc = col(table, "doc", np.int64)
+    ok = col(table, "count", np.int64) > 0
+    if len(rejected):
+        ok &= ~np.isin(doc, rejected)
+    keys = fsb_numpy(table.column("keys"), np.uint64, bands)[ok]
+    doc = doc[ok]
+    m = len(doc)
+    key = keys.reshape(-1)
+    return pa.table({"part": pa.array((key % np.uint64(parts)).astype(np.int32)),
+                     "band": pa.array(np.tile(np.arange(bands, dtype=np.int32), m)),
+                     "key": pa.array(key), "doc": pa.array(np.repeat(doc, bands))}, schema=KEYS_SCHEMA)
+
+
+def form_buckets(table: pa.Table, *, tp_parts: int, chunk_starts: np.ndarray) -> pa.Table:
+    """One band partition -> membership rows (chunk, doc, tp, bucket) of every bucket of 2+.
+
+    A bucket is a run of equal (band, key). Its smallest document decides its pair partition
+    ``tp``, so that the buckets of a group of near-duplicates sharing several bands are searched
+    together (and their common pairs verified once); the members are put in keep order there."""
+    if table.num_rows == 0:
+        return MEMBER_SCHEMA.empty_table()
+    part = int(col(table, "part")[0])
+    band = col(table, "band", np.int32)
+    key = col(table, "key", np.uint64)
+    doc = col(table, "doc", np.int64)
+    order = np.lexsort((doc, key, band))
+    band, key, doc = band[order], key[order], doc[order]
+    starts = runs(band, key)
+    sizes = np.diff(np.append(starts, len(doc)))
+    big = sizes >= 2
+    if not big.any():
+        return MEMBER_SCHEMA.empty_table()
+    in_big = np.repeat(big, sizes)
+    members = doc[in_big]
+    bsizes = sizes[big]
+    ids = (np.int64(part) << np.int64(BUCKET_BITS)) + np.arange(len(bsizes), dtype=np.int64)
+    tp = part_of(doc[starts[big]], tp_parts)
+    chunk = (np.searchsorted(chunk_starts, members, side="right") - 1).astype(np.int32)
+    return pa.table({"chunk": pa.array(chunk), "doc": pa.array(members),
+                     "tp": pa.array(np.repeat(tp, bsizes)), "bucket": pa.array(np.repeat(ids, bsizes))},
+                    schema=MEMBER_SCHEMA)
+
+
+def attach_data(table: pa.Table, *, shards: ShardIndex, exact: bool, data_type: pa.DataType,
+                score: bool) -> pa.Table:
+    """One document chunk -> per (document, pair partition): its buckets there, its data (the
+    shingle hashes for exact verification, the signature otherwise) and its keep-order keys
+    (length, score), read from the shards."""
+    data_col = "sh" if exact else "sig"
+    if table.num_rows == 0:
+        return pa.schema([("tp", pa.int32()), ("doc", pa.int64()), ("buckets", pa.large_list(pa.int64())),
+                          ("data", data_type), ("length", pa.int64()), ("score", pa.float64())]).empty_table()
+    doc = col(table, "doc", np.int64)
+    tp = col(table, "tp", np.int32)
+    bucket = col(table, "bucket", np.int64)
+    order = np.lexsort((bucket, tp, doc))
+    doc, tp, bucket = doc[order], tp[order], bucket[order]
+    starts = runs(doc, tp)
+    offsets = np.append(starts, len(doc)).astype(np.int64)
+    gdoc = doc[starts]
+    udocs = np.unique(gdoc)
+    data = shards.lookup(udocs, [data_col, "length"] + (["score"] if score else []))
+    take = pa.array(np.searchsorted(udocs, gdoc))
+    n = len(gdoc)
+    return pa.table({"tp": pa.array(tp[starts]), "doc": pa.array(gdoc),
+                     "buckets": pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(bucket)),
+                     "data": data.column(data_col).take(take), "length": data.column("length").take(take),
+                     "score": data.column("score").take(take) if score else pa.nulls(n, pa.float64())})
+
+
+def search_pairs(table: pa.Table, *, config, pair_parts: int) -> pa.Table:
+    """One pair partition: every bucket of it, searched with :func:`neardup.bands.find_pairs`
+    (star pairs, verification, re-anchoring of failed members) against the data that came with
+    the documents; returns every distinct pair it verified, passed or not, and its counts."""
+    if table.num_rows == 0:
+        return CAND_SCHEMA.empty_table()
+    table = table.sort_by("doc")
+    gdoc = col(table, "doc", np.int64)
+    # members of a bucket in keep order (the local engine's bucket_runs): the rank of the
+    # partition's documents, renumbered in ascending order, orders them as the global rank does
+    rank = keep_order(len(gdoc), config.keep, lengths=col(table, "length", np.int64),
+                      scores=col(table, "score", np.float64) if config.score_column is not None else None)
+    boff, bvals = list_csr(table.column("buckets"))
+    local = np.repeat(np.arange(len(gdoc), dtype=np.int64), np.diff(boff))
+    order = np.lexsort((rank[local], bvals))
+    bsorted, members = bvals[order], local[order]
+    starts = runs(bsorted)
+    run_offsets = np.append(starts, len(members)).astype(np.int64)
+    threshold = config.threshold
+    if config.verify == "exact":
+        raw_offsets, raw = list_csr(table.column("data"))
+        with _Threads(1):
+            offsets, hashes = sort_unique_sets(raw_offsets, raw)
+
+        def verify(left, right):
+            sim = exact_jaccard(offsets, hashes, left, right)
+            return sim >= threshold, sim
+    else:
+        sigs = fsb_numpy(table.column("data"), np.uint32, config.num_perm)
+        none = config.verify == "none"
+
+        def verify(left, right):
+            sim = estimated_jaccard(sigs, left, right)
+            return (np.ones(len(left), dtype=bool) if none else sim >= threshold), sim
+
+    seen = []
+
+    def recording(left, right):
+        passed, sim = verify(left, right)
+        seen.append((left, right, np.asarray(passed, bool), np.asarray(sim, np.float64)))
+        return passed, sim
+
+    with _Threads(1):
+        search = find_pairs(run_offsets, members, recording, max_rounds=config.max_anchor_rounds)
+    if seen:
+        left = np.concatenate([s[0] for s in seen])
+        right = np.concatenate([s[1] for s in seen])
+        passed = np.concatenate([s[2] for s in seen])
+        sim = np.concatenate([s[3] for s in seen])
+    else:
+        left = right = np.zeros(0, np.int64)
+        passed = np.zeros(0, bool)
+        sim = np.zeros(0, np.float64)
+    codes = pair_codes(gdoc[left], gdoc[right])
+    m = len(codes)
+    zeros = np.zeros(m + 1, np.int64)
+    return pa.table({
+        "pair_part": pa.array(np.append(part_of(codes, pair_parts), 0).astype(np.int32)),
+        "kind": pa.array(np.append(np.zeros(m, np.int8), 1).astype(np.int8)),
+        "code": pa.array(np.append(codes, np.uint64(0)).astype(np.uint64)),
+        "passed": pa.array(np.append(passed, False)),
+        "sim": pa.array(np.append(sim, 0.0)),
+        "buckets": pa.array(np.append(zeros[:m], search.buckets)),
+        "rounds": pa.array(np.append(zeros[:m], search.rounds)),
+        "truncated": pa.array(np.append(zeros[:m], search.truncated_buckets))}, schema=CAND_SCHEMA)
+
+
+def verified_path(workdir: str, part: int) -> str:
+    return os.path.join(workdir, "pairs", "verified", f"part-{part:05d}.parquet")
+
+
+def dedup_pairs(table: pa.Table, *, workdir: str) -> pa.Table:
+    """One pair-code partition: distinct candidate pairs (a pair verified in several pair
+    partitions has the same result in each), the verified ones written to the work directory."""
+    if table.num_rows == 0:
+        return PAIRS_SUMMARY.empty_table()
+    part = int(col(table, "pair_part")[0])
+    kind = col(table, "kind", np.int8)
+    st = kind == 1
+    buckets = int(col(table, "buckets", np.int64)[st].sum())
+    rounds = int(col(table, "rounds", np.int64)[st].max()) if st.any() else 0
+    truncated = int(col(table, "truncated", np.int64)[st].sum())
+    ok = ~st
+    code = col(table, "code", np.uint64)[ok]
+    passed = col(table, "passed", bool)[ok]
+    sim = col(table, "sim", np.float64)[ok]
+    uniq, first = np.unique(code, return_index=True)
+    keep = passed[first]
+    left, right = split_codes(uniq[keep])
+    path = ""
+    if keep.any():
+        full = verified_path(workdir, part)
+        _atomic_parquet(pa.table({"left": pa.array(left), "right": pa.array(right),
+                                  "sim": pa.array(sim[first][keep])}), full)
+        path = os.path.relpath(full, workdir)
+    return pa.table({"part": pa.array([part], pa.int32()), "path": pa.array([path]),
+                     "candidates": pa.array([len(uniq)], pa.int64()),
+                     "verified": pa.array([int(keep.sum())], pa.int64()),
+                     "buckets": pa.array([buckets], pa.int64()), "rounds": pa.array([rounds], pa.int64()),
+                     "truncated": pa.array([truncated], pa.int64())}, schema=PAIRS_SUMMARY)
+
+
+# --------------------------------------------------------------------------- connected components
+#
+# Alternating large-star / small-star (Kiveris, Lattanzi, Mirrokni, Rastogi, Vassilvitskii,
+# "Connected Components in MapReduce and Beyond", SoCC 2014). Edges are (hi, lo), hi > lo.
+# large-star(u): m = min(N(u) + u); (v, m) for every neighbour v > u.
+# small-star(u): N = neighbours < u, m = min(N); (v, m) for every v in N + u but m.
+# The input of a large-star step is a forest of stars centred on their minimum (so: done) iff no
+# node has a smaller neighbour together with any other neighbour; the step counts such nodes.
+
+EDGE_SCHEMA = pa.schema([("hi", pa.int64()), ("lo", pa.int64()), ("ns", pa.int64())])
+NODE_SCHEMA = pa.schema([("part", pa.int32()), ("node", pa.int64()), ("nbr", pa.int64())])
+
+
+def pairs_to_edges(table: pa.Table) -> pa.Table:
+    n = table.num_rows
+    return pa.table({"hi": table.column("right"), "lo": table.column("left"),
+                     "ns": pa.array(np.zeros(n, np.int64))}, schema=EDGE_SCHEMA)
+
+
+def large_star_map(table: pa.Table, *, parts: int) -> pa.Table:
+    hi = col(table, "hi", np.int64)
+    lo = col(table, "lo", np.int64)
+    ok = hi >= 0
+    hi, lo = hi[ok], lo[ok]
+    node = np.concatenate([hi, lo])
+    nbr = np.concatenate([lo, hi])
+    return pa.table({"part": pa.array(part_of(node, parts)), "node": pa.array(node), "nbr": pa.array(nbr)},
+                    schema=NODE_SCHEMA)
+
+
+def small_star_map(table: pa.Table, *, parts: int) -> pa.Table:
+    hi = col(table, "hi", np.int64)
+    lo = col(table, "lo", np.int64)
+    ok = hi >= 0
+    hi, lo = hi[ok], lo[ok]
+    return pa.table({"part": pa.array(part_of(hi, parts)), "node": pa.array(hi), "nbr": pa.array(lo)},
+                    schema=NODE_SCHEMA)
+
+
+def _grouped(table: pa.Table):
+    node = col(table, "node", np.int64)
+    nbr = col(table, "nbr", np.int64)
+    order = np.lexsort((nbr, node))
+    node, nbr = node[order], nbr[order]
+    keep = np.ones(len(node), bool)
+    keep[1:] = (node[1:] != node[:-1]) | (nbr[1:] != nbr[:-1])
+    node, nbr = node[keep], nbr[keep]
+    starts = runs(node)
+    sizes = np.diff(np.append(starts, len(node)))
+    return node, nbr, starts, sizes
+
+
+def large_star(table: pa.Table) -> pa.Table:
+    if table.num_rows == 0:
+        return EDGE_SCHEMA.empty_table()
+    node, nbr, starts, sizes = _grouped(table)
+    m = np.minimum(np.minimum.reduceat(nbr, starts), node[starts])
+    smaller = np.add.reduceat((nbr < node).astype(np.int64), starts)
+    nonstar = int(((smaller >= 2) | ((smaller >= 1) & (sizes > smaller))).sum())
+    mm = np.repeat(m, sizes)
+    out = nbr > node
+    hi, lo = nbr[out], mm[out]
+    ns = np.zeros(len(hi) + 1, np.int64)
+    ns[-1] = nonstar
+    return pa.table({"hi": pa.array(np.append(hi, -1)), "lo": pa.array(np.append(lo, -1)), "ns": pa.array(ns)},
+                    schema=EDGE_SCHEMA)
+
+
+def small_star(table: pa.Table) -> pa.Table:
+    if table.num_rows == 0:
+        return EDGE_SCHEMA.empty_table()
+    node, nbr, starts, sizes = _grouped(table)
+    m = np.minimum.reduceat(nbr, starts)
+    mm = np.repeat(m, sizes)
+    keep = nbr != mm
+    hi = np.concatenate([nbr[keep], node[starts]])
+    lo = np.concatenate([mm[keep], m])
+    return pa.table({"hi": pa.array(hi), "lo": pa.array(lo), "ns": pa.array(np.zeros(len(hi), np.int64))},
+                    schema=EDGE_SCHEMA)
+
+
+# --------------------------------------------------------------------------- clusters stage
+
+LINK_SCHEMA = pa.schema([("chunk", pa.int32()), ("kind", pa.int8()), ("doc", pa.int64()), ("label", pa.int64()),
+                         ("right", pa.int64()), ("sim", pa.float64())])
+ATTR_SCHEMA = pa.schema([("part", pa.int32()), ("kind", pa.int8()), ("doc", pa.int64()), ("label", pa.int64()),
+                         ("right", pa.int64()), ("sim", pa.float64()), ("source", pa.int32()),
+                         ("row", pa.int64()), ("length", pa.int64()), ("score", pa.float64()),
+                         ("id", pa.string())])
+MEMBERS_SCHEMA = pa.schema([("doc", pa.int64()), ("source", pa.int32()), ("row", pa.int64()),
+                            ("head", pa.int64()), ("removed", pa.bool_()), ("sim", pa.float64()),
+                            ("id", pa.string()), ("head_id", pa.string()), ("rep_id", pa.string())])
+CLUSTERS_SUMMARY = pa.schema([("part", pa.int32()), ("path", pa.string()), ("members", pa.int64()),
+                              ("removed", pa.int64()), ("clusters", pa.int64()), ("top", pa.string())])
+
+
+def star_labels(table: pa.Table, *, chunk_starts: np.ndarray) -> pa.Table:
+    """Converged star edges (leaf, centre) -> label rows (doc, label) for leaves and centres."""
+    hi = col(table, "hi", np.int64)
+    lo = col(table, "lo", np.int64)
+    ok = hi >= 0
+    hi, lo = hi[ok], lo[ok]
+    centres = np.unique(lo)
+    doc = np.concatenate([hi, centres])
+    label = np.concatenate([lo, centres])
+    n = len(doc)
+    return pa.table({"chunk": pa.array((np.searchsorted(chunk_starts, doc, side="right") - 1).astype(np.int32)),
+                     "kind": pa.array(np.zeros(n, np.int8)), "doc": pa.array(doc), "label": pa.array(label),
+                     "right": pa.array(np.full(n, -1, np.int64)), "sim": pa.array(np.zeros(n))},
+                    schema=LINK_SCHEMA)
+
+
+def pair_links(table: pa.Table, *, chunk_starts: np.ndarray) -> pa.Table:
+    left = col(table, "left", np.int64)
+    n = len(left)
+    return pa.table({"chunk": pa.array((np.searchsorted(chunk_starts, left, side="right") - 1).astype(np.int32)),
+                     "kind": pa.array(np.ones(n, np.int8)), "doc": pa.array(left),
+                     "label": pa.array(np.full(n, -1, np.int64)), "right": table.column("right"),
+                     "sim": table.column("sim")}, schema=LINK_SCHEMA)
+
+
+def attach_attributes(table: pa.Table, *, shards: ShardIndex, parts: int, config) -> pa.Table:
+    """One document chunk: label rows get the documents' attributes (row, length, score, id),
+    pair rows get the label of their left document; all keyed by the label's partition."""
+    if table.num_rows == 0:
+        return ATTR_SCHEMA.empty_table()
+    kind = col(table, "kind", np.int8)
+    doc = col(table, "doc", np.int64)
+    label = col(table, "label", np.int64)
+    lab = kind == 0
+    ldoc, first = np.unique(doc[lab], return_index=True)
+    llabel = label[lab][first]
+    columns = ["row", "length"]
+    if config.score_column is not None:
+        columns.append("score")
+    if config.id_column is not None:
+        columns.append("id")
+    attrs = shards.lookup(ldoc, columns)
+    n = len(ldoc)
+    members = pa.table({
+        "part": pa.array(part_of(llabel, parts)), "kind": pa.array(np.zeros(n, np.int8)), "doc": pa.array(ldoc),
+        "label": pa.array(llabel), "right": pa.array(np.full(n, -1, np.int64)), "sim": pa.array(np.zeros(n)),
+        "source": attrs.column("source"), "row": attrs.column("row"), "length": attrs.column("length"),
+        "score": attrs.column("score") if "score" in columns else pa.nulls(n, pa.float64()),
+        "id": attrs.column("id") if "id" in columns else pa.nulls(n, pa.string())}, schema=ATTR_SCHEMA)
+    pr = ~lab
+    left = doc[pr]
+    m = len(left)
+    plabel = llabel[np.searchsorted(ldoc, left)]
+    edges = pa.table({
+        "part": pa.array(part_of(plabel, parts)), "kind": pa.array(np.ones(m, np.int8)), "doc": pa.array(left),
+        "label": pa.array(plabel), "right": pa.array(col(table, "right", np.int64)[pr]),
+        "sim": pa.array(col(table, "sim", np.float64)[pr]), "source": pa.nulls(m, pa.int32()),
+        "row": pa.nulls(m, pa.int64()), "length": pa.nulls(m, pa.int64()), "score": pa.nulls(m, pa.float64()),
+        "id": pa.nulls(m, pa.string())}, schema=ATTR_SCHEMA)
+    return pa.concat_tables([members, edges])
+
+
+def members_path(workdir: str, part: int) -> str:
+    return os.path.join(workdir, "clusters", "members", f"part-{part:05d}.parquet")
+
+
+def doc_ids(source: np.ndarray, row: np.ndarray, user_ids: Optional[pa.Array], names: Sequence[str],
+            formats: Sequence[str]) -> List[str]:
+    """Document ids as the local engine's IdLookup makes them."""
+    if user_ids is not None:
+        return user_ids.to_pylist()
+    out = []
+    for s, r in zip(source.tolist(), row.tolist()):
+        out.append(names[s] if formats[s] == "text" else f"{names[s]}:{r}")
+    return out
+
+
+def select_clusters(table: pa.Table, *, config, workdir: str, names: Sequence[str], formats: Sequence[str],
+                    top: int = 20, per_cluster: int = 5) -> pa.Table:
+    """One label partition (whole clusters): the chain-guarded selection of
+    :func:`neardup.clusters.select_representatives` on the partition's sub-graph (documents
+    renumbered in ascending order, so keep order and ties are those of the whole corpus);
+    writes the members with their cluster, representative and ids, returns counts and the
+    partition's largest clusters (for the report's text sample)."""
+    if table.num_rows == 0:
+        return CLUSTERS_SUMMARY.empty_table()
+    part = int(col(table, "part")[0])
+    kind = col(table, "kind", np.int8)
+    mem = table.filter(pa.array(kind == 0)).sort_by("doc")
+    edg = table.filter(pa.array(kind == 1))
+    doc = col(mem, "doc", np.int64)
+    m = len(doc)
+    left = np.searchsorted(doc, col(edg, "doc", np.int64))
+    right = np.searchsorted(doc, col(edg, "right", np.int64))
+    sim = col(edg, "sim", np.float64)
+    length = col(mem, "length", np.int64)
+    scores = col(mem, "score", np.float64) if config.score_column is not None else None
+    rank = keep_order(m, config.keep, lengths=length, scores=scores)
+    with _Threads(1):
+        sel = select_representatives(m, left, right, sim, rank)
+    source = col(mem, "source", np.int64)
+    row = col(mem, "row", np.int64)
+    user = _combined(mem.column("id")) if config.id_column is not None else None
+    ids = pa.array(doc_ids(source, row, user, names, formats), pa.string())
+    head_l = sel.cluster
+    removed = sel.removed
+    rep_l = np.where(removed, sel.representative, 0)
+    rep_id = pc.if_else(pa.array(removed), ids.take(pa.array(rep_l)), pa.nulls(m, pa.string()))
+    out = pa.table({"doc": pa.array(doc), "source": pa.array(source.astype(np.int32)), "row": pa.array(row),
+                    "head": pa.array(doc[head_l]), "removed": pa.array(removed),
+                    "sim": pa.array(sel.similarity), "id": ids, "head_id": ids.take(pa.array(head_l)),
+                    "rep_id": rep_id}, schema=MEMBERS_SCHEMA)
+    path = members_path(workdir, part)
+    _atomic_parquet(out, path)
+    # the largest clusters: (size desc, head asc), head first then members in document order
+    heads, sizes = np.unique(head_l, return_counts=True)
+    best = heads[np.lexsort((doc[heads], -sizes))][:top]
+    tops = []
+    for h in best.tolist():
+        ms = np.flatnonzero(head_l == h)
+        ms = np.concatenate([[h], ms[ms != h]])[:per_cluster]
+        tops.append({"head": int(doc[h]), "size": int(len(np.flatnonzero(head_l == h))),
+                     "members": [[int(doc[i]), ids[i].as_py(), int(source[i]), int(row[i])] for i in ms.tolist()]})
+    return pa.table({"part": pa.array([part], pa.int32()), "path": pa.array([os.path.relpath(path, workdir)]),
+                     "members": pa.array([m], pa.int64()), "removed": pa.array([int(removed.sum())], pa.int64()),
+                     "clusters": pa.array([len(heads)], pa.int64()), "top": pa.array([json.dumps(tops)])},
+                    schema=CLUSTERS_SUMMARY)
+
+
+# --------------------------------------------------------------------------- write stage
+
+KEPT_IN_SCHEMA = pa.schema([("group", pa.int32()), ("source", pa.int32()), ("row", pa.int64())])
+KEPT_SUMMARY = pa.schema([("source", pa.int32()), ("path", pa.string()), ("kept", pa.int64()),
+                          ("error", pa.string()), ("error_kind", pa.string())])
+
+
+def only_removed(table: pa.Table) -> pa.Table:
+    return table.filter(table.column("removed"))
+
+
+def removed_rows(table: pa.Table, *, group_size: int) -> pa.Table:
+    """Members -> (group, source, row) of the removed ones (for the kept files)."""
+    rem = table.filter(table.column("removed"))
+    src = col(rem, "source", np.int32)
+    return pa.table({"group": pa.array((src // group_size).astype(np.int32)), "source": pa.array(src),
+                     "row": rem.column("row")}, schema=KEPT_IN_SCHEMA)
+
+
+def write_kept_group(table: pa.Table, *, group_size: int, sources: Sequence[nio.Source], shards: ShardIndex,
+                     rejected_rows: Dict[int, List[int]], kept_dir: str, output_format: str,
+                     text_column: str, id_column: Optional[str]) -> pa.Table:
+    """One group of input files: the kept rows of each (all rows, less the removed and the
+    rejected) written with :func:`neardup.io.write_kept`, as the local engine does."""
+    if table.num_rows == 0:
+        return KEPT_SUMMARY.empty_table()
+    g = int(col(table, "group")[0])
+    src = col(table, "source", np.int64)
+    row = col(table, "row", np.int64)
+    out = []
+    for si in range(g * group_size, min((g + 1) * group_size, len(sources))):
+        s = sources[si]
+        if s.format == "table":
+            continue
+        rows = shards.source_column(si, "row")
+        drop = row[src == si]
+        if rejected_rows.get(si):
+            drop = np.concatenate([drop, np.asarray(rejected_rows[si], np.int64)])
+        kept = np.setdiff1d(rows, drop)
+        rel = nio.output_relpath(s, output_format)
+        if len(rows) == 0 or (s.format == "text" and len(kept) == 0):
+            # nothing could be read from it (all rejected), or a removed text file
+            out.append((si, "", 0, None, None))
+            continue
+        try:
+            nio.write_kept(s, kept, os.path.join(kept_dir, rel), output_format=output_format,
+                           text_column=text_column, id_column=id_column)
+        except NeardupError as exc:
+            out.append((si, "", 0, str(exc), type(exc).__name__))
+            continue
+        out.append((si, rel, len(kept), None, None))
+    return pa.table({"source": pa.array([o[0] for o in out], pa.int32()), "path": pa.array([o[1] for o in out]),
+                     "kept": pa.array([o[2] for o in out], pa.int64()),
+                     "error": pa.array([o[3] for o in out], pa.string()),
+                     "error_kind": pa.array([o[4] for o in out], pa.string())}, schema=KEPT_SUMMARY)
+
+
+def fetch_texts_task(config, source: nio.Source, si: int, wanted: List[Tuple[int, int]]) -> Dict[int, str]:
+    """The texts of a few documents (doc, row) of one source, by reading it again."""
+    from types import SimpleNamespace
+
+    from .local import fetch_texts
+    corpus = SimpleNamespace(source={d: si for d, _ in wanted}, row={d: r for d, r in wanted})
+    ctx = SimpleNamespace(config=config, sources={si: source})
+    return fetch_texts(ctx, corpus, np.array(sorted(d for d, _ in wanted), np.int64))
