@@ -48,7 +48,7 @@ import numba as nb
 import numpy as np
 
 from .errors import ConfigError, InputError
-from .params import candidate_probability, midpoint
+from .params import DEFAULT_MIN_RECALL, candidate_probability, midpoint
 
 __all__ = ["AuditBin", "AuditResult", "audit_texts", "wilson_interval", "format_audit",
            "plot_audit", "read_texts", "register"]
@@ -751,7 +751,7 @@ def register(sub) -> None:
                    help="LSH bands (with --rows); default: what the dedup would choose")
     p.add_argument("--rows", type=int, default=None, metavar="R",
                    help="rows per band (with --bands)")
-    p.add_argument("--min-recall", type=float, default=0.9, metavar="P",
+    p.add_argument("--min-recall", type=float, default=DEFAULT_MIN_RECALL, metavar="P",
                    help="when bands and rows are chosen: demand P(candidate | threshold) >= P")
     p.add_argument("--ngram", type=int, default=5, metavar="N", help="tokens per shingle")
     p.add_argument("--char-ngrams", action="store_true",

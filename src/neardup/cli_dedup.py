@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from .errors import ConfigError
+from .params import DEFAULT_MIN_RECALL
 
 
 def register(sub) -> None:
@@ -26,7 +27,7 @@ def register(sub) -> None:
     g.add_argument("--bands", type=int, default=None,
                    help="LSH bands b (with --rows; default: chosen so that P(candidate) >= --min-recall at the threshold)")
     g.add_argument("--rows", type=int, default=None, help="LSH rows per band r (with --bands; b*r <= num-perm)")
-    g.add_argument("--min-recall", type=float, default=0.9,
+    g.add_argument("--min-recall", type=float, default=DEFAULT_MIN_RECALL,
                    help="when choosing bands and rows: the least probability of finding a pair at exactly the threshold")
     g.add_argument("--ngram", type=int, default=5, help="tokens per shingle (words, or characters with --char-ngrams)")
     g.add_argument("--char-ngrams", action="store_true", help="shingle on characters instead of words")

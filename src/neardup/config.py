@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 
 from .errors import ConfigError
+from .params import DEFAULT_MIN_RECALL
 
 
 VERIFY_MODES = ("exact", "estimate", "none")
@@ -59,7 +60,7 @@ class Config:
     num_perm: int = 128
     bands: Optional[int] = None
     rows: Optional[int] = None
-    min_recall: float = 0.9
+    min_recall: float = DEFAULT_MIN_RECALL
     ngram: int = 5
     char_ngrams: bool = False
     normalize_unicode: bool = True

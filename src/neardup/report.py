@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .errors import ConfigError, InputError
-from .params import (alternatives, candidate_probability, choose_params, describe,
+from .params import (DEFAULT_MIN_RECALL, alternatives, candidate_probability, choose_params, describe,
                      false_negative_area, false_positive_area, midpoint)
 
 __all__ = ["register", "params_summary", "format_params", "write_report", "word_diff_html",
@@ -49,7 +49,7 @@ def _row(choice, labels: List[str]) -> dict:
 
 
 def params_summary(threshold: float = 0.8, num_perm: int = 128, *, bands: Optional[int] = None,
-                   rows: Optional[int] = None, min_recall: float = 0.9,
+                   rows: Optional[int] = None, min_recall: float = DEFAULT_MIN_RECALL,
                    method: str = "recall") -> dict:
     """Everything ``neardup params`` shows, as a JSON-ready dict.
 
@@ -484,7 +484,7 @@ def _resolve_bands(params: dict) -> Optional[Tuple[float, int, int]]:
         b, r = params.get("bands"), params.get("rows")
         if b is None or r is None:
             k = int(params.get("num_perm", 128))
-            c = choose_params(t, k, min_recall=float(params.get("min_recall", 0.9)))
+            c = choose_params(t, k, min_recall=float(params.get("min_recall", DEFAULT_MIN_RECALL)))
             b, r = c.bands, c.rows
         b, r = int(b), int(r)
         candidate_probability(t, b, r)
@@ -753,7 +753,7 @@ def register(sub) -> None:
                    help="evaluate this number of bands instead of choosing (needs --rows)")
     p.add_argument("--rows", type=int, default=None, metavar="R",
                    help="evaluate this number of rows per band instead of choosing (needs --bands)")
-    p.add_argument("--min-recall", type=float, default=0.9, metavar="P",
+    p.add_argument("--min-recall", type=float, default=DEFAULT_MIN_RECALL, metavar="P",
                    help="the default chooser demands P(candidate | J = threshold) >= P and then "
                         "takes the fewest false positives")
     p.add_argument("--method", choices=("recall", "weighted"), default="recall",
