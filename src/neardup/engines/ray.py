@@ -130,28 +130,23 @@ def _datasource_classes():
     from ray.data.datasource import Datasource, ReadTask
 
     class SourcesDatasource(Datasource):
-        """One read task per input file, wrapping :func:`neardup.io.read_source`."""
+        """Read tasks over groups of consecutive input files, wrapping :func:`neardup.io.read_source`."""
 
-        def __init__(self, sources, config, table_refs):
+        def __init__(self, groups, config):
             super().__init__()
-            self.sources = sources
+            self.groups = groups      # [[(source index, Source, table ref or None), ...], ...]
             self.config = config
-            self.table_refs = table_refs
 
         def get_name(self) -> str:
-            return "ReadSources"
+            return "Sources"
 
         def estimate_inmemory_data_size(self):
             return None
 
         def get_read_tasks(self, parallelism, per_task_row_limit=None, data_context=None):
-            tasks = []
-            for si, src in enumerate(self.sources):
-                size = os.path.getsize(src.path) if src.format != "table" else None
-                fn = partial(rt.read_source_blocks, src, si, self.config, self.table_refs.get(si))
-                tasks.append(ReadTask(fn, BlockMetadata(num_rows=None, size_bytes=size,
-                                                        input_files=None, exec_stats=None)))
-            return tasks
+            return [ReadTask(partial(rt.read_sources_blocks, items, self.config),
+                             BlockMetadata(num_rows=None, size_bytes=None, input_files=None, exec_stats=None))
+                    for items in self.groups]
 
     class FilesDatasource(Datasource):
         """Parquet files of the work directory, in order, a few per read task."""
@@ -163,7 +158,7 @@ def _datasource_classes():
             self.tasks = tasks
 
         def get_name(self) -> str:
-            return "ReadWork"
+            return "WorkFiles"
 
         def estimate_inmemory_data_size(self):
             return None
@@ -247,6 +242,24 @@ def _load_meta(ctx: RunContext, stage: str) -> dict:
         return json.load(f)
 
 
+def _source_groups(ctx: RunContext, env: _Session) -> List[List[int]]:
+    """Consecutive input files grouped into read tasks: about 4 per CPU, 1 MiB to 256 MiB each;
+    a file is never split."""
+    sizes = []
+    for s in ctx.sources:
+        sizes.append(s.table.nbytes if s.format == "table" else os.path.getsize(s.path))
+    target = min(256 << 20, max(1 << 20, sum(sizes) / (4 * env.cpus)))
+    groups: List[List[int]] = [[]]
+    acc = 0
+    for si, size in enumerate(sizes):
+        if groups[-1] and acc + size > target:
+            groups.append([])
+            acc = 0
+        groups[-1].append(si)
+        acc += size
+    return [g for g in groups if g]
+
+
 def stage_read(ctx: RunContext, env: _Session) -> dict:
     import ray
     import ray.data
@@ -255,16 +268,18 @@ def stage_read(ctx: RunContext, env: _Session) -> dict:
     work = ctx.work.path
     ctx.work.stage_dir("read", fresh=True)
     n_src = len(ctx.sources)
-    # A file is one read task; with fewer files than CPUs each task gets several kernel threads.
-    threads = max(1, min(env.cpus_per_node, env.cpus // max(1, n_src)))
+    groups = _source_groups(ctx, env)
+    # with fewer read tasks than CPUs each task gets several kernel threads
+    threads = max(1, min(env.cpus_per_node, env.cpus // len(groups)))
     task_cfg = dataclasses.replace(cfg, workers=threads)
-    table_refs = {si: ray.put(s.table) for si, s in enumerate(ctx.sources) if s.format == "table"}
-    lite = [dataclasses.replace(s, table=None) if s.format == "table" else s for s in ctx.sources]
+    items = [[(si, dataclasses.replace(ctx.sources[si], table=None) if ctx.sources[si].format == "table"
+               else ctx.sources[si], ray.put(ctx.sources[si].table) if ctx.sources[si].format == "table" else None)
+              for si in g] for g in groups]
     sources_ds, _ = _datasource_classes()
     progress = bar("read + signatures (ray)", total=n_src, unit="file", quiet=ctx.quiet)
     with warnings.catch_warnings():  # max_retries has no named parameter on read_datasource
         warnings.simplefilter("ignore")
-        ds = ray.data.read_datasource(sources_ds(lite, task_cfg, table_refs), override_num_blocks=n_src,
+        ds = ray.data.read_datasource(sources_ds(items, task_cfg), override_num_blocks=len(items),
                                       ray_remote_args={"num_cpus": threads, "max_retries": MAX_RETRIES})
     ds = _map(ds, rt.signature_block, num_cpus=threads, config=task_cfg, workdir=work, threads=threads)
     summary = _collect(ds, "read")
@@ -279,41 +294,48 @@ def stage_read(ctx: RunContext, env: _Session) -> dict:
     if len(fatal):
         first = fatal[np.argmin(source[fatal])]
         _raise_as(summary.column("fatal")[first].as_py(), summary.column("reason")[first].as_py())
-    sh = np.flatnonzero(kind == 0)
-    sh = sh[np.lexsort((pos0[sh], source[sh]))]
+    seg = np.flatnonzero(kind == 0)
     n = rt.col(summary, "n", np.int64)
     per_source = np.zeros(n_src, np.int64)
-    np.add.at(per_source, source[sh], n[sh])
+    np.add.at(per_source, source[seg], n[seg])
     offsets = np.concatenate([[0], np.cumsum(per_source)]).astype(np.int64)
-    expect = np.zeros(n_src, np.int64)
+    n_docs = int(offsets[-1])
+    # shards: each a run of consecutive documents; together they must tile 0 .. n_docs - 1
     paths = summary.column("path").to_pylist()
-    shards = []
-    for i in sh.tolist():
-        s = int(source[i])
-        if pos0[i] != expect[s]:
-            raise NeardupError(f"internal error: shards of {ctx.sources[s].name} do not tile its documents")
-        expect[s] += n[i]
-        shards.append([s, int(pos0[i]), int(n[i]), paths[i], int(offsets[s] + pos0[i])])
+    by_path: Dict[str, list] = {}
+    for i in seg.tolist():
+        d0 = int(offsets[source[i]] + pos0[i])
+        e = by_path.setdefault(paths[i], [d0, 0, paths[i]])
+        e[0] = min(e[0], d0)
+        e[1] += int(n[i])
+    shards = sorted(by_path.values())
+    expect = 0
+    for d0, m, _ in shards:
+        if d0 != expect:
+            raise NeardupError("internal error: the read stage's shards do not tile the documents")
+        expect += m
+    if expect != n_docs:
+        raise NeardupError("internal error: the read stage's shards do not hold every document")
     rec = np.flatnonzero(kind == 1)
     rec = rec[np.lexsort((pos0[rec], source[rec]))]  # file order, then order of emission
     rows = rt.col(summary, "row", np.int64)
     reasons = summary.column("reason").to_pylist()
     records = [[int(source[i]), None if rows[i] < 0 else int(rows[i]), reasons[i]] for i in rec.tolist()]
-    n_docs = int(offsets[-1])
     if n_docs == 0 and not records:
         raise InputError("no documents in the input")
-    zero = int(rt.col(summary, "zero", np.int64)[sh].sum())
-    documents = _duplicate_ids(ctx, env, shards, n_docs) if cfg.id_column else []
+    zero = int(rt.col(summary, "zero", np.int64)[seg].sum())
+    documents = _duplicate_ids(ctx, env, shards, offsets, n_docs) if cfg.id_column else []
     _save_meta(ctx, "read", {"shards": shards, "per_source": per_source.tolist(), "offsets": offsets.tolist(),
-                             "records": records, "documents": documents, "zero": zero, "threads": threads})
+                             "records": records, "documents": documents, "zero": zero, "threads": threads,
+                             "read_tasks": len(items)})
     return {"engine": ENGINE, "documents": n_docs, "per_source": per_source.tolist(),
             "rejected_records": len(records), "rejected_documents": len(documents)}
 
 
-def _duplicate_ids(ctx: RunContext, env: _Session, shards: list, n_docs: int) -> List[list]:
+def _duplicate_ids(ctx: RunContext, env: _Session, shards: list, offsets, n_docs: int) -> List[list]:
     """Duplicate user ids (a shuffle on the id's hash): an error naming both places (fail), or
     the later documents rejected (skip); returns [doc, reason, source, row, empty]."""
-    index = rt.ShardIndex(ctx.work.path, shards)
+    index = rt.ShardIndex(ctx.work.path, shards, offsets)
     parts = env.parts(n_docs * 48)
     ds = _read_files(env, index.files(), ["row", "id", "count"])
     ds = _map(ds, rt.id_parts, parts=parts, shards=index)
@@ -349,7 +371,7 @@ def stage_pairs(ctx: RunContext, env: _Session) -> dict:
     work = ctx.work.path
     ctx.work.stage_dir("pairs", fresh=True)
     meta = _load_meta(ctx, "read")
-    index = rt.ShardIndex(work, meta["shards"])
+    index = rt.ShardIndex(work, meta["shards"], meta["offsets"])
     n_docs = int(meta["offsets"][-1])
     rejected = np.array(sorted(d[0] for d in meta["documents"]), dtype=np.int64)
     eligible = n_docs - meta["zero"] - len(rejected)
@@ -393,7 +415,7 @@ def stage_clusters(ctx: RunContext, env: _Session) -> dict:
     work = ctx.work.path
     ctx.work.stage_dir("clusters", fresh=True)
     read_meta = _load_meta(ctx, "read")
-    index = rt.ShardIndex(work, read_meta["shards"])
+    index = rt.ShardIndex(work, read_meta["shards"], read_meta["offsets"])
     n_docs = int(read_meta["offsets"][-1])
     files = [(os.path.join(work, p), -1) for p in _load_meta(ctx, "pairs")["files"]]
     verified = int(ctx.work.info("pairs")["verified_pairs"])
@@ -479,7 +501,7 @@ def stage_write(ctx: RunContext, env: _Session) -> dict:
     pairs_info = ctx.work.info("pairs")
     read_meta = _load_meta(ctx, "read")
     cl_meta = _load_meta(ctx, "clusters")
-    index = rt.ShardIndex(work, read_meta["shards"])
+    index = rt.ShardIndex(work, read_meta["shards"], read_meta["offsets"])
     n_docs = int(read_meta["offsets"][-1])
     names = [s.name for s in ctx.sources]
     name_arr = pa.array(names, pa.string())

@@ -137,85 +137,93 @@ READ_SCHEMA = pa.schema([("source", pa.int32()), ("pos", pa.int64()), ("row", pa
                          ("text", pa.large_string()), ("id", pa.string()), ("score", pa.float64()),
                          ("reason", pa.string()), ("fatal", pa.string())])
 
-SUMMARY_SCHEMA = pa.schema([("kind", pa.int8()),        # 0 shard, 1 rejected record, 2 fatal error
-                            ("source", pa.int32()), ("pos0", pa.int64()), ("n", pa.int64()),
-                            ("zero", pa.int64()),        # documents without shingles in the shard
+SUMMARY_SCHEMA = pa.schema([("kind", pa.int8()),        # 0 shard segment, 1 rejected record, 2 fatal error
+                            ("source", pa.int32()),
+                            ("pos0", pa.int64()),        # first position in the source (rejected: order)
+                            ("n", pa.int64()),           # documents of the source in the shard
+                            ("zero", pa.int64()),        # ... of which without shingles
                             ("row", pa.int64()),         # rejected: the row (-1: the whole file)
                             ("reason", pa.string()), ("fatal", pa.string()), ("path", pa.string())])
 
 
-def read_source_blocks(src: nio.Source, si: int, config, table_ref=None) -> Iterator[pa.Table]:
-    """The read task of one input file: its documents in order as blocks of READ_SCHEMA.
+def read_sources_blocks(items: Sequence[Tuple[int, nio.Source, object]], config) -> Iterator[pa.Table]:
+    """The read task of consecutive input files: their documents in order as blocks of
+    READ_SCHEMA, at most BLOCK_DOCS documents or BLOCK_TEXT_BYTES of text each.
 
-    Documents get ``pos`` 0, 1, ... in file order; a rejected record (on_error='skip') is a row
-    with ``reason`` set and ``pos`` its rank among the file's rejections; an error that stops the
-    run (on_error='fail') is a last row with ``fatal`` set to the error's class name, so that the
-    driver can raise the first one in file order, as the local engine does.
+    A document's ``pos`` is its position among its file's documents; a rejected record
+    (on_error='skip') is a row with ``reason`` set and ``pos`` its rank among the file's
+    rejections; an error that stops the run (on_error='fail') is a last row with ``fatal`` set to
+    the error's class name, so that the driver raises the first one in file order, as the local
+    engine does (files after it in this task are not read: their errors could not come first).
     """
-    if table_ref is not None:
-        import ray
-        src = dataclasses.replace(src, table=ray.get(table_ref))
     pending: List[nio.Batch] = []
-    rejected: List[Tuple[int, str]] = []
-    state = {"pos": 0, "seq": 0, "docs": 0, "bytes": 0}
+    positions: List[np.ndarray] = []
+    rejected: List[Tuple[int, int, str]] = []
+    state = {"docs": 0, "bytes": 0}
+    seq: Dict[int, int] = {}
 
-    def flush(fatal: Optional[Tuple[str, str]] = None) -> Optional[pa.Table]:
+    def flush(fatal: Optional[Tuple[int, str, str]] = None) -> Optional[pa.Table]:
         parts = []
         if pending:
             n = sum(len(b) for b in pending)
-            text = pa.concat_arrays([b.text for b in pending])
             ids = (pa.concat_arrays([b.ids for b in pending]) if config.id_column is not None
                    else pa.nulls(n, pa.string()))
             scores = (pa.array(np.concatenate([b.scores for b in pending]), pa.float64())
                       if config.score_column is not None else pa.nulls(n, pa.float64()))
             parts.append(pa.table({
-                "source": pa.array(np.full(n, si, np.int32)),
-                "pos": pa.array(np.arange(state["pos"], state["pos"] + n, dtype=np.int64)),
+                "source": pa.array(np.concatenate([np.full(len(b), b.source_index, np.int32) for b in pending])),
+                "pos": pa.array(np.concatenate(positions)),
                 "row": pa.array(np.concatenate([b.rows for b in pending]).astype(np.int64)),
-                "text": text, "id": ids, "score": scores,
+                "text": pa.concat_arrays([b.text for b in pending]), "id": ids, "score": scores,
                 "reason": pa.nulls(n, pa.string()), "fatal": pa.nulls(n, pa.string())}, schema=READ_SCHEMA))
-            state["pos"] += n
-        extra = list(rejected)
-        kinds = [None] * len(extra)
+        extra = [(si, r, x, None) for si, r, x in rejected]
         if fatal is not None:
-            extra.append((-1, fatal[1]))
-            kinds.append(fatal[0])
+            extra.append((fatal[0], -1, fatal[2], fatal[1]))
         if extra:
             m = len(extra)
-            seq = np.arange(state["seq"], state["seq"] + m, dtype=np.int64)
-            state["seq"] += m
+            order = []
+            for si, _, _, _ in extra:
+                order.append(seq.get(si, 0))
+                seq[si] = seq.get(si, 0) + 1
             parts.append(pa.table({
-                "source": pa.array(np.full(m, si, np.int32)), "pos": pa.array(seq),
-                "row": pa.array([r for r, _ in extra], pa.int64()),
+                "source": pa.array([e[0] for e in extra], pa.int32()), "pos": pa.array(order, pa.int64()),
+                "row": pa.array([e[1] for e in extra], pa.int64()),
                 "text": pa.array([""] * m, pa.large_string()), "id": pa.nulls(m, pa.string()),
-                "score": pa.nulls(m, pa.float64()),
-                "reason": pa.array([x for _, x in extra], pa.string()),
-                "fatal": pa.array(kinds, pa.string())}, schema=READ_SCHEMA))
+                "score": pa.nulls(m, pa.float64()), "reason": pa.array([e[2] for e in extra], pa.string()),
+                "fatal": pa.array([e[3] for e in extra], pa.string())}, schema=READ_SCHEMA))
         pending.clear()
+        positions.clear()
         rejected.clear()
         state["docs"] = state["bytes"] = 0
         return pa.concat_tables(parts) if parts else None
 
-    it = nio.read_source(src, si, text_column=config.text_column, id_column=config.id_column,
-                         score_column=config.score_column, on_error=config.on_error,
-                         batch_size=config.batch_size)
-    try:
-        for batch in it:
-            for row, reason in batch.rejected:
-                rejected.append((-1 if row is None else int(row), reason))
-            if len(batch):
-                pending.append(batch)
-                state["docs"] += len(batch)
-                state["bytes"] += batch.text.nbytes
-            if state["docs"] >= BLOCK_DOCS or state["bytes"] >= BLOCK_TEXT_BYTES:
-                block = flush()
-                if block is not None:
-                    yield block
-    except NeardupError as exc:
-        block = flush((type(exc).__name__, str(exc)))
-        if block is not None:
-            yield block
-        return
+    for si, src, table_ref in items:
+        if table_ref is not None:
+            import ray
+            src = dataclasses.replace(src, table=ray.get(table_ref))
+        pos = 0
+        it = nio.read_source(src, si, text_column=config.text_column, id_column=config.id_column,
+                             score_column=config.score_column, on_error=config.on_error,
+                             batch_size=config.batch_size)
+        try:
+            for batch in it:
+                for row, reason in batch.rejected:
+                    rejected.append((si, -1 if row is None else int(row), reason))
+                if len(batch):
+                    positions.append(np.arange(pos, pos + len(batch), dtype=np.int64))
+                    pos += len(batch)
+                    pending.append(batch)
+                    state["docs"] += len(batch)
+                    state["bytes"] += batch.text.nbytes
+                if state["docs"] >= BLOCK_DOCS or state["bytes"] >= BLOCK_TEXT_BYTES:
+                    block = flush()
+                    if block is not None:
+                        yield block
+        except NeardupError as exc:
+            block = flush((si, type(exc).__name__, str(exc)))
+            if block is not None:
+                yield block
+            return
     block = flush()
     if block is not None:
         yield block
@@ -226,23 +234,17 @@ def shard_path(workdir: str, si: int, pos0: int) -> str:
 
 
 def signature_block(table: pa.Table, *, config, workdir: str, threads: int) -> pa.Table:
-    """map_batches over read blocks: kernels over the texts, one shard file per run of documents,
-    and a summary row per shard, per rejected record and per fatal error."""
+    """map_batches over read blocks: the kernels over the texts, the block's documents (a run
+    of consecutive documents in the global order) written as one shard file, and summary rows:
+    one per file in the shard, per rejected record and per fatal error."""
     exact = config.verify == "exact"
     hasher = MinHasher.from_config(dataclasses.replace(config, workers=threads))
-    reason = table.column("reason")
-    is_doc = _combined(reason.is_null()).to_numpy(zero_copy_only=False)
+    is_doc = _combined(table.column("reason").is_null()).to_numpy(zero_copy_only=False)
     out = []
     docs = table.filter(pa.array(is_doc)) if not is_doc.all() else table
     if docs.num_rows:
-        src = col(docs, "source", np.int64)
-        pos = col(docs, "pos", np.int64)
-        brk = np.flatnonzero((src[1:] != src[:-1]) | (pos[1:] != pos[:-1] + 1)) + 1
-        bounds = np.concatenate([[0], brk, [docs.num_rows]])
         with _Threads(threads):
-            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-                out.append(_write_shard(docs.slice(a, b - a), int(src[a]), int(pos[a]), config, workdir,
-                                        hasher, exact))
+            out.append(_write_shard(docs, config, workdir, hasher, exact))
     if not is_doc.all():
         other = table.filter(pa.array(~is_doc))
         m = other.num_rows
@@ -258,18 +260,19 @@ def signature_block(table: pa.Table, *, config, workdir: str, threads: int) -> p
     return pa.concat_tables(out)
 
 
-def _write_shard(docs: pa.Table, si: int, pos0: int, config, workdir: str, hasher: MinHasher,
-                 exact: bool) -> pa.Table:
+def _write_shard(docs: pa.Table, config, workdir: str, hasher: MinHasher, exact: bool) -> pa.Table:
     text = _combined(docs.column("text"))
-    n = len(text)
-    cols = {"pos": docs.column("pos"), "row": docs.column("row"),
+    src = col(docs, "source", np.int64)
+    pos = col(docs, "pos", np.int64)
+    cols = {"row": docs.column("row"),
             "length": pa.array(pc.binary_length(text).to_numpy(zero_copy_only=False).astype(np.int64))}
     if exact:  # as the local engine: raw shingle hashes (text order, repeats), sorted when verified
         sig, off, sh = hasher.signatures_and_shingles(text)
         counts = np.diff(off)
     else:
         sig, counts = hasher.signatures_and_counts(text)
-    cols["count"] = pa.array(np.asarray(counts, np.int64))
+    counts = np.asarray(counts, np.int64)
+    cols["count"] = pa.array(counts)
     cols["keys"] = fsb_array(band_keys(sig, config.bands, config.rows, config.seed))
     if exact:
         cols["sh"] = csr_list(off, sh)
@@ -279,40 +282,43 @@ def _write_shard(docs: pa.Table, si: int, pos0: int, config, workdir: str, hashe
         cols["score"] = docs.column("score")
     if config.id_column is not None:
         cols["id"] = docs.column("id")
-    path = shard_path(workdir, si, pos0)
+    path = shard_path(workdir, int(src[0]), int(pos[0]))
     _atomic_parquet(pa.table(cols), path, row_group_size=SHARD_ROW_GROUP)
-    zero = int((np.asarray(counts) == 0).sum())
-    return pa.table({"kind": pa.array([0], pa.int8()), "source": pa.array([si], pa.int32()),
-                     "pos0": pa.array([pos0], pa.int64()), "n": pa.array([n], pa.int64()),
-                     "zero": pa.array([zero], pa.int64()), "row": pa.array([-1], pa.int64()),
-                     "reason": pa.nulls(1, pa.string()), "fatal": pa.nulls(1, pa.string()),
-                     "path": pa.array([os.path.relpath(path, workdir)], pa.string())}, schema=SUMMARY_SCHEMA)
+    seg = runs(src)
+    ends = np.append(seg[1:], len(src))
+    k = len(seg)
+    zero = np.add.reduceat((counts == 0).astype(np.int64), seg)
+    return pa.table({"kind": pa.array(np.zeros(k, np.int8)), "source": pa.array(src[seg].astype(np.int32)),
+                     "pos0": pa.array(pos[seg]), "n": pa.array(ends - seg), "zero": pa.array(zero),
+                     "row": pa.array(np.full(k, -1, np.int64)), "reason": pa.nulls(k, pa.string()),
+                     "fatal": pa.nulls(k, pa.string()),
+                     "path": pa.array([os.path.relpath(path, workdir)] * k, pa.string())}, schema=SUMMARY_SCHEMA)
 
 
 # --------------------------------------------------------------------------- shards
 
 
 class ShardIndex:
-    """Where each document's row lives: the shard files in document order (doc0, n, path)."""
+    """Where each document's row lives: shard files of consecutive documents (doc0, n, path),
+    and the first document of every input file (``offsets``, one number per file)."""
 
-    def __init__(self, workdir: str, shards: Sequence[Sequence]):
-        # shards: (source, pos0, n, relpath, doc0), sorted by doc0
+    def __init__(self, workdir: str, shards: Sequence[Sequence], offsets: Sequence[int]):
+        # shards: (doc0, n, relpath), sorted by doc0 and tiling 0..N-1
         self.workdir = workdir
-        self.source = np.array([s[0] for s in shards], dtype=np.int64)
-        self.pos0 = np.array([s[1] for s in shards], dtype=np.int64)
-        self.n = np.array([s[2] for s in shards], dtype=np.int64)
-        self.path = [s[3] for s in shards]
-        self.doc0 = np.array([s[4] for s in shards], dtype=np.int64)
+        self.doc0 = np.array([s[0] for s in shards], dtype=np.int64)
+        self.n = np.array([s[1] for s in shards], dtype=np.int64)
+        self.path = [s[2] for s in shards]
+        self.offsets = np.asarray(offsets, dtype=np.int64)
 
     def files(self) -> List[Tuple[str, int]]:
         return [(os.path.join(self.workdir, p), int(d)) for p, d in zip(self.path, self.doc0.tolist())]
 
     def source_of(self, docs: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(self.doc0, docs, side="right") - 1
-        return self.source[i]
+        return np.searchsorted(self.offsets, docs, side="right") - 1
 
     def lookup(self, docs: np.ndarray, columns: List[str]) -> pa.Table:
-        """Columns of the given documents (sorted, unique), in that order, plus ``source``."""
+        """Columns of the given documents (sorted, unique), in that order, plus ``source``; only
+        the row groups holding them are read."""
         docs = np.asarray(docs, dtype=np.int64)
         idx = np.searchsorted(self.doc0, docs, side="right") - 1
         pieces = []
@@ -321,26 +327,23 @@ class ShardIndex:
             pf = pq.ParquetFile(os.path.join(self.workdir, self.path[s]))
             sizes = np.array([pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)], np.int64)
             starts = np.concatenate([[0], np.cumsum(sizes)])
-            groups = np.unique(np.searchsorted(starts, local, side="right") - 1)
-            t = pf.read_row_groups(groups.tolist(), columns=columns)
-            # positions of the wanted rows in the concatenation of the groups read
-            base = np.zeros(len(sizes), np.int64)
-            base[groups] = np.concatenate([[0], np.cumsum(sizes[groups])[:-1]])
             g_of = np.searchsorted(starts, local, side="right") - 1
-            take = base[g_of] + (local - starts[g_of])
-            t = t.take(pa.array(take))
-            pieces.append(t.append_column("source", pa.array(np.full(len(local), self.source[s], np.int32))))
+            groups = np.unique(g_of)
+            t = pf.read_row_groups(groups.tolist(), columns=columns)
+            base = np.zeros(len(sizes), np.int64)  # where each group read starts in t
+            base[groups] = np.concatenate([[0], np.cumsum(sizes[groups])[:-1]])
+            pieces.append(t.take(pa.array(base[g_of] + (local - starts[g_of]))))
         if not pieces:
-            return None
-        return pa.concat_tables(pieces).combine_chunks()
+            return pa.table({c: pa.array([]) for c in columns + ["source"]})
+        t = pa.concat_tables(pieces).combine_chunks()
+        return t.append_column("source", pa.array(self.source_of(docs).astype(np.int32)))
 
     def source_column(self, si: int, column: str) -> np.ndarray:
-        """A column over all documents of one source, in position order."""
-        sel = np.flatnonzero(self.source == si)
-        sel = sel[np.argsort(self.pos0[sel])]
-        parts = [col(pq.read_table(os.path.join(self.workdir, self.path[s]), columns=[column]), column)
-                 for s in sel.tolist()]
-        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        """A column over all documents of one input file, in file order."""
+        docs = np.arange(self.offsets[si], self.offsets[si + 1], dtype=np.int64)
+        if len(docs) == 0:
+            return np.zeros(0, np.int64)
+        return col(self.lookup(docs, [column]), column)
 
 
 def read_files(items: Sequence[Tuple[str, int]], columns: Optional[List[str]]) -> Iterator[pa.Table]:
