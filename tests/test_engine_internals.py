@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from neardup.engines.local import ROW_GROUP, ParquetRows, release_pages
+from neardup.engines.local import ROW_GROUP, ParquetRows, ShingleStore
 from neardup.engines.workdir import AppendFile, open_column
 
 
@@ -49,16 +49,25 @@ def test_parquet_rows_same_bytes_whatever_the_batching(tmp_path):
     assert pq.read_table(paths[1]).equals(table)
 
 
-def test_append_file_and_release_pages(tmp_path):
+def test_append_file_and_shingle_store(tmp_path):
     f = AppendFile(str(tmp_path / "x.u64"), np.uint64)
     f.append(np.arange(10, dtype=np.uint64))
     f.append(np.arange(10, 25, dtype=np.uint64))
     f.close()
     col = open_column(str(tmp_path / "x.u64"), np.uint64)
     assert col.tolist() == list(range(25))
-    release_pages(col)                      # drops the pages; the data is still there
-    assert col.tolist() == list(range(25))
     g = AppendFile(str(tmp_path / "y.u32"), np.uint32, 4)
     g.append(np.arange(8, dtype=np.uint32).reshape(2, 4))
     g.close()
     assert open_column(str(tmp_path / "y.u32"), np.uint32, 4).shape == (2, 4)
+    # raw shingles of 6 documents (one empty, with repeats, out of order) read back as sorted sets
+    docs = [[5, 3, 5], [], [9], [2, 2, 2, 1], [7, 8], [4, 0]]
+    h = AppendFile(str(tmp_path / "sh.u64"), np.uint64)
+    for d in docs:
+        h.append(np.array(d, dtype=np.uint64))
+    h.close()
+    store = ShingleStore(str(tmp_path / "sh.u64"), np.array([len(d) for d in docs]))
+    for pick in ([0, 1, 2, 3, 4, 5], [1, 3, 4], [0, 5], [2]):
+        off, vals = store.sets(np.array(pick))
+        got = [vals[off[i]:off[i + 1]].tolist() for i in range(len(pick))]
+        assert got == [sorted(set(docs[p])) for p in pick]

@@ -263,11 +263,9 @@ class Corpus:
     def keys(self) -> np.ndarray:
         return open_column(os.path.join(self.dir, "keys.u64"), np.uint64, self.config.bands, mmap=False)
 
-    def shingle_sets(self):
-        """Raw shingle hashes of every document (text order, with repeats) as memory-mapped CSR."""
-        offsets = np.zeros(self.n + 1, dtype=np.int64)
-        np.cumsum(self.count, out=offsets[1:])
-        return offsets, open_column(os.path.join(self.dir, "sh.u64"), np.uint64)
+    def shingle_store(self) -> "ShingleStore":
+        """The raw shingle hashes of every document (text order, with repeats), read on demand."""
+        return ShingleStore(os.path.join(self.dir, "sh.u64"), self.count)
 
     def eligible(self) -> np.ndarray:
         ok = self.count > 0
@@ -276,38 +274,65 @@ class Corpus:
         return ok
 
 
-VERIFY_CHUNK = 1 << 20  # pairs verified at a time: bounds the sorted sets held in memory
+VERIFY_CHUNK = 1 << 17  # pairs verified at a time: bounds the shingle sets held in memory
 
 
-def release_pages(arr) -> None:
-    """Drops the pages of a read-only memory map from this process (they stay in the page cache)."""
-    mm = getattr(arr, "_mmap", None)
-    if mm is None and isinstance(getattr(arr, "base", None), np.memmap):
-        mm = getattr(arr.base, "_mmap", None)
-    if mm is not None and hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+class ShingleStore:
+    """Reads the raw shingle hashes of chosen documents from the read stage's file.
+
+    Explicit reads (coalesced across adjacent documents) rather than a memory map: a map would
+    pull whole neighbourhoods of the file into the process (fault-around), so that the few
+    documents of the candidate pairs, scattered over the corpus, cost the memory of all of them.
+    """
+
+    def __init__(self, path: str, counts: np.ndarray):
+        self.path = path
+        self.offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=self.offsets[1:])
+
+    def sets(self, docs: np.ndarray):
+        """Sorted unique shingle sets of ``docs`` (ascending), CSR indexed by position in docs."""
+        starts = self.offsets[docs]
+        ends = self.offsets[docs + 1]
+        sizes = ends - starts
+        local = np.zeros(len(docs) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=local[1:])
+        buf = np.empty(local[-1], dtype=np.uint64)
+        # coalesce runs of documents that lie next to each other in the file
+        breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
+        run_first = np.concatenate(([0], breaks))
+        run_last = np.concatenate((breaks, [len(docs)])) - 1
+        view = memoryview(buf).cast("B")
+        fd = os.open(self.path, os.O_RDONLY)
         try:
-            mm.madvise(mmap.MADV_DONTNEED)
-        except (OSError, ValueError):  # pragma: no cover - not supported on this system
-            pass
+            for a, b in zip(run_first.tolist(), run_last.tolist()):
+                lo, hi = int(starts[a]), int(ends[b])
+                if hi > lo:
+                    dst = view[local[a] * 8:(local[a] + hi - lo) * 8]
+                    got = os.preadv(fd, [dst], lo * 8)
+                    if got != (hi - lo) * 8:
+                        raise NeardupError(f"work directory damaged: short read in {self.path}; run without --resume")
+        finally:
+            os.close(fd)
+        return sort_unique_sets(local, buf)
 
 
 def make_verifier(corpus: Corpus, config: Config):
     """verify(left, right) -> (passed, similarity) for the configured mode."""
     threshold = config.threshold
     if config.verify == "exact":
-        raw_offsets, raw = corpus.shingle_sets()
+        store = corpus.shingle_store()
 
         def verify(left, right):
             sim = np.empty(len(left), dtype=np.float64)
             for lo in range(0, len(left), VERIFY_CHUNK):
                 hi = min(lo + VERIFY_CHUNK, len(left))
-                # sets are sorted only for the documents of these pairs, never for the whole corpus
+                # sets are read and sorted only for the documents of these pairs
                 docs, inverse = np.unique(np.concatenate([left[lo:hi], right[lo:hi]]), return_inverse=True)
-                offsets, hashes = sort_unique_sets(raw_offsets, raw, docs)
+                offsets, hashes = store.sets(docs)
                 m = hi - lo
                 sim[lo:hi] = exact_jaccard(offsets, hashes, inverse[:m], inverse[m:])
                 del offsets, hashes
-                release_pages(raw)
             return sim >= threshold, sim
     else:
         sigs = corpus.signatures()
@@ -581,6 +606,9 @@ def fetch_texts(ctx: RunContext, corpus: Corpus, docs: np.ndarray) -> Dict[int, 
         by_source.setdefault(int(corpus.source[d]), {})[int(corpus.row[d])] = d
     for si in sorted(by_source):
         want = by_source[si]
+        if ctx.sources[si].format == "jsonl":
+            out.update(_jsonl_texts(ctx.sources[si], want, cfg.text_column))
+            continue
         for batch in nio.read_source(ctx.sources[si], si, text_column=cfg.text_column, on_error="skip",
                                      batch_size=cfg.batch_size):
             rows = batch.rows
@@ -590,6 +618,25 @@ def fetch_texts(ctx: RunContext, corpus: Corpus, docs: np.ndarray) -> Dict[int, 
             if len(out) >= len(docs) or (len(rows) and rows[-1] >= max(want)):
                 if all(w in out for w in want.values()):
                     break
+    return out
+
+
+def _jsonl_texts(src: nio.Source, want: Dict[int, int], text_column: str) -> Dict[int, str]:
+    """Texts of a few lines of a JSONL file: the lines are found by scanning newlines, and only
+    the wanted ones are parsed (the reader's row is the 0-based line index)."""
+    from ..io._streams import iter_blocks, line_bounds
+    rows = np.array(sorted(want), dtype=np.int64)
+    out: Dict[int, str] = {}
+    line0 = 0
+    for block in iter_blocks(src.path, src.compression):
+        starts, ends = line_bounds(block)
+        lo, hi = np.searchsorted(rows, [line0, line0 + len(starts)])
+        for r in rows[lo:hi].tolist():
+            i = r - line0
+            out[want[r]] = json.loads(block[starts[i]:ends[i]])[text_column]
+        line0 += len(starts)
+        if line0 > rows[-1]:
+            break
     return out
 
 
