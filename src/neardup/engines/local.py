@@ -37,7 +37,7 @@ from ..bands import band_keys, bucket_runs, find_pairs
 from ..clusters import keep_order, select_representatives
 from ..config import Config
 from ..errors import InputError, NeardupError
-from ..minhash import MinHasher, _Threads, sort_unique_sets
+from ..minhash import MinHasher, _Threads, sort_unique_sets_inplace
 from ..progress import bar
 from ..verify import estimated_jaccard, exact_jaccard
 from .workdir import AppendFile, WorkDir, fingerprint, open_column
@@ -274,7 +274,7 @@ class Corpus:
         return ok
 
 
-VERIFY_CHUNK = 1 << 17  # pairs verified at a time: bounds the shingle sets held in memory
+VERIFY_CHUNK = 1 << 16  # pairs verified at a time: bounds the shingle sets held in memory
 
 
 class ShingleStore:
@@ -314,7 +314,7 @@ class ShingleStore:
                         raise NeardupError(f"work directory damaged: short read in {self.path}; run without --resume")
         finally:
             os.close(fd)
-        return sort_unique_sets(local, buf)
+        return sort_unique_sets_inplace(local, buf)
 
 
 def make_verifier(corpus: Corpus, config: Config):
