@@ -204,6 +204,9 @@ def _collect(ds, what: str = "") -> Optional[pa.Table]:
     t0 = time.perf_counter()
     tables = [t for t in ray.get(ds.to_arrow_refs()) if t is not None and t.num_rows]
     _debug(what, t0)
+    if os.environ.get("NEARDUP_RAY_DEBUG") == "stats":
+        import sys
+        print(ds.stats(), file=sys.stderr)
     return pa.concat_tables(tables) if tables else None
 
 

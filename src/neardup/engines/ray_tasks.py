@@ -11,11 +11,12 @@ output block, and ``map_batches(batch_size=None)`` hands that block to one call.
 hash of the key (band key, bucket anchor, pair code, graph node) or a range of document indices
 (``chunk``), for steps that read per-document data from the read stage's shards.
 
-Shards. The read stage writes, for each run of consecutive documents of one input file, one
-Parquet file ``read/shards/sSSSSSS-pPPPPPPPPPPPP.parquet`` (source index, position of the first
-document among the file's documents) with the per-document columns; the document index of
-position ``pos`` of source ``s`` is ``offset[s] + pos``. Later stages read only the row groups
-that hold the documents they need (:class:`ShardIndex`).
+Shards. The read stage writes each block of consecutive documents (in the global order: file
+order, then row order) as one uncompressed Arrow IPC file ``read/shards/sSSSSSS-pPPPPPPPPPPPP.arrow``
+(source index and position among that file's documents of its first document) with the
+per-document columns; the document index of position ``pos`` of source ``s`` is
+``offset[s] + pos``. Later stages memory-map a shard and take only the rows they need
+(:class:`ShardIndex`); the work directory must be visible to every node (a shared file system).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from ..errors import NeardupError
 from ..minhash import MinHasher, _Threads, sort_unique_sets
 from ..verify import estimated_jaccard, exact_jaccard
 
-SHARD_ROW_GROUP = 8192          # rows per row group in a shard: the unit of a lookup read
+SHARD_BATCH = 8192              # rows per record batch in a shard file
 BLOCK_DOCS = 65536              # documents per read block (and per shard file)
 BLOCK_TEXT_BYTES = 64 << 20     # ... or this many bytes of text, whichever comes first
 BUCKET_BITS = 40                # bucket id = band partition << 40 | ordinal in the partition
@@ -112,11 +113,29 @@ def csr_list(offsets: np.ndarray, values: np.ndarray, value_type=pa.uint64()) ->
                                          pa.array(values, type=value_type))
 
 
-def _atomic_parquet(table: pa.Table, path: str, row_group_size: Optional[int] = None) -> None:
+def _atomic_parquet(table: pa.Table, path: str) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.tmp-{os.getpid()}"
-    pq.write_table(table, tmp, row_group_size=row_group_size, **SHARD_OPTS)
+    pq.write_table(table, tmp, **SHARD_OPTS)
     os.replace(tmp, path)
+
+
+def _atomic_arrow(table: pa.Table, path: str) -> None:
+    """An uncompressed Arrow IPC file (memory-mappable: a lookup touches only its rows' pages)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with pa.OSFile(tmp, "wb") as f, pa.ipc.new_file(f, table.schema) as w:
+        w.write_table(table, max_chunksize=SHARD_BATCH)
+    os.replace(tmp, path)
+
+
+def read_table(path: str, columns: Optional[List[str]] = None) -> pa.Table:
+    """A work-directory file (Arrow IPC, memory-mapped, or Parquet) as a table."""
+    if path.endswith(".arrow"):
+        with pa.memory_map(path) as f:
+            t = pa.ipc.open_file(f).read_all()
+        return t.select(columns) if columns is not None else t
+    return pq.read_table(path, columns=columns)
 
 
 def runs(*keys: np.ndarray) -> np.ndarray:
@@ -230,7 +249,7 @@ def read_sources_blocks(items: Sequence[Tuple[int, nio.Source, object]], config)
 
 
 def shard_path(workdir: str, si: int, pos0: int) -> str:
-    return os.path.join(workdir, "read", "shards", f"s{si:06d}-p{pos0:012d}.parquet")
+    return os.path.join(workdir, "read", "shards", f"s{si:06d}-p{pos0:012d}.arrow")
 
 
 def signature_block(table: pa.Table, *, config, workdir: str, threads: int) -> pa.Table:
@@ -283,7 +302,7 @@ def _write_shard(docs: pa.Table, config, workdir: str, hasher: MinHasher, exact:
     if config.id_column is not None:
         cols["id"] = docs.column("id")
     path = shard_path(workdir, int(src[0]), int(pos[0]))
-    _atomic_parquet(pa.table(cols), path, row_group_size=SHARD_ROW_GROUP)
+    _atomic_arrow(pa.table(cols), path)
     seg = runs(src)
     ends = np.append(seg[1:], len(src))
     k = len(seg)
@@ -317,25 +336,18 @@ class ShardIndex:
         return np.searchsorted(self.offsets, docs, side="right") - 1
 
     def lookup(self, docs: np.ndarray, columns: List[str]) -> pa.Table:
-        """Columns of the given documents (sorted, unique), in that order, plus ``source``; only
-        the row groups holding them are read."""
+        """Columns of the given documents (sorted, unique), in that order, plus ``source``; the
+        shards are memory-mapped and only the pages of these rows are read."""
         docs = np.asarray(docs, dtype=np.int64)
         idx = np.searchsorted(self.doc0, docs, side="right") - 1
         pieces = []
         for s in np.unique(idx).tolist():
             local = docs[idx == s] - self.doc0[s]
-            pf = pq.ParquetFile(os.path.join(self.workdir, self.path[s]))
-            sizes = np.array([pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)], np.int64)
-            starts = np.concatenate([[0], np.cumsum(sizes)])
-            g_of = np.searchsorted(starts, local, side="right") - 1
-            groups = np.unique(g_of)
-            t = pf.read_row_groups(groups.tolist(), columns=columns)
-            base = np.zeros(len(sizes), np.int64)  # where each group read starts in t
-            base[groups] = np.concatenate([[0], np.cumsum(sizes[groups])[:-1]])
-            pieces.append(t.take(pa.array(base[g_of] + (local - starts[g_of]))))
+            t = read_table(os.path.join(self.workdir, self.path[s]), columns)
+            pieces.append(take_sorted(t, local))
         if not pieces:
             return pa.table({c: pa.array([]) for c in columns + ["source"]})
-        t = pa.concat_tables(pieces).combine_chunks()
+        t = pa.concat_tables(pieces)
         return t.append_column("source", pa.array(self.source_of(docs).astype(np.int32)))
 
     def source_column(self, si: int, column: str) -> np.ndarray:
@@ -346,10 +358,24 @@ class ShardIndex:
         return col(self.lookup(docs, [column]), column)
 
 
+def take_sorted(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """``table.take(rows)`` for ascending rows, chunk by chunk (Arrow's take of a chunked list
+    column would first concatenate every chunk: the whole shard)."""
+    out = {}
+    for name in table.column_names:
+        column = table.column(name)
+        bounds = np.concatenate([[0], np.cumsum([len(c) for c in column.chunks])]).astype(np.int64)
+        cut = np.searchsorted(rows, bounds)
+        parts = [column.chunk(i).take(pa.array(rows[cut[i]:cut[i + 1]] - bounds[i]))
+                 for i in range(column.num_chunks) if cut[i + 1] > cut[i]]
+        out[name] = pa.concat_arrays(parts) if parts else pa.array([], type=column.type)
+    return pa.table(out)
+
+
 def read_files(items: Sequence[Tuple[str, int]], columns: Optional[List[str]]) -> Iterator[pa.Table]:
     """Read task over files; a file with doc0 >= 0 gets a ``doc`` column doc0, doc0 + 1, ..."""
     for path, doc0 in items:
-        t = pq.read_table(path, columns=columns)
+        t = read_table(path, columns)
         if doc0 >= 0:
             t = t.append_column("doc", pa.array(np.arange(doc0, doc0 + t.num_rows, dtype=np.int64)))
         if t.num_rows:
@@ -492,12 +518,13 @@ def attach_data(table: pa.Table, *, shards: ShardIndex, exact: bool, data_type: 
     gdoc = doc[starts]
     udocs = np.unique(gdoc)
     data = shards.lookup(udocs, [data_col, "length"] + (["score"] if score else []))
-    take = pa.array(np.searchsorted(udocs, gdoc))
+    if len(udocs) != len(gdoc):  # documents in several pair partitions: one row for each
+        data = take_sorted(data, np.searchsorted(udocs, gdoc))
     n = len(gdoc)
     return pa.table({"tp": pa.array(tp[starts]), "doc": pa.array(gdoc),
                      "buckets": pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(bucket)),
-                     "data": data.column(data_col).take(take), "length": data.column("length").take(take),
-                     "score": data.column("score").take(take) if score else pa.nulls(n, pa.float64())})
+                     "data": data.column(data_col), "length": data.column("length"),
+                     "score": data.column("score") if score else pa.nulls(n, pa.float64())})
 
 
 def search_pairs(table: pa.Table, *, config, pair_parts: int) -> pa.Table:
