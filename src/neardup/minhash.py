@@ -56,23 +56,18 @@ def _minhash_into(x, s, a, b, out):
 
 @nb.njit(parallel=True, cache=True)
 def _process_kernel(offsets, data, docs, table, n, char_mode, remove_punct, collapse_ws, lower_ascii, h0,
-                    a, b, want_sets, sort_sets, want_sigs):
+                    a, b, want_sets, sort_sets, want_sigs, bound, values):
     """One pass per document: tokens -> shingle hashes -> (sorted unique set) -> signature.
 
-    Returns (signatures, shingle counts, shingle hashes laid out at ``bound``, bound). With
-    ``sort_sets`` the hashes of each document are sorted and unique and the counts are of
-    distinct shingles; otherwise they are in text order with repeats (the signature is the same).
+    Returns (signatures, shingle counts). With ``want_sets`` the shingle hashes of document i are
+    written to ``values[bound[i]:]`` (``bound[i+1] - bound[i]`` >= its byte length + 1). With
+    ``sort_sets`` they are sorted and unique and the counts are of distinct shingles; otherwise
+    they are in text order with repeats (the signature is the same either way).
     """
     nd = docs.shape[0]
     k = a.shape[0]
     sigs = np.empty((nd if want_sigs else 0, k), dtype=np.uint32)
     counts = np.zeros(nd, dtype=np.int64)
-    bound = np.zeros(nd + 1, dtype=np.int64)
-    if want_sets:
-        for i in range(nd):
-            d = docs[i]
-            bound[i + 1] = bound[i] + (offsets[d + 1] - offsets[d]) + 1
-    values = np.empty(bound[nd], dtype=np.uint64)
     for i in nb.prange(nd):
         d = docs[i]
         start = offsets[d]
@@ -99,7 +94,7 @@ def _process_kernel(offsets, data, docs, table, n, char_mode, remove_punct, coll
                 x[j] = np.uint32(units[j] & _MASK32)
             _minhash_into(x, s, a, b, sigs[i])
         counts[i] = s
-    return sigs, counts, values, bound
+    return sigs, counts
 
 
 @nb.njit(parallel=True, cache=True)
@@ -111,9 +106,31 @@ def _gather_sets(values, bound, counts, target, offsets_out, out):
             out[b + j] = values[a + j]
 
 
+class Scratch:
+    """Buffers reused from batch to batch (their pages are touched once, not once per batch).
+
+    Arrays returned by :func:`process` with a scratch are views into it: valid until the next call.
+    """
+
+    def __init__(self):
+        self.buffers = {}
+
+    def get(self, name: str, size: int, dtype=np.uint64) -> np.ndarray:
+        buf = self.buffers.get(name)
+        if buf is None or buf.shape[0] < size:
+            buf = np.empty(max(size, int(size * 1.25)), dtype=dtype)
+            self.buffers[name] = buf
+        return buf[:size]
+
+
+_NO_VALUES = np.zeros(0, dtype=np.uint64)
+_NO_BOUND = np.zeros(1, dtype=np.int64)
+
+
 def process(texts, *, ngram: int, char_ngrams: bool, seed: int, normalize_unicode: bool, lowercase: bool,
             remove_punctuation: bool, collapse_whitespace: bool, want_sets: bool, want_sigs: bool,
-            a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = None, sort_sets: bool = True):
+            a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = None, sort_sets: bool = True,
+            scratch: Optional[Scratch] = None):
     """Runs the fused kernel over a batch; returns (signatures, counts, set offsets, set values)."""
     n, parts = _sh.prepare(texts, normalize_unicode=normalize_unicode, lowercase=lowercase)
     if a is None:
@@ -125,10 +142,18 @@ def process(texts, *, ngram: int, char_ngrams: bool, seed: int, normalize_unicod
     sigs = np.empty((n, k), dtype=np.uint32) if want_sigs else None
     counts = np.zeros(n, dtype=np.int64)
     results = []
-    for part in parts:
+    for pi, part in enumerate(parts):
+        if want_sets:
+            bound = np.zeros(len(part.docs) + 1, dtype=np.int64)
+            np.cumsum(part.offsets[part.docs + 1] - part.offsets[part.docs] + 1, out=bound[1:])
+            values = (scratch.get(f"values{pi}", int(bound[-1])) if scratch is not None
+                      else np.empty(int(bound[-1]), dtype=np.uint64))
+        else:
+            bound, values = _NO_BOUND, _NO_VALUES
         r = _process_kernel(part.offsets, part.data, part.docs, table, int(ngram), bool(char_ngrams),
                             bool(remove_punctuation), bool(collapse_whitespace), bool(part.lower_ascii), h0,
-                            a, b, bool(want_sets), bool(sort_sets), bool(want_sigs))
+                            a, b, bool(want_sets), bool(sort_sets), bool(want_sigs), bound, values)
+        r = (r[0], r[1], values, bound)
         if len(parts) == 1:
             sigs = r[0] if want_sigs else None
             counts = r[1]
@@ -141,7 +166,8 @@ def process(texts, *, ngram: int, char_ngrams: bool, seed: int, normalize_unicod
         return sigs, counts, None, None
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
-    values = np.empty(offsets[-1], dtype=np.uint64)
+    values = (scratch.get("sets", int(offsets[-1])) if scratch is not None
+              else np.empty(offsets[-1], dtype=np.uint64))
     for part, r in zip(parts, results):
         _gather_sets(r[2], r[3], r[1], part.target, offsets, values)
     return sigs, counts, offsets, values
@@ -305,12 +331,14 @@ class MinHasher:
         sigs, _, offsets, values = self._process(texts, want_sets=True, want_sigs=True)
         return sigs, offsets, values
 
-    def signatures_and_shingles(self, texts) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def signatures_and_shingles(self, texts, scratch: Optional[Scratch] = None
+                                ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(signatures, offsets, shingle hashes) in one pass over the texts; the hashes of each
-        document in text order with repeats (:func:`sort_unique_sets` makes them sets)."""
+        document in text order with repeats (:func:`sort_unique_sets` makes them sets). With a
+        :class:`Scratch`, the hashes are a view into it, valid until its next use."""
         with self._threads():
             sigs, _, offsets, values = process(texts, seed=self.seed, want_sets=True, want_sigs=True, a=self.a,
-                                               b=self.b, sort_sets=False, **self.shingle_options)
+                                               b=self.b, sort_sets=False, scratch=scratch, **self.shingle_options)
         return sigs, offsets, values
 
     def signatures_from_sets(self, offsets: np.ndarray, hashes: np.ndarray) -> np.ndarray:

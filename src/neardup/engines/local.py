@@ -37,7 +37,7 @@ from ..bands import band_keys, bucket_runs, find_pairs
 from ..clusters import keep_order, select_representatives
 from ..config import Config
 from ..errors import InputError, NeardupError
-from ..minhash import MinHasher, _Threads, sort_unique_sets_inplace
+from ..minhash import MinHasher, Scratch, _Threads, sort_unique_sets_inplace
 from ..progress import bar
 from ..verify import estimated_jaccard, exact_jaccard
 from .workdir import AppendFile, WorkDir, fingerprint, open_column
@@ -128,6 +128,7 @@ def stage_read(ctx: RunContext) -> dict:
     d = ctx.work.stage_dir("read", fresh=True)
     exact = cfg.verify == "exact"
     hasher = MinHasher.from_config(cfg)
+    scratch = Scratch()
     cols = {
         "source": AppendFile(os.path.join(d, "source.i32"), np.int32),
         "row": AppendFile(os.path.join(d, "row.i64"), np.int64),
@@ -156,7 +157,7 @@ def stage_read(ctx: RunContext) -> dict:
                 if m == 0:
                     continue
                 if exact:
-                    sig, off, sh = hasher.signatures_and_shingles(batch.text)
+                    sig, off, sh = hasher.signatures_and_shingles(batch.text, scratch=scratch)
                     counts = np.diff(off)
                     cols["sh"].append(sh)
                 else:
