@@ -39,16 +39,36 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
-        return int(args.func(args) or 0)
+        from .progress import interrupt_handler
+        with interrupt_handler():
+            return int(args.func(args) or 0)
     except NeardupError as exc:
         print(f"neardup: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("neardup: interrupted; finished stages are kept in the work directory (use --resume)",
-              file=sys.stderr)
-        return 130
+        return _interrupted()
+    except SystemError as exc:
+        # Ctrl-C inside a compiled kernel surfaces as a SystemError whose context is the interrupt
+        if _caused_by_interrupt(exc):
+            return _interrupted()
+        raise
     except BrokenPipeError:  # pragma: no cover - e.g. `neardup params | head`
         return 0
+
+
+def _caused_by_interrupt(exc: BaseException) -> bool:
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__context__ or exc.__cause__
+    return False
+
+
+def _interrupted() -> int:
+    print("neardup: interrupted; finished stages are kept in the work directory (use --resume)", file=sys.stderr)
+    return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -38,7 +38,7 @@ from ..clusters import keep_order, select_representatives
 from ..config import Config
 from ..errors import InputError, NeardupError
 from ..minhash import MinHasher, Scratch, _Threads, sort_unique_sets_inplace
-from ..progress import bar
+from ..progress import bar, check_interrupt
 from ..verify import estimated_jaccard, exact_jaccard
 from .workdir import AppendFile, WorkDir, fingerprint, open_column
 
@@ -150,6 +150,7 @@ def stage_read(ctx: RunContext) -> dict:
     with bar("read + signatures", quiet=ctx.quiet) as progress:
         with _Threads(cfg.workers):
             for batch in _prefetch(_batches(ctx)):
+                check_interrupt()
                 src = ctx.sources[batch.source_index]
                 for row, reason in batch.rejected:
                     rejected.append((batch.source_index, row, reason))
@@ -327,6 +328,7 @@ def make_verifier(corpus: Corpus, config: Config):
         def verify(left, right):
             sim = np.empty(len(left), dtype=np.float64)
             for lo in range(0, len(left), VERIFY_CHUNK):
+                check_interrupt()
                 hi = min(lo + VERIFY_CHUNK, len(left))
                 # sets are read and sorted only for the documents of these pairs
                 docs, inverse = np.unique(np.concatenate([left[lo:hi], right[lo:hi]]), return_inverse=True)
@@ -556,6 +558,7 @@ def write_kept_shards(ctx: RunContext, corpus: Corpus, keep: np.ndarray) -> List
     bounds = np.searchsorted(corpus.source[order], np.arange(len(ctx.sources) + 1))
     with bar("write kept", total=len(ctx.sources), unit="file", quiet=ctx.quiet) as progress:
         for si, src in enumerate(ctx.sources):
+            check_interrupt()
             docs = order[bounds[si]:bounds[si + 1]]
             rows = np.sort(corpus.row[docs[keep[docs]]])
             progress.update(1)
@@ -655,6 +658,7 @@ def run_local(ctx: RunContext) -> dict:
                    ("pairs", lambda: stage_pairs(ctx)),
                    ("clusters", lambda: stage_clusters(ctx))]
     for name, func in stage_funcs:
+        check_interrupt()
         if work.is_done(name):
             ctx.seconds[name] = 0.0
             continue
@@ -667,6 +671,7 @@ def run_local(ctx: RunContext) -> dict:
 
 def finish(ctx: RunContext) -> dict:
     """The write stage and the report (shared by every engine)."""
+    check_interrupt()
     t0 = time.perf_counter()
     stats = stage_write(ctx, ctx.work.info("read"), ctx.work.info("pairs"))
     ctx.seconds["write"] = round(time.perf_counter() - t0, 3)
