@@ -49,6 +49,7 @@ import numpy as np
 
 from .errors import ConfigError, InputError
 from .params import DEFAULT_MIN_RECALL, candidate_probability, midpoint
+from .shingles import _fmix64
 
 __all__ = ["AuditBin", "AuditResult", "audit_texts", "wilson_interval", "format_audit",
            "plot_audit", "read_texts", "register"]
@@ -109,16 +110,6 @@ _S31 = np.uint64(31)
 _ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
-@nb.njit(inline="always", cache=True)
-def _mix(h):
-    h ^= h >> _S33
-    h *= _M1
-    h ^= h >> _S33
-    h *= _M2
-    h ^= h >> _S33
-    return h
-
-
 @nb.njit(parallel=True, cache=True)
 def _aux_sketch_kernel(offsets, hashes, salts):
     """min over a document's shingle hashes x of mix(x ^ salt_i), for each salt: (n, k) uint64."""
@@ -131,7 +122,7 @@ def _aux_sketch_kernel(offsets, hashes, salts):
         for j in range(offsets[d], offsets[d + 1]):
             x = hashes[j]
             for i in range(k):
-                v = _mix(x ^ salts[i])
+                v = _fmix64(x ^ salts[i])
                 if v < out[d, i]:
                     out[d, i] = v
     return out
@@ -201,9 +192,9 @@ def _set_fingerprint_kernel(offsets, hashes):
     n = offsets.shape[0] - 1
     out = np.empty(n, dtype=np.uint64)
     for d in range(n):
-        h = _mix(np.uint64(offsets[d + 1] - offsets[d]) + _GOLDEN)
+        h = _fmix64(np.uint64(offsets[d + 1] - offsets[d]) + _GOLDEN)
         for j in range(offsets[d], offsets[d + 1]):
-            h = _mix(h ^ hashes[j]) * _SM1
+            h = _fmix64(h ^ hashes[j]) * _SM1
         out[d] = h
     return out
 

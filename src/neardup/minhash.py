@@ -54,6 +54,21 @@ def _minhash_into(x, s, a, b, out):
         out[i] = mn
 
 
+@nb.njit(inline="always", cache=True)
+def _sort_unique(seg):
+    """Sorts seg in place and moves its distinct values to the front; returns their number."""
+    s = seg.shape[0]
+    if s > 1:
+        seg.sort()
+        u = 1
+        for j in range(1, s):
+            if seg[j] != seg[u - 1]:
+                seg[u] = seg[j]
+                u += 1
+        s = u
+    return s
+
+
 @nb.njit(parallel=True, cache=True)
 def _process_kernel(offsets, data, docs, table, n, char_mode, remove_punct, collapse_ws, lower_ascii, h0,
                     a, b, want_sets, sort_sets, want_sigs, bound, values):
@@ -77,14 +92,8 @@ def _process_kernel(offsets, data, docs, table, n, char_mode, remove_punct, coll
         # shingles overwrite the units in place: shingle j only reads units j..j+n-1
         s = _sh._shingles_of(units, m, n, h0, units)
         if want_sets:
-            if sort_sets and s > 1:
-                units[:s].sort()
-                u = 1
-                for j in range(1, s):
-                    if units[j] != units[u - 1]:
-                        units[u] = units[j]
-                        u += 1
-                s = u
+            if sort_sets:
+                s = _sort_unique(units[:s])
             base = bound[i]
             for j in range(s):
                 values[base + j] = units[j]
@@ -200,16 +209,7 @@ def _sort_unique_kernel(offsets, values, docs):
         d = docs[i]
         seg = out[bound[i]:bound[i + 1]]
         seg[:] = values[offsets[d]:offsets[d + 1]]
-        s = seg.shape[0]
-        if s > 1:
-            seg.sort()
-            u = 1
-            for j in range(1, s):
-                if seg[j] != seg[u - 1]:
-                    seg[u] = seg[j]
-                    u += 1
-            s = u
-        sizes[i] = s
+        sizes[i] = _sort_unique(seg)
     new = np.zeros(nd + 1, dtype=np.int64)
     for i in range(nd):
         new[i + 1] = new[i] + sizes[i]
@@ -224,17 +224,7 @@ def _sort_unique_inplace_kernel(offsets, values):
     nd = offsets.shape[0] - 1
     sizes = np.zeros(nd, dtype=np.int64)
     for i in nb.prange(nd):
-        seg = values[offsets[i]:offsets[i + 1]]
-        s = seg.shape[0]
-        if s > 1:
-            seg.sort()
-            u = 1
-            for j in range(1, s):
-                if seg[j] != seg[u - 1]:
-                    seg[u] = seg[j]
-                    u += 1
-            s = u
-        sizes[i] = s
+        sizes[i] = _sort_unique(values[offsets[i]:offsets[i + 1]])
     new = np.zeros(nd + 1, dtype=np.int64)
     for i in range(nd):
         new[i + 1] = new[i] + sizes[i]
