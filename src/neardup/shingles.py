@@ -336,10 +336,10 @@ def _nonascii_docs(offsets, data):
     n = offsets.shape[0] - 1
     out = np.zeros(n, dtype=np.bool_)
     for d in nb.prange(n):
-        for i in range(offsets[d], offsets[d + 1]):
-            if data[i] >= 0x80:
-                out[d] = True
-                break
+        acc = np.uint8(0)
+        for i in range(offsets[d], offsets[d + 1]):  # an OR reduction: vectorised, no branch
+            acc |= data[i]
+        out[d] = acc >= 0x80
     return out
 
 
