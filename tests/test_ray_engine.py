@@ -302,3 +302,18 @@ def test_missing_ray_is_a_one_line_error(tmp_path, jsonl_corpus):
     # and neardup itself works without Ray
     r = _cli("dedup", jsonl_corpus, "-o", tmp_path / "local", "--quiet", "--on-error", "skip", prelude=hide)
     assert r.returncode == 0, r.stderr
+
+
+def test_nothing_to_deduplicate(cluster, tmp_path):
+    """Only bad records; one document; no duplicates: still the local engine's files."""
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "bad.jsonl").write_text('{"text": 1}\nnope\n')
+    (d / "one.jsonl").write_text('{"id": "x", "text": "a lonely document of a few words"}\n')
+    local, rayed, stats = both(tmp_path / "a", str(d), on_error="skip", id_column="id")
+    assert stats["counts"] == {**stats["counts"], "input": 3, "kept": 1, "rejected": 2, "removed": 0}
+    assert_same(local, rayed)
+    (d / "two.jsonl").write_text('{"id": "y", "text": "quite another text with other words in it"}\n')
+    (d / "bad.jsonl").unlink()
+    local, rayed, _ = both(tmp_path / "b", str(d), id_column="id")
+    assert_same(local, rayed)

@@ -103,11 +103,22 @@ class _Session:
         dc.shuffle_strategy = (ShuffleStrategy.SORT_SHUFFLE_PUSH_BASED
                                if os.environ.get("NEARDUP_RAY_SHUFFLE") == "push"
                                else ShuffleStrategy.SORT_SHUFFLE_PULL_BASED)
+        self.warming = []
+        if not os.environ.get("NEARDUP_RAY_NO_WARMUP"):
+            # every worker loads the compiled kernels now, in parallel, instead of each stage's
+            # first task waiting for it
+            warm = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(rt.warm_up)
+            self.warming = [warm.remote(cfg) for _ in range(min(self.cpus, 256))]
         self._loggers = {}
         for name in ("ray.data", "ray.data._internal.execution.streaming_executor"):
             lg = logging.getLogger(name)
             self._loggers[name] = lg.level
             lg.setLevel(logging.ERROR if ctx.quiet else logging.WARNING)
+
+    def wait_warm(self) -> None:
+        if self.warming:
+            self.ray.get(self.warming)
+            self.warming = []
 
     def parts(self, nbytes: float) -> int:
         """Partitions for a shuffle of nbytes: at least one per CPU (and 2), at most MAX_PARTS."""
@@ -280,12 +291,20 @@ def stage_read(ctx: RunContext, env: _Session) -> dict:
               for si in g] for g in groups]
     sources_ds, _ = _datasource_classes()
     progress = bar("read + signatures (ray)", total=n_src, unit="file", quiet=ctx.quiet)
-    with warnings.catch_warnings():  # max_retries has no named parameter on read_datasource
-        warnings.simplefilter("ignore")
-        ds = ray.data.read_datasource(sources_ds(items, task_cfg), override_num_blocks=len(items),
-                                      ray_remote_args={"num_cpus": threads, "max_retries": MAX_RETRIES})
-    ds = _map(ds, rt.signature_block, num_cpus=threads, config=task_cfg, workdir=work, threads=threads)
-    summary = _collect(ds, "read")
+    dc = ray.data.DataContext.get_current()
+    saved_block_size = dc.target_max_block_size
+    # Ray Data would merge the read blocks up to 128 MiB of text before the kernels (the shingle
+    # hashes of a block are about as large again): keep them at the read task's size
+    dc.target_max_block_size = rt.BLOCK_TEXT_BYTES
+    try:
+        with warnings.catch_warnings():  # max_retries has no named parameter on read_datasource
+            warnings.simplefilter("ignore")
+            ds = ray.data.read_datasource(sources_ds(items, task_cfg), override_num_blocks=len(items),
+                                          ray_remote_args={"num_cpus": threads, "max_retries": MAX_RETRIES})
+        ds = _map(ds, rt.signature_block, num_cpus=threads, config=task_cfg, workdir=work, threads=threads)
+        summary = _collect(ds, "read")
+    finally:
+        dc.target_max_block_size = saved_block_size
     progress.update(n_src)
     progress.close()
     summary = summary if summary is not None else rt.SUMMARY_SCHEMA.empty_table()
@@ -338,6 +357,8 @@ def stage_read(ctx: RunContext, env: _Session) -> dict:
 def _duplicate_ids(ctx: RunContext, env: _Session, shards: list, offsets, n_docs: int) -> List[list]:
     """Duplicate user ids (a shuffle on the id's hash): an error naming both places (fail), or
     the later documents rejected (skip); returns [doc, reason, source, row, empty]."""
+    if n_docs < 2:
+        return []
     index = rt.ShardIndex(ctx.work.path, shards, offsets)
     parts = env.parts(n_docs * 48)
     ds = _read_files(env, index.files(), ["row", "id", "count"])
@@ -465,12 +486,14 @@ def stage_clusters(ctx: RunContext, env: _Session) -> dict:
 
 
 def _sorted_members(env: _Session, ctx: RunContext, columns: List[str], keys: List[str], n_docs: int,
-                    removed_only: bool):
+                    rows: int, removed_only: bool):
+    """Member rows sorted by ``keys`` (a range shuffle on the first key, with boundaries at even
+    document indices: no sampling pass), in blocks of about TARGET_PART_BYTES."""
     files = [(os.path.join(ctx.work.path, p), -1) for p in _load_meta(ctx, "clusters")["files"]]
     ds = _read_files(env, files, columns)
     if removed_only:
         ds = _map(ds, rt.only_removed)
-    parts = env.parts(0)
+    parts = env.parts(rows * 200)
     bounds = sorted(set(int(b) for b in np.linspace(0, n_docs, parts + 1)[1:-1].astype(np.int64)))
     return ds.sort(keys, boundaries=bounds) if bounds else ds.sort(keys)
 
@@ -515,7 +538,7 @@ def stage_write(ctx: RunContext, env: _Session) -> dict:
     removed_path = os.path.join(out, "removed.parquet")
     if cl_meta["removed"]:
         ds = _sorted_members(env, ctx, ["doc", "source", "removed", "sim", "id", "head_id", "rep_id"], ["doc"],
-                             n_docs, removed_only=True)
+                             n_docs, cl_meta["removed"], removed_only=True)
         _stream_parquet(ds, removed_path, REMOVED_SCHEMA, lambda b: pa.table({
             "id": b.column("id"), "representative": b.column("rep_id"), "cluster": b.column("head_id"),
             "similarity": b.column("sim"), "source": name_arr.take(b.column("source"))}), ["doc"])
@@ -527,7 +550,7 @@ def stage_write(ctx: RunContext, env: _Session) -> dict:
     clusters_path = os.path.join(out, "clusters.parquet")
     if cl_meta["members"]:
         ds = _sorted_members(env, ctx, ["doc", "head", "removed", "id", "head_id"], ["head", "doc"], n_docs,
-                             removed_only=False)
+                             cl_meta["members"], removed_only=False)
         _stream_parquet(ds, clusters_path, CLUSTERS_SCHEMA, lambda b: pa.table({
             "id": b.column("id"), "cluster": b.column("head_id"),
             "is_representative": pa.array(~rt.col(b, "removed", bool))}), ["head", "doc"])
@@ -698,6 +721,7 @@ def run_ray(ctx: RunContext) -> dict:
                 continue
             redo = True
             t0 = time.perf_counter()
+            env.wait_warm()
             info = func(ctx, env)
             ctx.seconds[name] = round(time.perf_counter() - t0, 3)
             work.mark_done(name, info)

@@ -24,6 +24,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import queue
+import threading
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numba as nb
@@ -40,8 +42,8 @@ from ..minhash import MinHasher, _Threads, sort_unique_sets
 from ..verify import estimated_jaccard, exact_jaccard
 
 SHARD_BATCH = 8192              # rows per record batch in a shard file
-BLOCK_DOCS = 65536              # documents per read block (and per shard file)
-BLOCK_TEXT_BYTES = 64 << 20     # ... or this many bytes of text, whichever comes first
+BLOCK_DOCS = 16384              # documents per read block (and per shard file)
+BLOCK_TEXT_BYTES = 32 << 20     # ... or this many bytes of text, whichever comes first
 BUCKET_BITS = 40                # bucket id = band partition << 40 | ordinal in the partition
 SHARD_OPTS = dict(compression="none", use_dictionary=False, write_statistics=False)
 
@@ -150,7 +152,67 @@ def runs(*keys: np.ndarray) -> np.ndarray:
     return np.flatnonzero(change)
 
 
+# --------------------------------------------------------------------------- worker warm-up
+
+
+def warm_up(config) -> int:
+    """Loads every compiled kernel a run uses into this worker (numba's on-disk cache), on a few
+    tiny inputs, so that no stage waits for it later; returns the process id."""
+    with _Threads(1):
+        hasher = MinHasher.from_config(dataclasses.replace(config, workers=1))
+        texts = pa.array(["a b c d e f g h i j", "a b c d e f g h i k"], pa.large_string())
+        if config.verify == "exact":
+            sig, off, sh = hasher.signatures_and_shingles(texts)
+            offsets, hashes = sort_unique_sets(off, sh)
+            verify = lambda l, r: (exact_jaccard(offsets, hashes, l, r) >= 0.5, exact_jaccard(offsets, hashes, l, r))  # noqa: E731
+        else:
+            sig, _ = hasher.signatures_and_counts(texts)
+            verify = lambda l, r: (estimated_jaccard(sig, l, r) >= 0.5, estimated_jaccard(sig, l, r))  # noqa: E731
+        band_keys(sig, config.bands, config.rows, config.seed)
+        find_pairs(np.array([0, 2], np.int64), np.array([0, 1], np.int64), verify, max_rounds=2)
+        select_representatives(2, np.array([0]), np.array([1]), np.array([1.0]))
+        string_hash(pa.array(["x"]))
+    return os.getpid()
+
+
 # --------------------------------------------------------------------------- read stage
+
+
+def prefetch(it: Iterator, depth: int) -> Iterator:
+    """Runs an iterator in a thread, ``depth`` items ahead (pyarrow's parser and the numba
+    kernels release the GIL, so reading overlaps the kernels); its exceptions are re-raised here."""
+    q: "queue.Queue" = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def worker():
+        try:
+            for item in it:
+                while not stop.is_set():
+                    try:
+                        q.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(("end", None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            q.put(("error", exc))
+
+    t = threading.Thread(target=worker, daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, value = q.get()
+            if kind == "item":
+                yield value
+            elif kind == "end":
+                return
+            else:
+                raise value
+    finally:
+        stop.set()
+        t.join(timeout=5)
 
 READ_SCHEMA = pa.schema([("source", pa.int32()), ("pos", pa.int64()), ("row", pa.int64()),
                          ("text", pa.large_string()), ("id", pa.string()), ("score", pa.float64()),
@@ -221,9 +283,11 @@ def read_sources_blocks(items: Sequence[Tuple[int, nio.Source, object]], config)
             import ray
             src = dataclasses.replace(src, table=ray.get(table_ref))
         pos = 0
-        it = nio.read_source(src, si, text_column=config.text_column, id_column=config.id_column,
-                             score_column=config.score_column, on_error=config.on_error,
-                             batch_size=config.batch_size)
+        # parsing runs ahead in a thread while the kernels work on the previous block
+        it = prefetch(nio.read_source(src, si, text_column=config.text_column, id_column=config.id_column,
+                                      score_column=config.score_column, on_error=config.on_error,
+                                      batch_size=config.batch_size),
+                      depth=max(2, BLOCK_DOCS // max(1, config.batch_size) + 1))
         try:
             for batch in it:
                 for row, reason in batch.rejected:

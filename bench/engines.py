@@ -1,0 +1,306 @@
+"""The local engine against the Ray engine on one machine, and the per-core rates of the Ray model.
+
+    .venv/bin/python bench/engines.py                          # 100k and 1M documents
+    .venv/bin/python bench/engines.py --sizes 100000           # one size
+    .venv/bin/python bench/engines.py --throughput-only        # only the per-core rates
+
+Engines. For every size the synthetic corpus bench/data/synth_N_s0.jsonl (neardup.synth, shared
+with bench/pipeline.py, generated once) is deduplicated twice, each run its own subprocess:
+    python -m neardup dedup CORPUS --output OUT --quiet --engine local
+    python -m neardup dedup CORPUS --output OUT --quiet --engine ray   (starts a local Ray instance
+                                                                      on every core, stops it)
+timed from start to exit (Python start, imports and, for Ray, starting and stopping the local
+instance included). Peak memory is polled every 0.2 s over the process tree (the command, and
+for Ray the raylet, GCS, workers it starts): the largest sum of RSS, and the largest sum of PSS
+(shared pages, e.g. Ray's object store mapped by several workers, divided between the processes
+that map them: RSS counts them once per process). A 2,000-document run of each engine first
+fills numba's compile cache; it is not timed. The outputs of the two engines are compared file
+by file (stats.json without "seconds"): ``same_output``.
+
+Per-core rates (``throughput``), the inputs of the model in docs/scaling.md:
+    signatures   MinHasher on one numba thread over 20,000 corpus documents: text -> signature
+                 and band keys, for verify=estimate (signatures_and_counts) and exact
+                 (signatures_and_shingles, which also keeps the shingle hashes)
+    grouping     the Ray engine's band-key shuffle on a local Ray instance with --cpus CPUs:
+                 (part, band, key, doc) rows of every band of 1M documents (13 bands, a third of
+                 the documents in groups that share keys) -> keyed shuffle -> buckets; rows/s
+                 divided by the CPUs; and the local engine's bucket_runs on the same keys, one thread
+
+Writes bench/results/engines.json (``--output``) and prints a table. The Ray engine's overhead
+on one machine should stay under 2x the local engine's (wall time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (DATA_DIR, REPO_DIR, RESULTS_DIR, ensure_corpus, fmt_bytes, run_header,  # noqa: E402
+                    write_json)
+
+RATIO_TARGET = 2.0
+
+
+# --------------------------------------------------------------------------- measuring a run
+
+def measure(cmd: List[str], poll_s: float = 0.2, timeout: Optional[float] = None) -> dict:
+    """Runs cmd; wall time, peak RSS and PSS summed over its process tree, exit status."""
+    import psutil
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO_DIR)
+    root = psutil.Process(proc.pid)
+    peak_rss = peak_pss = 0
+    peak_procs = 0
+    while proc.poll() is None:
+        rss = pss = 0
+        try:
+            procs = [root] + root.children(recursive=True)
+        except psutil.Error:
+            procs = []
+        for p in procs:
+            try:
+                mi = p.memory_full_info()
+                rss += mi.rss
+                pss += getattr(mi, "pss", mi.rss)
+            except psutil.Error:
+                pass
+        peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
+        peak_procs = max(peak_procs, len(procs))
+        if timeout is not None and time.perf_counter() - t0 > timeout:
+            for p in procs[::-1]:
+                try:
+                    p.kill()
+                except psutil.Error:
+                    pass
+            break
+        try:
+            proc.wait(poll_s)
+        except subprocess.TimeoutExpired:
+            pass
+    out, err = proc.communicate()
+    return {"command": " ".join(cmd), "returncode": proc.returncode, "wall_s": time.perf_counter() - t0,
+            "peak_rss_tree_bytes": peak_rss, "peak_pss_tree_bytes": peak_pss, "peak_processes": peak_procs,
+            "stderr_tail": err.decode("utf-8", "replace")[-3000:]}
+
+
+def outputs(folder: Path) -> Dict[str, object]:
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        if p.is_file() and ".neardup-work" not in p.parts:
+            rel = str(p.relative_to(folder))
+            if rel == "stats.json":
+                d = json.loads(p.read_text())
+                d.pop("seconds", None)
+                out[rel] = d
+            else:
+                out[rel] = p.read_bytes()
+    return out
+
+
+def dedup_cmd(corpus: str, out: Path, engine: str, workers: Optional[int]) -> List[str]:
+    cmd = [sys.executable, "-m", "neardup", "dedup", corpus, "--output", str(out), "--quiet", "--engine", engine]
+    if workers:
+        cmd += ["--workers", str(workers)]
+    return cmd
+
+
+def run_engines(n: int, workers: Optional[int], log) -> dict:
+    corpus = ensure_corpus(n, log=log)
+    runs_dir = DATA_DIR / "runs" / f"engines_{n}"
+    res = {"n_docs": n, "corpus": corpus}
+    for engine in ("local", "ray"):
+        out = runs_dir / engine
+        shutil.rmtree(out, ignore_errors=True)
+        log(f"  {engine} engine, {n:,} documents ...")
+        r = measure(dedup_cmd(corpus["path"], out, engine, workers))
+        if r["returncode"] != 0:
+            raise SystemExit(f"{engine} engine failed:\n{r['stderr_tail']}")
+        r["stage_seconds"] = json.loads((out / "stats.json").read_text())["seconds"]
+        r["docs_per_s"] = n / r["wall_s"]
+        res[engine] = r
+        log(f"    {r['wall_s']:.1f} s, peak RSS {fmt_bytes(r['peak_rss_tree_bytes'])}, "
+            f"PSS {fmt_bytes(r['peak_pss_tree_bytes'])}, stages {r['stage_seconds']}")
+    res["same_output"] = outputs(runs_dir / "local") == outputs(runs_dir / "ray")
+    res["ray_over_local_wall"] = res["ray"]["wall_s"] / res["local"]["wall_s"]
+    res["ray_over_local_stages"] = sum(res["ray"]["stage_seconds"].values()) / sum(
+        res["local"]["stage_seconds"].values())
+    res["ray_over_local_peak_pss"] = res["ray"]["peak_pss_tree_bytes"] / max(1, res["local"]["peak_pss_tree_bytes"])
+    res["ray_over_local_peak_rss"] = res["ray"]["peak_rss_tree_bytes"] / max(1, res["local"]["peak_rss_tree_bytes"])
+    res["wall_target"] = f"ray/local < {RATIO_TARGET}"
+    res["wall_target_met"] = res["ray_over_local_wall"] < RATIO_TARGET
+    return res
+
+
+def warm_up(workers: Optional[int], log) -> None:
+    corpus = ensure_corpus(2000, log=log)
+    for engine in ("local", "ray"):
+        out = DATA_DIR / "runs" / f"engines_warmup_{engine}"
+        shutil.rmtree(out, ignore_errors=True)
+        subprocess.run(dedup_cmd(corpus["path"], out, engine, workers), check=True, cwd=REPO_DIR,
+                       capture_output=True)
+
+
+# --------------------------------------------------------------------------- per-core rates
+
+def signature_rates(n_docs: int = 20000, repeat: int = 3) -> dict:
+    import pyarrow as pa
+
+    from neardup.bands import band_keys
+    from neardup.config import Config
+    from neardup.minhash import MinHasher
+    from neardup.synth import generate_corpus
+
+    cfg = Config().resolved()
+    texts = pa.array(generate_corpus(n_docs, seed=1).texts, pa.large_string())
+    mb = texts.nbytes / 1e6
+    hasher = MinHasher.from_config(Config(workers=1))
+    hasher.signatures_and_counts(texts.slice(0, 100))  # compile / load the cache
+    hasher.signatures_and_shingles(texts.slice(0, 100))
+    out = {"documents": n_docs, "text_mb": mb, "bands": cfg.bands, "rows": cfg.rows, "threads": 1}
+    for name, fn in (("estimate", hasher.signatures_and_counts), ("exact", hasher.signatures_and_shingles)):
+        best = float("inf")
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            r = fn(texts)
+            band_keys(r[0], cfg.bands, cfg.rows, cfg.seed)
+            best = min(best, time.perf_counter() - t0)
+        out[name] = {"seconds": best, "docs_per_s_per_core": n_docs / best, "mb_per_s_per_core": mb / best}
+    return out
+
+
+def _band_rows(n_docs: int, bands: int, seed: int = 0):
+    """Band keys of n documents: a third in groups of 2-4 sharing 1-13 bands, the rest unique."""
+    rng = np.random.default_rng(seed)
+    keys = rng.integers(0, 2**63, size=(n_docs, bands), dtype=np.int64).astype(np.uint64) * np.uint64(2) + \
+        np.uint64(1)
+    dup = rng.permutation(n_docs)[: n_docs // 3]
+    src = rng.integers(0, n_docs, size=len(dup))
+    shared = rng.random((len(dup), bands)) < rng.uniform(0.1, 1.0, size=(len(dup), 1))
+    keys[dup] = np.where(shared, keys[src], keys[dup])
+    return keys
+
+
+def grouping_rates(n_docs: int, cpus: int) -> dict:
+    import logging
+
+    import pyarrow as pa
+    import ray
+    import ray.data
+
+    from neardup.bands import bucket_runs
+    from neardup.engines import ray as rengine
+    from neardup.engines import ray_tasks as rt
+    from neardup.minhash import _Threads
+
+    bands = 13
+    keys = _band_rows(n_docs, bands)
+    rows = n_docs * bands
+    # the local engine's grouping, one thread
+    with _Threads(1):
+        t0 = time.perf_counter()
+        offsets, members = bucket_runs(keys)
+        local_s = time.perf_counter() - t0
+    ray.init(num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+    try:
+        from ray.data.context import DataContext, ShuffleStrategy
+        dc = DataContext.get_current()
+        dc.enable_progress_bars = False
+        dc.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
+        logging.getLogger("ray.data").setLevel(logging.ERROR)
+        blocks = 4 * cpus
+        bounds = np.linspace(0, n_docs, blocks + 1).astype(np.int64)
+        tables = [pa.table({"doc": pa.array(np.arange(a, b, dtype=np.int64)),
+                            "count": pa.array(np.ones(b - a, np.int64)),
+                            "keys": rt.fsb_array(keys[a:b])}) for a, b in zip(bounds[:-1], bounds[1:])]
+        parts = max(2, cpus, int(np.ceil(rows * 24 / rengine.TARGET_PART_BYTES)))
+        chunks = rengine._chunk_starts(n_docs, parts)
+        runs = []
+        for _ in range(2):  # the first run also starts the workers
+            ds = ray.data.from_arrow(tables)
+            ds = rengine._map(ds, rt.explode_keys, bands=bands, parts=parts, rejected=np.zeros(0, np.int64))
+            ds = ds.materialize()  # the rows exist before the clock starts
+            t0 = time.perf_counter()
+            out = rengine._map(rengine._shuffle(ds, "part", parts), rt.form_buckets, tp_parts=parts,
+                               chunk_starts=chunks).materialize()
+            runs.append(time.perf_counter() - t0)
+            members_ray = out.count()
+        ray_s = min(runs)
+    finally:
+        ray.shutdown()
+    return {"documents": n_docs, "bands": bands, "rows": rows, "row_bytes": 24, "cpus": cpus, "partitions": parts,
+            "ray_shuffle_and_buckets_s": ray_s, "ray_rows_per_s_per_core": rows / ray_s / cpus,
+            "ray_bucket_members": int(members_ray), "local_bucket_runs_s": local_s,
+            "local_rows_per_s_per_core": rows / local_s, "local_bucket_members": int(len(members)),
+            "buckets": int(len(offsets) - 1)}
+
+
+# --------------------------------------------------------------------------- main
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="100000,1000000", help="corpus sizes (documents), comma-separated")
+    ap.add_argument("--workers", type=int, default=None, help="--workers for both engines (default: every core)")
+    ap.add_argument("--cpus", type=int, default=2, help="CPUs of the Ray instance that measures grouping")
+    ap.add_argument("--group-docs", type=int, default=1_000_000, help="documents of the grouping measurement")
+    ap.add_argument("--throughput-only", action="store_true", help="only the per-core rates")
+    ap.add_argument("--no-throughput", action="store_true", help="skip the per-core rates")
+    ap.add_argument("--output", default=str(RESULTS_DIR / "engines.json"))
+    args = ap.parse_args(argv)
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    result = run_header(sys.argv)
+    result["sizes"] = {}
+    previous = {}
+    try:
+        previous = json.loads(Path(args.output).read_text())
+    except (OSError, ValueError):
+        pass
+    if not args.throughput_only:
+        warm_up(args.workers, log)
+        for n in [int(x) for x in args.sizes.split(",") if x]:
+            result["sizes"][str(n)] = run_engines(n, args.workers, log)
+    elif "sizes" in previous:
+        result["sizes"] = previous["sizes"]
+    if not args.no_throughput:
+        log("per-core rates: signatures ...")
+        result["throughput"] = {"signatures": signature_rates()}
+        log("per-core rates: grouping ...")
+        result["throughput"]["grouping"] = grouping_rates(args.group_docs, args.cpus)
+    elif "throughput" in previous:
+        result["throughput"] = previous["throughput"]
+    write_json(Path(args.output), result)
+
+    print(f"{'docs':>10} {'engine':>6} {'wall s':>8} {'peak RSS':>10} {'peak PSS':>10}  stages")
+    for n, r in result["sizes"].items():
+        for engine in ("local", "ray"):
+            e = r[engine]
+            print(f"{int(n):>10,} {engine:>6} {e['wall_s']:>8.1f} {fmt_bytes(e['peak_rss_tree_bytes']):>10} "
+                  f"{fmt_bytes(e['peak_pss_tree_bytes']):>10}  {e['stage_seconds']}")
+        print(f"{'':>10} ray/local wall {r['ray_over_local_wall']:.2f} (target < {RATIO_TARGET}), "
+              f"stages {r['ray_over_local_stages']:.2f}, peak PSS {r['ray_over_local_peak_pss']:.2f}; "
+              f"same output: {r['same_output']}")
+    if "throughput" in result:
+        s = result["throughput"]["signatures"]
+        g = result["throughput"]["grouping"]
+        print(f"signatures per core: estimate {s['estimate']['docs_per_s_per_core']:,.0f} docs/s "
+              f"({s['estimate']['mb_per_s_per_core']:.1f} MB/s), exact {s['exact']['docs_per_s_per_core']:,.0f} docs/s")
+        print(f"grouping per core: ray shuffle + buckets {g['ray_rows_per_s_per_core']:,.0f} rows/s, "
+              f"local bucket_runs {g['local_rows_per_s_per_core']:,.0f} rows/s")
+    print(f"written to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
