@@ -21,6 +21,10 @@ Per-core rates (``throughput``), the inputs of the model in docs/scaling.md:
     signatures   MinHasher on one numba thread over 20,000 corpus documents: text -> signature
                  and band keys, for verify=estimate (signatures_and_counts) and exact
                  (signatures_and_shingles, which also keeps the shingle hashes)
+    stages       the Ray engine's task functions run in this process on one thread (numba and
+                 Arrow), without Ray: read tasks over a 50,000-document JSONL file (parse,
+                 kernels, shard files), and the pair search over one partition holding all of
+                 it (band rows, buckets, data lookup, re-anchored search, distinct pairs)
     grouping     the Ray engine's band-key shuffle on a local Ray instance with --cpus CPUs:
                  (part, band, key, doc) rows of every band of 1M documents (13 bands, a third of
                  the documents in groups that share keys) -> keyed shuffle -> buckets; rows/s
@@ -178,6 +182,60 @@ def signature_rates(n_docs: int = 20000, repeat: int = 3) -> dict:
     return out
 
 
+def stage_rates(n_docs: int = 50000) -> dict:
+    """The Ray engine's task functions in this process on one thread (numba and Arrow), no Ray:
+    read tasks (JSONL parse, kernels, shard write) and the pair search (explode, buckets, data
+    lookup, search, distinct pairs) over one partition, per verify mode; documents/s per core."""
+    import dataclasses
+    import os
+    import tempfile
+
+    import pyarrow as pa
+
+    from neardup import io as nio
+    from neardup.config import Config
+    from neardup.engines import ray_tasks as rt
+    from neardup.minhash import _Threads
+    from neardup.synth import generate_corpus, write_jsonl
+
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+    out = {"documents": n_docs, "threads": 1}
+    with tempfile.TemporaryDirectory(prefix="neardup-rates-") as tmp:
+        path = os.path.join(tmp, "c.jsonl")
+        write_jsonl(path, generate_corpus(n_docs, seed=2).texts)
+        src = nio.discover([path])[0]
+        for verify in ("estimate", "exact"):
+            cfg = dataclasses.replace(Config(verify=verify).resolved(), workers=1)
+            work = os.path.join(tmp, verify)
+            rt.warm_up(cfg)
+            with _Threads(1):
+                t0 = time.perf_counter()
+                summaries = [rt.signature_block(b, config=cfg, workdir=work, threads=1)
+                             for b in rt.read_sources_blocks([(0, src, None)], cfg)]
+                read_s = time.perf_counter() - t0
+                summary = pa.concat_tables(summaries)
+                shards, d0 = [], 0
+                for n, p in zip(rt.col(summary, "n").tolist(), summary.column("path").to_pylist()):
+                    shards.append([d0, n, p])
+                    d0 += n
+                index = rt.ShardIndex(work, shards, [0, n_docs])
+                t0 = time.perf_counter()
+                t = pa.concat_tables(list(rt.read_files(index.files(), ["count", "keys"])))
+                e = rt.explode_keys(t, bands=cfg.bands, parts=1, rejected=np.zeros(0, np.int64))
+                b = rt.form_buckets(e, tp_parts=1, chunk_starts=np.array([0]))
+                data_type = pa.large_list(pa.uint64()) if verify == "exact" else pa.binary(4 * cfg.num_perm)
+                d = rt.attach_data(b, shards=index, exact=verify == "exact", data_type=data_type, score=False)
+                c = rt.search_pairs(d, config=cfg, pair_parts=1)
+                r = rt.dedup_pairs(c, workdir=work)
+                pairs_s = time.perf_counter() - t0
+            out[verify] = {"read_s": read_s, "read_docs_per_s_per_core": n_docs / read_s,
+                           "pairs_s": pairs_s, "pairs_docs_per_s_per_core": n_docs / pairs_s,
+                           "bucket_members": b.num_rows, "candidate_pairs": int(rt.col(r, "candidates")[0]),
+                           "verified_pairs": int(rt.col(r, "verified")[0])}
+    return out
+
+
 def _band_rows(n_docs: int, bands: int, seed: int = 0):
     """Band keys of n documents: a third in groups of 2-4 sharing 1-13 bands, the rest unique."""
     rng = np.random.default_rng(seed)
@@ -276,6 +334,8 @@ def main(argv=None) -> int:
     if not args.no_throughput:
         log("per-core rates: signatures ...")
         result["throughput"] = {"signatures": signature_rates()}
+        log("per-core rates: read and pair-search tasks ...")
+        result["throughput"]["stages"] = stage_rates()
         log("per-core rates: grouping ...")
         result["throughput"]["grouping"] = grouping_rates(args.group_docs, args.cpus)
     elif "throughput" in previous:
@@ -296,6 +356,10 @@ def main(argv=None) -> int:
         g = result["throughput"]["grouping"]
         print(f"signatures per core: estimate {s['estimate']['docs_per_s_per_core']:,.0f} docs/s "
               f"({s['estimate']['mb_per_s_per_core']:.1f} MB/s), exact {s['exact']['docs_per_s_per_core']:,.0f} docs/s")
+        st = result["throughput"]["stages"]
+        for v in ("estimate", "exact"):
+            print(f"{v}: read tasks {st[v]['read_docs_per_s_per_core']:,.0f} docs/s per core, "
+                  f"pair search {st[v]['pairs_docs_per_s_per_core']:,.0f} docs/s per core")
         print(f"grouping per core: ray shuffle + buckets {g['ray_rows_per_s_per_core']:,.0f} rows/s, "
               f"local bucket_runs {g['local_rows_per_s_per_core']:,.0f} rows/s")
     print(f"written to {args.output}")

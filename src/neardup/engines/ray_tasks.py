@@ -533,6 +533,38 @@ def explode_keys(table: pa.Table, *, bands: int, parts: int, rejected: np.ndarra
                      "key": pa.array(key), "doc": pa.array(np.repeat(doc, bands))}, schema=KEYS_SCHEMA)
 
 
+def _bucket_members(band: np.ndarray, key: np.ndarray, doc: np.ndarray):
+    """Buckets of 2+ rows sharing (band, key): (members in ascending document order, sizes,
+    smallest member of each). One sort on a 64-bit mix of (band, key); only the rows of runs of
+    2+ are sorted again by document; a mix shared by two different (band, key) (probability
+    about rows^2 / 2^64) is caught and the exact three-key sort is used instead."""
+    h = key ^ mix64(band.astype(np.int64) + 1)
+    order = np.argsort(h)
+    hs = h[order]
+    starts = runs(hs)
+    sizes = np.diff(np.append(starts, len(hs)))
+    big = sizes >= 2
+    in_big = np.repeat(big, sizes)
+    sel = order[in_big]
+    bsizes = sizes[big]
+    run_id = np.repeat(np.arange(len(bsizes), dtype=np.int64), bsizes)
+    rb, rk = band[sel], key[sel]
+    if len(bsizes) == 0:
+        return doc[:0], bsizes, doc[:0]
+    heads = np.concatenate([[0], np.cumsum(bsizes)[:-1]]).astype(np.int64)
+    if np.any(rb != np.repeat(rb[heads], bsizes)) or np.any(rk != np.repeat(rk[heads], bsizes)):
+        order = np.lexsort((doc, key, band))
+        starts = runs(band[order], key[order])
+        sizes = np.diff(np.append(starts, len(order)))
+        big = sizes >= 2
+        members = doc[order][np.repeat(big, sizes)]
+        bsizes = sizes[big]
+        heads = np.concatenate([[0], np.cumsum(bsizes)[:-1]]).astype(np.int64)
+        return members, bsizes, members[heads] if len(bsizes) else members[:0]
+    members = doc[sel][np.lexsort((doc[sel], run_id))]
+    return members, bsizes, members[heads] if len(bsizes) else members[:0]
+
+
 def form_buckets(table: pa.Table, *, tp_parts: int, chunk_starts: np.ndarray) -> pa.Table:
     """One band partition -> membership rows (chunk, doc, tp, bucket) of every bucket of 2+.
 
@@ -545,18 +577,11 @@ def form_buckets(table: pa.Table, *, tp_parts: int, chunk_starts: np.ndarray) ->
     band = col(table, "band", np.int32)
     key = col(table, "key", np.uint64)
     doc = col(table, "doc", np.int64)
-    order = np.lexsort((doc, key, band))
-    band, key, doc = band[order], key[order], doc[order]
-    starts = runs(band, key)
-    sizes = np.diff(np.append(starts, len(doc)))
-    big = sizes >= 2
-    if not big.any():
+    members, bsizes, first = _bucket_members(band, key, doc)
+    if len(bsizes) == 0:
         return MEMBER_SCHEMA.empty_table()
-    in_big = np.repeat(big, sizes)
-    members = doc[in_big]
-    bsizes = sizes[big]
     ids = (np.int64(part) << np.int64(BUCKET_BITS)) + np.arange(len(bsizes), dtype=np.int64)
-    tp = part_of(doc[starts[big]], tp_parts)
+    tp = part_of(first, tp_parts)
     chunk = (np.searchsorted(chunk_starts, members, side="right") - 1).astype(np.int32)
     return pa.table({"chunk": pa.array(chunk), "doc": pa.array(members),
                      "tp": pa.array(np.repeat(tp, bsizes)), "bucket": pa.array(np.repeat(ids, bsizes))},
