@@ -40,7 +40,7 @@ from ..errors import InputError, NeardupError
 from ..minhash import MinHasher, Scratch, _Threads, sort_unique_sets_inplace
 from ..progress import bar, check_interrupt
 from ..verify import estimated_jaccard, exact_jaccard
-from .workdir import AppendFile, WorkDir, fingerprint, open_column
+from .workdir import AppendFile, BackgroundWriter, WorkDir, fingerprint, open_column
 
 PARQUET_OPTS = dict(compression="zstd", use_dictionary=False, write_statistics=False)
 
@@ -129,18 +129,19 @@ def stage_read(ctx: RunContext) -> dict:
     exact = cfg.verify == "exact"
     hasher = MinHasher.from_config(cfg)
     scratch = Scratch()
+    writer = BackgroundWriter()
     cols = {
         "source": AppendFile(os.path.join(d, "source.i32"), np.int32),
         "row": AppendFile(os.path.join(d, "row.i64"), np.int64),
         "length": AppendFile(os.path.join(d, "length.i64"), np.int64),
         "count": AppendFile(os.path.join(d, "count.i64"), np.int64),
-        "sig": AppendFile(os.path.join(d, "sig.u32"), np.uint32, cfg.num_perm),
+        "sig": AppendFile(os.path.join(d, "sig.u32"), np.uint32, cfg.num_perm, writer=writer),
         "keys": AppendFile(os.path.join(d, "keys.u64"), np.uint64, cfg.bands),
     }
     if cfg.score_column:
         cols["score"] = AppendFile(os.path.join(d, "score.f64"), np.float64)
     if exact:
-        cols["sh"] = AppendFile(os.path.join(d, "sh.u64"), np.uint64)
+        cols["sh"] = AppendFile(os.path.join(d, "sh.u64"), np.uint64, writer=writer)
     ids_writer = None
     if cfg.id_column:
         ids_writer = pa.ipc.new_file(os.path.join(d, "ids.arrow.part"), pa.schema([("id", pa.string())]))
@@ -177,6 +178,7 @@ def stage_read(ctx: RunContext) -> dict:
                 per_source[batch.source_index] += m
                 progress.update(m)
                 progress.set_postfix_str(f"file {batch.source_index + 1}/{len(ctx.sources)}", refresh=False)
+    writer.drain()
     for c in cols.values():
         c.close()
     if ids_writer is not None:

@@ -103,22 +103,71 @@ class WorkDir:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
+class BackgroundWriter:
+    """One thread that writes appended columns to disk while the kernels compute the next batch.
+
+    Writing into the page cache can stall (dirty-page throttling on slow disks); with the writes
+    queued here, the stall overlaps computation instead of adding to it. The queue is bounded,
+    so memory stays bounded. An error in the thread is raised again by the next call.
+    """
+
+    def __init__(self, depth: int = 64):
+        import queue
+        import threading
+        self._queue: "queue.Queue" = queue.Queue(maxsize=depth)
+        self._error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, name="neardup-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            f, data = item
+            if self._error is None:
+                try:
+                    f.write(data)
+                except BaseException as exc:  # re-raised in the caller's thread
+                    self._error = exc
+
+    def write(self, f, data) -> None:
+        self._check()
+        self._queue.put((f, data))
+
+    def drain(self) -> None:
+        """Waits until everything queued is written."""
+        self._queue.put(None)
+        self._thread.join()
+        self._check()
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+
 class AppendFile:
     """A raw binary column appended batch by batch and read back as a memory map."""
 
-    def __init__(self, path: str, dtype, width: int = 1):
+    def __init__(self, path: str, dtype, width: int = 1, writer: Optional[BackgroundWriter] = None):
         self.path = path
         self.dtype = np.dtype(dtype)
         self.width = width
         self.count = 0
+        self.writer = writer
         self._f = open(path + ".part", "wb")
 
     def append(self, values: np.ndarray) -> None:
         arr = np.ascontiguousarray(values, dtype=self.dtype)
-        self._f.write(memoryview(arr).cast("B"))
+        if self.writer is not None:
+            # a private copy: the caller may reuse its buffer before the write happens
+            self.writer.write(self._f, arr.tobytes())
+        else:
+            self._f.write(memoryview(arr).cast("B"))
         self.count += arr.shape[0] if self.width > 1 else arr.size
 
     def close(self) -> None:
+        """Closes the file (after ``writer.drain()`` when a background writer is used)."""
         self._f.close()
         os.replace(self.path + ".part", self.path)
 
