@@ -89,3 +89,25 @@ def test_exact_jaccard_64_bit_values_compare_unsigned():
     sets = [[1, 2**63 - 1] + big, [2**63 - 1] + big]
     offsets, hashes = to_csr(sets)
     assert exact_jaccard(offsets, hashes, [0], [1]).tolist() == [3 / 4]
+
+
+# unordered multisets with repeats: the raw shingle hashes of documents, as the pipeline stores them
+raw_lists = st.lists(st.lists(st.integers(0, 30), max_size=40), min_size=1, max_size=6)
+wide_raw = st.lists(st.lists(st.sampled_from([0, 1, 2**63, 2**64 - 1, 12345, 2**40 + 7]), max_size=12),
+                    min_size=1, max_size=5)
+
+
+@PROPS
+@given(docs=st.one_of(raw_lists, wide_raw))
+def test_exact_raw_kernel_equals_twin_and_sorted_kernel(docs):
+    from neardup.verify import exact_jaccard_raw
+    offsets = np.zeros(len(docs) + 1, dtype=np.int64)
+    np.cumsum([len(d) for d in docs], out=offsets[1:])
+    hashes = np.array([h for d in docs for h in d], dtype=np.uint64)
+    left, right = all_pairs(len(docs))
+    got = exact_jaccard_raw(offsets, hashes, left, right)
+    want = [exact_jaccard_python(docs[a], docs[b]) for a, b in zip(left, right)]
+    assert got.tolist() == want
+    sets = [set(d) for d in docs]
+    s_off, s_hashes = to_csr(sets)
+    assert got.tolist() == exact_jaccard(s_off, s_hashes, left, right).tolist()

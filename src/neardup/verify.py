@@ -13,7 +13,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-__all__ = ["estimated_jaccard", "exact_jaccard", "estimated_jaccard_python", "exact_jaccard_python"]
+__all__ = ["estimated_jaccard", "exact_jaccard", "exact_jaccard_raw", "estimated_jaccard_python", "exact_jaccard_python"]
 
 
 @nb.njit(parallel=True, cache=True)
@@ -87,6 +87,81 @@ def exact_jaccard(offsets: np.ndarray, hashes: np.ndarray, left: np.ndarray, rig
     if len(left) == 0:
         return np.zeros(0, dtype=np.float64)
     return _exact_kernel(np.asarray(offsets, dtype=np.int64), np.asarray(hashes), left, right)
+
+
+@nb.njit(inline="always", cache=True)
+def _slot(x, mask):
+    h = x * np.uint64(0x9E3779B97F4A7C15)
+    return np.int64((h >> np.uint64(32)) & mask)
+
+
+@nb.njit(cache=True)
+def _jaccard_raw_pair(hashes, a0, a1, b0, b1):
+    """Jaccard of two multisets of hashes taken as sets, with two small open-addressing tables
+    (no sorting): the set of A, then B's distinct values probed against it."""
+    na = a1 - a0
+    nb_ = b1 - b0
+    if na == 0 or nb_ == 0:
+        return 0.0
+    cap = 1
+    while cap < 2 * max(na, nb_):
+        cap <<= 1
+    mask = np.uint64(cap - 1)
+    keys = np.empty(cap, dtype=np.uint64)
+    state = np.zeros(cap, dtype=np.uint8)  # 0 empty, 1 in A, 2 in A and seen in B
+    ua = 0
+    for i in range(a0, a1):
+        x = hashes[i]
+        j = _slot(x, mask)
+        while state[j] != 0 and keys[j] != x:
+            j = (j + 1) & (cap - 1)
+        if state[j] == 0:
+            state[j] = 1
+            keys[j] = x
+            ua += 1
+    keys_b = np.empty(cap, dtype=np.uint64)
+    used_b = np.zeros(cap, dtype=np.uint8)
+    ub = 0
+    common = 0
+    for i in range(b0, b1):
+        x = hashes[i]
+        j = _slot(x, mask)
+        while used_b[j] != 0 and keys_b[j] != x:
+            j = (j + 1) & (cap - 1)
+        if used_b[j] != 0:
+            continue  # a repeat within B
+        used_b[j] = 1
+        keys_b[j] = x
+        ub += 1
+        k = _slot(x, mask)
+        while state[k] != 0 and keys[k] != x:
+            k = (k + 1) & (cap - 1)
+        if state[k] == 1:
+            common += 1
+            state[k] = 2
+    return common / (ua + ub - common)
+
+
+@nb.njit(parallel=True, cache=True)
+def _exact_raw_kernel(offsets, hashes, left, right):
+    m = left.shape[0]
+    out = np.empty(m, dtype=np.float64)
+    for p in nb.prange(m):
+        a = left[p]
+        b = right[p]
+        out[p] = _jaccard_raw_pair(hashes, offsets[a], offsets[a + 1], offsets[b], offsets[b + 1])
+    return out
+
+
+def exact_jaccard_raw(offsets: np.ndarray, hashes: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Like :func:`exact_jaccard`, for shingle hashes in any order and with repeats (each
+    document's hashes taken as a set): hash tables per pair instead of sorted sets, which is
+    cheaper when most documents take part in one or two pairs."""
+    left = np.asarray(left, dtype=np.int64)
+    right = np.asarray(right, dtype=np.int64)
+    if len(left) == 0:
+        return np.zeros(0, dtype=np.float64)
+    return _exact_raw_kernel(np.asarray(offsets, dtype=np.int64), np.asarray(hashes, dtype=np.uint64), left, right)
 
 
 def estimated_jaccard_python(sig_a, sig_b) -> float:

@@ -37,9 +37,9 @@ from ..bands import band_keys, bucket_runs, find_pairs
 from ..clusters import keep_order, select_representatives
 from ..config import Config
 from ..errors import InputError, NeardupError
-from ..minhash import MinHasher, Scratch, _Threads, sort_unique_sets_inplace
+from ..minhash import MinHasher, Scratch, _Threads
 from ..progress import bar, check_interrupt
-from ..verify import estimated_jaccard, exact_jaccard
+from ..verify import estimated_jaccard, exact_jaccard_raw
 from .workdir import AppendFile, BackgroundWriter, WorkDir, fingerprint, open_column
 
 PARQUET_OPTS = dict(compression="zstd", use_dictionary=False, write_statistics=False)
@@ -294,8 +294,8 @@ class ShingleStore:
         self.offsets = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=self.offsets[1:])
 
-    def sets(self, docs: np.ndarray):
-        """Sorted unique shingle sets of ``docs`` (ascending), CSR indexed by position in docs."""
+    def raw(self, docs: np.ndarray):
+        """Raw shingle hashes of ``docs`` (ascending), CSR indexed by position in docs."""
         starts = self.offsets[docs]
         ends = self.offsets[docs + 1]
         sizes = ends - starts
@@ -318,7 +318,7 @@ class ShingleStore:
                         raise NeardupError(f"work directory damaged: short read in {self.path}; run without --resume")
         finally:
             os.close(fd)
-        return sort_unique_sets_inplace(local, buf)
+        return local, buf
 
 
 def make_verifier(corpus: Corpus, config: Config):
@@ -332,11 +332,11 @@ def make_verifier(corpus: Corpus, config: Config):
             for lo in range(0, len(left), VERIFY_CHUNK):
                 check_interrupt()
                 hi = min(lo + VERIFY_CHUNK, len(left))
-                # sets are read and sorted only for the documents of these pairs
+                # shingles are read only for the documents of these pairs
                 docs, inverse = np.unique(np.concatenate([left[lo:hi], right[lo:hi]]), return_inverse=True)
-                offsets, hashes = store.sets(docs)
+                offsets, hashes = store.raw(docs)
                 m = hi - lo
-                sim[lo:hi] = exact_jaccard(offsets, hashes, inverse[:m], inverse[m:])
+                sim[lo:hi] = exact_jaccard_raw(offsets, hashes, inverse[:m], inverse[m:])
                 del offsets, hashes
             return sim >= threshold, sim
     else:
