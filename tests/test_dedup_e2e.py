@@ -151,6 +151,12 @@ def test_jsonl_formats_end_to_end(tmp_path, docs, name):
                 zstandard.ZstdDecompressor().decompressobj().decompress(kept_file.read_bytes())
                 if name.endswith(".zst") else kept_file.read_bytes()).decode().splitlines()
     assert kept_raw == [raw[i] for i in kept]
+    # the report's sample: texts of the largest clusters' members, exactly as in the input
+    sample = pq.read_table(out / "texts_sample.parquet").to_pylist()
+    text_of = {d["id"]: d["text"] for d in docs}
+    assert sample and all(r["text"] == text_of[r["id"]] for r in sample)
+    in_clusters = {r["id"] for r in clusters}
+    assert {r["id"] for r in sample} <= in_clusters
 
 
 def test_default_ids_are_file_and_line(tmp_path, docs):

@@ -509,7 +509,8 @@ def stage_write(ctx: RunContext, read_info: dict, pairs_info: dict) -> dict:
         os.remove(rejected_path)
 
     # kept/: one shard per input file
-    kept_files = write_kept_shards(ctx, corpus, keep)
+    captured: Dict[int, str] = {}
+    kept_files = write_kept_shards(ctx, corpus, keep, sample_members(sel), captured)
 
     n_input = corpus.n + len(corpus.rejected_records)
     n_rejected = len(rej_rows)
@@ -544,11 +545,13 @@ def stage_write(ctx: RunContext, read_info: dict, pairs_info: dict) -> dict:
         "kept_files": kept_files,
         "neardup_version": _version(),
     }
-    _write_sample_texts(ctx, corpus, sel, ids)
+    _write_sample_texts(ctx, corpus, sel, ids, captured)
     return stats
 
 
-def write_kept_shards(ctx: RunContext, corpus: Corpus, keep: np.ndarray) -> List[str]:
+def write_kept_shards(ctx: RunContext, corpus: Corpus, keep: np.ndarray, sample: Sequence[int] = (),
+                      captured: Optional[Dict[int, str]] = None) -> List[str]:
+    """Writes kept/; the texts of the ``sample`` documents met on the way go into ``captured``."""
     cfg = ctx.config
     kept_dir = os.path.join(ctx.output, "kept")
     if os.path.isdir(kept_dir):
@@ -574,31 +577,47 @@ def write_kept_shards(ctx: RunContext, corpus: Corpus, keep: np.ndarray) -> List
             if len(docs) == 0 or (src.format == "text" and len(rows) == 0):
                 continue  # nothing could be read from it (all rejected), or a removed text file
             path = os.path.join(kept_dir, rel)
+            want = {int(corpus.row[d]): d for d in sample if corpus.source[d] == si}
+            capture = dict.fromkeys(want) if want and src.format == "jsonl" else None
             nio.write_kept(src, rows, path, output_format=cfg.output_format, text_column=cfg.text_column,
-                           id_column=cfg.id_column)
+                           id_column=cfg.id_column, capture=capture)
+            if capture and captured is not None:
+                for row, line in capture.items():
+                    if line is not None:
+                        captured[want[row]] = json.loads(line)[cfg.text_column]
             written.append(rel)
     return written
 
 
-def _write_sample_texts(ctx: RunContext, corpus: Corpus, sel: dict, ids: IdLookup, clusters: int = 20,
-                        per_cluster: int = 5) -> None:
-    """texts_sample.parquet: texts of the members of the largest clusters, for the report."""
-    path = os.path.join(ctx.output, "texts_sample.parquet")
+def sample_members(sel: dict, clusters: int = 20, per_cluster: int = 5) -> List[int]:
+    """The documents shown side by side in the report: the largest clusters (ties: the earlier
+    cluster), each with its representative first, then removed members in input order."""
     cl = sel["cluster"]
     members = np.flatnonzero(cl >= 0)
     if len(members) == 0:
-        _write_parquet(SAMPLE_SCHEMA.empty_table(), path)
-        return
+        return []
     heads, sizes = np.unique(cl[members], return_counts=True)
     top = heads[np.lexsort((heads, -sizes))][:clusters]
     wanted = []
     for h in top.tolist():
         m = members[cl[members] == h]
-        # the representative first, then removed members, in input order
         m = np.concatenate([[h], m[m != h]])[:per_cluster]
         wanted.extend(m.tolist())
-    wanted_set = np.array(sorted(set(wanted)), dtype=np.int64)
-    texts = fetch_texts(ctx, corpus, wanted_set)
+    return wanted
+
+
+def _write_sample_texts(ctx: RunContext, corpus: Corpus, sel: dict, ids: IdLookup,
+                        captured: Dict[int, str]) -> None:
+    """texts_sample.parquet: texts of the members of the largest clusters, for the report."""
+    path = os.path.join(ctx.output, "texts_sample.parquet")
+    wanted = sample_members(sel)
+    if not wanted:
+        _write_parquet(SAMPLE_SCHEMA.empty_table(), path)
+        return
+    missing = np.array(sorted(set(wanted) - set(captured)), dtype=np.int64)
+    texts = dict(captured)
+    if len(missing):
+        texts.update(fetch_texts(ctx, corpus, missing))
     _write_parquet(pa.table({"id": pa.array(ids(np.array(wanted, np.int64)), pa.string()),
                              "text": pa.array([texts[d] for d in wanted], pa.string())}, schema=SAMPLE_SCHEMA), path)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -88,7 +88,8 @@ class _ByteSink:
             self.raw.close()
 
 
-def _kept_line_blocks(src: Source, keep: np.ndarray) -> Iterator[List[bytes]]:
+def _kept_line_blocks(src: Source, keep: np.ndarray, runs: bool = False,
+                      capture: Optional[Dict[int, Optional[bytes]]] = None) -> Iterator[List[bytes]]:
     """The kept lines of a JSONL source (without newlines), block by block.
 
     Reading stops once the last kept row is reached, so damage after it (a truncated stream
@@ -109,6 +110,10 @@ def _kept_line_blocks(src: Source, keep: np.ndarray) -> Iterator[List[bytes]]:
                 raise InputError(f"{src.name}: cannot read file ({e.strerror or e})") from None
             starts, ends = line_bounds(data)
             n = len(starts)
+            if capture:
+                for r in capture:
+                    if line0 <= r < line0 + n:
+                        capture[r] = data[starts[r - line0]:ends[r - line0]]
             hi = int(np.searchsorted(keep, line0 + n))
             idx = keep[k:hi] - line0
             if len(idx):
@@ -116,7 +121,15 @@ def _kept_line_blocks(src: Source, keep: np.ndarray) -> Iterator[List[bytes]]:
                 if len(blank) and np.isin(idx, blank).any():
                     r = int(idx[np.isin(idx, blank)][0]) + line0
                     raise ValueError(f"keep_rows has row {r}, a blank line of {src.name}")
-                s, e = starts[idx].tolist(), ends[idx].tolist()
+                if runs:
+                    # consecutive kept lines as one slice each (their inner newlines included):
+                    # joined with newlines, the same bytes as the lines joined one by one
+                    cut = np.flatnonzero(np.diff(idx) != 1) + 1
+                    first = np.concatenate(([0], cut))
+                    last = np.concatenate((cut, [len(idx)])) - 1
+                    s, e = starts[idx[first]].tolist(), ends[idx[last]].tolist()
+                else:
+                    s, e = starts[idx].tolist(), ends[idx].tolist()
                 yield [data[a:b] for a, b in zip(s, e)]
             k = hi
             line0 += n
@@ -126,17 +139,16 @@ def _kept_line_blocks(src: Source, keep: np.ndarray) -> Iterator[List[bytes]]:
         raise ValueError(f"keep_rows has row {int(keep[k])} but {src.name} has {line0} lines")
 
 
-def _write_jsonl_raw(src: Source, keep: np.ndarray, tmp: str, compression: Optional[str]) -> int:
+def _write_jsonl_raw(src: Source, keep: np.ndarray, tmp: str, compression: Optional[str],
+                     capture: Optional[Dict[int, Optional[bytes]]] = None) -> int:
     sink = _ByteSink(tmp, compression)
-    n = 0
     try:
-        for lines in _kept_line_blocks(src, keep):
-            lines.append(b"")  # for the final newline
-            sink.write(b"\n".join(lines))
-            n += len(lines) - 1
+        for chunks in _kept_line_blocks(src, keep, runs=True, capture=capture):
+            chunks.append(b"")  # for the final newline
+            sink.write(b"\n".join(chunks))
     finally:
         sink.close()
-    return n
+    return len(keep)
 
 
 def _parquet_rows(src: Source, keep: np.ndarray) -> Iterator[pa.RecordBatch]:
@@ -325,7 +337,8 @@ def _read_text_file(src: Source) -> str:
 
 
 def write_kept(src: Source, keep_rows, out_path: str, *, output_format: str = "same",
-               text_column: str = "text", id_column: Optional[str] = None) -> int:
+               text_column: str = "text", id_column: Optional[str] = None,
+               capture: Optional[Dict[int, Optional[bytes]]] = None) -> int:
     """Write the records of ``src`` at ``keep_rows`` (sorted rows, as in ``Batch.rows``) to
     ``out_path``; returns how many were written.
 
@@ -336,6 +349,9 @@ def write_kept(src: Source, keep_rows, out_path: str, *, output_format: str = "s
     Parquet table (one schema inferred over all kept records), a text file becomes the record
     ``{"id": src.name, "text": content}``. ``text_column`` / ``id_column`` are accepted for
     symmetry with :func:`read_source`; every field is written as it was.
+
+    ``capture`` (JSONL copied as is only): a dict whose keys are rows; the raw bytes of those
+    lines that the pass reads (it stops after the last kept row) are stored as the values.
     """
     del text_column, id_column  # records are written whole
     if output_format not in OUTPUT_FORMATS:
@@ -381,7 +397,7 @@ def write_kept(src: Source, keep_rows, out_path: str, *, output_format: str = "s
         with _AtomicFile(out_path) as tmp:
             if target == "jsonl":
                 comp = src.compression if output_format == "same" else None
-                return _write_jsonl_raw(src, keep, tmp, comp)
+                return _write_jsonl_raw(src, keep, tmp, comp, capture=capture)
             return _jsonl_to_parquet(src, keep, tmp)
 
     if src.format == "parquet":
