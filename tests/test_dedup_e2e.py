@@ -338,15 +338,16 @@ def test_resume_after_kill_gives_the_same_output(tmp_path):
 
 
 def test_interrupt_exits_130_and_resume_works(tmp_path):
-    src = _synthetic_jsonl(tmp_path / "big.jsonl", 6000)
+    src = _synthetic_jsonl(tmp_path / "big.jsonl", 20000)
     out, work = tmp_path / "out", tmp_path / "work"
     cmd = [sys.executable, "-m", "neardup", "dedup", str(src), "--output", str(out), "--work-dir", str(work),
-           "--batch-size", "200"]
+           "--batch-size", "100"]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
-    while time.time() < deadline and not (work / "read").exists():
-        time.sleep(0.01)
-    time.sleep(0.3)
+    # interrupt once the first batches went through (the progress bar has counted documents)
+    while time.time() < deadline and not (work / "read" / "count.i64.part").exists():
+        time.sleep(0.005)
+    time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     if proc.returncode == 0:
@@ -354,7 +355,7 @@ def test_interrupt_exits_130_and_resume_works(tmp_path):
     assert proc.returncode == 130
     assert "interrupted" in err and "Traceback" not in err
     assert run_cli(*cmd[3:], "--resume", "--quiet") == 0
-    assert json.loads((out / "stats.json").read_text())["counts"]["input"] == 6000
+    assert json.loads((out / "stats.json").read_text())["counts"]["input"] == 20000
 
 
 # --------------------------------------------------------------------------- Python API
