@@ -6,14 +6,12 @@ import gzip
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -75,7 +73,6 @@ def read_outputs(out):
 
 
 def kept_ids_jsonl(path):
-    ids = []
     opener = gzip.open if str(path).endswith(".gz") else open
     if str(path).endswith(".zst"):
         data = zstandard.ZstdDecompressor().decompressobj().decompress(Path(path).read_bytes())

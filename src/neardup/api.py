@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Union
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import io as nio
 from .config import Config
-from .errors import ConfigError, InputError
+from .errors import ConfigError
 
 __all__ = ["dedup", "DedupResult"]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import ConfigError
 from .params import DEFAULT_MIN_RECALL
 
 

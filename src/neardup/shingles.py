@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import unicodedata
 from functools import lru_cache
-from typing import List, Sequence, Tuple
+from typing import List, Tuple
 
 import numba as nb
 import numpy as np

@@ -19,7 +19,6 @@ pairs. Texts are held one batch at a time.
 from __future__ import annotations
 
 import json
-import mmap
 import os
 import queue
 import threading
@@ -40,7 +39,7 @@ from ..errors import InputError, NeardupError
 from ..minhash import MinHasher, Scratch, _Threads
 from ..progress import bar, check_interrupt
 from ..verify import estimated_jaccard, exact_jaccard_raw
-from .workdir import AppendFile, BackgroundWriter, WorkDir, fingerprint, open_column
+from .workdir import AppendFile, BackgroundWriter, WorkDir, open_column
 
 PARQUET_OPTS = dict(compression="zstd", use_dictionary=False, write_statistics=False)
 
@@ -152,7 +151,6 @@ def stage_read(ctx: RunContext) -> dict:
         with _Threads(cfg.workers):
             for batch in _prefetch(_batches(ctx)):
                 check_interrupt()
-                src = ctx.sources[batch.source_index]
                 for row, reason in batch.rejected:
                     rejected.append((batch.source_index, row, reason))
                 m = len(batch.text)

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError, InputError
-from ._streams import StreamError, blank_lines, is_blank, iter_blocks, line_bounds
+from ._streams import StreamError, blank_lines, iter_blocks, line_bounds
 from .reader import _one_line
 from .sources import OUTPUT_FORMATS, Source
 
