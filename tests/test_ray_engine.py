@@ -342,3 +342,9 @@ def test_bucket_members_match_a_plain_sort(monkeypatch, collide):
             want.setdefault((b, k), []).append(d)
         assert got == sorted(tuple(sorted(v)) for v in want.values() if len(v) >= 2)
         assert list(first) == [min(m) for m in groups]
+
+
+def test_unreachable_address_is_a_one_line_error(tmp_path, jsonl_corpus):
+    r = _cli("dedup", jsonl_corpus, "-o", tmp_path / "out", "--engine", "ray", "--ray-address", "127.0.0.1:1")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "cannot reach the Ray cluster" in r.stderr

@@ -72,6 +72,20 @@ def _import_ray():
 # --------------------------------------------------------------------------- session
 
 
+def _check_reachable(address: str, timeout: float = 10.0) -> None:
+    """A HOST:PORT address that nothing answers on is an error now (Ray would keep retrying)."""
+    import socket
+
+    if "://" in address or address in ("auto", "local") or ":" not in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot reach the Ray cluster at {address} ({exc}); start one with "
+                          f"'ray start --head' or check --ray-address") from None
+
+
 class _Session:
     """The Ray connection and the Ray Data settings of one run."""
 
@@ -85,9 +99,16 @@ class _Session:
         if not ray.is_initialized():
             kwargs = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=not ctx.quiet)
             if cfg.ray_address:
-                ray.init(address=cfg.ray_address, **kwargs)
-            else:
-                ray.init(address="local", num_cpus=default_workers(cfg.workers), **kwargs)
+                _check_reachable(cfg.ray_address)
+            try:
+                if cfg.ray_address:
+                    ray.init(address=cfg.ray_address, **kwargs)
+                else:
+                    ray.init(address="local", num_cpus=default_workers(cfg.workers), **kwargs)
+            except (ConnectionError, ValueError, RuntimeError) as exc:
+                where = f"the Ray cluster at {cfg.ray_address}" if cfg.ray_address else "a local Ray instance"
+                msg = " ".join(str(exc).split())
+                raise ConfigError(f"cannot start or join {where}: {msg[:300]}") from None
             self.started = True
         res = ray.cluster_resources()
         self.cpus = max(1, int(res.get("CPU", 1)))
@@ -368,7 +389,6 @@ def _duplicate_ids(ctx: RunContext, env: _Session, shards: list, offsets, n_docs
     if dups is None:
         return []
     later = rt.col(dups, "later", np.int64)
-    first = rt.col(dups, "first", np.int64)
     ids = dups.column("id").to_pylist()
     ls, lr = rt.col(dups, "later_source", np.int64), rt.col(dups, "later_row", np.int64)
     fs, fr = rt.col(dups, "first_source", np.int64), rt.col(dups, "first_row", np.int64)
@@ -383,7 +403,6 @@ def _duplicate_ids(ctx: RunContext, env: _Session, shards: list, offsets, n_docs
         out.append([int(later[i]), f"duplicate id {ids[i]!r} (first at {where_first})", int(ls[i]), int(lr[i]),
                     bool(empty[i])])
     out.sort(key=lambda r: r[0])
-    del first
     return out
 
 

@@ -436,14 +436,27 @@ def take_sorted(table: pa.Table, rows: np.ndarray) -> pa.Table:
     return pa.table(out)
 
 
+READ_BLOCK_BYTES = 64 << 20     # work files read back are yielded in blocks of about this size
+
+
 def read_files(items: Sequence[Tuple[str, int]], columns: Optional[List[str]]) -> Iterator[pa.Table]:
-    """Read task over files; a file with doc0 >= 0 gets a ``doc`` column doc0, doc0 + 1, ..."""
+    """Read task over files; a file with doc0 >= 0 gets a ``doc`` column doc0, doc0 + 1, ...
+    Small files are yielded together (blocks of about READ_BLOCK_BYTES), so that the number of
+    blocks entering a shuffle follows the data's size, not the number of files."""
+    pending: List[pa.Table] = []
+    size = 0
     for path, doc0 in items:
         t = read_table(path, columns)
         if doc0 >= 0:
             t = t.append_column("doc", pa.array(np.arange(doc0, doc0 + t.num_rows, dtype=np.int64)))
         if t.num_rows:
-            yield t
+            pending.append(t)
+            size += t.nbytes
+        if size >= READ_BLOCK_BYTES:
+            yield pa.concat_tables(pending)
+            pending, size = [], 0
+    if pending:
+        yield pa.concat_tables(pending)
 
 
 # --------------------------------------------------------------------------- duplicate ids
