@@ -134,13 +134,14 @@ def stage_read(ctx: RunContext) -> dict:
         "row": AppendFile(os.path.join(d, "row.i64"), np.int64),
         "length": AppendFile(os.path.join(d, "length.i64"), np.int64),
         "count": AppendFile(os.path.join(d, "count.i64"), np.int64),
-        "sig": AppendFile(os.path.join(d, "sig.u32"), np.uint32, cfg.num_perm, writer=writer),
         "keys": AppendFile(os.path.join(d, "keys.u64"), np.uint64, cfg.bands),
     }
     if cfg.score_column:
         cols["score"] = AppendFile(os.path.join(d, "score.f64"), np.float64)
     if exact:
         cols["sh"] = AppendFile(os.path.join(d, "sh.u64"), np.uint64, writer=writer)
+    else:  # signatures are needed after this stage only to estimate similarities
+        cols["sig"] = AppendFile(os.path.join(d, "sig.u32"), np.uint32, cfg.num_perm, writer=writer)
     ids_writer = None
     if cfg.id_column:
         ids_writer = pa.ipc.new_file(os.path.join(d, "ids.arrow.part"), pa.schema([("id", pa.string())]))
@@ -162,7 +163,8 @@ def stage_read(ctx: RunContext) -> dict:
                     cols["sh"].append(sh)
                 else:
                     sig, counts = hasher.signatures_and_counts(batch.text)
-                cols["sig"].append(sig)
+                if "sig" in cols:
+                    cols["sig"].append(sig)
                 cols["keys"].append(band_keys(sig, cfg.bands, cfg.rows, cfg.seed))
                 cols["count"].append(counts)
                 cols["source"].append(np.full(m, batch.source_index, dtype=np.int32))
