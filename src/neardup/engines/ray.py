@@ -8,11 +8,12 @@ crosses the network, and how to run it on a cluster.
 
 Stages (the work directory holds each stage's files, so that ``--resume`` skips finished ones):
 
-read      one Ray Data read task per input file (``neardup.io.read_source``: the same rows,
-          ids, rejections and messages as the local engine), fused with ``map_batches`` running
-          the compiled kernels; each task writes its documents' rows to Parquet shards in the
-          work directory and returns one summary row per shard. The driver keeps one count per
-          file and makes the dense document index (file order, then row order) from it.
+read      a custom Ray Data datasource: read tasks over groups of consecutive input files (a
+          file is never split; ``neardup.io.read_source``: the same rows, ids, rejections and
+          messages as the local engine), fused with ``map_batches`` running the compiled
+          kernels; each block of documents is written as one shard (Arrow IPC) in the work
+          directory, and one summary row per shard comes back. The driver keeps one count per
+          file and makes the dense document index (file order, then row order) from them.
 pairs     (band, key, doc) rows -> keyed shuffle on (band, key) -> buckets -> shuffle by
           document range, where each document's data (signature or shingle set) is read from
           its shard -> shuffle by the bucket's anchor -> :func:`neardup.bands.find_pairs` on
@@ -248,6 +249,13 @@ def _debug(what: str, t0: float) -> None:
         print(f"[neardup ray] {what}: {time.perf_counter() - t0:.2f}s", file=sys.stderr)
 
 
+def _one_call_per_partition(summary: pa.Table, what: str) -> None:
+    """Every partition must reach its function in one piece (the keyed shuffle's contract)."""
+    parts = rt.col(summary, "part", np.int64)
+    if len(np.unique(parts)) != len(parts):
+        raise NeardupError(f"internal error: a {what} partition was split over several calls")
+
+
 def _chunk_starts(n_docs: int, chunks: int) -> np.ndarray:
     """First document of each of ``chunks`` equal document ranges."""
     return np.unique(np.linspace(0, max(n_docs, 1), chunks + 1).astype(np.int64)[:-1])
@@ -419,7 +427,7 @@ def stage_pairs(ctx: RunContext, env: _Session) -> dict:
     rejected = np.array(sorted(d[0] for d in meta["documents"]), dtype=np.int64)
     eligible = n_docs - meta["zero"] - len(rejected)
     info = {"engine": ENGINE, "candidate_pairs": 0, "verified_pairs": 0, "buckets": 0, "anchor_rounds": 0,
-            "truncated_buckets": 0}
+            "truncated_buckets": 0, "verifications": 0}
     files: List[str] = []
     if eligible >= 2:
         progress = bar("candidates + verify (ray)", total=1, unit="step", quiet=ctx.quiet)
@@ -440,12 +448,15 @@ def stage_pairs(ctx: RunContext, env: _Session) -> dict:
         progress.update(1)
         progress.close()
         if summary is not None:
+            _one_call_per_partition(summary, "pair")
             files = sorted(p for p in summary.column("path").to_pylist() if p)
             info.update(candidate_pairs=int(rt.col(summary, "candidates", np.int64).sum()),
                         verified_pairs=int(rt.col(summary, "verified", np.int64).sum()),
                         buckets=int(rt.col(summary, "buckets", np.int64).sum()),
                         anchor_rounds=int(rt.col(summary, "rounds", np.int64).max()),
-                        truncated_buckets=int(rt.col(summary, "truncated", np.int64).sum()))
+                        truncated_buckets=int(rt.col(summary, "truncated", np.int64).sum()),
+                        # pairs verified in more than one pair partition count once in candidate_pairs
+                        verifications=int(rt.col(summary, "checks", np.int64).sum()))
     _save_meta(ctx, "pairs", {"files": files})
     return info
 
@@ -489,6 +500,7 @@ def stage_clusters(ctx: RunContext, env: _Session) -> dict:
                   names=[s.name for s in ctx.sources], formats=[s.format for s in ctx.sources])
         summary = _collect(ds, "select")
         progress.close()
+        _one_call_per_partition(summary, "cluster")
         tops = []
         for t in summary.column("top").to_pylist():
             tops.extend(json.loads(t))

@@ -528,7 +528,7 @@ CAND_SCHEMA = pa.schema([("pair_part", pa.int32()), ("kind", pa.int8()), ("code"
                          ("rounds", pa.int64()), ("truncated", pa.int64())])
 PAIRS_SUMMARY = pa.schema([("part", pa.int32()), ("path", pa.string()), ("candidates", pa.int64()),
                            ("verified", pa.int64()), ("buckets", pa.int64()), ("rounds", pa.int64()),
-                           ("truncated", pa.int64())])
+                           ("truncated", pa.int64()), ("checks", pa.int64())])
 
 
 def explode_keys(table: pa.Table, *, bands: int, parts: int, rejected: np.ndarray) -> pa.Table:
@@ -728,7 +728,8 @@ def dedup_pairs(table: pa.Table, *, workdir: str) -> pa.Table:
                      "candidates": pa.array([len(uniq)], pa.int64()),
                      "verified": pa.array([int(keep.sum())], pa.int64()),
                      "buckets": pa.array([buckets], pa.int64()), "rounds": pa.array([rounds], pa.int64()),
-                     "truncated": pa.array([truncated], pa.int64())}, schema=PAIRS_SUMMARY)
+                     "truncated": pa.array([truncated], pa.int64()),
+                     "checks": pa.array([len(code)], pa.int64())}, schema=PAIRS_SUMMARY)
 
 
 # --------------------------------------------------------------------------- connected components
