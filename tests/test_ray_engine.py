@@ -114,7 +114,8 @@ def parquet_corpus(tmp_path_factory):
 def stdlib_subset():
     """A few hundred standard-library files with near-duplicates (the codecs of encodings/)."""
     globs = [str(STDLIB / "encodings" / "*.py"), str(STDLIB / "json" / "*.py"), str(STDLIB / "email" / "*.py"),
-             str(STDLIB / "lib2to3" / "**" / "*.py"), str(STDLIB / "importlib" / "**" / "*.py")]
+             str(STDLIB / "asyncio" / "*.py"), str(STDLIB / "lib2to3" / "**" / "*.py"),
+             str(STDLIB / "importlib" / "**" / "*.py")]
     return [g for g in globs if list(Path("/").glob(g.lstrip("/")))]
 
 
@@ -139,7 +140,7 @@ def test_parquet_same_bytes(cluster, tmp_path, parquet_corpus, verify):
 def test_stdlib_same_bytes(cluster, tmp_path, verify):
     inputs = stdlib_subset()
     local, rayed, stats = both(tmp_path, inputs, verify=verify, keep="longest", on_error="skip")
-    assert stats["counts"]["input"] > 200 and stats["counts"]["removed"] > 5
+    assert stats["counts"]["input"] > 150 and stats["counts"]["removed"] > 5
     assert_same(local, rayed)
 
 
