@@ -91,6 +91,7 @@ class _Session:
     """The Ray connection and the Ray Data settings of one run."""
 
     def __init__(self, ctx: RunContext):
+        t0 = time.perf_counter()
         ray = _import_ray()
         from ray.data.context import DataContext, ShuffleStrategy
 
@@ -111,6 +112,7 @@ class _Session:
                 msg = " ".join(str(exc).split())
                 raise ConfigError(f"cannot start or join {where}: {msg[:300]}") from None
             self.started = True
+        _debug("import ray and connect", t0)
         res = ray.cluster_resources()
         self.cpus = max(1, int(res.get("CPU", 1)))
         per_node = [int(n.get("Resources", {}).get("CPU", 0)) for n in ray.nodes() if n.get("Alive")]
@@ -125,22 +127,27 @@ class _Session:
         dc.shuffle_strategy = (ShuffleStrategy.SORT_SHUFFLE_PUSH_BASED
                                if os.environ.get("NEARDUP_RAY_SHUFFLE") == "push"
                                else ShuffleStrategy.SORT_SHUFFLE_PULL_BASED)
+        self._loggers = {}
+        for name in ("ray.data", "ray.data._internal.execution.streaming_executor"):
+            lg = logging.getLogger(name)
+            self._loggers[name] = lg.level
+            lg.setLevel(logging.ERROR if ctx.quiet else logging.WARNING)
         self.warming = []
         if not os.environ.get("NEARDUP_RAY_NO_WARMUP"):
             # every worker loads the compiled kernels now, in parallel, instead of each stage's
             # first task waiting for it
             warm = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(rt.warm_up)
             self.warming = [warm.remote(cfg) for _ in range(min(self.cpus, 256))]
-        self._loggers = {}
-        for name in ("ray.data", "ray.data._internal.execution.streaming_executor"):
-            lg = logging.getLogger(name)
-            self._loggers[name] = lg.level
-            lg.setLevel(logging.ERROR if ctx.quiet else logging.WARNING)
+            # meanwhile Ray Data's first execution creates its helper actors (about a second)
+            import threading
+            self._first = threading.Thread(target=lambda: ray.data.range(1).materialize(), daemon=True)
+            self._first.start()
 
     def wait_warm(self) -> None:
         if self.warming:
             self.ray.get(self.warming)
             self.warming = []
+            self._first.join()
 
     def parts(self, nbytes: float) -> int:
         """Partitions for a shuffle of nbytes: at least one per CPU (and 2), at most MAX_PARTS."""
@@ -152,7 +159,9 @@ class _Session:
         for name, level in self._loggers.items():
             logging.getLogger(name).setLevel(level)
         if self.started:
+            t0 = time.perf_counter()
             self.ray.shutdown()
+            _debug("shutdown", t0)
 
 
 # --------------------------------------------------------------------------- Ray Data plumbing
