@@ -10,7 +10,8 @@ with bench/pipeline.py, generated once) is deduplicated twice, each run its own 
     python -m neardup dedup CORPUS --output OUT --quiet --engine ray   (starts a local Ray instance
                                                                       on every core, stops it)
 timed from start to exit (Python start, imports and, for Ray, starting and stopping the local
-instance included). Peak memory is polled every 0.2 s over the process tree (the command, and
+instance included), ``--repeat`` times each, alternating (the median run is reported, every wall
+time is listed: this machine is shared). Peak memory is polled every 0.2 s over the process tree (the command, and
 for Ray the raylet, GCS, workers it starts): the largest sum of RSS, and the largest sum of PSS
 (shared pages, e.g. Ray's object store mapped by several workers, divided between the processes
 that map them: RSS counts them once per process). A 2,000-document run of each engine first
@@ -118,22 +119,30 @@ def dedup_cmd(corpus: str, out: Path, engine: str, workers: Optional[int]) -> Li
     return cmd
 
 
-def run_engines(n: int, workers: Optional[int], log) -> dict:
+def run_engines(n: int, workers: Optional[int], repeat: int, log) -> dict:
+    """Both engines ``repeat`` times, alternating; the run with the median wall time of each is
+    reported (all wall times are listed)."""
     corpus = ensure_corpus(n, log=log)
     runs_dir = DATA_DIR / "runs" / f"engines_{n}"
-    res = {"n_docs": n, "corpus": corpus}
-    for engine in ("local", "ray"):
-        out = runs_dir / engine
-        shutil.rmtree(out, ignore_errors=True)
-        log(f"  {engine} engine, {n:,} documents ...")
-        r = measure(dedup_cmd(corpus["path"], out, engine, workers))
-        if r["returncode"] != 0:
-            raise SystemExit(f"{engine} engine failed:\n{r['stderr_tail']}")
-        r["stage_seconds"] = json.loads((out / "stats.json").read_text())["seconds"]
-        r["docs_per_s"] = n / r["wall_s"]
-        res[engine] = r
-        log(f"    {r['wall_s']:.1f} s, peak RSS {fmt_bytes(r['peak_rss_tree_bytes'])}, "
-            f"PSS {fmt_bytes(r['peak_pss_tree_bytes'])}, stages {r['stage_seconds']}")
+    res = {"n_docs": n, "corpus": corpus, "repeat": repeat}
+    runs: Dict[str, list] = {"local": [], "ray": []}
+    for i in range(repeat):
+        for engine in ("local", "ray"):
+            out = runs_dir / engine
+            shutil.rmtree(out, ignore_errors=True)
+            log(f"  {engine} engine, {n:,} documents (run {i + 1}/{repeat}) ...")
+            r = measure(dedup_cmd(corpus["path"], out, engine, workers))
+            if r["returncode"] != 0:
+                raise SystemExit(f"{engine} engine failed:\n{r['stderr_tail']}")
+            r["stage_seconds"] = json.loads((out / "stats.json").read_text())["seconds"]
+            r["docs_per_s"] = n / r["wall_s"]
+            runs[engine].append(r)
+            log(f"    {r['wall_s']:.1f} s, peak RSS {fmt_bytes(r['peak_rss_tree_bytes'])}, "
+                f"PSS {fmt_bytes(r['peak_pss_tree_bytes'])}, stages {r['stage_seconds']}")
+    for engine, rs in runs.items():
+        rs = sorted(rs, key=lambda r: r["wall_s"])
+        res[engine] = dict(rs[len(rs) // 2], all_wall_s=[r["wall_s"] for r in runs[engine]],
+                           all_peak_pss_bytes=[r["peak_pss_tree_bytes"] for r in runs[engine]])
     res["same_output"] = outputs(runs_dir / "local") == outputs(runs_dir / "ray")
     res["ray_over_local_wall"] = res["ray"]["wall_s"] / res["local"]["wall_s"]
     res["ray_over_local_stages"] = sum(res["ray"]["stage_seconds"].values()) / sum(
@@ -308,6 +317,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="100000,1000000", help="corpus sizes (documents), comma-separated")
     ap.add_argument("--workers", type=int, default=None, help="--workers for both engines (default: every core)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each engine per size (the median is reported)")
     ap.add_argument("--cpus", type=int, default=2, help="CPUs of the Ray instance that measures grouping")
     ap.add_argument("--group-docs", type=int, default=1_000_000, help="documents of the grouping measurement")
     ap.add_argument("--throughput-only", action="store_true", help="only the per-core rates")
@@ -328,7 +338,7 @@ def main(argv=None) -> int:
     if not args.throughput_only:
         warm_up(args.workers, log)
         for n in [int(x) for x in args.sizes.split(",") if x]:
-            result["sizes"][str(n)] = run_engines(n, args.workers, log)
+            result["sizes"][str(n)] = run_engines(n, args.workers, args.repeat, log)
     elif "sizes" in previous:
         result["sizes"] = previous["sizes"]
     if not args.no_throughput:
