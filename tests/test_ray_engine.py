@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-import os
 import signal
 import subprocess
 import sys

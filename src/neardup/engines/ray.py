@@ -39,14 +39,13 @@ import shutil
 import time
 import warnings
 from functools import partial
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .. import io as nio
 from ..config import default_workers
 from ..errors import ConfigError, InputError, NeardupError
 from ..progress import bar
