@@ -38,7 +38,8 @@ STDLIB = Path(sysconfig.get_paths()["stdlib"])
 def cluster():
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
+                 log_to_driver=False)
     yield ray.get_runtime_context().gcs_address
     if started:
         ray.shutdown()
