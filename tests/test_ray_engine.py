@@ -129,7 +129,10 @@ def test_jsonl_files_same_bytes(cluster, tmp_path, jsonl_corpus, verify):
 
 
 @pytest.mark.parametrize("verify", ["exact", "estimate"])
-def test_parquet_same_bytes(cluster, tmp_path, parquet_corpus, verify):
+def test_parquet_same_bytes(cluster, tmp_path, parquet_corpus, verify, monkeypatch):
+    # bucket members meet their data through the shuffle by document range (the path of a
+    # cluster of several nodes; one node reads the shards directly, as the other tests do)
+    monkeypatch.setenv("NEARDUP_RAY_DATA", "shuffle")
     local, rayed, stats = both(tmp_path, str(parquet_corpus), verify=verify, keep="score:quality",
                                text_column="body", id_column="doc_id")
     assert stats["counts"]["removed"] > 50
@@ -200,8 +203,10 @@ def _ray_workers():
     return out
 
 
-def test_worker_killed_mid_run_same_output(cluster, tmp_path):
+@pytest.mark.parametrize("data_path", ["shuffle", "lookup"])
+def test_worker_killed_mid_run_same_output(cluster, tmp_path, data_path, monkeypatch):
     from neardup.synth import generate_corpus
+    monkeypatch.setenv("NEARDUP_RAY_DATA", data_path)
     d = tmp_path / "in"
     d.mkdir()
     texts = generate_corpus(8000, seed=14).texts

@@ -116,6 +116,7 @@ class _Session:
         self.cpus = max(1, int(res.get("CPU", 1)))
         per_node = [int(n.get("Resources", {}).get("CPU", 0)) for n in ray.nodes() if n.get("Alive")]
         self.cpus_per_node = max([c for c in per_node if c > 0] or [1])
+        self.nodes = max(1, sum(1 for c in per_node if c > 0))
         dc = DataContext.get_current()
         self._dc = dc
         self._saved = (dc.enable_progress_bars, dc.execution_options.preserve_order, dc.shuffle_strategy)
@@ -262,6 +263,16 @@ def _one_call_per_partition(summary: pa.Table, what: str) -> None:
     parts = rt.col(summary, "part", np.int64)
     if len(np.unique(parts)) != len(parts):
         raise NeardupError(f"internal error: a {what} partition was split over several calls")
+
+
+def _data_path(env: "_Session") -> str:
+    """How bucket members meet their data: 'shuffle' (by document range, then to the pair
+    partitions: the cluster path) or 'lookup' (pair partitions read the shards directly: one
+    node). NEARDUP_RAY_DATA=shuffle|lookup chooses."""
+    choice = os.environ.get("NEARDUP_RAY_DATA", "")
+    if choice in ("shuffle", "lookup"):
+        return choice
+    return "lookup" if env.nodes == 1 else "shuffle"
 
 
 def _chunk_starts(n_docs: int, chunks: int) -> np.ndarray:
@@ -448,9 +459,15 @@ def stage_pairs(ctx: RunContext, env: _Session) -> dict:
         ds = _read_files(env, index.files(), ["count", "keys"])
         ds = _map(ds, rt.explode_keys, bands=cfg.bands, parts=key_parts, rejected=rejected)
         ds = _map(_shuffle(ds, "part", key_parts), rt.form_buckets, tp_parts=pair_parts, chunk_starts=chunks)
-        ds = _map(_shuffle(ds, "chunk", len(chunks)), rt.attach_data, shards=index, exact=exact, data_type=data_type,
-                  score=cfg.score_column is not None)
-        ds = _map(_shuffle(ds, "tp", pair_parts), rt.search_pairs, config=cfg, pair_parts=pair_parts)
+        if _data_path(env) == "shuffle":
+            # the join of bucket members with their data: by document range, where each task reads
+            # its documents' rows from their shards, then on to the pair partitions
+            ds = _map(_shuffle(ds, "chunk", len(chunks)), rt.attach_data, shards=index, exact=exact,
+                      data_type=data_type, score=cfg.score_column is not None)
+            ds = _map(_shuffle(ds, "tp", pair_parts), rt.search_pairs, config=cfg, pair_parts=pair_parts)
+        else:  # one node: each pair partition reads its members' rows from the (local) shards
+            ds = _map(_shuffle(ds, "tp", pair_parts), rt.search_pairs_from_shards, shards=index, config=cfg,
+                      pair_parts=pair_parts, data_type=data_type)
         ds = _map(_shuffle(ds, "pair_part", pair_parts), rt.dedup_pairs, workdir=work)
         summary = _collect(ds, "pairs")
         progress.update(1)

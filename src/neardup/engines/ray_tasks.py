@@ -696,6 +696,16 @@ def search_pairs(table: pa.Table, *, config, pair_parts: int) -> pa.Table:
         "truncated": pa.array(np.append(zeros[:m], search.truncated_buckets))}, schema=CAND_SCHEMA)
 
 
+def search_pairs_from_shards(table: pa.Table, *, shards: ShardIndex, config, pair_parts: int,
+                             data_type: pa.DataType) -> pa.Table:
+    """One pair partition of membership rows: the members' data read straight from the shards
+    (memory-mapped, only their rows), then :func:`search_pairs`. The path of a one-node cluster,
+    where the shards are local files: no shuffle of the data by document range."""
+    data = attach_data(table, shards=shards, exact=config.verify == "exact", data_type=data_type,
+                       score=config.score_column is not None)
+    return search_pairs(data, config=config, pair_parts=pair_parts)
+
+
 def verified_path(workdir: str, part: int) -> str:
     return os.path.join(workdir, "pairs", "verified", f"part-{part:05d}.parquet")
 
