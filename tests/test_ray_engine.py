@@ -268,6 +268,14 @@ def test_resume(cluster, tmp_path, jsonl_corpus):
                         verify="exact", on_error="skip", work_dir=str(local_work))
     assert res.stats["seconds"]["read"] > 0
     assert_same(local_out, tmp_path / "ray2")
+    # ... and the other way round: a Ray work directory resumed by the local engine
+    state = json.loads((work / "state.json").read_text())
+    state["done"].pop("write", None)
+    (work / "state.json").write_text(json.dumps(state))
+    res = neardup.dedup(str(jsonl_corpus), output=str(tmp_path / "local2"), resume=True, verify="exact",
+                        on_error="skip", work_dir=str(work))
+    assert res.stats["seconds"]["read"] > 0
+    assert_same(local_out, tmp_path / "local2")
 
 
 # --------------------------------------------------------------------------- command line

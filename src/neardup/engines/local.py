@@ -678,13 +678,18 @@ def run_local(ctx: RunContext) -> dict:
     stage_funcs = [("read", lambda: stage_read(ctx)),
                    ("pairs", lambda: stage_pairs(ctx)),
                    ("clusters", lambda: stage_clusters(ctx))]
+    redo = False
     for name, func in stage_funcs:
         check_interrupt()
-        if work.is_done(name):
+        # a stage finished by another engine keeps its files in another layout: redo it, and
+        # every stage after it
+        if not redo and work.is_done(name) and work.info(name).get("engine", "local") == "local":
             ctx.seconds[name] = 0.0
             continue
+        redo = True
         t0 = time.perf_counter()
         info = func()
+        info["engine"] = "local"
         ctx.seconds[name] = round(time.perf_counter() - t0, 3)
         work.mark_done(name, info)
     return finish(ctx)
