@@ -76,10 +76,10 @@ def place(src: nio.Source, row: Optional[int]) -> str:
     return f"{src.name}: row {row}"
 
 
-def _prefetch(it: Iterator, depth: int = 2) -> Iterator:
-    """Runs an iterator in a thread, so that reading overlaps the kernels (both release the GIL)."""
+def prefetch(it: Iterator, depth: int = 2) -> Iterator:
+    """Runs an iterator in a thread, ``depth`` items ahead, so that reading overlaps the kernels
+    (pyarrow's parser and the numba kernels release the GIL); its exceptions are re-raised here."""
     q: "queue.Queue" = queue.Queue(maxsize=depth)
-    sentinel = object()
     stop = threading.Event()
 
     def worker():
@@ -93,7 +93,7 @@ def _prefetch(it: Iterator, depth: int = 2) -> Iterator:
                         continue
                 if stop.is_set():
                     return
-            q.put(("end", sentinel))
+            q.put(("end", None))
         except BaseException as exc:  # re-raised in the consumer
             q.put(("error", exc))
 
@@ -110,6 +110,7 @@ def _prefetch(it: Iterator, depth: int = 2) -> Iterator:
                 raise value
     finally:
         stop.set()
+        t.join(timeout=5)
 
 
 def _batches(ctx: RunContext) -> Iterator:
@@ -150,7 +151,7 @@ def stage_read(ctx: RunContext) -> dict:
     per_source = [0] * len(ctx.sources)
     with bar("read + signatures", quiet=ctx.quiet) as progress:
         with _Threads(cfg.workers):
-            for batch in _prefetch(_batches(ctx)):
+            for batch in prefetch(_batches(ctx)):
                 check_interrupt()
                 for row, reason in batch.rejected:
                     rejected.append((batch.source_index, row, reason))
@@ -527,9 +528,17 @@ def stage_write(ctx: RunContext, read_info: dict, pairs_info: dict) -> dict:
         "buckets": int(pairs_info["buckets"]),
         "truncated_buckets": int(pairs_info["truncated_buckets"]),
     }
+    stats = build_stats(cfg, ctx.sources, counts, read_info["per_source"], kept_files)
+    _write_sample_texts(ctx, corpus, sel, ids, captured)
+    return stats
+
+
+def build_stats(cfg: Config, sources: Sequence[nio.Source], counts: dict, per_source, kept_files: List[str]) -> dict:
+    """The content of stats.json (without "seconds"), the same for every engine; checks that every
+    input document is accounted for."""
     if counts["input"] != counts["kept"] + counts["removed"] + counts["rejected"]:
         raise NeardupError(f"internal error: counts do not add up: {counts}")
-    stats = {
+    return {
         "counts": counts,
         "params": {
             "threshold": cfg.threshold, "num_perm": cfg.num_perm, "bands": cfg.bands, "rows": cfg.rows,
@@ -540,13 +549,11 @@ def stage_write(ctx: RunContext, read_info: dict, pairs_info: dict) -> dict:
             "text_column": cfg.text_column, "id_column": cfg.id_column, "on_error": cfg.on_error,
             "output_format": cfg.output_format,
         },
-        "inputs": [{"name": s.name, "format": s.format, "documents": int(read_info["per_source"][i])}
-                   for i, s in enumerate(ctx.sources)],
+        "inputs": [{"name": s.name, "format": s.format, "documents": int(per_source[i])}
+                   for i, s in enumerate(sources)],
         "kept_files": kept_files,
         "neardup_version": _version(),
     }
-    _write_sample_texts(ctx, corpus, sel, ids, captured)
-    return stats
 
 
 def write_kept_shards(ctx: RunContext, corpus: Corpus, keep: np.ndarray, sample: Sequence[int] = (),

@@ -51,7 +51,7 @@ from ..errors import ConfigError, InputError, NeardupError
 from ..progress import bar
 from . import ray_tasks as rt
 from .local import (CLUSTERS_SCHEMA, REJECTED_SCHEMA, REMOVED_SCHEMA, SAMPLE_SCHEMA, ParquetRows, RunContext,
-                    _version, place)
+                    build_stats, place)
 
 MAX_RETRIES = 4                 # Ray retries of every task whose worker died
 TARGET_PART_BYTES = 128 << 20   # bytes of shuffled rows per partition (one reduce task)
@@ -651,24 +651,7 @@ def stage_write(ctx: RunContext, env: _Session) -> dict:
         "buckets": int(pairs_info["buckets"]),
         "truncated_buckets": int(pairs_info["truncated_buckets"]),
     }
-    if counts["input"] != counts["kept"] + counts["removed"] + counts["rejected"]:
-        raise NeardupError(f"internal error: counts do not add up: {counts}")
-    stats = {
-        "counts": counts,
-        "params": {
-            "threshold": cfg.threshold, "num_perm": cfg.num_perm, "bands": cfg.bands, "rows": cfg.rows,
-            "ngram": cfg.ngram, "char_ngrams": cfg.char_ngrams, "seed": cfg.seed, "verify": cfg.verify,
-            "keep": cfg.keep, "max_anchor_rounds": cfg.max_anchor_rounds,
-            "normalize_unicode": cfg.normalize_unicode, "lowercase": cfg.lowercase,
-            "remove_punctuation": cfg.remove_punctuation, "collapse_whitespace": cfg.collapse_whitespace,
-            "text_column": cfg.text_column, "id_column": cfg.id_column, "on_error": cfg.on_error,
-            "output_format": cfg.output_format,
-        },
-        "inputs": [{"name": s.name, "format": s.format, "documents": int(read_info["per_source"][i])}
-                   for i, s in enumerate(ctx.sources)],
-        "kept_files": kept_files,
-        "neardup_version": _version(),
-    }
+    stats = build_stats(cfg, ctx.sources, counts, read_info["per_source"], kept_files)
     _write_sample_texts(ctx, cl_meta["top"])
     progress.update(1)
     progress.close()

@@ -24,8 +24,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import queue
-import threading
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numba as nb
@@ -40,6 +38,7 @@ from ..clusters import keep_order, select_representatives
 from ..errors import NeardupError
 from ..minhash import MinHasher, _Threads, sort_unique_sets
 from ..verify import estimated_jaccard, exact_jaccard
+from .local import prefetch
 
 SHARD_BATCH = 8192              # rows per record batch in a shard file
 BLOCK_DOCS = 16384              # documents per read block (and per shard file)
@@ -177,42 +176,6 @@ def warm_up(config) -> int:
 
 # --------------------------------------------------------------------------- read stage
 
-
-def prefetch(it: Iterator, depth: int) -> Iterator:
-    """Runs an iterator in a thread, ``depth`` items ahead (pyarrow's parser and the numba
-    kernels release the GIL, so reading overlaps the kernels); its exceptions are re-raised here."""
-    q: "queue.Queue" = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def worker():
-        try:
-            for item in it:
-                while not stop.is_set():
-                    try:
-                        q.put(("item", item), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            q.put(("end", None))
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            q.put(("error", exc))
-
-    t = threading.Thread(target=worker, daemon=True)
-    t.start()
-    try:
-        while True:
-            kind, value = q.get()
-            if kind == "item":
-                yield value
-            elif kind == "end":
-                return
-            else:
-                raise value
-    finally:
-        stop.set()
-        t.join(timeout=5)
 
 READ_SCHEMA = pa.schema([("source", pa.int32()), ("pos", pa.int64()), ("row", pa.int64()),
                          ("text", pa.large_string()), ("id", pa.string()), ("score", pa.float64()),
