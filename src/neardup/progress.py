@@ -6,7 +6,12 @@ import sys
 
 
 class _Null:
+    total = None
+
     def update(self, n=1):
+        pass
+
+    def refresh(self):
         pass
 
     def set_postfix_str(self, s, refresh=True):
@@ -26,7 +31,7 @@ def bar(desc: str, total=None, unit: str = "doc", quiet: bool = False):
     if quiet:
         return _Null()
     from tqdm.auto import tqdm
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, file=sys.stderr, dynamic_ncols=True,
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=(unit == "doc"), file=sys.stderr, dynamic_ncols=True,
                 leave=True, mininterval=0.5)
 
 

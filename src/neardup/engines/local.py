@@ -113,6 +113,32 @@ def prefetch(it: Iterator, depth: int = 2) -> Iterator:
         t.join(timeout=5)
 
 
+def estimate_documents(sources: Sequence[nio.Source]) -> Optional[int]:
+    """About how many documents the sources hold, for the progress bar's ETA (cheap: Parquet row
+    counts from the footer, one per text file, and for uncompressed JSONL the file size over the
+    mean line length of its first MiB); None when a compressed file makes it a guess."""
+    total = 0
+    for src in sources:
+        try:
+            if src.format == "text":
+                total += 1
+            elif src.format == "table":
+                total += src.table.num_rows
+            elif src.format == "parquet":
+                total += pq.ParquetFile(src.path).metadata.num_rows
+            elif src.compression is None:
+                size = os.path.getsize(src.path)
+                with open(src.path, "rb") as f:
+                    head = f.read(1 << 20)
+                lines = head.count(b"\n") or 1
+                total += int(round(size / (len(head) / lines))) if head else 0
+            else:
+                return None
+        except (OSError, ValueError, pa.ArrowException):
+            return None
+    return total
+
+
 def _batches(ctx: RunContext) -> Iterator:
     cfg = ctx.config
     for si, src in enumerate(ctx.sources):
@@ -149,7 +175,8 @@ def stage_read(ctx: RunContext) -> dict:
     rejected: List[tuple] = []
     n = 0
     per_source = [0] * len(ctx.sources)
-    with bar("read + signatures", quiet=ctx.quiet) as progress:
+    with bar("read + signatures", total=None if ctx.quiet else estimate_documents(ctx.sources),
+             quiet=ctx.quiet) as progress:
         with _Threads(cfg.workers):
             for batch in prefetch(_batches(ctx)):
                 check_interrupt()
@@ -179,6 +206,8 @@ def stage_read(ctx: RunContext) -> dict:
                 per_source[batch.source_index] += m
                 progress.update(m)
                 progress.set_postfix_str(f"file {batch.source_index + 1}/{len(ctx.sources)}", refresh=False)
+        progress.total = n  # the estimate is replaced by the true count
+        progress.refresh()
     writer.drain()
     for c in cols.values():
         c.close()
