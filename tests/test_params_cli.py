@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import re
 import sys
@@ -11,25 +10,13 @@ import sys
 import numpy as np
 import pytest
 
-from neardup import audit, report
-from neardup.errors import NeardupError
+from neardup import report
 
 
 def run_cli(argv):
-    """neardup.cli.main once the dedup command exists; until then a parser with our commands."""
-    if importlib.util.find_spec("neardup.cli_dedup") is not None:
-        from neardup.cli import main
-        return main(list(argv))
-    parser = argparse.ArgumentParser(prog="neardup")
-    sub = parser.add_subparsers(dest="command", required=True)
-    report.register(sub)
-    audit.register(sub)
-    args = parser.parse_args(list(argv))
-    try:
-        return int(args.func(args) or 0)
-    except NeardupError as exc:
-        print(f"neardup: error: {exc}", file=sys.stderr)
-        return 2
+    """Runs the `neardup` command in this process; returns its exit status."""
+    from neardup.cli import main
+    return main(list(argv))
 
 
 # ---- independent reference values ------------------------------------------------------------

@@ -3,10 +3,8 @@ Chromium (screenshot not blank, the DOM shows the run's counts)."""
 
 from __future__ import annotations
 
-import argparse
 import base64
 import html
-import importlib.util
 import json
 import os
 import re
@@ -21,25 +19,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from neardup import audit, report
-from neardup.errors import InputError, NeardupError
+from neardup.errors import InputError
 from neardup.report import word_diff_html, write_report
 
 
 def run_cli(argv):
-    if importlib.util.find_spec("neardup.cli_dedup") is not None:
-        from neardup.cli import main
-        return main(list(argv))
-    parser = argparse.ArgumentParser(prog="neardup")
-    sub = parser.add_subparsers(dest="command", required=True)
-    report.register(sub)
-    audit.register(sub)
-    args = parser.parse_args(list(argv))
-    try:
-        return int(args.func(args) or 0)
-    except NeardupError as exc:
-        print(f"neardup: error: {exc}", file=sys.stderr)
-        return 2
+    """Runs the `neardup` command in this process; returns its exit status."""
+    from neardup.cli import main
+    return main(list(argv))
 
 
 COUNTS = {"input": 12345, "kept": 10022, "removed": 2278, "rejected": 45, "clusters": 1234,

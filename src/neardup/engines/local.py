@@ -737,6 +737,12 @@ def finish(ctx: RunContext) -> dict:
     t0 = time.perf_counter()
     stats = stage_write(ctx, ctx.work.info("read"), ctx.work.info("pairs"))
     ctx.seconds["write"] = round(time.perf_counter() - t0, 3)
+    return publish(ctx, stats)
+
+
+def publish(ctx: RunContext, stats: dict) -> dict:
+    """The end of every engine's run: stats.json (with the seconds per stage), report.html, and
+    the write stage recorded as done."""
     stats["seconds"] = dict(ctx.seconds)
     tmp = os.path.join(ctx.output, "stats.json.tmp")
     with open(tmp, "w") as f:

@@ -51,7 +51,7 @@ from ..errors import ConfigError, InputError, NeardupError
 from ..progress import bar
 from . import ray_tasks as rt
 from .local import (CLUSTERS_SCHEMA, REJECTED_SCHEMA, REMOVED_SCHEMA, SAMPLE_SCHEMA, ParquetRows, RunContext,
-                    build_stats, place)
+                    build_stats, place, publish)
 
 MAX_RETRIES = 4                 # Ray retries of every task whose worker died
 TARGET_PART_BYTES = 128 << 20   # bytes of shuffled rows per partition (one reduce task)
@@ -574,7 +574,6 @@ def _stream_parquet(ds, path: str, schema: pa.Schema, make, order_key: List[str]
 
 def stage_write(ctx: RunContext, env: _Session) -> dict:
     import ray
-    import ray.data
 
     cfg = ctx.config
     out = ctx.output
@@ -773,17 +772,4 @@ def _finish(ctx: RunContext, env: _Session) -> dict:
     t0 = time.perf_counter()
     stats = stage_write(ctx, env)
     ctx.seconds["write"] = round(time.perf_counter() - t0, 3)
-    stats["seconds"] = dict(ctx.seconds)
-    tmp = os.path.join(ctx.output, "stats.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(stats, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, os.path.join(ctx.output, "stats.json"))
-    try:
-        from ..report import write_report
-    except ImportError:  # pragma: no cover - report module missing from a partial install
-        write_report = None
-    if write_report is not None:
-        write_report(ctx.output)
-    ctx.work.mark_done("write", {})
-    return stats
+    return publish(ctx, stats)
