@@ -573,8 +573,6 @@ def _stream_parquet(ds, path: str, schema: pa.Schema, make, order_key: List[str]
 
 
 def stage_write(ctx: RunContext, env: _Session) -> dict:
-    import ray
-
     cfg = ctx.config
     out = ctx.output
     work = ctx.work.path
