@@ -133,7 +133,14 @@ def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Opt
             raise ConfigError(f"the Ray engine needs Ray: pip install 'neardup[ray]' ({exc})") from None
         ctx.stats = run_ray(ctx)
     else:
-        ctx.stats = run_local(ctx)
+        # --workers bounds Arrow's threads (JSON parsing, compute) as well as the kernels'
+        previous = pa.cpu_count()
+        if config.workers:
+            pa.set_cpu_count(config.workers)
+        try:
+            ctx.stats = run_local(ctx)
+        finally:
+            pa.set_cpu_count(previous)
     if not keep_work:
         work.remove()
     return ctx

@@ -54,7 +54,8 @@ def register(sub) -> None:
                    help="format of the files in kept/")
     g.add_argument("--batch-size", type=int, default=8192, help="documents per batch through the kernels")
     g = p.add_argument_group("execution")
-    g.add_argument("--workers", type=int, default=None, help="threads for the compiled kernels (default: every core)")
+    g.add_argument("--workers", type=int, default=None,
+                   help="threads for the compiled kernels and for Arrow's parsing (default: every core)")
     g.add_argument("--engine", choices=["local", "ray"], default="local",
                    help="run on this machine, or on a Ray cluster (pip install 'neardup[ray]')")
     g.add_argument("--ray-address", default=None,
