@@ -370,3 +370,20 @@ def test_punctuation_and_spacing_do_not_change_shingles():
     a, b = grams(words), grams(edited)
     assert got == pytest.approx(len(a & b) / len(a | b), abs=1e-12)
     assert got > 0.96
+
+
+# The word tokenizer's branch-free ASCII path (words, white space, deleted punctuation) and its
+# fall-back to the general path (symbols, kept punctuation, control characters, non-ASCII) must
+# give exactly the twin's shingles, whichever path a document takes and wherever it switches.
+ascii_text = st.text(alphabet=st.sampled_from(list("abcXYZ019 \t\n.,;'!?-_()$+<=>|~^`") + ["é", "中"]),
+                     max_size=60)
+
+
+@settings(max_examples=150, deadline=None)
+@given(texts=st.lists(ascii_text, min_size=1, max_size=6), punct=st.booleans(), lower=st.booleans(),
+       ngram=st.sampled_from([1, 2, 5]))
+def test_ascii_fast_path_equals_twin(texts, punct, lower, ngram):
+    opts = dict(ngram=ngram, remove_punctuation=punct, lowercase=lower, normalize_unicode=lower)
+    offsets, hashes = shingle_sets(texts, seed=7, **opts)
+    for i, t in enumerate(texts):
+        assert hashes[offsets[i]:offsets[i + 1]].tolist() == shingle_hashes_python(t, seed=7, **opts), t

@@ -7,6 +7,39 @@
 
 __version__ = "0.1.0"
 
+
+def _kernel_cache_dir() -> None:
+    """Points numba's on-disk cache at a folder named for this exact source of neardup.
+
+    numba keys a cached kernel on its own file only; a kernel that calls a kernel of another
+    module would keep running the old callee after that module changed (an upgrade, an edit).
+    A folder per hash of all of neardup's sources makes any change start from a clean cache.
+    ``NUMBA_CACHE_DIR``, when set, is the parent of that folder.
+    """
+    import hashlib
+    import os
+
+    import numba
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha1()
+    for root, dirs, files in os.walk(here):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                with open(os.path.join(root, name), "rb") as f:
+                    digest.update(name.encode() + b"\0" + f.read())
+    base = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "neardup", "numba")
+    path = os.path.join(base, f"{__version__}-{digest.hexdigest()[:16]}")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:  # not writable: numba falls back to the __pycache__ folders
+        return
+    numba.config.CACHE_DIR = path
+
+
+_kernel_cache_dir()
+
 from .config import Config  # noqa: E402
 from .errors import ConfigError, InputError, NeardupError  # noqa: E402
 from .minhash import MinHasher  # noqa: E402

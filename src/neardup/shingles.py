@@ -269,6 +269,37 @@ def _units(data, start, end, table, char_mode, remove_punct, collapse_ws, lower_
                 m += 1
             i += ln
         return m
+    # word mode, fast path: ASCII text of words, white space and deleted punctuation (most text)
+    # runs branch-free (selects instead of jumps; token boundaries are unpredictable branches);
+    # anything else (non-ASCII, symbols, kept punctuation) restarts on the general path below.
+    h = _FNV_OFFSET
+    intok = False
+    fast = True
+    for i in range(start, end):
+        b = data[i]
+        if b >= 0x80:
+            fast = False
+            break
+        cls = table[b]
+        if cls == 3 or cls == 4 or (cls == 5 and not remove_punct):
+            fast = False
+            break
+        isw = cls == 1
+        iss = cls == 0
+        out[m] = h  # written always, kept only when a token ends here
+        m += 1 if (intok and iss) else 0
+        bb = b + 32 if (lower_ascii and b >= 65 and b <= 90) else b
+        hw = ((h if intok else _FNV_OFFSET) ^ np.uint64(bb)) * _FNV_PRIME
+        h = hw if isw else h
+        intok = isw or (intok and not iss)
+    if fast:
+        if intok:
+            out[m] = h
+            m += 1
+        for j in range(m):
+            out[j] = _fmix64(out[j])
+        return m
+    m = 0
     # word mode: state 0 = outside a token, 1 = in a word token, 2 = in a single-character token
     state = 0
     h = _FNV_OFFSET
