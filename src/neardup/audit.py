@@ -98,12 +98,9 @@ def wilson_interval(successes: float, n: float, z: float = Z95, *, continuity: b
 # --------------------------------------------------------------------------------------------
 # Compiled helpers
 
-_M1 = np.uint64(0xFF51AFD7ED558CCD)
-_M2 = np.uint64(0xC4CEB9FE1A85EC53)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _SM1 = np.uint64(0xBF58476D1CE4E5B9)
 _SM2 = np.uint64(0x94D049BB133111EB)
-_S33 = np.uint64(33)
 _S30 = np.uint64(30)
 _S27 = np.uint64(27)
 _S31 = np.uint64(31)
@@ -722,7 +719,7 @@ def _audit_command(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     """Add the ``audit`` subcommand to the ``neardup`` parser."""
-    from .report import HelpFormatter
+    from .cli import HelpFormatter
     p = sub.add_parser(
         "audit", help="measure the real LSH S-curve and the share of missed near-duplicates",
         description="Sample pairs of documents from your corpus across the whole similarity "

@@ -15,6 +15,17 @@ from typing import List, Optional
 from .errors import NeardupError
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows "(default: X)" only where it says something: not None, not an on/off switch, and not
+    when the help text already states the default. Every subcommand uses it."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default in (None, False, True, argparse.SUPPRESS) or action.nargs == 0 or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
     parser = argparse.ArgumentParser(

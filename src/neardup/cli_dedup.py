@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from .cli import HelpFormatter
 from .params import DEFAULT_MIN_RECALL
-
-
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows a default only where it says something (not None, not an off switch, not twice)."""
-
-    def _get_help_string(self, action):
-        text = action.help or ""
-        if action.default in (None, False, True, argparse.SUPPRESS) or "default" in text:
-            return text
-        return super()._get_help_string(action)
 
 
 def register(sub) -> None:
@@ -24,7 +14,7 @@ def register(sub) -> None:
         description="Remove near-duplicate documents. Reads JSONL (.jsonl, .json, gzip .gz or zstd .zst), "
                     "Parquet, or plain text files (one document per file), writes the kept corpus and a "
                     "record of every removal to --output.",
-        formatter_class=_HelpFormatter)
+        formatter_class=HelpFormatter)
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="files, folders (read recursively in sorted path order) or globs")
     p.add_argument("--output", "-o", required=True, metavar="DIR",

@@ -726,18 +726,9 @@ def _report_command(args: argparse.Namespace) -> int:
 # The command line
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows "(default: X)" only where there is a default worth showing."""
-
-    def _get_help_string(self, action):
-        text = action.help or ""
-        if action.default in (None, False) or action.nargs == 0 or "default" in text:
-            return text
-        return super()._get_help_string(action)
-
-
 def register(sub) -> None:
     """Add the ``params`` and ``report`` subcommands to the ``neardup`` parser."""
+    from .cli import HelpFormatter
     p = sub.add_parser(
         "params", help="show the LSH (bands, rows) for a threshold, with its S-curve",
         description="Show which LSH bands x rows neardup would use for a similarity threshold and "
