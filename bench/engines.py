@@ -204,7 +204,7 @@ def stage_rates(n_docs: int = 50000) -> dict:
     from neardup import io as nio
     from neardup.config import Config
     from neardup.engines import ray_tasks as rt
-    from neardup.minhash import _Threads
+    from neardup.hashing import kernel_threads
     from neardup.synth import generate_corpus, write_jsonl
 
     pa.set_cpu_count(1)
@@ -218,7 +218,7 @@ def stage_rates(n_docs: int = 50000) -> dict:
             cfg = dataclasses.replace(Config(verify=verify).resolved(), workers=1)
             work = os.path.join(tmp, verify)
             rt.warm_up(cfg)
-            with _Threads(1):
+            with kernel_threads(1):
                 t0 = time.perf_counter()
                 summaries = [rt.signature_block(b, config=cfg, workdir=work, threads=1)
                              for b in rt.read_sources_blocks([(0, src, None)], cfg)]
@@ -267,13 +267,13 @@ def grouping_rates(n_docs: int, cpus: int) -> dict:
     from neardup.bands import bucket_runs
     from neardup.engines import ray as rengine
     from neardup.engines import ray_tasks as rt
-    from neardup.minhash import _Threads
+    from neardup.hashing import kernel_threads
 
     bands = 13
     keys = _band_rows(n_docs, bands)
     rows = n_docs * bands
     # the local engine's grouping, one thread
-    with _Threads(1):
+    with kernel_threads(1):
         t0 = time.perf_counter()
         offsets, members = bucket_runs(keys)
         local_s = time.perf_counter() - t0

@@ -11,7 +11,6 @@ import math
 import numpy as np
 import pytest
 
-from neardup import audit
 from neardup.errors import InputError
 
 from neardup.audit import audit_texts, format_audit, wilson_interval
@@ -291,9 +290,8 @@ def test_cli_missing_input(tmp_path, capsys):
 
 
 def test_every_audit_option_has_help():
-    parser = argparse.ArgumentParser(prog="neardup")
-    sub = parser.add_subparsers()
-    audit.register(sub)
+    from neardup.cli import build_parser
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     p = sub.choices["audit"]
     for action in p._actions:
         if not isinstance(action, argparse._HelpAction):

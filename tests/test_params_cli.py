@@ -10,7 +10,6 @@ import sys
 import numpy as np
 import pytest
 
-from neardup import report
 
 
 def run_cli(argv):
@@ -236,10 +235,10 @@ def test_errors_exit_2_with_one_line(capsys, argv, needle):
 
 
 def test_every_option_has_help():
-    parser = argparse.ArgumentParser(prog="neardup")
-    sub = parser.add_subparsers()
-    report.register(sub)
-    for name in ("params", "report"):
+    from neardup.cli import build_parser
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name in sub.choices:
         p = sub.choices[name]
         for action in p._actions:
             if isinstance(action, argparse._HelpAction):

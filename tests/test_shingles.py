@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from neardup.minhash import MinHasher
-from neardup.shingles import (SPACE, char_classes, shingle_counts, shingle_hashes_python, shingle_sets,
+from neardup.minhash import shingle_counts, shingle_sets
+from neardup.shingles import (SPACE, char_classes, shingle_hashes_python,
                               shingles_python, to_arrow_strings, tokens_python)
 
 # ----------------------------------------------------------------------------- strategies

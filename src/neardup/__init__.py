@@ -5,7 +5,7 @@
 >>> result.stats["counts"]                                                # doctest: +SKIP
 """
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 
 def _kernel_cache_dir() -> None:

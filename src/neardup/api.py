@@ -40,7 +40,6 @@ class DedupResult:
     output: str
 
     def summary(self) -> str:
-        from .cli_dedup import format_summary
         return format_summary(self.stats, self.output)
 
 
@@ -167,3 +166,24 @@ def _result(kind, table, source, ctx, output) -> DedupResult:
     return DedupResult(kept=kept, removed=removed, clusters=clusters, rejected=rejected, stats=stats, output=output)
 
 
+def format_summary(stats: dict, output: str) -> str:
+    c = stats["counts"]
+    p = stats["params"]
+    secs = stats.get("seconds", {})
+    total = sum(secs.values()) if secs else 0.0
+    pct = (100.0 * c["removed"] / c["input"]) if c["input"] else 0.0
+    lines = [
+        "",
+        f"neardup: {c['input']:,} documents in, {c['kept']:,} kept, {c['removed']:,} removed ({pct:.1f}%), "
+        f"{c['rejected']:,} rejected",
+        f"  clusters {c['clusters']:,}   candidate pairs {c['candidate_pairs']:,}   verified pairs {c['verified_pairs']:,}",
+        f"  threshold {p['threshold']:g}  k={p['num_perm']}  {p['bands']} bands x {p['rows']} rows  "
+        f"{'char' if p.get('char_ngrams') else 'word'} {p['ngram']}-grams  verify={p['verify']}  keep={p['keep']}",
+    ]
+    if c.get("truncated_buckets"):
+        lines.append(f"  note: {c['truncated_buckets']:,} buckets still had unverified members after "
+                     f"{p['max_anchor_rounds']} anchor rounds (raise --max-anchor-rounds)")
+    if secs:
+        lines.append("  seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in secs.items()) + f"  (total {total:.1f})")
+    lines.append(f"  output: {output}/ (kept/, removed.parquet, clusters.parquet, stats.json, report.html)")
+    return "\n".join(lines)

@@ -34,12 +34,8 @@ it is a candidate, given its similarity.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import math
-import os
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
@@ -48,11 +44,11 @@ import numba as nb
 import numpy as np
 
 from .errors import ConfigError, InputError
-from .params import DEFAULT_MIN_RECALL, candidate_probability, midpoint
-from .shingles import _fmix64
+from .params import candidate_probability, midpoint
+from .hashing import GOLDEN, SPLITMIX_M1, SPLITMIX_M2, fmix64
 
 __all__ = ["AuditBin", "AuditResult", "audit_texts", "wilson_interval", "format_audit",
-           "plot_audit", "read_texts", "register"]
+           "plot_audit", "read_texts"]
 
 Z95 = 1.959963984540054
 
@@ -98,9 +94,9 @@ def wilson_interval(successes: float, n: float, z: float = Z95, *, continuity: b
 # --------------------------------------------------------------------------------------------
 # Compiled helpers
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_SM1 = np.uint64(0xBF58476D1CE4E5B9)
-_SM2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(GOLDEN)
+_SM1 = np.uint64(SPLITMIX_M1)
+_SM2 = np.uint64(SPLITMIX_M2)
 _S30 = np.uint64(30)
 _S27 = np.uint64(27)
 _S31 = np.uint64(31)
@@ -119,7 +115,7 @@ def _aux_sketch_kernel(offsets, hashes, salts):
         for j in range(offsets[d], offsets[d + 1]):
             x = hashes[j]
             for i in range(k):
-                v = _fmix64(x ^ salts[i])
+                v = fmix64(x ^ salts[i])
                 if v < out[d, i]:
                     out[d, i] = v
     return out
@@ -189,9 +185,9 @@ def _set_fingerprint_kernel(offsets, hashes):
     n = offsets.shape[0] - 1
     out = np.empty(n, dtype=np.uint64)
     for d in range(n):
-        h = _fmix64(np.uint64(offsets[d + 1] - offsets[d]) + _GOLDEN)
+        h = fmix64(np.uint64(offsets[d + 1] - offsets[d]) + _GOLDEN)
         for j in range(offsets[d], offsets[d + 1]):
-            h = _fmix64(h ^ hashes[j]) * _SM1
+            h = fmix64(h ^ hashes[j]) * _SM1
         out[d] = h
     return out
 
@@ -669,104 +665,3 @@ def read_texts(inputs: Sequence[str], *, text_column: str = "text", max_docs: Op
     if not chunks:
         return pa.array([], type=pa.large_string())
     return pa.concat_arrays(chunks)
-
-
-# --------------------------------------------------------------------------------------------
-# The command line
-
-
-def _audit_command(args: argparse.Namespace) -> int:
-    from .config import Config
-    if (args.bands is None) != (args.rows is None):
-        raise ConfigError("--bands and --rows go together: give both or neither")
-    if args.plot:
-        from .plots import plot_format, require_matplotlib
-        plot_format(args.plot)
-        require_matplotlib()  # fail before the work, not after it
-    for name in ("sample", "bins", "max_docs"):
-        v = getattr(args, name)
-        if v is not None and v < 1:
-            raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {v}")
-    if args.json and args.json != "-":
-        d = os.path.dirname(os.path.abspath(args.json))
-        if not os.path.isdir(d):
-            raise ConfigError(f"cannot write {args.json}: the folder {d} does not exist")
-    cfg = Config(threshold=args.threshold, num_perm=args.num_perm, bands=args.bands, rows=args.rows,
-                 min_recall=args.min_recall, ngram=args.ngram, char_ngrams=args.char_ngrams,
-                 seed=args.seed, text_column=args.text_column,
-                 normalize_unicode=args.normalize_unicode, lowercase=args.lowercase,
-                 remove_punctuation=args.remove_punctuation,
-                 collapse_whitespace=args.collapse_whitespace)
-    texts = read_texts(args.inputs, text_column=args.text_column, max_docs=args.max_docs,
-                       on_error=args.on_error)
-    if len(texts) < 2:
-        raise InputError(f"the audit needs at least 2 documents; read {len(texts)} from "
-                         f"{', '.join(args.inputs)}")
-    result = audit_texts(texts, cfg, sample=args.sample, bins=args.bins)
-    if args.json == "-":
-        print(json.dumps(result.to_dict(), indent=1))
-    else:
-        print(format_audit(result))
-    if args.json and args.json != "-":
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(result.to_dict(), fh, indent=1)
-        print(f"wrote {args.json}", file=sys.stderr if args.json == "-" else sys.stdout)
-    if args.plot:
-        plot_audit(result, args.plot)
-        print(f"wrote {args.plot}", file=sys.stderr if args.json == "-" else sys.stdout)
-    return 0
-
-
-def register(sub) -> None:
-    """Add the ``audit`` subcommand to the ``neardup`` parser."""
-    from .cli import HelpFormatter
-    p = sub.add_parser(
-        "audit", help="measure the real LSH S-curve and the share of missed near-duplicates",
-        description="Sample pairs of documents from your corpus across the whole similarity "
-                    "range, compute their exact Jaccard similarity and whether the LSH with these "
-                    "parameters makes them a candidate pair, and compare the measured candidate "
-                    "rate per similarity bin with the theoretical S-curve 1 - (1 - s^r)^b. Reports "
-                    "the expected share of near-duplicate pairs a dedup would miss.",
-        formatter_class=HelpFormatter)
-    p.add_argument("inputs", nargs="+", metavar="INPUT",
-                   help="input files or folders (JSONL, Parquet, text), as for 'neardup dedup'")
-    p.add_argument("--sample", type=int, default=5000, metavar="N",
-                   help="pairs to check, spread over the similarity bins (more: tighter intervals)")
-    p.add_argument("--threshold", type=float, default=0.8, metavar="T",
-                   help="Jaccard similarity in (0, 1] at or above which a pair is a near-duplicate")
-    p.add_argument("--num-perm", type=int, default=128, metavar="K", help="MinHash signature length")
-    p.add_argument("--bands", type=int, default=None, metavar="B",
-                   help="LSH bands (with --rows); default: what the dedup would choose")
-    p.add_argument("--rows", type=int, default=None, metavar="R",
-                   help="rows per band (with --bands)")
-    p.add_argument("--min-recall", type=float, default=DEFAULT_MIN_RECALL, metavar="P",
-                   help="when bands and rows are chosen: demand P(candidate | threshold) >= P")
-    p.add_argument("--ngram", type=int, default=5, metavar="N", help="tokens per shingle")
-    p.add_argument("--char-ngrams", action="store_true",
-                   help="shingle on characters instead of words")
-    p.add_argument("--no-nfkc", dest="normalize_unicode", action="store_false",
-                   help="skip Unicode NFKC normalisation (as 'neardup dedup --no-nfkc')")
-    p.add_argument("--no-lowercase", dest="lowercase", action="store_false",
-                   help="keep letter case (as 'neardup dedup --no-lowercase')")
-    p.add_argument("--keep-punctuation", dest="remove_punctuation", action="store_false",
-                   help="keep punctuation as tokens (as 'neardup dedup --keep-punctuation')")
-    p.add_argument("--keep-whitespace", dest="collapse_whitespace", action="store_false",
-                   help="with --char-ngrams: keep every white-space character (as 'neardup dedup "
-                        "--keep-whitespace')")
-    p.add_argument("--text-column", default="text", metavar="NAME",
-                   help="the field holding the text in JSONL / Parquet input")
-    p.add_argument("--seed", type=int, default=42, metavar="S",
-                   help="seed of the hashes (use the dedup's) and of the pair sampling")
-    p.add_argument("--bins", type=int, default=10, metavar="N",
-                   help="equal-width similarity bins on [0, 1]")
-    p.add_argument("--max-docs", type=int, default=100_000, metavar="M",
-                   help="read at most this many documents (the first M)")
-    p.add_argument("--on-error", choices=("fail", "skip"), default="fail",
-                   help="on a record that cannot be read: stop, or skip it")
-    p.add_argument("--json", default=None, metavar="FILE",
-                   help="also write every number (bins, miss rate, the sampled pairs) to FILE as "
-                        "JSON; '-' prints the JSON instead of the table")
-    p.add_argument("--plot", default=None, metavar="FILE",
-                   help="write measured rates with error bars over the theoretical curve to FILE "
-                        "(.png or .svg; needs matplotlib)")
-    p.set_defaults(func=_audit_command)

@@ -26,19 +26,18 @@ from typing import Callable, Optional, Tuple
 import numba as nb
 import numpy as np
 
-from .shingles import _fmix64
+from .hashing import GOLDEN, MASK64, SPLITMIX_M1, SPLITMIX_M2, fmix64, fmix64_py
 
 __all__ = ["band_keys", "band_keys_python", "bucket_runs", "star_pairs", "candidate_pairs",
            "find_pairs", "PairSearch", "pair_codes", "split_codes"]
 
-_BAND_PRIME = np.uint64(0x9E3779B97F4A7C15)
+_BAND_PRIME = np.uint64(GOLDEN)
 _ROW_PRIME = np.uint64(0xD6E8FEB86659FD93)
 _S33 = np.uint64(33)
 
 
 def _band_seed(seed: int) -> np.uint64:
-    from .shingles import _fmix64_py
-    return np.uint64(_fmix64_py((int(seed) * 0xBF58476D1CE4E5B9 + 0x94D049BB133111EB) & ((1 << 64) - 1)))
+    return np.uint64(fmix64_py((int(seed) * SPLITMIX_M1 + SPLITMIX_M2) & MASK64))
 
 
 @nb.njit(parallel=True, cache=True)
@@ -52,7 +51,7 @@ def _band_keys_kernel(sigs, bands, rows, h0):
             for i in range(rows):
                 h = (h ^ np.uint64(sigs[d, base + i])) * _ROW_PRIME
                 h ^= h >> _S33
-            keys[d, j] = _fmix64(h)
+            keys[d, j] = fmix64(h)
     return keys
 
 
@@ -68,16 +67,14 @@ def band_keys(signatures: np.ndarray, bands: int, rows: int, seed: int = 42) -> 
 
 def band_keys_python(signature, bands: int, rows: int, seed: int = 42):
     """Plain Python twin of :func:`band_keys` for one signature."""
-    from .shingles import _fmix64_py
-    m = (1 << 64) - 1
     h0 = int(_band_seed(seed))
     out = []
     for j in range(bands):
-        h = h0 ^ (((j + 1) * 0x9E3779B97F4A7C15) & m)
+        h = h0 ^ (((j + 1) * GOLDEN) & MASK64)
         for v in signature[j * rows:(j + 1) * rows]:
-            h = ((h ^ int(v)) * 0xD6E8FEB86659FD93) & m
+            h = ((h ^ int(v)) * 0xD6E8FEB86659FD93) & MASK64
             h ^= h >> 33
-        out.append(_fmix64_py(h))
+        out.append(fmix64_py(h))
     return out
 
 

@@ -7,13 +7,11 @@
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import html
 import json
 import math
 import os
-import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -23,7 +21,7 @@ from .errors import ConfigError, InputError
 from .params import (DEFAULT_MIN_RECALL, alternatives, candidate_probability, choose_params, describe,
                      false_negative_area, false_positive_area, midpoint)
 
-__all__ = ["register", "params_summary", "format_params", "write_report", "word_diff_html",
+__all__ = ["params_summary", "format_params", "write_report", "word_diff_html",
            "REPORT_NAME"]
 
 REPORT_NAME = "report.html"
@@ -135,28 +133,6 @@ def format_params(summary: dict, *, plot_width: int = 60, plot_height: int = 15)
     lines.append(f"S-curve of {b} bands x {r} rows:")
     lines.append(ascii_s_curve(b, r, t, width=plot_width, height=plot_height))
     return "\n".join(lines)
-
-
-def _params_command(args: argparse.Namespace) -> int:
-    if (args.bands is None) != (args.rows is None):
-        raise ConfigError("--bands and --rows go together: give both or neither")
-    if args.plot:
-        from .plots import plot_format
-        plot_format(args.plot)  # fail on a bad name before any work
-    summary = params_summary(args.threshold, args.num_perm, bands=args.bands, rows=args.rows,
-                             min_recall=args.min_recall, method=args.method)
-    if args.plot:
-        from .plots import plot_s_curve
-        plot_s_curve(args.plot, summary["bands"], summary["rows"], summary["threshold"])
-    if args.json:
-        print(json.dumps(summary, indent=2))
-        if args.plot:
-            print(f"wrote {args.plot}", file=sys.stderr)
-    else:
-        print(format_params(summary))
-        if args.plot:
-            print(f"\nwrote {args.plot}")
-    return 0
 
 
 # ============================================================================================
@@ -714,61 +690,3 @@ def write_report(output_dir, output=None, *, plots: str = "auto") -> Path:
             pass
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path
-
-
-def _report_command(args: argparse.Namespace) -> int:
-    path = write_report(args.dir, args.output, plots=args.plots)
-    print(f"wrote {path}")
-    return 0
-
-
-# ============================================================================================
-# The command line
-
-
-def register(sub) -> None:
-    """Add the ``params`` and ``report`` subcommands to the ``neardup`` parser."""
-    from .cli import HelpFormatter
-    p = sub.add_parser(
-        "params", help="show the LSH (bands, rows) for a threshold, with its S-curve",
-        description="Show which LSH bands x rows neardup would use for a similarity threshold and "
-                    "a signature length, and why: the S-curve P(candidate | J) = 1 - (1 - J^r)^b, "
-                    "its midpoint, the false-positive and false-negative areas, and alternatives.",
-        formatter_class=HelpFormatter)
-    p.add_argument("--threshold", type=float, default=0.8, metavar="T",
-                   help="Jaccard similarity in (0, 1] at or above which two documents are "
-                        "near-duplicates")
-    p.add_argument("--num-perm", type=int, default=128, metavar="K",
-                   help="MinHash signature length k (bands x rows must not exceed it)")
-    p.add_argument("--bands", type=int, default=None, metavar="B",
-                   help="evaluate this number of bands instead of choosing (needs --rows)")
-    p.add_argument("--rows", type=int, default=None, metavar="R",
-                   help="evaluate this number of rows per band instead of choosing (needs --bands)")
-    p.add_argument("--min-recall", type=float, default=DEFAULT_MIN_RECALL, metavar="P",
-                   help="the default chooser demands P(candidate | J = threshold) >= P and then "
-                        "takes the fewest false positives")
-    p.add_argument("--method", choices=("recall", "weighted"), default="recall",
-                   help="'recall': the default chooser above; 'weighted': minimise 0.5 * FP area "
-                        "+ 0.5 * FN area (the common optimiser, which favours curves above the "
-                        "threshold)")
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON object instead of the text and the terminal plot")
-    p.add_argument("--plot", default=None, metavar="FILE",
-                   help="also write the S-curve with the shaded FP/FN areas to FILE (.png or "
-                        ".svg; needs matplotlib)")
-    p.set_defaults(func=_params_command)
-
-    r = sub.add_parser(
-        "report", help="(re)build report.html of a dedup output folder",
-        description="Build one self-contained HTML page (no external files or scripts) from a "
-                    "neardup dedup output folder: counts, parameters, S-curve, similarity and "
-                    "cluster-size distributions, and the largest clusters side by side with "
-                    "their differences highlighted.",
-        formatter_class=HelpFormatter)
-    r.add_argument("dir", metavar="DIR", help="the dedup output folder (holds stats.json)")
-    r.add_argument("--output", "-o", default=None, metavar="FILE",
-                   help="where to write the page (default: DIR/report.html)")
-    r.add_argument("--plots", choices=("auto", "matplotlib", "svg"), default="auto",
-                   help="images: matplotlib PNGs when installed ('auto'), always matplotlib, or "
-                        "simple inline SVG drawn without matplotlib")
-    r.set_defaults(func=_report_command)

@@ -46,8 +46,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .hashing import GOLDEN, MASK64, fmix64, fmix64_py
+
 __all__ = [
-    "to_arrow_strings", "normalize", "char_classes", "shingle_counts", "shingle_sets",
+    "to_arrow_strings", "normalize", "char_classes",
     "tokens_python", "shingles_python", "shingle_hashes_python",
     "SPACE", "WORD", "MARK", "SINGLE", "SYMBOL", "PUNCT", "IGNORED",
 ]
@@ -77,11 +79,9 @@ _SINGLE_RANGES = (
 # 64-bit constants (kept as numpy scalars so numba never mixes signed and unsigned).
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
-_COMBINE = np.uint64(0x9E3779B97F4A7C15)
-_SPACE_UNIT = np.uint64(0x2545F4914F6CDD1D)
-_M1 = np.uint64(0xFF51AFD7ED558CCD)
-_M2 = np.uint64(0xC4CEB9FE1A85EC53)
+_COMBINE = np.uint64(GOLDEN)
 _S33 = np.uint64(33)
+_SPACE_UNIT = np.uint64(0x2545F4914F6CDD1D)
 
 
 _TABLE_VERSION = 1
@@ -185,19 +185,11 @@ def arrow_buffers(arr: pa.Array) -> Tuple[np.ndarray, np.ndarray]:
 
 def seed_state(seed: int) -> np.uint64:
     """The seeded start value of every shingle hash."""
-    return np.uint64(_fmix64_py((int(seed) * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & _MASK64))
+    return np.uint64(fmix64_py((int(seed) * GOLDEN + 0x632BE59BD9B4E019) & MASK64))
 
 
 # --------------------------------------------------------------------------- compiled kernels
 
-@nb.njit(inline="always", cache=True)
-def _fmix64(h):
-    h ^= h >> _S33
-    h *= _M1
-    h ^= h >> _S33
-    h *= _M2
-    h ^= h >> _S33
-    return h
 
 
 @nb.njit(cache=True)
@@ -253,7 +245,7 @@ def _units(data, start, end, table, char_mode, remove_punct, collapse_ws, lower_
                     h = _FNV_OFFSET
                     for j in range(i, i + ln):
                         h = (h ^ _byte(data[j], lower_ascii)) * _FNV_PRIME
-                    out[m] = _fmix64(h)
+                    out[m] = fmix64(h)
                     m += 1
             elif cls == 6 or (cls == 5 and remove_punct):  # IGNORED, removed PUNCT
                 pass
@@ -265,7 +257,7 @@ def _units(data, start, end, table, char_mode, remove_punct, collapse_ws, lower_
                 h = _FNV_OFFSET
                 for j in range(i, i + ln):
                     h = (h ^ _byte(data[j], lower_ascii)) * _FNV_PRIME
-                out[m] = _fmix64(h)
+                out[m] = fmix64(h)
                 m += 1
             i += ln
         return m
@@ -297,7 +289,7 @@ def _units(data, start, end, table, char_mode, remove_punct, collapse_ws, lower_
             out[m] = h
             m += 1
         for j in range(m):
-            out[j] = _fmix64(out[j])
+            out[j] = fmix64(out[j])
         return m
     m = 0
     # word mode: state 0 = outside a token, 1 = in a word token, 2 = in a single-character token
@@ -309,14 +301,14 @@ def _units(data, start, end, table, char_mode, remove_punct, collapse_ws, lower_
         cls = table[cp]
         if cls == 0:  # SPACE ends the token
             if state != 0:
-                out[m] = _fmix64(h)
+                out[m] = fmix64(h)
                 m += 1
                 state = 0
         elif cls == 6 or (cls == 5 and remove_punct):
             pass  # deleted without splitting the token
         elif cls == 1 or cls == 2:  # WORD, or MARK
             if state == 2 and cls == 1:
-                out[m] = _fmix64(h)
+                out[m] = fmix64(h)
                 m += 1
                 state = 0
             if state == 0:
@@ -326,7 +318,7 @@ def _units(data, start, end, table, char_mode, remove_punct, collapse_ws, lower_
                 h = (h ^ _byte(data[j], lower_ascii)) * _FNV_PRIME
         else:  # SINGLE, SYMBOL, kept PUNCT: a token of its own
             if state != 0:
-                out[m] = _fmix64(h)
+                out[m] = fmix64(h)
                 m += 1
             h = _FNV_OFFSET
             for j in range(i, i + ln):
@@ -334,7 +326,7 @@ def _units(data, start, end, table, char_mode, remove_punct, collapse_ws, lower_
             state = 2
         i += ln
     if state != 0:
-        out[m] = _fmix64(h)
+        out[m] = fmix64(h)
         m += 1
     return m
 
@@ -345,7 +337,7 @@ def _shingle_hash(units, i, n, h0):
     for j in range(i, i + n):
         h = (h ^ units[j]) * _COMBINE
         h ^= h >> _S33
-    return _fmix64(h)
+    return fmix64(h)
 
 
 @nb.njit(cache=True)
@@ -415,37 +407,7 @@ def prepare(texts, *, normalize_unicode: bool = True, lowercase: bool = True) ->
     return n, parts
 
 
-def shingle_counts(texts, *, ngram: int = 5, char_ngrams: bool = False, normalize_unicode: bool = True,
-                   lowercase: bool = True, remove_punctuation: bool = True,
-                   collapse_whitespace: bool = True) -> np.ndarray:
-    """Number of shingles (with repeats) of every document; 0 means an empty document."""
-    _check_ngram(ngram)
-    from .minhash import process
-    _sigs, counts, _off, _vals = process(texts, ngram=ngram, char_ngrams=char_ngrams, seed=0,
-                                         normalize_unicode=normalize_unicode, lowercase=lowercase,
-                                         remove_punctuation=remove_punctuation,
-                                         collapse_whitespace=collapse_whitespace, want_sets=False, want_sigs=False)
-    return counts
-
-
-def shingle_sets(texts, *, ngram: int = 5, char_ngrams: bool = False, seed: int = 42,
-                 normalize_unicode: bool = True, lowercase: bool = True, remove_punctuation: bool = True,
-                 collapse_whitespace: bool = True) -> Tuple[np.ndarray, np.ndarray]:
-    """The set of 64-bit shingle hashes of every document, as CSR: (offsets int64[n+1], hashes uint64).
-
-    ``hashes[offsets[i]:offsets[i+1]]`` is sorted and unique.
-    """
-    _check_ngram(ngram)
-    from .minhash import process
-    _sigs, _counts, offsets, values = process(texts, ngram=ngram, char_ngrams=char_ngrams, seed=seed,
-                                              normalize_unicode=normalize_unicode, lowercase=lowercase,
-                                              remove_punctuation=remove_punctuation,
-                                              collapse_whitespace=collapse_whitespace, want_sets=True,
-                                              want_sigs=False)
-    return offsets, values
-
-
-def _check_ngram(ngram: int) -> None:
+def check_ngram(ngram: int) -> None:
     if isinstance(ngram, bool) or int(ngram) != ngram or ngram < 1:
         raise ValueError(f"ngram must be a positive integer, got {ngram!r}")
 
@@ -453,23 +415,15 @@ def _check_ngram(ngram: int) -> None:
 # --------------------------------------------------------------------------- the plain Python twin
 # Used by the tests as the oracle of the kernels, and readable as the specification.
 
-_MASK64 = (1 << 64) - 1
 
 
-def _fmix64_py(h: int) -> int:
-    h ^= h >> 33
-    h = (h * 0xFF51AFD7ED558CCD) & _MASK64
-    h ^= h >> 33
-    h = (h * 0xC4CEB9FE1A85EC53) & _MASK64
-    h ^= h >> 33
-    return h
 
 
 def _fnv_py(b: bytes) -> int:
     h = 0xCBF29CE484222325
     for byte in b:
-        h = ((h ^ byte) * 0x100000001B3) & _MASK64
-    return _fmix64_py(h)
+        h = ((h ^ byte) * 0x100000001B3) & MASK64
+    return fmix64_py(h)
 
 
 def _normalize_py(text: str, normalize_unicode: bool, lowercase: bool) -> str:
@@ -549,7 +503,7 @@ def shingle_hashes_python(text: str, *, ngram: int = 5, seed: int = 42, **option
         for unit in sh:
             u = 0x2545F4914F6CDD1D if unit == " " and options.get("char_ngrams") and options.get(
                 "collapse_whitespace", True) else _fnv_py(unit.encode("utf-8"))
-            h = ((h ^ u) * 0x9E3779B97F4A7C15) & _MASK64
+            h = ((h ^ u) * GOLDEN) & MASK64
             h ^= h >> 33
-        out.add(_fmix64_py(h))
+        out.add(fmix64_py(h))
     return sorted(out)

@@ -13,6 +13,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .hashing import GOLDEN
+
+_GOLDEN = np.uint64(GOLDEN)
+
 __all__ = ["estimated_jaccard", "exact_jaccard", "exact_jaccard_raw", "estimated_jaccard_python", "exact_jaccard_python"]
 
 
@@ -91,7 +95,7 @@ def exact_jaccard(offsets: np.ndarray, hashes: np.ndarray, left: np.ndarray, rig
 
 @nb.njit(inline="always", cache=True)
 def _slot(x, mask):
-    h = x * np.uint64(0x9E3779B97F4A7C15)
+    h = x * _GOLDEN
     return np.int64((h >> np.uint64(32)) & mask)
 
 

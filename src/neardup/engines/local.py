@@ -36,7 +36,8 @@ from ..bands import band_keys, bucket_runs, find_pairs
 from ..clusters import keep_order, select_representatives
 from ..config import Config
 from ..errors import InputError, NeardupError
-from ..minhash import MinHasher, Scratch, _Threads
+from ..hashing import kernel_threads
+from ..minhash import MinHasher, Scratch
 from ..progress import bar, check_interrupt
 from ..verify import estimated_jaccard, exact_jaccard_raw
 from .workdir import AppendFile, BackgroundWriter, WorkDir, open_column
@@ -177,7 +178,7 @@ def stage_read(ctx: RunContext) -> dict:
     per_source = [0] * len(ctx.sources)
     with bar("read + signatures", total=None if ctx.quiet else estimate_documents(ctx.sources),
              quiet=ctx.quiet) as progress:
-        with _Threads(cfg.workers):
+        with kernel_threads(cfg.workers):
             for batch in prefetch(_batches(ctx)):
                 check_interrupt()
                 for row, reason in batch.rejected:
@@ -387,7 +388,7 @@ def stage_pairs(ctx: RunContext) -> dict:
     cfg = ctx.config
     ctx.work.stage_dir("pairs", fresh=True)
     corpus = Corpus(ctx.work, cfg)
-    with bar("candidates + verify", total=2, unit="step", quiet=ctx.quiet) as progress, _Threads(cfg.workers):
+    with bar("candidates + verify", total=2, unit="step", quiet=ctx.quiet) as progress, kernel_threads(cfg.workers):
         rank = keep_order(corpus.n, cfg.keep, lengths=corpus.length, scores=corpus.score)
         offsets, members = bucket_runs(corpus.keys(), corpus.eligible(), rank=rank)
         progress.update(1)

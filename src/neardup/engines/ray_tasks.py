@@ -36,7 +36,8 @@ from .. import io as nio
 from ..bands import band_keys, find_pairs, pair_codes, split_codes
 from ..clusters import keep_order, select_representatives
 from ..errors import NeardupError
-from ..minhash import MinHasher, _Threads, sort_unique_sets
+from ..hashing import kernel_threads, mix64
+from ..minhash import MinHasher, sort_unique_sets
 from ..verify import estimated_jaccard, exact_jaccard
 from .local import prefetch
 
@@ -47,18 +48,6 @@ BUCKET_BITS = 40                # bucket id = band partition << 40 | ordinal in 
 SHARD_OPTS = dict(compression="none", use_dictionary=False, write_statistics=False)
 
 # --------------------------------------------------------------------------- small helpers
-
-
-def mix64(x) -> np.ndarray:
-    """splitmix64's finaliser over an integer array (uint64 out): the hash behind every ``part``."""
-    z = np.asarray(x).astype(np.uint64)
-    with np.errstate(over="ignore"):
-        z ^= z >> np.uint64(30)
-        z *= np.uint64(0xBF58476D1CE4E5B9)
-        z ^= z >> np.uint64(27)
-        z *= np.uint64(0x94D049BB133111EB)
-        z ^= z >> np.uint64(31)
-    return z
 
 
 def part_of(x, parts: int) -> np.ndarray:
@@ -157,7 +146,7 @@ def runs(*keys: np.ndarray) -> np.ndarray:
 def warm_up(config) -> int:
     """Loads every compiled kernel a run uses into this worker (numba's on-disk cache), on a few
     tiny inputs, so that no stage waits for it later; returns the process id."""
-    with _Threads(1):
+    with kernel_threads(1):
         hasher = MinHasher.from_config(dataclasses.replace(config, workers=1))
         texts = pa.array(["a b c d e f g h i j", "a b c d e f g h i k"], pa.large_string())
         if config.verify == "exact":
@@ -289,7 +278,7 @@ def signature_block(table: pa.Table, *, config, workdir: str, threads: int) -> p
     out = []
     docs = table.filter(pa.array(is_doc)) if not is_doc.all() else table
     if docs.num_rows:
-        with _Threads(threads):
+        with kernel_threads(threads):
             out.append(_write_shard(docs, config, workdir, hasher, exact))
     if not is_doc.all():
         other = table.filter(pa.array(~is_doc))
@@ -613,7 +602,7 @@ def search_pairs(table: pa.Table, *, config, pair_parts: int) -> pa.Table:
     threshold = config.threshold
     if config.verify == "exact":
         raw_offsets, raw = list_csr(table.column("data"))
-        with _Threads(1):
+        with kernel_threads(1):
             offsets, hashes = sort_unique_sets(raw_offsets, raw)
 
         def verify(left, right):
@@ -634,7 +623,7 @@ def search_pairs(table: pa.Table, *, config, pair_parts: int) -> pa.Table:
         seen.append((left, right, np.asarray(passed, bool), np.asarray(sim, np.float64)))
         return passed, sim
 
-    with _Threads(1):
+    with kernel_threads(1):
         search = find_pairs(run_offsets, members, recording, max_rounds=config.max_anchor_rounds)
     if seen:
         left = np.concatenate([s[0] for s in seen])
@@ -899,7 +888,7 @@ def select_clusters(table: pa.Table, *, config, workdir: str, names: Sequence[st
     length = col(mem, "length", np.int64)
     scores = col(mem, "score", np.float64) if config.score_column is not None else None
     rank = keep_order(m, config.keep, lengths=length, scores=scores)
-    with _Threads(1):
+    with kernel_threads(1):
         sel = select_representatives(m, left, right, sim, rank)
     source = col(mem, "source", np.int64)
     row = col(mem, "row", np.int64)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from .cli import HelpFormatter
-from .params import DEFAULT_MIN_RECALL
+from .formatting import HelpFormatter
+from ..params import DEFAULT_MIN_RECALL
 
 
 def register(sub) -> None:
@@ -75,33 +75,10 @@ CONFIG_ARGS = ("threshold", "num_perm", "bands", "rows", "min_recall", "ngram", 
 
 
 def run_dedup(args) -> int:
-    from .api import dedup
+    from ..api import dedup, format_summary
     options = {k: getattr(args, k) for k in CONFIG_ARGS}
     result = dedup(args.inputs, output=args.output, work_dir=args.work_dir, resume=args.resume,
                    quiet=args.quiet, **options)
     if not args.quiet:
         print(format_summary(result.stats, result.output), file=sys.stderr)
     return 0
-
-
-def format_summary(stats: dict, output: str) -> str:
-    c = stats["counts"]
-    p = stats["params"]
-    secs = stats.get("seconds", {})
-    total = sum(secs.values()) if secs else 0.0
-    pct = (100.0 * c["removed"] / c["input"]) if c["input"] else 0.0
-    lines = [
-        "",
-        f"neardup: {c['input']:,} documents in, {c['kept']:,} kept, {c['removed']:,} removed ({pct:.1f}%), "
-        f"{c['rejected']:,} rejected",
-        f"  clusters {c['clusters']:,}   candidate pairs {c['candidate_pairs']:,}   verified pairs {c['verified_pairs']:,}",
-        f"  threshold {p['threshold']:g}  k={p['num_perm']}  {p['bands']} bands x {p['rows']} rows  "
-        f"{'char' if p.get('char_ngrams') else 'word'} {p['ngram']}-grams  verify={p['verify']}  keep={p['keep']}",
-    ]
-    if c.get("truncated_buckets"):
-        lines.append(f"  note: {c['truncated_buckets']:,} buckets still had unverified members after "
-                     f"{p['max_anchor_rounds']} anchor rounds (raise --max-anchor-rounds)")
-    if secs:
-        lines.append("  seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in secs.items()) + f"  (total {total:.1f})")
-    lines.append(f"  output: {output}/ (kept/, removed.parquet, clusters.parquet, stats.json, report.html)")
-    return "\n".join(lines)

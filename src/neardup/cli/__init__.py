@@ -1,7 +1,7 @@
 """The ``neardup`` command: parses arguments, calls the public API, nothing more.
 
-Each subcommand lives beside the code it drives and registers itself here through a
-``register(subparsers)`` function that sets ``func`` on its parser. A :class:`NeardupError`
+Each subcommand is a module of this package with a ``register(subparsers)`` function that sets
+``func`` on its parser; it parses, calls the library, prints. A :class:`NeardupError`
 (bad input, bad options) is printed as one line, ``neardup: error: ...``, with exit status 2;
 Ctrl-C exits with 130 after the stage in progress has been abandoned.
 """
@@ -12,22 +12,11 @@ import argparse
 import sys
 from typing import List, Optional
 
-from .errors import NeardupError
-
-
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows "(default: X)" only where it says something: not None, not an on/off switch, and not
-    when the help text already states the default. Every subcommand uses it."""
-
-    def _get_help_string(self, action):
-        text = action.help or ""
-        if action.default in (None, False, True, argparse.SUPPRESS) or action.nargs == 0 or "default" in text:
-            return text
-        return super()._get_help_string(action)
+from ..errors import NeardupError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from .._version import __version__
     parser = argparse.ArgumentParser(
         prog="neardup",
         description="Find and remove near-duplicate documents with MinHash LSH.",
@@ -35,13 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"neardup {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    from . import cli_dedup
-    cli_dedup.register(sub)
-    for module_name in ("report", "audit"):
-        try:
-            module = __import__(f"neardup.{module_name}", fromlist=["register"])
-        except ImportError as exc:  # pragma: no cover - a broken install
-            raise SystemExit(f"neardup: error: cannot load the {module_name} command: {exc}")
+    from . import audit, dedup, params, report
+    for module in (dedup, params, report, audit):
         module.register(sub)
     return parser
 
@@ -50,7 +34,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
-        from .progress import interrupt_handler
+        from ..progress import interrupt_handler
         with interrupt_handler():
             return int(args.func(args) or 0)
     except NeardupError as exc:

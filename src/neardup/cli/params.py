@@ -1,0 +1,65 @@
+"""``neardup params``: the LSH bands and rows for a threshold, with the S-curve."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import ConfigError
+from ..params import DEFAULT_MIN_RECALL
+from ..report import format_params, params_summary
+from .formatting import HelpFormatter
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "params", help="show the LSH (bands, rows) for a threshold, with its S-curve",
+        description="Show which LSH bands x rows neardup would use for a similarity threshold and "
+                    "a signature length, and why: the S-curve P(candidate | J) = 1 - (1 - J^r)^b, "
+                    "its midpoint, the false-positive and false-negative areas, and alternatives.",
+        formatter_class=HelpFormatter)
+    p.add_argument("--threshold", type=float, default=0.8, metavar="T",
+                   help="Jaccard similarity in (0, 1] at or above which two documents are "
+                        "near-duplicates")
+    p.add_argument("--num-perm", type=int, default=128, metavar="K",
+                   help="MinHash signature length k (bands x rows must not exceed it)")
+    p.add_argument("--bands", type=int, default=None, metavar="B",
+                   help="evaluate this number of bands instead of choosing (needs --rows)")
+    p.add_argument("--rows", type=int, default=None, metavar="R",
+                   help="evaluate this number of rows per band instead of choosing (needs --bands)")
+    p.add_argument("--min-recall", type=float, default=DEFAULT_MIN_RECALL, metavar="P",
+                   help="the default chooser demands P(candidate | J = threshold) >= P and then "
+                        "takes the fewest false positives")
+    p.add_argument("--method", choices=("recall", "weighted"), default="recall",
+                   help="'recall': the default chooser above; 'weighted': minimise 0.5 * FP area "
+                        "+ 0.5 * FN area (the common optimiser, which favours curves above the "
+                        "threshold)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object instead of the text and the terminal plot")
+    p.add_argument("--plot", default=None, metavar="FILE",
+                   help="also write the S-curve with the shaded FP/FN areas to FILE (.png or "
+                        ".svg; needs matplotlib)")
+    p.set_defaults(func=run_params)
+
+
+def run_params(args: argparse.Namespace) -> int:
+    if (args.bands is None) != (args.rows is None):
+        raise ConfigError("--bands and --rows go together: give both or neither")
+    if args.plot:
+        from ..plots import plot_format
+        plot_format(args.plot)  # fail on a bad name before any work
+    summary = params_summary(args.threshold, args.num_perm, bands=args.bands, rows=args.rows,
+                             min_recall=args.min_recall, method=args.method)
+    if args.plot:
+        from ..plots import plot_s_curve
+        plot_s_curve(args.plot, summary["bands"], summary["rows"], summary["threshold"])
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        if args.plot:
+            print(f"wrote {args.plot}", file=sys.stderr)
+    else:
+        print(format_params(summary))
+        if args.plot:
+            print(f"\nwrote {args.plot}")
+    return 0

@@ -1,0 +1,86 @@
+"""The 64-bit hash primitives every module shares, once.
+
+``fmix64`` is MurmurHash3's 64-bit finaliser (Appleby, 2011): a bijection on 64-bit integers
+whose output bits each depend on every input bit, used to finish shingle hashes, band keys and
+the audit's auxiliary sketch. ``mix64`` is splitmix64's finaliser (Steele, Lea & Flood, 2014)
+over a numpy array, used to spread integer keys over partitions. Both have a plain-Python twin
+for the tests. ``kernel_threads`` sets numba's thread count and scheduling for a block of
+kernel calls and restores them afterwards.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numba as nb
+import numpy as np
+
+MASK64 = (1 << 64) - 1
+GOLDEN = 0x9E3779B97F4A7C15          # 2^64 / golden ratio: the usual odd additive constant
+SPLITMIX_M1 = 0xBF58476D1CE4E5B9
+SPLITMIX_M2 = 0x94D049BB133111EB
+
+@nb.njit(inline="always", cache=True)
+def fmix64(h):
+    # constants spelled inside: numba resolves an inlined function's globals in the caller's module
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xFF51AFD7ED558CCD)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xC4CEB9FE1A85EC53)
+    h ^= h >> np.uint64(33)
+    return h
+
+
+def fmix64_py(h: int) -> int:
+    """The plain twin of :func:`fmix64`."""
+    h ^= h >> 33
+    h = (h * 0xFF51AFD7ED558CCD) & MASK64
+    h ^= h >> 33
+    h = (h * 0xC4CEB9FE1A85EC53) & MASK64
+    h ^= h >> 33
+    return h
+
+
+def mix64(x) -> np.ndarray:
+    """splitmix64's finaliser over an integer array (uint64 out)."""
+    z = np.asarray(x).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        z ^= z >> np.uint64(30)
+        z *= np.uint64(SPLITMIX_M1)
+        z ^= z >> np.uint64(27)
+        z *= np.uint64(SPLITMIX_M2)
+        z ^= z >> np.uint64(31)
+    return z
+
+
+PARALLEL_CHUNK = 64
+
+
+class kernel_threads:
+    """Numba's thread count (``workers``) and dynamic scheduling for the kernels in the block.
+
+    Dynamic scheduling (chunks of PARALLEL_CHUNK iterations) rather than numba's default static
+    split: the pipeline reads and parses the next batch in another thread meanwhile, so one
+    kernel thread is often slowed down; with static splitting every other thread then waits for
+    it (measured: read stage at 1M documents 25 s static, 14 s dynamic, on 2 cores). Both
+    settings are per thread in numba, so two calls in two threads do not disturb each other.
+    """
+
+    def __init__(self, workers: Optional[int]):
+        self.workers = workers
+        self.previous = None
+        self.previous_chunk = None
+
+    def __enter__(self):
+        if self.workers:
+            self.previous = nb.get_num_threads()
+            nb.set_num_threads(max(1, min(int(self.workers), nb.config.NUMBA_NUM_THREADS)))
+        self.previous_chunk = nb.get_parallel_chunksize()
+        nb.set_parallel_chunksize(PARALLEL_CHUNK)
+        return self
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            nb.set_num_threads(self.previous)
+        nb.set_parallel_chunksize(self.previous_chunk)
+        return False
