@@ -41,7 +41,8 @@ def _kernel_cache_dir() -> None:
 _kernel_cache_dir()
 
 from .config import Config  # noqa: E402
-from .errors import ConfigError, InputError, NeardupError  # noqa: E402
+from .errors import ConfigError, InputError, NeardupError, StorageError  # noqa: E402
+from .index import Index  # noqa: E402
 from .minhash import MinHasher  # noqa: E402
 from .params import (candidate_probability, choose_params, false_negative_area,  # noqa: E402
                      false_positive_area, midpoint)
@@ -53,5 +54,5 @@ def dedup(source, output=None, **options):
     return _dedup(source, output, **options)
 
 
-__all__ = ["dedup", "Config", "MinHasher", "NeardupError", "ConfigError", "InputError",
+__all__ = ["dedup", "Config", "Index", "MinHasher", "NeardupError", "ConfigError", "InputError", "StorageError",
            "candidate_probability", "midpoint", "false_positive_area", "false_negative_area", "choose_params"]
