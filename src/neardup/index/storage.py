@@ -110,7 +110,11 @@ class Storage:
 def open_storage(location) -> Storage:
     loc = os.fspath(location)
     if isinstance(loc, str) and loc.startswith(("redis://", "rediss://", "unix://")):
-        from .redis_storage import RedisStorage
+        try:
+            from .redis_storage import RedisStorage
+            import redis  # noqa: F401
+        except ImportError:
+            raise StorageError("an index on Redis needs the redis package: pip install 'neardup[redis]'") from None
         return RedisStorage(loc)
     return FolderStorage(loc)
 
