@@ -270,3 +270,22 @@ def test_api_errors(tmp_path):
     idx = Index(str(tmp_path / "tbl"))
     idx.add(t, name="T", id_column="k")
     assert idx.query(["a b c d e f"])[0][0].id == "x"
+
+
+def test_fingerprints_match_their_plain_twin():
+    rng = np.random.default_rng(3)
+    sizes = [0, 1, 5, 0, 40, 3]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    # repeats, and distinct hashes sharing their high half
+    raw = rng.integers(0, 1 << 64, size=offsets[-1], dtype=np.uint64, endpoint=False)
+    raw[7:12] = raw[6]
+    raw[20] = (raw[21] & np.uint64(0xFFFFFFFF00000000)) | np.uint64(5)
+    keep = raw.copy()
+    fo, fv = fingerprints(offsets, raw)
+    assert np.array_equal(raw, keep)  # the caller's arrays are untouched
+    for d in range(len(sizes)):
+        want = sorted({int(h) >> 32 for h in raw[offsets[d]:offsets[d + 1]]})
+        assert fv[fo[d]:fo[d + 1]].tolist() == want
+    so, sv = neardup.minhash.sort_unique_sets(offsets, raw)
+    fo2, fv2 = fingerprints(so, sv, sorted_sets=True)
+    assert np.array_equal(fo2, fo) and np.array_equal(fv2, fv)

@@ -173,7 +173,7 @@ class Index:
         with kernel_threads(workers):
             if self.store == "exact":
                 sigs, off, values = self.hasher.signatures_and_sets(texts)
-                fp_off, fp = fingerprints(off, values)
+                fp_off, fp = fingerprints(off, values, sorted_sets=True)
                 nonempty = np.diff(fp_off) > 0
             else:
                 sigs, counts = self.hasher.signatures_and_counts(texts)

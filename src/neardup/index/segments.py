@@ -9,7 +9,7 @@ file           dtype     content
 ``keys.u64``   uint64    the band keys of every non-empty document, sorted (b per document)
 ``kdoc.u32``   uint32    ``kdoc[i]``: the document whose band has key ``keys[i]``
 ``fpoff.i64``  int64     n + 1 offsets into ``fp.u32`` (store ``exact``)
-``fp.u32``     uint32    shingle fingerprints: the low 32 bits of each 64-bit shingle hash,
+``fp.u32``     uint32    shingle fingerprints: the high 32 bits of each 64-bit shingle hash,
                          sorted and unique per document (store ``exact``)
 ``sig.u32``    uint32    n x k MinHash signatures (store ``estimate``)
 ``idoff.i64``  int64     n + 1 offsets into ``id.bin``
@@ -22,8 +22,8 @@ band: a lookup is one ``searchsorted`` over it. Why 32-bit fingerprints: the Jac
 32-bit fingerprint sets differs from the Jaccard of the 64-bit shingle sets only when two
 distinct shingles of a pair share their low 32 bits (probability about |A|·|B| / 2^32, 2.5e-5
 for two 330-shingle documents), at half the bytes; ``bench/index.py`` measures the difference.
-The low 32 bits are exactly what :mod:`neardup.minhash` permutes, so the signatures of the
-fingerprint sets equal the documents' signatures.
+The high half is taken because a sorted set of 64-bit hashes has its high halves in order
+already, so fingerprints are made without a second sort.
 """
 
 from __future__ import annotations
@@ -66,15 +66,30 @@ def new_segment_name() -> str:
     return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
 
 
-def fingerprints(offsets: np.ndarray, hashes: np.ndarray):
-    """(offsets, uint32 fingerprints) per document from 64-bit shingle hashes in CSR form (any
-    order, repeats allowed): the low 32 bits of each hash, sorted and unique per document."""
+def fingerprints(offsets: np.ndarray, hashes: np.ndarray, sorted_sets: bool = False):
+    """(offsets, uint32 fingerprints) per document from 64-bit shingle hashes in CSR form: the
+    high 32 bits of each hash, sorted and unique per document.
+
+    With ``sorted_sets`` the hashes are already sorted and unique per document (as
+    ``MinHasher.signatures_and_sets`` gives them): their high halves are then sorted too, and
+    only neighbours can be equal, so no sort is needed. Otherwise (any order, repeats) the hashes
+    are sorted first, in a copy: the caller's arrays are never changed.
+    """
     offsets = np.asarray(offsets, dtype=np.int64)
-    low = np.asarray(hashes, dtype=np.uint64).astype(np.uint32)  # keeps the low 32 bits
-    if len(low) == 0:
-        return offsets.copy(), low
-    new_offsets, values = sort_unique_sets_inplace(offsets, low)
-    return new_offsets, values.astype(np.uint32)  # the kernel's output is uint64 whatever its input
+    hashes = np.asarray(hashes, dtype=np.uint64)
+    if not sorted_sets:
+        offsets, hashes = sort_unique_sets_inplace(offsets, hashes.copy())
+    high = (hashes >> np.uint64(32)).astype(np.uint32)
+    if len(high) == 0:
+        return offsets.copy(), high
+    keep = np.empty(len(high), dtype=bool)
+    keep[0] = True
+    np.not_equal(high[1:], high[:-1], out=keep[1:])
+    starts = offsets[:-1]
+    keep[starts[starts < offsets[1:]]] = True  # the first of each document, whatever precedes it
+    kept_before = np.zeros(len(high) + 1, dtype=np.int64)
+    np.cumsum(keep, out=kept_before[1:])
+    return kept_before[offsets], high[keep]
 
 
 def is_empty_signature(signatures: np.ndarray) -> np.ndarray:
