@@ -106,10 +106,13 @@ class Index:
     difference (a whole ``Config`` is compared on every parameter, options only on those given).
     ``threshold`` is free: it only decides which verified candidates count as matches.
     ``verify="estimate"`` (or ``"none"``) at creation stores signatures instead of shingle
-    fingerprints; ``must_exist=True`` makes a missing index an error.
+    fingerprints; ``must_exist=True`` makes a missing index an error. Queries see what other
+    processes added within ``refresh`` seconds (the manifest is read again at most that often),
+    and this object's own adds at once.
     """
 
-    def __init__(self, location, config: Optional[Config] = None, *, must_exist: bool = False, **options: Any):
+    def __init__(self, location, config: Optional[Config] = None, *, must_exist: bool = False,
+                 refresh: float = 0.5, **options: Any):
         if config is not None and options:
             raise ConfigError("give either a Config or options, not both")
         if isinstance(location, Index):
@@ -123,6 +126,8 @@ class Index:
         self._manifest = manifest
         self._readers: Dict[str, SegmentReader] = {}
         self._hasher: Optional[MinHasher] = None
+        self.refresh = float(refresh)
+        self._manifest_read = -1e18  # when the manifest was last read (time.monotonic)
 
     # ------------------------------------------------------------------ state
     @property
@@ -130,7 +135,13 @@ class Index:
         return _params_of(self.config)
 
     def _refresh(self) -> dict:
-        """The latest committed manifest (other writers may have added), readers kept per segment."""
+        """The committed manifest, read again when the last read is older than ``refresh``
+        seconds (other processes may have added; this one's own writes invalidate it at once),
+        so that a stream of single queries does not pay a read (a round trip on Redis) each."""
+        now = time.monotonic()
+        if self._manifest is not None and now - self._manifest_read < self.refresh:
+            return self._manifest
+        self._manifest_read = now
         manifest = self.storage.read_manifest()
         if manifest is None:
             manifest = self._empty_manifest()
@@ -172,7 +183,7 @@ class Index:
         workers = 1 if len(texts) <= SMALL_BATCH else cfg.workers
         with kernel_threads(workers):
             if self.store == "exact":
-                sigs, off, values = self.hasher.signatures_and_sets(texts)
+                sigs, off, values = self.hasher.signatures_and_sets(texts)  # sorted sets: no second sort
                 fp_off, fp = fingerprints(off, values, sorted_sets=True)
                 nonempty = np.diff(fp_off) > 0
             else:
@@ -192,8 +203,9 @@ class Index:
         threshold = self._threshold(threshold)
         h = self.hash_texts(texts)
         n = len(h["nonempty"])
-        qdoc, seg, cdoc, sim, _, _ = self._verified(h["keys"], h["signatures"], h["nonempty"],
-                                                    h["fp_offsets"], h["fp"], threshold)
+        with kernel_threads(1 if n <= SMALL_BATCH else self.config.workers):
+            qdoc, seg, cdoc, sim, _, _ = self._verified(h["keys"], h["signatures"], h["nonempty"],
+                                                        h["fp_offsets"], h["fp"], threshold)
         order = np.lexsort((cdoc, seg, -sim, qdoc))
         qdoc, seg, cdoc, sim = qdoc[order], seg[order], cdoc[order], sim[order]
         ids, sources = self._describe(seg, cdoc)
@@ -247,8 +259,9 @@ class Index:
                               f"(run with verify='exact')")
         if self.store == "estimate" and signatures is None:
             raise ConfigError(f"index {self.location} verifies by signatures: pass signatures")
-        qdoc, seg, cdoc, sim, candidates, truncated = self._verified(
-            keys, signatures, nonempty, fp_off, fp, self._threshold(threshold))
+        with kernel_threads(1 if n <= SMALL_BATCH else cfg.workers):
+            qdoc, seg, cdoc, sim, candidates, truncated = self._verified(
+                keys, signatures, nonempty, fp_off, fp, self._threshold(threshold))
         order = np.lexsort((cdoc, seg, -sim, qdoc))
         first = np.ones(len(order), dtype=bool)
         first[1:] = qdoc[order][1:] != qdoc[order][:-1]
@@ -377,7 +390,7 @@ class Index:
             if manifest is None:
                 raise StorageError(f"no index at {self.location}")
             _check_manifest(self.location, manifest, self.config)
-            self.storage.drop_orphans(manifest)
+            self.storage.drop_orphans(manifest, thorough=True)
             old = manifest["segments"]
             groups, group = [], []
             docs = size = 0
@@ -424,6 +437,7 @@ class Index:
             kept = {e["name"] for e in new_entries}
             self.storage.drop_segments([n for n in merged_names if n not in kept])
         self._readers.clear()
+        self._manifest_read = -1e18
         return {"segments_before": len(old), "segments_after": len(new_entries),
                 "seconds": round(time.perf_counter() - t0, 3)}
 
@@ -607,6 +621,7 @@ class IndexWriter:
             except BaseException:
                 self.abort()
                 raise
+            index._manifest_read = -1e18
         self.result = {"added": self.added, "empty": self.empty, "rejected": self.rejected,
                        "segments": len(entries), "seconds": round(time.perf_counter() - self._t0, 3)}
         self.entries = []

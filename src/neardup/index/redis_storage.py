@@ -183,7 +183,9 @@ class RedisStorage(Storage):
                 self.client.delete(*keys)
 
     @_redis_errors
-    def drop_orphans(self, manifest: Optional[dict]) -> None:
+    def drop_orphans(self, manifest: Optional[dict], thorough: bool = False) -> None:
+        if not thorough:  # a SCAN of the whole database is for compaction, not for every add
+            return
         named = {s["name"] for s in (manifest or {}).get("segments", [])}
         cutoff = time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time() - ORPHAN_AGE_S))
         stale = set()

@@ -34,10 +34,11 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
+import numba as nb
 import numpy as np
 import pyarrow as pa
 
-from ..minhash import EMPTY_VALUE, sort_unique_sets_inplace
+from ..minhash import EMPTY_VALUE
 
 FILE_DTYPES = {
     "keys.u64": np.uint64,
@@ -66,30 +67,47 @@ def new_segment_name() -> str:
     return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
 
 
+@nb.njit(parallel=True, cache=True)
+def _high_sorted_unique(offsets, hashes, presorted):
+    """Per document: the distinct high halves of its hashes, ascending, as a compact CSR."""
+    n = offsets.shape[0] - 1
+    high = np.empty(hashes.shape[0], dtype=np.uint32)
+    sizes = np.zeros(n, dtype=np.int64)
+    for d in nb.prange(n):
+        a = offsets[d]
+        b = offsets[d + 1]
+        for i in range(a, b):
+            high[i] = np.uint32(hashes[i] >> np.uint64(32))
+        seg = high[a:b]
+        if not presorted:
+            seg.sort()
+        u = 0
+        for j in range(b - a):
+            if u == 0 or seg[j] != seg[u - 1]:
+                seg[u] = seg[j]
+                u += 1
+        sizes[d] = u
+    new = np.zeros(n + 1, dtype=np.int64)
+    for d in range(n):
+        new[d + 1] = new[d] + sizes[d]
+    out = np.empty(new[n], dtype=np.uint32)
+    for d in nb.prange(n):
+        out[new[d]:new[d + 1]] = high[offsets[d]:offsets[d] + sizes[d]]
+    return new, out
+
+
 def fingerprints(offsets: np.ndarray, hashes: np.ndarray, sorted_sets: bool = False):
     """(offsets, uint32 fingerprints) per document from 64-bit shingle hashes in CSR form: the
     high 32 bits of each hash, sorted and unique per document.
 
-    With ``sorted_sets`` the hashes are already sorted and unique per document (as
-    ``MinHasher.signatures_and_sets`` gives them): their high halves are then sorted too, and
-    only neighbours can be equal, so no sort is needed. Otherwise (any order, repeats) the hashes
-    are sorted first, in a copy: the caller's arrays are never changed.
+    The hashes may be in any order with repeats (the raw hashes of a read stage); with
+    ``sorted_sets`` they are sorted per document already (as ``MinHasher.signatures_and_sets``
+    gives them), so their high halves are in order and only neighbours can be equal: no sort.
+    The caller's arrays are never changed.
     """
-    offsets = np.asarray(offsets, dtype=np.int64)
-    hashes = np.asarray(hashes, dtype=np.uint64)
-    if not sorted_sets:
-        offsets, hashes = sort_unique_sets_inplace(offsets, hashes.copy())
-    high = (hashes >> np.uint64(32)).astype(np.uint32)
-    if len(high) == 0:
-        return offsets.copy(), high
-    keep = np.empty(len(high), dtype=bool)
-    keep[0] = True
-    np.not_equal(high[1:], high[:-1], out=keep[1:])
-    starts = offsets[:-1]
-    keep[starts[starts < offsets[1:]]] = True  # the first of each document, whatever precedes it
-    kept_before = np.zeros(len(high) + 1, dtype=np.int64)
-    np.cumsum(keep, out=kept_before[1:])
-    return kept_before[offsets], high[keep]
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    hashes = np.ascontiguousarray(hashes, dtype=np.uint64)
+    return _high_sorted_unique(offsets, hashes, bool(sorted_sets))
 
 
 def is_empty_signature(signatures: np.ndarray) -> np.ndarray:

@@ -100,8 +100,8 @@ class Storage:
     def drop_segments(self, names: Iterable[str]) -> None:
         raise NotImplementedError
 
-    def drop_orphans(self, manifest: Optional[dict]) -> None:
-        pass
+    def drop_orphans(self, manifest: Optional[dict], thorough: bool = False) -> None:
+        """Deletes segments no manifest names; ``thorough`` (compaction) may scan the store."""
 
     def close(self) -> None:
         pass
@@ -253,7 +253,7 @@ class FolderStorage(Storage):
         for name in names:
             shutil.rmtree(os.path.join(self.path, SEGMENTS, name), ignore_errors=True)
 
-    def drop_orphans(self, manifest: Optional[dict]) -> None:
+    def drop_orphans(self, manifest: Optional[dict], thorough: bool = False) -> None:
         """Removes segment folders no manifest names (left by a crash); call inside writer()."""
         base = os.path.join(self.path, SEGMENTS)
         named = {s["name"] for s in (manifest or {}).get("segments", [])}
