@@ -232,6 +232,12 @@ class Index:
         Returns :class:`Matches`: for each document with at least one indexed document at or
         above the threshold, its position, the best one's id, source and similarity (ties: the
         older segment, then the earlier document). An empty document matches nothing.
+
+        In a dedup run, apply the matches before the chain guard: a matched document is removed
+        with the indexed document as its representative and is not available as a representative
+        of the run's own documents (as if the indexed documents came first in keep order and
+        were all kept). Applied after it, a document removed for a representative that the
+        index then removes would lose its representative (``bench/index_ab.py`` counts these).
         """
         cfg = self.config
         keys = np.ascontiguousarray(keys, dtype=np.uint64)
