@@ -289,3 +289,16 @@ def test_fingerprints_match_their_plain_twin():
     so, sv = neardup.minhash.sort_unique_sets(offsets, raw)
     fo2, fv2 = fingerprints(so, sv, sorted_sets=True)
     assert np.array_equal(fo2, fo) and np.array_equal(fv2, fv)
+
+
+def test_two_processes_adding_to_a_folder_at_once_lose_nothing(tmp_path, split):
+    ix = str(tmp_path / "ix")
+    files = [write_jsonl(str(tmp_path / f"w{w}.jsonl"), split.a_texts[w::2], [f"w{w}-{i}" for i in range(len(split.a_texts[w::2]))])
+             for w in range(2)]
+    procs = [subprocess.Popen(cli("index", "add", ix, f, "--name", f"w{w}", "--id-column", "id", "--batch-size", "20"),
+                              env=env(), stderr=subprocess.PIPE) for w, f in enumerate(files)]
+    for p in procs:
+        assert p.wait(timeout=300) == 0, p.stderr.read().decode()
+    s = Index(ix).stats()
+    assert s["documents"] == len(split.a_texts) and s["segments"] == 2
+    assert s["sources"] == {"w0": len(split.a_texts[0::2]), "w1": len(split.a_texts[1::2])}
