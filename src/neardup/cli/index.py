@@ -115,7 +115,7 @@ def run_query(args) -> int:
     from .. import io as nio
     from ..errors import ConfigError
     from ..index import Index
-    from ..index.core import _documents
+    from ..index.inputs import documents
 
     out = args.output
     if out is not None and not out.endswith((".jsonl", ".parquet")):
@@ -129,7 +129,7 @@ def run_query(args) -> int:
         rejected = 0
 
     rows = {"id": [], "source": [], "matches": []}
-    for texts, ids, source in _documents([Path(p) for p in args.inputs], None, None, args.text_column, args.id_column, args.on_error,
+    for texts, ids, source in documents([Path(p) for p in args.inputs], None, None, args.text_column, args.id_column, args.on_error,
                                          index.config.batch_size, Counter()):
         for doc_id, matches in zip(ids.to_pylist(), index.query(texts, threshold=threshold)):
             rows["id"].append(doc_id)

@@ -5,6 +5,8 @@ atomically switched manifest) or on Redis (``redis://HOST:PORT/DB``), behind one
 :meth:`IndexWriter.add_arrays` are the seam for a pipeline that has hashed its documents already.
 """
 
-from .core import Index, IndexWriter, Match, Matches, PARAM_NAMES
+from .core import Index, Match, Matches
+from .manifest import PARAM_NAMES
+from .writer import IndexWriter
 
 __all__ = ["Index", "IndexWriter", "Match", "Matches", "PARAM_NAMES"]

@@ -13,8 +13,8 @@ is a candidate, P(candidate | J = s) = 1 - (1 - s^r)^b as in a dedup run. Every 
 verified (no anchor: a query compares with each candidate), and a match is a candidate whose
 verified similarity is at least the threshold.
 
-Writes. :class:`IndexWriter` hashes documents into segments and commits them all with one
-manifest switch when it closes without error: an add is all or nothing, whatever kills it.
+Writes. :class:`~.writer.IndexWriter` hashes documents into segments and commits them all
+with one manifest switch when it closes without error: an add is all or nothing, whatever kills it.
 """
 
 from __future__ import annotations
@@ -23,26 +23,22 @@ import dataclasses
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..bands import band_keys
 from ..config import Config
-from ..errors import ConfigError, InputError, StorageError
+from ..errors import ConfigError, StorageError
 from ..hashing import kernel_threads
 from ..minhash import MinHasher
 from ..verify import estimated_jaccard, exact_jaccard
-from .segments import SegmentBuilder, fingerprints, is_empty_signature, new_segment_name, segment_files, merge_segments, \
-    MAX_SEGMENT_BYTES, MAX_SEGMENT_DOCS, STORES
+from . import segments as layout
+from .manifest import check_manifest, empty_manifest, params_of, resolve
+from .segments import fingerprints, is_empty_signature, merge_segments
 from .storage import SegmentReader, Storage, gather_ranges, open_storage
-
-FORMAT = "neardup-index"
-FORMAT_VERSION = 1
-PARAM_NAMES = ("num_perm", "bands", "rows", "ngram", "char_ngrams", "normalize_unicode", "lowercase",
-               "remove_punctuation", "collapse_whitespace", "seed")
+from .writer import IndexWriter, write_entry
 # Candidates taken from one bucket (one band key of one segment): bounds the work a query spends
 # on boilerplate shared by huge numbers of documents; what is cut is counted (``truncated``).
 MAX_BUCKET = 20_000
@@ -84,14 +80,6 @@ class Matches:
                          "similarity": pa.array(self.similarity, pa.float64())})
 
 
-def _params_of(config: Config) -> dict:
-    return {name: getattr(config, name) for name in PARAM_NAMES}
-
-
-def _store_of(config: Config) -> str:
-    return "exact" if config.verify == "exact" else "estimate"
-
-
 class Index:
     """A persistent near-duplicate index in a folder or on Redis (``redis://HOST:PORT/DB``).
 
@@ -122,7 +110,7 @@ class Index:
         manifest = self.storage.read_manifest()
         if manifest is None and must_exist:
             raise StorageError(f"no index at {self.location}")
-        self.config, self.store = _resolve(self.location, manifest, config, options)
+        self.config, self.store = resolve(self.location, manifest, config, options)
         self._manifest = manifest
         self._readers: Dict[str, SegmentReader] = {}
         self._hasher: Optional[MinHasher] = None
@@ -132,7 +120,7 @@ class Index:
     # ------------------------------------------------------------------ state
     @property
     def params(self) -> dict:
-        return _params_of(self.config)
+        return params_of(self.config)
 
     def _refresh(self) -> dict:
         """The committed manifest, read again when the last read is older than ``refresh``
@@ -146,7 +134,7 @@ class Index:
         if manifest is None:
             manifest = self._empty_manifest()
         else:
-            _check_manifest(self.location, manifest, self.config)
+            check_manifest(self.location, manifest, self.config)
         names = {s["name"] for s in manifest["segments"]}
         for gone in set(self._readers) - names:
             del self._readers[gone]
@@ -165,8 +153,7 @@ class Index:
         return out
 
     def _empty_manifest(self) -> dict:
-        return {"format": FORMAT, "version": FORMAT_VERSION, "params": self.params, "store": self.store,
-                "generation": 0, "segments": []}
+        return empty_manifest(self.config, self.store)
 
     @property
     def hasher(self) -> MinHasher:
@@ -395,14 +382,15 @@ class Index:
             manifest = self.storage.read_manifest()
             if manifest is None:
                 raise StorageError(f"no index at {self.location}")
-            _check_manifest(self.location, manifest, self.config)
+            check_manifest(self.location, manifest, self.config)
             self.storage.drop_orphans(manifest, thorough=True)
             old = manifest["segments"]
             groups, group = [], []
             docs = size = 0
             for entry in old:
                 bytes_ = sum(f["bytes"] for f in entry["files"].values())
-                if group and (docs + entry["docs"] > MAX_SEGMENT_DOCS or size + bytes_ > MAX_SEGMENT_BYTES):
+                if group and (docs + entry["docs"] > layout.MAX_SEGMENT_DOCS
+                              or size + bytes_ > layout.MAX_SEGMENT_BYTES):
                     groups.append(group)
                     group, docs, size = [], 0, 0
                 group.append(entry)
@@ -423,7 +411,7 @@ class Index:
                     parts.append({f: np.asarray(reader.array(f)) for f in entry["files"]})
                 arrays, sources = merge_segments(parts, [e["sources"] for e in group], self.store,
                                                  self.config.bands, self.config.num_perm)
-                new_entries.append(_write_entry(self.storage, arrays, sources))
+                new_entries.append(write_entry(self.storage, arrays, sources))
             merged_names = [e["name"] for e in old]
 
             def update(current):
@@ -452,7 +440,7 @@ class Index:
         manifest = self.storage.read_manifest()
         if manifest is None:
             raise StorageError(f"no index at {self.location}")
-        _check_manifest(self.location, manifest, self.config)
+        check_manifest(self.location, manifest, self.config)
         docs = sum(s["docs"] for s in manifest["segments"])
         per_source: Dict[str, int] = {}
         per_file: Dict[str, int] = {}
@@ -481,269 +469,3 @@ class Index:
 
     def __repr__(self) -> str:
         return f"Index({self.location!r})"
-
-
-class IndexWriter:
-    """Adds documents to an index as new segments, committed together by :meth:`close`.
-
-    Use as a context manager: on an exception nothing becomes visible (the written segments
-    are removed), and a process killed at any moment leaves the index as it was.
-    ``result`` holds the counts after the commit.
-    """
-
-    def __init__(self, index: Index):
-        self.index = index
-        self.storage = index.storage
-        self.config = index.config
-        self.entries: List[dict] = []
-        self.builder: Optional[SegmentBuilder] = None
-        self.result: dict = {}
-        self.added = 0
-        self.empty = 0
-        self.rejected = 0
-        self._lock = None
-        self._t0 = time.perf_counter()
-
-    def __enter__(self):
-        self._lock = self.storage.writer()
-        self._lock.__enter__()
-        try:
-            manifest = self.storage.read_manifest()
-            if manifest is not None:
-                _check_manifest(self.index.location, manifest, self.config)
-            self.storage.drop_orphans(manifest)
-        except BaseException as exc:
-            self._lock.__exit__(type(exc), exc, exc.__traceback__)
-            raise
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        try:
-            if exc_type is None:
-                self.commit()
-            else:
-                self.abort()
-        finally:
-            self._lock.__exit__(exc_type, exc, tb)
-        return False
-
-    # ------------------------------------------------------------------ input
-    def add(self, data, ids=None, name=None, *, text_column="text", id_column=None, on_error="fail") -> None:
-        """See :meth:`Index.add`."""
-        for texts, batch_ids, sources in _documents(data, ids, name, text_column, id_column, on_error,
-                                                    self.config.batch_size, self):
-            h = self.index.hash_texts(texts)
-            self._append(h["keys"], h["nonempty"], batch_ids, sources, h["fp_offsets"], h["fp"], h["signatures"])
-
-    def add_arrays(self, keys: np.ndarray, ids, source, *, signatures: Optional[np.ndarray] = None,
-                   shingles: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> None:
-        """Adds documents already hashed with this index's parameters (e.g. a dedup run's kept
-        documents for ``--update-index``). Call it once per batch; the commit is at close.
-
-        keys: (n, bands) uint64 band keys (:func:`neardup.bands.band_keys`).
-        ids: n ids (list of str or a pyarrow string array).
-        source: one source name for all, or n names.
-        signatures: (n, num_perm) uint32; needed by an ``estimate`` index (and, without
-            shingles, to recognise empty documents).
-        shingles: (offsets int64[n+1], uint64 hashes) per document, any order, repeats allowed;
-            needed by an ``exact`` index.
-        """
-        cfg = self.config
-        keys = np.ascontiguousarray(keys, dtype=np.uint64)
-        if keys.ndim != 2 or keys.shape[1] != cfg.bands:
-            raise ConfigError(f"keys must be (documents, {cfg.bands}) uint64 band keys, got shape {keys.shape}")
-        n = len(keys)
-        ids = ids if isinstance(ids, (pa.Array, pa.ChunkedArray)) else pa.array(list(ids), pa.string())
-        if isinstance(ids, pa.ChunkedArray):
-            ids = ids.combine_chunks()
-        if len(ids) != n:
-            raise ConfigError(f"{len(ids)} ids for {n} documents")
-        fp_off = fp = None
-        if shingles is not None:
-            off, hashes = shingles
-            off = np.asarray(off, dtype=np.int64)
-            if len(off) != n + 1:
-                raise ConfigError(f"shingle offsets must have {n + 1} entries, got {len(off)}")
-            fp_off, fp = fingerprints(off - off[0], np.asarray(hashes)[off[0]:off[-1]])
-            nonempty = np.diff(fp_off) > 0
-        elif signatures is not None:
-            nonempty = ~is_empty_signature(signatures)
-        else:
-            raise ConfigError("add_arrays needs shingles (an exact index) or signatures (an estimate index)")
-        if self.index.store == "exact" and fp is None:
-            raise ConfigError(f"index {self.index.location} keeps shingle fingerprints: pass shingles")
-        if self.index.store == "estimate":
-            if signatures is None:
-                raise ConfigError(f"index {self.index.location} keeps signatures: pass signatures")
-            signatures = np.asarray(signatures, dtype=np.uint32)
-            if signatures.shape != (n, cfg.num_perm):
-                raise ConfigError(f"signatures must be ({n}, {cfg.num_perm}) uint32, got {signatures.shape}")
-        self._append(keys, nonempty, ids, source, fp_off, fp, signatures)
-
-    # ------------------------------------------------------------------ segments
-    def _append(self, keys, nonempty, ids, source, fp_off, fp, signatures) -> None:
-        if self.builder is None:
-            self.builder = SegmentBuilder(store=self.index.store, bands=self.config.bands,
-                                          num_perm=self.config.num_perm)
-        b = self.builder
-        n = len(nonempty)
-        if isinstance(source, str):
-            src = np.full(n, b.source_index(source), dtype=np.uint32)
-        else:
-            names = list(source)
-            if len(names) != n:
-                raise ConfigError(f"{len(names)} source names for {n} documents")
-            src = np.array([b.source_index(s) for s in names], dtype=np.uint32)
-        b.append(keys, nonempty, ids, src, fp_offsets=fp_off, fp_values=fp,
-                 signatures=signatures if self.index.store == "estimate" else None)
-        self.added += n
-        self.empty += int(n - nonempty.sum())
-        if b.full():
-            self._flush()
-
-    def _flush(self) -> None:
-        if self.builder is None or self.builder.docs == 0:
-            return
-        b, self.builder = self.builder, None
-        arrays = b.build()
-        counts = np.bincount(arrays["src.u32"].astype(np.int64), minlength=len(b.sources))
-        self.entries.append(_write_entry(self.storage, arrays, b.sources, counts))
-
-    def commit(self) -> None:
-        self._flush()
-        entries = self.entries
-        index = self.index
-
-        def update(current):
-            if current is None:
-                current = index._empty_manifest()
-            else:
-                _check_manifest(index.location, current, self.config)
-            return dict(current, generation=current["generation"] + 1, segments=current["segments"] + entries)
-
-        if entries:
-            try:
-                self.storage.commit(update)
-            except BaseException:
-                self.abort()
-                raise
-            index._manifest_read = -1e18
-        self.result = {"added": self.added, "empty": self.empty, "rejected": self.rejected,
-                       "segments": len(entries), "seconds": round(time.perf_counter() - self._t0, 3)}
-        self.entries = []
-
-    def abort(self) -> None:
-        self.builder = None
-        names = [e["name"] for e in self.entries]
-        self.entries = []
-        try:
-            self.storage.drop_segments(names)
-        except Exception:  # the orphans are removed by the next writer
-            pass
-
-
-def _write_entry(storage: Storage, arrays: Dict[str, np.ndarray], sources: Sequence[str],
-                 counts: Optional[np.ndarray] = None) -> dict:
-    name = new_segment_name()
-    if counts is None:
-        counts = np.bincount(np.asarray(arrays["src.u32"], dtype=np.int64), minlength=len(sources))
-    files = storage.write_segment(name, arrays)
-    return {"name": name, "docs": int(len(arrays["src.u32"])), "sources": list(sources),
-            "source_docs": [int(c) for c in counts], "files": files,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-
-
-# ------------------------------------------------------------------ parameters
-
-def _resolve(location: str, manifest: Optional[dict], config: Optional[Config], options: dict):
-    if config is None:
-        base = Config.from_options(**options)
-        given = set(options) & set(PARAM_NAMES)
-        if "bands" not in given:
-            given -= {"rows"}
-    else:
-        base = config
-        given = set(PARAM_NAMES)
-    if manifest is None:
-        cfg = base.resolved()
-        return cfg, _store_of(cfg)
-    _check_format(location, manifest)
-    params = manifest["params"]
-    if config is not None:
-        base = base.resolved()
-    wanted = {name: getattr(base, name) for name in PARAM_NAMES if name in given}
-    _compare(location, params, wanted)
-    cfg = dataclasses.replace(base, **params)
-    return cfg, manifest["store"]
-
-
-def _check_format(location: str, manifest: dict) -> None:
-    if manifest.get("format") != FORMAT or not isinstance(manifest.get("params"), dict):
-        raise StorageError(f"{location} is not a neardup index (unknown manifest format)")
-    if manifest.get("version") != FORMAT_VERSION:
-        raise StorageError(f"index {location} has format version {manifest.get('version')}; this neardup "
-                           f"reads version {FORMAT_VERSION}")
-    if manifest.get("store") not in STORES or set(manifest["params"]) != set(PARAM_NAMES):
-        raise StorageError(f"corrupt index {location}: its manifest lacks parameters")
-
-
-def _compare(location: str, params: dict, wanted: dict) -> None:
-    diffs = [f"{k} {params[k]!r} (this run: {v!r})" for k, v in wanted.items() if params[k] != v]
-    if diffs:
-        raise ConfigError(f"index {location} was built with other parameters: {', '.join(diffs)}; "
-                          f"use the index's parameters or another index")
-
-
-def _check_manifest(location: str, manifest: dict, config: Config) -> None:
-    _check_format(location, manifest)
-    _compare(location, manifest["params"], _params_of(config))
-
-
-# ------------------------------------------------------------------ reading documents
-
-def _documents(data, ids, name, text_column, id_column, on_error, batch_size, writer) -> Iterator[tuple]:
-    """(texts, ids, source name(s)) batches from any of the inputs :meth:`Index.add` takes."""
-    from .. import io as nio
-    if isinstance(data, (str, os.PathLike)) or (isinstance(data, (list, tuple)) and data
-                                                and all(isinstance(d, os.PathLike) for d in data)):
-        if ids is not None:
-            raise ConfigError("ids are given by id_column (or NAME:ROW) for files, not by ids=")
-        sources = nio.discover(data if isinstance(data, (list, tuple)) else [data])
-        yield from _source_batches(sources, name, text_column, id_column, on_error, batch_size, writer)
-        return
-    if isinstance(data, (list, tuple, pa.Array, pa.ChunkedArray)) or type(data).__name__ == "Series":
-        texts = data if isinstance(data, (pa.Array, pa.ChunkedArray)) else pa.array(list(data), pa.large_string())
-        n = len(texts)
-        if ids is None:
-            id_arr = pa.array([str(i) for i in range(n)], pa.string())
-        else:
-            id_arr = ids if isinstance(ids, (pa.Array, pa.ChunkedArray)) else pa.array([str(i) for i in ids], pa.string())
-            if len(id_arr) != n:
-                raise ConfigError(f"{len(id_arr)} ids for {n} texts")
-        for start in range(0, n, batch_size):
-            yield texts[start:start + batch_size], id_arr[start:start + batch_size], name or "<texts>"
-        return
-    try:
-        src = nio.table_source(data, name=name or "<table>")
-    except TypeError:
-        raise ConfigError(f"cannot add a {type(data).__name__}: give paths, texts or a table") from None
-    if ids is not None:
-        raise ConfigError("a table's ids come from id_column, not from ids=")
-    yield from _source_batches([src], name, text_column, id_column, on_error, batch_size, writer)
-
-
-def _source_batches(sources, name, text_column, id_column, on_error, batch_size, writer):
-    from .. import io as nio
-    for si, src in enumerate(sources):
-        for batch in nio.read_source(src, si, text_column=text_column, id_column=id_column,
-                                     on_error=on_error, batch_size=batch_size):
-            writer.rejected += len(batch.rejected)
-            if len(batch.rows) == 0:
-                continue
-            if batch.ids is not None:
-                batch_ids = batch.ids.cast(pa.string())
-            elif src.format in ("text",):
-                batch_ids = pa.array([src.name] * len(batch.rows), pa.string())
-            else:
-                batch_ids = pc.binary_join_element_wise(src.name + ":", pa.array(batch.rows).cast(pa.string()), "")
-            yield batch.text, batch_ids, name or src.name
