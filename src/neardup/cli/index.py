@@ -23,7 +23,8 @@ def register(sub) -> None:
                     "Each add writes new immutable segments and switches the manifest atomically: an "
                     "add is all or nothing, even if the process is killed.",
         formatter_class=HelpFormatter)
-    sub2 = p.add_subparsers(dest="index_command", metavar="ACTION")
+    sub2 = p.add_subparsers(dest="index_command", metavar="ACTION",
+                            help="add, query, stats or compact; 'neardup index ACTION --help' for each")
     sub2.required = True
 
     a = sub2.add_parser("add", help="add documents (creates the index if needed)",
@@ -70,11 +71,16 @@ def register(sub) -> None:
     q.set_defaults(func=run_query)
 
     s = sub2.add_parser("stats", help="documents, segments, sources, bytes per document, parameters",
+                        description="Print, as JSON, what an index holds: documents, segments, documents "
+                                    "per source, bytes in all, per document and per file, and its parameters.",
                         formatter_class=HelpFormatter)
     s.add_argument("index", metavar="INDEX", help=INDEX_HELP)
     s.set_defaults(func=run_stats)
 
     c = sub2.add_parser("compact", help="merge the segments (queries answer the same afterwards)",
+                        description="Merge an index's segments into as few as the size bounds allow (one per "
+                                    "million documents), keeping the documents' order, so that every query "
+                                    "answers exactly as before. Safe while others query.",
                         formatter_class=HelpFormatter)
     c.add_argument("index", metavar="INDEX", help=INDEX_HELP)
     c.set_defaults(func=run_compact)
