@@ -190,12 +190,15 @@ class Index:
         threshold = self._threshold(threshold)
         h = self.hash_texts(texts)
         n = len(h["nonempty"])
-        with kernel_threads(1 if n <= SMALL_BATCH else self.config.workers):
-            qdoc, seg, cdoc, sim, _, _ = self._verified(h["keys"], h["signatures"], h["nonempty"],
-                                                        h["fp_offsets"], h["fp"], threshold)
-        order = np.lexsort((cdoc, seg, -sim, qdoc))
-        qdoc, seg, cdoc, sim = qdoc[order], seg[order], cdoc[order], sim[order]
-        ids, sources = self._describe(seg, cdoc)
+        def run():
+            with kernel_threads(1 if n <= SMALL_BATCH else self.config.workers):
+                qdoc, seg, cdoc, sim, _, _ = self._verified(h["keys"], h["signatures"], h["nonempty"],
+                                                            h["fp_offsets"], h["fp"], threshold)
+            order = np.lexsort((cdoc, seg, -sim, qdoc))
+            qdoc, seg, cdoc, sim = qdoc[order], seg[order], cdoc[order], sim[order]
+            return qdoc, sim, self._describe(seg, cdoc)
+
+        qdoc, sim, (ids, sources) = self._once_more_if_compacted(run)
         out: List[List[Match]] = [[] for _ in range(n)]
         for q, i, s, v in zip(qdoc.tolist(), ids, sources, sim.tolist()):
             out[q].append(Match(i, s, v))
@@ -252,16 +255,35 @@ class Index:
                               f"(run with verify='exact')")
         if self.store == "estimate" and signatures is None:
             raise ConfigError(f"index {self.location} verifies by signatures: pass signatures")
-        with kernel_threads(1 if n <= SMALL_BATCH else cfg.workers):
-            qdoc, seg, cdoc, sim, candidates, truncated = self._verified(
-                keys, signatures, nonempty, fp_off, fp, self._threshold(threshold))
-        order = np.lexsort((cdoc, seg, -sim, qdoc))
-        first = np.ones(len(order), dtype=bool)
-        first[1:] = qdoc[order][1:] != qdoc[order][:-1]
-        best = order[first]
-        ids, sources = self._describe(seg[best], cdoc[best])
+        threshold = self._threshold(threshold)
+
+        def run():
+            with kernel_threads(1 if n <= SMALL_BATCH else cfg.workers):
+                qdoc, seg, cdoc, sim, candidates, truncated = self._verified(
+                    keys, signatures, nonempty, fp_off, fp, threshold)
+            order = np.lexsort((cdoc, seg, -sim, qdoc))
+            first = np.ones(len(order), dtype=bool)
+            first[1:] = qdoc[order][1:] != qdoc[order][:-1]
+            best = order[first]
+            return qdoc, seg, cdoc, sim, candidates, truncated, best, self._describe(seg[best], cdoc[best])
+
+        qdoc, seg, cdoc, sim, candidates, truncated, best, (ids, sources) = self._once_more_if_compacted(run)
         return Matches(doc=qdoc[best], id=pa.array(ids, pa.string()), source=pa.array(sources, pa.string()),
                        similarity=sim[best], candidates=candidates, truncated=truncated)
+
+    def _once_more_if_compacted(self, run):
+        """Runs a lookup; if a segment it read was removed meanwhile (a compaction by another
+        process), reads the manifest again and runs it once more."""
+        try:
+            return run()
+        except StorageError:
+            before = [e["name"] for e in (self._manifest or {}).get("segments", [])]
+            self._manifest_read = -1e18
+            self._readers.clear()
+            after = [e["name"] for e in self._refresh()["segments"]]
+            if after == before:
+                raise
+            return run()
 
     def _threshold(self, threshold: Optional[float]) -> float:
         if threshold is None:

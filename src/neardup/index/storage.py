@@ -137,6 +137,9 @@ def _write_file(path: str, data) -> None:
 
 
 class FolderSegment(SegmentReader):
+    """Every file memory-mapped at once: a compaction that deletes the segment later cannot pull
+    the data from under a reader (the maps keep the files alive until the reader lets go)."""
+
     def __init__(self, folder: str, entry: dict, where: str):
         self.folder = folder
         self.arrays: Dict[str, np.ndarray] = {}
@@ -144,6 +147,9 @@ class FolderSegment(SegmentReader):
             path = os.path.join(folder, file)
             try:
                 size = os.path.getsize(path)
+                if size == info["bytes"]:
+                    dtype = FILE_DTYPES[file]
+                    self.arrays[file] = np.memmap(path, dtype=dtype, mode="r") if size else np.zeros(0, dtype)
             except OSError:
                 raise StorageError(f"corrupt index {where}: segment {entry['name']} has lost its file "
                                    f"{file}") from None
@@ -152,19 +158,10 @@ class FolderSegment(SegmentReader):
                                    f"bytes, the manifest says {info['bytes']}")
 
     def array(self, file: str) -> np.ndarray:
-        arr = self.arrays.get(file)
-        if arr is None:
-            path = os.path.join(self.folder, file)
-            dtype = FILE_DTYPES[file]
-            if os.path.getsize(path) == 0:
-                arr = np.zeros(0, dtype=dtype)
-            else:
-                arr = np.memmap(path, dtype=dtype, mode="r")
-            self.arrays[file] = arr
-        return arr
+        return self.arrays[file]
 
     def ranges(self, file, starts, stops):
-        return gather_ranges(self.array(file), starts, stops)
+        return gather_ranges(self.arrays[file], starts, stops)
 
 
 class FolderStorage(Storage):
