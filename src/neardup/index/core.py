@@ -190,6 +190,7 @@ class Index:
         threshold = self._threshold(threshold)
         h = self.hash_texts(texts)
         n = len(h["nonempty"])
+
         def run():
             with kernel_threads(1 if n <= SMALL_BATCH else self.config.workers):
                 qdoc, seg, cdoc, sim, _, _ = self._verified(h["keys"], h["signatures"], h["nonempty"],
@@ -331,20 +332,21 @@ class Index:
         return tuple(np.concatenate(p) for p in out) + (candidates, truncated)
 
     def _similarity(self, reader: SegmentReader, q, c, signatures, fp_off, fp) -> np.ndarray:
-        ucd, inv = np.unique(c, return_inverse=True)
+        """Similarity of each pair (query document q[i], indexed document c[i]): the query side
+        and the indexed side of the chunk's distinct documents side by side in one CSR."""
+        uq, qinv = np.unique(q, return_inverse=True)
+        ucd, cinv = np.unique(c, return_inverse=True)
         if self.store == "exact":
+            qvals, qlen = gather_ranges(fp, fp_off[uq], fp_off[uq + 1])
             fpoff = reader.array("fpoff.i64")
-            values, lengths = reader.ranges("fp.u32", fpoff[ucd], fpoff[ucd + 1])
-            nq = len(fp_off) - 1
-            offsets = np.empty(nq + len(ucd) + 1, dtype=np.int64)
-            offsets[:nq + 1] = fp_off
-            np.cumsum(lengths, out=offsets[nq + 1:])
-            offsets[nq + 1:] += fp_off[-1]
-            return exact_jaccard(offsets, np.concatenate([fp, values]), q, nq + inv)
+            cvals, clen = reader.ranges("fp.u32", fpoff[ucd], fpoff[ucd + 1])
+            offsets = np.zeros(len(uq) + len(ucd) + 1, dtype=np.int64)
+            np.cumsum(np.concatenate([qlen, clen]), out=offsets[1:])
+            return exact_jaccard(offsets, np.concatenate([qvals, cvals]), qinv, len(uq) + cinv)
         k = self.config.num_perm
-        values, _ = reader.ranges("sig.u32", ucd * k, ucd * k + k)
-        sigs = np.concatenate([signatures, values.reshape(-1, k)])
-        return estimated_jaccard(sigs, q, len(signatures) + inv)
+        cvals, _ = reader.ranges("sig.u32", ucd * k, ucd * k + k)
+        sigs = np.concatenate([signatures[uq], cvals.reshape(-1, k)])
+        return estimated_jaccard(sigs, qinv, len(uq) + cinv)
 
     def _describe(self, seg: np.ndarray, cdoc: np.ndarray) -> Tuple[List[str], List[str]]:
         """Ids and source names of documents given as (segment number, position)."""
