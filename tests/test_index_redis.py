@@ -179,3 +179,14 @@ def test_kill_9_before_the_commit_leaves_the_redis_index_as_before(url, split, t
     assert idx.stats()["sources"] == {"A": 100, "B": len(split.b_texts)}
     res = idx.query(split.b_texts)
     assert all(sum(1 for m in r if m.id == i and m.source == "B") == 1 for r, i in zip(res, split.b_ids))
+
+
+def test_prefixes_keep_indexes_apart_in_one_database(url, split):
+    Index(url + "?prefix=one:").add(split.a_texts[:20], name="one")
+    Index(url + "?prefix=two:", ngram=3).add(split.a_texts[20:50], name="two")
+    assert Index(url + "?prefix=one:").stats()["sources"] == {"one": 20}
+    two = Index(url + "?prefix=two:")
+    assert two.stats()["sources"] == {"two": 30} and two.params["ngram"] == 3
+    assert Index(url + "?prefix=one:").query(split.a_texts[20:21]) == [[]]
+    with pytest.raises(Exception, match="no index at"):
+        Index(url, must_exist=True)  # the default prefix holds nothing here
