@@ -177,10 +177,9 @@ class RedisStorage(Storage):
 
     @_redis_errors
     def drop_segments(self, names: Iterable[str]) -> None:
-        for name in names:
-            keys = list(self.client.scan_iter(match=self.segment_key(name, "*"), count=1000))
-            if keys:
-                self.client.delete(*keys)
+        keys = [self.segment_key(name, file) for name in names for file in FILE_DTYPES]
+        for start in range(0, len(keys), 1000):
+            self.client.delete(*keys[start:start + 1000])
 
     @_redis_errors
     def drop_orphans(self, manifest: Optional[dict], thorough: bool = False) -> None:
