@@ -102,8 +102,8 @@ def check_output_folder(output: str) -> None:
         raise ConfigError(f"output {output!r} exists and is not a folder")
     if os.path.isdir(output):
         entries = [e for e in os.listdir(output) if not e.startswith(".")]
-        ours = {"kept", "removed.parquet", "clusters.parquet", "rejected.parquet", "stats.json", "report.html",
-                "texts_sample.parquet"}
+        from .stages.write import OUTPUT_FILES
+        ours = set(OUTPUT_FILES)
         foreign = [e for e in entries if e not in ours]
         if foreign:
             raise ConfigError(f"output folder {output!r} holds other files ({', '.join(sorted(foreign)[:3])}); "
@@ -112,10 +112,10 @@ def check_output_folder(output: str) -> None:
 
 def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Optional[str] = None,
         resume: bool = False, quiet: bool = True, keep_work: Optional[bool] = None):
-    """Runs a resolved config over discovered sources with the configured engine; returns the
-    run's context (``.stats`` as written to stats.json)."""
-    from .engines.local import RunContext, run_local
-    from .engines.workdir import WorkDir, fingerprint
+    """Runs a resolved config over discovered sources with the configured engine, then writes
+    report.html; returns the run's context (``.stats`` as written to stats.json)."""
+    from .stages import RunContext
+    from .stages.layout import WorkDir, fingerprint
 
     check_output_folder(output)
     explicit_work = work_dir is not None
@@ -132,6 +132,7 @@ def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Opt
             raise ConfigError(f"the Ray engine needs Ray: pip install 'neardup[ray]' ({exc})") from None
         ctx.stats = run_ray(ctx)
     else:
+        from .engines.local import run_local
         # --workers bounds Arrow's threads (JSON parsing, compute) as well as the kernels'
         previous = pa.cpu_count()
         if config.workers:
@@ -140,6 +141,8 @@ def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Opt
             ctx.stats = run_local(ctx)
         finally:
             pa.set_cpu_count(previous)
+    from .report import write_report
+    write_report(output)
     if not keep_work:
         work.remove()
     return ctx
