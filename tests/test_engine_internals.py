@@ -65,7 +65,7 @@ def test_doc_store_reads_back_each_documents_data(tmp_path):
         blocks = plan_blocks(sources, block_bytes=1)  # one file per block
         assert blocks == [[0], [1], [2]]
         for b, members in enumerate(blocks):
-            read_block(work, cfg, sources, b, members)
+            read_block(work.path, cfg, sources, b, members)
         corpus = Corpus(work, cfg, blocks)
         store = DocStore(work.path, corpus.block_start, cfg.num_perm)
         file_texts = [(tmp_path / f"f{i}.txt").read_text() for i in range(3)]

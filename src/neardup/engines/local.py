@@ -79,7 +79,7 @@ def stage_read(ctx: RunContext) -> dict:
     with bar("read + signatures", total=None if ctx.quiet else estimate_documents(ctx.sources),
              quiet=ctx.quiet) as progress:
         for b in todo:
-            n += read_block(ctx.work, ctx.config, ctx.sources, b, blocks[b], progress=progress.update)["documents"]
+            n += read_block(ctx.work.path, ctx.config, ctx.sources, b, blocks[b], progress=progress.update)["documents"]
         progress.total = n  # the estimate is replaced by the true count
         progress.refresh()
     return finish_read(ctx, blocks, len(todo), _all_ids)
@@ -101,7 +101,6 @@ def stage_pairs(ctx: RunContext) -> dict:
         pairs, candidates = distinct_pairs(checked)
         progress.update(1)
     write_parquet(pairs.cast(PAIRS_SCHEMA), ctx.work.part_path("pairs", 0))
-    ctx.ran["pairs"] = 1
     return {**counts, "candidate_pairs": candidates, "verified_pairs": pairs.num_rows}
 
 
@@ -122,7 +121,6 @@ def stage_clusters(ctx: RunContext) -> dict:
     members, counts = select_partition(docs, attrs, user_ids, left, right, pairs.column("similarity").to_numpy(),
                                        cfg, ctx.sources)
     write_parquet(members, ctx.work.part_path("clusters", 0))
-    ctx.ran["clusters"] = 1
     return counts
 
 

@@ -41,7 +41,6 @@ class RunContext:
     seconds: Dict[str, float] = field(default_factory=dict)
     table_kept_rows: Dict[int, np.ndarray] = field(default_factory=dict)  # in-memory sources
     stats: Optional[dict] = None
-    ran: Dict[str, int] = field(default_factory=dict)  # partitions each stage ran in this call
 
 
 def run_stages(ctx: RunContext, stage_funcs: Dict[str, Callable[[], dict]]) -> dict:
@@ -91,7 +90,6 @@ def finish_read(ctx: RunContext, blocks: Sequence[Sequence[int]], blocks_read: i
     if rejected_docs:
         counts = store.columns(np.array([d[0] for d in rejected_docs], np.int64), ["count"])["count"]
         empty_rejected = int((counts == 0).sum())
-    ctx.ran["read"] = blocks_read
     return {"documents": corpus.n, "blocks": len(blocks), "blocks_read": blocks_read,
             "per_source": corpus.per_source(len(ctx.sources)), "rejected_records": len(records),
             "rejected_documents": rejected_docs,

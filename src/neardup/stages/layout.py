@@ -74,9 +74,11 @@ def fingerprint(config, sources) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def plan_blocks(sources: Sequence, block_bytes: int = BLOCK_BYTES) -> List[List[int]]:
-    """Runs of consecutive sources of about ``block_bytes`` of input each (a source is never
-    split). The plan depends on the inputs only, so that every engine cuts the same blocks."""
+def plan_blocks(sources: Sequence, block_bytes: Optional[int] = None) -> List[List[int]]:
+    """Runs of consecutive sources of about ``block_bytes`` (default BLOCK_BYTES) of input each
+    (a source is never split). The plan depends on the inputs only, so that every engine cuts the
+    same blocks."""
+    block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
     blocks: List[List[int]] = []
     acc = 0
     for si, s in enumerate(sources):
@@ -87,6 +89,10 @@ def plan_blocks(sources: Sequence, block_bytes: int = BLOCK_BYTES) -> List[List[
         blocks[-1].append(si)
         acc += size
     return blocks
+
+
+def block_path(work_path: str, block: int, ext: str) -> str:
+    return os.path.join(work_path, "read", f"block-{block:06d}.{ext}")
 
 
 def write_json(path: str, value) -> None:
@@ -148,7 +154,7 @@ class WorkDir:
     # -- the read stage's blocks
 
     def block_path(self, block: int, ext: str) -> str:
-        return os.path.join(self.path, "read", f"block-{block:06d}.{ext}")
+        return block_path(self.path, block, ext)
 
     def plan(self, sources: Sequence) -> List[List[int]]:
         """The read plan: made and kept on the first call, read back on a resumed run."""

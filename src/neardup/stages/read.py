@@ -23,7 +23,7 @@ from ..bands import band_keys
 from ..errors import InputError, NeardupError
 from ..minhash import MinHasher, Scratch
 from ..progress import check_interrupt
-from .layout import WorkDir, docs_schema, numpy_fixed_binary, write_json
+from .layout import block_path, docs_schema, numpy_fixed_binary, write_json
 
 
 def place(src: nio.Source, row: Optional[int]) -> str:
@@ -109,7 +109,7 @@ class _Writer:
             raise self._error
 
 
-def read_block(work: WorkDir, config, sources: Sequence[nio.Source], block: int, members: Sequence[int],
+def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int, members: Sequence[int],
                progress: Optional[Callable[[int], None]] = None) -> dict:
     """Reads the sources ``members`` (indices into ``sources``) as block ``block``; returns its
     summary: documents, documents per source, empty documents (no shingles), rejected records
@@ -118,8 +118,8 @@ def read_block(work: WorkDir, config, sources: Sequence[nio.Source], block: int,
     hasher = MinHasher.from_config(config)
     scratch = Scratch()
     schema = docs_schema(config)
-    arrow_path = work.block_path(block, "arrow")
-    big_path = work.block_path(block, "sh" if exact else "sig")
+    arrow_path = block_path(work_path, block, "arrow")
+    big_path = block_path(work_path, block, "sh" if exact else "sig")
     os.makedirs(os.path.dirname(arrow_path), exist_ok=True)
     writer = pa.ipc.new_file(arrow_path + ".tmp", schema)
     big = _Writer(big_path + ".tmp")
@@ -164,7 +164,7 @@ def read_block(work: WorkDir, config, sources: Sequence[nio.Source], block: int,
         big.close()
     os.replace(arrow_path + ".tmp", arrow_path)
     os.replace(big_path + ".tmp", big_path)
-    write_json(work.block_path(block, "json"), summary)
+    write_json(block_path(work_path, block, "json"), summary)
     return summary
 
 
@@ -213,7 +213,13 @@ class DocStore:
         self._count_offsets: Dict[int, np.ndarray] = {}
 
     def _path(self, block: int, ext: str) -> str:
-        return os.path.join(self.work_path, "read", f"block-{block:06d}.{ext}")
+        return block_path(self.work_path, block, ext)
+
+    def source_rows(self, block: int, si: int) -> np.ndarray:
+        """The rows of source ``si``'s documents (it lies whole in ``block``), in file order."""
+        t = self.table(block, ["source", "row"])
+        mask = t.column("source").to_numpy() == si
+        return t.column("row").to_numpy()[mask]
 
     def _by_block(self, docs: np.ndarray):
         docs = np.asarray(docs, dtype=np.int64)
