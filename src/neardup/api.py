@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Union
 
@@ -133,19 +135,39 @@ def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Opt
         ctx.stats = run_ray(ctx)
     else:
         from .engines.local import run_local
-        # --workers bounds Arrow's threads (JSON parsing, compute) as well as the kernels'
-        previous = pa.cpu_count()
-        if config.workers:
-            pa.set_cpu_count(config.workers)
-        try:
+        with _arrow_threads(config.workers):
             ctx.stats = run_local(ctx)
-        finally:
-            pa.set_cpu_count(previous)
     from .report import write_report
     write_report(output)
     if not keep_work:
         work.remove()
     return ctx
+
+
+_arrow_lock = threading.Lock()
+_arrow_users = [0, None]  # runs inside _arrow_threads, Arrow's CPU count before the first
+
+
+@contextmanager
+def _arrow_threads(workers: Optional[int]):
+    """--workers bounds Arrow's thread pool (JSON parsing, compute) as well as the kernels'.
+    The pool is global to the process: the count found before the first of several concurrent
+    runs is the one restored after the last."""
+    if not workers:
+        yield
+        return
+    with _arrow_lock:
+        if _arrow_users[0] == 0:
+            _arrow_users[1] = pa.cpu_count()
+        _arrow_users[0] += 1
+        pa.set_cpu_count(workers)
+    try:
+        yield
+    finally:
+        with _arrow_lock:
+            _arrow_users[0] -= 1
+            if _arrow_users[0] == 0:
+                pa.set_cpu_count(_arrow_users[1])
 
 
 def _result(kind, table, source, ctx, output) -> DedupResult:
