@@ -47,11 +47,7 @@ from .params import (candidate_probability, choose_params, false_negative_area, 
                      false_positive_area, midpoint)
 
 
-def dedup(source, output=None, **options):
-    """Removes near-duplicates; see :func:`neardup.api.dedup`."""
-    from .api import dedup as _dedup
-    return _dedup(source, output, **options)
+from .api import DedupResult, dedup  # noqa: E402
 
-
-__all__ = ["dedup", "Config", "MinHasher", "NeardupError", "ConfigError", "InputError",
+__all__ = ["dedup", "DedupResult", "Config", "MinHasher", "NeardupError", "ConfigError", "InputError",
            "candidate_probability", "midpoint", "false_positive_area", "false_negative_area", "choose_params"]

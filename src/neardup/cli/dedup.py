@@ -62,6 +62,8 @@ def register(sub) -> None:
                    help="with --engine ray: address of a running cluster (default: start a local Ray instance)")
     g.add_argument("--work-dir", default=None,
                    help="folder for stage files (default: OUTPUT/.neardup-work, removed after success)")
+    g.add_argument("--overwrite", action="store_true",
+                   help="replace the results of an earlier run in --output (without it such a folder is refused)")
     g.add_argument("--resume", action="store_true",
                    help="continue an interrupted run from its last finished stage (same inputs and options)")
     g.add_argument("--quiet", "-q", action="store_true", help="no progress bars and no summary")
@@ -77,7 +79,7 @@ CONFIG_ARGS = ("threshold", "num_perm", "bands", "rows", "min_recall", "ngram", 
 def run_dedup(args) -> int:
     from ..api import dedup, format_summary
     options = {k: getattr(args, k) for k in CONFIG_ARGS}
-    result = dedup(args.inputs, output=args.output, work_dir=args.work_dir, resume=args.resume,
+    result = dedup(args.inputs, output=args.output, work_dir=args.work_dir, resume=args.resume, overwrite=args.overwrite,
                    quiet=args.quiet, **options)
     if not args.quiet:
         print(format_summary(result.stats, result.output), file=sys.stderr)
