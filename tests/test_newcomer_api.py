@@ -110,3 +110,16 @@ def test_13_8_help_of_dedup_documents_every_option():
     for name in ("threshold", "num_perm", "verify", "keep", "text_column", "id_column", "on_error", "engine",
                  "overwrite", "output"):
         assert name in doc
+
+
+def test_13_3_an_id_field_is_the_id_unless_told_otherwise(tmp_path):
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"id": f"doc{i}", "text": t}) + "\n"
+                                              for i, t in enumerate(TEXTS)))
+    result = neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out"))
+    assert result.removed.column("id").to_pylist() == ["doc1", "doc3"]
+    assert result.stats["params"]["id_column"] == "id"
+    # without an id field: FILE:LINE, lines counted from 1 as in the error messages
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
+    result = neardup.dedup(str(tmp_path / "d.jsonl"), output=str(tmp_path / "out2"))
+    assert result.removed.column("id").to_pylist() == [f"{tmp_path / 'd.jsonl'}:2", f"{tmp_path / 'd.jsonl'}:4"]
+    assert result.removed.column("row").to_pylist() == [1, 3]

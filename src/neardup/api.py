@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 import threading
@@ -154,6 +155,8 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
     kind, tables = _in_memory(source)
     if kind in ("pandas", "texts") and id_column is None:
         options["id_column"] = INDEX_ID_COLUMN
+    elif kind is not None and id_column is None and all("id" in t.column_names for t in tables.values()):
+        options["id_column"] = "id"
     config = Config.from_options(**options).resolved()
     if kind is not None:
         if sum(t.num_rows for t in tables.values()) == 0:
@@ -170,6 +173,8 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
         if not inputs:
             raise ConfigError("no input given")
         sources = nio.discover(inputs)
+        if id_column is None and _every_record_has_an_id(sources):
+            config = dataclasses.replace(config, id_column="id")
     temporary = output is None
     if temporary:
         output = tempfile.mkdtemp(prefix="neardup-")
@@ -186,6 +191,33 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
     if temporary and kind is not None:
         result.output = None
     return result
+
+
+def _every_record_has_an_id(sources: List[nio.Source]) -> bool:
+    """Whether the inputs carry their own ids: every JSONL or Parquet file has an ``id`` field in
+    its first record or its schema (text files have none). Then ``id`` is the id column unless
+    ``id_column`` says otherwise."""
+    import json
+
+    if not sources:
+        return False
+    for s in sources:
+        try:
+            if s.format == "parquet":
+                if "id" not in pq.ParquetFile(s.path).schema_arrow.names:
+                    return False
+            elif s.format == "jsonl":
+                with pa.input_stream(s.path, compression=s.compression) as f:
+                    head = f.read(1 << 20)
+                first = next((line for line in head.split(b"\n") if line.strip()), b"")
+                record = json.loads(first)
+                if not isinstance(record, dict) or "id" not in record:
+                    return False
+            else:
+                return False
+        except (OSError, ValueError, pa.ArrowException):  # unreadable: the reader will say so
+            return False
+    return True
 
 
 def _outside(sources: List[nio.Source], output: str, work_dir: Optional[str]) -> List[nio.Source]:
