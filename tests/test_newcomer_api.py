@@ -123,3 +123,13 @@ def test_13_3_an_id_field_is_the_id_unless_told_otherwise(tmp_path):
     result = neardup.dedup(str(tmp_path / "d.jsonl"), output=str(tmp_path / "out2"))
     assert result.removed.column("id").to_pylist() == [f"{tmp_path / 'd.jsonl'}:2", f"{tmp_path / 'd.jsonl'}:4"]
     assert result.removed.column("row").to_pylist() == [1, 3]
+
+
+def test_13_3_an_id_field_with_repeats_falls_back_to_positions(tmp_path):
+    """The id field was not asked for: repeated values there are no error, ids become FILE:LINE."""
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"id": "same", "text": t}) + "\n" for t in TEXTS))
+    result = neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out"))
+    assert result.removed.column("id").to_pylist() == [f"{tmp_path / 'c.jsonl'}:2", f"{tmp_path / 'c.jsonl'}:4"]
+    assert result.stats["params"]["id_column"] is None and result.stats["counts"]["rejected"] == 0
+    with pytest.raises(neardup.InputError, match="duplicate id"):  # asked for: repeats are an error
+        neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out2"), id_column="id")

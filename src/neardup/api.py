@@ -156,7 +156,7 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
     if kind in ("pandas", "texts") and id_column is None:
         options["id_column"] = INDEX_ID_COLUMN
     elif kind is not None and id_column is None and all("id" in t.column_names for t in tables.values()):
-        options["id_column"] = "id"
+        options.update(id_column="id", id_column_auto=True)
     config = Config.from_options(**options).resolved()
     if kind is not None:
         if sum(t.num_rows for t in tables.values()) == 0:
@@ -174,7 +174,7 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
             raise ConfigError("no input given")
         sources = nio.discover(inputs)
         if id_column is None and _every_record_has_an_id(sources):
-            config = dataclasses.replace(config, id_column="id")
+            config = dataclasses.replace(config, id_column="id", id_column_auto=True)
     temporary = output is None
     if temporary:
         output = tempfile.mkdtemp(prefix="neardup-")

@@ -48,6 +48,8 @@ class Config:
         keep: ``first`` (input order), ``longest`` or ``score:COLUMN`` (highest score).
     I/O
         text_column, id_column: field names in JSONL / Parquet input.
+        id_column_auto: set by the API when it took ``id`` as the id column because every input
+            has that field; repeated ids then fall back to positional ids instead of failing.
         on_error: ``fail`` stops at the first bad record, ``skip`` records it in rejected.parquet.
         output_format: ``same`` as the input, or ``jsonl`` / ``parquet``.
         batch_size: documents per batch streamed through the kernels.
@@ -73,6 +75,7 @@ class Config:
     keep: str = "first"
     text_column: str = "text"
     id_column: Optional[str] = None
+    id_column_auto: bool = False
     on_error: str = "fail"
     output_format: str = "same"
     batch_size: int = 8192
