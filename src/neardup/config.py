@@ -38,8 +38,9 @@ class Config:
             ``delete`` deletes it inside the word (``well-known`` -> ``wellknown``), ``keep``
             makes each mark a token. With ``char_ngrams``, ``split`` and ``delete`` both delete it.
         remove_punctuation: the old spelling, accepted when constructing: True means
-            ``punctuation="delete"``, False ``punctuation="keep"``. Read back, it is True
-            exactly when punctuation is ``delete``.
+            ``punctuation="delete"``, False ``punctuation="keep"``. It is not stored (read back,
+            it is None, which is also what keeps ``dataclasses.replace`` right): read
+            ``punctuation``.
         collapse_whitespace: for character n-grams, turn each run of white space into one space.
     MinHash and LSH
         num_perm: signature length k.
@@ -158,14 +159,6 @@ class Config:
         if unknown:
             raise ConfigError(f"unknown option(s): {', '.join(unknown)}; allowed: {', '.join(sorted(names))}")
         return cls(**options)
-
-
-# The old spelling read back (the engines' stats.json still print it): True exactly under "delete".
-# Set after the class is made so that the dataclass keeps ``remove_punctuation`` as an init-only
-# argument whose default is None.
-Config.remove_punctuation = property(  # type: ignore[assignment]
-    lambda self: self.punctuation == "delete",
-    doc="True when punctuation is deleted (the old spelling of punctuation='delete').")
 
 
 def default_workers(workers: Optional[int] = None) -> int:
