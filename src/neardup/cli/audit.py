@@ -45,7 +45,7 @@ def register(sub) -> None:
     p.add_argument("--punctuation", choices=("split", "delete", "keep"), default="split",
                    help="what punctuation does to words (as 'neardup dedup --punctuation')")
     p.add_argument("--keep-punctuation", dest="punctuation", action="store_const", const="keep",
-                   help=argparse.SUPPRESS)  # the old spelling of --punctuation keep
+                   help="the old spelling of --punctuation keep")
     p.add_argument("--keep-whitespace", dest="collapse_whitespace", action="store_false",
                    help="with --char-ngrams: keep every white-space character (as 'neardup dedup "
                         "--keep-whitespace')")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from .formatting import HelpFormatter
@@ -38,7 +37,7 @@ def register(sub) -> None:
                    help="what punctuation does to words: split them like white space (well-known -> well known), "
                         "be deleted inside them (well-known -> wellknown), or be kept, each mark a token")
     g.add_argument("--keep-punctuation", dest="punctuation", action="store_const", const="keep",
-                   help=argparse.SUPPRESS)  # the old spelling of --punctuation keep
+                   help="the old spelling of --punctuation keep")
     g.add_argument("--keep-whitespace", dest="collapse_whitespace", action="store_false",
                    help="with --char-ngrams: keep every white-space character instead of collapsing runs to one space")
     g.add_argument("--verify", choices=["exact", "estimate", "none"], default="exact",
