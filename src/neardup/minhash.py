@@ -261,7 +261,9 @@ class MinHasher:
     ((1, 128), dtype('uint32'))
 
     ``texts`` may be a list of str, a pyarrow string / large_string (chunked) array or a pandas
-    Series. See :mod:`neardup.shingles` for what a word and a shingle are.
+    Series. See :mod:`neardup.shingles` for what a word and a shingle are; ``punctuation`` is
+    ``split`` (default: punctuation ends a word), ``delete`` or ``keep``, and
+    ``remove_punctuation`` its old spelling (True = ``delete``, False = ``keep``).
     """
 
     def __init__(self, num_perm: int = 128, ngram: int = 5, seed: int = 42, *, char_ngrams: bool = False,
