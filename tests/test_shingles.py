@@ -29,6 +29,7 @@ SPECIAL = [
     ".", ",", "'", "\u2019", "!", "?", "-", "\u2014", "_", "\u00bf", "\u00ab", "\u00bb", "(", ")", "\u3002",
     "$", "\u20ac", "+", "=", "^", "`", "~", "\u00a9",
     "a", "b", "c", "A", "B", "Z", "0", "1", "9", "\u00e9", "\u0436", "\ue000", "\U0010fffd",
+    "\ufffd", "\u0378", "\U000e0080",   # not text: replacement character, unassigned code points
 ]
 
 chars = st.one_of(st.sampled_from(SPECIAL), st.characters(codec="utf-8"))
