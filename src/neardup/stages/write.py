@@ -205,7 +205,7 @@ def build_stats(cfg, sources: Sequence[nio.Source], counts: dict, per_source, ke
             "ngram": cfg.ngram, "char_ngrams": cfg.char_ngrams, "seed": cfg.seed, "verify": cfg.verify,
             "keep": cfg.keep, "max_anchor_rounds": cfg.max_anchor_rounds,
             "normalize_unicode": cfg.normalize_unicode, "lowercase": cfg.lowercase,
-            "remove_punctuation": cfg.remove_punctuation, "collapse_whitespace": cfg.collapse_whitespace,
+            "punctuation": cfg.punctuation, "collapse_whitespace": cfg.collapse_whitespace,
             "text_column": cfg.text_column, "id_column": cfg.id_column, "on_error": cfg.on_error,
             "output_format": cfg.output_format,
         },
