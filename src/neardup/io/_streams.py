@@ -12,6 +12,8 @@ from typing import BinaryIO, Iterator, Optional, Tuple
 
 import numpy as np
 
+from . import fs as _fs
+
 BLOCK_BYTES = 16 << 20  # decompressed bytes per block handed to the parser
 _READ_BYTES = 1 << 20  # compressed bytes per read
 _ZSTD_FEED = 256 << 10  # compressed bytes per zstd call (bounds the output of one call)
@@ -141,7 +143,7 @@ def _zstd_chunks(f: BinaryIO) -> Iterator[bytes]:
 
 def raw_chunks(path: str, compression: Optional[str]) -> Iterator[bytes]:
     """Decompressed bytes of a file, in chunks. Raises StreamError or OSError."""
-    with open(path, "rb") as f:
+    with _fs.open_input(path) as f:
         if compression is None:
             while True:
                 chunk = f.read(BLOCK_BYTES)

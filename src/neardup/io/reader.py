@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from ..errors import ConfigError, InputError
+from . import fs as _fs
 from ._streams import StreamError, blank_lines, iter_blocks, line_bounds
 from .sources import Source
 
@@ -505,12 +506,19 @@ def _wanted_columns(ctx: _Ctx) -> List[str]:
     return cols
 
 
-def _read_parquet(ctx: _Ctx) -> Iterator[Batch]:
+def parquet_file(path: str):
+    """``pyarrow.parquet.ParquetFile`` of a local path (pyarrow's own reader) or a URL."""
     import pyarrow.parquet as pq
 
+    if not _fs.is_url(path):
+        return pq.ParquetFile(path)
+    return pq.ParquetFile(_fs.open_input(path))
+
+
+def _read_parquet(ctx: _Ctx) -> Iterator[Batch]:
     src = ctx.src
     try:
-        pf = pq.ParquetFile(src.path)
+        pf = parquet_file(src.path)
         schema = pf.schema_arrow
     except (pa.ArrowException, OSError, ValueError) as e:
         yield from ctx.problem(f"not a readable Parquet file ({_one_line(e)})")
@@ -574,7 +582,7 @@ def _compressed_hint(data: bytes) -> str:
 def _read_text(ctx: _Ctx) -> Iterator[Batch]:
     src = ctx.src
     try:
-        with open(src.path, "rb") as f:
+        with _fs.open_input(src.path) as f:
             data = f.read()
     except OSError as e:
         yield from ctx.problem(f"cannot read file ({e.strerror or e})")
