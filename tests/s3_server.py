@@ -10,6 +10,7 @@ sys.path under pytest's default rootdir-relative import mode).
 from __future__ import annotations
 
 import itertools
+import logging
 import socket
 from typing import Dict, List
 
@@ -73,6 +74,7 @@ def s3_server():
     from moto.server import ThreadedMotoServer
 
     port = free_port()
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     try:

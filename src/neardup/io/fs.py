@@ -140,8 +140,9 @@ def _translate(url: str, e: BaseException) -> Exception:
             or "connection refused" in low or "name or service not known" in low
             or "ConnectionError" in names):
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-        where = f" at {endpoint}" if endpoint and protocol(url) in ("s3", "s3a") else ""
-        return InputError(f"{url}: cannot reach the storage endpoint{where} ({_first_line(e)})")
+        if endpoint and protocol(url) in ("s3", "s3a"):
+            return InputError(f"{url}: cannot reach the storage endpoint at {endpoint}")
+        return InputError(f"{url}: cannot reach the storage endpoint ({_first_line(e)})")
     if "nosuchbucket" in low or "bucket does not exist" in low or "specified bucket" in low:
         return InputError(f"{url}: no such bucket: {_bucket(url)}")
     if isinstance(e, PermissionError) or "accessdenied" in low or "access denied" in low \
