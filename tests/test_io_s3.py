@@ -20,7 +20,7 @@ import zstandard
 
 from neardup.errors import ConfigError, InputError
 from neardup.io import discover, fs, read_source, write_kept
-from s3_server import free_port, s3, s3_env, s3_server  # noqa: F401  (fixtures)
+from s3_server import free_port, s3, s3_server  # noqa: F401  (fixtures)
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 

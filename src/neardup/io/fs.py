@@ -280,7 +280,11 @@ def _mtime_ns(d: dict) -> int:
                 v = v.replace(tzinfo=dt.timezone.utc)
             return int(v.timestamp() * 1e9)
     etag = d.get("ETag") or d.get("etag")
-    return hash(etag) & 0x7FFFFFFFFFFFFFFF if etag else 0
+    if etag:  # no time: the content tag still changes when the object does (stable across runs)
+        import hashlib
+
+        return int.from_bytes(hashlib.sha256(str(etag).encode()).digest()[:7], "little")
+    return 0
 
 
 def listdir(path: str) -> List[Tuple[str, bool]]:
@@ -310,10 +314,11 @@ def listdir(path: str) -> List[Tuple[str, bool]]:
 def walk_files(path: str, skip=None) -> List[Tuple[Tuple[str, ...], str]]:
     """Every file under a folder as ``(parts of its path inside the folder, full path)``,
     sorted by parts; a name for which ``skip(name)`` is true is left out with everything under
-    it. Local folders follow symbolic links (once each; use the callers' own walk for more)."""
+    it. Symbolic links to local folders are not followed (``discover`` has its own walk, which
+    follows them once each)."""
     found: List[Tuple[Tuple[str, ...], str]] = []
     if not is_url(path):
-        for root, dirs, files in os.walk(_local(path), followlinks=True):
+        for root, dirs, files in os.walk(_local(path)):
             rel = os.path.relpath(root, _local(path))
             parts = () if rel == "." else tuple(rel.split(os.sep))
             if skip is not None:

@@ -130,8 +130,6 @@ def _write_jsonl_raw(src: Source, keep: np.ndarray, out: BinaryIO, compression: 
 
 def _parquet_rows(src: Source, keep: np.ndarray) -> Iterator[pa.RecordBatch]:
     """The kept rows of a Parquet source, all columns, in order."""
-    import pyarrow.parquet as pq
-
     try:
         pf = parquet_file(src.path)
     except (pa.ArrowException, OSError, ValueError) as e:
@@ -160,8 +158,6 @@ def _parquet_rows(src: Source, keep: np.ndarray) -> Iterator[pa.RecordBatch]:
 
 
 def _source_parquet_codec(src: Source) -> str:
-    import pyarrow.parquet as pq
-
     try:
         md = parquet_file(src.path).metadata
         if md.num_row_groups and md.num_columns:
