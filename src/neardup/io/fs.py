@@ -34,8 +34,9 @@ from ..errors import ConfigError, InputError
 _PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "hf": "huggingface_hub",
              "az": "adlfs", "abfs": "adlfs", "abfss": "adlfs", "http": "aiohttp", "https": "aiohttp"}
 _EXTRA = "pip install 'neardup[cloud]'"
-# a scheme of two letters or more: "C://x" stays a (Windows) local path
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]+)://")
+# a scheme of two letters or more ("C://x" stays a Windows path), or fsspec's chained
+# protocols ("simplecache::s3://...")
+_SCHEME = re.compile(r"((?:[A-Za-z][A-Za-z0-9+.\-]*::)*[A-Za-z][A-Za-z0-9+.\-]+)://")
 # stores without folders: makedirs is a no-op there (s3fs's would even create a missing bucket)
 _OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "hf", "oss", "r2"}
 
@@ -99,10 +100,13 @@ def _cached_url_to_fs(fsspec, url: str, proto: str):
     """fsspec's ``url_to_fs`` with one filesystem per protocol and environment, and no
     listings cache on object stores: another process (a Ray worker, a previous run) may have
     written since, and a stale listing would hide its files."""
-    key = (proto, tuple(os.environ.get(k) for k in _ENV_KEYS))
     options = {"skip_instance_cache": True}
     if proto in ("s3", "s3a", "gs", "gcs"):
         options["use_listings_cache"] = False
+    if "::" in url:  # a chain (a cache in front of a store): fsspec builds it per URL
+        return fsspec.core.url_to_fs(url)
+    # a filesystem holds connections and an event loop: one per process (after a fork, anew)
+    key = (proto, os.getpid(), tuple(os.environ.get(k) for k in _ENV_KEYS))
     fs = _FS_CACHE.get(key)
     if fs is None:
         fs, path = fsspec.core.url_to_fs(url, **options)
@@ -181,7 +185,10 @@ def _rejoin(url: str, fs, path: str) -> str:
     """The URL of ``path`` (as fsspec returns it, without protocol) on the filesystem of ``url``."""
     if "://" in path:
         return path
-    return fs.unstrip_protocol(path) if hasattr(fs, "unstrip_protocol") else f"{protocol(url)}://{path}"
+    head, _, rest = str(url).partition("://")
+    if path.startswith("/") and not rest.startswith("/"):  # a root marker the user did not type
+        path = path[1:]
+    return f"{head}://{path}"
 
 
 # --------------------------------------------------------------------------- paths
