@@ -96,3 +96,21 @@ def test_unknown_protocol_is_one_line():
     with pytest.raises(ConfigError) as ei:
         fs.exists("nosuchproto://x/y")
     assert str(ei.value).startswith("nosuchproto://x/y: unknown protocol nosuchproto://")
+
+
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_tables_round_trip(tmp_path, where):
+    import pyarrow as pa
+
+    from neardup.io import tables
+
+    base = str(tmp_path) if where == "local" else "memory://neardup-test-tables"
+    t = pa.table({"a": list(range(1000)), "b": [str(i) for i in range(1000)]})
+    tables.write_arrow(t, fs.join(base, "w", "x.arrow"), max_chunksize=100)
+    tables.write_parquet(t, fs.join(base, "w", "x.parquet"), row_group_size=300)
+    assert tables.read_table(fs.join(base, "w", "x.arrow")).equals(t)
+    assert tables.read_table(fs.join(base, "w", "x.arrow"), ["b"]).equals(t.select(["b"]))
+    assert tables.read_table(fs.join(base, "w", "x.parquet"), ["a"]).equals(t.select(["a"]))
+    assert tables.parquet_file(fs.join(base, "w", "x.parquet")).metadata.num_row_groups == 4
+    assert sorted(n for n, _ in fs.listdir(fs.join(base, "w"))) == ["x.arrow", "x.parquet"]
+    fs.remove_tree(fs.join(base, "w"))

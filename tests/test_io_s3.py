@@ -407,3 +407,21 @@ def test_cli_store_errors(s3, tmp_path, monkeypatch):
         _no_credentials(m, tmp_path)
         _one_line_exit_2(_cli_here(args), f"{s3.url('in/')}: no credentials found (")
     assert not out.exists()
+
+
+def test_tables_on_s3(s3):
+    from neardup.io import tables
+
+    t = pa.table({"a": list(range(5000)), "b": [str(i) for i in range(5000)]})
+    tables.write_arrow(t, s3.url("work/read/x.arrow"), max_chunksize=1000)
+    tables.write_parquet(t, s3.url("work/read/x.parquet"), compression="zstd")
+    assert s3.keys("work/") == ["work/read/x.arrow", "work/read/x.parquet"]
+    assert tables.read_table(s3.url("work/read/x.arrow"), ["a"]).equals(t.select(["a"]))
+    assert tables.read_table(s3.url("work/read/x.parquet")).equals(t)
+    with pytest.raises(RuntimeError):
+        with fs.atomic_write(s3.url("work/read/y.parquet")) as f:
+            w = pq.ParquetWriter(f, t.schema)
+            w.write_table(t)
+            w.close()  # closes its sink: that must not complete the upload
+            raise RuntimeError("the stage failed after its writer closed")
+    assert s3.keys("work/") == ["work/read/x.arrow", "work/read/x.parquet"]

@@ -21,6 +21,7 @@ import pyarrow.json as pj
 from ..errors import ConfigError, InputError
 from . import fs as _fs
 from ._streams import StreamError, blank_lines, iter_blocks, line_bounds
+from .tables import parquet_file
 from .sources import Source
 
 ON_ERROR_MODES = ("fail", "skip")
@@ -504,15 +505,6 @@ def _wanted_columns(ctx: _Ctx) -> List[str]:
         if c is not None and c not in cols:
             cols.append(c)
     return cols
-
-
-def parquet_file(path: str):
-    """``pyarrow.parquet.ParquetFile`` of a local path (pyarrow's own reader) or a URL."""
-    import pyarrow.parquet as pq
-
-    if not _fs.is_url(path):
-        return pq.ParquetFile(path)
-    return pq.ParquetFile(_fs.open_input(path))
 
 
 def _read_parquet(ctx: _Ctx) -> Iterator[Batch]:

@@ -19,7 +19,8 @@ import pyarrow as pa
 from ..errors import ConfigError, InputError
 from ._streams import StreamError, blank_lines, iter_blocks, line_bounds
 from . import fs as _fs
-from .reader import _one_line, parquet_file
+from .reader import _one_line
+from .tables import parquet_file
 from .sources import OUTPUT_FORMATS, Source
 
 _GZIP_LEVEL = 6
