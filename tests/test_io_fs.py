@@ -114,3 +114,17 @@ def test_tables_round_trip(tmp_path, where):
     assert tables.parquet_file(fs.join(base, "w", "x.parquet")).metadata.num_row_groups == 4
     assert sorted(n for n, _ in fs.listdir(fs.join(base, "w"))) == ["x.arrow", "x.parquet"]
     fs.remove_tree(fs.join(base, "w"))
+
+
+def test_missing_package_names_it():
+    pytest.importorskip("fsspec")
+    try:
+        import gcsfs  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("gcsfs is installed here")
+    with pytest.raises(ConfigError) as ei:
+        discover(["gs://some-bucket/in/"])
+    assert str(ei.value) == ("gs://some-bucket/in/: reading and writing gs:// paths needs gcsfs "
+                             "(pip install 'neardup[cloud]')")
