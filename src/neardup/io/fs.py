@@ -137,8 +137,7 @@ def _translate(url: str, e: BaseException) -> Exception:
     low = text.lower()
     if "NoCredentialsError" in names or "unable to locate credentials" in low \
             or "PartialCredentialsError" in names or "DefaultCredentialsError" in names:
-        return InputError(f"{url}: no credentials found (set AWS_ACCESS_KEY_ID and "
-                          "AWS_SECRET_ACCESS_KEY or AWS_PROFILE, or the store's equivalent)")
+        return InputError(f"{url}: no credentials found ({_CREDENTIALS_HINT.get(protocol(url), _CREDENTIALS_HINT['s3'])})")
     if ("EndpointConnectionError" in names or "ConnectTimeout" in names
             or "could not connect to the endpoint" in low or "ClientConnectorError" in names
             or "connection refused" in low or "name or service not known" in low
@@ -155,6 +154,15 @@ def _translate(url: str, e: BaseException) -> Exception:
     if isinstance(e, FileNotFoundError):
         return InputError(f"no such file or folder: {url}")
     return InputError(f"{url}: {type(e).__name__}: {_first_line(e)}")
+
+
+_CREDENTIALS_HINT = {
+    "s3": "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or give the machine a role",
+    "gs": "set GOOGLE_APPLICATION_CREDENTIALS, or run gcloud auth application-default login",
+    "hf": "set HF_TOKEN, or run huggingface-cli login",
+}
+_CREDENTIALS_HINT["s3a"] = _CREDENTIALS_HINT["s3"]
+_CREDENTIALS_HINT["gcs"] = _CREDENTIALS_HINT["gs"]
 
 
 def _first_line(e: BaseException) -> str:
