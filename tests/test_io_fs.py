@@ -128,3 +128,9 @@ def test_missing_package_names_it():
         discover(["gs://some-bucket/in/"])
     assert str(ei.value) == ("gs://some-bucket/in/: reading and writing gs:// paths needs gcsfs "
                              "(pip install 'neardup[cloud]')")
+
+
+def test_file_urls_are_local_paths(tmp_path):
+    (tmp_path / "a.jsonl").write_bytes(b'{"text": "x"}\n')
+    (src,) = discover(["file://" + str(tmp_path)])
+    assert src.path == str(tmp_path / "a.jsonl") and src.relpath == "a.jsonl"

@@ -48,7 +48,8 @@ def is_url(path: str) -> bool:
     return m is not None and m.group(1).lower() not in ("file", "local")
 
 
-def _local(path: str) -> str:
+def local_path(path: str) -> str:
+    """A local path without its ``file://`` prefix (the path itself when it has none)."""
     p = str(path)
     for prefix in ("file://", "local://"):
         if p.lower().startswith(prefix):
@@ -240,7 +241,7 @@ class FileInfo:
 
 def exists(path: str) -> bool:
     if not is_url(path):
-        return os.path.exists(_local(path))
+        return os.path.exists(local_path(path))
     fs, p = _filesystem(path)
     with remote_errors(path):
         return bool(fs.exists(p))
@@ -248,7 +249,7 @@ def exists(path: str) -> bool:
 
 def isdir(path: str) -> bool:
     if not is_url(path):
-        return os.path.isdir(_local(path))
+        return os.path.isdir(local_path(path))
     fs, p = _filesystem(path)
     with remote_errors(path):
         return bool(fs.isdir(p))
@@ -256,7 +257,7 @@ def isdir(path: str) -> bool:
 
 def isfile(path: str) -> bool:
     if not is_url(path):
-        return os.path.isfile(_local(path))
+        return os.path.isfile(local_path(path))
     fs, p = _filesystem(path)
     with remote_errors(path):
         return bool(fs.isfile(p))
@@ -266,7 +267,7 @@ def info(path: str) -> FileInfo:
     """Size and modification time of a file; InputError when it is not there."""
     if not is_url(path):
         try:
-            st = os.stat(_local(path))
+            st = os.stat(local_path(path))
         except OSError as e:
             raise InputError(f"cannot read {path} ({e.strerror or e})") from None
         return FileInfo(int(st.st_size), int(st.st_mtime_ns))
@@ -306,7 +307,7 @@ def listdir(path: str) -> List[Tuple[str, bool]]:
     """``(name, is_dir)`` of the entries of a folder, sorted by name."""
     if not is_url(path):
         out = []
-        with os.scandir(_local(path)) as it:
+        with os.scandir(local_path(path)) as it:
             for e in it:
                 try:
                     out.append((e.name, e.is_dir()))
@@ -333,8 +334,8 @@ def walk_files(path: str, skip=None) -> List[Tuple[Tuple[str, ...], str]]:
     follows them once each)."""
     found: List[Tuple[Tuple[str, ...], str]] = []
     if not is_url(path):
-        for root, dirs, files in os.walk(_local(path)):
-            rel = os.path.relpath(root, _local(path))
+        for root, dirs, files in os.walk(local_path(path)):
+            rel = os.path.relpath(root, local_path(path))
             parts = () if rel == "." else tuple(rel.split(os.sep))
             if skip is not None:
                 dirs[:] = [d for d in dirs if not skip(d)]
@@ -367,7 +368,7 @@ def has_magic(path: str) -> bool:
 def glob(pattern: str) -> List[str]:
     """Paths matching a glob (``**`` spans folders), sorted; URLs come back as URLs."""
     if not is_url(pattern):
-        return sorted(_glob.glob(_local(pattern), recursive=True))
+        return sorted(_glob.glob(local_path(pattern), recursive=True))
     return [m for m, _ in glob_entries(pattern)]
 
 
@@ -387,7 +388,7 @@ def glob_entries(pattern: str) -> List[Tuple[str, bool]]:
 def makedirs(path: str) -> None:
     """Create a folder and its parents (a no-op on object stores, which have no folders)."""
     if not is_url(path):
-        os.makedirs(_local(path), exist_ok=True)
+        os.makedirs(local_path(path), exist_ok=True)
         return
     if protocol(path) in _OBJECT_STORES:
         return
@@ -399,7 +400,7 @@ def makedirs(path: str) -> None:
 def remove_tree(path: str) -> None:
     """Remove a folder and everything under it, or a file; nothing when it is not there."""
     if not is_url(path):
-        p = _local(path)
+        p = local_path(path)
         if os.path.isdir(p) and not os.path.islink(p):
             shutil.rmtree(p)
         elif os.path.lexists(p):
@@ -415,7 +416,7 @@ def remove(path: str) -> None:
     """Remove one file; nothing when it is not there."""
     if not is_url(path):
         try:
-            os.remove(_local(path))
+            os.remove(local_path(path))
         except FileNotFoundError:
             pass
         return
@@ -436,7 +437,7 @@ def open_input(path: str) -> IO[bytes]:
     OSError whose text is the one-line reason), so that readers report both the same way; a
     missing extra is still a ConfigError."""
     if not is_url(path):
-        return open(_local(path), "rb")
+        return open(local_path(path), "rb")
     fs, p = _filesystem(path)
     try:
         return _RemoteInput(path, fs.open(p, "rb"))
@@ -523,7 +524,7 @@ def open_read(path: str, compression: Optional[str] = None):
 
 class _AtomicLocal:
     def __init__(self, path: str):
-        self.path = _local(path)
+        self.path = local_path(path)
         self.tmp = self.path + ".tmp"
 
     def __enter__(self) -> IO[bytes]:
@@ -624,7 +625,7 @@ def arrow_filesystem(path: str):
     import pyarrow.fs as pafs
 
     if not is_url(path):
-        return pafs.LocalFileSystem(), os.path.abspath(_local(path))
+        return pafs.LocalFileSystem(), os.path.abspath(local_path(path))
     fs, p = _filesystem(path)
     return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), p
 

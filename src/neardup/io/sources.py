@@ -248,7 +248,7 @@ def discover(inputs: Sequence[str]) -> List[Source]:
             remote.extend([True] * (len(found) - n_before))
             continue
         n_before = len(found)
-        _discover_local(inp, found)
+        _discover_local(_fs.local_path(inp), found)
         remote.extend([False] * (len(found) - n_before))
 
     # the same file reached twice (two inputs, overlapping folders, links)
