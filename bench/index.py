@@ -175,7 +175,8 @@ def main(argv=None):
 
         # positions in the index: ids are partNN.jsonl:ROW
         step = (N + args.parts - 1) // args.parts
-        pos = np.array([int(i.rsplit("part", 1)[1][:2]) * step + int(i.rsplit(":", 1)[1]) for i in matches.id.to_pylist()],
+        # ids are NAME:LINE, lines from 1
+        pos = np.array([int(i.rsplit("part", 1)[1][:2]) * step + int(i.rsplit(":", 1)[1]) - 1 for i in matches.id.to_pylist()],
                        dtype=np.int64)
         qd = matches.doc
 

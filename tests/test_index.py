@@ -200,7 +200,7 @@ def test_cli_add_query_stats_compact(tmp_path, split):
     out = str(tmp_path / "q.parquet")
     run("index", "query", ix, b, "--output", out, check_rc=0)
     t = pq.read_table(out).to_pylist()
-    assert len(t) == len(split.b_texts) and t[0]["id"] == f"{b}:0"
+    assert len(t) == len(split.b_texts) and t[0]["id"] == f"{b}:1"  # JSONL lines from 1, as dedup says
     for row in t:  # every B document finds itself in dumpB first
         assert row["matches"][0]["source"] == "dumpB" and row["matches"][0]["similarity"] == 1.0
     j = run("index", "query", ix, a, check_rc=0).stdout.splitlines()

@@ -42,17 +42,22 @@ _kernel_cache_dir()
 
 from .config import Config  # noqa: E402
 from .errors import ConfigError, InputError, NeardupError, StorageError  # noqa: E402
-from .index import Index  # noqa: E402
 from .minhash import MinHasher  # noqa: E402
 from .params import (candidate_probability, choose_params, false_negative_area,  # noqa: E402
                      false_positive_area, midpoint)
 
 
-def dedup(source, output=None, **options):
-    """Removes near-duplicates; see :func:`neardup.api.dedup`."""
-    from .api import dedup as _dedup
-    return _dedup(source, output, **options)
+def __getattr__(name):
+    # the pipeline's API is imported on first use: `import neardup` stays light for the kernels
+    if name in ("dedup", "DedupResult"):
+        from . import api
+        return getattr(api, name)
+    if name == "Index":
+        from .index import Index
+        return Index
+    raise AttributeError(f"module 'neardup' has no attribute {name!r}")
 
 
-__all__ = ["dedup", "Config", "Index", "MinHasher", "NeardupError", "ConfigError", "InputError", "StorageError",
+__all__ = ["dedup", "DedupResult", "Config", "Index", "MinHasher", "NeardupError", "ConfigError", "InputError",
+           "StorageError",
            "candidate_probability", "midpoint", "false_positive_area", "false_negative_area", "choose_params"]

@@ -12,7 +12,7 @@ from .formatting import HelpFormatter
 
 S = argparse.SUPPRESS
 PARAM_ARGS = ("threshold", "num_perm", "bands", "rows", "min_recall", "ngram", "char_ngrams", "normalize_unicode",
-              "lowercase", "remove_punctuation", "collapse_whitespace", "verify", "seed", "workers", "batch_size")
+              "lowercase", "punctuation", "collapse_whitespace", "verify", "seed", "workers", "batch_size")
 INDEX_HELP = "the index: a folder, or redis://HOST:PORT/DB for one on a Redis server"
 
 
@@ -48,8 +48,10 @@ def register(sub) -> None:
     g.add_argument("--char-ngrams", action="store_true", default=S, help="shingle on characters")
     g.add_argument("--no-nfkc", dest="normalize_unicode", action="store_false", default=S, help="skip NFKC")
     g.add_argument("--no-lowercase", dest="lowercase", action="store_false", default=S, help="keep letter case")
-    g.add_argument("--keep-punctuation", dest="remove_punctuation", action="store_false", default=S,
-                   help="keep punctuation as tokens")
+    g.add_argument("--punctuation", choices=["split", "delete", "keep"], default=S,
+                   help="what punctuation does to words, as in neardup dedup (default split)")
+    g.add_argument("--keep-punctuation", dest="punctuation", action="store_const", const="keep", default=S,
+                   help="the old spelling of --punctuation keep")
     g.add_argument("--keep-whitespace", dest="collapse_whitespace", action="store_false", default=S,
                    help="with --char-ngrams: keep every white-space character")
     g.add_argument("--verify", choices=["exact", "estimate"], default=S,

@@ -3,7 +3,7 @@
 An index is a manifest plus immutable segments (:mod:`.segments`) in a storage (:mod:`.storage`:
 a folder, or Redis). The manifest records the parameters that decide band keys and shingles
 (``num_perm, bands, rows, ngram, char_ngrams, normalize_unicode, lowercase,
-remove_punctuation, collapse_whitespace, seed``) and what each document carries for
+punctuation, collapse_whitespace, seed``) and what each document carries for
 verification (``store``): ``exact`` keeps 32-bit shingle fingerprints and verifies by their
 Jaccard, ``estimate`` keeps the signatures and verifies by the share of equal values.
 

@@ -55,6 +55,7 @@ def source_batches(sources, name, text_column, id_column, on_error, batch_size, 
                 batch_ids = batch.ids.cast(pa.string())
             elif src.format in ("text",):
                 batch_ids = pa.array([src.name] * len(batch.rows), pa.string())
-            else:
-                batch_ids = pc.binary_join_element_wise(src.name + ":", pa.array(batch.rows).cast(pa.string()), "")
+            else:  # as neardup dedup names them: NAME:LINE (from 1) for JSONL, NAME:ROW (from 0) otherwise
+                rows = batch.rows + 1 if src.format == "jsonl" else batch.rows
+                batch_ids = pc.binary_join_element_wise(src.name + ":", pa.array(rows).cast(pa.string()), "")
             yield batch.text, batch_ids, name or src.name

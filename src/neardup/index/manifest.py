@@ -13,7 +13,7 @@ from .segments import STORES
 FORMAT = "neardup-index"
 FORMAT_VERSION = 1
 PARAM_NAMES = ("num_perm", "bands", "rows", "ngram", "char_ngrams", "normalize_unicode", "lowercase",
-               "remove_punctuation", "collapse_whitespace", "seed")
+               "punctuation", "collapse_whitespace", "seed")
 
 
 def params_of(config: Config) -> dict:
@@ -36,6 +36,8 @@ def resolve(location: str, manifest: Optional[dict], config: Optional[Config], o
     if config is None:
         base = Config.from_options(**options)
         given = set(options) & set(PARAM_NAMES)
+        if "remove_punctuation" in options:  # the old spelling of punctuation
+            given.add("punctuation")
         if "bands" not in given:
             given -= {"rows"}
     else:
