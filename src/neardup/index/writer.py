@@ -16,7 +16,8 @@ from .storage import Storage
 
 
 class IndexWriter:
-    """Adds documents to an index as new segments, committed together by :meth:`close`.
+    """Adds documents to an index as new segments, committed together by :meth:`commit`, which
+    runs when the ``with`` block ends without an exception.
 
     Use as a context manager: on an exception nothing becomes visible (the written segments
     are removed), and a process killed at any moment leaves the index as it was.
