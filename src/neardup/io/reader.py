@@ -139,7 +139,7 @@ def _check_record(obj: Any, ctx: _Ctx) -> Tuple[Optional[str], Any, Any, float]:
         return f"not a JSON object (got {_type_name(obj)})", None, None, math.nan
     tc = ctx.text_column
     if tc not in obj:
-        return f"text field {tc!r} is missing", None, None, math.nan
+        return f"text field {tc!r} is missing" + _missing_text_hint(obj), None, None, math.nan
     text = obj[tc]
     if text is None:
         return f"text field {tc!r} is null", None, None, math.nan
@@ -181,6 +181,18 @@ def _check_record(obj: Any, ctx: _Ctx) -> Tuple[Optional[str], Any, Any, float]:
     return None, text, idv, score
 
 
+def _missing_text_hint(obj: dict) -> str:
+    """What to do about a record without the text field: the fields it has, and the option to
+    name the right one (the longest string field is the likeliest)."""
+    names = list(obj)
+    if not names:
+        return " (the record has no fields)"
+    listing = ", ".join(map(str, names[:20])) + (f", ... ({len(names)} in all)" if len(names) > 20 else "")
+    strings = [k for k, v in obj.items() if isinstance(v, str)]
+    guess = max(strings, key=lambda k: len(obj[k])) if strings else "NAME"
+    return f" (fields: {listing}; name the text field with --text-column {guess})"
+
+
 def _encodable(s: str) -> bool:
     if s.isascii():
         return True
@@ -198,7 +210,9 @@ def _json_reason(line: bytes) -> Tuple[Optional[str], Any]:
     except UnicodeDecodeError as e:  # pragma: no cover - lines are validated before
         return f"invalid UTF-8 at byte {e.start}", None
     except json.JSONDecodeError as e:
-        return f"broken JSON ({e.msg} at column {e.colno})", None
+        # some of json's messages end in "at" ("Invalid control character at"): say it once
+        msg = e.msg[:-3] if e.msg.endswith(" at") else e.msg
+        return f"broken JSON ({msg} at column {e.colno})", None
     except RecursionError:
         return "broken JSON (nested too deeply)", None
 
@@ -434,7 +448,11 @@ def _column_problem(ctx: _Ctx, schema: pa.Schema) -> Optional[str]:
         if col is None:
             continue
         if col not in names:
-            return f"no column {col!r} (columns: {listing})"
+            hint = ""
+            if role in ("text", "id"):
+                strings = [f.name for f in schema if _is_stringlike(f.type)] if role == "text" else []
+                hint = f"; name the {role} column with --{role}-column {strings[0] if strings else 'NAME'}"
+            return f"no column {col!r} (columns: {listing}{hint})"
         if names.count(col) > 1:
             return f"column {col!r} appears {names.count(col)} times"
         t = schema.field(col).type
