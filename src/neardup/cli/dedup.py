@@ -81,4 +81,25 @@ def run_dedup(args) -> int:
                    quiet=args.quiet, **options)
     if not args.quiet:
         print(format_summary(result.stats, result.output), file=sys.stderr)
+    problem = all_rejected(result)
+    if problem:
+        print(f"neardup: error: {problem}", file=sys.stderr)
+        return 2
     return 0
+
+
+def all_rejected(result) -> str:
+    """The one-line error of a run that read input but rejected every record (with
+    ``--on-error skip`` it would otherwise look like a success that kept nothing), or ''."""
+    c = result.stats["counts"]
+    if not c["input"] or c["kept"] + c["removed"] or c["rejected"] != c["input"]:
+        return ""
+    line = f"every record was rejected ({c['rejected']:,} of {c['input']:,}; see {result.output}/rejected.parquet)"
+    rejected = result.rejected
+    if rejected is not None and rejected.num_rows:
+        first = rejected.slice(0, 1).to_pylist()[0]
+        where = first.get("source") or "?"
+        if first.get("row") is not None:
+            where += f", row {first['row']}"
+        line += f"; the first, {where}: {first.get('reason')}"
+    return line
