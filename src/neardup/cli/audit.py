@@ -24,18 +24,18 @@ def register(sub) -> None:
         formatter_class=HelpFormatter)
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="input files or folders (JSONL, Parquet, text), as for 'neardup dedup'")
-    p.add_argument("--sample", type=int, default=5000, metavar="N",
+    p.add_argument("--sample", type=int, default=5000,
                    help="pairs to check, spread over the similarity bins (more: tighter intervals)")
-    p.add_argument("--threshold", type=float, default=0.8, metavar="T",
+    p.add_argument("--threshold", type=float, default=0.8,
                    help="Jaccard similarity in (0, 1] at or above which a pair is a near-duplicate")
-    p.add_argument("--num-perm", type=int, default=128, metavar="K", help="MinHash signature length")
-    p.add_argument("--bands", type=int, default=None, metavar="B",
+    p.add_argument("--num-perm", type=int, default=128, help="MinHash signature length")
+    p.add_argument("--bands", type=int, default=None,
                    help="LSH bands (with --rows); default: what the dedup would choose")
-    p.add_argument("--rows", type=int, default=None, metavar="R",
+    p.add_argument("--rows", type=int, default=None,
                    help="rows per band (with --bands)")
-    p.add_argument("--min-recall", type=float, default=DEFAULT_MIN_RECALL, metavar="P",
-                   help="when bands and rows are chosen: demand P(candidate | threshold) >= P")
-    p.add_argument("--ngram", type=int, default=5, metavar="N", help="tokens per shingle")
+    p.add_argument("--min-recall", type=float, default=DEFAULT_MIN_RECALL,
+                   help="when bands and rows are chosen: demand P(candidate | threshold) >= MIN_RECALL")
+    p.add_argument("--ngram", type=int, default=5, help="tokens per shingle")
     p.add_argument("--char-ngrams", action="store_true",
                    help="shingle on characters instead of words")
     p.add_argument("--no-nfkc", dest="normalize_unicode", action="store_false",
@@ -47,14 +47,14 @@ def register(sub) -> None:
     p.add_argument("--keep-whitespace", dest="collapse_whitespace", action="store_false",
                    help="with --char-ngrams: keep every white-space character (as 'neardup dedup "
                         "--keep-whitespace')")
-    p.add_argument("--text-column", default="text", metavar="NAME",
+    p.add_argument("--text-column", default="text",
                    help="the field holding the text in JSONL / Parquet input")
-    p.add_argument("--seed", type=int, default=42, metavar="S",
+    p.add_argument("--seed", type=int, default=42,
                    help="seed of the hashes (use the dedup's) and of the pair sampling")
-    p.add_argument("--bins", type=int, default=10, metavar="N",
+    p.add_argument("--bins", type=int, default=10,
                    help="equal-width similarity bins on [0, 1]")
-    p.add_argument("--max-docs", type=int, default=100_000, metavar="M",
-                   help="read at most this many documents (the first M)")
+    p.add_argument("--max-docs", type=int, default=100_000,
+                   help="read at most this many documents (the first ones)")
     p.add_argument("--on-error", choices=("fail", "skip"), default="fail",
                    help="on a record that cannot be read: stop, or skip it")
     p.add_argument("--json", default=None, metavar="FILE",

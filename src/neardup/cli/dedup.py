@@ -60,7 +60,7 @@ def register(sub) -> None:
                    help="run on this machine, or on a Ray cluster (pip install 'neardup[ray]')")
     g.add_argument("--ray-address", default=None,
                    help="with --engine ray: address of a running cluster (default: start a local Ray instance)")
-    g.add_argument("--work-dir", default=None,
+    g.add_argument("--work-dir", default=None, metavar="DIR",
                    help="folder for stage files (default: OUTPUT/.neardup-work, removed after success)")
     g.add_argument("--resume", action="store_true",
                    help="continue an interrupted run from its last finished stage (same inputs and options)")
