@@ -49,6 +49,9 @@ def register(sub) -> None:
                         "--keep-whitespace')")
     p.add_argument("--text-column", default="text",
                    help="the field holding the text in JSONL / Parquet input")
+    p.add_argument("--id-column", default=None,
+                   help="the field holding a unique document id, as for 'neardup dedup' (default: "
+                        "FILE:ROW); the --json output names each sampled pair by these ids")
     p.add_argument("--seed", type=int, default=42,
                    help="seed of the hashes (use the dedup's) and of the pair sampling")
     p.add_argument("--bins", type=int, default=10,
@@ -84,16 +87,16 @@ def run_audit(args: argparse.Namespace) -> int:
             raise ConfigError(f"cannot write {args.json}: the folder {d} does not exist")
     cfg = Config(threshold=args.threshold, num_perm=args.num_perm, bands=args.bands, rows=args.rows,
                  min_recall=args.min_recall, ngram=args.ngram, char_ngrams=args.char_ngrams,
-                 seed=args.seed, text_column=args.text_column,
+                 seed=args.seed, text_column=args.text_column, id_column=args.id_column,
                  normalize_unicode=args.normalize_unicode, lowercase=args.lowercase,
                  remove_punctuation=args.remove_punctuation,
                  collapse_whitespace=args.collapse_whitespace)
-    texts = read_texts(args.inputs, text_column=args.text_column, max_docs=args.max_docs,
-                       on_error=args.on_error)
+    texts, ids = read_texts(args.inputs, text_column=args.text_column, max_docs=args.max_docs,
+                            on_error=args.on_error, id_column=args.id_column, with_ids=True)
     if len(texts) < 2:
         raise InputError(f"the audit needs at least 2 documents; read {len(texts)} from "
                          f"{', '.join(args.inputs)}")
-    result = audit_texts(texts, cfg, sample=args.sample, bins=args.bins)
+    result = audit_texts(texts, cfg, sample=args.sample, bins=args.bins, ids=ids)
     if args.json == "-":
         print(json.dumps(result.to_dict(), indent=1))
     else:
