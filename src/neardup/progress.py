@@ -1,4 +1,5 @@
-"""Progress bars on stderr (tqdm), silenced by ``quiet``."""
+"""Progress on stderr, silenced by ``quiet``: tqdm bars on a terminal, plain lines elsewhere (a log
+file must not fill with carriage-return redraws)."""
 
 from __future__ import annotations
 
@@ -27,9 +28,68 @@ class _Null:
         return False
 
 
+class _Lines:
+    """A progress "bar" for a stderr that is not a terminal (a log file, CI, a batch job): no
+    carriage returns, only whole lines; one when the stage ends, and one every ``every``
+    seconds while it runs."""
+
+    def __init__(self, desc: str, total=None, unit: str = "doc", every: float = 30.0, file=None):
+        import time
+        self.desc, self.total, self.unit, self.every = desc, total, unit, every
+        self.file = file if file is not None else sys.stderr
+        self.n = 0
+        self.postfix = ""
+        self._clock = time.monotonic
+        self.start = self._last = self._clock()
+        self.closed = False
+
+    def _line(self, done: bool) -> None:
+        secs = self._clock() - self.start
+        count = f"{self.n:,}" if done or not self.total else f"{self.n:,}/{int(self.total):,}"
+        extra = f" ({self.postfix})" if self.postfix else ""
+        what = f"{self.desc} done: {count} {self.unit} in" if done else f"{self.desc}: {count} {self.unit} after"
+        print(f"neardup: {what} {secs:.1f} s{extra}", file=self.file, flush=True)
+
+    def update(self, n=1):
+        self.n += n
+        now = self._clock()
+        if now - self._last >= self.every:
+            self._last = now
+            self._line(done=False)
+
+    def refresh(self):
+        pass
+
+    def set_postfix_str(self, s, refresh=True):
+        self.postfix = s
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            self._line(done=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
 def bar(desc: str, total=None, unit: str = "doc", quiet: bool = False):
+    """A progress bar on stderr: tqdm's on a terminal, plain lines (:class:`_Lines`) otherwise,
+    nothing when ``quiet``."""
     if quiet:
         return _Null()
+    if not _is_terminal(sys.stderr):
+        return _Lines(desc, total=total, unit=unit)
     from tqdm.auto import tqdm
     return tqdm(total=total, desc=desc, unit=unit, unit_scale=(unit == "doc"), file=sys.stderr, dynamic_ncols=True,
                 leave=True, mininterval=0.5)
