@@ -77,6 +77,8 @@ CONFIG_ARGS = ("threshold", "num_perm", "bands", "rows", "min_recall", "ngram", 
 def run_dedup(args) -> int:
     from ..api import dedup, format_summary
     options = {k: getattr(args, k) for k in CONFIG_ARGS}
+    if not args.quiet:
+        say_if_compiling()
     result = dedup(args.inputs, output=args.output, work_dir=args.work_dir, resume=args.resume,
                    quiet=args.quiet, **options)
     if not args.quiet:
@@ -86,6 +88,15 @@ def run_dedup(args) -> int:
         print(f"neardup: error: {problem}", file=sys.stderr)
         return 2
     return 0
+
+
+def say_if_compiling() -> None:
+    """One line before the first run of this version: it compiles the kernels first, and the
+    progress rates until then include that time."""
+    from .. import _kernels_cached
+    if not _kernels_cached():
+        print("neardup: compiling the kernels (once per version, ~10-15 s; later runs start at once) ...",
+              file=sys.stderr, flush=True)
 
 
 def all_rejected(result) -> str:
