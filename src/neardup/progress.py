@@ -71,8 +71,11 @@ class _Lines:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:  # the error says what happened; no "done" line before it
+            self.closed = True
         return False
 
 

@@ -23,7 +23,7 @@ def register(sub) -> None:
                     "the expected share of near-duplicate pairs a dedup would miss.",
         formatter_class=HelpFormatter)
     p.add_argument("inputs", nargs="+", metavar="INPUT",
-                   help="input files or folders (JSONL, Parquet, text), as for 'neardup dedup'")
+                   help="input files or folders (JSONL, Parquet, CSV/TSV, text), as for 'neardup dedup'")
     p.add_argument("--sample", type=int, default=5000,
                    help="pairs to check, spread over the similarity bins (more: tighter intervals)")
     p.add_argument("--threshold", type=float, default=0.8,

@@ -11,7 +11,7 @@ from ..params import DEFAULT_MIN_RECALL
 def register(sub) -> None:
     p = sub.add_parser(
         "dedup", help="remove near-duplicate documents from files",
-        description="Remove near-duplicate documents. Reads JSONL (.jsonl, .json, gzip .gz or zstd .zst), "
+        description="Remove near-duplicate documents. Reads JSONL (.jsonl, .json), CSV (.csv), TSV (.tsv) (each also gzip .gz or zstd .zst), "
                     "Parquet, or plain text files (one document per file), writes the kept corpus and a "
                     "record of every removal to --output.",
         formatter_class=HelpFormatter)
@@ -43,7 +43,7 @@ def register(sub) -> None:
                    help="how often members of a bucket that failed against its anchor are re-anchored")
     g.add_argument("--seed", type=int, default=42, help="seed of shingle hashes, permutations and band keys")
     g = p.add_argument_group("input and output")
-    g.add_argument("--text-column", default="text", help="field holding the text in JSONL and Parquet input")
+    g.add_argument("--text-column", default="text", help="field holding the text in JSONL, Parquet and CSV/TSV input")
     g.add_argument("--id-column", default=None,
                    help="field holding a unique document id (default: FILE:ROW, or the path for text files)")
     g.add_argument("--keep", default="first",
