@@ -43,8 +43,8 @@ class _Lines:
         self.start = self._last = self._clock()
         self.closed = False
 
-    def _line(self, done: bool) -> None:
-        secs = self._clock() - self.start
+    def _line(self, done: bool, now: float) -> None:
+        secs = now - self.start
         count = f"{self.n:,}" if done or not self.total else f"{self.n:,}/{int(self.total):,}"
         extra = f" ({self.postfix})" if self.postfix else ""
         what = f"{self.desc} done: {count} {self.unit} in" if done else f"{self.desc}: {count} {self.unit} after"
@@ -55,7 +55,7 @@ class _Lines:
         now = self._clock()
         if now - self._last >= self.every:
             self._last = now
-            self._line(done=False)
+            self._line(False, now)
 
     def refresh(self):
         pass
@@ -66,7 +66,7 @@ class _Lines:
     def close(self):
         if not self.closed:
             self.closed = True
-            self._line(done=True)
+            self._line(True, self._clock())
 
     def __enter__(self):
         return self
