@@ -40,7 +40,7 @@ def _kernel_cache_dir() -> None:
 
 def _kernels_cached() -> bool:
     """Whether numba's on-disk cache (see :func:`_kernel_cache_dir`) holds the main kernels of a
-    dedup run; False means the next run first compiles them (~10-15 s, once per version)."""
+    dedup run; False means the next run first compiles them (10-40 s, once per version)."""
     import os
     try:
         from . import bands, clusters, minhash, verify

@@ -95,7 +95,7 @@ def say_if_compiling() -> None:
     progress rates until then include that time."""
     from .. import _kernels_cached
     if not _kernels_cached():
-        print("neardup: compiling the kernels (once per version, ~10-15 s; later runs start at once) ...",
+        print("neardup: compiling the kernels (once per version, 10-40 s; later runs start at once) ...",
               file=sys.stderr, flush=True)
 
 
