@@ -191,10 +191,11 @@ def signature_rates(n_docs: int = 20000, repeat: int = 3) -> dict:
     return out
 
 
-def stage_rates(n_docs: int = 50000) -> dict:
-    """The Ray engine's task functions in this process on one thread (numba and Arrow), no Ray:
-    read tasks (JSONL parse, kernels, shard write) and the pair search (explode, buckets, data
-    lookup, search, distinct pairs) over one partition, per verify mode; documents/s per core."""
+def stage_rates(n_docs: int = 50_000) -> dict:
+    """The stage functions both engines run, in this process on one thread (numba and Arrow), no
+    Ray: the read stage over one block (JSONL parse, kernels, block files) and the pair search over
+    one partition holding all of it (buckets, keep order, search, distinct pairs), per verify
+    mode; documents/s per core."""
     import dataclasses
     import os
     import tempfile
@@ -202,9 +203,12 @@ def stage_rates(n_docs: int = 50000) -> dict:
     import pyarrow as pa
 
     from neardup import io as nio
+    from neardup.bands import bucket_runs
     from neardup.config import Config
-    from neardup.engines import ray_tasks as rt
     from neardup.hashing import kernel_threads
+    from neardup.stages.layout import Corpus, WorkDir
+    from neardup.stages.pairs import distinct_pairs, make_verifier, search_partition
+    from neardup.stages.read import DocStore, read_block
     from neardup.synth import generate_corpus, write_jsonl
 
     pa.set_cpu_count(1)
@@ -213,35 +217,25 @@ def stage_rates(n_docs: int = 50000) -> dict:
     with tempfile.TemporaryDirectory(prefix="neardup-rates-") as tmp:
         path = os.path.join(tmp, "c.jsonl")
         write_jsonl(path, generate_corpus(n_docs, seed=2).texts)
-        src = nio.discover([path])[0]
+        sources = nio.discover([path])
         for verify in ("estimate", "exact"):
             cfg = dataclasses.replace(Config(verify=verify).resolved(), workers=1)
-            work = os.path.join(tmp, verify)
-            rt.warm_up(cfg)
+            work = WorkDir(os.path.join(tmp, verify), "rates", resume=False)
             with kernel_threads(1):
                 t0 = time.perf_counter()
-                summaries = [rt.signature_block(b, config=cfg, workdir=work, threads=1)
-                             for b in rt.read_sources_blocks([(0, src, None)], cfg)]
+                read_block(work.path, cfg, sources, 0, [0])
                 read_s = time.perf_counter() - t0
-                summary = pa.concat_tables(summaries)
-                shards, d0 = [], 0
-                for n, p in zip(rt.col(summary, "n").tolist(), summary.column("path").to_pylist()):
-                    shards.append([d0, n, p])
-                    d0 += n
-                index = rt.ShardIndex(work, shards, [0, n_docs])
                 t0 = time.perf_counter()
-                t = pa.concat_tables(list(rt.read_files(index.files(), ["count", "keys"])))
-                e = rt.explode_keys(t, bands=cfg.bands, parts=1, rejected=np.zeros(0, np.int64))
-                b = rt.form_buckets(e, tp_parts=1, chunk_starts=np.array([0]))
-                data_type = pa.large_list(pa.uint64()) if verify == "exact" else pa.binary(4 * cfg.num_perm)
-                d = rt.attach_data(b, shards=index, exact=verify == "exact", data_type=data_type, score=False)
-                c = rt.search_pairs(d, config=cfg, pair_parts=1)
-                r = rt.dedup_pairs(c, workdir=work)
+                corpus = Corpus(work, cfg, [[0]])
+                store = DocStore(work.path, corpus.block_start, cfg.num_perm)
+                offsets, members = bucket_runs(corpus.column("keys"), corpus.column("count") > 0)
+                checked, _ = search_partition(offsets, members, make_verifier(store, cfg), cfg)
+                pairs, candidates = distinct_pairs(checked)
                 pairs_s = time.perf_counter() - t0
             out[verify] = {"read_s": read_s, "read_docs_per_s_per_core": n_docs / read_s,
                            "pairs_s": pairs_s, "pairs_docs_per_s_per_core": n_docs / pairs_s,
-                           "bucket_members": b.num_rows, "candidate_pairs": int(rt.col(r, "candidates")[0]),
-                           "verified_pairs": int(rt.col(r, "verified")[0])}
+                           "bucket_members": int(len(members)), "candidate_pairs": candidates,
+                           "verified_pairs": pairs.num_rows}
     return out
 
 
@@ -266,7 +260,6 @@ def grouping_rates(n_docs: int, cpus: int) -> dict:
 
     from neardup.bands import bucket_runs
     from neardup.engines import ray as rengine
-    from neardup.engines import ray_tasks as rt
     from neardup.hashing import kernel_threads
 
     bands = 13
@@ -286,19 +279,18 @@ def grouping_rates(n_docs: int, cpus: int) -> dict:
         logging.getLogger("ray.data").setLevel(logging.ERROR)
         blocks = 4 * cpus
         bounds = np.linspace(0, n_docs, blocks + 1).astype(np.int64)
-        tables = [pa.table({"doc": pa.array(np.arange(a, b, dtype=np.int64)),
-                            "count": pa.array(np.ones(b - a, np.int64)),
-                            "keys": rt.fsb_array(keys[a:b])}) for a, b in zip(bounds[:-1], bounds[1:])]
         parts = max(2, cpus, int(np.ceil(rows * 24 / rengine.TARGET_PART_BYTES)))
-        chunks = rengine._chunk_starts(n_docs, parts)
         runs = []
         for _ in range(2):  # the first run also starts the workers
-            ds = ray.data.from_arrow(tables)
-            ds = rengine._map(ds, rt.explode_keys, bands=bands, parts=parts, rejected=np.zeros(0, np.int64))
+            ds = ray.data.from_arrow([pa.table({
+                "part": pa.array((keys[a:b].reshape(-1) % np.uint64(parts)).astype(np.int32)),
+                "band": pa.array(np.tile(np.arange(bands, dtype=np.int32), b - a)),
+                "key": pa.array(keys[a:b].reshape(-1)),
+                "doc": pa.array(np.repeat(np.arange(a, b, dtype=np.int64), bands))})
+                for a, b in zip(bounds[:-1], bounds[1:])])
             ds = ds.materialize()  # the rows exist before the clock starts
             t0 = time.perf_counter()
-            out = rengine._map(rengine._shuffle(ds, "part", parts), rt.form_buckets, tp_parts=parts,
-                               chunk_starts=chunks).materialize()
+            out = rengine._map(rengine._shuffle(ds, parts), rengine._form_buckets, parts=parts).materialize()
             runs.append(time.perf_counter() - t0)
             members_ray = out.count()
         ray_s = min(runs)

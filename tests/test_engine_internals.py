@@ -1,4 +1,4 @@
-"""Pieces of the local engine that the end-to-end tests only see from afar."""
+"""Pieces of the stages that the end-to-end tests only see from afar."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from neardup.engines.local import ROW_GROUP, ParquetRows, ShingleStore
-from neardup.engines.workdir import AppendFile, open_column
+from neardup.stages.write import ROW_GROUP, ParquetRows
 
 
 def test_char_class_table_cache_matches_a_fresh_build(tmp_path, monkeypatch):
@@ -49,28 +48,39 @@ def test_parquet_rows_same_bytes_whatever_the_batching(tmp_path):
     assert pq.read_table(paths[1]).equals(table)
 
 
-def test_append_file_and_shingle_store(tmp_path):
-    f = AppendFile(str(tmp_path / "x.u64"), np.uint64)
-    f.append(np.arange(10, dtype=np.uint64))
-    f.append(np.arange(10, 25, dtype=np.uint64))
-    f.close()
-    col = open_column(str(tmp_path / "x.u64"), np.uint64)
-    assert col.tolist() == list(range(25))
-    g = AppendFile(str(tmp_path / "y.u32"), np.uint32, 4)
-    g.append(np.arange(8, dtype=np.uint32).reshape(2, 4))
-    g.close()
-    assert open_column(str(tmp_path / "y.u32"), np.uint32, 4).shape == (2, 4)
-    # raw shingles of 6 documents (one empty, with repeats, out of order) read back as sorted sets
-    docs = [[5, 3, 5], [], [9], [2, 2, 2, 1], [7, 8], [4, 0]]
-    h = AppendFile(str(tmp_path / "sh.u64"), np.uint64)
-    for d in docs:
-        h.append(np.array(d, dtype=np.uint64))
-    h.close()
-    store = ShingleStore(str(tmp_path / "sh.u64"), np.array([len(d) for d in docs]))
-    for pick in ([0, 1, 2, 3, 4, 5], [1, 3, 4], [0, 5], [2]):
-        off, vals = store.raw(np.array(pick))
-        got = [vals[off[i]:off[i + 1]].tolist() for i in range(len(pick))]
-        assert got == [docs[p] for p in pick]
+def test_doc_store_reads_back_each_documents_data(tmp_path):
+    """Signatures and raw shingles of any documents, across blocks, in the order asked."""
+    from neardup import Config
+    from neardup import io as nio
+    from neardup.minhash import MinHasher
+    from neardup.stages.layout import Corpus, WorkDir, plan_blocks
+    from neardup.stages.read import DocStore, read_block
+    texts = [f"document {i} " + "word " * (i % 7) + ("tail" if i % 3 else "") for i in range(40)] + ["", "a"]
+    for i in range(3):
+        (tmp_path / f"f{i}.txt").write_text("\n".join(texts[i::3]))
+    for verify in ("exact", "estimate"):
+        cfg = Config(verify=verify).resolved()
+        sources = nio.discover([str(tmp_path / "*.txt")])
+        work = WorkDir(str(tmp_path / f"work-{verify}"), "fp", resume=False)
+        blocks = plan_blocks(sources, block_bytes=1)  # one file per block
+        assert blocks == [[0], [1], [2]]
+        for b, members in enumerate(blocks):
+            read_block(work.path, cfg, sources, b, members)
+        corpus = Corpus(work, cfg, blocks)
+        store = DocStore(work.path, corpus.block_start, cfg.num_perm)
+        file_texts = [(tmp_path / f"f{i}.txt").read_text() for i in range(3)]
+        hasher = MinHasher.from_config(cfg)
+        for pick in ([0, 1, 2], [2], [0, 2], [1]):
+            docs = np.array(pick, np.int64)
+            if verify == "exact":
+                off, vals = store.shingles(docs)
+                for i, d in enumerate(pick):
+                    _, o2, sh = hasher.signatures_and_shingles(pa.array([file_texts[d]], pa.large_string()))
+                    assert vals[off[i]:off[i + 1]].tolist() == sh.tolist()
+            else:
+                sigs = store.signatures(docs)
+                want, _ = hasher.signatures_and_counts(pa.array([file_texts[d] for d in pick], pa.large_string()))
+                assert np.array_equal(sigs, want)
 
 
 def test_estimate_documents_for_the_progress_bar(tmp_path):

@@ -24,8 +24,8 @@ import pytest
 
 import neardup
 
-ray = pytest.importorskip("ray")
-psutil = pytest.importorskip("psutil")
+import psutil  # noqa: E402  test dependencies: a missing one fails the suite, it is not skipped
+import ray  # noqa: E402
 
 pytestmark = [pytest.mark.ray,
               pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]
@@ -129,10 +129,7 @@ def test_jsonl_files_same_bytes(cluster, tmp_path, jsonl_corpus, verify):
 
 
 @pytest.mark.parametrize("verify", ["exact", "estimate"])
-def test_parquet_same_bytes(cluster, tmp_path, parquet_corpus, verify, monkeypatch):
-    # bucket members meet their data through the shuffle by document range (the path of a
-    # cluster of several nodes; one node reads the shards directly, as the other tests do)
-    monkeypatch.setenv("NEARDUP_RAY_DATA", "shuffle")
+def test_parquet_same_bytes(cluster, tmp_path, parquet_corpus, verify):
     local, rayed, stats = both(tmp_path, str(parquet_corpus), verify=verify, keep="score:quality",
                                text_column="body", id_column="doc_id")
     assert stats["counts"]["removed"] > 50
@@ -203,10 +200,8 @@ def _ray_workers():
     return out
 
 
-@pytest.mark.parametrize("data_path", ["shuffle", "lookup"])
-def test_worker_killed_mid_run_same_output(cluster, tmp_path, data_path, monkeypatch):
+def test_worker_killed_mid_run_same_output(cluster, tmp_path):
     from neardup.synth import generate_corpus
-    monkeypatch.setenv("NEARDUP_RAY_DATA", data_path)
     d = tmp_path / "in"
     d.mkdir()
     texts = generate_corpus(8000, seed=14).texts
@@ -218,7 +213,7 @@ def test_worker_killed_mid_run_same_output(cluster, tmp_path, data_path, monkeyp
     stop = threading.Event()
 
     def killer():
-        targets = ("signature_block", "search_pairs")  # a read task, then a pair search
+        targets = ("_read_task", "_search")  # a read task, then a pair search
         while not stop.is_set() and len(killed) < len(targets):
             want = targets[len(killed)]
             for p, cmd in _ray_workers():
@@ -242,40 +237,54 @@ def test_worker_killed_mid_run_same_output(cluster, tmp_path, data_path, monkeyp
     assert_same(local, tmp_path / "ray")
 
 
-def test_resume(cluster, tmp_path, jsonl_corpus):
-    out, work = tmp_path / "ray", tmp_path / "work"
-    opts = dict(verify="exact", on_error="skip", work_dir=str(work))
-    first = neardup.dedup(str(jsonl_corpus), output=str(out), engine="ray", **opts)
-    reference = outputs(out)
-    # as if the run had died after the pairs stage
+@pytest.mark.parametrize("first,second", [("local", "ray"), ("ray", "local"), ("ray", "ray")])
+def test_resume_across_engines(cluster, tmp_path, jsonl_corpus, first, second):
+    """One work directory for both engines: the stages one engine finished are not run again by
+    the other, and the output is the same."""
+    opts = dict(verify="exact", on_error="skip")
+    reference = tmp_path / "reference"
+    neardup.dedup(str(jsonl_corpus), output=str(reference), **opts)
+    work = tmp_path / "work"
+    neardup.dedup(str(jsonl_corpus), output=str(tmp_path / "a"), engine=first, work_dir=str(work), **opts)
     state = json.loads((work / "state.json").read_text())
-    for stage in ("clusters", "write"):
+    for stage in ("clusters", "write"):  # as if the run had died after the pairs stage
         state["done"].pop(stage)
     (work / "state.json").write_text(json.dumps(state))
-    again = neardup.dedup(str(jsonl_corpus), output=str(out), engine="ray", resume=True, **opts)
+    again = neardup.dedup(str(jsonl_corpus), output=str(tmp_path / "b"), engine=second, resume=True,
+                          work_dir=str(work), **opts)
     assert again.stats["seconds"]["read"] == 0 and again.stats["seconds"]["pairs"] == 0
     assert again.stats["seconds"]["clusters"] > 0
-    assert outputs(out) == reference
-    assert first.stats["counts"] == again.stats["counts"]
-    # a work directory of the local engine is not taken for the Ray engine's: every stage runs
-    local_out, local_work = tmp_path / "local", tmp_path / "lwork"
-    neardup.dedup(str(jsonl_corpus), output=str(local_out), verify="exact", on_error="skip",
-                  work_dir=str(local_work))
-    state = json.loads((local_work / "state.json").read_text())
-    state["done"].pop("write")
-    (local_work / "state.json").write_text(json.dumps(state))
-    res = neardup.dedup(str(jsonl_corpus), output=str(tmp_path / "ray2"), engine="ray", resume=True,
-                        verify="exact", on_error="skip", work_dir=str(local_work))
-    assert res.stats["seconds"]["read"] > 0
-    assert_same(local_out, tmp_path / "ray2")
-    # ... and the other way round: a Ray work directory resumed by the local engine
+    assert_same(reference, tmp_path / "b")
+
+
+@pytest.mark.parametrize("first,second", [("local", "ray"), ("ray", "local")])
+def test_resume_in_the_middle_of_the_read_stage(cluster, tmp_path, first, second, monkeypatch):
+    """Blocks read before an interruption are kept: the resumed run reads only the others."""
+    from neardup.stages import layout
+    from neardup.synth import generate_corpus
+    monkeypatch.setattr(layout, "BLOCK_BYTES", 1)  # one input file per block
+    d = tmp_path / "in"
+    d.mkdir()
+    texts = generate_corpus(1200, seed=21, doc_words=60).texts
+    for i in range(6):
+        (d / f"p{i}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[i::6]))
+    reference = tmp_path / "reference"
+    neardup.dedup(str(d), output=str(reference))
+    work = tmp_path / "work"
+    neardup.dedup(str(d), output=str(tmp_path / "a"), engine=first, work_dir=str(work))
+    # as if the run had died while reading: blocks 2 and 4 unfinished, nothing recorded as done
+    for b in (2, 4):
+        for f in work.glob(f"read/block-{b:06d}.*"):
+            f.unlink()
     state = json.loads((work / "state.json").read_text())
-    state["done"].pop("write", None)
+    state["done"] = {}
     (work / "state.json").write_text(json.dumps(state))
-    res = neardup.dedup(str(jsonl_corpus), output=str(tmp_path / "local2"), resume=True, verify="exact",
-                        on_error="skip", work_dir=str(work))
-    assert res.stats["seconds"]["read"] > 0
-    assert_same(local_out, tmp_path / "local2")
+    kept = {p.name: p.stat().st_mtime_ns for p in work.glob("read/block-*")}
+    neardup.dedup(str(d), output=str(tmp_path / "b"), engine=second, resume=True, work_dir=str(work))
+    state = json.loads((work / "state.json").read_text())
+    assert state["done"]["read"]["blocks"] == 6 and state["done"]["read"]["blocks_read"] == 2
+    assert {p.name: p.stat().st_mtime_ns for p in work.glob("read/block-*") if p.name in kept} == kept
+    assert_same(reference, tmp_path / "b")
 
 
 # --------------------------------------------------------------------------- command line
@@ -339,7 +348,7 @@ def test_bucket_members_match_a_plain_sort(monkeypatch, collide):
     falls back to it when two (band, key) share the 64-bit mix."""
     import numpy as np
 
-    from neardup.engines import ray_tasks as rt
+    from neardup.engines import ray as rt
     if collide:
         monkeypatch.setattr(rt, "mix64", lambda x: np.zeros(len(x), np.uint64))
     rng = np.random.default_rng(3)
@@ -348,7 +357,7 @@ def test_bucket_members_match_a_plain_sort(monkeypatch, collide):
         band = rng.integers(0, 4, n).astype(np.int32)
         key = rng.integers(0, int(rng.integers(1, 40)), n).astype(np.uint64)
         doc = rng.permutation(3 * n)[:n].astype(np.int64)
-        members, sizes, first = rt._bucket_members(band, key, doc)
+        members, sizes, first = rt.bucket_members(band, key, doc)
         groups = np.split(members, np.cumsum(sizes)[:-1]) if len(sizes) else []
         got = sorted(tuple(m) for m in groups)
         want = {}

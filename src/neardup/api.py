@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Union
 
@@ -102,8 +104,8 @@ def check_output_folder(output: str) -> None:
         raise ConfigError(f"output {output!r} exists and is not a folder")
     if os.path.isdir(output):
         entries = [e for e in os.listdir(output) if not e.startswith(".")]
-        ours = {"kept", "removed.parquet", "clusters.parquet", "rejected.parquet", "stats.json", "report.html",
-                "texts_sample.parquet"}
+        from .stages.write import OUTPUT_FILES
+        ours = set(OUTPUT_FILES)
         foreign = [e for e in entries if e not in ours]
         if foreign:
             raise ConfigError(f"output folder {output!r} holds other files ({', '.join(sorted(foreign)[:3])}); "
@@ -112,10 +114,10 @@ def check_output_folder(output: str) -> None:
 
 def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Optional[str] = None,
         resume: bool = False, quiet: bool = True, keep_work: Optional[bool] = None):
-    """Runs a resolved config over discovered sources with the configured engine; returns the
-    run's context (``.stats`` as written to stats.json)."""
-    from .engines.local import RunContext, run_local
-    from .engines.workdir import WorkDir, fingerprint
+    """Runs a resolved config over discovered sources with the configured engine, then writes
+    report.html; returns the run's context (``.stats`` as written to stats.json)."""
+    from .stages import RunContext
+    from .stages.layout import WorkDir, fingerprint
 
     check_output_folder(output)
     explicit_work = work_dir is not None
@@ -132,17 +134,40 @@ def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Opt
             raise ConfigError(f"the Ray engine needs Ray: pip install 'neardup[ray]' ({exc})") from None
         ctx.stats = run_ray(ctx)
     else:
-        # --workers bounds Arrow's threads (JSON parsing, compute) as well as the kernels'
-        previous = pa.cpu_count()
-        if config.workers:
-            pa.set_cpu_count(config.workers)
-        try:
+        from .engines.local import run_local
+        with _arrow_threads(config.workers):
             ctx.stats = run_local(ctx)
-        finally:
-            pa.set_cpu_count(previous)
+    from .report import write_report
+    write_report(output)
     if not keep_work:
         work.remove()
     return ctx
+
+
+_arrow_lock = threading.Lock()
+_arrow_users = [0, None]  # runs inside _arrow_threads, Arrow's CPU count before the first
+
+
+@contextmanager
+def _arrow_threads(workers: Optional[int]):
+    """--workers bounds Arrow's thread pool (JSON parsing, compute) as well as the kernels'.
+    The pool is global to the process: the count found before the first of several concurrent
+    runs is the one restored after the last."""
+    if not workers:
+        yield
+        return
+    with _arrow_lock:
+        if _arrow_users[0] == 0:
+            _arrow_users[1] = pa.cpu_count()
+        _arrow_users[0] += 1
+        pa.set_cpu_count(workers)
+    try:
+        yield
+    finally:
+        with _arrow_lock:
+            _arrow_users[0] -= 1
+            if _arrow_users[0] == 0:
+                pa.set_cpu_count(_arrow_users[1])
 
 
 def _result(kind, table, source, ctx, output) -> DedupResult:

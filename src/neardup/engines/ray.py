@@ -1,63 +1,64 @@
-"""The Ray engine: the stages of the local engine as Ray Data pipelines over a cluster.
+"""The Ray driver: the stages of :mod:`neardup.stages` mapped over a Ray cluster.
 
 ``neardup dedup ... --engine ray [--ray-address ADDRESS]``. Without an address a local Ray
 instance is started (and stopped at the end); with one, the run joins that cluster. Ray is
-imported only here, when the engine is asked for. The outputs are byte for byte those of the
-local engine (only stats.json's ``seconds`` differ). See docs/scaling.md for the data flow, what
-crosses the network, and how to run it on a cluster.
+imported only here. The outputs are byte for byte those of the local driver, and the work
+directory is the same (a run interrupted under one engine is finished by the other). See
+docs/scaling.md for the data flow and what crosses the network.
 
-Stages (the work directory holds each stage's files, so that ``--resume`` skips finished ones):
+How the partitions are formed (the stage code itself is in :mod:`neardup.stages`):
 
-read      a custom Ray Data datasource: read tasks over groups of consecutive input files (a
-          file is never split; ``neardup.io.read_source``: the same rows, ids, rejections and
-          messages as the local engine), fused with ``map_batches`` running the compiled
-          kernels; each block of documents is written as one shard (Arrow IPC) in the work
-          directory, and one summary row per shard comes back. The driver keeps one count per
-          file and makes the dense document index (file order, then row order) from them.
-pairs     (band, key, doc) rows -> keyed shuffle on (band, key) -> buckets -> shuffle by
-          document range, where each document's data (signature or shingle set) is read from
-          its shard -> shuffle by the bucket's anchor -> :func:`neardup.bands.find_pairs` on
-          each partition's buckets (star pairs, verification, re-anchoring) -> shuffle by pair
-          -> distinct pairs; the verified ones are written to the work directory.
-clusters  connected components by alternating large-star / small-star steps, then a shuffle by
-          document range (labels meet the documents' attributes from the shards) and one by
-          component: the chain guard of :func:`neardup.clusters.select_representatives` on
-          each partition's whole clusters; members are written to the work directory.
-write     kept/ (one task per group of input files, ``neardup.io.write_kept``), removed.parquet
-          and clusters.parquet (a distributed sort, streamed through the driver into the
-          local engine's ParquetRows writer), rejected.parquet, stats.json, report.html.
+read      one Ray task per block of the read plan (:func:`neardup.stages.read.read_block`);
+          blocks already read are skipped.
+pairs     (band, key, doc) rows -> keyed shuffle on the band key -> buckets -> shuffle on each
+          bucket's smallest member -> :func:`neardup.stages.pairs.search_partition` -> shuffle
+          on the pair -> :func:`neardup.stages.pairs.distinct_pairs`, one pairs file a partition.
+clusters  connected components by alternating large-star / small-star steps (Kiveris et al.,
+          "Connected Components in MapReduce and Beyond", SoCC 2014), then a shuffle on each
+          component's label -> :func:`neardup.stages.clusters.select_partition`.
+write     removed.parquet and clusters.parquet: a distributed sort streamed through the driver
+          into one writer; kept/: one task per group of sources
+          (:func:`neardup.stages.write.write_kept_group`).
+
+A keyed shuffle is ``ds.sort("part", boundaries=[1, ..., P-1])`` on an int32 column ``part`` in
+[0, P): the pull-based sort shuffle puts exactly the rows of one part value into one block, and
+``map_batches(batch_size=None)`` hands that block to one call. Every task is a pure function of
+its input and of the work directory (retried after a worker dies, it writes the same files);
+the work directory must be visible to every node (a shared file system).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
 import os
-import shutil
-import time
 import warnings
 from functools import partial
-from typing import Dict, List, Optional
+from typing import Dict, List
 
+import numba as nb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..config import default_workers
 from ..errors import ConfigError, InputError, NeardupError
-from ..progress import bar
-from . import ray_tasks as rt
-from .local import (CLUSTERS_SCHEMA, REJECTED_SCHEMA, REMOVED_SCHEMA, SAMPLE_SCHEMA, ParquetRows, RunContext,
-                    build_stats, place, publish)
+from ..hashing import kernel_threads, mix64
+from ..progress import bar, check_interrupt
+from ..stages import RunContext, finish_read, finish_write, run_stages
+from ..stages.clusters import merge_counts, select_partition
+from ..stages.layout import PAIRS_SCHEMA, Corpus, fixed_binary_numpy
+from ..stages.pairs import CHECKED_SCHEMA, distinct_pairs, keep_rank, make_verifier, search_partition
+from ..stages.read import DUP_SCHEMA, DocStore, duplicate_ids, read_block
+from ..stages.write import (CLUSTERS_SCHEMA, REMOVED_SCHEMA, ParquetRows, cluster_records, prepare_output,
+                            removed_records, wanted_texts, write_kept_group, write_parquet)
 
 MAX_RETRIES = 4                 # Ray retries of every task whose worker died
 TARGET_PART_BYTES = 128 << 20   # bytes of shuffled rows per partition (one reduce task)
 MAX_PARTS = 4096
 MAX_CC_ROUNDS = 200
-ENGINE = "ray"
+log = logging.getLogger("neardup.ray")
 
 
 def _import_ray():
@@ -67,9 +68,6 @@ def _import_ray():
     except ImportError as exc:
         raise ConfigError(f"the Ray engine needs Ray: pip install 'neardup[ray]' ({exc})") from None
     return ray
-
-
-# --------------------------------------------------------------------------- session
 
 
 def _check_reachable(address: str, timeout: float = 10.0) -> None:
@@ -90,7 +88,6 @@ class _Session:
     """The Ray connection and the Ray Data settings of one run."""
 
     def __init__(self, ctx: RunContext):
-        t0 = time.perf_counter()
         ray = _import_ray()
         from ray.data.context import DataContext, ShuffleStrategy
 
@@ -108,46 +105,23 @@ class _Session:
                     ray.init(address="local", num_cpus=default_workers(cfg.workers), **kwargs)
             except (ConnectionError, ValueError, RuntimeError) as exc:
                 where = f"the Ray cluster at {cfg.ray_address}" if cfg.ray_address else "a local Ray instance"
-                msg = " ".join(str(exc).split())
-                raise ConfigError(f"cannot start or join {where}: {msg[:300]}") from None
+                raise ConfigError(f"cannot start or join {where}: {' '.join(str(exc).split())[:300]}") from None
             self.started = True
-        _debug("import ray and connect", t0)
-        res = ray.cluster_resources()
-        self.cpus = max(1, int(res.get("CPU", 1)))
+        self.cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         per_node = [int(n.get("Resources", {}).get("CPU", 0)) for n in ray.nodes() if n.get("Alive")]
         self.cpus_per_node = max([c for c in per_node if c > 0] or [1])
-        self.nodes = max(1, sum(1 for c in per_node if c > 0))
         dc = DataContext.get_current()
         self._dc = dc
         self._saved = (dc.enable_progress_bars, dc.execution_options.preserve_order, dc.shuffle_strategy)
         dc.enable_progress_bars = False
         dc.execution_options.preserve_order = True
-        # The pull-based sort shuffle puts each partition into exactly one block and needs no
-        # actors; NEARDUP_RAY_SHUFFLE=push selects the push-based variant for large clusters.
-        dc.shuffle_strategy = (ShuffleStrategy.SORT_SHUFFLE_PUSH_BASED
-                               if os.environ.get("NEARDUP_RAY_SHUFFLE") == "push"
-                               else ShuffleStrategy.SORT_SHUFFLE_PULL_BASED)
+        # the pull-based sort shuffle puts each partition into exactly one block and needs no actors
+        dc.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
         self._loggers = {}
         for name in ("ray.data", "ray.data._internal.execution.streaming_executor"):
             lg = logging.getLogger(name)
             self._loggers[name] = lg.level
             lg.setLevel(logging.ERROR if ctx.quiet else logging.WARNING)
-        self.warming = []
-        if not os.environ.get("NEARDUP_RAY_NO_WARMUP"):
-            # every worker loads the compiled kernels now, in parallel, instead of each stage's
-            # first task waiting for it
-            warm = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(rt.warm_up)
-            self.warming = [warm.remote(cfg) for _ in range(min(self.cpus, 256))]
-            # meanwhile Ray Data's first execution creates its helper actors (about a second)
-            import threading
-            self._first = threading.Thread(target=lambda: ray.data.range(1).materialize(), daemon=True)
-            self._first.start()
-
-    def wait_warm(self) -> None:
-        if self.warming:
-            self.ray.get(self.warming)
-            self.warming = []
-            self._first.join()
 
     def parts(self, nbytes: float) -> int:
         """Partitions for a shuffle of nbytes: at least one per CPU (and 2), at most MAX_PARTS."""
@@ -159,615 +133,550 @@ class _Session:
         for name, level in self._loggers.items():
             logging.getLogger(name).setLevel(level)
         if self.started:
-            t0 = time.perf_counter()
             self.ray.shutdown()
-            _debug("shutdown", t0)
 
 
 # --------------------------------------------------------------------------- Ray Data plumbing
 
 
-def _datasource_classes():
-    from ray.data.block import BlockMetadata
-    from ray.data.datasource import Datasource, ReadTask
-
-    class SourcesDatasource(Datasource):
-        """Read tasks over groups of consecutive input files, wrapping :func:`neardup.io.read_source`."""
-
-        def __init__(self, groups, config):
-            super().__init__()
-            self.groups = groups      # [[(source index, Source, table ref or None), ...], ...]
-            self.config = config
-
-        def get_name(self) -> str:
-            return "Sources"
-
-        def estimate_inmemory_data_size(self):
-            return None
-
-        def get_read_tasks(self, parallelism, per_task_row_limit=None, data_context=None):
-            return [ReadTask(partial(rt.read_sources_blocks, items, self.config),
-                             BlockMetadata(num_rows=None, size_bytes=None, input_files=None, exec_stats=None))
-                    for items in self.groups]
-
-    class FilesDatasource(Datasource):
-        """Parquet files of the work directory, in order, a few per read task."""
-
-        def __init__(self, items, columns, tasks):
-            super().__init__()
-            self.items = items
-            self.columns = columns
-            self.tasks = tasks
-
-        def get_name(self) -> str:
-            return "WorkFiles"
-
-        def estimate_inmemory_data_size(self):
-            return None
-
-        def get_read_tasks(self, parallelism, per_task_row_limit=None, data_context=None):
-            k = max(1, min(len(self.items), self.tasks))
-            bounds = np.linspace(0, len(self.items), k + 1).astype(int)
-            return [ReadTask(partial(rt.read_files, self.items[a:b], self.columns),
-                             BlockMetadata(num_rows=None, size_bytes=None, input_files=None, exec_stats=None))
-                    for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-
-    return SourcesDatasource, FilesDatasource
+def _col(table: pa.Table, name: str, dtype=None) -> np.ndarray:
+    c = table.column(name)
+    arr = c.to_numpy() if c.num_chunks == 1 else c.combine_chunks().to_numpy(zero_copy_only=False)
+    return arr.astype(dtype, copy=False) if dtype is not None else arr
 
 
-def _read_files(env: _Session, items, columns):
+def _part_of(x, parts: int) -> np.ndarray:
+    """Hash partition in [0, parts) of integer keys (int32)."""
+    return (mix64(x) % np.uint64(parts)).astype(np.int32)
+
+
+def _runs(*keys: np.ndarray) -> np.ndarray:
+    """Start of each run of equal consecutive values (over all keys together)."""
+    n = len(keys[0])
+    if n == 0:
+        return np.zeros(0, np.int64)
+    change = np.zeros(n, bool)
+    change[0] = True
+    for k in keys:
+        change[1:] |= k[1:] != k[:-1]
+    return np.flatnonzero(change)
+
+
+def _over(items: List, fn, **kwargs):
+    """A dataset of one call of ``fn(item, **kwargs) -> pa.Table`` per item, one task each."""
     import ray.data
-    _, files_ds = _datasource_classes()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        tasks = max(1, min(len(items), 2 * env.cpus))
-        # override_num_blocks = the number of read tasks: Ray Data would split their blocks
-        # to reach its default parallelism otherwise
-        return ray.data.read_datasource(files_ds(list(items), columns, tasks=tasks), override_num_blocks=tasks,
-                                        ray_remote_args={"max_retries": MAX_RETRIES})
+    ds = ray.data.from_items([{"i": i} for i in range(len(items))], override_num_blocks=max(1, len(items)))
+    return _map(ds, lambda t: fn(items[int(t.column("i")[0].as_py())], **kwargs) if t.num_rows else t)
 
 
-def _map(ds, fn, num_cpus: float = 1, **kwargs):
+def _map(ds, fn, **kwargs):
     """map_batches over whole blocks as Arrow tables, with task retries."""
     with warnings.catch_warnings():  # max_retries has no named parameter on map_batches
         warnings.simplefilter("ignore")
         return ds.map_batches(partial(fn, **kwargs), batch_size=None, batch_format="pyarrow",
-                              zero_copy_batch=True, num_cpus=num_cpus, max_retries=MAX_RETRIES)
+                              zero_copy_batch=True, max_retries=MAX_RETRIES)
 
 
-def _shuffle(ds, key: str, parts: int):
-    """Keyed shuffle: every row with ``key`` == p (p in [0, parts)) lands in the p-th block."""
-    return ds.sort(key, boundaries=list(range(1, parts)))
+def _shuffle(ds, parts: int):
+    """Keyed shuffle: every row with ``part`` == p (p in [0, parts)) lands in the p-th block."""
+    return ds.sort("part", boundaries=list(range(1, parts)))
 
 
-def _collect(ds, what: str = "") -> Optional[pa.Table]:
-    """Runs a pipeline whose output is small (summary rows) and returns it as one table."""
+def _collect(ds, schema: pa.Schema) -> pa.Table:
     import ray
-    t0 = time.perf_counter()
     tables = [t for t in ray.get(ds.to_arrow_refs()) if t is not None and t.num_rows]
-    _debug(what, t0)
-    if os.environ.get("NEARDUP_RAY_DEBUG") == "stats":
-        import sys
-        print(ds.stats(), file=sys.stderr)
-    return pa.concat_tables(tables) if tables else None
-
-
-def _debug(what: str, t0: float) -> None:
-    if os.environ.get("NEARDUP_RAY_DEBUG"):
-        import sys
-        print(f"[neardup ray] {what}: {time.perf_counter() - t0:.2f}s", file=sys.stderr)
+    return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
 def _one_call_per_partition(summary: pa.Table, what: str) -> None:
     """Every partition must reach its function in one piece (the keyed shuffle's contract)."""
-    parts = rt.col(summary, "part", np.int64)
+    parts = _col(summary, "part", np.int64)
     if len(np.unique(parts)) != len(parts):
-        raise NeardupError(f"internal error: a {what} partition was split over several calls")
+        raise RuntimeError(f"internal error: a {what} partition was split over several calls; please report this bug")
 
 
-def _data_path(env: "_Session") -> str:
-    """How bucket members meet their data: 'shuffle' (by document range, then to the pair
-    partitions: the cluster path) or 'lookup' (pair partitions read the shards directly: one
-    node). NEARDUP_RAY_DATA=shuffle|lookup chooses."""
-    choice = os.environ.get("NEARDUP_RAY_DATA", "")
-    if choice in ("shuffle", "lookup"):
-        return choice
-    return "lookup" if env.nodes == 1 else "shuffle"
-
-
-def _chunk_starts(n_docs: int, chunks: int) -> np.ndarray:
-    """First document of each of ``chunks`` equal document ranges."""
-    return np.unique(np.linspace(0, max(n_docs, 1), chunks + 1).astype(np.int64)[:-1])
-
-
-def _raise_as(kind: Optional[str], message: str):
-    cls = {"InputError": InputError, "ConfigError": ConfigError}.get(kind or "", NeardupError)
-    raise cls(message)
+def _store(ctx: RunContext):
+    corpus = Corpus(ctx.work, ctx.config, ctx.work.plan(ctx.sources))
+    return corpus, DocStore(ctx.work.path, corpus.block_start, ctx.config.num_perm)
 
 
 # --------------------------------------------------------------------------- stage: read
 
 
-def _meta_path(ctx: RunContext, stage: str) -> str:
-    return ctx.work.file(stage, "meta.json")
+def _read_task(work_path, config, sources, tables, block, members):
+    """One block; a bad record's error comes back as a value, so that the driver raises the first
+    one in file order, as the local driver does."""
+    sources = [s if s.format != "table" else _with_table(s, tables[si]) for si, s in enumerate(sources)]
+    try:
+        with kernel_threads(config.workers):
+            return read_block(work_path, config, sources, block, members)
+    except NeardupError as exc:
+        return {"error": [type(exc).__name__, str(exc)]}
 
 
-def _save_meta(ctx: RunContext, stage: str, meta: dict) -> None:
-    path = _meta_path(ctx, stage)
-    with open(path + ".tmp", "w") as f:
-        json.dump(meta, f)
-    os.replace(path + ".tmp", path)
+def _with_table(source, ref):
+    import dataclasses
+
+    import ray
+    return dataclasses.replace(source, table=ray.get(ref)) if ref is not None else source
 
 
-def _load_meta(ctx: RunContext, stage: str) -> dict:
-    with open(_meta_path(ctx, stage)) as f:
-        return json.load(f)
-
-
-def _source_groups(ctx: RunContext, env: _Session) -> List[List[int]]:
-    """Consecutive input files grouped into read tasks: about 4 per CPU, 1 MiB to 256 MiB each;
-    a file is never split."""
-    sizes = []
-    for s in ctx.sources:
-        sizes.append(s.table.nbytes if s.format == "table" else os.path.getsize(s.path))
-    target = min(256 << 20, max(1 << 20, sum(sizes) / (4 * env.cpus)))
-    groups: List[List[int]] = [[]]
-    acc = 0
-    for si, size in enumerate(sizes):
-        if groups[-1] and acc + size > target:
-            groups.append([])
-            acc = 0
-        groups[-1].append(si)
-        acc += size
-    return [g for g in groups if g]
+def _lite_sources(ctx: RunContext):
+    import dataclasses
+    return [dataclasses.replace(s, table=None) if s.format == "table" else s for s in ctx.sources]
 
 
 def stage_read(ctx: RunContext, env: _Session) -> dict:
-    import ray
-    import ray.data
+    import dataclasses
 
+    ray = env.ray
     cfg = ctx.config
-    work = ctx.work.path
-    ctx.work.stage_dir("read", fresh=True)
-    n_src = len(ctx.sources)
-    groups = _source_groups(ctx, env)
-    # with fewer read tasks than CPUs each task gets several kernel threads
-    threads = max(1, min(env.cpus_per_node, env.cpus // len(groups)))
+    blocks = ctx.work.plan(ctx.sources)
+    todo = [b for b in range(len(blocks)) if ctx.work.block_summary(b) is None]
+    # with fewer blocks than CPUs each task gets several kernel threads
+    threads = max(1, min(env.cpus_per_node, env.cpus // max(1, len(todo))))
+    tables = {si: ray.put(s.table) for si, s in enumerate(ctx.sources) if s.format == "table"}
+    task = ray.remote(num_cpus=threads, max_retries=MAX_RETRIES)(_read_task)
     task_cfg = dataclasses.replace(cfg, workers=threads)
-    items = [[(si, dataclasses.replace(ctx.sources[si], table=None) if ctx.sources[si].format == "table"
-               else ctx.sources[si], ray.put(ctx.sources[si].table) if ctx.sources[si].format == "table" else None)
-              for si in g] for g in groups]
-    sources_ds, _ = _datasource_classes()
-    progress = bar("read + signatures (ray)", total=n_src, unit="file", quiet=ctx.quiet)
-    dc = ray.data.DataContext.get_current()
-    saved_block_size = dc.target_max_block_size
-    # Ray Data would merge the read blocks up to 128 MiB of text before the kernels (the shingle
-    # hashes of a block are about as large again): keep them at the read task's size
-    dc.target_max_block_size = rt.BLOCK_TEXT_BYTES
-    try:
-        with warnings.catch_warnings():  # max_retries has no named parameter on read_datasource
-            warnings.simplefilter("ignore")
-            ds = ray.data.read_datasource(sources_ds(items, task_cfg), override_num_blocks=len(items),
-                                          ray_remote_args={"num_cpus": threads, "max_retries": MAX_RETRIES})
-        ds = _map(ds, rt.signature_block, num_cpus=threads, config=task_cfg, workdir=work, threads=threads)
-        summary = _collect(ds, "read")
-    finally:
-        dc.target_max_block_size = saved_block_size
-    progress.update(n_src)
-    progress.close()
-    summary = summary if summary is not None else rt.SUMMARY_SCHEMA.empty_table()
-    kind = rt.col(summary, "kind", np.int8)
-    source = rt.col(summary, "source", np.int64)
-    pos0 = rt.col(summary, "pos0", np.int64)
-    # errors that stop the run: the first in file order, as the local engine raises it
-    fatal = np.flatnonzero(kind == 2)
-    if len(fatal):
-        first = fatal[np.argmin(source[fatal])]
-        _raise_as(summary.column("fatal")[first].as_py(), summary.column("reason")[first].as_py())
-    seg = np.flatnonzero(kind == 0)
-    n = rt.col(summary, "n", np.int64)
-    per_source = np.zeros(n_src, np.int64)
-    np.add.at(per_source, source[seg], n[seg])
-    offsets = np.concatenate([[0], np.cumsum(per_source)]).astype(np.int64)
-    n_docs = int(offsets[-1])
-    # shards: each a run of consecutive documents; together they must tile 0 .. n_docs - 1
-    paths = summary.column("path").to_pylist()
-    by_path: Dict[str, list] = {}
-    for i in seg.tolist():
-        d0 = int(offsets[source[i]] + pos0[i])
-        e = by_path.setdefault(paths[i], [d0, 0, paths[i]])
-        e[0] = min(e[0], d0)
-        e[1] += int(n[i])
-    shards = sorted(by_path.values())
-    expect = 0
-    for d0, m, _ in shards:
-        if d0 != expect:
-            raise NeardupError("internal error: the read stage's shards do not tile the documents")
-        expect += m
-    if expect != n_docs:
-        raise NeardupError("internal error: the read stage's shards do not hold every document")
-    rec = np.flatnonzero(kind == 1)
-    rec = rec[np.lexsort((pos0[rec], source[rec]))]  # file order, then order of emission
-    rows = rt.col(summary, "row", np.int64)
-    reasons = summary.column("reason").to_pylist()
-    records = [[int(source[i]), None if rows[i] < 0 else int(rows[i]), reasons[i]] for i in rec.tolist()]
-    if n_docs == 0 and not records:
-        raise InputError("no documents in the input")
-    zero = int(rt.col(summary, "zero", np.int64)[seg].sum())
-    documents = _duplicate_ids(ctx, env, shards, offsets, n_docs) if cfg.id_column else []
-    _save_meta(ctx, "read", {"shards": shards, "per_source": per_source.tolist(), "offsets": offsets.tolist(),
-                             "records": records, "documents": documents, "zero": zero, "threads": threads,
-                             "read_tasks": len(items)})
-    return {"engine": ENGINE, "documents": n_docs, "per_source": per_source.tolist(),
-            "rejected_records": len(records), "rejected_documents": len(documents)}
+    lite = _lite_sources(ctx)
+    refs = {task.remote(ctx.work.path, task_cfg, lite, tables, b, blocks[b]): b for b in todo}
+    results: Dict[int, dict] = {}
+    with bar("read + signatures (ray)", total=len(todo), unit="block", quiet=ctx.quiet) as progress:
+        pending = list(refs)
+        while pending:
+            check_interrupt()
+            done, pending = ray.wait(pending, timeout=0.5)
+            for ref in done:
+                results[refs[ref]] = ray.get(ref)
+                progress.update(1)
+    errors = [results[b]["error"] for b in sorted(results) if "error" in results[b]]
+    if errors:
+        kind, message = errors[0]
+        raise {"ConfigError": ConfigError}.get(kind, InputError)(message)
+    return finish_read(ctx, blocks, len(todo), partial(_duplicate_ids, env))
 
 
-def _duplicate_ids(ctx: RunContext, env: _Session, shards: list, offsets, n_docs: int) -> List[list]:
-    """Duplicate user ids (a shuffle on the id's hash): an error naming both places (fail), or
-    the later documents rejected (skip); returns [doc, reason, source, row, empty]."""
-    if n_docs < 2:
-        return []
-    index = rt.ShardIndex(ctx.work.path, shards, offsets)
-    parts = env.parts(n_docs * 48)
-    ds = _read_files(env, index.files(), ["row", "id", "count"])
-    ds = _map(ds, rt.id_parts, parts=parts, shards=index)
-    ds = _map(_shuffle(ds, "part", parts), rt.find_dup_ids)
-    dups = _collect(ds)
-    if dups is None:
-        return []
-    later = rt.col(dups, "later", np.int64)
-    ids = dups.column("id").to_pylist()
-    ls, lr = rt.col(dups, "later_source", np.int64), rt.col(dups, "later_row", np.int64)
-    fs, fr = rt.col(dups, "first_source", np.int64), rt.col(dups, "first_row", np.int64)
-    empty = rt.col(dups, "later_empty", bool)
-    out = []
-    for i in sorted(range(len(later)), key=lambda i: (ids[i].encode("utf-8"), int(later[i]))):
-        where_first = place(ctx.sources[int(fs[i])], int(fr[i]))
-        where_later = place(ctx.sources[int(ls[i])], int(lr[i]))
-        if ctx.config.on_error == "fail":
-            raise InputError(f"{where_later}: duplicate id {ids[i]!r} (first at {where_first}); "
-                             f"ids in --id-column must be unique")
-        out.append([int(later[i]), f"duplicate id {ids[i]!r} (first at {where_first})", int(ls[i]), int(lr[i]),
-                    bool(empty[i])])
-    out.sort(key=lambda r: r[0])
+def _id_rows(block: int, *, store: DocStore, parts: int) -> pa.Table:
+    ids = store.table(block, ["id"]).column(0).combine_chunks()
+    docs = np.arange(store.block_start[block], store.block_start[block + 1], dtype=np.int64)
+    return pa.table({"part": pa.array(_part_of(_string_hash(ids), parts)), "doc": pa.array(docs), "id": ids})
+
+
+@nb.njit(cache=True)
+def _fnv1a(offsets, data):
+    n = offsets.shape[0] - 1
+    out = np.empty(n, dtype=np.uint64)
+    for i in range(n):
+        h = np.uint64(0xCBF29CE484222325)
+        for j in range(offsets[i], offsets[i + 1]):
+            h = (h ^ np.uint64(data[j])) * np.uint64(0x100000001B3)
+        out[i] = h
     return out
+
+
+def _string_hash(ids: pa.Array) -> np.ndarray:
+    """FNV-1a of each string's UTF-8 bytes (uint64)."""
+    ids = ids.cast(pa.large_string())
+    if len(ids) == 0:
+        return np.zeros(0, np.uint64)
+    offsets = np.frombuffer(ids.buffers()[1], np.int64, count=len(ids) + 1, offset=8 * ids.offset)
+    data = np.frombuffer(ids.buffers()[2], np.uint8) if ids.buffers()[2] is not None else np.zeros(0, np.uint8)
+    return _fnv1a(offsets, data)
+
+
+def _dup_partition(table: pa.Table) -> pa.Table:
+    if table.num_rows == 0:
+        return DUP_SCHEMA.empty_table()
+    return duplicate_ids(_col(table, "doc", np.int64), table.column("id").combine_chunks())
+
+
+def _duplicate_ids(env: _Session, corpus: Corpus, store: DocStore) -> pa.Table:
+    parts = env.parts(corpus.n * 48)
+    ds = _over(list(range(len(corpus.blocks))), _id_rows, store=store, parts=parts)
+    return _collect(_map(_shuffle(ds, parts), _dup_partition), DUP_SCHEMA)
 
 
 # --------------------------------------------------------------------------- stage: pairs
 
+BUCKET_BITS = 40                # bucket id = band partition << 40 | ordinal in the partition
+
+
+def _band_rows(block: int, *, store: DocStore, bands: int, parts: int, rejected: np.ndarray) -> pa.Table:
+    """One row (part, band, key, doc) per band of every eligible document of a block."""
+    t = store.table(block, ["count", "keys"])
+    doc = np.arange(store.block_start[block], store.block_start[block + 1], dtype=np.int64)
+    ok = _col(t, "count", np.int64) > 0
+    if len(rejected):
+        ok &= ~np.isin(doc, rejected)
+    keys = fixed_binary_numpy(t.column("keys"), np.uint64, bands)[ok]
+    doc = doc[ok]
+    key = keys.reshape(-1)
+    return pa.table({"part": pa.array((key % np.uint64(parts)).astype(np.int32)),
+                     "band": pa.array(np.tile(np.arange(bands, dtype=np.int32), len(doc))),
+                     "key": pa.array(key), "doc": pa.array(np.repeat(doc, bands))})
+
+
+def bucket_members(band: np.ndarray, key: np.ndarray, doc: np.ndarray):
+    """Buckets of 2+ rows sharing (band, key): (members in ascending document order, sizes,
+    smallest member of each). One sort on a 64-bit mix of (band, key); a mix shared by two
+    different (band, key) (probability about rows^2 / 2^64) is caught and the exact three-key
+    sort is used instead."""
+    h = key ^ mix64(band.astype(np.int64) + 1)
+    order = np.argsort(h)
+    hs = h[order]
+    sizes = np.diff(np.append(_runs(hs), len(hs)))
+    big = sizes >= 2
+    sel = order[np.repeat(big, sizes)]
+    bsizes = sizes[big]
+    if len(bsizes) == 0:
+        return doc[:0], bsizes, doc[:0]
+    heads = np.concatenate([[0], np.cumsum(bsizes)[:-1]]).astype(np.int64)
+    rb, rk = band[sel], key[sel]
+    if np.any(rb != np.repeat(rb[heads], bsizes)) or np.any(rk != np.repeat(rk[heads], bsizes)):
+        order = np.lexsort((doc, key, band))
+        sizes = np.diff(np.append(_runs(band[order], key[order]), len(order)))
+        big = sizes >= 2
+        members = doc[order][np.repeat(big, sizes)]
+        bsizes = sizes[big]
+        heads = np.concatenate([[0], np.cumsum(bsizes)[:-1]]).astype(np.int64)
+        return members, bsizes, members[heads] if len(bsizes) else members[:0]
+    run_id = np.repeat(np.arange(len(bsizes), dtype=np.int64), bsizes)
+    members = doc[sel][np.lexsort((doc[sel], run_id))]
+    return members, bsizes, members[heads]
+
+
+def _form_buckets(table: pa.Table, *, parts: int) -> pa.Table:
+    """One band partition -> (part, bucket, doc) of every bucket of 2+, keyed by the bucket's
+    smallest member, so that the buckets of a group of near-duplicates sharing several bands are
+    searched together (and their common pairs verified once)."""
+    if table.num_rows == 0:
+        return pa.table({"part": pa.array([], pa.int32()), "bucket": pa.array([], pa.int64()),
+                         "doc": pa.array([], pa.int64())})
+    members, sizes, first = bucket_members(_col(table, "band", np.int32), _col(table, "key", np.uint64),
+                                           _col(table, "doc", np.int64))
+    ids = (np.int64(_col(table, "part")[0]) << np.int64(BUCKET_BITS)) + np.arange(len(sizes), dtype=np.int64)
+    return pa.table({"part": pa.array(np.repeat(_part_of(first, parts), sizes)),
+                     "bucket": pa.array(np.repeat(ids, sizes)), "doc": pa.array(members)})
+
+
+CHECKED_ROWS = pa.schema([("part", pa.int32()), ("code", pa.uint64()), ("passed", pa.bool_()),
+                          ("similarity", pa.float64()), ("counts", pa.string())])
+DISTINCT_SUMMARY = pa.schema([("part", pa.int32()), ("candidates", pa.int64()), ("verified", pa.int64()),
+                              ("counts", pa.string())])
+
+
+def _search(table: pa.Table, *, store: DocStore, config, parts: int) -> pa.Table:
+    """One pair partition: its buckets, members in keep order, through the pair search; the
+    checked pairs keyed by pair code, and one last row (part -1) with the partition's counts."""
+    if table.num_rows == 0:
+        return CHECKED_ROWS.empty_table()
+    bucket = _col(table, "bucket", np.int64)
+    doc = _col(table, "doc", np.int64)
+    udocs, inverse = np.unique(doc, return_inverse=True)
+    rank = keep_rank(udocs, store, config)[inverse]
+    order = np.lexsort((rank, bucket))
+    offsets = np.append(_runs(bucket[order]), len(order)).astype(np.int64)
+    with kernel_threads(1):
+        checked, counts = search_partition(offsets, doc[order], make_verifier(store, config), config)
+    codes = checked.column("code").to_numpy()
+    return pa.table({"part": pa.array(np.append(_part_of(codes, parts), -1).astype(np.int32)),
+                     "code": pa.array(np.append(codes, np.uint64(0))),
+                     "passed": pa.array(np.append(checked.column("passed").to_numpy(zero_copy_only=False), False)),
+                     "similarity": pa.array(np.append(checked.column("similarity").to_numpy(), 0.0)),
+                     "counts": pa.array([None] * len(codes) + [json.dumps(counts)], pa.string())},
+                    schema=CHECKED_ROWS)
+
+
+def _distinct(table: pa.Table, *, work) -> pa.Table:
+    """One pair-code partition: distinct pairs, the verified ones written as its pairs file."""
+    if table.num_rows == 0:
+        return DISTINCT_SUMMARY.empty_table()
+    part = int(_col(table, "part")[0])
+    if part < 0:  # the partitions' counts
+        return pa.table({"part": pa.array([-1], pa.int32()), "candidates": pa.array([0], pa.int64()),
+                         "verified": pa.array([0], pa.int64()),
+                         "counts": pa.array([json.dumps([json.loads(c) for c in table.column("counts").to_pylist()
+                                                         if c])])}, schema=DISTINCT_SUMMARY)
+    pairs, candidates = distinct_pairs(table.select(CHECKED_SCHEMA.names).cast(CHECKED_SCHEMA))
+    if pairs.num_rows:
+        write_parquet(pairs.cast(PAIRS_SCHEMA), work.part_path("pairs", part))
+    return pa.table({"part": pa.array([part], pa.int32()), "candidates": pa.array([candidates], pa.int64()),
+                     "verified": pa.array([pairs.num_rows], pa.int64()), "counts": pa.array([None], pa.string())},
+                    schema=DISTINCT_SUMMARY)
+
 
 def stage_pairs(ctx: RunContext, env: _Session) -> dict:
     cfg = ctx.config
-    work = ctx.work.path
     ctx.work.stage_dir("pairs", fresh=True)
-    meta = _load_meta(ctx, "read")
-    index = rt.ShardIndex(work, meta["shards"], meta["offsets"])
-    n_docs = int(meta["offsets"][-1])
-    rejected = np.array(sorted(d[0] for d in meta["documents"]), dtype=np.int64)
-    eligible = n_docs - meta["zero"] - len(rejected)
-    info = {"engine": ENGINE, "candidate_pairs": 0, "verified_pairs": 0, "buckets": 0, "anchor_rounds": 0,
-            "truncated_buckets": 0, "verifications": 0}
-    files: List[str] = []
-    if eligible >= 2:
-        progress = bar("candidates + verify (ray)", total=1, unit="step", quiet=ctx.quiet)
-        exact = cfg.verify == "exact"
+    corpus, store = _store(ctx)
+    rejected = np.array(sorted(d[0] for d in ctx.work.info("read")["rejected_documents"]), np.int64)
+    info = {"candidate_pairs": 0, "verified_pairs": 0, "buckets": 0, "anchor_rounds": 0, "truncated_buckets": 0,
+            "verifications": 0}
+    eligible = corpus.n - len(rejected)
+    if eligible < 2:
+        return info
+    with bar("candidates + verify (ray)", total=1, unit="step", quiet=ctx.quiet) as progress:
         key_parts = env.parts(eligible * cfg.bands * 24)
-        data_bytes = 8 * 300 if exact else 4 * cfg.num_perm
-        pair_parts = env.parts(eligible * data_bytes)
-        chunks = _chunk_starts(n_docs, env.parts(eligible * data_bytes))
-        data_type = pa.large_list(pa.uint64()) if exact else pa.binary(4 * cfg.num_perm)
-        ds = _read_files(env, index.files(), ["count", "keys"])
-        ds = _map(ds, rt.explode_keys, bands=cfg.bands, parts=key_parts, rejected=rejected)
-        ds = _map(_shuffle(ds, "part", key_parts), rt.form_buckets, tp_parts=pair_parts, chunk_starts=chunks)
-        if _data_path(env) == "shuffle":
-            # the join of bucket members with their data: by document range, where each task reads
-            # its documents' rows from their shards, then on to the pair partitions
-            ds = _map(_shuffle(ds, "chunk", len(chunks)), rt.attach_data, shards=index, exact=exact,
-                      data_type=data_type, score=cfg.score_column is not None)
-            ds = _map(_shuffle(ds, "tp", pair_parts), rt.search_pairs, config=cfg, pair_parts=pair_parts)
-        else:  # one node: each pair partition reads its members' rows from the (local) shards
-            ds = _map(_shuffle(ds, "tp", pair_parts), rt.search_pairs_from_shards, shards=index, config=cfg,
-                      pair_parts=pair_parts, data_type=data_type)
-        ds = _map(_shuffle(ds, "pair_part", pair_parts), rt.dedup_pairs, workdir=work)
-        summary = _collect(ds, "pairs")
+        pair_parts = env.parts(eligible * (2400 if cfg.verify == "exact" else 4 * cfg.num_perm))
+        ds = _over(list(range(len(corpus.blocks))), _band_rows, store=store, bands=cfg.bands, parts=key_parts,
+                   rejected=rejected)
+        ds = _map(_shuffle(ds, key_parts), _form_buckets, parts=pair_parts)
+        ds = _map(_shuffle(ds, pair_parts), _search, store=store, config=cfg, parts=pair_parts)
+        # the counts rows (part -1) sort first, into a block of their own
+        summary = _collect(_map(ds.sort("part", boundaries=list(range(0, pair_parts))), _distinct, work=ctx.work), DISTINCT_SUMMARY)
         progress.update(1)
-        progress.close()
-        if summary is not None:
-            _one_call_per_partition(summary, "pair")
-            files = sorted(p for p in summary.column("path").to_pylist() if p)
-            info.update(candidate_pairs=int(rt.col(summary, "candidates", np.int64).sum()),
-                        verified_pairs=int(rt.col(summary, "verified", np.int64).sum()),
-                        buckets=int(rt.col(summary, "buckets", np.int64).sum()),
-                        anchor_rounds=int(rt.col(summary, "rounds", np.int64).max()),
-                        truncated_buckets=int(rt.col(summary, "truncated", np.int64).sum()),
-                        # pairs verified in more than one pair partition count once in candidate_pairs
-                        verifications=int(rt.col(summary, "checks", np.int64).sum()))
-    _save_meta(ctx, "pairs", {"files": files})
+    real = summary.filter(pa.compute.greater_equal(summary.column("part"), 0))
+    _one_call_per_partition(real, "pair")
+    per_part = [c for cs in summary.column("counts").to_pylist() if cs for c in json.loads(cs)]
+    info.update(candidate_pairs=int(_col(real, "candidates", np.int64).sum()),
+                verified_pairs=int(_col(real, "verified", np.int64).sum()),
+                buckets=sum(c["buckets"] for c in per_part),
+                anchor_rounds=max([c["anchor_rounds"] for c in per_part] or [0]),
+                truncated_buckets=sum(c["truncated_buckets"] for c in per_part),
+                verifications=sum(c["verifications"] for c in per_part))
     return info
 
 
 # --------------------------------------------------------------------------- stage: clusters
+# Edges are (hi, lo), hi > lo. large-star(u): m = min(N(u) + u); (v, m) for every neighbour v > u.
+# small-star(u): N = neighbours < u, m = min(N); (v, m) for every v in N + u but m. The input of
+# a large-star step is a forest of stars centred on their minimum (so: done) iff no node has a
+# smaller neighbour together with any other neighbour; the step counts such nodes ("ns").
+
+EDGE_SCHEMA = pa.schema([("hi", pa.int64()), ("lo", pa.int64()), ("ns", pa.int64())])
+
+
+def _node_rows(table: pa.Table, *, parts: int, both: bool) -> pa.Table:
+    hi, lo = _col(table, "hi", np.int64), _col(table, "lo", np.int64)
+    ok = hi >= 0
+    hi, lo = hi[ok], lo[ok]
+    node, nbr = (np.concatenate([hi, lo]), np.concatenate([lo, hi])) if both else (hi, lo)
+    return pa.table({"part": pa.array(_part_of(node, parts)), "node": pa.array(node), "nbr": pa.array(nbr)})
+
+
+def _grouped(table: pa.Table):
+    node, nbr = _col(table, "node", np.int64), _col(table, "nbr", np.int64)
+    order = np.lexsort((nbr, node))
+    node, nbr = node[order], nbr[order]
+    keep = np.ones(len(node), bool)
+    keep[1:] = (node[1:] != node[:-1]) | (nbr[1:] != nbr[:-1])
+    node, nbr = node[keep], nbr[keep]
+    starts = _runs(node)
+    return node, nbr, starts, np.diff(np.append(starts, len(node)))
+
+
+def _large_star(table: pa.Table) -> pa.Table:
+    if table.num_rows == 0:
+        return EDGE_SCHEMA.empty_table()
+    node, nbr, starts, sizes = _grouped(table)
+    m = np.minimum(np.minimum.reduceat(nbr, starts), node[starts])
+    smaller = np.add.reduceat((nbr < node).astype(np.int64), starts)
+    nonstar = int(((smaller >= 2) | ((smaller >= 1) & (sizes > smaller))).sum())
+    mm = np.repeat(m, sizes)
+    out = nbr > node
+    ns = np.zeros(int(out.sum()) + 1, np.int64)
+    ns[-1] = nonstar
+    return pa.table({"hi": pa.array(np.append(nbr[out], -1)), "lo": pa.array(np.append(mm[out], -1)),
+                     "ns": pa.array(ns)}, schema=EDGE_SCHEMA)
+
+
+def _small_star(table: pa.Table) -> pa.Table:
+    if table.num_rows == 0:
+        return EDGE_SCHEMA.empty_table()
+    node, nbr, starts, sizes = _grouped(table)
+    m = np.minimum.reduceat(nbr, starts)
+    mm = np.repeat(m, sizes)
+    keep = nbr != mm
+    hi = np.concatenate([nbr[keep], node[starts]])
+    return pa.table({"hi": pa.array(hi), "lo": pa.array(np.concatenate([mm[keep], m])),
+                     "ns": pa.array(np.zeros(len(hi), np.int64))}, schema=EDGE_SCHEMA)
+
+
+def _label_rows(table: pa.Table, *, parts: int) -> pa.Table:
+    """Converged stars (leaf, centre) -> (part, doc, label, kind 0) for leaves and centres."""
+    hi, lo = _col(table, "hi", np.int64), _col(table, "lo", np.int64)
+    ok = hi >= 0
+    centres = np.unique(lo[ok])
+    doc = np.concatenate([hi[ok], centres])
+    label = np.concatenate([lo[ok], centres])
+    n = len(doc)
+    return pa.table({"part": pa.array(_part_of(doc, parts)), "kind": pa.array(np.zeros(n, np.int8)),
+                     "doc": pa.array(doc), "label": pa.array(label), "right": pa.array(np.full(n, -1, np.int64)),
+                     "similarity": pa.array(np.zeros(n))})
+
+
+def _pair_rows(table: pa.Table, *, parts: int) -> pa.Table:
+    left = _col(table, "left", np.int64)
+    n = len(left)
+    return pa.table({"part": pa.array(_part_of(left, parts)), "kind": pa.array(np.ones(n, np.int8)),
+                     "doc": pa.array(left), "label": pa.array(np.full(n, -1, np.int64)),
+                     "right": table.column("right"), "similarity": table.column("similarity")})
+
+
+def _relabel(table: pa.Table, *, parts: int) -> pa.Table:
+    """One document partition: each pair gets the label of its left document; every row is then
+    keyed by its label's partition (whole components meet there)."""
+    kind, doc, label = _col(table, "kind", np.int8), _col(table, "doc", np.int64), _col(table, "label", np.int64)
+    lab = kind == 0
+    ldoc, first = np.unique(doc[lab], return_index=True)
+    labels = label.copy()
+    labels[~lab] = label[lab][first][np.searchsorted(ldoc, doc[~lab])]
+    return table.set_column(0, "part", pa.array(_part_of(labels, parts)))
+
+
+SELECT_SUMMARY = pa.schema([("part", pa.int32()), ("counts", pa.string())])
+
+
+def _select(table: pa.Table, *, store: DocStore, config, sources, work) -> pa.Table:
+    """One label partition (whole components): the selection of the stage, its members file."""
+    part = int(_col(table, "part")[0])
+    kind = _col(table, "kind", np.int8)
+    docs = np.unique(_col(table, "doc", np.int64)[kind == 0])
+    pairs = table.filter(pa.array(kind == 1))
+    columns = ["source", "row", "length"] + (["score"] if config.score_column else [])
+    attrs = store.columns(docs, columns)
+    user_ids = store.ids(docs) if config.id_column else None
+    with kernel_threads(1):
+        members, counts = select_partition(docs, attrs, user_ids, _col(pairs, "doc", np.int64),
+                                           _col(pairs, "right", np.int64), _col(pairs, "similarity", np.float64),
+                                           config, sources)
+    write_parquet(members, work.part_path("clusters", part))
+    return pa.table({"part": pa.array([part], pa.int32()), "counts": pa.array([json.dumps(counts)])},
+                    schema=SELECT_SUMMARY)
 
 
 def stage_clusters(ctx: RunContext, env: _Session) -> dict:
+    ray = env.ray
     cfg = ctx.config
-    work = ctx.work.path
     ctx.work.stage_dir("clusters", fresh=True)
-    read_meta = _load_meta(ctx, "read")
-    index = rt.ShardIndex(work, read_meta["shards"], read_meta["offsets"])
-    n_docs = int(read_meta["offsets"][-1])
-    files = [(os.path.join(work, p), -1) for p in _load_meta(ctx, "pairs")["files"]]
+    _, store = _store(ctx)
+    files = ctx.work.parts("pairs")
     verified = int(ctx.work.info("pairs")["verified_pairs"])
-    meta = {"files": [], "top": [], "members": 0, "removed": 0, "clusters": 0, "cc_rounds": 0}
-    if verified:
-        progress = bar("clusters (ray)", total=None, unit="round", quiet=ctx.quiet)
-        parts = env.parts(verified * 48)
-        edges = _map(_read_files(env, files, ["left", "right"]), rt.pairs_to_edges)
-        rounds = 0
-        while True:
-            rounds += 1
-            if rounds > MAX_CC_ROUNDS:
-                raise NeardupError("internal error: connected components did not converge")
-            stars = _map(_shuffle(_map(edges, rt.large_star_map, parts=parts), "part", parts), rt.large_star)
-            t0 = time.perf_counter()
-            stars = stars.materialize()
-            _debug(f"large-star round {rounds}", t0)
+    if not verified:
+        return merge_counts([])
+    parts = env.parts(verified * 48)
+    pairs = ray.data.read_parquet(files)
+    edges = pairs.map_batches(lambda t: pa.table({"hi": t.column("right"), "lo": t.column("left"),
+                                                  "ns": pa.array(np.zeros(t.num_rows, np.int64))}),
+                              batch_format="pyarrow")
+    with bar("clusters (ray)", total=None, unit="round", quiet=ctx.quiet) as progress:
+        for rounds in range(1, MAX_CC_ROUNDS + 1):
+            check_interrupt()
+            stars = _map(_shuffle(_map(edges, _node_rows, parts=parts, both=True), parts), _large_star).materialize()
             progress.update(1)
             if not int(stars.sum("ns") or 0):
                 break
-            edges = _map(_shuffle(_map(stars, rt.small_star_map, parts=parts), "part", parts), rt.small_star)
-        chunks = _chunk_starts(n_docs, env.parts(verified * 64))
-        labels = _map(stars, rt.star_labels, chunk_starts=chunks)
-        links = _map(_read_files(env, files, ["left", "right", "sim"]), rt.pair_links, chunk_starts=chunks)
-        ds = _map(_shuffle(labels.union(links), "chunk", len(chunks)), rt.attach_attributes, shards=index,
-                  parts=parts, config=cfg)
-        ds = _map(_shuffle(ds, "part", parts), rt.select_clusters, config=cfg, workdir=work,
-                  names=[s.name for s in ctx.sources], formats=[s.format for s in ctx.sources])
-        summary = _collect(ds, "select")
-        progress.close()
-        _one_call_per_partition(summary, "cluster")
-        tops = []
-        for t in summary.column("top").to_pylist():
-            tops.extend(json.loads(t))
-        tops.sort(key=lambda c: (-c["size"], c["head"]))
-        meta = {"files": sorted(summary.column("path").to_pylist()), "top": tops[:20],
-                "members": int(rt.col(summary, "members", np.int64).sum()),
-                "removed": int(rt.col(summary, "removed", np.int64).sum()),
-                "clusters": int(rt.col(summary, "clusters", np.int64).sum()), "cc_rounds": rounds}
-    _save_meta(ctx, "clusters", meta)
-    return {"engine": ENGINE, "clusters": meta["clusters"], "removed": meta["removed"]}
+            edges = _map(_shuffle(_map(stars, _node_rows, parts=parts, both=False), parts), _small_star)
+        else:
+            raise RuntimeError("internal error: connected components did not converge; please report this bug")
+    rows = _map(stars, _label_rows, parts=parts).union(_map(pairs, _pair_rows, parts=parts))
+    ds = _map(_shuffle(_map(_shuffle(rows, parts), _relabel, parts=parts), parts), _select, store=store,
+              config=cfg, sources=_lite_sources(ctx), work=ctx.work)
+    summary = _collect(ds, SELECT_SUMMARY)
+    _one_call_per_partition(summary, "cluster")
+    return {**merge_counts([json.loads(c) for c in summary.column("counts").to_pylist()]), "cc_rounds": rounds}
 
 
 # --------------------------------------------------------------------------- stage: write
 
 
-def _sorted_members(env: _Session, ctx: RunContext, columns: List[str], keys: List[str], n_docs: int,
-                    rows: int, removed_only: bool):
-    """Member rows sorted by ``keys`` (a range shuffle on the first key, with boundaries at even
-    document indices: no sampling pass), in blocks of about TARGET_PART_BYTES."""
-    files = [(os.path.join(ctx.work.path, p), -1) for p in _load_meta(ctx, "clusters")["files"]]
-    ds = _read_files(env, files, columns)
-    if removed_only:
-        ds = _map(ds, rt.only_removed)
-    parts = env.parts(rows * 200)
-    bounds = sorted(set(int(b) for b in np.linspace(0, n_docs, parts + 1)[1:-1].astype(np.int64)))
-    return ds.sort(keys, boundaries=bounds) if bounds else ds.sort(keys)
-
-
-def _stream_parquet(ds, path: str, schema: pa.Schema, make, order_key: List[str]) -> None:
-    """Writes the rows of a sorted dataset, streamed block by block through ParquetRows."""
-    t0 = time.perf_counter()
+def _stream_sorted(env: _Session, ctx: RunContext, path: str, schema: pa.Schema, keys: List[str], make,
+                   removed_only: bool, rows: int, n_docs: int) -> None:
+    """Member rows sorted by ``keys`` (a range shuffle with boundaries at even document indices:
+    no sampling pass), streamed block by block through one ParquetRows writer."""
     writer = ParquetRows(path, schema)
-    last = None
-    for block in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=2):
-        if block.num_rows == 0:
-            continue
-        keys = [rt.col(block, k, np.int64) for k in order_key]
-        first_key = tuple(int(k[0]) for k in keys)
-        if last is not None and first_key < last:
-            raise NeardupError(f"internal error: rows of {os.path.basename(path)} arrived out of order")
-        last = tuple(int(k[-1]) for k in keys)
-        writer.write(make(block))
+    files = ctx.work.parts("clusters")
+    if files and rows:
+        ds = env.ray.data.read_parquet(files)
+        if removed_only:
+            ds = _map(ds, lambda t: t.filter(t.column("removed")))
+        bounds = sorted(set(np.linspace(0, n_docs, env.parts(rows * 200) + 1)[1:-1].astype(np.int64).tolist()))
+        ds = ds.sort(keys, boundaries=bounds) if bounds else ds.sort(keys)
+        for block in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=2):
+            writer.write(make(block))
     writer.close()
-    _debug(os.path.basename(path), t0)
+
+
+KEPT_SUMMARY = pa.schema([("result", pa.string())])
+
+
+def _kept_task(group: List[int], *, sources, plan_of, store: DocStore, dropped, kept_dir: str, config, wanted):
+    rows = {si: store.source_rows(plan_of[si], si) for si in group}
+    try:
+        written, _, captured, kept = write_kept_group(sources, group, rows, dropped, kept_dir, config, wanted)
+    except NeardupError as exc:
+        return pa.table({"result": [json.dumps({"error": [type(exc).__name__, str(exc)]})]}, schema=KEPT_SUMMARY)
+    return pa.table({"result": [json.dumps({"written": written, "captured": captured, "kept": kept})]},
+                    schema=KEPT_SUMMARY)
 
 
 def stage_write(ctx: RunContext, env: _Session) -> dict:
     cfg = ctx.config
-    out = ctx.output
-    work = ctx.work.path
-    read_info = ctx.work.info("read")
-    pairs_info = ctx.work.info("pairs")
-    read_meta = _load_meta(ctx, "read")
-    cl_meta = _load_meta(ctx, "clusters")
-    index = rt.ShardIndex(work, read_meta["shards"], read_meta["offsets"])
-    n_docs = int(read_meta["offsets"][-1])
-    names = [s.name for s in ctx.sources]
-    name_arr = pa.array(names, pa.string())
-    os.makedirs(out, exist_ok=True)
-    progress = bar("write (ray)", total=4, unit="step", quiet=ctx.quiet)
-
-    # removed.parquet: removed documents in document order
-    removed_path = os.path.join(out, "removed.parquet")
-    if cl_meta["removed"]:
-        ds = _sorted_members(env, ctx, ["doc", "source", "removed", "sim", "id", "head_id", "rep_id"], ["doc"],
-                             n_docs, cl_meta["removed"], removed_only=True)
-        _stream_parquet(ds, removed_path, REMOVED_SCHEMA, lambda b: pa.table({
-            "id": b.column("id"), "representative": b.column("rep_id"), "cluster": b.column("head_id"),
-            "similarity": b.column("sim"), "source": name_arr.take(b.column("source"))}), ["doc"])
-    else:
-        ParquetRows(removed_path, REMOVED_SCHEMA).close()
-    progress.update(1)
-
-    # clusters.parquet: every member of a cluster, grouped by cluster, in document order
-    clusters_path = os.path.join(out, "clusters.parquet")
-    if cl_meta["members"]:
-        ds = _sorted_members(env, ctx, ["doc", "head", "removed", "id", "head_id"], ["head", "doc"], n_docs,
-                             cl_meta["members"], removed_only=False)
-        _stream_parquet(ds, clusters_path, CLUSTERS_SCHEMA, lambda b: pa.table({
-            "id": b.column("id"), "cluster": b.column("head_id"),
-            "is_representative": pa.array(~rt.col(b, "removed", bool))}), ["head", "doc"])
-    else:
-        ParquetRows(clusters_path, CLUSTERS_SCHEMA).close()
-    progress.update(1)
-
-    # rejected.parquet: records that could not be read, and documents rejected after reading
-    rej_rows = [(s, r, reason) for s, r, reason in read_meta["records"]]
-    for doc, reason, s, r, _ in read_meta["documents"]:
-        rej_rows.append((s, r, reason))
-    rej_rows.sort(key=lambda t: (t[0], -1 if t[1] is None else t[1]))
-    rejected_path = os.path.join(out, "rejected.parquet")
-    if cfg.on_error == "skip":
-        w = ParquetRows(rejected_path, REJECTED_SCHEMA)
-        w.write(pa.table({
-            "source": pa.array([names[s] for s, _, _ in rej_rows], pa.string()),
-            "row": pa.array([r for _, r, _ in rej_rows], pa.int64()),
-            "reason": pa.array([x for _, _, x in rej_rows], pa.string())}, schema=REJECTED_SCHEMA))
-        w.close()
-    elif os.path.exists(rejected_path):
-        os.remove(rejected_path)
-
-    # kept/: one file per input file, written by tasks next to the data
-    kept_files = _write_kept(ctx, env, index, read_meta, cl_meta)
-    progress.update(1)
-
-    n_input = n_docs + len(read_meta["records"])
-    n_removed = int(cl_meta["removed"])
-    n_rejected = len(rej_rows)
-    n_kept = n_docs - n_removed - len(read_meta["documents"])
-    empty_rejected = sum(1 for d in read_meta["documents"] if d[4])
-    counts = {
-        "input": int(n_input),
-        "kept": int(n_kept),
-        "removed": n_removed,
-        "rejected": int(n_rejected),
-        "clusters": int(cl_meta["clusters"]),
-        "empty_documents": int(read_meta["zero"] - empty_rejected),
-        "candidate_pairs": int(pairs_info["candidate_pairs"]),
-        "verified_pairs": int(pairs_info["verified_pairs"]),
-        "buckets": int(pairs_info["buckets"]),
-        "truncated_buckets": int(pairs_info["truncated_buckets"]),
-    }
-    stats = build_stats(cfg, ctx.sources, counts, read_info["per_source"], kept_files)
-    _write_sample_texts(ctx, cl_meta["top"])
-    progress.update(1)
-    progress.close()
-    return stats
-
-
-def _write_kept(ctx: RunContext, env: _Session, index: rt.ShardIndex, read_meta: dict, cl_meta: dict) -> List[str]:
-    import ray.data
-
-    cfg = ctx.config
-    kept_dir = os.path.join(ctx.output, "kept")
-    if os.path.isdir(kept_dir):
-        shutil.rmtree(kept_dir)
-    os.makedirs(kept_dir, exist_ok=True)
-    n_src = len(ctx.sources)
-    rejected_rows: Dict[int, List[int]] = {}
-    for _, _, s, r, _ in read_meta["documents"]:
-        rejected_rows.setdefault(int(s), []).append(int(r))
-    groups = max(1, min(n_src, 4 * env.cpus))
-    group_size = math.ceil(n_src / groups)
-    groups = math.ceil(n_src / group_size)
-    member_files = [(os.path.join(ctx.work.path, p), -1) for p in cl_meta["files"]]
-    sentinel = ray.data.from_arrow(pa.table({"group": pa.array(np.arange(groups, dtype=np.int32)),
-                                             "source": pa.array(np.full(groups, -1, np.int32)),
-                                             "row": pa.array(np.full(groups, -1, np.int64))},
-                                            schema=rt.KEPT_IN_SCHEMA))
-    ds = sentinel
-    if member_files:
-        ds = sentinel.union(_map(_read_files(env, member_files, ["source", "row", "removed"]), rt.removed_rows,
-                                 group_size=group_size))
-    lite = [dataclasses.replace(s, table=None) if s.format == "table" else s for s in ctx.sources]
-    ds = _map(_shuffle(ds, "group", max(2, groups)), rt.write_kept_group, group_size=group_size, sources=lite,
-              shards=index, rejected_rows=rejected_rows, kept_dir=kept_dir, output_format=cfg.output_format,
-              text_column=cfg.text_column, id_column=cfg.id_column)
-    summary = _collect(ds, "kept")
+    corpus, store = _store(ctx)
+    os.makedirs(ctx.output, exist_ok=True)
+    info = ctx.work.info("clusters")
+    names = pa.array([s.name for s in ctx.sources], pa.string())
+    _stream_sorted(env, ctx, os.path.join(ctx.output, "removed.parquet"), REMOVED_SCHEMA, ["doc"],
+                   lambda b: removed_records(b, names), True, info["removed"], corpus.n)
+    _stream_sorted(env, ctx, os.path.join(ctx.output, "clusters.parquet"), CLUSTERS_SCHEMA, ["cluster", "doc"],
+                   cluster_records, False, info["members"], corpus.n)
+    # what each source loses: its removed documents and its rejected ones (few next to the corpus)
+    dropped: Dict[int, list] = {}
+    for path in ctx.work.parts("clusters"):
+        t = pq.read_table(path, columns=["source", "row", "removed"])
+        t = t.filter(t.column("removed"))
+        for s, r in zip(_col(t, "source").tolist(), _col(t, "row").tolist()):
+            dropped.setdefault(s, []).append(r)
+    rejected = [d[0] for d in ctx.work.info("read")["rejected_documents"]]
+    if rejected:
+        cols = store.columns(np.array(rejected, np.int64), ["source", "row"])
+        for s, r in zip(cols["source"].tolist(), cols["row"].tolist()):
+            dropped.setdefault(int(s), []).append(int(r))
+    dropped_rows = {s: np.array(r, np.int64) for s, r in dropped.items()}
+    plan_of = {si: b for b, members in enumerate(corpus.blocks) for si in members}
+    wanted = wanted_texts(info["top"])
+    kept_dir = prepare_output(ctx.output)
+    files = [si for si, s in enumerate(ctx.sources) if s.format != "table"]
+    size = max(1, math.ceil(len(files) / (4 * env.cpus)))
+    groups = [files[i:i + size] for i in range(0, len(files), size)]
     written: Dict[int, str] = {}
-    if summary is not None:
-        errors = summary.filter(pc.is_valid(summary.column("error")))
-        if errors.num_rows:
-            first = errors.sort_by("source")
-            _raise_as(first.column("error_kind")[0].as_py(), first.column("error")[0].as_py())
-        for si, path in zip(summary.column("source").to_pylist(), summary.column("path").to_pylist()):
-            if path:
-                written[si] = path
-    # in-memory tables (the Python API): the kept rows are taken here, where the table is
-    for si, src in enumerate(ctx.sources):
-        if src.format != "table":
-            continue
-        rows = index.source_column(si, "row")
-        drop = [np.asarray(rejected_rows.get(si, []), np.int64)]
-        for path, _ in member_files:
-            t = pq.read_table(path, columns=["source", "row", "removed"])
-            sel = rt.col(t, "removed", bool) & (rt.col(t, "source", np.int64) == si)
-            drop.append(rt.col(t, "row", np.int64)[sel])
-        kept = np.setdiff1d(rows, np.concatenate(drop))
-        ctx.table_kept_rows[si] = kept
-        path = os.path.join(kept_dir, "table.parquet" if n_src == 1 else f"table-{si}.parquet")
-        w = ParquetRows(path, src.table.schema)
-        w.write(src.table.take(pa.array(kept, pa.int64())))
-        w.close()
-        written[si] = os.path.relpath(path, kept_dir)
-    return [written[si] for si in sorted(written)]
-
-
-def _write_sample_texts(ctx: RunContext, tops: list) -> None:
-    """texts_sample.parquet: the members of the largest clusters (as the local engine picks them)."""
-    import ray
-
-    path = os.path.join(ctx.output, "texts_sample.parquet")
-    if not tops:
-        w = ParquetRows(path, SAMPLE_SCHEMA)
-        w.close()
-        return
-    wanted = [m for c in tops for m in c["members"]]  # [doc, id, source, row]
-    by_source: Dict[int, list] = {}
-    for doc, _, s, r in wanted:
-        by_source.setdefault(int(s), []).append((int(doc), int(r)))
-    fetch = ray.remote(max_retries=MAX_RETRIES)(rt.fetch_texts_task)
-    refs = []
-    for si, items in sorted(by_source.items()):
-        src = ctx.sources[si]
-        refs.append(fetch.remote(ctx.config, src, si, items))
-    texts: Dict[int, str] = {}
-    for part in ray.get(refs):
-        texts.update(part)
-    w = ParquetRows(path, SAMPLE_SCHEMA)
-    w.write(pa.table({"id": pa.array([m[1] for m in wanted], pa.string()),
-                      "text": pa.array([texts[m[0]] for m in wanted], pa.string())}, schema=SAMPLE_SCHEMA))
-    w.close()
+    captured: Dict[int, str] = {}
+    kept = 0
+    with bar("write kept (ray)", total=len(groups), unit="group", quiet=ctx.quiet) as progress:
+        if groups:
+            ds = _over(groups, _kept_task, sources=_lite_sources(ctx), plan_of=plan_of, store=store,
+                       dropped={s: dropped_rows[s] for s in files if s in dropped_rows}, kept_dir=kept_dir,
+                       config=cfg, wanted={s: w for s, w in wanted.items() if s in set(files)})
+            results = [json.loads(r) for r in _collect(ds, KEPT_SUMMARY).column("result").to_pylist()]
+            errors = [r["error"] for r in results if "error" in r]
+            if errors:
+                raise {"ConfigError": ConfigError}.get(errors[0][0], InputError)(errors[0][1])
+            for r in results:
+                written.update({int(k): v for k, v in r["written"].items()})
+                captured.update({int(k): v for k, v in r["captured"].items()})
+                kept += r["kept"]
+        progress.update(len(groups))
+    # in-memory tables (the Python API): their kept rows are taken here, where the table is
+    tables = [si for si, s in enumerate(ctx.sources) if s.format == "table"]
+    if tables:
+        t_written, table_rows, _, t_kept = write_kept_group(
+            ctx.sources, tables, {si: store.source_rows(plan_of[si], si) for si in tables}, dropped_rows,
+            kept_dir, cfg)
+        written.update(t_written)
+        ctx.table_kept_rows.update(table_rows)
+        kept += t_kept
+    finish_write(ctx, corpus, [written[si] for si in sorted(written)], kept, captured)
+    return {}
 
 
 # --------------------------------------------------------------------------- the run
 
 
 def run_ray(ctx: RunContext) -> dict:
-    """Runs the stages not yet done on Ray; returns stats (with seconds per stage)."""
+    """Runs the stages not yet done on Ray; returns the stats (with seconds per stage)."""
     env = _Session(ctx)
     try:
-        work = ctx.work
-        stages = [("read", stage_read), ("pairs", stage_pairs), ("clusters", stage_clusters)]
-        redo = False
-        for name, func in stages:
-            # a stage done by another engine (its files differ) is done again, with all after it
-            if not redo and work.is_done(name) and work.info(name).get("engine") == ENGINE:
-                ctx.seconds[name] = 0.0
-                continue
-            redo = True
-            t0 = time.perf_counter()
-            env.wait_warm()
-            info = func(ctx, env)
-            ctx.seconds[name] = round(time.perf_counter() - t0, 3)
-            work.mark_done(name, info)
-        return _finish(ctx, env)
+        return run_stages(ctx, {"read": lambda: stage_read(ctx, env), "pairs": lambda: stage_pairs(ctx, env),
+                                "clusters": lambda: stage_clusters(ctx, env), "write": lambda: stage_write(ctx, env)})
     finally:
         env.close()
-
-
-def _finish(ctx: RunContext, env: _Session) -> dict:
-    t0 = time.perf_counter()
-    stats = stage_write(ctx, env)
-    ctx.seconds["write"] = round(time.perf_counter() - t0, 3)
-    return publish(ctx, stats)

@@ -1,0 +1,127 @@
+"""Two versions of neardup side by side on the same corpus, in one run: is the new one slower?
+
+    git worktree add --detach /tmp/neardup-old OLD_COMMIT
+    .venv/bin/python bench/commits.py --old /tmp/neardup-old --sizes 100000,1000000 --repeat 3
+
+Each run is its own subprocess, ``python -m neardup dedup CORPUS --output OUT --quiet`` with
+PYTHONPATH pointing at one tree's ``src`` (imports, start-up and the whole pipeline timed), the
+two versions alternating (this machine may be shared: alternation spreads any load over both).
+Per run: wall time, peak RSS summed over the process tree, and the peak size of the work
+directory (polled every 0.2 s). The outputs of the two versions are compared file by file
+(stats.json without "seconds"). The corpus is bench/data/synth_N_s0.jsonl (as bench/pipeline.py).
+A 2,000-document run of each version first fills numba's compile cache; it is not timed.
+
+Writes bench/results/commits.json (``--output``) and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import DATA_DIR, REPO_DIR, RESULTS_DIR, ensure_corpus, fmt_bytes, run_header, write_json  # noqa: E402
+from engines import measure, outputs  # noqa: E402
+
+
+def tree_bytes(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
+
+
+def run_one(tree: Path, corpus: str, out: Path, engine: str) -> dict:
+    work = out.parent / (out.name + "-work")
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
+    peak = [0]
+    stop = threading.Event()
+
+    def poll():
+        while not stop.is_set():
+            peak[0] = max(peak[0], tree_bytes(work))
+            time.sleep(0.2)
+
+    t = threading.Thread(target=poll, daemon=True)
+    t.start()
+    cmd = [sys.executable, "-m", "neardup", "dedup", corpus, "--output", str(out), "--quiet", "--engine", engine,
+           "--work-dir", str(work)]
+    env_before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(tree / "src")
+    try:
+        r = measure(cmd)
+    finally:
+        stop.set()
+        t.join()
+        if env_before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = env_before
+    r["peak_work_dir_bytes"] = peak[0]
+    shutil.rmtree(work, ignore_errors=True)
+    if r["returncode"] != 0:
+        raise SystemExit(f"{cmd} failed: {r['stderr_tail']}")
+    return r
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--old", required=True, help="a checkout of the older version (its src/ is used)")
+    ap.add_argument("--new", default=str(REPO_DIR), help="the newer version (default: this checkout)")
+    ap.add_argument("--sizes", default="100000,1000000", help="corpus sizes (documents), comma-separated")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each version per size (median reported)")
+    ap.add_argument("--engine", default="local", choices=["local", "ray"])
+    ap.add_argument("--output", default=str(RESULTS_DIR / "commits.json"))
+    args = ap.parse_args(argv)
+    trees = {"old": Path(args.old).resolve(), "new": Path(args.new).resolve()}
+    result = run_header(sys.argv)
+    result.update(engine=args.engine, trees={k: str(v) for k, v in trees.items()},
+                  commits={k: subprocess.run(["git", "-C", str(v), "rev-parse", "HEAD"], capture_output=True,
+                                             text=True).stdout.strip() for k, v in trees.items()}, sizes={})
+    scratch = DATA_DIR / "commits"
+    warm = ensure_corpus(2000, log=lambda m: print(m, file=sys.stderr))
+    for name, tree in trees.items():
+        run_one(tree, str(warm["path"]), scratch / f"warm-{name}", args.engine)
+    for n in [int(x) for x in args.sizes.split(",") if x]:
+        corpus = ensure_corpus(n, log=lambda m: print(m, file=sys.stderr))
+        runs = {"old": [], "new": []}
+        for i in range(args.repeat):
+            for name in (("old", "new") if i % 2 == 0 else ("new", "old")):
+                print(f"{n:,} docs: {name} run {i + 1}", file=sys.stderr, flush=True)
+                runs[name].append(run_one(trees[name], str(corpus["path"]), scratch / f"{name}-{n}", args.engine))
+        same = outputs(scratch / f"old-{n}") == outputs(scratch / f"new-{n}")
+        entry = {"same_output": same}
+        for name in runs:
+            walls = [r["wall_s"] for r in runs[name]]
+            entry[name] = {"wall_s_median": statistics.median(walls), "wall_s_all": walls,
+                           "peak_rss_bytes_max": max(r["peak_rss_tree_bytes"] for r in runs[name]),
+                           "peak_work_dir_bytes": max(r["peak_work_dir_bytes"] for r in runs[name])}
+        entry["new_over_old_wall"] = entry["new"]["wall_s_median"] / entry["old"]["wall_s_median"]
+        result["sizes"][str(n)] = entry
+        write_json(Path(args.output), result)
+    print(f"{'docs':>10} {'version':>8} {'median s':>9} {'all runs':>24} {'peak RSS':>10} {'peak work dir':>14}")
+    for n, e in result["sizes"].items():
+        for name in ("old", "new"):
+            r = e[name]
+            print(f"{int(n):>10,} {name:>8} {r['wall_s_median']:>9.1f} "
+                  f"{' '.join(f'{w:.1f}' for w in r['wall_s_all']):>24} {fmt_bytes(r['peak_rss_bytes_max']):>10} "
+                  f"{fmt_bytes(r['peak_work_dir_bytes']):>14}")
+        print(f"{'':>10} new/old wall {e['new_over_old_wall']:.2f}; same output: {e['same_output']}")
+    print(f"written to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+"""The work directory: the contract between the stages, and the only thing the drivers know.
+
+Every stage reads the files of the stages before it and writes its own, in one layout whichever
+engine runs it, so that a run interrupted under one engine is finished by the other with
+``--resume``. Inside the read stage every block is a partition of its own: a block whose summary
+file exists is done and is not read again.
+
+    WORK/state.json                 fingerprint of config + inputs, the stages done and their counts
+    WORK/read/plan.json             the blocks: runs of consecutive input files (a file is never split)
+    WORK/read/block-BBBBBB.arrow    Arrow IPC file, DOCS_SCHEMA: one row per document of the block
+    WORK/read/block-BBBBBB.sig      raw uint32, num_perm per document (verify = estimate | none)
+    WORK/read/block-BBBBBB.sh       raw uint64 shingle hashes in text order, ``count`` per document
+                                    (verify = exact)
+    WORK/read/block-BBBBBB.json     the block's summary (written last: the block is done)
+    WORK/pairs/part-PPPPP.parquet   PAIRS_SCHEMA: verified pairs (left < right) of one partition
+    WORK/pairs/summary.json         the stage's counts
+    WORK/clusters/part-PPPPP.parquet  MEMBERS_SCHEMA: every document of a cluster of two or more
+    WORK/clusters/summary.json      the stage's counts and the largest clusters (for the report)
+
+A document is known by a dense index: blocks in order, rows in order inside a block (so: input
+file order, then row order). Block b's first document is the sum of the documents of the blocks
+before it. docs/stages.md describes each stage with its schema.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+STAGES = ("read", "pairs", "clusters", "write")
+BLOCK_BYTES = 64 << 20          # input bytes per read block (a block holds whole files)
+MAX_DOCUMENTS = 1 << 32         # document indices are packed two to a uint64 in pair codes
+
+
+def docs_schema(config) -> pa.Schema:
+    """What the read stage keeps of every document (besides its signature or shingles)."""
+    fields = [("source", pa.int32()), ("row", pa.int64()), ("length", pa.int64()), ("count", pa.int64()),
+              ("keys", pa.binary(8 * config.bands))]
+    if config.score_column is not None:
+        fields.append(("score", pa.float64()))
+    if config.id_column is not None:
+        fields.append(("id", pa.string()))
+    return pa.schema(fields)
+
+
+PAIRS_SCHEMA = pa.schema([("left", pa.int64()), ("right", pa.int64()), ("similarity", pa.float64())])
+MEMBERS_SCHEMA = pa.schema([("doc", pa.int64()), ("source", pa.int32()), ("row", pa.int64()),
+                            ("cluster", pa.int64()), ("representative", pa.int64()), ("similarity", pa.float64()),
+                            ("removed", pa.bool_()), ("id", pa.string()), ("cluster_id", pa.string()),
+                            ("representative_id", pa.string())])
+
+
+def fingerprint(config, sources) -> str:
+    """A run's identity: the options that change its result, and each input's name, size and
+    modification time. Execution knobs (workers, engine, batch size) are left out, so that a run
+    may be resumed with other ones."""
+    relevant = config.to_dict()
+    for k in ("workers", "engine", "ray_address", "batch_size", "ray_shuffle"):
+        relevant.pop(k, None)
+    files = []
+    for s in sources:
+        if s.format == "table":
+            files.append([s.name, "table", int(s.table.num_rows)])
+            continue
+        st = os.stat(s.path)
+        files.append([s.name, s.path, st.st_size, st.st_mtime_ns])
+    blob = json.dumps({"config": relevant, "inputs": files}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def plan_blocks(sources: Sequence, block_bytes: Optional[int] = None) -> List[List[int]]:
+    """Runs of consecutive sources of about ``block_bytes`` (default BLOCK_BYTES) of input each
+    (a source is never split). The plan depends on the inputs only, so that every engine cuts the
+    same blocks."""
+    block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
+    blocks: List[List[int]] = []
+    acc = 0
+    for si, s in enumerate(sources):
+        size = s.table.nbytes if s.format == "table" else os.path.getsize(s.path)
+        if not blocks or (blocks[-1] and acc + size > block_bytes):
+            blocks.append([])
+            acc = 0
+        blocks[-1].append(si)
+        acc += size
+    return blocks
+
+
+def block_path(work_path: str, block: int, ext: str) -> str:
+    return os.path.join(work_path, "read", f"block-{block:06d}.{ext}")
+
+
+def write_json(path: str, value) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(value, f, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def read_json(path: str):
+    with open(path) as f:
+        return json.load(f)
+
+
+class WorkDir:
+    """The work directory of one run (see the module docstring)."""
+
+    def __init__(self, path: str, fingerprint_value: str, resume: bool):
+        self.path = os.path.abspath(path)
+        self.fingerprint = fingerprint_value
+        try:
+            state = read_json(os.path.join(self.path, "state.json"))
+        except (OSError, ValueError):
+            state = {}
+        if resume and state.get("fingerprint") == fingerprint_value and state.get("layout") == 2:
+            self.state = state
+        else:
+            if os.path.isdir(self.path):
+                shutil.rmtree(self.path)
+            self.state = {"fingerprint": fingerprint_value, "layout": 2, "done": {}}
+        os.makedirs(self.path, exist_ok=True)
+        self._save()
+
+    def _save(self) -> None:
+        write_json(os.path.join(self.path, "state.json"), self.state)
+
+    def is_done(self, stage: str) -> bool:
+        return stage in self.state["done"]
+
+    def info(self, stage: str) -> dict:
+        return self.state["done"][stage]
+
+    def mark_done(self, stage: str, info: Optional[dict] = None) -> None:
+        self.state["done"][stage] = info or {}
+        for later in STAGES[STAGES.index(stage) + 1:]:  # a stage done anew invalidates the ones after it
+            self.state["done"].pop(later, None)
+        self._save()
+
+    def stage_dir(self, stage: str, fresh: bool = False) -> str:
+        d = os.path.join(self.path, stage)
+        if fresh and os.path.isdir(d):
+            shutil.rmtree(d)
+        os.makedirs(d, exist_ok=True)
+        return d
+
+    def file(self, stage: str, name: str) -> str:
+        return os.path.join(self.path, stage, name)
+
+    # -- the read stage's blocks
+
+    def block_path(self, block: int, ext: str) -> str:
+        return block_path(self.path, block, ext)
+
+    def plan(self, sources: Sequence) -> List[List[int]]:
+        """The read plan: made and kept on the first call, read back on a resumed run."""
+        self.stage_dir("read")
+        path = self.file("read", "plan.json")
+        if os.path.exists(path):
+            return read_json(path)
+        blocks = plan_blocks(sources)
+        write_json(path, blocks)
+        return blocks
+
+    def block_summary(self, block: int) -> Optional[dict]:
+        try:
+            return read_json(self.block_path(block, "json"))
+        except (OSError, ValueError):
+            return None
+
+    def part_path(self, stage: str, part: int) -> str:
+        return os.path.join(self.path, stage, f"part-{part:05d}.parquet")
+
+    def parts(self, stage: str) -> List[str]:
+        d = os.path.join(self.path, stage)
+        return sorted(os.path.join(d, f) for f in os.listdir(d) if f.startswith("part-") and f.endswith(".parquet"))
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+class Corpus:
+    """The read stage's result as a whole: per-block summaries, document offsets, and the small
+    per-document columns (source, row, length, count, keys, score, id) on demand."""
+
+    def __init__(self, work: WorkDir, config, blocks: Sequence[Sequence[int]]):
+        self.work = work
+        self.config = config
+        self.blocks = blocks
+        self.summaries: List[dict] = [work.block_summary(b) for b in range(len(blocks))]
+        if any(s is None for s in self.summaries):
+            raise RuntimeError("internal error: the read stage is recorded as done but a block is missing")
+        counts = np.array([s["documents"] for s in self.summaries], dtype=np.int64)
+        self.block_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self.n = int(self.block_start[-1])
+        self._columns: Dict[str, np.ndarray] = {}
+
+    def table(self, block: int, columns: Optional[List[str]] = None) -> pa.Table:
+        with pa.memory_map(self.work.block_path(block, "arrow")) as f:
+            t = pa.ipc.open_file(f).read_all()
+        return t.select(columns) if columns is not None else t
+
+    def column(self, name: str) -> np.ndarray:
+        """One numeric column over every document (kept in memory after the first call)."""
+        if name not in self._columns:
+            parts = [self.table(b, [name]).column(0) for b in range(len(self.blocks))]
+            if name == "keys":
+                width = self.config.bands
+                arrays = [fixed_binary_numpy(p, np.uint64, width) for p in parts]
+                self._columns[name] = (np.concatenate(arrays) if arrays else np.zeros((0, width), np.uint64))
+            else:
+                arrays = [p.to_numpy() for p in parts if len(p)]
+                dtype = {"source": np.int32, "score": np.float64}.get(name, np.int64)
+                self._columns[name] = np.concatenate(arrays).astype(dtype) if arrays else np.zeros(0, dtype)
+        return self._columns[name]
+
+    def ids(self) -> pa.Array:
+        parts = [self.table(b, ["id"]).column(0) for b in range(len(self.blocks))]
+        chunks = [c for p in parts for c in p.chunks]
+        return pa.concat_arrays(chunks) if chunks else pa.array([], pa.string())
+
+    def rejected_records(self) -> List[list]:
+        """[source, row or None, reason] of every record that could not be read, in file order."""
+        out = []
+        for s in self.summaries:
+            out.extend(s["rejected"])
+        return out
+
+    def per_source(self, n_sources: int) -> List[int]:
+        out = [0] * n_sources
+        for s in self.summaries:
+            for si, n in s["per_source"].items():
+                out[int(si)] += n
+        return out
+
+
+def fixed_binary_numpy(arr, dtype, width: int) -> np.ndarray:
+    """A fixed_size_binary column as an (n, width) numpy view of ``dtype``."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    n = len(arr)
+    if n == 0:
+        return np.zeros((0, width), dtype)
+    item = np.dtype(dtype).itemsize * width
+    buf = np.frombuffer(arr.buffers()[1], dtype=np.uint8)[arr.offset * item:(arr.offset + n) * item]
+    return buf.view(dtype).reshape(n, width)
+
+
+def numpy_fixed_binary(mat: np.ndarray) -> pa.Array:
+    """An (n, width) numpy array as a fixed_size_binary column (one copy)."""
+    mat = np.ascontiguousarray(mat)
+    n = mat.shape[0]
+    width = mat.shape[1] * mat.dtype.itemsize if mat.ndim == 2 else mat.dtype.itemsize
+    return pa.Array.from_buffers(pa.binary(width), n, [None, pa.py_buffer(mat.tobytes())])

@@ -1,0 +1,117 @@
+"""Rules of the pipeline that a one-line change of the code must not pass unnoticed: the
+threshold is inclusive, the keep rule is the one asked for, the counts are checked before the
+run is published, the work directory goes away, calls in threads stay independent."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numba
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import neardup
+from neardup.minhash import shingle_sets
+
+
+def _jaccard(a: str, b: str) -> float:
+    off, vals = shingle_sets([a, b])
+    sa, sb = set(vals[off[0]:off[1]].tolist()), set(vals[off[1]:off[2]].tolist())
+    return len(sa & sb) / len(sa | sb)
+
+
+def _words(n, seed):
+    rng = np.random.default_rng(seed)
+    return [f"w{x}" for x in rng.integers(0, 100000, n)]
+
+
+@pytest.mark.parametrize("verify", ["exact", "estimate"])
+def test_a_pair_at_exactly_the_threshold_is_removed(tmp_path, verify):
+    base = _words(120, 1)
+    other = base[:100] + _words(20, 2)          # shares a prefix: J well above 0.5
+    a, b = " ".join(base), " ".join(other)
+    table = pa.table({"text": [a, b, " ".join(_words(120, 3))]})
+    if verify == "exact":
+        t = _jaccard(a, b)
+    else:  # the estimate is what is compared: the share of equal signature values
+        sig = neardup.MinHasher().signatures([a, b])
+        t = float(np.mean(sig[0] == sig[1]))
+    assert 0.5 < t < 0.95
+    # many short bands: the pair is a candidate for sure, so only the verification decides
+    opts = dict(verify=verify, bands=64, rows=2)
+    at = neardup.dedup(table, threshold=t, **opts)
+    assert at.stats["counts"]["removed"] == 1
+    assert at.removed.column("similarity")[0].as_py() == t
+    above = neardup.dedup(table, threshold=np.nextafter(t, 1.0), **opts)
+    assert above.stats["counts"]["removed"] == 0
+
+
+def test_keep_score_picks_by_the_column_not_by_length_or_order(tmp_path):
+    words = _words(60, 7)
+    texts = [" ".join(words), " ".join(words + ["extra", "words", "here"]), " ".join(words + ["x"])]
+    # by order the first would stay, by length the second; the score says the third
+    table = pa.table({"text": texts, "q": [1.0, 2.0, 9.0]})
+    res = neardup.dedup(table, keep="score:q", threshold=0.8)
+    assert res.kept.column("q").to_pylist() == [9.0]
+    assert neardup.dedup(table, keep="longest", threshold=0.8).kept.column("q").to_pylist() == [2.0]
+    assert neardup.dedup(table, threshold=0.8).kept.column("q").to_pylist() == [1.0]
+
+
+def test_counts_that_do_not_add_up_stop_the_run_before_stats_are_published(tmp_path, monkeypatch):
+    from neardup import io as nio
+    lines = [json.dumps({"text": " ".join(_words(50, i))}) for i in range(20)]
+    (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
+    real = nio.write_kept
+
+    def loses_a_row(src, keep_rows, out_path, **kw):  # a writer with a bug: one row short
+        return real(src, np.asarray(keep_rows)[1:], out_path, **kw)
+
+    monkeypatch.setattr(nio, "write_kept", loses_a_row)
+    with pytest.raises(RuntimeError, match="counts do not add up.*report this bug"):
+        neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out"))
+    assert not (tmp_path / "out" / "stats.json").exists()
+
+
+def test_the_work_dir_is_gone_after_a_run_unless_asked_for(tmp_path):
+    lines = [json.dumps({"text": " ".join(_words(50, i % 7))}) for i in range(30)]
+    (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
+    neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out"))
+    assert not (tmp_path / "out" / ".neardup-work").exists()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "clusters.parquet", "kept", "removed.parquet", "report.html", "stats.json", "texts_sample.parquet"]
+    neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out2"), work_dir=str(tmp_path / "w"))
+    assert (tmp_path / "w" / "state.json").exists()
+
+
+def test_calls_in_two_threads_are_independent(tmp_path):
+    from neardup.synth import generate_corpus
+    tables = [pa.table({"text": generate_corpus(800, seed=s, doc_words=50).texts}) for s in (1, 2)]
+    options = [dict(workers=1, verify="exact"), dict(workers=2, verify="estimate", threshold=0.7)]
+    alone = [neardup.dedup(t, **o) for t, o in zip(tables, options)]
+    threads_before, arrow_before = numba.get_num_threads(), pa.cpu_count()
+    results = [None, None]
+
+    def run(i):
+        results[i] = neardup.dedup(tables[i], **options[i])
+
+    workers = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    for got, want in zip(results, alone):
+        assert got.removed.equals(want.removed) and got.kept.equals(want.kept)
+        assert got.stats["counts"] == want.stats["counts"]
+    assert numba.get_num_threads() == threads_before and pa.cpu_count() == arrow_before
+
+
+def test_more_documents_than_a_run_can_index_is_a_clear_error(tmp_path, monkeypatch):
+    from neardup.stages import layout
+    monkeypatch.setattr(layout, "MAX_DOCUMENTS", 10)
+    import neardup.stages as stages
+    monkeypatch.setattr(stages, "MAX_DOCUMENTS", 10)
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"text": f"doc {i}"}) + "\n" for i in range(12)))
+    with pytest.raises(neardup.InputError, match="fewer than 2\\^32"):
+        neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out"))
