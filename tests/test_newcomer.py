@@ -208,6 +208,13 @@ def test_13_8_treshold_says_did_you_mean_threshold(command, tmp_path):
                                 "(did you mean --threshold?)")
 
 
+def test_13_8_treshold_with_a_required_option_missing_still_says_did_you_mean(tmp_path):
+    code, _, err = neardup("dedup", "x.jsonl", "--treshold", "0.7", cwd=tmp_path)
+    assert code == 2
+    assert err.strip().endswith("neardup dedup: error: the following arguments are required: --output/-o; "
+                                "unrecognized arguments: --treshold (did you mean --threshold?)")
+
+
 def test_13_8_did_you_mean_commands_and_choices(tmp_path):
     code, _, err = neardup("dedpu", "x", cwd=tmp_path)
     assert code == 2 and "(did you mean 'dedup'?)" in err

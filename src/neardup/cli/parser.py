@@ -34,11 +34,23 @@ class ArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def parse_args(self, args=None, namespace=None):
+        import sys
+        self._remember(list(sys.argv[1:] if args is None else args))
         namespace, extras = self.parse_known_args(args, namespace)
         if extras:
             parser = self._chosen_subparser(namespace) or self
             parser.error(parser.unrecognized(extras))
         return namespace
+
+    def _remember(self, args: List[str]) -> None:
+        """Keeps the command line on every parser, so that an error raised before the unknown
+        arguments are known (a missing required one) can still point at a typo."""
+        self._given = args
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for parser in action.choices.values():
+                    if isinstance(parser, ArgumentParser):
+                        parser._remember(args)
 
     def _chosen_subparser(self, namespace) -> Optional["ArgumentParser"]:
         for action in self._actions:
@@ -64,6 +76,11 @@ class ArgumentParser(argparse.ArgumentParser):
         return message
 
     def error(self, message: str):
+        if message.startswith("the following arguments are required") and getattr(self, "_given", None):
+            known = self._option_string_actions
+            unknown = [a for a in self._given if a.startswith("--") and a.split("=", 1)[0] not in known]
+            if unknown:
+                message += "; " + self.unrecognized(unknown)
         m = _INVALID_CHOICE.search(message)
         if m:
             choices = re.findall(r"'([^']*)'", m.group("choices")) or \
