@@ -86,16 +86,41 @@ def _is_terminal(stream) -> bool:
         return False
 
 
+# Set by the command line while a run compiles the kernels first: a rate measured over compile
+# time would read as a slow tool ("38 doc/s"), so the bars show no rate and say why.
+_compiling = False
+
+
+class compiling:
+    """Context manager: the bars opened inside it show no rate, and say "compiling first"."""
+
+    def __enter__(self):
+        global _compiling
+        _compiling = True
+        return self
+
+    def __exit__(self, *exc):
+        global _compiling
+        _compiling = False
+        return False
+
+
+_NO_RATE = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}, compiling first]"
+
+
 def bar(desc: str, total=None, unit: str = "doc", quiet: bool = False):
     """A progress bar on stderr: tqdm's on a terminal, plain lines (:class:`_Lines`) otherwise,
     nothing when ``quiet``."""
     if quiet:
         return _Null()
     if not _is_terminal(sys.stderr):
-        return _Lines(desc, total=total, unit=unit)
+        return _Lines(desc + (" (compiling first)" if _compiling else ""), total=total, unit=unit)
     from tqdm.auto import tqdm
+    extra = {"bar_format": _NO_RATE} if _compiling and total else {}
+    if _compiling and not total:
+        desc += " (compiling first)"
     return tqdm(total=total, desc=desc, unit=unit, unit_scale=(unit == "doc"), file=sys.stderr, dynamic_ncols=True,
-                leave=True, mininterval=0.5)
+                leave=True, mininterval=0.5, **extra)
 
 
 # --------------------------------------------------------------------------- Ctrl-C at safe points

@@ -77,10 +77,13 @@ CONFIG_ARGS = ("threshold", "num_perm", "bands", "rows", "min_recall", "ngram", 
 def run_dedup(args) -> int:
     from ..api import dedup, format_summary
     options = {k: getattr(args, k) for k in CONFIG_ARGS}
-    if not args.quiet:
-        say_if_compiling()
-    result = dedup(args.inputs, output=args.output, work_dir=args.work_dir, resume=args.resume,
-                   quiet=args.quiet, **options)
+    import contextlib
+
+    from ..progress import compiling
+    cold = not args.quiet and say_if_compiling()
+    with compiling() if cold else contextlib.nullcontext():
+        result = dedup(args.inputs, output=args.output, work_dir=args.work_dir, resume=args.resume,
+                       quiet=args.quiet, **options)
     if not args.quiet:
         print(format_summary(result.stats, result.output), file=sys.stderr)
     problem = all_rejected(result)
@@ -90,13 +93,15 @@ def run_dedup(args) -> int:
     return 0
 
 
-def say_if_compiling() -> None:
-    """One line before the first run of this version: it compiles the kernels first, and the
-    progress rates until then include that time."""
+def say_if_compiling() -> bool:
+    """One line before the first run of this version, which compiles the kernels first; True
+    when it was said (the progress bars then show no rate: it would count the compile time)."""
     from .. import _kernels_cached
-    if not _kernels_cached():
-        print("neardup: compiling the kernels (once per version, 10-40 s; later runs start at once) ...",
-              file=sys.stderr, flush=True)
+    if _kernels_cached():
+        return False
+    print("neardup: compiling the kernels (once per version, 10-40 s; later runs start at once) ...",
+          file=sys.stderr, flush=True)
+    return True
 
 
 def all_rejected(result) -> str:
