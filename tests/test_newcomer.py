@@ -202,9 +202,13 @@ def test_13_6_cache_check_looks_at_the_kernels_index_files(tmp_path, monkeypatch
     index = minhash._process_kernel._cache._cache_file._index_path
     if not os.access(os.path.dirname(index), os.W_OK):
         pytest.skip("numba's cache folder is not writable here")
-    real_exists = os.path.exists
     assert package._kernels_cached() is True
-    monkeypatch.setattr(os.path, "exists", lambda p: False if p == index else real_exists(p))
+    # a missing index, or one stamped for another state of the source file: not cached
+    cache_file = minhash._process_kernel._cache._cache_file
+    monkeypatch.setattr(cache_file, "_index_path", index + ".missing")
+    assert package._kernels_cached() is False
+    monkeypatch.setattr(cache_file, "_index_path", index)
+    monkeypatch.setattr(cache_file, "_source_stamp", (0.0, 0))
     assert package._kernels_cached() is False
 
 
