@@ -166,10 +166,10 @@ def test_default_ids_are_file_and_line(tmp_path, docs):
     removed, clusters, stats = read_outputs(out)
     assert stats["counts"]["input"] == len(docs)
     for r in removed:
-        name, row = r["id"].rsplit(":", 1)
+        name, line = r["id"].rsplit(":", 1)
         assert name == str(src)
-        row = int(row)
-        assert lines[row] != "" and row != 5
+        line = int(line)  # 1-based, as in the error messages; the row column is 0-based
+        assert lines[line - 1] != "" and line != 6 and r["row"] == line - 1
 
 
 def test_parquet_end_to_end_keeps_every_field(tmp_path, docs):

@@ -60,10 +60,10 @@ texts_strategy = st.lists(st.one_of(st.none(), st.text(st.characters(codec="utf-
 
 @PROPS
 @given(texts=texts_strategy, ngram=st.sampled_from([1, 3, 5]), char_ngrams=st.booleans(),
-       remove_punctuation=st.booleans())
-def test_signatures_equal_signatures_from_shingle_sets(texts, ngram, char_ngrams, remove_punctuation):
+       punctuation=st.sampled_from(["split", "delete", "keep"]))
+def test_signatures_equal_signatures_from_shingle_sets(texts, ngram, char_ngrams, punctuation):
     mh = MinHasher(num_perm=32, ngram=ngram, seed=7, char_ngrams=char_ngrams,
-                   remove_punctuation=remove_punctuation)
+                   punctuation=punctuation)
     sigs, counts = mh.signatures_and_counts(texts)
     offsets, hashes = mh.shingle_sets(texts)
     assert np.array_equal(sigs, mh.signatures_from_sets(offsets, hashes))

@@ -115,3 +115,25 @@ def test_more_documents_than_a_run_can_index_is_a_clear_error(tmp_path, monkeypa
     (tmp_path / "c.jsonl").write_text("".join(json.dumps({"text": f"doc {i}"}) + "\n" for i in range(12)))
     with pytest.raises(neardup.InputError, match="fewer than 2\\^32"):
         neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out"))
+
+
+def test_a_bug_is_reported_as_a_bug_not_as_a_user_error(tmp_path, monkeypatch, capsys):
+    """An internal invariant that fails: a traceback and a request for a bug report, exit 1
+    (a user's mistake is one line and exit 2)."""
+    from neardup.cli import main
+    from neardup.stages import write
+    lines = [json.dumps({"text": " ".join(_words(50, i))}) for i in range(5)]
+    (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("internal error: counts do not add up; please report this bug")
+
+    monkeypatch.setattr(write, "build_stats", broken)
+    import neardup.stages as stages
+    monkeypatch.setattr(stages, "build_stats", broken)
+    assert main(["dedup", str(tmp_path / "c.jsonl"), "-o", str(tmp_path / "out"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "this is a bug in neardup" in err
+    assert main(["dedup", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "out2"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("neardup: error:")

@@ -40,7 +40,8 @@ def make_output(folder, *, texts=True, clusters=True, rejected=True, seed=0):
     os.makedirs(folder / "kept", exist_ok=True)
     stats = {"counts": dict(COUNTS, buckets=999),
              "params": {"threshold": 0.8, "num_perm": 128, "bands": 13, "rows": 8, "ngram": 5, "seed": 42,
-                        "verify": "exact", "future_param": {"nested": [1, 2]}},
+                        "verify": "exact", "char_ngrams": False, "normalize_unicode": True,
+                        "id_column": None, "future_param": {"nested": [1, 2]}},
              "seconds": {"read": 1.5, "signatures": 3.25, "pairs": 0.5},
              "neardup_version": "0.1.0", "inputs": [{"name": "a.jsonl", "documents": 12345}]}
     (folder / "stats.json").write_text(json.dumps(stats))
@@ -106,6 +107,10 @@ def test_report_content(tmp_path):
     assert "13 x 8" in page and f"{(1 / 13) ** (1 / 8):.4f}" in page
     assert f"{1 - (1 - 0.8 ** 8) ** 13:.4f}" in page
     assert "future_param" in page and "neardup_version" in page  # extra keys shown, not fatal
+    # parameters as a reader writes them, never Python reprs
+    assert "<th>char_ngrams</th><td>no</td>" in page and "<th>normalize_unicode</th><td>yes</td>" in page
+    assert "<th>id_column</th><td>\u2014</td>" in page
+    assert ">False<" not in page and ">None<" not in page and ">True<" not in page
     # the largest cluster first, with its representative and members side by side
     first = page.index("cluster <code>cl0</code>")
     assert first < page.index("cluster <code>cl1</code>") < page.index("cluster <code>cl4</code>")
@@ -185,9 +190,28 @@ def test_cli_report_output_option(tmp_path, capsys):
 def test_word_diff_escapes_and_marks():
     left, right = word_diff_html("a <b> c d e", "a <b> X d e & f")
     assert left == "a &lt;b&gt; <del>c</del> d e"
-    assert right == "a &lt;b&gt; <ins>X</ins> d e <ins>&amp; f</ins>"
+    # "&" is punctuation: it separates words and is shown as written, never marked as a word
+    assert right == "a &lt;b&gt; <ins>X</ins> d e &amp; <ins>f</ins>"
     long_left, _ = word_diff_html("w " * 1000, "w " * 1000, max_words=10)
     assert "cut at 10 words" in long_left
+
+
+def test_word_diff_splits_text_as_the_tokenizer_does():
+    # Chinese and Japanese: a word is one character, so only the changed characters are marked
+    left, right = word_diff_html("东京塔是东京的著名景点。", "东京塔是大阪的著名景点。")
+    assert left == "东京塔是<del>东京</del>的著名景点。"
+    assert right == "东京塔是<ins>大阪</ins>的著名景点。"
+    left, right = word_diff_html("今日は良い天気です", "今日は悪い天気です")
+    assert left == "今日は<del>良</del>い天気です" and right == "今日は<ins>悪</ins>い天気です"
+    # punctuation splits words (well-known = well known) and case is not a change, as in the shingles
+    left, right = word_diff_html("The well-known cat, Hello.", "the well known dog hello")
+    assert left == "The well-known <del>cat</del>, Hello." and right == "the well known <ins>dog</ins> hello"
+    # under the run's own rule: with punctuation deleted, well-known is one word, unlike well known
+    left, _ = word_diff_html("the well-known cat", "the well known cat", punctuation="delete")
+    assert left == "the <del>well-known</del> cat"
+    # mojibake is no word: replacement characters never show up as a change
+    left, right = word_diff_html("caf\ufffd\ufffd au lait", "caf\ufffd au lait")
+    assert "<del>" not in left and "<ins>" not in right
 
 
 # ---- a real browser ------------------------------------------------------------------------------

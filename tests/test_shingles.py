@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from neardup.minhash import MinHasher
 from neardup.minhash import shingle_counts, shingle_sets
-from neardup.shingles import (SPACE, char_classes, shingle_hashes_python,
+from neardup.shingles import (MARK, NOTEXT, PUNCT, SPACE, WORD, char_classes, shingle_hashes_python,
                               shingles_python, to_arrow_strings, tokens_python)
 
 # ----------------------------------------------------------------------------- strategies
@@ -29,6 +29,7 @@ SPECIAL = [
     ".", ",", "'", "\u2019", "!", "?", "-", "\u2014", "_", "\u00bf", "\u00ab", "\u00bb", "(", ")", "\u3002",
     "$", "\u20ac", "+", "=", "^", "`", "~", "\u00a9",
     "a", "b", "c", "A", "B", "Z", "0", "1", "9", "\u00e9", "\u0436", "\ue000", "\U0010fffd",
+    "\ufffd", "\u0378", "\U000e0080",   # not text: replacement character, unassigned code points
 ]
 
 chars = st.one_of(st.sampled_from(SPECIAL), st.characters(codec="utf-8"))
@@ -59,7 +60,7 @@ options = st.fixed_dictionaries({
     "char_ngrams": st.booleans(),
     "normalize_unicode": st.booleans(),
     "lowercase": st.booleans(),
-    "remove_punctuation": st.booleans(),
+    "punctuation": st.sampled_from(["split", "delete", "keep"]),
     "collapse_whitespace": st.booleans(),
 })
 seeds = st.sampled_from([0, 1, 42, 2**40 + 3])
@@ -116,8 +117,14 @@ def test_no_empty_tokens_ever(text, opts):
             assert not units or (units[0] != " " and units[-1] != " ")
             assert all(not (x == " " and y == " ") for x, y in zip(units, units[1:]))
     else:
-        # a word never contains white space
-        assert all(table[ord(ch)] != SPACE for u in units for ch in u)
+        # a word never contains white space nor a non-text code point; under split no punctuation
+        assert all(table[ord(ch)] not in (SPACE, NOTEXT) for u in units for ch in u)
+        if opts["punctuation"] == "split":
+            assert all(table[ord(ch)] != PUNCT for u in units for ch in u)
+        # a word of letters, digits and marks never holds anything else, and a unit of more than
+        # one code point is such a word
+        assert all(table[ord(ch)] in (WORD, MARK) or table[ord(ch)] == PUNCT and opts["punctuation"] == "delete"
+                   for u in units if len(u) > 1 for ch in u[1:])
     shingles = shingles_python(text, ngram=ngram, **opts)
     assert all(len(s) == min(ngram, len(units)) for s in shingles)
 
@@ -242,7 +249,7 @@ def kernel_units_are(text, expected, **opts):
     so the check ties the compiled tokenizer (not only the twin) to the spelled-out tokens. White
     space units of character n-grams cannot be a one-unit word document; they are counted instead.
     """
-    word_opts = dict(normalize_unicode=False, lowercase=False, remove_punctuation=False)
+    word_opts = dict(normalize_unicode=False, lowercase=False, punctuation="keep")
     table = char_classes()
     want = set()
     spaces = set()
@@ -250,8 +257,10 @@ def kernel_units_are(text, expected, **opts):
         if len(unit) == 1 and table[ord(unit)] == SPACE:
             spaces.add(unit)
             continue
-        assert tokens_python(unit, **word_opts) == [unit]
-        want.update(shingle_hashes_python(unit, ngram=1, **word_opts))
+        # a non-text character is a unit of character n-grams only, hashed as a word would be
+        unit_opts = dict(word_opts, char_ngrams=len(unit) == 1 and table[ord(unit)] == NOTEXT)
+        assert tokens_python(unit, **unit_opts) == [unit]
+        want.update(shingle_hashes_python(unit, ngram=1, **unit_opts))
     offsets, values = shingle_sets([text], ngram=1, **opts)
     got = set(values.tolist())
     assert want <= got and len(got - want) == len(spaces)
@@ -260,21 +269,41 @@ def kernel_units_are(text, expected, **opts):
 
 @pytest.mark.parametrize("text,opts,expected", [
     ("Hello, World!", {}, ["hello", "world"]),
-    ("Hello, World!", dict(remove_punctuation=False), ["hello", ",", "world", "!"]),
+    ("Hello, World!", dict(punctuation="keep"), ["hello", ",", "world", "!"]),
+    ("Hello, World!", dict(remove_punctuation=False), ["hello", ",", "world", "!"]),   # the old spelling
     ("Hello, World!", dict(lowercase=False), ["Hello", "World"]),
-    ("don't", {}, ["dont"]),
-    ("don't", dict(remove_punctuation=False), ["don", "'", "t"]),
-    ("don\u2019t stop", {}, ["dont", "stop"]),
-    ("well-known e-mail", {}, ["wellknown", "email"]),
+    # punctuation ends a word, as white space does (the default, "split")
+    ("don't", {}, ["don", "t"]),
+    ("don\u2019t stop", {}, ["don", "t", "stop"]),
+    ("well-known e-mail", {}, ["well", "known", "e", "mail"]),
+    ("foo.bar(x) end.Start", {}, ["foo", "bar", "x", "end", "start"]),
+    ("snake_case_name", {}, ["snake", "case", "name"]),               # _ is punctuation (Pc), not \w
+    ("3.14 1,000", {}, ["3", "14", "1", "000"]),
+    ("«quoted»—dash…", {}, ["quoted", "dash"]),
+    # delete: the old default, punctuation deleted inside the word
+    ("don't", dict(punctuation="delete"), ["dont"]),
+    ("don't", dict(remove_punctuation=True), ["dont"]),                # the old spelling
+    ("don\u2019t stop", dict(punctuation="delete"), ["dont", "stop"]),
+    ("well-known e-mail", dict(punctuation="delete"), ["wellknown", "email"]),
+    # keep: each mark a token
+    ("don't", dict(punctuation="keep"), ["don", "'", "t"]),
+    ("東京。大阪", dict(punctuation="keep"), ["東", "京", "。", "大", "阪"]),
+    ("東京。大阪", {}, ["東", "京", "大", "阪"]),
+    # not text: the replacement character, private use, unassigned code points separate words
+    ("mojibake\ufffd\ufffdtext \ufffd\ufffd\ufffd", {}, ["mojibake", "text"]),
+    ("\ufffd\ufffd \ufffd", {}, []),
+    ("priv\ue000ate \U0010fffd x", {}, ["priv", "ate", "x"]),
+    ("un\u0378assigned", {}, ["un", "assigned"]),                    # U+0378 is unassigned
+    ("a\ufffdb", dict(punctuation="keep"), ["a", "b"]),
+    ("a\ufffdb", dict(char_ngrams=True), ["a", "\ufffd", "b"]),        # characters: unchanged
     ("東京タワー", {}, ["東", "京", "タ", "ワ", "ー"]),
     ("我爱北京", {}, ["我", "爱", "北", "京"]),
     ("abc東京def", {}, ["abc", "東", "京", "def"]),
-    ("東京。大阪", dict(remove_punctuation=False), ["東", "京", "。", "大", "阪"]),
     ("กินข้าว", {}, ["ก\u0e34", "น", "ข\u0e49", "า", "ว"]),           # vowel/tone marks stay attached
     ("नमस्ते दुनिया", {}, ["नमस्ते", "दुनिया"]),                       # Devanagari vowel signs stay inside
     ("e\u0301te", dict(normalize_unicode=False), ["e\u0301te"]),       # combining acute stays in its word
     ("e\u0301te", {}, ["\u00e9te"]),                                  # NFKC composes it
-    ("I ❤ 🍕 pizza", {}, ["i", "❤", "🍕", "pizza"]),
+    ("I ❤ 🍕 pizza", {}, ["i", "❤", "🍕", "pizza"]),                  # symbols and emoji stay tokens
     ("great👍👍", {}, ["great", "👍", "👍"]),
     ("❤\ufe0f", {}, ["❤\ufe0f"]),                                     # the variation selector is a mark
     ("price: 5$ + 3€", {}, ["price", "5", "$", "+", "3", "€"]),
@@ -289,8 +318,9 @@ def kernel_units_are(text, expected, **opts):
     ("zero\u200bwidth", {}, ["zero", "width"]),                        # zero-width space separates
     ("tab\tnew\nline\u00a0nbsp\u3000ideo", {}, ["tab", "new", "line", "nbsp", "ideo"]),
     ("  a  b\t\nc  ", dict(char_ngrams=True), ["a", " ", "b", " ", "c"]),
-    ("a , b!", dict(char_ngrams=True), ["a", " ", "b"]),
-    ("a , b!", dict(char_ngrams=True, remove_punctuation=False), ["a", " ", ",", " ", "b", "!"]),
+    ("a , b!", dict(char_ngrams=True), ["a", " ", "b"]),                # characters: deleted under split
+    ("a-b", dict(char_ngrams=True, punctuation="delete"), ["a", "b"]),
+    ("a , b!", dict(char_ngrams=True, punctuation="keep"), ["a", " ", ",", " ", "b", "!"]),
     (" a\tb ", dict(char_ngrams=True, collapse_whitespace=False), [" ", "a", "\t", "b", " "]),
 ])
 def test_what_a_unit_is(text, opts, expected):
@@ -348,7 +378,31 @@ def test_empty_documents_have_no_shingles(text, char_ngrams):
 
 
 def test_punctuation_only_document_has_tokens_when_punctuation_is_kept():
-    assert tokens_python("...", remove_punctuation=False) == [".", ".", "."]
+    assert tokens_python("...", punctuation="keep") == [".", ".", "."]
+    assert tokens_python("...", punctuation="split") == []
+
+
+def test_punctuation_modes_are_checked():
+    for bad in (dict(punctuation="remove"), dict(punctuation="keep", remove_punctuation=True),
+                dict(remove_punctuation="yes")):
+        with pytest.raises(ValueError):
+            tokens_python("a b", **bad)
+        with pytest.raises(ValueError):
+            MinHasher(**bad)
+    assert MinHasher(remove_punctuation=True).punctuation == "delete"
+    assert MinHasher().punctuation == "split"
+
+
+def test_hyphen_and_dot_variants_are_the_same_words():
+    """The issue's pairs: under split, a re-hyphenated or re-spaced copy has the same shingles."""
+    pairs = [("a well-known e-mail service", "a well known e mail service"),
+             ("call foo.bar(x) now", "call foo bar x now"),
+             ("the end.Start again", "the end. Start again"),
+             ("it's what we don't do", "it\u2019s what we don\u2019t do")]
+    for x, y in pairs:
+        assert shingle_sets([x], ngram=2)[1].tolist() == shingle_sets([y], ngram=2)[1].tolist(), (x, y)
+        assert (shingle_sets([x], ngram=2, punctuation="delete")[1].tolist()
+                != shingle_sets([y], ngram=2, punctuation="delete")[1].tolist()) or "\u2019" in y
 
 
 def test_punctuation_and_spacing_do_not_change_shingles():
@@ -381,10 +435,10 @@ ascii_text = st.text(alphabet=st.sampled_from(list("abcXYZ019 \t\n.,;'!?-_()$+<=
 
 
 @settings(max_examples=150, deadline=None)
-@given(texts=st.lists(ascii_text, min_size=1, max_size=6), punct=st.booleans(), lower=st.booleans(),
-       ngram=st.sampled_from([1, 2, 5]))
+@given(texts=st.lists(ascii_text, min_size=1, max_size=6), punct=st.sampled_from(["split", "delete", "keep"]),
+       lower=st.booleans(), ngram=st.sampled_from([1, 2, 5]))
 def test_ascii_fast_path_equals_twin(texts, punct, lower, ngram):
-    opts = dict(ngram=ngram, remove_punctuation=punct, lowercase=lower, normalize_unicode=lower)
+    opts = dict(ngram=ngram, punctuation=punct, lowercase=lower, normalize_unicode=lower)
     offsets, hashes = shingle_sets(texts, seed=7, **opts)
     for i, t in enumerate(texts):
         assert hashes[offsets[i]:offsets[i + 1]].tolist() == shingle_hashes_python(t, seed=7, **opts), t

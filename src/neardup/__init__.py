@@ -61,11 +61,13 @@ from .params import (candidate_probability, choose_params, false_negative_area, 
                      false_positive_area, midpoint)
 
 
-def dedup(source, output=None, **options):
-    """Removes near-duplicates; see :func:`neardup.api.dedup`."""
-    from .api import dedup as _dedup
-    return _dedup(source, output, **options)
+def __getattr__(name):
+    # the pipeline's API is imported on first use: `import neardup` stays light for the kernels
+    if name in ("dedup", "DedupResult"):
+        from . import api
+        return getattr(api, name)
+    raise AttributeError(f"module 'neardup' has no attribute {name!r}")
 
 
-__all__ = ["dedup", "Config", "MinHasher", "NeardupError", "ConfigError", "InputError",
+__all__ = ["dedup", "DedupResult", "Config", "MinHasher", "NeardupError", "ConfigError", "InputError",
            "candidate_probability", "midpoint", "false_positive_area", "false_negative_area", "choose_params"]

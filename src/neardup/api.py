@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 import threading
@@ -15,10 +16,10 @@ import pyarrow.parquet as pq
 from . import io as nio
 from .config import Config
 from .errors import ConfigError
+from .stages.write import INDEX_ID_COLUMN  # the id of a DataFrame's row or of a text in a list
 
 __all__ = ["dedup", "DedupResult"]
 
-RUN_OPTIONS = ("work_dir", "resume", "quiet", "keep_work")
 
 
 @dataclass
@@ -31,7 +32,7 @@ class DedupResult:
     clusters  pyarrow Table: id, cluster, is_representative
     rejected  pyarrow Table: source, row, reason (empty unless on_error='skip')
     stats     the dict written to stats.json
-    output    the output folder
+    output    the output folder (None for an in-memory input without ``output=``: nothing kept on disk)
     """
 
     kept: Any
@@ -39,67 +40,209 @@ class DedupResult:
     clusters: pa.Table
     rejected: pa.Table
     stats: dict
-    output: str
+    output: Optional[str]
 
     def summary(self) -> str:
         return format_summary(self.stats, self.output)
 
 
-def _as_table(source) -> tuple:
-    """(kind, pyarrow Table) for in-memory inputs, or (None, None) for paths."""
+
+
+def _looks_like_paths(items: Sequence) -> bool:
+    """A list of strings is a list of paths when each one looks like a path: no white space, and
+    an existing file or folder, a glob, a path separator or a file extension. Otherwise it is a
+    list of texts."""
+    for s in items:
+        if isinstance(s, os.PathLike):
+            continue
+        if not isinstance(s, str) or not s or any(c.isspace() for c in s) or len(s) > 4096:
+            return False
+        if not (os.path.exists(s) or any(c in s for c in "*?[/" + os.sep) or os.path.splitext(s)[1]):
+            return False
+    return True
+
+
+def _with_index_ids(table: pa.Table, ids) -> pa.Table:
+    return table.append_column(INDEX_ID_COLUMN, pa.array([str(x) for x in ids], pa.string()))
+
+
+def _in_memory(source) -> tuple:
+    """(kind, {name: pyarrow Table}) for in-memory inputs, or (None, None) for paths."""
     if isinstance(source, pa.Table):
-        return "arrow", source
+        return "arrow", {"<table>": source}
     if isinstance(source, pa.RecordBatch):
-        return "arrow", pa.Table.from_batches([source])
+        return "arrow", {"<table>": pa.Table.from_batches([source])}
     try:
         import pandas as pd
         if isinstance(source, pd.DataFrame):
-            return "pandas", pa.Table.from_pandas(source, preserve_index=False)
+            table = pa.Table.from_pandas(source, preserve_index=False)
+            return "pandas", {"<table>": _with_index_ids(table, source.index)}
     except ImportError:  # pragma: no cover
         pass
     mod = type(source).__module__ or ""
+    if mod.startswith("datasets") and type(source).__name__ == "DatasetDict":
+        return "hf_dict", {name: _hf_table(split) for name, split in source.items()}
     if mod.startswith("datasets") and hasattr(source, "data") and hasattr(source, "select"):
-        table = source.data.table if hasattr(source.data, "table") else source.data
-        if getattr(source, "_indices", None) is not None:  # a shuffled/selected view
-            table = source.flatten_indices().data.table
-        return "hf", pa.table(table)
+        return "hf", {"<table>": _hf_table(source)}
+    if isinstance(source, (list, tuple)) and source and not _looks_like_paths(source):
+        if not all(isinstance(t, str) for t in source):
+            bad = next(t for t in source if not isinstance(t, str))
+            raise ConfigError(f"a list given to dedup must hold texts (str) or paths; found a {type(bad).__name__}")
+        return "texts", {"<texts>": _with_index_ids(pa.table({"text": pa.array(source, pa.string())}),
+                                                    range(len(source)))}
     return None, None
 
 
-def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output: Optional[str] = None,
-          **options) -> DedupResult:
-    """Removes near-duplicates.
+def _hf_table(ds) -> pa.Table:
+    if getattr(ds, "_indices", None) is not None:  # a shuffled/selected view
+        ds = ds.flatten_indices()
+    return pa.table(ds.data.table if hasattr(ds.data, "table") else ds.data)
 
-    ``source``: a path, folder or glob (or a list of them) of JSONL (.jsonl/.json, gzip or zstd),
-    Parquet or text files; or a pyarrow Table, a pandas DataFrame or a Hugging Face Dataset.
-    ``output``: the output folder (for paths, a temporary folder when None).
-    ``options``: any field of :class:`neardup.Config` (threshold, num_perm, bands, rows, ngram,
-    char_ngrams, verify, keep, text_column, id_column, on_error, output_format, seed, workers,
-    engine, ray_address, ...) and ``work_dir``, ``resume``, ``quiet``, ``keep_work``.
+
+def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output: Optional[str] = None, *,
+          threshold: float = 0.8, num_perm: int = 128, bands: Optional[int] = None, rows: Optional[int] = None,
+          verify: str = "exact", keep: str = "first", text_column: str = "text", id_column: Optional[str] = None,
+          on_error: str = "fail", engine: str = "local", work_dir: Optional[str] = None, resume: bool = False,
+          overwrite: bool = False, quiet: bool = True, keep_work: Optional[bool] = None,
+          **options: Any) -> DedupResult:
+    """Finds and removes near-duplicate documents; returns a :class:`DedupResult`.
+
+    source
+        What to deduplicate: a path, folder or glob, or a list of them (JSONL ``.jsonl``/``.json``,
+        plain, gzip or zstd; Parquet; any other file is one text document); a pyarrow Table or
+        RecordBatch; a pandas DataFrame (its index is the id of each row); a Hugging Face
+        ``datasets.Dataset``, or a ``DatasetDict`` (its splits deduplicated together, a document of
+        one split against those of every split); or a list of texts (``["text one", ...]``: the
+        result's ``kept`` is then the list of the indexes kept). A list of strings is read as paths
+        when each one names an existing file or folder or matches a glob.
+    output
+        The output folder (kept/, removed.parquet, clusters.parquet, stats.json, report.html).
+        For in-memory inputs, None (the default) keeps nothing on disk: the result is returned and
+        the temporary folder removed. For paths, None writes into a new temporary folder whose
+        path is ``result.output``.
+    threshold (0.8)
+        Jaccard similarity of the shingle sets at or above which two documents are near-duplicates.
+    num_perm (128), bands, rows
+        MinHash signature length k and LSH banding; bands and rows are chosen from the threshold
+        when not given (``neardup params`` shows the choice and its S-curve).
+    verify ("exact")
+        "exact" (Jaccard of the shingle sets), "estimate" (from the signatures) or "none".
+    keep ("first")
+        Which document of a cluster is kept: "first" (input order), "longest", "score:COLUMN".
+    text_column ("text"), id_column (None)
+        Fields of JSONL / Parquet / tables. Without ``id_column``, ids are ``FILE:ROW``, the path of
+        a text file, a DataFrame's index, or the index in a list of texts.
+    on_error ("fail")
+        "fail": the first bad record stops the run with one clear line (InputError); "skip": bad
+        records are left out and listed in ``result.rejected``.
+    engine ("local"), work_dir, resume (False), overwrite (False), quiet (True), keep_work
+        Run on this machine or on Ray ("ray"); where the stage files go; continue an interrupted
+        run; replace the results of an earlier run in ``output``; show progress bars; keep the
+        work directory after success.
+    **options
+        Every other field of :class:`neardup.Config`: ngram, char_ngrams, min_recall, seed,
+        normalisation switches, max_anchor_rounds, output_format, batch_size, workers,
+        ray_address.
+
+    >>> import neardup
+    >>> result = neardup.dedup(["the cat sat on the mat today", "the cat sat on the mat today!",
+    ...                         "a different text altogether here"], threshold=0.8)
+    >>> result.kept
+    [0, 2]
     """
-    run_opts = {k: options.pop(k) for k in list(options) if k in RUN_OPTIONS}
+    options.update(threshold=threshold, num_perm=num_perm, bands=bands, rows=rows, verify=verify, keep=keep,
+                   text_column=text_column, id_column=id_column, on_error=on_error, engine=engine)
+    kind, tables = _in_memory(source)
+    if kind in ("pandas", "texts") and id_column is None:
+        options["id_column"] = INDEX_ID_COLUMN
+    elif kind is not None and id_column is None and all("id" in t.column_names for t in tables.values()):
+        options.update(id_column="id", id_column_auto=True)
     config = Config.from_options(**options).resolved()
-    kind, table = _as_table(source)
     if kind is not None:
-        sources = [nio.table_source(table, name="<table>")]
+        if sum(t.num_rows for t in tables.values()) == 0:
+            return _empty_result(kind, source, config)
+        sources = [nio.table_source(t, name=name) for name, t in tables.items()]
     else:
         if isinstance(source, (str, os.PathLike)):
             inputs = [os.fspath(source)]
         elif isinstance(source, (list, tuple)) and all(isinstance(s, (str, os.PathLike)) for s in source):
             inputs = [os.fspath(s) for s in source]
         else:
-            raise ConfigError(f"source must be a path, a list of paths, a pyarrow Table, a pandas DataFrame "
-                              f"or a datasets.Dataset; got {type(source).__name__}")
+            raise ConfigError(f"source must be a path, a list of paths or texts, a pyarrow Table, a pandas "
+                              f"DataFrame or a datasets.Dataset / DatasetDict; got {type(source).__name__}")
         if not inputs:
             raise ConfigError("no input given")
         sources = nio.discover(inputs)
-    if output is None:
+        if id_column is None and _every_record_has_an_id(sources):
+            config = dataclasses.replace(config, id_column="id", id_column_auto=True)
+    temporary = output is None
+    if temporary:
         output = tempfile.mkdtemp(prefix="neardup-")
-    ctx = run(config, sources, output, **run_opts)
-    return _result(kind, table, source, ctx, output)
+    elif kind is None:
+        sources = _outside(sources, output, work_dir)
+    try:
+        ctx = run(config, sources, output, work_dir=work_dir, resume=resume, quiet=quiet, keep_work=keep_work,
+                  overwrite=overwrite or temporary, report=not (temporary and kind is not None))
+        result = _result(kind, tables, source, ctx, output)
+    finally:
+        if temporary and kind is not None:
+            import shutil
+            shutil.rmtree(output, ignore_errors=True)
+    if temporary and kind is not None:
+        result.output = None
+    return result
 
 
-def check_output_folder(output: str) -> None:
+def _every_record_has_an_id(sources: List[nio.Source]) -> bool:
+    """Whether the inputs carry their own ids: every JSONL or Parquet file has an ``id`` field in
+    its first record or its schema (text files have none). Then ``id`` is the id column unless
+    ``id_column`` says otherwise."""
+    import json
+
+    if not sources:
+        return False
+    for s in sources:
+        try:
+            if s.format == "parquet":
+                if "id" not in pq.ParquetFile(s.path).schema_arrow.names:
+                    return False
+            elif s.format == "jsonl":
+                with pa.input_stream(s.path, compression=s.compression) as f:
+                    head = f.read(1 << 20)
+                first = next((line for line in head.split(b"\n") if line.strip()), b"")
+                record = json.loads(first)
+                if not isinstance(record, dict) or "id" not in record:
+                    return False
+            else:
+                return False
+        except (OSError, ValueError, pa.ArrowException):  # unreadable: the reader will say so
+            return False
+    return True
+
+
+def _outside(sources: List[nio.Source], output: str, work_dir: Optional[str]) -> List[nio.Source]:
+    """The inputs less any file inside the output folder or the work directory: a run never reads
+    its own (or an earlier run's) output as input."""
+    skip = [os.path.realpath(p) + os.sep for p in (output, work_dir) if p]
+    kept = [s for s in sources if not any(os.path.realpath(s.path).startswith(d) for d in skip)]
+    if not kept and sources:
+        raise ConfigError(f"every input lies inside the output folder {output!r}; choose another output folder")
+    return kept
+
+
+def _empty_result(kind: str, source, config: Config) -> "DedupResult":
+    from .stages.write import CLUSTERS_SCHEMA, REJECTED_SCHEMA, REMOVED_SCHEMA, build_stats
+    counts = dict.fromkeys(("input", "kept", "removed", "rejected", "clusters", "empty_documents",
+                            "candidate_pairs", "verified_pairs", "buckets", "truncated_buckets"), 0)
+    stats = build_stats(config, [], counts, [], [])
+    kept = [] if kind == "texts" else source
+    return DedupResult(kept=kept, removed=REMOVED_SCHEMA.empty_table(), clusters=CLUSTERS_SCHEMA.empty_table(),
+                       rejected=REJECTED_SCHEMA.empty_table(), stats=stats, output=None)
+
+
+def check_output_folder(output: str, overwrite: bool = False) -> None:
+    """An output folder is new, empty, or (with ``overwrite``) one that holds only neardup's
+    files from an earlier run."""
     if os.path.exists(output) and not os.path.isdir(output):
         raise ConfigError(f"output {output!r} exists and is not a folder")
     if os.path.isdir(output):
@@ -110,16 +253,20 @@ def check_output_folder(output: str) -> None:
         if foreign:
             raise ConfigError(f"output folder {output!r} holds other files ({', '.join(sorted(foreign)[:3])}); "
                               f"choose an empty or new folder")
+        if entries and not overwrite:
+            raise ConfigError(f"output folder {output!r} holds the results of an earlier run; pass --overwrite "
+                              f"(overwrite=True) to replace them, or choose another folder")
 
 
 def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Optional[str] = None,
-        resume: bool = False, quiet: bool = True, keep_work: Optional[bool] = None):
+        resume: bool = False, quiet: bool = True, keep_work: Optional[bool] = None, overwrite: bool = False,
+        report: bool = True):
     """Runs a resolved config over discovered sources with the configured engine, then writes
     report.html; returns the run's context (``.stats`` as written to stats.json)."""
     from .stages import RunContext
     from .stages.layout import WorkDir, fingerprint
 
-    check_output_folder(output)
+    check_output_folder(output, overwrite=overwrite or resume)
     explicit_work = work_dir is not None
     if work_dir is None:
         work_dir = os.path.join(output, ".neardup-work")
@@ -137,8 +284,9 @@ def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Opt
         from .engines.local import run_local
         with _arrow_threads(config.workers):
             ctx.stats = run_local(ctx)
-    from .report import write_report
-    write_report(output)
+    if report:
+        from .report import write_report
+        write_report(output)
     if not keep_work:
         work.remove()
     return ctx
@@ -170,24 +318,31 @@ def _arrow_threads(workers: Optional[int]):
                 pa.set_cpu_count(_arrow_users[1])
 
 
-def _result(kind, table, source, ctx, output) -> DedupResult:
+def _result(kind, tables, source, ctx, output) -> DedupResult:
     stats = ctx.stats
     removed = pq.read_table(os.path.join(output, "removed.parquet"))
     clusters = pq.read_table(os.path.join(output, "clusters.parquet"))
     rej_path = os.path.join(output, "rejected.parquet")
-    rejected = pq.read_table(rej_path) if os.path.exists(rej_path) else pa.table(
-        {"source": pa.array([], pa.string()), "row": pa.array([], pa.int64()), "reason": pa.array([], pa.string())})
+    from .stages.write import REJECTED_SCHEMA
+    rejected = pq.read_table(rej_path) if os.path.exists(rej_path) else REJECTED_SCHEMA.empty_table()
     if kind is None:
-        kept = [os.path.join(output, "kept", p) for p in stats["kept_files"]]
+        return DedupResult(kept=[os.path.join(output, "kept", p) for p in stats["kept_files"]], removed=removed,
+                           clusters=clusters, rejected=rejected, stats=stats, output=output)
+    rows = [ctx.table_kept_rows[si] for si in range(len(tables))]
+    if kind == "texts":
+        kept = rows[0].tolist()
+    elif kind == "hf":
+        kept = source.select(rows[0].tolist())
+    elif kind == "hf_dict":
+        kept = type(source)({name: source[name].select(r.tolist()) for name, r in zip(tables, rows)})
     else:
-        rows = ctx.table_kept_rows[0]
-        if kind == "hf":
-            kept = source.select(rows.tolist())
-        else:
-            kept_table = table.take(pa.array(rows))
-            kept = kept_table.to_pandas() if kind == "pandas" else kept_table
-            if kind == "pandas":
-                kept.index = source.index[rows]
+        table = next(iter(tables.values()))
+        if INDEX_ID_COLUMN in table.column_names:
+            table = table.drop_columns([INDEX_ID_COLUMN])
+        kept = table.take(pa.array(rows[0]))
+        if kind == "pandas":
+            kept = kept.to_pandas()
+            kept.index = source.index[rows[0]]
     return DedupResult(kept=kept, removed=removed, clusters=clusters, rejected=rejected, stats=stats, output=output)
 
 

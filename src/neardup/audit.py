@@ -324,7 +324,7 @@ def _make_config(config, options: Dict[str, Any]):
     if config is None:
         config = Config.from_options(**options)
     elif options:
-        names = {f.name for f in dataclasses.fields(Config)}
+        names = {f.name for f in dataclasses.fields(Config)} | {"remove_punctuation"}  # its old spelling
         unknown = sorted(set(options) - names)
         if unknown:
             raise ConfigError(f"unknown option(s): {', '.join(unknown)}")
@@ -533,7 +533,7 @@ def audit_texts(texts, config=None, *, sample: int = 5000, bins: int = 10, aux_p
         seconds=seconds,
         options={"bins": int(bins), "aux_perm": int(aux_perm), "probe_positions": int(probe_positions),
                  "uniform_pairs": int(n_uniform), "run_cap": int(run_cap),
-                 "min_recall": float(cfg.min_recall)},
+                 "min_recall": float(cfg.min_recall), "punctuation": cfg.punctuation},
         ids=None if ids is None else [str(i) for i in ids])
 
 

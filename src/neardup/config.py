@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from typing import Any, Optional
 
 
@@ -21,6 +21,7 @@ VERIFY_MODES = ("exact", "estimate", "none")
 ON_ERROR_MODES = ("fail", "skip")
 OUTPUT_FORMATS = ("same", "jsonl", "parquet")
 ENGINES = ("local", "ray")
+PUNCTUATION_MODES = ("split", "delete", "keep")  # the same tuple as neardup.shingles.PUNCTUATION_MODES
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,14 @@ class Config:
         char_ngrams: shingle on characters instead of words.
         normalize_unicode: apply Unicode NFKC first.
         lowercase: lower-case (Unicode aware) before tokenising.
-        remove_punctuation: delete punctuation characters (Unicode category P*).
+        punctuation: what a punctuation character (Unicode category P*) does to words:
+            ``split`` ends the word like white space (the default, as in every peer),
+            ``delete`` deletes it inside the word (``well-known`` -> ``wellknown``), ``keep``
+            makes each mark a token. With ``char_ngrams``, ``split`` and ``delete`` both delete it.
+        remove_punctuation: the old spelling, accepted when constructing: True means
+            ``punctuation="delete"``, False ``punctuation="keep"``. It is not stored (read back,
+            it is None, which is also what keeps ``dataclasses.replace`` right): read
+            ``punctuation``.
         collapse_whitespace: for character n-grams, turn each run of white space into one space.
     MinHash and LSH
         num_perm: signature length k.
@@ -48,6 +56,8 @@ class Config:
         keep: ``first`` (input order), ``longest`` or ``score:COLUMN`` (highest score).
     I/O
         text_column, id_column: field names in JSONL / Parquet input.
+        id_column_auto: set by the API when it took ``id`` as the id column because every input
+            has that field; repeated ids then fall back to positional ids instead of failing.
         on_error: ``fail`` stops at the first bad record, ``skip`` records it in rejected.parquet.
         output_format: ``same`` as the input, or ``jsonl`` / ``parquet``.
         batch_size: documents per batch streamed through the kernels.
@@ -65,7 +75,8 @@ class Config:
     char_ngrams: bool = False
     normalize_unicode: bool = True
     lowercase: bool = True
-    remove_punctuation: bool = True
+    punctuation: str = "split"
+    remove_punctuation: InitVar[Optional[bool]] = None
     collapse_whitespace: bool = True
     seed: int = 42
     verify: str = "exact"
@@ -73,6 +84,7 @@ class Config:
     keep: str = "first"
     text_column: str = "text"
     id_column: Optional[str] = None
+    id_column_auto: bool = False
     on_error: str = "fail"
     output_format: str = "same"
     batch_size: int = 8192
@@ -80,7 +92,15 @@ class Config:
     engine: str = "local"
     ray_address: Optional[str] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, remove_punctuation: Optional[bool]) -> None:
+        if remove_punctuation is not None or self.punctuation not in PUNCTUATION_MODES:
+            from .shingles import punctuation_mode
+            try:
+                mode = punctuation_mode(None if (remove_punctuation is not None and self.punctuation == "split")
+                                        else self.punctuation, remove_punctuation)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+            object.__setattr__(self, "punctuation", mode)
         _check_number("threshold", self.threshold, 0.0, 1.0, low_open=True)
         _check_int("num_perm", self.num_perm, 1, 1 << 16)
         _check_number("min_recall", self.min_recall, 0.0, 1.0, low_open=True)
@@ -119,7 +139,7 @@ class Config:
         """The parameters that decide signatures (a stage cache key)."""
         return {k: getattr(self, k) for k in (
             "num_perm", "ngram", "char_ngrams", "normalize_unicode", "lowercase",
-            "remove_punctuation", "collapse_whitespace", "seed")}
+            "punctuation", "collapse_whitespace", "seed")}
 
     def resolved(self) -> "Config":
         """A copy whose bands and rows are filled in by the chooser when not given."""
@@ -137,7 +157,7 @@ class Config:
 
     @classmethod
     def from_options(cls, **options: Any) -> "Config":
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in dataclasses.fields(cls)} | {"remove_punctuation"}
         unknown = sorted(set(options) - names)
         if unknown:
             raise ConfigError(f"unknown option(s): {', '.join(unknown)}; allowed: {', '.join(sorted(names))}")

@@ -72,7 +72,7 @@ def _sort_unique(seg):
 
 
 @nb.njit(parallel=True, cache=True)
-def _process_kernel(offsets, data, docs, table, n, char_mode, remove_punct, collapse_ws, lower_ascii, h0,
+def _process_kernel(offsets, data, docs, table, n, char_mode, punct, collapse_ws, lower_ascii, h0,
                     a, b, want_sets, sort_sets, want_sigs, bound, values):
     """One pass per document: tokens -> shingle hashes -> (sorted unique set) -> signature.
 
@@ -90,7 +90,7 @@ def _process_kernel(offsets, data, docs, table, n, char_mode, remove_punct, coll
         start = offsets[d]
         end = offsets[d + 1]
         units = np.empty(end - start + 1, dtype=np.uint64)
-        m = _sh._units(data, start, end, table, char_mode, remove_punct, collapse_ws, lower_ascii, units)
+        m = _sh._units(data, start, end, table, char_mode, punct, collapse_ws, lower_ascii, units)
         # shingles overwrite the units in place: shingle j only reads units j..j+n-1
         s = _sh._shingles_of(units, m, n, h0, units)
         if want_sets:
@@ -139,10 +139,11 @@ _NO_BOUND = np.zeros(1, dtype=np.int64)
 
 
 def process(texts, *, ngram: int, char_ngrams: bool, seed: int, normalize_unicode: bool, lowercase: bool,
-            remove_punctuation: bool, collapse_whitespace: bool, want_sets: bool, want_sigs: bool,
+            punctuation: str, collapse_whitespace: bool, want_sets: bool, want_sigs: bool,
             a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = None, sort_sets: bool = True,
             scratch: Optional[Scratch] = None):
     """Runs the fused kernel over a batch; returns (signatures, counts, set offsets, set values)."""
+    punct = _sh.punctuation_code(punctuation)
     n, parts = _sh.prepare(texts, normalize_unicode=normalize_unicode, lowercase=lowercase)
     if a is None:
         a = np.zeros(0, dtype=np.uint32)
@@ -162,7 +163,7 @@ def process(texts, *, ngram: int, char_ngrams: bool, seed: int, normalize_unicod
         else:
             bound, values = _NO_BOUND, _NO_VALUES
         r = _process_kernel(part.offsets, part.data, part.docs, table, int(ngram), bool(char_ngrams),
-                            bool(remove_punctuation), bool(collapse_whitespace), bool(part.lower_ascii), h0,
+                            punct, bool(collapse_whitespace), bool(part.lower_ascii), h0,
                             a, b, bool(want_sets), bool(sort_sets), bool(want_sigs), bound, values)
         r = (r[0], r[1], values, bound)
         if len(parts) == 1:
@@ -260,12 +261,15 @@ class MinHasher:
     ((1, 128), dtype('uint32'))
 
     ``texts`` may be a list of str, a pyarrow string / large_string (chunked) array or a pandas
-    Series. See :mod:`neardup.shingles` for what a word and a shingle are.
+    Series. See :mod:`neardup.shingles` for what a word and a shingle are; ``punctuation`` is
+    ``split`` (default: punctuation ends a word), ``delete`` or ``keep``, and
+    ``remove_punctuation`` its old spelling (True = ``delete``, False = ``keep``).
     """
 
     def __init__(self, num_perm: int = 128, ngram: int = 5, seed: int = 42, *, char_ngrams: bool = False,
-                 normalize_unicode: bool = True, lowercase: bool = True, remove_punctuation: bool = True,
-                 collapse_whitespace: bool = True, workers: Optional[int] = None):
+                 normalize_unicode: bool = True, lowercase: bool = True, punctuation: Optional[str] = None,
+                 remove_punctuation: Optional[bool] = None, collapse_whitespace: bool = True,
+                 workers: Optional[int] = None):
         if isinstance(num_perm, bool) or int(num_perm) != num_perm or num_perm < 1:
             raise ValueError(f"num_perm must be a positive integer, got {num_perm!r}")
         check_ngram(ngram)
@@ -277,7 +281,7 @@ class MinHasher:
         self.char_ngrams = bool(char_ngrams)
         self.normalize_unicode = bool(normalize_unicode)
         self.lowercase = bool(lowercase)
-        self.remove_punctuation = bool(remove_punctuation)
+        self.punctuation = _sh.punctuation_mode(punctuation, remove_punctuation)
         self.collapse_whitespace = bool(collapse_whitespace)
         self.workers = workers
         self.a, self.b = permutations(self.num_perm, self.seed)
@@ -287,13 +291,13 @@ class MinHasher:
     def from_config(cls, config) -> "MinHasher":
         return cls(num_perm=config.num_perm, ngram=config.ngram, seed=config.seed,
                    char_ngrams=config.char_ngrams, normalize_unicode=config.normalize_unicode,
-                   lowercase=config.lowercase, remove_punctuation=config.remove_punctuation,
+                   lowercase=config.lowercase, punctuation=config.punctuation,
                    collapse_whitespace=config.collapse_whitespace, workers=config.workers)
 
     @property
     def shingle_options(self) -> dict:
         return dict(ngram=self.ngram, char_ngrams=self.char_ngrams, normalize_unicode=self.normalize_unicode,
-                    lowercase=self.lowercase, remove_punctuation=self.remove_punctuation,
+                    lowercase=self.lowercase, punctuation=self.punctuation,
                     collapse_whitespace=self.collapse_whitespace)
 
     def _threads(self):
@@ -351,19 +355,20 @@ def minhash_python(hashes, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def shingle_counts(texts, *, ngram: int = 5, char_ngrams: bool = False, normalize_unicode: bool = True,
-                   lowercase: bool = True, remove_punctuation: bool = True,
-                   collapse_whitespace: bool = True) -> np.ndarray:
+                   lowercase: bool = True, punctuation: Optional[str] = None,
+                   remove_punctuation: Optional[bool] = None, collapse_whitespace: bool = True) -> np.ndarray:
     """Number of shingles (with repeats) of every document; 0 means an empty document."""
     check_ngram(ngram)
     _sigs, counts, _off, _vals = process(texts, ngram=ngram, char_ngrams=char_ngrams, seed=0,
                                          normalize_unicode=normalize_unicode, lowercase=lowercase,
-                                         remove_punctuation=remove_punctuation,
+                                         punctuation=_sh.punctuation_mode(punctuation, remove_punctuation),
                                          collapse_whitespace=collapse_whitespace, want_sets=False, want_sigs=False)
     return counts
 
 
 def shingle_sets(texts, *, ngram: int = 5, char_ngrams: bool = False, seed: int = 42,
-                 normalize_unicode: bool = True, lowercase: bool = True, remove_punctuation: bool = True,
+                 normalize_unicode: bool = True, lowercase: bool = True, punctuation: Optional[str] = None,
+                 remove_punctuation: Optional[bool] = None,
                  collapse_whitespace: bool = True) -> Tuple[np.ndarray, np.ndarray]:
     """The set of 64-bit shingle hashes of every document, as CSR: (offsets int64[n+1], hashes uint64).
 
@@ -372,7 +377,7 @@ def shingle_sets(texts, *, ngram: int = 5, char_ngrams: bool = False, seed: int 
     check_ngram(ngram)
     _sigs, _counts, offsets, values = process(texts, ngram=ngram, char_ngrams=char_ngrams, seed=seed,
                                               normalize_unicode=normalize_unicode, lowercase=lowercase,
-                                              remove_punctuation=remove_punctuation,
+                                              punctuation=_sh.punctuation_mode(punctuation, remove_punctuation),
                                               collapse_whitespace=collapse_whitespace, want_sets=True,
                                               want_sigs=False)
     return offsets, values

@@ -185,6 +185,11 @@ def _fmt_int(v: Any) -> str:
 
 
 def _fmt_value(v: Any) -> str:
+    """A parameter as a reader writes it: yes / no, a dash for nothing, never a Python repr."""
+    if v is None:
+        return "\u2014"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
     if isinstance(v, float):
         return f"{v:.6g}"
     if isinstance(v, (dict, list)):
@@ -208,32 +213,99 @@ def _read_parquet(path: Path, columns: Optional[Sequence[str]] = None, filters=N
         raise InputError(f"{path}: cannot read it as Parquet: {exc}") from None
 
 
-def word_diff_html(left: str, right: str, *, max_words: int = 600) -> Tuple[str, str]:
-    """Word-level diff of two texts, HTML-escaped.
+def diff_units(text: str, *, punctuation: str = "split") -> List[Tuple[str, int, int]]:
+    """The words of ``text`` as the tokenizer cuts them, with where they lie in the text.
+
+    Returns (key, start, end) per token: ``text[start:end]`` is the token as written and ``key``
+    its normalised form (NFKC, lower case) that the diff compares. The rules are those of
+    :mod:`neardup.shingles` (a word is a run of letters, digits and marks; a character of a
+    script written without spaces, a symbol, and under ``keep`` a punctuation mark are tokens of
+    their own; white space, non-text code points and under ``split`` punctuation separate), applied
+    to the text as written so that the diff can show it as written.
+    """
+    import unicodedata
+    from .shingles import IGNORED, MARK, NOTEXT, PUNCT, SPACE, WORD, char_classes, punctuation_mode
+    punctuation = punctuation_mode(punctuation)
+    table = char_classes()
+    out: List[Tuple[str, int, int]] = []
+    start = -1
+    state = 0  # 0 outside a token, 1 in a word, 2 in a one-character token (with its marks)
+
+    def close(end):
+        piece = "".join(ch for ch in text[start:end] if table[ord(ch)] != IGNORED
+                        and not (table[ord(ch)] == PUNCT and punctuation == "delete"))
+        out.append((unicodedata.normalize("NFKC", piece).lower(), start, end))
+
+    for i, ch in enumerate(text):
+        cls = table[ord(ch)]
+        if cls in (SPACE, NOTEXT) or (cls == PUNCT and punctuation == "split"):
+            if state:
+                close(i)
+                state = 0
+        elif cls == IGNORED or (cls == PUNCT and punctuation == "delete"):
+            continue
+        elif cls in (WORD, MARK):
+            if state == 2 and cls == WORD:
+                close(i)
+                state = 0
+            if state == 0:
+                start, state = i, 1
+        else:
+            if state:
+                close(i)
+            start, state = i, 2
+    if state:
+        close(len(text))
+    return out
+
+
+def word_diff_html(left: str, right: str, *, max_words: int = 600, punctuation: str = "split") -> Tuple[str, str]:
+    """Word-level diff of two texts, HTML-escaped, with the words of the tokenizer.
 
     Returns (left_html, right_html): words of ``left`` missing from ``right`` are wrapped in
-    ``<del>``, words of ``right`` missing from ``left`` in ``<ins>``. Texts longer than
-    ``max_words`` words are cut there (a note says so).
+    ``<del>``, words of ``right`` missing from ``left`` in ``<ins>``; the text between words
+    (white space, punctuation) is shown as written. Words are those of :func:`diff_units`, so a
+    Chinese or Japanese sentence is compared character by character and only the changed
+    characters are marked. Texts longer than ``max_words`` words are cut there (a note says so).
     """
-    a, b = left.split(), right.split()
-    cut_a, cut_b = len(a) > max_words, len(b) > max_words
-    a, b = a[:max_words], b[:max_words]
-    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    out_a: List[str] = []
-    out_b: List[str] = []
+    ua, ub = diff_units(left, punctuation=punctuation), diff_units(right, punctuation=punctuation)
+    cut_a, cut_b = len(ua) > max_words, len(ub) > max_words
+    ua, ub = ua[:max_words], ub[:max_words]
+    sm = difflib.SequenceMatcher(None, [u[0] for u in ua], [u[0] for u in ub], autojunk=False)
+    changed_a = [False] * len(ua)
+    changed_b = [False] * len(ub)
     for op, i1, i2, j1, j2 in sm.get_opcodes():
-        wa = html.escape(" ".join(a[i1:i2]))
-        wb = html.escape(" ".join(b[j1:j2]))
-        if op == "equal":
-            out_a.append(wa)
-            out_b.append(wb)
-            continue
-        if i2 > i1:
-            out_a.append(f"<del>{wa}</del>")
-        if j2 > j1:
-            out_b.append(f"<ins>{wb}</ins>")
+        if op != "equal":
+            changed_a[i1:i2] = [True] * (i2 - i1)
+            changed_b[j1:j2] = [True] * (j2 - j1)
     note = ' <span class="note">[... cut at {} words]</span>'.format(max_words)
-    return (" ".join(out_a) + (note if cut_a else ""), " ".join(out_b) + (note if cut_b else ""))
+    return (_render_diff(left, ua, changed_a, "del", cut_a) + (note if cut_a else ""),
+            _render_diff(right, ub, changed_b, "ins", cut_b) + (note if cut_b else ""))
+
+
+def _render_diff(text: str, units, changed, tag: str, cut: bool) -> str:
+    """The text with each run of changed words in <tag> (the text between two changed words of a
+    run goes inside too); after the last word, the rest of the text unless it was cut."""
+    out: List[str] = []
+    pos = 0
+    k = 0
+    while k < len(units):
+        _, start, end = units[k]
+        out.append(html.escape(text[pos:start]))
+        if not changed[k]:
+            out.append(html.escape(text[start:end]))
+            pos = end
+            k += 1
+            continue
+        last = k
+        while last + 1 < len(units) and changed[last + 1]:
+            last += 1
+        out.append(f"<{tag}>{html.escape(text[start:units[last][2]])}</{tag}>")
+        pos = units[last][2]
+        k = last + 1
+    if not cut:
+        out.append(html.escape(text[pos:]))
+    return "".join(out).strip()
 
 
 def _size_bins(max_size: int) -> List[Tuple[int, int]]:
@@ -500,8 +572,17 @@ def _similarity_histogram(out: Path, figs: _Figures, threshold: Optional[float])
     return f'<div class="fig">{chart}</div>{note}'
 
 
+def _punctuation_of(params: dict) -> str:
+    """The run's punctuation mode from stats.json params (``remove_punctuation`` is the old key)."""
+    mode = params.get("punctuation")
+    if mode in ("split", "delete", "keep"):
+        return mode
+    old = params.get("remove_punctuation")
+    return {True: "delete", False: "keep"}.get(old, "split") if isinstance(old, bool) else "split"
+
+
 def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: int,
-                     max_side_by_side: int) -> Tuple[str, str]:
+                     max_side_by_side: int, punctuation: str = "split") -> Tuple[str, str]:
     """(size distribution html, largest clusters html)."""
     sized = _cluster_sizes(out)
     if sized is None:
@@ -554,7 +635,7 @@ def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: 
             for m in [m for m in mem if m != rep][:max_side_by_side]:
                 if m not in texts:
                     continue
-                left, right = word_diff_html(texts[rep], texts[m])
+                left, right = word_diff_html(texts[rep], texts[m], punctuation=punctuation)
                 s = sims.get(m)
                 s_txt = f", similarity {s:.3f}" if isinstance(s, float) and math.isfinite(s) else ""
                 block.append(
@@ -647,7 +728,8 @@ def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, ma
 
     sections.append("<h2>Similarity of removed documents</h2>")
     sections.append(_similarity_histogram(out, figs, threshold))
-    size_html, largest_html = _cluster_section(out, figs, max_clusters, max_members, max_side_by_side)
+    size_html, largest_html = _cluster_section(out, figs, max_clusters, max_members, max_side_by_side,
+                                               _punctuation_of(params))
     sections.append("<h2>Cluster sizes</h2>")
     sections.append(size_html)
     sections.append("<h2>Largest clusters</h2>")

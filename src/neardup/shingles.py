@@ -11,24 +11,30 @@ Pipeline for one document
    class         what happens
    ============  ========================================================================
    space         Z* and control characters: end the current token
-   word          letters L*, digits N*, private use, unassigned: extend the current token
+   word          letters L*, digits N*: extend the current token
    mark          combining marks M*: extend the current token (so accents and the vowel
                  signs of Indic and Thai scripts stay inside their word)
    single        ideographs and syllabaries of scripts written without spaces (Han,
                  Hiragana, Katakana, Thai, Lao, Khmer, Myanmar, Tibetan, Yi): each code
                  point (with its marks) is one token, i.e. a *word is one character* there
    symbol        S* (emoji, currency, maths): each is a token of its own
-   punctuation   P*: deleted when ``remove_punctuation`` (``don't`` -> ``dont``), else a
-                 token of its own
+   punctuation   P*, by ``punctuation``: ``split`` (the default) ends the current token the
+                 way white space does (``well-known`` -> ``well known``, ``don't`` ->
+                 ``don t``); ``delete`` deletes it without splitting (``don't`` -> ``dont``);
+                 ``keep`` makes each mark a token of its own
+   not text      U+FFFD (the replacement character of a failed decode), private use Co,
+                 surrogates Cs, unassigned Cn: end the current token and are no token, so
+                 that mojibake does not make unrelated documents alike
    ignored       format characters Cf (zero-width joiner, soft hyphen, BOM): deleted
    ============  ========================================================================
 
-   So a word is a maximal run of letters, digits and marks; white space and (kept)
-   punctuation and symbols separate words; no empty token can arise.
+   So by default a word is a maximal run of letters, digits and combining marks; white space,
+   punctuation, symbols and non-text code points separate words; no empty token can arise.
 3. Each token is hashed once (FNV-1a over its bytes, then a 64-bit finaliser); a word n-gram
    is the ordered combination of n consecutive token hashes, never a joined string. With
-   ``char_ngrams`` the units are code points instead of tokens (punctuation deleted when
-   asked, runs of white space collapsed to one space and trimmed when ``collapse_whitespace``).
+   ``char_ngrams`` the units are code points instead of tokens (punctuation deleted under
+   ``split`` and ``delete``, a unit under ``keep``; runs of white space collapsed to one space
+   and trimmed when ``collapse_whitespace``; non-text code points are units, as before).
 4. A document with fewer than n units has exactly one shingle made of all its units; an
    empty document (no units) has no shingles and is never a near-duplicate of anything.
 
@@ -39,7 +45,7 @@ from __future__ import annotations
 
 import unicodedata
 from functools import lru_cache
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import numba as nb
 import numpy as np
@@ -51,10 +57,36 @@ from .hashing import GOLDEN, MASK64, fmix64, fmix64_py
 __all__ = [
     "to_arrow_strings", "normalize", "char_classes",
     "tokens_python", "shingles_python", "shingle_hashes_python",
-    "SPACE", "WORD", "MARK", "SINGLE", "SYMBOL", "PUNCT", "IGNORED",
+    "SPACE", "WORD", "MARK", "SINGLE", "SYMBOL", "PUNCT", "IGNORED", "NOTEXT",
+    "PUNCTUATION_MODES", "punctuation_mode", "punctuation_code",
 ]
 
-SPACE, WORD, MARK, SINGLE, SYMBOL, PUNCT, IGNORED = range(7)
+SPACE, WORD, MARK, SINGLE, SYMBOL, PUNCT, IGNORED, NOTEXT = range(8)
+
+# What punctuation does to words; the kernels take the index in this tuple.
+PUNCTUATION_MODES = ("split", "delete", "keep")
+_SPLIT, _DELETE, _KEEP = range(3)
+
+
+def punctuation_mode(punctuation=None, remove_punctuation=None) -> str:
+    """The punctuation mode from the new spelling and the old one (``remove_punctuation``:
+    True = ``delete``, False = ``keep``); the default is ``split``. Raises ValueError on an
+    unknown mode or on two spellings that disagree."""
+    if punctuation is not None and punctuation not in PUNCTUATION_MODES:
+        raise ValueError(f"punctuation must be one of {', '.join(PUNCTUATION_MODES)}; got {punctuation!r}")
+    if remove_punctuation is None:
+        return punctuation or "split"
+    if not isinstance(remove_punctuation, (bool, np.bool_)):
+        raise ValueError(f"remove_punctuation must be True or False, got {remove_punctuation!r}")
+    old = "delete" if remove_punctuation else "keep"
+    if punctuation not in (None, old):
+        raise ValueError(f"punctuation={punctuation!r} contradicts remove_punctuation={remove_punctuation!r} "
+                         f"(its old spelling of punctuation={old!r}); give only punctuation")
+    return old
+
+
+def punctuation_code(punctuation: str) -> int:
+    return PUNCTUATION_MODES.index(punctuation)
 
 # Scripts written without spaces between words: each code point is a word.
 _SINGLE_RANGES = (
@@ -84,7 +116,7 @@ _S33 = np.uint64(33)
 _SPACE_UNIT = np.uint64(0x2545F4914F6CDD1D)
 
 
-_TABLE_VERSION = 1
+_TABLE_VERSION = 2
 
 
 @lru_cache(maxsize=1)
@@ -126,11 +158,13 @@ def _build_char_classes() -> np.ndarray:
             table[cp] = SPACE
         elif cat == "Cf":
             table[cp] = IGNORED
-        # Co, Cn, Cs stay WORD: private use and not yet assigned letters.
+        else:  # Co, Cs, Cn: private use, surrogates, unassigned
+            table[cp] = NOTEXT
     for lo, hi in _SINGLE_RANGES:
         seg = table[lo:hi + 1]
         seg[(seg == WORD)] = SINGLE
     table[0x200B] = SPACE  # zero-width space separates words in Thai and Khmer text
+    table[0xFFFD] = NOTEXT  # the replacement character (So) stands for bytes that failed to decode
     return table
 
 
@@ -224,14 +258,17 @@ def _byte(b, lower_ascii):
 
 
 @nb.njit(cache=True)
-def _units(data, start, end, table, char_mode, remove_punct, collapse_ws, lower_ascii, out):
+def _units(data, start, end, table, char_mode, punct, collapse_ws, lower_ascii, out):
     """Write the unit hashes of data[start:end] (tokens, or characters in char_mode) into out.
 
-    Returns the number of units. ``out`` must hold at least end - start values. With
-    ``lower_ascii`` the bytes A-Z are hashed as a-z (the text is otherwise already normalised).
+    Returns the number of units. ``out`` must hold at least end - start values. ``punct`` is the
+    index of the punctuation mode in PUNCTUATION_MODES. With ``lower_ascii`` the bytes A-Z are
+    hashed as a-z (the text is otherwise already normalised).
     """
     m = 0
     if char_mode:
+        # characters: punctuation is deleted unless kept (split and delete alike: the character
+        # n-gram rules did not change with the word rules)
         pending_space = False
         i = start
         while i < end:
@@ -247,7 +284,7 @@ def _units(data, start, end, table, char_mode, remove_punct, collapse_ws, lower_
                         h = (h ^ _byte(data[j], lower_ascii)) * _FNV_PRIME
                     out[m] = fmix64(h)
                     m += 1
-            elif cls == 6 or (cls == 5 and remove_punct):  # IGNORED, removed PUNCT
+            elif cls == 6 or (cls == 5 and punct != 2):  # IGNORED, removed PUNCT
                 pass
             else:
                 if pending_space:
@@ -261,9 +298,12 @@ def _units(data, start, end, table, char_mode, remove_punct, collapse_ws, lower_
                 m += 1
             i += ln
         return m
-    # word mode, fast path: ASCII text of words, white space and deleted punctuation (most text)
-    # runs branch-free (selects instead of jumps; token boundaries are unpredictable branches);
-    # anything else (non-ASCII, symbols, kept punctuation) restarts on the general path below.
+    split = punct == 0
+    delete = punct == 1
+    # word mode, fast path: ASCII text of words, white space and split or deleted punctuation
+    # (most text) runs branch-free (selects instead of jumps; token boundaries are unpredictable
+    # branches); anything else (non-ASCII, symbols, kept punctuation) restarts on the general
+    # path below.
     h = _FNV_OFFSET
     intok = False
     fast = True
@@ -273,11 +313,12 @@ def _units(data, start, end, table, char_mode, remove_punct, collapse_ws, lower_
             fast = False
             break
         cls = table[b]
-        if cls == 3 or cls == 4 or (cls == 5 and not remove_punct):
+        ispunct = cls == 5
+        if cls == 3 or cls == 4 or (ispunct and punct == 2):
             fast = False
             break
         isw = cls == 1
-        iss = cls == 0
+        iss = cls == 0 or (ispunct and split)
         out[m] = h  # written always, kept only when a token ends here
         m += 1 if (intok and iss) else 0
         bb = b + 32 if (lower_ascii and b >= 65 and b <= 90) else b
@@ -299,12 +340,12 @@ def _units(data, start, end, table, char_mode, remove_punct, collapse_ws, lower_
     while i < end:
         cp, ln = _decode(data, i, end)
         cls = table[cp]
-        if cls == 0:  # SPACE ends the token
+        if cls == 0 or cls == 7 or (cls == 5 and split):  # SPACE, NOTEXT, split PUNCT end the token
             if state != 0:
                 out[m] = fmix64(h)
                 m += 1
                 state = 0
-        elif cls == 6 or (cls == 5 and remove_punct):
+        elif cls == 6 or (cls == 5 and delete):
             pass  # deleted without splitting the token
         elif cls == 1 or cls == 2:  # WORD, or MARK
             if state == 2 and cls == 1:
@@ -433,9 +474,14 @@ def _normalize_py(text: str, normalize_unicode: bool, lowercase: bool) -> str:
 
 
 def tokens_python(text: str, *, char_ngrams: bool = False, normalize_unicode: bool = True,
-                  lowercase: bool = True, remove_punctuation: bool = True,
-                  collapse_whitespace: bool = True) -> List[str]:
-    """The units (words, or characters with ``char_ngrams``) of one document, in plain Python."""
+                  lowercase: bool = True, punctuation: Optional[str] = None,
+                  remove_punctuation: Optional[bool] = None, collapse_whitespace: bool = True) -> List[str]:
+    """The units (words, or characters with ``char_ngrams``) of one document, in plain Python.
+
+    ``punctuation``: ``split`` (default), ``delete`` or ``keep``; ``remove_punctuation`` is its
+    old spelling (True = ``delete``, False = ``keep``).
+    """
+    punctuation = punctuation_mode(punctuation, remove_punctuation)
     table = char_classes()
     text = _normalize_py(text, normalize_unicode, lowercase)
     units: List[str] = []
@@ -448,7 +494,7 @@ def tokens_python(text: str, *, char_ngrams: bool = False, normalize_unicode: bo
                     pending = bool(units)
                 else:
                     units.append(ch)
-            elif cls == IGNORED or (cls == PUNCT and remove_punctuation):
+            elif cls == IGNORED or (cls == PUNCT and punctuation != "keep"):
                 continue
             else:
                 if pending:
@@ -460,11 +506,11 @@ def tokens_python(text: str, *, char_ngrams: bool = False, normalize_unicode: bo
     state = 0
     for ch in text:
         cls = table[ord(ch)]
-        if cls == SPACE:
+        if cls in (SPACE, NOTEXT) or (cls == PUNCT and punctuation == "split"):
             if state:
                 units.append("".join(cur))
                 state = 0
-        elif cls == IGNORED or (cls == PUNCT and remove_punctuation):
+        elif cls == IGNORED or (cls == PUNCT and punctuation == "delete"):
             continue
         elif cls in (WORD, MARK):
             if state == 2 and cls == WORD:

@@ -50,6 +50,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         raise
     except BrokenPipeError:  # pragma: no cover - e.g. `neardup params | head`
         return 0
+    except Exception:  # a bug, not a user's mistake: the whole traceback, and a request to report it
+        import traceback
+
+        from .._version import __version__
+        traceback.print_exc()
+        print(f"neardup {__version__}: this is a bug in neardup, not a problem with your input or options; "
+              f"please report it with the traceback above", file=sys.stderr)
+        return 1
 
 
 def _caused_by_interrupt(exc: BaseException) -> bool:

@@ -42,8 +42,10 @@ def register(sub) -> None:
                    help="skip Unicode NFKC normalisation (as 'neardup dedup --no-nfkc')")
     p.add_argument("--no-lowercase", dest="lowercase", action="store_false",
                    help="keep letter case (as 'neardup dedup --no-lowercase')")
-    p.add_argument("--keep-punctuation", dest="remove_punctuation", action="store_false",
-                   help="keep punctuation as tokens (as 'neardup dedup --keep-punctuation')")
+    p.add_argument("--punctuation", choices=("split", "delete", "keep"), default="split",
+                   help="what punctuation does to words (as 'neardup dedup --punctuation')")
+    p.add_argument("--keep-punctuation", dest="punctuation", action="store_const", const="keep",
+                   help="the old spelling of --punctuation keep")
     p.add_argument("--keep-whitespace", dest="collapse_whitespace", action="store_false",
                    help="with --char-ngrams: keep every white-space character (as 'neardup dedup "
                         "--keep-whitespace')")
@@ -89,7 +91,7 @@ def run_audit(args: argparse.Namespace) -> int:
                  min_recall=args.min_recall, ngram=args.ngram, char_ngrams=args.char_ngrams,
                  seed=args.seed, text_column=args.text_column, id_column=args.id_column,
                  normalize_unicode=args.normalize_unicode, lowercase=args.lowercase,
-                 remove_punctuation=args.remove_punctuation,
+                 punctuation=args.punctuation,
                  collapse_whitespace=args.collapse_whitespace)
     texts, ids = read_texts(args.inputs, text_column=args.text_column, max_docs=args.max_docs,
                             on_error=args.on_error, id_column=args.id_column, with_ids=True)

@@ -33,8 +33,11 @@ def register(sub) -> None:
     g.add_argument("--no-nfkc", dest="normalize_unicode", action="store_false",
                    help="skip Unicode NFKC normalisation")
     g.add_argument("--no-lowercase", dest="lowercase", action="store_false", help="keep letter case")
-    g.add_argument("--keep-punctuation", dest="remove_punctuation", action="store_false",
-                   help="keep punctuation (each mark becomes a token) instead of deleting it")
+    g.add_argument("--punctuation", choices=["split", "delete", "keep"], default="split",
+                   help="what punctuation does to words: split them like white space (well-known -> well known), "
+                        "be deleted inside them (well-known -> wellknown), or be kept, each mark a token")
+    g.add_argument("--keep-punctuation", dest="punctuation", action="store_const", const="keep",
+                   help="the old spelling of --punctuation keep")
     g.add_argument("--keep-whitespace", dest="collapse_whitespace", action="store_false",
                    help="with --char-ngrams: keep every white-space character instead of collapsing runs to one space")
     g.add_argument("--verify", choices=["exact", "estimate", "none"], default="exact",
@@ -62,6 +65,8 @@ def register(sub) -> None:
                    help="with --engine ray: address of a running cluster (default: start a local Ray instance)")
     g.add_argument("--work-dir", default=None, metavar="DIR",
                    help="folder for stage files (default: OUTPUT/.neardup-work, removed after success)")
+    g.add_argument("--overwrite", action="store_true",
+                   help="replace the results of an earlier run in --output (without it such a folder is refused)")
     g.add_argument("--resume", action="store_true",
                    help="continue an interrupted run from its last finished stage (same inputs and options)")
     g.add_argument("--quiet", "-q", action="store_true", help="no progress bars and no summary")
@@ -69,7 +74,7 @@ def register(sub) -> None:
 
 
 CONFIG_ARGS = ("threshold", "num_perm", "bands", "rows", "min_recall", "ngram", "char_ngrams", "normalize_unicode",
-               "lowercase", "remove_punctuation", "collapse_whitespace", "verify", "max_anchor_rounds", "seed",
+               "lowercase", "punctuation", "collapse_whitespace", "verify", "max_anchor_rounds", "seed",
                "text_column", "id_column", "keep", "on_error", "output_format", "batch_size", "workers", "engine",
                "ray_address")
 
@@ -83,7 +88,7 @@ def run_dedup(args) -> int:
     cold = not args.quiet and say_if_compiling()
     with compiling() if cold else contextlib.nullcontext():
         result = dedup(args.inputs, output=args.output, work_dir=args.work_dir, resume=args.resume,
-                       quiet=args.quiet, **options)
+                       overwrite=args.overwrite, quiet=args.quiet, **options)
     if not args.quiet:
         print(format_summary(result.stats, result.output), file=sys.stderr)
     problem = all_rejected(result)

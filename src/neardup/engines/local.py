@@ -21,7 +21,7 @@ from ..bands import bucket_runs
 from ..clusters import keep_order
 from ..hashing import kernel_threads
 from ..progress import bar, check_interrupt
-from ..stages import RunContext, finish_read, finish_write, run_stages
+from ..stages import RunContext, finish_read, finish_write, run_stages, user_ids_wanted
 from ..stages.clusters import select_partition
 from ..stages.layout import MEMBERS_SCHEMA, PAIRS_SCHEMA, Corpus
 from ..stages.pairs import distinct_pairs, make_verifier, search_partition
@@ -117,7 +117,7 @@ def stage_clusters(ctx: RunContext) -> dict:
              "length": corpus.column("length")[docs]}
     if cfg.score_column:
         attrs["score"] = corpus.column("score")[docs]
-    user_ids = corpus.ids().take(pa.array(docs)) if cfg.id_column else None
+    user_ids = corpus.ids().take(pa.array(docs)) if user_ids_wanted(ctx) else None
     members, counts = select_partition(docs, attrs, user_ids, left, right, pairs.column("similarity").to_numpy(),
                                        cfg, ctx.sources)
     write_parquet(members, ctx.work.part_path("clusters", 0))

@@ -46,7 +46,7 @@ from ..config import default_workers
 from ..errors import ConfigError, InputError, NeardupError
 from ..hashing import kernel_threads, mix64
 from ..progress import bar, check_interrupt
-from ..stages import RunContext, finish_read, finish_write, run_stages
+from ..stages import RunContext, finish_read, finish_write, run_stages, user_ids_wanted
 from ..stages.clusters import merge_counts, select_partition
 from ..stages.layout import PAIRS_SCHEMA, Corpus, fixed_binary_numpy
 from ..stages.pairs import CHECKED_SCHEMA, distinct_pairs, keep_rank, make_verifier, search_partition
@@ -527,7 +527,7 @@ def _relabel(table: pa.Table, *, parts: int) -> pa.Table:
 SELECT_SUMMARY = pa.schema([("part", pa.int32()), ("counts", pa.string())])
 
 
-def _select(table: pa.Table, *, store: DocStore, config, sources, work) -> pa.Table:
+def _select(table: pa.Table, *, store: DocStore, config, sources, work, with_ids: bool) -> pa.Table:
     """One label partition (whole components): the selection of the stage, its members file."""
     part = int(_col(table, "part")[0])
     kind = _col(table, "kind", np.int8)
@@ -535,7 +535,7 @@ def _select(table: pa.Table, *, store: DocStore, config, sources, work) -> pa.Ta
     pairs = table.filter(pa.array(kind == 1))
     columns = ["source", "row", "length"] + (["score"] if config.score_column else [])
     attrs = store.columns(docs, columns)
-    user_ids = store.ids(docs) if config.id_column else None
+    user_ids = store.ids(docs) if with_ids else None
     with kernel_threads(1):
         members, counts = select_partition(docs, attrs, user_ids, _col(pairs, "doc", np.int64),
                                            _col(pairs, "right", np.int64), _col(pairs, "similarity", np.float64),
@@ -571,7 +571,7 @@ def stage_clusters(ctx: RunContext, env: _Session) -> dict:
             raise RuntimeError("internal error: connected components did not converge; please report this bug")
     rows = _map(stars, _label_rows, parts=parts).union(_map(pairs, _pair_rows, parts=parts))
     ds = _map(_shuffle(_map(_shuffle(rows, parts), _relabel, parts=parts), parts), _select, store=store,
-              config=cfg, sources=_lite_sources(ctx), work=ctx.work)
+              config=cfg, sources=_lite_sources(ctx), work=ctx.work, with_ids=user_ids_wanted(ctx))
     summary = _collect(ds, SELECT_SUMMARY)
     _one_call_per_partition(summary, "cluster")
     return {**merge_counts([json.loads(c) for c in summary.column("counts").to_pylist()]), "cc_rounds": rounds}

@@ -14,6 +14,7 @@ a resumed run has done, and the end of the read and write stages.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
@@ -76,6 +77,7 @@ def finish_read(ctx: RunContext, blocks: Sequence[Sequence[int]], blocks_read: i
                          f"({MAX_DOCUMENTS:,}) per run: split the input and deduplicate against an index")
     store = DocStore(ctx.work.path, corpus.block_start, ctx.config.num_perm)
     rejected_docs: List[list] = []
+    positional = False
     if ctx.config.id_column is not None and corpus.n >= 2:
         def where(docs):
             docs = np.asarray(docs, np.int64)
@@ -84,16 +86,24 @@ def finish_read(ctx: RunContext, blocks: Sequence[Sequence[int]], blocks_read: i
             out = np.empty((len(docs), 2), np.int64)
             out[order, 0], out[order, 1] = cols["source"], cols["row"]
             return [tuple(x) for x in out.tolist()]
-        rejected_docs = duplicate_id_rejections(find_duplicates(corpus, store), where, ctx.sources,
-                                                ctx.config.on_error)
+        dups = find_duplicates(corpus, store)
+        if ctx.config.id_column_auto and dups.num_rows:
+            positional = True  # the input's own id field is not unique: FILE:LINE ids instead
+        else:
+            rejected_docs = duplicate_id_rejections(dups, where, ctx.sources, ctx.config.on_error)
     empty_rejected = 0
     if rejected_docs:
         counts = store.columns(np.array([d[0] for d in rejected_docs], np.int64), ["count"])["count"]
         empty_rejected = int((counts == 0).sum())
     return {"documents": corpus.n, "blocks": len(blocks), "blocks_read": blocks_read,
             "per_source": corpus.per_source(len(ctx.sources)), "rejected_records": len(records),
-            "rejected_documents": rejected_docs,
+            "rejected_documents": rejected_docs, "positional_ids": positional,
             "empty_kept": int(sum(s["empty"] for s in corpus.summaries)) - empty_rejected}
+
+
+def user_ids_wanted(ctx: RunContext) -> bool:
+    """Whether documents are known by the user's ids (else by position: FILE:LINE, FILE:ROW)."""
+    return ctx.config.id_column is not None and not ctx.work.info("read").get("positional_ids")
 
 
 def rejected_rows(ctx: RunContext, corpus: Corpus) -> List[list]:
@@ -136,6 +146,8 @@ def finish_write(ctx: RunContext, corpus: Corpus, kept_files: List[str], kept: i
         ParquetRows(sample_path, SAMPLE_SCHEMA).close()
     counts = run_counts(corpus.n, read["rejected_records"], len(read["rejected_documents"]), read["empty_kept"], kept,
                         clusters, ctx.work.info("pairs"))
+    if read.get("positional_ids"):
+        cfg = dataclasses.replace(cfg, id_column=None, id_column_auto=False)
     ctx.stats = build_stats(cfg, ctx.sources, counts, read["per_source"], kept_files)
     return ctx.stats
 

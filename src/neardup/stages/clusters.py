@@ -25,13 +25,19 @@ TOP_MEMBERS = 5        # members shown of each
 
 def document_ids(source: np.ndarray, row: np.ndarray, user_ids: Optional[pa.Array],
                  sources: Sequence[nio.Source]) -> pa.Array:
-    """The id of each document: the user's id column, the path of a text file, or 'NAME:ROW'."""
+    """The id of each document: the user's id column, the path of a text file, 'NAME:LINE' for
+    JSONL (lines counted from 1, as in an editor and in neardup's messages) or 'NAME:ROW' for
+    Parquet and tables (rows counted from 0, as in pyarrow and pandas, and as messages say
+    'row N')."""
     if user_ids is not None:
         return user_ids.cast(pa.string())
     out = []
     for s, r in zip(source.tolist(), row.tolist()):
         src = sources[s]
-        out.append(src.name if src.format == "text" else f"{src.name}:{r}")
+        if src.format == "text":
+            out.append(src.name)
+        else:
+            out.append(f"{src.name}:{r + 1 if src.format == 'jsonl' else r}")
     return pa.array(out, pa.string())
 
 

@@ -30,10 +30,11 @@ PARQUET_OPTS = dict(compression="zstd", use_dictionary=False, write_statistics=F
 ROW_GROUP = 65536
 
 REMOVED_SCHEMA = pa.schema([("id", pa.string()), ("representative", pa.string()), ("cluster", pa.string()),
-                            ("similarity", pa.float64()), ("source", pa.string())])
+                            ("similarity", pa.float64()), ("source", pa.string()), ("row", pa.int64())])
 CLUSTERS_SCHEMA = pa.schema([("id", pa.string()), ("cluster", pa.string()), ("is_representative", pa.bool_())])
 REJECTED_SCHEMA = pa.schema([("source", pa.string()), ("row", pa.int64()), ("reason", pa.string())])
 SAMPLE_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string())])
+INDEX_ID_COLUMN = "__neardup_index__"  # ids the API adds to a table (a DataFrame's index); not written out
 OUTPUT_FILES = ("kept", "removed.parquet", "clusters.parquet", "rejected.parquet", "stats.json", "report.html",
                 "texts_sample.parquet")
 
@@ -85,7 +86,8 @@ def removed_records(members: pa.Table, names: pa.Array) -> pa.Table:
     """Rows of removed.parquet from member rows (MEMBERS_SCHEMA) of removed documents."""
     return pa.table({"id": members.column("id"), "representative": members.column("representative_id"),
                      "cluster": members.column("cluster_id"), "similarity": members.column("similarity"),
-                     "source": names.take(members.column("source"))}, schema=REMOVED_SCHEMA)
+                     "source": names.take(members.column("source")), "row": members.column("row")},
+                    schema=REMOVED_SCHEMA)
 
 
 def cluster_records(members: pa.Table) -> pa.Table:
@@ -138,7 +140,10 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
         kept = np.setdiff1d(all_rows, dropped.get(si, np.zeros(0, np.int64)))
         if src.format == "table":
             path = table_kept_path(kept_dir, si, len(sources))
-            write_parquet(src.table.take(pa.array(kept, pa.int64())), path)
+            table = src.table.take(pa.array(kept, pa.int64()))
+            if INDEX_ID_COLUMN in table.column_names:
+                table = table.drop_columns([INDEX_ID_COLUMN])
+            write_parquet(table, path)
             table_rows[si] = kept
             written[si] = os.path.relpath(path, kept_dir)
             n_written += len(kept)
@@ -200,7 +205,7 @@ def build_stats(cfg, sources: Sequence[nio.Source], counts: dict, per_source, ke
             "ngram": cfg.ngram, "char_ngrams": cfg.char_ngrams, "seed": cfg.seed, "verify": cfg.verify,
             "keep": cfg.keep, "max_anchor_rounds": cfg.max_anchor_rounds,
             "normalize_unicode": cfg.normalize_unicode, "lowercase": cfg.lowercase,
-            "remove_punctuation": cfg.remove_punctuation, "collapse_whitespace": cfg.collapse_whitespace,
+            "punctuation": cfg.punctuation, "collapse_whitespace": cfg.collapse_whitespace,
             "text_column": cfg.text_column, "id_column": cfg.id_column, "on_error": cfg.on_error,
             "output_format": cfg.output_format,
         },
