@@ -118,9 +118,11 @@ def all_rejected(result) -> str:
     line = f"every record was rejected ({c['rejected']:,} of {c['input']:,}; see {result.output}/rejected.parquet)"
     rejected = result.rejected
     if rejected is not None and rejected.num_rows:
+        from ..io.sources import detect_format
         first = rejected.slice(0, 1).to_pylist()[0]
-        where = first.get("source") or "?"
-        if first.get("row") is not None:
-            where += f", row {first['row']}"
-        line += f"; the first, {where}: {first.get('reason')}"
+        where, row = first.get("source") or "?", first.get("row")
+        if row is not None:  # the numbering of the error messages: JSONL lines from 1, rows from 0
+            fmt = detect_format(where)[0]
+            where = f"{where}:{row + 1}" if fmt == "jsonl" else where if fmt == "text" else f"{where}: row {row}"
+        line += f"; the first: {where}: {first.get('reason')}"
     return line
