@@ -297,7 +297,15 @@ def test_13_8_audit_accepts_id_column(tmp_path):
     assert pairs["right_id"] == [f"id-{i}" for i in pairs["right"]]
     code, out, err = neardup("audit", "a.jsonl", "--sample", "50", "--json", "-", cwd=tmp_path)
     assert code == 0, err
-    assert json.loads(out)["pairs"]["left_id"][0] == f"a.jsonl:{json.loads(out)['pairs']['left'][0]}"
+    pairs = json.loads(out)["pairs"]  # no id field: JSONL lines from 1, as the dedup names them
+    assert pairs["left_id"] == [f"a.jsonl:{i + 1}" for i in pairs["left"]]
+    # an `id` field in every record is the id, as in the dedup
+    rows = [{"id": f"k{i}", "text": r["text"]} for i, r in enumerate(rows)]
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, out, err = neardup("audit", "b.jsonl", "--sample", "50", "--json", "-", cwd=tmp_path)
+    assert code == 0, err
+    pairs = json.loads(out)["pairs"]
+    assert pairs["left_id"] == [f"k{i}" for i in pairs["left"]]
 
 
 def test_13_8_progress_writes_plain_lines_when_not_a_terminal(tmp_path):

@@ -652,7 +652,8 @@ def read_texts(inputs: Sequence[str], *, text_column: str = "text", max_docs: Op
     pyarrow large_string array, read through :mod:`neardup.io`.
 
     ``with_ids``: return ``(texts, ids)``, the ids as ``neardup dedup`` names the documents: the
-    ``id_column`` value, else ``FILE:ROW`` (a text file: its name)."""
+    ``id_column`` value, else ``FILE:LINE`` (JSONL, from 1) or ``FILE:ROW`` (from 0), or the name
+    of a text file."""
     import pyarrow as pa
     try:
         from .io import discover, read_source
@@ -680,8 +681,9 @@ def read_texts(inputs: Sequence[str], *, text_column: str = "text", max_docs: Op
                         ids.extend(batch.ids.slice(0, len(text)).to_pylist())
                     elif src.format == "text":
                         ids.extend([src.name] * len(rows))
-                    else:
-                        ids.extend(f"{src.name}:{r}" for r in rows)
+                    else:  # as the dedup names them: JSONL lines from 1, rows from 0
+                        first = 1 if src.format == "jsonl" else 0
+                        ids.extend(f"{src.name}:{r + first}" for r in rows)
                 count += len(text)
             if max_docs is not None and count >= max_docs:
                 break

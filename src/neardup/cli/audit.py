@@ -53,7 +53,8 @@ def register(sub) -> None:
                    help="the field holding the text in JSONL / Parquet input")
     p.add_argument("--id-column", default=None,
                    help="the field holding a unique document id, as for 'neardup dedup' (default: "
-                        "FILE:ROW); the --json output names each sampled pair by these ids")
+                        "an 'id' field in every input, else FILE:LINE / FILE:ROW); the --json output names "
+                        "each sampled pair by these ids")
     p.add_argument("--seed", type=int, default=42,
                    help="seed of the hashes (use the dedup's) and of the pair sampling")
     p.add_argument("--bins", type=int, default=10,
@@ -93,8 +94,13 @@ def run_audit(args: argparse.Namespace) -> int:
                  normalize_unicode=args.normalize_unicode, lowercase=args.lowercase,
                  punctuation=args.punctuation,
                  collapse_whitespace=args.collapse_whitespace)
+    id_column = args.id_column
+    if id_column is None:  # as the dedup does: an `id` field in every input is the id
+        from ..api import _every_record_has_an_id
+        from ..io import discover
+        id_column = "id" if _every_record_has_an_id(discover(args.inputs)) else None
     texts, ids = read_texts(args.inputs, text_column=args.text_column, max_docs=args.max_docs,
-                            on_error=args.on_error, id_column=args.id_column, with_ids=True)
+                            on_error=args.on_error, id_column=id_column, with_ids=True)
     if len(texts) < 2:
         raise InputError(f"the audit needs at least 2 documents; read {len(texts)} from "
                          f"{', '.join(args.inputs)}")
