@@ -211,7 +211,7 @@ def _json_reason(line: bytes) -> Tuple[Optional[str], Any]:
         return f"invalid UTF-8 at byte {e.start}", None
     except json.JSONDecodeError as e:
         # some of json's messages end in "at" ("Invalid control character at"): say it once
-        msg = e.msg[:-3] if e.msg.endswith(" at") else e.msg
+        msg = e.msg.removesuffix(" at")
         return f"broken JSON ({msg} at column {e.colno})", None
     except RecursionError:
         return "broken JSON (nested too deeply)", None
