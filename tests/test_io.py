@@ -264,7 +264,6 @@ def test_small_blocks_cross_line_boundaries(cwd, monkeypatch):
     """Many tiny blocks: rows, blank lines and bad lines stay right across block edges."""
     monkeypatch.setattr(_streams, "BLOCK_BYTES", 37)
     monkeypatch.setattr(_streams, "_READ_BYTES", 11)
-    monkeypatch.setattr(_streams, "_ZSTD_FEED", 7)
     lines = []
     for i in range(60):
         lines.append(json.dumps({"text": "x" * (i % 13) + str(i)}) if i % 7 else "")

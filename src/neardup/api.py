@@ -286,7 +286,7 @@ def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Opt
             ctx.stats = run_local(ctx)
     if report:
         from .report import write_report
-        write_report(output)
+        write_report(output, plots="svg")  # inline SVG: no matplotlib start-up in a run; `neardup report` draws PNGs
     if not keep_work:
         work.remove()
     return ctx

@@ -1,25 +1,29 @@
 """Byte streams of JSONL files: decompression that notices truncation, and blocks of whole lines.
 
-Both gzip and zstd are decoded with decompression objects fed by hand, so that the end of the
-compressed stream is checked explicitly: a file that stops before the end of its last gzip
-member / zstd frame is reported as truncated instead of silently read short.
+gzip and zstd are decoded by pyarrow (``CompressedInputStream``, the codecs Arrow ships, working
+outside the GIL), which checks the end of the stream: a file that stops before the end of its
+last gzip member / zstd frame raises "Truncated compressed stream" instead of being read short.
+The messages name the last complete line before the break; since pyarrow drops the bytes it
+had decoded in a read that fails, the (rare) error path decodes the stream again up to the break
+to find them (:func:`_tail_before_break`).
 """
 
 from __future__ import annotations
 
-import zlib
-from typing import BinaryIO, Iterator, Optional, Tuple
+from typing import Iterator, Optional, Tuple
 
 import numpy as np
+import pyarrow as pa
+
+from . import fs as _fs
 
 BLOCK_BYTES = 16 << 20  # decompressed bytes per block handed to the parser
-_READ_BYTES = 1 << 20  # compressed bytes per read
-_ZSTD_FEED = 256 << 10  # compressed bytes per zstd call (bounds the output of one call)
-_GZIP_OUT = 8 << 20  # most decompressed bytes per zlib call
+_READ_BYTES = 256 << 10  # decompressed bytes per read (what a failing read may lose, and recover)
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _BOM = b"\xef\xbb\xbf"
 _WS = b" \t\r"
+_AFTER_END = ("incorrect header check", "unknown compression method", "unknown frame descriptor")
 
 
 class StreamError(Exception):
@@ -53,105 +57,148 @@ def _is_zstd_frame_start(head: bytes) -> bool:
     return len(head) >= 4 and head[1:4] == b"\x2a\x4d\x18" and (head[0] & 0xF0) == 0x50
 
 
-def _read_at_least(f: BinaryIO, head: bytes, n: int) -> bytes:
-    while len(head) < n:
-        more = f.read(_READ_BYTES)
-        if not more:
-            break
-        head += more
-    return head
+class _Limited:
+    """The first ``limit`` bytes of a binary file (to decode a stream without its padding)."""
+
+    def __init__(self, f, limit: int):
+        self.f, self.left = f, limit
+        self.closed = False
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.left if n is None or n < 0 else min(n, self.left)
+        data = self.f.read(n)
+        self.left -= len(data)
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.closed = True
+        self.f.close()
 
 
-def _gzip_chunks(f: BinaryIO) -> Iterator[bytes]:
-    pending = _read_at_least(f, b"", 2)
-    if not pending:
+def _decoder(path: str, compression: str, limit: Optional[int] = None):
+    """A pyarrow stream of the decompressed bytes of a file (native reads for a local file)."""
+    if limit is None and not _fs.is_url(path):
+        raw = pa.OSFile(path, "r")
+    else:
+        f = _fs.open_input(path)
+        raw = pa.PythonFile(f if limit is None else _Limited(f, limit), mode="r")
+    return pa.CompressedInputStream(raw, compression)
+
+
+def _read_all(stream, skip: int) -> Tuple[bytes, Optional[str]]:
+    """Skip ``skip`` bytes, then read to the end or the break one byte at a time: the bytes
+    decoded before the break (none lost) and the error text (None at a clean end)."""
+    try:
+        while skip:
+            skip -= len(stream.read(min(skip, 1 << 20)))
+    except OSError as e:  # pragma: no cover - the same bytes decoded fine a moment ago
+        return b"", str(e)
+    out = bytearray()
+    read = stream.read
+    try:
+        while True:
+            c = read(1)
+            if not c:
+                return bytes(out), None
+            out += c
+    except OSError as e:
+        return bytes(out), str(e)
+
+
+def _tail_before_break(path: str, compression: str, done: int) -> Tuple[bytes, str]:
+    with _decoder(path, compression) as stream:
+        tail, err = _read_all(stream, done)
+    return tail, err or "unexpected end"
+
+
+def _padding_ok(path: str, compression: str, total: int) -> bool:
+    """Whether the data after the last gzip member is zero padding (which gzip(1) accepts):
+    the stream without its trailing zero bytes (up to 8 of which may be its own trailer) decodes
+    cleanly to the ``total`` bytes already seen."""
+    size = _fs.info(path).size
+    with _fs.open_input(path) as f:
+        f.seek(max(size - (1 << 16), 0))
+        end = f.read()
+    zeros = len(end) - len(end.rstrip(b"\0"))
+    if zeros == 0:
+        return False
+    for keep in range(0, min(zeros, 8) + 1):
+        limit = size - zeros + keep
+        with _decoder(path, compression, limit) as stream:
+            out, err = _read_all_fast(stream)
+        if err is None:
+            return out == total
+    return False
+
+
+def _read_all_fast(stream) -> Tuple[int, Optional[str]]:
+    n = 0
+    try:
+        while True:
+            c = stream.read(1 << 20)
+            if not c:
+                return n, None
+            n += len(c)
+    except OSError as e:
+        return n, str(e)
+
+
+def _detail(err: str) -> str:
+    for prefix in ("zlib inflate failed: ", "ZSTD decompress failed: "):
+        if err.startswith(prefix):
+            return err[len(prefix):]
+    return err
+
+
+def _compressed_chunks(path: str, compression: str, f) -> Iterator[bytes]:
+    head = f.read(4)
+    if not head:
         return
-    if pending[:2] != _GZIP_MAGIC:
+    if compression == "gzip" and head[:2] != _GZIP_MAGIC:
         raise StreamError("not")
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    while True:
-        if not pending:
-            pending = f.read(_READ_BYTES)
-            if not pending:
-                try:
-                    tail = d.flush()
-                except zlib.error as e:
-                    raise StreamError("corrupt", str(e)) from None
-                if tail:
-                    yield tail
-                if not d.eof:
-                    raise StreamError("truncated")
-                return
+    if compression == "zstd" and not _is_zstd_frame_start(head + f.read(4 - len(head))):
+        raise StreamError("not")
+    done = 0
+    with _decoder(path, compression) as stream:
         try:
-            out = d.decompress(pending, _GZIP_OUT)
-        except zlib.error as e:
-            raise StreamError("corrupt", str(e).replace("Error -3 while decompressing data: ", ""))
-        if out:
-            yield out
-        if d.eof:
-            rest = _read_at_least(f, d.unused_data, 2)
-            if not rest:
-                return
-            if rest[:2] == _GZIP_MAGIC:  # another gzip member (concatenated .gz files)
-                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                pending = rest
-                continue
-            # like gzip(1), tolerate zero padding after the last member
-            while rest and not rest.strip(b"\0"):
-                rest = f.read(_READ_BYTES)
-            if rest:
-                raise StreamError("corrupt", "unexpected data after the end of the gzip stream")
+            while True:
+                chunk = stream.read(_READ_BYTES)
+                if not chunk:
+                    return
+                done += len(chunk)
+                yield chunk
+        except OSError as e:
+            if _fs.is_url(path) and not str(e).startswith(("zlib", "ZSTD", "Truncated")):
+                raise  # the store, not the stream
+            first = str(e)
+    tail, err = _tail_before_break(path, compression, done)
+    if tail:
+        yield tail
+    total = done + len(tail)
+    low = err.lower()
+    if "truncated compressed stream" in low:
+        raise StreamError("truncated")
+    if total and any(x in low for x in _AFTER_END):
+        if compression == "gzip" and _padding_ok(path, compression, total):
             return
-        pending = d.unconsumed_tail
-
-
-def _zstd_chunks(f: BinaryIO) -> Iterator[bytes]:
-    import zstandard
-
-    pending = _read_at_least(f, b"", 4)
-    if not pending:
-        return
-    if not _is_zstd_frame_start(pending):
-        raise StreamError("not")
-    dctx = zstandard.ZstdDecompressor()
-    d = dctx.decompressobj()
-    while True:
-        if not pending:
-            pending = f.read(_READ_BYTES)
-            if not pending:
-                if not d.eof:
-                    raise StreamError("truncated")
-                return
-        feed, pending = pending[:_ZSTD_FEED], pending[_ZSTD_FEED:]
-        try:
-            out = d.decompress(feed)
-        except zstandard.ZstdError as e:
-            raise StreamError("corrupt", str(e)) from None
-        if out:
-            yield out
-        if d.eof:
-            rest = _read_at_least(f, d.unused_data + pending, 4)
-            if not rest:
-                return
-            if not _is_zstd_frame_start(rest):
-                raise StreamError("corrupt", "unexpected data after the end of the zstd stream")
-            d = dctx.decompressobj()  # the next frame
-            pending = rest
+        raise StreamError("corrupt", f"unexpected data after the end of the {compression} stream")
+    raise StreamError("corrupt", _detail(err or first))
 
 
 def raw_chunks(path: str, compression: Optional[str]) -> Iterator[bytes]:
     """Decompressed bytes of a file, in chunks. Raises StreamError or OSError."""
-    with open(path, "rb") as f:
+    with _fs.open_input(path) as f:
         if compression is None:
             while True:
                 chunk = f.read(BLOCK_BYTES)
                 if not chunk:
                     return
                 yield chunk
-        elif compression == "gzip":
-            yield from _gzip_chunks(f)
-        elif compression == "zstd":
-            yield from _zstd_chunks(f)
+        elif compression in ("gzip", "zstd"):
+            yield from _compressed_chunks(path, compression, f)
         else:  # pragma: no cover - Source.compression is validated by discover
             raise ValueError(f"unknown compression {compression!r}")
 

@@ -19,7 +19,9 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from ..errors import ConfigError, InputError
+from . import fs as _fs
 from ._streams import StreamError, blank_lines, iter_blocks, line_bounds
+from .tables import parquet_file
 from .sources import Source
 
 ON_ERROR_MODES = ("fail", "skip")
@@ -539,11 +541,9 @@ def _wanted_columns(ctx: _Ctx) -> List[str]:
 
 
 def _read_parquet(ctx: _Ctx) -> Iterator[Batch]:
-    import pyarrow.parquet as pq
-
     src = ctx.src
     try:
-        pf = pq.ParquetFile(src.path)
+        pf = parquet_file(src.path)
         schema = pf.schema_arrow
     except (pa.ArrowException, OSError, ValueError) as e:
         yield from ctx.problem(f"not a readable Parquet file ({_one_line(e)})")
@@ -718,7 +718,7 @@ def _compressed_hint(data: bytes) -> str:
 def _read_text(ctx: _Ctx) -> Iterator[Batch]:
     src = ctx.src
     try:
-        with open(src.path, "rb") as f:
+        with _fs.open_input(src.path) as f:
             data = f.read()
     except OSError as e:
         yield from ctx.problem(f"cannot read file ({e.strerror or e})")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, InputError
+from . import fs as _fs
 
 # Longest suffix first: ".jsonl.gz" must win over ".gz".
 _JSONL_SUFFIXES: Tuple[Tuple[str, Optional[str]], ...] = (
@@ -248,47 +249,32 @@ def discover(inputs: Sequence[str]) -> List[Source]:
         raise InputError("no input given")
 
     found: List[Tuple[str, str, str]] = []  # (path, name, relpath)
+    remote: List[bool] = []
     for inp in inputs:
         if inp == "":
             raise InputError("no such file or folder: '' (an empty input path)")
-        if os.path.isdir(inp):
-            files = _walk_folder(inp)
-            if not files:
-                raise InputError(f"folder has no files: {_posix(inp)}")
-            found.extend((p, _join_name(inp, rel), rel) for p, rel in files)
-        elif os.path.exists(inp):
-            found.append((inp, _posix(inp), os.path.basename(inp)))
-        elif _is_magic(inp):
-            matches = sorted(glob.glob(inp, recursive=True))
-            recursive = "**" in inp
+        if _fs.is_url(inp):
             n_before = len(found)
-            for m in matches:
-                rel_parts = _posix(m).split("/")
-                if "__pycache__" in rel_parts and "__pycache__" not in _posix(inp).split("/"):
-                    continue
-                if os.path.isdir(m):
-                    if not recursive:
-                        found.extend((p, _join_name(m, rel), rel) for p, rel in _walk_folder(m))
-                elif os.path.isfile(m):
-                    found.append((m, _posix(m), os.path.basename(m)))
-            if len(found) == n_before:
-                what = "nothing" if not matches else "no files"
-                raise InputError(f"no such file or folder: {_posix(inp)} (the pattern matches {what})")
-        elif os.path.islink(inp):
-            raise InputError(f"no such file or folder: {_posix(inp)} (a broken symbolic link)")
-        else:
-            raise InputError(f"no such file or folder: {_posix(inp)}")
+            found.extend(_discover_url(inp))
+            remote.extend([True] * (len(found) - n_before))
+            continue
+        n_before = len(found)
+        _discover_local(_fs.local_path(inp), found)
+        remote.extend([False] * (len(found) - n_before))
 
     # the same file reached twice (two inputs, overlapping folders, links)
-    seen: Dict[Tuple[int, int], str] = {}
-    for path, name, _ in found:
-        try:
-            st = os.stat(path)
-        except OSError as e:
-            raise InputError(f"cannot read {name} ({e.strerror or e})") from None
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError(f"not a regular file: {name}")
-        key = (st.st_dev, st.st_ino)
+    seen: Dict[Any, str] = {}
+    for (path, name, _), is_remote in zip(found, remote):
+        if is_remote:
+            key: Any = ("url", path.rstrip("/"))
+        else:
+            try:
+                st = os.stat(path)
+            except OSError as e:
+                raise InputError(f"cannot read {name} ({e.strerror or e})") from None
+            if not stat.S_ISREG(st.st_mode):
+                raise InputError(f"not a regular file: {name}")
+            key = (st.st_dev, st.st_ino)
         if key in seen:
             other = seen[key]
             if other == name:
@@ -298,7 +284,7 @@ def discover(inputs: Sequence[str]) -> List[Source]:
 
     relpaths = [rel for _, _, rel in found]
     for i in sorted(_clashing(relpaths)):
-        relpaths[i] = _strip_name(found[i][1]) or found[i][2]
+        relpaths[i] = _strip_name(_without_scheme(found[i][1])) or found[i][2]
     clash = _first_clash(relpaths)
     if clash is not None:
         i, j = clash
@@ -309,9 +295,88 @@ def discover(inputs: Sequence[str]) -> List[Source]:
 
     out = []
     for (path, name, _), rel in zip(found, relpaths):
-        fmt, comp = detect_format(os.path.basename(path))
+        fmt, comp = detect_format(_fs.basename(path))
         out.append(Source(path=path, name=name, relpath=rel, format=fmt, compression=comp))
     return out
+
+
+def _without_scheme(name: str) -> str:
+    """``bucket/key`` for ``s3://bucket/key``; a local name as it is."""
+    return name.partition("://")[2] if _fs.is_url(name) else name
+
+
+def _discover_url(inp: str) -> List[Tuple[str, str, str]]:
+    """``(path, name, relpath)`` of the files an URL input names: the rules of local inputs
+    (a file, a folder walked in sorted order without hidden entries and ``__pycache__``, or a
+    glob) over the store's listing. The name is the URL itself."""
+    url = inp
+    if _fs.has_magic(url):
+        entries = _fs.glob_entries(url)
+        recursive = "**" in url
+        out: List[Tuple[str, str, str]] = []
+        fixed = next(k for k, part in enumerate(url.split("/")) if _is_magic(part))
+        hidden_ok = "/." in url
+        for m, is_dir in entries:
+            below = m.split("/")[fixed:]
+            if "__pycache__" in below and "__pycache__" not in url.split("/"):
+                continue
+            if not hidden_ok and any(x.startswith(".") for x in below):
+                continue
+            if is_dir:
+                if not recursive:
+                    out.extend((p, _join_name(m, rel), rel) for p, rel in _walk_url(m))
+            else:
+                out.append((m, m, _fs.basename(m)))
+        if not out:
+            _fs.check_reachable(url)
+            what = "nothing" if not entries else "no files"
+            raise InputError(f"no such file or folder: {url} (the pattern matches {what})")
+        return out
+    if _fs.isfile(url):
+        return [(url, url, _fs.basename(url))]
+    if _fs.isdir(url):
+        files = _walk_url(url)
+        if not files:
+            raise InputError(f"folder has no files: {url}")
+        return [(p, _join_name(url, rel), rel) for p, rel in files]
+    _fs.check_reachable(url)
+    raise InputError(f"no such file or folder: {url}")
+
+
+def _walk_url(folder: str) -> List[Tuple[str, str]]:
+    return [(path, "/".join(parts)) for parts, path in _fs.walk_files(folder, skip=_skip_name)]
+
+
+def _discover_local(inp: str, found: List[Tuple[str, str, str]]) -> None:
+    """Append the ``(path, name, relpath)`` of a local input to ``found``."""
+    if os.path.isdir(inp):
+        files = _walk_folder(inp)
+        if not files:
+            raise InputError(f"folder has no files: {_posix(inp)}")
+        found.extend((p, _join_name(inp, rel), rel) for p, rel in files)
+    elif os.path.exists(inp):
+        found.append((inp, _posix(inp), os.path.basename(inp)))
+    elif _is_magic(inp):
+        matches = sorted(glob.glob(inp, recursive=True))
+        recursive = "**" in inp
+        n_before = len(found)
+        for m in matches:
+            rel_parts = _posix(m).split("/")
+            if "__pycache__" in rel_parts and "__pycache__" not in _posix(inp).split("/"):
+                continue
+            if os.path.isdir(m):
+                if not recursive:
+                    found.extend((p, _join_name(m, rel), rel) for p, rel in _walk_folder(m))
+            elif os.path.isfile(m):
+                found.append((m, _posix(m), os.path.basename(m)))
+        if len(found) == n_before:
+            what = "nothing" if not matches else "no files"
+            raise InputError(f"no such file or folder: {_posix(inp)} (the pattern matches {what})")
+    elif os.path.islink(inp):
+        raise InputError(f"no such file or folder: {_posix(inp)} (a broken symbolic link)")
+    else:
+        raise InputError(f"no such file or folder: {_posix(inp)}")
+
 
 
 # --------------------------------------------------------------------------- in-memory tables

@@ -2,22 +2,25 @@
 
 Same-format output keeps every record exactly as it was (JSONL lines byte for byte, Parquet rows
 with the source schema); the bytes written depend only on the input and ``keep_rows``, so two
-runs give identical files. Files are written to ``PATH.tmp`` and renamed into place.
+runs give identical files. Files are written atomically through :func:`neardup.io.fs.atomic_write`
+(local: ``PATH.tmp`` renamed into place; object stores: the object appears when its upload
+completes), to a local path or a URL alike.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import os
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import BinaryIO, Callable, Dict, Iterator, List, Optional
 
 import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError, InputError
 from ._streams import StreamError, blank_lines, iter_blocks, line_bounds
+from . import fs as _fs
 from .reader import _one_line
+from .tables import parquet_file
 from .sources import OUTPUT_FORMATS, Source
 
 _GZIP_LEVEL = 6
@@ -38,34 +41,12 @@ def _keep_array(keep_rows) -> np.ndarray:
     return keep
 
 
-class _AtomicFile:
-    """``out_path + '.tmp'``, renamed to ``out_path`` on success and removed on failure."""
-
-    def __init__(self, out_path: str):
-        self.out_path = out_path
-        self.tmp = out_path + ".tmp"
-        parent = os.path.dirname(out_path)
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-
-    def __enter__(self) -> str:
-        return self.tmp
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            os.replace(self.tmp, self.out_path)
-        else:
-            try:
-                os.remove(self.tmp)
-            except OSError:
-                pass
-
-
 class _ByteSink:
-    """A binary file, optionally gzip (no name, mtime 0) or zstd (level 3) compressed."""
+    """A binary file, optionally gzip (no name, mtime 0) or zstd (level 3) compressed; closing
+    the sink finishes the compressed stream, not the file under it."""
 
-    def __init__(self, path: str, compression: Optional[str]):
-        self.raw = open(path, "wb")
+    def __init__(self, raw, compression: Optional[str]):
+        self.raw = raw
         self.inner = None
         if compression == "gzip":
             self.inner = gzip.GzipFile(filename="", mode="wb", fileobj=self.raw,
@@ -81,11 +62,8 @@ class _ByteSink:
             self.write = self.raw.write
 
     def close(self) -> None:
-        try:
-            if self.inner is not None:
-                self.inner.close()
-        finally:
-            self.raw.close()
+        if self.inner is not None:
+            self.inner.close()
 
 
 def _kept_line_blocks(src: Source, keep: np.ndarray, runs: bool = False,
@@ -139,9 +117,9 @@ def _kept_line_blocks(src: Source, keep: np.ndarray, runs: bool = False,
         raise ValueError(f"keep_rows has row {int(keep[k])} but {src.name} has {line0} lines")
 
 
-def _write_jsonl_raw(src: Source, keep: np.ndarray, tmp: str, compression: Optional[str],
+def _write_jsonl_raw(src: Source, keep: np.ndarray, out: BinaryIO, compression: Optional[str],
                      capture: Optional[Dict[int, Optional[bytes]]] = None) -> int:
-    sink = _ByteSink(tmp, compression)
+    sink = _ByteSink(out, compression)
     try:
         for chunks in _kept_line_blocks(src, keep, runs=True, capture=capture):
             chunks.append(b"")  # for the final newline
@@ -153,10 +131,8 @@ def _write_jsonl_raw(src: Source, keep: np.ndarray, tmp: str, compression: Optio
 
 def _parquet_rows(src: Source, keep: np.ndarray) -> Iterator[pa.RecordBatch]:
     """The kept rows of a Parquet source, all columns, in order."""
-    import pyarrow.parquet as pq
-
     try:
-        pf = pq.ParquetFile(src.path)
+        pf = parquet_file(src.path)
     except (pa.ArrowException, OSError, ValueError) as e:
         raise InputError(f"{src.name}: not a readable Parquet file ({_one_line(e)})") from None
     total = pf.metadata.num_rows
@@ -183,10 +159,8 @@ def _parquet_rows(src: Source, keep: np.ndarray) -> Iterator[pa.RecordBatch]:
 
 
 def _source_parquet_codec(src: Source) -> str:
-    import pyarrow.parquet as pq
-
     try:
-        md = pq.ParquetFile(src.path).metadata
+        md = parquet_file(src.path).metadata
         if md.num_row_groups and md.num_columns:
             return _PARQUET_CODECS.get(md.row_group(0).column(0).compression, "snappy")
     except (pa.ArrowException, OSError, ValueError):
@@ -194,13 +168,13 @@ def _source_parquet_codec(src: Source) -> str:
     return "snappy"
 
 
-def _write_parquet_batches(tmp: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch],
+def _write_parquet_batches(out: BinaryIO, schema: pa.Schema, batches: Iterator[pa.RecordBatch],
                            compression: str, conform: Optional[Callable] = None) -> int:
     """Write batches, grouped into row groups of up to ~128k rows / 64 MB."""
     import pyarrow.parquet as pq
 
     n = 0
-    writer = pq.ParquetWriter(tmp, schema, compression=compression)
+    writer = pq.ParquetWriter(out, schema, compression=compression)
     try:
         buf: List[pa.RecordBatch] = []
         rows = nbytes = 0
@@ -283,7 +257,7 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=schema)
 
 
-def _jsonl_to_parquet(src: Source, keep: np.ndarray, tmp: str) -> int:
+def _jsonl_to_parquet(src: Source, keep: np.ndarray, out: BinaryIO) -> int:
     # pass 1: one schema for every kept record (bounded memory: one block at a time)
     schema: Optional[pa.Schema] = None
     for lines in _kept_line_blocks(src, keep):
@@ -304,7 +278,7 @@ def _jsonl_to_parquet(src: Source, keep: np.ndarray, tmp: str) -> int:
             yield from table.to_batches()
 
     try:
-        return _write_parquet_batches(tmp, schema, batches(), "snappy")
+        return _write_parquet_batches(out, schema, batches(), "snappy")
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         raise InputError(f"{src.name}: cannot convert the kept records to Parquet ({_one_line(e)})") from None
 
@@ -312,15 +286,14 @@ def _jsonl_to_parquet(src: Source, keep: np.ndarray, tmp: str) -> int:
 # --------------------------------------------------------------------------- entry point
 
 
-def _parquet_to_jsonl(src: Source, keep: np.ndarray, tmp: str) -> int:
+def _parquet_to_jsonl(src: Source, keep: np.ndarray, out: BinaryIO) -> int:
     n = 0
-    with open(tmp, "wb") as f:
-        for rb in _parquet_rows(src, keep):
-            lines = [json.dumps(row, ensure_ascii=False, sort_keys=False, default=str)
-                     for row in rb.to_pylist()]
-            lines.append("")
-            f.write("\n".join(lines).encode("utf-8"))
-            n += rb.num_rows
+    for rb in _parquet_rows(src, keep):
+        lines = [json.dumps(row, ensure_ascii=False, sort_keys=False, default=str)
+                 for row in rb.to_pylist()]
+        lines.append("")
+        out.write("\n".join(lines).encode("utf-8"))
+        n += rb.num_rows
     return n
 
 
@@ -405,7 +378,7 @@ def _write_csv(src: Source, keep: np.ndarray, tmp: str, target: str) -> int:
 
 def _read_text_file(src: Source) -> str:
     try:
-        with open(src.path, "rb") as f:
+        with _fs.open_input(src.path) as f:
             data = f.read()
     except OSError as e:
         raise InputError(f"{src.name}: cannot read file ({e.strerror or e})") from None
@@ -449,52 +422,51 @@ def write_kept(src: Source, keep_rows, out_path: str, *, output_format: str = "s
         if len(keep) == 0:
             return 0
         if target == "text":
-            with _AtomicFile(out_path) as tmp:
+            with _fs.atomic_write(out_path) as out:
                 try:
-                    with open(src.path, "rb") as fi, open(tmp, "wb") as fo:
+                    with _fs.open_input(src.path) as fi:
                         while True:
                             chunk = fi.read(1 << 20)
                             if not chunk:
                                 break
-                            fo.write(chunk)
+                            out.write(chunk)
                 except OSError as e:
                     raise InputError(f"{src.name}: cannot read file ({e.strerror or e})") from None
             return 1
         content = _read_text_file(src)
-        with _AtomicFile(out_path) as tmp:
+        with _fs.atomic_write(out_path) as out:
             if target == "jsonl":
                 line = json.dumps({"id": src.name, "text": content}, ensure_ascii=False) + "\n"
-                with open(tmp, "wb") as fo:
-                    fo.write(line.encode("utf-8"))
+                out.write(line.encode("utf-8"))
             else:
                 import pyarrow.parquet as pq
 
                 table = pa.table({"id": pa.array([src.name], pa.string()),
                                   "text": pa.array([content], pa.string())})
-                pq.write_table(table, tmp)
+                pq.write_table(table, out)
         return 1
 
     if src.format == "jsonl":
-        with _AtomicFile(out_path) as tmp:
+        with _fs.atomic_write(out_path) as out:
             if target == "jsonl":
                 comp = src.compression if output_format == "same" else None
-                return _write_jsonl_raw(src, keep, tmp, comp, capture=capture)
-            return _jsonl_to_parquet(src, keep, tmp)
+                return _write_jsonl_raw(src, keep, out, comp, capture=capture)
+            return _jsonl_to_parquet(src, keep, out)
 
     if src.format == "parquet":
-        with _AtomicFile(out_path) as tmp:
+        with _fs.atomic_write(out_path) as out:
             if target == "parquet":
                 import pyarrow.parquet as pq
 
                 try:
-                    schema = pq.ParquetFile(src.path).schema_arrow
+                    schema = parquet_file(src.path).schema_arrow
                 except (pa.ArrowException, OSError, ValueError) as e:
                     raise InputError(f"{src.name}: not a readable Parquet file ({_one_line(e)})") from None
                 return _write_parquet_batches(
-                    tmp, schema, _parquet_rows(src, keep), _source_parquet_codec(src),
+                    out, schema, _parquet_rows(src, keep), _source_parquet_codec(src),
                     conform=lambda t: t if t.schema.equals(schema, check_metadata=False)
                     else t.cast(schema))
-            return _parquet_to_jsonl(src, keep, tmp)
+            return _parquet_to_jsonl(src, keep, out)
 
     if src.format in ("csv", "tsv"):
         with _AtomicFile(out_path) as tmp:

@@ -1,0 +1,644 @@
+"""One filesystem layer for local paths and URLs (``s3://``, ``gs://``, ``hf://``, any fsspec
+protocol).
+
+Every function takes a path as the user typed it: a local path goes to plain ``os`` calls (so
+local files keep their speed and need nothing installed), a URL to the fsspec filesystem of its
+protocol (``pip install 'neardup[cloud]'``), with credentials and endpoints found the standard
+way (environment, profiles, ``AWS_ENDPOINT_URL``). Paths come back in the form they were given:
+URLs stay URLs, so a name built here can be passed to any other function here.
+
+Writes are atomic per object: :func:`atomic_write` makes a local file appear under its name
+only once complete (a temporary name and a rename), and an object in a store appears only when
+its upload completes (a failed write aborts the upload).
+
+A remote problem is one line, never a traceback: a missing extra or an unknown protocol is a
+:class:`~neardup.errors.ConfigError`; an unreachable endpoint, missing credentials, access
+denied or a missing bucket an :class:`~neardup.errors.InputError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import glob as _glob
+import io
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from typing import IO, Any, Iterator, List, Optional, Tuple
+
+from ..errors import ConfigError, InputError
+
+# protocols whose fsspec implementation lives in another package, and that package's name
+_PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "hf": "huggingface_hub",
+             "az": "adlfs", "abfs": "adlfs", "abfss": "adlfs", "http": "aiohttp", "https": "aiohttp"}
+_EXTRA = "pip install 'neardup[cloud]'"
+# a scheme of two letters or more ("C://x" stays a Windows path), or fsspec's chained
+# protocols ("simplecache::s3://...")
+_SCHEME = re.compile(r"((?:[A-Za-z][A-Za-z0-9+.\-]*::)*[A-Za-z][A-Za-z0-9+.\-]+)://")
+# stores without folders: makedirs is a no-op there (s3fs's would even create a missing bucket)
+_OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "hf", "oss", "r2"}
+
+
+def is_url(path: str) -> bool:
+    """Whether ``path`` names something outside the local file system (``scheme://...``);
+    ``file://`` URLs are local."""
+    m = _SCHEME.match(str(path))
+    return m is not None and m.group(1).lower() not in ("file", "local")
+
+
+def local_path(path: str) -> str:
+    """A local path without its ``file://`` prefix (the path itself when it has none)."""
+    p = str(path)
+    for prefix in ("file://", "local://"):
+        if p.lower().startswith(prefix):
+            return p[len(prefix):]
+    return p
+
+
+def protocol(path: str) -> str:
+    """``s3``, ``gs``, ... for a URL, ``file`` for a local path."""
+    return str(path).partition("://")[0].lower() if is_url(path) else "file"
+
+
+# --------------------------------------------------------------------------- remote plumbing
+
+
+def _filesystem(url: str):
+    """``(fsspec filesystem, path without the protocol)`` of a URL."""
+    proto = protocol(url)
+    try:
+        import fsspec
+    except ImportError:
+        raise ConfigError(f"{url}: reading and writing {proto}:// paths needs the cloud extra "
+                          f"({_EXTRA})") from None
+    try:
+        fs, path = _cached_url_to_fs(fsspec, url, proto)
+    except ImportError as e:
+        pkg = _PACKAGES.get(proto) or getattr(e, "name", None) or "its fsspec package"
+        raise ConfigError(f"{url}: reading and writing {proto}:// paths needs {pkg} "
+                          f"({_EXTRA})") from None
+    except ValueError as e:
+        if "protocol" in str(e).lower():
+            raise ConfigError(f"{url}: unknown protocol {proto}:// (not a local path, and no "
+                              "fsspec filesystem is installed for it)") from None
+        raise ConfigError(f"{url}: {_one_line(e)}") from None
+    except Exception as e:  # a filesystem that checks its settings when created
+        raise _translate(url, e) from None
+    return fs, path
+
+
+_FS_CACHE: dict = {}
+# the settings a filesystem reads once, when created: a change makes a new one
+_ENV_KEYS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+             "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_REGION", "AWS_REGION",
+             "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "GOOGLE_APPLICATION_CREDENTIALS",
+             "HF_TOKEN", "HF_ENDPOINT")
+
+
+def _cached_url_to_fs(fsspec, url: str, proto: str):
+    """fsspec's ``url_to_fs`` with one filesystem per protocol and environment, and no
+    listings cache on object stores: another process (a Ray worker, a previous run) may have
+    written since, and a stale listing would hide its files."""
+    options = {"skip_instance_cache": True}
+    if proto in ("s3", "s3a", "gs", "gcs"):
+        options["use_listings_cache"] = False
+    if "::" in url:  # a chain (a cache in front of a store): fsspec builds it per URL
+        return fsspec.core.url_to_fs(url)
+    # a filesystem holds connections and an event loop: one per process (after a fork, anew)
+    key = (proto, os.getpid(), tuple(os.environ.get(k) for k in _ENV_KEYS))
+    fs = _FS_CACHE.get(key)
+    if fs is None:
+        fs, path = fsspec.core.url_to_fs(url, **options)
+        _FS_CACHE[key] = fs
+        return fs, path
+    return fs, fs._strip_protocol(url)
+
+
+def _one_line(e: Any) -> str:
+    s = " ".join(str(e).split())
+    return s if len(s) <= 300 else s[:297] + "..."
+
+
+def _chain(e: BaseException) -> Iterator[BaseException]:
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def _translate(url: str, e: BaseException) -> Exception:
+    """A one-line InputError / ConfigError for what went wrong on ``url``."""
+    if isinstance(e, (InputError, ConfigError)):
+        return e
+    names = " ".join(type(x).__name__ for x in _chain(e))
+    text = " ".join(_one_line(x) for x in _chain(e))
+    low = text.lower()
+    if "NoCredentialsError" in names or "unable to locate credentials" in low \
+            or "PartialCredentialsError" in names or "DefaultCredentialsError" in names:
+        return InputError(f"{url}: no credentials found ({_CREDENTIALS_HINT.get(protocol(url), _CREDENTIALS_HINT['s3'])})")
+    if ("EndpointConnectionError" in names or "ConnectTimeout" in names
+            or "could not connect to the endpoint" in low or "ClientConnectorError" in names
+            or "connection refused" in low or "name or service not known" in low
+            or "ConnectionError" in names):
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint and protocol(url) in ("s3", "s3a"):
+            return InputError(f"{url}: cannot reach the storage endpoint at {endpoint}")
+        return InputError(f"{url}: cannot reach the storage endpoint ({_first_line(e)})")
+    if "nosuchbucket" in low or "bucket does not exist" in low or "specified bucket" in low:
+        return InputError(f"{url}: no such bucket: {_bucket(url)}")
+    if isinstance(e, PermissionError) or "accessdenied" in low or "access denied" in low \
+            or "forbidden" in low or "invalidaccesskeyid" in low or "signaturedoesnotmatch" in low:
+        return InputError(f"{url}: access denied ({_first_line(e)})")
+    if isinstance(e, FileNotFoundError):
+        return InputError(f"no such file or folder: {url}")
+    return InputError(f"{url}: {type(e).__name__}: {_first_line(e)}")
+
+
+_CREDENTIALS_HINT = {
+    "s3": "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or give the machine a role",
+    "gs": "set GOOGLE_APPLICATION_CREDENTIALS, or run gcloud auth application-default login",
+    "hf": "set HF_TOKEN, or run huggingface-cli login",
+}
+_CREDENTIALS_HINT["s3a"] = _CREDENTIALS_HINT["s3"]
+_CREDENTIALS_HINT["gcs"] = _CREDENTIALS_HINT["gs"]
+
+
+def _first_line(e: BaseException) -> str:
+    for x in _chain(e):
+        s = _one_line(x)
+        if s:
+            return s
+    return type(e).__name__
+
+
+def _bucket(url: str) -> str:
+    rest = str(url).partition("://")[2]
+    return rest.split("/", 1)[0]
+
+
+@contextlib.contextmanager
+def remote_errors(url: str) -> Iterator[None]:
+    """Turn any exception from a remote filesystem into a one-line InputError / ConfigError."""
+    try:
+        yield
+    except (InputError, ConfigError):
+        raise
+    except Exception as e:
+        raise _translate(url, e) from None
+
+
+def _rejoin(url: str, fs, path: str) -> str:
+    """The URL of ``path`` (as fsspec returns it, without protocol) on the filesystem of ``url``."""
+    if "://" in path:
+        return path
+    head, _, rest = str(url).partition("://")
+    if path.startswith("/") and not rest.startswith("/"):  # a root marker the user did not type
+        path = path[1:]
+    return f"{head}://{path}"
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def join(base: str, *parts: str) -> str:
+    """``base/part/...``: ``os.path.join`` for local paths, ``/`` for URLs."""
+    if not is_url(base):
+        return os.path.join(base, *parts)
+    out = str(base)
+    for p in parts:
+        out = out.rstrip("/") + "/" + str(p).lstrip("/")
+    return out
+
+
+def basename(path: str) -> str:
+    if not is_url(path):
+        return os.path.basename(path)
+    return str(path).rstrip("/").rsplit("/", 1)[-1]
+
+
+def dirname(path: str) -> str:
+    if not is_url(path):
+        return os.path.dirname(path)
+    head, _, rest = str(path).partition("://")
+    rest = rest.rstrip("/")
+    return f"{head}://" + (rest.rsplit("/", 1)[0] if "/" in rest else rest)
+
+
+# --------------------------------------------------------------------------- queries
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """size in bytes and modification time in nanoseconds (0 where the store has none); a
+    fingerprint of an input for a run's resume check."""
+
+    size: int
+    mtime_ns: int
+
+
+def exists(path: str) -> bool:
+    if not is_url(path):
+        return os.path.exists(local_path(path))
+    fs, p = _filesystem(path)
+    with remote_errors(path):
+        return bool(fs.exists(p))
+
+
+def isdir(path: str) -> bool:
+    if not is_url(path):
+        return os.path.isdir(local_path(path))
+    fs, p = _filesystem(path)
+    with remote_errors(path):
+        return bool(fs.isdir(p))
+
+
+def isfile(path: str) -> bool:
+    if not is_url(path):
+        return os.path.isfile(local_path(path))
+    fs, p = _filesystem(path)
+    with remote_errors(path):
+        return bool(fs.isfile(p))
+
+
+def info(path: str) -> FileInfo:
+    """Size and modification time of a file; InputError when it is not there."""
+    if not is_url(path):
+        try:
+            st = os.stat(local_path(path))
+        except OSError as e:
+            raise InputError(f"cannot read {path} ({e.strerror or e})") from None
+        return FileInfo(int(st.st_size), int(st.st_mtime_ns))
+    fs, p = _filesystem(path)
+    with remote_errors(path):
+        d = fs.info(p)
+    return FileInfo(int(d.get("size") or 0), _mtime_ns(d))
+
+
+def _mtime_ns(d: dict) -> int:
+    import datetime as dt
+
+    for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
+        v = d.get(key)
+        if v is None:
+            continue
+        if isinstance(v, (int, float)):
+            return int(v * 1e9)
+        if isinstance(v, str):
+            try:
+                v = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+            except ValueError:
+                continue
+        if isinstance(v, dt.datetime):
+            if v.tzinfo is None:
+                v = v.replace(tzinfo=dt.timezone.utc)
+            return int(v.timestamp() * 1e9)
+    etag = d.get("ETag") or d.get("etag")
+    if etag:  # no time: the content tag still changes when the object does (stable across runs)
+        import hashlib
+
+        return int.from_bytes(hashlib.sha256(str(etag).encode()).digest()[:7], "little")
+    return 0
+
+
+def listdir(path: str) -> List[Tuple[str, bool]]:
+    """``(name, is_dir)`` of the entries of a folder, sorted by name."""
+    if not is_url(path):
+        out = []
+        with os.scandir(local_path(path)) as it:
+            for e in it:
+                try:
+                    out.append((e.name, e.is_dir()))
+                except OSError:
+                    out.append((e.name, False))
+        return sorted(out)
+    fs, p = _filesystem(path)
+    with remote_errors(path):
+        entries = fs.ls(p, detail=True)
+    out = []
+    base = p.rstrip("/")
+    for d in entries:
+        name = d["name"].rstrip("/")
+        if name == base:
+            continue  # some stores list the folder marker itself
+        out.append((name.rsplit("/", 1)[-1], d.get("type") == "directory"))
+    return sorted(set(out))
+
+
+def walk_files(path: str, skip=None) -> List[Tuple[Tuple[str, ...], str]]:
+    """Every file under a folder as ``(parts of its path inside the folder, full path)``,
+    sorted by parts; a name for which ``skip(name)`` is true is left out with everything under
+    it. Symbolic links to local folders are not followed (``discover`` has its own walk, which
+    follows them once each)."""
+    found: List[Tuple[Tuple[str, ...], str]] = []
+    if not is_url(path):
+        for root, dirs, files in os.walk(local_path(path)):
+            rel = os.path.relpath(root, local_path(path))
+            parts = () if rel == "." else tuple(rel.split(os.sep))
+            if skip is not None:
+                dirs[:] = [d for d in dirs if not skip(d)]
+            for f in files:
+                if skip is None or not skip(f):
+                    found.append((parts + (f,), os.path.join(root, f)))
+        found.sort()
+        return found
+    fs, p = _filesystem(path)
+    base = p.rstrip("/")
+    with remote_errors(path):
+        listing = fs.find(base, withdirs=False, detail=True)
+    for name, d in listing.items():
+        if d.get("type") == "directory" or not name.startswith(base + "/"):
+            continue
+        parts = tuple(name[len(base) + 1:].split("/"))
+        if skip is not None and any(skip(x) for x in parts):
+            continue
+        if any(x == "" for x in parts):
+            continue
+        found.append((parts, join(path, *parts)))
+    found.sort()
+    return found
+
+
+def has_magic(path: str) -> bool:
+    return _glob.has_magic(str(path))
+
+
+def glob(pattern: str) -> List[str]:
+    """Paths matching a glob (``**`` spans folders), sorted; URLs come back as URLs."""
+    if not is_url(pattern):
+        return sorted(_glob.glob(local_path(pattern), recursive=True))
+    return [m for m, _ in glob_entries(pattern)]
+
+
+def glob_entries(pattern: str) -> List[Tuple[str, bool]]:
+    """``(path, is_dir)`` of the matches of a glob, sorted, from one listing of the store."""
+    if not is_url(pattern):
+        return [(m, os.path.isdir(m)) for m in glob(pattern)]
+    fs, p = _filesystem(pattern)
+    with remote_errors(pattern):
+        matches = fs.glob(p, detail=True)
+    return sorted((_rejoin(pattern, fs, m), d.get("type") == "directory") for m, d in matches.items())
+
+
+# --------------------------------------------------------------------------- changes
+
+
+def makedirs(path: str) -> None:
+    """Create a folder and its parents (a no-op on object stores, which have no folders)."""
+    if not is_url(path):
+        os.makedirs(local_path(path), exist_ok=True)
+        return
+    if protocol(path) in _OBJECT_STORES:
+        return
+    fs, p = _filesystem(path)
+    with remote_errors(path):
+        fs.makedirs(p, exist_ok=True)
+
+
+def remove_tree(path: str) -> None:
+    """Remove a folder and everything under it, or a file; nothing when it is not there."""
+    if not is_url(path):
+        p = local_path(path)
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p)
+        elif os.path.lexists(p):
+            os.remove(p)
+        return
+    fs, p = _filesystem(path)
+    with remote_errors(path):
+        if fs.exists(p):
+            fs.rm(p, recursive=True)
+
+
+def remove(path: str) -> None:
+    """Remove one file; nothing when it is not there."""
+    if not is_url(path):
+        try:
+            os.remove(local_path(path))
+        except FileNotFoundError:
+            pass
+        return
+    fs, p = _filesystem(path)
+    with remote_errors(path):
+        if fs.exists(p):
+            fs.rm_file(p)
+
+
+# --------------------------------------------------------------------------- reading and writing
+
+
+def open_input(path: str) -> IO[bytes]:
+    """The raw bytes of a file, as a seekable binary file object (close it, or use ``with``).
+
+    Opening or reading a file that cannot be read raises OSError, remote or local alike (a
+    missing object is ``FileNotFoundError`` "No such file or directory"; a store problem an
+    OSError whose text is the one-line reason), so that readers report both the same way; a
+    missing extra is still a ConfigError."""
+    if not is_url(path):
+        return open(local_path(path), "rb")
+    fs, p = _filesystem(path)
+    try:
+        return _RemoteInput(path, fs.open(p, "rb"))
+    except Exception as e:
+        raise _as_oserror(path, e) from None
+
+
+def _as_oserror(url: str, e: BaseException) -> OSError:
+    if isinstance(e, FileNotFoundError) and not _chain_says_bucket(e):
+        return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
+    err = _translate(url, e)
+    if isinstance(err, ConfigError):
+        raise err
+    reason = str(err)
+    if reason.startswith(f"{url}: "):
+        reason = reason[len(url) + 2:]
+    return OSError(reason)
+
+
+def _chain_says_bucket(e: BaseException) -> bool:
+    text = " ".join(_one_line(x) for x in _chain(e)).lower()
+    return "nosuchbucket" in text or "bucket does not exist" in text or "specified bucket" in text
+
+
+class _RemoteInput(io.RawIOBase):
+    """A remote file whose read errors are OSErrors with a one-line reason (see open_input)."""
+
+    def __init__(self, url: str, f):
+        super().__init__()
+        self.url = url
+        self.f = f
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self.f.read(size)
+        except Exception as e:
+            raise _as_oserror(self.url, e) from None
+
+    def readinto(self, b) -> int:
+        data = self.read(len(b))
+        b[:len(data)] = data
+        return len(data)
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        try:
+            return self.f.seek(offset, whence)
+        except Exception as e:
+            raise _as_oserror(self.url, e) from None
+
+    def tell(self) -> int:
+        return self.f.tell()
+
+    @property
+    def size(self) -> int:
+        return self.f.size
+
+    def close(self) -> None:
+        if not self.closed:
+            with contextlib.suppress(Exception):
+                self.f.close()
+        super().close()
+
+
+def open_read(path: str, compression: Optional[str] = None):
+    """A binary stream of the decompressed bytes of a file: ``compression`` is None, ``gzip``
+    or ``zstd`` (pyarrow's decoders; a file cut short raises ``OSError("Truncated compressed
+    stream")`` at its end). Use it as a context manager."""
+    import pyarrow as pa
+
+    raw = open_input(path)
+    if compression is None:
+        return raw
+    return pa.CompressedInputStream(pa.PythonFile(raw, mode="r"), compression)
+
+
+class _AtomicLocal:
+    def __init__(self, path: str):
+        self.path = local_path(path)
+        self.tmp = self.path + ".tmp"
+
+    def __enter__(self) -> IO[bytes]:
+        parent = os.path.dirname(self.path)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        self.f = open(self.tmp, "wb")
+        return self.f
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            self.f.close()
+        finally:
+            if exc_type is None:
+                os.replace(self.tmp, self.path)
+            else:
+                with contextlib.suppress(OSError):
+                    os.remove(self.tmp)
+
+
+class _AtomicRemote:
+    """An object upload that becomes visible only when ``close`` completes it; on an error the
+    upload (multipart or buffered) is discarded, so no partial object is ever seen."""
+
+    def __init__(self, url: str):
+        self.url = url
+
+    def __enter__(self) -> IO[bytes]:
+        fs, p = _filesystem(self.url)
+        makedirs(dirname(self.url))
+        with remote_errors(self.url):
+            self.f = fs.open(p, "wb")
+        return _UploadFile(self.url, self.f)
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            with remote_errors(self.url):
+                self.f.close()  # completes the upload: the object appears now
+            return
+        discard = getattr(self.f, "discard", None)
+        with contextlib.suppress(Exception):
+            if discard is not None:
+                discard()  # aborts a multipart upload; nothing was put yet otherwise
+                self.f.closed = True  # so that its finaliser does not upload the rest
+            else:  # pragma: no cover - a filesystem without discard: leave nothing behind
+                self.f.close()
+                remove(self.url)
+
+
+class _UploadFile(io.RawIOBase):
+    """The writable side of an upload. Its ``close`` only stops writing: a writer that closes
+    its sink when it fails (pyarrow's ParquetWriter does) must not complete the upload; that is
+    for :func:`atomic_write` to decide."""
+
+    def __init__(self, url: str, f):
+        super().__init__()
+        self.url = url
+        self.f = f
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        try:
+            return self.f.write(data)
+        except Exception as e:
+            raise _translate(self.url, e) from None
+
+    def tell(self) -> int:
+        return self.f.tell()
+
+
+def atomic_write(path: str):
+    """A context manager giving a binary file that appears at ``path`` only when the block
+    ends without an exception (and never when it raises). Parents are created as needed."""
+    if not is_url(path):
+        return _AtomicLocal(path)
+    return _AtomicRemote(path)
+
+
+def read_bytes(path: str) -> bytes:
+    with open_input(path) as f:
+        if is_url(path):
+            with remote_errors(path):
+                return f.read()
+        return f.read()
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write a whole file atomically."""
+    with atomic_write(path) as f:
+        f.write(data)
+
+
+def arrow_filesystem(path: str):
+    """``(pyarrow.fs.FileSystem, path on it)`` for pyarrow's dataset, IPC and Parquet readers:
+    the local filesystem for a local path, fsspec's wrapped in ``PyFileSystem`` for a URL."""
+    import pyarrow.fs as pafs
+
+    if not is_url(path):
+        return pafs.LocalFileSystem(), os.path.abspath(local_path(path))
+    fs, p = _filesystem(path)
+    return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), p
+
+
+def check_reachable(path: str) -> None:
+    """Fail early, in one line, when a URL's store cannot be reached, has no credentials or no
+    such bucket (for an output, before any work is done). Local paths: nothing to check."""
+    if not is_url(path):
+        return
+    fs, p = _filesystem(path)
+    bucket = p.split("/", 1)[0]
+    with remote_errors(path):
+        if hasattr(fs, "invalidate_cache"):
+            fs.invalidate_cache(bucket)
+        if not fs.exists(bucket):
+            raise InputError(f"{path}: no such bucket: {bucket}")
