@@ -17,6 +17,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+try:  # the object-storage test's fixtures; without the test extras only that test is skipped
+    from s3_server import free_port, s3, s3_server  # noqa: F401
+    HAVE_S3 = True
+except pytest.skip.Exception:
+    HAVE_S3 = False
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "corpus.jsonl"
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho "
@@ -344,3 +350,28 @@ def test_13_8_readme_first_screen_and_example_numbers(tmp_path):
     said = re.search(r"It says `(\d+) documents in, (\d+) kept, (\d+) removed`", first_screen)
     assert said, "the README should say what the example run prints"
     assert tuple(map(int, said.groups())) == (counts["input"], counts["kept"], counts["removed"])
+
+
+@pytest.mark.skipif(not HAVE_S3, reason="needs boto3, moto[server] and s3fs (the test extras)")
+def test_13_5_csv_over_object_storage_same_as_local(s3, tmp_path, monkeypatch):
+    """CSV / TSV go through the same file layer as the other formats: s3:// reads and writes
+    give what local files give."""
+    from neardup.io import discover, read_source, write_kept
+    monkeypatch.chdir(tmp_path)
+    texts = documents(12)
+    texts[2] = "over two lines,\nwith \"quotes\" " + texts[2]
+    _write_table(tmp_path / "c.csv.gz", ["id", "text"], [[f"d{i}", t] for i, t in enumerate(texts)])
+    s3.put_tree("in", {"c.csv.gz": (tmp_path / "c.csv.gz").read_bytes()})
+    prefix = s3.url("") + "/"
+    (local,) = discover(["c.csv.gz"])
+    (remote,) = discover([prefix + "in/c.csv.gz"])
+    assert (remote.format, remote.compression) == (local.format, local.compression) == ("csv", "gzip")
+
+    def read(src):
+        return [(b.rows.tolist(), b.text.to_pylist(), b.ids.to_pylist()) for b in read_source(src, id_column="id")]
+    assert read(remote) == read(local) == [(list(range(12)), texts, [f"d{i}" for i in range(12)])]
+    keep = [0, 2, 5]
+    assert write_kept(local, keep, "out/c.csv.gz") == write_kept(remote, keep, prefix + "out/c.csv.gz") == 3
+    assert s3.get("out/c.csv.gz") == (tmp_path / "out" / "c.csv.gz").read_bytes()
+    with gzip.open(tmp_path / "out" / "c.csv.gz", "rt", newline="", encoding="utf-8") as f:
+        assert [r[1] for r in csv.reader(f)] == ["text", texts[0], texts[2], texts[5]]

@@ -616,12 +616,18 @@ def csv_options(src: Source, column_types: Dict[str, pa.DataType], include: Opti
     return read, parse, convert
 
 
+def csv_stream(src: Source):
+    """A pyarrow input stream of the (decompressed) bytes of a CSV / TSV source, local or remote."""
+    raw = _fs.local_path(src.path) if not _fs.is_url(src.path) else _fs.open_input(src.path)
+    return pa.input_stream(raw, compression=src.compression)
+
+
 def csv_header(src: Source) -> List[str]:
     """The column names of a CSV / TSV source (its first record), read with Python's csv module."""
     import csv
     import io
 
-    with pa.input_stream(src.path, compression=src.compression) as f:
+    with csv_stream(src) as f:
         head = f.read(1 << 20)
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
     for row in csv.reader(io.StringIO(text, newline=""), delimiter="\t" if src.format == "tsv" else ","):
@@ -674,7 +680,7 @@ def _read_csv(ctx: _Ctx) -> Iterator[Batch]:
         return skip_invalid_csv_row(row)
 
     try:
-        stream = pa.input_stream(src.path, compression=src.compression)
+        stream = csv_stream(src)
         reader = pcsv.open_csv(stream, *csv_options(src, types, cols, on_invalid if ctx.skip else None))
     except (pa.ArrowException, OSError, ValueError) as e:
         yield from ctx.problem(_csv_problem(src.format, e, 0))

@@ -305,11 +305,11 @@ def _csv_rows(src: Source, keep: np.ndarray) -> Iterator[pa.RecordBatch]:
     the first batch is empty (it carries the schema, for the header of an empty output)."""
     import pyarrow.csv as pcsv
 
-    from .reader import csv_header, csv_options, skip_invalid_csv_row
+    from .reader import csv_header, csv_options, csv_stream, skip_invalid_csv_row
 
     try:
         names = csv_header(src)
-        stream = pa.input_stream(src.path, compression=src.compression)
+        stream = csv_stream(src)
     except (pa.ArrowException, OSError, ValueError) as e:
         raise InputError(f"{src.name}: cannot read file ({_one_line(e)})") from None
     row0 = 0
@@ -340,7 +340,7 @@ def _csv_rows(src: Source, keep: np.ndarray) -> Iterator[pa.RecordBatch]:
         raise ValueError(f"keep_rows has row {int(keep[k])} but {src.name} has {row0} rows")
 
 
-def _write_csv(src: Source, keep: np.ndarray, tmp: str, target: str) -> int:
+def _write_csv(src: Source, keep: np.ndarray, out: BinaryIO, target: str) -> int:
     """Kept CSV / TSV records as ``target``: the same format (a header, then the records with
     every field quoted; same compression), JSONL (one object of strings per record) or Parquet
     (string columns)."""
@@ -349,9 +349,9 @@ def _write_csv(src: Source, keep: np.ndarray, tmp: str, target: str) -> int:
     batches = _csv_rows(src, keep)
     schema = next(batches).schema
     if target == "parquet":
-        return _write_parquet_batches(tmp, schema, batches, "snappy")
+        return _write_parquet_batches(out, schema, batches, "snappy")
     n = 0
-    sink = _ByteSink(tmp, src.compression if target in ("csv", "tsv") else None)
+    sink = _ByteSink(out, src.compression if target in ("csv", "tsv") else None)
     try:
         if target in ("csv", "tsv"):
             opts = pcsv.WriteOptions(include_header=True, delimiter="\t" if target == "tsv" else ",")
@@ -469,7 +469,7 @@ def write_kept(src: Source, keep_rows, out_path: str, *, output_format: str = "s
             return _parquet_to_jsonl(src, keep, out)
 
     if src.format in ("csv", "tsv"):
-        with _AtomicFile(out_path) as tmp:
-            return _write_csv(src, keep, tmp, target)
+        with _fs.atomic_write(out_path) as out:
+            return _write_csv(src, keep, out, target)
 
     raise ValueError(f"unknown source format {src.format!r}")
