@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from .formatting import HelpFormatter
@@ -11,9 +12,10 @@ from ..params import DEFAULT_MIN_RECALL
 def register(sub) -> None:
     p = sub.add_parser(
         "dedup", help="remove near-duplicate documents from files",
-        description="Remove near-duplicate documents. Reads JSONL (.jsonl, .json), CSV (.csv), TSV (.tsv) (each also gzip .gz or zstd .zst), "
-                    "Parquet, or plain text files (one document per file), writes the kept corpus and a "
-                    "record of every removal to --output.",
+        description="Remove near-duplicate documents. Reads JSONL (.jsonl, .json), CSV (.csv) and TSV "
+                    "(.tsv) with a header line, each also gzip (.gz) or zstd (.zst) compressed, Parquet, "
+                    "or plain text files (one document per file), writes the kept corpus and a record of "
+                    "every removal to --output.",
         formatter_class=HelpFormatter)
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="files, folders (read recursively in sorted path order) or globs")
@@ -48,7 +50,8 @@ def register(sub) -> None:
     g = p.add_argument_group("input and output")
     g.add_argument("--text-column", default="text", help="field holding the text in JSONL, Parquet and CSV/TSV input")
     g.add_argument("--id-column", default=None,
-                   help="field holding a unique document id (default: FILE:ROW, or the path for text files)")
+                   help="field holding a unique document id (default: an 'id' field when every input has "
+                        "one, else FILE:LINE for JSONL, FILE:ROW for Parquet and CSV, the path for text files)")
     g.add_argument("--keep", default="first",
                    help="which document of a cluster to keep: first (input order), longest, or score:COLUMN (highest)")
     g.add_argument("--on-error", choices=["fail", "skip"], default="fail",
@@ -81,10 +84,8 @@ CONFIG_ARGS = ("threshold", "num_perm", "bands", "rows", "min_recall", "ngram", 
 
 def run_dedup(args) -> int:
     from ..api import dedup, format_summary
-    options = {k: getattr(args, k) for k in CONFIG_ARGS}
-    import contextlib
-
     from ..progress import compiling
+    options = {k: getattr(args, k) for k in CONFIG_ARGS}
     cold = not args.quiet and say_if_compiling()
     with compiling() if cold else contextlib.nullcontext():
         result = dedup(args.inputs, output=args.output, work_dir=args.work_dir, resume=args.resume,
