@@ -173,7 +173,7 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
         if not inputs:
             raise ConfigError("no input given")
         sources = nio.discover(inputs)
-        if id_column is None and _every_record_has_an_id(sources):
+        if id_column is None and every_record_has_an_id(sources):
             config = dataclasses.replace(config, id_column="id", id_column_auto=True)
     temporary = output is None
     if temporary:
@@ -193,7 +193,7 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
     return result
 
 
-def _every_record_has_an_id(sources: List[nio.Source]) -> bool:
+def every_record_has_an_id(sources: List[nio.Source]) -> bool:
     """Whether the inputs carry their own ids: every JSONL or Parquet file has an ``id`` field in
     its first record or its schema (text files have none). Then ``id`` is the id column unless
     ``id_column`` says otherwise."""
@@ -204,14 +204,20 @@ def _every_record_has_an_id(sources: List[nio.Source]) -> bool:
     for s in sources:
         try:
             if s.format == "parquet":
-                if "id" not in pq.ParquetFile(s.path).schema_arrow.names:
+                from .io.tables import parquet_file
+                if "id" not in parquet_file(s.path).schema_arrow.names:
                     return False
             elif s.format == "jsonl":
-                with pa.input_stream(s.path, compression=s.compression) as f:
+                from .io import fs
+                with fs.open_read(s.path, s.compression) as f:
                     head = f.read(1 << 20)
                 first = next((line for line in head.split(b"\n") if line.strip()), b"")
                 record = json.loads(first)
                 if not isinstance(record, dict) or "id" not in record:
+                    return False
+            elif s.format in ("csv", "tsv"):
+                from .io.reader import csv_header
+                if "id" not in csv_header(s):
                     return False
             else:
                 return False

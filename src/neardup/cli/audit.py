@@ -96,9 +96,9 @@ def run_audit(args: argparse.Namespace) -> int:
                  collapse_whitespace=args.collapse_whitespace)
     id_column = args.id_column
     if id_column is None:  # as the dedup does: an `id` field in every input is the id
-        from ..api import _every_record_has_an_id
+        from ..api import every_record_has_an_id
         from ..io import discover
-        id_column = "id" if _every_record_has_an_id(discover(args.inputs)) else None
+        id_column = "id" if every_record_has_an_id(discover(args.inputs)) else None
     texts, ids = read_texts(args.inputs, text_column=args.text_column, max_docs=args.max_docs,
                             on_error=args.on_error, id_column=id_column, with_ids=True)
     if len(texts) < 2:
