@@ -55,7 +55,7 @@ def _kernels_cached() -> bool:
 _kernel_cache_dir()
 
 from .config import Config  # noqa: E402
-from .errors import ConfigError, InputError, NeardupError  # noqa: E402
+from .errors import ConfigError, InputError, NeardupError, StorageError  # noqa: E402
 from .minhash import MinHasher  # noqa: E402
 from .params import (candidate_probability, choose_params, false_negative_area,  # noqa: E402
                      false_positive_area, midpoint)
@@ -66,8 +66,12 @@ def __getattr__(name):
     if name in ("dedup", "DedupResult"):
         from . import api
         return getattr(api, name)
+    if name == "Index":
+        from .index import Index
+        return Index
     raise AttributeError(f"module 'neardup' has no attribute {name!r}")
 
 
-__all__ = ["dedup", "DedupResult", "Config", "MinHasher", "NeardupError", "ConfigError", "InputError",
+__all__ = ["dedup", "DedupResult", "Config", "Index", "MinHasher", "NeardupError", "ConfigError", "InputError",
+           "StorageError",
            "candidate_probability", "midpoint", "false_positive_area", "false_negative_area", "choose_params"]
