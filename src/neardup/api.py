@@ -290,6 +290,8 @@ def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Opt
         from .engines.local import run_local
         with _arrow_threads(config.workers):
             ctx.stats = run_local(ctx)
+    if config.update_index:
+        ctx.stats["index_update"] = _update_index(ctx)
     if report:
         from .report import write_report
         write_report(output, plots="svg")  # inline SVG: no matplotlib start-up in a run; `neardup report` draws PNGs
@@ -322,6 +324,22 @@ def _arrow_threads(workers: Optional[int]):
             _arrow_users[0] -= 1
             if _arrow_users[0] == 0:
                 pa.set_cpu_count(_arrow_users[1])
+
+
+def _update_index(ctx) -> dict:
+    """--update-index: the run succeeded; its kept documents go into the first --against index."""
+    import numpy as np
+
+    from .stages import excluded_from_pairs, user_ids_wanted
+    from .stages.against import update_index
+    from .stages.layout import Corpus
+    from .stages.read import DocStore
+    corpus = Corpus(ctx.work, ctx.config, ctx.work.plan(ctx.sources))
+    removed = [pq.read_table(p, columns=["doc", "removed"]) for p in ctx.work.parts("clusters")]
+    dropped = np.concatenate([excluded_from_pairs(ctx, corpus)] + [
+        t.filter(t.column("removed")).column("doc").to_numpy() for t in removed])
+    store = DocStore(ctx.work.path, corpus.block_start, ctx.config.num_perm)
+    return update_index(ctx, store, np.unique(dropped), user_ids_wanted(ctx))
 
 
 def _result(kind, tables, source, ctx, output) -> DedupResult:

@@ -73,13 +73,21 @@ def register(sub) -> None:
     g.add_argument("--resume", action="store_true",
                    help="continue an interrupted run from its last finished stage (same inputs and options)")
     g.add_argument("--quiet", "-q", action="store_true", help="no progress bars and no summary")
+    g = p.add_argument_group("indexes")
+    g.add_argument("--against", action="append", default=[], metavar="INDEX",
+                   help="an index (folder or redis://HOST:PORT/DB, see 'neardup index') of documents kept before: "
+                        "a document that is a near-duplicate of an indexed one is removed, the indexed one named "
+                        "as its representative; may be given several times")
+    g.add_argument("--update-index", action="store_true",
+                   help="after a successful run, add the kept documents to the first --against index "
+                        "(one new segment)")
     p.set_defaults(func=run_dedup)
 
 
 CONFIG_ARGS = ("threshold", "num_perm", "bands", "rows", "min_recall", "ngram", "char_ngrams", "normalize_unicode",
                "lowercase", "punctuation", "collapse_whitespace", "verify", "max_anchor_rounds", "seed",
                "text_column", "id_column", "keep", "on_error", "output_format", "batch_size", "workers", "engine",
-               "ray_address")
+               "ray_address", "against", "update_index")
 
 
 def run_dedup(args) -> int:
