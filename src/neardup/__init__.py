@@ -38,6 +38,20 @@ def _kernel_cache_dir() -> None:
     numba.config.CACHE_DIR = path
 
 
+def _kernels_cached() -> bool:
+    """Whether numba's on-disk cache (see :func:`_kernel_cache_dir`) holds the main kernels of a
+    dedup run; False means the next run first compiles them (10-40 s, once per version)."""
+    try:
+        from . import bands, clusters, minhash, verify
+        kernels = (minhash._process_kernel, bands._band_keys_kernel, clusters._select_kernel,
+                   verify._exact_raw_kernel)
+        # numba's own check: an index that exists, written by this numba, with the stamp of the
+        # source file as it is now (an index numba would ignore counts as missing)
+        return all(k._cache._cache_file._load_index() for k in kernels)
+    except Exception:  # numba's cache layout is not public: never fail a run over a message
+        return True
+
+
 _kernel_cache_dir()
 
 from .config import Config  # noqa: E402

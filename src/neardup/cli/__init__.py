@@ -17,7 +17,8 @@ from ..errors import NeardupError
 
 def build_parser() -> argparse.ArgumentParser:
     from .._version import __version__
-    parser = argparse.ArgumentParser(
+    from .parser import ArgumentParser
+    parser = ArgumentParser(
         prog="neardup",
         description="Find and remove near-duplicate documents with MinHash LSH.",
         epilog="Run 'neardup COMMAND --help' for the options of each command.")
