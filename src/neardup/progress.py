@@ -89,19 +89,25 @@ def _is_terminal(stream) -> bool:
 # Set by the command line while a run compiles the kernels first: a rate measured over compile
 # time would read as a slow tool ("38 doc/s"), so the bars show no rate and say why.
 _compiling = False
+_notice = None  # a line to print before the first bar, once: the run has got past its checks
 
 
 class compiling:
-    """Context manager: the bars opened inside it show no rate, and say "compiling first"."""
+    """Context manager: the bars opened inside it show no rate, and say "compiling first";
+    ``notice`` is printed when the first of them opens (a run that stops at an error before any
+    work shows the error alone)."""
+
+    def __init__(self, notice: str = ""):
+        self.notice = notice
 
     def __enter__(self):
-        global _compiling
-        _compiling = True
+        global _compiling, _notice
+        _compiling, _notice = True, self.notice or None
         return self
 
     def __exit__(self, *exc):
-        global _compiling
-        _compiling = False
+        global _compiling, _notice
+        _compiling, _notice = False, None
         return False
 
 
@@ -111,8 +117,12 @@ _NO_RATE = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}, co
 def bar(desc: str, total=None, unit: str = "doc", quiet: bool = False):
     """A progress bar on stderr: tqdm's on a terminal, plain lines (:class:`_Lines`) otherwise,
     nothing when ``quiet``."""
+    global _notice
     if quiet:
         return _Null()
+    if _notice:
+        print(_notice, file=sys.stderr, flush=True)
+        _notice = None
     if not _is_terminal(sys.stderr):
         return _Lines(desc + (" (compiling first)" if _compiling else ""), total=total, unit=unit)
     from tqdm.auto import tqdm

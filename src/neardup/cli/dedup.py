@@ -74,7 +74,7 @@ def register(sub) -> None:
                    help="continue an interrupted run from its last finished stage (same inputs and options)")
     g.add_argument("--quiet", "-q", action="store_true", help="no progress bars and no summary")
     g = p.add_argument_group("indexes")
-    g.add_argument("--against", action="append", default=[], metavar="INDEX",
+    g.add_argument("--against", action="append", default=[],
                    help="an index (folder or redis://HOST:PORT/DB, see 'neardup index') of documents kept before: "
                         "a document that is a near-duplicate of an indexed one is removed, the indexed one named "
                         "as its representative; may be given several times")
@@ -94,8 +94,8 @@ def run_dedup(args) -> int:
     from ..api import dedup, format_summary
     from ..progress import compiling
     options = {k: getattr(args, k) for k in CONFIG_ARGS}
-    cold = not args.quiet and say_if_compiling()
-    with compiling() if cold else contextlib.nullcontext():
+    cold = not args.quiet and kernels_cold()
+    with compiling(COMPILING_NOTICE) if cold else contextlib.nullcontext():
         result = dedup(args.inputs, output=args.output, work_dir=args.work_dir, resume=args.resume,
                        overwrite=args.overwrite, quiet=args.quiet, **options)
     if not args.quiet:
@@ -107,15 +107,15 @@ def run_dedup(args) -> int:
     return 0
 
 
-def say_if_compiling() -> bool:
-    """One line before the first run of this version, which compiles the kernels first; True
-    when it was said (the progress bars then show no rate: it would count the compile time)."""
+COMPILING_NOTICE = "neardup: compiling the kernels (once per version, 10-40 s; later runs start at once) ..."
+
+
+def kernels_cold() -> bool:
+    """Whether this run compiles the kernels first (the first run of this version): it then says
+    so once, when its work starts, and its progress bars show no rate (it would count the
+    compile time)."""
     from .. import _kernels_cached
-    if _kernels_cached():
-        return False
-    print("neardup: compiling the kernels (once per version, 10-40 s; later runs start at once) ...",
-          file=sys.stderr, flush=True)
-    return True
+    return not _kernels_cached()
 
 
 def all_rejected(result) -> str:

@@ -30,10 +30,21 @@ MATCHED_SCHEMA = pa.schema([("pos", pa.int64()), ("id", pa.string()), ("source",
                             ("similarity", pa.float64())])
 
 
-def open_indexes(locations: Sequence[str], config) -> list:
-    """The indexes to match against; each refuses a run whose parameters differ from its own."""
+_OPEN: dict = {}  # (run, location) -> Index: opened once per run and process, for all its blocks
+
+
+def open_indexes(locations: Sequence[str], config, run: str = "") -> list:
+    """The indexes to match against; each refuses a run whose parameters differ from its own.
+    Within one run (``run``: its work directory) a process opens each index once."""
     from ..index import Index
-    return [Index(loc, config, must_exist=True) for loc in locations]
+    for key in [k for k in _OPEN if k[0] != run]:  # another run's: closed, so nothing stale is used
+        _OPEN.pop(key).close()
+    out = []
+    for loc in locations:
+        if (run, loc) not in _OPEN:
+            _OPEN[(run, loc)] = Index(loc, config, must_exist=True)
+        out.append(_OPEN[(run, loc)])
+    return out
 
 
 def match_block(work_path: str, block: int, n: int, config) -> int:
@@ -49,13 +60,12 @@ def match_block(work_path: str, block: int, n: int, config) -> int:
         keys = fixed_binary_numpy(store.table(block, ["keys"]).column(0), np.uint64, config.bands)
         shingles = store.shingles(pos) if exact else None
         signatures = None if exact else store.signatures(pos)
-        for index in open_indexes(config.against, config):
+        for index in open_indexes(config.against, config, run=work_path):
             m = index.match(keys, signatures=signatures, shingles=shingles, threshold=config.threshold)
             ids, sources = m.id.to_pylist(), m.source.to_pylist()
             for i, (p, s) in enumerate(zip(np.asarray(m.doc).tolist(), np.asarray(m.similarity).tolist())):
                 if s > best_sim[p]:  # strictly better: a tie keeps the earlier index
                     best_sim[p], best_id[p], best_src[p] = s, ids[i], sources[i]
-            index.close()
     hit = np.flatnonzero(best_sim >= 0)
     write_parquet(pa.table({"pos": pa.array(hit), "id": pa.array([best_id[i] for i in hit], pa.string()),
                             "source": pa.array([best_src[i] for i in hit], pa.string()),
