@@ -205,17 +205,21 @@ class Corpus:
         return t.select(columns) if columns is not None else t
 
     def column(self, name: str) -> np.ndarray:
-        """One numeric column over every document (kept in memory after the first call)."""
+        """One numeric column over every document (kept in memory after the first call), made
+        with one copy: each block's chunks are zero-copy views of its memory-mapped file."""
         if name not in self._columns:
-            parts = [self.table(b, [name]).column(0) for b in range(len(self.blocks))]
+            views = []
+            for b in range(len(self.blocks)):
+                for chunk in self.table(b, [name]).column(0).chunks:
+                    if name == "keys":
+                        views.append(fixed_binary_numpy(chunk, np.uint64, self.config.bands))
+                    else:
+                        views.append(chunk.to_numpy(zero_copy_only=False))
             if name == "keys":
-                width = self.config.bands
-                arrays = [fixed_binary_numpy(p, np.uint64, width) for p in parts]
-                self._columns[name] = (np.concatenate(arrays) if arrays else np.zeros((0, width), np.uint64))
+                empty = np.zeros((0, self.config.bands), np.uint64)
             else:
-                arrays = [p.to_numpy() for p in parts if len(p)]
-                dtype = {"source": np.int32, "score": np.float64}.get(name, np.int64)
-                self._columns[name] = np.concatenate(arrays).astype(dtype) if arrays else np.zeros(0, dtype)
+                empty = np.zeros(0, {"source": np.int32, "score": np.float64}.get(name, np.int64))
+            self._columns[name] = np.concatenate(views).astype(empty.dtype, copy=False) if views else empty
         return self._columns[name]
 
     def ids(self) -> pa.Array:

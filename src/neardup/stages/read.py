@@ -257,6 +257,8 @@ class DocStore:
         for b, _sel, local in self._by_block(docs):
             _, vals = _pread_rows(self._path(b, "sig"), local * k, (local + 1) * k, np.uint32)
             parts.append(vals.reshape(-1, k))
+        if len(parts) == 1:  # one block (the usual case): no second copy
+            return parts[0]
         return np.concatenate(parts) if parts else np.zeros((0, k), np.uint32)
 
     def _offsets(self, block: int) -> np.ndarray:
@@ -277,6 +279,8 @@ class DocStore:
             offs.append(o[1:] + base)
             base += len(v)
             vals.append(v)
+        if len(vals) == 1:  # one block (the usual case): no second copy of the hashes
+            return np.concatenate(offs), vals[0]
         return np.concatenate(offs), (np.concatenate(vals) if vals else np.zeros(0, np.uint64))
 
 
