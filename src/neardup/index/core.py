@@ -36,7 +36,7 @@ from ..minhash import MinHasher
 from ..verify import estimated_jaccard, exact_jaccard
 from . import segments as layout
 from .manifest import check_manifest, empty_manifest, params_of, resolve
-from .segments import fingerprints, is_empty_signature, merge_segments
+from .segments import hashed_documents, fingerprints, merge_segments
 from .storage import SegmentReader, Storage, gather_ranges, open_storage
 from .writer import IndexWriter, write_entry
 # Candidates taken from one bucket (one band key of one segment): bounds the work a query spends
@@ -239,18 +239,7 @@ class Index:
             signatures = np.asarray(signatures, dtype=np.uint32)
             if signatures.shape != (n, cfg.num_perm):
                 raise ConfigError(f"signatures must be ({n}, {cfg.num_perm}) uint32, got {signatures.shape}")
-        fp_off = fp = None
-        if shingles is not None:
-            off, hashes = shingles
-            off = np.asarray(off, dtype=np.int64)
-            if len(off) != n + 1:
-                raise ConfigError(f"shingle offsets must have {n + 1} entries, got {len(off)}")
-            fp_off, fp = fingerprints(off - off[0], np.asarray(hashes)[off[0]:off[-1]])
-            nonempty = np.diff(fp_off) > 0
-        elif signatures is not None:
-            nonempty = ~is_empty_signature(signatures)
-        else:
-            raise ConfigError("match needs the shingle hashes (an exact index) or the signatures (an estimate index)")
+        fp_off, fp, nonempty = hashed_documents(n, signatures, shingles, "match")
         if self.store == "exact" and fp is None:
             raise ConfigError(f"index {self.location} verifies by shingle fingerprints: pass shingles "
                               f"(run with verify='exact')")

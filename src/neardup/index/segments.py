@@ -115,6 +115,24 @@ def is_empty_signature(signatures: np.ndarray) -> np.ndarray:
     return np.all(np.asarray(signatures) == EMPTY_VALUE, axis=1)
 
 
+def hashed_documents(n: int, signatures, shingles, what: str):
+    """What an index needs of n hashed documents: ``(fingerprint offsets, fingerprints, nonempty)``
+    from their shingle hashes (CSR ``(offsets int64[n+1], uint64 hashes)``, any order, repeats
+    allowed), or ``(None, None, nonempty)`` from their signatures alone. ``what`` names the caller
+    in the message when neither is given."""
+    from ..errors import ConfigError
+    if shingles is not None:
+        off, hashes = shingles
+        off = np.asarray(off, dtype=np.int64)
+        if len(off) != n + 1:
+            raise ConfigError(f"shingle offsets must have {n + 1} entries, got {len(off)}")
+        fp_off, fp = fingerprints(off - off[0], np.asarray(hashes)[off[0]:off[-1]])
+        return fp_off, fp, np.diff(fp_off) > 0
+    if signatures is not None:
+        return None, None, ~is_empty_signature(signatures)
+    raise ConfigError(f"{what} needs the shingle hashes (an exact index) or the signatures (an estimate index)")
+
+
 def checksum(data) -> int:
     return zlib.crc32(memoryview(np.ascontiguousarray(data)).cast("B")) & 0xFFFFFFFF
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 from ..errors import ConfigError
 from .inputs import documents
 from .manifest import check_manifest
-from .segments import SegmentBuilder, fingerprints, is_empty_signature, new_segment_name
+from .segments import hashed_documents, SegmentBuilder, new_segment_name
 from .storage import Storage
 
 
@@ -91,18 +91,7 @@ class IndexWriter:
             ids = ids.combine_chunks()
         if len(ids) != n:
             raise ConfigError(f"{len(ids)} ids for {n} documents")
-        fp_off = fp = None
-        if shingles is not None:
-            off, hashes = shingles
-            off = np.asarray(off, dtype=np.int64)
-            if len(off) != n + 1:
-                raise ConfigError(f"shingle offsets must have {n + 1} entries, got {len(off)}")
-            fp_off, fp = fingerprints(off - off[0], np.asarray(hashes)[off[0]:off[-1]])
-            nonempty = np.diff(fp_off) > 0
-        elif signatures is not None:
-            nonempty = ~is_empty_signature(signatures)
-        else:
-            raise ConfigError("add_arrays needs shingles (an exact index) or signatures (an estimate index)")
+        fp_off, fp, nonempty = hashed_documents(n, signatures, shingles, "add_arrays")
         if self.index.store == "exact" and fp is None:
             raise ConfigError(f"index {self.index.location} keeps shingle fingerprints: pass shingles")
         if self.index.store == "estimate":
