@@ -1,12 +1,6 @@
 """End to end through object storage: ``neardup dedup s3://BUCKET/in/ --output s3://BUCKET/out``
 on moto's S3 server gives the output of the same run on local paths.
 
-AWAITING INTEGRATION: this passes only once the engines / stages do every file operation through
-``neardup.io.fs`` (today ``engines/workdir.py`` fingerprints inputs with ``os.stat`` and the
-writers use ``os.path`` / ``open``, so an s3:// input or output fails there; neardup.io itself
-reads and writes s3:// already, see tests/test_io_s3.py). Hence the strict xfails below: when the
-wiring lands a test passes, its xfail turns into a failure, and the mark must go.
-
 What "the same output" means: the kept/ files are compared byte for byte; the files that name
 the inputs (stats.json, removed.parquet, clusters.parquet, texts_sample.parquet) are compared
 after the input prefix ``s3://BUCKET/`` is removed from every string (a document's default id is
@@ -32,13 +26,6 @@ import zstandard
 from s3_server import s3, s3_env, s3_server  # noqa: F401  (fixtures)
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-# strict: the day the wiring lands the test passes, the xfail fails, and the mark must go
-AWAITS_STAGES = pytest.mark.xfail(
-    strict=True, reason="awaits the engines / stages doing their file operations through neardup.io.fs")
-AWAITS_FINGERPRINT = pytest.mark.xfail(
-    strict=True, reason="awaits engines/workdir.py fingerprinting inputs with neardup.io.fs.info "
-                        "(checked: with that one change this test passes)")
-
 
 def _corpus() -> dict:
     base = [f"the quick brown fox number {i} jumps over the lazy dog and runs far away into the woods"
@@ -99,8 +86,7 @@ def _mask_times(html: str, prefix: str) -> str:
     return re.sub(r"\d+(\.\d+)?\s*(s|ms|seconds)\b", "T", html.replace(prefix, ""))
 
 
-@AWAITS_STAGES
-@pytest.mark.parametrize("extra", [[], ["--id-column", "id"]], ids=["default-ids", "id-column"])
+@pytest.mark.parametrize("extra", [[], ["--id-column", "id", "--on-error", "skip"]], ids=["default-ids", "id-column"])
 def test_dedup_s3_to_s3_same_output_as_local(s3, tmp_path, extra):
     files = _corpus()
     for rel, data in files.items():
@@ -118,10 +104,8 @@ def test_dedup_s3_to_s3_same_output_as_local(s3, tmp_path, extra):
     _same_output(remote, local, s3.url("") + "/")
 
 
-@AWAITS_FINGERPRINT
 def test_dedup_s3_input_local_output(s3, tmp_path):
-    """The smallest step: inputs on S3, output and work dir local (today only the fingerprint
-    of the inputs, ``os.stat`` in engines/workdir.py, stands in the way: ``neardup.io.fs.info``)."""
+    """Inputs on S3, output and work dir local."""
     files = _corpus()
     for rel, data in files.items():
         p = tmp_path / "in" / rel
