@@ -6,8 +6,9 @@ byte, and stays so when a whole node is removed during the read stage or during 
 
 The read stage is cut into one block per input file here (``layout.BLOCK_BYTES`` lowered in the
 driver, which makes the plan), so that it has tasks to lose. A node is removed from a thread as
-soon as the work dir shows the stage running: the read stage's first block summaries, or the
-read stage recorded as done in state.json (the pair stage starts then).
+soon as the work dir shows the stage running: the read stage's first block summary, then the
+read stage recorded as done in state.json (the pair stage starts then). One run loses both worker
+nodes, one a stage, and finishes on the head node.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from functools import partial
 
 import pytest
 
@@ -45,7 +47,10 @@ def cluster():
     c.shutdown()
 
 
-def _corpus(files: int = 12, docs: int = 60) -> dict:
+FILES, DOCS = 8, 60
+
+
+def _corpus(files: int = FILES, docs: int = DOCS) -> dict:
     """JSONL files of short documents with near-duplicates across files."""
     out = {}
     for f in range(files):
@@ -83,71 +88,76 @@ def _local_tree(folder) -> dict:
     return out
 
 
-def _remove_node_when(cluster, s3, ready, done: threading.Event, removed: list):
-    """A thread that removes one worker node once ``ready()`` (polled on the work dir) is true."""
+def _remove_nodes_when(cluster, conditions, stages_done, done: threading.Event, removed: list):
+    """A thread that removes one worker node as each of ``conditions`` (polled on the work dir,
+    in order) becomes true; ``removed`` gets the stages done (``stages_done()``) once each node
+    is gone."""
     def watch():
-        while not done.is_set():
+        todo = list(conditions)
+        while todo and not done.is_set():
             try:
-                if ready():
-                    node = cluster.worker_nodes and next(iter(cluster.worker_nodes))
-                    if node:
-                        cluster.remove_node(node)
-                        removed.append(time.time())
-                    return
-            except Exception:  # the work dir not there yet
-                pass
+                ready = todo[0]()
+            except Exception:  # the work dir is not there yet
+                ready = False
+            if ready:
+                todo.pop(0)
+                node = next(iter(cluster.worker_nodes), None)
+                if node is not None:
+                    cluster.remove_node(node)
+                    removed.append(stages_done())
             time.sleep(0.05)
     t = threading.Thread(target=watch, daemon=True)
     t.start()
     return t
 
 
-def _run_and_compare(cluster, s3, tmp_path, monkeypatch, name: str, ready=None):
-    files = _corpus()
-    for rel, data in files.items():
+def _run_and_compare(cluster, s3, tmp_path, monkeypatch, name: str, conditions=()):
+    for rel, data in _corpus().items():
         s3.put(rel, data)
     monkeypatch.setattr(layout, "BLOCK_BYTES", 1)  # one read block per input file
     local = tmp_path / "local"
     neardup.dedup(s3.url("in/"), output=str(local), engine="local", **OPTIONS)
     work = s3.url(f"{name}/work")
     done, removed = threading.Event(), []
-    watcher = _remove_node_when(cluster, s3, lambda: ready(work), done, removed) if ready else None
+    watcher = _remove_nodes_when(cluster, [partial(c, s3, work) for c in conditions],
+                                 lambda: sorted(json.loads(s3.get(_key(work, "state.json")))["done"]), done, removed)
     try:
         res = neardup.dedup(s3.url("in/"), output=s3.url(f"{name}/out"), engine="ray", ray_address=cluster.address,
                             work_dir=work, **OPTIONS)
     finally:
         done.set()
-        if watcher is not None:
-            watcher.join(timeout=30)
+        watcher.join(timeout=60)
     assert res.stats["counts"]["removed"] > 100
     got, want = _tree(s3, f"{name}/out/"), _local_tree(local)
     assert sorted(got) == sorted(want)
     assert [k for k in want if got[k] != want[k]] == []
-    if ready is not None:
-        assert removed, "the node was not removed during the run"
-        cluster.add_node(**NODE)  # back to three nodes for the next test
-        cluster.wait_for_nodes()
-    return res
+    assert len(removed) == len(conditions), "a node was not removed during the run"
+    return res, removed
+
+
+def _key(work: str, name: str) -> str:
+    return work.split("/", 3)[3] + "/" + name
+
+
+def read_under_way(s3, work: str) -> bool:
+    """The read stage has written the summary of a block (and has more to read)."""
+    return any(k.endswith(".json") for k in s3.keys(_key(work, "read/block-")))
+
+
+def pairs_under_way(s3, work: str) -> bool:
+    """The read stage is recorded as done: the pair stage is running."""
+    return "read" in json.loads(s3.get(_key(work, "state.json")))["done"]
 
 
 def test_three_nodes_work_dir_on_s3_same_bytes(cluster, s3, tmp_path, monkeypatch):
-    res = _run_and_compare(cluster, s3, tmp_path, monkeypatch, "plain")
-    assert res.stats["counts"]["input"] == 12 * 60
+    res, _ = _run_and_compare(cluster, s3, tmp_path, monkeypatch, "plain")
+    assert res.stats["counts"]["input"] == FILES * DOCS
 
 
-def _blocks_done(s3, work: str, at_least: int) -> bool:
-    prefix = work.split("/", 3)[3] + "/read/"
-    return sum(k.endswith(".json") and "/block-" in k for k in s3.keys(prefix)) >= at_least
-
-
-def _read_done(s3, work: str) -> bool:
-    key = work.split("/", 3)[3] + "/state.json"
-    return "read" in json.loads(s3.get(key))["done"]
-
-
-def test_node_removed_during_read(cluster, s3, tmp_path, monkeypatch):
-    _run_and_compare(cluster, s3, tmp_path, monkeypatch, "kill-read", ready=lambda w: _blocks_done(s3, w, 2))
-
-
-def test_node_removed_during_pairs(cluster, s3, tmp_path, monkeypatch):
-    _run_and_compare(cluster, s3, tmp_path, monkeypatch, "kill-pairs", ready=lambda w: _read_done(s3, w))
+def test_nodes_removed_during_read_then_pairs_same_bytes(cluster, s3, tmp_path, monkeypatch):
+    """One worker node removed while the read stage runs, the other one while the pair stage
+    runs (the head node, where the driver is connected, stays): the same bytes."""
+    _, removed = _run_and_compare(cluster, s3, tmp_path, monkeypatch, "kill",
+                                  conditions=[read_under_way, pairs_under_way])
+    # each node was gone before its stage ended (the stages done when the removal completed)
+    assert "read" not in removed[0] and removed[1] == ["read"], removed
