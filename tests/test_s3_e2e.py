@@ -134,3 +134,92 @@ def _same_output(remote: dict, local: dict, prefix: str) -> None:
             assert _mask_times(got.decode(), prefix) == _mask_times(want.decode(), prefix), rel
         else:
             assert got == want, rel
+
+
+def test_resume_after_kill_through_s3(s3, tmp_path):
+    """Inputs and output on S3, the local engine's default work dir (a local folder named after
+    the output URL): killed once the read stage is done, then resumed, gives the bytes of an
+    uninterrupted run."""
+    import signal
+    import time
+
+    from neardup.api import _default_work_dir
+    from neardup.synth import generate_corpus, write_jsonl
+
+    c = generate_corpus(6000, seed=5)
+    write_jsonl(tmp_path / "big.jsonl", c[0] if isinstance(c, tuple) else c.texts)
+    s3.put("in/big.jsonl", (tmp_path / "big.jsonl").read_bytes())
+    env = dict(os.environ, **s3_env(s3.endpoint), PYTHONUNBUFFERED="1", PYTHONPATH=SRC)
+    _run([s3.url("in/"), "--output", s3.url("ref")], env, cwd=tmp_path)
+    out = s3.url("out")
+    cmd = [sys.executable, "-m", "neardup", "dedup", s3.url("in/"), "--output", out, "--quiet", "--batch-size", "500"]
+    state = os.path.join(_default_work_dir(out, "local"), "state.json")
+    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path)
+    killed_after = None
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            with open(state) as f:
+                done = json.load(f).get("done", {})
+        except (OSError, ValueError):
+            done = {}
+        if "read" in done:
+            proc.send_signal(signal.SIGKILL)
+            killed_after = sorted(done)
+            break
+        time.sleep(0.01)
+    proc.wait()
+    assert killed_after is not None, "the run ended before it could be killed"
+    assert "out/stats.json" not in s3.keys("out/"), "a killed run must not look complete"
+    _run([s3.url("in/"), "--output", out, "--resume"], env, cwd=tmp_path)
+    assert not os.path.exists(state), "the default work dir is removed after success"
+    ref = {k[len("ref/"):]: s3.get(k) for k in s3.keys("ref/")}
+    got = {k[len("out/"):]: s3.get(k) for k in s3.keys("out/")}
+    _same_output(got, ref, "")
+
+
+# --------------------------------------------------------------------------- errors, on the output side
+
+
+def _cli(args, env, cwd, block=()):
+    pre = "".join(f"sys.modules[{m!r}] = None; " for m in block)
+    code = f"import sys; {pre}from neardup.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          env=dict(env, PYTHONPATH=SRC), cwd=cwd, timeout=120)
+
+
+def _one_line_exit_2(r, startswith: str) -> str:
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert lines[0].startswith("neardup: error: " + startswith), lines[0]
+    return lines[0]
+
+
+def test_output_store_errors_one_line_nothing_written(s3, tmp_path):
+    """A local input and an s3:// --output (or --work-dir) that cannot be used: one line, exit 2,
+    nothing written anywhere, before any work."""
+    from s3_server import free_port
+
+    (tmp_path / "in.jsonl").write_bytes(_corpus()["a.jsonl"])
+    env = dict(os.environ, **s3_env(s3.endpoint))
+    out = s3.url("out")
+    args = ["dedup", "in.jsonl", "--output", out, "--quiet"]
+    line = _one_line_exit_2(_cli(args, env, tmp_path, block=("s3fs",)),
+                            f"{out}: reading and writing s3:// paths needs s3fs")
+    assert "pip install 'neardup[cloud]'" in line
+    _one_line_exit_2(_cli(args, env, tmp_path, block=("fsspec",)), f"{out}: reading and writing s3:// paths needs the cloud extra")
+    _one_line_exit_2(_cli(["dedup", "in.jsonl", "--output", "s3://no-such-bucket-here/out", "--quiet"], env, tmp_path),
+                     "s3://no-such-bucket-here/out: no such bucket: no-such-bucket-here")
+    port = free_port()
+    _one_line_exit_2(_cli(args, dict(env, AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_MAX_ATTEMPTS="1"), tmp_path),
+                     f"{out}: cannot reach the storage endpoint at http://127.0.0.1:{port}")
+    no_creds = {k: v for k, v in env.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE")}
+    no_creds.update(AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), AWS_CONFIG_FILE=str(tmp_path / "none"),
+                    AWS_EC2_METADATA_DISABLED="true")
+    _one_line_exit_2(_cli(args, no_creds, tmp_path), f"{out}: no credentials found (")
+    # the local engine keeps its work dir on local disk
+    _one_line_exit_2(_cli(["dedup", "in.jsonl", "--output", "out", "--work-dir", s3.url("work"), "--quiet"], env,
+                          tmp_path), f"--work-dir {s3.url('work')}: the local engine keeps its work dir on local disk")
+    assert s3.keys() == []
+    assert sorted(os.listdir(tmp_path)) == ["in.jsonl", "none"] or sorted(os.listdir(tmp_path)) == ["in.jsonl"]

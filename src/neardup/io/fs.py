@@ -640,7 +640,14 @@ def check_reachable(path: str) -> None:
     with remote_errors(path):
         if hasattr(fs, "invalidate_cache"):
             fs.invalidate_cache(bucket)
-        if not fs.exists(bucket):
+        if protocol(path) in ("s3", "s3a", "gs", "gcs"):
+            # info, not exists: s3fs's exists answers False for an unreachable endpoint or
+            # missing credentials too, which would read as "no such bucket"
+            try:
+                fs.info(bucket)
+            except FileNotFoundError:
+                raise InputError(f"{path}: no such bucket: {bucket}") from None
+        elif not fs.exists(bucket):
             raise InputError(f"{path}: no such bucket: {bucket}")
 
 
