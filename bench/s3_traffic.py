@@ -91,7 +91,9 @@ class Proxy(BaseHTTPRequestHandler):
         for k, v in resp.getheaders():
             if k.lower() not in ("transfer-encoding", "content-length", "connection"):
                 self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
+        # a HEAD answer keeps the object's length (it has no body)
+        self.send_header("Content-Length", resp.getheader("Content-Length", "0") if self.command == "HEAD"
+                         else str(len(data)))
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
@@ -112,6 +114,8 @@ def main() -> None:
     from s3_server import S3, free_port, s3_env
 
     port = free_port()
+    import logging
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     srv = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     srv.start()
     Proxy.upstream = ("127.0.0.1", port)

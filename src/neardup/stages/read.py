@@ -10,6 +10,7 @@ documents. :func:`duplicate_ids` and :func:`duplicate_id_rejections` check user 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import queue
 import threading
@@ -25,7 +26,6 @@ from ..bands import band_keys
 from ..errors import InputError, NeardupError
 from ..minhash import MinHasher, Scratch
 from ..io import fs
-from ..io.tables import read_table
 from ..progress import check_interrupt
 from .layout import block_path, docs_schema, numpy_fixed_binary, write_json
 
@@ -220,7 +220,7 @@ def _pread_rows(path: str, starts: np.ndarray, ends: np.ndarray, dtype) -> Tuple
     return local, buf
 
 
-REMOTE_GAP = 512 << 10  # bytes between two runs below which one ranged GET reads both (and the gap)
+REMOTE_GAP = 64 << 10  # bytes between two runs below which one ranged GET reads both (and the gap)
 
 
 def _range_rows(path: str, starts, ends, local, run_first, run_last, view, size: int) -> None:
@@ -246,12 +246,56 @@ def _range_rows(path: str, starts, ends, local, run_first, run_last, view, size:
             view[at:at + b - a] = data[a - start:b - start]
 
 
+class _RangeFile(io.RawIOBase):
+    """A remote file whose every read is one ranged GET of exactly the bytes asked for (no
+    read-ahead): Arrow's IPC reader then fetches the footer and the buffers of the wanted
+    columns only."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+        self.size = fs.info(path).size
+        self.pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = offset if whence == 0 else (self.pos + offset if whence == 1 else self.size + offset)
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def readinto(self, b) -> int:
+        end = min(self.pos + len(b), self.size)
+        if end <= self.pos:
+            return 0
+        data = fs.read_ranges(self.path, [self.pos], [end])[0]
+        b[:len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+
+def _remote_arrow_columns(path: str, columns: List[str]) -> pa.Table:
+    """Some columns of a remote Arrow IPC file, fetching only their buffers (and the footer)."""
+    with _RangeFile(path) as raw:
+        f = pa.PythonFile(raw, mode="r")
+        schema = pa.ipc.open_file(f).schema
+        wanted = [schema.get_field_index(c) for c in columns]
+        t = pa.ipc.open_file(f, options=pa.ipc.IpcReadOptions(included_fields=sorted(wanted))).read_all()
+    return t.select(columns)
+
+
 class DocStore:
     """Per-document data of any documents, read from the blocks' files: signatures, raw shingle
     hashes, and the columns of the Arrow shard. Picklable (paths and offsets only), so that a
     Ray task gets one; the files are opened on demand."""
 
-    REMOTE_TABLES = 4  # Arrow shards kept in memory when the work dir is remote (one GET each otherwise)
+    REMOTE_TABLES = 8  # columns of Arrow shards kept in memory when the work dir is remote (one GET each otherwise)
 
     def __init__(self, work_path: str, block_start: np.ndarray, num_perm: int):
         self.work_path = work_path
@@ -285,13 +329,14 @@ class DocStore:
         if not fs.is_url(self.work_path):
             with pa.memory_map(self._path(block, "arrow")) as f:
                 return pa.ipc.open_file(f).read_all().select(columns)
-        t = self._tables.pop(block, None)
+        key = (block, tuple(columns))
+        t = self._tables.pop(key, None)
         if t is None:
-            t = read_table(self._path(block, "arrow"))
-        self._tables[block] = t
+            t = _remote_arrow_columns(self._path(block, "arrow"), columns)
+        self._tables[key] = t
         while len(self._tables) > self.REMOTE_TABLES:
             self._tables.popitem(last=False)
-        return t.select(columns)
+        return t
 
     def columns(self, docs: np.ndarray, columns: List[str]) -> Dict[str, np.ndarray]:
         """Numeric columns of ascending ``docs``."""
