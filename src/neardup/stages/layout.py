@@ -66,14 +66,33 @@ def fingerprint(config, sources) -> str:
     for k in ("workers", "engine", "ray_address", "batch_size", "ray_shuffle"):
         relevant.pop(k, None)
     files = []
+    infos = _remote_infos([s.path for s in sources if s.format != "table"])
     for s in sources:
         if s.format == "table":
             files.append([s.name, "table", int(s.table.num_rows)])
             continue
-        st = fs.info(s.path)
+        st = infos.get(s.path) or fs.info(s.path)
         files.append([s.name, s.path, st.size, st.mtime_ns])
     blob = json.dumps({"config": relevant, "inputs": files}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+_LAST_INFOS: Dict[str, "fs.FileInfo"] = {}  # of the remote inputs of the last fingerprint, for plan_blocks
+
+
+def _remote_infos(paths: Sequence[str]) -> Dict[str, "fs.FileInfo"]:
+    """Size and time of the remote inputs, asked for together (one request each: thousands of
+    files one after another would take minutes); kept for the plan of the same run."""
+    remote = [p for p in paths if fs.is_url(p)]
+    out: Dict[str, fs.FileInfo] = {}
+    if remote:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(32, len(remote))) as pool:
+            out = dict(zip(remote, pool.map(fs.info, remote)))
+    _LAST_INFOS.clear()
+    _LAST_INFOS.update(out)
+    return out
 
 
 def plan_blocks(sources: Sequence, block_bytes: Optional[int] = None) -> List[List[int]]:
@@ -84,7 +103,7 @@ def plan_blocks(sources: Sequence, block_bytes: Optional[int] = None) -> List[Li
     blocks: List[List[int]] = []
     acc = 0
     for si, s in enumerate(sources):
-        size = s.table.nbytes if s.format == "table" else fs.info(s.path).size
+        size = s.table.nbytes if s.format == "table" else (_LAST_INFOS.get(s.path) or fs.info(s.path)).size
         if not blocks or (blocks[-1] and acc + size > block_bytes):
             blocks.append([])
             acc = 0
