@@ -297,7 +297,7 @@ BAD_RECORDS = [
     (b'42', "not a JSON object (got int)", {}),
     (b'null', "not a JSON object (got NoneType)", {}),
     (b'{"text": "abc", "x": "\xff\xfe"}', "invalid UTF-8 at byte 22", {}),
-    (b'{"body": "a"}', "text field 'text' is missing", {}),
+    (b'{"body": "a"}', "text field 'text' is missing (fields: body; name the text field with --text-column body)", {}),
     (b'{"text": null}', "text field 'text' is null", {}),
     (b'{"text": 5}', "text field 'text' is not a string (got int)", {}),
     (b'{"text": 2.5}', "text field 'text' is not a string (got float)", {}),
@@ -518,7 +518,7 @@ def test_parquet_bad_rows_and_files(cwd):
 
     pq.write_table(pa.table({"a": [1], "b": ["x"]}), "m.parquet")
     cases = [
-        ("m.parquet", {}, "no column 'text' (columns: a, b)"),
+        ("m.parquet", {}, "no column 'text' (columns: a, b; name the text column with --text-column b)"),
         ("m.parquet", {"text_column": "a"}, "text column 'a' is not a string column (type int64)"),
         ("m.parquet", {"text_column": "b", "score_column": "q"}, "no column 'q' (columns: a, b)"),
         ("m.parquet", {"text_column": "b", "score_column": "b2"}, "no column 'b2' (columns: a, b)"),

@@ -38,10 +38,24 @@ def _kernel_cache_dir() -> None:
     numba.config.CACHE_DIR = path
 
 
+def _kernels_cached() -> bool:
+    """Whether numba's on-disk cache (see :func:`_kernel_cache_dir`) holds the main kernels of a
+    dedup run; False means the next run first compiles them (10-40 s, once per version)."""
+    try:
+        from . import bands, clusters, minhash, verify
+        kernels = (minhash._process_kernel, bands._band_keys_kernel, clusters._select_kernel,
+                   verify._exact_raw_kernel)
+        # numba's own check: an index that exists, written by this numba, with the stamp of the
+        # source file as it is now (an index numba would ignore counts as missing)
+        return all(k._cache._cache_file._load_index() for k in kernels)
+    except Exception:  # numba's cache layout is not public: never fail a run over a message
+        return True
+
+
 _kernel_cache_dir()
 
 from .config import Config  # noqa: E402
-from .errors import ConfigError, InputError, NeardupError  # noqa: E402
+from .errors import ConfigError, InputError, NeardupError, StorageError  # noqa: E402
 from .minhash import MinHasher  # noqa: E402
 from .params import (candidate_probability, choose_params, false_negative_area,  # noqa: E402
                      false_positive_area, midpoint)
@@ -52,8 +66,12 @@ def __getattr__(name):
     if name in ("dedup", "DedupResult"):
         from . import api
         return getattr(api, name)
+    if name == "Index":
+        from .index import Index
+        return Index
     raise AttributeError(f"module 'neardup' has no attribute {name!r}")
 
 
-__all__ = ["dedup", "DedupResult", "Config", "MinHasher", "NeardupError", "ConfigError", "InputError",
+__all__ = ["dedup", "DedupResult", "Config", "Index", "MinHasher", "NeardupError", "ConfigError", "InputError",
+           "StorageError",
            "candidate_probability", "midpoint", "false_positive_area", "false_negative_area", "choose_params"]

@@ -175,7 +175,7 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
         if not inputs:
             raise ConfigError("no input given")
         sources = nio.discover(inputs)
-        if id_column is None and _every_record_has_an_id(sources):
+        if id_column is None and every_record_has_an_id(sources):
             config = dataclasses.replace(config, id_column="id", id_column_auto=True)
     temporary = output is None
     if temporary:
@@ -195,7 +195,7 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
     return result
 
 
-def _every_record_has_an_id(sources: List[nio.Source]) -> bool:
+def every_record_has_an_id(sources: List[nio.Source]) -> bool:
     """Whether the inputs carry their own ids: every JSONL or Parquet file has an ``id`` field in
     its first record or its schema (text files have none). Then ``id`` is the id column unless
     ``id_column`` says otherwise."""
@@ -217,6 +217,10 @@ def _every_record_has_an_id(sources: List[nio.Source]) -> bool:
                 first = next((line for line in head.split(b"\n") if line.strip()), b"")
                 record = json.loads(first)
                 if not isinstance(record, dict) or "id" not in record:
+                    return False
+            elif s.format in ("csv", "tsv"):
+                from .io.reader import csv_header
+                if "id" not in csv_header(s):
                     return False
             else:
                 return False
@@ -322,6 +326,8 @@ def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Opt
         from .engines.local import run_local
         with _arrow_threads(config.workers):
             ctx.stats = run_local(ctx)
+    if config.update_index:
+        ctx.stats["index_update"] = _update_index(ctx)
     if report:
         from .report import write_report
         write_report(output, plots="svg")  # inline SVG: no matplotlib start-up in a run; `neardup report` draws PNGs
@@ -367,6 +373,22 @@ def _arrow_threads(workers: Optional[int]):
             _arrow_users[0] -= 1
             if _arrow_users[0] == 0:
                 pa.set_cpu_count(_arrow_users[1])
+
+
+def _update_index(ctx) -> dict:
+    """--update-index: the run succeeded; its kept documents go into the first --against index."""
+    import numpy as np
+
+    from .stages import excluded_from_pairs, user_ids_wanted
+    from .stages.against import update_index
+    from .stages.layout import Corpus
+    from .stages.read import DocStore
+    corpus = Corpus(ctx.work, ctx.config, ctx.work.plan(ctx.sources))
+    removed = [pq.read_table(p, columns=["doc", "removed"]) for p in ctx.work.parts("clusters")]
+    dropped = np.concatenate([excluded_from_pairs(ctx, corpus)] + [
+        t.filter(t.column("removed")).column("doc").to_numpy() for t in removed])
+    store = DocStore(ctx.work.path, corpus.block_start, ctx.config.num_perm)
+    return update_index(ctx, store, np.unique(dropped), user_ids_wanted(ctx))
 
 
 def _result(kind, tables, source, ctx, output) -> DedupResult:

@@ -248,6 +248,7 @@ class AuditResult:
     pairs: Dict[str, np.ndarray] = field(repr=False)
     seconds: Dict[str, float] = field(default_factory=dict)
     options: Dict[str, Any] = field(default_factory=dict)
+    ids: Optional[Sequence[str]] = field(default=None, repr=False)  # of the documents, when given
 
     @property
     def sampled_pairs(self) -> int:
@@ -290,6 +291,10 @@ class AuditResult:
                 "candidate": self.pairs["candidate"].astype(bool).tolist(),
                 "weight": self.pairs["weight"].tolist(),
             }
+            if self.ids is not None:
+                d["pairs"]["columns"][2:2] = ["left_id", "right_id"]
+                d["pairs"]["left_id"] = [self.ids[i] for i in d["pairs"]["left"]]
+                d["pairs"]["right_id"] = [self.ids[i] for i in d["pairs"]["right"]]
         return _json_safe(d)
 
 
@@ -350,7 +355,7 @@ def _allocate(pool_counts: np.ndarray, budget: int) -> np.ndarray:
 
 def audit_texts(texts, config=None, *, sample: int = 5000, bins: int = 10, aux_perm: int = 32,
                 probe_positions: int = 8, uniform_pairs: Optional[int] = None, run_cap: int = 2000,
-                **options) -> AuditResult:
+                ids: Optional[Sequence[str]] = None, **options) -> AuditResult:
     """Measure the S-curve of (bands, rows) on ``texts`` (a list of str or a pyarrow string array).
 
     ``config``: a :class:`neardup.config.Config` (threshold, num_perm, bands, rows, ngram,
@@ -364,9 +369,13 @@ def audit_texts(texts, config=None, *, sample: int = 5000, bins: int = 10, aux_p
         used to find similar pairs.
     uniform_pairs: random pairs in the pool (default: max(20 * sample, 50000)).
     run_cap: at most this many pairs from the documents that share one sketch value.
+    ids: one id per text (``read_texts(..., with_ids=True)``); ``to_dict()`` then names the
+        sampled pairs by id too (``left_id``, ``right_id``), not only by position.
     """
     t_start = time.perf_counter()
     cfg = _make_config(config, options)
+    if ids is not None and len(ids) != len(texts):
+        raise ConfigError(f"ids must have one id per text: {len(ids)} ids for {len(texts)} texts")
     for name, value, lo in (("sample", sample, 1), ("bins", bins, 1), ("aux_perm", aux_perm, 1),
                             ("probe_positions", probe_positions, 1), ("run_cap", run_cap, 1)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
@@ -524,7 +533,8 @@ def audit_texts(texts, config=None, *, sample: int = 5000, bins: int = 10, aux_p
         seconds=seconds,
         options={"bins": int(bins), "aux_perm": int(aux_perm), "probe_positions": int(probe_positions),
                  "uniform_pairs": int(n_uniform), "run_cap": int(run_cap),
-                 "min_recall": float(cfg.min_recall), "punctuation": cfg.punctuation})
+                 "min_recall": float(cfg.min_recall), "punctuation": cfg.punctuation},
+        ids=None if ids is None else [str(i) for i in ids])
 
 
 # --------------------------------------------------------------------------------------------
@@ -636,9 +646,14 @@ def plot_audit(result: AuditResult, path: str) -> str:
 
 
 def read_texts(inputs: Sequence[str], *, text_column: str = "text", max_docs: Optional[int] = None,
-               on_error: str = "fail", batch_size: int = 8192):
+               on_error: str = "fail", batch_size: int = 8192, id_column: Optional[str] = None,
+               with_ids: bool = False):
     """The texts of the first ``max_docs`` documents of ``inputs`` (files, folders, globs) as one
-    pyarrow large_string array, read through :mod:`neardup.io`."""
+    pyarrow large_string array, read through :mod:`neardup.io`.
+
+    ``with_ids``: return ``(texts, ids)``, the ids as ``neardup dedup`` names the documents: the
+    ``id_column`` value, else ``FILE:LINE`` (JSONL, from 1) or ``FILE:ROW`` (from 0), or the name
+    of a text file."""
     import pyarrow as pa
     try:
         from .io import discover, read_source
@@ -646,12 +661,13 @@ def read_texts(inputs: Sequence[str], *, text_column: str = "text", max_docs: Op
         raise ConfigError("reading files needs neardup.io, which this installation lacks") from None
     sources = discover(list(inputs))
     chunks = []
+    ids: List[str] = []
     count = 0
     for i, src in enumerate(sources):
         if max_docs is not None and count >= max_docs:
             break
         for batch in read_source(src, i, text_column=text_column, on_error=on_error,
-                                 batch_size=batch_size):
+                                 batch_size=batch_size, id_column=id_column):
             text = batch.text
             if isinstance(text, pa.ChunkedArray):
                 text = text.combine_chunks()
@@ -659,9 +675,17 @@ def read_texts(inputs: Sequence[str], *, text_column: str = "text", max_docs: Op
                 text = text.slice(0, max_docs - count)
             if len(text):
                 chunks.append(text.cast(pa.large_string()))
+                if with_ids:
+                    rows = batch.rows[:len(text)].tolist()
+                    if batch.ids is not None:
+                        ids.extend(batch.ids.slice(0, len(text)).to_pylist())
+                    elif src.format == "text":
+                        ids.extend([src.name] * len(rows))
+                    else:  # as the dedup names them: JSONL lines from 1, rows from 0
+                        first = 1 if src.format == "jsonl" else 0
+                        ids.extend(f"{src.name}:{r + first}" for r in rows)
                 count += len(text)
             if max_docs is not None and count >= max_docs:
                 break
-    if not chunks:
-        return pa.array([], type=pa.large_string())
-    return pa.concat_arrays(chunks)
+    texts = pa.concat_arrays(chunks) if chunks else pa.array([], type=pa.large_string())
+    return (texts, ids) if with_ids else texts

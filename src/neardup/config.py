@@ -10,7 +10,7 @@ import dataclasses
 import json
 import os
 from dataclasses import InitVar, dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 
 from .errors import ConfigError
@@ -64,6 +64,10 @@ class Config:
     Execution
         workers: threads for the compiled kernels (``None``: every core).
         engine: ``local`` or ``ray``; ray_address joins an existing Ray cluster.
+    Indexes
+        against: indexes (folders or ``redis://`` URLs) of documents kept before: a document that
+            is a near-duplicate of an indexed one is removed, the indexed one its representative.
+        update_index: after a successful run, add the kept documents to the first of them.
     """
 
     threshold: float = 0.8
@@ -91,8 +95,16 @@ class Config:
     workers: Optional[int] = None
     engine: str = "local"
     ray_address: Optional[str] = None
+    against: Tuple[str, ...] = ()
+    update_index: bool = False
 
     def __post_init__(self, remove_punctuation: Optional[bool]) -> None:
+        if isinstance(self.against, (str, os.PathLike)):
+            object.__setattr__(self, "against", (os.fspath(self.against),))
+        else:
+            object.__setattr__(self, "against", tuple(os.fspath(a) for a in (self.against or ())))
+        if self.update_index and not self.against:
+            raise ConfigError("update_index needs an index to update: give against=INDEX (--against INDEX)")
         if remove_punctuation is not None or self.punctuation not in PUNCTUATION_MODES:
             from .shingles import punctuation_mode
             try:

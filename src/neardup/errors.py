@@ -13,3 +13,7 @@ class ConfigError(NeardupError, ValueError):
 
 class InputError(NeardupError):
     """Input that cannot be read: the message names the file and, where it applies, the line or row."""
+
+
+class StorageError(NeardupError):
+    """An index's storage cannot be used: missing, damaged, or its server cannot be reached."""

@@ -1,4 +1,5 @@
-"""Progress bars on stderr (tqdm), silenced by ``quiet``."""
+"""Progress on stderr, silenced by ``quiet``: tqdm bars on a terminal, plain lines elsewhere (a log
+file must not fill with carriage-return redraws)."""
 
 from __future__ import annotations
 
@@ -27,12 +28,109 @@ class _Null:
         return False
 
 
+class _Lines:
+    """A progress "bar" for a stderr that is not a terminal (a log file, CI, a batch job): no
+    carriage returns, only whole lines; one when the stage ends, and one every ``every``
+    seconds while it runs."""
+
+    def __init__(self, desc: str, total=None, unit: str = "doc", every: float = 30.0, file=None):
+        import time
+        self.desc, self.total, self.unit, self.every = desc, total, unit, every
+        self.file = file if file is not None else sys.stderr
+        self.n = 0
+        self.postfix = ""
+        self._clock = time.monotonic
+        self.start = self._last = self._clock()
+        self.closed = False
+
+    def _line(self, done: bool, now: float) -> None:
+        secs = now - self.start
+        count = f"{self.n:,}" if done or not self.total else f"{self.n:,}/{int(self.total):,}"
+        extra = f" ({self.postfix})" if self.postfix else ""
+        what = f"{self.desc} done: {count} {self.unit} in" if done else f"{self.desc}: {count} {self.unit} after"
+        print(f"neardup: {what} {secs:.1f} s{extra}", file=self.file, flush=True)
+
+    def update(self, n=1):
+        self.n += n
+        now = self._clock()
+        if now - self._last >= self.every:
+            self._last = now
+            self._line(False, now)
+
+    def refresh(self):
+        pass
+
+    def set_postfix_str(self, s, refresh=True):
+        self.postfix = s
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            self._line(True, self._clock())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:  # the error says what happened; no "done" line before it
+            self.closed = True
+        return False
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+# Set by the command line while a run compiles the kernels first: a rate measured over compile
+# time would read as a slow tool ("38 doc/s"), so the bars show no rate and say why.
+_compiling = False
+_notice = None  # a line to print before the first bar, once: the run has got past its checks
+
+
+class compiling:
+    """Context manager: the bars opened inside it show no rate, and say "compiling first";
+    ``notice`` is printed when the first of them opens (a run that stops at an error before any
+    work shows the error alone)."""
+
+    def __init__(self, notice: str = ""):
+        self.notice = notice
+
+    def __enter__(self):
+        global _compiling, _notice
+        _compiling, _notice = True, self.notice or None
+        return self
+
+    def __exit__(self, *exc):
+        global _compiling, _notice
+        _compiling, _notice = False, None
+        return False
+
+
+_NO_RATE = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}, compiling first]"
+
+
 def bar(desc: str, total=None, unit: str = "doc", quiet: bool = False):
+    """A progress bar on stderr: tqdm's on a terminal, plain lines (:class:`_Lines`) otherwise,
+    nothing when ``quiet``."""
+    global _notice
     if quiet:
         return _Null()
+    if _notice:
+        print(_notice, file=sys.stderr, flush=True)
+        _notice = None
+    if not _is_terminal(sys.stderr):
+        return _Lines(desc + (" (compiling first)" if _compiling else ""), total=total, unit=unit)
     from tqdm.auto import tqdm
+    extra = {"bar_format": _NO_RATE} if _compiling and total else {}
+    if _compiling and not total:
+        desc += " (compiling first)"
     return tqdm(total=total, desc=desc, unit=unit, unit_scale=(unit == "doc"), file=sys.stderr, dynamic_ncols=True,
-                leave=True, mininterval=0.5)
+                leave=True, mininterval=0.5, **extra)
 
 
 # --------------------------------------------------------------------------- Ctrl-C at safe points

@@ -17,15 +17,16 @@ from ..errors import NeardupError
 
 def build_parser() -> argparse.ArgumentParser:
     from .._version import __version__
-    parser = argparse.ArgumentParser(
+    from .parser import ArgumentParser
+    parser = ArgumentParser(
         prog="neardup",
         description="Find and remove near-duplicate documents with MinHash LSH.",
         epilog="Run 'neardup COMMAND --help' for the options of each command.")
     parser.add_argument("--version", action="version", version=f"neardup {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    from . import audit, dedup, params, report
-    for module in (dedup, params, report, audit):
+    from . import audit, dedup, index, params, report
+    for module in (dedup, params, report, audit, index):
         module.register(sub)
     return parser
 

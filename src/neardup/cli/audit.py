@@ -23,19 +23,19 @@ def register(sub) -> None:
                     "the expected share of near-duplicate pairs a dedup would miss.",
         formatter_class=HelpFormatter)
     p.add_argument("inputs", nargs="+", metavar="INPUT",
-                   help="input files or folders (JSONL, Parquet, text), as for 'neardup dedup'")
-    p.add_argument("--sample", type=int, default=5000, metavar="N",
+                   help="input files or folders (JSONL, Parquet, CSV/TSV, text), as for 'neardup dedup'")
+    p.add_argument("--sample", type=int, default=5000,
                    help="pairs to check, spread over the similarity bins (more: tighter intervals)")
-    p.add_argument("--threshold", type=float, default=0.8, metavar="T",
+    p.add_argument("--threshold", type=float, default=0.8,
                    help="Jaccard similarity in (0, 1] at or above which a pair is a near-duplicate")
-    p.add_argument("--num-perm", type=int, default=128, metavar="K", help="MinHash signature length")
-    p.add_argument("--bands", type=int, default=None, metavar="B",
+    p.add_argument("--num-perm", type=int, default=128, help="MinHash signature length")
+    p.add_argument("--bands", type=int, default=None,
                    help="LSH bands (with --rows); default: what the dedup would choose")
-    p.add_argument("--rows", type=int, default=None, metavar="R",
+    p.add_argument("--rows", type=int, default=None,
                    help="rows per band (with --bands)")
-    p.add_argument("--min-recall", type=float, default=DEFAULT_MIN_RECALL, metavar="P",
-                   help="when bands and rows are chosen: demand P(candidate | threshold) >= P")
-    p.add_argument("--ngram", type=int, default=5, metavar="N", help="tokens per shingle")
+    p.add_argument("--min-recall", type=float, default=DEFAULT_MIN_RECALL,
+                   help="when bands and rows are chosen: demand P(candidate | threshold) >= MIN_RECALL")
+    p.add_argument("--ngram", type=int, default=5, help="tokens per shingle")
     p.add_argument("--char-ngrams", action="store_true",
                    help="shingle on characters instead of words")
     p.add_argument("--no-nfkc", dest="normalize_unicode", action="store_false",
@@ -49,14 +49,18 @@ def register(sub) -> None:
     p.add_argument("--keep-whitespace", dest="collapse_whitespace", action="store_false",
                    help="with --char-ngrams: keep every white-space character (as 'neardup dedup "
                         "--keep-whitespace')")
-    p.add_argument("--text-column", default="text", metavar="NAME",
+    p.add_argument("--text-column", default="text",
                    help="the field holding the text in JSONL / Parquet input")
-    p.add_argument("--seed", type=int, default=42, metavar="S",
+    p.add_argument("--id-column", default=None,
+                   help="the field holding a unique document id, as for 'neardup dedup' (default: "
+                        "an 'id' field in every input, else FILE:LINE / FILE:ROW); the --json output names "
+                        "each sampled pair by these ids")
+    p.add_argument("--seed", type=int, default=42,
                    help="seed of the hashes (use the dedup's) and of the pair sampling")
-    p.add_argument("--bins", type=int, default=10, metavar="N",
+    p.add_argument("--bins", type=int, default=10,
                    help="equal-width similarity bins on [0, 1]")
-    p.add_argument("--max-docs", type=int, default=100_000, metavar="M",
-                   help="read at most this many documents (the first M)")
+    p.add_argument("--max-docs", type=int, default=100_000,
+                   help="read at most this many documents (the first ones)")
     p.add_argument("--on-error", choices=("fail", "skip"), default="fail",
                    help="on a record that cannot be read: stop, or skip it")
     p.add_argument("--json", default=None, metavar="FILE",
@@ -86,16 +90,21 @@ def run_audit(args: argparse.Namespace) -> int:
             raise ConfigError(f"cannot write {args.json}: the folder {d} does not exist")
     cfg = Config(threshold=args.threshold, num_perm=args.num_perm, bands=args.bands, rows=args.rows,
                  min_recall=args.min_recall, ngram=args.ngram, char_ngrams=args.char_ngrams,
-                 seed=args.seed, text_column=args.text_column,
+                 seed=args.seed, text_column=args.text_column, id_column=args.id_column,
                  normalize_unicode=args.normalize_unicode, lowercase=args.lowercase,
                  punctuation=args.punctuation,
                  collapse_whitespace=args.collapse_whitespace)
-    texts = read_texts(args.inputs, text_column=args.text_column, max_docs=args.max_docs,
-                       on_error=args.on_error)
+    id_column = args.id_column
+    if id_column is None:  # as the dedup does: an `id` field in every input is the id
+        from ..api import every_record_has_an_id
+        from ..io import discover
+        id_column = "id" if every_record_has_an_id(discover(args.inputs)) else None
+    texts, ids = read_texts(args.inputs, text_column=args.text_column, max_docs=args.max_docs,
+                            on_error=args.on_error, id_column=id_column, with_ids=True)
     if len(texts) < 2:
         raise InputError(f"the audit needs at least 2 documents; read {len(texts)} from "
                          f"{', '.join(args.inputs)}")
-    result = audit_texts(texts, cfg, sample=args.sample, bins=args.bins)
+    result = audit_texts(texts, cfg, sample=args.sample, bins=args.bins, ids=ids)
     if args.json == "-":
         print(json.dumps(result.to_dict(), indent=1))
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from .formatting import HelpFormatter
@@ -11,9 +12,10 @@ from ..params import DEFAULT_MIN_RECALL
 def register(sub) -> None:
     p = sub.add_parser(
         "dedup", help="remove near-duplicate documents from files",
-        description="Remove near-duplicate documents. Reads JSONL (.jsonl, .json, gzip .gz or zstd .zst), "
-                    "Parquet, or plain text files (one document per file), writes the kept corpus and a "
-                    "record of every removal to --output.",
+        description="Remove near-duplicate documents. Reads JSONL (.jsonl, .json), CSV (.csv) and TSV "
+                    "(.tsv) with a header line, each also gzip (.gz) or zstd (.zst) compressed, Parquet, "
+                    "or plain text files (one document per file), writes the kept corpus and a record of "
+                    "every removal to --output.",
         formatter_class=HelpFormatter)
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="files, folders (read recursively in sorted path order) or globs")
@@ -46,9 +48,10 @@ def register(sub) -> None:
                    help="how often members of a bucket that failed against its anchor are re-anchored")
     g.add_argument("--seed", type=int, default=42, help="seed of shingle hashes, permutations and band keys")
     g = p.add_argument_group("input and output")
-    g.add_argument("--text-column", default="text", help="field holding the text in JSONL and Parquet input")
+    g.add_argument("--text-column", default="text", help="field holding the text in JSONL, Parquet and CSV/TSV input")
     g.add_argument("--id-column", default=None,
-                   help="field holding a unique document id (default: FILE:ROW, or the path for text files)")
+                   help="field holding a unique document id (default: an 'id' field when every input has "
+                        "one, else FILE:LINE for JSONL, FILE:ROW for Parquet and CSV, the path for text files)")
     g.add_argument("--keep", default="first",
                    help="which document of a cluster to keep: first (input order), longest, or score:COLUMN (highest)")
     g.add_argument("--on-error", choices=["fail", "skip"], default="fail",
@@ -63,27 +66,72 @@ def register(sub) -> None:
                    help="run on this machine, or on a Ray cluster (pip install 'neardup[ray]')")
     g.add_argument("--ray-address", default=None,
                    help="with --engine ray: address of a running cluster (default: start a local Ray instance)")
-    g.add_argument("--work-dir", default=None,
+    g.add_argument("--work-dir", default=None, metavar="DIR",
                    help="folder for stage files (default: OUTPUT/.neardup-work, removed after success)")
     g.add_argument("--overwrite", action="store_true",
                    help="replace the results of an earlier run in --output (without it such a folder is refused)")
     g.add_argument("--resume", action="store_true",
                    help="continue an interrupted run from its last finished stage (same inputs and options)")
     g.add_argument("--quiet", "-q", action="store_true", help="no progress bars and no summary")
+    g = p.add_argument_group("indexes")
+    g.add_argument("--against", action="append", default=[],
+                   help="an index (folder or redis://HOST:PORT/DB, see 'neardup index') of documents kept before: "
+                        "a document that is a near-duplicate of an indexed one is removed, the indexed one named "
+                        "as its representative; may be given several times")
+    g.add_argument("--update-index", action="store_true",
+                   help="after a successful run, add the kept documents to the first --against index "
+                        "(one new segment)")
     p.set_defaults(func=run_dedup)
 
 
 CONFIG_ARGS = ("threshold", "num_perm", "bands", "rows", "min_recall", "ngram", "char_ngrams", "normalize_unicode",
                "lowercase", "punctuation", "collapse_whitespace", "verify", "max_anchor_rounds", "seed",
                "text_column", "id_column", "keep", "on_error", "output_format", "batch_size", "workers", "engine",
-               "ray_address")
+               "ray_address", "against", "update_index")
 
 
 def run_dedup(args) -> int:
     from ..api import dedup, format_summary
+    from ..progress import compiling
     options = {k: getattr(args, k) for k in CONFIG_ARGS}
-    result = dedup(args.inputs, output=args.output, work_dir=args.work_dir, resume=args.resume, overwrite=args.overwrite,
-                   quiet=args.quiet, **options)
+    cold = not args.quiet and kernels_cold()
+    with compiling(COMPILING_NOTICE) if cold else contextlib.nullcontext():
+        result = dedup(args.inputs, output=args.output, work_dir=args.work_dir, resume=args.resume,
+                       overwrite=args.overwrite, quiet=args.quiet, **options)
     if not args.quiet:
         print(format_summary(result.stats, result.output), file=sys.stderr)
+    problem = all_rejected(result)
+    if problem:
+        print(f"neardup: error: {problem}", file=sys.stderr)
+        return 2
     return 0
+
+
+COMPILING_NOTICE = "neardup: compiling the kernels (once per version, 10-40 s; later runs start at once) ..."
+
+
+def kernels_cold() -> bool:
+    """Whether this run compiles the kernels first (the first run of this version): it then says
+    so once, when its work starts, and its progress bars show no rate (it would count the
+    compile time)."""
+    from .. import _kernels_cached
+    return not _kernels_cached()
+
+
+def all_rejected(result) -> str:
+    """The one-line error of a run that read input but rejected every record (with
+    ``--on-error skip`` it would otherwise look like a success that kept nothing), or ''."""
+    c = result.stats["counts"]
+    if not c["input"] or c["kept"] + c["removed"] or c["rejected"] != c["input"]:
+        return ""
+    line = f"every record was rejected ({c['rejected']:,} of {c['input']:,}; see {result.output}/rejected.parquet)"
+    rejected = result.rejected
+    if rejected is not None and rejected.num_rows:
+        from ..io.sources import detect_format
+        first = rejected.slice(0, 1).to_pylist()[0]
+        where, row = first.get("source") or "?", first.get("row")
+        if row is not None:  # the numbering of the error messages: JSONL lines from 1, rows from 0
+            fmt = detect_format(where)[0]
+            where = f"{where}:{row + 1}" if fmt == "jsonl" else where if fmt == "text" else f"{where}: row {row}"
+        line += f"; the first: {where}: {first.get('reason')}"
+    return line

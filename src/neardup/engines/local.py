@@ -22,7 +22,8 @@ from ..bands import bucket_runs
 from ..clusters import keep_order
 from ..hashing import kernel_threads
 from ..progress import bar, check_interrupt
-from ..stages import RunContext, finish_read, finish_write, run_stages, user_ids_wanted
+from ..stages import (RunContext, excluded_from_pairs, finish_clusters, finish_read, finish_write, run_stages,
+                      user_ids_wanted)
 from ..stages.clusters import select_partition
 from ..stages.layout import MEMBERS_SCHEMA, PAIRS_SCHEMA, Corpus
 from ..stages.pairs import distinct_pairs, make_verifier, search_partition
@@ -93,8 +94,7 @@ def stage_pairs(ctx: RunContext) -> dict:
     ctx.work.stage_dir("pairs", fresh=True)
     corpus, store = _corpus(ctx)
     eligible = corpus.column("count") > 0
-    rejected = [d[0] for d in ctx.work.info("read")["rejected_documents"]]
-    eligible[np.array(rejected, np.int64)] = False
+    eligible[excluded_from_pairs(ctx, corpus)] = False
     with bar("candidates + verify", total=2, unit="step", quiet=ctx.quiet) as progress:
         rank = keep_order(corpus.n, cfg.keep, lengths=corpus.column("length") if cfg.keep == "longest" else None,
                           scores=corpus.column("score") if cfg.score_column else None)
@@ -124,7 +124,7 @@ def stage_clusters(ctx: RunContext) -> dict:
     members, counts = select_partition(docs, attrs, user_ids, left, right, pairs.column("similarity").to_numpy(),
                                        cfg, ctx.sources)
     write_parquet(members, ctx.work.part_path("clusters", 0))
-    return counts
+    return finish_clusters(ctx, corpus, counts)
 
 
 def stage_write(ctx: RunContext) -> dict:

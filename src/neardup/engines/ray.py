@@ -50,7 +50,8 @@ from ..hashing import kernel_threads, mix64
 from ..io import fs
 from ..io.tables import read_table
 from ..progress import bar, check_interrupt
-from ..stages import RunContext, finish_read, finish_write, run_stages, user_ids_wanted
+from ..stages import (RunContext, excluded_from_pairs, finish_clusters, finish_read, finish_write, run_stages,
+                      user_ids_wanted)
 from ..stages.clusters import merge_counts, select_partition
 from ..stages.layout import PAIRS_SCHEMA, Corpus, fixed_binary_numpy
 from ..stages.pairs import CHECKED_SCHEMA, distinct_pairs, keep_rank, make_verifier, search_partition
@@ -441,7 +442,7 @@ def stage_pairs(ctx: RunContext, env: _Session) -> dict:
     cfg = ctx.config
     ctx.work.stage_dir("pairs", fresh=True)
     corpus, store = _store(ctx)
-    rejected = np.array(sorted(d[0] for d in ctx.work.info("read")["rejected_documents"]), np.int64)
+    rejected = excluded_from_pairs(ctx, corpus)
     info = {"candidate_pairs": 0, "verified_pairs": 0, "buckets": 0, "anchor_rounds": 0, "truncated_buckets": 0,
             "verifications": 0}
     eligible = corpus.n - len(rejected)
@@ -578,14 +579,13 @@ def _select(table: pa.Table, *, store: DocStore, config, sources, work, with_ids
 
 
 def stage_clusters(ctx: RunContext, env: _Session) -> dict:
-    ray = env.ray
     cfg = ctx.config
     ctx.work.stage_dir("clusters", fresh=True)
-    _, store = _store(ctx)
+    corpus, store = _store(ctx)
     files = ctx.work.parts("pairs")
     verified = int(ctx.work.info("pairs")["verified_pairs"])
     if not verified:
-        return merge_counts([])
+        return finish_clusters(ctx, corpus, merge_counts([]))
     parts = env.parts(verified * 48)
     pairs = _read_parts(files)
     edges = pairs.map_batches(lambda t: pa.table({"hi": t.column("right"), "lo": t.column("left"),
@@ -606,7 +606,8 @@ def stage_clusters(ctx: RunContext, env: _Session) -> dict:
               config=cfg, sources=_lite_sources(ctx), work=ctx.work, with_ids=user_ids_wanted(ctx))
     summary = _collect(ds, SELECT_SUMMARY)
     _one_call_per_partition(summary, "cluster")
-    return {**merge_counts([json.loads(c) for c in summary.column("counts").to_pylist()]), "cc_rounds": rounds}
+    return finish_clusters(ctx, corpus, {**merge_counts([json.loads(c) for c in summary.column("counts").to_pylist()]),
+                                         "cc_rounds": rounds})
 
 
 # --------------------------------------------------------------------------- stage: write

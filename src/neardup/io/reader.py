@@ -141,7 +141,7 @@ def _check_record(obj: Any, ctx: _Ctx) -> Tuple[Optional[str], Any, Any, float]:
         return f"not a JSON object (got {_type_name(obj)})", None, None, math.nan
     tc = ctx.text_column
     if tc not in obj:
-        return f"text field {tc!r} is missing", None, None, math.nan
+        return f"text field {tc!r} is missing" + _missing_text_hint(obj), None, None, math.nan
     text = obj[tc]
     if text is None:
         return f"text field {tc!r} is null", None, None, math.nan
@@ -183,6 +183,18 @@ def _check_record(obj: Any, ctx: _Ctx) -> Tuple[Optional[str], Any, Any, float]:
     return None, text, idv, score
 
 
+def _missing_text_hint(obj: dict) -> str:
+    """What to do about a record without the text field: the fields it has, and the option to
+    name the right one (the longest string field is the likeliest)."""
+    names = list(obj)
+    if not names:
+        return " (the record has no fields)"
+    listing = ", ".join(map(str, names[:20])) + (f", ... ({len(names)} in all)" if len(names) > 20 else "")
+    strings = [k for k, v in obj.items() if isinstance(v, str)]
+    guess = max(strings, key=lambda k: len(obj[k])) if strings else "NAME"
+    return f" (fields: {listing}; name the text field with --text-column {guess})"
+
+
 def _encodable(s: str) -> bool:
     if s.isascii():
         return True
@@ -200,7 +212,9 @@ def _json_reason(line: bytes) -> Tuple[Optional[str], Any]:
     except UnicodeDecodeError as e:  # pragma: no cover - lines are validated before
         return f"invalid UTF-8 at byte {e.start}", None
     except json.JSONDecodeError as e:
-        return f"broken JSON ({e.msg} at column {e.colno})", None
+        # some of json's messages end in "at" ("Invalid control character at"): say it once
+        msg = e.msg.removesuffix(" at")
+        return f"broken JSON ({msg} at column {e.colno})", None
     except RecursionError:
         return "broken JSON (nested too deeply)", None
 
@@ -436,7 +450,11 @@ def _column_problem(ctx: _Ctx, schema: pa.Schema) -> Optional[str]:
         if col is None:
             continue
         if col not in names:
-            return f"no column {col!r} (columns: {listing})"
+            hint = ""
+            if role in ("text", "id"):
+                guess = _likely_text_column(schema) if role == "text" else "NAME"
+                hint = f"; name the {role} column with --{role}-column {guess}"
+            return f"no column {col!r} (columns: {listing}{hint})"
         if names.count(col) > 1:
             return f"column {col!r} appears {names.count(col)} times"
         t = schema.field(col).type
@@ -447,6 +465,21 @@ def _column_problem(ctx: _Ctx, schema: pa.Schema) -> Optional[str]:
         if role == "score" and not _is_numeric(t):
             return f"score column {col!r} is not numeric (type {t})"
     return None
+
+
+_TEXT_NAMES = ("content", "contents", "raw_content", "body", "document", "doc", "article", "passage",
+               "code", "sentence", "review", "comment", "message", "description", "abstract")
+
+
+def _likely_text_column(schema: pa.Schema) -> str:
+    """The string column most likely to hold the text (a usual name, or the only string
+    column), else ``NAME``: what a "no column 'text'" message suggests for --text-column."""
+    strings = [f.name for f in schema if _is_stringlike(f.type)]
+    for name in _TEXT_NAMES:
+        for s in strings:
+            if s.lower() == name:
+                return s
+    return strings[0] if len(strings) == 1 else "NAME"
 
 
 def _plain(arr: pa.Array) -> pa.Array:
@@ -560,6 +593,123 @@ def _read_table(ctx: _Ctx) -> Iterator[Batch]:
         yield from ctx.emit(*parts)
 
 
+# --------------------------------------------------------------------------- CSV / TSV
+
+_CSV_BLOCK = 32 << 20  # pyarrow needs a whole record inside one block: the longest record allowed
+
+
+def csv_options(src: Source, column_types: Dict[str, pa.DataType], include: Optional[List[str]] = None,
+                invalid_row_handler=None):
+    """pyarrow's ``(read, parse, convert)`` options of a CSV / TSV source: a header line, quoted
+    fields may hold newlines, the columns of ``column_types`` as typed and every string kept as
+    read (an empty field is ``""``, never null); UTF-8 is checked per record afterwards.
+    ``invalid_row_handler``: called with a record whose number of fields differs from the
+    header's (None: such a record is an error)."""
+    import pyarrow.csv as pcsv
+
+    read = pcsv.ReadOptions(use_threads=True, block_size=_CSV_BLOCK)
+    parse = pcsv.ParseOptions(delimiter="\t" if src.format == "tsv" else ",", newlines_in_values=True,
+                              invalid_row_handler=invalid_row_handler)
+    convert = pcsv.ConvertOptions(column_types=column_types, include_columns=include or [],
+                                  strings_can_be_null=False, quoted_strings_can_be_null=False,
+                                  check_utf8=False)
+    return read, parse, convert
+
+
+def csv_stream(src: Source):
+    """A pyarrow input stream of the (decompressed) bytes of a CSV / TSV source, local or remote."""
+    raw = _fs.local_path(src.path) if not _fs.is_url(src.path) else _fs.open_input(src.path)
+    return pa.input_stream(raw, compression=src.compression)
+
+
+def csv_header(src: Source) -> List[str]:
+    """The column names of a CSV / TSV source (its first record), read with Python's csv module."""
+    import csv
+    import io
+
+    with csv_stream(src) as f:
+        head = f.read(1 << 20)
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
+    for row in csv.reader(io.StringIO(text, newline=""), delimiter="\t" if src.format == "tsv" else ","):
+        return row
+    return []
+
+
+def _csv_problem(fmt: str, e: BaseException, row0: int) -> str:
+    msg = _one_line(e)
+    if "straddling" in msg:
+        msg = f"a record longer than {_CSV_BLOCK >> 20} MB"
+    where = f"after row {row0}: " if row0 else ""
+    return f"not a readable {fmt.upper()} file ({where}{msg})"
+
+
+def skip_invalid_csv_row(row) -> str:
+    """pyarrow's ``invalid_row_handler`` that skips a record with the wrong number of fields."""
+    return "skip"
+
+
+def _read_csv(ctx: _Ctx) -> Iterator[Batch]:
+    """A CSV / TSV table: one document per record after the header, rows numbered from 0.
+
+    A record whose number of fields differs from the header's is an error, or with
+    ``on_error="skip"`` a rejected entry without a row (pyarrow does not number it; its text is
+    in the reason); the rows of the other records are counted as if it were not there, by the
+    reader and by the writer of the kept records alike.
+    """
+    import pyarrow.csv as pcsv
+
+    src = ctx.src
+    try:
+        names = csv_header(src)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        yield from ctx.problem(f"cannot read file ({_one_line(e)})")
+        return
+    types = {c: (pa.float64() if c == ctx.score_column else pa.string()) for c in _wanted_columns(ctx)}
+    schema = pa.schema([(n, types.get(n, pa.string())) for n in names])
+    reason = _column_problem(ctx, schema)
+    if reason:
+        yield from ctx.problem(reason)
+        return
+    cols = _wanted_columns(ctx)
+    row0 = 0
+    invalid: List[str] = []
+
+    def on_invalid(row) -> str:
+        invalid.append(f"a record of {row.actual_columns} fields, the header has {row.expected_columns}: "
+                       f"{row.text!r}")
+        return skip_invalid_csv_row(row)
+
+    try:
+        stream = csv_stream(src)
+        reader = pcsv.open_csv(stream, *csv_options(src, types, cols, on_invalid if ctx.skip else None))
+    except (pa.ArrowException, OSError, ValueError) as e:
+        yield from ctx.problem(_csv_problem(src.format, e, 0))
+        return
+    try:
+        while True:
+            try:
+                rb = reader.read_next_batch()
+            except StopIteration:
+                break
+            except (pa.ArrowException, OSError, ValueError) as e:
+                yield from ctx.problem(_csv_problem(src.format, e, row0))
+                return
+            if invalid:
+                yield ctx.empty([(None, _one_line(r)) for r in invalid])
+                invalid.clear()
+            if rb.num_rows == 0:
+                continue
+            parts = _arrow_batch(ctx, {c: rb.column(c) for c in cols}, row0)
+            row0 += rb.num_rows
+            yield from ctx.emit(*parts)
+        if invalid:
+            yield ctx.empty([(None, _one_line(r)) for r in invalid])
+    finally:
+        stream.close()
+    if row0 == 0:
+        yield from ctx.problem("empty file (no records)")
+
+
 # --------------------------------------------------------------------------- text files
 
 
@@ -628,4 +778,6 @@ def read_source(src: Source, source_index: int = 0, *, text_column: str = "text"
         return _read_text(ctx)
     if src.format == "table":
         return _read_table(ctx)
+    if src.format in ("csv", "tsv"):
+        return _read_csv(ctx)
     raise ValueError(f"unknown source format {src.format!r}")

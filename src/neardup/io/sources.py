@@ -26,6 +26,10 @@ _JSONL_SUFFIXES: Tuple[Tuple[str, Optional[str]], ...] = (
     (".json", None),
 )
 _PARQUET_SUFFIXES = (".parquet", ".pq")
+# CSV / TSV tables with a header line (format "csv" or "tsv"), optionally compressed.
+_TABLE_SUFFIXES: Tuple[Tuple[str, str, Optional[str]], ...] = tuple(
+    (f".{fmt}{ext}", fmt, comp) for fmt in ("csv", "tsv")
+    for ext, comp in ((".zstd", "zstd"), (".zst", "zstd"), (".gz", "gzip"), ("", None)))
 OUTPUT_FORMATS = ("same", "jsonl", "parquet")
 
 
@@ -37,8 +41,8 @@ class Source:
     name: the path as the user would type it, POSIX separators: the input as given, plus the
         path inside it for a folder. Used in document ids ``NAME:ROW``, messages and rejected.parquet.
     relpath: where its kept records go under ``kept/`` (see :func:`discover`).
-    format: ``jsonl``, ``parquet``, ``text`` (one document per file) or ``table``.
-    compression: ``None``, ``gzip`` or ``zstd`` (JSONL only).
+    format: ``jsonl``, ``parquet``, ``csv``, ``tsv``, ``text`` (one document per file) or ``table``.
+    compression: ``None``, ``gzip`` or ``zstd`` (JSONL, CSV and TSV only).
     table: the ``pyarrow.Table`` of a ``table`` source.
     """
 
@@ -58,6 +62,9 @@ def detect_format(filename: str) -> Tuple[str, Optional[str]]:
             return "jsonl", compression
     if low.endswith(_PARQUET_SUFFIXES):
         return "parquet", None
+    for suffix, fmt, compression in _TABLE_SUFFIXES:
+        if low.endswith(suffix):
+            return fmt, compression
     return "text", None
 
 
@@ -70,6 +77,10 @@ def _data_suffix_len(relpath: str, fmt: str) -> int:
                 return len(suffix)
     elif fmt == "parquet":
         for suffix in _PARQUET_SUFFIXES:
+            if low.endswith(suffix):
+                return len(suffix)
+    elif fmt in ("csv", "tsv"):
+        for suffix, _, _ in _TABLE_SUFFIXES:
             if low.endswith(suffix):
                 return len(suffix)
     return 0
@@ -222,8 +233,8 @@ def discover(inputs: Sequence[str]) -> List[Source]:
     entries and ``__pycache__``) or a glob (``glob.glob(recursive=True)``, sorted; a folder it
     matches is walked like a folder input, except for ``**`` globs, which already match the
     files inside). The format comes from the extension: ``.jsonl .json`` (optionally ``.gz``,
-    ``.zst``, ``.zstd``) are JSON Lines, ``.parquet .pq`` Parquet, anything else one text
-    document per file.
+    ``.zst``, ``.zstd``) are JSON Lines, ``.parquet .pq`` Parquet, ``.csv .tsv`` (optionally
+    compressed the same way) tables with a header line, anything else one text document per file.
 
     ``relpath`` (the name under ``kept/``) is the path inside a folder input, or the base name
     of a file / glob match; when two sources would collide, each of them falls back to its

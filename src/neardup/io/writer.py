@@ -297,6 +297,85 @@ def _parquet_to_jsonl(src: Source, keep: np.ndarray, out: BinaryIO) -> int:
     return n
 
 
+# --------------------------------------------------------------------------- CSV / TSV
+
+
+def _csv_rows(src: Source, keep: np.ndarray) -> Iterator[pa.RecordBatch]:
+    """The kept records of a CSV / TSV source, every column as the string it was, in order;
+    the first batch is empty (it carries the schema, for the header of an empty output)."""
+    import pyarrow.csv as pcsv
+
+    from .reader import csv_header, csv_options, csv_stream, skip_invalid_csv_row
+
+    try:
+        names = csv_header(src)
+        stream = csv_stream(src)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise InputError(f"{src.name}: cannot read file ({_one_line(e)})") from None
+    row0 = 0
+    k = 0
+    try:
+        # the records the reader rejected for their number of fields are skipped here too
+        reader = pcsv.open_csv(stream, *csv_options(src, {n: pa.string() for n in names},
+                                                     invalid_row_handler=skip_invalid_csv_row))
+        yield pa.RecordBatch.from_pylist([], schema=reader.schema)
+        while k < len(keep):
+            try:
+                rb = reader.read_next_batch()
+            except StopIteration:
+                break
+            n = rb.num_rows
+            hi = int(np.searchsorted(keep, row0 + n))
+            if hi > k:
+                idx = keep[k:hi] - row0
+                yield rb if len(idx) == n else rb.take(pa.array(idx))
+            k = hi
+            row0 += n
+    except (pa.ArrowException, OSError) as e:
+        raise InputError(f"{src.name}: not a readable {src.format.upper()} file "
+                         f"(after row {row0}: {_one_line(e)})") from None
+    finally:
+        stream.close()
+    if k < len(keep):
+        raise ValueError(f"keep_rows has row {int(keep[k])} but {src.name} has {row0} rows")
+
+
+def _write_csv(src: Source, keep: np.ndarray, out: BinaryIO, target: str) -> int:
+    """Kept CSV / TSV records as ``target``: the same format (a header, then the records with
+    every field quoted; same compression), JSONL (one object of strings per record) or Parquet
+    (string columns)."""
+    import pyarrow.csv as pcsv
+
+    batches = _csv_rows(src, keep)
+    schema = next(batches).schema
+    if target == "parquet":
+        return _write_parquet_batches(out, schema, batches, "snappy")
+    n = 0
+    sink = _ByteSink(out, src.compression if target in ("csv", "tsv") else None)
+    try:
+        if target in ("csv", "tsv"):
+            opts = pcsv.WriteOptions(include_header=True, delimiter="\t" if target == "tsv" else ",")
+            buf = pa.BufferOutputStream()
+            pcsv.write_csv(pa.Table.from_batches([], schema=schema), buf, opts)
+            sink.write(buf.getvalue().to_pybytes())
+            opts = pcsv.WriteOptions(include_header=False, delimiter=opts.delimiter)
+        for rb in batches:
+            if rb.num_rows == 0:
+                continue
+            if target in ("csv", "tsv"):
+                buf = pa.BufferOutputStream()
+                pcsv.write_csv(rb, buf, opts)
+                sink.write(buf.getvalue().to_pybytes())
+            else:
+                lines = [json.dumps(row, ensure_ascii=False) for row in rb.to_pylist()]
+                lines.append("")
+                sink.write("\n".join(lines).encode("utf-8"))
+            n += rb.num_rows
+    finally:
+        sink.close()
+    return n
+
+
 def _read_text_file(src: Source) -> str:
     try:
         with _fs.open_input(src.path) as f:
@@ -320,7 +399,9 @@ def write_kept(src: Source, keep_rows, out_path: str, *, output_format: str = "s
     text file is copied when row 0 is kept (nothing is written otherwise). ``jsonl`` /
     ``parquet`` convert: Parquet rows become ``json.dumps`` lines, JSONL records become a
     Parquet table (one schema inferred over all kept records), a text file becomes the record
-    ``{"id": src.name, "text": content}``. ``text_column`` / ``id_column`` are accepted for
+    ``{"id": src.name, "text": content}``. CSV / TSV records are parsed and written again (a
+    header, every field quoted, the values as they were; as ``jsonl``: objects of strings).
+    ``text_column`` / ``id_column`` are accepted for
     symmetry with :func:`read_source`; every field is written as it was.
 
     ``capture`` (JSONL copied as is only): a dict whose keys are rows; the raw bytes of those
@@ -386,5 +467,9 @@ def write_kept(src: Source, keep_rows, out_path: str, *, output_format: str = "s
                     conform=lambda t: t if t.schema.equals(schema, check_metadata=False)
                     else t.cast(schema))
             return _parquet_to_jsonl(src, keep, out)
+
+    if src.format in ("csv", "tsv"):
+        with _fs.atomic_write(out_path) as out:
+            return _write_csv(src, keep, out, target)
 
     raise ValueError(f"unknown source format {src.format!r}")

@@ -15,6 +15,7 @@ a resumed run has done, and the end of the read and write stages.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
@@ -100,6 +101,29 @@ def finish_read(ctx: RunContext, blocks: Sequence[Sequence[int]], blocks_read: i
             "per_source": corpus.per_source(len(ctx.sources)), "rejected_records": len(records),
             "rejected_documents": rejected_docs, "positional_ids": positional,
             "empty_kept": int(sum(s["empty"] for s in corpus.summaries)) - empty_rejected}
+
+
+def excluded_from_pairs(ctx: RunContext, corpus: Corpus) -> np.ndarray:
+    """Documents that take no part in the run's own pairs: those rejected after reading
+    (duplicate ids) and those an index already holds (``--against``), ascending."""
+    out = [np.array([d[0] for d in ctx.work.info("read")["rejected_documents"]], np.int64)]
+    if ctx.config.against:
+        from .against import matched_docs
+        out.append(matched_docs(ctx.work.path, corpus.block_start))
+    return np.unique(np.concatenate(out))
+
+
+def finish_clusters(ctx: RunContext, corpus: Corpus, counts: dict) -> dict:
+    """The end of the clusters stage: the documents an index holds join the members, removed
+    (``clusters/part-against.parquet``); returns the stage's counts with them."""
+    if not ctx.config.against:
+        return counts
+    from .against import matched_members
+    from .write import write_parquet
+    store = DocStore(ctx.work.path, corpus.block_start, ctx.config.num_perm)
+    members = matched_members(ctx.work.path, store, user_ids_wanted(ctx), ctx.sources)
+    write_parquet(members, os.path.join(ctx.work.path, "clusters", "part-against.parquet"))
+    return {**counts, "removed": counts["removed"] + members.num_rows, "removed_against_index": members.num_rows}
 
 
 def user_ids_wanted(ctx: RunContext) -> bool:

@@ -65,6 +65,7 @@ def select_partition(docs: np.ndarray, attrs: Dict[str, np.ndarray], user_ids: O
         "similarity": pa.array(sel.similarity), "removed": pa.array(removed), "id": ids,
         "cluster_id": ids.take(pa.array(head)),
         "representative_id": pc.if_else(pa.array(removed), ids.take(pa.array(rep)), pa.nulls(m, pa.string())),
+        "representative_source": pa.nulls(m, pa.string()),
     }, schema=MEMBERS_SCHEMA)
     heads, sizes = np.unique(head, return_counts=True)
     best = heads[np.lexsort((heads, -sizes))][:TOP_CLUSTERS]

@@ -55,7 +55,7 @@ PAIRS_SCHEMA = pa.schema([("left", pa.int64()), ("right", pa.int64()), ("similar
 MEMBERS_SCHEMA = pa.schema([("doc", pa.int64()), ("source", pa.int32()), ("row", pa.int64()),
                             ("cluster", pa.int64()), ("representative", pa.int64()), ("similarity", pa.float64()),
                             ("removed", pa.bool_()), ("id", pa.string()), ("cluster_id", pa.string()),
-                            ("representative_id", pa.string())])
+                            ("representative_id", pa.string()), ("representative_source", pa.string())])
 
 
 def fingerprint(config, sources) -> str:

@@ -138,6 +138,9 @@ def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int
     if not fs.is_url(work_path):
         os.replace(arrow_path + ".tmp", arrow_path)
         os.replace(big_path + ".tmp", big_path)
+    if config.against:
+        from .against import match_block
+        summary["against_matched"] = match_block(work_path, block, summary["documents"], config)
     write_json(block_path(work_path, block, "json"), summary)
     return summary
 

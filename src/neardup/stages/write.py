@@ -30,7 +30,8 @@ PARQUET_OPTS = dict(compression="zstd", use_dictionary=False, write_statistics=F
 ROW_GROUP = 65536
 
 REMOVED_SCHEMA = pa.schema([("id", pa.string()), ("representative", pa.string()), ("cluster", pa.string()),
-                            ("similarity", pa.float64()), ("source", pa.string()), ("row", pa.int64())])
+                            ("similarity", pa.float64()), ("source", pa.string()), ("row", pa.int64()),
+                            ("representative_source", pa.string())])
 CLUSTERS_SCHEMA = pa.schema([("id", pa.string()), ("cluster", pa.string()), ("is_representative", pa.bool_())])
 REJECTED_SCHEMA = pa.schema([("source", pa.string()), ("row", pa.int64()), ("reason", pa.string())])
 SAMPLE_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string())])
@@ -112,7 +113,8 @@ def removed_records(members: pa.Table, names: pa.Array) -> pa.Table:
     """Rows of removed.parquet from member rows (MEMBERS_SCHEMA) of removed documents."""
     return pa.table({"id": members.column("id"), "representative": members.column("representative_id"),
                      "cluster": members.column("cluster_id"), "similarity": members.column("similarity"),
-                     "source": names.take(members.column("source")), "row": members.column("row")},
+                     "source": names.take(members.column("source")), "row": members.column("row"),
+                     "representative_source": members.column("representative_source")},
                     schema=REMOVED_SCHEMA)
 
 
@@ -248,6 +250,7 @@ def run_counts(n_docs: int, records: int, rejected_docs: int, empty_kept: int, k
         "input": int(n_docs + records),
         "kept": int(kept),
         "removed": int(clusters["removed"]),
+        "removed_against_index": int(clusters.get("removed_against_index", 0)),
         "rejected": int(records + rejected_docs),
         "clusters": int(clusters["clusters"]),
         "empty_documents": int(empty_kept),

@@ -1,0 +1,279 @@
+"""The persistent index: add rate, query latency, batch match rate, bytes per document, and the
+verification error of what the index stores. Folder (embedded) and Redis backends.
+
+    .venv/bin/python bench/index.py                                   # 100k indexed, 10k held out
+    .venv/bin/python bench/index.py --index-docs 20000 --query-docs 2000 --latency-queries 300
+
+The corpus is bench/data/synth_{N+Q}_s0.jsonl (generated once): the first N documents are added
+to the index in 10 adds (so 10 segments, then compacted), the last Q are the "new" documents:
+copies of indexed originals among them are the planted near-duplicates. A redis-server is
+started on a free loopback port with append-only persistence (appendfsync everysec).
+
+Measured:
+- read stage: reading the JSONL and hashing (signatures + shingle hashes), no index: the work
+  ``neardup dedup``'s read stage does, the reference for the add rate;
+- add (folder, Redis): ``Index.add(path)`` from the JSONL, docs/s; and ``add_arrays`` of
+  pre-hashed documents (the storage's own cost, what ``--update-index`` pays);
+- query latency: ``Index.query([text])`` one text at a time, p50 / p99 / max, before and after
+  compaction (folder) and on Redis;
+- match rate: ``Index.match`` over the Q pre-hashed documents in one batch (what
+  ``dedup --against`` pays on top of its own read stage);
+- recall: share of planted pairs with Jaccard >= 0.8 (index original, new copy) found;
+- stored bytes per document, per file; fingerprint vs 64-bit exact Jaccard on every verified
+  pair, and the signature estimate's error on the same pairs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import RESULTS_DIR, ensure_corpus, load_truth, read_jsonl_texts, run_header, write_json  # noqa: E402
+
+import pyarrow as pa  # noqa: E402
+
+import neardup  # noqa: E402
+from neardup.bands import band_keys  # noqa: E402
+from neardup.index import Index  # noqa: E402
+from neardup.index.segments import fingerprints  # noqa: E402
+from neardup.verify import estimated_jaccard, exact_jaccard  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_redis(folder: str):
+    import redis
+    port = free_port()
+    proc = subprocess.Popen([shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1", "--dir", folder,
+                             "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
+                             "--daemonize", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = redis.Redis(port=port)
+    for _ in range(400):
+        try:
+            client.ping()
+            return proc, port
+        except redis.exceptions.ConnectionError:
+            time.sleep(0.05)
+    raise RuntimeError("redis-server did not start")
+
+
+def percentiles(lat):
+    lat = np.asarray(lat) * 1000
+    return {"p50_ms": round(float(np.percentile(lat, 50)), 3), "p99_ms": round(float(np.percentile(lat, 99)), 3),
+            "max_ms": round(float(lat.max()), 3), "queries": len(lat)}
+
+
+def latency(idx: Index, texts, n: int):
+    idx.query(texts[:5])  # warm: readers opened, pages touched
+    lat = []
+    for t in texts[:n]:
+        t0 = time.perf_counter()
+        idx.query([t])
+        lat.append(time.perf_counter() - t0)
+    return percentiles(lat)
+
+
+def add_in_parts(idx: Index, path: str, parts: int, n: int, tmp: str):
+    """Adds the first n lines of path in `parts` adds; returns seconds (reading included)."""
+    lines = open(path, "rb").read().split(b"\n")[:n]
+    step = (n + parts - 1) // parts
+    files = []
+    for p in range(parts):
+        f = os.path.join(tmp, f"part{p:02d}.jsonl")
+        with open(f, "wb") as out:
+            out.write(b"\n".join(lines[p * step:(p + 1) * step]) + b"\n")
+        files.append(f)
+    t0, c0 = time.perf_counter(), time.process_time()
+    for p, f in enumerate(files):
+        idx.add(Path(f), name=f"part{p:02d}")
+    return time.perf_counter() - t0, time.process_time() - c0, files
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--index-docs", type=int, default=100_000)
+    ap.add_argument("--query-docs", type=int, default=10_000)
+    ap.add_argument("--latency-queries", type=int, default=1000)
+    ap.add_argument("--parts", type=int, default=10)
+    ap.add_argument("--no-redis", action="store_true")
+    ap.add_argument("--output", default=str(RESULTS_DIR / "index.json"))
+    args = ap.parse_args(argv)
+    N, Q = args.index_docs, args.query_docs
+    result = run_header(sys.argv)
+    corpus = ensure_corpus(N + Q, seed=0)
+    result["corpus"] = corpus
+    texts, _ = read_jsonl_texts(Path(corpus["path"]))
+    truth = load_truth(Path(corpus["truth"]))
+    cluster = np.asarray(truth["cluster_of"])
+    new_texts = texts[N:N + Q]
+    tmp = tempfile.mkdtemp(prefix="neardup-bench-index-")
+    out = {"index_docs": N, "query_docs": Q}
+    try:
+        cfg = neardup.Config()
+        # warm the kernels (compilation is not what we measure)
+        warm = Index(os.path.join(tmp, "warm"))
+        warm.add(texts[:200], name="w")
+        warm.query(texts[:3])
+
+        # ---- the read stage's work, for reference
+        from neardup import io as nio
+        hasher = neardup.MinHasher.from_config(cfg.resolved())
+        t0, c0 = time.perf_counter(), time.process_time()
+        src = nio.discover([corpus["path"]])[0]
+        m = 0
+        for batch in nio.read_source(src, 0):
+            if m >= N:
+                break
+            hasher.signatures_and_shingles(batch.text)
+            m += len(batch.rows)
+        read_s = time.perf_counter() - t0
+        out["read_stage_docs_per_s"] = round(m / read_s)
+        out["read_stage_cpu_us_per_doc"] = round((time.process_time() - c0) / m * 1e6, 1)
+
+        # ---- embedded: N documents in `parts` adds
+        folder = os.path.join(tmp, "folder.ndx")
+        idx = Index(folder)
+        add_s, add_cpu, part_files = add_in_parts(idx, corpus["path"], args.parts, N, tmp)
+        stats = idx.stats()
+        out["folder"] = {"add_seconds": round(add_s, 2), "add_docs_per_s": round(N / add_s),
+                         "add_cpu_us_per_doc": round(add_cpu / N * 1e6, 1),
+                         "adds": args.parts, "segments": stats["segments"],
+                         "bytes_per_document": stats["bytes_per_document"],
+                         "bytes_per_document_by_file": stats["bytes_per_document_by_file"]}
+        out["folder"]["query_latency_10_segments"] = latency(Index(folder), new_texts, args.latency_queries)
+        c = Index(folder).compact()
+        out["folder"]["compact_seconds"] = c["seconds"]
+        out["folder"]["query_latency"] = latency(Index(folder), new_texts, args.latency_queries)
+
+        # ---- batch match over the Q new documents (pre-hashed, like a pipeline stage)
+        res = cfg.resolved()
+        sigs, off, raw = hasher.signatures_and_shingles(new_texts)
+        off, raw = off.copy(), raw.copy()
+        keys = band_keys(sigs, res.bands, res.rows, res.seed)
+        idx = Index(folder)
+        t0 = time.perf_counter()
+        matches = idx.match(keys, sigs, (off, raw))
+        match_s = time.perf_counter() - t0
+        out["folder"]["match_docs_per_s"] = round(Q / match_s)
+        out["folder"]["match_seconds"] = round(match_s, 3)
+        out["matched_documents"] = len(matches)
+        out["candidate_pairs"] = matches.candidates
+
+        # positions in the index: ids are partNN.jsonl:ROW
+        step = (N + args.parts - 1) // args.parts
+        # ids are NAME:LINE, lines from 1
+        pos = np.array([int(i.rsplit("part", 1)[1][:2]) * step + int(i.rsplit(":", 1)[1]) - 1 for i in matches.id.to_pylist()],
+                       dtype=np.int64)
+        qd = matches.doc
+
+        # ---- recall on planted pairs (index original, new copy) with exact Jaccard >= 0.8; the
+        # best match may be another indexed copy of the same original: same cluster counts
+        from common import gram_set, jaccard_sets
+        got = dict(zip(qd.tolist(), pos.tolist()))
+        planted = total = found = wrong = 0
+        for q in range(Q):
+            d = N + q
+            o = int(cluster[d])
+            hit = got.get(q)
+            if hit is not None and int(cluster[hit]) != o:
+                wrong += 1
+            if o == d or o >= N:
+                continue
+            planted += 1
+            if jaccard_sets(gram_set(texts[d]), gram_set(texts[o])) >= 0.8:
+                total += 1
+                found += hit is not None and int(cluster[hit]) == o
+        out["recall"] = {"planted_pairs": planted, "pairs_at_or_above_0.8": total, "found": found,
+                         "share_found": round(found / total, 4) if total else None,
+                         "matches_outside_the_cluster": wrong}
+
+        # ---- fingerprint vs 64-bit exact, and the estimate, on the verified (query, index) pairs
+        pair_texts = [new_texts[q] for q in qd] + [texts[p] for p in pos]
+        s2, o2, h2 = hasher.signatures_and_sets(pair_texts)
+        k = len(qd)
+        left, right = np.arange(k), np.arange(k, 2 * k)
+        full = exact_jaccard(o2, h2, left, right)
+        fo, fv = fingerprints(o2, h2)
+        short = exact_jaccard(fo, fv, left, right)
+        est = estimated_jaccard(s2, left, right)
+        out["verification"] = {
+            "pairs": k,
+            "fingerprint32_vs_exact64_max_abs": float(np.max(np.abs(short - full))) if k else None,
+            "fingerprint32_vs_exact64_mean_abs": float(np.mean(np.abs(short - full))) if k else None,
+            "reported_vs_exact64_max_abs": float(np.max(np.abs(matches.similarity - full))) if k else None,
+            "estimate_vs_exact64_mean_abs": float(np.mean(np.abs(est - full))) if k else None,
+            "estimate_vs_exact64_max_abs": float(np.max(np.abs(est - full))) if k else None,
+            "bytes_per_document_if_store_estimate": 4 * res.num_perm + 12 * res.bands + 20,
+            "bytes_per_document_if_64bit_sets": round(stats["bytes_per_document"]
+                                                      + stats["bytes_per_document_by_file"].get("fp.u32", 0), 1),
+        }
+
+        # ---- Redis
+        if not args.no_redis:
+            proc, port = start_redis(tmp)
+            try:
+                url = f"redis://127.0.0.1:{port}/0"
+                ridx = Index(url)
+                t0, c0 = time.perf_counter(), time.process_time()
+                for p, f in enumerate(part_files):
+                    ridx.add(Path(f), name=f"part{p:02d}")
+                radd = time.perf_counter() - t0
+                out["redis"] = {"add_seconds": round(radd, 2), "add_docs_per_s": round(N / radd),
+                                "add_cpu_us_per_doc_client": round((time.process_time() - c0) / N * 1e6, 1),
+                                "persistence": "appendonly yes, appendfsync everysec"}
+                # pre-hashed documents: the storage's own cost
+                url2 = f"redis://127.0.0.1:{port}/1"
+                r2 = Index(url2)
+                pre = min(20000, N)
+                hs = hasher.signatures_and_shingles(texts[:pre])
+                k2 = band_keys(hs[0], res.bands, res.rows, res.seed)
+                ids = pa.array([str(i) for i in range(pre)], pa.string())
+                t0 = time.perf_counter()
+                r2.add_arrays(k2, ids, "pre", signatures=hs[0], shingles=(hs[1].copy(), hs[2].copy()))
+                out["redis"]["add_arrays_docs_per_s"] = round(pre / (time.perf_counter() - t0))
+                f2 = Index(os.path.join(tmp, "arrays.ndx"))
+                t0 = time.perf_counter()
+                f2.add_arrays(k2, ids, "pre", signatures=hs[0], shingles=(hs[1].copy(), hs[2].copy()))
+                out["folder"]["add_arrays_docs_per_s"] = round(pre / (time.perf_counter() - t0))
+                out["redis"]["query_latency_10_segments"] = latency(Index(url), new_texts, args.latency_queries)
+                Index(url).compact()
+                ridx = Index(url)
+                t0 = time.perf_counter()
+                latency(ridx, new_texts, 1)
+                out["redis"]["first_query_seconds_incl_segment_load"] = round(time.perf_counter() - t0, 3)
+                out["redis"]["query_latency"] = latency(ridx, new_texts, args.latency_queries)
+                t0 = time.perf_counter()
+                rm = ridx.match(keys, sigs, (off, raw))
+                out["redis"]["match_docs_per_s"] = round(Q / (time.perf_counter() - t0))
+                assert rm.id.to_pylist() == matches.id.to_pylist()
+                import redis
+                info = redis.Redis(port=port).info("memory")
+                out["redis"]["server_used_memory_bytes_per_document"] = round(
+                    info["used_memory"] / (N + pre), 1)
+            finally:
+                proc.terminate()
+                proc.wait()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    result["results"] = out
+    write_json(Path(args.output), result)
+    import json
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

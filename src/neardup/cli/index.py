@@ -1,0 +1,178 @@
+"""``neardup index``: build, query, inspect and compact a persistent near-duplicate index."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from .formatting import HelpFormatter
+
+S = argparse.SUPPRESS
+PARAM_ARGS = ("threshold", "num_perm", "bands", "rows", "min_recall", "ngram", "char_ngrams", "normalize_unicode",
+              "lowercase", "punctuation", "collapse_whitespace", "verify", "seed", "workers", "batch_size")
+INDEX_HELP = "the index: a folder, or redis://HOST:PORT/DB for one on a Redis server"
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "index", help="a persistent index of documents to deduplicate new ones against",
+        description="Build and use a persistent near-duplicate index (a folder, or redis://HOST:PORT/DB). "
+                    "Each add writes new immutable segments and switches the manifest atomically: an "
+                    "add is all or nothing, even if the process is killed.",
+        formatter_class=HelpFormatter)
+    sub2 = p.add_subparsers(dest="index_command", metavar="ACTION",
+                            help="add, query, stats or compact; 'neardup index ACTION --help' for each")
+    sub2.required = True
+
+    a = sub2.add_parser("add", help="add documents (creates the index if needed)",
+                        description="Add documents as they are (typically the kept/ folder of a dedup run). "
+                                    "A new index records the parameters given here (defaults: those of "
+                                    "neardup dedup); an existing one refuses parameters that differ from its own.",
+                        formatter_class=HelpFormatter)
+    a.add_argument("index", metavar="INDEX", help=INDEX_HELP)
+    a.add_argument("inputs", nargs="+", metavar="INPUT", help="files, folders or globs, read like neardup dedup's")
+    a.add_argument("--name", default=None, metavar="SOURCE",
+                   help="source name recorded with every document (default: each document's file name)")
+    _io_args(a)
+    g = a.add_argument_group("parameters (for a new index; checked against an existing one)")
+    g.add_argument("--num-perm", type=int, default=S, help="MinHash signature length k (default 128)")
+    g.add_argument("--bands", type=int, default=S, help="LSH bands b, with --rows (default: chosen for --threshold)")
+    g.add_argument("--rows", type=int, default=S, help="LSH rows per band r, with --bands")
+    g.add_argument("--threshold", type=float, default=S,
+                   help="similarity for which bands and rows are chosen when not given (default 0.8)")
+    g.add_argument("--min-recall", type=float, default=S, help="as in neardup dedup")
+    g.add_argument("--ngram", type=int, default=S, help="tokens per shingle (default 5)")
+    g.add_argument("--char-ngrams", action="store_true", default=S, help="shingle on characters")
+    g.add_argument("--no-nfkc", dest="normalize_unicode", action="store_false", default=S, help="skip NFKC")
+    g.add_argument("--no-lowercase", dest="lowercase", action="store_false", default=S, help="keep letter case")
+    g.add_argument("--punctuation", choices=["split", "delete", "keep"], default=S,
+                   help="what punctuation does to words, as in neardup dedup (default split)")
+    g.add_argument("--keep-punctuation", dest="punctuation", action="store_const", const="keep", default=S,
+                   help="the old spelling of --punctuation keep")
+    g.add_argument("--keep-whitespace", dest="collapse_whitespace", action="store_false", default=S,
+                   help="with --char-ngrams: keep every white-space character")
+    g.add_argument("--verify", choices=["exact", "estimate"], default=S,
+                   help="what a new index keeps to verify candidates: shingle fingerprints (exact, default) "
+                        "or signatures (estimate)")
+    g.add_argument("--seed", type=int, default=S, help="seed (default 42)")
+    a.set_defaults(func=run_add)
+
+    q = sub2.add_parser("query", help="the matches of each document in the index",
+                        description="For each input document, every indexed document whose verified similarity "
+                                    "is at least the threshold (id, source, similarity), most similar first.",
+                        formatter_class=HelpFormatter)
+    q.add_argument("index", metavar="INDEX", help=INDEX_HELP)
+    q.add_argument("inputs", nargs="+", metavar="INPUT", help="files, folders or globs")
+    q.add_argument("--output", "-o", default=None, metavar="FILE",
+                   help="FILE.jsonl or FILE.parquet (default: JSON lines on standard output)")
+    q.add_argument("--threshold", type=float, default=S, help="least similarity of a match (default: 0.8)")
+    _io_args(q)
+    q.set_defaults(func=run_query)
+
+    s = sub2.add_parser("stats", help="documents, segments, sources, bytes per document, parameters",
+                        description="Print, as JSON, what an index holds: documents, segments, documents "
+                                    "per source, bytes in all, per document and per file, and its parameters.",
+                        formatter_class=HelpFormatter)
+    s.add_argument("index", metavar="INDEX", help=INDEX_HELP)
+    s.set_defaults(func=run_stats)
+
+    c = sub2.add_parser("compact", help="merge the segments (queries answer the same afterwards)",
+                        description="Merge an index's segments into as few as the size bounds allow (one per "
+                                    "million documents), keeping the documents' order, so that every query "
+                                    "answers exactly as before. Safe while others query.",
+                        formatter_class=HelpFormatter)
+    c.add_argument("index", metavar="INDEX", help=INDEX_HELP)
+    c.set_defaults(func=run_compact)
+
+
+def _io_args(p) -> None:
+    g = p.add_argument_group("input")
+    g.add_argument("--text-column", default="text", help="field holding the text in JSONL and Parquet input")
+    g.add_argument("--id-column", default=None,
+                   help="field holding the document id (default: FILE:ROW, or the path for text files)")
+    g.add_argument("--on-error", choices=["fail", "skip"], default="fail",
+                   help="on a bad record: stop with exit code 2, or skip it")
+    g.add_argument("--workers", type=int, default=S, help="threads for the compiled kernels (default: every core)")
+    g.add_argument("--batch-size", type=int, default=S, help="documents per batch (default 8192)")
+
+
+def _options(args) -> dict:
+    return {k: getattr(args, k) for k in PARAM_ARGS if hasattr(args, k)}
+
+
+def run_add(args) -> int:
+    from .. import io as nio
+    from ..index import Index
+    nio.discover(args.inputs)  # a missing input fails before the index is touched
+    index = Index(args.index, **_options(args))
+    result = index.add([Path(p) for p in args.inputs], name=args.name, text_column=args.text_column, id_column=args.id_column,
+                       on_error=args.on_error)
+    stats = index.stats()
+    print(f"added {result['added']} documents ({result['empty']} empty, {result['rejected']} rejected) to "
+          f"{args.index} in {result['seconds']} s: {stats['documents']} documents in {stats['segments']} "
+          f"segments, {stats['bytes_per_document']} bytes per document", file=sys.stderr)
+    return 0
+
+
+def run_query(args) -> int:
+    import pyarrow as pa
+
+    from .. import io as nio
+    from ..errors import ConfigError
+    from ..index import Index
+    from ..index.inputs import documents
+
+    out = args.output
+    if out is not None and not out.endswith((".jsonl", ".parquet")):
+        raise ConfigError(f"--output must end in .jsonl or .parquet, got {out!r}")
+    nio.discover(args.inputs)
+    options = _options(args)
+    threshold = options.pop("threshold", None)
+    index = Index(args.index, must_exist=True, **options)
+
+    class Counter:
+        rejected = 0
+
+    rows = {"id": [], "source": [], "matches": []}
+    for texts, ids, source in documents([Path(p) for p in args.inputs], None, None, args.text_column, args.id_column, args.on_error,
+                                         index.config.batch_size, Counter()):
+        for doc_id, matches in zip(ids.to_pylist(), index.query(texts, threshold=threshold)):
+            rows["id"].append(doc_id)
+            rows["source"].append(source)
+            rows["matches"].append([{"id": m.id, "source": m.source, "similarity": m.similarity} for m in matches])
+    if out is None:
+        for i, s, m in zip(rows["id"], rows["source"], rows["matches"]):
+            print(json.dumps({"id": i, "source": s, "matches": m}))
+        return 0
+    tmp = out + ".tmp"
+    if out.endswith(".parquet"):
+        import pyarrow.parquet as pq
+        match_type = pa.list_(pa.struct([("id", pa.string()), ("source", pa.string()), ("similarity", pa.float64())]))
+        table = pa.table({"id": pa.array(rows["id"], pa.string()), "source": pa.array(rows["source"], pa.string()),
+                          "matches": pa.array(rows["matches"], match_type)})
+        pq.write_table(table, tmp, compression="zstd")
+    else:
+        with open(tmp, "w") as f:
+            for i, s, m in zip(rows["id"], rows["source"], rows["matches"]):
+                f.write(json.dumps({"id": i, "source": s, "matches": m}) + "\n")
+    os.replace(tmp, out)
+    found = sum(1 for m in rows["matches"] if m)
+    print(f"{found} of {len(rows['id'])} documents have a match in {args.index}; wrote {out}", file=sys.stderr)
+    return 0
+
+
+def run_stats(args) -> int:
+    from ..index import Index
+    print(json.dumps(Index(args.index, must_exist=True).stats(), indent=2))
+    return 0
+
+
+def run_compact(args) -> int:
+    from ..index import Index
+    r = Index(args.index, must_exist=True).compact()
+    print(f"compacted {args.index}: {r['segments_before']} segments -> {r['segments_after']} in {r['seconds']} s",
+          file=sys.stderr)
+    return 0

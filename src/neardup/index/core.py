@@ -1,0 +1,495 @@
+"""The persistent index: add documents once, then find the near-duplicates of new ones in it.
+
+An index is a manifest plus immutable segments (:mod:`.segments`) in a storage (:mod:`.storage`:
+a folder, or Redis). The manifest records the parameters that decide band keys and shingles
+(``num_perm, bands, rows, ngram, char_ngrams, normalize_unicode, lowercase,
+punctuation, collapse_whitespace, seed``) and what each document carries for
+verification (``store``): ``exact`` keeps 32-bit shingle fingerprints and verifies by their
+Jaccard, ``estimate`` keeps the signatures and verifies by the share of equal values.
+
+Lookup. A query document's b band keys are looked up in each segment's sorted key array
+(``searchsorted``, the array memory-mapped or cached): every indexed document sharing a key
+is a candidate, P(candidate | J = s) = 1 - (1 - s^r)^b as in a dedup run. Every candidate is
+verified (no anchor: a query compares with each candidate), and a match is a candidate whose
+verified similarity is at least the threshold.
+
+Writes. :class:`~.writer.IndexWriter` hashes documents into segments and commits them all
+with one manifest switch when it closes without error: an add is all or nothing, whatever kills it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import pyarrow as pa
+
+from ..bands import band_keys
+from ..config import Config
+from ..errors import ConfigError, StorageError
+from ..hashing import kernel_threads
+from ..minhash import MinHasher
+from ..verify import estimated_jaccard, exact_jaccard
+from . import segments as layout
+from .manifest import check_manifest, empty_manifest, params_of, resolve
+from .segments import fingerprints, is_empty_signature, merge_segments
+from .storage import SegmentReader, Storage, gather_ranges, open_storage
+from .writer import IndexWriter, write_entry
+# Candidates taken from one bucket (one band key of one segment): bounds the work a query spends
+# on boilerplate shared by huge numbers of documents; what is cut is counted (``truncated``).
+MAX_BUCKET = 20_000
+VERIFY_CHUNK = 1 << 16  # candidate pairs verified at a time
+SMALL_BATCH = 64        # texts hashed on one thread
+
+
+@dataclass(frozen=True)
+class Match:
+    """An indexed document like a query document."""
+
+    id: str
+    source: str
+    similarity: float
+
+
+@dataclass
+class Matches:
+    """The best verified match of each query document that has one (see :meth:`Index.match`).
+
+    doc: int64, position of the query document in the batch, ascending, each at most once.
+    id, source: ``pa.string()`` arrays, the matched indexed document's id and source name.
+    similarity: float64, its verified similarity (>= the threshold).
+    candidates: candidate pairs verified; truncated: candidates dropped by ``MAX_BUCKET``.
+    """
+
+    doc: np.ndarray
+    id: pa.Array
+    source: pa.Array
+    similarity: np.ndarray
+    candidates: int = 0
+    truncated: int = 0
+
+    def __len__(self) -> int:
+        return len(self.doc)
+
+    def to_table(self) -> pa.Table:
+        return pa.table({"doc": pa.array(self.doc, pa.int64()), "id": self.id, "source": self.source,
+                         "similarity": pa.array(self.similarity, pa.float64())})
+
+
+class Index:
+    """A persistent near-duplicate index in a folder or on Redis (``redis://HOST:PORT/DB``).
+
+    >>> idx = neardup.Index("kept.ndx")                                        # doctest: +SKIP
+    >>> idx.add("out/kept/", name="dump-2024-10")                              # doctest: +SKIP
+    >>> idx.query(["some new text ..."])          # [[Match(id, source, similarity), ...]]  # doctest: +SKIP
+
+    ``config`` (a :class:`neardup.Config`) or keyword ``options`` (its field names) give the
+    parameters. For a new index they are recorded at the first add (defaults: those of
+    ``neardup dedup``). For an existing index, the parameters it was built with are used; a
+    parameter given here that differs is a :class:`~neardup.errors.ConfigError` naming each
+    difference (a whole ``Config`` is compared on every parameter, options only on those given).
+    ``threshold`` is free: it only decides which verified candidates count as matches.
+    ``verify="estimate"`` (or ``"none"``) at creation stores signatures instead of shingle
+    fingerprints; ``must_exist=True`` makes a missing index an error. Queries see what other
+    processes added within ``refresh`` seconds (the manifest is read again at most that often),
+    and this object's own adds at once.
+    """
+
+    def __init__(self, location, config: Optional[Config] = None, *, must_exist: bool = False,
+                 refresh: float = 0.5, **options: Any):
+        if config is not None and options:
+            raise ConfigError("give either a Config or options, not both")
+        if isinstance(location, Index):
+            location = location.location
+        self.location = os.fspath(location) if not isinstance(location, str) else location
+        self.storage: Storage = open_storage(self.location)
+        manifest = self.storage.read_manifest()
+        if manifest is None and must_exist:
+            raise StorageError(f"no index at {self.location}")
+        self.config, self.store = resolve(self.location, manifest, config, options)
+        self._manifest = manifest
+        self._readers: Dict[str, SegmentReader] = {}
+        self._hasher: Optional[MinHasher] = None
+        self.refresh = float(refresh)
+        self._manifest_read = -1e18  # when the manifest was last read (time.monotonic)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def params(self) -> dict:
+        return params_of(self.config)
+
+    def _refresh(self) -> dict:
+        """The committed manifest, read again when the last read is older than ``refresh``
+        seconds (other processes may have added; this one's own writes invalidate it at once),
+        so that a stream of single queries does not pay a read (a round trip on Redis) each."""
+        now = time.monotonic()
+        if self._manifest is not None and now - self._manifest_read < self.refresh:
+            return self._manifest
+        self._manifest_read = now
+        manifest = self.storage.read_manifest()
+        if manifest is None:
+            manifest = self._empty_manifest()
+        else:
+            check_manifest(self.location, manifest, self.config)
+        names = {s["name"] for s in manifest["segments"]}
+        for gone in set(self._readers) - names:
+            del self._readers[gone]
+        self._manifest = manifest
+        return manifest
+
+    def _segments(self) -> List[Tuple[dict, SegmentReader]]:
+        manifest = self._refresh()
+        out = []
+        for entry in manifest["segments"]:
+            reader = self._readers.get(entry["name"])
+            if reader is None:
+                reader = self.storage.open_segment(entry)
+                self._readers[entry["name"]] = reader
+            out.append((entry, reader))
+        return out
+
+    def _empty_manifest(self) -> dict:
+        return empty_manifest(self.config, self.store)
+
+    @property
+    def hasher(self) -> MinHasher:
+        if self._hasher is None:
+            self._hasher = MinHasher.from_config(self.config)
+        return self._hasher
+
+    # ------------------------------------------------------------------ hashing
+    def hash_texts(self, texts) -> dict:
+        """keys (n, b), signatures (n, k), nonempty, and for ``exact`` the fingerprint CSR."""
+        cfg = self.config
+        # a few texts (a query at ingestion time) on one thread: waking the pool costs more than
+        # it saves, and a busy machine makes its tail latency long
+        workers = 1 if len(texts) <= SMALL_BATCH else cfg.workers
+        with kernel_threads(workers):
+            if self.store == "exact":
+                sigs, off, values = self.hasher.signatures_and_sets(texts)  # sorted sets: no second sort
+                fp_off, fp = fingerprints(off, values, sorted_sets=True)
+                nonempty = np.diff(fp_off) > 0
+            else:
+                sigs, counts = self.hasher.signatures_and_counts(texts)
+                fp_off = fp = None
+                nonempty = counts > 0
+            keys = band_keys(sigs, cfg.bands, cfg.rows, cfg.seed)
+        return {"keys": keys, "signatures": sigs, "nonempty": nonempty, "fp_offsets": fp_off, "fp": fp}
+
+    # ------------------------------------------------------------------ queries
+    def query(self, texts, threshold: Optional[float] = None) -> List[List[Match]]:
+        """For each text, every indexed document whose verified similarity is at least the
+        threshold (default: the config's), most similar first (ties: older segment, then
+        position). An empty text (no shingles) matches nothing."""
+        if isinstance(texts, str):
+            raise ConfigError("query takes a list of texts; for one text use [text]")
+        threshold = self._threshold(threshold)
+        h = self.hash_texts(texts)
+        n = len(h["nonempty"])
+
+        def run():
+            with kernel_threads(1 if n <= SMALL_BATCH else self.config.workers):
+                qdoc, seg, cdoc, sim, _, _ = self._verified(h["keys"], h["signatures"], h["nonempty"],
+                                                            h["fp_offsets"], h["fp"], threshold)
+            order = np.lexsort((cdoc, seg, -sim, qdoc))
+            qdoc, seg, cdoc, sim = qdoc[order], seg[order], cdoc[order], sim[order]
+            return qdoc, sim, self._describe(seg, cdoc)
+
+        qdoc, sim, (ids, sources) = self._once_more_if_compacted(run)
+        out: List[List[Match]] = [[] for _ in range(n)]
+        for q, i, s, v in zip(qdoc.tolist(), ids, sources, sim.tolist()):
+            out[q].append(Match(i, s, v))
+        return out
+
+    def match(self, keys: np.ndarray, signatures: Optional[np.ndarray] = None,
+              shingles: Optional[Tuple[np.ndarray, np.ndarray]] = None,
+              threshold: Optional[float] = None) -> Matches:
+        """The best verified match in the index of each document of a batch: the seam for a
+        pipeline stage that has already hashed its documents.
+
+        keys: (n, bands) uint64, :func:`neardup.bands.band_keys` of the documents with this
+            index's bands, rows and seed (``index.config``).
+        signatures: (n, num_perm) uint32 MinHash signatures; needed by an ``estimate`` index, and
+            used to recognise empty documents (all values 0xFFFFFFFF) when ``shingles`` is None.
+        shingles: (offsets int64[n+1], hashes uint64) the 64-bit shingle hashes of each document
+            as CSR, in any order and with repeats (the read stage's raw hashes will do, as will
+            sorted unique sets); needed by an ``exact`` index. A document with none is empty.
+        threshold: the similarity a match must reach (default: the config's threshold).
+
+        Returns :class:`Matches`: for each document with at least one indexed document at or
+        above the threshold, its position, the best one's id, source and similarity (ties: the
+        older segment, then the earlier document). An empty document matches nothing.
+
+        In a dedup run, apply the matches before the chain guard: a matched document is removed
+        with the indexed document as its representative and is not available as a representative
+        of the run's own documents (as if the indexed documents came first in keep order and
+        were all kept). Applied after it, a document removed for a representative that the
+        index then removes would lose its representative (``bench/index_ab.py`` counts these).
+        """
+        cfg = self.config
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        if keys.ndim != 2 or keys.shape[1] != cfg.bands:
+            raise ConfigError(f"keys must be (documents, {cfg.bands}) uint64 band keys, got shape {keys.shape}")
+        n = keys.shape[0]
+        if signatures is not None:
+            signatures = np.asarray(signatures, dtype=np.uint32)
+            if signatures.shape != (n, cfg.num_perm):
+                raise ConfigError(f"signatures must be ({n}, {cfg.num_perm}) uint32, got {signatures.shape}")
+        fp_off = fp = None
+        if shingles is not None:
+            off, hashes = shingles
+            off = np.asarray(off, dtype=np.int64)
+            if len(off) != n + 1:
+                raise ConfigError(f"shingle offsets must have {n + 1} entries, got {len(off)}")
+            fp_off, fp = fingerprints(off - off[0], np.asarray(hashes)[off[0]:off[-1]])
+            nonempty = np.diff(fp_off) > 0
+        elif signatures is not None:
+            nonempty = ~is_empty_signature(signatures)
+        else:
+            raise ConfigError("match needs the shingle hashes (an exact index) or the signatures (an estimate index)")
+        if self.store == "exact" and fp is None:
+            raise ConfigError(f"index {self.location} verifies by shingle fingerprints: pass shingles "
+                              f"(run with verify='exact')")
+        if self.store == "estimate" and signatures is None:
+            raise ConfigError(f"index {self.location} verifies by signatures: pass signatures")
+        threshold = self._threshold(threshold)
+
+        def run():
+            with kernel_threads(1 if n <= SMALL_BATCH else cfg.workers):
+                qdoc, seg, cdoc, sim, candidates, truncated = self._verified(
+                    keys, signatures, nonempty, fp_off, fp, threshold)
+            order = np.lexsort((cdoc, seg, -sim, qdoc))
+            first = np.ones(len(order), dtype=bool)
+            first[1:] = qdoc[order][1:] != qdoc[order][:-1]
+            best = order[first]
+            return qdoc, seg, cdoc, sim, candidates, truncated, best, self._describe(seg[best], cdoc[best])
+
+        qdoc, seg, cdoc, sim, candidates, truncated, best, (ids, sources) = self._once_more_if_compacted(run)
+        return Matches(doc=qdoc[best], id=pa.array(ids, pa.string()), source=pa.array(sources, pa.string()),
+                       similarity=sim[best], candidates=candidates, truncated=truncated)
+
+    def _once_more_if_compacted(self, run):
+        """Runs a lookup; if a segment it read was removed meanwhile (a compaction by another
+        process), reads the manifest again and runs it once more."""
+        try:
+            return run()
+        except StorageError:
+            before = [e["name"] for e in (self._manifest or {}).get("segments", [])]
+            self._manifest_read = -1e18
+            self._readers.clear()
+            after = [e["name"] for e in self._refresh()["segments"]]
+            if after == before:
+                raise
+            return run()
+
+    def _threshold(self, threshold: Optional[float]) -> float:
+        if threshold is None:
+            return self.config.threshold
+        dataclasses.replace(self.config, threshold=threshold)  # validates
+        return float(threshold)
+
+    def _verified(self, keys, signatures, nonempty, fp_off, fp, threshold):
+        """(query doc, segment number, doc in segment, similarity) of every verified candidate
+        at or above the threshold, plus the candidates verified and the ones cut."""
+        n, bands = keys.shape
+        qdoc_all = np.repeat(np.arange(n, dtype=np.int64), bands)[np.repeat(nonempty, bands)]
+        qkeys = keys[nonempty].ravel()
+        out = ([], [], [], [])
+        candidates = truncated = 0
+        if len(qkeys) == 0:
+            return tuple(np.zeros(0, dt) for dt in (np.int64, np.int64, np.int64, np.float64)) + (0, 0)
+        for si, (entry, reader) in enumerate(self._segments()):
+            sorted_keys = reader.array("keys.u64")
+            if len(sorted_keys) == 0:
+                continue
+            lo = np.searchsorted(sorted_keys, qkeys, side="left")
+            hi = np.searchsorted(sorted_keys, qkeys, side="right")
+            hit = hi > lo
+            if not hit.any():
+                continue
+            lo, hi, qd = lo[hit], hi[hit], qdoc_all[hit]
+            cut = np.minimum(hi, lo + MAX_BUCKET)
+            truncated += int((hi - cut).sum())
+            cdoc, lengths = gather_ranges(reader.array("kdoc.u32"), lo, cut)
+            codes = np.unique((np.repeat(qd, lengths).astype(np.uint64) << np.uint64(32)) | cdoc.astype(np.uint64))
+            candidates += len(codes)
+            for start in range(0, len(codes), VERIFY_CHUNK):
+                chunk = codes[start:start + VERIFY_CHUNK]
+                q = (chunk >> np.uint64(32)).astype(np.int64)
+                c = (chunk & np.uint64(0xFFFFFFFF)).astype(np.int64)
+                sim = self._similarity(reader, q, c, signatures, fp_off, fp)
+                ok = sim >= threshold
+                out[0].append(q[ok])
+                out[1].append(np.full(int(ok.sum()), si, dtype=np.int64))
+                out[2].append(c[ok])
+                out[3].append(sim[ok])
+        if not out[0]:
+            return tuple(np.zeros(0, dt) for dt in (np.int64, np.int64, np.int64, np.float64)) + (candidates, truncated)
+        return tuple(np.concatenate(p) for p in out) + (candidates, truncated)
+
+    def _similarity(self, reader: SegmentReader, q, c, signatures, fp_off, fp) -> np.ndarray:
+        """Similarity of each pair (query document q[i], indexed document c[i]): the query side
+        and the indexed side of the chunk's distinct documents side by side in one CSR."""
+        uq, qinv = np.unique(q, return_inverse=True)
+        ucd, cinv = np.unique(c, return_inverse=True)
+        if self.store == "exact":
+            qvals, qlen = gather_ranges(fp, fp_off[uq], fp_off[uq + 1])
+            fpoff = reader.array("fpoff.i64")
+            cvals, clen = reader.ranges("fp.u32", fpoff[ucd], fpoff[ucd + 1])
+            offsets = np.zeros(len(uq) + len(ucd) + 1, dtype=np.int64)
+            np.cumsum(np.concatenate([qlen, clen]), out=offsets[1:])
+            return exact_jaccard(offsets, np.concatenate([qvals, cvals]), qinv, len(uq) + cinv)
+        k = self.config.num_perm
+        cvals, _ = reader.ranges("sig.u32", ucd * k, ucd * k + k)
+        sigs = np.concatenate([signatures[uq], cvals.reshape(-1, k)])
+        return estimated_jaccard(sigs, qinv, len(uq) + cinv)
+
+    def _describe(self, seg: np.ndarray, cdoc: np.ndarray) -> Tuple[List[str], List[str]]:
+        """Ids and source names of documents given as (segment number, position)."""
+        ids: List[Optional[str]] = [None] * len(seg)
+        sources: List[Optional[str]] = [None] * len(seg)
+        if len(seg) == 0:
+            return [], []
+        segments = [(entry, self._readers[entry["name"]]) for entry in self._manifest["segments"]]
+        for si in np.unique(seg).tolist():
+            where = np.flatnonzero(seg == si)
+            entry, reader = segments[si]
+            d = cdoc[where]
+            idoff = reader.array("idoff.i64")
+            raw, lengths = reader.ranges("id.bin", idoff[d], idoff[d + 1])
+            offs = np.zeros(len(d) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offs[1:])
+            names = pa.LargeStringArray.from_buffers(len(d), pa.py_buffer(offs), pa.py_buffer(raw)).to_pylist()
+            src = np.asarray(reader.array("src.u32"))[d]
+            for w, name, s in zip(where.tolist(), names, src.tolist()):
+                ids[w] = name
+                sources[w] = entry["sources"][s]
+        return ids, sources  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ writes
+    def writer(self) -> "IndexWriter":
+        """A writer whose additions become visible together when it closes without error."""
+        return IndexWriter(self)
+
+    def add(self, data, ids=None, name: Optional[str] = None, *, text_column: str = "text",
+            id_column: Optional[str] = None, on_error: str = "fail") -> dict:
+        """Adds documents as they are; all of them become visible at once, or none.
+
+        ``data``: a path, folder or glob (str or ``os.PathLike``) or a list of ``os.PathLike``
+        (read like ``neardup dedup`` reads its inputs), a list of str or a pyarrow string array
+        (texts), or a table (``pyarrow.Table``, pandas, Hugging Face ``datasets``) with a
+        ``text_column``. ``ids``: for texts, their ids (default: their positions, "0", "1", ...);
+        files and tables take ids from ``id_column``, or ``NAME:ROW`` / the file name as
+        ``neardup dedup`` does. ``name``: the source name recorded with each document
+        (default: its file's name, ``<texts>`` or ``<table>``). Returns counts.
+        """
+        with self.writer() as w:
+            w.add(data, ids=ids, name=name, text_column=text_column, id_column=id_column, on_error=on_error)
+        return w.result
+
+    def add_arrays(self, keys: np.ndarray, ids, source, *, signatures: Optional[np.ndarray] = None,
+                   shingles: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> dict:
+        """Adds already-hashed documents in one commit; see :meth:`IndexWriter.add_arrays`."""
+        with self.writer() as w:
+            w.add_arrays(keys, ids, source, signatures=signatures, shingles=shingles)
+        return w.result
+
+    def compact(self) -> dict:
+        """Merges the segments into as few as the size bounds allow (one up to 1M documents),
+        keeping the documents' order, so that every query answers exactly as before."""
+        t0 = time.perf_counter()
+        with self.storage.writer():
+            manifest = self.storage.read_manifest()
+            if manifest is None:
+                raise StorageError(f"no index at {self.location}")
+            check_manifest(self.location, manifest, self.config)
+            self.storage.drop_orphans(manifest, thorough=True)
+            old = manifest["segments"]
+            groups, group = [], []
+            docs = size = 0
+            for entry in old:
+                bytes_ = sum(f["bytes"] for f in entry["files"].values())
+                if group and (docs + entry["docs"] > layout.MAX_SEGMENT_DOCS
+                              or size + bytes_ > layout.MAX_SEGMENT_BYTES):
+                    groups.append(group)
+                    group, docs, size = [], 0, 0
+                group.append(entry)
+                docs += entry["docs"]
+                size += bytes_
+            if group:
+                groups.append(group)
+            if len(groups) == len(old):
+                return {"segments_before": len(old), "segments_after": len(old), "seconds": 0.0}
+            new_entries = []
+            for group in groups:
+                if len(group) == 1:
+                    new_entries.append(group[0])
+                    continue
+                parts = []
+                for entry in group:
+                    reader = self.storage.open_segment(entry)
+                    parts.append({f: np.asarray(reader.array(f)) for f in entry["files"]})
+                arrays, sources = merge_segments(parts, [e["sources"] for e in group], self.store,
+                                                 self.config.bands, self.config.num_perm)
+                new_entries.append(write_entry(self.storage, arrays, sources))
+            merged_names = [e["name"] for e in old]
+
+            def update(current):
+                if current is None:
+                    raise StorageError(f"index {self.location} vanished during compaction")
+                names = [e["name"] for e in current["segments"]]
+                if names[:len(merged_names)] != merged_names:
+                    raise StorageError(f"index {self.location} was compacted by another process meanwhile")
+                return dict(current, generation=current["generation"] + 1,
+                            segments=new_entries + current["segments"][len(merged_names):])
+
+            try:
+                self.storage.commit(update)
+            except BaseException:
+                self.storage.drop_segments([e["name"] for e in new_entries if e not in old])
+                raise
+            kept = {e["name"] for e in new_entries}
+            self.storage.drop_segments([n for n in merged_names if n not in kept])
+        self._readers.clear()
+        self._manifest_read = -1e18
+        return {"segments_before": len(old), "segments_after": len(new_entries),
+                "seconds": round(time.perf_counter() - t0, 3)}
+
+    def stats(self) -> dict:
+        """Documents, segments, documents per source, bytes (total, per document, per file), parameters."""
+        manifest = self.storage.read_manifest()
+        if manifest is None:
+            raise StorageError(f"no index at {self.location}")
+        check_manifest(self.location, manifest, self.config)
+        docs = sum(s["docs"] for s in manifest["segments"])
+        per_source: Dict[str, int] = {}
+        per_file: Dict[str, int] = {}
+        for s in manifest["segments"]:
+            for name, count in zip(s["sources"], s["source_docs"]):
+                per_source[name] = per_source.get(name, 0) + count
+            for f, info in s["files"].items():
+                per_file[f] = per_file.get(f, 0) + info["bytes"]
+        total = sum(per_file.values())
+        return {"location": self.location, "documents": docs, "segments": len(manifest["segments"]),
+                "sources": per_source, "bytes": total,
+                "bytes_per_document": round(total / docs, 1) if docs else None,
+                "bytes_per_document_by_file": {f: round(b / docs, 1) for f, b in sorted(per_file.items())} if docs else {},
+                "store": manifest["store"], "params": manifest["params"], "generation": manifest["generation"]}
+
+    def close(self) -> None:
+        self._readers.clear()
+        self.storage.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self) -> str:
+        return f"Index({self.location!r})"

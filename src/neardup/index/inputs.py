@@ -1,0 +1,61 @@
+"""What :meth:`neardup.Index.add` and ``neardup index query`` read: paths (read like ``neardup
+dedup`` reads its inputs), texts or tables, as batches of (texts, ids, source names)."""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import ConfigError
+
+
+def documents(data, ids, name, text_column, id_column, on_error, batch_size, writer) -> Iterator[tuple]:
+    """(texts, ids, source name(s)) batches from any of the inputs :meth:`Index.add` takes."""
+    from .. import io as nio
+    if isinstance(data, (str, os.PathLike)) or (isinstance(data, (list, tuple)) and data
+                                                and all(isinstance(d, os.PathLike) for d in data)):
+        if ids is not None:
+            raise ConfigError("ids are given by id_column (or NAME:ROW) for files, not by ids=")
+        sources = nio.discover(data if isinstance(data, (list, tuple)) else [data])
+        yield from source_batches(sources, name, text_column, id_column, on_error, batch_size, writer)
+        return
+    if isinstance(data, (list, tuple, pa.Array, pa.ChunkedArray)) or type(data).__name__ == "Series":
+        texts = data if isinstance(data, (pa.Array, pa.ChunkedArray)) else pa.array(list(data), pa.large_string())
+        n = len(texts)
+        if ids is None:
+            id_arr = pa.array([str(i) for i in range(n)], pa.string())
+        else:
+            id_arr = ids if isinstance(ids, (pa.Array, pa.ChunkedArray)) else pa.array([str(i) for i in ids], pa.string())
+            if len(id_arr) != n:
+                raise ConfigError(f"{len(id_arr)} ids for {n} texts")
+        for start in range(0, n, batch_size):
+            yield texts[start:start + batch_size], id_arr[start:start + batch_size], name or "<texts>"
+        return
+    try:
+        src = nio.table_source(data, name=name or "<table>")
+    except TypeError:
+        raise ConfigError(f"cannot add a {type(data).__name__}: give paths, texts or a table") from None
+    if ids is not None:
+        raise ConfigError("a table's ids come from id_column, not from ids=")
+    yield from source_batches([src], name, text_column, id_column, on_error, batch_size, writer)
+
+
+def source_batches(sources, name, text_column, id_column, on_error, batch_size, writer):
+    from .. import io as nio
+    for si, src in enumerate(sources):
+        for batch in nio.read_source(src, si, text_column=text_column, id_column=id_column,
+                                     on_error=on_error, batch_size=batch_size):
+            writer.rejected += len(batch.rejected)
+            if len(batch.rows) == 0:
+                continue
+            if batch.ids is not None:
+                batch_ids = batch.ids.cast(pa.string())
+            elif src.format in ("text",):
+                batch_ids = pa.array([src.name] * len(batch.rows), pa.string())
+            else:  # as neardup dedup names them: NAME:LINE (from 1) for JSONL, NAME:ROW (from 0) otherwise
+                rows = batch.rows + 1 if src.format == "jsonl" else batch.rows
+                batch_ids = pc.binary_join_element_wise(src.name + ":", pa.array(rows).cast(pa.string()), "")
+            yield batch.text, batch_ids, name or src.name

@@ -1,0 +1,78 @@
+"""The manifest of an index: its format, the parameters it records, and the checks that refuse
+a run whose parameters differ (one message naming every difference)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from ..config import Config
+from ..errors import ConfigError, StorageError
+from .segments import STORES
+
+FORMAT = "neardup-index"
+FORMAT_VERSION = 1
+PARAM_NAMES = ("num_perm", "bands", "rows", "ngram", "char_ngrams", "normalize_unicode", "lowercase",
+               "punctuation", "collapse_whitespace", "seed")
+
+
+def params_of(config: Config) -> dict:
+    return {name: getattr(config, name) for name in PARAM_NAMES}
+
+
+def store_of(config: Config) -> str:
+    """What a new index keeps to verify: fingerprints (``exact``) or signatures (``estimate``)."""
+    return "exact" if config.verify == "exact" else "estimate"
+
+
+def empty_manifest(config: Config, store: str) -> dict:
+    return {"format": FORMAT, "version": FORMAT_VERSION, "params": params_of(config), "store": store,
+            "generation": 0, "segments": []}
+
+
+def resolve(location: str, manifest: Optional[dict], config: Optional[Config], options: dict):
+    """(run config, store) for an index: a new one takes the run's parameters, an existing one
+    its own, after checking that those given (all of a Config, or the options given) agree."""
+    if config is None:
+        base = Config.from_options(**options)
+        given = set(options) & set(PARAM_NAMES)
+        if "remove_punctuation" in options:  # the old spelling of punctuation
+            given.add("punctuation")
+        if "bands" not in given:
+            given -= {"rows"}
+    else:
+        base = config
+        given = set(PARAM_NAMES)
+    if manifest is None:
+        cfg = base.resolved()
+        return cfg, store_of(cfg)
+    check_format(location, manifest)
+    params = manifest["params"]
+    if config is not None:
+        base = base.resolved()
+    wanted = {name: getattr(base, name) for name in PARAM_NAMES if name in given}
+    compare(location, params, wanted)
+    cfg = dataclasses.replace(base, **params)
+    return cfg, manifest["store"]
+
+
+def check_format(location: str, manifest: dict) -> None:
+    if manifest.get("format") != FORMAT or not isinstance(manifest.get("params"), dict):
+        raise StorageError(f"{location} is not a neardup index (unknown manifest format)")
+    if manifest.get("version") != FORMAT_VERSION:
+        raise StorageError(f"index {location} has format version {manifest.get('version')}; this neardup "
+                           f"reads version {FORMAT_VERSION}")
+    if manifest.get("store") not in STORES or set(manifest["params"]) != set(PARAM_NAMES):
+        raise StorageError(f"corrupt index {location}: its manifest lacks parameters")
+
+
+def compare(location: str, params: dict, wanted: dict) -> None:
+    diffs = [f"{k} {params[k]!r} (this run: {v!r})" for k, v in wanted.items() if params[k] != v]
+    if diffs:
+        raise ConfigError(f"index {location} was built with other parameters: {', '.join(diffs)}; "
+                          f"use the index's parameters or another index")
+
+
+def check_manifest(location: str, manifest: dict, config: Config) -> None:
+    check_format(location, manifest)
+    compare(location, manifest["params"], params_of(config))

@@ -1,0 +1,232 @@
+"""What one immutable segment of an index holds, and how a batch of documents becomes one.
+
+A segment is a handful of flat little-endian arrays (one file each in a folder index, one
+string each in Redis), indexed by the document's position ``d`` in the segment:
+
+=============  ========  =================================================================
+file           dtype     content
+=============  ========  =================================================================
+``keys.u64``   uint64    the band keys of every non-empty document, sorted (b per document)
+``kdoc.u32``   uint32    ``kdoc[i]``: the document whose band has key ``keys[i]``
+``fpoff.i64``  int64     n + 1 offsets into ``fp.u32`` (store ``exact``)
+``fp.u32``     uint32    shingle fingerprints: the high 32 bits of each 64-bit shingle hash,
+                         sorted and unique per document (store ``exact``)
+``sig.u32``    uint32    n x k MinHash signatures (store ``estimate``)
+``idoff.i64``  int64     n + 1 offsets into ``id.bin``
+``id.bin``     bytes     the documents' ids, UTF-8, concatenated
+``src.u32``    uint32    index of each document's source name in the segment's ``sources``
+=============  ========  =================================================================
+
+Band keys carry their band index (see :mod:`neardup.bands`), so one sorted array serves every
+band: a lookup is one ``searchsorted`` over it. Why 32-bit fingerprints: the Jaccard of the
+32-bit fingerprint sets differs from the Jaccard of the 64-bit shingle sets only when two
+distinct shingles of a pair share their low 32 bits (probability about |A|·|B| / 2^32, 2.5e-5
+for two 330-shingle documents), at half the bytes; ``bench/index.py`` measures the difference.
+The high half is taken because a sorted set of 64-bit hashes has its high halves in order
+already, so fingerprints are made without a second sort.
+"""
+
+from __future__ import annotations
+
+import uuid
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+import numba as nb
+import numpy as np
+import pyarrow as pa
+
+from ..minhash import EMPTY_VALUE
+
+FILE_DTYPES = {
+    "keys.u64": np.uint64,
+    "kdoc.u32": np.uint32,
+    "fpoff.i64": np.int64,
+    "fp.u32": np.uint32,
+    "sig.u32": np.uint32,
+    "idoff.i64": np.int64,
+    "id.bin": np.uint8,
+    "src.u32": np.uint32,
+}
+STORES = ("exact", "estimate")
+
+# A segment is closed when it reaches either bound (a Redis string holds at most 512 MiB).
+MAX_SEGMENT_DOCS = 1_000_000
+MAX_SEGMENT_BYTES = 256 << 20
+
+
+def segment_files(store: str) -> List[str]:
+    common = ["keys.u64", "kdoc.u32", "idoff.i64", "id.bin", "src.u32"]
+    return common + (["fpoff.i64", "fp.u32"] if store == "exact" else ["sig.u32"])
+
+
+def new_segment_name() -> str:
+    """Unique across writers and machines; sorts by creation time."""
+    return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
+
+
+@nb.njit(parallel=True, cache=True)
+def _high_sorted_unique(offsets, hashes, presorted):
+    """Per document: the distinct high halves of its hashes, ascending, as a compact CSR."""
+    n = offsets.shape[0] - 1
+    high = np.empty(hashes.shape[0], dtype=np.uint32)
+    sizes = np.zeros(n, dtype=np.int64)
+    for d in nb.prange(n):
+        a = offsets[d]
+        b = offsets[d + 1]
+        for i in range(a, b):
+            high[i] = np.uint32(hashes[i] >> np.uint64(32))
+        seg = high[a:b]
+        if not presorted:
+            seg.sort()
+        u = 0
+        for j in range(b - a):
+            if u == 0 or seg[j] != seg[u - 1]:
+                seg[u] = seg[j]
+                u += 1
+        sizes[d] = u
+    new = np.zeros(n + 1, dtype=np.int64)
+    for d in range(n):
+        new[d + 1] = new[d] + sizes[d]
+    out = np.empty(new[n], dtype=np.uint32)
+    for d in nb.prange(n):
+        out[new[d]:new[d + 1]] = high[offsets[d]:offsets[d] + sizes[d]]
+    return new, out
+
+
+def fingerprints(offsets: np.ndarray, hashes: np.ndarray, sorted_sets: bool = False):
+    """(offsets, uint32 fingerprints) per document from 64-bit shingle hashes in CSR form: the
+    high 32 bits of each hash, sorted and unique per document.
+
+    The hashes may be in any order with repeats (the raw hashes of a read stage); with
+    ``sorted_sets`` they are sorted per document already (as ``MinHasher.signatures_and_sets``
+    gives them), so their high halves are in order and only neighbours can be equal: no sort.
+    The caller's arrays are never changed.
+    """
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    hashes = np.ascontiguousarray(hashes, dtype=np.uint64)
+    return _high_sorted_unique(offsets, hashes, bool(sorted_sets))
+
+
+def is_empty_signature(signatures: np.ndarray) -> np.ndarray:
+    """True for documents without shingles (the all-ones signature of :mod:`neardup.minhash`)."""
+    return np.all(np.asarray(signatures) == EMPTY_VALUE, axis=1)
+
+
+def checksum(data) -> int:
+    return zlib.crc32(memoryview(np.ascontiguousarray(data)).cast("B")) & 0xFFFFFFFF
+
+
+@dataclass
+class SegmentBuilder:
+    """Collects batches of documents (already hashed) and lays them out as one segment."""
+
+    store: str
+    bands: int
+    num_perm: int
+    keys: List[np.ndarray] = field(default_factory=list)
+    nonempty: List[np.ndarray] = field(default_factory=list)
+    fp_counts: List[np.ndarray] = field(default_factory=list)
+    fp_values: List[np.ndarray] = field(default_factory=list)
+    sigs: List[np.ndarray] = field(default_factory=list)
+    ids: List[pa.Array] = field(default_factory=list)
+    src: List[np.ndarray] = field(default_factory=list)
+    sources: List[str] = field(default_factory=list)
+    docs: int = 0
+    nbytes: int = 0
+
+    def source_index(self, name: str) -> int:
+        if name not in self.sources:
+            self.sources.append(name)
+        return self.sources.index(name)
+
+    def append(self, keys: np.ndarray, nonempty: np.ndarray, ids: pa.Array, source: np.ndarray,
+               fp_offsets: Optional[np.ndarray] = None, fp_values: Optional[np.ndarray] = None,
+               signatures: Optional[np.ndarray] = None) -> None:
+        m = len(nonempty)
+        self.keys.append(np.asarray(keys, dtype=np.uint64)[nonempty])
+        self.nonempty.append(np.asarray(nonempty, dtype=bool))
+        self.ids.append(ids)
+        self.src.append(np.asarray(source, dtype=np.uint32))
+        if self.store == "exact":
+            self.fp_counts.append(np.diff(fp_offsets))
+            self.fp_values.append(fp_values)
+            self.nbytes += fp_values.nbytes
+        else:
+            self.sigs.append(np.ascontiguousarray(signatures, dtype=np.uint32))
+            self.nbytes += 4 * self.num_perm * m
+        self.nbytes += m * (12 * self.bands + 20) + ids.nbytes
+        self.docs += m
+
+    def full(self) -> bool:
+        return self.docs >= MAX_SEGMENT_DOCS or self.nbytes >= MAX_SEGMENT_BYTES
+
+    def build(self) -> Dict[str, np.ndarray]:
+        """The segment's arrays, by file name."""
+        nonempty = np.concatenate(self.nonempty) if self.nonempty else np.zeros(0, bool)
+        doc = np.flatnonzero(nonempty).astype(np.uint32)
+        keys = (np.concatenate(self.keys) if self.keys else np.zeros((0, self.bands), np.uint64)).ravel()
+        kdoc = np.repeat(doc, self.bands)
+        order = np.argsort(keys, kind="stable")
+        ids = pa.concat_arrays([a.cast(pa.large_string()) for a in self.ids]) if self.ids else \
+            pa.array([], pa.large_string())
+        n = len(ids)
+        idoff, id_bin = string_buffers(ids)
+        out = {
+            "keys.u64": keys[order],
+            "kdoc.u32": kdoc[order],
+            "idoff.i64": idoff,
+            "id.bin": id_bin,
+            "src.u32": np.concatenate(self.src) if self.src else np.zeros(0, np.uint32),
+        }
+        if self.store == "exact":
+            counts = np.concatenate(self.fp_counts) if self.fp_counts else np.zeros(0, np.int64)
+            off = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(counts, out=off[1:])
+            out["fpoff.i64"] = off
+            out["fp.u32"] = np.concatenate(self.fp_values) if self.fp_values else np.zeros(0, np.uint32)
+        else:
+            out["sig.u32"] = (np.concatenate(self.sigs) if self.sigs
+                              else np.zeros((0, self.num_perm), np.uint32)).ravel()
+        return out
+
+
+def string_buffers(arr: pa.Array):
+    """(offsets int64[n+1] from 0, UTF-8 bytes) of a string array without nulls."""
+    arr = arr.cast(pa.large_string())
+    if arr.null_count:
+        raise ValueError("ids must not be null")
+    _, offsets, data = arr.buffers()
+    off = np.frombuffer(offsets, dtype=np.int64, count=arr.offset + len(arr) + 1)[arr.offset:]
+    raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return off - off[0], raw[off[0]:off[-1]]
+
+
+def merge_segments(parts: Sequence[Dict[str, np.ndarray]], sources: Sequence[Sequence[str]],
+                   store: str, bands: int, num_perm: int):
+    """One segment's arrays from several (compaction): documents in the given order. Returns
+    (arrays, sources) with the source names of all parts, each once."""
+    builder = SegmentBuilder(store=store, bands=bands, num_perm=num_perm)
+    for arrays, names in zip(parts, sources):
+        remap = np.array([builder.source_index(s) for s in names] or [0], dtype=np.uint32)
+        n = len(arrays["src.u32"])
+        idoff = arrays["idoff.i64"]
+        id_bin = np.ascontiguousarray(arrays["id.bin"])
+        ids = pa.LargeStringArray.from_buffers(n, pa.py_buffer(np.ascontiguousarray(idoff)),
+                                               pa.py_buffer(id_bin))
+        # keys back per document: each document's keys in band order are recovered from kdoc
+        kdoc = arrays["kdoc.u32"].astype(np.int64)
+        order = np.argsort(kdoc, kind="stable")
+        nonempty = np.zeros(n, dtype=bool)
+        nonempty[kdoc] = True
+        keys_by_doc = np.zeros((n, bands), dtype=np.uint64)
+        keys_by_doc[nonempty] = np.asarray(arrays["keys.u64"])[order].reshape(-1, bands)
+        kwargs = {}
+        if store == "exact":
+            kwargs = dict(fp_offsets=np.asarray(arrays["fpoff.i64"]), fp_values=np.asarray(arrays["fp.u32"]))
+        else:
+            kwargs = dict(signatures=np.asarray(arrays["sig.u32"]).reshape(n, num_perm))
+        builder.append(keys_by_doc, nonempty, ids, remap[np.asarray(arrays["src.u32"], dtype=np.int64)], **kwargs)
+    return builder.build(), list(builder.sources)

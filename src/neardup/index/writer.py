@@ -1,0 +1,186 @@
+"""Adding documents to an index: new segments, committed together with one manifest switch."""
+
+from __future__ import annotations
+
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import ConfigError
+from .inputs import documents
+from .manifest import check_manifest
+from .segments import SegmentBuilder, fingerprints, is_empty_signature, new_segment_name
+from .storage import Storage
+
+
+class IndexWriter:
+    """Adds documents to an index as new segments, committed together by :meth:`commit`, which
+    runs when the ``with`` block ends without an exception.
+
+    Use as a context manager: on an exception nothing becomes visible (the written segments
+    are removed), and a process killed at any moment leaves the index as it was.
+    ``result`` holds the counts after the commit.
+    """
+
+    def __init__(self, index):
+        self.index = index
+        self.storage = index.storage
+        self.config = index.config
+        self.entries: List[dict] = []
+        self.builder: Optional[SegmentBuilder] = None
+        self.result: dict = {}
+        self.added = 0
+        self.empty = 0
+        self.rejected = 0
+        self._lock = None
+        self._t0 = time.perf_counter()
+
+    def __enter__(self):
+        self._lock = self.storage.writer()
+        self._lock.__enter__()
+        try:
+            manifest = self.storage.read_manifest()
+            if manifest is not None:
+                check_manifest(self.index.location, manifest, self.config)
+            self.storage.drop_orphans(manifest)
+        except BaseException as exc:
+            self._lock.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is None:
+                self.commit()
+            else:
+                self.abort()
+        finally:
+            self._lock.__exit__(exc_type, exc, tb)
+        return False
+
+    # ------------------------------------------------------------------ input
+    def add(self, data, ids=None, name=None, *, text_column="text", id_column=None, on_error="fail") -> None:
+        """See :meth:`Index.add`."""
+        for texts, batch_ids, sources in documents(data, ids, name, text_column, id_column, on_error,
+                                                    self.config.batch_size, self):
+            h = self.index.hash_texts(texts)
+            self._append(h["keys"], h["nonempty"], batch_ids, sources, h["fp_offsets"], h["fp"], h["signatures"])
+
+    def add_arrays(self, keys: np.ndarray, ids, source, *, signatures: Optional[np.ndarray] = None,
+                   shingles: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> None:
+        """Adds documents already hashed with this index's parameters (e.g. a dedup run's kept
+        documents for ``--update-index``). Call it once per batch; the commit is at close.
+
+        keys: (n, bands) uint64 band keys (:func:`neardup.bands.band_keys`).
+        ids: n ids (list of str or a pyarrow string array).
+        source: one source name for all, or n names.
+        signatures: (n, num_perm) uint32; needed by an ``estimate`` index (and, without
+            shingles, to recognise empty documents).
+        shingles: (offsets int64[n+1], uint64 hashes) per document, any order, repeats allowed;
+            needed by an ``exact`` index.
+        """
+        cfg = self.config
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        if keys.ndim != 2 or keys.shape[1] != cfg.bands:
+            raise ConfigError(f"keys must be (documents, {cfg.bands}) uint64 band keys, got shape {keys.shape}")
+        n = len(keys)
+        ids = ids if isinstance(ids, (pa.Array, pa.ChunkedArray)) else pa.array(list(ids), pa.string())
+        if isinstance(ids, pa.ChunkedArray):
+            ids = ids.combine_chunks()
+        if len(ids) != n:
+            raise ConfigError(f"{len(ids)} ids for {n} documents")
+        fp_off = fp = None
+        if shingles is not None:
+            off, hashes = shingles
+            off = np.asarray(off, dtype=np.int64)
+            if len(off) != n + 1:
+                raise ConfigError(f"shingle offsets must have {n + 1} entries, got {len(off)}")
+            fp_off, fp = fingerprints(off - off[0], np.asarray(hashes)[off[0]:off[-1]])
+            nonempty = np.diff(fp_off) > 0
+        elif signatures is not None:
+            nonempty = ~is_empty_signature(signatures)
+        else:
+            raise ConfigError("add_arrays needs shingles (an exact index) or signatures (an estimate index)")
+        if self.index.store == "exact" and fp is None:
+            raise ConfigError(f"index {self.index.location} keeps shingle fingerprints: pass shingles")
+        if self.index.store == "estimate":
+            if signatures is None:
+                raise ConfigError(f"index {self.index.location} keeps signatures: pass signatures")
+            signatures = np.asarray(signatures, dtype=np.uint32)
+            if signatures.shape != (n, cfg.num_perm):
+                raise ConfigError(f"signatures must be ({n}, {cfg.num_perm}) uint32, got {signatures.shape}")
+        self._append(keys, nonempty, ids, source, fp_off, fp, signatures)
+
+    # ------------------------------------------------------------------ segments
+    def _append(self, keys, nonempty, ids, source, fp_off, fp, signatures) -> None:
+        if self.builder is None:
+            self.builder = SegmentBuilder(store=self.index.store, bands=self.config.bands,
+                                          num_perm=self.config.num_perm)
+        b = self.builder
+        n = len(nonempty)
+        if isinstance(source, str):
+            src = np.full(n, b.source_index(source), dtype=np.uint32)
+        else:
+            names = list(source)
+            if len(names) != n:
+                raise ConfigError(f"{len(names)} source names for {n} documents")
+            src = np.array([b.source_index(s) for s in names], dtype=np.uint32)
+        b.append(keys, nonempty, ids, src, fp_offsets=fp_off, fp_values=fp,
+                 signatures=signatures if self.index.store == "estimate" else None)
+        self.added += n
+        self.empty += int(n - nonempty.sum())
+        if b.full():
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.builder is None or self.builder.docs == 0:
+            return
+        b, self.builder = self.builder, None
+        arrays = b.build()
+        counts = np.bincount(arrays["src.u32"].astype(np.int64), minlength=len(b.sources))
+        self.entries.append(write_entry(self.storage, arrays, b.sources, counts))
+
+    def commit(self) -> None:
+        self._flush()
+        entries = self.entries
+        index = self.index
+
+        def update(current):
+            if current is None:
+                current = index._empty_manifest()
+            else:
+                check_manifest(index.location, current, self.config)
+            return dict(current, generation=current["generation"] + 1, segments=current["segments"] + entries)
+
+        if entries:
+            try:
+                self.storage.commit(update)
+            except BaseException:
+                self.abort()
+                raise
+            index._manifest_read = -1e18
+        self.result = {"added": self.added, "empty": self.empty, "rejected": self.rejected,
+                       "segments": len(entries), "seconds": round(time.perf_counter() - self._t0, 3)}
+        self.entries = []
+
+    def abort(self) -> None:
+        self.builder = None
+        names = [e["name"] for e in self.entries]
+        self.entries = []
+        try:
+            self.storage.drop_segments(names)
+        except Exception:  # the orphans are removed by the next writer
+            pass
+
+
+def write_entry(storage: Storage, arrays: Dict[str, np.ndarray], sources: Sequence[str],
+                 counts: Optional[np.ndarray] = None) -> dict:
+    name = new_segment_name()
+    if counts is None:
+        counts = np.bincount(np.asarray(arrays["src.u32"], dtype=np.int64), minlength=len(sources))
+    files = storage.write_segment(name, arrays)
+    return {"name": name, "docs": int(len(arrays["src.u32"])), "sources": list(sources),
+            "source_docs": [int(c) for c in counts], "files": files,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

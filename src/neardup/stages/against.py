@@ -1,0 +1,136 @@
+"""Deduplicating against indexes (``--against INDEX``, ``--update-index``).
+
+The read stage matches each block's documents against every index given, with the index's own
+seam (:meth:`neardup.index.Index.match`) and the band keys and shingle hashes or signatures it
+has just computed: a document with a verified match at or above the threshold is removed with the
+indexed document as its representative (the best match over all indexes; ties: the earlier
+index). Matched documents take no part in the run's own pairs, as if the indexed documents came
+first in keep order and were all kept. One file a block, written before the block's summary:
+
+    WORK/read/block-BBBBBB.against.parquet   MATCHED_SCHEMA: pos (in the block), id, source, similarity
+
+After a successful run, ``--update-index`` adds the kept documents to the first index as one
+segment (:func:`update_index`).
+"""
+
+from __future__ import annotations
+
+from typing import List, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ..io import fs
+from ..io.tables import read_table
+from .layout import MEMBERS_SCHEMA, block_path, fixed_binary_numpy
+from .read import DocStore
+from .write import write_parquet
+
+MATCHED_SCHEMA = pa.schema([("pos", pa.int64()), ("id", pa.string()), ("source", pa.string()),
+                            ("similarity", pa.float64())])
+
+
+_OPEN: dict = {}  # (run, location) -> Index: opened once per run and process, for all its blocks
+
+
+def open_indexes(locations: Sequence[str], config, run: str = "") -> list:
+    """The indexes to match against; each refuses a run whose parameters differ from its own.
+    Within one run (``run``: its work directory) a process opens each index once."""
+    from ..index import Index
+    for key in [k for k in _OPEN if k[0] != run]:  # another run's: closed, so nothing stale is used
+        _OPEN.pop(key).close()
+    out = []
+    for loc in locations:
+        if (run, loc) not in _OPEN:
+            _OPEN[(run, loc)] = Index(loc, config, must_exist=True)
+        out.append(_OPEN[(run, loc)])
+    return out
+
+
+def match_block(work_path: str, block: int, n: int, config) -> int:
+    """Matches the ``n`` documents just read as block ``block``; writes its file; returns how
+    many matched."""
+    store = DocStore(work_path, np.array([0] * (block + 1) + [n], np.int64), config.num_perm)
+    pos = np.arange(n, dtype=np.int64)
+    exact = config.verify == "exact"
+    best_sim = np.full(n, -1.0)
+    best_id: List = [None] * n
+    best_src: List = [None] * n
+    if n:
+        keys = fixed_binary_numpy(store.table(block, ["keys"]).column(0), np.uint64, config.bands)
+        shingles = store.shingles(pos) if exact else None
+        signatures = None if exact else store.signatures(pos)
+        for index in open_indexes(config.against, config, run=work_path):
+            m = index.match(keys, signatures=signatures, shingles=shingles, threshold=config.threshold)
+            ids, sources = m.id.to_pylist(), m.source.to_pylist()
+            for i, (p, s) in enumerate(zip(np.asarray(m.doc).tolist(), np.asarray(m.similarity).tolist())):
+                if s > best_sim[p]:  # strictly better: a tie keeps the earlier index
+                    best_sim[p], best_id[p], best_src[p] = s, ids[i], sources[i]
+    hit = np.flatnonzero(best_sim >= 0)
+    write_parquet(pa.table({"pos": pa.array(hit), "id": pa.array([best_id[i] for i in hit], pa.string()),
+                            "source": pa.array([best_src[i] for i in hit], pa.string()),
+                            "similarity": pa.array(best_sim[hit])}, schema=MATCHED_SCHEMA),
+                  block_path(work_path, block, "against.parquet"))
+    return int(len(hit))
+
+
+def _matches(work_path: str, block: int) -> pa.Table:
+    path = block_path(work_path, block, "against.parquet")
+    return read_table(path) if fs.exists(path) else MATCHED_SCHEMA.empty_table()  # local or a URL work dir
+
+
+def matched_docs(work_path: str, block_start: np.ndarray) -> np.ndarray:
+    """Every matched document (ascending document indices)."""
+    parts = [_matches(work_path, b).column("pos").to_numpy() + block_start[b] for b in range(len(block_start) - 1)]
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+
+
+def matched_members(work_path: str, store: DocStore, with_ids: bool, sources) -> pa.Table:
+    """The matched documents as member rows (MEMBERS_SCHEMA): removed, their representative the
+    indexed document (its id and source; no document index here: -1)."""
+    from .clusters import document_ids
+    tables = []
+    for b in range(len(store.block_start) - 1):
+        m = _matches(work_path, b)
+        if m.num_rows == 0:
+            continue
+        docs = m.column("pos").to_numpy() + store.block_start[b]
+        attrs = store.columns(docs, ["source", "row"])
+        source, row = attrs["source"].astype(np.int32), attrs["row"].astype(np.int64)
+        ids = document_ids(source, row, store.ids(docs) if with_ids else None, sources)
+        n = len(docs)
+        tables.append(pa.table({
+            "doc": pa.array(docs), "source": pa.array(source), "row": pa.array(row),
+            "cluster": pa.array(np.full(n, -1, np.int64)), "representative": pa.array(np.full(n, -1, np.int64)),
+            "similarity": m.column("similarity"), "removed": pa.array(np.ones(n, bool)), "id": ids,
+            "cluster_id": m.column("id"), "representative_id": m.column("id"),
+            "representative_source": m.column("source")}, schema=MEMBERS_SCHEMA))
+    return pa.concat_tables(tables) if tables else MEMBERS_SCHEMA.empty_table()
+
+
+def update_index(ctx, store: DocStore, dropped_docs: np.ndarray, with_ids: bool) -> dict:
+    """Adds the run's kept documents (every document less ``dropped_docs``) to the first index
+    given, as one segment committed at the end (all of them or none)."""
+    from .clusters import document_ids
+    from ..index import Index
+    cfg = ctx.config
+    index = Index(cfg.against[0], cfg, must_exist=True)
+    names = [s.name for s in ctx.sources]
+    added = 0
+    with index.writer() as w:
+        for b in range(len(store.block_start) - 1):
+            docs = np.arange(store.block_start[b], store.block_start[b + 1], dtype=np.int64)
+            docs = docs[~np.isin(docs, dropped_docs)]
+            if len(docs) == 0:
+                continue
+            t = store.table(b, ["source", "row", "keys"]).take(pa.array(docs - store.block_start[b]))
+            source, row = t.column("source").to_numpy(), t.column("row").to_numpy()
+            ids = document_ids(source, row, store.ids(docs) if with_ids else None, ctx.sources)
+            keys = fixed_binary_numpy(t.column("keys"), np.uint64, cfg.bands)
+            if cfg.verify == "exact":
+                w.add_arrays(keys, ids, [names[s] for s in source.tolist()], shingles=store.shingles(docs))
+            else:
+                w.add_arrays(keys, ids, [names[s] for s in source.tolist()], signatures=store.signatures(docs))
+            added += len(docs)
+    index.close()
+    return {"index": cfg.against[0], "added": added}

@@ -1,0 +1,192 @@
+"""The index on a real redis-server (started here on a free loopback port): the same answers as
+a folder index, concurrent writers, a restart, a crash mid-add, errors."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from neardup.errors import ConfigError
+from neardup.index import Index
+
+from index_corpus import env, make_split, write_jsonl
+
+try:
+    import redis
+except ImportError:  # not a skip: CI installs it with the test extra
+    pytest.fail("the redis client is missing: pip install -e '.[test]'", pytrace=False)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """A redis-server with append-only persistence (fsync on every write) in a folder of its own."""
+
+    def __init__(self, folder):
+        self.folder = str(folder)
+        self.port = _free_port()
+        self.proc = None
+
+    def start(self):
+        exe = shutil.which("redis-server")
+        if exe is None:
+            pytest.fail("redis-server is not installed: the Redis index tests need it "
+                        "(.ci/run installs it; on Debian/Ubuntu: apt-get install redis-server)")
+        self.proc = subprocess.Popen(
+            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.folder, "--appendonly", "yes",
+             "--appendfsync", "always", "--save", "", "--protected-mode", "no", "--daemonize", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis(port=self.port)
+        deadline = time.time() + 20
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.exceptions.ConnectionError:
+                if time.time() > deadline or self.proc.poll() is not None:
+                    pytest.fail(f"redis-server did not start on port {self.port}")
+                time.sleep(0.05)
+        # with AOF on, a restart replays the log: wait until loading is over
+        while client.info("persistence").get("loading"):
+            time.sleep(0.05)
+        client.close()
+        return self
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=20)
+
+    def url(self, db=0):
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def split():
+    return make_split(600, seed=7)
+
+
+_db = iter(range(1, 16))
+
+
+@pytest.fixture
+def url(server):
+    """A fresh database of the module's server for each test."""
+    u = server.url(next(_db))
+    redis.Redis.from_url(u).flushdb()
+    return u
+
+
+def test_redis_answers_like_a_folder_index(url, split, tmp_path):
+    folder = Index(str(tmp_path / "f"))
+    on_redis = Index(url)
+    for k in range(0, len(split.a_texts), 150):  # several segments
+        folder.add(split.a_texts[k:k + 150], ids=split.a_ids[k:k + 150], name="A")
+        on_redis.add(split.a_texts[k:k + 150], ids=split.a_ids[k:k + 150], name="A")
+    want = folder.query(split.b_texts)
+    reader = Index(url, refresh=3600)  # holds its manifest and segments through a compaction
+    assert reader.query(split.b_texts) == want
+    assert sum(1 for r in want if r) > 50
+    s, f = Index(url).stats(), folder.stats()
+    assert (s["documents"], s["segments"], s["bytes"], s["sources"]) == (f["documents"], f["segments"], f["bytes"], f["sources"])
+    Index(url).compact()
+    assert Index(url).stats()["segments"] == 1
+    assert Index(url).query(split.b_texts) == want
+    assert reader.query(split.b_texts) == want  # its segments are gone: it reads the new manifest
+    keys = redis.Redis.from_url(url).keys("neardup:seg:*")
+    assert {k.decode().split(":")[2] for k in keys} == {Index(url).storage.read_manifest()["segments"][0]["name"]}
+    with pytest.raises(ConfigError, match="ngram 5"):
+        Index(url, ngram=4)
+
+
+def test_two_processes_adding_at_once_lose_nothing(url, split, tmp_path):
+    n = len(split.b_texts) // 4
+    files = []
+    for w in range(4):
+        texts = split.b_texts[w * n:(w + 1) * n]
+        files.append(write_jsonl(str(tmp_path / f"w{w}.jsonl"), texts, [f"w{w}-{i}" for i in range(len(texts))]))
+    code = ("import sys, neardup.index.segments as s; s.MAX_SEGMENT_DOCS = 20; "
+            "from neardup.cli import main; sys.exit(main(sys.argv[1:]))")
+    procs = []
+    for rounds in range(2):  # each writer commits twice, all at once
+        procs = [subprocess.Popen([sys.executable, "-c", code, "index", "add", url, f, "--name", f"w{w}",
+                                   "--id-column", "id", "--batch-size", "10"], env=env(),
+                                  stderr=subprocess.PIPE) for w, f in enumerate(files)]
+        for p in procs:
+            assert p.wait(timeout=300) == 0, p.stderr.read().decode()
+    idx = Index(url)
+    s = idx.stats()
+    assert s["documents"] == 2 * 4 * n
+    assert s["sources"] == {f"w{w}": 2 * n for w in range(4)}
+    res = idx.query(split.b_texts[:4 * n])
+    for i, matches in enumerate(res):
+        w, j = divmod(i, n)
+        own = [m for m in matches if m.id == f"w{w}-{j}"]
+        assert len(own) == 2 and all(m.similarity == 1.0 and m.source == f"w{w}" for m in own)
+
+
+def test_restart_with_persistence_keeps_the_index(tmp_path, split):
+    server = RedisServer(tmp_path).start()
+    try:
+        url = server.url(0)
+        Index(url).add(split.a_texts, ids=split.a_ids, name="A")
+        want = Index(url).query(split.b_texts[:100])
+        stats = Index(url).stats()
+        server.kill()  # kill -9: the append-only file, fsynced at every write, is all that remains
+        with pytest.raises(Exception, match="cannot reach Redis"):
+            Index(url)
+        server.start()
+        assert Index(url).stats() == stats
+        assert Index(url).query(split.b_texts[:100]) == want
+    finally:
+        server.stop()
+
+
+def test_kill_9_before_the_commit_leaves_the_redis_index_as_before(url, split, tmp_path):
+    Index(url).add(split.a_texts[:100], ids=split.a_ids[:100], name="A")
+    manifest = redis.Redis.from_url(url).get("neardup:manifest")
+    b = write_jsonl(str(tmp_path / "b.jsonl"), split.b_texts, split.b_ids)
+    for point in ("segment_written", "before_manifest_switch"):
+        p = subprocess.run([sys.executable, "-m", "neardup", "index", "add", url, b, "--name", "B", "--id-column", "id"],
+                           env=dict(env(), NEARDUP_INDEX_CRASH_AT=point), capture_output=True)
+        assert p.returncode == -signal.SIGKILL
+        assert redis.Redis.from_url(url).get("neardup:manifest") == manifest
+        assert Index(url).stats()["documents"] == 100
+    p = subprocess.run([sys.executable, "-m", "neardup", "index", "add", url, b, "--name", "B", "--id-column", "id"],
+                       env=env(), capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    idx = Index(url)
+    assert idx.stats()["sources"] == {"A": 100, "B": len(split.b_texts)}
+    res = idx.query(split.b_texts)
+    assert all(sum(1 for m in r if m.id == i and m.source == "B") == 1 for r, i in zip(res, split.b_ids))
+
+
+def test_prefixes_keep_indexes_apart_in_one_database(url, split):
+    Index(url + "?prefix=one:").add(split.a_texts[:20], name="one")
+    Index(url + "?prefix=two:", ngram=3).add(split.a_texts[20:50], name="two")
+    assert Index(url + "?prefix=one:").stats()["sources"] == {"one": 20}
+    two = Index(url + "?prefix=two:")
+    assert two.stats()["sources"] == {"two": 30} and two.params["ngram"] == 3
+    assert Index(url + "?prefix=one:").query(split.a_texts[20:21]) == [[]]
+    with pytest.raises(Exception, match="no index at"):
+        Index(url, must_exist=True)  # the default prefix holds nothing here
