@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Union
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from . import io as nio
 from .config import Config
@@ -384,7 +383,7 @@ def _update_index(ctx) -> dict:
     from .stages.layout import Corpus
     from .stages.read import DocStore
     corpus = Corpus(ctx.work, ctx.config, ctx.work.plan(ctx.sources))
-    removed = [pq.read_table(p, columns=["doc", "removed"]) for p in ctx.work.parts("clusters")]
+    removed = [read_table(p, columns=["doc", "removed"]) for p in ctx.work.parts("clusters")]
     dropped = np.concatenate([excluded_from_pairs(ctx, corpus)] + [
         t.filter(t.column("removed")).column("doc").to_numpy() for t in removed])
     store = DocStore(ctx.work.path, corpus.block_start, ctx.config.num_perm)

@@ -15,7 +15,6 @@ a resumed run has done, and the end of the read and write stages.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
@@ -122,7 +121,7 @@ def finish_clusters(ctx: RunContext, corpus: Corpus, counts: dict) -> dict:
     from .write import write_parquet
     store = DocStore(ctx.work.path, corpus.block_start, ctx.config.num_perm)
     members = matched_members(ctx.work.path, store, user_ids_wanted(ctx), ctx.sources)
-    write_parquet(members, os.path.join(ctx.work.path, "clusters", "part-against.parquet"))
+    write_parquet(members, fs.join(ctx.work.path, "clusters", "part-against.parquet"))
     return {**counts, "removed": counts["removed"] + members.num_rows, "removed_against_index": members.num_rows}
 
 
