@@ -166,7 +166,7 @@ def main() -> None:
         rows.append({"stage": stage, "object": what, "up": up, "down": down, "requests": reqs})
         print(f"{stage:<9} {what:<22} {up / n:>9.1f} {down / n:>10.1f} {reqs:>8}")
     print("work dir at the end, bytes per document:", {k: round(v / n, 1) for k, v in sorted(sizes.items())})
-    out = HERE / "results" / "s3_traffic.json"
+    out = HERE / "results" / ("s3_traffic.json" if args.docs == 20000 else f"s3_traffic_{args.docs}.json")
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"documents": n, "input_bytes": in_bytes, "verify": args.verify, "nodes": args.nodes,
                                "wall_s": wall, "seconds": res.stats["seconds"], "traffic": rows,
