@@ -1,12 +1,6 @@
 """End to end through object storage: ``neardup dedup s3://BUCKET/in/ --output s3://BUCKET/out``
 on moto's S3 server gives the output of the same run on local paths.
 
-AWAITING INTEGRATION: this passes only once the engines / stages do every file operation through
-``neardup.io.fs`` (today ``engines/workdir.py`` fingerprints inputs with ``os.stat`` and the
-writers use ``os.path`` / ``open``, so an s3:// input or output fails there; neardup.io itself
-reads and writes s3:// already, see tests/test_io_s3.py). Hence the strict xfails below: when the
-wiring lands a test passes, its xfail turns into a failure, and the mark must go.
-
 What "the same output" means: the kept/ files are compared byte for byte; the files that name
 the inputs (stats.json, removed.parquet, clusters.parquet, texts_sample.parquet) are compared
 after the input prefix ``s3://BUCKET/`` is removed from every string (a document's default id is
@@ -32,13 +26,6 @@ import zstandard
 from s3_server import s3, s3_env, s3_server  # noqa: F401  (fixtures)
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-# strict: the day the wiring lands the test passes, the xfail fails, and the mark must go
-AWAITS_STAGES = pytest.mark.xfail(
-    strict=True, reason="awaits the engines / stages doing their file operations through neardup.io.fs")
-AWAITS_FINGERPRINT = pytest.mark.xfail(
-    strict=True, reason="awaits engines/workdir.py fingerprinting inputs with neardup.io.fs.info "
-                        "(checked: with that one change this test passes)")
-
 
 def _corpus() -> dict:
     base = [f"the quick brown fox number {i} jumps over the lazy dog and runs far away into the woods"
@@ -99,8 +86,7 @@ def _mask_times(html: str, prefix: str) -> str:
     return re.sub(r"\d+(\.\d+)?\s*(s|ms|seconds)\b", "T", html.replace(prefix, ""))
 
 
-@AWAITS_STAGES
-@pytest.mark.parametrize("extra", [[], ["--id-column", "id"]], ids=["default-ids", "id-column"])
+@pytest.mark.parametrize("extra", [[], ["--id-column", "id", "--on-error", "skip"]], ids=["default-ids", "id-column"])
 def test_dedup_s3_to_s3_same_output_as_local(s3, tmp_path, extra):
     files = _corpus()
     for rel, data in files.items():
@@ -118,10 +104,8 @@ def test_dedup_s3_to_s3_same_output_as_local(s3, tmp_path, extra):
     _same_output(remote, local, s3.url("") + "/")
 
 
-@AWAITS_FINGERPRINT
 def test_dedup_s3_input_local_output(s3, tmp_path):
-    """The smallest step: inputs on S3, output and work dir local (today only the fingerprint
-    of the inputs, ``os.stat`` in engines/workdir.py, stands in the way: ``neardup.io.fs.info``)."""
+    """Inputs on S3, output and work dir local."""
     files = _corpus()
     for rel, data in files.items():
         p = tmp_path / "in" / rel
@@ -150,3 +134,92 @@ def _same_output(remote: dict, local: dict, prefix: str) -> None:
             assert _mask_times(got.decode(), prefix) == _mask_times(want.decode(), prefix), rel
         else:
             assert got == want, rel
+
+
+def test_resume_after_kill_through_s3(s3, tmp_path):
+    """Inputs and output on S3, the local engine's default work dir (a local folder named after
+    the output URL): killed once the read stage is done, then resumed, gives the bytes of an
+    uninterrupted run."""
+    import signal
+    import time
+
+    from neardup.api import _default_work_dir
+    from neardup.synth import generate_corpus, write_jsonl
+
+    c = generate_corpus(6000, seed=5)
+    write_jsonl(tmp_path / "big.jsonl", c[0] if isinstance(c, tuple) else c.texts)
+    s3.put("in/big.jsonl", (tmp_path / "big.jsonl").read_bytes())
+    env = dict(os.environ, **s3_env(s3.endpoint), PYTHONUNBUFFERED="1", PYTHONPATH=SRC)
+    _run([s3.url("in/"), "--output", s3.url("ref")], env, cwd=tmp_path)
+    out = s3.url("out")
+    cmd = [sys.executable, "-m", "neardup", "dedup", s3.url("in/"), "--output", out, "--quiet", "--batch-size", "500"]
+    state = os.path.join(_default_work_dir(out, "local"), "state.json")
+    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path)
+    killed_after = None
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            with open(state) as f:
+                done = json.load(f).get("done", {})
+        except (OSError, ValueError):
+            done = {}
+        if "read" in done:
+            proc.send_signal(signal.SIGKILL)
+            killed_after = sorted(done)
+            break
+        time.sleep(0.01)
+    proc.wait()
+    assert killed_after is not None, "the run ended before it could be killed"
+    assert "out/stats.json" not in s3.keys("out/"), "a killed run must not look complete"
+    _run([s3.url("in/"), "--output", out, "--resume"], env, cwd=tmp_path)
+    assert not os.path.exists(state), "the default work dir is removed after success"
+    ref = {k[len("ref/"):]: s3.get(k) for k in s3.keys("ref/")}
+    got = {k[len("out/"):]: s3.get(k) for k in s3.keys("out/")}
+    _same_output(got, ref, "")
+
+
+# --------------------------------------------------------------------------- errors, on the output side
+
+
+def _cli(args, env, cwd, block=()):
+    pre = "".join(f"sys.modules[{m!r}] = None; " for m in block)
+    code = f"import sys; {pre}from neardup.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          env=dict(env, PYTHONPATH=SRC), cwd=cwd, timeout=120)
+
+
+def _one_line_exit_2(r, startswith: str) -> str:
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert lines[0].startswith("neardup: error: " + startswith), lines[0]
+    return lines[0]
+
+
+def test_output_store_errors_one_line_nothing_written(s3, tmp_path):
+    """A local input and an s3:// --output (or --work-dir) that cannot be used: one line, exit 2,
+    nothing written anywhere, before any work."""
+    from s3_server import free_port
+
+    (tmp_path / "in.jsonl").write_bytes(_corpus()["a.jsonl"])
+    env = dict(os.environ, **s3_env(s3.endpoint))
+    out = s3.url("out")
+    args = ["dedup", "in.jsonl", "--output", out, "--quiet"]
+    line = _one_line_exit_2(_cli(args, env, tmp_path, block=("s3fs",)),
+                            f"{out}: reading and writing s3:// paths needs s3fs")
+    assert "pip install 'neardup[cloud]'" in line
+    _one_line_exit_2(_cli(args, env, tmp_path, block=("fsspec",)), f"{out}: reading and writing s3:// paths needs the cloud extra")
+    _one_line_exit_2(_cli(["dedup", "in.jsonl", "--output", "s3://no-such-bucket-here/out", "--quiet"], env, tmp_path),
+                     "s3://no-such-bucket-here/out: no such bucket: no-such-bucket-here")
+    port = free_port()
+    _one_line_exit_2(_cli(args, dict(env, AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_MAX_ATTEMPTS="1"), tmp_path),
+                     f"{out}: cannot reach the storage endpoint at http://127.0.0.1:{port}")
+    no_creds = {k: v for k, v in env.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE")}
+    no_creds.update(AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), AWS_CONFIG_FILE=str(tmp_path / "none"),
+                    AWS_EC2_METADATA_DISABLED="true")
+    _one_line_exit_2(_cli(args, no_creds, tmp_path), f"{out}: no credentials found (")
+    # the local engine keeps its work dir on local disk
+    _one_line_exit_2(_cli(["dedup", "in.jsonl", "--output", "out", "--work-dir", s3.url("work"), "--quiet"], env,
+                          tmp_path), f"--work-dir {s3.url('work')}: the local engine keeps its work dir on local disk")
+    assert s3.keys() == []
+    assert sorted(os.listdir(tmp_path)) == ["in.jsonl", "none"] or sorted(os.listdir(tmp_path)) == ["in.jsonl"]

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Union
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from . import io as nio
 from .config import Config
 from .errors import ConfigError
+from .io import fs
+from .io.tables import parquet_file, read_table
 from .stages.write import INDEX_ID_COLUMN  # the id of a DataFrame's row or of a text in a list
 
 __all__ = ["dedup", "DedupResult"]
@@ -204,13 +205,14 @@ def every_record_has_an_id(sources: List[nio.Source]) -> bool:
     for s in sources:
         try:
             if s.format == "parquet":
-                from .io.tables import parquet_file
                 if "id" not in parquet_file(s.path).schema_arrow.names:
                     return False
             elif s.format == "jsonl":
-                from .io import fs
-                with fs.open_read(s.path, s.compression) as f:
-                    head = f.read(1 << 20)
+                if fs.is_url(s.path):
+                    head = _remote_head(s.path, s.compression)
+                else:
+                    with pa.input_stream(s.path, compression=s.compression) as f:
+                        head = f.read(1 << 20)
                 first = next((line for line in head.split(b"\n") if line.strip()), b"")
                 record = json.loads(first)
                 if not isinstance(record, dict) or "id" not in record:
@@ -226,11 +228,32 @@ def every_record_has_an_id(sources: List[nio.Source]) -> bool:
     return True
 
 
+def _remote_head(path: str, compression: Optional[str], size: int = 1 << 20) -> bytes:
+    """About the first MiB of a remote file's text, from one ranged GET of its first MiB (a
+    streamed read would fetch a whole read-ahead block, up to the whole object)."""
+    import zlib
+
+    raw = fs.read_ranges(path, [0], [size])[0]
+    try:
+        if compression == "gzip":
+            return zlib.decompressobj(wbits=47).decompress(raw, size)
+        if compression == "zstd":
+            import zstandard
+
+            return zstandard.ZstdDecompressor().decompressobj().decompress(raw)[:size]
+    except Exception:  # not what its name says: the reader will say so
+        return b""
+    return raw
+
+
 def _outside(sources: List[nio.Source], output: str, work_dir: Optional[str]) -> List[nio.Source]:
     """The inputs less any file inside the output folder or the work directory: a run never reads
     its own (or an earlier run's) output as input."""
-    skip = [os.path.realpath(p) + os.sep for p in (output, work_dir) if p]
-    kept = [s for s in sources if not any(os.path.realpath(s.path).startswith(d) for d in skip)]
+    def under(path: str) -> str:  # a folder's form for a prefix test: a URL as typed, a local path resolved
+        return path.rstrip("/") + "/" if fs.is_url(path) else os.path.realpath(fs.local_path(path)) + os.sep
+
+    skip = [under(p) for p in (output, work_dir) if p]
+    kept = [s for s in sources if not any(under(s.path).startswith(d) for d in skip)]
     if not kept and sources:
         raise ConfigError(f"every input lies inside the output folder {output!r}; choose another output folder")
     return kept
@@ -248,11 +271,18 @@ def _empty_result(kind: str, source, config: Config) -> "DedupResult":
 
 def check_output_folder(output: str, overwrite: bool = False) -> None:
     """An output folder is new, empty, or (with ``overwrite``) one that holds only neardup's
-    files from an earlier run."""
-    if os.path.exists(output) and not os.path.isdir(output):
+    files from an earlier run. A URL's store must be reachable, with credentials and its bucket,
+    before any work is done (one line otherwise)."""
+    if fs.is_url(output):
+        fs.check_reachable(output)
+        if fs.isfile(output):
+            raise ConfigError(f"output {output!r} exists and is not a folder")
+        entries = [name for name, _ in fs.listdir(output) if not name.startswith(".")] if fs.isdir(output) else []
+    elif os.path.exists(output) and not os.path.isdir(output):
         raise ConfigError(f"output {output!r} exists and is not a folder")
-    if os.path.isdir(output):
-        entries = [e for e in os.listdir(output) if not e.startswith(".")]
+    else:
+        entries = [e for e in os.listdir(output) if not e.startswith(".")] if os.path.isdir(output) else []
+    if entries:
         from .stages.write import OUTPUT_FILES
         ours = set(OUTPUT_FILES)
         foreign = [e for e in entries if e not in ours]
@@ -274,8 +304,13 @@ def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Opt
 
     check_output_folder(output, overwrite=overwrite or resume)
     explicit_work = work_dir is not None
+    if work_dir is not None and fs.is_url(work_dir):
+        if config.engine != "ray":
+            raise ConfigError(f"--work-dir {work_dir}: the local engine keeps its work dir on local disk; "
+                              f"give a local folder (or run with --engine ray, which accepts a URL)")
+        fs.check_reachable(work_dir)
     if work_dir is None:
-        work_dir = os.path.join(output, ".neardup-work")
+        work_dir = _default_work_dir(output, config.engine)
     if keep_work is None:
         keep_work = explicit_work
     work = WorkDir(work_dir, fingerprint(config, sources), resume=resume)
@@ -298,6 +333,19 @@ def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Opt
     if not keep_work:
         work.remove()
     return ctx
+
+
+def _default_work_dir(output: str, engine: str) -> str:
+    """OUTPUT/.neardup-work; for a URL output on the local engine a local folder in the temporary
+    directory instead, named after the output, so that ``--resume`` finds it again (the local
+    engine reads its stage files back with explicit reads and memory maps: local disk only). The
+    Ray engine keeps it in the store, where every node sees it."""
+    if not fs.is_url(output) or engine == "ray":
+        return fs.join(output, ".neardup-work")
+    import hashlib
+
+    name = hashlib.sha256(output.rstrip("/").encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"neardup-work-{name}")
 
 
 _arrow_lock = threading.Lock()
@@ -335,7 +383,7 @@ def _update_index(ctx) -> dict:
     from .stages.layout import Corpus
     from .stages.read import DocStore
     corpus = Corpus(ctx.work, ctx.config, ctx.work.plan(ctx.sources))
-    removed = [pq.read_table(p, columns=["doc", "removed"]) for p in ctx.work.parts("clusters")]
+    removed = [read_table(p, columns=["doc", "removed"]) for p in ctx.work.parts("clusters")]
     dropped = np.concatenate([excluded_from_pairs(ctx, corpus)] + [
         t.filter(t.column("removed")).column("doc").to_numpy() for t in removed])
     store = DocStore(ctx.work.path, corpus.block_start, ctx.config.num_perm)
@@ -344,13 +392,13 @@ def _update_index(ctx) -> dict:
 
 def _result(kind, tables, source, ctx, output) -> DedupResult:
     stats = ctx.stats
-    removed = pq.read_table(os.path.join(output, "removed.parquet"))
-    clusters = pq.read_table(os.path.join(output, "clusters.parquet"))
-    rej_path = os.path.join(output, "rejected.parquet")
+    removed = read_table(fs.join(output, "removed.parquet"))
+    clusters = read_table(fs.join(output, "clusters.parquet"))
+    rej_path = fs.join(output, "rejected.parquet")
     from .stages.write import REJECTED_SCHEMA
-    rejected = pq.read_table(rej_path) if os.path.exists(rej_path) else REJECTED_SCHEMA.empty_table()
+    rejected = read_table(rej_path) if fs.exists(rej_path) else REJECTED_SCHEMA.empty_table()
     if kind is None:
-        return DedupResult(kept=[os.path.join(output, "kept", p) for p in stats["kept_files"]], removed=removed,
+        return DedupResult(kept=[fs.join(output, "kept", p) for p in stats["kept_files"]], removed=removed,
                            clusters=clusters, rejected=rejected, stats=stats, output=output)
     rows = [ctx.table_kept_rows[si] for si in range(len(tables))]
     if kind == "texts":

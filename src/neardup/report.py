@@ -755,6 +755,10 @@ def write_report(output_dir, output=None, *, plots: str = "auto") -> Path:
     scripts, no external links. ``plots``: ``auto`` (matplotlib when installed), ``matplotlib``
     or ``svg`` (never import matplotlib; faster).
     """
+    from .io import fs
+
+    if fs.is_url(str(output_dir)) or (output is not None and fs.is_url(str(output))):
+        return _write_report_remote(str(output_dir), None if output is None else str(output), plots)
     text = render_report(output_dir, plots=plots)
     path = Path(output) if output is not None else Path(output_dir) / REPORT_NAME
     directory = path.resolve().parent
@@ -772,3 +776,40 @@ def write_report(output_dir, output=None, *, plots: str = "auto") -> Path:
             pass
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path
+
+
+_REPORT_INPUTS = ("stats.json", "removed.parquet", "clusters.parquet", "texts_sample.parquet", "rejected.parquet")
+
+
+def _write_report_remote(output_dir: str, output: Optional[str], plots: str) -> str:
+    """write_report for an output folder or a report path on a store: the folder's files copied
+    into a local temporary folder (kept/ as empty sparse files of the same names and sizes: the
+    report only counts them), rendered there, and the report uploaded as one object (it appears
+    whole or not at all). Returns the report's path (a URL when it went to a store)."""
+    import tempfile
+
+    from .io import fs
+
+    with tempfile.TemporaryDirectory(prefix="neardup-report-") as tmp:
+        local = Path(tmp)
+        if fs.is_url(output_dir):
+            with fs.remote_errors(output_dir):
+                for name in _REPORT_INPUTS:
+                    try:
+                        (local / name).write_bytes(fs.read_bytes(fs.join(output_dir, name)))
+                    except FileNotFoundError:
+                        pass
+                for parts, size in fs.file_sizes(fs.join(output_dir, "kept")):
+                    p = local.joinpath("kept", *parts)
+                    p.parent.mkdir(parents=True, exist_ok=True)
+                    with open(p, "wb") as fh:
+                        fh.truncate(size)
+        else:
+            local = Path(output_dir)
+        text = render_report(local, plots=plots)
+    target = output if output is not None else fs.join(output_dir, REPORT_NAME)
+    if not fs.is_url(target) and not Path(target).resolve().parent.is_dir():
+        raise ConfigError(f"cannot write {target}: the folder {Path(target).resolve().parent} does not exist")
+    with fs.remote_errors(target):
+        fs.write_bytes(target, text.encode("utf-8"))
+    return target

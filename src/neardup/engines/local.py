@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import io as nio
+from ..io import fs
 from ..bands import bucket_runs
 from ..clusters import keep_order
 from ..hashing import kernel_threads
@@ -37,6 +38,8 @@ def estimate_documents(sources: Sequence[nio.Source]) -> Optional[int]:
     mean line length of its first MiB); None when a compressed file makes it a guess."""
     total = 0
     for src in sources:
+        if src.format not in ("text", "table") and fs.is_url(src.path):
+            return None  # a request per file only for a progress bar's ETA: not worth it
         try:
             if src.format == "text":
                 total += 1
@@ -127,15 +130,15 @@ def stage_clusters(ctx: RunContext) -> dict:
 def stage_write(ctx: RunContext) -> dict:
     cfg = ctx.config
     corpus, _ = _corpus(ctx)
-    os.makedirs(ctx.output, exist_ok=True)
+    fs.makedirs(ctx.output)
     members = pa.concat_tables([pq.read_table(p) for p in ctx.work.parts("clusters")]
                                or [MEMBERS_SCHEMA.empty_table()]).sort_by("doc")
     removed = members.filter(members.column("removed"))
     names = pa.array([s.name for s in ctx.sources], pa.string())
-    w = ParquetRows(os.path.join(ctx.output, "removed.parquet"), REMOVED_SCHEMA)
+    w = ParquetRows(fs.join(ctx.output, "removed.parquet"), REMOVED_SCHEMA)
     w.write(removed_records(removed, names))
     w.close()
-    w = ParquetRows(os.path.join(ctx.output, "clusters.parquet"), CLUSTERS_SCHEMA)
+    w = ParquetRows(fs.join(ctx.output, "clusters.parquet"), CLUSTERS_SCHEMA)
     w.write(cluster_records(members.sort_by([("cluster", "ascending"), ("doc", "ascending")])))
     w.close()
     check_interrupt()

@@ -24,7 +24,10 @@ A keyed shuffle is ``ds.sort("part", boundaries=[1, ..., P-1])`` on an int32 col
 [0, P): the pull-based sort shuffle puts exactly the rows of one part value into one block, and
 ``map_batches(batch_size=None)`` hands that block to one call. Every task is a pure function of
 its input and of the work directory (retried after a worker dies, it writes the same files);
-the work directory must be visible to every node (a shared file system).
+the work directory must be visible to every node: a shared file system, or an object-store
+prefix (``--work-dir s3://...``), which every task reads and writes through
+:mod:`neardup.io.fs`, so that no node relies on another's disk. When neardup starts or joins a
+cluster it hands the store's settings of its environment (``AWS_*``, ...) to the workers.
 """
 
 from __future__ import annotations
@@ -40,11 +43,12 @@ from typing import Dict, List
 import numba as nb
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..config import default_workers
 from ..errors import ConfigError, InputError, NeardupError
 from ..hashing import kernel_threads, mix64
+from ..io import fs
+from ..io.tables import read_table
 from ..progress import bar, check_interrupt
 from ..stages import (RunContext, excluded_from_pairs, finish_clusters, finish_read, finish_write, run_stages,
                       user_ids_wanted)
@@ -85,6 +89,31 @@ def _check_reachable(address: str, timeout: float = 10.0) -> None:
                           f"'ray start --head' or check --ray-address") from None
 
 
+# the settings of object stores that workers need as the driver has them (credentials, endpoints)
+_STORE_ENV_PREFIXES = ("AWS_", "FSSPEC_", "GOOGLE_", "GCS_", "HF_", "AZURE_", "S3FS_")
+
+
+def _store_environment(ctx: RunContext) -> Dict[str, str]:
+    """The environment variables of object-store settings, when the run touches a URL (inputs,
+    output or work dir): passed to every worker through ``runtime_env``, so that a worker on
+    another node finds the same endpoint and credentials as the driver."""
+    paths = [ctx.work.path, ctx.output] + [s.path for s in ctx.sources if s.format != "table"]
+    if not any(fs.is_url(p) for p in paths):
+        return {}
+    return {k: v for k, v in os.environ.items() if k.startswith(_STORE_ENV_PREFIXES)}
+
+
+def _read_parts(files: List[str]):
+    """A dataset of the rows of Parquet files of the work dir: Ray Data's reader for local files;
+    for a URL work dir one task per file reading through :mod:`neardup.io.fs` (the endpoint and
+    credentials as the environment gives them)."""
+    import ray.data
+
+    if not any(fs.is_url(f) for f in files):
+        return ray.data.read_parquet(files)
+    return _over(files, read_table)
+
+
 class _Session:
     """The Ray connection and the Ray Data settings of one run."""
 
@@ -97,6 +126,9 @@ class _Session:
         cfg = ctx.config
         if not ray.is_initialized():
             kwargs = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=not ctx.quiet)
+            env_vars = _store_environment(ctx)
+            if env_vars:
+                kwargs["runtime_env"] = {"env_vars": env_vars}
             if cfg.ray_address:
                 _check_reachable(cfg.ray_address)
             try:
@@ -547,7 +579,6 @@ def _select(table: pa.Table, *, store: DocStore, config, sources, work, with_ids
 
 
 def stage_clusters(ctx: RunContext, env: _Session) -> dict:
-    ray = env.ray
     cfg = ctx.config
     ctx.work.stage_dir("clusters", fresh=True)
     corpus, store = _store(ctx)
@@ -556,7 +587,7 @@ def stage_clusters(ctx: RunContext, env: _Session) -> dict:
     if not verified:
         return finish_clusters(ctx, corpus, merge_counts([]))
     parts = env.parts(verified * 48)
-    pairs = ray.data.read_parquet(files)
+    pairs = _read_parts(files)
     edges = pairs.map_batches(lambda t: pa.table({"hi": t.column("right"), "lo": t.column("left"),
                                                   "ns": pa.array(np.zeros(t.num_rows, np.int64))}),
                               batch_format="pyarrow")
@@ -589,7 +620,7 @@ def _stream_sorted(env: _Session, ctx: RunContext, path: str, schema: pa.Schema,
     writer = ParquetRows(path, schema)
     files = ctx.work.parts("clusters")
     if files and rows:
-        ds = env.ray.data.read_parquet(files)
+        ds = _read_parts(files)
         if removed_only:
             ds = _map(ds, lambda t: t.filter(t.column("removed")))
         bounds = sorted(set(np.linspace(0, n_docs, env.parts(rows * 200) + 1)[1:-1].astype(np.int64).tolist()))
@@ -615,17 +646,17 @@ def _kept_task(group: List[int], *, sources, plan_of, store: DocStore, dropped, 
 def stage_write(ctx: RunContext, env: _Session) -> dict:
     cfg = ctx.config
     corpus, store = _store(ctx)
-    os.makedirs(ctx.output, exist_ok=True)
+    fs.makedirs(ctx.output)
     info = ctx.work.info("clusters")
     names = pa.array([s.name for s in ctx.sources], pa.string())
-    _stream_sorted(env, ctx, os.path.join(ctx.output, "removed.parquet"), REMOVED_SCHEMA, ["doc"],
+    _stream_sorted(env, ctx, fs.join(ctx.output, "removed.parquet"), REMOVED_SCHEMA, ["doc"],
                    lambda b: removed_records(b, names), True, info["removed"], corpus.n)
-    _stream_sorted(env, ctx, os.path.join(ctx.output, "clusters.parquet"), CLUSTERS_SCHEMA, ["cluster", "doc"],
+    _stream_sorted(env, ctx, fs.join(ctx.output, "clusters.parquet"), CLUSTERS_SCHEMA, ["cluster", "doc"],
                    cluster_records, False, info["members"], corpus.n)
     # what each source loses: its removed documents and its rejected ones (few next to the corpus)
     dropped: Dict[int, list] = {}
     for path in ctx.work.parts("clusters"):
-        t = pq.read_table(path, columns=["source", "row", "removed"])
+        t = read_table(path, columns=["source", "row", "removed"])
         t = t.filter(t.column("removed"))
         for s, r in zip(_col(t, "source").tolist(), _col(t, "row").tolist()):
             dropped.setdefault(s, []).append(r)

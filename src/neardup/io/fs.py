@@ -640,5 +640,66 @@ def check_reachable(path: str) -> None:
     with remote_errors(path):
         if hasattr(fs, "invalidate_cache"):
             fs.invalidate_cache(bucket)
-        if not fs.exists(bucket):
+        if protocol(path) in ("s3", "s3a", "gs", "gcs"):
+            # info, not exists: s3fs's exists answers False for an unreachable endpoint or
+            # missing credentials too, which would read as "no such bucket"
+            try:
+                fs.info(bucket)
+            except FileNotFoundError:
+                raise InputError(f"{path}: no such bucket: {bucket}") from None
+        elif not fs.exists(bucket):
             raise InputError(f"{path}: no such bucket: {bucket}")
+
+
+def read_ranges(path: str, starts: List[int], ends: List[int]) -> List[bytes]:
+    """The bytes ``[starts[i], ends[i])`` of a file, one ``bytes`` a range: explicit reads for a
+    local path, ranged GETs for a URL (issued together, without the read-ahead cache of
+    :func:`open_input`, which would fetch whole blocks around every small read). A range that
+    ends past the end of the file comes back short. Failures are OSError, as for open_input."""
+    if not is_url(path):
+        out = []
+        with open(local_path(path), "rb") as f:
+            for a, b in zip(starts, ends):
+                f.seek(a)
+                out.append(f.read(b - a))
+        return out
+    if not len(starts):
+        return []
+    fs, p = _filesystem(path)
+    try:
+        got = fs.cat_ranges([p] * len(starts), [int(a) for a in starts], [int(b) for b in ends])
+    except Exception as e:
+        raise _as_oserror(path, e) from None
+    for g in got:
+        if isinstance(g, BaseException):
+            raise _as_oserror(path, g) from None
+    return got
+
+
+def file_sizes(path: str) -> List[Tuple[Tuple[str, ...], int]]:
+    """``(parts of its path inside the folder, size in bytes)`` of every file under a folder,
+    sorted; one listing of the store for a URL (no request per file). Nothing when the folder
+    is not there."""
+    if not is_url(path):
+        out = []
+        for parts, full in walk_files(path):
+            try:
+                out.append((parts, os.stat(full).st_size))
+            except OSError:
+                pass
+        return out
+    fs, p = _filesystem(path)
+    base = p.rstrip("/")
+    with remote_errors(path):
+        try:
+            listing = fs.find(base, withdirs=False, detail=True)
+        except FileNotFoundError:
+            return []
+    out = []
+    for name, d in listing.items():
+        if d.get("type") == "directory" or not name.startswith(base + "/"):
+            continue
+        parts = tuple(name[len(base) + 1:].split("/"))
+        if all(parts):
+            out.append((parts, int(d.get("size") or 0)))
+    return sorted(out)

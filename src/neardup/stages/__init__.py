@@ -15,7 +15,6 @@ a resumed run has done, and the end of the read and write stages.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
@@ -26,6 +25,7 @@ import pyarrow as pa
 from .. import io as nio
 from ..config import Config
 from ..errors import InputError
+from ..io import fs
 from ..progress import check_interrupt
 from .layout import MAX_DOCUMENTS, STAGES, Corpus, WorkDir
 from .read import DocStore, duplicate_id_rejections
@@ -121,7 +121,7 @@ def finish_clusters(ctx: RunContext, corpus: Corpus, counts: dict) -> dict:
     from .write import write_parquet
     store = DocStore(ctx.work.path, corpus.block_start, ctx.config.num_perm)
     members = matched_members(ctx.work.path, store, user_ids_wanted(ctx), ctx.sources)
-    write_parquet(members, os.path.join(ctx.work.path, "clusters", "part-against.parquet"))
+    write_parquet(members, fs.join(ctx.work.path, "clusters", "part-against.parquet"))
     return {**counts, "removed": counts["removed"] + members.num_rows, "removed_against_index": members.num_rows}
 
 
@@ -148,22 +148,20 @@ def finish_write(ctx: RunContext, corpus: Corpus, kept_files: List[str], kept: i
     """The end of the write stage, once kept/ (``kept`` documents written), removed.parquet and
     clusters.parquet are written: rejected.parquet, texts_sample.parquet, and the stats, which
     must add up (kept + removed + rejected = input) before stats.json is published."""
-    import os
-
     cfg = ctx.config
     read = ctx.work.info("read")
     clusters = ctx.work.info("clusters")
     rejections = rejected_rows(ctx, corpus)
-    rejected_path = os.path.join(ctx.output, "rejected.parquet")
+    rejected_path = fs.join(ctx.output, "rejected.parquet")
     if cfg.on_error == "skip":
         write_parquet(rejected_table(rejections, [s.name for s in ctx.sources]), rejected_path)
-    elif os.path.exists(rejected_path):
-        os.remove(rejected_path)
+    else:
+        fs.remove(rejected_path)
     top = clusters["top"]
     missing = {si: {r: d for r, d in rows.items() if d not in texts} for si, rows in wanted_texts(top).items()}
     texts = dict(texts)
     texts.update(fetch_texts(ctx.sources, cfg, {si: w for si, w in missing.items() if w}))
-    sample_path = os.path.join(ctx.output, "texts_sample.parquet")
+    sample_path = fs.join(ctx.output, "texts_sample.parquet")
     if top:
         write_parquet(sample_table(top, texts), sample_path)
     else:

@@ -15,13 +15,13 @@ segment (:func:`update_index`).
 
 from __future__ import annotations
 
-import os
 from typing import List, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from ..io import fs
+from ..io.tables import read_table
 from .layout import MEMBERS_SCHEMA, block_path, fixed_binary_numpy
 from .read import DocStore
 from .write import write_parquet
@@ -76,7 +76,7 @@ def match_block(work_path: str, block: int, n: int, config) -> int:
 
 def _matches(work_path: str, block: int) -> pa.Table:
     path = block_path(work_path, block, "against.parquet")
-    return pq.read_table(path) if os.path.exists(path) else MATCHED_SCHEMA.empty_table()
+    return read_table(path) if fs.exists(path) else MATCHED_SCHEMA.empty_table()  # local or a URL work dir
 
 
 def matched_docs(work_path: str, block_start: np.ndarray) -> np.ndarray:

@@ -27,11 +27,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
+
+from ..io import fs
+from ..io.tables import read_table
 
 STAGES = ("read", "pairs", "clusters", "write")
 BLOCK_BYTES = 64 << 20          # input bytes per read block (a block holds whole files)
@@ -64,14 +66,33 @@ def fingerprint(config, sources) -> str:
     for k in ("workers", "engine", "ray_address", "batch_size", "ray_shuffle"):
         relevant.pop(k, None)
     files = []
+    infos = _remote_infos([s.path for s in sources if s.format != "table"])
     for s in sources:
         if s.format == "table":
             files.append([s.name, "table", int(s.table.num_rows)])
             continue
-        st = os.stat(s.path)
-        files.append([s.name, s.path, st.st_size, st.st_mtime_ns])
+        st = infos.get(s.path) or fs.info(s.path)
+        files.append([s.name, s.path, st.size, st.mtime_ns])
     blob = json.dumps({"config": relevant, "inputs": files}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+_LAST_INFOS: Dict[str, "fs.FileInfo"] = {}  # of the remote inputs of the last fingerprint, for plan_blocks
+
+
+def _remote_infos(paths: Sequence[str]) -> Dict[str, "fs.FileInfo"]:
+    """Size and time of the remote inputs, asked for together (one request each: thousands of
+    files one after another would take minutes); kept for the plan of the same run."""
+    remote = [p for p in paths if fs.is_url(p)]
+    out: Dict[str, fs.FileInfo] = {}
+    if remote:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(32, len(remote))) as pool:
+            out = dict(zip(remote, pool.map(fs.info, remote)))
+    _LAST_INFOS.clear()
+    _LAST_INFOS.update(out)
+    return out
 
 
 def plan_blocks(sources: Sequence, block_bytes: Optional[int] = None) -> List[List[int]]:
@@ -82,7 +103,7 @@ def plan_blocks(sources: Sequence, block_bytes: Optional[int] = None) -> List[Li
     blocks: List[List[int]] = []
     acc = 0
     for si, s in enumerate(sources):
-        size = s.table.nbytes if s.format == "table" else os.path.getsize(s.path)
+        size = s.table.nbytes if s.format == "table" else (_LAST_INFOS.get(s.path) or fs.info(s.path)).size
         if not blocks or (blocks[-1] and acc + size > block_bytes):
             blocks.append([])
             acc = 0
@@ -92,42 +113,54 @@ def plan_blocks(sources: Sequence, block_bytes: Optional[int] = None) -> List[Li
 
 
 def block_path(work_path: str, block: int, ext: str) -> str:
-    return os.path.join(work_path, "read", f"block-{block:06d}.{ext}")
+    return fs.join(work_path, "read", f"block-{block:06d}.{ext}")
 
 
 def write_json(path: str, value) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(value, f, sort_keys=True)
-    os.replace(tmp, path)
+    """A JSON file written atomically (a temporary name and a rename locally; one object put on a
+    store, which has no rename)."""
+    fs.write_bytes(path, json.dumps(value, sort_keys=True).encode())
 
 
 def read_json(path: str):
-    with open(path) as f:
-        return json.load(f)
+    if not fs.is_url(path):
+        with open(path) as f:
+            return json.load(f)
+    try:
+        data = fs.read_bytes(path)
+    except FileNotFoundError:
+        raise
+    except OSError as e:  # a store problem: one line, as for any other remote failure
+        from ..errors import InputError
+        raise InputError(f"{path}: {e}") from None
+    return json.loads(data)
 
 
 class WorkDir:
     """The work directory of one run (see the module docstring)."""
 
     def __init__(self, path: str, fingerprint_value: str, resume: bool):
-        self.path = os.path.abspath(path)
+        # a local path or a URL (an object-store prefix: the Ray engine without a shared disk)
+        self.path = str(path).rstrip("/") if fs.is_url(path) else os.path.abspath(fs.local_path(path))
         self.fingerprint = fingerprint_value
         try:
-            state = read_json(os.path.join(self.path, "state.json"))
+            state = read_json(fs.join(self.path, "state.json"))
         except (OSError, ValueError):
             state = {}
         if resume and state.get("fingerprint") == fingerprint_value and state.get("layout") == 2:
             self.state = state
         else:
-            if os.path.isdir(self.path):
-                shutil.rmtree(self.path)
+            fs.remove_tree(self.path)
             self.state = {"fingerprint": fingerprint_value, "layout": 2, "done": {}}
-        os.makedirs(self.path, exist_ok=True)
+        fs.makedirs(self.path)
         self._save()
 
+    @property
+    def is_remote(self) -> bool:
+        return fs.is_url(self.path)
+
     def _save(self) -> None:
-        write_json(os.path.join(self.path, "state.json"), self.state)
+        write_json(fs.join(self.path, "state.json"), self.state)
 
     def is_done(self, stage: str) -> bool:
         return stage in self.state["done"]
@@ -142,14 +175,14 @@ class WorkDir:
         self._save()
 
     def stage_dir(self, stage: str, fresh: bool = False) -> str:
-        d = os.path.join(self.path, stage)
-        if fresh and os.path.isdir(d):
-            shutil.rmtree(d)
-        os.makedirs(d, exist_ok=True)
+        d = fs.join(self.path, stage)
+        if fresh:
+            fs.remove_tree(d)
+        fs.makedirs(d)
         return d
 
     def file(self, stage: str, name: str) -> str:
-        return os.path.join(self.path, stage, name)
+        return fs.join(self.path, stage, name)
 
     # -- the read stage's blocks
 
@@ -160,8 +193,10 @@ class WorkDir:
         """The read plan: made and kept on the first call, read back on a resumed run."""
         self.stage_dir("read")
         path = self.file("read", "plan.json")
-        if os.path.exists(path):
+        try:
             return read_json(path)
+        except FileNotFoundError:
+            pass
         blocks = plan_blocks(sources)
         write_json(path, blocks)
         return blocks
@@ -173,14 +208,20 @@ class WorkDir:
             return None
 
     def part_path(self, stage: str, part: int) -> str:
-        return os.path.join(self.path, stage, f"part-{part:05d}.parquet")
+        return fs.join(self.path, stage, f"part-{part:05d}.parquet")
 
     def parts(self, stage: str) -> List[str]:
-        d = os.path.join(self.path, stage)
-        return sorted(os.path.join(d, f) for f in os.listdir(d) if f.startswith("part-") and f.endswith(".parquet"))
+        d = fs.join(self.path, stage)
+        if not fs.isdir(d):  # an object store has no empty folders
+            return []
+        names = [name for name, is_dir in fs.listdir(d) if not is_dir]
+        return sorted(fs.join(d, f) for f in names if f.startswith("part-") and f.endswith(".parquet"))
 
     def remove(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
+        try:
+            fs.remove_tree(self.path)
+        except OSError:
+            pass
 
 
 class Corpus:
@@ -200,9 +241,7 @@ class Corpus:
         self._columns: Dict[str, np.ndarray] = {}
 
     def table(self, block: int, columns: Optional[List[str]] = None) -> pa.Table:
-        with pa.memory_map(self.work.block_path(block, "arrow")) as f:
-            t = pa.ipc.open_file(f).read_all()
-        return t.select(columns) if columns is not None else t
+        return read_table(self.work.block_path(block, "arrow"), columns)
 
     def column(self, name: str) -> np.ndarray:
         """One numeric column over every document (kept in memory after the first call), made

@@ -9,9 +9,12 @@ documents. :func:`duplicate_ids` and :func:`duplicate_id_rejections` check user 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import queue
 import threading
+from collections import OrderedDict
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -22,6 +25,7 @@ from .. import io as nio
 from ..bands import band_keys
 from ..errors import InputError, NeardupError
 from ..minhash import MinHasher, Scratch
+from ..io import fs
 from ..progress import check_interrupt
 from .layout import block_path, docs_schema, numpy_fixed_binary, write_json
 
@@ -76,10 +80,11 @@ def prefetch(it: Iterator, depth: int = 2) -> Iterator:
 
 class _Writer:
     """One thread that writes the big raw column while the kernels compute the next batch (a
-    write into the page cache can stall on a slow disk; queued here, the stall overlaps work)."""
+    write into the page cache can stall on a slow disk, an upload on the network; queued here,
+    the stall overlaps work). Writes into ``sink``, a binary file it closes."""
 
-    def __init__(self, path: str, depth: int = 16):
-        self._f = open(path, "wb")
+    def __init__(self, sink, depth: int = 16):
+        self._f = sink
         self._queue: "queue.Queue" = queue.Queue(maxsize=depth)
         self._error: Optional[BaseException] = None
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -120,10 +125,28 @@ def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int
     schema = docs_schema(config)
     arrow_path = block_path(work_path, block, "arrow")
     big_path = block_path(work_path, block, "sh" if exact else "sig")
-    os.makedirs(os.path.dirname(arrow_path), exist_ok=True)
-    writer = pa.ipc.new_file(arrow_path + ".tmp", schema)
-    big = _Writer(big_path + ".tmp")
     summary = {"documents": 0, "per_source": {str(si): 0 for si in members}, "empty": 0, "rejected": []}
+    with contextlib.ExitStack() as uploads:
+        if fs.is_url(work_path):  # objects that appear when their uploads complete (at the end of the with)
+            writer = pa.ipc.new_file(uploads.enter_context(fs.atomic_write(arrow_path)), schema)
+            big = _Writer(uploads.enter_context(fs.atomic_write(big_path)))
+        else:  # temporary names, renamed once complete
+            os.makedirs(os.path.dirname(arrow_path), exist_ok=True)
+            writer = pa.ipc.new_file(arrow_path + ".tmp", schema)
+            big = _Writer(open(big_path + ".tmp", "wb"))
+        _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress)
+    if not fs.is_url(work_path):
+        os.replace(arrow_path + ".tmp", arrow_path)
+        os.replace(big_path + ".tmp", big_path)
+    if config.against:
+        from .against import match_block
+        summary["against_matched"] = match_block(work_path, block, summary["documents"], config)
+    write_json(block_path(work_path, block, "json"), summary)
+    return summary
+
+
+def _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress) -> None:
+    exact = config.verify == "exact"
 
     def batches():
         for si in members:
@@ -162,13 +185,6 @@ def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int
     finally:
         writer.close()
         big.close()
-    os.replace(arrow_path + ".tmp", arrow_path)
-    os.replace(big_path + ".tmp", big_path)
-    if config.against:
-        from .against import match_block
-        summary["against_matched"] = match_block(work_path, block, summary["documents"], config)
-    write_json(block_path(work_path, block, "json"), summary)
-    return summary
 
 
 # --------------------------------------------------------------------------- reading back
@@ -191,6 +207,9 @@ def _pread_rows(path: str, starts: np.ndarray, ends: np.ndarray, dtype) -> Tuple
     run_last = np.concatenate((breaks, [len(starts)])) - 1
     view = memoryview(buf).cast("B")
     size = dtype.itemsize
+    if fs.is_url(path):
+        _range_rows(path, starts, ends, local, run_first, run_last, view, size)
+        return local, buf
     fd = os.open(path, os.O_RDONLY)
     try:
         for a, b in zip(run_first.tolist(), run_last.tolist()):
@@ -204,16 +223,94 @@ def _pread_rows(path: str, starts: np.ndarray, ends: np.ndarray, dtype) -> Tuple
     return local, buf
 
 
+REMOTE_GAP = 64 << 10  # bytes between two runs below which one ranged GET reads both (and the gap)
+
+
+def _range_rows(path: str, starts, ends, local, run_first, run_last, view, size: int) -> None:
+    """_pread_rows on an object store: the runs merged into ranged GETs wherever the gap between
+    two is under REMOTE_GAP (a request costs more than reading that much more), issued together."""
+    runs = [(int(starts[a]) * size, int(ends[b]) * size, int(local[a]) * size)
+            for a, b in zip(run_first.tolist(), run_last.tolist()) if ends[b] > starts[a]]
+    if not runs:
+        return
+    groups = [[runs[0]]]
+    for r in runs[1:]:
+        if r[0] - groups[-1][-1][1] < REMOTE_GAP:
+            groups[-1].append(r)
+        else:
+            groups.append([r])
+    lo = [g[0][0] for g in groups]
+    hi = [g[-1][1] for g in groups]
+    for g, start, data in zip(groups, lo, fs.read_ranges(path, lo, hi)):
+        if len(data) != g[-1][1] - start:
+            raise NeardupError(f"work directory damaged: short read in {path}; run without --resume")
+        data = memoryview(data)
+        for a, b, at in g:
+            view[at:at + b - a] = data[a - start:b - start]
+
+
+class _RangeFile(io.RawIOBase):
+    """A remote file whose every read is one ranged GET of exactly the bytes asked for (no
+    read-ahead): Arrow's IPC reader then fetches the footer and the buffers of the wanted
+    columns only."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+        self.size = fs.info(path).size
+        self.pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = offset if whence == 0 else (self.pos + offset if whence == 1 else self.size + offset)
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def readinto(self, b) -> int:
+        end = min(self.pos + len(b), self.size)
+        if end <= self.pos:
+            return 0
+        data = fs.read_ranges(self.path, [self.pos], [end])[0]
+        b[:len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+
+def _remote_arrow_columns(path: str, columns: List[str]) -> pa.Table:
+    """Some columns of a remote Arrow IPC file, fetching only their buffers (and the footer)."""
+    with _RangeFile(path) as raw:
+        f = pa.PythonFile(raw, mode="r")
+        schema = pa.ipc.open_file(f).schema
+        wanted = [schema.get_field_index(c) for c in columns]
+        t = pa.ipc.open_file(f, options=pa.ipc.IpcReadOptions(included_fields=sorted(wanted))).read_all()
+    return t.select(columns)
+
+
 class DocStore:
     """Per-document data of any documents, read from the blocks' files: signatures, raw shingle
     hashes, and the columns of the Arrow shard. Picklable (paths and offsets only), so that a
     Ray task gets one; the files are opened on demand."""
+
+    REMOTE_TABLES = 8  # columns of Arrow shards kept in memory when the work dir is remote (one GET each otherwise)
 
     def __init__(self, work_path: str, block_start: np.ndarray, num_perm: int):
         self.work_path = work_path
         self.block_start = np.asarray(block_start, dtype=np.int64)
         self.num_perm = num_perm
         self._count_offsets: Dict[int, np.ndarray] = {}
+        self._tables: "OrderedDict[int, pa.Table]" = OrderedDict()
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_tables"] = OrderedDict()  # a cache, not sent to Ray tasks
+        return state
 
     def _path(self, block: int, ext: str) -> str:
         return block_path(self.work_path, block, ext)
@@ -232,8 +329,17 @@ class DocStore:
             yield b, sel, docs[sel] - self.block_start[b]
 
     def table(self, block: int, columns: List[str]) -> pa.Table:
-        with pa.memory_map(self._path(block, "arrow")) as f:
-            return pa.ipc.open_file(f).read_all().select(columns)
+        if not fs.is_url(self.work_path):
+            with pa.memory_map(self._path(block, "arrow")) as f:
+                return pa.ipc.open_file(f).read_all().select(columns)
+        key = (block, tuple(columns))
+        t = self._tables.pop(key, None)
+        if t is None:
+            t = _remote_arrow_columns(self._path(block, "arrow"), columns)
+        self._tables[key] = t
+        while len(self._tables) > self.REMOTE_TABLES:
+            self._tables.popitem(last=False)
+        return t
 
     def columns(self, docs: np.ndarray, columns: List[str]) -> Dict[str, np.ndarray]:
         """Numeric columns of ascending ``docs``."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -24,6 +23,7 @@ import pyarrow.parquet as pq
 
 from .. import io as nio
 from .._version import __version__
+from ..io import fs
 from ..progress import check_interrupt
 
 PARQUET_OPTS = dict(compression="zstd", use_dictionary=False, write_statistics=False)
@@ -43,12 +43,21 @@ OUTPUT_FILES = ("kept", "removed.parquet", "clusters.parquet", "rejected.parquet
 class ParquetRows:
     """Writes rows streamed in any batch sizes as row groups of exactly ROW_GROUP rows, so that
     the same rows give the same bytes whichever engine produced them and however they were
-    batched. Written under a temporary name and renamed on close."""
+    batched. Appears whole on close: a local file is written under a temporary name and renamed;
+    an object in a store appears when its upload completes (a writer dropped unclosed, after an
+    error, aborts it)."""
 
     def __init__(self, path: str, schema: pa.Schema):
         self.path = path
         self.schema = schema
-        self._writer = pq.ParquetWriter(path + ".tmp", schema, **PARQUET_OPTS)
+        self._upload = None
+        if fs.is_url(path):
+            upload = fs.atomic_write(path)
+            sink = upload.__enter__()
+            self._upload = upload
+            self._writer = pq.ParquetWriter(sink, schema, **PARQUET_OPTS)
+        else:
+            self._writer = pq.ParquetWriter(path + ".tmp", schema, **PARQUET_OPTS)
         self._pending: List[pa.Table] = []
         self._pending_rows = 0
 
@@ -72,9 +81,26 @@ class ParquetRows:
         self._pending_rows = rest.num_rows
 
     def close(self) -> None:
-        self._flush(final=True)
-        self._writer.close()
-        os.replace(self.path + ".tmp", self.path)
+        try:
+            self._flush(final=True)
+            self._writer.close()
+        except BaseException as exc:
+            self._abort(exc)
+            raise
+        if self._upload is None:
+            os.replace(self.path + ".tmp", self.path)
+        else:
+            upload, self._upload = self._upload, None
+            upload.__exit__(None, None, None)  # completes the upload: the object appears now
+
+    def _abort(self, exc: BaseException) -> None:
+        upload, self._upload = self._upload, None
+        if upload is not None:
+            upload.__exit__(type(exc), exc, None)
+
+    def __del__(self):
+        if getattr(self, "_upload", None) is not None:  # never closed: no half-written object
+            self._abort(RuntimeError("abandoned"))
 
 
 def write_parquet(table: pa.Table, path: str) -> None:
@@ -108,15 +134,14 @@ def rejected_table(records: Sequence[Sequence], names: Sequence[str]) -> pa.Tabl
 
 def prepare_output(output: str) -> str:
     """Makes the output folder and an empty kept/ in it; returns kept/."""
-    kept_dir = os.path.join(output, "kept")
-    if os.path.isdir(kept_dir):
-        shutil.rmtree(kept_dir)
-    os.makedirs(kept_dir, exist_ok=True)
+    kept_dir = fs.join(output, "kept")
+    fs.remove_tree(kept_dir)
+    fs.makedirs(kept_dir)
     return kept_dir
 
 
 def table_kept_path(kept_dir: str, si: int, n_sources: int) -> str:
-    return os.path.join(kept_dir, "table.parquet" if n_sources == 1 else f"table-{si}.parquet")
+    return fs.join(kept_dir, "table.parquet" if n_sources == 1 else f"table-{si}.parquet")
 
 
 def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: Dict[int, np.ndarray],
@@ -147,7 +172,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
                 table = table.drop_columns([INDEX_ID_COLUMN])
             write_parquet(table, path)
             table_rows[si] = kept
-            written[si] = os.path.relpath(path, kept_dir)
+            written[si] = fs.basename(path)
             n_written += len(kept)
             continue
         if len(all_rows) == 0 or (src.format == "text" and len(kept) == 0):
@@ -155,7 +180,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
         rel = nio.output_relpath(src, config.output_format)
         want = (wanted or {}).get(si, {})
         capture = dict.fromkeys(want) if want and src.format == "jsonl" else None
-        n_written += nio.write_kept(src, kept, os.path.join(kept_dir, rel), output_format=config.output_format,
+        n_written += nio.write_kept(src, kept, fs.join(kept_dir, rel), output_format=config.output_format,
                                     text_column=config.text_column, id_column=config.id_column, capture=capture)
         for row, line in (capture or {}).items():
             if line is not None:
@@ -239,10 +264,6 @@ def run_counts(n_docs: int, records: int, rejected_docs: int, empty_kept: int, k
 def publish(output: str, stats: dict, seconds: dict) -> dict:
     """stats.json, the last file of a run (with the seconds per stage)."""
     stats["seconds"] = dict(seconds)
-    tmp = os.path.join(output, "stats.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(stats, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, os.path.join(output, "stats.json"))
+    fs.write_bytes(fs.join(output, "stats.json"), (json.dumps(stats, indent=2, sort_keys=True) + "\n").encode())
     return stats
 
