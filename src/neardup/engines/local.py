@@ -22,8 +22,8 @@ from ..bands import bucket_runs
 from ..clusters import keep_order
 from ..hashing import kernel_threads
 from ..progress import bar, check_interrupt
-from ..stages import (RunContext, excluded_from_pairs, finish_clusters, finish_read, finish_write, run_stages,
-                      user_ids_wanted)
+from ..stages import (RunContext, block_finish, excluded_from_pairs, finish_clusters, finish_read, finish_write,
+                      run_stages, user_ids_wanted)
 from ..stages.clusters import select_partition
 from ..stages.layout import MEMBERS_SCHEMA, PAIRS_SCHEMA, Corpus
 from ..stages.pairs import distinct_pairs, make_verifier, search_partition
@@ -83,7 +83,8 @@ def stage_read(ctx: RunContext) -> dict:
     with bar("read + signatures", total=None if ctx.quiet else estimate_documents(ctx.sources),
              quiet=ctx.quiet) as progress:
         for b in todo:
-            n += read_block(ctx.work.path, ctx.config, ctx.sources, b, blocks[b], progress=progress.update)["documents"]
+            n += read_block(ctx.work.path, ctx.config, ctx.sources, b, blocks[b], progress=progress.update,
+                            finish=block_finish(ctx.work.path, ctx.config, b))["documents"]
         progress.total = n  # the estimate is replaced by the true count
         progress.refresh()
     return finish_read(ctx, blocks, len(todo), _all_ids)

@@ -50,8 +50,8 @@ from ..hashing import kernel_threads, mix64
 from ..io import fs
 from ..io.tables import read_table
 from ..progress import bar, check_interrupt
-from ..stages import (RunContext, excluded_from_pairs, finish_clusters, finish_read, finish_write, run_stages,
-                      user_ids_wanted)
+from ..stages import (RunContext, block_finish, excluded_from_pairs, finish_clusters, finish_read, finish_write,
+                      run_stages, user_ids_wanted)
 from ..stages.clusters import merge_counts, select_partition
 from ..stages.layout import PAIRS_SCHEMA, Corpus, fixed_binary_numpy
 from ..stages.pairs import CHECKED_SCHEMA, distinct_pairs, keep_rank, make_verifier, search_partition
@@ -242,7 +242,8 @@ def _read_task(work_path, config, sources, tables, block, members):
     sources = [s if s.format != "table" else _with_table(s, tables[si]) for si, s in enumerate(sources)]
     try:
         with kernel_threads(config.workers):
-            return read_block(work_path, config, sources, block, members)
+            return read_block(work_path, config, sources, block, members,
+                              finish=block_finish(work_path, config, block))
     except NeardupError as exc:
         return {"error": [type(exc).__name__, str(exc)]}
 

@@ -37,7 +37,7 @@ from ..verify import estimated_jaccard, exact_jaccard
 from . import segments as layout
 from .manifest import check_manifest, empty_manifest, params_of, resolve
 from .segments import hashed_documents, fingerprints, merge_segments
-from .storage import SegmentReader, Storage, gather_ranges, open_storage
+from .storage import FolderStorage, SegmentReader, Storage, gather_ranges
 from .writer import IndexWriter, write_entry
 # Candidates taken from one bucket (one band key of one segment): bounds the work a query spends
 # on boilerplate shared by huge numbers of documents; what is cut is counted (``truncated``).
@@ -78,6 +78,20 @@ class Matches:
     def to_table(self) -> pa.Table:
         return pa.table({"doc": pa.array(self.doc, pa.int64()), "id": self.id, "source": self.source,
                          "similarity": pa.array(self.similarity, pa.float64())})
+
+
+def open_storage(location) -> Storage:
+    """The storage of an index location: Redis for redis:// (rediss://, unix://), else a folder."""
+    loc = os.fspath(location)
+    if isinstance(loc, str) and loc.startswith(("redis://", "rediss://", "unix://")):
+        try:
+            from .redis_storage import RedisStorage
+            import redis  # noqa: F401
+        except ImportError:
+            raise StorageError("an index on Redis needs the redis package: pip install 'neardup[redis]'") from None
+        return RedisStorage(loc)
+    return FolderStorage(loc)
+
 
 
 class Index:

@@ -11,7 +11,7 @@ strings in Redis (the same seam as datasketch's ``storage.py``). A storage offer
 * ``writer()``: a context in which this process may write (exclusive for a folder);
 * ``drop_segments(names)`` / ``drop_orphans(manifest)``: deletes what no manifest names.
 
-:func:`open_storage` picks the backend from the location: ``redis://HOST:PORT/DB`` (optionally
+:func:`neardup.index.core.open_storage` picks the backend from the location: ``redis://HOST:PORT/DB`` (optionally
 ``?prefix=NAME:``) for Redis, anything else is a folder.
 """
 
@@ -105,18 +105,6 @@ class Storage:
 
     def close(self) -> None:
         pass
-
-
-def open_storage(location) -> Storage:
-    loc = os.fspath(location)
-    if isinstance(loc, str) and loc.startswith(("redis://", "rediss://", "unix://")):
-        try:
-            from .redis_storage import RedisStorage
-            import redis  # noqa: F401
-        except ImportError:
-            raise StorageError("an index on Redis needs the redis package: pip install 'neardup[redis]'") from None
-        return RedisStorage(loc)
-    return FolderStorage(loc)
 
 
 # --------------------------------------------------------------------------- folder
@@ -274,4 +262,4 @@ def _crash_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-__all__ = ["Storage", "SegmentReader", "FolderStorage", "open_storage", "gather_ranges", "StorageError"]
+__all__ = ["Storage", "SegmentReader", "FolderStorage", "gather_ranges", "StorageError"]

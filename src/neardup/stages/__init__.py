@@ -65,6 +65,15 @@ def run_stages(ctx: RunContext, stage_funcs: Dict[str, Callable[[], dict]]) -> d
     return stats
 
 
+def block_finish(work_path: str, config, block: int):
+    """What a read block does once its files are complete, before its summary marks it done:
+    the --against matches (None without indexes). Both drivers pass it to ``read_block``."""
+    if not config.against:
+        return None
+    from .against import match_block
+    return lambda documents: {"against_matched": match_block(work_path, block, documents, config)}
+
+
 def finish_read(ctx: RunContext, blocks: Sequence[Sequence[int]], blocks_read: int,
                 find_duplicates: Callable[[Corpus, DocStore], pa.Table]) -> dict:
     """The end of the read stage, once every block is read: the run's size checks and the

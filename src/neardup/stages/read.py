@@ -115,10 +115,13 @@ class _Writer:
 
 
 def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int, members: Sequence[int],
-               progress: Optional[Callable[[int], None]] = None) -> dict:
+               progress: Optional[Callable[[int], None]] = None,
+               finish: Optional[Callable[[int], dict]] = None) -> dict:
     """Reads the sources ``members`` (indices into ``sources``) as block ``block``; returns its
     summary: documents, documents per source, empty documents (no shingles), rejected records
-    [source, row or None, reason]. Raises the first bad record's error (on_error='fail')."""
+    [source, row or None, reason]. Raises the first bad record's error (on_error='fail').
+    ``finish(documents) -> dict``, when given, runs once the block's files are complete and adds
+    to the summary, which is written last (see :func:`neardup.stages.block_finish`)."""
     exact = config.verify == "exact"
     hasher = MinHasher.from_config(config)
     scratch = Scratch()
@@ -138,9 +141,8 @@ def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int
     if not fs.is_url(work_path):
         os.replace(arrow_path + ".tmp", arrow_path)
         os.replace(big_path + ".tmp", big_path)
-    if config.against:
-        from .against import match_block
-        summary["against_matched"] = match_block(work_path, block, summary["documents"], config)
+    if finish is not None:  # e.g. the --against matches: part of the block, done before its summary
+        summary.update(finish(summary["documents"]))
     write_json(block_path(work_path, block, "json"), summary)
     return summary
 
