@@ -1,7 +1,6 @@
 """The index on a real redis-server (started here on a free loopback port): the same answers as
 a folder index, concurrent writers, a restart, a crash mid-add, errors."""
 
-import os
 import shutil
 import signal
 import socket

@@ -173,7 +173,7 @@ def test_13_5_csv_suffixes_decide_the_format():
 def test_13_6_first_run_says_it_is_compiling(tmp_path, monkeypatch):
     import neardup as package
     (tmp_path / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in documents(3)))
-    monkeypatch.setattr(package, "_kernels_cached", lambda: False)
+    monkeypatch.setattr(package, "kernels_cached", lambda: False)
     code, _, err = neardup("dedup", "a.jsonl", "-o", "o1", cwd=tmp_path)
     assert code == 0
     assert err.splitlines()[0].startswith("neardup: compiling the kernels (once")
@@ -183,7 +183,7 @@ def test_13_6_first_run_says_it_is_compiling(tmp_path, monkeypatch):
     assert progress._compiling is False  # only for that run
     code, _, err = neardup("dedup", "a.jsonl", "-o", "o2", "-q", cwd=tmp_path)
     assert code == 0 and err == ""
-    monkeypatch.setattr(package, "_kernels_cached", lambda: True)
+    monkeypatch.setattr(package, "kernels_cached", lambda: True)
     code, _, err = neardup("dedup", "a.jsonl", "-o", "o3", cwd=tmp_path)
     assert code == 0 and "compiling" not in err
 
@@ -208,14 +208,14 @@ def test_13_6_cache_check_looks_at_the_kernels_index_files(tmp_path, monkeypatch
     index = minhash._process_kernel._cache._cache_file._index_path
     if not os.access(os.path.dirname(index), os.W_OK):
         pytest.skip("numba's cache folder is not writable here")
-    assert package._kernels_cached() is True
+    assert package.kernels_cached() is True
     # a missing index, or one stamped for another state of the source file: not cached
     cache_file = minhash._process_kernel._cache._cache_file
     monkeypatch.setattr(cache_file, "_index_path", index + ".missing")
-    assert package._kernels_cached() is False
+    assert package.kernels_cached() is False
     monkeypatch.setattr(cache_file, "_index_path", index)
     monkeypatch.setattr(cache_file, "_source_stamp", (0.0, 0))
-    assert package._kernels_cached() is False
+    assert package.kernels_cached() is False
 
 
 # --------------------------------------------------------------------------- point 8

@@ -38,7 +38,7 @@ def _kernel_cache_dir() -> None:
     numba.config.CACHE_DIR = path
 
 
-def _kernels_cached() -> bool:
+def kernels_cached() -> bool:
     """Whether numba's on-disk cache (see :func:`_kernel_cache_dir`) holds the main kernels of a
     dedup run; False means the next run first compiles them (10-40 s, once per version)."""
     try:

@@ -114,8 +114,8 @@ def kernels_cold() -> bool:
     """Whether this run compiles the kernels first (the first run of this version): it then says
     so once, when its work starts, and its progress bars show no rate (it would count the
     compile time)."""
-    from .. import _kernels_cached
-    return not _kernels_cached()
+    from .. import kernels_cached
+    return not kernels_cached()
 
 
 def all_rejected(result) -> str:

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import StorageError
 from .segments import FILE_DTYPES, checksum
-from .storage import SegmentReader, Storage, _crash_point, manifest_bytes, parse_manifest
+from .storage import SegmentReader, Storage, crash_point, manifest_bytes, parse_manifest
 
 CHUNK = 8 << 20            # bytes per APPEND
 FLUSH_EVERY = 8            # APPENDs per pipeline round trip
@@ -153,7 +153,7 @@ class RedisStorage(Storage):
                     pipe.execute()
             files[file] = {"bytes": int(data.nbytes), "crc32": checksum(data)}
         pipe.execute()
-        _crash_point("segment_written")
+        crash_point("segment_written")
         return files
 
     @_redis_errors
@@ -166,11 +166,11 @@ class RedisStorage(Storage):
                     raw = pipe.get(self.manifest_key)
                     current = parse_manifest(raw, self.location) if raw is not None else None
                     new = update(current)
-                    _crash_point("before_manifest_switch")
+                    crash_point("before_manifest_switch")
                     pipe.multi()
                     pipe.set(self.manifest_key, manifest_bytes(new))
                     pipe.execute()
-                    _crash_point("after_manifest_switch")
+                    crash_point("after_manifest_switch")
                     return new
                 except redis.exceptions.WatchError:
                     continue  # another writer committed first: apply our change to theirs

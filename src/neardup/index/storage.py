@@ -218,7 +218,7 @@ class FolderStorage(Storage):
             _write_file(os.path.join(tmp, file), data)
             files[file] = {"bytes": int(np.asarray(data).nbytes), "crc32": checksum(data)}
         _fsync_dir(tmp)
-        _crash_point("segment_written")
+        crash_point("segment_written")
         os.rename(tmp, os.path.join(base, name))
         _fsync_dir(base)
         return files
@@ -228,10 +228,10 @@ class FolderStorage(Storage):
         mpath = os.path.join(self.path, MANIFEST)
         tmp = mpath + ".tmp"
         _write_file(tmp, np.frombuffer(manifest_bytes(new), dtype=np.uint8))
-        _crash_point("before_manifest_switch")
+        crash_point("before_manifest_switch")
         os.replace(tmp, mpath)
         _fsync_dir(self.path)
-        _crash_point("after_manifest_switch")
+        crash_point("after_manifest_switch")
         return new
 
     def drop_segments(self, names: Iterable[str]) -> None:
@@ -254,7 +254,7 @@ class FolderStorage(Storage):
             os.remove(tmp)
 
 
-def _crash_point(name: str) -> None:
+def crash_point(name: str) -> None:
     """Failure injection for the crash tests: ``NEARDUP_INDEX_CRASH_AT=name`` kills the process
     here with SIGKILL (as ``kill -9`` would). Costs one environment lookup."""
     if os.environ.get("NEARDUP_INDEX_CRASH_AT") == name:

@@ -54,7 +54,7 @@ class Batch:
         return len(self.rows)
 
 
-def _one_line(s: str) -> str:
+def one_line(s: str) -> str:
     s = " ".join(str(s).split())
     return s if len(s) <= _MAX_REASON else s[: _MAX_REASON - 3] + "..."
 
@@ -86,7 +86,7 @@ class _Ctx:
         return f"{self.src.name}: row {row}: "
 
     def error(self, row: Optional[int], reason: str) -> InputError:
-        return InputError(self.where(row) + _one_line(reason))
+        return InputError(self.where(row) + one_line(reason))
 
     def empty(self, rejected: List[Tuple[Optional[int], str]]) -> Batch:
         return Batch(
@@ -102,12 +102,12 @@ class _Ctx:
         """A problem with the whole file: raise, or one rejected entry with row None."""
         if not self.skip:
             raise self.error(None, reason)
-        yield self.empty([(None, _one_line(reason))])
+        yield self.empty([(None, one_line(reason))])
 
     def emit(self, text: pa.Array, rows: np.ndarray, ids: Optional[pa.Array],
              scores: Optional[np.ndarray], bad: Dict[int, str]) -> Iterator[Batch]:
         """Batches of at most batch_size documents; the rejected entries ride on the first."""
-        rejected = [(r, _one_line(bad[r])) for r in sorted(bad)]
+        rejected = [(r, one_line(bad[r])) for r in sorted(bad)]
         if rejected and not self.skip:
             row, reason = rejected[0]
             raise self.error(row, reason)
@@ -546,7 +546,7 @@ def _read_parquet(ctx: _Ctx) -> Iterator[Batch]:
         pf = parquet_file(src.path)
         schema = pf.schema_arrow
     except (pa.ArrowException, OSError, ValueError) as e:
-        yield from ctx.problem(f"not a readable Parquet file ({_one_line(e)})")
+        yield from ctx.problem(f"not a readable Parquet file ({one_line(e)})")
         return
     reason = _column_problem(ctx, schema)
     if reason:
@@ -565,7 +565,7 @@ def _read_parquet(ctx: _Ctx) -> Iterator[Batch]:
             break
         except (pa.ArrowException, OSError, ValueError) as e:
             yield from ctx.problem(
-                f"not a readable Parquet file (after row {row0}: {_one_line(e)})")
+                f"not a readable Parquet file (after row {row0}: {one_line(e)})")
             return
         if rb.num_rows == 0:
             continue
@@ -636,7 +636,7 @@ def csv_header(src: Source) -> List[str]:
 
 
 def _csv_problem(fmt: str, e: BaseException, row0: int) -> str:
-    msg = _one_line(e)
+    msg = one_line(e)
     if "straddling" in msg:
         msg = f"a record longer than {_CSV_BLOCK >> 20} MB"
     where = f"after row {row0}: " if row0 else ""
@@ -662,7 +662,7 @@ def _read_csv(ctx: _Ctx) -> Iterator[Batch]:
     try:
         names = csv_header(src)
     except (pa.ArrowException, OSError, ValueError) as e:
-        yield from ctx.problem(f"cannot read file ({_one_line(e)})")
+        yield from ctx.problem(f"cannot read file ({one_line(e)})")
         return
     types = {c: (pa.float64() if c == ctx.score_column else pa.string()) for c in _wanted_columns(ctx)}
     schema = pa.schema([(n, types.get(n, pa.string())) for n in names])
@@ -695,7 +695,7 @@ def _read_csv(ctx: _Ctx) -> Iterator[Batch]:
                 yield from ctx.problem(_csv_problem(src.format, e, row0))
                 return
             if invalid:
-                yield ctx.empty([(None, _one_line(r)) for r in invalid])
+                yield ctx.empty([(None, one_line(r)) for r in invalid])
                 invalid.clear()
             if rb.num_rows == 0:
                 continue
@@ -703,7 +703,7 @@ def _read_csv(ctx: _Ctx) -> Iterator[Batch]:
             row0 += rb.num_rows
             yield from ctx.emit(*parts)
         if invalid:
-            yield ctx.empty([(None, _one_line(r)) for r in invalid])
+            yield ctx.empty([(None, one_line(r)) for r in invalid])
     finally:
         stream.close()
     if row0 == 0:

@@ -19,7 +19,7 @@ import pyarrow as pa
 from ..errors import ConfigError, InputError
 from ._streams import StreamError, blank_lines, iter_blocks, line_bounds
 from . import fs as _fs
-from .reader import _one_line
+from .reader import one_line
 from .tables import parquet_file
 from .sources import OUTPUT_FORMATS, Source
 
@@ -134,7 +134,7 @@ def _parquet_rows(src: Source, keep: np.ndarray) -> Iterator[pa.RecordBatch]:
     try:
         pf = parquet_file(src.path)
     except (pa.ArrowException, OSError, ValueError) as e:
-        raise InputError(f"{src.name}: not a readable Parquet file ({_one_line(e)})") from None
+        raise InputError(f"{src.name}: not a readable Parquet file ({one_line(e)})") from None
     total = pf.metadata.num_rows
     if len(keep) and keep[-1] >= total:
         raise ValueError(f"keep_rows has row {int(keep[-1])} but {src.name} has {total} rows")
@@ -148,7 +148,7 @@ def _parquet_rows(src: Source, keep: np.ndarray) -> Iterator[pa.RecordBatch]:
             break
         except (pa.ArrowException, OSError, ValueError) as e:
             raise InputError(
-                f"{src.name}: not a readable Parquet file (after row {row0}: {_one_line(e)})") from None
+                f"{src.name}: not a readable Parquet file (after row {row0}: {one_line(e)})") from None
         n = rb.num_rows
         hi = int(np.searchsorted(keep, row0 + n))
         if hi > k:
@@ -243,7 +243,7 @@ def _parse_kept_lines(lines: List[bytes], schema: Optional[pa.Schema], name: str
             return pa.Table.from_pylist(objs, schema=schema)
         return pa.Table.from_pylist(objs)
     except (pa.ArrowException, OverflowError, TypeError, ValueError) as e:
-        raise InputError(f"{name}: cannot convert the kept records to Parquet ({_one_line(e)})") from None
+        raise InputError(f"{name}: cannot convert the kept records to Parquet ({one_line(e)})") from None
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -267,7 +267,7 @@ def _jsonl_to_parquet(src: Source, keep: np.ndarray, out: BinaryIO) -> int:
                                                                promote_options="permissive")
         except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
             raise InputError(
-                f"{src.name}: cannot convert the kept records to Parquet ({_one_line(e)})") from None
+                f"{src.name}: cannot convert the kept records to Parquet ({one_line(e)})") from None
     if schema is None:
         schema = pa.schema([])
 
@@ -280,7 +280,7 @@ def _jsonl_to_parquet(src: Source, keep: np.ndarray, out: BinaryIO) -> int:
     try:
         return _write_parquet_batches(out, schema, batches(), "snappy")
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-        raise InputError(f"{src.name}: cannot convert the kept records to Parquet ({_one_line(e)})") from None
+        raise InputError(f"{src.name}: cannot convert the kept records to Parquet ({one_line(e)})") from None
 
 
 # --------------------------------------------------------------------------- entry point
@@ -311,7 +311,7 @@ def _csv_rows(src: Source, keep: np.ndarray) -> Iterator[pa.RecordBatch]:
         names = csv_header(src)
         stream = csv_stream(src)
     except (pa.ArrowException, OSError, ValueError) as e:
-        raise InputError(f"{src.name}: cannot read file ({_one_line(e)})") from None
+        raise InputError(f"{src.name}: cannot read file ({one_line(e)})") from None
     row0 = 0
     k = 0
     try:
@@ -333,7 +333,7 @@ def _csv_rows(src: Source, keep: np.ndarray) -> Iterator[pa.RecordBatch]:
             row0 += n
     except (pa.ArrowException, OSError) as e:
         raise InputError(f"{src.name}: not a readable {src.format.upper()} file "
-                         f"(after row {row0}: {_one_line(e)})") from None
+                         f"(after row {row0}: {one_line(e)})") from None
     finally:
         stream.close()
     if k < len(keep):
@@ -461,7 +461,7 @@ def write_kept(src: Source, keep_rows, out_path: str, *, output_format: str = "s
                 try:
                     schema = parquet_file(src.path).schema_arrow
                 except (pa.ArrowException, OSError, ValueError) as e:
-                    raise InputError(f"{src.name}: not a readable Parquet file ({_one_line(e)})") from None
+                    raise InputError(f"{src.name}: not a readable Parquet file ({one_line(e)})") from None
                 return _write_parquet_batches(
                     out, schema, _parquet_rows(src, keep), _source_parquet_codec(src),
                     conform=lambda t: t if t.schema.equals(schema, check_metadata=False)
