@@ -222,27 +222,6 @@ def _sort_unique_kernel(offsets, values, docs):
     return new, compact
 
 
-@nb.njit(parallel=True, cache=True)
-def _sort_unique_inplace_kernel(offsets, values):
-    nd = offsets.shape[0] - 1
-    sizes = np.zeros(nd, dtype=np.int64)
-    for i in nb.prange(nd):
-        sizes[i] = _sort_unique(values[offsets[i]:offsets[i + 1]])
-    new = np.zeros(nd + 1, dtype=np.int64)
-    for i in range(nd):
-        new[i + 1] = new[i] + sizes[i]
-    compact = np.empty(new[nd], dtype=np.uint64)
-    for i in nb.prange(nd):
-        compact[new[i]:new[i + 1]] = values[offsets[i]:offsets[i] + sizes[i]]
-    return new, compact
-
-
-def sort_unique_sets_inplace(offsets: np.ndarray, values: np.ndarray):
-    """Like :func:`sort_unique_sets` over every document, sorting ``values`` in place (no copy of
-    the input is made; the result is a new, compact CSR)."""
-    return _sort_unique_inplace_kernel(np.asarray(offsets, dtype=np.int64), values)
-
-
 def sort_unique_sets(offsets: np.ndarray, values: np.ndarray, docs: Optional[np.ndarray] = None):
     """Sorted unique shingle sets of the documents ``docs`` (default: all) from raw shingle hashes
     in CSR form; returns a new CSR (offsets, values) indexed by position in ``docs``."""

@@ -15,9 +15,6 @@ class _Null:
     def refresh(self):
         pass
 
-    def set_postfix_str(self, s, refresh=True):
-        pass
-
     def close(self):
         pass
 
@@ -38,7 +35,6 @@ class _Lines:
         self.desc, self.total, self.unit, self.every = desc, total, unit, every
         self.file = file if file is not None else sys.stderr
         self.n = 0
-        self.postfix = ""
         self._clock = time.monotonic
         self.start = self._last = self._clock()
         self.closed = False
@@ -46,9 +42,8 @@ class _Lines:
     def _line(self, done: bool, now: float) -> None:
         secs = now - self.start
         count = f"{self.n:,}" if done or not self.total else f"{self.n:,}/{int(self.total):,}"
-        extra = f" ({self.postfix})" if self.postfix else ""
         what = f"{self.desc} done: {count} {self.unit} in" if done else f"{self.desc}: {count} {self.unit} after"
-        print(f"neardup: {what} {secs:.1f} s{extra}", file=self.file, flush=True)
+        print(f"neardup: {what} {secs:.1f} s", file=self.file, flush=True)
 
     def update(self, n=1):
         self.n += n
@@ -59,9 +54,6 @@ class _Lines:
 
     def refresh(self):
         pass
-
-    def set_postfix_str(self, s, refresh=True):
-        self.postfix = s
 
     def close(self):
         if not self.closed:

@@ -57,11 +57,6 @@ MAX_SEGMENT_DOCS = 1_000_000
 MAX_SEGMENT_BYTES = 256 << 20
 
 
-def segment_files(store: str) -> List[str]:
-    common = ["keys.u64", "kdoc.u32", "idoff.i64", "id.bin", "src.u32"]
-    return common + (["fpoff.i64", "fp.u32"] if store == "exact" else ["sig.u32"])
-
-
 def new_segment_name() -> str:
     """Unique across writers and machines; sorts by creation time."""
     return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"

@@ -292,6 +292,3 @@ def blank_lines(data: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray
     out = [i for i in cand.tolist() if not data[starts[i]:ends[i]].strip(_WS)]
     return np.asarray(out, dtype=np.int64)
 
-
-def is_blank(line: bytes) -> bool:
-    return not line.strip(_WS)
