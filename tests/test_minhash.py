@@ -242,3 +242,29 @@ def test_options_change_signatures():
 # specified computation, this says it does not drift between versions.
 _PINNED_SETS = [14936648712976559611]
 _PINNED_SIGS = [[1585462829, 2012694031, 1960426958, 2630071337]]
+
+
+def test_fingerprints_are_the_high_halves_and_non_ascii_documents_are_normalised_once():
+    """signatures_and_fingerprints gives the signatures of signatures() and the high 32 bits of
+    signatures_and_shingles' hashes, for a batch mixing ASCII documents, documents that need
+    NFKC / lower-casing (bailed out of the first pass) and empty ones; every document's own
+    results land at its own position."""
+    texts = ["Plain ASCII words here, five of them and more words",
+             "Ｆｕｌｌ-width ＡＢＣ and Ünïcödé text that NFKC folds, with more words after",
+             "",
+             "ASCII again with Symbols + signs & more, more words to make shingles",
+             "日本語のテキスト と English words mixed in one document here",
+             "   "]
+    mh = MinHasher(num_perm=64, ngram=3, seed=7)
+    sigs_fp, off_fp, fp = mh.signatures_and_fingerprints(texts)
+    sigs_sh, off_sh, sh = mh.signatures_and_shingles(texts)
+    assert fp.dtype == np.uint32
+    assert np.array_equal(off_fp, off_sh)
+    assert np.array_equal(fp, (sh >> np.uint64(32)).astype(np.uint32))
+    assert np.array_equal(sigs_fp, sigs_sh)
+    assert np.array_equal(sigs_fp, mh.signatures(texts))
+    # one document at a time gives the same as the mixed batch (no document takes another's slot)
+    for i, t in enumerate(texts):
+        s1, o1, f1 = mh.signatures_and_fingerprints([t])
+        assert np.array_equal(s1[0], sigs_fp[i])
+        assert f1.tolist() == fp[off_fp[i]:off_fp[i + 1]].tolist()

@@ -170,13 +170,14 @@ def select_representatives(n: int, left: np.ndarray, right: np.ndarray, similari
 
     ``rank`` is the keep order from :func:`keep_order` (default: input order).
     """
-    left = np.asarray(left, dtype=np.int64)
-    right = np.asarray(right, dtype=np.int64)
-    sim = np.asarray(similarity, dtype=np.float64)
-    if rank is None:
-        rank = np.arange(n, dtype=np.int64)
+    # writable, contiguous arrays: numba types a read-only array (Arrow's zero-copy to_numpy) apart
+    # and would compile the kernel again for it on first use
+    left = np.require(left, np.int64, "CW")
+    right = np.require(right, np.int64, "CW")
+    sim = np.require(similarity, np.float64, "CW")
+    rank = np.arange(n, dtype=np.int64) if rank is None else np.require(rank, np.int64, "CW")
     labels = connected_components(n, left, right)
-    cluster, rep, rsim, removed = _select_kernel(int(n), left, right, sim, np.asarray(rank, np.int64), labels)
+    cluster, rep, rsim, removed = _select_kernel(int(n), left, right, sim, rank, labels)
     return Selection(cluster=cluster, representative=rep, similarity=rsim, removed=removed)
 
 

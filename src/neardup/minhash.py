@@ -72,14 +72,17 @@ def _sort_unique(seg):
 
 
 @nb.njit(parallel=True, cache=True)
-def _process_kernel(offsets, data, docs, table, n, char_mode, punct, collapse_ws, lower_ascii, h0,
-                    a, b, want_sets, sort_sets, want_sigs, bound, values):
+def _process_kernel(offsets, data, docs, table, n, char_mode, punct, collapse_ws, lower_ascii, bail, h0,
+                    a, b, want_sets, sort_sets, fp_shift, want_sigs, bound, values):
     """One pass per document: tokens -> shingle hashes -> (sorted unique set) -> signature.
 
-    Returns (signatures, shingle counts). With ``want_sets`` the shingle hashes of document i are
-    written to ``values[bound[i]:]`` (``bound[i+1] - bound[i]`` >= its byte length + 1). With
-    ``sort_sets`` they are sorted and unique and the counts are of distinct shingles; otherwise
-    they are in text order with repeats (the signature is the same either way).
+    Returns (signatures, shingle counts). With ``want_sets`` the shingle hashes of document i,
+    shifted right by ``fp_shift`` (0: the 64-bit hashes; 32 into a uint32 ``values``: their
+    high halves, the fingerprints), are written to ``values[bound[i]:]`` (``bound[i+1] -
+    bound[i]`` >= its byte length + 1). With ``sort_sets`` they are sorted and unique and the
+    counts are of distinct shingles; otherwise they are in text order with repeats (the
+    signature is the same either way). With ``bail``, a document that is not pure ASCII is left
+    alone (count -1; see :func:`neardup.shingles.prepare`).
     """
     nd = docs.shape[0]
     k = a.shape[0]
@@ -90,7 +93,10 @@ def _process_kernel(offsets, data, docs, table, n, char_mode, punct, collapse_ws
         start = offsets[d]
         end = offsets[d + 1]
         units = np.empty(end - start + 1, dtype=np.uint64)
-        m = _sh._units(data, start, end, table, char_mode, punct, collapse_ws, lower_ascii, units)
+        m = _sh._units(data, start, end, table, char_mode, punct, collapse_ws, lower_ascii, bail, units)
+        if m < 0:
+            counts[i] = -1
+            continue
         # shingles overwrite the units in place: shingle j only reads units j..j+n-1
         s = _sh._shingles_of(units, m, n, h0, units)
         if want_sets:
@@ -98,7 +104,7 @@ def _process_kernel(offsets, data, docs, table, n, char_mode, punct, collapse_ws
                 s = _sort_unique(units[:s])
             base = bound[i]
             for j in range(s):
-                values[base + j] = units[j]
+                values[base + j] = units[j] >> fp_shift
         if want_sigs:
             x = np.empty(max(s, 1), dtype=np.uint32)
             for j in range(s):
@@ -118,70 +124,83 @@ def _gather_sets(values, bound, counts, target, offsets_out, out):
 
 
 class Scratch:
-    """Buffers reused from batch to batch (their pages are touched once, not once per batch).
-
-    Arrays returned by :func:`process` with a scratch are views into it: valid until the next call.
-    """
+    """Buffers reused from batch to batch (their pages are touched once, not once per batch):
+    the kernels' padded per-document output. What :func:`process` returns is never in it."""
 
     def __init__(self):
         self.buffers = {}
 
     def get(self, name: str, size: int, dtype=np.uint64) -> np.ndarray:
         buf = self.buffers.get(name)
-        if buf is None or buf.shape[0] < size:
+        if buf is None or buf.shape[0] < size or buf.dtype != dtype:
             buf = np.empty(max(size, int(size * 1.25)), dtype=dtype)
             self.buffers[name] = buf
         return buf[:size]
 
 
 _NO_VALUES = np.zeros(0, dtype=np.uint64)
+_NO_FP = np.zeros(0, dtype=np.uint32)
 _NO_BOUND = np.zeros(1, dtype=np.int64)
 
 
 def process(texts, *, ngram: int, char_ngrams: bool, seed: int, normalize_unicode: bool, lowercase: bool,
             punctuation: str, collapse_whitespace: bool, want_sets: bool, want_sigs: bool,
             a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = None, sort_sets: bool = True,
-            scratch: Optional[Scratch] = None):
-    """Runs the fused kernel over a batch; returns (signatures, counts, set offsets, set values)."""
+            fingerprints: bool = False, scratch: Optional[Scratch] = None):
+    """Runs the fused kernel over a batch; returns (signatures, counts, set offsets, set values).
+
+    The set values are the 64-bit shingle hashes, or with ``fingerprints`` their high 32 bits
+    (uint32). Documents that are not pure ASCII go through the kernel a second time, normalised
+    (see :func:`neardup.shingles.prepare`)."""
     punct = _sh.punctuation_code(punctuation)
-    n, parts = _sh.prepare(texts, normalize_unicode=normalize_unicode, lowercase=lowercase)
+    arr, first = _sh.prepare(texts, normalize_unicode=normalize_unicode, lowercase=lowercase)
+    n = len(arr)
     if a is None:
         a = np.zeros(0, dtype=np.uint32)
         b = np.zeros(0, dtype=np.uint32)
     table = _sh.char_classes()
     h0 = _sh.seed_state(seed)
-    k = len(a)
-    sigs = np.empty((n, k), dtype=np.uint32) if want_sigs else None
-    counts = np.zeros(n, dtype=np.int64)
-    results = []
-    for pi, part in enumerate(parts):
+    vtype = np.uint32 if fingerprints else np.uint64
+    shift = np.uint64(32 if fingerprints else 0)
+
+    def run(pi, part):
         if want_sets:
             bound = np.zeros(len(part.docs) + 1, dtype=np.int64)
             np.cumsum(part.offsets[part.docs + 1] - part.offsets[part.docs] + 1, out=bound[1:])
-            values = (scratch.get(f"values{pi}", int(bound[-1])) if scratch is not None
-                      else np.empty(int(bound[-1]), dtype=np.uint64))
+            values = (scratch.get(f"values{pi}", int(bound[-1]), vtype) if scratch is not None
+                      else np.empty(int(bound[-1]), dtype=vtype))
         else:
-            bound, values = _NO_BOUND, _NO_VALUES
-        r = _process_kernel(part.offsets, part.data, part.docs, table, int(ngram), bool(char_ngrams),
-                            punct, bool(collapse_whitespace), bool(part.lower_ascii), h0,
-                            a, b, bool(want_sets), bool(sort_sets), bool(want_sigs), bound, values)
-        r = (r[0], r[1], values, bound)
-        if len(parts) == 1:
-            sigs = r[0] if want_sigs else None
-            counts = r[1]
-        else:
-            if want_sigs:
-                sigs[part.target] = r[0]
-            counts[part.target] = r[1]
-        results.append(r)
+            bound, values = _NO_BOUND, (_NO_FP if fingerprints else _NO_VALUES)
+        sigs, counts = _process_kernel(part.offsets, part.data, part.docs, table, int(ngram), bool(char_ngrams),
+                                       punct, bool(collapse_whitespace), bool(part.lower_ascii), bool(part.bail),
+                                       h0, a, b, bool(want_sets), bool(sort_sets), shift, bool(want_sigs),
+                                       bound, values)
+        return sigs, counts, values, bound
+
+    results = [(first, run(0, first))]
+    sigs, counts = results[0][1][0], results[0][1][1]
+    bailed = np.flatnonzero(counts < 0)
+    if len(bailed):
+        second = _sh.normalised_part(arr, bailed, normalize_unicode=normalize_unicode, lowercase=lowercase)
+        r = run(1, second)
+        results.append((second, r))
+        counts[bailed] = 0  # in the first part's gather below: nothing of theirs there
+        if want_sigs:
+            sigs[bailed] = r[0]
+    if not want_sigs:
+        sigs = None
     if not want_sets:
+        if len(bailed):
+            counts[bailed] = results[1][1][1]
         return sigs, counts, None, None
+    parts_counts = [counts.copy() if len(bailed) else counts] + [r[1] for _, r in results[1:]]
+    if len(bailed):
+        counts[bailed] = results[1][1][1]
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
-    values = (scratch.get("sets", int(offsets[-1])) if scratch is not None
-              else np.empty(offsets[-1], dtype=np.uint64))
-    for part, r in zip(parts, results):
-        _gather_sets(r[2], r[3], r[1], part.target, offsets, values)
+    values = np.empty(offsets[-1], dtype=vtype)  # the caller's to keep (not in the scratch)
+    for (part, r), pc in zip(results, parts_counts):
+        _gather_sets(r[2], r[3], pc, part.target, offsets, values)
     return sigs, counts, offsets, values
 
 
@@ -309,11 +328,25 @@ class MinHasher:
     def signatures_and_shingles(self, texts, scratch: Optional[Scratch] = None
                                 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(signatures, offsets, shingle hashes) in one pass over the texts; the hashes of each
-        document in text order with repeats (:func:`sort_unique_sets` makes them sets). With a
-        :class:`Scratch`, the hashes are a view into it, valid until its next use."""
+        document in text order with repeats (:func:`sort_unique_sets` makes them sets). A
+        :class:`Scratch` keeps the kernel's working buffers from batch to batch."""
         with self._threads():
             sigs, _, offsets, values = process(texts, seed=self.seed, want_sets=True, want_sigs=True, a=self.a,
                                                b=self.b, sort_sets=False, scratch=scratch, **self.shingle_options)
+        return sigs, offsets, values
+
+    def signatures_and_fingerprints(self, texts, scratch: Optional[Scratch] = None
+                                    ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(signatures, offsets, uint32 shingle fingerprints) in one pass over the texts: the high
+        32 bits of each 64-bit shingle hash, in text order with repeats (half the bytes of
+        :meth:`signatures_and_shingles`; the signatures use the low 32 bits). The Jaccard of two
+        fingerprint sets differs from that of the shingle sets only when distinct shingles share
+        their high 32 bits (about |A|·|B| / 2^32 of a pair). A :class:`Scratch` keeps the
+        kernel's working buffers from batch to batch."""
+        with self._threads():
+            sigs, _, offsets, values = process(texts, seed=self.seed, want_sets=True, want_sigs=True, a=self.a,
+                                               b=self.b, sort_sets=False, fingerprints=True, scratch=scratch,
+                                               **self.shingle_options)
         return sigs, offsets, values
 
     def signatures_from_sets(self, offsets: np.ndarray, hashes: np.ndarray) -> np.ndarray:

@@ -258,12 +258,14 @@ def _byte(b, lower_ascii):
 
 
 @nb.njit(cache=True)
-def _units(data, start, end, table, char_mode, punct, collapse_ws, lower_ascii, out):
+def _units(data, start, end, table, char_mode, punct, collapse_ws, lower_ascii, bail, out):
     """Write the unit hashes of data[start:end] (tokens, or characters in char_mode) into out.
 
     Returns the number of units. ``out`` must hold at least end - start values. ``punct`` is the
     index of the punctuation mode in PUNCTUATION_MODES. With ``lower_ascii`` the bytes A-Z are
-    hashed as a-z (the text is otherwise already normalised).
+    hashed as a-z (the text is otherwise already normalised). With ``bail`` a text that is not
+    pure ASCII is left alone at its first non-ASCII byte: the return value is then -1 (it must be
+    normalised first, see :func:`prepare`).
     """
     m = 0
     if char_mode:
@@ -272,6 +274,8 @@ def _units(data, start, end, table, char_mode, punct, collapse_ws, lower_ascii, 
         pending_space = False
         i = start
         while i < end:
+            if bail and data[i] >= 0x80:
+                return -1
             cp, ln = _decode(data, i, end)
             cls = table[cp]
             if cls == 0:  # SPACE
@@ -310,6 +314,8 @@ def _units(data, start, end, table, char_mode, punct, collapse_ws, lower_ascii, 
     for i in range(start, end):
         b = data[i]
         if b >= 0x80:
+            if bail:
+                return -1
             fast = False
             break
         cls = table[b]
@@ -338,6 +344,8 @@ def _units(data, start, end, table, char_mode, punct, collapse_ws, lower_ascii, 
     h = _FNV_OFFSET
     i = start
     while i < end:
+        if bail and data[i] >= 0x80:
+            return -1
         cp, ln = _decode(data, i, end)
         cls = table[cp]
         if cls == 0 or cls == 7 or (cls == 5 and split):  # SPACE, NOTEXT, split PUNCT end the token
@@ -395,57 +403,43 @@ def _shingles_of(units, m, n, h0, out):
     return s
 
 
-@nb.njit(parallel=True, cache=True)
-def _nonascii_docs(offsets, data):
-    n = offsets.shape[0] - 1
-    out = np.zeros(n, dtype=np.bool_)
-    for d in nb.prange(n):
-        acc = np.uint8(0)
-        for i in range(offsets[d], offsets[d + 1]):  # an OR reduction: vectorised, no branch
-            acc |= data[i]
-        out[d] = acc >= 0x80
-    return out
-
-
 class Part:
     """Documents ready for the kernels: UTF-8 buffers, which of them to process (``docs``),
-    where their results go (``target``), and whether the kernel lower-cases ASCII itself."""
+    where their results go (``target``), whether the kernel lower-cases ASCII itself, and
+    whether it leaves a document that is not pure ASCII for a second, normalised part
+    (``bail``)."""
 
-    __slots__ = ("offsets", "data", "docs", "target", "lower_ascii")
+    __slots__ = ("offsets", "data", "docs", "target", "lower_ascii", "bail")
 
-    def __init__(self, offsets, data, docs, target, lower_ascii):
-        self.offsets, self.data, self.docs, self.target, self.lower_ascii = offsets, data, docs, target, lower_ascii
+    def __init__(self, offsets, data, docs, target, lower_ascii, bail=False):
+        self.offsets, self.data, self.docs, self.target = offsets, data, docs, target
+        self.lower_ascii, self.bail = lower_ascii, bail
 
 
-def prepare(texts, *, normalize_unicode: bool = True, lowercase: bool = True) -> Tuple[int, List[Part]]:
-    """Splits a batch into parts for the kernels.
+def prepare(texts, *, normalize_unicode: bool = True, lowercase: bool = True) -> Tuple[pa.Array, Part]:
+    """The batch as one Arrow array and the first part for the kernels: every document as it is.
 
     NFKC leaves ASCII unchanged and lower-casing ASCII is a byte operation, so documents that
-    are pure ASCII go to the kernels as they are (the kernel lower-cases A-Z while hashing);
-    only the others pass through Arrow's utf8_normalize / utf8_lower. The result is the same as
-    normalising everything first, at a fraction of the cost on mostly-ASCII corpora.
+    are pure ASCII need no normalising: the kernel lower-cases A-Z while hashing. When the text
+    is to be normalised, the first part bails out of any document at its first non-ASCII byte
+    (one pass over the bytes finds them; no separate scan), and :func:`normalised_part` makes the
+    second part of those alone, through Arrow's utf8_normalize / utf8_lower. The result is the
+    same as normalising everything first, at a fraction of the cost on mostly-ASCII corpora.
     """
     arr = to_arrow_strings(texts)
-    n = len(arr)
     offsets, data = arrow_buffers(arr)
-    everything = np.arange(n, dtype=np.int64)
-    if not (normalize_unicode or lowercase):
-        return n, [Part(offsets, data, everything, everything, False)]
-    nonascii = _nonascii_docs(offsets, data)
-    if not nonascii.any():
-        return n, [Part(offsets, data, everything, everything, lowercase)]
-    parts = []
-    na = np.flatnonzero(nonascii)
-    if len(na) < n:
-        ascii_docs = np.flatnonzero(~nonascii)
-        parts.append(Part(offsets, data, ascii_docs, ascii_docs, lowercase))
-        sub = arr.take(pa.array(na))
-    else:
-        sub = arr
+    everything = np.arange(len(arr), dtype=np.int64)
+    needs = bool(normalize_unicode or lowercase)
+    return arr, Part(offsets, data, everything, everything, bool(lowercase) and needs, bail=needs)
+
+
+def normalised_part(arr: pa.Array, docs: np.ndarray, *, normalize_unicode: bool = True,
+                    lowercase: bool = True) -> Part:
+    """The documents ``docs`` of ``arr`` normalised, as a part whose results go to ``docs``."""
+    sub = arr if len(docs) == len(arr) else arr.take(pa.array(docs))
     sub = normalize(sub, normalize_unicode=normalize_unicode, lowercase=lowercase)
     o2, d2 = arrow_buffers(sub)
-    parts.append(Part(o2, d2, np.arange(len(na), dtype=np.int64), na, False))
-    return n, parts
+    return Part(o2, d2, np.arange(len(docs), dtype=np.int64), np.asarray(docs, np.int64), False)
 
 
 def check_ngram(ngram: int) -> None:

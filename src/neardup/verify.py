@@ -160,12 +160,16 @@ def _exact_raw_kernel(offsets, hashes, left, right):
 def exact_jaccard_raw(offsets: np.ndarray, hashes: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Like :func:`exact_jaccard`, for shingle hashes in any order and with repeats (each
     document's hashes taken as a set): hash tables per pair instead of sorted sets, which is
-    cheaper when most documents take part in one or two pairs."""
+    cheaper when most documents take part in one or two pairs. ``hashes`` are uint64 shingle
+    hashes or uint32 fingerprints (see ``MinHasher.signatures_and_fingerprints``)."""
     left = np.asarray(left, dtype=np.int64)
     right = np.asarray(right, dtype=np.int64)
     if len(left) == 0:
         return np.zeros(0, dtype=np.float64)
-    return _exact_raw_kernel(np.asarray(offsets, dtype=np.int64), np.asarray(hashes, dtype=np.uint64), left, right)
+    hashes = np.asarray(hashes)
+    if hashes.dtype != np.uint32:
+        hashes = np.asarray(hashes, dtype=np.uint64)
+    return _exact_raw_kernel(np.asarray(offsets, dtype=np.int64), hashes, left, right)
 
 
 def estimated_jaccard_python(sig_a, sig_b) -> float:

@@ -230,8 +230,10 @@ class Index:
         signatures: (n, num_perm) uint32 MinHash signatures; needed by an ``estimate`` index, and
             used to recognise empty documents (all values 0xFFFFFFFF) when ``shingles`` is None.
         shingles: (offsets int64[n+1], hashes uint64) the 64-bit shingle hashes of each document
-            as CSR, in any order and with repeats (the read stage's raw hashes will do, as will
-            sorted unique sets); needed by an ``exact`` index. A document with none is empty.
+            as CSR, in any order and with repeats (raw hashes will do, as will sorted unique
+            sets), or their fingerprints (uint32 values: the high halves, as
+            ``MinHasher.signatures_and_fingerprints`` and the read stage give them); needed by an
+            ``exact`` index. A document with none is empty.
         threshold: the similarity a match must reach (default: the config's threshold).
 
         Returns :class:`Matches`: for each document with at least one indexed document at or

@@ -63,8 +63,9 @@ def new_segment_name() -> str:
 
 
 @nb.njit(parallel=True, cache=True)
-def _high_sorted_unique(offsets, hashes, presorted):
-    """Per document: the distinct high halves of its hashes, ascending, as a compact CSR."""
+def _high_sorted_unique(offsets, hashes, presorted, shift):
+    """Per document: the distinct values of its hashes shifted right by ``shift`` (32: the high
+    halves of 64-bit hashes; 0: fingerprints already), ascending, as a compact CSR."""
     n = offsets.shape[0] - 1
     high = np.empty(hashes.shape[0], dtype=np.uint32)
     sizes = np.zeros(n, dtype=np.int64)
@@ -72,7 +73,7 @@ def _high_sorted_unique(offsets, hashes, presorted):
         a = offsets[d]
         b = offsets[d + 1]
         for i in range(a, b):
-            high[i] = np.uint32(hashes[i] >> np.uint64(32))
+            high[i] = np.uint32(hashes[i] >> shift)
         seg = high[a:b]
         if not presorted:
             seg.sort()
@@ -92,8 +93,10 @@ def _high_sorted_unique(offsets, hashes, presorted):
 
 
 def fingerprints(offsets: np.ndarray, hashes: np.ndarray, sorted_sets: bool = False):
-    """(offsets, uint32 fingerprints) per document from 64-bit shingle hashes in CSR form: the
-    high 32 bits of each hash, sorted and unique per document.
+    """(offsets, uint32 fingerprints) per document from shingle hashes in CSR form: the high 32
+    bits of each 64-bit hash (``uint64`` hashes), or the fingerprints themselves (``uint32``:
+    already high halves, as ``MinHasher.signatures_and_fingerprints`` and the work dir hold
+    them), sorted and unique per document.
 
     The hashes may be in any order with repeats (the raw hashes of a read stage); with
     ``sorted_sets`` they are sorted per document already (as ``MinHasher.signatures_and_sets``
@@ -101,8 +104,11 @@ def fingerprints(offsets: np.ndarray, hashes: np.ndarray, sorted_sets: bool = Fa
     The caller's arrays are never changed.
     """
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    hashes = np.asarray(hashes)
+    if hashes.dtype == np.uint32:
+        return _high_sorted_unique(offsets, np.ascontiguousarray(hashes), bool(sorted_sets), np.uint32(0))
     hashes = np.ascontiguousarray(hashes, dtype=np.uint64)
-    return _high_sorted_unique(offsets, hashes, bool(sorted_sets))
+    return _high_sorted_unique(offsets, hashes, bool(sorted_sets), np.uint64(32))
 
 
 def is_empty_signature(signatures: np.ndarray) -> np.ndarray:
@@ -112,8 +118,8 @@ def is_empty_signature(signatures: np.ndarray) -> np.ndarray:
 
 def hashed_documents(n: int, signatures, shingles, what: str):
     """What an index needs of n hashed documents: ``(fingerprint offsets, fingerprints, nonempty)``
-    from their shingle hashes (CSR ``(offsets int64[n+1], uint64 hashes)``, any order, repeats
-    allowed), or ``(None, None, nonempty)`` from their signatures alone. ``what`` names the caller
+    from their shingle hashes (CSR ``(offsets int64[n+1], uint64 hashes)`` or uint32
+    fingerprints, any order, repeats allowed), or ``(None, None, nonempty)`` from their signatures alone. ``what`` names the caller
     in the message when neither is given."""
     from ..errors import ConfigError
     if shingles is not None:

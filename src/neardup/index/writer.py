@@ -78,7 +78,7 @@ class IndexWriter:
         source: one source name for all, or n names.
         signatures: (n, num_perm) uint32; needed by an ``estimate`` index (and, without
             shingles, to recognise empty documents).
-        shingles: (offsets int64[n+1], uint64 hashes) per document, any order, repeats allowed;
+        shingles: (offsets int64[n+1], uint64 hashes or uint32 fingerprints) per document, any order, repeats allowed;
             needed by an ``exact`` index.
         """
         cfg = self.config

@@ -58,7 +58,7 @@ def match_block(work_path: str, block: int, n: int, config) -> int:
     best_src: List = [None] * n
     if n:
         keys = fixed_binary_numpy(store.table(block, ["keys"]).column(0), np.uint64, config.bands)
-        shingles = store.shingles(pos) if exact else None
+        shingles = store.fingerprints(pos) if exact else None
         signatures = None if exact else store.signatures(pos)
         for index in open_indexes(config.against, config, run=work_path):
             m = index.match(keys, signatures=signatures, shingles=shingles, threshold=config.threshold)
@@ -128,7 +128,7 @@ def update_index(ctx, store: DocStore, dropped_docs: np.ndarray, with_ids: bool)
             ids = document_ids(source, row, store.ids(docs) if with_ids else None, ctx.sources)
             keys = fixed_binary_numpy(t.column("keys"), np.uint64, cfg.bands)
             if cfg.verify == "exact":
-                w.add_arrays(keys, ids, [names[s] for s in source.tolist()], shingles=store.shingles(docs))
+                w.add_arrays(keys, ids, [names[s] for s in source.tolist()], shingles=store.fingerprints(docs))
             else:
                 w.add_arrays(keys, ids, [names[s] for s in source.tolist()], signatures=store.signatures(docs))
             added += len(docs)

@@ -9,7 +9,8 @@ file exists is done and is not read again.
     WORK/read/plan.json             the blocks: runs of consecutive input files (a file is never split)
     WORK/read/block-BBBBBB.arrow    Arrow IPC file, DOCS_SCHEMA: one row per document of the block
     WORK/read/block-BBBBBB.sig      raw uint32, num_perm per document (verify = estimate | none)
-    WORK/read/block-BBBBBB.sh       raw uint64 shingle hashes in text order, ``count`` per document
+    WORK/read/block-BBBBBB.fp       uint32 shingle fingerprints (the high halves of the 64-bit
+                                    shingle hashes) in text order, ``count`` per document
                                     (verify = exact)
     WORK/read/block-BBBBBB.json     the block's summary (written last: the block is done)
     WORK/pairs/part-PPPPP.parquet   PAIRS_SCHEMA: verified pairs (left < right) of one partition
@@ -36,6 +37,7 @@ from ..io import fs
 from ..io.tables import read_table
 
 STAGES = ("read", "pairs", "clusters", "write")
+LAYOUT_VERSION = 3              # 3: shingle fingerprints (.fp, uint32) instead of 64-bit hashes (.sh)
 BLOCK_BYTES = 64 << 20          # input bytes per read block (a block holds whole files)
 MAX_DOCUMENTS = 1 << 32         # document indices are packed two to a uint64 in pair codes
 
@@ -147,11 +149,11 @@ class WorkDir:
             state = read_json(fs.join(self.path, "state.json"))
         except (OSError, ValueError):
             state = {}
-        if resume and state.get("fingerprint") == fingerprint_value and state.get("layout") == 2:
+        if resume and state.get("fingerprint") == fingerprint_value and state.get("layout") == LAYOUT_VERSION:
             self.state = state
         else:
             fs.remove_tree(self.path)
-            self.state = {"fingerprint": fingerprint_value, "layout": 2, "done": {}}
+            self.state = {"fingerprint": fingerprint_value, "layout": LAYOUT_VERSION, "done": {}}
         fs.makedirs(self.path)
         self._save()
 

@@ -40,7 +40,7 @@ def make_verifier(store: DocStore, config) -> Callable[[np.ndarray, np.ndarray],
             docs, inverse = np.unique(np.concatenate([left[lo:hi], right[lo:hi]]), return_inverse=True)
             m = hi - lo
             if config.verify == "exact":
-                offsets, hashes = store.shingles(docs)
+                offsets, hashes = store.fingerprints(docs)
                 sim[lo:hi] = exact_jaccard_raw(offsets, hashes, inverse[:m], inverse[m:])
             else:
                 sim[lo:hi] = estimated_jaccard(store.signatures(docs), inverse[:m], inverse[m:])

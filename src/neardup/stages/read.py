@@ -97,14 +97,15 @@ class _Writer:
                 return
             if self._error is None:
                 try:
-                    self._f.write(data)
+                    self._f.write(memoryview(data).cast("B"))
                 except BaseException as exc:  # raised again in the caller's thread
                     self._error = exc
 
     def write(self, arr: np.ndarray) -> None:
+        """Queues ``arr`` (not copied: the caller must not change it afterwards)."""
         if self._error is not None:
             raise self._error
-        self._queue.put(np.ascontiguousarray(arr).tobytes())
+        self._queue.put(np.ascontiguousarray(arr))
 
     def close(self) -> None:
         self._queue.put(None)
@@ -127,7 +128,7 @@ def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int
     scratch = Scratch()
     schema = docs_schema(config)
     arrow_path = block_path(work_path, block, "arrow")
-    big_path = block_path(work_path, block, "sh" if exact else "sig")
+    big_path = block_path(work_path, block, "fp" if exact else "sig")
     summary = {"documents": 0, "per_source": {str(si): 0 for si in members}, "empty": 0, "rejected": []}
     with contextlib.ExitStack() as uploads:
         if fs.is_url(work_path):  # objects that appear when their uploads complete (at the end of the with)
@@ -165,9 +166,9 @@ def _read_into(config, hasher, scratch, schema, sources, members, summary, write
             if m == 0:
                 continue
             if exact:
-                sig, off, sh = hasher.signatures_and_shingles(batch.text, scratch=scratch)
+                sig, off, fp = hasher.signatures_and_fingerprints(batch.text, scratch=scratch)
                 counts = np.diff(off)
-                big.write(sh)
+                big.write(fp)
             else:
                 sig, counts = hasher.signatures_and_counts(batch.text)
                 big.write(sig)
@@ -377,19 +378,20 @@ class DocStore:
             self._count_offsets[block] = off
         return self._count_offsets[block]
 
-    def shingles(self, docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        """Raw shingle hashes (text order, repeats) of ascending docs, as CSR by position in docs."""
+    def fingerprints(self, docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Shingle fingerprints (uint32, the high halves of the shingle hashes, text order,
+        repeats) of ascending docs, as CSR by position in docs."""
         offs, vals = [np.zeros(1, np.int64)], []
         base = 0
         for b, _sel, local in self._by_block(docs):
             off = self._offsets(b)
-            o, v = _pread_rows(self._path(b, "sh"), off[local], off[local + 1], np.uint64)
+            o, v = _pread_rows(self._path(b, "fp"), off[local], off[local + 1], np.uint32)
             offs.append(o[1:] + base)
             base += len(v)
             vals.append(v)
         if len(vals) == 1:  # one block (the usual case): no second copy of the hashes
             return np.concatenate(offs), vals[0]
-        return np.concatenate(offs), (np.concatenate(vals) if vals else np.zeros(0, np.uint64))
+        return np.concatenate(offs), (np.concatenate(vals) if vals else np.zeros(0, np.uint32))
 
 
 # --------------------------------------------------------------------------- user ids
