@@ -708,3 +708,31 @@ def test_convert_parquet_to_jsonl_and_jsonl_gz_to_jsonl(cwd):
     assert rel == "g.jsonl"
     assert write_kept(src, [0, 6], "o/" + rel, output_format="jsonl") == 2
     assert open("o/g.jsonl", "rb").read() == lines[0] + b"\n" + lines[6] + b"\n"
+
+
+@pytest.mark.parametrize("compression", [None, "gzip", "zstd"])
+def test_blocks_are_whole_lines_that_add_up_to_the_file(tmp_path, compression):
+    """iter_blocks: every block but the last ends with a newline, no block is empty, and the
+    blocks put together are the file's bytes (without its BOM), for lines shorter and longer
+    than a block and files with and without a final newline."""
+    import gzip
+    import random
+
+    import zstandard
+
+    from neardup.io._streams import iter_blocks
+
+    rng = random.Random(5)
+    for case in range(12):
+        lines = [b"x" * rng.choice([0, 1, 7, 40, 300, 5000]) for _ in range(rng.randint(1, 60))]
+        body = b"\n".join(lines) + (b"\n" if case % 2 else b"")
+        raw = (b"\xef\xbb\xbf" if case % 3 == 0 else b"") + body
+        name = tmp_path / f"f{case}.jsonl{'.gz' if compression == 'gzip' else '.zst' if compression else ''}"
+        name.write_bytes(gzip.compress(raw) if compression == "gzip" else
+                         zstandard.ZstdCompressor().compress(raw) if compression else raw)
+        for block in (64, 1000, 1 << 20):
+            blocks = list(iter_blocks(str(name), compression, block_bytes=block))
+            assert b"".join(blocks) == body
+            assert all(b for b in blocks)
+            assert all(b.endswith(b"\n") for b in blocks[:-1])
+            assert all(isinstance(b, bytes) for b in blocks)

@@ -233,17 +233,18 @@ def iter_blocks(path: str, compression: Optional[str],
             size += len(chunk)
             if size < block_bytes:
                 continue
-            data = b"".join(parts) if len(parts) > 1 else parts[0]
-            cut = data.rfind(b"\n")
-            if cut < 0:  # one line longer than a block: keep reading
-                parts = [data]
+            # cut after the last newline of the last chunk (none there: a long line, read on);
+            # the block is built with one copy, the bytes after the cut carried to the next
+            cut = chunk.rfind(b"\n")
+            if cut < 0:
                 continue
-            if cut + 1 < len(data):
-                rest = data[cut + 1:]
-                data = data[: cut + 1]
-                parts, size = [rest], len(rest)
+            if len(parts) == 1 and cut + 1 == len(chunk):
+                data = chunk
             else:
-                parts, size = [], 0
+                parts[-1] = memoryview(chunk)[:cut + 1]
+                data = b"".join(parts)
+            rest = chunk[cut + 1:]
+            parts, size = ([rest], len(rest)) if rest else ([], 0)
             yield data
     except StreamError:
         data = b"".join(parts)
