@@ -26,6 +26,7 @@ from typing import Callable, Optional, Tuple
 import numba as nb
 import numpy as np
 
+from .arrays import unique
 from .hashing import GOLDEN, MASK64, SPLITMIX_M1, SPLITMIX_M2, fmix64, fmix64_py
 
 __all__ = ["band_keys", "band_keys_python", "bucket_runs", "star_pairs", "candidate_pairs",
@@ -151,7 +152,7 @@ def candidate_pairs(keys: np.ndarray, eligible: Optional[np.ndarray] = None) -> 
     """Unique candidate pairs (left < right) of the first round: star pairs of every bucket."""
     offsets, members = bucket_runs(keys, eligible)
     left, right = star_pairs(offsets, members)
-    return split_codes(np.unique(pair_codes(left, right)))
+    return split_codes(unique(pair_codes(left, right)))
 
 
 @nb.njit(cache=True)
@@ -210,7 +211,7 @@ def find_pairs(run_offsets: np.ndarray, members: np.ndarray,
         rounds += 1
         left, right = star_pairs(offsets, mem)
         codes = pair_codes(left, right)
-        new = np.unique(codes)
+        new = unique(codes)
         if len(seen_codes):
             new = new[~_isin_sorted(new, seen_codes)]
         if len(new):

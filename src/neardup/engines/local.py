@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..arrays import unique
 from .. import io as nio
 from ..io import fs
 from ..bands import bucket_runs
@@ -116,7 +117,7 @@ def stage_clusters(ctx: RunContext) -> dict:
                              or [PAIRS_SCHEMA.empty_table()])
     left = pairs.column("left").to_numpy()
     right = pairs.column("right").to_numpy()
-    docs = np.unique(np.concatenate([left, right]))
+    docs = unique(np.concatenate([left, right]))
     attrs = {"source": corpus.column("source")[docs], "row": corpus.column("row")[docs],
              "length": corpus.column("length")[docs]}
     if cfg.score_column:

@@ -44,6 +44,7 @@ import numba as nb
 import numpy as np
 import pyarrow as pa
 
+from ..arrays import unique
 from ..config import default_workers
 from ..errors import ConfigError, InputError, NeardupError
 from ..hashing import kernel_threads, mix64
@@ -530,7 +531,7 @@ def _label_rows(table: pa.Table, *, parts: int) -> pa.Table:
     """Converged stars (leaf, centre) -> (part, doc, label, kind 0) for leaves and centres."""
     hi, lo = _col(table, "hi", np.int64), _col(table, "lo", np.int64)
     ok = hi >= 0
-    centres = np.unique(lo[ok])
+    centres = unique(lo[ok])
     doc = np.concatenate([hi[ok], centres])
     label = np.concatenate([lo[ok], centres])
     n = len(doc)
@@ -565,7 +566,7 @@ def _select(table: pa.Table, *, store: DocStore, config, sources, work, with_ids
     """One label partition (whole components): the selection of the stage, its members file."""
     part = int(_col(table, "part")[0])
     kind = _col(table, "kind", np.int8)
-    docs = np.unique(_col(table, "doc", np.int64)[kind == 0])
+    docs = unique(_col(table, "doc", np.int64)[kind == 0])
     pairs = table.filter(pa.array(kind == 1))
     columns = ["source", "row", "length"] + (["score"] if config.score_column else [])
     attrs = store.columns(docs, columns)

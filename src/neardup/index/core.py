@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import pyarrow as pa
 
+from ..arrays import unique
 from ..bands import band_keys
 from ..config import Config
 from ..errors import ConfigError, StorageError
@@ -320,7 +321,7 @@ class Index:
             cut = np.minimum(hi, lo + MAX_BUCKET)
             truncated += int((hi - cut).sum())
             cdoc, lengths = gather_ranges(reader.array("kdoc.u32"), lo, cut)
-            codes = np.unique((np.repeat(qd, lengths).astype(np.uint64) << np.uint64(32)) | cdoc.astype(np.uint64))
+            codes = unique((np.repeat(qd, lengths).astype(np.uint64) << np.uint64(32)) | cdoc.astype(np.uint64))
             candidates += len(codes)
             for start in range(0, len(codes), VERIFY_CHUNK):
                 chunk = codes[start:start + VERIFY_CHUNK]

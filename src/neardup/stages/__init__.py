@@ -22,6 +22,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ..arrays import unique
 from .. import io as nio
 from ..config import Config
 from ..errors import InputError
@@ -118,7 +119,7 @@ def excluded_from_pairs(ctx: RunContext, corpus: Corpus) -> np.ndarray:
     if ctx.config.against:
         from .against import matched_docs
         out.append(matched_docs(ctx.work.path, corpus.block_start))
-    return np.unique(np.concatenate(out))
+    return unique(np.concatenate(out))
 
 
 def finish_clusters(ctx: RunContext, corpus: Corpus, counts: dict) -> dict:

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..arrays import unique
 from .. import io as nio
 from ..bands import band_keys
 from ..errors import InputError, NeardupError
@@ -327,7 +328,7 @@ class DocStore:
     def _by_block(self, docs: np.ndarray):
         docs = np.asarray(docs, dtype=np.int64)
         blk = np.searchsorted(self.block_start, docs, side="right") - 1
-        for b in np.unique(blk).tolist():
+        for b in unique(blk).tolist():
             sel = np.flatnonzero(blk == b)
             yield b, sel, docs[sel] - self.block_start[b]
 
