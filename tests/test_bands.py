@@ -379,3 +379,28 @@ def test_find_pairs_connects_every_similar_pair_of_a_bucket_when_similarity_is_t
             for b in bk:
                 if labels[a] == labels[b]:
                     assert comp[a] == comp[b]
+
+
+def test_bucket_runs_reading_a_few_bands_at_a_time_gives_the_same_buckets():
+    """bucket_runs over a keys function (BAND_GROUP bands in memory at a time) gives exactly the
+    buckets of the whole matrix, with eligibility, ids and a keep rank, and asks for each band
+    once."""
+    from neardup.bands import BAND_GROUP
+    rng = np.random.default_rng(3)
+    n, bands = 3000, 2 * BAND_GROUP + 3
+    keys = rng.integers(0, 40, size=(n, bands)).astype(np.uint64)   # many collisions
+    eligible = rng.random(n) > 0.1
+    rank = rng.permutation(n)
+    asked = []
+
+    def get(first, stop):
+        asked.append((first, stop))
+        return keys[:, first:stop].copy()
+
+    want = bucket_runs(keys, eligible, rank=rank)
+    got = bucket_runs(get, eligible, rank=rank, bands=bands)
+    assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
+    assert len(want[1]) > n  # the case has buckets in every band
+    covered = [j for a, b in asked for j in range(a, b)]
+    assert covered == list(range(bands))
+    assert all(b - a <= BAND_GROUP for a, b in asked)

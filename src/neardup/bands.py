@@ -79,9 +79,12 @@ def band_keys_python(signature, bands: int, rows: int, seed: int = 42):
     return out
 
 
-def bucket_runs(keys: np.ndarray, eligible: Optional[np.ndarray] = None,
-                doc_ids: Optional[np.ndarray] = None, rank: Optional[np.ndarray] = None
-                ) -> Tuple[np.ndarray, np.ndarray]:
+BAND_GROUP = 4  # bands of keys in memory at once when bucket_runs reads them through a function
+
+
+def bucket_runs(keys, eligible: Optional[np.ndarray] = None,
+                doc_ids: Optional[np.ndarray] = None, rank: Optional[np.ndarray] = None,
+                *, bands: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
     """The buckets of two or more documents, over all bands, as (run_offsets, members).
 
     ``members[run_offsets[i]:run_offsets[i+1]]`` are the documents sharing one key in one band,
@@ -89,35 +92,49 @@ def bucket_runs(keys: np.ndarray, eligible: Optional[np.ndarray] = None,
     anchor is the member most likely to be kept. ``eligible`` (bool[n]) drops documents (the
     empty ones); ``doc_ids`` maps rows of ``keys`` to document indices (default: 0..n-1); ``rank``
     is indexed like the rows of ``keys``.
+
+    ``keys`` is the (n, bands) uint64 matrix, or a function ``keys(first, stop)`` giving the
+    (n, stop - first) keys of bands first..stop-1, with ``bands`` their number: then only
+    BAND_GROUP bands are in memory at a time (a pipeline reads them from its work directory;
+    the whole matrix of 10,000,000 documents and 13 bands is 1 GB, and it was copied twice).
     """
-    keys = np.asarray(keys, dtype=np.uint64)
-    n, bands = keys.shape
-    ids = np.arange(n, dtype=np.int64) if doc_ids is None else np.asarray(doc_ids, dtype=np.int64)
-    order_key = ids if rank is None else np.asarray(rank, dtype=np.int64)
-    if eligible is not None:
-        keys = keys[eligible]
-        ids = ids[eligible]
-        order_key = order_key[eligible]
-    # Keep order first, so that a stable sort on the key keeps each bucket's members in keep order.
-    order0 = np.argsort(order_key, kind="stable")
-    keys = keys[order0]
-    ids = ids[order0]
+    if callable(keys):
+        if bands is None:
+            raise ValueError("bucket_runs: bands is needed with a keys function")
+        get, nbands = keys, int(bands)
+    else:
+        matrix = np.asarray(keys, dtype=np.uint64)
+        get, nbands = (lambda first, stop: matrix[:, first:stop]), matrix.shape[1]
     all_members = []
     all_sizes = []
-    for j in range(bands):
-        col = keys[:, j]
-        order = np.argsort(col, kind="stable")
-        sorted_keys = col[order]
-        if len(sorted_keys) == 0:
-            continue
-        starts = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
-        sizes = np.diff(np.append(starts, len(sorted_keys)))
-        big = sizes >= 2
-        if not big.any():
-            continue
-        in_big = np.repeat(big, sizes)
-        all_members.append(ids[order][in_big])
-        all_sizes.append(sizes[big])
+    perm = ids = None
+    for first in range(0, nbands, BAND_GROUP):
+        group = get(first, min(first + BAND_GROUP, nbands))
+        if perm is None:
+            n = group.shape[0]
+            ids = np.arange(n, dtype=np.int64) if doc_ids is None else np.asarray(doc_ids, dtype=np.int64)
+            order_key = ids if rank is None else np.asarray(rank, dtype=np.int64)
+            rows = np.arange(n, dtype=np.int64) if eligible is None else np.flatnonzero(eligible)
+            # Keep order first, so that a stable sort on the key keeps each bucket's members in
+            # keep order: perm lists the eligible rows in keep order.
+            perm = rows[np.argsort(order_key[rows], kind="stable")]
+            ids = ids[perm]
+        for j in range(group.shape[1]):
+            col = np.asarray(group[:, j], dtype=np.uint64)[perm]
+            if len(col) == 0:
+                continue
+            order = np.argsort(col, kind="stable")
+            sorted_keys = col[order]
+            del col
+            starts = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
+            sizes = np.diff(np.append(starts, len(sorted_keys)))
+            big = sizes >= 2
+            if not big.any():
+                continue
+            in_big = np.repeat(big, sizes)
+            all_members.append(ids[order[in_big]])
+            all_sizes.append(sizes[big])
+        del group
     if not all_members:
         return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
     sizes = np.concatenate(all_sizes)

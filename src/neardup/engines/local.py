@@ -100,7 +100,7 @@ def stage_pairs(ctx: RunContext) -> dict:
     with bar("candidates + verify", total=2, unit="step", quiet=ctx.quiet) as progress:
         rank = keep_order(corpus.n, cfg.keep, lengths=corpus.column("length") if cfg.keep == "longest" else None,
                           scores=corpus.column("score") if cfg.score_column else None)
-        offsets, members = bucket_runs(corpus.column("keys"), eligible, rank=rank)
+        offsets, members = bucket_runs(corpus.band_keys, eligible, rank=rank, bands=cfg.bands)
         progress.update(1)
         checked, counts = search_partition(offsets, members, make_verifier(store, cfg), cfg)
         pairs, candidates = distinct_pairs(checked)

@@ -263,6 +263,22 @@ class Corpus:
             self._columns[name] = np.concatenate(views).astype(empty.dtype, copy=False) if views else empty
         return self._columns[name]
 
+    def band_keys(self, first: int, stop: int) -> np.ndarray:
+        """The (n, stop - first) uint64 keys of bands first..stop-1 of every document, read block
+        by block (not kept: :func:`neardup.bands.bucket_runs` asks for a few bands at a time)."""
+        if "keys" in self._columns:
+            return self._columns["keys"][:, first:stop]
+        out = np.empty((self.n, stop - first), dtype=np.uint64)
+        at = 0
+        for b in range(len(self.blocks)):
+            for chunk in self.table(b, ["keys"]).column(0).chunks:
+                view = fixed_binary_numpy(chunk, np.uint64, self.config.bands)
+                out[at:at + len(view)] = view[:, first:stop]
+                at += len(view)
+        if at != self.n:
+            raise RuntimeError("internal error: the blocks' keys do not add up to the documents")
+        return out
+
     def ids(self) -> pa.Array:
         parts = [self.table(b, ["id"]).column(0) for b in range(len(self.blocks))]
         chunks = [c for p in parts for c in p.chunks]
