@@ -36,8 +36,9 @@ work dir after the run, and its size can be sampled while it runs). Measured:
 
 - wall time, CPU time; peak memory of the process tree (psutil RSS sum sampled every 0.25 s, the
   per-process VmHWM high-water marks, and wait4's ru_maxrss; ``peak_memory_bytes`` is the largest);
-- every ~2 s: the size of the work dir and of the output folder (``os.scandir`` walk) and the free
-  space of their file system; the peaks, the least free space, and the samples;
+- every ~2 s: the size of the work dir and of the output folder (``os.scandir`` walk), the free
+  space of their file system and the RSS of the process tree; the peaks, the least free space, and
+  the samples (a timeline to tell which stage holds the disk and the memory);
 - the corpus on disk (compressed bytes) and the source's uncompressed bytes per shard;
 - from the output's ``stats.json``: the counts and the seconds of each stage.
 
@@ -199,8 +200,25 @@ def tree_bytes(path: Path) -> int:
     return total
 
 
+def _children_rss() -> int:
+    """RSS summed over this process's descendants (the measured run and its launcher)."""
+    import psutil
+    total = 0
+    try:
+        procs = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
 class DiskSampler(threading.Thread):
-    """Every ``interval`` s: sizes of the work dir and the output, free space of their disk."""
+    """Every ``interval`` s: sizes of the work dir and the output, free space of their disk, and
+    the RSS of the process tree (a coarse memory timeline; the peak comes from run_measured)."""
 
     def __init__(self, work: Path, out: Path, interval: float = 2.0):
         super().__init__(daemon=True)
@@ -213,7 +231,7 @@ class DiskSampler(threading.Thread):
         w = tree_bytes(self.work)
         o = tree_bytes(self.out)
         free = shutil.disk_usage(self.work.parent).free
-        self.samples.append([round(time.perf_counter() - self.t0, 1), w, o, free])
+        self.samples.append([round(time.perf_counter() - self.t0, 1), w, o, free, _children_rss()])
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -234,7 +252,7 @@ class DiskSampler(threading.Thread):
             "final_output_bytes": s[-1][2],
             "free_bytes_at_start": s[0][3],
             "free_bytes_min": min(x[3] for x in s),
-            "samples_columns": ["t_s", "work_dir_bytes", "output_bytes", "free_bytes"],
+            "samples_columns": ["t_s", "work_dir_bytes", "output_bytes", "free_bytes", "rss_tree_bytes"],
             "samples": s,
         }
 
