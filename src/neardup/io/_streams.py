@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Iterator, Optional, Tuple
 
+import numba as nb
 import numpy as np
 import pyarrow as pa
 
@@ -258,11 +259,26 @@ def iter_blocks(path: str, compression: Optional[str],
             yield data
 
 
+@nb.njit(cache=True)
+def _newlines(arr):
+    """Positions of the newline bytes of arr (two passes: no array as large as the block)."""
+    count = 0
+    for i in range(arr.shape[0]):
+        count += arr[i] == 10
+    out = np.empty(count, dtype=np.int64)
+    k = 0
+    for i in range(arr.shape[0]):
+        if arr[i] == 10:
+            out[k] = i
+            k += 1
+    return out
+
+
 def line_bounds(data: bytes) -> Tuple[np.ndarray, np.ndarray]:
     """``(starts, ends)`` of the lines of a block (``ends`` excludes the newline)."""
     n = len(data)
     arr = np.frombuffer(data, dtype=np.uint8)
-    nl = np.flatnonzero(arr == 10)
+    nl = _newlines(arr)
     if n and data[-1] == 10:
         ends = nl
         starts = np.empty(len(nl), dtype=np.int64)
