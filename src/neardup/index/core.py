@@ -185,8 +185,9 @@ class Index:
         workers = 1 if len(texts) <= SMALL_BATCH else cfg.workers
         with kernel_threads(workers):
             if self.store == "exact":
-                sigs, off, values = self.hasher.signatures_and_sets(texts)  # sorted sets: no second sort
-                fp_off, fp = fingerprints(off, values, sorted_sets=True)
+                # unsorted 32-bit fingerprints sorted once: cheaper than sorting the 64-bit sets
+                sigs, off, values = self.hasher.signatures_and_fingerprints(texts)
+                fp_off, fp = fingerprints(off, values)
                 nonempty = np.diff(fp_off) > 0
             else:
                 sigs, counts = self.hasher.signatures_and_counts(texts)
