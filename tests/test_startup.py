@@ -58,7 +58,7 @@ def test_warmup_runs_in_the_background_and_can_be_turned_off():
     on = _python(code)
     assert on.returncode == 0, on.stderr
     out = json.loads(on.stdout)
-    assert [step for step, _, _ in out["log"]] == ["_warm_arrow", "_warm_numba"]
+    assert [step for step, _, _ in out["log"]] == ["_warm_arrow", "_warm_numba_typing", "_warm_numba_target"]
     assert all(err is None for _, _, err in out["log"]), out["log"]
     # no kernel is loaded ahead: numba's threading layer (GNU OpenMP: not fork-safe) is not started
     assert out["threading_layer_started"] is False
@@ -112,3 +112,19 @@ def test_exit_right_after_import_is_clean():
     r = _python("import neardup")
     assert r.returncode == 0
     assert r.stderr == ""
+
+
+@pytest.mark.parametrize("orig_argv, argv, skip", [
+    (["python", "-m", "neardup", "params", "--threshold", "0.8"], ["-m", "params"], True),
+    (["python", "-m", "neardup", "--version"], ["-m", "--version"], True),
+    (["python", "-m", "neardup", "dedup", "x.jsonl"], ["-m", "dedup", "x.jsonl"], False),
+    (["/venv/bin/neardup", "report", "out"], ["/venv/bin/neardup", "report", "out"], True),
+    (["/venv/bin/neardup", "index", "add"], ["/venv/bin/neardup", "index", "add"], False),
+    (["python", "-m", "pytest", "tests"], ["/venv/bin/pytest", "tests"], False),
+    (["python", "script.py", "params"], ["script.py", "params"], False),
+])
+def test_neardup_commands_without_kernels_skip_the_warmup(monkeypatch, orig_argv, argv, skip):
+    import neardup
+    monkeypatch.setattr(sys, "orig_argv", orig_argv, raising=False)
+    monkeypatch.setattr(sys, "argv", argv)
+    assert neardup._cli_without_kernels() is skip

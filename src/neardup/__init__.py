@@ -77,7 +77,9 @@ from .params import (candidate_probability, choose_params, false_negative_area, 
 #   serialise the two threads.
 # - os.fork waits for the warm-up to finish (a child must not inherit a lock held by it), and so
 #   does the interpreter's exit (after asking it to stop before its next step).
-# - NEARDUP_WARMUP=0 turns it off.
+# - NEARDUP_WARMUP=0 turns it off; the neardup commands that run no kernel skip it.
+# - Its work is Python code that holds the GIL: it overlaps with what releases the GIL (file
+#   reading, Arrow, numpy), not with other Python code, which it slows down as much as it runs.
 
 _warmup_thread = None
 _warmup_stop = False
@@ -89,17 +91,44 @@ def _warm_arrow() -> None:
     pa.array([""], pa.large_string())  # pyarrow imports pandas here, when it is installed
 
 
-def _warm_numba() -> None:
+def _warm_numba_typing() -> None:
     from numba.core.compiler_lock import global_compiler_lock
     from numba.core.registry import cpu_target
     with global_compiler_lock:
         cpu_target.typing_context.refresh()
+
+
+def _warm_numba_target() -> None:
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.registry import cpu_target
+    with global_compiler_lock:
         cpu_target.target_context.refresh()
+
+
+# the neardup commands that run kernels; the others (params, report, --help, --version) skip the
+# warm-up, which would only make them slower: its work holds the GIL and their exit waits for it
+_KERNEL_COMMANDS = ("dedup", "index", "audit")
+
+
+def _cli_without_kernels() -> bool:
+    """Whether this process is the neardup command (``neardup ...`` or ``python -m neardup ...``)
+    running a command that calls no kernel."""
+    import os
+    import sys
+    argv = list(getattr(sys, "orig_argv", None) or [])
+    if "-m" in argv[:-1] and argv[argv.index("-m") + 1] in ("neardup", "neardup.cli"):
+        args = argv[argv.index("-m") + 2:]
+    elif sys.argv and os.path.basename(sys.argv[0]) in ("neardup", "neardup.exe", "neardup-script.py"):
+        args = sys.argv[1:]
+    else:
+        return False
+    command = next((a for a in args if not a.startswith("-")), None)
+    return command not in _KERNEL_COMMANDS
 
 
 def _warmup_run() -> None:
     import time
-    for step in (_warm_arrow, _warm_numba):
+    for step in (_warm_arrow, _warm_numba_typing, _warm_numba_target):
         if _warmup_stop:
             return
         t0 = time.perf_counter()
@@ -129,6 +158,8 @@ def _warmup_start() -> None:
     global _warmup_thread
     import os
     if os.environ.get("NEARDUP_WARMUP", "1").strip().lower() in ("0", "false", "no", "off"):
+        return
+    if _cli_without_kernels():
         return
     import atexit
     import concurrent.futures.thread  # noqa: F401 - see below
