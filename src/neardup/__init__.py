@@ -63,7 +63,7 @@ from .params import (candidate_probability, choose_params, false_negative_area, 
 
 # --------------------------------------------------------------------------- first-call warm-up
 # A fresh process pays, on its first MinHash call, for things done once per process: numba's
-# typing and target contexts (their registries of typing and lowering functions, 0.4-0.8 s,
+# typing and target contexts (their registries of typing and lowering functions, 0.25-0.8 s,
 # including scipy.linalg, which numba imports for its BLAS check when scipy is installed) and
 # pandas, which pyarrow imports on its first pa.array when pandas is installed (0.1-0.4 s).
 # `import neardup` starts a thread that does both now, so that a caller who does other work first
@@ -170,7 +170,8 @@ def _warmup_start() -> None:
     # pandas imports, then releases a lock it never took): such modules are imported here, first.
     _warmup_thread = threading.Thread(target=_warmup_run, name="neardup-warmup", daemon=True)
     if hasattr(os, "register_at_fork"):
-        os.register_at_fork(before=warmup_wait)
+        # bounded: a fork from inside an import the warm-up waits for must not hang for ever
+        os.register_at_fork(before=lambda: warmup_wait(30.0))
     atexit.register(_warmup_stop_and_wait)
     _warmup_thread.start()
 
