@@ -14,6 +14,23 @@ Also measured: estimator agreement, the mean |share of equal signature values - 
 over planted near-duplicate pairs, for every tool (expected ~0.03 for k = 128: the standard
 deviation of the estimate is sqrt(J(1 - J)/k)).
 
+Fresh-process costs (``first_call`` in the JSON; ``--first-call-only`` runs just this part and
+writes bench/results/signatures.first-call.json): each case runs ``--first-call-runs`` times in a
+new Python process, the cases in turn, and the medians are reported. A process times
+``import neardup``, loading ``--first-call-docs`` texts from a JSONL file, the first
+``MinHasher.signatures`` call on them and a second call on the same list. Cases:
+
+  after-load  import neardup, then load the texts (pyarrow.json), then the calls: a user who
+              reads data after importing (the background warm-up of ``import neardup`` overlaps
+              with the reading)
+  immediate   the texts are loaded first, then import neardup and call at once (nothing to
+              overlap with: the first call waits for the warm-up)
+  after-wait  import neardup, wait for its warm-up to end (neardup.warmup_wait, timed apart), then
+              load and call: what the first call costs when the warm-up was fully hidden
+
+each with the warm-up on and off (``NEARDUP_WARMUP=0``). ``--src`` runs the processes against
+another checkout's ``src`` (an A/B against an older commit, whose warm-up flag is then moot).
+
 Writes bench/results/signatures.json (``--output``) and prints a table.
 """
 
@@ -21,7 +38,12 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
+import os
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -61,6 +83,105 @@ def _time(fn, repeat: int):
     return out, best
 
 
+# One fresh process: prints one JSON line of timings. argv: mode, jsonl path.
+_FIRST_CALL_CHILD = r"""
+import json, sys, time
+mode, path = sys.argv[1], sys.argv[2]
+def load():
+    import pyarrow.json as pj
+    return pj.read_json(path).column("text").to_pylist()
+out = {}
+if mode == "immediate":
+    texts = load()
+t0 = time.perf_counter()
+import neardup
+from neardup.minhash import MinHasher
+t1 = time.perf_counter()
+out["import_s"] = t1 - t0
+if mode == "after-wait" and hasattr(neardup, "warmup_wait"):
+    neardup.warmup_wait()
+out["wait_s"] = time.perf_counter() - t1 if mode == "after-wait" else None
+t1 = time.perf_counter()
+if mode in ("after-load", "after-wait"):
+    texts = load()
+out["load_s"] = time.perf_counter() - t1 if mode != "immediate" else None
+h = MinHasher(num_perm=128, ngram=5, seed=1)
+t2 = time.perf_counter()
+h.signatures(texts)
+t3 = time.perf_counter()
+h.signatures(texts)
+t4 = time.perf_counter()
+out.update(first_s=t3 - t2, second_s=t4 - t3, ratio=(t3 - t2) / (t4 - t3),
+           warmup_log=[list(x) for x in getattr(neardup, "_warmup_log", [])],
+           modules={m: m in sys.modules for m in ("pandas", "scipy.linalg")})
+print(json.dumps(out))
+"""
+
+
+def _import_only_child(src: str, warmup: bool, runs: int) -> dict:
+    code = "import time; t = time.perf_counter(); import neardup; print(time.perf_counter() - t)"
+    env = dict(os.environ, PYTHONPATH=src, NEARDUP_WARMUP="1" if warmup else "0")
+    ts = [float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                               check=True).stdout) for _ in range(runs)]
+    return {"median_s": statistics.median(ts), "runs_s": ts}
+
+
+def first_call_study(texts: List[str], runs: int, src: str) -> dict:
+    """Fresh-process timings (see the module's docstring), medians over ``runs`` processes."""
+    cases = [(mode, warmup) for mode in ("after-load", "immediate") for warmup in (True, False)]
+    cases.append(("after-wait", True))
+    raw: Dict[str, List[dict]] = {f"{m}/warmup={'on' if w else 'off'}": [] for m, w in cases}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "texts.jsonl")
+        with open(path, "w", encoding="utf-8") as f:
+            for t in texts:
+                f.write(json.dumps({"text": t}) + "\n")
+        env0 = dict(os.environ, PYTHONPATH=src)
+        # one untimed process first: numba's disk cache for this source may be empty
+        subprocess.run([sys.executable, "-c", _FIRST_CALL_CHILD, "after-load", path], env=env0,
+                       check=True, capture_output=True)
+        for r in range(runs):
+            for mode, warmup in cases:
+                key = f"{mode}/warmup={'on' if warmup else 'off'}"
+                env = dict(env0, NEARDUP_WARMUP="1" if warmup else "0")
+                proc = subprocess.run([sys.executable, "-c", _FIRST_CALL_CHILD, mode, path], env=env,
+                                      capture_output=True, text=True, check=True)
+                row = json.loads(proc.stdout)
+                raw[key].append(row)
+                print(f"  run {r + 1}/{runs} {key}: first {row['first_s']:.3f} s, second {row['second_s']:.3f} s",
+                      flush=True)
+
+    def med(rows, key):
+        vals = [r[key] for r in rows if r.get(key) is not None]
+        return statistics.median(vals) if vals else None
+
+    summary = {}
+    for name, rows in raw.items():
+        summary[name] = {"import_s": med(rows, "import_s"), "wait_s": med(rows, "wait_s"),
+                         "load_s": med(rows, "load_s"),
+                         "first_s": med(rows, "first_s"), "second_s": med(rows, "second_s"),
+                         "first_over_second": med(rows, "ratio"),
+                         "first_minus_second_s": statistics.median(r["first_s"] - r["second_s"] for r in rows),
+                         "runs": rows}
+    return {"docs": len(texts), "runs_per_case": runs, "src": src,
+            "note": "medians over fresh processes; first_over_second is the median of each process's "
+                    "ratio; the second call is on the same list of str",
+            "import_neardup": {"warmup_on": _import_only_child(src, True, runs),
+                               "warmup_off": _import_only_child(src, False, runs)},
+            "cases": summary}
+
+
+def print_first_call(fc: dict) -> None:
+    print(f"\nfresh process, {fc['docs']} documents, median of {fc['runs_per_case']} processes each:")
+    print(f"{'case':<28} {'import':>7} {'load':>7} {'first':>7} {'second':>7} {'ratio':>6}")
+    for name, c in fc["cases"].items():
+        load = "" if c["load_s"] is None else f"{c['load_s']:.3f}"
+        print(f"{name:<28} {c['import_s']:>7.3f} {load:>7} {c['first_s']:>7.3f} {c['second_s']:>7.3f} "
+              f"{c['first_over_second']:>6.2f}")
+    for k, v in fc["import_neardup"].items():
+        print(f"  import neardup alone, {k}: {v['median_s']:.3f} s")
+
+
 def agreement(sig: np.ndarray, pairs: np.ndarray, exact: np.ndarray) -> dict:
     est = (sig[pairs[:, 0]] == sig[pairs[:, 1]]).mean(axis=1)
     err = est - exact
@@ -80,8 +201,30 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="corpus seed")
     ap.add_argument("--pairs", type=int, default=2000, help="near-duplicate pairs for the agreement check")
     ap.add_argument("--repeat", type=int, default=3, help="neardup timings: best of N (peers run once)")
-    ap.add_argument("--output", type=Path, default=RESULTS_DIR / "signatures.json")
+    ap.add_argument("--output", type=Path, default=None,
+                    help="default bench/results/signatures.json (signatures.first-call.json with "
+                         "--first-call-only)")
+    ap.add_argument("--first-call-docs", type=int, default=20_000,
+                    help="documents for the fresh-process study (default 20000; 0 skips it)")
+    ap.add_argument("--first-call-runs", type=int, default=5, help="fresh processes per case (default 5)")
+    ap.add_argument("--first-call-only", action="store_true", help="only the fresh-process study")
+    ap.add_argument("--src", default=str(Path(__file__).resolve().parent.parent / "src"),
+                    help="the neardup source folder the fresh processes import (default: this checkout's)")
     args = ap.parse_args(argv)
+    if args.output is None:
+        args.output = RESULTS_DIR / ("signatures.first-call.json" if args.first_call_only else "signatures.json")
+    if args.first_call_only:
+        result = run_header(sys.argv)
+        from neardup.synth import generate_corpus
+        print(f"generating {args.first_call_docs} documents ...", flush=True)
+        corpus = generate_corpus(args.first_call_docs, seed=args.seed)
+        result["corpus"] = {"generator": "neardup.synth.generate_corpus", "n_docs": args.first_call_docs,
+                            "seed": args.seed}
+        result["first_call"] = first_call_study(corpus.texts, args.first_call_runs, args.src)
+        write_json(args.output, result)
+        print_first_call(result["first_call"])
+        print(f"wrote {args.output}")
+        return 0
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
     unknown = set(tools) - set(DEFAULT_TOOLS)
     if unknown:
@@ -176,6 +319,9 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     result["runs"] = runs
     result["skipped"] = skipped
+    if "neardup" in tools and args.first_call_docs and "neardup" not in skipped:
+        print("neardup: fresh processes (first call against second) ...", flush=True)
+        result["first_call"] = first_call_study(texts[:args.first_call_docs], args.first_call_runs, args.src)
 
     # Headline ratios on the same prefix: neardup against the fastest full-set variant of each peer.
     def fastest(prefix_name):
@@ -208,6 +354,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"  {k}: {v:.1f}x")
     for k, v in skipped.items():
         print(f"  skipped {k}: {v}")
+    if "first_call" in result:
+        print_first_call(result["first_call"])
     print(f"wrote {args.output}")
     return 0
 

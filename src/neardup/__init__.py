@@ -61,6 +61,121 @@ from .params import (candidate_probability, choose_params, false_negative_area, 
                      false_positive_area, midpoint)
 
 
+# --------------------------------------------------------------------------- first-call warm-up
+# A fresh process pays, on its first MinHash call, for things done once per process: numba's
+# typing and target contexts (their registries of typing and lowering functions, 0.25-0.8 s,
+# including scipy.linalg, which numba imports for its BLAS check when scipy is installed) and
+# pandas, which pyarrow imports on its first pa.array when pandas is installed (0.1-0.4 s).
+# `import neardup` starts a thread that does both now, so that a caller who does other work first
+# (reading its data) does not wait for them; a caller who calls at once waits for the rest of it.
+#
+# - Kernels are not loaded ahead (20-40 ms each from numba's disk cache): loading a parallel
+#   kernel starts numba's threading layer, and with GNU OpenMP numba then kills a forked child
+#   that runs a parallel kernel. A process that has not called a kernel may still fork, as before.
+# - A call that needs numba meanwhile waits for it: numba's compiler lock (held by the warm-up
+#   while it builds the contexts, as numba's first dispatch would hold it) and the import locks
+#   serialise the two threads.
+# - os.fork waits for the warm-up to finish (a child must not inherit a lock held by it), and so
+#   does the interpreter's exit (after asking it to stop before its next step).
+# - NEARDUP_WARMUP=0 turns it off; the neardup commands that run no kernel skip it.
+# - Its work is Python code that holds the GIL: it overlaps with what releases the GIL (file
+#   reading, Arrow, numpy), not with other Python code, which it slows down as much as it runs.
+
+_warmup_thread = None
+_warmup_stop = False
+_warmup_log = []  # (step, seconds, error or None): what the warm-up did, for benchmarks
+
+
+def _warm_arrow() -> None:
+    import pyarrow as pa
+    pa.array([""], pa.large_string())  # pyarrow imports pandas here, when it is installed
+
+
+def _warm_numba_typing() -> None:
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.registry import cpu_target
+    with global_compiler_lock:
+        cpu_target.typing_context.refresh()
+
+
+def _warm_numba_target() -> None:
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.registry import cpu_target
+    with global_compiler_lock:
+        cpu_target.target_context.refresh()
+
+
+# the neardup commands that run kernels; the others (params, report, --help, --version) skip the
+# warm-up, which would only make them slower: its work holds the GIL and their exit waits for it
+_KERNEL_COMMANDS = ("dedup", "index", "audit")
+
+
+def _cli_without_kernels() -> bool:
+    """Whether this process is the neardup command (``neardup ...`` or ``python -m neardup ...``)
+    running a command that calls no kernel."""
+    import os
+    import sys
+    argv = list(getattr(sys, "orig_argv", None) or [])
+    if "-m" in argv[:-1] and argv[argv.index("-m") + 1] in ("neardup", "neardup.cli"):
+        args = argv[argv.index("-m") + 2:]
+    elif sys.argv and os.path.basename(sys.argv[0]) in ("neardup", "neardup.exe", "neardup-script.py"):
+        args = sys.argv[1:]
+    else:
+        return False
+    command = next((a for a in args if not a.startswith("-")), None)
+    return command not in _KERNEL_COMMANDS
+
+
+def _warmup_run() -> None:
+    import time
+    for step in (_warm_arrow, _warm_numba_typing, _warm_numba_target):
+        if _warmup_stop:
+            return
+        t0 = time.perf_counter()
+        error = None
+        try:
+            step()
+        except Exception as exc:  # a warm-up never fails anything: the first call does the work instead
+            error = repr(exc)
+        _warmup_log.append((step.__name__, time.perf_counter() - t0, error))
+
+
+def warmup_wait(timeout=None) -> None:
+    """Waits for the background warm-up started by ``import neardup`` (if any) to finish."""
+    import threading
+    t = _warmup_thread
+    if t is not None and t is not threading.current_thread():
+        t.join(timeout)
+
+
+def _warmup_stop_and_wait() -> None:
+    global _warmup_stop
+    _warmup_stop = True
+    warmup_wait()
+
+
+def _warmup_start() -> None:
+    global _warmup_thread
+    import os
+    if os.environ.get("NEARDUP_WARMUP", "1").strip().lower() in ("0", "false", "no", "off"):
+        return
+    if _cli_without_kernels():
+        return
+    import atexit
+    import concurrent.futures.thread  # noqa: F401 - see below
+    import threading
+
+    # A module imported by the warm-up that registers its own fork hooks while os.fork waits in
+    # ours would have its "before" hook skipped and its "after" hook run (concurrent.futures, which
+    # pandas imports, then releases a lock it never took): such modules are imported here, first.
+    _warmup_thread = threading.Thread(target=_warmup_run, name="neardup-warmup", daemon=True)
+    if hasattr(os, "register_at_fork"):
+        # bounded: a fork from inside an import the warm-up waits for must not hang for ever
+        os.register_at_fork(before=lambda: warmup_wait(30.0))
+    atexit.register(_warmup_stop_and_wait)
+    _warmup_thread.start()
+
+
 def __getattr__(name):
     # the pipeline's API is imported on first use: `import neardup` stays light for the kernels
     if name in ("dedup", "DedupResult"):
@@ -75,3 +190,5 @@ def __getattr__(name):
 __all__ = ["dedup", "DedupResult", "Config", "Index", "MinHasher", "NeardupError", "ConfigError", "InputError",
            "StorageError",
            "candidate_probability", "midpoint", "false_positive_area", "false_negative_area", "choose_params"]
+
+_warmup_start()

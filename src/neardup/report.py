@@ -223,39 +223,49 @@ def diff_units(text: str, *, punctuation: str = "split") -> List[Tuple[str, int,
     their own; white space, non-text code points and under ``split`` punctuation separate), applied
     to the text as written so that the diff can show it as written.
     """
+    return _diff_units(text, punctuation, None)
+
+
+# The class of each character for the diff, one letter: S separates, K is skipped (inside a token
+# but not part of its key), W is a letter or digit, M a mark, O a token of its own.
+_DIFF_LETTERS = {"split": b"SWMOOSKS", "delete": b"SWMOOKKS", "keep": b"SWMOOOKS"}
+# A token: a one-character token with the marks that follow it, or a run of letters, digits and
+# marks (which a mark may begin); skipped characters inside either, and at its end up to the
+# character that closes it, belong to its span.
+_DIFF_TOKEN = None
+
+
+def _diff_units(text: str, punctuation: str, limit: Optional[int]) -> List[Tuple[str, int, int]]:
+    """:func:`diff_units`, the first ``limit`` tokens only when limit is not None.
+
+    The characters are classed in one numpy lookup and cut into tokens by one regular expression
+    over a string of class letters (one per character); only the tokens cost Python work.
+    """
+    global _DIFF_TOKEN
+    import re
     import unicodedata
-    from .shingles import IGNORED, MARK, NOTEXT, PUNCT, SPACE, WORD, char_classes, punctuation_mode
+    from itertools import islice
+
+    from .shingles import char_classes, punctuation_mode
+    if _DIFF_TOKEN is None:
+        _DIFF_TOKEN = re.compile(r"O[MK]*|[WM][WMK]*")
     punctuation = punctuation_mode(punctuation)
-    table = char_classes()
+    if not text:
+        return []
+    cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    lut = np.frombuffer(_DIFF_LETTERS[punctuation], dtype=np.uint8)
+    classes = lut[char_classes()[cps]].tobytes().decode("ascii")
+    matches = _DIFF_TOKEN.finditer(classes)
+    if limit is not None:
+        matches = islice(matches, limit)
     out: List[Tuple[str, int, int]] = []
-    start = -1
-    state = 0  # 0 outside a token, 1 in a word, 2 in a one-character token (with its marks)
-
-    def close(end):
-        piece = "".join(ch for ch in text[start:end] if table[ord(ch)] != IGNORED
-                        and not (table[ord(ch)] == PUNCT and punctuation == "delete"))
-        out.append((unicodedata.normalize("NFKC", piece).lower(), start, end))
-
-    for i, ch in enumerate(text):
-        cls = table[ord(ch)]
-        if cls in (SPACE, NOTEXT) or (cls == PUNCT and punctuation == "split"):
-            if state:
-                close(i)
-                state = 0
-        elif cls == IGNORED or (cls == PUNCT and punctuation == "delete"):
-            continue
-        elif cls in (WORD, MARK):
-            if state == 2 and cls == WORD:
-                close(i)
-                state = 0
-            if state == 0:
-                start, state = i, 1
-        else:
-            if state:
-                close(i)
-            start, state = i, 2
-    if state:
-        close(len(text))
+    normalize = unicodedata.normalize
+    for m in matches:
+        start, end = m.span()
+        piece = text[start:end]
+        if "K" in m.group():
+            piece = "".join(ch for ch, c in zip(piece, m.group()) if c != "K")
+        out.append((piece.lower() if piece.isascii() else normalize("NFKC", piece).lower(), start, end))
     return out
 
 
@@ -268,16 +278,17 @@ def word_diff_html(left: str, right: str, *, max_words: int = 600, punctuation: 
     Chinese or Japanese sentence is compared character by character and only the changed
     characters are marked. Texts longer than ``max_words`` words are cut there (a note says so).
     """
-    ua, ub = diff_units(left, punctuation=punctuation), diff_units(right, punctuation=punctuation)
+    # one token past the cut says whether there is a cut; the rest of a long text is never cut up
+    ua, ub = _diff_units(left, punctuation, max_words + 1), _diff_units(right, punctuation, max_words + 1)
     cut_a, cut_b = len(ua) > max_words, len(ub) > max_words
     ua, ub = ua[:max_words], ub[:max_words]
     sm = difflib.SequenceMatcher(None, [u[0] for u in ua], [u[0] for u in ub], autojunk=False)
-    changed_a = [False] * len(ua)
-    changed_b = [False] * len(ub)
+    changed_a = []
+    changed_b = []
     for op, i1, i2, j1, j2 in sm.get_opcodes():
         if op != "equal":
-            changed_a[i1:i2] = [True] * (i2 - i1)
-            changed_b[j1:j2] = [True] * (j2 - j1)
+            changed_a.append((i1, i2))
+            changed_b.append((j1, j2))
     note = ' <span class="note">[... cut at {} words]</span>'.format(max_words)
     return (_render_diff(left, ua, changed_a, "del", cut_a) + (note if cut_a else ""),
             _render_diff(right, ub, changed_b, "ins", cut_b) + (note if cut_b else ""))
@@ -285,26 +296,32 @@ def word_diff_html(left: str, right: str, *, max_words: int = 600, punctuation: 
 
 def _render_diff(text: str, units, changed, tag: str, cut: bool) -> str:
     """The text with each run of changed words in <tag> (the text between two changed words of a
-    run goes inside too); after the last word, the rest of the text unless it was cut."""
+    run goes inside too); after the last word, the rest of the text unless it was cut.
+
+    ``changed``: the (first, past the last) unit indexes of the changed runs, in order (those of
+    ``SequenceMatcher.get_opcodes``; runs that touch are one run). The text between two runs is
+    escaped in one piece (escaping is per character, so this is the same as word by word).
+    """
     out: List[str] = []
     pos = 0
     k = 0
-    while k < len(units):
-        _, start, end = units[k]
-        out.append(html.escape(text[pos:start]))
-        if not changed[k]:
-            out.append(html.escape(text[start:end]))
-            pos = end
+    n = len(units)
+    while k < len(changed):
+        first, past = changed[k]
+        k += 1
+        while k < len(changed) and changed[k][0] == past:  # an insert next to a replace, say
+            past = changed[k][1]
             k += 1
+        if first >= past:  # nothing of this side changed (an insert on the other side)
             continue
-        last = k
-        while last + 1 < len(units) and changed[last + 1]:
-            last += 1
-        out.append(f"<{tag}>{html.escape(text[start:units[last][2]])}</{tag}>")
-        pos = units[last][2]
-        k = last + 1
+        start, end = units[first][1], units[past - 1][2]
+        out.append(html.escape(text[pos:start]))
+        out.append(f"<{tag}>{html.escape(text[start:end])}</{tag}>")
+        pos = end
     if not cut:
         out.append(html.escape(text[pos:]))
+    elif n:
+        out.append(html.escape(text[pos:max(pos, units[n - 1][2])]))
     return "".join(out).strip()
 
 

@@ -7,7 +7,6 @@ import json
 import os
 import sys
 
-from ..audit import audit_texts, format_audit, plot_audit, read_texts
 from ..errors import ConfigError, InputError
 from ..params import DEFAULT_MIN_RECALL
 from .formatting import HelpFormatter
@@ -73,6 +72,7 @@ def register(sub) -> None:
 
 
 def run_audit(args: argparse.Namespace) -> int:
+    from ..audit import audit_texts, format_audit, plot_audit, read_texts  # not loaded for other commands
     from ..config import Config
     if (args.bands is None) != (args.rows is None):
         raise ConfigError("--bands and --rows go together: give both or neither")

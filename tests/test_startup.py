@@ -1,0 +1,130 @@
+"""Start-up costs: what `import neardup` starts and imports, and the background warm-up."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+SRC = str(Path(__file__).resolve().parent.parent / "src")
+
+
+def _python(code: str, *, warmup: str = "1", timeout: float = 120) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), NEARDUP_WARMUP=warmup)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_in_memory_of_a_path_does_not_import_pandas():
+    r = _python("""
+        import sys
+        from neardup.api import _in_memory
+        assert _in_memory("some/file.jsonl") == (None, None)
+        assert _in_memory(["a.jsonl"]) is not None
+        print("pandas" in sys.modules)
+    """, warmup="0")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
+
+
+def test_in_memory_still_takes_a_dataframe_and_a_subclass():
+    pd = pytest.importorskip("pandas")
+    from neardup.api import _in_memory
+
+    class Frame(pd.DataFrame):  # defined outside pandas: found through its MRO
+        pass
+
+    for df in (pd.DataFrame({"text": ["a b", "c d"]}, index=[5, 7]), Frame({"text": ["a b"]})):
+        kind, tables = _in_memory(df)
+        assert kind == "pandas"
+        assert tables["<table>"].num_rows == len(df)
+
+
+def test_warmup_runs_in_the_background_and_can_be_turned_off():
+    code = """
+        import json, sys, threading
+        import neardup
+        names = [t.name for t in threading.enumerate()]
+        neardup.warmup_wait()
+        import numba.np.ufunc.parallel as p
+        print(json.dumps({"thread": "neardup-warmup" in names, "log": neardup._warmup_log,
+                          "threading_layer_started": bool(p._is_initialized)}))
+    """
+    on = _python(code)
+    assert on.returncode == 0, on.stderr
+    out = json.loads(on.stdout)
+    assert [step for step, _, _ in out["log"]] == ["_warm_arrow", "_warm_numba_typing", "_warm_numba_target"]
+    assert all(err is None for _, _, err in out["log"]), out["log"]
+    # no kernel is loaded ahead: numba's threading layer (GNU OpenMP: not fork-safe) is not started
+    assert out["threading_layer_started"] is False
+    off = _python(code, warmup="0")
+    assert off.returncode == 0, off.stderr
+    out = json.loads(off.stdout)
+    assert out["thread"] is False and out["log"] == []
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_fork_right_after_import_is_safe():
+    # os.fork waits for the warm-up (the child must not inherit a lock it holds); the child can
+    # then run the kernels as a process that never called one could before the warm-up existed.
+    r = _python("""
+        import os, sys
+        import neardup
+        from neardup.minhash import MinHasher
+        pid = os.fork()
+        if pid == 0:
+            s = MinHasher().signatures(["the quick brown fox jumps over the lazy dog"] * 10)
+            os._exit(0 if s.shape == (10, 128) else 3)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "0", r.stderr
+    assert "Exception ignored" not in r.stderr and "Terminating" not in r.stderr, r.stderr
+
+
+def test_two_concurrent_first_calls_during_the_warmup():
+    r = _python("""
+        import threading
+        import numpy as np
+        import neardup
+        from neardup.minhash import MinHasher
+        texts = [f"document {i} with a few words in it and more words" for i in range(300)]
+        out = [None, None]
+        def run(i):
+            out[i] = MinHasher(seed=3).signatures(texts)
+        ts = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+        for t in ts: t.start()
+        for t in ts: t.join()
+        again = MinHasher(seed=3).signatures(texts)
+        print(bool(np.array_equal(out[0], again) and np.array_equal(out[1], again)))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "True"
+
+
+def test_exit_right_after_import_is_clean():
+    r = _python("import neardup")
+    assert r.returncode == 0
+    assert r.stderr == ""
+
+
+@pytest.mark.parametrize("orig_argv, argv, skip", [
+    (["python", "-m", "neardup", "params", "--threshold", "0.8"], ["-m", "params"], True),
+    (["python", "-m", "neardup", "--version"], ["-m", "--version"], True),
+    (["python", "-m", "neardup", "dedup", "x.jsonl"], ["-m", "dedup", "x.jsonl"], False),
+    (["/venv/bin/neardup", "report", "out"], ["/venv/bin/neardup", "report", "out"], True),
+    (["/venv/bin/neardup", "index", "add"], ["/venv/bin/neardup", "index", "add"], False),
+    (["python", "-m", "pytest", "tests"], ["/venv/bin/pytest", "tests"], False),
+    (["python", "script.py", "params"], ["script.py", "params"], False),
+])
+def test_neardup_commands_without_kernels_skip_the_warmup(monkeypatch, orig_argv, argv, skip):
+    import neardup
+    monkeypatch.setattr(sys, "orig_argv", orig_argv, raising=False)
+    monkeypatch.setattr(sys, "argv", argv)
+    assert neardup._cli_without_kernels() is skip
