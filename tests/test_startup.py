@@ -45,27 +45,33 @@ def test_in_memory_still_takes_a_dataframe_and_a_subclass():
         assert tables["<table>"].num_rows == len(df)
 
 
-def test_warmup_runs_in_the_background_and_can_be_turned_off():
+def test_warmup_is_opt_in_and_runs_in_the_background():
     code = """
         import json, sys, threading
         import neardup
+        started_by_import = any(t.name == "neardup-warmup" for t in threading.enumerate())
+        if "{call}" == "yes":
+            neardup.warmup()
+            neardup.warmup()  # a second call does nothing
         names = [t.name for t in threading.enumerate()]
         neardup.warmup_wait()
         import numba.np.ufunc.parallel as p
-        print(json.dumps({"thread": "neardup-warmup" in names, "log": neardup._warmup_log,
-                          "threading_layer_started": bool(p._is_initialized)}))
+        print(json.dumps({{"by_import": started_by_import, "thread": "neardup-warmup" in names,
+                           "log": neardup._warmup_log, "threading_layer_started": bool(p._is_initialized)}}))
     """
-    on = _python(code)
-    assert on.returncode == 0, on.stderr
-    out = json.loads(on.stdout)
-    assert [step for step, _, _ in out["log"]] == ["_warm_arrow", "_warm_numba_typing", "_warm_numba_target"]
-    assert all(err is None for _, _, err in out["log"]), out["log"]
-    # no kernel is loaded ahead: numba's threading layer (GNU OpenMP: not fork-safe) is not started
-    assert out["threading_layer_started"] is False
-    off = _python(code, warmup="0")
-    assert off.returncode == 0, off.stderr
-    out = json.loads(off.stdout)
-    assert out["thread"] is False and out["log"] == []
+    for env, call, want in (("0", "no", False), ("0", "yes", True), ("1", "no", True)):
+        r = _python(code.format(call=call), warmup=env)
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["by_import"] is (env == "1")
+        assert out["thread"] is want
+        if not want:
+            assert out["log"] == []
+            continue
+        assert [step for step, _, _ in out["log"]] == ["_warm_arrow", "_warm_numba_typing", "_warm_numba_target"]
+        assert all(err is None for _, _, err in out["log"]), out["log"]
+        # no kernel is loaded ahead: numba's threading layer (GNU OpenMP: not fork-safe) is not started
+        assert out["threading_layer_started"] is False
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
@@ -109,22 +115,6 @@ def test_two_concurrent_first_calls_during_the_warmup():
 
 
 def test_exit_right_after_import_is_clean():
-    r = _python("import neardup")
+    r = _python("import neardup; neardup.warmup()")
     assert r.returncode == 0
     assert r.stderr == ""
-
-
-@pytest.mark.parametrize("orig_argv, argv, skip", [
-    (["python", "-m", "neardup", "params", "--threshold", "0.8"], ["-m", "params"], True),
-    (["python", "-m", "neardup", "--version"], ["-m", "--version"], True),
-    (["python", "-m", "neardup", "dedup", "x.jsonl"], ["-m", "dedup", "x.jsonl"], False),
-    (["/venv/bin/neardup", "report", "out"], ["/venv/bin/neardup", "report", "out"], True),
-    (["/venv/bin/neardup", "index", "add"], ["/venv/bin/neardup", "index", "add"], False),
-    (["python", "-m", "pytest", "tests"], ["/venv/bin/pytest", "tests"], False),
-    (["python", "script.py", "params"], ["script.py", "params"], False),
-])
-def test_neardup_commands_without_kernels_skip_the_warmup(monkeypatch, orig_argv, argv, skip):
-    import neardup
-    monkeypatch.setattr(sys, "orig_argv", orig_argv, raising=False)
-    monkeypatch.setattr(sys, "argv", argv)
-    assert neardup._cli_without_kernels() is skip

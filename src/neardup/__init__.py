@@ -66,8 +66,10 @@ from .params import (candidate_probability, choose_params, false_negative_area, 
 # typing and target contexts (their registries of typing and lowering functions, 0.25-0.8 s,
 # including scipy.linalg, which numba imports for its BLAS check when scipy is installed) and
 # pandas, which pyarrow imports on its first pa.array when pandas is installed (0.1-0.4 s).
-# `import neardup` starts a thread that does both now, so that a caller who does other work first
-# (reading its data) does not wait for them; a caller who calls at once waits for the rest of it.
+# neardup.warmup() (or NEARDUP_WARMUP=1 in the environment, at import) does both in a thread, so
+# that a caller who has other work to do first (reading its data) does not wait for them later.
+# It is opt-in: measured (bench/signatures.py), it helps only when about half a second of work
+# that releases the GIL lies between it and the first call, and its own work holds the GIL.
 #
 # - Kernels are not loaded ahead (20-40 ms each from numba's disk cache): loading a parallel
 #   kernel starts numba's threading layer, and with GNU OpenMP numba then kills a forked child
@@ -77,9 +79,6 @@ from .params import (candidate_probability, choose_params, false_negative_area, 
 #   serialise the two threads.
 # - os.fork waits for the warm-up to finish (a child must not inherit a lock held by it), and so
 #   does the interpreter's exit (after asking it to stop before its next step).
-# - NEARDUP_WARMUP=0 turns it off; the neardup commands that run no kernel skip it.
-# - Its work is Python code that holds the GIL: it overlaps with what releases the GIL (file
-#   reading, Arrow, numpy), not with other Python code, which it slows down as much as it runs.
 
 _warmup_thread = None
 _warmup_stop = False
@@ -105,27 +104,6 @@ def _warm_numba_target() -> None:
         cpu_target.target_context.refresh()
 
 
-# the neardup commands that run kernels; the others (params, report, --help, --version) skip the
-# warm-up, which would only make them slower: its work holds the GIL and their exit waits for it
-_KERNEL_COMMANDS = ("dedup", "index", "audit")
-
-
-def _cli_without_kernels() -> bool:
-    """Whether this process is the neardup command (``neardup ...`` or ``python -m neardup ...``)
-    running a command that calls no kernel."""
-    import os
-    import sys
-    argv = list(getattr(sys, "orig_argv", None) or [])
-    if "-m" in argv[:-1] and argv[argv.index("-m") + 1] in ("neardup", "neardup.cli"):
-        args = argv[argv.index("-m") + 2:]
-    elif sys.argv and os.path.basename(sys.argv[0]) in ("neardup", "neardup.exe", "neardup-script.py"):
-        args = sys.argv[1:]
-    else:
-        return False
-    command = next((a for a in args if not a.startswith("-")), None)
-    return command not in _KERNEL_COMMANDS
-
-
 def _warmup_run() -> None:
     import time
     for step in (_warm_arrow, _warm_numba_typing, _warm_numba_target):
@@ -141,7 +119,7 @@ def _warmup_run() -> None:
 
 
 def warmup_wait(timeout=None) -> None:
-    """Waits for the background warm-up started by ``import neardup`` (if any) to finish."""
+    """Waits for the background warm-up started by :func:`warmup` (if any) to finish."""
     import threading
     t = _warmup_thread
     if t is not None and t is not threading.current_thread():
@@ -154,15 +132,18 @@ def _warmup_stop_and_wait() -> None:
     warmup_wait()
 
 
-def _warmup_start() -> None:
+def warmup() -> None:
+    """Starts, in a background thread, the once-per-process set-up that the first MinHash call
+    would otherwise pay (numba's typing and target contexts, pyarrow's pandas import: 0.3-1 s),
+    and returns at once. Worth it when the caller has half a second or more of other work to do
+    before its first call (reading data); a second call does nothing. ``NEARDUP_WARMUP=1`` in
+    the environment starts it at ``import neardup``."""
     global _warmup_thread
-    import os
-    if os.environ.get("NEARDUP_WARMUP", "1").strip().lower() in ("0", "false", "no", "off"):
-        return
-    if _cli_without_kernels():
+    if _warmup_thread is not None:
         return
     import atexit
     import concurrent.futures.thread  # noqa: F401 - see below
+    import os
     import threading
 
     # A module imported by the warm-up that registers its own fork hooks while os.fork waits in
@@ -189,6 +170,14 @@ def __getattr__(name):
 
 __all__ = ["dedup", "DedupResult", "Config", "Index", "MinHasher", "NeardupError", "ConfigError", "InputError",
            "StorageError",
-           "candidate_probability", "midpoint", "false_positive_area", "false_negative_area", "choose_params"]
+           "candidate_probability", "midpoint", "false_positive_area", "false_negative_area", "choose_params",
+           "warmup", "warmup_wait"]
 
-_warmup_start()
+
+def _warmup_from_environment() -> None:
+    import os
+    if os.environ.get("NEARDUP_WARMUP", "").strip().lower() in ("1", "true", "yes", "on"):
+        warmup()
+
+
+_warmup_from_environment()
