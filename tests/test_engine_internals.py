@@ -99,3 +99,28 @@ def test_estimate_documents_for_the_progress_bar(tmp_path):
     assert abs(est - (3000 + 77 + 1)) <= 0.05 * 3000
     (tmp_path / "d.jsonl.gz").write_bytes(gzip.compress(b'{"text": "x"}\n'))
     assert estimate_documents(nio.discover([str(tmp_path / "d.jsonl.gz")])) is None
+
+
+def test_pread_rows_reads_scattered_ranges_in_groups(tmp_path, monkeypatch):
+    """_pread_rows gives every range's items whatever the grouping: adjacent, near (one read
+    with the gap dropped), far apart, empty ranges, a group cut by the span limit; uint32 and
+    uint64 files."""
+    from neardup.stages import read as rd
+    for dtype in (np.uint32, np.uint64):
+        data = np.arange(200_000, dtype=dtype) * 7 + 3
+        path = tmp_path / f"f{np.dtype(dtype).itemsize}.bin"
+        path.write_bytes(data.tobytes())
+        rng = np.random.default_rng(1)
+        cuts = np.sort(rng.choice(200_000, size=4000, replace=False))
+        starts, ends = cuts[0::2].astype(np.int64), cuts[1::2].astype(np.int64)
+        pick = rng.random(len(starts)) < 0.3
+        starts, ends = starts[pick], ends[pick]
+        ends[::7] = starts[::7]  # some empty ranges
+        for gap, span in ((32 << 10, 8 << 20), (0, 8 << 20), (1 << 20, 4096), (1 << 30, 1 << 40)):
+            monkeypatch.setattr(rd, "LOCAL_GAP", gap)
+            monkeypatch.setattr(rd, "LOCAL_SPAN", span)
+            off, vals = rd._pread_rows(str(path), starts, ends, dtype)
+            assert vals.dtype == dtype
+            want = np.concatenate([data[a:b] for a, b in zip(starts, ends)])
+            assert np.array_equal(vals, want)
+            assert np.array_equal(np.diff(off), ends - starts)

@@ -17,6 +17,7 @@ import threading
 from collections import OrderedDict
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
+import numba as nb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -194,34 +195,80 @@ def _read_into(config, hasher, scratch, schema, sources, members, summary, write
 # --------------------------------------------------------------------------- reading back
 
 
+LOCAL_GAP = 32 << 10   # bytes between two local runs below which one read takes both (and the gap)
+LOCAL_SPAN = 8 << 20   # bytes one such read takes at most (its buffer is reused)
+
+
+@nb.njit(cache=True)
+def _read_groups(starts, ends, gap, span):
+    """Boundaries of groups of consecutive ranges that one read covers: a gap of at most ``gap``
+    items between neighbours, at most ``span`` items from a group's first start to its last end."""
+    n = starts.shape[0]
+    out = np.empty(n + 1, dtype=np.int64)
+    out[0] = 0
+    k = 0
+    g0 = 0
+    for i in range(1, n):
+        if starts[i] - ends[i - 1] > gap or ends[i] - starts[g0] > span:
+            k += 1
+            out[k] = i
+            g0 = i
+    k += 1
+    out[k] = n
+    return out[:k + 1]
+
+
+@nb.njit(cache=True)
+def _copy_ranges(tmp, base, starts, ends, local, first, stop, out):
+    for i in range(first, stop):
+        a = starts[i] - base
+        o = local[i]
+        for j in range(ends[i] - starts[i]):
+            out[o + j] = tmp[a + j]
+
+
 def _pread_rows(path: str, starts: np.ndarray, ends: np.ndarray, dtype) -> Tuple[np.ndarray, np.ndarray]:
     """Items [starts[i], ends[i]) of a raw file, for ascending non-overlapping ranges, as CSR
-    (offsets, values). Explicit reads coalesced over adjacent ranges rather than a memory map: a
-    map pulls whole neighbourhoods of the file into the process (fault-around), so that a few
-    scattered documents would cost the memory of all of them."""
+    (offsets, values). Explicit reads rather than a memory map (a map pulls whole neighbourhoods
+    of the file into the process, fault-around, so that a few scattered documents would cost the
+    memory of all of them); a local file is read in groups of nearby ranges, one read each (gaps
+    under LOCAL_GAP read and dropped: one system call per candidate document cost more)."""
     dtype = np.dtype(dtype)
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
     sizes = ends - starts
     local = np.zeros(len(starts) + 1, dtype=np.int64)
     np.cumsum(sizes, out=local[1:])
     buf = np.empty(local[-1], dtype=dtype)
     if len(starts) == 0:
         return local, buf
-    breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
-    run_first = np.concatenate(([0], breaks))
-    run_last = np.concatenate((breaks, [len(starts)])) - 1
-    view = memoryview(buf).cast("B")
     size = dtype.itemsize
     if fs.is_url(path):
-        _range_rows(path, starts, ends, local, run_first, run_last, view, size)
+        breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
+        run_first = np.concatenate(([0], breaks))
+        run_last = np.concatenate((breaks, [len(starts)])) - 1
+        _range_rows(path, starts, ends, local, run_first, run_last, memoryview(buf).cast("B"), size)
         return local, buf
+    groups = _read_groups(starts, ends, LOCAL_GAP // size, LOCAL_SPAN // size)
+    view = memoryview(buf).cast("B")
+    tmp = None
     fd = os.open(path, os.O_RDONLY)
     try:
-        for a, b in zip(run_first.tolist(), run_last.tolist()):
-            lo, hi = int(starts[a]), int(ends[b])
-            if hi > lo:
-                got = os.preadv(fd, [view[local[a] * size:(local[a] + hi - lo) * size]], lo * size)
-                if got != (hi - lo) * size:
-                    raise NeardupError(f"work directory damaged: short read in {path}; run without --resume")
+        for first, stop in zip(groups[:-1].tolist(), groups[1:].tolist()):
+            lo, hi = int(starts[first]), int(ends[stop - 1])
+            if hi <= lo:
+                continue
+            whole = local[stop] - local[first] == hi - lo  # no gap: straight into the result
+            if whole:
+                target = view[local[first] * size:local[stop] * size]
+            else:
+                if tmp is None or len(tmp) < hi - lo:
+                    tmp = np.empty(hi - lo, dtype=dtype)
+                target = memoryview(tmp).cast("B")[:(hi - lo) * size]
+            if os.preadv(fd, [target], lo * size) != (hi - lo) * size:
+                raise NeardupError(f"work directory damaged: short read in {path}; run without --resume")
+            if not whole:
+                _copy_ranges(tmp, lo, starts, ends, local, first, stop, buf)
     finally:
         os.close(fd)
     return local, buf
