@@ -199,7 +199,9 @@ def _kept_byte_ranges(f, keep: np.ndarray, name: str,
 
     The same lines as :func:`_kept_line_blocks` (a UTF-8 byte order mark at the start is not
     part of line 0; rows are lines, blank ones included), the same errors; no bytes are copied
-    here but the ones read to find the lines (into one buffer, reused)."""
+    here but the ones read to find the lines (into one buffer, reused). ``capture`` as for
+    :func:`write_kept`, but every row asked for is captured (reading on past the last kept row
+    if need be)."""
     block_bytes = block_bytes or BLOCK_BYTES
     buf = bytearray(block_bytes)
     pos = 0  # file offset of buf[0]
@@ -212,7 +214,8 @@ def _kept_byte_ranges(f, keep: np.ndarray, name: str,
     filled = 0
     line0 = k = 0
     eof = False
-    while k < len(keep) and not eof:
+    last_capture = max(capture) if capture else -1
+    while (k < len(keep) or line0 <= last_capture) and not eof:
         if filled == len(buf):  # one line longer than the buffer: a larger one
             bigger = bytearray(2 * len(buf))
             bigger[:filled] = buf
