@@ -61,9 +61,12 @@ def _text_rows(lines):
 @pytest.mark.parametrize("way", WAYS)
 @pytest.mark.parametrize("block_bytes", [None, 16, 64, 1000])
 @pytest.mark.parametrize("bom,final_newline", [(False, True), (False, False), (True, True), (True, False)])
-def test_same_bytes_as_line_by_line(tmp_path, way, block_bytes, bom, final_newline):
+@pytest.mark.parametrize("long_line", [None, 0])
+def test_same_bytes_as_line_by_line(tmp_path, monkeypatch, way, block_bytes, bom, final_newline, long_line):
     if not _usable(way):
         pytest.skip(f"no os.{way} here")
+    if long_line is not None:  # newlines found one by one (memchr) from the second block on
+        monkeypatch.setattr(W, "_LONG_LINE", long_line)
     data = (b"\xef\xbb\xbf" if bom else b"") + b"\n".join(LINES) + (b"\n" if final_newline else b"")
     src = _source(tmp_path, data)
     rows = _text_rows(LINES)
@@ -129,6 +132,16 @@ def test_property_same_bytes(tmp_path, lines, bom, final_newline, block, pick):
     for way in WAYS:
         if _usable(way):
             assert _ranges(tmp_path, src, keep, way, block) == want
+
+
+def test_newlines_both_ways():
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        data = bytearray(rng.choice([10, 13, 32, 65, 123], int(rng.integers(0, 300))).astype(np.uint8).tobytes())
+        size = int(rng.integers(0, len(data) + 1))
+        want = [i for i in range(size) if data[i] == 10]
+        assert W._newlines(data, size, False).tolist() == want
+        assert W._newlines(data, size, True).tolist() == want
 
 
 def test_fallbacks(tmp_path, monkeypatch):

@@ -189,6 +189,23 @@ class _RangeCopier:
         return len(data)
 
 
+_LONG_LINE = 1024  # bytes a line on average, from which newlines are found one by one
+
+
+def _newlines(buf: bytearray, size: int, long_lines: bool) -> np.ndarray:
+    """Offsets of the newlines in ``buf[:size]``: with memchr one by one when lines are long
+    (fewer passes over the bytes), else with numpy."""
+    if not long_lines:
+        return np.flatnonzero(np.frombuffer(buf, dtype=np.uint8, count=size) == 10)
+    out = []
+    find = buf.find
+    i = find(b"\n", 0, size)
+    while i >= 0:
+        out.append(i)
+        i = find(b"\n", i + 1, size)
+    return np.array(out, dtype=np.int64)
+
+
 def _kept_byte_ranges(f, keep: np.ndarray, name: str,
                       capture: Optional[Dict[int, Optional[bytes]]] = None,
                       block_bytes: Optional[int] = None) -> Iterator[Tuple[List[int], List[int], bool]]:
@@ -215,6 +232,7 @@ def _kept_byte_ranges(f, keep: np.ndarray, name: str,
     line0 = k = 0
     eof = False
     last_capture = max(capture) if capture else -1
+    long_lines = False
     while (k < len(keep) or line0 <= last_capture) and not eof:
         if filled == len(buf):  # one line longer than the buffer: a larger one
             bigger = bytearray(2 * len(buf))
@@ -232,8 +250,7 @@ def _kept_byte_ranges(f, keep: np.ndarray, name: str,
             raise InputError(f"{name}: cannot read file ({e.strerror or e})") from None
         finally:
             view.release()
-        arr = np.frombuffer(buf, dtype=np.uint8, count=filled)
-        ends = np.flatnonzero(arr == 10)
+        ends = _newlines(buf, filled, long_lines)
         used = int(ends[-1]) + 1 if len(ends) else 0
         partial = eof and filled > used  # the last line, without a newline
         if partial:
@@ -266,6 +283,7 @@ def _kept_byte_ranges(f, keep: np.ndarray, name: str,
             yield (starts[idx[first]] + pos).tolist(), (run_ends + pos).tolist(), newline
         k = hi
         line0 += n
+        long_lines = used >= _LONG_LINE * n
         rest = filled - used
         if rest:
             buf[:rest] = buf[used:filled]
