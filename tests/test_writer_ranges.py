@@ -255,3 +255,26 @@ def test_kept_rows_is_setdiff1d():
         want = np.setdiff1d(rows, dropped)
         got = kept_rows(rows, dropped)
         assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_named_pipe_is_read_line_by_line(tmp_path, monkeypatch):
+    import threading
+
+    data = b"\n".join(LINES) + b"\n"
+    fifo = tmp_path / "p.jsonl"
+    os.mkfifo(fifo)
+    (tmp_path / "x.jsonl").write_bytes(data)
+    src = dataclasses.replace(discover([str(tmp_path / "x.jsonl")])[0], path=str(fifo))
+    monkeypatch.setattr(W, "_copy_jsonl_ranges", lambda *a, **k: pytest.fail("byte ranges of a pipe"))
+
+    def feed():
+        with open(fifo, "wb") as f:
+            f.write(data)
+
+    t = threading.Thread(target=feed)
+    t.start()
+    keep = _text_rows(LINES)
+    assert write_kept(src, keep, str(tmp_path / "o.jsonl")) == len(keep)
+    t.join()
+    assert (tmp_path / "o.jsonl").read_bytes() == b"".join(LINES[r] + b"\n" for r in keep)

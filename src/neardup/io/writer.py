@@ -311,6 +311,15 @@ def _coalesced(blocks: Iterator[Tuple[List[int], List[int], bool]]) -> Iterator[
         yield [held[0]], [held[1]], newline
 
 
+def _regular_local_file(path: str) -> bool:
+    if _fs.is_url(path):
+        return False
+    try:
+        return stat.S_ISREG(os.stat(_fs.local_path(path)).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def _local_fd(out) -> Optional[int]:
     """The descriptor of ``out`` when it is a local regular file (else None)."""
     try:
@@ -359,7 +368,7 @@ def _copy_jsonl_ranges(src: Source, keep: np.ndarray, fd_out: int,
 
 def _write_jsonl_raw(src: Source, keep: np.ndarray, out: BinaryIO, compression: Optional[str],
                      capture: Optional[Dict[int, Optional[bytes]]] = None) -> int:
-    if compression is None and src.compression is None and not _fs.is_url(src.path):
+    if compression is None and src.compression is None and _regular_local_file(src.path):
         fd = _local_fd(out)
         if fd is not None:
             out.flush()
