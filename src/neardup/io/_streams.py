@@ -21,7 +21,7 @@ BLOCK_BYTES = 16 << 20  # decompressed bytes per block handed to the parser
 _READ_BYTES = 256 << 10  # decompressed bytes per read (what a failing read may lose, and recover)
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark
+_BOM = b"\xef\xbb\xbf"
 _WS = b" \t\r"
 _AFTER_END = ("incorrect header check", "unknown compression method", "unknown frame descriptor")
 
@@ -209,7 +209,7 @@ def _strip_bom(chunks: Iterator[bytes]) -> Iterator[bytes]:
         head += chunk
         if len(head) >= 3:
             break
-    if head.startswith(BOM):
+    if head.startswith(_BOM):
         head = head[3:]
     if head:
         yield head

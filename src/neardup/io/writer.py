@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError, InputError
-from ._streams import BLOCK_BYTES, BOM, StreamError, blank_lines, iter_blocks, line_bounds
+from ._streams import BLOCK_BYTES, StreamError, blank_lines, iter_blocks, line_bounds
 from . import fs as _fs
 from .reader import one_line
 from .tables import parquet_file
@@ -132,6 +132,7 @@ _NO_SENDFILE = frozenset(getattr(errno, n) for n in (
     "EINVAL", "ENOSYS", "EOPNOTSUPP", "ENOTSUP", "EBADF", "EPERM", "ENOTSOCK", "EIO")
     if hasattr(errno, n))
 _RW_BYTES = 1 << 20
+_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark starting a file is not part of line 0 (as in _streams)
 
 
 class _RangeCopier:
@@ -223,7 +224,7 @@ def _kept_byte_ranges(f, keep: np.ndarray, name: str,
     buf = bytearray(block_bytes)
     pos = 0  # file offset of buf[0]
     try:
-        if f.read(3) == BOM:
+        if f.read(3) == _BOM:
             pos = 3
         f.seek(pos)
     except OSError as e:
