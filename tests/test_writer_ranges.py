@@ -278,3 +278,14 @@ def test_a_named_pipe_is_read_line_by_line(tmp_path, monkeypatch):
     assert write_kept(src, keep, str(tmp_path / "o.jsonl")) == len(keep)
     t.join()
     assert (tmp_path / "o.jsonl").read_bytes() == b"".join(LINES[r] + b"\n" for r in keep)
+
+
+def test_a_read_error_while_copying_is_an_input_error(tmp_path, monkeypatch):
+    src = _source(tmp_path, b"\n".join(LINES) + b"\n")
+
+    def broken(*a, **k):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "pread", broken)
+    with pytest.raises(InputError, match=r"cannot read file \(Input/output error\)"):
+        _ranges(tmp_path, src, _text_rows(LINES), "rw")

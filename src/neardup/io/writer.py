@@ -1,8 +1,9 @@
 """Writing the kept records of a source: a second, streaming pass over the input.
 
 Same-format output keeps every record exactly as it was (JSONL lines byte for byte, Parquet rows
-with the source schema); the bytes written depend only on the input and ``keep_rows``, so two
-runs give identical files. Files are written atomically through :func:`neardup.io.fs.atomic_write`
+with the source schema; the kept lines of an uncompressed local JSONL file written to a local
+file are byte ranges of it that the kernel copies, see :func:`_copy_jsonl_ranges`); the bytes
+written depend only on the input and ``keep_rows``, so two runs give identical files. Files are written atomically through :func:`neardup.io.fs.atomic_write`
 (local: ``PATH.tmp`` renamed into place; object stores: the object appears when its upload
 completes), to a local path or a URL alike.
 """
@@ -181,7 +182,10 @@ class _RangeCopier:
                 a += n
 
     def _read_write(self, a: int, b: int) -> int:
-        data = os.pread(self.fd_in, min(b - a, _RW_BYTES), a)
+        try:
+            data = os.pread(self.fd_in, min(b - a, _RW_BYTES), a)
+        except OSError as e:
+            raise InputError(f"{self.name}: cannot read file ({e.strerror or e})") from None
         if not data:
             raise InputError(f"{self.name}: the file got shorter while it was being written")
         view = memoryview(data)
@@ -221,9 +225,10 @@ def _kept_byte_ranges(f, keep: np.ndarray, name: str,
     :func:`write_kept`, but every row asked for is captured (reading on past the last kept row
     if need be)."""
     block_bytes = block_bytes or BLOCK_BYTES
-    buf = bytearray(block_bytes)
     pos = 0  # file offset of buf[0]
     try:
+        # a small file, a small buffer (one byte more than the file: its end is seen at once)
+        buf = bytearray(max(1, min(block_bytes, os.fstat(f.fileno()).st_size + 1)))
         if f.read(3) == _BOM:
             pos = 3
         f.seek(pos)
