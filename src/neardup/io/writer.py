@@ -1,23 +1,28 @@
 """Writing the kept records of a source: a second, streaming pass over the input.
 
 Same-format output keeps every record exactly as it was (JSONL lines byte for byte, Parquet rows
-with the source schema); the bytes written depend only on the input and ``keep_rows``, so two
-runs give identical files. Files are written atomically through :func:`neardup.io.fs.atomic_write`
+with the source schema; the kept lines of an uncompressed local JSONL file written to a local
+file are byte ranges of it that the kernel copies, see :func:`_copy_jsonl_ranges`); the bytes
+written depend only on the input and ``keep_rows``, so two runs give identical files. Files are written atomically through :func:`neardup.io.fs.atomic_write`
 (local: ``PATH.tmp`` renamed into place; object stores: the object appears when its upload
 completes), to a local path or a URL alike.
 """
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
-from typing import BinaryIO, Callable, Dict, Iterator, List, Optional
+import os
+import stat
+from concurrent.futures import ThreadPoolExecutor
+from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError, InputError
-from ._streams import StreamError, blank_lines, iter_blocks, line_bounds
+from ._streams import BLOCK_BYTES, StreamError, blank_lines, iter_blocks, line_bounds
 from . import fs as _fs
 from .reader import one_line
 from .tables import parquet_file
@@ -117,8 +122,263 @@ def _kept_line_blocks(src: Source, keep: np.ndarray, runs: bool = False,
         raise ValueError(f"keep_rows has row {int(keep[k])} but {src.name} has {line0} lines")
 
 
+# ------------------------------------------------------------- JSONL copied as is, in the kernel
+
+# copy_file_range / sendfile failures that mean "not here" (another file system, an old kernel,
+# a sandbox that forbids the call, a file type it does not handle): the next way is tried
+_NO_COPY_FILE_RANGE = frozenset(getattr(errno, n) for n in (
+    "EXDEV", "ENOSYS", "EINVAL", "EOPNOTSUPP", "ENOTSUP", "EBADF", "EPERM", "ETXTBSY", "EIO")
+    if hasattr(errno, n))
+_NO_SENDFILE = frozenset(getattr(errno, n) for n in (
+    "EINVAL", "ENOSYS", "EOPNOTSUPP", "ENOTSUP", "EBADF", "EPERM", "ENOTSOCK", "EIO")
+    if hasattr(errno, n))
+_RW_BYTES = 1 << 20
+_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark starting a file is not part of line 0 (as in _streams)
+
+
+class _RangeCopier:
+    """Appends byte ranges of one local file to another at the position of ``fd_out``: with
+    ``copy_file_range`` (the kernel copies, nothing passes through this process), else
+    ``sendfile``, else ``pread`` + ``write``. A way that fails with an error that means "not
+    supported here" is not tried again; the range is copied the next way."""
+
+    def __init__(self, fd_in: int, fd_out: int, name: str, way: Optional[str] = None):
+        self.fd_in, self.fd_out, self.name = fd_in, fd_out, name
+        if way is None:
+            way = ("copy_file_range" if hasattr(os, "copy_file_range")
+                   else "sendfile" if hasattr(os, "sendfile") and os.uname().sysname == "Linux" else "rw")
+        self.way = way
+
+    def copy(self, starts: List[int], ends: List[int]) -> None:
+        cfr = getattr(os, "copy_file_range", None)
+        fd_in, fd_out = self.fd_in, self.fd_out
+        for a, b in zip(starts, ends):
+            while a < b:
+                n = 0
+                if self.way == "copy_file_range":
+                    try:
+                        n = cfr(fd_in, fd_out, b - a, a)
+                    except OSError as e:
+                        if e.errno not in _NO_COPY_FILE_RANGE:
+                            raise
+                        self.way = "sendfile" if hasattr(os, "sendfile") else "rw"
+                        continue
+                    if n == 0:  # end of file before the range ends: let the others decide
+                        self.way = "sendfile" if hasattr(os, "sendfile") else "rw"
+                        continue
+                elif self.way == "sendfile":
+                    try:
+                        n = os.sendfile(fd_out, fd_in, a, b - a)
+                    except OSError as e:
+                        if e.errno not in _NO_SENDFILE:
+                            raise
+                        self.way = "rw"
+                        continue
+                    if n == 0:
+                        self.way = "rw"
+                        continue
+                else:
+                    n = self._read_write(a, b)
+                a += n
+
+    def _read_write(self, a: int, b: int) -> int:
+        try:
+            data = os.pread(self.fd_in, min(b - a, _RW_BYTES), a)
+        except OSError as e:
+            raise InputError(f"{self.name}: cannot read file ({e.strerror or e})") from None
+        if not data:
+            raise InputError(f"{self.name}: the file got shorter while it was being written")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd_out, view):]
+        return len(data)
+
+
+_LONG_LINE = 1024  # bytes a line on average, from which newlines are found one by one
+
+
+def _newlines(buf: bytearray, size: int, long_lines: bool) -> np.ndarray:
+    """Offsets of the newlines in ``buf[:size]``: with memchr one by one when lines are long
+    (fewer passes over the bytes), else with numpy."""
+    if not long_lines:
+        return np.flatnonzero(np.frombuffer(buf, dtype=np.uint8, count=size) == 10)
+    out = []
+    find = buf.find
+    i = find(b"\n", 0, size)
+    while i >= 0:
+        out.append(i)
+        i = find(b"\n", i + 1, size)
+    return np.array(out, dtype=np.int64)
+
+
+def _kept_byte_ranges(f, keep: np.ndarray, name: str,
+                      capture: Optional[Dict[int, Optional[bytes]]] = None,
+                      block_bytes: Optional[int] = None) -> Iterator[Tuple[List[int], List[int], bool]]:
+    """The kept lines of an uncompressed local JSONL file (``f`` unbuffered, at offset 0) as
+    byte ranges of the file, block by block: ``(starts, ends, newline)``, the runs of
+    consecutive kept lines, each with the newline that ends it; ``newline`` is True for the
+    last block when the file's last line is kept and has no newline (the caller adds one).
+
+    The same lines as :func:`_kept_line_blocks` (a UTF-8 byte order mark at the start is not
+    part of line 0; rows are lines, blank ones included), the same errors; no bytes are copied
+    here but the ones read to find the lines (into one buffer, reused). ``capture`` as for
+    :func:`write_kept`, but every row asked for is captured (reading on past the last kept row
+    if need be)."""
+    block_bytes = block_bytes or BLOCK_BYTES
+    pos = 0  # file offset of buf[0]
+    try:
+        # a small file, a small buffer (one byte more than the file: its end is seen at once)
+        buf = bytearray(max(1, min(block_bytes, os.fstat(f.fileno()).st_size + 1)))
+        if f.read(3) == _BOM:
+            pos = 3
+        f.seek(pos)
+    except OSError as e:
+        raise InputError(f"{name}: cannot read file ({e.strerror or e})") from None
+    filled = 0
+    line0 = k = 0
+    eof = False
+    last_capture = max(capture) if capture else -1
+    long_lines = False
+    while (k < len(keep) or line0 <= last_capture) and not eof:
+        if filled == len(buf):  # one line longer than the buffer: a larger one
+            bigger = bytearray(2 * len(buf))
+            bigger[:filled] = buf
+            buf = bigger
+        view = memoryview(buf)
+        try:
+            while filled < len(buf):
+                got = f.readinto(view[filled:])
+                if not got:
+                    eof = True
+                    break
+                filled += got
+        except OSError as e:
+            raise InputError(f"{name}: cannot read file ({e.strerror or e})") from None
+        finally:
+            view.release()
+        ends = _newlines(buf, filled, long_lines)
+        used = int(ends[-1]) + 1 if len(ends) else 0
+        partial = eof and filled > used  # the last line, without a newline
+        if partial:
+            ends = np.append(ends, filled)
+            used = filled
+        if len(ends) == 0:
+            continue  # no whole line yet: read on (or the end)
+        n = len(ends)
+        starts = np.empty(n, dtype=np.int64)
+        starts[0] = 0
+        starts[1:] = ends[:-1] + 1
+        if capture:
+            for r in capture:
+                if line0 <= r < line0 + n:
+                    capture[r] = bytes(buf[starts[r - line0]:ends[r - line0]])
+        hi = int(np.searchsorted(keep, line0 + n))
+        idx = keep[k:hi] - line0
+        if len(idx):
+            blank = blank_lines(buf, starts, ends)
+            if len(blank) and np.isin(idx, blank).any():
+                r = int(idx[np.isin(idx, blank)][0]) + line0
+                raise ValueError(f"keep_rows has row {r}, a blank line of {name}")
+            cut = np.flatnonzero(np.diff(idx) != 1) + 1
+            first = np.concatenate(([0], cut))
+            last = np.concatenate((cut, [len(idx)])) - 1
+            run_ends = ends[idx[last]] + 1  # with the newline
+            newline = bool(partial and idx[-1] == n - 1)
+            if newline:
+                run_ends[-1] = filled
+            yield (starts[idx[first]] + pos).tolist(), (run_ends + pos).tolist(), newline
+        k = hi
+        line0 += n
+        long_lines = used >= _LONG_LINE * n
+        rest = filled - used
+        if rest:
+            buf[:rest] = buf[used:filled]
+        pos += used
+        filled = rest
+    if k < len(keep):
+        raise ValueError(f"keep_rows has row {int(keep[k])} but {name} has {line0} lines")
+
+
+def _coalesced(blocks: Iterator[Tuple[List[int], List[int], bool]]) -> Iterator[Tuple[List[int], List[int], bool]]:
+    """The same ranges, a run that goes on into the next block joined into one range."""
+    held = None
+    newline = False
+    for starts, ends, newline in blocks:  # newline: the last block
+        if held is not None:
+            if starts[0] == held[1]:
+                starts[0] = held[0]
+            else:
+                starts.insert(0, held[0])
+                ends.insert(0, held[1])
+        held = (starts.pop(), ends.pop())
+        if starts:
+            yield starts, ends, False
+    if held is not None:
+        yield [held[0]], [held[1]], newline
+
+
+def _regular_local_file(path: str) -> bool:
+    if _fs.is_url(path):
+        return False
+    try:
+        return stat.S_ISREG(os.stat(_fs.local_path(path)).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _local_fd(out) -> Optional[int]:
+    """The descriptor of ``out`` when it is a local regular file (else None)."""
+    try:
+        fd = out.fileno()
+        return fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _copy_jsonl_ranges(src: Source, keep: np.ndarray, fd_out: int,
+                       capture: Optional[Dict[int, Optional[bytes]]] = None,
+                       way: Optional[str] = None, block_bytes: Optional[int] = None) -> int:
+    """The kept lines of an uncompressed local JSONL file appended to ``fd_out``, byte ranges
+    copied by the kernel (:class:`_RangeCopier`) while the next block is searched for lines:
+    the same bytes as :func:`_write_jsonl_raw` writes."""
+    try:
+        f = open(_fs.local_path(src.path), "rb", buffering=0)
+    except OSError as e:
+        raise InputError(f"{src.name}: cannot read file ({e.strerror or e})") from None
+    with f:
+        copier = _RangeCopier(f.fileno(), fd_out, src.name, way)
+        blocks = _coalesced(_kept_byte_ranges(f, keep, src.name, capture, block_bytes))
+        newline = False
+        size = os.fstat(f.fileno()).st_size
+        if size <= (block_bytes or BLOCK_BYTES):  # one block: no thread
+            for starts, ends, newline in blocks:
+                copier.copy(starts, ends)
+        else:
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-copy")
+            try:
+                pending = None
+                for starts, ends, newline in blocks:
+                    job = pool.submit(copier.copy, starts, ends)
+                    if pending is not None:
+                        pending.result()
+                    pending = job
+                if pending is not None:
+                    pending.result()
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+        if newline:
+            while not os.write(fd_out, b"\n"):
+                pass
+    return len(keep)
+
+
 def _write_jsonl_raw(src: Source, keep: np.ndarray, out: BinaryIO, compression: Optional[str],
                      capture: Optional[Dict[int, Optional[bytes]]] = None) -> int:
+    if compression is None and src.compression is None and _regular_local_file(src.path):
+        fd = _local_fd(out)
+        if fd is not None:
+            out.flush()
+            return _copy_jsonl_ranges(src, keep, fd, capture)
     sink = _ByteSink(out, compression)
     try:
         for chunks in _kept_line_blocks(src, keep, runs=True, capture=capture):

@@ -144,6 +144,17 @@ def table_kept_path(kept_dir: str, si: int, n_sources: int) -> str:
     return fs.join(kept_dir, "table.parquet" if n_sources == 1 else f"table-{si}.parquet")
 
 
+def kept_rows(rows: np.ndarray, dropped: np.ndarray) -> np.ndarray:
+    """``np.setdiff1d(rows, dropped)`` (sorted, without repeats), without its two sorts when
+    ``rows`` is already sorted without repeats (as a source's rows are)."""
+    rows = np.asarray(rows)
+    if len(rows) > 1 and not np.all(rows[1:] > rows[:-1]):
+        return np.setdiff1d(rows, dropped)
+    if len(dropped) == 0:
+        return rows.copy()
+    return rows[~np.isin(rows, dropped)]
+
+
 def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: Dict[int, np.ndarray],
                      dropped: Dict[int, np.ndarray], kept_dir: str, config,
                      wanted: Optional[Dict[int, Dict[int, int]]] = None,
@@ -164,7 +175,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
             progress(1)
         src = sources[si]
         all_rows = rows.get(si, np.zeros(0, np.int64))
-        kept = np.setdiff1d(all_rows, dropped.get(si, np.zeros(0, np.int64)))
+        kept = kept_rows(all_rows, dropped.get(si, np.zeros(0, np.int64)))
         if src.format == "table":
             path = table_kept_path(kept_dir, si, len(sources))
             table = src.table.take(pa.array(kept, pa.int64()))

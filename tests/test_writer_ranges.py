@@ -1,0 +1,291 @@
+"""The kept lines of an uncompressed local JSONL file copied as byte ranges (copy_file_range,
+sendfile, pread + write): the same bytes, captures and errors as the line-by-line writer."""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import io
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from neardup.errors import InputError
+from neardup.io import discover, write_kept
+from neardup.io import writer as W
+from neardup.stages.write import kept_rows
+
+WAYS = ["copy_file_range", "sendfile", "rw"]
+
+
+def _source(tmp_path, data: bytes, name: str = "a.jsonl"):
+    p = tmp_path / name
+    p.write_bytes(data)
+    return discover([str(p)])[0]
+
+
+def _reference(src, keep, capture=None) -> bytes:
+    """What the line-by-line writer writes (a BytesIO has no descriptor: no byte ranges)."""
+    out = io.BytesIO()
+    W._write_jsonl_raw(src, W._keep_array(keep), out, None, capture=capture)
+    return out.getvalue()
+
+
+def _ranges(tmp_path, src, keep, way, block_bytes=None, capture=None) -> bytes:
+    path = tmp_path / f"out-{way}-{block_bytes}.jsonl"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        assert W._copy_jsonl_ranges(src, W._keep_array(keep), fd, capture=capture, way=way,
+                                    block_bytes=block_bytes) == len(keep)
+    finally:
+        os.close(fd)
+    return path.read_bytes()
+
+
+def _usable(way: str) -> bool:
+    return way == "rw" or hasattr(os, way)
+
+
+LINES = [b'{"text": "a", "z": 1,   "y": [1, 2]}', b'{"text":"\xc3\xa9\xf0\x9f\x98\x80","id":2}\r',
+         b"", b'{"text": "c"}', b"   ", b'{"text": "d", "keep": "spacing"  }', b'{"text": "e"}',
+         b'{"text": "' + b"x" * 300 + b'"}', b"\t\r", b'{"text": "f"}']
+
+
+def _text_rows(lines):
+    return [i for i, x in enumerate(lines) if x.strip(b" \t\r")]
+
+
+@pytest.mark.parametrize("way", WAYS)
+@pytest.mark.parametrize("block_bytes", [None, 16, 64, 1000])
+@pytest.mark.parametrize("bom,final_newline", [(False, True), (False, False), (True, True), (True, False)])
+@pytest.mark.parametrize("long_line", [None, 0])
+def test_same_bytes_as_line_by_line(tmp_path, monkeypatch, way, block_bytes, bom, final_newline, long_line):
+    if not _usable(way):
+        pytest.skip(f"no os.{way} here")
+    if long_line is not None:  # newlines found one by one (memchr) from the second block on
+        monkeypatch.setattr(W, "_LONG_LINE", long_line)
+    data = (b"\xef\xbb\xbf" if bom else b"") + b"\n".join(LINES) + (b"\n" if final_newline else b"")
+    src = _source(tmp_path, data)
+    rows = _text_rows(LINES)
+    for keep in [rows, rows[:1], rows[-1:], rows[1:-1], rows[::2], rows[1::2], [], [rows[-1]],
+                 [r for r in rows if r != 3]]:
+        want = _reference(src, keep)
+        assert _ranges(tmp_path, src, keep, way, block_bytes) == want, keep
+    # every line kept, the last one without its newline: one range, then the newline
+    assert _ranges(tmp_path, src, rows, way, block_bytes).endswith(LINES[-1] + b"\n")
+
+
+@pytest.mark.parametrize("block_bytes", [None, 8, 100])
+def test_captures_the_same_lines(tmp_path, block_bytes):
+    data = b"\xef\xbb\xbf" + b"\n".join(LINES)
+    src = _source(tmp_path, data)
+    rows = _text_rows(LINES)
+    want = dict.fromkeys([0, 1, 3, 9, 2, 42])
+    got = dict.fromkeys(want)
+    _reference(src, rows[:-2], capture=want)
+    _ranges(tmp_path, src, rows[:-2], "rw", block_bytes, capture=got)
+    # the line-by-line pass may stop before a row after the last kept one; this one does not
+    assert all(got[r] == x for r, x in want.items() if x is not None)
+    assert got == {r: (LINES[r] if r < len(LINES) else None) for r in want}
+    assert got[0] == LINES[0] and got[1] == LINES[1]
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_errors_as_line_by_line(tmp_path, way):
+    if not _usable(way):
+        pytest.skip(f"no os.{way} here")
+    src = _source(tmp_path, b"\n".join(LINES))
+    with pytest.raises(ValueError, match=r"^keep_rows has row 2, a blank line of .*a.jsonl$"):
+        _ranges(tmp_path, src, [0, 2], way, 16)
+    with pytest.raises(ValueError, match=r"^keep_rows has row 12 but .*a.jsonl has 10 lines$"):
+        _ranges(tmp_path, src, [0, 12], way, 16)
+    with pytest.raises(ValueError, match=r"^keep_rows has row 12 but .*a.jsonl has 10 lines$"):
+        _reference(src, [0, 12])
+    gone = dataclasses.replace(src, path=str(tmp_path / "gone.jsonl"))
+    with pytest.raises(InputError, match="cannot read file"):
+        _ranges(tmp_path, gone, [0], way)
+
+
+def test_empty_and_bom_only_files(tmp_path):
+    for data in [b"", b"\xef\xbb\xbf", b"\n\n", b"\xef\xbb\xbf\n"]:
+        src = _source(tmp_path, data)
+        assert _ranges(tmp_path, src, [], "rw") == b""
+        with pytest.raises(ValueError):
+            _ranges(tmp_path, src, [0], "rw")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.sampled_from([b"{}", b'{"a": 1}', b"", b" ", b'{"t": "\\r"}\r', b"{" + b"y" * 70 + b"}"]),
+                      max_size=40),
+       bom=st.booleans(), final_newline=st.booleans(), block=st.sampled_from([None, 4, 32, 128]),
+       pick=st.integers(0, 2 ** 40))
+def test_property_same_bytes(tmp_path, lines, bom, final_newline, block, pick):
+    data = (b"\xef\xbb\xbf" if bom else b"") + b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
+    src = _source(tmp_path, data)
+    # the rows the reader numbers: lines of the file (a final newline ends the last one)
+    rows = _text_rows(lines)
+    keep = [r for i, r in enumerate(rows) if (pick >> (i % 40)) & 1]
+    want = _reference(src, keep)
+    for way in WAYS:
+        if _usable(way):
+            assert _ranges(tmp_path, src, keep, way, block) == want
+
+
+def test_newlines_both_ways():
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        data = bytearray(rng.choice([10, 13, 32, 65, 123], int(rng.integers(0, 300))).astype(np.uint8).tobytes())
+        size = int(rng.integers(0, len(data) + 1))
+        want = [i for i in range(size) if data[i] == 10]
+        assert W._newlines(data, size, False).tolist() == want
+        assert W._newlines(data, size, True).tolist() == want
+
+
+def test_fallbacks(tmp_path, monkeypatch):
+    data = b"\n".join(LINES) + b"\n"
+    src = _source(tmp_path, data)
+    keep = _text_rows(LINES)[1:]
+    want = _reference(src, keep)
+    calls = []
+
+    def no_cfr(*a, **k):
+        calls.append("copy_file_range")
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    def no_sendfile(*a, **k):
+        calls.append("sendfile")
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(os, "copy_file_range", no_cfr, raising=False)
+    monkeypatch.setattr(os, "sendfile", no_sendfile, raising=False)
+    assert _ranges(tmp_path, src, keep, "copy_file_range", 16) == want
+    assert calls == ["copy_file_range", "sendfile"]  # each tried once, then pread + write
+
+    def other_error(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "copy_file_range", other_error, raising=False)
+    with pytest.raises(OSError, match="No space left"):
+        _ranges(tmp_path, src, keep, "copy_file_range")
+
+
+def test_short_copies_and_a_file_that_shrank(tmp_path, monkeypatch):
+    data = b"\n".join(LINES) + b"\n"
+    src = _source(tmp_path, data)
+    keep = _text_rows(LINES)
+    want = _reference(src, keep)
+    if hasattr(os, "copy_file_range"):
+        real = os.copy_file_range
+
+        def short(fi, fo, count, off=None, *rest):
+            return real(fi, fo, min(count, 3), off)
+
+        monkeypatch.setattr(os, "copy_file_range", short)
+        assert _ranges(tmp_path, src, keep, "copy_file_range") == want
+        monkeypatch.undo()
+    fd_in = os.open(tmp_path / "a.jsonl", os.O_RDONLY)
+    fd_out = os.open(tmp_path / "o", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for way in WAYS:
+            if _usable(way):
+                with pytest.raises(InputError, match="got shorter"):
+                    W._RangeCopier(fd_in, fd_out, "a.jsonl", way).copy([len(data) - 2], [len(data) + 5])
+    finally:
+        os.close(fd_in)
+        os.close(fd_out)
+
+
+@pytest.mark.parametrize("name,ranges", [("a.jsonl", True), ("a.json", True), ("a.jsonl.gz", False),
+                                         ("a.jsonl.zst", False)])
+def test_write_kept_takes_the_range_path_for_plain_local_files(tmp_path, monkeypatch, name, ranges):
+    import gzip
+
+    import zstandard
+
+    data = b"\n".join(LINES)
+    raw = gzip.compress(data, mtime=0) if name.endswith(".gz") else (
+        zstandard.ZstdCompressor().compress(data) if name.endswith(".zst") else data)
+    src = _source(tmp_path, raw, name)
+    used = []
+    real = W._copy_jsonl_ranges
+    monkeypatch.setattr(W, "_copy_jsonl_ranges", lambda *a, **k: used.append(1) or real(*a, **k))
+    keep = _text_rows(LINES)
+    out = tmp_path / "out" / name
+    assert write_kept(src, keep, str(out)) == len(keep)
+    assert bool(used) == ranges
+    if ranges:
+        assert out.read_bytes() == b"".join(LINES[r] + b"\n" for r in keep)
+        assert not os.path.exists(str(out) + ".tmp")
+        used.clear()
+        assert write_kept(src, keep, str(tmp_path / "o2.jsonl"), output_format="jsonl") == len(keep)
+        assert used and (tmp_path / "o2.jsonl").read_bytes() == out.read_bytes()
+
+
+def test_write_kept_large_file_through_the_copy_thread(tmp_path, monkeypatch):
+    monkeypatch.setattr(W, "BLOCK_BYTES", 1 << 10)
+    rng = np.random.default_rng(7)
+    lines = [(b'{"text": "%d %s"}' % (i, b"z" * int(rng.integers(0, 200)))) if rng.random() > 0.05 else b""
+             for i in range(3000)]
+    src = _source(tmp_path, b"\n".join(lines) + b"\n")
+    rows = np.array(_text_rows(lines))
+    keep = rows[rng.random(len(rows)) > 0.2]
+    want = b"".join(lines[r] + b"\n" for r in keep)
+    assert write_kept(src, keep, str(tmp_path / "k.jsonl")) == len(keep)
+    assert (tmp_path / "k.jsonl").read_bytes() == want
+    # an error in the middle: nothing appears
+    with pytest.raises(ValueError, match="blank line"):
+        write_kept(src, np.sort(np.append(keep[:-5], int(np.flatnonzero([not x for x in lines])[-1]))),
+                   str(tmp_path / "bad.jsonl"))
+    assert not os.path.exists(tmp_path / "bad.jsonl") and not os.path.exists(tmp_path / "bad.jsonl.tmp")
+
+
+def test_kept_rows_is_setdiff1d():
+    rng = np.random.default_rng(0)
+    for t in range(500):
+        n = int(rng.integers(0, 50))
+        rows = np.sort(rng.choice(100, n, replace=False)).astype(np.int64)
+        if t % 3 == 0:
+            rng.shuffle(rows)
+        if t % 5 == 0:
+            rows = rng.integers(0, 30, n).astype(np.int64)
+        dropped = rng.integers(-5, 110, int(rng.integers(0, 30))).astype(np.int64)
+        want = np.setdiff1d(rows, dropped)
+        got = kept_rows(rows, dropped)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_named_pipe_is_read_line_by_line(tmp_path, monkeypatch):
+    import threading
+
+    data = b"\n".join(LINES) + b"\n"
+    fifo = tmp_path / "p.jsonl"
+    os.mkfifo(fifo)
+    (tmp_path / "x.jsonl").write_bytes(data)
+    src = dataclasses.replace(discover([str(tmp_path / "x.jsonl")])[0], path=str(fifo))
+    monkeypatch.setattr(W, "_copy_jsonl_ranges", lambda *a, **k: pytest.fail("byte ranges of a pipe"))
+
+    def feed():
+        with open(fifo, "wb") as f:
+            f.write(data)
+
+    t = threading.Thread(target=feed)
+    t.start()
+    keep = _text_rows(LINES)
+    assert write_kept(src, keep, str(tmp_path / "o.jsonl")) == len(keep)
+    t.join()
+    assert (tmp_path / "o.jsonl").read_bytes() == b"".join(LINES[r] + b"\n" for r in keep)
+
+
+def test_a_read_error_while_copying_is_an_input_error(tmp_path, monkeypatch):
+    src = _source(tmp_path, b"\n".join(LINES) + b"\n")
+
+    def broken(*a, **k):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "pread", broken)
+    with pytest.raises(InputError, match=r"cannot read file \(Input/output error\)"):
+        _ranges(tmp_path, src, _text_rows(LINES), "rw")
