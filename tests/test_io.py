@@ -736,3 +736,31 @@ def test_blocks_are_whole_lines_that_add_up_to_the_file(tmp_path, compression):
             assert all(b for b in blocks)
             assert all(b.endswith(b"\n") for b in blocks[:-1])
             assert all(isinstance(b, bytes) for b in blocks)
+
+
+def test_zstd_output_bytes_do_not_depend_on_the_number_of_compression_threads():
+    """The kept .zst files are written by zstd's multi-threaded mode (threads=-1: one worker per
+    core); the same input must give the same bytes on a machine with any number of cores."""
+    import io as _io
+
+    import zstandard
+
+    from neardup.io import writer as w
+
+    data = b"".join(b'{"text": "line %d of some words that repeat, words words"}\n' % i for i in range(200_000))
+    outs = []
+    for threads in (1, 2, 4, -1):
+        buf = _io.BytesIO()
+        cctx = zstandard.ZstdCompressor(level=w._ZSTD_LEVEL, write_checksum=True, threads=threads)
+        with cctx.stream_writer(buf, closefd=False) as s:
+            for i in range(0, len(data), 1 << 16):
+                s.write(data[i:i + (1 << 16)])
+        outs.append(buf.getvalue())
+    assert all(o == outs[0] for o in outs)
+    sink_buf = _io.BytesIO()
+    sink = w._ByteSink(sink_buf, "zstd")
+    for i in range(0, len(data), 1 << 16):
+        sink.write(data[i:i + (1 << 16)])
+    sink.close()
+    assert sink_buf.getvalue() == outs[0]
+    assert zstandard.ZstdDecompressor().decompressobj().decompress(outs[0]) == data
