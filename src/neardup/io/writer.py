@@ -75,6 +75,31 @@ class _ByteSink:
             self.inner.close()
 
 
+def _block_rows(data, starts, ends, keep, k: int, line0: int, capture, name: str):
+    """For a block of lines (``starts``/``ends`` in ``data``, the first one file line ``line0``):
+    ``(hi, idx)``, where ``keep[k:hi]`` are the kept rows inside it and ``idx`` their line
+    indices in the block. Fills the wanted lines of ``capture``; a kept blank line is an error."""
+    n = len(starts)
+    if capture:
+        for r in capture:
+            if line0 <= r < line0 + n:
+                capture[r] = bytes(data[starts[r - line0]:ends[r - line0]])
+    hi = int(np.searchsorted(keep, line0 + n))
+    idx = keep[k:hi] - line0
+    if len(idx):
+        blank = blank_lines(data, starts, ends)
+        if len(blank) and np.isin(idx, blank).any():
+            r = int(idx[np.isin(idx, blank)][0]) + line0
+            raise ValueError(f"keep_rows has row {r}, a blank line of {name}")
+    return hi, idx
+
+
+def _runs(idx: np.ndarray):
+    """(first, last) positions in ``idx`` of each run of consecutive values."""
+    cut = np.flatnonzero(np.diff(idx) != 1) + 1
+    return np.concatenate(([0], cut)), np.concatenate((cut, [len(idx)])) - 1
+
+
 def _kept_line_blocks(src: Source, keep: np.ndarray, runs: bool = False,
                       capture: Optional[Dict[int, Optional[bytes]]] = None) -> Iterator[List[bytes]]:
     """The kept lines of a JSONL source (without newlines), block by block.
@@ -97,23 +122,12 @@ def _kept_line_blocks(src: Source, keep: np.ndarray, runs: bool = False,
                 raise InputError(f"{src.name}: cannot read file ({e.strerror or e})") from None
             starts, ends = line_bounds(data)
             n = len(starts)
-            if capture:
-                for r in capture:
-                    if line0 <= r < line0 + n:
-                        capture[r] = data[starts[r - line0]:ends[r - line0]]
-            hi = int(np.searchsorted(keep, line0 + n))
-            idx = keep[k:hi] - line0
+            hi, idx = _block_rows(data, starts, ends, keep, k, line0, capture, src.name)
             if len(idx):
-                blank = blank_lines(data, starts, ends)
-                if len(blank) and np.isin(idx, blank).any():
-                    r = int(idx[np.isin(idx, blank)][0]) + line0
-                    raise ValueError(f"keep_rows has row {r}, a blank line of {src.name}")
                 if runs:
                     # consecutive kept lines as one slice each (their inner newlines included):
                     # joined with newlines, the same bytes as the lines joined one by one
-                    cut = np.flatnonzero(np.diff(idx) != 1) + 1
-                    first = np.concatenate(([0], cut))
-                    last = np.concatenate((cut, [len(idx)])) - 1
+                    first, last = _runs(idx)
                     s, e = starts[idx[first]].tolist(), ends[idx[last]].tolist()
                 else:
                     s, e = starts[idx].tolist(), ends[idx].tolist()
@@ -272,20 +286,9 @@ def _kept_byte_ranges(f, keep: np.ndarray, name: str,
         starts = np.empty(n, dtype=np.int64)
         starts[0] = 0
         starts[1:] = ends[:-1] + 1
-        if capture:
-            for r in capture:
-                if line0 <= r < line0 + n:
-                    capture[r] = bytes(buf[starts[r - line0]:ends[r - line0]])
-        hi = int(np.searchsorted(keep, line0 + n))
-        idx = keep[k:hi] - line0
+        hi, idx = _block_rows(buf, starts, ends, keep, k, line0, capture, name)
         if len(idx):
-            blank = blank_lines(buf, starts, ends)
-            if len(blank) and np.isin(idx, blank).any():
-                r = int(idx[np.isin(idx, blank)][0]) + line0
-                raise ValueError(f"keep_rows has row {r}, a blank line of {name}")
-            cut = np.flatnonzero(np.diff(idx) != 1) + 1
-            first = np.concatenate(([0], cut))
-            last = np.concatenate((cut, [len(idx)])) - 1
+            first, last = _runs(idx)
             run_ends = ends[idx[last]] + 1  # with the newline
             newline = bool(partial and idx[-1] == n - 1)
             if newline:
