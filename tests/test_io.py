@@ -764,3 +764,36 @@ def test_zstd_output_bytes_do_not_depend_on_the_number_of_compression_threads():
     sink.close()
     assert sink_buf.getvalue() == outs[0]
     assert zstandard.ZstdDecompressor().decompressobj().decompress(outs[0]) == data
+
+
+def test_gzip_output_is_members_made_in_parallel_with_the_same_bytes_for_any_thread_count(monkeypatch):
+    """Kept .gz files are consecutive gzip members of GZIP_MEMBER bytes (no name, mtime 0, OS
+    255), compressed by a pool of threads: any number of threads gives the same bytes, every
+    reader sees the data, and an empty stream is one valid empty member."""
+    import io as _io
+
+    import pyarrow as pa
+
+    from neardup.io import writer as w
+
+    monkeypatch.setattr(w, "GZIP_MEMBER", 1 << 16)
+    data = b"".join(b'{"text": "line %d of some words"}\n' % i for i in range(40_000))
+    outs = []
+    for workers in (1, 2, 5):
+        buf = _io.BytesIO()
+        g = w._ParallelGzip(buf, workers=workers)
+        for i in range(0, len(data), 7777):
+            g.write(data[i:i + 7777])
+        g.close()
+        outs.append(buf.getvalue())
+    assert outs[0] == outs[1] == outs[2]
+    raw = outs[0]
+    assert raw[:2] == b"\x1f\x8b" and raw[3] & 0x08 == 0 and raw[4:8] == b"\0\0\0\0" and raw[9] == 255
+    assert gzip.decompress(raw) == data
+    assert pa.CompressedInputStream(pa.BufferReader(raw), "gzip").read() == data
+    assert raw.count(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff") >= len(data) // (1 << 16)
+    empty = _io.BytesIO()
+    g = w._ParallelGzip(empty, workers=2)
+    g.close()
+    assert gzip.decompress(empty.getvalue()) == b""
+    assert pa.CompressedInputStream(pa.BufferReader(empty.getvalue()), "gzip").read() == b""

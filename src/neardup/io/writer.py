@@ -11,10 +11,12 @@ completes), to a local path or a URL alike.
 from __future__ import annotations
 
 import errno
-import gzip
 import json
 import os
 import stat
+import struct
+import zlib
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -46,6 +48,59 @@ def _keep_array(keep_rows) -> np.ndarray:
     return keep
 
 
+GZIP_MEMBER = 8 << 20  # uncompressed bytes per gzip member
+
+
+def _gzip_member(data: bytes) -> bytes:
+    """One complete gzip member of ``data``: no name, mtime 0, OS byte 255 (as gzip.GzipFile
+    writes them, whatever the platform's zlib would put), deflate level _GZIP_LEVEL. zlib
+    releases the GIL while it compresses, so members are made in parallel threads."""
+    c = zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+    body = c.compress(data) + c.flush()
+    return (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + body
+            + struct.pack("<II", zlib.crc32(data) & 0xFFFFFFFF, len(data) & 0xFFFFFFFF))
+
+
+class _ParallelGzip:
+    """A gzip stream written as consecutive members of GZIP_MEMBER bytes each (a valid gzip file:
+    gzip, zcat, Python and Arrow read every member), compressed by one thread per core and
+    written in order. The bytes depend only on the data, not on the number of threads. Python's
+    single gzip stream at level 6 ran at ~36 MB/s, the write stage's whole time for .gz outputs."""
+
+    def __init__(self, raw, workers: Optional[int] = None):
+        self.raw = raw
+        self.buf = bytearray()
+        workers = max(1, min(int(workers or os.cpu_count() or 1), 16))
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="neardup-gzip")
+        self.pending: "deque" = deque()
+        self.depth = 2 * workers
+        self.members = 0
+
+    def write(self, data) -> int:
+        self.buf += data
+        while len(self.buf) >= GZIP_MEMBER:
+            chunk = bytes(self.buf[:GZIP_MEMBER])
+            del self.buf[:GZIP_MEMBER]
+            self._submit(chunk)
+        return len(data)
+
+    def _submit(self, chunk: bytes) -> None:
+        self.pending.append(self.pool.submit(_gzip_member, chunk))
+        self.members += 1
+        while len(self.pending) > self.depth:
+            self.raw.write(self.pending.popleft().result())
+
+    def close(self) -> None:
+        try:
+            if self.buf or not self.members:  # an empty stream is still one (empty) member
+                self._submit(bytes(self.buf))
+                self.buf = bytearray()
+            while self.pending:
+                self.raw.write(self.pending.popleft().result())
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+
 class _ByteSink:
     """A binary file, optionally gzip (no name, mtime 0) or zstd (level 3) compressed; closing
     the sink finishes the compressed stream, not the file under it."""
@@ -54,8 +109,7 @@ class _ByteSink:
         self.raw = raw
         self.inner = None
         if compression == "gzip":
-            self.inner = gzip.GzipFile(filename="", mode="wb", fileobj=self.raw,
-                                       compresslevel=_GZIP_LEVEL, mtime=0)
+            self.inner = _ParallelGzip(self.raw)
             self.write = self.inner.write
         elif compression == "zstd":
             import zstandard
@@ -662,7 +716,7 @@ def write_kept(src: Source, keep_rows, out_path: str, *, output_format: str = "s
     ``out_path``; returns how many were written.
 
     ``same`` format: JSONL lines are copied byte for byte (recompressed: gzip level 6 with
-    mtime 0 and no file name, zstd level 3), Parquet rows keep the source schema and codec, a
+    mtime 0 and no file name, as members of GZIP_MEMBER bytes made in parallel; zstd level 3), Parquet rows keep the source schema and codec, a
     text file is copied when row 0 is kept (nothing is written otherwise). ``jsonl`` /
     ``parquet`` convert: Parquet rows become ``json.dumps`` lines, JSONL records become a
     Parquet table (one schema inferred over all kept records), a text file becomes the record
