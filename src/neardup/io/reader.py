@@ -1,9 +1,10 @@
 """Reading sources as a stream of :class:`Batch` es, with bounded memory.
 
-JSONL is read in blocks of ~16 MB of whole lines and parsed by ``pyarrow.json`` with an
-explicit schema of only the needed fields; a block pyarrow cannot parse (or whose rows do not
-line up with its lines) is parsed again line by line with ``json.loads``, which names the bad
-lines. Every non-blank line ends up either as a document or as a rejected entry.
+JSONL is read in blocks of ~16 MB of whole lines. A block of plain records (the usual case)
+is read by a compiled scanner (:mod:`._jsonl_fast`: text and id spans straight into Arrow
+buffers); any other block is parsed by ``pyarrow.json`` with an explicit schema of only the
+needed fields, and a block pyarrow cannot parse (or whose rows do not line up with its lines)
+is parsed again line by line with ``json.loads``, which names the bad lines. Every non-blank line ends up either as a document or as a rejected entry.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from ..errors import ConfigError, InputError
+from . import _jsonl_fast
 from . import fs as _fs
 from ._streams import StreamError, blank_lines, iter_blocks, line_bounds
 from .tables import parquet_file
@@ -308,7 +310,13 @@ class _JsonlParser:
 
         text = ids = scores = None
         keep = good
-        if len(good):
+        fast = None
+        if len(good) and not bad and ctx.score_column is None:
+            # the plain case, every line a simple record: compiled, no Python objects
+            fast = _jsonl_fast.extract(data, starts, ends, good, ctx.text_column, ctx.id_column)
+        if fast is not None:
+            text, ids = fast
+        elif len(good):
             feed = data if not bad else b"\n".join(data[starts[i]:ends[i]] for i in good.tolist())
             longest = int((ends - starts).max())
             # pyarrow skips a byte order mark at the start of its input (json.loads does not:
