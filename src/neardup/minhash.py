@@ -86,6 +86,7 @@ def _process_kernel(offsets, data, docs, table, n, char_mode, punct, collapse_ws
     """
     nd = docs.shape[0]
     k = a.shape[0]
+    common = not char_mode and punct == 0 and collapse_ws and lower_ascii and bail
     sigs = np.empty((nd if want_sigs else 0, k), dtype=np.uint32)
     counts = np.zeros(nd, dtype=np.int64)
     for i in nb.prange(nd):
@@ -93,12 +94,18 @@ def _process_kernel(offsets, data, docs, table, n, char_mode, punct, collapse_ws
         start = offsets[d]
         end = offsets[d + 1]
         units = np.empty(end - start + 1, dtype=np.uint64)
-        m = _sh._units(data, start, end, table, char_mode, punct, collapse_ws, lower_ascii, bail, units)
+        if common:  # the defaults as constants: the compiler folds the other modes' branches away
+            m = _sh._units(data, start, end, table, False, 0, True, True, True, units)
+        else:
+            m = _sh._units(data, start, end, table, char_mode, punct, collapse_ws, lower_ascii, bail, units)
         if m < 0:
             counts[i] = -1
             continue
         # shingles overwrite the units in place: shingle j only reads units j..j+n-1
-        s = _sh._shingles_of(units, m, n, h0, units)
+        if n == 5:  # the default n as a constant: the shingle loop unrolled
+            s = _sh._shingles_of(units, m, 5, h0, units)
+        else:
+            s = _sh._shingles_of(units, m, n, h0, units)
         if want_sets:
             if sort_sets:
                 s = _sort_unique(units[:s])
