@@ -32,6 +32,24 @@ def test_in_memory_of_a_path_does_not_import_pandas():
     assert r.stdout.strip() == "False"
 
 
+def test_a_whole_dedup_run_does_not_import_pandas(tmp_path):
+    """pyarrow imports pandas (0.2-0.4 s) on its first list or scalar conversion, Parquet dataset
+    read or to_numpy: a run from a JSONL file to its report uses none of them."""
+    lines = [json.dumps({"id": i, "text": f"doc {i % 40} " + "shared words of a near duplicate " * 3})
+             for i in range(200)]
+    (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
+    r = _python(f"""
+        import sys
+        from neardup.cli import main
+        code = main(["dedup", {str(tmp_path / "c.jsonl")!r}, "--output", {str(tmp_path / "out")!r}, "--quiet"])
+        print(code, "pandas" in sys.modules)
+    """, warmup="0")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "0 False", r.stdout + r.stderr
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert stats["counts"]["removed"] > 0 and (tmp_path / "out" / "report.html").is_file()
+
+
 def test_in_memory_still_takes_a_dataframe_and_a_subclass():
     pd = pytest.importorskip("pandas")
     from neardup.api import _in_memory

@@ -13,6 +13,7 @@ from typing import Any, List, Optional, Sequence, Union
 import pyarrow as pa
 
 from . import io as nio
+from .arrays import empty_table
 from .config import Config
 from .errors import ConfigError
 from .io import fs
@@ -265,8 +266,8 @@ def _empty_result(kind: str, source, config: Config) -> "DedupResult":
                             "candidate_pairs", "verified_pairs", "buckets", "truncated_buckets"), 0)
     stats = build_stats(config, [], counts, [], [])
     kept = [] if kind == "texts" else source
-    return DedupResult(kept=kept, removed=REMOVED_SCHEMA.empty_table(), clusters=CLUSTERS_SCHEMA.empty_table(),
-                       rejected=REJECTED_SCHEMA.empty_table(), stats=stats, output=None)
+    return DedupResult(kept=kept, removed=empty_table(REMOVED_SCHEMA), clusters=empty_table(CLUSTERS_SCHEMA),
+                       rejected=empty_table(REJECTED_SCHEMA), stats=stats, output=None)
 
 
 def check_output_folder(output: str, overwrite: bool = False) -> None:
@@ -396,7 +397,7 @@ def _result(kind, tables, source, ctx, output) -> DedupResult:
     clusters = read_table(fs.join(output, "clusters.parquet"))
     rej_path = fs.join(output, "rejected.parquet")
     from .stages.write import REJECTED_SCHEMA
-    rejected = read_table(rej_path) if fs.exists(rej_path) else REJECTED_SCHEMA.empty_table()
+    rejected = read_table(rej_path) if fs.exists(rej_path) else empty_table(REJECTED_SCHEMA)
     if kind is None:
         return DedupResult(kept=[fs.join(output, "kept", p) for p in stats["kept_files"]], removed=removed,
                            clusters=clusters, rejected=rejected, stats=stats, output=output)

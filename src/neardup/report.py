@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .arrays import arrow, to_numpy
 from .errors import ConfigError, InputError
 from .params import (DEFAULT_MIN_RECALL, alternatives, candidate_probability, choose_params, describe,
                      false_negative_area, false_positive_area, midpoint)
@@ -206,6 +207,8 @@ def _read_parquet(path: Path, columns: Optional[Sequence[str]] = None, filters=N
             if missing:
                 raise InputError(f"{path}: missing column(s) {', '.join(missing)}; "
                                  f"it has {', '.join(schema.names)}")
+        if filters is None:  # ParquetFile: the dataset reader behind read_table imports pandas
+            return pq.ParquetFile(path).read(columns=list(columns) if columns else None)
         return pq.read_table(path, columns=list(columns) if columns else None, filters=filters)
     except InputError:
         raise
@@ -420,7 +423,7 @@ def _cluster_sizes(out: Path):
     col = pc.cast(col, pa.string()) if not pa.types.is_string(col.type) else col
     vc = pc.value_counts(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
     ids = vc.field("values").to_pylist()
-    sizes = np.asarray(vc.field("counts").to_numpy(zero_copy_only=False), dtype=np.int64) + extra
+    sizes = np.asarray(to_numpy(vc.field("counts")), dtype=np.int64) + extra
     order = np.lexsort((np.arange(len(sizes)), -sizes))
     return [ids[i] for i in order], sizes[order]
 
@@ -433,14 +436,21 @@ def _only_clusters(table, cluster_ids: List[str]):
     col = table["cluster"]
     if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
         col = pc.cast(col, pa.string())
-    mask = pc.is_in(col, value_set=pa.array(cluster_ids, type=col.type))
+    mask = pc.is_in(col, value_set=arrow(cluster_ids, type=col.type))
     return table.filter(mask)
+
+
+def _rows_by_cluster(table) -> Dict[str, List[int]]:
+    """Row positions of ``table`` by its cluster (as a string), in table order."""
+    out: Dict[str, List[int]] = {}
+    for i, c in enumerate(table["cluster"].to_pylist()):
+        out.setdefault(str(c), []).append(i)
+    return out
 
 
 def _members(out: Path, cluster_ids: List[str], limit: int) -> Dict[str, dict]:
     """For each cluster id: the representative id, up to ``limit`` member ids (representative
     first) and the similarity of each listed removed member to its representative."""
-    import pyarrow.compute as pc
     result: Dict[str, dict] = {c: {"representative": None, "members": [], "similarity": {}}
                                for c in cluster_ids}
     if not cluster_ids:
@@ -456,18 +466,22 @@ def _members(out: Path, cluster_ids: List[str], limit: int) -> Dict[str, dict]:
         names = pq.read_schema(clusters_path).names
         cols = ["id", "cluster"] + (["is_representative"] if "is_representative" in names else [])
         clusters = _only_clusters(_read_parquet(clusters_path, cols), cluster_ids)
+    # rows by cluster in Python (the tables hold the top clusters only): Arrow's comparisons with a
+    # Python scalar import pandas
+    clusters_of = _rows_by_cluster(clusters) if clusters is not None else {}
+    removed_of = _rows_by_cluster(removed) if removed is not None else {}
     for c in cluster_ids:
         entry = result[c]
         listed: List[str] = []
         if clusters is not None:
-            rows = clusters.filter(pc.equal(pc.cast(clusters["cluster"], "string"), c))
+            rows = clusters.take(arrow(np.array(clusters_of.get(c, []), dtype=np.int64)))
             if "is_representative" in rows.column_names:
-                reps = rows.filter(pc.fill_null(rows["is_representative"], False))
-                if len(reps):
-                    entry["representative"] = str(reps["id"][0].as_py())
+                reps = [i for i, flag in enumerate(rows["is_representative"].to_pylist()) if flag]
+                if reps:
+                    entry["representative"] = str(rows["id"][reps[0]].as_py())
             listed += [str(i) for i in rows["id"].slice(0, limit + 1).to_pylist()]
         if removed is not None:
-            rows = removed.filter(pc.equal(pc.cast(removed["cluster"], "string"), c))
+            rows = removed.take(arrow(np.array(removed_of.get(c, []), dtype=np.int64)))
             if entry["representative"] is None and len(rows):
                 rep = rows["representative"][0].as_py()
                 entry["representative"] = None if rep is None else str(rep)
@@ -565,7 +579,7 @@ def _similarity_histogram(out: Path, figs: _Figures, threshold: Optional[float])
     if not path.is_file():
         return '<p class="note">No removed.parquet in this folder.</p>'
     col = _read_parquet(path, ["similarity"])["similarity"]
-    sims = np.asarray(col.to_numpy(zero_copy_only=False) if hasattr(col, "to_numpy") else col, dtype=np.float64)
+    sims = np.asarray(to_numpy(col) if hasattr(col, "to_numpy") else col, dtype=np.float64)
     sims = sims[np.isfinite(sims)]
     if sims.size == 0:
         return '<p class="note">No similarities recorded (no removed documents, or verification was off).</p>'

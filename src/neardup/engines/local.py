@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..arrays import unique
+from ..arrays import arrow, empty_table, to_numpy, unique
 from .. import io as nio
 from ..io import fs
 from ..bands import bucket_runs
@@ -113,17 +113,17 @@ def stage_clusters(ctx: RunContext) -> dict:
     cfg = ctx.config
     ctx.work.stage_dir("clusters", fresh=True)
     corpus, _ = _corpus(ctx)
-    pairs = pa.concat_tables([pq.read_table(p) for p in ctx.work.parts("pairs")]
-                             or [PAIRS_SCHEMA.empty_table()])
-    left = pairs.column("left").to_numpy()
-    right = pairs.column("right").to_numpy()
+    pairs = pa.concat_tables([pq.ParquetFile(p).read() for p in ctx.work.parts("pairs")]
+                             or [empty_table(PAIRS_SCHEMA)])
+    left = to_numpy(pairs.column("left"))
+    right = to_numpy(pairs.column("right"))
     docs = unique(np.concatenate([left, right]))
     attrs = {"source": corpus.column("source")[docs], "row": corpus.column("row")[docs],
              "length": corpus.column("length")[docs]}
     if cfg.score_column:
         attrs["score"] = corpus.column("score")[docs]
-    user_ids = corpus.ids().take(pa.array(docs)) if user_ids_wanted(ctx) else None
-    members, counts = select_partition(docs, attrs, user_ids, left, right, pairs.column("similarity").to_numpy(),
+    user_ids = corpus.ids().take(arrow(docs)) if user_ids_wanted(ctx) else None
+    members, counts = select_partition(docs, attrs, user_ids, left, right, to_numpy(pairs.column("similarity")),
                                        cfg, ctx.sources)
     write_parquet(members, ctx.work.part_path("clusters", 0))
     return finish_clusters(ctx, corpus, counts)
@@ -133,10 +133,10 @@ def stage_write(ctx: RunContext) -> dict:
     cfg = ctx.config
     corpus, _ = _corpus(ctx)
     fs.makedirs(ctx.output)
-    members = pa.concat_tables([pq.read_table(p) for p in ctx.work.parts("clusters")]
-                               or [MEMBERS_SCHEMA.empty_table()]).sort_by("doc")
+    members = pa.concat_tables([pq.ParquetFile(p).read() for p in ctx.work.parts("clusters")]
+                               or [empty_table(MEMBERS_SCHEMA)]).sort_by("doc")
     removed = members.filter(members.column("removed"))
-    names = pa.array([s.name for s in ctx.sources], pa.string())
+    names = arrow([s.name for s in ctx.sources], pa.string())
     w = ParquetRows(fs.join(ctx.output, "removed.parquet"), REMOVED_SCHEMA)
     w.write(removed_records(removed, names))
     w.close()
@@ -150,7 +150,7 @@ def stage_write(ctx: RunContext) -> dict:
     order = np.argsort(source, kind="stable")
     bounds = np.searchsorted(source[order], np.arange(len(ctx.sources) + 1))
     rows = {si: row[order[bounds[si]:bounds[si + 1]]] for si in range(len(ctx.sources))}
-    drop_docs = np.concatenate([removed.column("doc").to_numpy(),
+    drop_docs = np.concatenate([to_numpy(removed.column("doc")),
                                 np.array([d[0] for d in ctx.work.info("read")["rejected_documents"]], np.int64)])
     dropped: Dict[int, list] = {}
     for s, r in zip(source[drop_docs].tolist(), row[drop_docs].tolist()):

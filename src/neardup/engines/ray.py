@@ -44,7 +44,7 @@ import numba as nb
 import numpy as np
 import pyarrow as pa
 
-from ..arrays import unique
+from ..arrays import arrow, empty_table, to_numpy, unique
 from ..config import default_workers
 from ..errors import ConfigError, InputError, NeardupError
 from ..hashing import kernel_threads, mix64
@@ -175,7 +175,7 @@ class _Session:
 
 def _col(table: pa.Table, name: str, dtype=None) -> np.ndarray:
     c = table.column(name)
-    arr = c.to_numpy() if c.num_chunks == 1 else c.combine_chunks().to_numpy(zero_copy_only=False)
+    arr = to_numpy(c) if c.num_chunks == 1 else to_numpy(c.combine_chunks())
     return arr.astype(dtype, copy=False) if dtype is not None else arr
 
 
@@ -219,7 +219,7 @@ def _shuffle(ds, parts: int):
 def _collect(ds, schema: pa.Schema) -> pa.Table:
     import ray
     tables = [t for t in ray.get(ds.to_arrow_refs()) if t is not None and t.num_rows]
-    return pa.concat_tables(tables) if tables else schema.empty_table()
+    return pa.concat_tables(tables) if tables else empty_table(schema)
 
 
 def _one_call_per_partition(summary: pa.Table, what: str) -> None:
@@ -294,7 +294,7 @@ def stage_read(ctx: RunContext, env: _Session) -> dict:
 def _id_rows(block: int, *, store: DocStore, parts: int) -> pa.Table:
     ids = store.table(block, ["id"]).column(0).combine_chunks()
     docs = np.arange(store.block_start[block], store.block_start[block + 1], dtype=np.int64)
-    return pa.table({"part": pa.array(_part_of(_string_hash(ids), parts)), "doc": pa.array(docs), "id": ids})
+    return pa.table({"part": arrow(_part_of(_string_hash(ids), parts)), "doc": arrow(docs), "id": ids})
 
 
 @nb.njit(cache=True)
@@ -321,7 +321,7 @@ def _string_hash(ids: pa.Array) -> np.ndarray:
 
 def _dup_partition(table: pa.Table) -> pa.Table:
     if table.num_rows == 0:
-        return DUP_SCHEMA.empty_table()
+        return empty_table(DUP_SCHEMA)
     return duplicate_ids(_col(table, "doc", np.int64), table.column("id").combine_chunks())
 
 
@@ -346,9 +346,9 @@ def _band_rows(block: int, *, store: DocStore, bands: int, parts: int, rejected:
     keys = fixed_binary_numpy(t.column("keys"), np.uint64, bands)[ok]
     doc = doc[ok]
     key = keys.reshape(-1)
-    return pa.table({"part": pa.array((key % np.uint64(parts)).astype(np.int32)),
-                     "band": pa.array(np.tile(np.arange(bands, dtype=np.int32), len(doc))),
-                     "key": pa.array(key), "doc": pa.array(np.repeat(doc, bands))})
+    return pa.table({"part": arrow((key % np.uint64(parts)).astype(np.int32)),
+                     "band": arrow(np.tile(np.arange(bands, dtype=np.int32), len(doc))),
+                     "key": arrow(key), "doc": arrow(np.repeat(doc, bands))})
 
 
 def bucket_members(band: np.ndarray, key: np.ndarray, doc: np.ndarray):
@@ -385,13 +385,13 @@ def _form_buckets(table: pa.Table, *, parts: int) -> pa.Table:
     smallest member, so that the buckets of a group of near-duplicates sharing several bands are
     searched together (and their common pairs verified once)."""
     if table.num_rows == 0:
-        return pa.table({"part": pa.array([], pa.int32()), "bucket": pa.array([], pa.int64()),
-                         "doc": pa.array([], pa.int64())})
+        return pa.table({"part": arrow([], pa.int32()), "bucket": arrow([], pa.int64()),
+                         "doc": arrow([], pa.int64())})
     members, sizes, first = bucket_members(_col(table, "band", np.int32), _col(table, "key", np.uint64),
                                            _col(table, "doc", np.int64))
     ids = (np.int64(_col(table, "part")[0]) << np.int64(BUCKET_BITS)) + np.arange(len(sizes), dtype=np.int64)
-    return pa.table({"part": pa.array(np.repeat(_part_of(first, parts), sizes)),
-                     "bucket": pa.array(np.repeat(ids, sizes)), "doc": pa.array(members)})
+    return pa.table({"part": arrow(np.repeat(_part_of(first, parts), sizes)),
+                     "bucket": arrow(np.repeat(ids, sizes)), "doc": arrow(members)})
 
 
 CHECKED_ROWS = pa.schema([("part", pa.int32()), ("code", pa.uint64()), ("passed", pa.bool_()),
@@ -404,7 +404,7 @@ def _search(table: pa.Table, *, store: DocStore, config, parts: int) -> pa.Table
     """One pair partition: its buckets, members in keep order, through the pair search; the
     checked pairs keyed by pair code, and one last row (part -1) with the partition's counts."""
     if table.num_rows == 0:
-        return CHECKED_ROWS.empty_table()
+        return empty_table(CHECKED_ROWS)
     bucket = _col(table, "bucket", np.int64)
     doc = _col(table, "doc", np.int64)
     udocs, inverse = np.unique(doc, return_inverse=True)
@@ -413,30 +413,30 @@ def _search(table: pa.Table, *, store: DocStore, config, parts: int) -> pa.Table
     offsets = np.append(_runs(bucket[order]), len(order)).astype(np.int64)
     with kernel_threads(1):
         checked, counts = search_partition(offsets, doc[order], make_verifier(store, config), config)
-    codes = checked.column("code").to_numpy()
-    return pa.table({"part": pa.array(np.append(_part_of(codes, parts), -1).astype(np.int32)),
-                     "code": pa.array(np.append(codes, np.uint64(0))),
-                     "passed": pa.array(np.append(checked.column("passed").to_numpy(zero_copy_only=False), False)),
-                     "similarity": pa.array(np.append(checked.column("similarity").to_numpy(), 0.0)),
-                     "counts": pa.array([None] * len(codes) + [json.dumps(counts)], pa.string())},
+    codes = to_numpy(checked.column("code"))
+    return pa.table({"part": arrow(np.append(_part_of(codes, parts), -1).astype(np.int32)),
+                     "code": arrow(np.append(codes, np.uint64(0))),
+                     "passed": arrow(np.append(to_numpy(checked.column("passed")), False)),
+                     "similarity": arrow(np.append(to_numpy(checked.column("similarity")), 0.0)),
+                     "counts": arrow([None] * len(codes) + [json.dumps(counts)], pa.string())},
                     schema=CHECKED_ROWS)
 
 
 def _distinct(table: pa.Table, *, work) -> pa.Table:
     """One pair-code partition: distinct pairs, the verified ones written as its pairs file."""
     if table.num_rows == 0:
-        return DISTINCT_SUMMARY.empty_table()
+        return empty_table(DISTINCT_SUMMARY)
     part = int(_col(table, "part")[0])
     if part < 0:  # the partitions' counts
-        return pa.table({"part": pa.array([-1], pa.int32()), "candidates": pa.array([0], pa.int64()),
-                         "verified": pa.array([0], pa.int64()),
-                         "counts": pa.array([json.dumps([json.loads(c) for c in table.column("counts").to_pylist()
+        return pa.table({"part": arrow([-1], pa.int32()), "candidates": arrow([0], pa.int64()),
+                         "verified": arrow([0], pa.int64()),
+                         "counts": arrow([json.dumps([json.loads(c) for c in table.column("counts").to_pylist()
                                                          if c])])}, schema=DISTINCT_SUMMARY)
     pairs, candidates = distinct_pairs(table.select(CHECKED_SCHEMA.names).cast(CHECKED_SCHEMA))
     if pairs.num_rows:
         write_parquet(pairs.cast(PAIRS_SCHEMA), work.part_path("pairs", part))
-    return pa.table({"part": pa.array([part], pa.int32()), "candidates": pa.array([candidates], pa.int64()),
-                     "verified": pa.array([pairs.num_rows], pa.int64()), "counts": pa.array([None], pa.string())},
+    return pa.table({"part": arrow([part], pa.int32()), "candidates": arrow([candidates], pa.int64()),
+                     "verified": arrow([pairs.num_rows], pa.int64()), "counts": arrow([None], pa.string())},
                     schema=DISTINCT_SUMMARY)
 
 
@@ -486,7 +486,7 @@ def _node_rows(table: pa.Table, *, parts: int, both: bool) -> pa.Table:
     ok = hi >= 0
     hi, lo = hi[ok], lo[ok]
     node, nbr = (np.concatenate([hi, lo]), np.concatenate([lo, hi])) if both else (hi, lo)
-    return pa.table({"part": pa.array(_part_of(node, parts)), "node": pa.array(node), "nbr": pa.array(nbr)})
+    return pa.table({"part": arrow(_part_of(node, parts)), "node": arrow(node), "nbr": arrow(nbr)})
 
 
 def _grouped(table: pa.Table):
@@ -502,7 +502,7 @@ def _grouped(table: pa.Table):
 
 def _large_star(table: pa.Table) -> pa.Table:
     if table.num_rows == 0:
-        return EDGE_SCHEMA.empty_table()
+        return empty_table(EDGE_SCHEMA)
     node, nbr, starts, sizes = _grouped(table)
     m = np.minimum(np.minimum.reduceat(nbr, starts), node[starts])
     smaller = np.add.reduceat((nbr < node).astype(np.int64), starts)
@@ -511,20 +511,20 @@ def _large_star(table: pa.Table) -> pa.Table:
     out = nbr > node
     ns = np.zeros(int(out.sum()) + 1, np.int64)
     ns[-1] = nonstar
-    return pa.table({"hi": pa.array(np.append(nbr[out], -1)), "lo": pa.array(np.append(mm[out], -1)),
-                     "ns": pa.array(ns)}, schema=EDGE_SCHEMA)
+    return pa.table({"hi": arrow(np.append(nbr[out], -1)), "lo": arrow(np.append(mm[out], -1)),
+                     "ns": arrow(ns)}, schema=EDGE_SCHEMA)
 
 
 def _small_star(table: pa.Table) -> pa.Table:
     if table.num_rows == 0:
-        return EDGE_SCHEMA.empty_table()
+        return empty_table(EDGE_SCHEMA)
     node, nbr, starts, sizes = _grouped(table)
     m = np.minimum.reduceat(nbr, starts)
     mm = np.repeat(m, sizes)
     keep = nbr != mm
     hi = np.concatenate([nbr[keep], node[starts]])
-    return pa.table({"hi": pa.array(hi), "lo": pa.array(np.concatenate([mm[keep], m])),
-                     "ns": pa.array(np.zeros(len(hi), np.int64))}, schema=EDGE_SCHEMA)
+    return pa.table({"hi": arrow(hi), "lo": arrow(np.concatenate([mm[keep], m])),
+                     "ns": arrow(np.zeros(len(hi), np.int64))}, schema=EDGE_SCHEMA)
 
 
 def _label_rows(table: pa.Table, *, parts: int) -> pa.Table:
@@ -535,16 +535,16 @@ def _label_rows(table: pa.Table, *, parts: int) -> pa.Table:
     doc = np.concatenate([hi[ok], centres])
     label = np.concatenate([lo[ok], centres])
     n = len(doc)
-    return pa.table({"part": pa.array(_part_of(doc, parts)), "kind": pa.array(np.zeros(n, np.int8)),
-                     "doc": pa.array(doc), "label": pa.array(label), "right": pa.array(np.full(n, -1, np.int64)),
-                     "similarity": pa.array(np.zeros(n))})
+    return pa.table({"part": arrow(_part_of(doc, parts)), "kind": arrow(np.zeros(n, np.int8)),
+                     "doc": arrow(doc), "label": arrow(label), "right": arrow(np.full(n, -1, np.int64)),
+                     "similarity": arrow(np.zeros(n))})
 
 
 def _pair_rows(table: pa.Table, *, parts: int) -> pa.Table:
     left = _col(table, "left", np.int64)
     n = len(left)
-    return pa.table({"part": pa.array(_part_of(left, parts)), "kind": pa.array(np.ones(n, np.int8)),
-                     "doc": pa.array(left), "label": pa.array(np.full(n, -1, np.int64)),
+    return pa.table({"part": arrow(_part_of(left, parts)), "kind": arrow(np.ones(n, np.int8)),
+                     "doc": arrow(left), "label": arrow(np.full(n, -1, np.int64)),
                      "right": table.column("right"), "similarity": table.column("similarity")})
 
 
@@ -556,7 +556,7 @@ def _relabel(table: pa.Table, *, parts: int) -> pa.Table:
     ldoc, first = np.unique(doc[lab], return_index=True)
     labels = label.copy()
     labels[~lab] = label[lab][first][np.searchsorted(ldoc, doc[~lab])]
-    return table.set_column(0, "part", pa.array(_part_of(labels, parts)))
+    return table.set_column(0, "part", arrow(_part_of(labels, parts)))
 
 
 SELECT_SUMMARY = pa.schema([("part", pa.int32()), ("counts", pa.string())])
@@ -567,7 +567,7 @@ def _select(table: pa.Table, *, store: DocStore, config, sources, work, with_ids
     part = int(_col(table, "part")[0])
     kind = _col(table, "kind", np.int8)
     docs = unique(_col(table, "doc", np.int64)[kind == 0])
-    pairs = table.filter(pa.array(kind == 1))
+    pairs = table.filter(arrow(kind == 1))
     columns = ["source", "row", "length"] + (["score"] if config.score_column else [])
     attrs = store.columns(docs, columns)
     user_ids = store.ids(docs) if with_ids else None
@@ -576,7 +576,7 @@ def _select(table: pa.Table, *, store: DocStore, config, sources, work, with_ids
                                            _col(pairs, "right", np.int64), _col(pairs, "similarity", np.float64),
                                            config, sources)
     write_parquet(members, work.part_path("clusters", part))
-    return pa.table({"part": pa.array([part], pa.int32()), "counts": pa.array([json.dumps(counts)])},
+    return pa.table({"part": arrow([part], pa.int32()), "counts": arrow([json.dumps(counts)])},
                     schema=SELECT_SUMMARY)
 
 
@@ -591,7 +591,7 @@ def stage_clusters(ctx: RunContext, env: _Session) -> dict:
     parts = env.parts(verified * 48)
     pairs = _read_parts(files)
     edges = pairs.map_batches(lambda t: pa.table({"hi": t.column("right"), "lo": t.column("left"),
-                                                  "ns": pa.array(np.zeros(t.num_rows, np.int64))}),
+                                                  "ns": arrow(np.zeros(t.num_rows, np.int64))}),
                               batch_format="pyarrow")
     with bar("clusters (ray)", total=None, unit="round", quiet=ctx.quiet) as progress:
         for rounds in range(1, MAX_CC_ROUNDS + 1):
@@ -650,7 +650,7 @@ def stage_write(ctx: RunContext, env: _Session) -> dict:
     corpus, store = _store(ctx)
     fs.makedirs(ctx.output)
     info = ctx.work.info("clusters")
-    names = pa.array([s.name for s in ctx.sources], pa.string())
+    names = arrow([s.name for s in ctx.sources], pa.string())
     _stream_sorted(env, ctx, fs.join(ctx.output, "removed.parquet"), REMOVED_SCHEMA, ["doc"],
                    lambda b: removed_records(b, names), True, info["removed"], corpus.n)
     _stream_sorted(env, ctx, fs.join(ctx.output, "clusters.parquet"), CLUSTERS_SCHEMA, ["cluster", "doc"],

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from ..arrays import arrow, to_numpy
 from ..errors import ConfigError, InputError
 from . import _jsonl_fast
 from . import fs as _fs
@@ -94,8 +95,8 @@ class _Ctx:
         return Batch(
             source_index=self.source_index,
             rows=np.empty(0, dtype=np.int64),
-            text=pa.array([], type=pa.large_string()),
-            ids=pa.array([], type=pa.string()) if self.id_column is not None else None,
+            text=arrow([], type=pa.large_string()),
+            ids=arrow([], type=pa.string()) if self.id_column is not None else None,
             scores=np.empty(0, dtype=np.float64) if self.score_column is not None else None,
             rejected=rejected,
         )
@@ -329,8 +330,8 @@ class _JsonlParser:
         if n_records:
             self.seen_record = True
         if text is None:
-            text = pa.array([], type=pa.large_string())
-            ids = pa.array([], type=pa.string()) if ctx.id_column is not None else None
+            text = arrow([], type=pa.large_string())
+            ids = arrow([], type=pa.string()) if ctx.id_column is not None else None
             scores = np.empty(0, dtype=np.float64) if ctx.score_column is not None else None
             keep = np.empty(0, dtype=np.int64)
         rows = keep.astype(np.int64) + line0
@@ -348,7 +349,7 @@ class _JsonlParser:
             if arr is not None and arr.null_count:
                 m = arr.is_null()
                 need = m if need is None else pc.or_(need, m)
-        positions = [] if need is None else np.flatnonzero(need.to_numpy(zero_copy_only=False)).tolist()
+        positions = [] if need is None else np.flatnonzero(to_numpy(need)).tolist()
         drop = []
         for p in positions:
             i = int(good[p])
@@ -366,7 +367,7 @@ class _JsonlParser:
         if drop:
             mask = np.ones(len(good), dtype=bool)
             mask[drop] = False
-            amask = pa.array(mask)
+            amask = arrow(mask)
             text = text.filter(amask)
             ids = ids.filter(amask) if ids is not None else None
             scores = scores.filter(amask) if scores is not None else None
@@ -375,7 +376,7 @@ class _JsonlParser:
             ids = ids.cast(pa.string())
         np_scores = None
         if scores is not None:
-            np_scores = scores.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+            np_scores = to_numpy(scores).astype(np.float64, copy=False)
         return text.cast(pa.large_string()), ids, np_scores, keep
 
     def _line_by_line(self, data, starts, ends, good, bad):
@@ -401,8 +402,8 @@ class _JsonlParser:
             ids.append(idv)
             scores.append(score)
             keep.append(i)
-        text_arr = pa.array(texts, type=pa.large_string())
-        id_arr = pa.array(ids, type=pa.string()) if ctx.id_column is not None else None
+        text_arr = arrow(texts, type=pa.large_string())
+        id_arr = arrow(ids, type=pa.string()) if ctx.id_column is not None else None
         sc = np.asarray(scores, dtype=np.float64) if ctx.score_column is not None else None
         return text_arr, id_arr, sc, np.asarray(keep, dtype=np.int64)
 
@@ -516,23 +517,23 @@ def _arrow_batch(ctx: _Ctx, cols: Dict[str, pa.Array], row0: int):
             except UnicodeDecodeError as e:
                 bad[i] = f"text field {ctx.text_column!r} has invalid UTF-8 at byte {e.start}"
     if text.null_count:
-        for i in np.flatnonzero(text.is_null().to_numpy(zero_copy_only=False)).tolist():
+        for i in np.flatnonzero(to_numpy(text.is_null())).tolist():
             bad.setdefault(i, f"text field {ctx.text_column!r} is null")
     ids = None
     if ctx.id_column is not None:
         ids = _plain(cols[ctx.id_column]).cast(pa.string())
         if ids.null_count:
-            for i in np.flatnonzero(ids.is_null().to_numpy(zero_copy_only=False)).tolist():
+            for i in np.flatnonzero(to_numpy(ids.is_null())).tolist():
                 bad.setdefault(i, f"id field {ctx.id_column!r} is null")
     scores = None
     if ctx.score_column is not None:
         sc = _plain(cols[ctx.score_column]).cast(pa.float64())
-        scores = sc.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        scores = to_numpy(sc).astype(np.float64, copy=False)
     rows = np.arange(row0, row0 + n, dtype=np.int64)
     if bad:
         mask = np.ones(n, dtype=bool)
         mask[list(bad)] = False
-        amask = pa.array(mask)
+        amask = arrow(mask)
         text = text.filter(amask)
         ids = ids.filter(amask) if ids is not None else None
         scores = scores[mask] if scores is not None else None
@@ -745,8 +746,8 @@ def _read_text(ctx: _Ctx) -> Iterator[Batch]:
     yield Batch(
         source_index=ctx.source_index,
         rows=np.zeros(1, dtype=np.int64),
-        text=pa.array([text], type=pa.large_string()),
-        ids=pa.array([src.name], type=pa.string()) if ctx.id_column is not None else None,
+        text=arrow([text], type=pa.large_string()),
+        ids=arrow([src.name], type=pa.string()) if ctx.id_column is not None else None,
         scores=np.full(1, np.nan) if ctx.score_column is not None else None,
         rejected=[],
     )

@@ -40,10 +40,11 @@ def read_table(path: str, columns: Optional[List[str]] = None) -> pa.Table:
             with fs.open_input(path) as f:
                 table = pa.ipc.open_file(f).read_all()
         return table.select(columns) if columns is not None else table
+    # ParquetFile rather than pq.read_table: the dataset reader behind read_table imports pandas
     if not fs.is_url(path):
-        return pq.read_table(path, columns=columns)
+        return pq.ParquetFile(path).read(columns=columns)
     with fs.open_input(path) as f:
-        return pq.read_table(f, columns=columns)
+        return pq.ParquetFile(f).read(columns=columns)
 
 
 def parquet_file(path: str) -> pq.ParquetFile:

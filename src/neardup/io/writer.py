@@ -23,6 +23,7 @@ from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 import pyarrow as pa
 
+from ..arrays import arrow
 from ..errors import ConfigError, InputError
 from ._streams import BLOCK_BYTES, StreamError, blank_lines, iter_blocks, line_bounds
 from . import fs as _fs
@@ -474,7 +475,7 @@ def _parquet_rows(src: Source, keep: np.ndarray) -> Iterator[pa.RecordBatch]:
         hi = int(np.searchsorted(keep, row0 + n))
         if hi > k:
             idx = keep[k:hi] - row0
-            yield rb if len(idx) == n else rb.take(pa.array(idx))
+            yield rb if len(idx) == n else rb.take(arrow(idx))
         k = hi
         row0 += n
 
@@ -649,7 +650,7 @@ def _csv_rows(src: Source, keep: np.ndarray) -> Iterator[pa.RecordBatch]:
             hi = int(np.searchsorted(keep, row0 + n))
             if hi > k:
                 idx = keep[k:hi] - row0
-                yield rb if len(idx) == n else rb.take(pa.array(idx))
+                yield rb if len(idx) == n else rb.take(arrow(idx))
             k = hi
             row0 += n
     except (pa.ArrowException, OSError) as e:
@@ -762,8 +763,8 @@ def write_kept(src: Source, keep_rows, out_path: str, *, output_format: str = "s
             else:
                 import pyarrow.parquet as pq
 
-                table = pa.table({"id": pa.array([src.name], pa.string()),
-                                  "text": pa.array([content], pa.string())})
+                table = pa.table({"id": arrow([src.name], pa.string()),
+                                  "text": arrow([content], pa.string())})
                 pq.write_table(table, out)
         return 1
 

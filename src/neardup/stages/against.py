@@ -20,6 +20,7 @@ from typing import List, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ..arrays import arrow, empty_table, to_numpy
 from ..io import fs
 from ..io.tables import read_table
 from .layout import MEMBERS_SCHEMA, block_path, fixed_binary_numpy
@@ -67,21 +68,21 @@ def match_block(work_path: str, block: int, n: int, config) -> int:
                 if s > best_sim[p]:  # strictly better: a tie keeps the earlier index
                     best_sim[p], best_id[p], best_src[p] = s, ids[i], sources[i]
     hit = np.flatnonzero(best_sim >= 0)
-    write_parquet(pa.table({"pos": pa.array(hit), "id": pa.array([best_id[i] for i in hit], pa.string()),
-                            "source": pa.array([best_src[i] for i in hit], pa.string()),
-                            "similarity": pa.array(best_sim[hit])}, schema=MATCHED_SCHEMA),
+    write_parquet(pa.table({"pos": arrow(hit), "id": arrow([best_id[i] for i in hit], pa.string()),
+                            "source": arrow([best_src[i] for i in hit], pa.string()),
+                            "similarity": arrow(best_sim[hit])}, schema=MATCHED_SCHEMA),
                   block_path(work_path, block, "against.parquet"))
     return int(len(hit))
 
 
 def _matches(work_path: str, block: int) -> pa.Table:
     path = block_path(work_path, block, "against.parquet")
-    return read_table(path) if fs.exists(path) else MATCHED_SCHEMA.empty_table()  # local or a URL work dir
+    return read_table(path) if fs.exists(path) else empty_table(MATCHED_SCHEMA)  # local or a URL work dir
 
 
 def matched_docs(work_path: str, block_start: np.ndarray) -> np.ndarray:
     """Every matched document (ascending document indices)."""
-    parts = [_matches(work_path, b).column("pos").to_numpy() + block_start[b] for b in range(len(block_start) - 1)]
+    parts = [to_numpy(_matches(work_path, b).column("pos")) + block_start[b] for b in range(len(block_start) - 1)]
     return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
 
 
@@ -94,18 +95,18 @@ def matched_members(work_path: str, store: DocStore, with_ids: bool, sources) ->
         m = _matches(work_path, b)
         if m.num_rows == 0:
             continue
-        docs = m.column("pos").to_numpy() + store.block_start[b]
+        docs = to_numpy(m.column("pos")) + store.block_start[b]
         attrs = store.columns(docs, ["source", "row"])
         source, row = attrs["source"].astype(np.int32), attrs["row"].astype(np.int64)
         ids = document_ids(source, row, store.ids(docs) if with_ids else None, sources)
         n = len(docs)
         tables.append(pa.table({
-            "doc": pa.array(docs), "source": pa.array(source), "row": pa.array(row),
-            "cluster": pa.array(np.full(n, -1, np.int64)), "representative": pa.array(np.full(n, -1, np.int64)),
-            "similarity": m.column("similarity"), "removed": pa.array(np.ones(n, bool)), "id": ids,
+            "doc": arrow(docs), "source": arrow(source), "row": arrow(row),
+            "cluster": arrow(np.full(n, -1, np.int64)), "representative": arrow(np.full(n, -1, np.int64)),
+            "similarity": m.column("similarity"), "removed": arrow(np.ones(n, bool)), "id": ids,
             "cluster_id": m.column("id"), "representative_id": m.column("id"),
             "representative_source": m.column("source")}, schema=MEMBERS_SCHEMA))
-    return pa.concat_tables(tables) if tables else MEMBERS_SCHEMA.empty_table()
+    return pa.concat_tables(tables) if tables else empty_table(MEMBERS_SCHEMA)
 
 
 def update_index(ctx, store: DocStore, dropped_docs: np.ndarray, with_ids: bool) -> dict:
@@ -123,8 +124,8 @@ def update_index(ctx, store: DocStore, dropped_docs: np.ndarray, with_ids: bool)
             docs = docs[~np.isin(docs, dropped_docs)]
             if len(docs) == 0:
                 continue
-            t = store.table(b, ["source", "row", "keys"]).take(pa.array(docs - store.block_start[b]))
-            source, row = t.column("source").to_numpy(), t.column("row").to_numpy()
+            t = store.table(b, ["source", "row", "keys"]).take(arrow(docs - store.block_start[b]))
+            source, row = to_numpy(t.column("source")), to_numpy(t.column("row"))
             ids = document_ids(source, row, store.ids(docs) if with_ids else None, ctx.sources)
             keys = fixed_binary_numpy(t.column("keys"), np.uint64, cfg.bands)
             if cfg.verify == "exact":

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..arrays import arrow
 from .. import io as nio
 from ..clusters import keep_order, select_representatives
 from .layout import MEMBERS_SCHEMA
@@ -38,7 +39,7 @@ def document_ids(source: np.ndarray, row: np.ndarray, user_ids: Optional[pa.Arra
             out.append(src.name)
         else:
             out.append(f"{src.name}:{r + 1 if src.format == 'jsonl' else r}")
-    return pa.array(out, pa.string())
+    return arrow(out, pa.string())
 
 
 def select_partition(docs: np.ndarray, attrs: Dict[str, np.ndarray], user_ids: Optional[pa.Array],
@@ -60,11 +61,11 @@ def select_partition(docs: np.ndarray, attrs: Dict[str, np.ndarray], user_ids: O
     removed = sel.removed
     rep = np.where(removed, sel.representative, 0)
     members = pa.table({
-        "doc": pa.array(docs), "source": pa.array(source), "row": pa.array(row),
-        "cluster": pa.array(docs[head]), "representative": pa.array(np.where(removed, docs[rep], -1)),
-        "similarity": pa.array(sel.similarity), "removed": pa.array(removed), "id": ids,
-        "cluster_id": ids.take(pa.array(head)),
-        "representative_id": pc.if_else(pa.array(removed), ids.take(pa.array(rep)), pa.nulls(m, pa.string())),
+        "doc": arrow(docs), "source": arrow(source), "row": arrow(row),
+        "cluster": arrow(docs[head]), "representative": arrow(np.where(removed, docs[rep], -1)),
+        "similarity": arrow(sel.similarity), "removed": arrow(removed), "id": ids,
+        "cluster_id": ids.take(arrow(head)),
+        "representative_id": pc.if_else(arrow(removed), ids.take(arrow(rep)), pa.nulls(m, pa.string())),
         "representative_source": pa.nulls(m, pa.string()),
     }, schema=MEMBERS_SCHEMA)
     heads, sizes = np.unique(head, return_counts=True)

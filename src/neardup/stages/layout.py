@@ -33,6 +33,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ..arrays import arrow, to_numpy
 from ..io import fs
 from ..io.tables import read_table
 
@@ -255,7 +256,7 @@ class Corpus:
                     if name == "keys":
                         views.append(fixed_binary_numpy(chunk, np.uint64, self.config.bands))
                     else:
-                        views.append(chunk.to_numpy(zero_copy_only=False))
+                        views.append(to_numpy(chunk))
             if name == "keys":
                 empty = np.zeros((0, self.config.bands), np.uint64)
             else:
@@ -282,7 +283,7 @@ class Corpus:
     def ids(self) -> pa.Array:
         parts = [self.table(b, ["id"]).column(0) for b in range(len(self.blocks))]
         chunks = [c for p in parts for c in p.chunks]
-        return pa.concat_arrays(chunks) if chunks else pa.array([], pa.string())
+        return pa.concat_arrays(chunks) if chunks else arrow([], pa.string())
 
     def rejected_records(self) -> List[list]:
         """[source, row or None, reason] of every record that could not be read, in file order."""

@@ -16,6 +16,7 @@ from typing import Callable, Dict, Tuple
 import numpy as np
 import pyarrow as pa
 
+from ..arrays import arrow, to_numpy
 from ..bands import find_pairs, pair_codes, split_codes
 from ..clusters import keep_order
 from ..progress import check_interrupt
@@ -74,7 +75,7 @@ def search_partition(run_offsets: np.ndarray, members: np.ndarray, verify, confi
         codes, passed, sim = (np.concatenate(x) for x in zip(*checked))
     else:
         codes, passed, sim = np.zeros(0, np.uint64), np.zeros(0, bool), np.zeros(0, np.float64)
-    table = pa.table({"code": pa.array(codes), "passed": pa.array(passed), "similarity": pa.array(sim)},
+    table = pa.table({"code": arrow(codes), "passed": arrow(passed), "similarity": arrow(sim)},
                      schema=CHECKED_SCHEMA)
     counts = {"buckets": search.buckets, "anchor_rounds": search.rounds,
               "truncated_buckets": search.truncated_buckets, "verifications": len(codes)}
@@ -84,11 +85,11 @@ def search_partition(run_offsets: np.ndarray, members: np.ndarray, verify, confi
 def distinct_pairs(checked: pa.Table) -> Tuple[pa.Table, int]:
     """Checked pairs of one pair-code partition -> (verified pairs in PAIRS_SCHEMA order of
     (left, right), distinct candidate pairs)."""
-    codes = checked.column("code").to_numpy()
-    passed = checked.column("passed").to_numpy(zero_copy_only=False)
-    sim = checked.column("similarity").to_numpy()
+    codes = to_numpy(checked.column("code"))
+    passed = to_numpy(checked.column("passed"))
+    sim = to_numpy(checked.column("similarity"))
     uniq, first = np.unique(codes, return_index=True)
     keep = passed[first]
     left, right = split_codes(uniq[keep])
-    return pa.table({"left": pa.array(left), "right": pa.array(right),
-                     "similarity": pa.array(sim[first][keep])}), int(len(uniq))
+    return pa.table({"left": arrow(left), "right": arrow(right),
+                     "similarity": arrow(sim[first][keep])}), int(len(uniq))

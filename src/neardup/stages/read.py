@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..arrays import unique
+from ..arrays import arrow, empty_table, to_numpy, unique
 from .. import io as nio
 from ..bands import band_keys
 from ..errors import InputError, NeardupError
@@ -174,11 +174,11 @@ def _read_into(config, hasher, scratch, schema, sources, members, summary, write
             else:
                 sig, counts = hasher.signatures_and_counts(batch.text)
                 big.write(sig)
-            cols = [pa.array(np.full(m, batch.source_index, np.int32)), pa.array(np.asarray(batch.rows, np.int64)),
-                    pc.binary_length(batch.text).cast(pa.int64()), pa.array(np.asarray(counts, np.int64)),
+            cols = [arrow(np.full(m, batch.source_index, np.int32)), arrow(np.asarray(batch.rows, np.int64)),
+                    pc.binary_length(batch.text).cast(pa.int64()), arrow(np.asarray(counts, np.int64)),
                     numpy_fixed_binary(band_keys(sig, config.bands, config.rows, config.seed))]
             if config.score_column is not None:
-                cols.append(pa.array(batch.scores, pa.float64()))
+                cols.append(arrow(batch.scores, pa.float64()))
             if config.id_column is not None:
                 cols.append(batch.ids.cast(pa.string()))
             writer.write_batch(pa.record_batch(cols, schema=schema))
@@ -369,8 +369,8 @@ class DocStore:
     def source_rows(self, block: int, si: int) -> np.ndarray:
         """The rows of source ``si``'s documents (it lies whole in ``block``), in file order."""
         t = self.table(block, ["source", "row"])
-        mask = t.column("source").to_numpy() == si
-        return t.column("row").to_numpy()[mask]
+        mask = to_numpy(t.column("source")) == si
+        return to_numpy(t.column("row"))[mask]
 
     def _by_block(self, docs: np.ndarray):
         docs = np.asarray(docs, dtype=np.int64)
@@ -398,14 +398,14 @@ class DocStore:
         for b, _sel, local in self._by_block(docs):
             t = self.table(b, columns)
             for c in columns:
-                out[c].append(t.column(c).take(pa.array(local)).to_numpy(zero_copy_only=False))
+                out[c].append(to_numpy(t.column(c).take(arrow(local))))
         return {c: (np.concatenate(v) if v else np.zeros(0)) for c, v in out.items()}
 
     def ids(self, docs: np.ndarray) -> pa.Array:
         parts = []
         for b, _sel, local in self._by_block(docs):
-            parts.append(self.table(b, ["id"]).column(0).take(pa.array(local)).combine_chunks())
-        return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+            parts.append(self.table(b, ["id"]).column(0).take(arrow(local)).combine_chunks())
+        return pa.concat_arrays(parts) if parts else arrow([], pa.string())
 
     def signatures(self, docs: np.ndarray) -> np.ndarray:
         """(len(docs), num_perm) uint32 for ascending docs."""
@@ -420,7 +420,7 @@ class DocStore:
 
     def _offsets(self, block: int) -> np.ndarray:
         if block not in self._count_offsets:
-            counts = self.table(block, ["count"]).column(0).to_numpy()
+            counts = to_numpy(self.table(block, ["count"]).column(0))
             off = np.zeros(len(counts) + 1, dtype=np.int64)
             np.cumsum(counts, out=off[1:])
             self._count_offsets[block] = off
@@ -451,19 +451,19 @@ def duplicate_ids(docs: np.ndarray, ids: pa.Array) -> pa.Table:
     """Among documents ``docs`` with user ids ``ids`` (one partition: every document of an id is
     here): each document whose id an earlier document has, with the first of them."""
     if len(docs) < 2:
-        return DUP_SCHEMA.empty_table()
-    t = pa.table({"doc": pa.array(np.asarray(docs, np.int64)), "id": ids}).sort_by([("id", "ascending"),
+        return empty_table(DUP_SCHEMA)
+    t = pa.table({"doc": arrow(np.asarray(docs, np.int64)), "id": ids}).sort_by([("id", "ascending"),
                                                                                     ("doc", "ascending")])
     sid = t.column("id").combine_chunks()
-    same = pc.equal(sid.slice(1), sid.slice(0, len(sid) - 1)).to_numpy(zero_copy_only=False)
+    same = to_numpy(pc.equal(sid.slice(1), sid.slice(0, len(sid) - 1)))
     dup = np.flatnonzero(same) + 1
     if len(dup) == 0:
-        return DUP_SCHEMA.empty_table()
+        return empty_table(DUP_SCHEMA)
     is_start = np.ones(len(sid), bool)
     is_start[dup] = False
     first = np.maximum.accumulate(np.where(is_start, np.arange(len(sid)), 0))[dup]
-    doc = t.column("doc").to_numpy()
-    return pa.table({"later": pa.array(doc[dup]), "first": pa.array(doc[first]), "id": sid.take(pa.array(dup))},
+    doc = to_numpy(t.column("doc"))
+    return pa.table({"later": arrow(doc[dup]), "first": arrow(doc[first]), "id": sid.take(arrow(dup))},
                     schema=DUP_SCHEMA)
 
 
@@ -475,8 +475,8 @@ def duplicate_id_rejections(dups: pa.Table, where: Callable[[np.ndarray], List[T
     if dups.num_rows == 0:
         return []
     dups = dups.sort_by([("id", "ascending"), ("later", "ascending")])
-    later = dups.column("later").to_numpy()
-    first = dups.column("first").to_numpy()
+    later = to_numpy(dups.column("later"))
+    first = to_numpy(dups.column("first"))
     ids = dups.column("id").to_pylist()
     at_later = where(later)
     at_first = where(first)

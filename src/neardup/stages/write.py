@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..arrays import arrow
 from .. import io as nio
 from .._version import __version__
 from ..io import fs
@@ -127,9 +128,9 @@ def cluster_records(members: pa.Table) -> pa.Table:
 def rejected_table(records: Sequence[Sequence], names: Sequence[str]) -> pa.Table:
     """rejected.parquet from [source, row or None, reason] rows (sorted here: file, then row)."""
     rows = sorted(records, key=lambda t: (t[0], -1 if t[1] is None else t[1]))
-    return pa.table({"source": pa.array([names[s] for s, _, _ in rows], pa.string()),
-                     "row": pa.array([r for _, r, _ in rows], pa.int64()),
-                     "reason": pa.array([x for _, _, x in rows], pa.string())}, schema=REJECTED_SCHEMA)
+    return pa.table({"source": arrow([names[s] for s, _, _ in rows], pa.string()),
+                     "row": arrow([r for _, r, _ in rows], pa.int64()),
+                     "reason": arrow([x for _, _, x in rows], pa.string())}, schema=REJECTED_SCHEMA)
 
 
 def prepare_output(output: str) -> str:
@@ -178,7 +179,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
         kept = kept_rows(all_rows, dropped.get(si, np.zeros(0, np.int64)))
         if src.format == "table":
             path = table_kept_path(kept_dir, si, len(sources))
-            table = src.table.take(pa.array(kept, pa.int64()))
+            table = src.table.take(arrow(kept, pa.int64()))
             if INDEX_ID_COLUMN in table.column_names:
                 table = table.drop_columns([INDEX_ID_COLUMN])
             write_parquet(table, path)
@@ -219,8 +220,8 @@ def fetch_texts(sources: Sequence[nio.Source], config, wanted: Dict[int, Dict[in
 def sample_table(top: List[dict], texts: Dict[int, str]) -> pa.Table:
     """texts_sample.parquet: the members of the largest clusters, as ``top`` lists them."""
     wanted = [m for c in top for m in c["members"]]  # [doc, id, source, row]
-    return pa.table({"id": pa.array([m[1] for m in wanted], pa.string()),
-                     "text": pa.array([texts[m[0]] for m in wanted], pa.string())}, schema=SAMPLE_SCHEMA)
+    return pa.table({"id": arrow([m[1] for m in wanted], pa.string()),
+                     "text": arrow([texts[m[0]] for m in wanted], pa.string())}, schema=SAMPLE_SCHEMA)
 
 
 def wanted_texts(top: List[dict]) -> Dict[int, Dict[int, int]]:
