@@ -105,6 +105,16 @@ def _string(data, p, end):
     return -1, 0, esc
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _digits(data, p, end):
+    """One or more digits at p: the position after them, or -1."""
+    if p >= end or not (48 <= data[p] <= 57):
+        return -1
+    while p < end and 48 <= data[p] <= 57:
+        p += 1
+    return p
+
+
 @nb.njit(cache=True, nogil=True)
 def _number(data, p, end):
     """A JSON number at p: (position after it or -1, whether it is an integer of at most
@@ -131,20 +141,17 @@ def _number(data, p, end):
         return -1, False, 0
     is_int = digits <= MAX_ID_DIGITS
     if p < end and data[p] == 46:  # fraction
-        p += 1
-        if p >= end or not (48 <= data[p] <= 57):
+        p = _digits(data, p + 1, end)
+        if p < 0:
             return -1, False, 0
-        while p < end and 48 <= data[p] <= 57:
-            p += 1
         is_int = False
     if p < end and (data[p] == 101 or data[p] == 69):  # exponent
         p += 1
         if p < end and (data[p] == 43 or data[p] == 45):
             p += 1
-        if p >= end or not (48 <= data[p] <= 57):
+        p = _digits(data, p, end)
+        if p < 0:
             return -1, False, 0
-        while p < end and 48 <= data[p] <= 57:
-            p += 1
         is_int = False
     return p, is_int, (-v if neg else v)
 
@@ -175,6 +182,20 @@ def _scalar(data, p, end):
 
 
 @nb.njit(cache=True, nogil=True)
+def _key_colon(data, p, end):
+    """A key (a string) at p, white space and a colon: the position after the colon, or -1."""
+    if p >= end or data[p] != _QUOTE:
+        return -1
+    p = _string(data, p, end)[0]
+    if p < 0:
+        return -1
+    p = _ws(data, p, end)
+    if p >= end or data[p] != _COLON:
+        return -1
+    return p + 1
+
+
+@nb.njit(cache=True, nogil=True)
 def _skip_value(data, p, end, stack):
     """Validates one JSON value at p (white space before it skipped); the position after it, or -1."""
     depth = 0
@@ -197,15 +218,9 @@ def _skip_value(data, p, end, stack):
                 p = q
                 opened = True
                 if c == _LBRACE:  # its first key
-                    if p >= end or data[p] != _QUOTE:
-                        return -1
-                    p = _string(data, p, end)[0]
+                    p = _key_colon(data, p, end)
                     if p < 0:
                         return -1
-                    p = _ws(data, p, end)
-                    if p >= end or data[p] != _COLON:
-                        return -1
-                    p += 1
         else:
             p = _scalar(data, p, end)
             if p < 0:
@@ -224,15 +239,9 @@ def _skip_value(data, p, end, stack):
             if c == _COMMA:
                 p = _ws(data, p + 1, end)
                 if top == _LBRACE:
-                    if p >= end or data[p] != _QUOTE:
-                        return -1
-                    p = _string(data, p, end)[0]
+                    p = _key_colon(data, p, end)
                     if p < 0:
                         return -1
-                    p = _ws(data, p, end)
-                    if p >= end or data[p] != _COLON:
-                        return -1
-                    p += 1
                 break
             if (c == _RBRACE and top == _LBRACE) or (c == _RBRACKET and top == _LBRACKET):
                 depth -= 1
