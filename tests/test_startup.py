@@ -50,6 +50,17 @@ def test_a_whole_dedup_run_does_not_import_pandas(tmp_path):
     assert stats["counts"]["removed"] > 0 and (tmp_path / "out" / "report.html").is_file()
 
 
+def test_signatures_of_a_list_do_not_import_pandas():
+    r = _python("""
+        import sys
+        from neardup import MinHasher
+        sig = MinHasher(num_perm=16).signatures(["one two three four five six", None, "a b"])
+        print(sig.shape, "pandas" in sys.modules)
+    """, warmup="0")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "(3, 16) False"
+
+
 def test_in_memory_still_takes_a_dataframe_and_a_subclass():
     pd = pytest.importorskip("pandas")
     from neardup.api import _in_memory

@@ -43,6 +43,7 @@ Every hash is seeded and depends only on the bytes and the seed: the same on eve
 
 from __future__ import annotations
 
+import sys
 import unicodedata
 from functools import lru_cache
 from typing import List, Optional, Tuple
@@ -52,6 +53,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrays import arrow
 from .hashing import GOLDEN, MASK64, fmix64, fmix64_py
 
 __all__ = [
@@ -175,17 +177,14 @@ def to_arrow_strings(texts) -> pa.Array:
     """
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks() if texts.num_chunks != 1 else texts.chunk(0)
-    if not isinstance(texts, pa.Array):
-        try:
-            import pandas as pd  # noqa: F401
-            if hasattr(texts, "to_numpy") and hasattr(texts, "dtype") and not isinstance(texts, np.ndarray):
-                texts = pa.array(texts, type=pa.large_string(), from_pandas=True)
-        except ImportError:  # pragma: no cover
-            pass
+    if not isinstance(texts, pa.Array) and "pandas" in sys.modules:  # no pandas loaded: no Series here
+        if hasattr(texts, "to_numpy") and hasattr(texts, "dtype") and not isinstance(texts, np.ndarray):
+            texts = pa.array(texts, type=pa.large_string(), from_pandas=True)
     if not isinstance(texts, pa.Array):
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of documents, not a single str")
-        texts = pa.array(list(texts), type=pa.large_string())
+        # built from the encoded strings (pa.array of a list imports pandas, 0.2-0.4 s on a first call)
+        texts = arrow(["" if t is None else t for t in texts], pa.large_string())
     if pa.types.is_dictionary(texts.type):
         texts = texts.dictionary_decode()
     if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)
