@@ -8,7 +8,8 @@ PYTHONPATH pointing at one tree's ``src`` (imports, start-up and the whole pipel
 two versions alternating (this machine may be shared: alternation spreads any load over both).
 Per run: wall time, peak RSS summed over the process tree, and the peak size of the work
 directory (polled every 0.2 s). The outputs of the two versions are compared file by file
-(stats.json without "seconds"). The corpus is bench/data/synth_N_s0.jsonl (as bench/pipeline.py).
+(stats.json without "seconds"); when they differ, their removals are compared as decisions: the
+same removed rows, the same representatives, and how many similarities differ and by how much. The corpus is bench/data/synth_N_s0.jsonl (as bench/pipeline.py).
 A 2,000-document run of each version first fills numba's compile cache; it is not timed.
 
 Writes bench/results/commits.json (``--output``) and prints a table.
@@ -76,6 +77,32 @@ def run_one(tree: Path, corpus: str, out: Path, engine: str) -> dict:
     return r
 
 
+def _removals(folder: Path):
+    """(removed rows, representative rows, similarities) in removed.parquet's order; rows from
+    the ``row`` column, or from ``NAME:ROW`` ids (older versions)."""
+    import pyarrow.parquet as pq
+    t = pq.read_table(folder / "removed.parquet").to_pydict()
+
+    def row_of(ids):
+        return [int(str(i).rsplit(":", 1)[1]) for i in ids]
+    rows = t["row"] if "row" in t else row_of(t["id"])
+    reps = row_of(t["representative"]) if all(":" in str(r) for r in t["representative"]) else \
+        [int(r) for r in t["representative"]]
+    return rows, reps, t["similarity"]
+
+
+def compare_removals(old: Path, new: Path) -> dict:
+    """Whether two outputs remove the same documents for the same representatives, and how far
+    their similarities differ (ids are compared as rows: the id column's default changed)."""
+    try:
+        (ra, pa_, sa), (rb, pb, sb) = _removals(old), _removals(new)
+    except (KeyError, ValueError, IndexError) as exc:
+        return {"comparable": False, "why": str(exc)}
+    diffs = [abs(x - y) for x, y in zip(sa, sb)] if len(sa) == len(sb) else []
+    return {"comparable": True, "same_removed_rows": ra == rb, "same_representatives": pa_ == pb,
+            "similarities_that_differ": sum(d > 0 for d in diffs), "similarity_max_abs_diff": max(diffs, default=0.0)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--old", required=True, help="a checkout of the older version (its src/ is used)")
@@ -103,6 +130,8 @@ def main(argv=None) -> int:
                 runs[name].append(run_one(trees[name], str(corpus["path"]), scratch / f"{name}-{n}", args.engine))
         same = outputs(scratch / f"old-{n}") == outputs(scratch / f"new-{n}")
         entry = {"same_output": same}
+        if not same:  # byte-different: the same decisions? (output formats change between versions)
+            entry["removals"] = compare_removals(scratch / f"old-{n}", scratch / f"new-{n}")
         for name in runs:
             walls = [r["wall_s"] for r in runs[name]]
             entry[name] = {"wall_s_median": statistics.median(walls), "wall_s_all": walls,
@@ -118,7 +147,8 @@ def main(argv=None) -> int:
             print(f"{int(n):>10,} {name:>8} {r['wall_s_median']:>9.1f} "
                   f"{' '.join(f'{w:.1f}' for w in r['wall_s_all']):>24} {fmt_bytes(r['peak_rss_bytes_max']):>10} "
                   f"{fmt_bytes(r['peak_work_dir_bytes']):>14}")
-        print(f"{'':>10} new/old wall {e['new_over_old_wall']:.2f}; same output: {e['same_output']}")
+        print(f"{'':>10} new/old wall {e['new_over_old_wall']:.2f}; same output: {e['same_output']}"
+              + (f"; removals: {e['removals']}" if "removals" in e else ""))
     print(f"written to {args.output}")
     return 0
 
