@@ -154,3 +154,21 @@ def test_the_reader_uses_it_and_still_names_the_bad_line(tmp_path):
     p.write_text("\n".join(good[:20] + ['{"id": 20, "text": 5}'] + good[21:]) + "\n")
     with pytest.raises(reader.InputError, match=r"^c\.jsonl:21: text field 'text' is not a string \(got int\)$"):
         list(read_source(src, id_column="id"))
+
+
+def test_plain_runs_skipped_8_bytes_at_a_time_stop_at_every_special_byte():
+    """The text is scanned in aligned 8-byte words: a quote, a backslash escape or a control
+    character (escaped) at any offset, and a raw control byte anywhere, must be seen."""
+    lines, texts = [], []
+    for k in range(40):
+        for special in ('"', "\\", "\n", "\x1f", "é", "\U0001F600"):
+            t = "a" * k + special + "b" * (70 - k) + special * (k % 3)
+            texts.append(t)
+            lines.append(json.dumps({"id": k, "text": t}, ensure_ascii=bool(k % 2)))
+    for lead in range(8):  # the block's start shifted against the words
+        data = (" " * lead + ("\n" + " " * lead).join(lines) + "\n").encode("utf-8")
+        got = _fast(data)
+        assert got is not None and got[0].to_pylist() == texts
+    for k in range(40):  # a raw control byte at every offset sends the block to the slower path
+        bad = ('{"id": 1, "text": "' + "a" * k + "\x01" + "b" * 70 + '"}').encode()
+        assert _fast(bad + b"\n") is None

@@ -12,8 +12,9 @@ pyarrow and ``json.loads`` read them, and every message about a bad line stays t
 slower path.
 
 It runs without the GIL (in the reading thread, beside the hashing kernels): validating a line
-is one pass over its bytes, copying the text out a second one (a plain copy when the text has no
-escape), about ten times less CPU than pyarrow's JSON reader on the same block.
+is one pass over its bytes (the text's runs of plain bytes 8 at a time, as aligned 64-bit
+words), copying the text out a second one (a plain copy when the text has no escape); about
+2-2.8 times less CPU than pyarrow's JSON reader on the benchmark corpus.
 """
 
 from __future__ import annotations
@@ -62,14 +63,45 @@ def _hex4(data, p, end):
     return v
 
 
+_ONES = np.uint64(0x0101010101010101)
+_HIGHS = np.uint64(0x8080808080808080)
+_QUOTES = np.uint64(0x2222222222222222)
+_BACKSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
+_SPACES = np.uint64(0x2020202020202020)
+_NO_WORDS = np.zeros(0, dtype=np.uint64)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _plain_word(w):
+    """Whether none of the 8 bytes of w is a quote, a backslash or a control byte (< 0x20):
+    the classic tests for a zero byte (of w ^ the byte) and for a byte below a bound."""
+    q = w ^ _QUOTES
+    b = w ^ _BACKSLASHES
+    special = ((q - _ONES) & ~q) | ((b - _ONES) & ~b) | ((w - _SPACES) & ~w)
+    return (special & _HIGHS) == 0
+
+
 @nb.njit(cache=True, nogil=True)
-def _string(data, p, end):
+def _string(data, p, end, words=_NO_WORDS, shift=0):
     """A string whose opening quote is at p: (position after its closing quote, its decoded
-    UTF-8 length, whether it has an escape); position -1 when it is not a plain good string."""
+    UTF-8 length, whether it has an escape); position -1 when it is not a plain good string.
+    ``words``, when given, is data as aligned uint64 words from byte ``shift`` on: runs of
+    plain bytes are then skipped 8 at a time."""
     p += 1
     n = 0
     esc = False
+    nw = words.shape[0]
     while p < end:
+        if nw and ((p - shift) & 7) == 0:
+            wi = (p - shift) >> 3
+            stop = min(nw, (end - shift) >> 3)
+            while wi < stop and _plain_word(words[wi]):
+                wi += 1
+            skip = (wi << 3) + shift - p
+            p += skip
+            n += skip
+            if p >= end:
+                break
         c = data[p]
         if c == _QUOTE:
             return p + 1, n, esc
@@ -261,7 +293,7 @@ def _key_is(data, a, b, key):
 
 
 @nb.njit(cache=True, nogil=True)
-def _scan(data, starts, ends, lines, text_key, id_key, want_id, spans):
+def _scan(data, words, shift, starts, ends, lines, text_key, id_key, want_id, spans):
     """Pass 1: validates every line; spans[i] = (text start, text end, decoded length, id start,
     id end, id decoded length or -1 for an integer, the integer). False at the first line that
     is not unremarkable (see the module)."""
@@ -302,7 +334,7 @@ def _scan(data, starts, ends, lines, text_key, id_key, want_id, spans):
             if is_text:
                 if seen_text or data[p] != _QUOTE:
                     return False
-                q, n, esc = _string(data, p, end)
+                q, n, esc = _string(data, p, end, words, shift)
                 if q < 0:
                     return False
                 spans[i, 0] = p + 1
@@ -469,7 +501,9 @@ def extract(data: bytes, starts: np.ndarray, ends: np.ndarray, lines: np.ndarray
     text_key = np.frombuffer(text_column.encode("utf-8"), dtype=np.uint8)
     id_key = np.frombuffer((id_column or "").encode("utf-8"), dtype=np.uint8)
     spans = np.zeros((len(lines), 7), dtype=np.int64)
-    if not _scan(arr, starts, ends, lines, text_key, id_key, want_id, spans):
+    shift = (-arr.ctypes.data) % 8  # the first 8-aligned byte
+    words = arr[shift:shift + (len(arr) - shift) // 8 * 8].view(np.uint64) if len(arr) > shift else _NO_WORDS
+    if not _scan(arr, words, shift, starts, ends, lines, text_key, id_key, want_id, spans):
         return None
     toff, tdata, ioff, idata = _gather(arr, spans, want_id)
     n = len(lines)
