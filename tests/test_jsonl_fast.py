@@ -172,3 +172,27 @@ def test_plain_runs_skipped_8_bytes_at_a_time_stop_at_every_special_byte():
     for k in range(40):  # a raw control byte at every offset sends the block to the slower path
         bad = ('{"id": 1, "text": "' + "a" * k + "\x01" + "b" * 70 + '"}').encode()
         assert _fast(bad + b"\n") is None
+
+
+def test_a_small_input_does_not_compile_the_scanner(tmp_path):
+    """Compiling the scanner takes ~10 s once per version: a first run on a small input (a
+    newcomer's) reads it with pyarrow instead; a large input, or a compiled scanner, uses it."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    p = tmp_path / "c.jsonl"
+    p.write_text("".join(json.dumps({"id": i, "text": f"words {i}"}) + "\n" for i in range(30)))
+    code = f"""
+import sys
+from neardup.io import Source, read_source, _jsonl_fast as J
+src = Source(path={str(p)!r}, name="c.jsonl", relpath="c.jsonl", format="jsonl")
+n = sum(len(b) for b in read_source(src, id_column="id"))
+print(n, J.worth_it(10), J.worth_it(J.COMPILE_FROM_BYTES), bool(J._scan.signatures))
+"""
+    src_dir = str(Path(__file__).resolve().parent.parent / "src")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=src_dir)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["30", "False", "True", "False"]

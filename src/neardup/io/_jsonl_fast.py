@@ -32,7 +32,7 @@ _QUOTE, _BACKSLASH, _COLON, _COMMA = 34, 92, 58, 44
 _LBRACE, _RBRACE, _LBRACKET, _RBRACKET = 123, 125, 91, 93
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _ws(data, p, end):
     while p < end:
         c = data[p]
@@ -43,7 +43,7 @@ def _ws(data, p, end):
     return p
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _hex4(data, p, end):
     """The value of 4 hex digits at p, or -1."""
     if p + 4 > end:
@@ -71,7 +71,7 @@ _SPACES = np.uint64(0x2020202020202020)
 _NO_WORDS = np.zeros(0, dtype=np.uint64)
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _plain_word(w):
     """Whether none of the 8 bytes of w is a quote, a backslash or a control byte (< 0x20):
     the classic tests for a zero byte (of w ^ the byte) and for a byte below a bound."""
@@ -82,11 +82,11 @@ def _plain_word(w):
 
 
 @nb.njit(cache=True, nogil=True)
-def _string(data, p, end, words=_NO_WORDS, shift=0):
+def _string(data, p, end, words, shift):
     """A string whose opening quote is at p: (position after its closing quote, its decoded
     UTF-8 length, whether it has an escape); position -1 when it is not a plain good string.
-    ``words``, when given, is data as aligned uint64 words from byte ``shift`` on: runs of
-    plain bytes are then skipped 8 at a time."""
+    ``words`` is data as aligned uint64 words from byte ``shift`` on (runs of plain bytes are
+    then skipped 8 at a time), or empty."""
     p += 1
     n = 0
     esc = False
@@ -137,7 +137,7 @@ def _string(data, p, end, words=_NO_WORDS, shift=0):
     return -1, 0, esc
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _digits(data, p, end):
     """One or more digits at p: the position after them, or -1."""
     if p >= end or not (48 <= data[p] <= 57):
@@ -188,7 +188,7 @@ def _number(data, p, end):
     return p, is_int, (-v if neg else v)
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _literal(data, p, end):
     """true / false / null at p: the position after it, or -1."""
     c = data[p]
@@ -207,7 +207,7 @@ def _scalar(data, p, end):
     """A string, number or literal at p: the position after it, or -1 (also for { and [)."""
     c = data[p]
     if c == _QUOTE:
-        return _string(data, p, end)[0]
+        return _string(data, p, end, _NO_WORDS, 0)[0]
     if c == 45 or 48 <= c <= 57:
         return _number(data, p, end)[0]
     return _literal(data, p, end)
@@ -218,7 +218,7 @@ def _key_colon(data, p, end):
     """A key (a string) at p, white space and a colon: the position after the colon, or -1."""
     if p >= end or data[p] != _QUOTE:
         return -1
-    p = _string(data, p, end)[0]
+    p = _string(data, p, end, _NO_WORDS, 0)[0]
     if p < 0:
         return -1
     p = _ws(data, p, end)
@@ -282,7 +282,7 @@ def _skip_value(data, p, end, stack):
             return -1
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _key_is(data, a, b, key):
     if b - a != key.shape[0]:
         return False
@@ -313,7 +313,7 @@ def _scan(data, words, shift, starts, ends, lines, text_key, id_key, want_id, sp
         while True:
             if p >= end or data[p] != _QUOTE:
                 return False
-            q, kn, esc = _string(data, p, end)
+            q, kn, esc = _string(data, p, end, _NO_WORDS, 0)
             if q < 0:
                 return False
             if esc:  # the key decoded (in keybuf)
@@ -346,7 +346,7 @@ def _scan(data, words, shift, starts, ends, lines, text_key, id_key, want_id, sp
                 if seen_id:
                     return False
                 if data[p] == _QUOTE:
-                    q, n, esc = _string(data, p, end)
+                    q, n, esc = _string(data, p, end, _NO_WORDS, 0)
                     if q < 0:
                         return False
                     spans[i, 3] = p + 1
@@ -380,7 +380,7 @@ def _scan(data, words, shift, starts, ends, lines, text_key, id_key, want_id, sp
     return True
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _put_utf8(out, o, cp):
     if cp < 0x80:
         out[o] = cp
@@ -489,6 +489,24 @@ def _gather(data, spans, want_id):
             else:
                 idata[o:ioff[i + 1]] = data[spans[i, 3]:spans[i, 4]]
     return toff, tdata, ioff, idata
+
+
+COMPILE_FROM_BYTES = 1 << 30  # a source this large compiles the scanner when it is not compiled yet
+
+
+def worth_it(source_bytes: int) -> bool:
+    """Whether to read a source of ``source_bytes`` with the scanner: always once it is compiled
+    (in this process, or in numba's disk cache); otherwise only a source of COMPILE_FROM_BYTES or
+    more, for which compiling it once (about 10 s, once per neardup version) pays: a small input
+    (the first run of a newcomer) is read by pyarrow as fast and compiles nothing more."""
+    if _scan.signatures and _gather.signatures:
+        return True
+    if source_bytes >= COMPILE_FROM_BYTES:
+        return True
+    try:  # numba's own check of its index (as neardup.kernels_cached); the layout is not public
+        return bool(_scan._cache._cache_file._load_index()) and bool(_gather._cache._cache_file._load_index())
+    except Exception:
+        return False
 
 
 def extract(data: bytes, starts: np.ndarray, ends: np.ndarray, lines: np.ndarray, text_column: str,

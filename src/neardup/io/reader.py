@@ -256,6 +256,11 @@ class _JsonlParser:
         self.ctx = ctx
         self.id_types = [pa.string(), pa.int64()]  # the last one that worked goes first
         self.seen_record = False
+        try:
+            size = _fs.info(ctx.src.path).size or 0
+        except Exception:  # its size only decides whether to compile the scanner now
+            size = 0
+        self.fast = _jsonl_fast.worth_it(size)
 
     def _schema(self, id_type: pa.DataType) -> pa.Schema:
         ctx = self.ctx
@@ -312,7 +317,7 @@ class _JsonlParser:
         text = ids = scores = None
         keep = good
         fast = None
-        if len(good) and not bad and ctx.score_column is None:
+        if self.fast and len(good) and not bad and ctx.score_column is None:
             # the plain case, every line a simple record: compiled, no Python objects
             fast = _jsonl_fast.extract(data, starts, ends, good, ctx.text_column, ctx.id_column)
         if fast is not None:
