@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATA_DIR, REPO_DIR, RESULTS_DIR, ensure_corpus, fmt_bytes, run_header, write_json  # noqa: E402
+from common import (DATA_DIR, REPO_DIR, RESULTS_DIR, WARMUP_ENV, ensure_corpus, fmt_bytes, run_header,  # noqa: E402
+                    write_json)
 from engines import measure, outputs  # noqa: E402
 
 
@@ -119,8 +120,11 @@ def main(argv=None) -> int:
                                              text=True).stdout.strip() for k, v in trees.items()}, sizes={})
     scratch = DATA_DIR / "commits"
     warm = ensure_corpus(2000, log=lambda m: print(m, file=sys.stderr))
+    os.environ.update(WARMUP_ENV)  # the warm-ups compile everything (a newer tree's JSONL scanner too)
     for name, tree in trees.items():
         run_one(tree, str(warm["path"]), scratch / f"warm-{name}", args.engine)
+    for k in WARMUP_ENV:
+        os.environ.pop(k, None)
     for n in [int(x) for x in args.sizes.split(",") if x]:
         corpus = ensure_corpus(n, log=lambda m: print(m, file=sys.stderr))
         runs = {"old": [], "new": []}

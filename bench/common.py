@@ -154,6 +154,12 @@ def _vm_hwm(pid: int) -> int:
     return 0
 
 
+# Untimed warm-up runs compile everything, the JSONL scanner too (a run compiles it by itself
+# only for an input of 1 GiB or more: see neardup.io._jsonl_fast.worth_it), so that no timed run
+# pays for compiling.
+WARMUP_ENV = {"NEARDUP_JSONL_SCANNER": "1"}
+
+
 def run_measured(cmd: Sequence[str], *, timeout: Optional[float] = None, poll_s: float = 0.1,
                  env: Optional[dict] = None, cwd: Optional[Path] = None) -> dict:
     """Run ``cmd``; wall time, CPU time, peak memory and the tail of its output.

@@ -38,6 +38,7 @@ on one machine should stay under 2x the local engine's (wall time).
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import shutil
 import subprocess
@@ -49,7 +50,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (DATA_DIR, REPO_DIR, RESULTS_DIR, ensure_corpus, fmt_bytes, run_header,  # noqa: E402
+from common import (DATA_DIR, REPO_DIR, RESULTS_DIR, WARMUP_ENV, ensure_corpus, fmt_bytes, run_header,  # noqa: E402
                     write_json)
 
 RATIO_TARGET = 2.0
@@ -160,7 +161,7 @@ def warm_up(workers: Optional[int], log) -> None:
         out = DATA_DIR / "runs" / f"engines_warmup_{engine}"
         shutil.rmtree(out, ignore_errors=True)
         subprocess.run(dedup_cmd(corpus["path"], out, engine, workers), check=True, cwd=REPO_DIR,
-                       capture_output=True)
+                       capture_output=True, env=dict(os.environ, **WARMUP_ENV))
 
 
 # --------------------------------------------------------------------------- per-core rates

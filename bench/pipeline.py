@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import re
 import shlex
 import shutil
@@ -51,7 +52,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (BENCH_DIR, DATA_DIR, REPO_DIR, RESULTS_DIR, ensure_corpus, fmt_bytes,  # noqa: E402
                     TruthPairs, fmt_rate, grade, gram_set, jaccard_sets, load_truth, read_jsonl_texts,
-                    run_header, run_measured, write_json)
+                    WARMUP_ENV, run_header, run_measured, write_json)
 
 PEER_TOOLS = ("datasketch", "rensa", "rensa-dedup")
 TARGETS = {
@@ -286,7 +287,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 shutil.rmtree(out)
             log(f"neardup warm-up {k + 1}/2 (2,000 documents; compiles on a cold cache; not timed) ...")
             m = run_measured(neardup_command(Path(warm["path"]), out, args.threshold, extra),
-                             timeout=args.timeout, cwd=REPO_DIR)
+                             timeout=args.timeout, cwd=REPO_DIR, env=dict(os.environ, **WARMUP_ENV))
             result["neardup_warmup"].append(
                 {"wall_s": m["wall_s"], "returncode": m["returncode"],
                  "stderr_tail": m["stderr_tail"][-1000:] if m["returncode"] else ""})

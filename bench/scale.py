@@ -63,7 +63,8 @@ from pathlib import Path
 from typing import List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATA_DIR, REPO_DIR, RESULTS_DIR, ensure_corpus, fmt_bytes, run_header, run_measured, write_json  # noqa: E402
+from common import (DATA_DIR, REPO_DIR, RESULTS_DIR, WARMUP_ENV, ensure_corpus, fmt_bytes, run_header,  # noqa: E402
+                    run_measured, write_json)
 
 SHARD_DOCS = 1_000_000
 MAX_SHARDS = 10
@@ -274,7 +275,7 @@ def warmup(shard: Path, run_dir: Path, log=print) -> dict:
     t0 = time.perf_counter()
     cmd = [sys.executable, "-m", "neardup", "dedup", str(tmp / "warmup.jsonl"), "--output", str(tmp / "out"),
            "--threshold", "0.8", "--quiet"]
-    rc = __import__("subprocess").run(cmd, env=_env()).returncode
+    rc = __import__("subprocess").run(cmd, env=dict(_env(), **WARMUP_ENV)).returncode
     seconds = time.perf_counter() - t0
     shutil.rmtree(tmp, ignore_errors=True)
     log(f"warm-up (2,000 documents, untimed): {seconds:.1f} s, exit {rc}")

@@ -196,3 +196,8 @@ print(n, J.worth_it(10), J.worth_it(J.COMPILE_FROM_BYTES), bool(J._scan.signatur
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["30", "False", "True", "False"]
+    for value, want in (("1", "True True"), ("0", "False False")):  # the environment decides
+        check = "from neardup.io import _jsonl_fast as J; print(J.worth_it(10), J.worth_it(J.COMPILE_FROM_BYTES))"
+        r = subprocess.run([sys.executable, "-c", check], env=dict(env, NEARDUP_JSONL_SCANNER=value),
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and r.stdout.strip() == want, r.stdout + r.stderr

@@ -19,6 +19,7 @@ words), copying the text out a second one (a plain copy when the text has no esc
 
 from __future__ import annotations
 
+import os
 from typing import Optional, Tuple
 
 import numba as nb
@@ -498,7 +499,11 @@ def worth_it(source_bytes: int) -> bool:
     """Whether to read a source of ``source_bytes`` with the scanner: always once it is compiled
     (in this process, or in numba's disk cache); otherwise only a source of COMPILE_FROM_BYTES or
     more, for which compiling it once (about 10 s, once per neardup version) pays: a small input
-    (the first run of a newcomer) is read by pyarrow as fast and compiles nothing more."""
+    (the first run of a newcomer) is read by pyarrow as fast and compiles nothing more.
+    ``NEARDUP_JSONL_SCANNER=1`` uses it always, ``0`` never."""
+    choice = os.environ.get("NEARDUP_JSONL_SCANNER", "")
+    if choice in ("0", "1"):
+        return choice == "1"
     if _scan.signatures and _gather.signatures:
         return True
     if source_bytes >= COMPILE_FROM_BYTES:
