@@ -1,9 +1,8 @@
 """Array helpers the stages share.
 
-``arrow`` is ``pa.array(a)`` for a numeric numpy array without a copy and without pyarrow's
-check for pandas objects, which imports pandas (0.2-0.4 s) the first time it runs; ``to_numpy``
-is ``to_numpy(zero_copy_only=False)`` of an Arrow array, booleans unpacked here (pyarrow
-converts them through its pandas code, importing pandas).
+``arrow``, ``to_numpy`` and ``empty_table`` are ``pa.array``, ``Array.to_numpy`` and
+``Schema.empty_table`` for numbers, booleans and strings, built from buffers: pyarrow's own
+import pandas (0.2-0.4 s) the first time one of them runs.
 
 ``unique`` is ``np.unique(a)`` by sorting: numpy 2.3 and later find the distinct values of an
 integer array with a hash table first when no index, inverse or count is asked for, which

@@ -2,15 +2,18 @@
 
 JSONL is read in blocks of ~16 MB of whole lines. A block of plain records (the usual case)
 is read by a compiled scanner (:mod:`._jsonl_fast`: text and id spans straight into Arrow
-buffers); any other block is parsed by ``pyarrow.json`` with an explicit schema of only the
-needed fields, and a block pyarrow cannot parse (or whose rows do not line up with its lines)
-is parsed again line by line with ``json.loads``, which names the bad lines. Every non-blank line ends up either as a document or as a rejected entry.
+buffers; see :func:`._jsonl_fast.worth_it` for when); any other block is parsed by
+``pyarrow.json`` with an explicit schema of only the needed fields, and a block pyarrow cannot
+parse (or whose rows do not line up with its lines) is parsed again line by line with
+``json.loads``, which names the bad lines. Every non-blank line ends up either as a document or
+as a rejected entry.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -256,10 +259,12 @@ class _JsonlParser:
         self.ctx = ctx
         self.id_types = [pa.string(), pa.int64()]  # the last one that worked goes first
         self.seen_record = False
-        try:
-            size = _fs.info(ctx.src.path).size or 0
-        except Exception:  # its size only decides whether to compile the scanner now
-            size = 0
+        size = 0  # a remote file counts as small here: no extra request for its size
+        if not _fs.is_url(ctx.src.path):
+            try:
+                size = os.path.getsize(_fs.local_path(ctx.src.path))
+            except OSError:  # its size only decides whether to compile the scanner now
+                pass
         self.fast = _jsonl_fast.worth_it(size)
 
     def _schema(self, id_type: pa.DataType) -> pa.Schema:
