@@ -48,6 +48,22 @@ def is_url(path: str) -> bool:
     return m is not None and m.group(1).lower() not in ("file", "local")
 
 
+# user:password@ (or a lone token@) after a scheme: what a URL carries as credentials
+_USERINFO = re.compile(r"((?:[A-Za-z][A-Za-z0-9+.\-]*::)*[A-Za-z][A-Za-z0-9+.\-]*://)([^/@\s]*)@")
+
+
+def redact(text: str) -> str:
+    """``text`` with the credentials of every URL in it hidden: ``scheme://user:pw@host`` becomes
+    ``scheme://user:***@host`` and ``scheme://token@host`` (or ``:pw@``) ``scheme://***@host``.
+    Every path or URL that neardup prints or stores passes through here; nothing else of the text
+    changes."""
+    def hide(m: "re.Match") -> str:
+        user, sep, _ = m.group(2).partition(":")
+        return f"{m.group(1)}{user}:***@" if sep and user else f"{m.group(1)}***@"
+
+    return _USERINFO.sub(hide, str(text))
+
+
 def local_path(path: str) -> str:
     """A local path without its ``file://`` prefix (the path itself when it has none)."""
     p = str(path)
