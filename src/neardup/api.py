@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import tempfile
@@ -15,10 +16,10 @@ import pyarrow as pa
 from . import io as nio
 from .arrays import empty_table
 from .config import Config
-from .errors import ConfigError
+from .errors import ConfigError, NeardupError
 from .io import fs
 from .io.tables import parquet_file, read_table
-from .stages.write import INDEX_ID_COLUMN  # the id of a DataFrame's row or of a text in a list
+from .stages.write import INDEX_ID_COLUMN, publish_stats  # (the id of a DataFrame's row or of a text in a list)
 
 __all__ = ["dedup", "DedupResult"]
 
@@ -105,7 +106,7 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
           threshold: float = 0.8, num_perm: int = 128, bands: Optional[int] = None, rows: Optional[int] = None,
           verify: str = "exact", keep: str = "first", text_column: str = "text", id_column: Optional[str] = None,
           on_error: str = "fail", engine: str = "local", work_dir: Optional[str] = None, resume: bool = False,
-          overwrite: bool = False, quiet: bool = True, keep_work: Optional[bool] = None,
+          overwrite: bool = False, quiet: bool = True, keep_work: Optional[bool] = None, paths: bool = False,
           **options: Any) -> DedupResult:
     """Finds and removes near-duplicate documents; returns a :class:`DedupResult`.
 
@@ -116,7 +117,8 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
         ``datasets.Dataset``, or a ``DatasetDict`` (its splits deduplicated together, a document of
         one split against those of every split); or a list of texts (``["text one", ...]``: the
         result's ``kept`` is then the list of the indexes kept). A list of strings is read as paths
-        when each one names an existing file or folder or matches a glob.
+        when each one names an existing file or folder or matches a glob; with ``paths=True``
+        every string is a path (the command line passes that: a missing one is an error).
     output
         The output folder (kept/, removed.parquet, clusters.parquet, stats.json, report.html).
         For in-memory inputs, None (the default) keeps nothing on disk: the result is returned and
@@ -138,9 +140,12 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
         "fail": the first bad record stops the run with one clear line (InputError); "skip": bad
         records are left out and listed in ``result.rejected``.
     engine ("local"), work_dir, resume (False), overwrite (False), quiet (True), keep_work
-        Run on this machine or on Ray ("ray"); where the stage files go; continue an interrupted
-        run; replace the results of an earlier run in ``output``; show progress bars; keep the
-        work directory after success.
+        Run on this machine or on Ray ("ray"); where the stage files go (default
+        ``output/.neardup-work``); continue an interrupted run (same inputs and options); replace
+        the results of an earlier run in ``output`` and discard an earlier run's work in the work
+        dir; show progress bars; keep the work directory after success. neardup writes only into
+        a new or empty folder or one it made before (see the README's "What neardup will and will
+        not touch").
     **options
         Every other field of :class:`neardup.Config`: ngram, char_ngrams, min_recall, seed,
         normalisation switches, max_anchor_rounds, output_format, batch_size, workers,
@@ -154,7 +159,7 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
     """
     options.update(threshold=threshold, num_perm=num_perm, bands=bands, rows=rows, verify=verify, keep=keep,
                    text_column=text_column, id_column=id_column, on_error=on_error, engine=engine)
-    kind, tables = _in_memory(source)
+    kind, tables = (None, None) if paths else _in_memory(source)
     if kind in ("pandas", "texts") and id_column is None:
         options["id_column"] = INDEX_ID_COLUMN
     elif kind is not None and id_column is None and all("id" in t.column_names for t in tables.values()):
@@ -180,11 +185,10 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
     temporary = output is None
     if temporary:
         output = tempfile.mkdtemp(prefix="neardup-")
-    elif kind is None:
-        sources = _outside(sources, output, work_dir)
     try:
         ctx = run(config, sources, output, work_dir=work_dir, resume=resume, quiet=quiet, keep_work=keep_work,
-                  overwrite=overwrite or temporary, report=not (temporary and kind is not None))
+                  overwrite=overwrite or temporary, report=not (temporary and kind is not None),
+                  inputs=inputs if kind is None else ())
         result = _result(kind, tables, source, ctx, output)
     finally:
         if temporary and kind is not None:
@@ -247,19 +251,6 @@ def _remote_head(path: str, compression: Optional[str], size: int = 1 << 20) -> 
     return raw
 
 
-def _outside(sources: List[nio.Source], output: str, work_dir: Optional[str]) -> List[nio.Source]:
-    """The inputs less any file inside the output folder or the work directory: a run never reads
-    its own (or an earlier run's) output as input."""
-    def under(path: str) -> str:  # a folder's form for a prefix test: a URL as typed, a local path resolved
-        return path.rstrip("/") + "/" if fs.is_url(path) else os.path.realpath(fs.local_path(path)) + os.sep
-
-    skip = [under(p) for p in (output, work_dir) if p]
-    kept = [s for s in sources if not any(under(s.path).startswith(d) for d in skip)]
-    if not kept and sources:
-        raise ConfigError(f"every input lies inside the output folder {output!r}; choose another output folder")
-    return kept
-
-
 def _empty_result(kind: str, source, config: Config) -> "DedupResult":
     from .stages.write import CLUSTERS_SCHEMA, REJECTED_SCHEMA, REMOVED_SCHEMA, build_stats
     counts = dict.fromkeys(("input", "kept", "removed", "rejected", "clusters", "empty_documents",
@@ -270,82 +261,108 @@ def _empty_result(kind: str, source, config: Config) -> "DedupResult":
                        rejected=empty_table(REJECTED_SCHEMA), stats=stats, output=None)
 
 
-def check_output_folder(output: str, overwrite: bool = False) -> None:
-    """An output folder is new, empty, or (with ``overwrite``) one that holds only neardup's
-    files from an earlier run. A URL's store must be reachable, with credentials and its bucket,
-    before any work is done (one line otherwise)."""
-    if fs.is_url(output):
-        fs.check_reachable(output)
-        if fs.isfile(output):
-            raise ConfigError(f"output {output!r} exists and is not a folder")
-        entries = [name for name, _ in fs.listdir(output) if not name.startswith(".")] if fs.isdir(output) else []
-    elif os.path.exists(output) and not os.path.isdir(output):
-        raise ConfigError(f"output {output!r} exists and is not a folder")
-    else:
-        entries = [e for e in os.listdir(output) if not e.startswith(".")] if os.path.isdir(output) else []
-    if entries:
-        from .stages.write import OUTPUT_FILES
-        ours = set(OUTPUT_FILES)
-        foreign = [e for e in entries if e not in ours]
-        if foreign:
-            raise ConfigError(f"output folder {output!r} holds other files ({', '.join(sorted(foreign)[:3])}); "
-                              f"choose an empty or new folder")
-        if entries and not overwrite:
-            raise ConfigError(f"output folder {output!r} holds the results of an earlier run; pass --overwrite "
-                              f"(overwrite=True) to replace them, or choose another folder")
+STAGING = ".neardup-staging"  # where a run writes its result before it is moved into the output
+WORK = ".neardup-work"        # the default work dir, inside the output
+OUTPUT_FORMAT = 1             # the output folder's marker format
+
+
+def claim_output(out, run: str, overwrite: bool, resume: bool) -> None:
+    """Makes ``out`` a neardup output folder, or checks that it is one, for the run ``run`` (its
+    fingerprint). Results of an earlier run are replaced only with ``overwrite``, or with
+    ``resume`` when they are this very run's (a resumed run that had published them already)."""
+    from .stages.write import OUTPUT_FILES
+    marker = out.claim("output", "output folder", OUTPUT_FORMAT)
+    results = [n for n in out.names() if n in OUTPUT_FILES]
+    if results and not overwrite and not (resume and marker.get("run") == run):
+        other = " of other inputs or options" if resume else ""
+        raise ConfigError(f"output folder {out} holds the results of an earlier run{other}; pass --overwrite "
+                          f"(overwrite=True) to replace them, or choose another folder")
+    if marker.get("run") != run:
+        out.set_marker({**marker, "run": run})
 
 
 def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Optional[str] = None,
         resume: bool = False, quiet: bool = True, keep_work: Optional[bool] = None, overwrite: bool = False,
-        report: bool = True):
+        report: bool = True, inputs: Sequence[str] = ()):
     """Runs a resolved config over discovered sources with the configured engine, then writes
-    report.html; returns the run's context (``.stats`` as written to stats.json)."""
-    from .stages import RunContext
-    from .stages.layout import WorkDir, fingerprint
+    report.html; returns the run's context (``.stats`` as written to stats.json).
 
-    check_output_folder(output, overwrite=overwrite or resume)
+    Everything is written into folders neardup owns (:mod:`neardup.io.folder`): the output and
+    the work dir are claimed (a foreign folder, or one that is or holds or lies inside an input,
+    is refused untouched) and locked for the run; the result is written into a staging folder
+    and published whole, stats.json last."""
+    from .io.folder import Folder, refuse_overlap
+    from .stages import RunContext
+    from .stages.layout import WorkDir, fingerprint, run_identity
+    from .stages.write import OUTPUT_FILES
+
+    out = Folder.of(output)
     explicit_work = work_dir is not None
-    if work_dir is not None and fs.is_url(work_dir):
-        if config.engine != "ray":
-            raise ConfigError(f"--work-dir {work_dir}: the local engine keeps its work dir on local disk; "
-                              f"give a local folder (or run with --engine ray, which accepts a URL)")
-        fs.check_reachable(work_dir)
-    if work_dir is None:
-        work_dir = _default_work_dir(output, config.engine)
+    work_folder = Folder.of(work_dir if explicit_work else _default_work_dir(out, config.engine))
+    if work_folder.is_remote and config.engine != "ray":
+        raise ConfigError(f"--work-dir {work_folder}: the local engine keeps its work dir on local disk; "
+                          f"give a local folder (or run with --engine ray, which accepts a URL)")
+    files = [s.path for s in sources if s.format != "table"]
+    refuse_overlap("output folder", out, inputs, files)
+    refuse_overlap("--work-dir", work_folder, inputs, files)
+    inside = work_folder.path.startswith(out.path.rstrip("/") + ("/" if out.is_remote else os.sep))
+    if work_folder.path == out.path or (explicit_work and out.path.startswith(work_folder.path + "/")) or \
+            (explicit_work and out.path.startswith(work_folder.path + os.sep)):
+        raise ConfigError(f"--work-dir {work_folder}: is or holds the output folder {out}; choose another")
+    for folder, kind, role in ((out, "output", "output folder"), (work_folder, "work-dir", "--work-dir")):
+        if folder.is_remote:
+            fs.check_reachable(folder.path)
+        folder.check_claim(kind, role)  # before the lock file is made in it: nothing is written into a foreign folder
     if keep_work is None:
         keep_work = explicit_work
-    work = WorkDir(work_dir, fingerprint(config, sources), resume=resume)
-    ctx = RunContext(config=config, sources=sources, work=work, output=output, quiet=quiet)
-    if config.engine == "ray":
+    identity = run_identity(config, sources)
+    with out.lock(), (contextlib.nullcontext() if inside else work_folder.lock()):
+        claim_output(out, fingerprint(identity), overwrite, resume)
+        work = WorkDir(work_folder.path, identity, resume=resume, overwrite=overwrite)
+        staging = out.child(STAGING)
+        staging.remove_all()
+        staging.makedirs()
+        ctx = RunContext(config=config, sources=sources, work=work, output=staging.path, quiet=quiet)
         try:
-            from .engines.ray import run_ray
-        except ImportError as exc:
-            raise ConfigError(f"the Ray engine needs Ray: pip install 'neardup[ray]' ({exc})") from None
-        ctx.stats = run_ray(ctx)
-    else:
-        from .engines.local import run_local
-        with _arrow_threads(config.workers):
-            ctx.stats = run_local(ctx)
-    if config.update_index:
-        ctx.stats["index_update"] = _update_index(ctx)
-    if report:
-        from .report import write_report
-        write_report(output, plots="svg")  # inline SVG: no matplotlib start-up in a run; `neardup report` draws PNGs
-    if not keep_work:
-        work.remove()
+            if config.engine == "ray":
+                try:
+                    from .engines.ray import run_ray
+                except ImportError as exc:
+                    raise ConfigError(f"the Ray engine needs Ray: pip install 'neardup[ray]' ({exc})") from None
+                ctx.stats = run_ray(ctx)
+            else:
+                from .engines.local import run_local
+                with _arrow_threads(config.workers):
+                    ctx.stats = run_local(ctx)
+            if report:
+                from .report import write_report
+                write_report(staging.path, plots="svg")  # inline SVG: no matplotlib start-up in a run
+            out.publish(staging, OUTPUT_FILES, "stats.json")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                staging.remove_all()  # the old result (if any) stays whole; nothing half-written is left
+            raise
+        ctx.output = out.path
+        if config.update_index:
+            # after the result is published: a failure here leaves a complete output and an index
+            # without this run's documents (never an index holding documents of a run that failed)
+            ctx.stats["index_update"] = _update_index(ctx)
+            publish_stats(out.path, ctx.stats)
+        if not keep_work:
+            work.remove(whole=inside or not explicit_work)
     return ctx
 
 
-def _default_work_dir(output: str, engine: str) -> str:
+def _default_work_dir(out, engine: str) -> str:
     """OUTPUT/.neardup-work; for a URL output on the local engine a local folder in the temporary
     directory instead, named after the output, so that ``--resume`` finds it again (the local
     engine reads its stage files back with explicit reads and memory maps: local disk only). The
     Ray engine keeps it in the store, where every node sees it."""
-    if not fs.is_url(output) or engine == "ray":
-        return fs.join(output, ".neardup-work")
+    if not out.is_remote or engine == "ray":
+        return out.join(WORK)
     import hashlib
 
-    name = hashlib.sha256(output.rstrip("/").encode()).hexdigest()[:16]
+    name = hashlib.sha256(out.path.encode()).hexdigest()[:16]
     return os.path.join(tempfile.gettempdir(), f"neardup-work-{name}")
 
 
@@ -388,7 +405,11 @@ def _update_index(ctx) -> dict:
     dropped = np.concatenate([excluded_from_pairs(ctx, corpus)] + [
         t.filter(t.column("removed")).column("doc").to_numpy() for t in removed])
     store = DocStore(ctx.work.path, corpus.block_start, ctx.config.num_perm)
-    return update_index(ctx, store, np.unique(dropped), user_ids_wanted(ctx))
+    try:
+        return update_index(ctx, store, np.unique(dropped), user_ids_wanted(ctx))
+    except NeardupError as exc:
+        raise type(exc)(f"the output {fs.redact(ctx.output)} is complete, but adding its kept documents to the "
+                        f"index failed: {exc}") from None
 
 
 def _result(kind, tables, source, ctx, output) -> DedupResult:
@@ -438,5 +459,5 @@ def format_summary(stats: dict, output: str) -> str:
                      f"{p['max_anchor_rounds']} anchor rounds (raise --max-anchor-rounds)")
     if secs:
         lines.append("  seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in secs.items()) + f"  (total {total:.1f})")
-    lines.append(f"  output: {output}/ (kept/, removed.parquet, clusters.parquet, stats.json, report.html)")
+    lines.append(f"  output: {fs.redact(output)}/ (kept/, removed.parquet, clusters.parquet, stats.json, report.html)")
     return "\n".join(lines)

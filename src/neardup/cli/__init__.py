@@ -9,6 +9,7 @@ Ctrl-C exits with 130 after the stage in progress has been abandoned.
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from typing import List, Optional
 
@@ -39,7 +40,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         with interrupt_handler():
             return int(args.func(args) or 0)
     except NeardupError as exc:
-        print(f"neardup: error: {exc}", file=sys.stderr)
+        print(f"neardup: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except RecursionError:
+        print("neardup: error: input nested too deeply to be read (Python's recursion limit)", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if exc.errno not in ENVIRONMENT_ERRNOS:
+            raise
+        # the machine's problem, not neardup's: a full disk, a folder that cannot be written
+        print(f"neardup: error: {_os_error_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return _interrupted()
@@ -58,6 +68,27 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"neardup {__version__}: this is a bug in neardup, not a problem with your input or options; "
               f"please report it with the traceback above", file=sys.stderr)
         return 1
+
+
+# errors of the machine or of the user's folders, reported in one line (exit 2), never as a bug
+ENVIRONMENT_ERRNOS = {errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ENOTDIR,
+                      errno.EISDIR, errno.ENAMETOOLONG, errno.EMFILE, errno.ENFILE, errno.ELOOP, errno.EXDEV,
+                      errno.EIO, errno.EFBIG}
+
+
+def _one_line(exc: BaseException) -> str:
+    from ..io.fs import redact
+    return redact(" ".join(str(exc).split()))
+
+
+def _os_error_line(exc: OSError) -> str:
+    from ..io.fs import redact
+    where = exc.filename if exc.filename is not None else ""
+    if isinstance(where, bytes):
+        where = where.decode("utf-8", "backslashreplace")
+    reason = exc.strerror or str(exc)
+    hint = " (free some space, or choose a folder on another disk)" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+    return redact(f"{where}: {reason}{hint}" if where else f"{reason}{hint}")
 
 
 def _caused_by_interrupt(exc: BaseException) -> bool:

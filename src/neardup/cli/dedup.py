@@ -18,7 +18,8 @@ def register(sub) -> None:
                     "every removal to --output.",
         formatter_class=HelpFormatter)
     p.add_argument("inputs", nargs="+", metavar="INPUT",
-                   help="files, folders (read recursively in sorted path order) or globs")
+                   help="files, folders (read recursively in sorted path order) or globs; each is a path, "
+                        "never a text (a missing one is an error)")
     p.add_argument("--output", "-o", required=True, metavar="DIR",
                    help="output folder: kept/, removed.parquet, clusters.parquet, stats.json, report.html")
     g = p.add_argument_group("similarity")
@@ -67,11 +68,14 @@ def register(sub) -> None:
     g.add_argument("--ray-address", default=None,
                    help="with --engine ray: address of a running cluster (default: start a local Ray instance)")
     g.add_argument("--work-dir", default=None, metavar="DIR",
-                   help="folder for stage files (default: OUTPUT/.neardup-work, removed after success)")
+                   help="folder for stage files (default: OUTPUT/.neardup-work, removed after success); must be "
+                        "new, empty or a work dir neardup made, and outside the inputs")
     g.add_argument("--overwrite", action="store_true",
-                   help="replace the results of an earlier run in --output (without it such a folder is refused)")
+                   help="replace the results of an earlier run in --output and discard an earlier run's work in "
+                        "the work dir (without it both are refused; folders neardup did not make are always refused)")
     g.add_argument("--resume", action="store_true",
-                   help="continue an interrupted run from its last finished stage (same inputs and options)")
+                   help="continue an interrupted run from its last finished stage (same inputs and options: "
+                        "otherwise refused, saying what differs)")
     g.add_argument("--quiet", "-q", action="store_true", help="no progress bars and no summary")
     g = p.add_argument_group("indexes")
     g.add_argument("--against", action="append", default=[],
@@ -97,7 +101,7 @@ def run_dedup(args) -> int:
     cold = not args.quiet and kernels_cold()
     with compiling(COMPILING_NOTICE) if cold else contextlib.nullcontext():
         result = dedup(args.inputs, output=args.output, work_dir=args.work_dir, resume=args.resume,
-                       overwrite=args.overwrite, quiet=args.quiet, **options)
+                       overwrite=args.overwrite, quiet=args.quiet, paths=True, **options)
     if not args.quiet:
         print(format_summary(result.stats, result.output), file=sys.stderr)
     problem = all_rejected(result)

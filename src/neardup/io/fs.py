@@ -442,6 +442,18 @@ def remove(path: str) -> None:
             fs.rm_file(p)
 
 
+def move(source: str, target: str) -> None:
+    """Move a file or folder to ``target`` on the same storage, replacing a file there (a rename
+    locally; a copy inside the store and a delete for a URL)."""
+    if not is_url(source):
+        os.replace(local_path(source), local_path(target))
+        return
+    fs, p = _filesystem(source)
+    _, q = _filesystem(target)
+    with remote_errors(source):
+        fs.mv(p, q, recursive=True)
+
+
 # --------------------------------------------------------------------------- reading and writing
 
 

@@ -34,7 +34,9 @@ import numpy as np
 import pyarrow as pa
 
 from ..arrays import arrow, to_numpy
+from ..errors import ConfigError
 from ..io import fs
+from ..io.folder import Folder
 from ..io.tables import read_table
 
 STAGES = ("read", "pairs", "clusters", "write")
@@ -61,10 +63,11 @@ MEMBERS_SCHEMA = pa.schema([("doc", pa.int64()), ("source", pa.int32()), ("row",
                             ("representative_id", pa.string()), ("representative_source", pa.string())])
 
 
-def fingerprint(config, sources) -> str:
+def run_identity(config, sources) -> dict:
     """A run's identity: the options that change its result, and each input's name, size and
     modification time. Execution knobs (workers, engine, batch size) are left out, so that a run
-    may be resumed with other ones."""
+    may be resumed with other ones. Kept in state.json, so that a refused ``--resume`` can say
+    what differs."""
     relevant = config.to_dict()
     for k in ("workers", "engine", "ray_address", "batch_size", "ray_shuffle"):
         relevant.pop(k, None)
@@ -75,9 +78,29 @@ def fingerprint(config, sources) -> str:
             files.append([s.name, "table", int(s.table.num_rows)])
             continue
         st = infos.get(s.path) or fs.info(s.path)
-        files.append([s.name, s.path, st.size, st.mtime_ns])
-    blob = json.dumps({"config": relevant, "inputs": files}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
+        files.append([fs.redact(s.name), fs.redact(s.path), st.size, st.mtime_ns])
+    return {"config": relevant, "inputs": files}
+
+
+def fingerprint(config_or_identity, sources=None) -> str:
+    """The hash of a run's identity (:func:`run_identity`)."""
+    identity = config_or_identity if sources is None else run_identity(config_or_identity, sources)
+    if isinstance(identity, str):
+        return identity
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def differences(old: Optional[dict], new: dict) -> List[str]:
+    """What differs between two run identities, in words: ``inputs`` and the option names."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return ["the run (an older neardup wrote it)"]
+    new = json.loads(json.dumps(new))  # as stored: tuples are lists there
+    out = []
+    if old.get("inputs") != new.get("inputs"):
+        out.append("inputs")
+    a, b = old.get("config") or {}, new.get("config") or {}
+    out.extend(sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)))
+    return out or ["nothing recorded"]
 
 
 _LAST_INFOS: Dict[str, "fs.FileInfo"] = {}  # of the remote inputs of the last fingerprint, for plan_blocks
@@ -140,22 +163,48 @@ def read_json(path: str):
 
 
 class WorkDir:
-    """The work directory of one run (see the module docstring)."""
+    """The work directory of one run (see the module docstring), a folder neardup owns (marker
+    ``.neardup``, kind ``work-dir``, format LAYOUT_VERSION: see :mod:`neardup.io.folder`).
 
-    def __init__(self, path: str, fingerprint_value: str, resume: bool):
-        # a local path or a URL (an object-store prefix: the Ray engine without a shared disk)
-        self.path = str(path).rstrip("/") if fs.is_url(path) else os.path.abspath(fs.local_path(path))
-        self.fingerprint = fingerprint_value
-        try:
-            state = read_json(fs.join(self.path, "state.json"))
-        except (OSError, ValueError):
-            state = {}
-        if resume and state.get("fingerprint") == fingerprint_value and state.get("layout") == LAYOUT_VERSION:
+    ``identity`` is :func:`run_identity` (or a plain fingerprint string). A folder holding work
+    is reused only with ``resume`` and the same identity; otherwise it is refused in one line
+    that says why (the work of an interrupted run of the same command can be resumed; another
+    run's work differs in ...), unless ``overwrite`` says to discard it."""
+
+    def __init__(self, path: str, identity, resume: bool = False, overwrite: bool = False):
+        self.folder = Folder.of(path)
+        self.path = self.folder.path
+        self.fingerprint = fingerprint(identity)
+        identity = identity if isinstance(identity, dict) else {"fingerprint": identity}
+        marker = self.folder.claim("work-dir", "--work-dir", LAYOUT_VERSION)
+        state = self.folder.read_json("state.json")
+        state = state if isinstance(state, dict) and isinstance(state.get("done"), dict) else None
+        has_work = bool(self.folder.foreign_names())
+        same = (state is not None and marker.get("format") == LAYOUT_VERSION and state.get("layout") == LAYOUT_VERSION
+                and state.get("fingerprint") == self.fingerprint)
+        if has_work and not same and not overwrite:
+            what = (f"the work of neardup's layout {marker.get('format')} (this version writes {LAYOUT_VERSION})"
+                    if marker.get("format") != LAYOUT_VERSION else
+                    "another run's work (differs: " + ", ".join(differences((state or {}).get("identity"),
+                                                                            identity)) + ")")
+            if resume:
+                raise ConfigError(f"cannot resume: the work dir {self.folder} holds {what}; run the original "
+                                  f"command to resume it, or pass --overwrite (without --resume) to start over")
+            raise ConfigError(f"the work dir {self.folder} holds {what}; pass --overwrite to discard it, or choose "
+                              f"another --work-dir")
+        if has_work and same and not resume and not overwrite:
+            done = ", ".join(s for s in STAGES if s in state["done"]) or "no stage"
+            raise ConfigError(f"the work dir {self.folder} holds an interrupted run of these inputs and options "
+                              f"(stages done: {done}); pass --resume to continue it, or --overwrite to start over")
+        if same and resume:
             self.state = state
         else:
-            fs.remove_tree(self.path)
-            self.state = {"fingerprint": fingerprint_value, "layout": LAYOUT_VERSION, "done": {}}
-        fs.makedirs(self.path)
+            self.folder.empty()
+            if marker.get("format") != LAYOUT_VERSION:
+                self.folder.set_marker({**marker, "format": LAYOUT_VERSION})
+            self.state = {"fingerprint": self.fingerprint, "layout": LAYOUT_VERSION, "done": {},
+                          "identity": identity}
+        self.folder.makedirs()
         self._save()
 
     @property
@@ -220,9 +269,11 @@ class WorkDir:
         names = [name for name, is_dir in fs.listdir(d) if not is_dir]
         return sorted(fs.join(d, f) for f in names if f.startswith("part-") and f.endswith(".parquet"))
 
-    def remove(self) -> None:
+    def remove(self, whole: bool = True) -> None:
+        """After a successful run: the whole folder, or (``whole=False``, a folder the user named,
+        which keeps its lock file) everything in it but its marker and lock."""
         try:
-            fs.remove_tree(self.path)
+            self.folder.remove_all() if whole else self.folder.empty()
         except OSError:
             pass
 

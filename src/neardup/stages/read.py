@@ -140,7 +140,14 @@ def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int
             os.makedirs(os.path.dirname(arrow_path), exist_ok=True)
             writer = pa.ipc.new_file(arrow_path + ".tmp", schema)
             big = _Writer(open(big_path + ".tmp", "wb"))
-        _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress)
+        try:
+            _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress)
+        except BaseException:  # a full disk, a bad record: no temporary file is left behind
+            if not fs.is_url(work_path):
+                for p in (arrow_path, big_path):
+                    with contextlib.suppress(OSError):
+                        os.remove(p + ".tmp")
+            raise
     if not fs.is_url(work_path):
         os.replace(arrow_path + ".tmp", arrow_path)
         os.replace(big_path + ".tmp", big_path)

@@ -37,8 +37,9 @@ CLUSTERS_SCHEMA = pa.schema([("id", pa.string()), ("cluster", pa.string()), ("is
 REJECTED_SCHEMA = pa.schema([("source", pa.string()), ("row", pa.int64()), ("reason", pa.string())])
 SAMPLE_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string())])
 INDEX_ID_COLUMN = "__neardup_index__"  # ids the API adds to a table (a DataFrame's index); not written out
-OUTPUT_FILES = ("kept", "removed.parquet", "clusters.parquet", "rejected.parquet", "stats.json", "report.html",
-                "texts_sample.parquet")
+# a run's result, the files it replaces in the output folder (nothing else there is touched)
+OUTPUT_FILES = ("kept", "removed.parquet", "clusters.parquet", "rejected.parquet", "texts_sample.parquet",
+                "report.html", "stats.json")
 
 
 class ParquetRows:
@@ -276,6 +277,11 @@ def run_counts(n_docs: int, records: int, rejected_docs: int, empty_kept: int, k
 def publish(output: str, stats: dict, seconds: dict) -> dict:
     """stats.json, the last file of a run (with the seconds per stage)."""
     stats["seconds"] = dict(seconds)
-    fs.write_bytes(fs.join(output, "stats.json"), (json.dumps(stats, indent=2, sort_keys=True) + "\n").encode())
+    publish_stats(output, stats)
     return stats
+
+
+def publish_stats(output: str, stats: dict) -> None:
+    """Writes stats.json whole (a temporary name and a rename; one object put)."""
+    fs.write_bytes(fs.join(output, "stats.json"), (json.dumps(stats, indent=2, sort_keys=True) + "\n").encode())
 
