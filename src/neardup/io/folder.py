@@ -32,6 +32,7 @@ from . import fs
 
 MARKER = ".neardup"
 LOCK = ".neardup.lock"
+_KINDS = {"output": "a neardup output folder", "work-dir": "a neardup work dir"}
 # what a folder may hold and still count as empty: its own lock file (kept on purpose)
 _IGNORED_WHEN_EMPTY = (LOCK,)
 
@@ -132,7 +133,8 @@ class Folder:
                 raise ConfigError(f"{role} {self}: holds files neardup did not write ({shown}); neardup only "
                                   f"writes into a new or empty folder, or one it made before: choose another")
         elif marker["kind"] != kind:
-            raise ConfigError(f"{role} {self}: is a neardup {marker['kind']}, not a {kind}; choose another folder")
+            raise ConfigError(f"{role} {self}: is {_KINDS.get(marker['kind'], 'a neardup ' + marker['kind'])}, not "
+                              f"{_KINDS.get(kind, kind)}; choose another folder")
         return marker
 
     def claim(self, kind: str, role: str, version: int, **fields) -> dict:

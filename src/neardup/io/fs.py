@@ -57,11 +57,19 @@ def redact(text: str) -> str:
     ``scheme://user:***@host`` and ``scheme://token@host`` (or ``:pw@``) ``scheme://***@host``.
     Every path or URL that neardup prints or stores passes through here; nothing else of the text
     changes."""
+    text = str(text)
+    secrets = set()
+
     def hide(m: "re.Match") -> str:
-        user, sep, _ = m.group(2).partition(":")
+        user, sep, secret = m.group(2).partition(":")
+        secrets.add(secret if sep and user else m.group(2))
         return f"{m.group(1)}{user}:***@" if sep and user else f"{m.group(1)}***@"
 
-    return _USERINFO.sub(hide, str(text))
+    text = _USERINFO.sub(hide, text)
+    # a library's message may quote the secret again without its scheme ("KEY:SECRET@bucket")
+    for secret in sorted((x for x in secrets if x), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 def local_path(path: str) -> str:

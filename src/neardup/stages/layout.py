@@ -179,7 +179,10 @@ class WorkDir:
         marker = self.folder.claim("work-dir", "--work-dir", LAYOUT_VERSION)
         state = self.folder.read_json("state.json")
         state = state if isinstance(state, dict) and isinstance(state.get("done"), dict) else None
-        has_work = bool(self.folder.foreign_names())
+        # work worth keeping: a recorded state and stage files beside it (without a state.json,
+        # e.g. killed while writing the first one, nothing can be resumed: the folder is ours to reuse)
+        has_work = state is not None and any(n != "state.json" and not n.endswith(".tmp")
+                                             for n in self.folder.foreign_names())
         same = (state is not None and marker.get("format") == LAYOUT_VERSION and state.get("layout") == LAYOUT_VERSION
                 and state.get("fingerprint") == self.fingerprint)
         if has_work and not same and not overwrite:
