@@ -80,7 +80,8 @@ def test_the_work_dir_is_gone_after_a_run_unless_asked_for(tmp_path):
     neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out"))
     assert not (tmp_path / "out" / ".neardup-work").exists()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
-        "clusters.parquet", "kept", "removed.parquet", "report.html", "stats.json", "texts_sample.parquet"]
+        ".neardup", ".neardup.lock", "clusters.parquet", "kept", "removed.parquet", "report.html", "stats.json",
+        "texts_sample.parquet"]
     neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out2"), work_dir=str(tmp_path / "w"))
     assert (tmp_path / "w" / "state.json").exists()
 
