@@ -115,10 +115,10 @@ def test_writer_error_leaves_nothing(tmp_path, split):
             raise RuntimeError("boom")
     assert open(os.path.join(path, "manifest.json"), "rb").read() == before
     assert len(os.listdir(os.path.join(path, "segments"))) == 1
-    # a first add that fails leaves no folder
+    # a first add that fails leaves no index: only the writers' lock file, which is never removed
     with pytest.raises(ConfigError):
         Index(str(tmp_path / "new")).add(split.a_texts[:3], ids=["x"], name="A")
-    assert not os.path.exists(tmp_path / "new")
+    assert os.listdir(tmp_path / "new") == [".lock"]
 
 
 def test_compact_keeps_query_results_identical(tmp_path, split):

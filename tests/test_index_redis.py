@@ -189,3 +189,79 @@ def test_prefixes_keep_indexes_apart_in_one_database(url, split):
     assert Index(url + "?prefix=one:").query(split.a_texts[20:21]) == [[]]
     with pytest.raises(Exception, match="no index at"):
         Index(url, must_exist=True)  # the default prefix holds nothing here
+
+
+# ----------------------------------------------------------------------------- refusals (issue 17)
+
+def test_rediss_to_a_plain_server_fails_within_seconds(server, capsys):
+    """TLS to a server that does not speak it: the handshake gets no answer; the connect timeout
+    (3 s an attempt, one retry) ends it, not the 60 s of a command's timeout."""
+    from neardup.cli import main
+    from neardup.errors import StorageError
+    url = f"rediss://127.0.0.1:{server.port}/0"
+    t0 = time.time()
+    with pytest.raises(StorageError, match="cannot reach Redis"):
+        Index(url)
+    assert time.time() - t0 < 15
+    t0 = time.time()
+    assert main(["index", "stats", url]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("neardup: error: cannot reach Redis at rediss://127.0.0.1:"), err
+    assert time.time() - t0 < 15
+
+
+def test_a_password_is_never_printed_or_stored(server, split, tmp_path, capsys):
+    from neardup.cli import main
+    admin = redis.Redis(port=server.port)
+    admin.execute_command("ACL", "SETUSER", "neardup-user", "on", ">s3cret", "~*", "+@all")
+    url = f"redis://neardup-user:s3cret@127.0.0.1:{server.port}/14"
+    try:
+        redis.Redis.from_url(url).flushdb()
+        a = write_jsonl(str(tmp_path / "a.jsonl"), split.a_texts[:20], split.a_ids[:20])
+        assert main(["index", "add", url, a]) == 0
+        assert main(["index", "stats", url]) == 0
+        assert main(["index", "verify", url]) == 0
+        assert main(["index", "query", url, a]) == 0
+        out, err = capsys.readouterr()
+        assert "s3cret" not in out + err and "neardup-user:***@" in out + err
+        assert Index(url).stats()["location"] == f"redis://neardup-user:***@127.0.0.1:{server.port}/14"
+        assert "s3cret" not in repr(Index(url))
+        assert b"s3cret" not in redis.Redis.from_url(url).get("neardup:manifest")
+        wrong = url.replace("s3cret", "wr0ng")
+        assert main(["index", "stats", wrong]) == 2
+        err = capsys.readouterr().err
+        assert "wr0ng" not in err and len(err.strip().splitlines()) == 1, err
+    finally:
+        admin.execute_command("ACL", "DELUSER", "neardup-user")
+        admin.close()
+
+
+def test_a_damaged_segment_on_redis_is_refused(url, split, capsys):
+    from neardup.cli import main
+    from neardup.errors import StorageError
+    idx = Index(url)
+    idx.add(split.a_texts[:100], ids=split.a_ids[:100], name="A")
+    idx.add(split.a_texts[100:], ids=split.a_ids[100:], name="A2")
+    first = idx.storage.read_manifest()["segments"][0]["name"]
+    client = redis.Redis.from_url(url)
+    assert main(["index", "verify", url]) == 0
+    capsys.readouterr()
+    for file in ("keys.u64", "fp.u32"):
+        key = f"neardup:seg:{first}:{file}"
+        good = client.get(key)
+        client.setrange(key, len(good) // 2, bytes(b ^ 0xFF for b in good[len(good) // 2:len(good) // 2 + 8]))
+        assert main(["index", "verify", url]) == 2
+        out = capsys.readouterr().out
+        assert first in out and file in out, out
+        if file == "keys.u64":  # fetched whole by every reader: checked there
+            with pytest.raises(StorageError, match=f"segment {first} file keys.u64"):
+                Index(url).query(split.a_texts[:5])
+        manifest = client.get("neardup:manifest")
+        with pytest.raises(StorageError, match=f"segment {first} file {file}"):
+            Index(url).compact()
+        assert client.get("neardup:manifest") == manifest
+        client.set(key, good)
+    client.delete(f"neardup:seg:{first}:src.u32")
+    with pytest.raises(StorageError, match="src.u32"):
+        Index(url).add(split.b_texts[:3], name="B")
+    client.close()

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 
 from .formatting import HelpFormatter
 
 S = argparse.SUPPRESS
+
+
+def redact(text: str) -> str:
+    from ..io.fs import redact as hide  # imported when used: the parser starts without the io package
+    return hide(text)
+
+
 PARAM_ARGS = ("threshold", "num_perm", "bands", "rows", "min_recall", "ngram", "char_ngrams", "normalize_unicode",
               "lowercase", "punctuation", "collapse_whitespace", "verify", "seed", "workers", "batch_size")
-INDEX_HELP = "the index: a folder, or redis://HOST:PORT/DB for one on a Redis server"
+INDEX_HELP = "the index: a local folder, or redis://HOST:PORT/DB for one on a Redis server"
 
 
 def register(sub) -> None:
@@ -24,7 +33,7 @@ def register(sub) -> None:
                     "add is all or nothing, even if the process is killed.",
         formatter_class=HelpFormatter)
     sub2 = p.add_subparsers(dest="index_command", metavar="ACTION",
-                            help="add, query, stats or compact; 'neardup index ACTION --help' for each")
+                            help="add, query, stats, verify or compact; 'neardup index ACTION --help' for each")
     sub2.required = True
 
     a = sub2.add_parser("add", help="add documents (creates the index if needed)",
@@ -67,7 +76,10 @@ def register(sub) -> None:
     q.add_argument("index", metavar="INDEX", help=INDEX_HELP)
     q.add_argument("inputs", nargs="+", metavar="INPUT", help="files, folders or globs")
     q.add_argument("--output", "-o", default=None, metavar="FILE",
-                   help="FILE.jsonl or FILE.parquet (default: JSON lines on standard output)")
+                   help="FILE.jsonl or FILE.parquet, written whole or not at all (default: JSON lines on "
+                        "standard output); an existing FILE is refused unless --overwrite, an input always")
+    q.add_argument("--overwrite", action="store_true",
+                   help="replace FILE if it exists (never when it is one of the inputs)")
     q.add_argument("--threshold", type=float, default=S, help="least similarity of a match (default: 0.8)")
     _io_args(q)
     q.set_defaults(func=run_query)
@@ -78,6 +90,16 @@ def register(sub) -> None:
                         formatter_class=HelpFormatter)
     s.add_argument("index", metavar="INDEX", help=INDEX_HELP)
     s.set_defaults(func=run_stats)
+
+    v = sub2.add_parser("verify", help="read every segment file and check it against the manifest",
+                        description="Read every file of every segment and check it: present, of the size and "
+                                    "CRC-32 the manifest records, and consistent with the others. Prints one line "
+                                    "per problem (segment and file) and exits with status 2 when there is one, "
+                                    "0 when the index is sound. Queries check each file once per process, when "
+                                    "first used; this checks everything now.",
+                        formatter_class=HelpFormatter)
+    v.add_argument("index", metavar="INDEX", help=INDEX_HELP)
+    v.set_defaults(func=run_verify)
 
     c = sub2.add_parser("compact", help="merge the segments (queries answer the same afterwards)",
                         description="Merge an index's segments into as few as the size bounds allow (one per "
@@ -112,7 +134,7 @@ def run_add(args) -> int:
                        on_error=args.on_error)
     stats = index.stats()
     print(f"added {result['added']} documents ({result['empty']} empty, {result['rejected']} rejected) to "
-          f"{args.index} in {result['seconds']} s: {stats['documents']} documents in {stats['segments']} "
+          f"{index.display} in {result['seconds']} s: {stats['documents']} documents in {stats['segments']} "
           f"segments, {stats['bytes_per_document']} bytes per document", file=sys.stderr)
     return 0
 
@@ -127,8 +149,10 @@ def run_query(args) -> int:
 
     out = args.output
     if out is not None and not out.endswith((".jsonl", ".parquet")):
-        raise ConfigError(f"--output must end in .jsonl or .parquet, got {out!r}")
-    nio.discover(args.inputs)
+        raise ConfigError(f"--output must end in .jsonl or .parquet, got {redact(out)!r}")
+    sources = nio.discover(args.inputs)
+    if out is not None:
+        out = _check_output(out, sources, args.overwrite)
     options = _options(args)
     threshold = options.pop("threshold", None)
     index = Index(args.index, must_exist=True, **options)
@@ -147,21 +171,82 @@ def run_query(args) -> int:
         for i, s, m in zip(rows["id"], rows["source"], rows["matches"]):
             print(json.dumps({"id": i, "source": s, "matches": m}))
         return 0
-    tmp = out + ".tmp"
-    if out.endswith(".parquet"):
-        import pyarrow.parquet as pq
-        match_type = pa.list_(pa.struct([("id", pa.string()), ("source", pa.string()), ("similarity", pa.float64())]))
-        table = pa.table({"id": pa.array(rows["id"], pa.string()), "source": pa.array(rows["source"], pa.string()),
-                          "matches": pa.array(rows["matches"], match_type)})
-        pq.write_table(table, tmp, compression="zstd")
-    else:
-        with open(tmp, "w") as f:
-            for i, s, m in zip(rows["id"], rows["source"], rows["matches"]):
-                f.write(json.dumps({"id": i, "source": s, "matches": m}) + "\n")
-    os.replace(tmp, out)
+    def write(tmp: str) -> None:
+        if out.endswith(".parquet"):
+            import pyarrow.parquet as pq
+            match_type = pa.list_(pa.struct([("id", pa.string()), ("source", pa.string()),
+                                             ("similarity", pa.float64())]))
+            table = pa.table({"id": pa.array(rows["id"], pa.string()), "source": pa.array(rows["source"], pa.string()),
+                              "matches": pa.array(rows["matches"], match_type)})
+            pq.write_table(table, tmp, compression="zstd")
+        else:
+            with open(tmp, "w") as f:
+                for i, s, m in zip(rows["id"], rows["source"], rows["matches"]):
+                    f.write(json.dumps({"id": i, "source": s, "matches": m}) + "\n")
+
+    _write_atomically(out, write, args.overwrite)
     found = sum(1 for m in rows["matches"] if m)
-    print(f"{found} of {len(rows['id'])} documents have a match in {args.index}; wrote {out}", file=sys.stderr)
+    print(f"{found} of {len(rows['id'])} documents have a match in {index.display}; wrote {out}", file=sys.stderr)
     return 0
+
+
+def _check_output(out: str, sources, overwrite: bool) -> str:
+    """The output file, refused before any work when it is an input (even with --overwrite), a
+    folder, a URL, or an existing file without --overwrite."""
+    from ..errors import ConfigError
+    from ..io import fs
+    if fs.is_url(out):
+        raise ConfigError(f"--output {redact(out)}: query writes a local file; give a local path")
+    out = fs.local_path(out)
+    try:
+        st = os.stat(out)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise ConfigError(f"cannot write {out}: {exc.strerror or exc}") from None
+    if st is not None:
+        for src in sources:
+            if fs.is_url(src.path):
+                continue
+            try:
+                same = os.path.samefile(src.path, out)
+            except OSError:
+                same = False
+            if same:
+                raise ConfigError(f"--output {out} is one of the inputs ({redact(src.name)}); write the matches "
+                                  f"to another file")
+        if stat.S_ISDIR(st.st_mode):
+            raise ConfigError(f"--output {out} is a folder; give a file name ending in .jsonl or .parquet")
+        if not overwrite:
+            raise ConfigError(f"--output {out} exists; pass --overwrite to replace it, or give another file")
+    parent = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(parent):
+        raise ConfigError(f"cannot write {out}: the folder {parent} does not exist")
+    return out
+
+
+def _write_atomically(out: str, write, overwrite: bool) -> None:
+    """Calls ``write(tmp)`` with a temporary name in the output's folder, then renames it to
+    ``out``: the file appears whole or not at all, and no temporary file is left behind."""
+    import tempfile
+
+    from ..errors import ConfigError
+    folder = os.path.dirname(os.path.abspath(out))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".neardup-", suffix=".tmp", dir=folder)
+        os.close(fd)
+        write(tmp)
+        if not overwrite and os.path.lexists(out):  # appeared while the query ran
+            raise ConfigError(f"--output {out} exists; pass --overwrite to replace it, or give another file")
+        os.replace(tmp, out)
+        tmp = None
+    except OSError as exc:
+        raise ConfigError(f"cannot write {out}: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
 
 
 def run_stats(args) -> int:
@@ -170,9 +255,27 @@ def run_stats(args) -> int:
     return 0
 
 
+def run_verify(args) -> int:
+    from ..errors import StorageError
+    from ..index import Index
+    index = Index(args.index, must_exist=True)
+    r = index.verify()
+    for problem in r["problems"]:
+        print(problem)
+    if r["problems"]:
+        n = len(r["problems"])
+        raise StorageError(f"index {index.display} is damaged: {n} problem{'s' if n > 1 else ''} (listed above); "
+                           f"queries and compaction refuse the damaged segments: restore the index from a backup "
+                           f"or build it again")
+    print(f"{index.display} is sound: {r['segments']} segments, {r['documents']} documents, {r['bytes']} bytes "
+          f"checked")
+    return 0
+
+
 def run_compact(args) -> int:
     from ..index import Index
-    r = Index(args.index, must_exist=True).compact()
-    print(f"compacted {args.index}: {r['segments_before']} segments -> {r['segments_after']} in {r['seconds']} s",
+    index = Index(args.index, must_exist=True)
+    r = index.compact()
+    print(f"compacted {index.display}: {r['segments_before']} segments -> {r['segments_after']} in {r['seconds']} s",
           file=sys.stderr)
     return 0

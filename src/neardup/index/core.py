@@ -33,12 +33,13 @@ from ..bands import band_keys
 from ..config import Config
 from ..errors import ConfigError, StorageError
 from ..hashing import kernel_threads
+from ..io import fs
 from ..minhash import MinHasher
 from ..verify import estimated_jaccard, exact_jaccard
 from . import segments as layout
 from .manifest import check_manifest, empty_manifest, params_of, resolve
-from .segments import hashed_documents, fingerprints, merge_segments
-from .storage import FolderStorage, SegmentReader, Storage, gather_ranges
+from .segments import checksum, hashed_documents, fingerprints, merge_segments, structure_problems
+from .storage import FolderStorage, SegmentReader, Storage, entry_files, gather_ranges
 from .writer import IndexWriter, write_entry
 # Candidates taken from one bucket (one band key of one segment): bounds the work a query spends
 # on boilerplate shared by huge numbers of documents; what is cut is counted (``truncated``).
@@ -81,17 +82,26 @@ class Matches:
                          "similarity": pa.array(self.similarity, pa.float64())})
 
 
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
 def open_storage(location) -> Storage:
-    """The storage of an index location: Redis for redis:// (rediss://, unix://), else a folder."""
-    loc = os.fspath(location)
-    if isinstance(loc, str) and loc.startswith(("redis://", "rediss://", "unix://")):
+    """The storage of an index location: Redis for redis:// (rediss://, unix://), a folder for
+    a local path (or file://); any other URL is refused, never taken for a local path."""
+    loc = os.fsdecode(os.fspath(location))
+    if loc.lower().startswith(REDIS_SCHEMES):
         try:
             from .redis_storage import RedisStorage
             import redis  # noqa: F401
         except ImportError:
             raise StorageError("an index on Redis needs the redis package: pip install 'neardup[redis]'") from None
         return RedisStorage(loc)
-    return FolderStorage(loc)
+    if fs.is_url(loc):
+        raise StorageError(f"an index cannot live at {fs.redact(loc)}: indexes on object storage and other URLs "
+                           f"are not supported; use a local folder or redis://HOST:PORT/DB")
+    if not loc:
+        raise StorageError("no index location given (a folder, or redis://HOST:PORT/DB)")
+    return FolderStorage(fs.local_path(loc))
 
 
 
@@ -122,10 +132,11 @@ class Index:
             location = location.location
         self.location = os.fspath(location) if not isinstance(location, str) else location
         self.storage: Storage = open_storage(self.location)
+        self.display = self.storage.location  # the location as printed: credentials hidden
         manifest = self.storage.read_manifest()
         if manifest is None and must_exist:
-            raise StorageError(f"no index at {self.location}")
-        self.config, self.store = resolve(self.location, manifest, config, options)
+            raise StorageError(f"no index at {self.display}")
+        self.config, self.store = resolve(self.display, manifest, config, options)
         self._manifest = manifest
         self._readers: Dict[str, SegmentReader] = {}
         self._hasher: Optional[MinHasher] = None
@@ -149,7 +160,7 @@ class Index:
         if manifest is None:
             manifest = self._empty_manifest()
         else:
-            check_manifest(self.location, manifest, self.config)
+            check_manifest(self.display, manifest, self.config)
         names = {s["name"] for s in manifest["segments"]}
         for gone in set(self._readers) - names:
             del self._readers[gone]
@@ -259,10 +270,10 @@ class Index:
                 raise ConfigError(f"signatures must be ({n}, {cfg.num_perm}) uint32, got {signatures.shape}")
         fp_off, fp, nonempty = hashed_documents(n, signatures, shingles, "match")
         if self.store == "exact" and fp is None:
-            raise ConfigError(f"index {self.location} verifies by shingle fingerprints: pass shingles "
+            raise ConfigError(f"index {self.display} verifies by shingle fingerprints: pass shingles "
                               f"(run with verify='exact')")
         if self.store == "estimate" and signatures is None:
-            raise ConfigError(f"index {self.location} verifies by signatures: pass signatures")
+            raise ConfigError(f"index {self.display} verifies by signatures: pass signatures")
         threshold = self._threshold(threshold)
 
         def run():
@@ -412,8 +423,9 @@ class Index:
         with self.storage.writer():
             manifest = self.storage.read_manifest()
             if manifest is None:
-                raise StorageError(f"no index at {self.location}")
-            check_manifest(self.location, manifest, self.config)
+                raise StorageError(f"no index at {self.display}")
+            check_manifest(self.display, manifest, self.config)
+            self.check_files(manifest)
             self.storage.drop_orphans(manifest, thorough=True)
             old = manifest["segments"]
             groups, group = [], []
@@ -437,7 +449,7 @@ class Index:
                     new_entries.append(group[0])
                     continue
                 parts = []
-                for entry in group:
+                for entry in group:  # each file read whole, so checked against its CRC first
                     reader = self.storage.open_segment(entry)
                     parts.append({f: np.asarray(reader.array(f)) for f in entry["files"]})
                 arrays, sources = merge_segments(parts, [e["sources"] for e in group], self.store,
@@ -447,10 +459,10 @@ class Index:
 
             def update(current):
                 if current is None:
-                    raise StorageError(f"index {self.location} vanished during compaction")
+                    raise StorageError(f"index {self.display} vanished during compaction")
                 names = [e["name"] for e in current["segments"]]
                 if names[:len(merged_names)] != merged_names:
-                    raise StorageError(f"index {self.location} was compacted by another process meanwhile")
+                    raise StorageError(f"index {self.display} was compacted by another process meanwhile")
                 return dict(current, generation=current["generation"] + 1,
                             segments=new_entries + current["segments"][len(merged_names):])
 
@@ -470,8 +482,8 @@ class Index:
         """Documents, segments, documents per source, bytes (total, per document, per file), parameters."""
         manifest = self.storage.read_manifest()
         if manifest is None:
-            raise StorageError(f"no index at {self.location}")
-        check_manifest(self.location, manifest, self.config)
+            raise StorageError(f"no index at {self.display}")
+        check_manifest(self.display, manifest, self.config)
         docs = sum(s["docs"] for s in manifest["segments"])
         per_source: Dict[str, int] = {}
         per_file: Dict[str, int] = {}
@@ -481,11 +493,73 @@ class Index:
             for f, info in s["files"].items():
                 per_file[f] = per_file.get(f, 0) + info["bytes"]
         total = sum(per_file.values())
-        return {"location": self.location, "documents": docs, "segments": len(manifest["segments"]),
+        return {"location": self.display, "documents": docs, "segments": len(manifest["segments"]),
                 "sources": per_source, "bytes": total,
                 "bytes_per_document": round(total / docs, 1) if docs else None,
                 "bytes_per_document_by_file": {f: round(b / docs, 1) for f, b in sorted(per_file.items())} if docs else {},
                 "store": manifest["store"], "params": manifest["params"], "generation": manifest["generation"]}
+
+    def check_files(self, manifest: dict) -> None:
+        """Refuses an index one of whose segment files is missing or of another size than its
+        manifest says (cheap: sizes only; see :meth:`verify` for the contents)."""
+        for entry in manifest["segments"]:
+            sizes = self.storage.file_sizes(entry)
+            for file, info in entry_files(entry, self.display).items():
+                if sizes[file] is None:
+                    raise StorageError(f"corrupt index {self.display}: segment {entry['name']} has lost its file {file}")
+                if sizes[file] != info["bytes"]:
+                    raise StorageError(f"corrupt index {self.display}: segment {entry['name']} file {file} has "
+                                       f"{sizes[file]} bytes, the manifest says {info['bytes']}")
+
+    def verify(self) -> dict:
+        """Reads every file of every segment and checks it: present, of the size and CRC-32
+        the manifest records, and consistent with the others (offsets, sorted keys, counts).
+        Returns ``{"segments", "documents", "bytes", "problems"}``: one line per problem, each
+        naming the segment and the file; no problems means the index is sound. A damaged
+        manifest is a :class:`~neardup.errors.StorageError` (nothing else can be read)."""
+        manifest = self.storage.read_manifest()
+        if manifest is None:
+            raise StorageError(f"no index at {self.display}")
+        check_manifest(self.display, manifest, self.config)
+        problems: List[str] = []
+        checked = 0
+        for entry in manifest["segments"]:
+            name = entry["name"]
+            try:
+                files = entry_files(entry, self.display)
+                sizes = self.storage.file_sizes(entry)
+            except StorageError as exc:
+                problems.append(f"segment {name}: {exc}")
+                continue
+            arrays = {}
+            for file, info in files.items():
+                if sizes.get(file) is None:
+                    problems.append(f"segment {name} file {file}: missing")
+                    continue
+                if sizes[file] != info["bytes"]:
+                    problems.append(f"segment {name} file {file}: {sizes[file]} bytes, the manifest says {info['bytes']}")
+                    continue
+                raw = self.storage.read_file(entry, file)
+                if raw is None:
+                    problems.append(f"segment {name} file {file}: missing")
+                    continue
+                checked += info["bytes"]
+                got = checksum(raw)
+                if info.get("crc32") is not None and got != info["crc32"]:
+                    problems.append(f"segment {name} file {file}: does not match its checksum (crc32 {got:08x}, "
+                                    f"the manifest says {info['crc32']:08x})")
+                    continue
+                itemsize = np.dtype(layout.FILE_DTYPES[file]).itemsize
+                if info["bytes"] % itemsize:
+                    problems.append(f"segment {name} file {file}: {info['bytes']} bytes, not whole values of "
+                                    f"{itemsize} bytes")
+                    continue
+                arrays[file] = np.asarray(raw).view(np.uint8).view(layout.FILE_DTYPES[file])
+            if len(arrays) == len(files):
+                problems.extend(structure_problems(entry, arrays, self.store, self.config.bands,
+                                                   self.config.num_perm))
+        return {"segments": len(manifest["segments"]), "documents": sum(s["docs"] for s in manifest["segments"]),
+                "bytes": checked, "problems": problems}
 
     def close(self) -> None:
         self._readers.clear()
@@ -499,4 +573,4 @@ class Index:
         return False
 
     def __repr__(self) -> str:
-        return f"Index({self.location!r})"
+        return f"Index({self.display!r})"

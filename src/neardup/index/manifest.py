@@ -47,6 +47,11 @@ def resolve(location: str, manifest: Optional[dict], config: Optional[Config], o
         cfg = base.resolved()
         return cfg, store_of(cfg)
     check_format(location, manifest)
+    if "verify" in options and store_of(base) != manifest["store"]:
+        # what an index keeps is fixed when it is created: an add cannot switch it
+        kept = {"exact": "shingle fingerprints (verify exact)", "estimate": "signatures (verify estimate)"}
+        raise ConfigError(f"index {location} keeps {kept[manifest['store']]}; --verify {options['verify']} "
+                          f"only chooses what a new index keeps: leave it out, or use a new index")
     params = manifest["params"]
     if config is not None:
         base = base.resolved()

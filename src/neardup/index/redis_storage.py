@@ -13,6 +13,13 @@ no manifest names, invisible to readers (``compact`` removes them an hour later)
 a segment's band keys and per-document offsets once and cache them (12·b + 20 bytes a
 document), and fetch the fingerprints and ids of candidates only, by ``GETRANGE``, all of one
 query in one round trip. With the server's persistence on (RDB or AOF), a restart keeps the index.
+The files a reader fetches whole (band keys, offsets, sources) are checked against their CRC-32
+when fetched; the ones read by ranges (fingerprints or signatures, ids) by ``neardup index
+verify`` and by compaction, which fetch them whole.
+
+URLs: ``redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?prefix=NAME:]`` (``rediss://`` for TLS,
+``unix://[[USER]:PASSWORD@]/PATH[?db=DB&prefix=NAME:]``); anything else in them is refused rather
+than ignored, and a password is never printed (``fs.redact``).
 """
 
 from __future__ import annotations
@@ -25,12 +32,17 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 import numpy as np
 
 from ..errors import StorageError
+from ..io.fs import redact
 from .segments import FILE_DTYPES, checksum
-from .storage import SegmentReader, Storage, crash_point, manifest_bytes, parse_manifest
+from .storage import (SegmentReader, Storage, crash_point, damaged, entry_files, gather_ranges, manifest_bytes,
+                      parse_manifest)
 
 CHUNK = 8 << 20            # bytes per APPEND
 FLUSH_EVERY = 8            # APPENDs per pipeline round trip
 ORPHAN_AGE_S = 3600        # uncommitted segments older than this are a crashed writer's
+CONNECT_TIMEOUT_S = 3      # TCP connect, and the TLS handshake of rediss://, per attempt
+COMMAND_TIMEOUT_S = 60     # a silent server during a command
+CONNECT_RETRIES = 1        # attempts after the first: an unreachable server is told in seconds
 
 
 def _redis_errors(method):
@@ -47,7 +59,7 @@ def _redis_errors(method):
 
 
 def _one_line(exc) -> str:
-    return " ".join(str(exc).split()) or exc.__class__.__name__
+    return redact(" ".join(str(exc).split()) or exc.__class__.__name__)
 
 
 class RedisSegment(SegmentReader):
@@ -81,6 +93,13 @@ class RedisSegment(SegmentReader):
         arr = self.arrays.get(file)
         if arr is None:
             raw = self.storage.client.get(self.key(file)) or b""
+            info = self.entry["files"][file]
+            if len(raw) != info["bytes"]:
+                raise StorageError(f"corrupt index {self.location}: segment {self.name} file {file} "
+                                   f"has {len(raw)} bytes, the manifest says {info['bytes']}")
+            want = info.get("crc32")
+            if want is not None and checksum(np.frombuffer(raw, np.uint8)) != want:
+                raise StorageError(damaged(self.location, self.name, file, checksum(np.frombuffer(raw, np.uint8)), want))
             arr = np.frombuffer(raw, dtype=FILE_DTYPES[file])
             self.arrays[file] = arr
         return arr
@@ -91,7 +110,6 @@ class RedisSegment(SegmentReader):
         starts = np.asarray(starts, dtype=np.int64)
         lengths = np.asarray(stops, dtype=np.int64) - starts
         if file in self.arrays:
-            from .storage import gather_ranges
             return gather_ranges(self.arrays[file], starts, stops)
         key = self.key(file)
         pipe = self.storage.client.pipeline(transaction=False)
@@ -107,18 +125,85 @@ class RedisSegment(SegmentReader):
         return values, lengths
 
 
+def parse_url(url: str):
+    """(URL for the client, the location as shown, key prefix) of an index URL; a URL whose
+    database, port or options cannot be honoured is refused here, before any connection."""
+    shown = redact(url)
+
+    def refuse(what: str):
+        raise StorageError(f"bad Redis URL {shown}: {what}")
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises for a port that is not a number
+    except ValueError as exc:
+        refuse(f"{exc} (the port must be a number)")
+    scheme = parts.scheme.lower()
+    try:
+        query = parse_qs(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+    except ValueError:
+        refuse(f"cannot read its options {parts.query!r}")
+    allowed = ("prefix", "db") if scheme == "unix" else ("prefix",)
+    unknown = sorted(set(query) - set(allowed))
+    if unknown:
+        refuse(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} (it takes "
+               f"{' and '.join('?' + a + '=' for a in allowed)})")
+    if any(len(v) > 1 for v in query.values()):
+        refuse("an option is given twice")
+    prefix = query.get("prefix", ["neardup:"])[0]
+    if not prefix:
+        refuse("an empty prefix")
+    if scheme == "unix":
+        db = query.get("db", ["0"])[0]
+        if not parts.path:
+            refuse("no socket path (unix:///PATH/TO/redis.sock)")
+    else:
+        if not parts.hostname:
+            refuse("no host (redis://HOST:PORT/DB)")
+        db = parts.path[1:] if parts.path.startswith("/") else parts.path
+        db = db or "0"
+    if not db.isdigit() or not db.isascii():
+        refuse(f"the database must be a number (redis://HOST:PORT/DB, DB 0, 1, ...), got {db!r}")
+    if scheme == "unix":
+        plain = urlunsplit((parts.scheme, parts.netloc, parts.path, f"db={int(db)}", ""))
+    else:
+        plain = urlunsplit((parts.scheme, parts.netloc, f"/{int(db)}", "", ""))
+    return plain, redact(urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))), prefix
+
+
+def _client(plain: str):
+    """A client whose connection attempts, the TLS handshake included, give up within seconds:
+    a rediss:// URL to a plain server (silent during the handshake) or an unreachable host is one
+    line soon, not a minute of waiting."""
+    import redis
+    from redis.backoff import ExponentialBackoff
+    from redis.retry import Retry
+
+    kwargs = dict(socket_connect_timeout=CONNECT_TIMEOUT_S, socket_timeout=COMMAND_TIMEOUT_S,
+                  retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), CONNECT_RETRIES))
+    if plain.lower().startswith("rediss://"):
+        class HandshakeTimeoutSSLConnection(redis.connection.SSLConnection):
+            def _connect(self):
+                timeout = self.socket_timeout
+                self.socket_timeout = self.socket_connect_timeout  # the socket's timeout in the handshake
+                try:
+                    sock = super()._connect()
+                finally:
+                    self.socket_timeout = timeout
+                sock.settimeout(timeout)
+                return sock
+
+        kwargs["connection_class"] = HandshakeTimeoutSSLConnection
+    return redis.Redis.from_url(plain, **kwargs)
+
+
 class RedisStorage(Storage):
     def __init__(self, url: str):
-        import redis
-        parts = urlsplit(url)
-        query = parse_qs(parts.query)
-        self.prefix = query.pop("prefix", ["neardup:"])[0]
-        plain = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
-        self.location = plain
+        plain, self.location, self.prefix = parse_url(url)
         try:
-            self.client = redis.Redis.from_url(plain, socket_connect_timeout=5, socket_timeout=60)
+            self.client = _client(plain)
         except ValueError as exc:
-            raise StorageError(f"bad Redis URL {url!r}: {exc}") from None
+            raise StorageError(f"bad Redis URL {self.location}: {redact(str(exc))}") from None
         self.manifest_key = self.prefix + "manifest"
 
     def segment_key(self, name: str, file: str) -> str:
@@ -132,9 +217,25 @@ class RedisStorage(Storage):
         return parse_manifest(raw, self.location)
 
     def open_segment(self, entry: dict) -> SegmentReader:
+        entry_files(entry, self.location)
         seg = RedisSegment(self, entry)
         seg.check()
         return seg
+
+    @_redis_errors
+    def file_sizes(self, entry: dict) -> Dict[str, Optional[int]]:
+        files = list(entry_files(entry, self.location))
+        pipe = self.client.pipeline(transaction=False)
+        for file in files:
+            pipe.exists(self.segment_key(entry["name"], file))
+            pipe.strlen(self.segment_key(entry["name"], file))
+        got = pipe.execute()
+        return {f: (got[2 * i + 1] if got[2 * i] else None) for i, f in enumerate(files)}
+
+    @_redis_errors
+    def read_file(self, entry: dict, file: str) -> Optional[np.ndarray]:
+        raw = self.client.get(self.segment_key(entry["name"], file))
+        return None if raw is None else np.frombuffer(raw, np.uint8)
 
     @_redis_errors
     def write_segment(self, name: str, arrays: Dict[str, np.ndarray]) -> Dict[str, dict]:

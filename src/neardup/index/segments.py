@@ -38,6 +38,7 @@ import numba as nb
 import numpy as np
 import pyarrow as pa
 
+from ..io.fs import redact
 from ..minhash import EMPTY_VALUE
 
 FILE_DTYPES = {
@@ -51,6 +52,8 @@ FILE_DTYPES = {
     "src.u32": np.uint32,
 }
 STORES = ("exact", "estimate")
+COMMON_FILES = ("keys.u64", "kdoc.u32", "idoff.i64", "id.bin", "src.u32")
+STORE_FILES = {"exact": COMMON_FILES + ("fpoff.i64", "fp.u32"), "estimate": COMMON_FILES + ("sig.u32",)}
 
 # A segment is closed when it reaches either bound (a Redis string holds at most 512 MiB).
 MAX_SEGMENT_DOCS = 1_000_000
@@ -138,6 +141,51 @@ def checksum(data) -> int:
     return zlib.crc32(memoryview(np.ascontiguousarray(data)).cast("B")) & 0xFFFFFFFF
 
 
+def structure_problems(entry: dict, arrays: Dict[str, np.ndarray], store: str, bands: int,
+                       num_perm: int) -> List[str]:
+    """What contradicts the layout in one segment whose files match their checksums (what a bug,
+    not the disk, would write): one line per problem, naming the file; empty when consistent."""
+    out: List[str] = []
+    n = entry.get("docs")
+    sources = entry.get("sources") or []
+
+    def bad(file: str, what: str) -> None:
+        out.append(f"segment {entry.get('name')} file {file}: {what}")
+
+    missing = [f for f in STORE_FILES[store] if f not in arrays]
+    for f in missing:
+        bad(f, f"the manifest lists no such file (a {store} index keeps it)")
+    if missing or not isinstance(n, int):
+        return out
+    keys, kdoc, src = arrays["keys.u64"], arrays["kdoc.u32"], arrays["src.u32"]
+    idoff, ids = arrays["idoff.i64"], arrays["id.bin"]
+    if len(src) != n:
+        bad("src.u32", f"{len(src)} documents, the manifest says {n}")
+    elif len(src) and int(src.max()) >= len(sources):
+        bad("src.u32", f"source number {int(src.max())}, the segment has {len(sources)} sources")
+    elif np.bincount(src.astype(np.int64), minlength=len(sources)).tolist() != list(entry.get("source_docs", [])):
+        bad("src.u32", "its documents per source differ from the manifest's")
+    if len(keys) != len(kdoc) or len(keys) % max(bands, 1):
+        bad("keys.u64", f"{len(keys)} keys and {len(kdoc)} documents for {bands} bands")
+    else:
+        if len(keys) > 1 and bool(np.any(keys[1:] < keys[:-1])):
+            bad("keys.u64", "the keys are not sorted")
+        if len(kdoc) and int(kdoc.max()) >= n:
+            bad("kdoc.u32", f"document {int(kdoc.max())} of {n}")
+
+    def offsets(file: str, values: str, total: int) -> None:
+        off = arrays[file]
+        if len(off) != n + 1 or (len(off) and (off[0] != 0 or off[-1] != total)) or bool(np.any(np.diff(off) < 0)):
+            bad(file, f"not {n + 1} ascending offsets from 0 to the {total} values of {values}")
+
+    offsets("idoff.i64", "id.bin", len(ids))
+    if store == "exact":
+        offsets("fpoff.i64", "fp.u32", len(arrays["fp.u32"]))
+    elif len(arrays["sig.u32"]) != n * num_perm:
+        bad("sig.u32", f"{len(arrays['sig.u32'])} values for {n} documents of {num_perm}")
+    return out
+
+
 @dataclass
 class SegmentBuilder:
     """Collects batches of documents (already hashed) and lays them out as one segment."""
@@ -155,11 +203,18 @@ class SegmentBuilder:
     sources: List[str] = field(default_factory=list)
     docs: int = 0
     nbytes: int = 0
+    _source_of: Dict[str, int] = field(default_factory=dict)
 
     def source_index(self, name: str) -> int:
-        if name not in self.sources:
-            self.sources.append(name)
-        return self.sources.index(name)
+        """The number of a source name in this segment; a name is stored with the credentials
+        of any URL in it hidden (``redact``)."""
+        i = self._source_of.get(name)
+        if i is None:
+            shown = redact(name)
+            if shown not in self.sources:
+                self.sources.append(shown)
+            i = self._source_of[name] = self.sources.index(shown)
+        return i
 
     def append(self, keys: np.ndarray, nonempty: np.ndarray, ids: pa.Array, source: np.ndarray,
                fp_offsets: Optional[np.ndarray] = None, fp_values: Optional[np.ndarray] = None,

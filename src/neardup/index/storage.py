@@ -8,8 +8,14 @@ strings in Redis (the same seam as datasketch's ``storage.py``). A storage offer
 * ``commit(update)``: applies ``update(manifest or None) -> manifest`` and switches the
   manifest atomically (a crash before the switch leaves the previous manifest in force);
 * ``open_segment(entry)``: a :class:`SegmentReader` over a committed segment;
-* ``writer()``: a context in which this process may write (exclusive for a folder);
-* ``drop_segments(names)`` / ``drop_orphans(manifest)``: deletes what no manifest names.
+* ``writer(initial)``: a context in which this process may write (exclusive for a folder);
+* ``drop_segments(names)`` / ``drop_orphans(manifest)``: deletes what no manifest names;
+* ``file_sizes(entry)`` / ``read_file(entry, file)``: a segment's files as stored, for checks.
+
+Damage is detected, never answered from: the manifest carries a SHA-256 of itself and each
+segment file's size and CRC-32; sizes are checked when a segment is opened (and by every
+writer, for all segments), CRCs when a file is first used in a process (a folder; on Redis the
+files fetched whole) and by :meth:`Index.verify` (every file).
 
 :func:`neardup.index.core.open_storage` picks the backend from the location: ``redis://HOST:PORT/DB`` (optionally
 ``?prefix=NAME:``) for Redis, anything else is a folder.
@@ -18,17 +24,20 @@ strings in Redis (the same seam as datasketch's ``storage.py``). A storage offer
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import os
-import shutil
+import re
+import stat
 from typing import Callable, Dict, Iterable, Optional, Tuple
 
 import numpy as np
 
 from ..errors import StorageError
-from .segments import FILE_DTYPES, checksum
+from ..io.fs import redact
+from .segments import FILE_DTYPES, STORE_FILES, checksum
 
 MANIFEST = "manifest.json"
 SEGMENTS = "segments"
@@ -53,6 +62,22 @@ def parse_manifest(raw: bytes, where: str) -> dict:
     if hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest() != digest:
         raise StorageError(f"corrupt index {where}: the manifest does not match its checksum")
     return body
+
+
+def entry_files(entry: dict, where: str) -> Dict[str, dict]:
+    """A manifest entry's files ({name: {bytes, crc32}}), refused when they are not a
+    segment's (a manifest written by something else)."""
+    files = entry.get("files") if isinstance(entry, dict) else None
+    if not isinstance(files, dict) or any(f not in FILE_DTYPES or not isinstance(i, dict)
+                                          or not isinstance(i.get("bytes"), int) for f, i in files.items()):
+        name = entry.get("name") if isinstance(entry, dict) else entry
+        raise StorageError(f"corrupt index {where}: the manifest's entry for segment {name} is not a segment's")
+    return files
+
+
+def damaged(where: str, segment: str, file: str, got: int, want: int) -> str:
+    return (f"corrupt index {where}: segment {segment} file {file} does not match its checksum (crc32 "
+            f"{got:08x}, the manifest says {want:08x}); nothing was read from it")
 
 
 class SegmentReader:
@@ -94,8 +119,18 @@ class Storage:
     def open_segment(self, entry: dict) -> SegmentReader:
         raise NotImplementedError
 
-    def writer(self):
+    def writer(self, initial: Optional[dict] = None):
+        """A context in which this process may write; ``initial``: the manifest a new index
+        starts with (a backend may write it first; None: the index must exist)."""
         return contextlib.nullcontext()
+
+    def file_sizes(self, entry: dict) -> Dict[str, Optional[int]]:
+        """The stored size of each file of a segment (None: missing)."""
+        raise NotImplementedError
+
+    def read_file(self, entry: dict, file: str) -> Optional[np.ndarray]:
+        """A segment file's bytes as stored (any dtype; None: missing)."""
+        raise NotImplementedError
 
     def drop_segments(self, names: Iterable[str]) -> None:
         raise NotImplementedError
@@ -108,6 +143,19 @@ class Storage:
 
 
 # --------------------------------------------------------------------------- folder
+
+# a segment's folder: its name (see segments.new_segment_name), or that name after TMP_PREFIX
+# while it is being written; nothing else under segments/ is ever removed
+SEGMENT_NAME = re.compile(r"^[0-9]{8}T[0-9]{6}-[0-9a-f]{12}$")
+MANIFEST_TMP = MANIFEST + ".tmp"
+
+
+def reason(exc: OSError) -> str:
+    """An OSError in a few words: ``No space left on device (ENOSPC)``."""
+    code = errno.errorcode.get(exc.errno or 0)
+    text = exc.strerror or str(exc) or exc.__class__.__name__
+    return f"{text} ({code})" if code else text
+
 
 def _fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
@@ -124,32 +172,73 @@ def _write_file(path: str, data) -> None:
         os.fsync(f.fileno())
 
 
+def _remove_segment_folder(folder: str) -> None:
+    """Removes a segment's own files, then the folder if nothing else is left in it (a file put
+    there by someone else stays, and so does the folder)."""
+    for file in FILE_DTYPES:
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            os.remove(os.path.join(folder, file))
+    with contextlib.suppress(OSError):
+        os.rmdir(folder)
+
+
+# files whose checksum this process has verified: (path, device, inode, size, mtime, ctime);
+# a segment is immutable, so a file is read in full once per process, when first used
+_VERIFIED: set = set()
+
+
 class FolderSegment(SegmentReader):
     """Every file memory-mapped at once: a compaction that deletes the segment later cannot pull
-    the data from under a reader (the maps keep the files alive until the reader lets go)."""
+    the data from under a reader (the maps keep the files alive until the reader lets go).
+    Each file's size is checked here, its CRC-32 when it is first used (once per process)."""
 
     def __init__(self, folder: str, entry: dict, where: str):
         self.folder = folder
+        self.name = entry["name"]
+        self.where = where
         self.arrays: Dict[str, np.ndarray] = {}
-        for file, info in entry["files"].items():
+        self._unchecked: Dict[str, tuple] = {}
+        for file, info in entry_files(entry, where).items():
             path = os.path.join(folder, file)
             try:
-                size = os.path.getsize(path)
-                if size == info["bytes"]:
-                    dtype = FILE_DTYPES[file]
-                    self.arrays[file] = np.memmap(path, dtype=dtype, mode="r") if size else np.zeros(0, dtype)
-            except OSError:
-                raise StorageError(f"corrupt index {where}: segment {entry['name']} has lost its file "
-                                   f"{file}") from None
+                with open(path, "rb") as f:
+                    st = os.fstat(f.fileno())
+                    size = st.st_size
+                    if size == info["bytes"]:
+                        dtype = FILE_DTYPES[file]
+                        self.arrays[file] = np.memmap(f, dtype=dtype, mode="r") if size else np.zeros(0, dtype)
+            except FileNotFoundError:
+                raise StorageError(f"corrupt index {where}: segment {self.name} has lost its file {file}") from None
+            except OSError as exc:
+                raise StorageError(f"cannot read index {where}: segment {self.name} file {file}: "
+                                   f"{reason(exc)}") from None
             if size != info["bytes"]:
-                raise StorageError(f"corrupt index {where}: segment {entry['name']} file {file} has {size} "
+                raise StorageError(f"corrupt index {where}: segment {self.name} file {file} has {size} "
                                    f"bytes, the manifest says {info['bytes']}")
+            key = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            if key not in _VERIFIED:
+                self._unchecked[file] = (key, info.get("crc32"))
+
+    def _check(self, file: str) -> None:
+        key, want = self._unchecked[file]
+        if want is not None:
+            try:
+                got = checksum(self.arrays[file])
+            except OSError as exc:  # an I/O error under the map
+                raise StorageError(f"cannot read index {self.where}: segment {self.name} file {file}: "
+                                   f"{reason(exc)}") from None
+            if got != want:
+                raise StorageError(damaged(self.where, self.name, file, got, want))
+        _VERIFIED.add(key)
+        del self._unchecked[file]
 
     def array(self, file: str) -> np.ndarray:
+        if file in self._unchecked:
+            self._check(file)
         return self.arrays[file]
 
     def ranges(self, file, starts, stops):
-        return gather_ranges(self.arrays[file], starts, stops)
+        return gather_ranges(self.array(file), starts, stops)
 
 
 class FolderStorage(Storage):
@@ -160,98 +249,208 @@ class FolderStorage(Storage):
     ``manifest.json`` (then the folder is fsynced). Rename is atomic on POSIX file systems, so a
     reader or a crash sees the old manifest or the new one, never a mix; a segment no manifest
     names is invisible and removed by the next writer. Writers take an exclusive ``flock`` on
-    ``.lock`` for the whole add or compaction; readers take no lock.
+    ``.lock`` for the whole add or compaction; readers take no lock. The lock file is never
+    removed (a writer waiting on it must lock the file the next one will find).
+
+    Ownership: a folder is written only when it is new, empty (nothing but this index's own
+    lock, temporaries and an empty ``segments/``) or holds a manifest. The first add writes an
+    empty manifest before any segment, so segments without a manifest mean a lost manifest:
+    refused, never cleaned. Cleaning removes only what the index made: segment folders named as
+    segments are (their own files), ``.tmp-`` ones, ``manifest.json.tmp``.
     """
 
     def __init__(self, path: str):
         self.path = path
-        self.location = path
-        self._lock_fd = None
+        self.location = redact(path)
 
     # reading
     def read_manifest(self) -> Optional[dict]:
-        path = self.path
-        if not os.path.exists(path):
+        if self._state() != "index":
             return None
-        if not os.path.isdir(path):
-            raise StorageError(f"{path} is not a neardup index (it is a file, not a folder)")
-        mpath = os.path.join(path, MANIFEST)
         try:
-            with open(mpath, "rb") as f:
+            with open(os.path.join(self.path, MANIFEST), "rb") as f:
                 raw = f.read()
-        except FileNotFoundError:
-            extra = [e for e in os.listdir(path) if e not in (LOCK, SEGMENTS)]
-            if extra:
-                raise StorageError(f"{path} is not a neardup index (no {MANIFEST}; it holds other files)") from None
-            return None
+        except FileNotFoundError:  # a failed first add took it back meanwhile
+            return None if self._state() != "index" else self.read_manifest()
         except OSError as exc:
-            raise StorageError(f"cannot read index {path}: {exc.strerror or exc}") from None
-        return parse_manifest(raw, path)
+            raise StorageError(f"cannot read index {self.location}: {reason(exc)}") from None
+        return parse_manifest(raw, self.location)
+
+    def _state(self) -> str:
+        """``missing``, ``empty`` (a folder this index may start in) or ``index`` (a manifest);
+        anything else is refused with what was found there."""
+        where = self.location
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return "missing"
+        except OSError as exc:
+            hint = " (a part of the path is a file)" if exc.errno == errno.ENOTDIR else ""
+            raise StorageError(f"cannot use {where} as an index: {reason(exc)}{hint}") from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise StorageError(f"{where} is not a neardup index (it is a file, not a folder)")
+        try:
+            if os.path.lexists(os.path.join(self.path, MANIFEST)):
+                return "index"
+            entries = os.listdir(self.path)
+            segs = os.listdir(os.path.join(self.path, SEGMENTS)) if SEGMENTS in entries else []
+        except OSError as exc:
+            raise StorageError(f"cannot read index {where}: {reason(exc)}") from None
+        foreign = sorted(set(entries) - {LOCK, SEGMENTS, MANIFEST_TMP})
+        kept = sorted(e for e in segs if not (e.startswith(TMP_PREFIX) and SEGMENT_NAME.match(e[len(TMP_PREFIX):])))
+        if not foreign and kept and all(SEGMENT_NAME.match(e) for e in kept):
+            raise StorageError(
+                f"index {where} has lost its {MANIFEST}: {SEGMENTS}/ holds {len(kept)} segment"
+                f"{'s' if len(kept) != 1 else ''} that no manifest names; nothing was changed (restore "
+                f"{MANIFEST} from a backup, or move the folder away to start a new index there)")
+        if foreign or kept:
+            shown = foreign or [f"{SEGMENTS}/{e}" for e in kept]
+            more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
+            raise StorageError(f"{where} is not a neardup index: it has no {MANIFEST} and holds other files "
+                               f"({', '.join(shown[:3])}{more}); nothing was changed (give a new or empty folder)")
+        return "empty"
 
     def open_segment(self, entry: dict) -> SegmentReader:
-        return FolderSegment(os.path.join(self.path, SEGMENTS, entry["name"]), entry, self.path)
+        return FolderSegment(self._segment_folder(entry["name"]), entry, self.location)
+
+    def _segment_folder(self, name: str) -> str:
+        if not isinstance(name, str) or not SEGMENT_NAME.match(name):
+            raise StorageError(f"corrupt index {self.location}: the manifest names a segment {name!r}")
+        return os.path.join(self.path, SEGMENTS, name)
+
+    def file_sizes(self, entry: dict) -> Dict[str, Optional[int]]:
+        folder = self._segment_folder(entry["name"])
+        out: Dict[str, Optional[int]] = {}
+        for file in entry_files(entry, self.location):
+            try:
+                out[file] = os.stat(os.path.join(folder, file)).st_size
+            except FileNotFoundError:
+                out[file] = None
+            except OSError as exc:
+                raise StorageError(f"cannot read index {self.location}: segment {entry['name']} file {file}: "
+                                   f"{reason(exc)}") from None
+        return out
+
+    def read_file(self, entry: dict, file: str) -> Optional[np.ndarray]:
+        path = os.path.join(self._segment_folder(entry["name"]), file)
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size == 0:
+                    return np.zeros(0, FILE_DTYPES[file])
+                return np.memmap(f, dtype=np.uint8, mode="r")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot read index {self.location}: segment {entry['name']} file {file}: "
+                               f"{reason(exc)}") from None
 
     # writing
     @contextlib.contextmanager
-    def writer(self):
-        created = not os.path.exists(self.path)
+    def writer(self, initial: Optional[dict] = None):
+        """Exclusive write access. ``initial``: the manifest a new index starts with (written
+        before any segment, and taken back if the add fails); None: the index must exist."""
+        self._state()  # refuses a file or a foreign folder before anything is created
         try:
-            os.makedirs(os.path.join(self.path, SEGMENTS), exist_ok=True)
+            os.makedirs(self.path, exist_ok=True)
             fd = os.open(os.path.join(self.path, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise StorageError(f"cannot write index {self.path}: {exc.strerror or exc}") from None
+            raise StorageError(f"cannot write index {self.location}: {reason(exc)}") from None
+        claimed = False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            if self._state() != "index" and initial is not None:
+                claimed = True
+                self.commit(lambda current: initial if current is None else current, crash_points=False)
             yield self
+        except BaseException:
+            if claimed:
+                self._unclaim()
+            raise
         finally:
-            if created and not os.path.exists(os.path.join(self.path, MANIFEST)):
-                shutil.rmtree(self.path, ignore_errors=True)  # a first add that failed leaves nothing
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+
+    def _unclaim(self) -> None:
+        """After a failed first add: takes back the empty manifest (so the folder is no index
+        again), if nothing was committed and no segment is left; the lock file stays."""
+        with contextlib.suppress(OSError, StorageError):
+            manifest = self.read_manifest()
+            seg_dir = os.path.join(self.path, SEGMENTS)
+            left = [e for e in os.listdir(seg_dir) if not e.startswith(TMP_PREFIX)] if os.path.isdir(seg_dir) else []
+            if manifest is not None and not manifest.get("segments") and not left:
+                os.remove(os.path.join(self.path, MANIFEST))
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(self.path, MANIFEST_TMP))
+                os.rmdir(seg_dir)
+                _fsync_dir(self.path)
 
     def write_segment(self, name: str, arrays: Dict[str, np.ndarray]) -> Dict[str, dict]:
         base = os.path.join(self.path, SEGMENTS)
         tmp = os.path.join(base, TMP_PREFIX + name)
-        os.makedirs(tmp)
+        final = os.path.join(base, name)
         files = {}
-        for file, data in arrays.items():
-            _write_file(os.path.join(tmp, file), data)
-            files[file] = {"bytes": int(np.asarray(data).nbytes), "crc32": checksum(data)}
-        _fsync_dir(tmp)
-        crash_point("segment_written")
-        os.rename(tmp, os.path.join(base, name))
-        _fsync_dir(base)
+        try:
+            os.makedirs(tmp)
+            for file, data in arrays.items():
+                _write_file(os.path.join(tmp, file), data)
+                files[file] = {"bytes": int(np.asarray(data).nbytes), "crc32": checksum(data)}
+            _fsync_dir(tmp)
+            crash_point("segment_written")
+            os.rename(tmp, final)
+            _fsync_dir(base)
+        except OSError as exc:
+            _remove_segment_folder(tmp)
+            _remove_segment_folder(final)
+            raise StorageError(f"cannot write index {self.location}: {reason(exc)}") from None
         return files
 
-    def commit(self, update: Callable[[Optional[dict]], dict]) -> dict:
+    def commit(self, update: Callable[[Optional[dict]], dict], crash_points: bool = True) -> dict:
+        """``crash_points=False``: the empty manifest of a first add, which the crash tests'
+        points (``before_manifest_switch`` ...) are not about."""
         new = update(self.read_manifest())
         mpath = os.path.join(self.path, MANIFEST)
-        tmp = mpath + ".tmp"
-        _write_file(tmp, np.frombuffer(manifest_bytes(new), dtype=np.uint8))
-        crash_point("before_manifest_switch")
-        os.replace(tmp, mpath)
-        _fsync_dir(self.path)
-        crash_point("after_manifest_switch")
+        tmp = os.path.join(self.path, MANIFEST_TMP)
+        try:
+            _write_file(tmp, np.frombuffer(manifest_bytes(new), dtype=np.uint8))
+            if crash_points:
+                crash_point("before_manifest_switch")
+            os.replace(tmp, mpath)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise StorageError(f"cannot write index {self.location}: {reason(exc)}") from None
+        try:
+            _fsync_dir(self.path)
+        except OSError as exc:  # switched, but perhaps not yet durable: say so, keep the segments
+            raise StorageError(f"index {self.location}: the new manifest is in place but the folder could not "
+                               f"be synced ({reason(exc)})") from None
+        if crash_points:
+            crash_point("after_manifest_switch")
         return new
 
     def drop_segments(self, names: Iterable[str]) -> None:
         for name in names:
-            shutil.rmtree(os.path.join(self.path, SEGMENTS, name), ignore_errors=True)
+            if isinstance(name, str) and SEGMENT_NAME.match(name):
+                _remove_segment_folder(os.path.join(self.path, SEGMENTS, name))
 
     def drop_orphans(self, manifest: Optional[dict], thorough: bool = False) -> None:
-        """Removes segment folders no manifest names (left by a crash); call inside writer()."""
+        """Removes the segment folders no manifest names (left by a crash) and a left-over
+        ``manifest.json.tmp``; call inside writer(). Only names this index makes are touched."""
         base = os.path.join(self.path, SEGMENTS)
         named = {s["name"] for s in (manifest or {}).get("segments", [])}
         try:
             entries = os.listdir(base)
         except FileNotFoundError:
             return
+        except OSError as exc:
+            raise StorageError(f"cannot read index {self.location}: {reason(exc)}") from None
         for entry in entries:
-            if entry not in named:
-                shutil.rmtree(os.path.join(base, entry), ignore_errors=True)
-        tmp = os.path.join(self.path, MANIFEST + ".tmp")
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
+            bare = entry[len(TMP_PREFIX):] if entry.startswith(TMP_PREFIX) else entry
+            if SEGMENT_NAME.match(bare) and entry not in named:
+                _remove_segment_folder(os.path.join(base, entry))
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(self.path, MANIFEST_TMP))
 
 
 def crash_point(name: str) -> None:

@@ -38,12 +38,15 @@ class IndexWriter:
         self._t0 = time.perf_counter()
 
     def __enter__(self):
-        self._lock = self.storage.writer()
+        # a new folder index gets its (empty) manifest before any segment: segments without
+        # a manifest are then always a lost manifest, never a first add that was killed
+        self._lock = self.storage.writer(initial=self.index._empty_manifest())
         self._lock.__enter__()
         try:
             manifest = self.storage.read_manifest()
             if manifest is not None:
-                check_manifest(self.index.location, manifest, self.config)
+                check_manifest(self.index.display, manifest, self.config)
+                self.index.check_files(manifest)  # a lost or truncated file: refused, as by a query
             self.storage.drop_orphans(manifest)
         except BaseException as exc:
             self._lock.__exit__(type(exc), exc, exc.__traceback__)
@@ -56,8 +59,11 @@ class IndexWriter:
                 self.commit()
             else:
                 self.abort()
-        finally:
-            self._lock.__exit__(exc_type, exc, tb)
+        except BaseException as failed:  # the commit failed: nothing of it stays, and the lock's cleanup must know
+            self.abort()
+            self._lock.__exit__(type(failed), failed, failed.__traceback__)
+            raise
+        self._lock.__exit__(exc_type, exc, tb)
         return False
 
     # ------------------------------------------------------------------ input
@@ -93,10 +99,10 @@ class IndexWriter:
             raise ConfigError(f"{len(ids)} ids for {n} documents")
         fp_off, fp, nonempty = hashed_documents(n, signatures, shingles, "add_arrays")
         if self.index.store == "exact" and fp is None:
-            raise ConfigError(f"index {self.index.location} keeps shingle fingerprints: pass shingles")
+            raise ConfigError(f"index {self.index.display} keeps shingle fingerprints: pass shingles")
         if self.index.store == "estimate":
             if signatures is None:
-                raise ConfigError(f"index {self.index.location} keeps signatures: pass signatures")
+                raise ConfigError(f"index {self.index.display} keeps signatures: pass signatures")
             signatures = np.asarray(signatures, dtype=np.uint32)
             if signatures.shape != (n, cfg.num_perm):
                 raise ConfigError(f"signatures must be ({n}, {cfg.num_perm}) uint32, got {signatures.shape}")
@@ -140,7 +146,7 @@ class IndexWriter:
             if current is None:
                 current = index._empty_manifest()
             else:
-                check_manifest(index.location, current, self.config)
+                check_manifest(index.display, current, self.config)
             return dict(current, generation=current["generation"] + 1, segments=current["segments"] + entries)
 
         if entries:
@@ -155,11 +161,15 @@ class IndexWriter:
         self.entries = []
 
     def abort(self) -> None:
+        """Removes the segments this writer wrote, except any that a manifest names already (a
+        commit that failed after its switch)."""
         self.builder = None
         names = [e["name"] for e in self.entries]
         self.entries = []
         try:
-            self.storage.drop_segments(names)
+            current = self.storage.read_manifest()
+            named = {s["name"] for s in (current or {}).get("segments", [])}
+            self.storage.drop_segments([n for n in names if n not in named])
         except Exception:  # the orphans are removed by the next writer
             pass
 
