@@ -79,20 +79,28 @@ def plot_format(path: str) -> str:
     return ext
 
 
-def save_figure(fig, path: str) -> str:
-    """Write a figure to ``path`` (format from the extension) and close it."""
+def save_figure(fig, path: str, *, overwrite: bool = True) -> str:
+    """Write a figure to ``path`` (format from the extension) and close it.
+
+    The file appears whole or not at all (drawn in memory, written under a temporary name in
+    the same folder, then renamed: :func:`neardup.report.publish_file`); without ``overwrite`` an
+    existing file is left alone (ConfigError). A folder that cannot be written or a full disk is
+    a one-line ConfigError that names the path."""
+    from .io.fs import redact
+    from .report import publish_file
     fmt = plot_format(path)
     plt = require_matplotlib()
     directory = os.path.dirname(os.path.abspath(str(path)))
     if not os.path.isdir(directory):
         plt.close(fig)
-        raise ConfigError(f"cannot write the plot {str(path)!r}: the folder {directory} does not exist")
+        raise ConfigError(f"cannot write the plot {redact(str(path))!r}: the folder {redact(directory)} "
+                          f"does not exist")
+    buf = io.BytesIO()
     try:
-        fig.savefig(str(path), format=fmt, dpi=120, bbox_inches="tight")
-    except OSError as exc:
-        raise ConfigError(f"cannot write the plot {str(path)!r}: {exc.strerror or exc}") from None
+        fig.savefig(buf, format=fmt, dpi=120, bbox_inches="tight")
     finally:
         plt.close(fig)
+    publish_file(str(path), buf.getvalue(), overwrite=overwrite, option="--plot")
     return str(path)
 
 

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import difflib
+import errno
 import html
 import json
 import math
@@ -18,12 +19,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .arrays import arrow, to_numpy
-from .errors import ConfigError, InputError
+from .errors import ConfigError, InputError, NeardupError
 from .params import (DEFAULT_MIN_RECALL, alternatives, candidate_probability, choose_params, describe,
                      false_negative_area, false_positive_area, midpoint)
 
 __all__ = ["params_summary", "format_params", "write_report", "word_diff_html",
-           "REPORT_NAME"]
+           "check_output_file", "publish_file", "REPORT_NAME"]
 
 REPORT_NAME = "report.html"
 
@@ -172,8 +173,26 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 del { background: #fadbd8; color: #922b21; text-decoration: line-through; }
 ins { background: #d5f5e3; color: #1d6f42; text-decoration: none; }
 .note { color: #5b6570; font-size: 13px; }
+tr.kept td:last-child { color: #1d6f42; }
+tr.removed td:last-child { color: #922b21; }
 code { background: #eef1f4; padding: 0 3px; border-radius: 3px; }
 """
+
+
+def _red(text: Any) -> str:
+    """``text`` (a path, a URL, an id, a message) with the credentials of every URL in it hidden:
+    everything a path or URL can reach the page or a message through goes through here."""
+    from .io.fs import redact
+    return redact(str(text))
+
+
+def _esc(text: Any) -> str:
+    """``text`` for the page: credentials hidden, then HTML-escaped."""
+    return html.escape(_red(text))
+
+
+def _one_line(exc: BaseException) -> str:
+    return _red(" ".join(str(exc).split()) or type(exc).__name__)
 
 
 def _fmt_int(v: Any) -> str:
@@ -181,8 +200,8 @@ def _fmt_int(v: Any) -> str:
         return "n/a"
     try:
         return f"{int(v):,}"
-    except (TypeError, ValueError):
-        return html.escape(str(v))
+    except (TypeError, ValueError, OverflowError):
+        return _esc(v)
 
 
 def _fmt_value(v: Any) -> str:
@@ -194,8 +213,8 @@ def _fmt_value(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
     if isinstance(v, (dict, list)):
-        return html.escape(json.dumps(v, sort_keys=True))
-    return html.escape(str(v))
+        return _esc(json.dumps(v, sort_keys=True, default=str))
+    return _esc(v)
 
 
 def _read_parquet(path: Path, columns: Optional[Sequence[str]] = None, filters=None):
@@ -205,7 +224,7 @@ def _read_parquet(path: Path, columns: Optional[Sequence[str]] = None, filters=N
         if columns is not None:
             missing = [c for c in columns if c not in schema.names]
             if missing:
-                raise InputError(f"{path}: missing column(s) {', '.join(missing)}; "
+                raise InputError(f"{_red(path)}: missing column(s) {', '.join(missing)}; "
                                  f"it has {', '.join(schema.names)}")
         if filters is None:  # ParquetFile: the dataset reader behind read_table imports pandas
             return pq.ParquetFile(path).read(columns=list(columns) if columns else None)
@@ -213,7 +232,7 @@ def _read_parquet(path: Path, columns: Optional[Sequence[str]] = None, filters=N
     except InputError:
         raise
     except Exception as exc:  # pyarrow raises several types for a damaged file
-        raise InputError(f"{path}: cannot read it as Parquet: {exc}") from None
+        raise InputError(f"{_red(path)}: cannot read it as Parquet: {_one_line(exc)}") from None
 
 
 def diff_units(text: str, *, punctuation: str = "split") -> List[Tuple[str, int, int]]:
@@ -328,8 +347,10 @@ def _render_diff(text: str, units, changed, tag: str, cut: bool) -> str:
     return "".join(out).strip()
 
 
-def _size_bins(max_size: int) -> List[Tuple[int, int]]:
-    bins = [(s, s) for s in range(2, min(max_size, 10) + 1)]
+def _size_bins(max_size: int, min_size: int = 2) -> List[Tuple[int, int]]:
+    """Bins of cluster sizes: one per size up to 10, then ranges; from ``min_size`` (2, or 1 when
+    a cluster of one is there), so that every size up to ``max_size`` falls in a bin."""
+    bins = [(s, s) for s in range(max(1, min(min_size, 2)), min(max_size, 10) + 1)]
     edges = [11, 21, 51, 101, 201, 501, 1001, 10001, 100001]
     lo = 11
     for hi_next in edges[1:]:
@@ -392,67 +413,127 @@ class _Figures:
 def _load_stats(out: Path) -> dict:
     path = out / "stats.json"
     if not path.is_file():
-        raise InputError(f"{out}: no stats.json here; is it a neardup output folder?")
+        raise InputError(f"{_red(out)}: no stats.json here; is it a neardup output folder?")
     try:
         with open(path, "r", encoding="utf-8") as fh:
             stats = json.load(fh)
     except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: cannot read it as JSON: {exc}") from None
+        raise InputError(f"{_red(path)}: cannot read it as JSON: {_one_line(exc)}") from None
     if not isinstance(stats, dict):
-        raise InputError(f"{path}: expected a JSON object, got {type(stats).__name__}")
+        raise InputError(f"{_red(path)}: expected a JSON object, got {type(stats).__name__}")
     return stats
 
 
+def _schema_names(path: Path) -> List[str]:
+    import pyarrow.parquet as pq
+    try:
+        return list(pq.read_schema(path).names)
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise InputError(f"{_red(path)}: cannot read it as Parquet: {_one_line(exc)}") from None
+
+
+def _strings(col):
+    """A (chunked) Arrow column as one string array (cluster ids may be stored as numbers)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks else pa.array([], type=col.type)
+    return col if pa.types.is_string(col.type) else pc.cast(col, pa.string())
+
+
 def _cluster_sizes(out: Path):
-    """(cluster ids, sizes) sorted by size (descending), or None when no cluster file exists."""
+    """(cluster ids as an Arrow string array, sizes) of the clusters of this run, largest first
+    (ties: first seen first), or None when no cluster file exists.
+
+    A cluster of documents removed against an index (``--against``) is not one of them: its
+    representative is an indexed document, not a document of this run. In clusters.parquet such
+    a cluster has no kept member; in removed.parquet its rows have a ``representative_source``.
+    Those documents are shown by :func:`_index_section`.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
     clusters_path = out / "clusters.parquet"
     removed_path = out / "removed.parquet"
+    kept = None
     if clusters_path.is_file():
-        col = _read_parquet(clusters_path, ["cluster"])["cluster"]
+        names = _schema_names(clusters_path)
+        t = _read_parquet(clusters_path, ["cluster"] + (["is_representative"] if "is_representative" in names else []))
+        if "is_representative" in names:
+            kept = t["is_representative"]
         extra = 0
     elif removed_path.is_file():
         # Without clusters.parquet: every removed document plus its representative.
-        col = _read_parquet(removed_path, ["cluster"])["cluster"]
+        names = _schema_names(removed_path)
+        t = _read_parquet(removed_path, ["cluster"] + (["representative_source"] if "representative_source" in names else []))
+        if "representative_source" in names:
+            t = t.filter(pc.is_null(t["representative_source"]))
         extra = 1
     else:
         return None
+    col = _strings(t["cluster"])
+    valid = pc.is_valid(col)
+    if col.null_count:
+        col = col.filter(valid)
+        kept = None if kept is None else _filter(kept, valid)
     if len(col) == 0:
-        return [], np.zeros(0, dtype=np.int64)
-    col = pc.cast(col, pa.string()) if not pa.types.is_string(col.type) else col
-    vc = pc.value_counts(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
-    ids = vc.field("values").to_pylist()
-    sizes = np.asarray(to_numpy(vc.field("counts")), dtype=np.int64) + extra
+        return pa.array([], type=pa.string()), np.zeros(0, dtype=np.int64)
+    enc = pc.dictionary_encode(col)
+    codes = np.asarray(to_numpy(enc.indices), dtype=np.int64)
+    heads = enc.dictionary
+    sizes = np.bincount(codes, minlength=len(heads)).astype(np.int64) + extra
     order = np.lexsort((np.arange(len(sizes)), -sizes))
-    return [ids[i] for i in order], sizes[order]
+    if kept is not None:  # only the clusters with a kept member: the run's own
+        flags = to_numpy(pc.fill_null(kept.combine_chunks() if isinstance(kept, pa.ChunkedArray) else kept, False))
+        own = np.bincount(codes, weights=flags.astype(np.float64), minlength=len(heads)) > 0
+        order = order[own[order]]
+    return heads.take(arrow(order.astype(np.int64))), sizes[order]
 
 
-def _only_clusters(table, cluster_ids: List[str]):
-    """The rows of ``table`` whose cluster is one of ``cluster_ids`` (filtered in Arrow, so that
-    a removed.parquet of millions of rows never becomes Python objects)."""
+def _filter(arr, mask):
+    import pyarrow as pa
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks else pa.array([], type=arr.type)
+    return arr.filter(mask)
+
+
+def _only(table, column: str, values: List[str]):
+    """The rows of ``table`` whose ``column`` (as a string) is one of ``values`` (filtered in
+    Arrow, so that a removed.parquet of millions of rows never becomes Python objects)."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    col = table["cluster"]
+    col = table[column]
     if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
         col = pc.cast(col, pa.string())
-    mask = pc.is_in(col, value_set=arrow(cluster_ids, type=col.type))
+    mask = pc.is_in(col, value_set=arrow(list(values), type=col.type))
     return table.filter(mask)
 
 
-def _rows_by_cluster(table) -> Dict[str, List[int]]:
-    """Row positions of ``table`` by its cluster (as a string), in table order."""
-    out: Dict[str, List[int]] = {}
-    for i, c in enumerate(table["cluster"].to_pylist()):
-        out.setdefault(str(c), []).append(i)
-    return out
+def _only_clusters(table, cluster_ids: List[str]):
+    """The rows of ``table`` whose cluster is one of ``cluster_ids``."""
+    return _only(table, "cluster", cluster_ids)
+
+
+# What happened to a member of a cluster (``role`` of :func:`_members`).
+HEAD, KEPT, REMOVED, MEMBER = "head", "kept", "removed", "member"
 
 
 def _members(out: Path, cluster_ids: List[str], limit: int) -> Dict[str, dict]:
-    """For each cluster id: the representative id, up to ``limit`` member ids (representative
-    first) and the similarity of each listed removed member to its representative."""
-    result: Dict[str, dict] = {c: {"representative": None, "members": [], "similarity": {}}
-                               for c in cluster_ids}
+    """What the report can say of the members of each cluster.
+
+    For each cluster id: ``representative`` (the kept document that heads it: the first in keep
+    order, whose id names the cluster in a real output), ``members`` (up to ``limit`` ids, the
+    representative first, then in file order) and ``info`` {id: (role, representative,
+    similarity)} for each listed member, role one of:
+
+    * ``head``: kept, the representative;
+    * ``kept``: kept too, by the chain guard (no verified pair at or above the threshold with a
+      document of the cluster kept before it); ``is_representative`` true in clusters.parquet,
+      or the representative of a removed document;
+    * ``removed``: removed, with its own representative (the most similar kept document of the
+      cluster: not always the head) and the similarity to it (None when not recorded);
+    * ``member``: in clusters.parquet, which says no more, and no removed.parquet to ask.
+    """
+    result: Dict[str, dict] = {c: {"representative": None, "members": [], "info": {}} for c in cluster_ids}
     if not cluster_ids:
         return result
     clusters_path = out / "clusters.parquet"
@@ -462,39 +543,79 @@ def _members(out: Path, cluster_ids: List[str], limit: int) -> Dict[str, dict]:
         removed = _only_clusters(_read_parquet(removed_path, ["id", "representative", "cluster", "similarity"]),
                                  cluster_ids)
     if clusters_path.is_file():
-        import pyarrow.parquet as pq
-        names = pq.read_schema(clusters_path).names
+        names = _schema_names(clusters_path)
         cols = ["id", "cluster"] + (["is_representative"] if "is_representative" in names else [])
         clusters = _only_clusters(_read_parquet(clusters_path, cols), cluster_ids)
     # rows by cluster in Python (the tables hold the top clusters only): Arrow's comparisons with a
     # Python scalar import pandas
-    clusters_of = _rows_by_cluster(clusters) if clusters is not None else {}
-    removed_of = _rows_by_cluster(removed) if removed is not None else {}
+    listed_of: Dict[str, List[str]] = {}
+    kept_of: Dict[str, List[str]] = {}
+    if clusters is not None:
+        flags_col = clusters["is_representative"].to_pylist() if "is_representative" in clusters.column_names else None
+        ids_col = clusters["id"].to_pylist()
+        for i, c in enumerate(clusters["cluster"].to_pylist()):
+            c = str(c)
+            if flags_col is not None and flags_col[i]:
+                kept_of.setdefault(c, []).append(str(ids_col[i]))
+            lst = listed_of.setdefault(c, [])
+            if len(lst) <= limit:
+                lst.append(str(ids_col[i]))
+    removed_rows: Dict[str, List[Tuple[str, Optional[str], Any]]] = {}
+    if removed is not None:
+        if clusters is not None:  # the removal records of the listed members only
+            wanted = set()
+            for c in cluster_ids:
+                wanted.update(listed_of.get(c, []))
+            removed = _only(removed, "id", sorted(wanted))
+        for i, r, c, s in zip(removed["id"].to_pylist(), removed["representative"].to_pylist(),
+                              removed["cluster"].to_pylist(), removed["similarity"].to_pylist()):
+            rows = removed_rows.setdefault(str(c), [])
+            if clusters is not None or len(rows) <= limit:
+                rows.append((str(i), None if r is None else str(r), s))
+    flagged = clusters is not None and "is_representative" in clusters.column_names
     for c in cluster_ids:
         entry = result[c]
-        listed: List[str] = []
+        kept = kept_of.get(c, [])
+        rows = removed_rows.get(c, [])
+        reps = [r for _, r, _ in rows if r is not None]
+        if c in kept or (clusters is None and c in reps):
+            head = c  # a real output: the cluster is named by its first kept document
+        elif kept:
+            head = kept[0]
+        elif reps:
+            head = reps[0]
+        else:
+            head = None
+        entry["representative"] = head
+        info: Dict[str, Tuple[str, Optional[str], Any]] = {}
+        order: List[str] = [head] if head is not None else []
+        if head is not None:
+            info[head] = (HEAD, None, None)
+        kept_set = set(kept)
+        removal = {i: (r, s) for i, r, s in rows}
         if clusters is not None:
-            rows = clusters.take(arrow(np.array(clusters_of.get(c, []), dtype=np.int64)))
-            if "is_representative" in rows.column_names:
-                reps = [i for i, flag in enumerate(rows["is_representative"].to_pylist()) if flag]
-                if reps:
-                    entry["representative"] = str(rows["id"][reps[0]].as_py())
-            listed += [str(i) for i in rows["id"].slice(0, limit + 1).to_pylist()]
-        if removed is not None:
-            rows = removed.take(arrow(np.array(removed_of.get(c, []), dtype=np.int64)))
-            if entry["representative"] is None and len(rows):
-                rep = rows["representative"][0].as_py()
-                entry["representative"] = None if rep is None else str(rep)
-            head = rows.slice(0, limit + 1)
-            ids = [str(i) for i in head["id"].to_pylist()]
-            entry["similarity"] = dict(zip(ids, head["similarity"].to_pylist()))
-            listed += ids
-        rep = entry["representative"]
-        members = [rep] if rep is not None else []
-        for m in listed:
-            if m not in members:
-                members.append(m)
-        entry["members"] = members[:limit]
+            for m in listed_of.get(c, []):
+                if m in info:
+                    continue
+                if m in removal:
+                    info[m] = (REMOVED,) + removal[m]
+                elif flagged:
+                    info[m] = (KEPT, None, None) if m in kept_set else (REMOVED, None, None)
+                elif removed is not None:  # not in removed.parquet, which lists every removal
+                    info[m] = (KEPT, None, None)
+                else:
+                    info[m] = (MEMBER, None, None)
+                order.append(m)
+        else:
+            for m, r, s in rows:
+                if r is not None and r not in info:  # a representative: kept
+                    info[r] = (KEPT, None, None)
+                    order.append(r)
+                if m not in info:
+                    info[m] = (REMOVED, r, s)
+                    order.append(m)
+        entry["members"] = order[:limit]
+        entry["info"] = {m: info[m] for m in entry["members"]}
     return result
 
 
@@ -524,8 +645,8 @@ def _section_counts(counts: dict) -> str:
                      f'<div class="n">{_fmt_int(value)}{extra}</div></div>')
     known = {k for k, _, _ in items}
     for key in sorted(k for k in counts if k not in known):
-        cards.append(f'<div class="card" id="count-{html.escape(str(key))}"><div class="l">'
-                     f'{html.escape(str(key).replace("_", " "))}</div>'
+        cards.append(f'<div class="card" id="count-{_esc(key)}"><div class="l">'
+                     f'{_esc(str(key).replace("_", " "))}</div>'
                      f'<div class="n">{_fmt_int(counts[key])}</div></div>')
     return '<div class="cards">' + "".join(cards) + "</div>"
 
@@ -537,9 +658,9 @@ def _inputs_line(stats: dict) -> str:
         for item in inputs[:5]:
             if isinstance(item, dict) and "name" in item:
                 n = item.get("documents")
-                names.append(html.escape(str(item["name"])) + (f" ({_fmt_int(n)} documents)" if n is not None else ""))
+                names.append(_esc(item["name"]) + (f" ({_fmt_int(n)} documents)" if n is not None else ""))
             elif isinstance(item, str):
-                names.append(html.escape(item))
+                names.append(_esc(item))
         if len(inputs) > 5:
             names.append(f"and {len(inputs) - 5:,} more")
     version = stats.get("neardup_version")
@@ -547,12 +668,12 @@ def _inputs_line(stats: dict) -> str:
     if names:
         parts.append("input: " + ", ".join(names))
     if version:
-        parts.append(f"neardup {html.escape(str(version))}")
+        parts.append(f"neardup {_esc(version)}")
     return " &middot; ".join(parts) or "a neardup dedup run"
 
 
 def _kv_table(d: dict, caption: Optional[str] = None) -> str:
-    rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{_fmt_value(v)}</td></tr>" for k, v in d.items())
+    rows = "".join(f"<tr><th>{_esc(k)}</th><td>{_fmt_value(v)}</td></tr>" for k, v in d.items())
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
     return f"<table>{cap}{rows}</table>"
 
@@ -612,22 +733,40 @@ def _punctuation_of(params: dict) -> str:
     return {True: "delete", False: "keep"}.get(old, "split") if isinstance(old, bool) else "split"
 
 
+def _role_html(role: str, rep: Optional[str], sim: Any, head: Optional[str]) -> str:
+    """What happened to one member of a cluster, in words."""
+    if role == HEAD:
+        return "kept: the representative (the cluster's first document in keep order)"
+    if role == KEPT:
+        return ("kept: not similar enough (below the threshold) to any document of the cluster kept "
+                "before it to be removed (chain guard)")
+    if role == REMOVED:
+        s_txt = f"{sim:.3f}" if isinstance(sim, float) and math.isfinite(sim) else "not recorded"
+        if rep is None:
+            return f"removed, similarity {s_txt} (no row in removed.parquet)"
+        to = "the representative " if rep == head else ""
+        return f"removed, similarity {s_txt} to {to}<code>{_esc(rep)}</code>"
+    return "member (removed.parquet is missing: kept or removed is not known)"
+
+
 def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: int,
-                     max_side_by_side: int, punctuation: str = "split") -> Tuple[str, str]:
-    """(size distribution html, largest clusters html)."""
+                     max_side_by_side: int, punctuation: str = "split", against: bool = False) -> Tuple[str, str]:
+    """(size distribution html, largest clusters html) of the clusters of this run."""
     sized = _cluster_sizes(out)
     if sized is None:
         msg = '<p class="note">No clusters.parquet or removed.parquet in this folder.</p>'
         return msg, msg
     ids, sizes = sized
     if len(sizes) == 0:
-        msg = '<p class="note">No duplicate clusters: nothing was removed.</p>'
+        msg = ('<p class="note">No duplicate clusters in this run'
+               + (': every removed document was removed against an index (below).' if against else '.') + '</p>')
         return msg, msg
-    bins = _size_bins(int(sizes.max()))
+    bins = _size_bins(int(sizes.max()), int(sizes.min()))
     labels = [str(a) if a == b else f"{a}-{b}" for a, b in bins]
     values = [int(np.sum((sizes >= a) & (sizes <= b))) for a, b in bins]
+    nonzero = [v for v in values if v]
     chart = figs.bars(labels, values, title="Cluster sizes", xlabel="documents in the cluster",
-                      ylabel="clusters", log=max(values) > 50 * max(1, min(v for v in values if v)))
+                      ylabel="clusters", log=bool(nonzero) and max(nonzero) > 50 * max(1, min(nonzero)))
     rows = "".join(f'<tr><td>{html.escape(l)}</td><td class="num">{v:,}</td></tr>'
                    for l, v in zip(labels, values) if v)
     size_html = (f'<div class="grid2"><div class="fig">{chart}</div><div><table><tr><th>cluster size</th>'
@@ -635,11 +774,16 @@ def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: 
                  f'{int(sizes.sum()):,} documents in them; largest: {int(sizes.max()):,}; '
                  f'mean: {sizes.mean():.2f}.</p></div></div>')
 
-    top = ids[:max_clusters]
+    top = [str(c) for c in ids.slice(0, max_clusters).to_pylist()]
     members = _members(out, top, max(max_members, max_side_by_side + 1))
     wanted = set()
     for c in top:
-        wanted.update(members[c]["members"][:max_side_by_side + 1])
+        entry = members[c]
+        for m in entry["members"][:max_side_by_side + 1]:
+            wanted.add(m)
+            rep = entry["info"][m][1]
+            if rep is not None:
+                wanted.add(rep)
     texts = _texts(out, wanted)
     parts = []
     if not texts:
@@ -647,36 +791,69 @@ def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: 
                      '(or it holds none of these documents); only ids are listed.</p>')
     for c, size in zip(top, sizes[:max_clusters]):
         entry = members[c]
-        rep = entry["representative"]
+        head = entry["representative"]
         mem = entry["members"]
-        sims = entry["similarity"]
+        info = entry["info"]
         lis = []
         for m in mem[:max_members]:
-            if m == rep:
-                lis.append(f"<tr><td><code>{html.escape(m)}</code></td><td>representative (kept)</td></tr>")
-            else:
-                s = sims.get(m)
-                s_txt = f"{s:.3f}" if isinstance(s, float) and math.isfinite(s) else "n/a"
-                lis.append(f"<tr><td><code>{html.escape(m)}</code></td><td>removed, similarity {s_txt}</td></tr>")
+            role, rep, sim = info[m]
+            cls = ' class="kept"' if role in (HEAD, KEPT) else (' class="removed"' if role == REMOVED else "")
+            lis.append(f"<tr{cls}><td><code>{_esc(m)}</code></td><td>{_role_html(role, rep, sim, head)}</td></tr>")
         more = (f'<p class="note">... and {int(size) - len(mem[:max_members]):,} more.</p>'
                 if int(size) > len(mem[:max_members]) else "")
-        block = [f'<div class="cluster"><h3>cluster <code>{html.escape(str(c))}</code>: '
-                 f'{int(size):,} documents</h3><table><tr><th>id</th><th>role</th></tr>{"".join(lis)}</table>{more}']
-        if rep is not None and rep in texts:
-            for m in [m for m in mem if m != rep][:max_side_by_side]:
-                if m not in texts:
-                    continue
-                left, right = word_diff_html(texts[rep], texts[m], punctuation=punctuation)
-                s = sims.get(m)
-                s_txt = f", similarity {s:.3f}" if isinstance(s, float) and math.isfinite(s) else ""
-                block.append(
-                    f'<div class="pair"><div class="doc"><div class="h">representative '
-                    f'<code>{html.escape(rep)}</code> (<del>deleted</del> in the member)</div>{left}</div>'
-                    f'<div class="doc"><div class="h">member <code>{html.escape(m)}</code>{s_txt} '
-                    f'(<ins>inserted</ins>)</div>{right}</div></div>')
+        block = [f'<div class="cluster"><h3>cluster <code>{_esc(c)}</code>: '
+                 f'{int(size):,} documents</h3><table><tr><th>id</th><th>what happened to it</th></tr>'
+                 f'{"".join(lis)}</table>{more}']
+        # each member side by side with the document it was compared with: a removed one with its
+        # own representative, a kept one (chain guard) with the cluster's representative
+        for m in [m for m in mem if m != head][:max_side_by_side]:
+            role, rep, sim = info[m]
+            left_id = rep if role == REMOVED and rep is not None else head
+            if left_id is None or m not in texts or left_id not in texts:
+                continue
+            left, right = word_diff_html(texts[left_id], texts[m], punctuation=punctuation)
+            s_txt = f", similarity {sim:.3f}" if isinstance(sim, float) and math.isfinite(sim) else ""
+            what = {REMOVED: "removed", KEPT: "kept (chain guard)"}.get(role, "member")
+            block.append(
+                f'<div class="pair"><div class="doc"><div class="h">representative '
+                f'<code>{_esc(left_id)}</code> (<del>deleted</del> in the member)</div>{left}</div>'
+                f'<div class="doc"><div class="h">{what} <code>{_esc(m)}</code>{s_txt} '
+                f'(<ins>inserted</ins>)</div>{right}</div></div>')
         block.append("</div>")
         parts.append("".join(block))
     return size_html, "".join(parts)
+
+
+def _index_section(out: Path, counts: dict, max_rows: int = 20) -> str:
+    """The documents removed against an index (``--against``): their representatives are indexed
+    documents, outside this run, so they are in no cluster of it. Empty when there are none."""
+    path = out / "removed.parquet"
+    n_counted = counts.get("removed_against_index")
+    if not path.is_file() or "representative_source" not in _schema_names(path):
+        if isinstance(n_counted, int) and n_counted > 0:
+            return (f'<h2>Removed against an index</h2><p class="note">{n_counted:,} documents were removed '
+                    f'as near-duplicates of indexed documents; removed.parquet does not say which.</p>')
+        return ""
+    import pyarrow.compute as pc
+    t = _read_parquet(path, ["id", "representative", "similarity", "representative_source"])
+    t = t.filter(pc.is_valid(t["representative_source"]))
+    if len(t) == 0:
+        return ""
+    indexed = len(pc.unique(_strings(t["representative"])))
+    head = t.slice(0, max_rows)
+    body = []
+    for i, r, s, src in zip(head["id"].to_pylist(), head["representative"].to_pylist(),
+                            head["similarity"].to_pylist(), head["representative_source"].to_pylist()):
+        s_txt = f"{s:.3f}" if isinstance(s, float) and math.isfinite(s) else "not recorded"
+        body.append(f"<tr><td><code>{_esc(i)}</code></td><td>removed</td><td><code>{_esc(r)}</code></td>"
+                    f"<td>{_esc(src)}</td><td class=\"num\">{s_txt}</td></tr>")
+    return (f'<h2>Removed against an index</h2><p class="note">{len(t):,} documents of this run were '
+            f'removed as near-duplicates of {indexed:,} documents already in an index (<code>--against</code>). '
+            f'Their representatives are not documents of this run, so they form no cluster above '
+            f'(first {min(max_rows, len(t))} shown; all in <code>removed.parquet</code>, with '
+            f'<code>representative_source</code>).</p><table><tr><th>document</th><th>what happened to it</th>'
+            f'<th>indexed representative</th><th>added to the index as</th><th>similarity</th></tr>'
+            f'{"".join(body)}</table>')
 
 
 def _rejected_section(out: Path, counts: dict) -> str:
@@ -684,14 +861,13 @@ def _rejected_section(out: Path, counts: dict) -> str:
     if not path.is_file():
         n = counts.get("rejected")
         return f'<p class="note">{"No rejected records." if not n else "rejected.parquet is missing."}</p>'
-    import pyarrow.parquet as pq
-    names = pq.read_schema(path).names
+    names = _schema_names(path)
     cols = [c for c in ("source", "row", "reason") if c in names]
     t = _read_parquet(path, cols)
     if len(t) == 0:
         return '<p class="note">No rejected records.</p>'
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{_esc(v)}</td>" for v in row) + "</tr>"
                    for row in zip(*(t[c].to_pylist()[:20] for c in cols)))
     return (f'<p class="note">{len(t):,} records could not be read (first {min(20, len(t))} shown; '
             f'all in <code>rejected.parquet</code>).</p><table><tr>{head}</tr>{body}</table>')
@@ -712,7 +888,7 @@ def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, ma
     """The report of a dedup output folder as one HTML string (see :func:`write_report`)."""
     out = Path(output_dir)
     if not out.is_dir():
-        raise InputError(f"{out}: not a folder")
+        raise InputError(f"{_red(out)}: not a folder")
     stats = _load_stats(out)
     counts = stats.get("counts") if isinstance(stats.get("counts"), dict) else {}
     params = stats.get("params") if isinstance(stats.get("params"), dict) else {}
@@ -759,12 +935,14 @@ def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, ma
 
     sections.append("<h2>Similarity of removed documents</h2>")
     sections.append(_similarity_histogram(out, figs, threshold))
+    index_html = _index_section(out, counts)
     size_html, largest_html = _cluster_section(out, figs, max_clusters, max_members, max_side_by_side,
-                                               _punctuation_of(params))
+                                               _punctuation_of(params), against=bool(index_html))
     sections.append("<h2>Cluster sizes</h2>")
     sections.append(size_html)
     sections.append("<h2>Largest clusters</h2>")
     sections.append(largest_html)
+    sections.append(index_html)
     sections.append("<h2>Rejected records</h2>")
     sections.append(_rejected_section(out, counts))
     extra = {k: v for k, v in stats.items() if k not in ("counts", "params", "seconds")}
@@ -777,7 +955,7 @@ def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, ma
             "<body><main>\n" + "\n".join(sections) + "\n</main></body></html>\n")
 
 
-def write_report(output_dir, output=None, *, plots: str = "auto") -> Path:
+def write_report(output_dir, output=None, *, plots: str = "auto", overwrite: bool = False) -> Path:
     """Write ``report.html`` (or ``output``) for a dedup output folder and return its path.
 
     The folder must hold ``stats.json``; ``removed.parquet``, ``clusters.parquet``,
@@ -785,34 +963,34 @@ def write_report(output_dir, output=None, *, plots: str = "auto") -> Path:
     self-contained: inline CSS, images as base64 PNG (matplotlib) or inline SVG (without it), no
     scripts, no external links. ``plots``: ``auto`` (matplotlib when installed), ``matplotlib``
     or ``svg`` (never import matplotlib; faster).
+
+    The folder's own ``report.html`` is always replaced. ``output`` is refused (ConfigError, before
+    any work) when it is one of the folder's files or under its ``kept/``, and when it exists,
+    unless ``overwrite``. The page appears whole or not at all: written under a temporary name in
+    the same folder, then renamed; a failed write (a folder that cannot be written, a full disk)
+    is a one-line ConfigError naming the path and leaves no temporary file.
     """
     from .io import fs
 
     if fs.is_url(str(output_dir)) or (output is not None and fs.is_url(str(output))):
-        return _write_report_remote(str(output_dir), None if output is None else str(output), plots)
-    text = render_report(output_dir, plots=plots)
-    path = Path(output) if output is not None else Path(output_dir) / REPORT_NAME
-    directory = path.resolve().parent
-    if not directory.is_dir():
-        raise ConfigError(f"cannot write {path}: the folder {directory} does not exist")
-    tmp = str(directory / f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+        return _write_report_remote(str(output_dir), None if output is None else str(output), plots, overwrite)
+    out = Path(output_dir)
+    if not out.is_dir():
+        raise InputError(f"{_red(out)}: not a folder")
+    default = out / REPORT_NAME
+    path = Path(output) if output is not None else default
+    owned = _same_file(path, default)  # the folder's own report: neardup's to replace
+    check_output_file(path, inputs=[out / n for n in _REPORT_INPUTS], inside=[out / "kept"],
+                      overwrite=overwrite or owned, option="--output")
+    text = render_report(out, plots=plots)
+    publish_file(path, text.encode("utf-8"), overwrite=overwrite or owned, option="--output")
     return path
 
 
 _REPORT_INPUTS = ("stats.json", "removed.parquet", "clusters.parquet", "texts_sample.parquet", "rejected.parquet")
 
 
-def _write_report_remote(output_dir: str, output: Optional[str], plots: str) -> str:
+def _write_report_remote(output_dir: str, output: Optional[str], plots: str, overwrite: bool = False) -> str:
     """write_report for an output folder or a report path on a store: the folder's files copied
     into a local temporary folder (kept/ as empty sparse files of the same names and sizes: the
     report only counts them), rendered there, and the report uploaded as one object (it appears
@@ -820,6 +998,29 @@ def _write_report_remote(output_dir: str, output: Optional[str], plots: str) -> 
     import tempfile
 
     from .io import fs
+
+    default = fs.join(output_dir, REPORT_NAME)
+    target = output if output is not None else default
+    local_target = not fs.is_url(target)
+    # checks before any download: the target is not one of the folder's files, nor an existing
+    # file unless overwrite (the folder's own report.html excepted)
+    if local_target:
+        owned = output is None or _same_file(target, default)
+        check_output_file(target, overwrite=overwrite or owned, option="--output")
+    else:
+        owned = output is None or target.rstrip("/") == default.rstrip("/")
+        if not owned:
+            name = target.rstrip("/")
+            inputs = [fs.join(output_dir, n).rstrip("/") for n in _REPORT_INPUTS]
+            if name in inputs or name.startswith(fs.join(output_dir, "kept").rstrip("/") + "/"):
+                raise ConfigError(f"--output {_red(target)}: that is one of the files the report is made "
+                                  f"from; name another file")
+            if not overwrite:
+                with fs.remote_errors(_red(target)):
+                    there = fs.exists(target)
+                if there:
+                    raise ConfigError(f"--output {_red(target)}: it exists; give --overwrite to replace "
+                                      f"it, or name another file")
 
     with tempfile.TemporaryDirectory(prefix="neardup-report-") as tmp:
         local = Path(tmp)
@@ -837,10 +1038,118 @@ def _write_report_remote(output_dir: str, output: Optional[str], plots: str) -> 
                         fh.truncate(size)
         else:
             local = Path(output_dir)
-        text = render_report(local, plots=plots)
-    target = output if output is not None else fs.join(output_dir, REPORT_NAME)
-    if not fs.is_url(target) and not Path(target).resolve().parent.is_dir():
-        raise ConfigError(f"cannot write {target}: the folder {Path(target).resolve().parent} does not exist")
-    with fs.remote_errors(target):
-        fs.write_bytes(target, text.encode("utf-8"))
+        try:
+            text = render_report(local, plots=plots)
+        except NeardupError as exc:  # a message names the folder as the user gave it, not the copy
+            if str(local) == str(output_dir):
+                raise
+            raise type(exc)(str(exc).replace(str(local), _red(output_dir.rstrip("/")))) from None
+    if local_target:
+        publish_file(target, text.encode("utf-8"), overwrite=overwrite or owned, option="--output")
+    else:
+        with fs.remote_errors(_red(target)):
+            fs.write_bytes(target, text.encode("utf-8"))
     return target
+
+
+# ============================================================================================
+# A file written where the user says (the report's --output, the audit's --json and --plot)
+
+
+def _same_file(a, b) -> bool:
+    """Whether two local paths name the same file (links followed; the file need not exist)."""
+    return os.path.realpath(os.fspath(a)) == os.path.realpath(os.fspath(b))
+
+
+def check_output_file(path, *, inputs: Sequence = (), inside: Sequence = (), overwrite: bool = False,
+                      option: str = "--output") -> None:
+    """Refuse, before any work and in one line (ConfigError), to write a local file at ``path``
+    that is not neardup's to write: one of ``inputs`` or a file under a folder of ``inside``
+    (compared by real path, so a link or another spelling of the same file counts), a folder,
+    a file in a folder that does not exist, or an existing file unless ``overwrite``."""
+    p = os.fspath(path)
+    real = os.path.realpath(p)
+    for inp in inputs:
+        if os.path.realpath(os.fspath(inp)) == real:
+            raise ConfigError(f"{option} {_red(p)}: that is an input of this command "
+                              f"({_red(os.fspath(inp))}); name another file")
+    for folder in inside:
+        top = os.path.realpath(os.fspath(folder))
+        if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
+            raise ConfigError(f"{option} {_red(p)}: that is inside {_red(os.fspath(folder))}, which "
+                              f"this command reads; name a file elsewhere")
+    if os.path.isdir(p):
+        raise ConfigError(f"{option} {_red(p)}: that is a folder; name a file")
+    parent = os.path.dirname(os.path.abspath(p))
+    if not os.path.isdir(parent):
+        if os.path.lexists(parent):
+            raise ConfigError(f"cannot write {_red(p)}: {_red(parent)} is not a folder")
+        raise ConfigError(f"cannot write {_red(p)}: the folder {_red(parent)} does not exist")
+    if os.path.lexists(p) and not overwrite:
+        raise ConfigError(f"{option} {_red(p)}: it exists; give --overwrite to replace it, or name "
+                          f"another file")
+
+
+def _new_temp(folder: str, name: str) -> Tuple[int, str]:
+    """A new file (opened for writing, made by this call: O_EXCL) with a temporary name in
+    ``folder``: a dot, ``name``, the process id, random letters, ``.tmp``."""
+    import secrets
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = os.path.join(folder, f".{name[:180]}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise OSError(errno.EEXIST, "no free temporary name", folder)  # pragma: no cover
+
+
+def publish_file(path, data: bytes, *, overwrite: bool = False, option: str = "--output") -> None:
+    """Write ``data`` to the local file ``path`` so that it appears whole or not at all.
+
+    The bytes go to a new temporary file in the same folder (flushed to disk), which then takes
+    the name: renamed over ``path`` with ``overwrite``, else linked to it, which fails if a file
+    of that name appeared meanwhile (a ConfigError: nothing is replaced). Any failure (a folder
+    that cannot be written, a full disk) is a one-line ConfigError naming the path, and the
+    temporary file is removed."""
+    p = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(p))
+    tmp = None
+    try:
+        fd, tmp = _new_temp(folder, os.path.basename(p))
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if overwrite:
+            os.replace(tmp, p)
+            tmp = None
+        else:
+            _link_new(tmp, p)
+    except FileExistsError:
+        raise ConfigError(f"{option} {_red(p)}: it exists; give --overwrite to replace it, or name "
+                          f"another file") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot write {_red(p)}: {_red(exc.strerror or exc)}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _link_new(tmp: str, path: str) -> None:
+    """Give the file ``tmp`` the new name ``path`` (FileExistsError when it exists): a hard link,
+    or where the file system has none, a check and a rename."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK,
+                             errno.ENOSYS):
+            raise
+        if os.path.lexists(path):
+            raise FileExistsError(errno.EEXIST, "exists", path) from None
+        os.replace(tmp, path)

@@ -18,7 +18,11 @@ def register(sub) -> None:
         formatter_class=HelpFormatter)
     p.add_argument("dir", metavar="DIR", help="the dedup output folder (holds stats.json)")
     p.add_argument("--output", "-o", default=None, metavar="FILE",
-                   help="where to write the page (default: DIR/report.html)")
+                   help="where to write the page (default: DIR/report.html, which is always "
+                        "replaced); an existing FILE is replaced only with --overwrite, and never one "
+                        "of DIR's files")
+    p.add_argument("--overwrite", action="store_true",
+                   help="with --output: replace FILE if it exists")
     p.add_argument("--plots", choices=("auto", "matplotlib", "svg"), default="auto",
                    help="images: matplotlib PNGs when installed ('auto'), always matplotlib, or "
                         "simple inline SVG drawn without matplotlib")
@@ -26,6 +30,7 @@ def register(sub) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    path = write_report(args.dir, args.output, plots=args.plots)
-    print(f"wrote {path}")
+    from ..io.fs import redact
+    path = write_report(args.dir, args.output, plots=args.plots, overwrite=args.overwrite)
+    print(f"wrote {redact(str(path))}")
     return 0
