@@ -634,11 +634,12 @@ def audit_figure(result: AuditResult):
     return fig
 
 
-def plot_audit(result: AuditResult, path: str) -> str:
-    """Write :func:`audit_figure` to ``path`` (.png or .svg)."""
+def plot_audit(result: AuditResult, path: str, *, overwrite: bool = True) -> str:
+    """Write :func:`audit_figure` to ``path`` (.png or .svg), whole or not at all; without
+    ``overwrite`` an existing file is left alone (ConfigError)."""
     from .plots import plot_format, save_figure
     plot_format(path)
-    return save_figure(audit_figure(result), path)
+    return save_figure(audit_figure(result), path, overwrite=overwrite)
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,6 +12,11 @@ from ..params import DEFAULT_MIN_RECALL
 from .formatting import HelpFormatter
 
 
+def redact(text: str) -> str:
+    from ..io.fs import redact as hide  # not loaded for other commands
+    return hide(str(text))
+
+
 def register(sub) -> None:
     p = sub.add_parser(
         "audit", help="measure the real LSH S-curve and the share of missed near-duplicates",
@@ -64,10 +69,13 @@ def register(sub) -> None:
                    help="on a record that cannot be read: stop, or skip it")
     p.add_argument("--json", default=None, metavar="FILE",
                    help="also write every number (bins, miss rate, the sampled pairs) to FILE as "
-                        "JSON; '-' prints the JSON instead of the table")
+                        "JSON; '-' prints the JSON instead of the table. FILE must not be an input "
+                        "or inside an input folder; an existing FILE is replaced only with --overwrite")
     p.add_argument("--plot", default=None, metavar="FILE",
                    help="write measured rates with error bars over the theoretical curve to FILE "
-                        "(.png or .svg; needs matplotlib)")
+                        "(.png or .svg; needs matplotlib); the same rules as for --json")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the files of --json and --plot if they exist")
     p.set_defaults(func=run_audit)
 
 
@@ -84,10 +92,7 @@ def run_audit(args: argparse.Namespace) -> int:
         v = getattr(args, name)
         if v is not None and v < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {v}")
-    if args.json and args.json != "-":
-        d = os.path.dirname(os.path.abspath(args.json))
-        if not os.path.isdir(d):
-            raise ConfigError(f"cannot write {args.json}: the folder {d} does not exist")
+    _check_targets(args)
     cfg = Config(threshold=args.threshold, num_perm=args.num_perm, bands=args.bands, rows=args.rows,
                  min_recall=args.min_recall, ngram=args.ngram, char_ngrams=args.char_ngrams,
                  seed=args.seed, text_column=args.text_column, id_column=args.id_column,
@@ -103,17 +108,40 @@ def run_audit(args: argparse.Namespace) -> int:
                             on_error=args.on_error, id_column=id_column, with_ids=True)
     if len(texts) < 2:
         raise InputError(f"the audit needs at least 2 documents; read {len(texts)} from "
-                         f"{', '.join(args.inputs)}")
+                         f"{redact(', '.join(args.inputs))}")
     result = audit_texts(texts, cfg, sample=args.sample, bins=args.bins, ids=ids)
     if args.json == "-":
         print(json.dumps(result.to_dict(), indent=1))
     else:
         print(format_audit(result))
     if args.json and args.json != "-":
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(result.to_dict(), fh, indent=1)
-        print(f"wrote {args.json}", file=sys.stderr if args.json == "-" else sys.stdout)
+        from ..report import publish_file
+        publish_file(args.json, json.dumps(result.to_dict(), indent=1).encode("utf-8"),
+                     overwrite=args.overwrite, option="--json")
+        print(f"wrote {redact(args.json)}")
     if args.plot:
-        plot_audit(result, args.plot)
-        print(f"wrote {args.plot}", file=sys.stderr if args.json == "-" else sys.stdout)
+        plot_audit(result, args.plot, overwrite=args.overwrite)
+        print(f"wrote {redact(args.plot)}", file=sys.stderr if args.json == "-" else sys.stdout)
     return 0
+
+
+def _check_targets(args: argparse.Namespace) -> None:
+    """Before any work: --json FILE and --plot FILE name new files (or, with --overwrite, files
+    that are not the command's inputs), outside the input folders, in folders that exist, and
+    not the same file twice. One-line ConfigError otherwise."""
+    from ..io import discover
+    from ..io.fs import is_url
+    from ..report import _same_file, check_output_file
+    targets = [(opt, path) for opt, path in (("--json", args.json), ("--plot", args.plot))
+               if path and path != "-"]
+    if not targets:
+        return
+    local = [i for i in args.inputs if not is_url(i)]
+    files = [s.path for s in discover(args.inputs) if s.format != "table" and not is_url(s.path)]
+    folders = [i for i in local if os.path.isdir(i)]
+    for opt, path in targets:
+        if is_url(path):
+            raise ConfigError(f"{opt} {redact(path)}: write it to a local file (a URL is not supported here)")
+        check_output_file(path, inputs=local + files, inside=folders, overwrite=args.overwrite, option=opt)
+    if len(targets) == 2 and _same_file(targets[0][1], targets[1][1]):
+        raise ConfigError(f"--json and --plot name the same file {redact(args.json)}; name two files")
