@@ -10,6 +10,8 @@ sys.path under pytest's default rootdir-relative import mode).
 from __future__ import annotations
 
 import itertools
+import os
+import time
 import logging
 import socket
 from typing import Dict, List
@@ -25,6 +27,7 @@ FAKE_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
 _ENV_CLEARED = ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL_S3",
                 "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE")
 _counter = itertools.count()
+_SESSION = f"{os.getpid()}-{int(time.time() * 1000) % 10**8}"
 
 
 def free_port() -> int:
@@ -95,7 +98,9 @@ def s3(s3_server, monkeypatch) -> S3:
         monkeypatch.delenv(k, raising=False)
     for k, v in s3_env(s3_server).items():
         monkeypatch.setenv(k, v)
-    bucket = f"neardup-test-{next(_counter)}"
+    # unique across test sessions too: a run to a URL keeps its local work dir under a name made
+    # from the URL, and an earlier session's failed run must not be found there
+    bucket = f"neardup-test-{_SESSION}-{next(_counter)}"
     handle = S3(s3_server, bucket)
     handle.client.create_bucket(Bucket=bucket)
     return handle

@@ -102,10 +102,10 @@ def test_estimate_documents_for_the_progress_bar(tmp_path):
 
 
 def test_pread_rows_reads_scattered_ranges_in_groups(tmp_path, monkeypatch):
-    """_pread_rows gives every range's items whatever the grouping: adjacent, near (one read
+    """read_rows gives every range's items whatever the grouping: adjacent, near (one read
     with the gap dropped), far apart, empty ranges, a group cut by the span limit; uint32 and
     uint64 files."""
-    from neardup.stages import read as rd
+    from neardup.io import ranges
     for dtype in (np.uint32, np.uint64):
         data = np.arange(200_000, dtype=dtype) * 7 + 3
         path = tmp_path / f"f{np.dtype(dtype).itemsize}.bin"
@@ -117,9 +117,9 @@ def test_pread_rows_reads_scattered_ranges_in_groups(tmp_path, monkeypatch):
         starts, ends = starts[pick], ends[pick]
         ends[::7] = starts[::7]  # some empty ranges
         for gap, span in ((32 << 10, 8 << 20), (0, 8 << 20), (1 << 20, 4096), (1 << 30, 1 << 40)):
-            monkeypatch.setattr(rd, "LOCAL_GAP", gap)
-            monkeypatch.setattr(rd, "LOCAL_SPAN", span)
-            off, vals = rd._pread_rows(str(path), starts, ends, dtype)
+            monkeypatch.setattr(ranges, "LOCAL_GAP", gap)
+            monkeypatch.setattr(ranges, "LOCAL_SPAN", span)
+            off, vals = ranges.read_rows(str(path), starts, ends, dtype)
             assert vals.dtype == dtype
             want = np.concatenate([data[a:b] for a, b in zip(starts, ends)])
             assert np.array_equal(vals, want)

@@ -213,11 +213,7 @@ def every_record_has_an_id(sources: List[nio.Source]) -> bool:
                 if "id" not in parquet_file(s.path).schema_arrow.names:
                     return False
             elif s.format == "jsonl":
-                if fs.is_url(s.path):
-                    head = _remote_head(s.path, s.compression)
-                else:
-                    with pa.input_stream(s.path, compression=s.compression) as f:
-                        head = f.read(1 << 20)
+                head = fs.head(s.path, s.compression)
                 first = next((line for line in head.split(b"\n") if line.strip()), b"")
                 record = json.loads(first)
                 if not isinstance(record, dict) or "id" not in record:
@@ -231,24 +227,6 @@ def every_record_has_an_id(sources: List[nio.Source]) -> bool:
         except (OSError, ValueError, pa.ArrowException):  # unreadable: the reader will say so
             return False
     return True
-
-
-def _remote_head(path: str, compression: Optional[str], size: int = 1 << 20) -> bytes:
-    """About the first MiB of a remote file's text, from one ranged GET of its first MiB (a
-    streamed read would fetch a whole read-ahead block, up to the whole object)."""
-    import zlib
-
-    raw = fs.read_ranges(path, [0], [size])[0]
-    try:
-        if compression == "gzip":
-            return zlib.decompressobj(wbits=47).decompress(raw, size)
-        if compression == "zstd":
-            import zstandard
-
-            return zstandard.ZstdDecompressor().decompressobj().decompress(raw)[:size]
-    except Exception:  # not what its name says: the reader will say so
-        return b""
-    return raw
 
 
 def _empty_result(kind: str, source, config: Config) -> "DedupResult":

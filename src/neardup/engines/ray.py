@@ -99,7 +99,7 @@ def _store_environment(ctx: RunContext) -> Dict[str, str]:
     output or work dir): passed to every worker through ``runtime_env``, so that a worker on
     another node finds the same endpoint and credentials as the driver."""
     paths = [ctx.work.path, ctx.output] + [s.path for s in ctx.sources if s.format != "table"]
-    if not any(fs.is_url(p) for p in paths):
+    if not fs.any_remote(paths):
         return {}
     return {k: v for k, v in os.environ.items() if k.startswith(_STORE_ENV_PREFIXES)}
 
@@ -110,7 +110,7 @@ def _read_parts(files: List[str]):
     credentials as the environment gives them)."""
     import ray.data
 
-    if not any(fs.is_url(f) for f in files):
+    if not fs.any_remote(files):
         return ray.data.read_parquet(files)
     return _over(files, read_table)
 

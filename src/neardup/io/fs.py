@@ -301,6 +301,20 @@ def info(path: str) -> FileInfo:
     return FileInfo(int(d.get("size") or 0), _mtime_ns(d))
 
 
+def infos(paths) -> dict:
+    """``{path: FileInfo}`` of many files: local ones by ``stat``, remote ones asked for together
+    (one request each: thousands of files one after another would take minutes)."""
+    paths = list(paths)
+    remote = [p for p in paths if is_url(p)]
+    out = {p: info(p) for p in paths if not is_url(p)}
+    if remote:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(32, len(remote))) as pool:
+            out.update(zip(remote, pool.map(info, remote)))
+    return out
+
+
 def _mtime_ns(d: dict) -> int:
     import datetime as dt
 
@@ -457,9 +471,15 @@ def move(source: str, target: str) -> None:
         os.replace(local_path(source), local_path(target))
         return
     fs, p = _filesystem(source)
-    _, q = _filesystem(target)
     with remote_errors(source):
-        fs.mv(p, q, recursive=True)
+        if fs.isfile(p):
+            pairs = [(p, _filesystem(target)[1])]
+        else:  # a prefix: each object under it, copied inside the store (no download)
+            pairs = [(_filesystem(full)[1], _filesystem(join(target, *parts))[1]) for parts, full in walk_files(source)]
+        for a, b in pairs:
+            fs.copy(a, b)
+        if pairs:
+            fs.rm([a for a, _ in pairs])
 
 
 # --------------------------------------------------------------------------- reading and writing
@@ -685,6 +705,30 @@ def check_reachable(path: str) -> None:
                 raise InputError(f"{path}: no such bucket: {bucket}") from None
         elif not fs.exists(bucket):
             raise InputError(f"{path}: no such bucket: {bucket}")
+
+
+def head(path: str, compression: Optional[str] = None, size: int = 1 << 20) -> bytes:
+    """About the first ``size`` bytes of a file's (decompressed) text, from one read of its
+    first ``size`` bytes (for a URL one ranged GET: a streamed read would fetch a whole
+    read-ahead block, up to the whole object). Damaged compressed data gives what decodes."""
+    import zlib
+
+    raw = read_ranges(path, [0], [size])[0]
+    try:
+        if compression == "gzip":
+            return zlib.decompressobj(wbits=47).decompress(raw, size)
+        if compression == "zstd":
+            import zstandard
+
+            return zstandard.ZstdDecompressor().decompressobj().decompress(raw)[:size]
+    except Exception:  # not what its name says: the reader will say so
+        return b""
+    return raw
+
+
+def any_remote(paths) -> bool:
+    """Whether any of ``paths`` is a URL (a run that touches a store)."""
+    return any(is_url(p) for p in paths)
 
 
 def read_ranges(path: str, starts: List[int], ends: List[int]) -> List[bytes]:

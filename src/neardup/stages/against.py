@@ -134,4 +134,4 @@ def update_index(ctx, store: DocStore, dropped_docs: np.ndarray, with_ids: bool)
                 w.add_arrays(keys, ids, [names[s] for s in source.tolist()], signatures=store.signatures(docs))
             added += len(docs)
     index.close()
-    return {"index": cfg.against[0], "added": added}
+    return {"index": fs.redact(cfg.against[0]), "added": added}

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -107,15 +106,9 @@ _LAST_INFOS: Dict[str, "fs.FileInfo"] = {}  # of the remote inputs of the last f
 
 
 def _remote_infos(paths: Sequence[str]) -> Dict[str, "fs.FileInfo"]:
-    """Size and time of the remote inputs, asked for together (one request each: thousands of
-    files one after another would take minutes); kept for the plan of the same run."""
-    remote = [p for p in paths if fs.is_url(p)]
-    out: Dict[str, fs.FileInfo] = {}
-    if remote:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=min(32, len(remote))) as pool:
-            out = dict(zip(remote, pool.map(fs.info, remote)))
+    """Size and time of the inputs (see :func:`neardup.io.fs.infos`); kept for the plan of the
+    same run."""
+    out = fs.infos(paths)
     _LAST_INFOS.clear()
     _LAST_INFOS.update(out)
     return out
@@ -149,16 +142,15 @@ def write_json(path: str, value) -> None:
 
 
 def read_json(path: str):
-    if not fs.is_url(path):
-        with open(path) as f:
-            return json.load(f)
+    """A JSON file of the work dir; FileNotFoundError when it is not there, and any other
+    problem reading it (a store's, a disk's) one line."""
     try:
         data = fs.read_bytes(path)
     except FileNotFoundError:
         raise
-    except OSError as e:  # a store problem: one line, as for any other remote failure
+    except OSError as e:
         from ..errors import InputError
-        raise InputError(f"{path}: {e}") from None
+        raise InputError(f"{fs.redact(path)}: {e}") from None
     return json.loads(data)
 
 
@@ -212,7 +204,7 @@ class WorkDir:
 
     @property
     def is_remote(self) -> bool:
-        return fs.is_url(self.path)
+        return self.folder.is_remote
 
     def _save(self) -> None:
         write_json(fs.join(self.path, "state.json"), self.state)

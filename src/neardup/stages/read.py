@@ -9,15 +9,11 @@ documents. :func:`duplicate_ids` and :func:`duplicate_id_rejections` check user 
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
 import queue
 import threading
 from collections import OrderedDict
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-import numba as nb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,9 +21,9 @@ import pyarrow.compute as pc
 from ..arrays import arrow, empty_table, to_numpy, unique
 from .. import io as nio
 from ..bands import band_keys
-from ..errors import InputError, NeardupError
+from ..errors import InputError
 from ..minhash import MinHasher, Scratch
-from ..io import fs
+from ..io import fs, ranges
 from ..progress import check_interrupt
 from .layout import block_path, docs_schema, numpy_fixed_binary, write_json
 
@@ -132,25 +128,11 @@ def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int
     arrow_path = block_path(work_path, block, "arrow")
     big_path = block_path(work_path, block, "fp" if exact else "sig")
     summary = {"documents": 0, "per_source": {str(si): 0 for si in members}, "empty": 0, "rejected": []}
-    with contextlib.ExitStack() as uploads:
-        if fs.is_url(work_path):  # objects that appear when their uploads complete (at the end of the with)
-            writer = pa.ipc.new_file(uploads.enter_context(fs.atomic_write(arrow_path)), schema)
-            big = _Writer(uploads.enter_context(fs.atomic_write(big_path)))
-        else:  # temporary names, renamed once complete
-            os.makedirs(os.path.dirname(arrow_path), exist_ok=True)
-            writer = pa.ipc.new_file(arrow_path + ".tmp", schema)
-            big = _Writer(open(big_path + ".tmp", "wb"))
-        try:
-            _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress)
-        except BaseException:  # a full disk, a bad record: no temporary file is left behind
-            if not fs.is_url(work_path):
-                for p in (arrow_path, big_path):
-                    with contextlib.suppress(OSError):
-                        os.remove(p + ".tmp")
-            raise
-    if not fs.is_url(work_path):
-        os.replace(arrow_path + ".tmp", arrow_path)
-        os.replace(big_path + ".tmp", big_path)
+    # each file appears under its name only when complete, at the end of the with (a temporary
+    # name renamed; an upload completed); a failure (a full disk, a bad record) leaves neither
+    with fs.atomic_write(arrow_path) as arrow_file, fs.atomic_write(big_path) as big_file:
+        writer = pa.ipc.new_file(arrow_file, schema)
+        _read_into(config, hasher, scratch, schema, sources, members, summary, writer, _Writer(big_file), progress)
     if finish is not None:  # e.g. the --against matches: part of the block, done before its summary
         summary.update(finish(summary["documents"]))
     write_json(block_path(work_path, block, "json"), summary)
@@ -202,155 +184,6 @@ def _read_into(config, hasher, scratch, schema, sources, members, summary, write
 # --------------------------------------------------------------------------- reading back
 
 
-LOCAL_GAP = 32 << 10   # bytes between two local runs below which one read takes both (and the gap)
-LOCAL_SPAN = 8 << 20   # bytes one such read takes at most (its buffer is reused)
-
-
-@nb.njit(cache=True)
-def _read_groups(starts, ends, gap, span):
-    """Boundaries of groups of consecutive ranges that one read covers: a gap of at most ``gap``
-    items between neighbours, at most ``span`` items from a group's first start to its last end."""
-    n = starts.shape[0]
-    out = np.empty(n + 1, dtype=np.int64)
-    out[0] = 0
-    k = 0
-    g0 = 0
-    for i in range(1, n):
-        if starts[i] - ends[i - 1] > gap or ends[i] - starts[g0] > span:
-            k += 1
-            out[k] = i
-            g0 = i
-    k += 1
-    out[k] = n
-    return out[:k + 1]
-
-
-@nb.njit(cache=True)
-def _copy_ranges(tmp, base, starts, ends, local, first, stop, out):
-    for i in range(first, stop):
-        a = starts[i] - base
-        o = local[i]
-        for j in range(ends[i] - starts[i]):
-            out[o + j] = tmp[a + j]
-
-
-def _pread_rows(path: str, starts: np.ndarray, ends: np.ndarray, dtype) -> Tuple[np.ndarray, np.ndarray]:
-    """Items [starts[i], ends[i]) of a raw file, for ascending non-overlapping ranges, as CSR
-    (offsets, values). Explicit reads rather than a memory map (a map pulls whole neighbourhoods
-    of the file into the process, fault-around, so that a few scattered documents would cost the
-    memory of all of them); a local file is read in groups of nearby ranges, one read each (gaps
-    under LOCAL_GAP read and dropped: one system call per candidate document cost more)."""
-    dtype = np.dtype(dtype)
-    starts = np.asarray(starts, dtype=np.int64)
-    ends = np.asarray(ends, dtype=np.int64)
-    sizes = ends - starts
-    local = np.zeros(len(starts) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=local[1:])
-    buf = np.empty(local[-1], dtype=dtype)
-    if len(starts) == 0:
-        return local, buf
-    size = dtype.itemsize
-    if fs.is_url(path):
-        breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
-        run_first = np.concatenate(([0], breaks))
-        run_last = np.concatenate((breaks, [len(starts)])) - 1
-        _range_rows(path, starts, ends, local, run_first, run_last, memoryview(buf).cast("B"), size)
-        return local, buf
-    groups = _read_groups(starts, ends, LOCAL_GAP // size, LOCAL_SPAN // size)
-    view = memoryview(buf).cast("B")
-    tmp = None
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        for first, stop in zip(groups[:-1].tolist(), groups[1:].tolist()):
-            lo, hi = int(starts[first]), int(ends[stop - 1])
-            if hi <= lo:
-                continue
-            whole = local[stop] - local[first] == hi - lo  # no gap: straight into the result
-            if whole:
-                target = view[local[first] * size:local[stop] * size]
-            else:
-                if tmp is None or len(tmp) < hi - lo:
-                    tmp = np.empty(hi - lo, dtype=dtype)
-                target = memoryview(tmp).cast("B")[:(hi - lo) * size]
-            if os.preadv(fd, [target], lo * size) != (hi - lo) * size:
-                raise NeardupError(f"work directory damaged: short read in {path}; run without --resume")
-            if not whole:
-                _copy_ranges(tmp, lo, starts, ends, local, first, stop, buf)
-    finally:
-        os.close(fd)
-    return local, buf
-
-
-REMOTE_GAP = 64 << 10  # bytes between two runs below which one ranged GET reads both (and the gap)
-
-
-def _range_rows(path: str, starts, ends, local, run_first, run_last, view, size: int) -> None:
-    """_pread_rows on an object store: the runs merged into ranged GETs wherever the gap between
-    two is under REMOTE_GAP (a request costs more than reading that much more), issued together."""
-    runs = [(int(starts[a]) * size, int(ends[b]) * size, int(local[a]) * size)
-            for a, b in zip(run_first.tolist(), run_last.tolist()) if ends[b] > starts[a]]
-    if not runs:
-        return
-    groups = [[runs[0]]]
-    for r in runs[1:]:
-        if r[0] - groups[-1][-1][1] < REMOTE_GAP:
-            groups[-1].append(r)
-        else:
-            groups.append([r])
-    lo = [g[0][0] for g in groups]
-    hi = [g[-1][1] for g in groups]
-    for g, start, data in zip(groups, lo, fs.read_ranges(path, lo, hi)):
-        if len(data) != g[-1][1] - start:
-            raise NeardupError(f"work directory damaged: short read in {path}; run without --resume")
-        data = memoryview(data)
-        for a, b, at in g:
-            view[at:at + b - a] = data[a - start:b - start]
-
-
-class _RangeFile(io.RawIOBase):
-    """A remote file whose every read is one ranged GET of exactly the bytes asked for (no
-    read-ahead): Arrow's IPC reader then fetches the footer and the buffers of the wanted
-    columns only."""
-
-    def __init__(self, path: str):
-        super().__init__()
-        self.path = path
-        self.size = fs.info(path).size
-        self.pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        self.pos = offset if whence == 0 else (self.pos + offset if whence == 1 else self.size + offset)
-        return self.pos
-
-    def tell(self) -> int:
-        return self.pos
-
-    def readinto(self, b) -> int:
-        end = min(self.pos + len(b), self.size)
-        if end <= self.pos:
-            return 0
-        data = fs.read_ranges(self.path, [self.pos], [end])[0]
-        b[:len(data)] = data
-        self.pos += len(data)
-        return len(data)
-
-
-def _remote_arrow_columns(path: str, columns: List[str]) -> pa.Table:
-    """Some columns of a remote Arrow IPC file, fetching only their buffers (and the footer)."""
-    with _RangeFile(path) as raw:
-        f = pa.PythonFile(raw, mode="r")
-        schema = pa.ipc.open_file(f).schema
-        wanted = [schema.get_field_index(c) for c in columns]
-        t = pa.ipc.open_file(f, options=pa.ipc.IpcReadOptions(included_fields=sorted(wanted))).read_all()
-    return t.select(columns)
-
-
 class DocStore:
     """Per-document data of any documents, read from the blocks' files: signatures, raw shingle
     hashes, and the columns of the Arrow shard. Picklable (paths and offsets only), so that a
@@ -387,17 +220,7 @@ class DocStore:
             yield b, sel, docs[sel] - self.block_start[b]
 
     def table(self, block: int, columns: List[str]) -> pa.Table:
-        if not fs.is_url(self.work_path):
-            with pa.memory_map(self._path(block, "arrow")) as f:
-                return pa.ipc.open_file(f).read_all().select(columns)
-        key = (block, tuple(columns))
-        t = self._tables.pop(key, None)
-        if t is None:
-            t = _remote_arrow_columns(self._path(block, "arrow"), columns)
-        self._tables[key] = t
-        while len(self._tables) > self.REMOTE_TABLES:
-            self._tables.popitem(last=False)
-        return t
+        return ranges.arrow_columns(self._path(block, "arrow"), columns, self._tables, self.REMOTE_TABLES)
 
     def columns(self, docs: np.ndarray, columns: List[str]) -> Dict[str, np.ndarray]:
         """Numeric columns of ascending ``docs``."""
@@ -419,7 +242,7 @@ class DocStore:
         k = self.num_perm
         parts = []
         for b, _sel, local in self._by_block(docs):
-            _, vals = _pread_rows(self._path(b, "sig"), local * k, (local + 1) * k, np.uint32)
+            _, vals = ranges.read_rows(self._path(b, "sig"), local * k, (local + 1) * k, np.uint32)
             parts.append(vals.reshape(-1, k))
         if len(parts) == 1:  # one block (the usual case): no second copy
             return parts[0]
@@ -440,7 +263,7 @@ class DocStore:
         base = 0
         for b, _sel, local in self._by_block(docs):
             off = self._offsets(b)
-            o, v = _pread_rows(self._path(b, "fp"), off[local], off[local + 1], np.uint32)
+            o, v = ranges.read_rows(self._path(b, "fp"), off[local], off[local + 1], np.uint32)
             offs.append(o[1:] + base)
             base += len(v)
             vals.append(v)

@@ -14,7 +14,6 @@ rows give the same bytes however they were batched.
 from __future__ import annotations
 
 import json
-import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -45,21 +44,20 @@ OUTPUT_FILES = ("kept", "removed.parquet", "clusters.parquet", "rejected.parquet
 class ParquetRows:
     """Writes rows streamed in any batch sizes as row groups of exactly ROW_GROUP rows, so that
     the same rows give the same bytes whichever engine produced them and however they were
-    batched. Appears whole on close: a local file is written under a temporary name and renamed;
-    an object in a store appears when its upload completes (a writer dropped unclosed, after an
-    error, aborts it)."""
+    batched. Appears whole on close (:func:`neardup.io.fs.atomic_write`: a local file under a
+    temporary name renamed, an upload completed); a writer dropped unclosed, after an error,
+    leaves nothing."""
 
     def __init__(self, path: str, schema: pa.Schema):
         self.path = path
         self.schema = schema
-        self._upload = None
-        if fs.is_url(path):
-            upload = fs.atomic_write(path)
-            sink = upload.__enter__()
-            self._upload = upload
+        self._upload = fs.atomic_write(path)
+        sink = self._upload.__enter__()
+        try:
             self._writer = pq.ParquetWriter(sink, schema, **PARQUET_OPTS)
-        else:
-            self._writer = pq.ParquetWriter(path + ".tmp", schema, **PARQUET_OPTS)
+        except BaseException as exc:
+            self._abort(exc)
+            raise
         self._pending: List[pa.Table] = []
         self._pending_rows = 0
 
@@ -89,11 +87,8 @@ class ParquetRows:
         except BaseException as exc:
             self._abort(exc)
             raise
-        if self._upload is None:
-            os.replace(self.path + ".tmp", self.path)
-        else:
-            upload, self._upload = self._upload, None
-            upload.__exit__(None, None, None)  # completes the upload: the object appears now
+        upload, self._upload = self._upload, None
+        upload.__exit__(None, None, None)  # the file appears now (renamed; an upload completed)
 
     def _abort(self, exc: BaseException) -> None:
         upload, self._upload = self._upload, None
