@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from neardup.cli import main
+from s3_server import s3, s3_server  # noqa: F401  (fixtures: a real S3 API on the loopback)
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "corpus.jsonl"
 
@@ -271,6 +272,7 @@ _DRIVER = textwrap.dedent("""
         return real(src, dst, *a, **k)
     os.replace = replace
     from neardup.cli import main
+from s3_server import s3, s3_server  # noqa: F401  (fixtures: a real S3 API on the loopback)
     sys.exit(main(argv))
 """)
 
@@ -397,3 +399,21 @@ def test_redact_hides_every_kind_of_credential():
     assert redact("rediss://token@h:1") == "rediss://***@h:1"
     assert redact("see s3://K:S@b/x and gs://b/y@z") == "see s3://K:***@b/x and gs://b/y@z"
     assert redact("/plain/path@home") == "/plain/path@home"
+
+
+# --------------------------------------------------------------------------- object storage
+
+
+def test_a_bucket_with_other_objects_is_refused_as_work_dir_or_output(tmp_path, corpus, capsys, s3):
+    """On a real S3 API: ``--work-dir s3://bucket/`` (the Ray engine keeps its work dir there)
+    and ``-o s3://bucket/`` are refused untouched when the bucket holds objects neardup did not
+    write (before, WorkDir emptied the bucket first). Guard: check_claim on a RemoteFolder
+    (mutation: drop the ``if foreign:`` refusal -> the objects are deleted or overwritten)."""
+    s3.put("precious/data.bin", b"mine")
+    s3.put("notes.txt", b"also mine")
+    before = {k: s3.get(k) for k in s3.keys()}
+    assert run_cli("dedup", corpus, "-o", tmp_path / "out", "--engine", "ray", "--work-dir", s3.url(""), "-q") == 2
+    assert "holds files neardup did not write" in one_error_line(capsys)
+    assert run_cli("dedup", corpus, "-o", s3.url(""), "-q") == 2
+    assert "holds files neardup did not write" in one_error_line(capsys)
+    assert {k: s3.get(k) for k in s3.keys()} == before
