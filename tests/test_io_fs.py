@@ -55,10 +55,13 @@ def test_local_atomic_write(tmp_path):
             f.write(b"half")
             raise RuntimeError("failed")
     assert os.listdir(tmp_path / "sub") == []
+    (tmp_path / "sub" / "o.bin.tmp").write_bytes(b"a user's file of the old temporary name")
     with fs.atomic_write(str(out)) as f:
         f.write(b"whole")
-        assert not out.exists() and (tmp_path / "sub" / "o.bin.tmp").exists()
-    assert out.read_bytes() == b"whole" and os.listdir(tmp_path / "sub") == ["o.bin"]
+        temps = [n for n in os.listdir(tmp_path / "sub") if n.startswith(".o.bin.") and n.endswith(".tmp")]
+        assert not out.exists() and len(temps) == 1  # a new name of its own, made with O_EXCL
+    assert out.read_bytes() == b"whole" and sorted(os.listdir(tmp_path / "sub")) == ["o.bin", "o.bin.tmp"]
+    assert (tmp_path / "sub" / "o.bin.tmp").read_bytes() == b"a user's file of the old temporary name"
 
 
 @pytest.mark.parametrize("comp", ["gzip", "zstd"])

@@ -578,16 +578,31 @@ def open_read(path: str, compression: Optional[str] = None):
     return pa.CompressedInputStream(pa.PythonFile(raw, mode="r"), compression)
 
 
+def new_temp(folder: str, name: str) -> Tuple[int, str]:
+    """A new file (made by this call: O_EXCL, so never someone else's) with a temporary name in
+    ``folder``: a dot, ``name``, the process id, random letters, ``.tmp``; (fd open for
+    writing, path)."""
+    import secrets
+
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = os.path.join(folder, f".{name[:180]}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise OSError(errno.EEXIST, "no free temporary name", folder)  # pragma: no cover
+
+
 class _AtomicLocal:
     def __init__(self, path: str):
         self.path = local_path(path)
-        self.tmp = self.path + ".tmp"
 
     def __enter__(self) -> IO[bytes]:
-        parent = os.path.dirname(self.path)
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-        self.f = open(self.tmp, "wb")
+        parent = os.path.dirname(self.path) or "."
+        os.makedirs(parent, exist_ok=True)
+        fd, self.tmp = new_temp(parent, os.path.basename(self.path))
+        self.f = os.fdopen(fd, "wb")
         return self.f
 
     def __exit__(self, exc_type, exc, tb) -> None:
