@@ -8,11 +8,9 @@
 from __future__ import annotations
 
 import difflib
-import errno
 import html
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -24,7 +22,7 @@ from .params import (DEFAULT_MIN_RECALL, alternatives, candidate_probability, ch
                      false_negative_area, false_positive_area, midpoint)
 
 __all__ = ["params_summary", "format_params", "write_report", "word_diff_html",
-           "check_output_file", "publish_file", "REPORT_NAME"]
+           "REPORT_NAME"]
 
 REPORT_NAME = "report.html"
 
@@ -177,6 +175,9 @@ tr.kept td:last-child { color: #1d6f42; }
 tr.removed td:last-child { color: #922b21; }
 code { background: #eef1f4; padding: 0 3px; border-radius: 3px; }
 """
+
+
+from .io.outfile import check_output_file, publish_file, same_file as _same_file  # noqa: E402
 
 
 def _red(text: Any) -> str:
@@ -1052,104 +1053,3 @@ def _write_report_remote(output_dir: str, output: Optional[str], plots: str, ove
     return target
 
 
-# ============================================================================================
-# A file written where the user says (the report's --output, the audit's --json and --plot)
-
-
-def _same_file(a, b) -> bool:
-    """Whether two local paths name the same file (links followed; the file need not exist)."""
-    return os.path.realpath(os.fspath(a)) == os.path.realpath(os.fspath(b))
-
-
-def check_output_file(path, *, inputs: Sequence = (), inside: Sequence = (), overwrite: bool = False,
-                      option: str = "--output") -> None:
-    """Refuse, before any work and in one line (ConfigError), to write a local file at ``path``
-    that is not neardup's to write: one of ``inputs`` or a file under a folder of ``inside``
-    (compared by real path, so a link or another spelling of the same file counts), a folder,
-    a file in a folder that does not exist, or an existing file unless ``overwrite``."""
-    p = os.fspath(path)
-    real = os.path.realpath(p)
-    for inp in inputs:
-        if os.path.realpath(os.fspath(inp)) == real:
-            raise ConfigError(f"{option} {_red(p)}: that is an input of this command "
-                              f"({_red(os.fspath(inp))}); name another file")
-    for folder in inside:
-        top = os.path.realpath(os.fspath(folder))
-        if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
-            raise ConfigError(f"{option} {_red(p)}: that is inside {_red(os.fspath(folder))}, which "
-                              f"this command reads; name a file elsewhere")
-    if os.path.isdir(p):
-        raise ConfigError(f"{option} {_red(p)}: that is a folder; name a file")
-    parent = os.path.dirname(os.path.abspath(p))
-    if not os.path.isdir(parent):
-        if os.path.lexists(parent):
-            raise ConfigError(f"cannot write {_red(p)}: {_red(parent)} is not a folder")
-        raise ConfigError(f"cannot write {_red(p)}: the folder {_red(parent)} does not exist")
-    if os.path.lexists(p) and not overwrite:
-        raise ConfigError(f"{option} {_red(p)}: it exists; give --overwrite to replace it, or name "
-                          f"another file")
-
-
-def _new_temp(folder: str, name: str) -> Tuple[int, str]:
-    """A new file (opened for writing, made by this call: O_EXCL) with a temporary name in
-    ``folder``: a dot, ``name``, the process id, random letters, ``.tmp``."""
-    import secrets
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    for _ in range(100):
-        tmp = os.path.join(folder, f".{name[:180]}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        try:
-            return os.open(tmp, flags, 0o666), tmp
-        except FileExistsError:
-            continue
-    raise OSError(errno.EEXIST, "no free temporary name", folder)  # pragma: no cover
-
-
-def publish_file(path, data: bytes, *, overwrite: bool = False, option: str = "--output") -> None:
-    """Write ``data`` to the local file ``path`` so that it appears whole or not at all.
-
-    The bytes go to a new temporary file in the same folder (flushed to disk), which then takes
-    the name: renamed over ``path`` with ``overwrite``, else linked to it, which fails if a file
-    of that name appeared meanwhile (a ConfigError: nothing is replaced). Any failure (a folder
-    that cannot be written, a full disk) is a one-line ConfigError naming the path, and the
-    temporary file is removed."""
-    p = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(p))
-    tmp = None
-    try:
-        fd, tmp = _new_temp(folder, os.path.basename(p))
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if overwrite:
-            os.replace(tmp, p)
-            tmp = None
-        else:
-            _link_new(tmp, p)
-    except FileExistsError:
-        raise ConfigError(f"{option} {_red(p)}: it exists; give --overwrite to replace it, or name "
-                          f"another file") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot write {_red(p)}: {_red(exc.strerror or exc)}") from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-
-
-def _link_new(tmp: str, path: str) -> None:
-    """Give the file ``tmp`` the new name ``path`` (FileExistsError when it exists): a hard link,
-    or where the file system has none, a check and a rename."""
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        raise
-    except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK,
-                             errno.ENOSYS):
-            raise
-        if os.path.lexists(path):
-            raise FileExistsError(errno.EEXIST, "exists", path) from None
-        os.replace(tmp, path)

@@ -115,7 +115,7 @@ def run_audit(args: argparse.Namespace) -> int:
     else:
         print(format_audit(result))
     if args.json and args.json != "-":
-        from ..report import publish_file
+        from ..io.outfile import publish_file
         publish_file(args.json, json.dumps(result.to_dict(), indent=1).encode("utf-8"),
                      overwrite=args.overwrite, option="--json")
         print(f"wrote {redact(args.json)}")
@@ -131,7 +131,7 @@ def _check_targets(args: argparse.Namespace) -> None:
     not the same file twice. One-line ConfigError otherwise."""
     from ..io import discover
     from ..io.fs import is_url
-    from ..report import _same_file, check_output_file
+    from ..io.outfile import check_output_file, same_file as _same_file
     targets = [(opt, path) for opt, path in (("--json", args.json), ("--plot", args.plot))
                if path and path != "-"]
     if not targets:

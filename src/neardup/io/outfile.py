@@ -1,0 +1,104 @@
+"""A file written where the user says (``-o FILE``, ``--json``, ``--plot``, a report's
+``--output``): checked before any work, written whole.
+
+:func:`check_output_file` refuses, in one line, a path that is not neardup's to write (an input
+of the command, a file inside a folder it reads, a folder, an existing file without
+``--overwrite``); :func:`publish_file` writes the bytes under a new temporary name in the same
+folder and gives it the name: renamed over the old file with ``overwrite``, else linked, which
+fails if a file of that name appeared meanwhile. Local paths only (a URL target is one upload:
+:func:`neardup.io.fs.write_bytes`).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Sequence
+
+from ..errors import ConfigError
+from .fs import new_temp, redact
+
+
+def same_file(a, b) -> bool:
+    """Whether two local paths name the same file (links followed; the file need not exist)."""
+    return os.path.realpath(os.fspath(a)) == os.path.realpath(os.fspath(b))
+
+
+def check_output_file(path, *, inputs: Sequence = (), inside: Sequence = (), overwrite: bool = False,
+                      option: str = "--output") -> None:
+    """Refuse, before any work and in one line (ConfigError), to write a local file at ``path``
+    that is not neardup's to write: one of ``inputs`` or a file under a folder of ``inside``
+    (compared by real path, so a link or another spelling of the same file counts), a folder,
+    a file in a folder that does not exist, or an existing file unless ``overwrite``."""
+    p = os.fspath(path)
+    real = os.path.realpath(p)
+    for inp in inputs:
+        if os.path.realpath(os.fspath(inp)) == real:
+            raise ConfigError(f"{option} {redact(p)}: that is an input of this command "
+                              f"({redact(os.fspath(inp))}); name another file")
+    for folder in inside:
+        top = os.path.realpath(os.fspath(folder))
+        if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
+            raise ConfigError(f"{option} {redact(p)}: that is inside {redact(os.fspath(folder))}, which "
+                              f"this command reads; name a file elsewhere")
+    if os.path.isdir(p):
+        raise ConfigError(f"{option} {redact(p)}: that is a folder; name a file")
+    parent = os.path.dirname(os.path.abspath(p))
+    if not os.path.isdir(parent):
+        if os.path.lexists(parent):
+            raise ConfigError(f"cannot write {redact(p)}: {redact(parent)} is not a folder")
+        raise ConfigError(f"cannot write {redact(p)}: the folder {redact(parent)} does not exist")
+    if os.path.lexists(p) and not overwrite:
+        raise ConfigError(f"{option} {redact(p)}: it exists; give --overwrite to replace it, or name "
+                          f"another file")
+
+
+def publish_file(path, data: bytes, *, overwrite: bool = False, option: str = "--output") -> None:
+    """Write ``data`` to the local file ``path`` so that it appears whole or not at all.
+
+    The bytes go to a new temporary file in the same folder (flushed to disk), which then takes
+    the name: renamed over ``path`` with ``overwrite``, else linked to it, which fails if a file
+    of that name appeared meanwhile (a ConfigError: nothing is replaced). Any failure (a folder
+    that cannot be written, a full disk) is a one-line ConfigError naming the path, and the
+    temporary file is removed."""
+    p = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(p))
+    tmp = None
+    try:
+        fd, tmp = new_temp(folder, os.path.basename(p))
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if overwrite:
+            os.replace(tmp, p)
+            tmp = None
+        else:
+            _link_new(tmp, p)
+    except FileExistsError:
+        raise ConfigError(f"{option} {redact(p)}: it exists; give --overwrite to replace it, or name "
+                          f"another file") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot write {redact(p)}: {redact(exc.strerror or exc)}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _link_new(tmp: str, path: str) -> None:
+    """Give the file ``tmp`` the new name ``path`` (FileExistsError when it exists): a hard link,
+    or where the file system has none, a check and a rename."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK,
+                             errno.ENOSYS):
+            raise
+        if os.path.lexists(path):
+            raise FileExistsError(errno.EEXIST, "exists", path) from None
+        os.replace(tmp, path)
