@@ -417,3 +417,16 @@ def test_a_bucket_with_other_objects_is_refused_as_work_dir_or_output(tmp_path, 
     assert run_cli("dedup", corpus, "-o", s3.url(""), "-q") == 2
     assert "holds files neardup did not write" in one_error_line(capsys)
     assert {k: s3.get(k) for k in s3.keys()} == before
+
+
+def test_params_plot_refuses_an_existing_file_without_overwrite(tmp_path, capsys):
+    """Guard: check_output_file in ``neardup params --plot`` (mutation: drop the call -> the
+    user's file is replaced)."""
+    pytest.importorskip("matplotlib")
+    mine = tmp_path / "curve.png"
+    mine.write_bytes(b"my picture")
+    assert run_cli("params", "--plot", mine) == 2
+    assert "it exists; give --overwrite" in one_error_line(capsys)
+    assert mine.read_bytes() == b"my picture"
+    assert run_cli("params", "--plot", mine, "--overwrite") == 0
+    assert mine.read_bytes().startswith(b"\x89PNG")

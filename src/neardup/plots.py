@@ -153,10 +153,10 @@ def s_curve_figure(bands: int, rows: int, threshold: float, *, shade: bool = Tru
     return fig
 
 
-def plot_s_curve(path: str, bands: int, rows: int, threshold: float, **kwargs) -> str:
-    """Write the S-curve figure to ``path`` (.png or .svg)."""
+def plot_s_curve(path: str, bands: int, rows: int, threshold: float, *, overwrite: bool = True, **kwargs) -> str:
+    """Write the S-curve figure to ``path`` (.png or .svg); an existing file only with ``overwrite``."""
     plot_format(path)
-    return save_figure(s_curve_figure(bands, rows, threshold, **kwargs), path)
+    return save_figure(s_curve_figure(bands, rows, threshold, **kwargs), path, overwrite=overwrite)
 
 
 # --------------------------------------------------------------------------------------------

@@ -39,7 +39,8 @@ def register(sub) -> None:
                    help="print one JSON object instead of the text and the terminal plot")
     p.add_argument("--plot", default=None, metavar="FILE",
                    help="also write the S-curve with the shaded FP/FN areas to FILE (.png or "
-                        ".svg; needs matplotlib)")
+                        ".svg; needs matplotlib); written whole, an existing FILE only with --overwrite")
+    p.add_argument("--overwrite", action="store_true", help="with --plot: replace an existing FILE")
     p.set_defaults(func=run_params)
 
 
@@ -47,13 +48,15 @@ def run_params(args: argparse.Namespace) -> int:
     if (args.bands is None) != (args.rows is None):
         raise ConfigError("--bands and --rows go together: give both or neither")
     if args.plot:
+        from ..io.outfile import check_output_file
         from ..plots import plot_format
-        plot_format(args.plot)  # fail on a bad name before any work
+        plot_format(args.plot)  # fail on a bad name, or a file not ours to replace, before any work
+        check_output_file(args.plot, overwrite=args.overwrite, option="--plot")
     summary = params_summary(args.threshold, args.num_perm, bands=args.bands, rows=args.rows,
                              min_recall=args.min_recall, method=args.method)
     if args.plot:
         from ..plots import plot_s_curve
-        plot_s_curve(args.plot, summary["bands"], summary["rows"], summary["threshold"])
+        plot_s_curve(args.plot, summary["bands"], summary["rows"], summary["threshold"], overwrite=args.overwrite)
     if args.json:
         print(json.dumps(summary, indent=2))
         if args.plot:
