@@ -430,3 +430,19 @@ def test_params_plot_refuses_an_existing_file_without_overwrite(tmp_path, capsys
     assert mine.read_bytes() == b"my picture"
     assert run_cli("params", "--plot", mine, "--overwrite") == 0
     assert mine.read_bytes().startswith(b"\x89PNG")
+
+
+def test_an_output_on_a_read_only_disk_is_one_line(tmp_path, corpus, capsys):
+    """A folder that cannot be written (a read-only mount: root ignores permission bits) is the
+    machine's problem: one line naming the path, exit 2, not a bug report."""
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mnt)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root and mount to make a read-only disk")
+    try:
+        assert run_cli("dedup", corpus, "-o", mnt / "out", "-q") == 2
+        line = one_error_line(capsys)
+        assert str(mnt / "out") in line and "Read-only file system" in line
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
