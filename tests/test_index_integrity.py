@@ -405,9 +405,12 @@ def test_credentials_are_never_printed_or_stored(tmp_path, split, a_file, capsys
                  ["index", "verify", url], ["index", "add", "redis://:s3cret@127.0.0.1:1/x", a_file]):
         line = one_line(capsys, main(argv))
         assert "s3cret" not in line and "***" in line, line
-    with pytest.raises(StorageError) as e:
-        Index("s3://key:s3cret@bucket/x")
-    assert "s3cret" not in str(e.value)
+    for bad in ("s3://key:s3cret@bucket/x", "redis://:s3cret@127.0.0.1:1/0", "redis://u:s3cret@127.0.0.1:1/x",
+                "redis://u:s3cret@127.0.0.1:1/0?db=2", "rediss://:s3cret@127.0.0.1:1/0"):
+        with pytest.raises(StorageError) as e:
+            Index(bad)  # the API's messages, not only the command line's
+        assert "s3cret" not in str(e.value) and "***@127.0.0.1" in str(e.value) or bad.startswith("s3"), str(e.value)
+        assert "s3cret" not in str(e.value)
     ix = str(tmp_path / "ix")
     Index(ix).add(split.a_texts[:5], name="https://user:s3cret@example.com/dump.jsonl")
     assert "s3cret" not in open(os.path.join(ix, "manifest.json")).read()
@@ -425,6 +428,8 @@ def no_temporaries(ix):
 def test_index_path_under_a_file_is_one_line(tmp_path, a_file, capsys):
     f = tmp_path / "afile"
     f.write_text("x")
+    with pytest.raises(StorageError, match="a part of the path is a file"):
+        Index(str(f / "ix")).add(["one two three four five six"])
     one_line(capsys, main(["index", "add", str(f / "ix"), a_file]), str(f / "ix"), "Not a directory")
     one_line(capsys, main(["index", "add", str(f), a_file]), str(f), "not a neardup index")
     one_line(capsys, main(["index", "query", str(f / "ix"), a_file]), str(f / "ix"))
@@ -461,10 +466,15 @@ def test_a_folder_not_writable_is_one_line_and_leaves_nothing(tmp_path, split, a
     assert tree(parent) == before
 
 
-def _ignore_sigxfsz():
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    import resource
-    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+def _capped(limit=4096):
+    def cap():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        import resource
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return cap
+
+
+_ignore_sigxfsz = _capped(4096)
 
 
 def test_a_write_that_fails_midway_is_one_line_and_leaves_no_temporaries(tmp_path, split, a_file):
@@ -477,8 +487,36 @@ def test_a_write_that_fails_midway_is_one_line_and_leaves_no_temporaries(tmp_pat
     p = subprocess.run(cli("index", "add", ix, a_file), env=env(), capture_output=True, text=True,
                        preexec_fn=_ignore_sigxfsz)
     lines = p.stderr.strip().splitlines()
-    assert p.returncode == 2 and len(lines) == 1 and ix in lines[0] and "File too large" in lines[0], p.stderr
+    assert p.returncode == 2 and len(lines) == 1 and f"cannot write index {ix}: File too large" in lines[0], p.stderr
     assert tree(ix) == before
+
+
+def test_a_manifest_that_cannot_be_written_leaves_the_index_as_it_was(tmp_path, split):
+    """Segment files under the cap, the manifest over it: the switch fails, its temporary and
+    the new segment are removed, the old manifest stays."""
+    ix = build(tmp_path / "ix", split, parts=4)
+    assert os.path.getsize(os.path.join(ix, "manifest.json")) > 2048
+    tiny = write_jsonl(str(tmp_path / "tiny.jsonl"), ["one two three four five six seven"], ["t"])
+    assert subprocess.run(cli("index", "add", build(tmp_path / "warm", split), tiny), env=env(),
+                          capture_output=True).returncode == 0
+    before = tree(ix)
+    p = subprocess.run(cli("index", "add", ix, tiny), env=env(), capture_output=True, text=True,
+                       preexec_fn=_capped(2048))
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1 and f"cannot write index {ix}: File too large" in lines[0], p.stderr
+    assert tree(ix) == before
+
+
+def test_a_query_output_that_cannot_be_written_leaves_nothing(tmp_path, split, a_file):
+    ix = build(tmp_path / "ix", split)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert subprocess.run(cli("index", "query", ix, a_file), env=env(), capture_output=True).returncode == 0
+    p = subprocess.run(cli("index", "query", ix, a_file, "-o", str(out / "m.jsonl")), env=env(), capture_output=True,
+                       text=True, preexec_fn=_ignore_sigxfsz)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1 and "File too large" in lines[0] and "m.jsonl" in lines[0], p.stderr
+    assert os.listdir(out) == []
 
 
 def _can_mount_tmpfs(where):
@@ -508,7 +546,7 @@ def test_a_full_disk_is_one_line_and_leaves_no_temporaries(tmp_path, split, a_fi
     assert out[0] == "rc=2" and out[1] == "rc=2", p.stdout + p.stderr
     errors = [line for line in p.stderr.splitlines() if line.startswith("neardup: error:")]
     assert len(errors) == 2 and all("No space left on device" in e for e in errors), p.stderr
-    assert f"{mnt}/ix" in errors[0] and f"{mnt}/new" in errors[1]
+    assert f"cannot write index {mnt}/ix:" in errors[0] and f"cannot write index {mnt}/new:" in errors[1]
     files = out[2:]
     assert not [f for f in files if ".tmp" in f], files
     assert "./new/.lock" in files and not [f for f in files if f.startswith("./new/") and f != "./new/.lock"]

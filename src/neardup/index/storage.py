@@ -380,9 +380,9 @@ class FolderStorage(Storage):
             left = [e for e in os.listdir(seg_dir) if not e.startswith(TMP_PREFIX)] if os.path.isdir(seg_dir) else []
             if manifest is not None and not manifest.get("segments") and not left:
                 os.remove(os.path.join(self.path, MANIFEST))
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(os.path.join(self.path, MANIFEST_TMP))
-                os.rmdir(seg_dir)
+                for leftover in (os.path.join(self.path, MANIFEST_TMP), seg_dir):
+                    with contextlib.suppress(OSError):
+                        (os.rmdir if leftover == seg_dir else os.remove)(leftover)
                 _fsync_dir(self.path)
 
     def write_segment(self, name: str, arrays: Dict[str, np.ndarray]) -> Dict[str, dict]:
