@@ -484,7 +484,9 @@ def _cluster_sizes(out: Path):
     sizes = np.bincount(codes, minlength=len(heads)).astype(np.int64) + extra
     order = np.lexsort((np.arange(len(sizes)), -sizes))
     if kept is not None:  # only the clusters with a kept member: the run's own
-        flags = to_numpy(pc.fill_null(kept.combine_chunks() if isinstance(kept, pa.ChunkedArray) else kept, False))
+        kept = kept.combine_chunks() if isinstance(kept, pa.ChunkedArray) else kept
+        # null counts as not kept; a Python fill value would make a pyarrow scalar, which imports pandas
+        flags = to_numpy(pc.and_kleene(kept, pc.is_valid(kept)))
         own = np.bincount(codes, weights=flags.astype(np.float64), minlength=len(heads)) > 0
         order = order[own[order]]
     return heads.take(arrow(order.astype(np.int64))), sizes[order]
