@@ -52,7 +52,10 @@ def _redis_errors(method):
         try:
             return method(self, *args, **kwargs)
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-            raise StorageError(f"cannot reach Redis at {self.location}: {_one_line(exc)}") from None
+            hint = ""
+            if self.location.lower().startswith("rediss://") and isinstance(exc, redis.exceptions.TimeoutError):
+                hint = " (rediss:// speaks TLS: does this server? redis:// is without)"
+            raise StorageError(f"cannot reach Redis at {self.location}: {_one_line(exc)}{hint}") from None
         except redis.exceptions.ResponseError as exc:
             raise StorageError(f"Redis at {self.location} refused a command: {_one_line(exc)}") from None
     return wrapper

@@ -220,7 +220,10 @@ class FolderSegment(SegmentReader):
                 self._unchecked[file] = (key, info.get("crc32"))
 
     def _check(self, file: str) -> None:
-        key, want = self._unchecked[file]
+        entry = self._unchecked.get(file)
+        if entry is None:  # another thread checked it meanwhile
+            return
+        key, want = entry
         if want is not None:
             try:
                 got = checksum(self.arrays[file])
@@ -230,7 +233,7 @@ class FolderSegment(SegmentReader):
             if got != want:
                 raise StorageError(damaged(self.where, self.name, file, got, want))
         _VERIFIED.add(key)
-        del self._unchecked[file]
+        self._unchecked.pop(file, None)
 
     def array(self, file: str) -> np.ndarray:
         if file in self._unchecked:
