@@ -446,3 +446,17 @@ def test_an_output_on_a_read_only_disk_is_one_line(tmp_path, corpus, capsys):
         assert str(mnt / "out") in line and "Read-only file system" in line
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_index_add_and_query_take_urls_as_given(tmp_path, corpus, s3):
+    """``neardup index add/query`` read an s3:// input (pathlib turned it into ``s3:/...``, a
+    missing local file), and query -o refuses an existing file without --overwrite."""
+    url = s3.put("in/corpus.jsonl", corpus.read_bytes())
+    idx = tmp_path / "idx"
+    assert run_cli("index", "add", idx, url) == 0
+    out = tmp_path / "matches.jsonl"
+    assert run_cli("index", "query", idx, url, "-o", out) == 0
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(rows) == 300 and all(r["matches"] for r in rows)  # every document is in the index
+    assert run_cli("index", "query", idx, url, "-o", out) == 2
+    assert run_cli("index", "query", idx, url, "-o", out, "--overwrite") == 0

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import stat
 import sys
-from pathlib import Path
 
 from .formatting import HelpFormatter
+
+
+class InputPath(str):
+    """A command-line input: always a path (or URL), never a text; kept as typed (``pathlib``
+    would turn ``s3://b/x`` into ``s3:/b/x``)."""
+
+    def __fspath__(self) -> str:
+        return str(self)
 
 S = argparse.SUPPRESS
 
@@ -130,7 +135,7 @@ def run_add(args) -> int:
     from ..index import Index
     nio.discover(args.inputs)  # a missing input fails before the index is touched
     index = Index(args.index, **_options(args))
-    result = index.add([Path(p) for p in args.inputs], name=args.name, text_column=args.text_column, id_column=args.id_column,
+    result = index.add([InputPath(p) for p in args.inputs], name=args.name, text_column=args.text_column, id_column=args.id_column,
                        on_error=args.on_error)
     stats = index.stats()
     print(f"added {result['added']} documents ({result['empty']} empty, {result['rejected']} rejected) to "
@@ -145,14 +150,16 @@ def run_query(args) -> int:
     from .. import io as nio
     from ..errors import ConfigError
     from ..index import Index
-    from ..index.inputs import documents
+    from ..index.inputs import source_batches
 
     out = args.output
     if out is not None and not out.endswith((".jsonl", ".parquet")):
         raise ConfigError(f"--output must end in .jsonl or .parquet, got {redact(out)!r}")
     sources = nio.discover(args.inputs)
     if out is not None:
-        out = _check_output(out, sources, args.overwrite)
+        from ..io.outfile import check_output_file
+        check_output_file(out, inputs=[s.path for s in sources],
+                          inside=[i for i in args.inputs if os.path.isdir(i)], overwrite=args.overwrite)
     options = _options(args)
     threshold = options.pop("threshold", None)
     index = Index(args.index, must_exist=True, **options)
@@ -161,8 +168,8 @@ def run_query(args) -> int:
         rejected = 0
 
     rows = {"id": [], "source": [], "matches": []}
-    for texts, ids, source in documents([Path(p) for p in args.inputs], None, None, args.text_column, args.id_column, args.on_error,
-                                         index.config.batch_size, Counter()):
+    for texts, ids, source in source_batches(sources, None, args.text_column, args.id_column, args.on_error,
+                                             index.config.batch_size, Counter()):
         for doc_id, matches in zip(ids.to_pylist(), index.query(texts, threshold=threshold)):
             rows["id"].append(doc_id)
             rows["source"].append(source)
@@ -184,69 +191,11 @@ def run_query(args) -> int:
                 for i, s, m in zip(rows["id"], rows["source"], rows["matches"]):
                     f.write(json.dumps({"id": i, "source": s, "matches": m}) + "\n")
 
-    _write_atomically(out, write, args.overwrite)
+    from ..io.outfile import publish_with
+    publish_with(out, write, overwrite=args.overwrite)
     found = sum(1 for m in rows["matches"] if m)
     print(f"{found} of {len(rows['id'])} documents have a match in {index.display}; wrote {out}", file=sys.stderr)
     return 0
-
-
-def _check_output(out: str, sources, overwrite: bool) -> str:
-    """The output file, refused before any work when it is an input (even with --overwrite), a
-    folder, a URL, or an existing file without --overwrite."""
-    from ..errors import ConfigError
-    from ..io import fs
-    if fs.is_url(out):
-        raise ConfigError(f"--output {redact(out)}: query writes a local file; give a local path")
-    out = fs.local_path(out)
-    try:
-        st = os.stat(out)
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise ConfigError(f"cannot write {out}: {exc.strerror or exc}") from None
-    if st is not None:
-        for src in sources:
-            if fs.is_url(src.path):
-                continue
-            try:
-                same = os.path.samefile(src.path, out)
-            except OSError:
-                same = False
-            if same:
-                raise ConfigError(f"--output {out} is one of the inputs ({redact(src.name)}); write the matches "
-                                  f"to another file")
-        if stat.S_ISDIR(st.st_mode):
-            raise ConfigError(f"--output {out} is a folder; give a file name ending in .jsonl or .parquet")
-        if not overwrite:
-            raise ConfigError(f"--output {out} exists; pass --overwrite to replace it, or give another file")
-    parent = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(parent):
-        raise ConfigError(f"cannot write {out}: the folder {parent} does not exist")
-    return out
-
-
-def _write_atomically(out: str, write, overwrite: bool) -> None:
-    """Calls ``write(tmp)`` with a temporary name in the output's folder, then renames it to
-    ``out``: the file appears whole or not at all, and no temporary file is left behind."""
-    import tempfile
-
-    from ..errors import ConfigError
-    folder = os.path.dirname(os.path.abspath(out))
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".neardup-", suffix=".tmp", dir=folder)
-        os.close(fd)
-        write(tmp)
-        if not overwrite and os.path.lexists(out):  # appeared while the query ran
-            raise ConfigError(f"--output {out} exists; pass --overwrite to replace it, or give another file")
-        os.replace(tmp, out)
-        tmp = None
-    except OSError as exc:
-        raise ConfigError(f"cannot write {out}: {exc.strerror or exc}") from None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.remove(tmp)
 
 
 def run_stats(args) -> int:

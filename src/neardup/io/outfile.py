@@ -13,15 +13,23 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..errors import ConfigError
-from .fs import new_temp, redact
+from .fs import is_url, new_temp, redact
 
 
 def same_file(a, b) -> bool:
     """Whether two local paths name the same file (links followed; the file need not exist)."""
     return os.path.realpath(os.fspath(a)) == os.path.realpath(os.fspath(b))
+
+
+def _same_inode(a, b) -> bool:
+    """Whether two existing local paths are one file (a hard link counts)."""
+    try:
+        return os.path.samefile(os.fspath(a), os.fspath(b))
+    except (OSError, ValueError):
+        return False
 
 
 def check_output_file(path, *, inputs: Sequence = (), inside: Sequence = (), overwrite: bool = False,
@@ -31,12 +39,18 @@ def check_output_file(path, *, inputs: Sequence = (), inside: Sequence = (), ove
     (compared by real path, so a link or another spelling of the same file counts), a folder,
     a file in a folder that does not exist, or an existing file unless ``overwrite``."""
     p = os.fspath(path)
+    if is_url(p):
+        raise ConfigError(f"{option} {redact(p)}: this writes a local file; give a local path")
     real = os.path.realpath(p)
     for inp in inputs:
-        if os.path.realpath(os.fspath(inp)) == real:
+        if is_url(os.fspath(inp)):
+            continue  # a remote input is never this local file
+        if os.path.realpath(os.fspath(inp)) == real or _same_inode(inp, p):
             raise ConfigError(f"{option} {redact(p)}: that is an input of this command "
                               f"({redact(os.fspath(inp))}); name another file")
     for folder in inside:
+        if is_url(os.fspath(folder)):
+            continue
         top = os.path.realpath(os.fspath(folder))
         if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
             raise ConfigError(f"{option} {redact(p)}: that is inside {redact(os.fspath(folder))}, which "
@@ -54,22 +68,35 @@ def check_output_file(path, *, inputs: Sequence = (), inside: Sequence = (), ove
 
 
 def publish_file(path, data: bytes, *, overwrite: bool = False, option: str = "--output") -> None:
-    """Write ``data`` to the local file ``path`` so that it appears whole or not at all.
+    """Write ``data`` to the local file ``path`` so that it appears whole or not at all (see
+    :func:`publish_with`)."""
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
 
-    The bytes go to a new temporary file in the same folder (flushed to disk), which then takes
-    the name: renamed over ``path`` with ``overwrite``, else linked to it, which fails if a file
-    of that name appeared meanwhile (a ConfigError: nothing is replaced). Any failure (a folder
-    that cannot be written, a full disk) is a one-line ConfigError naming the path, and the
-    temporary file is removed."""
+    publish_with(path, write, overwrite=overwrite, option=option)
+
+
+def publish_with(path, write: Callable[[str], None], *, overwrite: bool = False, option: str = "--output") -> None:
+    """Make the local file ``path`` with ``write(tmp)``, which fills a new temporary file in the
+    same folder; the file appears whole or not at all.
+
+    The temporary file (flushed to disk) then takes the name: renamed over ``path`` with
+    ``overwrite``, else linked to it, which fails if a file of that name appeared meanwhile (a
+    ConfigError: nothing is replaced). Any failure (a folder that cannot be written, a full
+    disk) is a one-line ConfigError naming the path, and the temporary file is removed."""
     p = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(p))
     tmp = None
     try:
         fd, tmp = new_temp(folder, os.path.basename(p))
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        os.close(fd)
+        write(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         if overwrite:
             os.replace(tmp, p)
             tmp = None
