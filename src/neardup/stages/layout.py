@@ -70,6 +70,7 @@ def run_identity(config, sources) -> dict:
     relevant = config.to_dict()
     for k in ("workers", "engine", "ray_address", "batch_size", "ray_shuffle"):
         relevant.pop(k, None)
+    relevant["against"] = [fs.redact(a) for a in relevant.get("against") or ()]  # state.json stores no password
     files = []
     infos = _remote_infos([s.path for s in sources if s.format != "table"])
     for s in sources:
