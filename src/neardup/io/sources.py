@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import stat
@@ -37,10 +38,13 @@ OUTPUT_FORMATS = ("same", "jsonl", "parquet")
 class Source:
     """One input file (or one in-memory table).
 
-    path: the path to open (``"<table>"`` for an in-memory table).
+    path: the path to open (``"<table>"`` for an in-memory table), as given.
     name: the path as the user would type it, POSIX separators: the input as given, plus the
-        path inside it for a folder. Used in document ids ``NAME:ROW``, messages and rejected.parquet.
-    relpath: where its kept records go under ``kept/`` (see :func:`discover`).
+        path inside it for a folder; shown as :func:`display_name` makes it (no credentials, no
+        bytes that are not UTF-8). Used in document ids ``NAME:ROW``, messages, stats.json,
+        removed.parquet and rejected.parquet.
+    relpath: where its kept records go under ``kept/`` (see :func:`discover`), with the same
+        care as ``name``.
     format: ``jsonl``, ``parquet``, ``csv``, ``tsv``, ``text`` (one document per file) or ``table``.
     compression: ``None``, ``gzip`` or ``zstd`` (JSONL, CSV and TSV only).
     table: the ``pyarrow.Table`` of a ``table`` source.
@@ -52,6 +56,25 @@ class Source:
     format: str
     compression: Optional[str] = None
     table: Any = field(default=None, compare=False, hash=False, repr=False)
+
+
+def display_name(path: Any) -> str:
+    """A path or URL as neardup shows and stores it: the credentials of a URL hidden
+    (:func:`neardup.io.fs.redact`), and the bytes of a file name that are not UTF-8 (which Python
+    reads as lone surrogates) written ``\\xNN``, so that the name can be printed, put in JSON and
+    in Parquet. A plain name stays as it is."""
+    p = str(path)
+    try:
+        p.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            p = p.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate that is no escaped byte
+            p = p.encode("utf-8", "backslashreplace").decode("utf-8")
+    return _fs.redact(p)
+
+
+_SHOW = display_name
 
 
 def detect_format(filename: str) -> Tuple[str, Optional[str]]:
@@ -144,7 +167,7 @@ def _walk_folder(folder: str) -> List[Tuple[str, str]]:
         try:
             st = os.stat(path)
         except OSError as e:
-            raise InputError(f"cannot read folder {_posix(path)} ({e.strerror or e})") from None
+            raise InputError(f"cannot read folder {_SHOW(_posix(path))} ({e.strerror or e})") from None
         key = (st.st_dev, st.st_ino)
         if key in seen_dirs:  # a link cycle
             return
@@ -152,21 +175,21 @@ def _walk_folder(folder: str) -> List[Tuple[str, str]]:
         try:
             entries = sorted(os.scandir(path), key=lambda e: e.name)
         except OSError as e:
-            raise InputError(f"cannot read folder {_posix(path)} ({e.strerror or e})") from None
+            raise InputError(f"cannot read folder {_SHOW(_posix(path))} ({e.strerror or e})") from None
         for entry in entries:
             if _skip_name(entry.name):
                 continue
             sub = parts + (entry.name,)
             try:
-                is_dir = entry.is_dir()  # follows links
+                is_dir = entry.is_dir()  # follows links; False for a broken one
                 is_file = entry.is_file()
-            except OSError:
-                is_dir = is_file = False
+            except OSError as e:  # a link loop, no permission: not a broken link, a problem
+                raise InputError(f"cannot read {_SHOW(_posix(entry.path))} ({e.strerror or e})") from None
             if is_dir:
                 walk(entry.path, sub)
             elif is_file:
                 found.append((sub, entry.path))
-            # other things (sockets, fifos, broken links) are not documents
+            # other things (sockets, named pipes, devices, broken links) are not documents
 
     walk(folder, ())
     found.sort(key=lambda t: t[0])
@@ -271,38 +294,44 @@ def discover(inputs: Sequence[str]) -> List[Source]:
             try:
                 st = os.stat(path)
             except OSError as e:
-                raise InputError(f"cannot read {name} ({e.strerror or e})") from None
+                raise InputError(f"cannot read {_SHOW(name)} ({e.strerror or e})") from None
             if not stat.S_ISREG(st.st_mode):
-                raise InputError(f"not a regular file: {name}")
+                raise InputError(f"not a regular file: {_SHOW(name)}")
             key = (st.st_dev, st.st_ino)
         if key in seen:
             other = seen[key]
             if other == name:
-                raise InputError(f"same file reached twice: {name}")
-            raise InputError(f"same file reached twice: {other} and {name}")
+                raise InputError(f"same file reached twice: {_SHOW(name)}")
+            raise InputError(f"same file reached twice: {_SHOW(other)} and {_SHOW(name)}")
         seen[key] = name
 
-    relpaths = [rel for _, _, rel in found]
+    names = [_SHOW(name) for _, name, _ in found]
+    relpaths = [_SHOW(rel) for _, _, rel in found]
     for i in sorted(_clashing(relpaths)):
-        relpaths[i] = _strip_name(_without_scheme(found[i][1])) or found[i][2]
+        relpaths[i] = _strip_name(_without_scheme(names[i])) or relpaths[i]
     clash = _first_clash(relpaths)
     if clash is not None:
         i, j = clash
         raise InputError(
             f"two inputs would be written to the same output name {relpaths[i]!r}: "
-            f"{found[i][1]} and {found[j][1]}"
+            f"{names[i]} and {names[j]}"
         )
 
     out = []
-    for (path, name, _), rel in zip(found, relpaths):
+    for (path, _, _), name, rel in zip(found, names, relpaths):
         fmt, comp = detect_format(_fs.basename(path))
         out.append(Source(path=path, name=name, relpath=rel, format=fmt, compression=comp))
     return out
 
 
 def _without_scheme(name: str) -> str:
-    """``bucket/key`` for ``s3://bucket/key``; a local name as it is."""
-    return name.partition("://")[2] if _fs.is_url(name) else name
+    """``bucket/key`` for ``s3://bucket/key`` (``host/key`` for ``http://user:pw@host/key``: no
+    credentials); a local name as it is."""
+    if not _fs.is_url(name):
+        return name
+    rest = name.partition("://")[2]
+    head, sep, tail = rest.partition("/")
+    return head.rpartition("@")[2] + sep + tail
 
 
 def _discover_url(inp: str) -> List[Tuple[str, str, str]]:
@@ -330,17 +359,17 @@ def _discover_url(inp: str) -> List[Tuple[str, str, str]]:
         if not out:
             _fs.check_reachable(url)
             what = "nothing" if not entries else "no files"
-            raise InputError(f"no such file or folder: {url} (the pattern matches {what})")
+            raise InputError(f"no such file or folder: {_SHOW(url)} (the pattern matches {what})")
         return out
     if _fs.isfile(url):
         return [(url, url, _fs.basename(url))]
     if _fs.isdir(url):
         files = _walk_url(url)
         if not files:
-            raise InputError(f"folder has no files: {url}")
+            raise InputError(f"folder has no files: {_SHOW(url)}")
         return [(p, _join_name(url, rel), rel) for p, rel in files]
     _fs.check_reachable(url)
-    raise InputError(f"no such file or folder: {url}")
+    raise InputError(f"no such file or folder: {_SHOW(url)}")
 
 
 def _walk_url(folder: str) -> List[Tuple[str, str]]:
@@ -352,7 +381,7 @@ def _discover_local(inp: str, found: List[Tuple[str, str, str]]) -> None:
     if os.path.isdir(inp):
         files = _walk_folder(inp)
         if not files:
-            raise InputError(f"folder has no files: {_posix(inp)}")
+            raise InputError(f"folder has no files: {_SHOW(_posix(inp))}")
         found.extend((p, _join_name(inp, rel), rel) for p, rel in files)
     elif os.path.exists(inp):
         found.append((inp, _posix(inp), os.path.basename(inp)))
@@ -371,11 +400,17 @@ def _discover_local(inp: str, found: List[Tuple[str, str, str]]) -> None:
                 found.append((m, _posix(m), os.path.basename(m)))
         if len(found) == n_before:
             what = "nothing" if not matches else "no files"
-            raise InputError(f"no such file or folder: {_posix(inp)} (the pattern matches {what})")
-    elif os.path.islink(inp):
-        raise InputError(f"no such file or folder: {_posix(inp)} (a broken symbolic link)")
+            raise InputError(f"no such file or folder: {_SHOW(_posix(inp))} (the pattern matches {what})")
     else:
-        raise InputError(f"no such file or folder: {_posix(inp)}")
+        shown = _SHOW(_posix(inp))
+        try:
+            os.stat(inp)
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.ENOTDIR):  # a link loop, no permission
+                raise InputError(f"cannot read {shown} ({e.strerror or e})") from None
+        if os.path.islink(inp):
+            raise InputError(f"no such file or folder: {shown} (a broken symbolic link)")
+        raise InputError(f"no such file or folder: {shown}")
 
 
 
@@ -410,6 +445,7 @@ def _as_arrow_table(table: Any):
 def table_source(table: Any, name: str = "<table>") -> Source:
     """Wrap an in-memory table (pyarrow, pandas or Hugging Face datasets) as a Source."""
     tbl = _as_arrow_table(table)
+    name = display_name(name)
     return Source(path="<table>", name=name, relpath=_strip_name(name) or name, format="table",
                   compression=None, table=tbl)
 
