@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -26,12 +27,15 @@ from ..arrays import arrow, to_numpy
 from ..errors import ConfigError, InputError
 from . import _jsonl_fast
 from . import fs as _fs
-from ._streams import StreamError, blank_lines, iter_blocks, line_bounds
+from ._streams import MAX_NESTING, StreamError, blank_lines, deep_lines, iter_blocks, line_bounds
+from ._streams import OpenQuote as _OpenQuote
+from ._streams import csv_open_quote
 from .tables import parquet_file
 from .sources import Source
 
 ON_ERROR_MODES = ("fail", "skip")
 _MAX_REASON = 400
+_TOO_DEEP = f"JSON nested too deeply (more than {MAX_NESTING} levels of arrays and objects)"
 
 
 @dataclass
@@ -60,13 +64,59 @@ class Batch:
         return len(self.rows)
 
 
-def one_line(s: str) -> str:
-    s = " ".join(str(s).split())
+def one_line(s: Any) -> str:
+    """``s`` as one line of at most 400 characters, any credentials in a URL hidden."""
+    s = str(s)
+    if len(s) > 4 * _MAX_REASON:
+        s = s[: 4 * _MAX_REASON]
+    s = _fs.redact(" ".join(s.split()))
     return s if len(s) <= _MAX_REASON else s[: _MAX_REASON - 3] + "..."
 
 
 def _type_name(v: Any) -> str:
     return type(v).__name__
+
+
+def _cannot_read(src: Source, e: BaseException) -> InputError:
+    """The file cannot be read (no permission, an I/O error, the store): an error whatever
+    ``on_error`` says, since skipping it would give a result without the whole input."""
+    reason = e.strerror if isinstance(e, OSError) and e.strerror else one_line(e)
+    return InputError(_fs.redact(f"{src.name}: cannot read file ({reason})"))
+
+
+def _raise_if_environment(ctx: "_Ctx", e: BaseException) -> None:
+    """Raise :func:`_cannot_read` for an error of the operating system (it has an errno); other
+    errors of a reader are the file's content, reported as such."""
+    if isinstance(e, OSError) and e.errno is not None:
+        raise _cannot_read(ctx.src, e) from None
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a device"),
+          (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_local_file(src: Source) -> None:
+    """An InputError naming ``src`` when it is a local path that cannot be opened for reading or
+    is not a regular file (a folder, a named pipe or a device, which would block or never end).
+    The check opens without blocking (a named pipe with no writer does not wait). Nothing is
+    checked for a URL or an in-memory table."""
+    if src.format == "table" or _fs.is_url(src.path):
+        return
+    path = _fs.local_path(src.path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise _cannot_read(src, e) from None
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError as e:
+        raise _cannot_read(src, e) from None
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+        raise InputError(_fs.redact(f"{src.name}: not a regular file ({kind})"))
 
 
 class _Ctx:
@@ -92,7 +142,7 @@ class _Ctx:
         return f"{self.src.name}: row {row}: "
 
     def error(self, row: Optional[int], reason: str) -> InputError:
-        return InputError(self.where(row) + one_line(reason))
+        return InputError(_fs.redact(self.where(row)) + one_line(reason))
 
     def empty(self, rejected: List[Tuple[Optional[int], str]]) -> Batch:
         return Batch(
@@ -221,8 +271,8 @@ def _json_reason(line: bytes) -> Tuple[Optional[str], Any]:
         # some of json's messages end in "at" ("Invalid control character at"): say it once
         msg = e.msg.removesuffix(" at")
         return f"broken JSON ({msg} at column {e.colno})", None
-    except RecursionError:
-        return "broken JSON (nested too deeply)", None
+    except RecursionError:  # pragma: no cover - lines nested over MAX_NESTING deep are out before
+        return _TOO_DEEP, None
 
 
 # --------------------------------------------------------------------------- JSONL
@@ -328,6 +378,15 @@ class _JsonlParser:
         if fast is not None:
             text, ids = fast
         elif len(good):
+            # the scanner takes no line nested over 64 deep; here none over MAX_NESTING, whichever
+            # parser would read it (pyarrow's takes any depth, json.loads fails near 1,000)
+            deep = deep_lines(data, starts, ends, good)
+            if len(deep):
+                for i in deep.tolist():
+                    bad[i] = _TOO_DEEP
+                good_mask[deep] = False
+                good = np.flatnonzero(good_mask)
+        if fast is None and len(good):
             feed = data if not bad else b"\n".join(data[starts[i]:ends[i]] for i in good.tolist())
             longest = int((ends - starts).max())
             # pyarrow skips a byte order mark at the start of its input (json.loads does not:
@@ -434,8 +493,7 @@ def _read_jsonl(ctx: _Ctx) -> Iterator[Batch]:
                 yield from ctx.problem(e.describe(src.compression or "", line0))
                 return
             except OSError as e:
-                yield from ctx.problem(f"cannot read file ({e.strerror or e})")
-                return
+                raise _cannot_read(src, e) from None
             n_lines, n_records, text, rows, ids, scores, bad = parser.parse(data, line0)
             line0 += n_lines
             records += n_records
@@ -615,18 +673,26 @@ def _read_table(ctx: _Ctx) -> Iterator[Batch]:
 # --------------------------------------------------------------------------- CSV / TSV
 
 _CSV_BLOCK = 32 << 20  # pyarrow needs a whole record inside one block: the longest record allowed
+# What the reader appends to a CSV / TSV file for pyarrow: a line break, then a record of one field
+# that ends in a quote. After a file that ends outside quotes it is one more record (the last one,
+# never a document); after a file that ends inside a quoted field (which pyarrow would take as a
+# good record) the line break and the text go into that field and the quote closes it: there is no
+# such record, and the field's record ends in _CSV_TAIL.
+_CSV_END_RECORD = '\x00neardup: the end of the file\x00"'
+_CSV_TAIL = "\n" + _CSV_END_RECORD
 
 
 def csv_options(src: Source, column_types: Dict[str, pa.DataType], include: Optional[List[str]] = None,
-                invalid_row_handler=None):
+                invalid_row_handler=None, numbered: bool = False):
     """pyarrow's ``(read, parse, convert)`` options of a CSV / TSV source: a header line, quoted
     fields may hold newlines, the columns of ``column_types`` as typed and every string kept as
     read (an empty field is ``""``, never null); UTF-8 is checked per record afterwards.
     ``invalid_row_handler``: called with a record whose number of fields differs from the
-    header's (None: such a record is an error)."""
+    header's (None: such a record is an error). ``numbered``: a serial reader, the only one that
+    tells the handler the record's number (about 10% slower)."""
     import pyarrow.csv as pcsv
 
-    read = pcsv.ReadOptions(use_threads=True, block_size=_CSV_BLOCK)
+    read = pcsv.ReadOptions(use_threads=not numbered, block_size=_CSV_BLOCK)
     parse = pcsv.ParseOptions(delimiter="\t" if src.format == "tsv" else ",", newlines_in_values=True,
                               invalid_row_handler=invalid_row_handler)
     convert = pcsv.ConvertOptions(column_types=column_types, include_columns=include or [],
@@ -667,13 +733,107 @@ def skip_invalid_csv_row(row) -> str:
     return "skip"
 
 
+class _EndRecord:
+    """The transform of pyarrow's ``TransformInputStream`` that appends _CSV_TAIL to a stream
+    (called with each chunk read, then once with an empty one at the end; none after)."""
+
+    def __init__(self):
+        self.tail = _CSV_TAIL.encode()
+
+    def __call__(self, buf):
+        if len(buf):
+            return buf
+        tail, self.tail = self.tail, b""
+        return tail
+
+
+def _end_marked(stream, limit: Optional[int] = None):
+    """What pyarrow reads of a CSV / TSV file: the bytes of ``stream`` (only the first ``limit``
+    ones if given), then _CSV_TAIL. Natively (no copy, no cost measured) for the whole stream;
+    a Python file (about half as fast) for the rare reading up to a record."""
+    if limit is None:
+        return pa.TransformInputStream(stream, _EndRecord())
+    return _EndMarked(stream, limit)
+
+
+class _EndMarked:
+    """The first ``limit`` bytes of ``stream``, then _CSV_TAIL, as a Python file."""
+
+    def __init__(self, stream, limit: int):
+        self.stream = stream
+        self.left = limit
+        self.tail = _CSV_TAIL.encode()
+        self.closed = False
+
+    def read(self, n: Optional[int] = -1) -> bytes:
+        """Up to ``n`` bytes (all when negative), fewer only at the end: pyarrow takes a short
+        read for the end of the stream."""
+        whole = n is None or n < 0
+        parts: List[bytes] = []
+        got = 0
+        while (whole or got < n) and self.stream is not None:
+            want = self.left if whole else min(n - got, self.left)
+            data = self.stream.read(want) if want > 0 else b""
+            if not data:
+                self.stream = None
+                break
+            self.left -= len(data)
+            parts.append(data)
+            got += len(data)
+        if self.stream is None and (whole or got < n):
+            k = len(self.tail) if whole else n - got
+            parts.append(self.tail[:k])
+            self.tail = self.tail[k:]
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _csv_open_quote(src: Source) -> Optional[_OpenQuote]:
+    """Where the file ends inside a quoted field (a pass over the file, for a message only);
+    None when it does not, or cannot be read again."""
+    try:
+        with csv_stream(src) as f:
+            def chunks() -> Iterator[bytes]:
+                while True:
+                    chunk = f.read(16 << 20)
+                    if not chunk:
+                        return
+                    yield chunk
+
+            return csv_open_quote(chunks(), b"\t" if src.format == "tsv" else b",")
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+
+
+def _unterminated(row: Optional[int], where: Optional[_OpenQuote]) -> str:
+    """The reason for the record at ``row`` that holds a quote never closed."""
+    if where is None or row is None or where.record - 1 != row:
+        return ("unterminated quoted field: a quote of this record is never closed, the file ends "
+                "inside it (the rest of the file is read as this one record)")
+    lines = (f"line {where.line} is" if where.last_line <= where.line
+             else f"lines {where.line}-{where.last_line} are")
+    return (f"unterminated quoted field: the quote opened on line {where.line} is never closed, "
+            f"the file ends inside it ({lines} read as this one record)")
+
+
 def _read_csv(ctx: _Ctx) -> Iterator[Batch]:
     """A CSV / TSV table: one document per record after the header, rows numbered from 0.
 
     A record whose number of fields differs from the header's is an error, or with
-    ``on_error="skip"`` a rejected entry without a row (pyarrow does not number it; its text is
-    in the reason); the rows of the other records are counted as if it were not there, by the
-    reader and by the writer of the kept records alike.
+    ``on_error="skip"`` a rejected entry at its row: its place among the file's records (the
+    header not counted); the rows of the other records are counted as if it were not there, by
+    the reader and by the writer of the kept records alike. A quote never closed makes the rest of
+    the file one record (as CSV reads it): that record is an error (or a rejected entry) naming
+    its row and the line of the quote. When the rest of the file is too long for one record
+    (pyarrow gives up on it), the file is read again up to that record.
     """
     import pyarrow.csv as pcsv
 
@@ -681,6 +841,7 @@ def _read_csv(ctx: _Ctx) -> Iterator[Batch]:
     try:
         names = csv_header(src)
     except (pa.ArrowException, OSError, ValueError) as e:
+        _raise_if_environment(ctx, e)
         yield from ctx.problem(f"cannot read file ({one_line(e)})")
         return
     types = {c: (pa.float64() if c == ctx.score_column else pa.string()) for c in _wanted_columns(ctx)}
@@ -690,42 +851,131 @@ def _read_csv(ctx: _Ctx) -> Iterator[Batch]:
         yield from ctx.problem(reason)
         return
     cols = _wanted_columns(ctx)
-    row0 = 0
-    invalid: List[str] = []
+    text_col = ctx.text_column
+    found: List[Tuple[Optional[int], Optional[str]]] = []  # (row, reason) of bad records not yet reported
+    seen = {"end": False, "swallowed": None, "invalid": 0, "done": 0}
 
     def on_invalid(row) -> str:
-        invalid.append(f"a record of {row.actual_columns} fields, the header has {row.expected_columns}: "
-                       f"{row.text!r}")
-        return skip_invalid_csv_row(row)
+        text = row.text
+        if text == _CSV_END_RECORD:
+            seen["end"] = True
+            return "skip"
+        number = row.number  # the record's number, the header's being 1 (a serial reader knows it)
+        if number is not None and number <= seen["done"]:  # reported before a second reading
+            return "skip"
+        r = number - 2 if number is not None else None
+        seen["invalid"] += 1
+        if text.endswith(_CSV_TAIL):
+            seen["swallowed"] = r
+            found.append((r, None))  # the reason needs a pass over the file: made when reported
+        else:
+            found.append((r, f"a record of {row.actual_columns} fields, the header has "
+                             f"{row.expected_columns}: {text[:2 * _MAX_REASON]!r}"))
+        return "skip" if ctx.skip else "error"
 
-    try:
-        stream = csv_stream(src)
-        reader = pcsv.open_csv(stream, *csv_options(src, types, cols, on_invalid if ctx.skip else None))
-    except (pa.ArrowException, OSError, ValueError) as e:
-        yield from ctx.problem(_csv_problem(src.format, e, 0))
-        return
-    try:
-        while True:
-            try:
-                rb = reader.read_next_batch()
-            except StopIteration:
-                break
-            except (pa.ArrowException, OSError, ValueError) as e:
+    open_quote: List[Optional[_OpenQuote]] = []  # computed once, when needed
+
+    def where_quote() -> Optional[_OpenQuote]:
+        if not open_quote:
+            open_quote.append(_csv_open_quote(src))
+        return open_quote[0]
+
+    def reasons(entries) -> List[Tuple[Optional[int], str]]:
+        return [(r, reason if reason is not None else _unterminated(r, where_quote())) for r, reason in entries]
+
+    emitted = 0  # valid rows handed out
+    reported = 0  # bad records handed out
+    limit: Optional[int] = None  # read only this many bytes (the second reading)
+    last_record: Optional[int] = None  # the row of the record cut off by the second reading
+    while True:
+        try:
+            stream = csv_stream(src)
+        except (pa.ArrowException, OSError, ValueError) as e:
+            _raise_if_environment(ctx, e)
+            yield from ctx.problem(_csv_problem(src.format, e, 0))
+            return
+        skip_rows = emitted  # a second reading passes over the rows already handed out
+        row0 = emitted
+        pending: Optional[pa.RecordBatch] = None  # the last batch, held back: the end may change its last row
+        pending_row0 = 0
+        again = False
+        try:
+            reader = pcsv.open_csv(_end_marked(stream, limit),
+                                   *csv_options(src, types, cols, on_invalid, numbered=True))
+            while True:
+                try:
+                    rb = reader.read_next_batch()
+                except StopIteration:
+                    break
+                if skip_rows:
+                    cut = min(skip_rows, rb.num_rows)
+                    skip_rows -= cut
+                    rb = rb.slice(cut)
+                if found:
+                    if not ctx.skip:  # pragma: no cover - the handler's "error" raised already
+                        row, reason = reasons(found[:1])[0]
+                        raise ctx.error(row, reason)
+                    yield ctx.empty([(r, one_line(x)) for r, x in reasons(found)])
+                    seen["done"] = max([seen["done"]] + [r + 2 for r, _ in found if r is not None])
+                    reported += len(found)
+                    found.clear()
+                if rb.num_rows == 0:
+                    continue
+                if pending is not None:
+                    yield from ctx.emit(*_arrow_batch(ctx, {c: pending.column(c) for c in cols}, pending_row0))
+                    emitted += pending.num_rows
+                pending, pending_row0 = rb, row0
+                row0 += rb.num_rows
+        except (pa.ArrowException, OSError, ValueError) as e:
+            if found and not ctx.skip:  # the handler's "error": the first bad record
+                row, reason = reasons(found[:1])[0]
+                raise ctx.error(row, reason) from None
+            _raise_if_environment(ctx, e)
+            if "straddling" in str(e) and limit is None:
+                # pyarrow gives up on a record longer than a block: one whose quote is never closed?
+                quote = where_quote()
+                if quote is not None and quote.record >= 1:
+                    last_record = quote.record - 1
+                    if not ctx.skip:
+                        raise ctx.error(last_record, _unterminated(last_record, quote)) from None
+                    limit, again = quote.offset, True
+                    found.clear()
+                    seen["invalid"] = reported
+            if not again:
+                if pending is not None:
+                    yield from ctx.emit(*_arrow_batch(ctx, {c: pending.column(c) for c in cols}, pending_row0))
                 yield from ctx.problem(_csv_problem(src.format, e, row0))
                 return
-            if invalid:
-                yield ctx.empty([(None, one_line(r)) for r in invalid])
-                invalid.clear()
-            if rb.num_rows == 0:
-                continue
-            parts = _arrow_batch(ctx, {c: rb.column(c) for c in cols}, row0)
-            row0 += rb.num_rows
-            yield from ctx.emit(*parts)
-        if invalid:
-            yield ctx.empty([(None, one_line(r)) for r in invalid])
-    finally:
-        stream.close()
-    if row0 == 0:
+        finally:
+            stream.close()
+        if again:
+            continue
+        break
+
+    bad: List[Tuple[Optional[int], Optional[str]]] = list(found)
+    if not seen["end"] and seen["swallowed"] is None:
+        # no end record: the file ended inside quotes, or the end record was a valid one (a file
+        # of one column), the last row read
+        last = pending.num_rows - 1 if pending is not None else -1
+        if last >= 0 and pending.column(text_col)[last].as_py() == _CSV_END_RECORD:
+            pending = pending.slice(0, last)
+        elif last_record is None and last >= 0:  # the last record of the file
+            pending = pending.slice(0, last)
+            bad.append((row0 - 1 + seen["invalid"], None))
+        elif last_record is None:  # the header's quote is never closed
+            yield from ctx.problem("unterminated quoted field in the header line (the file ends inside it)")
+            return
+    if last_record is not None:
+        bad.append((last_record, None))
+    if bad:
+        if not ctx.skip:
+            row, reason = reasons(bad[:1])[0]
+            raise ctx.error(row, reason)
+        yield ctx.empty([(r, one_line(x)) for r, x in reasons(bad)])
+    if pending is not None and pending.num_rows:
+        yield from ctx.emit(*_arrow_batch(ctx, {c: pending.column(c) for c in cols}, pending_row0))
+        emitted += pending.num_rows
+    if emitted == 0 and not bad and seen["invalid"] == 0:
         yield from ctx.problem("empty file (no records)")
 
 
@@ -746,8 +996,7 @@ def _read_text(ctx: _Ctx) -> Iterator[Batch]:
         with _fs.open_input(src.path) as f:
             data = f.read()
     except OSError as e:
-        yield from ctx.problem(f"cannot read file ({e.strerror or e})")
-        return
+        raise _cannot_read(src, e) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -789,14 +1038,13 @@ def read_source(src: Source, source_index: int = 0, *, text_column: str = "text"
     if id_column is not None and id_column == text_column:
         raise ConfigError(f"id_column {id_column!r} must differ from text_column")
     ctx = _Ctx(src, source_index, text_column, id_column, score_column, on_error, int(batch_size))
-    if src.format == "jsonl":
-        return _read_jsonl(ctx)
-    if src.format == "parquet":
-        return _read_parquet(ctx)
-    if src.format == "text":
-        return _read_text(ctx)
-    if src.format == "table":
-        return _read_table(ctx)
-    if src.format in ("csv", "tsv"):
-        return _read_csv(ctx)
-    raise ValueError(f"unknown source format {src.format!r}")
+    readers = {"jsonl": _read_jsonl, "parquet": _read_parquet, "text": _read_text, "table": _read_table,
+               "csv": _read_csv, "tsv": _read_csv}
+    if src.format not in readers:
+        raise ValueError(f"unknown source format {src.format!r}")
+    return _checked(ctx, readers[src.format])
+
+
+def _checked(ctx: _Ctx, reader) -> Iterator[Batch]:
+    check_local_file(ctx.src)  # when reading starts, as every other error
+    yield from reader(ctx)
