@@ -1,4 +1,6 @@
-"""Byte streams of JSONL files: decompression that notices truncation, and blocks of whole lines.
+"""Byte streams of input files: decompression that notices truncation, blocks of whole lines
+(JSONL), the JSON lines nested too deeply (:func:`deep_lines`), and where a CSV file ends inside a
+quoted field (:func:`csv_open_quote`, for an error message).
 
 gzip and zstd are decoded by pyarrow (``CompressedInputStream``, the codecs Arrow ships, working
 outside the GIL), which checks the end of the stream: a file that stops before the end of its

@@ -6,7 +6,13 @@ buffers; see :func:`._jsonl_fast.worth_it` for when); any other block is parsed 
 ``pyarrow.json`` with an explicit schema of only the needed fields, and a block pyarrow cannot
 parse (or whose rows do not line up with its lines) is parsed again line by line with
 ``json.loads``, which names the bad lines. Every non-blank line ends up either as a document or
-as a rejected entry.
+as a rejected entry; a line nested more than MAX_NESTING (512) deep is rejected whichever parser
+reads its block (pyarrow's takes any depth, json.loads fails near 1,000, the scanner takes 64).
+
+CSV / TSV is read by pyarrow with a marker record appended (see :func:`_read_csv`): so a quote
+that is never closed, which pyarrow takes for a field running to the end of the file, is seen.
+A local file is checked before it is opened for reading (a named pipe or a device would block or
+never end), and a file that cannot be read stops the run whatever ``on_error`` says.
 """
 
 from __future__ import annotations
