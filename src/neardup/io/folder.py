@@ -45,22 +45,23 @@ class Folder:
     """One folder, local or remote. ``path`` is absolute for a local folder, the URL (without a
     trailing ``/``) for a remote one. Use :func:`Folder.of` to make one."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, shown: Optional[str] = None):
         self.path = path
+        self.shown = shown if shown is not None else path  # as the user typed it, for messages
 
     @staticmethod
     def of(path) -> "Folder":
         path = os.fspath(path)
         if fs.is_url(path):
-            return RemoteFolder(str(path).rstrip("/"))
-        return LocalFolder(os.path.abspath(fs.local_path(path)))
+            return RemoteFolder(str(path).rstrip("/"), str(path))
+        return LocalFolder(os.path.abspath(fs.local_path(path)), str(path))
 
     # -- what every folder offers ------------------------------------------------------------
 
     is_remote = False
 
     def __str__(self) -> str:
-        return fs.redact(self.path)
+        return fs.redact(self.shown)
 
     def join(self, *parts: str) -> str:
         return fs.join(self.path, *parts)
