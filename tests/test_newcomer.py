@@ -148,11 +148,11 @@ def test_13_5_tsv_gz_with_text_column_and_conversion(tmp_path):
 def test_13_5_csv_record_with_wrong_field_count(tmp_path):
     (tmp_path / "bad.csv").write_text("id,text\n1,one two three\n2,x,y\n3,four five six\n")
     code, _, err = neardup("dedup", "bad.csv", "-o", "o1", "-q", cwd=tmp_path)
-    assert code == 2 and err.startswith("neardup: error: bad.csv: not a readable CSV file (")
+    assert code == 2 and err.strip() == "neardup: error: bad.csv: row 1: a record of 3 fields, the header has 2: '2,x,y'"
     code, _, err = neardup("dedup", "bad.csv", "-o", "o2", "-q", "--on-error", "skip", cwd=tmp_path)
     assert code == 0, err
     rejected = pq.read_table(tmp_path / "o2" / "rejected.parquet").to_pylist()
-    assert rejected == [{"source": "bad.csv", "row": None,
+    assert rejected == [{"source": "bad.csv", "row": 1,
                          "reason": "a record of 3 fields, the header has 2: '2,x,y'"}]
     kept = (tmp_path / "o2" / "kept" / "bad.csv").read_text()
     assert kept == '"id","text"\n"1","one two three"\n"3","four five six"\n'

@@ -460,3 +460,17 @@ def test_index_add_and_query_take_urls_as_given(tmp_path, corpus, s3):
     assert len(rows) == 300 and all(r["matches"] for r in rows)  # every document is in the index
     assert run_cli("index", "query", idx, url, "-o", out) == 2
     assert run_cli("index", "query", idx, url, "-o", out, "--overwrite") == 0
+
+
+def test_deep_json_on_the_first_line_is_one_line(tmp_path, capsys):
+    """The "does every record carry an id?" look at the first line meets the nesting too."""
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"text": "a b c d e", "x": ' + "[" * 5000 + "]" * 5000 + "}\n")
+    assert run_cli("dedup", deep, "-o", tmp_path / "o", "-q") == 2
+    assert "nested too deeply" in one_error_line(capsys)
+
+
+def test_an_http_output_is_not_asked_for_a_bucket(tmp_path, corpus, capsys):
+    assert run_cli("dedup", corpus, "-o", "http://u:SECRETPW@127.0.0.1:9/out", "-q") == 2
+    line = one_error_line(capsys)
+    assert "no such bucket" not in line and "SECRETPW" not in line

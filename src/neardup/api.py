@@ -224,7 +224,7 @@ def every_record_has_an_id(sources: List[nio.Source]) -> bool:
                     return False
             else:
                 return False
-        except (OSError, ValueError, pa.ArrowException):  # unreadable: the reader will say so
+        except (OSError, ValueError, RecursionError, pa.ArrowException):  # unreadable: the reader will say so
             return False
     return True
 

@@ -718,7 +718,7 @@ def check_reachable(path: str) -> None:
                 fs.info(bucket)
             except FileNotFoundError:
                 raise InputError(f"{path}: no such bucket: {bucket}") from None
-        elif not fs.exists(bucket):
+        elif protocol(path) in _OBJECT_STORES and not fs.exists(bucket):
             raise InputError(f"{path}: no such bucket: {bucket}")
 
 
