@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from ..errors import ConfigError, InputError
@@ -130,18 +129,14 @@ def _check_targets(args: argparse.Namespace) -> None:
     that are not the command's inputs), outside the input folders, in folders that exist, and
     not the same file twice. One-line ConfigError otherwise."""
     from ..io import discover
-    from ..io.fs import is_url
     from ..io.outfile import check_output_file, same_file as _same_file
     targets = [(opt, path) for opt, path in (("--json", args.json), ("--plot", args.plot))
                if path and path != "-"]
     if not targets:
         return
-    local = [i for i in args.inputs if not is_url(i)]
-    files = [s.path for s in discover(args.inputs) if s.format != "table" and not is_url(s.path)]
-    folders = [i for i in local if os.path.isdir(i)]
-    for opt, path in targets:
-        if is_url(path):
-            raise ConfigError(f"{opt} {redact(path)}: write it to a local file (a URL is not supported here)")
-        check_output_file(path, inputs=local + files, inside=folders, overwrite=args.overwrite, option=opt)
+    files = [s.path for s in discover(args.inputs) if s.format != "table"]
+    for opt, path in targets:  # (URLs: never a local input; as a target, refused)
+        check_output_file(path, inputs=list(args.inputs) + files, inside=args.inputs, overwrite=args.overwrite,
+                          option=opt)
     if len(targets) == 2 and _same_file(targets[0][1], targets[1][1]):
         raise ConfigError(f"--json and --plot name the same file {redact(args.json)}; name two files")

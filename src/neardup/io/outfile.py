@@ -49,8 +49,8 @@ def check_output_file(path, *, inputs: Sequence = (), inside: Sequence = (), ove
             raise ConfigError(f"{option} {redact(p)}: that is an input of this command "
                               f"({redact(os.fspath(inp))}); name another file")
     for folder in inside:
-        if is_url(os.fspath(folder)):
-            continue
+        if is_url(os.fspath(folder)) or not os.path.isdir(os.fspath(folder)):
+            continue  # a file among the folders read: compared above as an input
         top = os.path.realpath(os.fspath(folder))
         if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
             raise ConfigError(f"{option} {redact(p)}: that is inside {redact(os.fspath(folder))}, which "
