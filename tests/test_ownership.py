@@ -272,7 +272,6 @@ _DRIVER = textwrap.dedent("""
         return real(src, dst, *a, **k)
     os.replace = replace
     from neardup.cli import main
-from s3_server import s3, s3_server  # noqa: F401  (fixtures: a real S3 API on the loopback)
     sys.exit(main(argv))
 """)
 
