@@ -68,6 +68,8 @@ def _tree(s3, prefix: str) -> dict:
     for k in s3.keys(prefix):
         data = s3.get(k)
         rel = k[len(prefix):]
+        if rel.startswith(".neardup"):  # the ownership marker and lock: not the result
+            continue
         if rel == "stats.json":
             d = json.loads(data)
             d.pop("seconds")
@@ -80,7 +82,7 @@ def _tree(s3, prefix: str) -> dict:
 def _local_tree(folder) -> dict:
     out = {}
     for p in sorted(folder.rglob("*")):
-        if p.is_file() and ".neardup-work" not in p.parts:
+        if p.is_file() and not p.relative_to(folder).parts[0].startswith(".neardup"):
             rel = str(p.relative_to(folder))
             out[rel] = json.loads(p.read_text()) if rel == "stats.json" else p.read_bytes()
             if rel == "stats.json":
