@@ -283,9 +283,8 @@ def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Opt
     files = [s.path for s in sources if s.format != "table"]
     refuse_overlap("output folder", out, inputs, files)
     refuse_overlap("--work-dir", work_folder, inputs, files)
-    inside = work_folder.path.startswith(out.path.rstrip("/") + ("/" if out.is_remote else os.sep))
-    if work_folder.path == out.path or (explicit_work and out.path.startswith(work_folder.path + "/")) or \
-            (explicit_work and out.path.startswith(work_folder.path + os.sep)):
+    inside = out.contains(work_folder)  # the default: covered by the output's lock, removed whole
+    if work_folder.path == out.path or work_folder.contains(out):
         raise ConfigError(f"--work-dir {work_folder}: is or holds the output folder {out}; choose another")
     for folder, kind, role in ((out, "output", "output folder"), (work_folder, "work-dir", "--work-dir")):
         if folder.is_remote:

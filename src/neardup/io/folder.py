@@ -66,6 +66,11 @@ class Folder:
     def join(self, *parts: str) -> str:
         return fs.join(self.path, *parts)
 
+    def contains(self, other: "Folder") -> bool:
+        """Whether ``other`` lies inside this folder (not this folder itself)."""
+        sep = "/" if self.is_remote else os.sep
+        return other.path.startswith(self.path.rstrip(sep) + sep)
+
     def child(self, *parts: str) -> "Folder":
         return type(self)(self.join(*parts))
 
