@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
+from helpers import run_in_process
 
 GOOD = [json.dumps({"id": f"g{i}", "text": f"good document number {i} with a few more words in it"})
         for i in range(5)]
@@ -26,20 +27,7 @@ class Result:
 def neardup(*args, cwd=None):
     """Runs the command in this process (what `python -m neardup` runs), capturing stderr; a few
     tests below run the real executable to check the process exit status too."""
-    import contextlib
-    import io
-    import os
-    from neardup.cli import main
-    err = io.StringIO()
-    old = os.getcwd()
-    try:
-        if cwd:
-            os.chdir(cwd)
-        with contextlib.redirect_stderr(err):
-            code = main([str(a) for a in args])
-    finally:
-        os.chdir(old)
-    return Result(code, err.getvalue())
+    return Result(*run_in_process(*args, cwd=cwd))
 
 
 def neardup_process(*args, cwd=None):

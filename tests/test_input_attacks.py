@@ -6,7 +6,6 @@ counts add up; never a traceback, a hang, a silently merged record or a printed 
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import functools
 import http.server
@@ -26,25 +25,10 @@ from hypothesis import strategies as st
 from neardup.errors import InputError
 from neardup.io import Source, discover, read_source
 from neardup.io import reader as _reader
+from helpers import fail_message, run_in_process as neardup
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def neardup(*args, cwd=None):
-    """The command, in this process: (exit code, stderr)."""
-    from neardup.cli import main
-
-    err = io.StringIO()
-    old = os.getcwd()
-    try:
-        if cwd:
-            os.chdir(cwd)
-        with contextlib.redirect_stderr(err):
-            code = main([str(a) for a in args])
-    finally:
-        os.chdir(old)
-    return code, err.getvalue()
 
 
 def one_error_line(err: str) -> str:
@@ -74,15 +58,6 @@ def read_all(src, **kw):
         rows += b.rows.tolist()
         rej += b.rejected
     return texts, rows, rej
-
-
-def fail_message(src, **kw) -> str:
-    with pytest.raises(InputError) as ei:
-        for _ in read_source(src, **kw):
-            pass
-    msg = str(ei.value)
-    assert "\n" not in msg and "\r" not in msg
-    return msg
 
 
 def source(path: Path) -> Source:

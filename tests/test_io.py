@@ -19,6 +19,7 @@ from neardup.errors import ConfigError, InputError
 from neardup.io import (Batch, Source, discover, output_relpath, output_relpaths, read_source,
                         table_source, write_kept)
 from neardup.io import _streams
+from helpers import fail_message
 
 
 # --------------------------------------------------------------------------- helpers
@@ -77,15 +78,6 @@ def read_all(src, **kw):
             scores += b.scores.tolist()
         rejected += b.rejected
     return texts, rows, ids, scores, rejected
-
-
-def fail_message(src, **kw) -> str:
-    with pytest.raises(InputError) as ei:
-        for _ in read_source(src, **kw):
-            pass
-    msg = str(ei.value)
-    assert "\n" not in msg and "\r" not in msg
-    return msg
 
 
 # --------------------------------------------------------------------------- discover
