@@ -25,7 +25,7 @@ import contextlib
 import errno
 import json
 import os
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Iterator, List, Optional, Sequence
 
 from ..errors import ConfigError, NeardupError
 from . import fs
@@ -247,8 +247,3 @@ def refuse_overlap(role: str, path: Folder, inputs: Sequence[str], files: Sequen
 
 __all__ = ["Folder", "LocalFolder", "RemoteFolder", "LockedError", "MARKER", "LOCK", "overlapping",
            "refuse_overlap"]
-
-
-def describe_differences(old: Dict, new: Dict) -> List[str]:
-    """The names of the keys whose values differ between two dicts (for "what differs")."""
-    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))

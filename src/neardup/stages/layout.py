@@ -82,9 +82,8 @@ def run_identity(config, sources) -> dict:
     return {"config": relevant, "inputs": files}
 
 
-def fingerprint(config_or_identity, sources=None) -> str:
-    """The hash of a run's identity (:func:`run_identity`)."""
-    identity = config_or_identity if sources is None else run_identity(config_or_identity, sources)
+def fingerprint(identity) -> str:
+    """The hash of a run's identity (:func:`run_identity`; a string is taken as a fingerprint)."""
     if isinstance(identity, str):
         return identity
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
