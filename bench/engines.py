@@ -207,9 +207,9 @@ def stage_rates(n_docs: int = 50_000) -> dict:
     from neardup.bands import bucket_runs
     from neardup.config import Config
     from neardup.hashing import kernel_threads
-    from neardup.stages.layout import Corpus, WorkDir
+    from neardup.stages.layout import Corpus, DocStore, WorkDir
     from neardup.stages.pairs import distinct_pairs, make_verifier, search_partition
-    from neardup.stages.read import DocStore, read_block
+    from neardup.stages.read import read_block
     from neardup.synth import generate_corpus, write_jsonl
 
     pa.set_cpu_count(1)
@@ -252,15 +252,22 @@ def _band_rows(n_docs: int, bands: int, seed: int = 0):
     return keys
 
 
-def grouping_rates(n_docs: int, cpus: int) -> dict:
-    import logging
-
+def _buckets_of_partition(table):
     import pyarrow as pa
-    import ray
-    import ray.data
+
+    from neardup.bands import bucket_runs_of_rows
+    doc = table.column("doc").to_numpy()
+    offsets, members = bucket_runs_of_rows(table.column("band").to_numpy(), table.column("key").to_numpy(), doc, doc)
+    return pa.table({"doc": pa.array(members)})
+
+
+def grouping_rates(n_docs: int, cpus: int) -> dict:
+    """Bucket formation alone: the local engine's (every band of the matrix, a few at a time) and
+    the Ray engine's (the rows shuffled on the key, then each partition's buckets), same kernel."""
+    import pyarrow as pa
 
     from neardup.bands import bucket_runs
-    from neardup.engines import ray as rengine
+    from neardup.engines.ray import RayEngine
     from neardup.hashing import kernel_threads
 
     bands = 13
@@ -271,32 +278,22 @@ def grouping_rates(n_docs: int, cpus: int) -> dict:
         t0 = time.perf_counter()
         offsets, members = bucket_runs(keys)
         local_s = time.perf_counter() - t0
-    ray.init(num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
-    try:
-        from ray.data.context import DataContext, ShuffleStrategy
-        dc = DataContext.get_current()
-        dc.enable_progress_bars = False
-        dc.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
-        logging.getLogger("ray.data").setLevel(logging.ERROR)
+    with RayEngine(workers=cpus, quiet=True) as engine:
         blocks = 4 * cpus
         bounds = np.linspace(0, n_docs, blocks + 1).astype(np.int64)
-        parts = max(2, cpus, int(np.ceil(rows * 24 / rengine.TARGET_PART_BYTES)))
+        parts = engine.partitions(rows * 24)
+        tables = [pa.table({"band": pa.array(np.tile(np.arange(bands, dtype=np.int32), b - a)),
+                            "key": pa.array(keys[a:b].reshape(-1)),
+                            "doc": pa.array(np.repeat(np.arange(a, b, dtype=np.int64), bands))})
+                  for a, b in zip(bounds[:-1], bounds[1:])]
         runs = []
         for _ in range(2):  # the first run also starts the workers
-            ds = ray.data.from_arrow([pa.table({
-                "part": pa.array((keys[a:b].reshape(-1) % np.uint64(parts)).astype(np.int32)),
-                "band": pa.array(np.tile(np.arange(bands, dtype=np.int32), b - a)),
-                "key": pa.array(keys[a:b].reshape(-1)),
-                "doc": pa.array(np.repeat(np.arange(a, b, dtype=np.int64), bands))})
-                for a, b in zip(bounds[:-1], bounds[1:])])
-            ds = ds.materialize()  # the rows exist before the clock starts
+            frame = engine.persist(engine.map(lambda i: tables[i], range(len(tables))))  # rows exist before the clock
             t0 = time.perf_counter()
-            out = rengine._map(rengine._shuffle(ds, parts), rengine._form_buckets, parts=parts).materialize()
+            out = engine.persist(engine.map(_buckets_of_partition, engine.shuffle(frame, "key", parts)))
             runs.append(time.perf_counter() - t0)
-            members_ray = out.count()
+            members_ray = sum(t.num_rows for t in engine.collect(out))
         ray_s = min(runs)
-    finally:
-        ray.shutdown()
     return {"documents": n_docs, "bands": bands, "rows": rows, "row_bytes": 24, "cpus": cpus, "partitions": parts,
             "ray_shuffle_and_buckets_s": ray_s, "ray_rows_per_s_per_core": rows / ray_s / cpus,
             "ray_bucket_members": int(members_ray), "local_bucket_runs_s": local_s,

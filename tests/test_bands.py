@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.bands import (band_keys, band_keys_python, bucket_runs, candidate_pairs, find_pairs, pair_codes,
-                           split_codes, star_pairs)
+from neardup.bands import (band_keys, band_keys_python, bucket_runs, bucket_runs_of_rows, candidate_pairs, find_pairs,
+                           pair_codes, split_codes, star_pairs)
 
 PROPS = settings(max_examples=80, deadline=None)
 
@@ -404,3 +404,21 @@ def test_bucket_runs_reading_a_few_bands_at_a_time_gives_the_same_buckets():
     covered = [j for a, b in asked for j in range(a, b)]
     assert covered == list(range(bands))
     assert all(b - a <= BAND_GROUP for a, b in asked)
+
+
+@PROPS
+@given(st.integers(0, 400), st.integers(1, 6), st.integers(1, 50), st.integers(0, 2**31))
+def test_bucket_runs_of_rows_equal_the_matrix_grouping(n, bands, spread, seed):
+    """The rows a keyed shuffle delivers (any order) give the buckets of the whole matrix, in the
+    same order, members in keep order: one bucket formation for every engine."""
+    rng = np.random.default_rng(seed)
+    keys = rng.integers(0, spread, (n, bands)).astype(np.uint64)
+    rank = rng.permutation(n)
+    want_offsets, want_members = bucket_runs(keys, rank=rank)
+    band = np.tile(np.arange(bands, dtype=np.int32), n)
+    doc = np.repeat(np.arange(n, dtype=np.int64), bands)
+    shuffled = rng.permutation(len(band))
+    offsets, members = bucket_runs_of_rows(band[shuffled], keys.reshape(-1)[shuffled], doc[shuffled],
+                                           rank[doc[shuffled]])
+    assert np.array_equal(offsets, want_offsets)
+    assert np.array_equal(members, want_members)

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.clusters import (connected_components, connected_components_python, keep_order,
-                              select_representatives, select_representatives_python)
+from neardup.clusters import (connected_components, connected_components_python, keep_order, large_star,
+                              select_representatives, select_representatives_python, small_star, star_components)
 
 PROPS = settings(max_examples=100, deadline=None)
 
@@ -232,3 +232,31 @@ def test_tied_ranks_representative_tie_break():
     sel = select_representatives(3, [1, 0], [2, 2], [0.8, 0.8], np.zeros(3, dtype=np.int64))
     assert sel.removed.tolist() == [False, False, True]
     assert sel.representative[2] == 0
+
+
+@PROPS
+@given(st.integers(2, 300), st.integers(1, 400), st.integers(0, 2**31))
+def test_star_steps_give_the_connected_components(n, m, seed):
+    """The large-star / small-star steps (the Ray engine's connected components) label every
+    document with an edge by the smallest document of its component, as union-find does."""
+    rng = np.random.default_rng(seed)
+    left, right = rng.integers(0, n, m), rng.integers(0, n, m)
+    left, right = left[left != right], right[left != right]
+    docs, labels = star_components(left, right)
+    order = np.argsort(docs)
+    docs, labels = docs[order], labels[order]
+    assert np.array_equal(docs, np.unique(np.concatenate([left, right])))
+    assert np.array_equal(labels, connected_components(n, left, right)[docs])
+
+
+def test_large_star_counts_the_nodes_not_yet_in_a_star():
+    # a path 0-1-2-3: node 1 has a smaller neighbour (0) and another (2): not a star yet
+    hi, lo = np.array([1, 2, 3]), np.array([0, 1, 2])
+    assert large_star(np.concatenate([hi, lo]), np.concatenate([lo, hi]))[2] > 0
+    # a star centred on 0: converged
+    hi, lo = np.array([1, 2, 3]), np.array([0, 0, 0])
+    new_hi, new_lo, nonstar = large_star(np.concatenate([hi, lo]), np.concatenate([lo, hi]))
+    assert nonstar == 0 and sorted(zip(new_hi.tolist(), new_lo.tolist())) == [(1, 0), (2, 0), (3, 0)]
+    # small-star links every node of a node's smaller side to their minimum
+    hi, lo = small_star(np.array([3, 3]), np.array([1, 2]))
+    assert sorted(zip(hi.tolist(), lo.tolist())) == [(2, 1), (3, 1)]

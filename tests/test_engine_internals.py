@@ -53,8 +53,8 @@ def test_doc_store_reads_back_each_documents_data(tmp_path):
     from neardup import Config
     from neardup import io as nio
     from neardup.minhash import MinHasher
-    from neardup.stages.layout import Corpus, WorkDir, plan_blocks
-    from neardup.stages.read import DocStore, read_block
+    from neardup.stages.layout import Corpus, DocStore, WorkDir, plan_blocks
+    from neardup.stages.read import read_block
     texts = [f"document {i} " + "word " * (i % 7) + ("tail" if i % 3 else "") for i in range(40)] + ["", "a"]
     for i in range(3):
         (tmp_path / f"f{i}.txt").write_text("\n".join(texts[i::3]))
@@ -89,7 +89,7 @@ def test_estimate_documents_for_the_progress_bar(tmp_path):
     import json
     import gzip
     from neardup import io as nio
-    from neardup.engines.local import estimate_documents
+    from neardup.stages.read import estimate_documents
     lines = [json.dumps({"text": "word " * (i % 50 + 1)}) for i in range(3000)]
     (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
     pq.write_table(pa.table({"text": ["x"] * 77}), tmp_path / "b.parquet")

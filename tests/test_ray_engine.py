@@ -342,31 +342,6 @@ def test_nothing_to_deduplicate(cluster, tmp_path):
     assert_same(local, rayed)
 
 
-@pytest.mark.parametrize("collide", [False, True])
-def test_bucket_members_match_a_plain_sort(monkeypatch, collide):
-    """The one-key sort of the band shuffle's reducer gives the buckets of the three-key sort, and
-    falls back to it when two (band, key) share the 64-bit mix."""
-    import numpy as np
-
-    from neardup.engines import ray as rt
-    if collide:
-        monkeypatch.setattr(rt, "mix64", lambda x: np.zeros(len(x), np.uint64))
-    rng = np.random.default_rng(3)
-    for _ in range(30):
-        n = int(rng.integers(0, 2000))
-        band = rng.integers(0, 4, n).astype(np.int32)
-        key = rng.integers(0, int(rng.integers(1, 40)), n).astype(np.uint64)
-        doc = rng.permutation(3 * n)[:n].astype(np.int64)
-        members, sizes, first = rt.bucket_members(band, key, doc)
-        groups = np.split(members, np.cumsum(sizes)[:-1]) if len(sizes) else []
-        got = sorted(tuple(m) for m in groups)
-        want = {}
-        for b, k, d in zip(band.tolist(), key.tolist(), doc.tolist()):
-            want.setdefault((b, k), []).append(d)
-        assert got == sorted(tuple(sorted(v)) for v in want.values() if len(v) >= 2)
-        assert list(first) == [min(m) for m in groups]
-
-
 def test_unreachable_address_is_a_one_line_error(tmp_path, jsonl_corpus):
     r = _cli("dedup", jsonl_corpus, "-o", tmp_path / "out", "--engine", "ray", "--ray-address", "127.0.0.1:1")
     assert r.returncode == 2

@@ -270,7 +270,7 @@ def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Opt
     is refused untouched) and locked for the run; the result is written into a staging folder
     and published whole, stats.json last."""
     from .io.folder import Folder, refuse_overlap
-    from .stages import RunContext
+    from .stages import Run, run_stages
     from .stages.layout import WorkDir, fingerprint, run_identity
     from .stages.write import OUTPUT_FILES
 
@@ -299,18 +299,10 @@ def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Opt
         staging = out.child(STAGING)
         staging.remove_all()
         staging.makedirs()
-        ctx = RunContext(config=config, sources=sources, work=work, output=staging.path, quiet=quiet)
+        ctx = Run(config=config, sources=sources, work=work, output=staging.path, quiet=quiet)
         try:
-            if config.engine == "ray":
-                try:
-                    from .engines.ray import run_ray
-                except ImportError as exc:
-                    raise ConfigError(f"the Ray engine needs Ray: pip install 'neardup[ray]' ({exc})") from None
-                ctx.stats = run_ray(ctx)
-            else:
-                from .engines.local import run_local
-                with _arrow_threads(config.workers):
-                    ctx.stats = run_local(ctx)
+            with _engine(config, [work.path, out.path] + files, quiet) as engine:
+                ctx.stats = run_stages(ctx, engine)
             if report:
                 from .report import write_report
                 write_report(staging.path, plots="svg")  # inline SVG: no matplotlib start-up in a run
@@ -369,21 +361,27 @@ def _arrow_threads(workers: Optional[int]):
                 pa.set_cpu_count(_arrow_users[1])
 
 
+@contextmanager
+def _engine(config: Config, paths: List[str], quiet: bool):
+    """The engine of a run, started for it and stopped after it."""
+    if config.engine == "ray":
+        try:
+            from .engines.ray import RayEngine
+        except ImportError as exc:
+            raise ConfigError(f"the Ray engine needs Ray: pip install 'neardup[ray]' ({exc})") from None
+        with RayEngine(config.workers, config.ray_address, quiet, paths) as engine:
+            yield engine
+    else:
+        from .engines.local import LocalEngine
+        with _arrow_threads(config.workers), LocalEngine(config.workers) as engine:
+            yield engine
+
+
 def _update_index(ctx) -> dict:
     """--update-index: the run succeeded; its kept documents go into the first --against index."""
-    import numpy as np
-
-    from .stages import excluded_from_pairs, user_ids_wanted
     from .stages.against import update_index
-    from .stages.layout import Corpus
-    from .stages.read import DocStore
-    corpus = Corpus(ctx.work, ctx.config, ctx.work.plan(ctx.sources))
-    removed = [read_table(p, columns=["doc", "removed"]) for p in ctx.work.parts("clusters")]
-    dropped = np.concatenate([excluded_from_pairs(ctx, corpus)] + [
-        t.filter(t.column("removed")).column("doc").to_numpy() for t in removed])
-    store = DocStore(ctx.work.path, corpus.block_start, ctx.config.num_perm)
     try:
-        return update_index(ctx, store, np.unique(dropped), user_ids_wanted(ctx))
+        return update_index(ctx)
     except NeardupError as exc:
         raise type(exc)(f"the output {fs.redact(ctx.output)} is complete, but adding its kept documents to the "
                         f"index failed: {exc}") from None

@@ -29,7 +29,7 @@ import numpy as np
 from .arrays import unique
 from .hashing import GOLDEN, MASK64, SPLITMIX_M1, SPLITMIX_M2, fmix64, fmix64_py
 
-__all__ = ["band_keys", "band_keys_python", "bucket_runs", "star_pairs", "candidate_pairs",
+__all__ = ["band_keys", "band_keys_python", "bucket_runs", "bucket_runs_of_rows", "star_pairs", "candidate_pairs",
            "find_pairs", "PairSearch", "pair_codes", "split_codes"]
 
 _BAND_PRIME = np.uint64(GOLDEN)
@@ -120,21 +120,43 @@ def bucket_runs(keys, eligible: Optional[np.ndarray] = None,
             perm = rows[np.argsort(order_key[rows], kind="stable")]
             ids = ids[perm]
         for j in range(group.shape[1]):
-            col = np.asarray(group[:, j], dtype=np.uint64)[perm]
-            if len(col) == 0:
-                continue
-            order = np.argsort(col, kind="stable")
-            sorted_keys = col[order]
-            del col
-            starts = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
-            sizes = np.diff(np.append(starts, len(sorted_keys)))
-            big = sizes >= 2
-            if not big.any():
-                continue
-            in_big = np.repeat(big, sizes)
-            all_members.append(ids[order[in_big]])
-            all_sizes.append(sizes[big])
+            _band_buckets(np.asarray(group[:, j], dtype=np.uint64)[perm], ids, all_members, all_sizes)
         del group
+    return _runs_of(all_members, all_sizes)
+
+
+def bucket_runs_of_rows(band: np.ndarray, key: np.ndarray, doc: np.ndarray,
+                        rank: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """:func:`bucket_runs` over rows (band, key, doc), one per band of a document, as a keyed
+    shuffle delivers them (every row of a bucket together); ``rank`` is each row's document's
+    keep order. The buckets come band by band, in the order :func:`bucket_runs` gives them."""
+    order = np.lexsort((np.asarray(rank, np.int64), np.asarray(band)))
+    band, key, doc = np.asarray(band)[order], np.asarray(key, np.uint64)[order], np.asarray(doc, np.int64)[order]
+    bounds = np.append(np.flatnonzero(np.concatenate(([True], band[1:] != band[:-1])) if len(band) else []),
+                       len(band)).astype(np.int64)
+    all_members, all_sizes = [], []
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        _band_buckets(key[lo:hi], doc[lo:hi], all_members, all_sizes)
+    return _runs_of(all_members, all_sizes)
+
+
+def _band_buckets(keys: np.ndarray, ids: np.ndarray, all_members: list, all_sizes: list) -> None:
+    """The buckets of two or more among one band's ``keys`` (rows in keep order, document
+    ``ids``): appends their members (keep order kept: a stable sort) and sizes."""
+    if len(keys) == 0:
+        return
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    starts = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
+    sizes = np.diff(np.append(starts, len(sorted_keys)))
+    big = sizes >= 2
+    if not big.any():
+        return
+    all_members.append(ids[order[np.repeat(big, sizes)]])
+    all_sizes.append(sizes[big])
+
+
+def _runs_of(all_members: list, all_sizes: list) -> Tuple[np.ndarray, np.ndarray]:
     if not all_members:
         return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
     sizes = np.concatenate(all_sizes)

@@ -21,12 +21,12 @@ the verified pairs (O(pairs) work, however long the chains).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 import numba as nb
 import numpy as np
 
-__all__ = ["connected_components", "keep_order", "select_representatives", "Selection",
+__all__ = ["connected_components", "large_star", "small_star", "star_labels", "star_components", "keep_order", "select_representatives", "Selection",
            "connected_components_python", "select_representatives_python"]
 
 
@@ -179,6 +179,73 @@ def select_representatives(n: int, left: np.ndarray, right: np.ndarray, similari
     labels = connected_components(n, left, right)
     cluster, rep, rsim, removed = _select_kernel(int(n), left, right, sim, rank, labels)
     return Selection(cluster=cluster, representative=rep, similarity=rsim, removed=removed)
+
+
+# --------------------------------------------------------------------------- connected components by stars
+# For a graph too large for one process (Kiveris et al., "Connected Components in MapReduce and
+# Beyond", SoCC 2014): edges (hi, lo), hi > lo, are grouped by node, and two steps alternate until
+# every component is a star centred on its smallest node. A step needs, for each node, all its
+# edges together (a keyed shuffle on the node delivers them); it is a few sorts over arrays.
+#   large-star(u): m = min(N(u) + u); (v, m) for every neighbour v > u.
+#   small-star(u): N = neighbours < u, m = min(N); (v, m) for every v in N + u but m.
+# The input of a large-star step is a forest of stars centred on their minimum (so: done) iff no
+# node has a smaller neighbour together with any other neighbour; large_star counts such nodes.
+
+
+def _grouped(node: np.ndarray, nbr: np.ndarray):
+    order = np.lexsort((nbr, node))
+    node, nbr = node[order], nbr[order]
+    keep = np.ones(len(node), bool)
+    keep[1:] = (node[1:] != node[:-1]) | (nbr[1:] != nbr[:-1])
+    node, nbr = node[keep], nbr[keep]
+    starts = np.flatnonzero(np.concatenate(([True], node[1:] != node[:-1])))
+    return node, nbr, starts, np.diff(np.append(starts, len(node)))
+
+
+def large_star(node: np.ndarray, nbr: np.ndarray) -> Tuple[np.ndarray, np.ndarray, int]:
+    """One large-star step over (node, neighbour) rows holding every edge of their nodes, in both
+    directions: the new edges (hi, lo) and how many nodes are not yet the leaf or centre of a
+    star (0 over the whole graph: converged)."""
+    if len(node) == 0:
+        return node[:0], node[:0], 0
+    node, nbr, starts, sizes = _grouped(np.asarray(node, np.int64), np.asarray(nbr, np.int64))
+    m = np.minimum(np.minimum.reduceat(nbr, starts), node[starts])
+    smaller = np.add.reduceat((nbr < node).astype(np.int64), starts)
+    nonstar = int(((smaller >= 2) | ((smaller >= 1) & (sizes > smaller))).sum())
+    out = nbr > node
+    return nbr[out], np.repeat(m, sizes)[out], nonstar
+
+
+def small_star(node: np.ndarray, nbr: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """One small-star step over (node, smaller neighbour) rows holding every such edge of their
+    nodes: the new edges (hi, lo)."""
+    if len(node) == 0:
+        return node[:0], node[:0]
+    node, nbr, starts, sizes = _grouped(np.asarray(node, np.int64), np.asarray(nbr, np.int64))
+    m = np.minimum.reduceat(nbr, starts)
+    mm = np.repeat(m, sizes)
+    keep = nbr != mm
+    return np.concatenate([nbr[keep], node[starts]]), np.concatenate([mm[keep], m])
+
+
+def star_labels(hi: np.ndarray, lo: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Converged stars (leaf hi, centre lo) -> (document, label) of every leaf and centre."""
+    centres = np.unique(lo)
+    return np.concatenate([hi, centres]), np.concatenate([lo, centres])
+
+
+def star_components(left: np.ndarray, right: np.ndarray, max_rounds: int = 200) -> Tuple[np.ndarray, np.ndarray]:
+    """The star steps run in one process over every edge: (document, label = smallest document of
+    its component) for each document with an edge. The reference for the distributed run of the
+    same steps (:mod:`neardup.stages.clusters`); equal to :func:`connected_components`."""
+    left, right = np.asarray(left, np.int64), np.asarray(right, np.int64)
+    hi, lo = np.maximum(left, right), np.minimum(left, right)
+    for _ in range(max_rounds):
+        hi, lo, nonstar = large_star(np.concatenate([hi, lo]), np.concatenate([lo, hi]))
+        if nonstar == 0:
+            return star_labels(hi, lo)
+        hi, lo = small_star(hi, lo)
+    raise RuntimeError("internal error: connected components did not converge; please report this bug")
 
 
 # --------------------------------------------------------------------------- plain Python twins

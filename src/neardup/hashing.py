@@ -3,8 +3,9 @@
 ``fmix64`` is MurmurHash3's 64-bit finaliser (Appleby, 2011): a bijection on 64-bit integers
 whose output bits each depend on every input bit, used to finish shingle hashes, band keys and
 the audit's auxiliary sketch. ``mix64`` is splitmix64's finaliser (Steele, Lea & Flood, 2014)
-over a numpy array, used to spread integer keys over partitions. Both have a plain-Python twin
-for the tests. ``kernel_threads`` sets numba's thread count and scheduling for a block of
+over a numpy array, used to spread integer keys over partitions (:func:`partition_of`).
+``string_hash`` (FNV-1a) gives strings (user ids) a key to partition by. Each has a plain-Python
+twin for the tests. ``kernel_threads`` sets numba's thread count and scheduling for a block of
 kernel calls and restores them afterwards.
 """
 
@@ -92,3 +93,43 @@ class kernel_threads:
             nb.set_num_threads(self.previous)
         nb.set_parallel_chunksize(self.previous_chunk)
         return False
+
+
+def partition_of(keys, parts: int) -> np.ndarray:
+    """The partition in [0, parts) of each integer key (int32): ``mix64(key) % parts``, so that
+    keys that are themselves small or regular (document indices) spread evenly."""
+    return (mix64(keys) % np.uint64(parts)).astype(np.int32)
+
+
+@nb.njit(cache=True)
+def _fnv1a_kernel(offsets, data):
+    n = offsets.shape[0] - 1
+    out = np.empty(n, dtype=np.uint64)
+    for i in range(n):
+        h = np.uint64(0xCBF29CE484222325)
+        for j in range(offsets[i], offsets[i + 1]):
+            h = (h ^ np.uint64(data[j])) * np.uint64(0x100000001B3)
+        out[i] = h
+    return out
+
+
+def string_hash(strings) -> np.ndarray:
+    """FNV-1a (64-bit) of the UTF-8 bytes of each string of an Arrow string array (uint64; a
+    null hashes as the empty string): a key to partition strings by, not a fingerprint."""
+    import pyarrow as pa
+
+    arr = strings.combine_chunks() if isinstance(strings, pa.ChunkedArray) else strings
+    arr = arr.cast(pa.large_string())
+    if len(arr) == 0:
+        return np.zeros(0, np.uint64)
+    offsets = np.frombuffer(arr.buffers()[1], np.int64, count=len(arr) + 1, offset=8 * arr.offset)
+    data = arr.buffers()[2]
+    return _fnv1a_kernel(offsets, np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8))
+
+
+def string_hash_python(text: str) -> int:
+    """The plain twin of :func:`string_hash` for one string."""
+    h = 0xCBF29CE484222325
+    for byte in text.encode("utf-8"):
+        h = ((h ^ byte) * 0x100000001B3) & MASK64
+    return h

@@ -23,8 +23,7 @@ import pyarrow as pa
 from ..arrays import arrow, empty_table, to_numpy
 from ..io import fs
 from ..io.tables import read_table
-from .layout import MEMBERS_SCHEMA, block_path, fixed_binary_numpy
-from .read import DocStore
+from .layout import MEMBERS_SCHEMA, DocStore, block_path, document_ids, fixed_binary_numpy
 from .write import write_parquet
 
 MATCHED_SCHEMA = pa.schema([("pos", pa.int64()), ("id", pa.string()), ("source", pa.string()),
@@ -89,7 +88,6 @@ def matched_docs(work_path: str, block_start: np.ndarray) -> np.ndarray:
 def matched_members(work_path: str, store: DocStore, with_ids: bool, sources) -> pa.Table:
     """The matched documents as member rows (MEMBERS_SCHEMA): removed, their representative the
     indexed document (its id and source; no document index here: -1)."""
-    from .clusters import document_ids
     tables = []
     for b in range(len(store.block_start) - 1):
         m = _matches(work_path, b)
@@ -109,24 +107,28 @@ def matched_members(work_path: str, store: DocStore, with_ids: bool, sources) ->
     return pa.concat_tables(tables) if tables else empty_table(MEMBERS_SCHEMA)
 
 
-def update_index(ctx, store: DocStore, dropped_docs: np.ndarray, with_ids: bool) -> dict:
-    """Adds the run's kept documents (every document less ``dropped_docs``) to the first index
-    given, as one segment committed at the end (all of them or none)."""
-    from .clusters import document_ids
+def update_index(run) -> dict:
+    """Adds the run's kept documents (every document less those removed, rejected after reading
+    or matched in an index) to the first index given, as one segment committed at the end (all of
+    them or none)."""
     from ..index import Index
-    cfg = ctx.config
+    cfg, store = run.config, run.store
+    removed = [read_table(p, columns=["doc", "removed"]) for p in run.work.parts("clusters")]
+    dropped = np.unique(np.concatenate([run.excluded_from_pairs()] + [
+        to_numpy(t.filter(t.column("removed")).column("doc").combine_chunks()) for t in removed]).astype(np.int64))
+    with_ids = run.user_ids_wanted()
     index = Index(cfg.against[0], cfg, must_exist=True)
-    names = [s.name for s in ctx.sources]
+    names = [s.name for s in run.sources]
     added = 0
     with index.writer() as w:
         for b in range(len(store.block_start) - 1):
             docs = np.arange(store.block_start[b], store.block_start[b + 1], dtype=np.int64)
-            docs = docs[~np.isin(docs, dropped_docs)]
+            docs = docs[~np.isin(docs, dropped)]
             if len(docs) == 0:
                 continue
             t = store.table(b, ["source", "row", "keys"]).take(arrow(docs - store.block_start[b]))
             source, row = to_numpy(t.column("source")), to_numpy(t.column("row"))
-            ids = document_ids(source, row, store.ids(docs) if with_ids else None, ctx.sources)
+            ids = document_ids(source, row, store.ids(docs) if with_ids else None, run.sources)
             keys = fixed_binary_numpy(t.column("keys"), np.uint64, cfg.bands)
             if cfg.verify == "exact":
                 w.add_arrays(keys, ids, [names[s] for s in source.tolist()], shingles=store.fingerprints(docs))

@@ -1,45 +1,40 @@
 """Stage ``clusters``: verified pairs of whole clusters -> members with their representative.
 
-A partition holds whole connected components (the local driver: all of them; the Ray driver:
-those whose label hashes to the partition, after distributed connected components).
-:func:`select_partition` renumbers the partition's documents in ascending order, so that keep
+A partition holds whole connected components. When the engine wants one partition, it is every
+verified pair (:meth:`ClustersStage.whole`). Otherwise the components are found first by the
+star steps of :mod:`neardup.clusters` (:func:`~neardup.clusters.large_star`,
+:func:`~neardup.clusters.small_star`), each step a shuffle of the edges on their node, until
+every component is a star; each pair then takes its component's label (a shuffle on the
+document) and whole components meet in the partition of their label (a shuffle on the label).
+:func:`select_partition` renumbers a partition's documents in ascending order, so that keep
 order and ties are those of the whole corpus, and runs the chain-guarded selection of
 :func:`neardup.clusters.select_representatives`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from functools import partial
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..arrays import arrow
+from ..arrays import arrow, empty_table, to_numpy, unique
 from .. import io as nio
-from ..clusters import keep_order, select_representatives
-from .layout import MEMBERS_SCHEMA
+from ..clusters import keep_order, large_star, select_representatives, small_star, star_labels
+from ..io import fs
+from ..io.tables import read_table
+from ..progress import bar, check_interrupt
+from .against import matched_members
+from .layout import MEMBERS_SCHEMA, PAIRS_SCHEMA, ClustersInfo, document_ids, part_path
+from .write import write_parquet
+
+MAX_CC_ROUNDS = 200
 
 TOP_CLUSTERS = 20      # clusters shown in the report
 TOP_MEMBERS = 5        # members shown of each
-
-
-def document_ids(source: np.ndarray, row: np.ndarray, user_ids: Optional[pa.Array],
-                 sources: Sequence[nio.Source]) -> pa.Array:
-    """The id of each document: the user's id column, the path of a text file, 'NAME:LINE' for
-    JSONL (lines counted from 1, as in an editor and in neardup's messages) or 'NAME:ROW' for
-    Parquet and tables (rows counted from 0, as in pyarrow and pandas, and as messages say
-    'row N')."""
-    if user_ids is not None:
-        return user_ids.cast(pa.string())
-    out = []
-    for s, r in zip(source.tolist(), row.tolist()):
-        src = sources[s]
-        if src.format == "text":
-            out.append(src.name)
-        else:
-            out.append(f"{src.name}:{r + 1 if src.format == 'jsonl' else r}")
-    return arrow(out, pa.string())
 
 
 def select_partition(docs: np.ndarray, attrs: Dict[str, np.ndarray], user_ids: Optional[pa.Array],
@@ -85,3 +80,156 @@ def merge_counts(parts: Sequence[dict]) -> dict:
     top = sorted((c for p in parts for c in p["top"]), key=lambda c: (-c["size"], c["head"]))[:TOP_CLUSTERS]
     return {"members": sum(p["members"] for p in parts), "removed": sum(p["removed"] for p in parts),
             "clusters": sum(p["clusters"] for p in parts), "top": top}
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+class ClustersStage:
+    name = "clusters"
+
+    def run(self, run, engine) -> ClustersInfo:
+        run.work.stage_dir("clusters", fresh=True)
+        verified = run.info("pairs").verified_pairs
+        info = ClustersInfo()
+        if verified:
+            parts = engine.partitions(verified * 48)
+            with bar("clusters", total=None, unit="round", quiet=run.quiet) as progress:
+                info = self.whole(run) if parts == 1 else self.by_components(run, engine, parts, progress)
+        return self.finish(run, info)
+
+    def whole(self, run) -> ClustersInfo:
+        """Every verified pair as one partition, in this process."""
+        cfg, corpus = run.config, run.corpus
+        pairs = _pairs_table(run.work.parts("pairs"))
+        left, right = _column(pairs, "left"), _column(pairs, "right")
+        docs = unique(np.concatenate([left, right]))
+        attrs = {"source": corpus.column("source")[docs], "row": corpus.column("row")[docs],
+                 "length": corpus.column("length")[docs]}
+        if cfg.score_column:
+            attrs["score"] = corpus.column("score")[docs]
+        user_ids = corpus.ids().take(arrow(docs)) if run.user_ids_wanted() else None
+        members, counts = select_partition(docs, attrs, user_ids, left, right,
+                                           to_numpy(pairs.column("similarity").combine_chunks()), cfg, run.sources)
+        write_parquet(members, run.work.part_path("clusters", 0))
+        return ClustersInfo(**counts)
+
+    def by_components(self, run, engine, parts: int, progress) -> ClustersInfo:
+        pairs = engine.map(read_table, run.work.parts("pairs"))
+        edges = engine.map(pair_edges, pairs)
+        for rounds in range(1, MAX_CC_ROUNDS + 1):
+            check_interrupt()
+            nodes = engine.shuffle(engine.map(partial(node_rows, both=True), edges), "node", parts)
+            stars = engine.persist(engine.map(large_star_partition, nodes))
+            progress.update(1)
+            if not sum(engine.collect(engine.map(nonstar_count, stars))):
+                break
+            edges = engine.map(small_star_partition, engine.shuffle(engine.map(partial(node_rows, both=False), stars),
+                                                                     "node", parts))
+        else:
+            raise RuntimeError("internal error: connected components did not converge; please report this bug")
+        rows = engine.shuffle([engine.map(label_rows, stars), engine.map(pair_rows, pairs)], "doc", parts)
+        task = run.task(engine)
+        counts = engine.collect(engine.map(partial(select_components, task=task, with_ids=run.user_ids_wanted()),
+                                           engine.shuffle(engine.map(relabel, rows), "label", parts)))
+        return ClustersInfo(**merge_counts(counts), cc_rounds=rounds)
+
+    def finish(self, run, info: ClustersInfo) -> ClustersInfo:
+        """The documents an index holds (``--against``) join the members, removed
+        (``clusters/part-against.parquet``)."""
+        if not run.config.against:
+            return info
+        members = matched_members(run.work.path, run.store, run.user_ids_wanted(), run.sources)
+        write_parquet(members, fs.join(run.work.path, "clusters", "part-against.parquet"))
+        return dataclasses.replace(info, removed=info.removed + members.num_rows, removed_against_index=members.num_rows)
+
+
+def _pairs_table(files: List[str]) -> pa.Table:
+    return pa.concat_tables([read_table(p) for p in files] or [empty_table(PAIRS_SCHEMA)])
+
+
+def _column(table: pa.Table, name: str, dtype=np.int64) -> np.ndarray:
+    return to_numpy(table.column(name).combine_chunks()).astype(dtype, copy=False)
+
+
+EDGE_SCHEMA = pa.schema([("hi", pa.int64()), ("lo", pa.int64()), ("ns", pa.int64())])
+LABEL_SCHEMA = pa.schema([("kind", pa.int8()), ("doc", pa.int64()), ("label", pa.int64()), ("right", pa.int64()),
+                          ("similarity", pa.float64())])  # kind 0: a document's label; 1: a pair (doc = left)
+
+
+def _edges(hi: np.ndarray, lo: np.ndarray, nonstar: Optional[int] = None) -> pa.Table:
+    """Edge rows; a large-star step's rows end with one row (-1, -1, nonstar) for its count."""
+    ns = np.zeros(len(hi), np.int64)
+    if nonstar is not None:
+        hi, lo, ns = np.append(hi, -1), np.append(lo, -1), np.append(ns, nonstar)
+    return pa.table({"hi": arrow(hi), "lo": arrow(lo), "ns": arrow(ns)}, schema=EDGE_SCHEMA)
+
+
+def pair_edges(pairs: pa.Table) -> pa.Table:
+    return _edges(_column(pairs, "right"), _column(pairs, "left"))
+
+
+def node_rows(edges: pa.Table, *, both: bool) -> pa.Table:
+    """(node, neighbour) rows of edges (both directions, or from hi only), to shuffle on the node."""
+    hi, lo = _column(edges, "hi"), _column(edges, "lo")
+    ok = hi >= 0
+    hi, lo = hi[ok], lo[ok]
+    node, nbr = (np.concatenate([hi, lo]), np.concatenate([lo, hi])) if both else (hi, lo)
+    return pa.table({"node": arrow(node), "nbr": arrow(nbr)})
+
+
+def large_star_partition(table: pa.Table) -> pa.Table:
+    hi, lo, nonstar = large_star(_column(table, "node"), _column(table, "nbr"))
+    return _edges(hi, lo, nonstar)
+
+
+def small_star_partition(table: pa.Table) -> pa.Table:
+    return _edges(*small_star(_column(table, "node"), _column(table, "nbr")))
+
+
+def nonstar_count(edges: pa.Table) -> int:
+    return int(_column(edges, "ns").sum())
+
+
+def label_rows(edges: pa.Table) -> pa.Table:
+    """Converged stars -> a label row (kind 0) for each document of a component."""
+    hi, lo = _column(edges, "hi"), _column(edges, "lo")
+    doc, label = star_labels(hi[hi >= 0], lo[hi >= 0])
+    n = len(doc)
+    return pa.table({"kind": arrow(np.zeros(n, np.int8)), "doc": arrow(doc), "label": arrow(label),
+                     "right": arrow(np.full(n, -1, np.int64)), "similarity": arrow(np.zeros(n))}, schema=LABEL_SCHEMA)
+
+
+def pair_rows(pairs: pa.Table) -> pa.Table:
+    """A pair row (kind 1) for each verified pair, keyed by its left document."""
+    n = pairs.num_rows
+    return pa.table({"kind": arrow(np.ones(n, np.int8)), "doc": arrow(_column(pairs, "left")),
+                     "label": arrow(np.full(n, -1, np.int64)), "right": arrow(_column(pairs, "right")),
+                     "similarity": arrow(_column(pairs, "similarity", np.float64))}, schema=LABEL_SCHEMA)
+
+
+def relabel(table: pa.Table) -> pa.Table:
+    """One partition of documents: each pair gets the label of its left document."""
+    table = table.select(LABEL_SCHEMA.names)
+    kind, doc, label = _column(table, "kind", np.int8), _column(table, "doc"), _column(table, "label")
+    is_label = kind == 0
+    ldoc, first = np.unique(doc[is_label], return_index=True)
+    labels = label.copy()
+    labels[~is_label] = label[is_label][first][np.searchsorted(ldoc, doc[~is_label])]
+    return table.set_column(2, "label", arrow(labels))
+
+
+def select_components(table: pa.Table, *, task, with_ids: bool) -> dict:
+    """One partition of whole components: the selection, written as its members file."""
+    if table.num_rows == 0:
+        return merge_counts([])
+    kind = _column(table, "kind", np.int8)
+    docs = unique(_column(table, "doc")[kind == 0])
+    pairs = table.filter(arrow(kind == 1))
+    cfg, store = task.config, task.store
+    attrs = store.columns(docs, ["source", "row", "length"] + (["score"] if cfg.score_column else []))
+    members, counts = select_partition(docs, attrs, store.ids(docs) if with_ids else None, _column(pairs, "doc"),
+                                       _column(pairs, "right"), _column(pairs, "similarity", np.float64), cfg,
+                                       task.sources)
+    write_parquet(members, part_path(task.work_path, "clusters", int(_column(table, "part")[0])))
+    return counts

@@ -25,21 +25,25 @@ before it. docs/stages.md describes each stage with its schema.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from typing import Dict, List, Optional, Sequence
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
 
-from ..arrays import arrow, to_numpy
+from ..arrays import arrow, to_numpy, unique
+from .. import io as nio
 from ..errors import ConfigError
-from ..io import fs
+from ..io import fs, ranges
 from ..io.folder import Folder
 from ..io.tables import read_table
 
 STAGES = ("read", "pairs", "clusters", "write")
-LAYOUT_VERSION = 3              # 3: shingle fingerprints (.fp, uint32) instead of 64-bit hashes (.sh)
+LAYOUT_VERSION = 4              # 4: typed stage records in state.json; 3: shingle fingerprints (.fp, uint32)
 BLOCK_BYTES = 64 << 20          # input bytes per read block (a block holds whole files)
 MAX_DOCUMENTS = 1 << 32         # document indices are packed two to a uint64 in pair codes
 
@@ -60,6 +64,55 @@ MEMBERS_SCHEMA = pa.schema([("doc", pa.int64()), ("source", pa.int32()), ("row",
                             ("cluster", pa.int64()), ("representative", pa.int64()), ("similarity", pa.float64()),
                             ("removed", pa.bool_()), ("id", pa.string()), ("cluster_id", pa.string()),
                             ("representative_id", pa.string()), ("representative_source", pa.string())])
+
+
+# --------------------------------------------------------------------------- what each stage records
+# state.json keeps, for every stage done, its record (a dataclass as a JSON object): what the later
+# stages and stats.json need to know of it without reading its files again.
+
+
+@dataclass
+class ReadInfo:
+    documents: int = 0
+    blocks: int = 0
+    blocks_read: int = 0
+    per_source: List[int] = field(default_factory=list)
+    rejected_records: int = 0
+    rejected_documents: List[Tuple[int, str]] = field(default_factory=list)  # [doc, reason], doc order
+    positional_ids: bool = False   # the input's own ids were not unique: FILE:LINE ids instead
+    empty_kept: int = 0
+
+    def rejected_docs(self) -> np.ndarray:
+        """The documents rejected after reading (duplicate ids), ascending."""
+        return np.array([d for d, _ in self.rejected_documents], np.int64)
+
+
+@dataclass
+class PairsInfo:
+    candidate_pairs: int = 0
+    verified_pairs: int = 0
+    buckets: int = 0
+    anchor_rounds: int = 0
+    truncated_buckets: int = 0
+    verifications: int = 0
+
+    @classmethod
+    def merge(cls, parts: Sequence["PairsInfo"]) -> "PairsInfo":
+        return cls(**{f.name: (max if f.name == "anchor_rounds" else sum)([getattr(p, f.name) for p in parts] or [0])
+                      for f in dataclasses.fields(cls)})
+
+
+@dataclass
+class ClustersInfo:
+    members: int = 0
+    removed: int = 0
+    clusters: int = 0
+    top: List[dict] = field(default_factory=list)   # the largest clusters, for the report
+    removed_against_index: int = 0
+    cc_rounds: int = 0
+
+
+STAGE_INFO = {"read": ReadInfo, "pairs": PairsInfo, "clusters": ClustersInfo}
 
 
 def run_identity(config, sources) -> dict:
@@ -129,6 +182,11 @@ def plan_blocks(sources: Sequence, block_bytes: Optional[int] = None) -> List[Li
         blocks[-1].append(si)
         acc += size
     return blocks
+
+
+def part_path(work_path: str, stage: str, part: int) -> str:
+    """A stage's file of one partition (pairs, clusters)."""
+    return fs.join(work_path, stage, f"part-{part:05d}.parquet")
 
 
 def block_path(work_path: str, block: int, ext: str) -> str:
@@ -212,11 +270,13 @@ class WorkDir:
     def is_done(self, stage: str) -> bool:
         return stage in self.state["done"]
 
-    def info(self, stage: str) -> dict:
-        return self.state["done"][stage]
+    def info(self, stage: str):
+        """The record of a stage done (:data:`STAGE_INFO`)."""
+        record = self.state["done"][stage]
+        return STAGE_INFO[stage](**record) if stage in STAGE_INFO else record
 
-    def mark_done(self, stage: str, info: Optional[dict] = None) -> None:
-        self.state["done"][stage] = info or {}
+    def mark_done(self, stage: str, info=None) -> None:
+        self.state["done"][stage] = dataclasses.asdict(info) if dataclasses.is_dataclass(info) else (info or {})
         for later in STAGES[STAGES.index(stage) + 1:]:  # a stage done anew invalidates the ones after it
             self.state["done"].pop(later, None)
         self._save()
@@ -255,7 +315,7 @@ class WorkDir:
             return None
 
     def part_path(self, stage: str, part: int) -> str:
-        return fs.join(self.path, stage, f"part-{part:05d}.parquet")
+        return part_path(self.path, stage, part)
 
     def parts(self, stage: str) -> List[str]:
         d = fs.join(self.path, stage)
@@ -364,3 +424,112 @@ def numpy_fixed_binary(mat: np.ndarray) -> pa.Array:
     n = mat.shape[0]
     width = mat.shape[1] * mat.dtype.itemsize if mat.ndim == 2 else mat.dtype.itemsize
     return pa.Array.from_buffers(pa.binary(width), n, [None, pa.py_buffer(mat.tobytes())])
+
+
+# --------------------------------------------------------------------------- reading back
+
+
+class DocStore:
+    """Per-document data of any documents, read from the blocks' files: signatures, raw shingle
+    hashes, and the columns of the Arrow shard. Picklable (paths and offsets only), so that a
+    Ray task gets one; the files are opened on demand."""
+
+    REMOTE_TABLES = 8  # columns of Arrow shards kept in memory when the work dir is remote (one GET each otherwise)
+
+    def __init__(self, work_path: str, block_start: np.ndarray, num_perm: int):
+        self.work_path = work_path
+        self.block_start = np.asarray(block_start, dtype=np.int64)
+        self.num_perm = num_perm
+        self._count_offsets: Dict[int, np.ndarray] = {}
+        self._tables: "OrderedDict[int, pa.Table]" = OrderedDict()
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_tables"] = OrderedDict()  # a cache, not sent to Ray tasks
+        return state
+
+    def _path(self, block: int, ext: str) -> str:
+        return block_path(self.work_path, block, ext)
+
+    def source_rows(self, block: int, si: int) -> np.ndarray:
+        """The rows of source ``si``'s documents (it lies whole in ``block``), in file order."""
+        t = self.table(block, ["source", "row"])
+        mask = to_numpy(t.column("source")) == si
+        return to_numpy(t.column("row"))[mask]
+
+    def _by_block(self, docs: np.ndarray):
+        docs = np.asarray(docs, dtype=np.int64)
+        blk = np.searchsorted(self.block_start, docs, side="right") - 1
+        for b in unique(blk).tolist():
+            sel = np.flatnonzero(blk == b)
+            yield b, sel, docs[sel] - self.block_start[b]
+
+    def table(self, block: int, columns: List[str]) -> pa.Table:
+        return ranges.arrow_columns(self._path(block, "arrow"), columns, self._tables, self.REMOTE_TABLES)
+
+    def columns(self, docs: np.ndarray, columns: List[str]) -> Dict[str, np.ndarray]:
+        """Numeric columns of ascending ``docs``."""
+        out = {c: [] for c in columns}
+        for b, _sel, local in self._by_block(docs):
+            t = self.table(b, columns)
+            for c in columns:
+                out[c].append(to_numpy(t.column(c).take(arrow(local))))
+        return {c: (np.concatenate(v) if v else np.zeros(0)) for c, v in out.items()}
+
+    def ids(self, docs: np.ndarray) -> pa.Array:
+        parts = []
+        for b, _sel, local in self._by_block(docs):
+            parts.append(self.table(b, ["id"]).column(0).take(arrow(local)).combine_chunks())
+        return pa.concat_arrays(parts) if parts else arrow([], pa.string())
+
+    def signatures(self, docs: np.ndarray) -> np.ndarray:
+        """(len(docs), num_perm) uint32 for ascending docs."""
+        k = self.num_perm
+        parts = []
+        for b, _sel, local in self._by_block(docs):
+            _, vals = ranges.read_rows(self._path(b, "sig"), local * k, (local + 1) * k, np.uint32)
+            parts.append(vals.reshape(-1, k))
+        if len(parts) == 1:  # one block (the usual case): no second copy
+            return parts[0]
+        return np.concatenate(parts) if parts else np.zeros((0, k), np.uint32)
+
+    def _offsets(self, block: int) -> np.ndarray:
+        if block not in self._count_offsets:
+            counts = to_numpy(self.table(block, ["count"]).column(0))
+            off = np.zeros(len(counts) + 1, dtype=np.int64)
+            np.cumsum(counts, out=off[1:])
+            self._count_offsets[block] = off
+        return self._count_offsets[block]
+
+    def fingerprints(self, docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Shingle fingerprints (uint32, the high halves of the shingle hashes, text order,
+        repeats) of ascending docs, as CSR by position in docs."""
+        offs, vals = [np.zeros(1, np.int64)], []
+        base = 0
+        for b, _sel, local in self._by_block(docs):
+            off = self._offsets(b)
+            o, v = ranges.read_rows(self._path(b, "fp"), off[local], off[local + 1], np.uint32)
+            offs.append(o[1:] + base)
+            base += len(v)
+            vals.append(v)
+        if len(vals) == 1:  # one block (the usual case): no second copy of the hashes
+            return np.concatenate(offs), vals[0]
+        return np.concatenate(offs), (np.concatenate(vals) if vals else np.zeros(0, np.uint32))
+
+
+def document_ids(source: np.ndarray, row: np.ndarray, user_ids: Optional[pa.Array],
+                 sources: Sequence[nio.Source]) -> pa.Array:
+    """The id of each document: the user's id column, the path of a text file, 'NAME:LINE' for
+    JSONL (lines counted from 1, as in an editor and in neardup's messages) or 'NAME:ROW' for
+    Parquet and tables (rows counted from 0, as in pyarrow and pandas, and as messages say
+    'row N')."""
+    if user_ids is not None:
+        return user_ids.cast(pa.string())
+    out = []
+    for s, r in zip(source.tolist(), row.tolist()):
+        src = sources[s]
+        if src.format == "text":
+            out.append(src.name)
+        else:
+            out.append(f"{src.name}:{r + 1 if src.format == 'jsonl' else r}")
+    return arrow(out, pa.string())

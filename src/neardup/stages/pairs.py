@@ -1,27 +1,35 @@
 """Stage ``pairs``: buckets -> verified pairs, one partition at a time.
 
-A partition is a set of buckets (runs of documents sharing a key in one band). The local driver
-makes one partition of every bucket with a global sort; the Ray driver makes many with a keyed
-shuffle on the band key and then on each bucket's smallest member. Either way each partition goes
-through :func:`search_partition` (members in keep order, star pairs on the anchor, verification,
+A partition is a set of buckets (runs of documents sharing a key in one band, formed by
+:func:`neardup.bands.bucket_runs`). When the engine wants one partition, it is every bucket of
+the corpus, formed from the band keys a few bands at a time (:meth:`PairsStage.whole`). Otherwise
+the (band, key, doc) rows of every block are shuffled on the key (:func:`band_rows`), each
+partition forms its buckets (:func:`form_buckets`), the buckets are shuffled on their anchor (so
+that the buckets of a group of near-duplicates sharing several bands are searched together and
+their common pairs verified once), searched (:func:`search_buckets`), and the checked pairs
+shuffled on the pair (:func:`distinct_partition`). Either way each partition goes through
+:func:`search_partition` (members in keep order, star pairs on the anchor, verification,
 re-anchoring of the members that failed, see :func:`neardup.bands.find_pairs`), and the checked
-pairs of all partitions through :func:`distinct_pairs` (a pair met in two partitions is
-verified in each, with the same result).
+pairs through :func:`distinct_pairs` (a pair met in two partitions is verified in each, with the
+same result).
 """
 
 from __future__ import annotations
 
+import json
+from functools import partial
 from typing import Callable, Dict, Tuple
 
 import numpy as np
 import pyarrow as pa
 
-from ..arrays import arrow, to_numpy
-from ..bands import find_pairs, pair_codes, split_codes
+from ..arrays import arrow, empty_table, to_numpy
+from ..bands import bucket_runs, bucket_runs_of_rows, find_pairs, pair_codes, split_codes
 from ..clusters import keep_order
-from ..progress import check_interrupt
+from ..progress import bar, check_interrupt
 from ..verify import estimated_jaccard, exact_jaccard_raw
-from .read import DocStore
+from .layout import PAIRS_SCHEMA, DocStore, PairsInfo, fixed_binary_numpy, part_path
+from .write import write_parquet
 
 VERIFY_CHUNK = 1 << 16  # pairs verified at a time: bounds the shingle sets held in memory
 
@@ -93,3 +101,120 @@ def distinct_pairs(checked: pa.Table) -> Tuple[pa.Table, int]:
     left, right = split_codes(uniq[keep])
     return pa.table({"left": arrow(left), "right": arrow(right),
                      "similarity": arrow(sim[first][keep])}), int(len(uniq))
+
+
+# --------------------------------------------------------------------------- the stage
+
+BUCKET_BITS = 40  # a bucket's id: its band-key partition << 40 | its ordinal there
+CHECKED_ROWS = pa.schema([("code", pa.uint64()), ("passed", pa.bool_()), ("similarity", pa.float64()),
+                          ("counts", pa.string())])
+SEARCH_COUNTS = ("buckets", "anchor_rounds", "truncated_buckets", "verifications")
+
+
+class PairsStage:
+    name = "pairs"
+
+    def run(self, run, engine) -> PairsInfo:
+        cfg = run.config
+        run.work.stage_dir("pairs", fresh=True)
+        excluded = run.excluded_from_pairs()
+        eligible = run.corpus.n - len(excluded)
+        if eligible < 2:
+            return PairsInfo()
+        parts = engine.partitions(eligible * cfg.bands * 24)
+        with bar("candidates + verify", total=1, unit="step", quiet=run.quiet) as progress:
+            if parts == 1:
+                results = [self.whole(run, excluded)]
+            else:
+                task = run.task(engine)
+                rows = engine.map(partial(band_rows, task=task, excluded=excluded), range(len(run.corpus.blocks)))
+                buckets = engine.map(partial(form_buckets, task=task), engine.shuffle(rows, "key", parts))
+                pair_parts = engine.partitions(eligible * (2400 if cfg.verify == "exact" else 4 * cfg.num_perm))
+                checked = engine.map(partial(search_buckets, task=task), engine.shuffle(buckets, "anchor", pair_parts))
+                results = engine.collect(engine.map(partial(distinct_partition, task=task),
+                                                    engine.shuffle(checked, "code", pair_parts)))
+            progress.update(1)
+        return PairsInfo.merge(results)
+
+    def whole(self, run, excluded: np.ndarray) -> PairsInfo:
+        """Every bucket of the corpus as one partition, in this process: the band keys are read a
+        few bands at a time (:func:`neardup.bands.bucket_runs`), never as rows."""
+        cfg, corpus = run.config, run.corpus
+        eligible = corpus.column("count") > 0
+        eligible[excluded] = False
+        rank = keep_order(corpus.n, cfg.keep, lengths=corpus.column("length") if cfg.keep == "longest" else None,
+                          scores=corpus.column("score") if cfg.score_column else None)
+        offsets, members = bucket_runs(corpus.band_keys, eligible, rank=rank, bands=cfg.bands)
+        checked, counts = search_partition(offsets, members, make_verifier(run.store, cfg), cfg)
+        pairs, candidates = distinct_pairs(checked)
+        write_parquet(pairs.cast(PAIRS_SCHEMA), run.work.part_path("pairs", 0))
+        return PairsInfo(candidate_pairs=candidates, verified_pairs=pairs.num_rows, **counts)
+
+
+def band_rows(block: int, *, task, excluded: np.ndarray) -> pa.Table:
+    """One row (band, key, doc) per band of every eligible document of a block."""
+    store, bands = task.store, task.config.bands
+    t = store.table(block, ["count", "keys"])
+    doc = np.arange(store.block_start[block], store.block_start[block + 1], dtype=np.int64)
+    ok = to_numpy(t.column("count").combine_chunks()) > 0
+    if len(excluded):
+        ok &= ~np.isin(doc, excluded)
+    keys = fixed_binary_numpy(t.column("keys"), np.uint64, bands)[ok]
+    doc = doc[ok]
+    return pa.table({"band": arrow(np.tile(np.arange(bands, dtype=np.int32), len(doc))),
+                     "key": arrow(keys.reshape(-1)), "doc": arrow(np.repeat(doc, bands))})
+
+
+def form_buckets(table: pa.Table, *, task) -> pa.Table:
+    """One partition of band rows (every row of a bucket is here) -> (bucket, doc, anchor) of
+    every bucket of two or more, members in keep order, anchor the first of them."""
+    if table.num_rows == 0:
+        return pa.table({"bucket": arrow([], pa.int64()), "doc": arrow([], pa.int64()), "anchor": arrow([], pa.int64())})
+    doc = _column(table, "doc", np.int64)
+    docs, inverse = np.unique(doc, return_inverse=True)
+    rank = keep_rank(docs, task.store, task.config)[inverse]
+    offsets, members = bucket_runs_of_rows(_column(table, "band", np.int32), _column(table, "key", np.uint64), doc, rank)
+    sizes = np.diff(offsets)
+    ids = (np.int64(_column(table, "part", np.int64)[0]) << np.int64(BUCKET_BITS)) + np.arange(len(sizes), dtype=np.int64)
+    return pa.table({"bucket": arrow(np.repeat(ids, sizes)), "doc": arrow(members),
+                     "anchor": arrow(np.repeat(members[offsets[:-1]], sizes))})
+
+
+def search_buckets(table: pa.Table, *, task) -> pa.Table:
+    """One partition of whole buckets -> every pair checked (code, passed, similarity), and one
+    row more (code 0, no pair's) with the partition's counts as JSON."""
+    if table.num_rows == 0:
+        return empty_table(CHECKED_ROWS)
+    bucket, doc = _column(table, "bucket", np.int64), _column(table, "doc", np.int64)
+    docs, inverse = np.unique(doc, return_inverse=True)
+    order = np.lexsort((keep_rank(docs, task.store, task.config)[inverse], bucket))
+    starts = np.flatnonzero(np.concatenate(([True], bucket[order][1:] != bucket[order][:-1])))
+    offsets = np.append(starts, len(order)).astype(np.int64)
+    checked, counts = search_partition(offsets, doc[order], make_verifier(task.store, task.config), task.config)
+    n = checked.num_rows
+    return pa.table({"code": arrow(np.append(to_numpy(checked.column("code")), np.uint64(0))),
+                     "passed": arrow(np.append(to_numpy(checked.column("passed")), False)),
+                     "similarity": arrow(np.append(to_numpy(checked.column("similarity")), 0.0)),
+                     "counts": arrow([None] * n + [json.dumps(counts)], pa.string())}, schema=CHECKED_ROWS)
+
+
+def distinct_partition(table: pa.Table, *, task) -> PairsInfo:
+    """One partition of checked pairs (every check of a pair is here): the verified pairs
+    written as its pairs file; its counts (and those of the searches whose counts row it got)."""
+    if table.num_rows == 0:
+        return PairsInfo()
+    counts = table.column("counts").combine_chunks()
+    is_counts = to_numpy(counts.is_valid())
+    searches = [json.loads(c) for c in counts.filter(arrow(is_counts)).to_pylist()]
+    checked = table.filter(arrow(~is_counts)).select(CHECKED_SCHEMA.names).cast(CHECKED_SCHEMA)
+    pairs, candidates = distinct_pairs(checked)
+    if pairs.num_rows:
+        part = int(_column(table, "part", np.int64)[0])
+        write_parquet(pairs.cast(PAIRS_SCHEMA), part_path(task.work_path, "pairs", part))
+    merged = PairsInfo.merge([PairsInfo(**c) for c in searches])
+    return PairsInfo(candidate_pairs=candidates, verified_pairs=pairs.num_rows,
+                     **{k: getattr(merged, k) for k in SEARCH_COUNTS})
+
+
+def _column(table: pa.Table, name: str, dtype) -> np.ndarray:
+    return to_numpy(table.column(name).combine_chunks()).astype(dtype, copy=False)

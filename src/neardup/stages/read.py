@@ -1,31 +1,33 @@
 """Stage ``read``: one block of input files -> its document shard (see :mod:`.layout`).
 
-:func:`read_block` is the whole stage for one block, the same call under every engine: it
-streams the block's files through :func:`neardup.io.read_source`, runs the kernels (tokens,
-shingle hashes, MinHash, band keys) on each batch, and writes the block's files under temporary
-names, the summary last. :class:`DocStore` reads back what verification needs for any set of
-documents. :func:`duplicate_ids` and :func:`duplicate_id_rejections` check user ids.
+Partitions: the blocks of the read plan not yet read (a block holds whole files). :func:`read_block`
+is the whole work of one block: it streams the block's files through :func:`neardup.io.read_source`,
+runs the kernels (tokens, shingle hashes, MinHash, band keys) on each batch, and writes the block's
+files under temporary names, the summary last. Then, over the whole corpus: the run's size checks
+and, with ``--id-column``, the duplicate-id check (ids shuffled on their hash:
+:func:`duplicate_ids` over each partition, :func:`duplicate_id_rejections` at the end).
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections import OrderedDict
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from functools import partial
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..arrays import arrow, empty_table, to_numpy, unique
+from ..arrays import arrow, empty_table, to_numpy
 from .. import io as nio
 from ..bands import band_keys
 from ..errors import InputError
+from ..hashing import string_hash
 from ..minhash import MinHasher, Scratch
-from ..io import fs, ranges
-from ..progress import check_interrupt
-from .layout import block_path, docs_schema, numpy_fixed_binary, write_json
+from ..io import fs
+from ..progress import bar, check_interrupt
+from .layout import MAX_DOCUMENTS, ReadInfo, block_path, docs_schema, numpy_fixed_binary, write_json
 
 
 def place(src: nio.Source, row: Optional[int]) -> str:
@@ -181,97 +183,6 @@ def _read_into(config, hasher, scratch, schema, sources, members, summary, write
         big.close()
 
 
-# --------------------------------------------------------------------------- reading back
-
-
-class DocStore:
-    """Per-document data of any documents, read from the blocks' files: signatures, raw shingle
-    hashes, and the columns of the Arrow shard. Picklable (paths and offsets only), so that a
-    Ray task gets one; the files are opened on demand."""
-
-    REMOTE_TABLES = 8  # columns of Arrow shards kept in memory when the work dir is remote (one GET each otherwise)
-
-    def __init__(self, work_path: str, block_start: np.ndarray, num_perm: int):
-        self.work_path = work_path
-        self.block_start = np.asarray(block_start, dtype=np.int64)
-        self.num_perm = num_perm
-        self._count_offsets: Dict[int, np.ndarray] = {}
-        self._tables: "OrderedDict[int, pa.Table]" = OrderedDict()
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["_tables"] = OrderedDict()  # a cache, not sent to Ray tasks
-        return state
-
-    def _path(self, block: int, ext: str) -> str:
-        return block_path(self.work_path, block, ext)
-
-    def source_rows(self, block: int, si: int) -> np.ndarray:
-        """The rows of source ``si``'s documents (it lies whole in ``block``), in file order."""
-        t = self.table(block, ["source", "row"])
-        mask = to_numpy(t.column("source")) == si
-        return to_numpy(t.column("row"))[mask]
-
-    def _by_block(self, docs: np.ndarray):
-        docs = np.asarray(docs, dtype=np.int64)
-        blk = np.searchsorted(self.block_start, docs, side="right") - 1
-        for b in unique(blk).tolist():
-            sel = np.flatnonzero(blk == b)
-            yield b, sel, docs[sel] - self.block_start[b]
-
-    def table(self, block: int, columns: List[str]) -> pa.Table:
-        return ranges.arrow_columns(self._path(block, "arrow"), columns, self._tables, self.REMOTE_TABLES)
-
-    def columns(self, docs: np.ndarray, columns: List[str]) -> Dict[str, np.ndarray]:
-        """Numeric columns of ascending ``docs``."""
-        out = {c: [] for c in columns}
-        for b, _sel, local in self._by_block(docs):
-            t = self.table(b, columns)
-            for c in columns:
-                out[c].append(to_numpy(t.column(c).take(arrow(local))))
-        return {c: (np.concatenate(v) if v else np.zeros(0)) for c, v in out.items()}
-
-    def ids(self, docs: np.ndarray) -> pa.Array:
-        parts = []
-        for b, _sel, local in self._by_block(docs):
-            parts.append(self.table(b, ["id"]).column(0).take(arrow(local)).combine_chunks())
-        return pa.concat_arrays(parts) if parts else arrow([], pa.string())
-
-    def signatures(self, docs: np.ndarray) -> np.ndarray:
-        """(len(docs), num_perm) uint32 for ascending docs."""
-        k = self.num_perm
-        parts = []
-        for b, _sel, local in self._by_block(docs):
-            _, vals = ranges.read_rows(self._path(b, "sig"), local * k, (local + 1) * k, np.uint32)
-            parts.append(vals.reshape(-1, k))
-        if len(parts) == 1:  # one block (the usual case): no second copy
-            return parts[0]
-        return np.concatenate(parts) if parts else np.zeros((0, k), np.uint32)
-
-    def _offsets(self, block: int) -> np.ndarray:
-        if block not in self._count_offsets:
-            counts = to_numpy(self.table(block, ["count"]).column(0))
-            off = np.zeros(len(counts) + 1, dtype=np.int64)
-            np.cumsum(counts, out=off[1:])
-            self._count_offsets[block] = off
-        return self._count_offsets[block]
-
-    def fingerprints(self, docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        """Shingle fingerprints (uint32, the high halves of the shingle hashes, text order,
-        repeats) of ascending docs, as CSR by position in docs."""
-        offs, vals = [np.zeros(1, np.int64)], []
-        base = 0
-        for b, _sel, local in self._by_block(docs):
-            off = self._offsets(b)
-            o, v = ranges.read_rows(self._path(b, "fp"), off[local], off[local + 1], np.uint32)
-            offs.append(o[1:] + base)
-            base += len(v)
-            vals.append(v)
-        if len(vals) == 1:  # one block (the usual case): no second copy of the hashes
-            return np.concatenate(offs), vals[0]
-        return np.concatenate(offs), (np.concatenate(vals) if vals else np.zeros(0, np.uint32))
-
-
 # --------------------------------------------------------------------------- user ids
 
 DUP_SCHEMA = pa.schema([("later", pa.int64()), ("first", pa.int64()), ("id", pa.string())])
@@ -320,3 +231,125 @@ def duplicate_id_rejections(dups: pa.Table, where: Callable[[np.ndarray], List[T
         out.append([int(later[i]), f"duplicate id {ids[i]!r} (first at {where_first})"])
     out.sort(key=lambda r: r[0])
     return out
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+class ReadStage:
+    name = "read"
+
+    def run(self, run, engine) -> ReadInfo:
+        run.forget_corpus()
+        blocks = run.work.plan(run.sources)
+        todo = [b for b in range(len(blocks)) if run.work.block_summary(b) is None]
+        task = run.task(engine, with_store=False)
+        total = None if run.quiet else estimate_documents(run.sources)
+        with bar("read + signatures", total=total, quiet=run.quiet) as progress:
+            summaries = engine.collect(engine.map(partial(read_partition, task=task), [(b, blocks[b]) for b in todo],
+                                                  progress=progress, units=lambda summary: summary["documents"]))
+            progress.total = sum(s["documents"] for s in summaries)  # the estimate is replaced by the true count
+            progress.refresh()
+        return self.finish(run, engine, len(blocks), len(todo))
+
+    def finish(self, run, engine, blocks: int, blocks_read: int) -> ReadInfo:
+        """Once every block is read: the run's size checks and the duplicate-id check."""
+        corpus = run.corpus
+        records = corpus.rejected_records()
+        if corpus.n == 0 and not records:
+            raise InputError("no documents in the input")
+        if corpus.n >= MAX_DOCUMENTS:
+            raise InputError(f"{corpus.n:,} documents in one run; neardup handles fewer than 2^32 "
+                             f"({MAX_DOCUMENTS:,}) per run: split the input and deduplicate against an index")
+        store = run.store
+        rejected_docs: List[Tuple[int, str]] = []
+        positional = False
+        if run.config.id_column is not None and corpus.n >= 2:
+            task = run.task(engine)
+            ids = engine.map(partial(id_rows, task=task), range(len(corpus.blocks)))
+            found = engine.collect(engine.map(duplicate_ids_of, engine.shuffle(ids, "key", engine.partitions(corpus.n * 48))))
+            dups = pa.concat_tables(found) if found else empty_table(DUP_SCHEMA)
+            if run.config.id_column_auto and dups.num_rows:
+                positional = True  # the input's own id field is not unique: FILE:LINE ids instead
+            else:
+                rejected_docs = duplicate_id_rejections(dups, partial(_where, store), run.sources, run.config.on_error)
+        empty_rejected = 0
+        if rejected_docs:
+            counts = store.columns(np.array([d[0] for d in rejected_docs], np.int64), ["count"])["count"]
+            empty_rejected = int((counts == 0).sum())
+        return ReadInfo(documents=corpus.n, blocks=blocks, blocks_read=blocks_read,
+                        per_source=corpus.per_source(len(run.sources)), rejected_records=len(records),
+                        rejected_documents=rejected_docs, positional_ids=positional,
+                        empty_kept=int(sum(s["empty"] for s in corpus.summaries)) - empty_rejected)
+
+
+def read_partition(block_members, *, task, report=None) -> dict:
+    """One block of the plan, (block, its sources): read, its summary returned."""
+    block, members = block_members
+    return read_block(task.work_path, task.config, task.sources_with_tables(), block, members, progress=report,
+                      finish=block_finish(task.work_path, task.config, block))
+
+
+def block_finish(work_path: str, config, block: int):
+    """What a read block does once its files are complete, before its summary marks it done:
+    the --against matches (None without indexes)."""
+    if not config.against:
+        return None
+    from .against import match_block
+    return lambda documents: {"against_matched": match_block(work_path, block, documents, config)}
+
+
+def estimate_documents(sources: Sequence[nio.Source]) -> Optional[int]:
+    """About how many documents the sources hold, for the progress bar's ETA (cheap: Parquet row
+    counts from the footer, one per text file, and for uncompressed JSONL the file size over the
+    mean line length of its first MiB); None when a compressed file makes it a guess."""
+    import os
+
+    import pyarrow.parquet as pq
+    total = 0
+    for src in sources:
+        if src.format not in ("text", "table") and fs.is_url(src.path):
+            return None  # a request per file only for a progress bar's ETA: not worth it
+        try:
+            if src.format == "text":
+                total += 1
+            elif src.format == "table":
+                total += src.table.num_rows
+            elif src.format == "parquet":
+                total += pq.ParquetFile(src.path).metadata.num_rows
+            elif src.compression is None:
+                size = os.path.getsize(src.path)
+                with open(src.path, "rb") as f:
+                    head = f.read(1 << 20)
+                lines = head.count(b"\n") or 1
+                total += int(round(size / (len(head) / lines))) if head else 0
+            else:
+                return None
+        except (OSError, ValueError, pa.ArrowException):
+            return None
+    return total
+
+
+def _where(store, docs) -> List[Tuple[int, int]]:
+    """(source, row) of documents in any order."""
+    docs = np.asarray(docs, np.int64)
+    order = np.argsort(docs, kind="stable")
+    cols = store.columns(docs[order], ["source", "row"])
+    out = np.empty((len(docs), 2), np.int64)
+    out[order, 0], out[order, 1] = cols["source"], cols["row"]
+    return [tuple(x) for x in out.tolist()]
+
+
+def id_rows(block: int, *, task) -> pa.Table:
+    """(key, doc, id) of every document of a block; key: the id's hash, to shuffle on."""
+    store = task.store
+    ids = store.table(block, ["id"]).column(0).combine_chunks()
+    docs = np.arange(store.block_start[block], store.block_start[block + 1], dtype=np.int64)
+    return pa.table({"key": arrow(string_hash(ids)), "doc": arrow(docs), "id": ids})
+
+
+def duplicate_ids_of(table: pa.Table) -> pa.Table:
+    """One partition of id rows (every document of an id is in it): :func:`duplicate_ids`."""
+    if table.num_rows == 0:
+        return empty_table(DUP_SCHEMA)
+    return duplicate_ids(to_numpy(table.column("doc").combine_chunks()), table.column("id").combine_chunks())

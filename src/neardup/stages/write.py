@@ -13,18 +13,23 @@ rows give the same bytes however they were batched.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
+from functools import partial
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..arrays import arrow
+from ..arrays import arrow, empty_table, to_numpy
 from .. import io as nio
 from .._version import __version__
 from ..io import fs
-from ..progress import check_interrupt
+from ..io.tables import read_table
+from ..progress import bar, check_interrupt
+from .layout import MEMBERS_SCHEMA
 
 PARQUET_OPTS = dict(compression="zstd", use_dictionary=False, write_statistics=False)
 ROW_GROUP = 65536
@@ -251,21 +256,21 @@ def build_stats(cfg, sources: Sequence[nio.Source], counts: dict, per_source, ke
     }
 
 
-def run_counts(n_docs: int, records: int, rejected_docs: int, empty_kept: int, kept: int, clusters: dict,
-               pairs: dict) -> dict:
-    """The counts of stats.json from the stages' counts and the documents the kept files got."""
+def run_counts(n_docs: int, read, pairs, clusters, kept: int) -> dict:
+    """The counts of stats.json from the stages' records (:mod:`.layout`) and the documents the
+    kept files got."""
     return {
-        "input": int(n_docs + records),
+        "input": int(n_docs + read.rejected_records),
         "kept": int(kept),
-        "removed": int(clusters["removed"]),
-        "removed_against_index": int(clusters.get("removed_against_index", 0)),
-        "rejected": int(records + rejected_docs),
-        "clusters": int(clusters["clusters"]),
-        "empty_documents": int(empty_kept),
-        "candidate_pairs": int(pairs["candidate_pairs"]),
-        "verified_pairs": int(pairs["verified_pairs"]),
-        "buckets": int(pairs["buckets"]),
-        "truncated_buckets": int(pairs["truncated_buckets"]),
+        "removed": int(clusters.removed),
+        "removed_against_index": int(clusters.removed_against_index),
+        "rejected": int(read.rejected_records + len(read.rejected_documents)),
+        "clusters": int(clusters.clusters),
+        "empty_documents": int(read.empty_kept),
+        "candidate_pairs": int(pairs.candidate_pairs),
+        "verified_pairs": int(pairs.verified_pairs),
+        "buckets": int(pairs.buckets),
+        "truncated_buckets": int(pairs.truncated_buckets),
     }
 
 
@@ -280,3 +285,139 @@ def publish_stats(output: str, stats: dict) -> None:
     """Writes stats.json whole (a temporary name and a rename; one object put)."""
     fs.write_bytes(fs.join(output, "stats.json"), (json.dumps(stats, indent=2, sort_keys=True) + "\n").encode())
 
+
+# --------------------------------------------------------------------------- the stage
+
+
+class WriteStage:
+    """removed.parquet and clusters.parquet from the members (one document of a cluster a row:
+    few next to the corpus, sorted here); kept/ a group of input files a call; in-memory tables
+    here, where they are; then rejected.parquet, texts_sample.parquet and the stats."""
+    name = "write"
+
+    def run(self, run, engine) -> dict:
+        fs.makedirs(run.output)
+        members = pa.concat_tables([read_table(p) for p in run.work.parts("clusters")]
+                                   or [empty_table(MEMBERS_SCHEMA)]).sort_by("doc")
+        removed = members.filter(members.column("removed"))
+        names = arrow([s.name for s in run.sources], pa.string())
+        w = ParquetRows(fs.join(run.output, "removed.parquet"), REMOVED_SCHEMA)
+        w.write(removed_records(removed, names))
+        w.close()
+        w = ParquetRows(fs.join(run.output, "clusters.parquet"), CLUSTERS_SCHEMA)
+        w.write(cluster_records(members.sort_by([("cluster", "ascending"), ("doc", "ascending")])))
+        w.close()
+        check_interrupt()
+
+        dropped = _dropped_rows(run, removed)
+        kept_dir = prepare_output(run.output)
+        wanted = wanted_texts(run.info("clusters").top)
+        plan = run.work.plan(run.sources)
+        block_of = {si: b for b, members in enumerate(plan) for si in members}
+        files = [si for si, s in enumerate(run.sources) if s.format != "table"]
+        size = max(1, math.ceil(len(files) / (4 * engine.cpus)))
+        groups = [files[i:i + size] for i in range(0, len(files), size)]
+        items = [(g, {si: block_of[si] for si in g}, {si: dropped[si] for si in g if si in dropped},
+                  {si: wanted[si] for si in g if si in wanted}) for g in groups]
+        written: Dict[int, str] = {}
+        captured: Dict[int, str] = {}
+        kept = 0
+        with bar("write kept", total=len(files), unit="file", quiet=run.quiet) as progress:
+            for r in engine.collect(engine.map(partial(write_kept_partition, task=run.task(engine), kept_dir=kept_dir),
+                                               items, progress=progress, units=lambda r: r["files"])):
+                written.update(r["written"])
+                captured.update(r["captured"])
+                kept += r["kept"]
+        tables = [si for si, s in enumerate(run.sources) if s.format == "table"]
+        if tables:
+            t_written, table_rows, _, t_kept = write_kept_group(
+                run.sources, tables, rows_of_sources(run.store, {si: block_of[si] for si in tables}), dropped,
+                kept_dir, run.config)
+            written.update(t_written)
+            run.table_kept_rows.update(table_rows)
+            kept += t_kept
+        return finish_write(run, [written[si] for si in sorted(written)], kept, captured)
+
+
+def write_kept_partition(item, *, task, kept_dir: str, report=None) -> dict:
+    """One group of input files: (sources, the block of each, their dropped rows, the rows whose
+    text the report shows) -> their kept files."""
+    group, block_of, dropped, wanted = item
+    written, _, captured, kept = write_kept_group(task.sources, group, rows_of_sources(task.store, block_of), dropped,
+                                                  kept_dir, task.config, wanted, progress=report)
+    return {"written": written, "captured": captured, "kept": kept, "files": len(group)}
+
+
+def rows_of_sources(store, block_of: Dict[int, int]) -> Dict[int, np.ndarray]:
+    """The rows of the documents of each source (it lies whole in block ``block_of[si]``), in
+    file order."""
+    out: Dict[int, np.ndarray] = {}
+    by_block: Dict[int, List[int]] = {}
+    for si, b in block_of.items():
+        by_block.setdefault(b, []).append(si)
+    for b, group in by_block.items():
+        t = store.table(b, ["source", "row"])
+        source = to_numpy(t.column("source").combine_chunks())
+        row = to_numpy(t.column("row").combine_chunks())
+        sel = np.isin(source, np.array(group, source.dtype))
+        source, row = source[sel], row[sel]
+        order = np.argsort(source, kind="stable")
+        source, row = source[order], row[order]
+        bounds = np.searchsorted(source, np.array(group, source.dtype), side="left")
+        ends = np.searchsorted(source, np.array(group, source.dtype), side="right")
+        for si, lo, hi in zip(group, bounds.tolist(), ends.tolist()):
+            out[si] = row[lo:hi]
+    return out
+
+
+def _dropped_rows(run, removed: pa.Table) -> Dict[int, np.ndarray]:
+    """What each source loses: its removed documents and its rejected ones (source -> rows)."""
+    source = to_numpy(removed.column("source").combine_chunks()).astype(np.int64)
+    row = to_numpy(removed.column("row").combine_chunks()).astype(np.int64)
+    rejected = run.info("read").rejected_docs()
+    if len(rejected):
+        cols = run.store.columns(rejected, ["source", "row"])
+        source = np.concatenate([source, cols["source"].astype(np.int64)])
+        row = np.concatenate([row, cols["row"].astype(np.int64)])
+    order = np.argsort(source, kind="stable")
+    source, row = source[order], row[order]
+    heads = np.flatnonzero(np.concatenate(([True], source[1:] != source[:-1]))) if len(source) else np.zeros(0, int)
+    return {int(source[h]): row[h:e] for h, e in zip(heads.tolist(), np.append(heads[1:], len(source)).tolist())}
+
+
+def rejected_rows(run) -> List[list]:
+    """[source, row, reason] of every rejection: records that could not be read, and documents
+    rejected after reading (duplicate ids)."""
+    rows = list(run.corpus.rejected_records())
+    docs = run.info("read").rejected_documents
+    if docs:
+        cols = run.store.columns(np.array([d[0] for d in docs], np.int64), ["source", "row"])
+        for (doc, reason), s, r in zip(docs, cols["source"].tolist(), cols["row"].tolist()):
+            rows.append([int(s), int(r), reason])
+    return rows
+
+
+def finish_write(run, kept_files: List[str], kept: int, texts: Dict[int, str]) -> dict:
+    """Once kept/ (``kept`` documents written), removed.parquet and clusters.parquet are written:
+    rejected.parquet, texts_sample.parquet, and the stats, which must add up (kept + removed +
+    rejected = input) before stats.json is published."""
+    cfg = run.config
+    read, pairs, clusters = run.info("read"), run.info("pairs"), run.info("clusters")
+    rejected_path = fs.join(run.output, "rejected.parquet")
+    if cfg.on_error == "skip":
+        write_parquet(rejected_table(rejected_rows(run), [s.name for s in run.sources]), rejected_path)
+    else:
+        fs.remove(rejected_path)
+    missing = {si: {r: d for r, d in rows.items() if d not in texts} for si, rows in wanted_texts(clusters.top).items()}
+    texts = dict(texts)
+    texts.update(fetch_texts(run.sources, cfg, {si: w for si, w in missing.items() if w}))
+    sample_path = fs.join(run.output, "texts_sample.parquet")
+    if clusters.top:
+        write_parquet(sample_table(clusters.top, texts), sample_path)
+    else:
+        ParquetRows(sample_path, SAMPLE_SCHEMA).close()
+    counts = run_counts(run.corpus.n, read, pairs, clusters, kept)
+    if read.positional_ids:
+        cfg = dataclasses.replace(cfg, id_column=None, id_column_auto=False)
+    run.stats = build_stats(cfg, run.sources, counts, read.per_source, kept_files)
+    return run.stats

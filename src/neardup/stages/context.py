@@ -1,0 +1,84 @@
+"""A run as the stages see it: :class:`Run` in the driver, :class:`Task` in every call an engine
+makes (small and picklable: what a partition's function needs to find its inputs)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from ..arrays import unique
+from .. import io as nio
+from .against import matched_docs
+from .layout import Corpus, DocStore, WorkDir
+
+
+@dataclass
+class Task:
+    """What every call of a stage's partition function gets: the config, the work dir's path and
+    a :class:`DocStore` on it, and the sources (an in-memory table as an engine's shared handle:
+    ``source.table.get()``, see :meth:`sources_with_tables`)."""
+    config: object
+    work_path: str
+    sources: List[nio.Source]
+    store: Optional[DocStore] = None
+
+    def sources_with_tables(self) -> List[nio.Source]:
+        return [dataclasses.replace(s, table=s.table.get()) if s.format == "table" else s for s in self.sources]
+
+
+@dataclass
+class Run:
+    """One run in the driver: its config (resolved: bands and rows set), sources, work dir and
+    output folder (the staging folder while it runs); the seconds of each stage and the stats
+    once written. The read stage's result as a whole (:attr:`corpus`, :attr:`store`) is made once."""
+    config: object
+    sources: List[nio.Source]
+    work: WorkDir
+    output: str
+    quiet: bool = False
+    seconds: Dict[str, float] = field(default_factory=dict)
+    table_kept_rows: Dict[int, np.ndarray] = field(default_factory=dict)  # in-memory sources
+    stats: Optional[dict] = None
+    _corpus: Optional[Corpus] = field(default=None, repr=False)
+    _store: Optional[DocStore] = field(default=None, repr=False)
+
+    @property
+    def corpus(self) -> Corpus:
+        if self._corpus is None:
+            self._corpus = Corpus(self.work, self.config, self.work.plan(self.sources))
+        return self._corpus
+
+    @property
+    def store(self) -> DocStore:
+        if self._store is None:
+            self._store = DocStore(self.work.path, self.corpus.block_start, self.config.num_perm)
+        return self._store
+
+    def forget_corpus(self) -> None:
+        """Before the read stage runs (again): what was read before is no longer the corpus."""
+        self._corpus = self._store = None
+
+    def info(self, stage: str):
+        return self.work.info(stage)
+
+    def task(self, engine, with_store: bool = True) -> Task:
+        """The :class:`Task` of this run for ``engine`` (which shares the in-memory tables); with
+        the store once every block is read."""
+        sources = [dataclasses.replace(s, table=engine.share(s.table)) if s.format == "table" else s
+                   for s in self.sources]
+        return Task(self.config, self.work.path, sources, self.store if with_store else None)
+
+    def user_ids_wanted(self) -> bool:
+        """Whether documents are known by the user's ids (else by position: FILE:LINE, FILE:ROW)."""
+        return self.config.id_column is not None and not self.info("read").positional_ids
+
+    def excluded_from_pairs(self) -> np.ndarray:
+        """Documents that take no part in the run's own pairs: those rejected after reading
+        (duplicate ids) and those an index already holds (``--against``), ascending."""
+        out = [self.info("read").rejected_docs()]
+        if self.config.against:
+            out.append(matched_docs(self.work.path, self.corpus.block_start))
+        return unique(np.concatenate(out))
