@@ -1,20 +1,26 @@
 """The io seam: what code outside ``neardup.io`` asks of a folder, an output file or the sources
 instead of asking whether a path is a URL (``Folder.require_folder``, ``Folder.local_view``,
-``check_output_file(remote_ok=True)``, ``publish_file``, ``same_file``), each on a local path
-and on S3 (moto's server, tests/s3_server.py)."""
+``check_output_file(remote_ok=True)``, ``publish_file``, ``same_file``, ``estimate_documents``),
+each on a local path and on S3 (moto's server, tests/s3_server.py)."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import re
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from neardup import io as nio
 from neardup.errors import ConfigError, InputError
 from neardup.io import fs
 from neardup.io.folder import Folder
 from neardup.io.outfile import check_output_file, publish_file, same_file
+from neardup.io.sources import Source, estimate_documents
 from neardup.report import write_report
 
 from s3_server import s3, s3_server  # noqa: F401  (fixtures)
@@ -192,3 +198,27 @@ def test_report_messages_name_the_remote_folder(s3, tmp_path):
 def test_report_of_a_file_url_folder(tmp_path):
     out = make_output(tmp_path / "out")
     assert write_report(f"file://{out}", plots="svg") == out / "report.html"
+
+
+# --------------------------------------------------------------------------- estimate_documents
+
+
+def test_estimate_documents_for_the_progress_bar(tmp_path):
+    lines = [json.dumps({"text": "word " * (i % 50 + 1)}) for i in range(3000)]
+    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
+    pq.write_table(pa.table({"text": ["x"] * 77}), tmp_path / "b.parquet")
+    (tmp_path / "c.txt").write_text("one document")
+    est = estimate_documents(nio.discover([str(tmp_path / "a.jsonl"), str(tmp_path / "b.parquet"),
+                                           str(tmp_path / "c.txt")]))
+    assert abs(est - (3000 + 77 + 1)) <= 0.05 * 3000
+    assert estimate_documents([nio.table_source(pa.table({"text": ["a", "b"]}))]) == 2
+    (tmp_path / "d.jsonl.gz").write_bytes(gzip.compress(b'{"text": "x"}\n'))
+    assert estimate_documents(nio.discover([str(tmp_path / "d.jsonl.gz")])) is None
+
+
+def test_estimate_documents_asks_no_store(tmp_path, no_store):
+    text = Source(path="s3://b/notes/e.txt", name="s3://b/notes/e.txt", relpath="e.txt", format="text")
+    assert estimate_documents([text, text]) == 2  # a text file is one document: nothing to ask
+    for fmt in ("jsonl", "parquet", "csv"):
+        remote = Source(path=f"s3://b/x.{fmt}", name=f"s3://b/x.{fmt}", relpath=f"x.{fmt}", format=fmt)
+        assert estimate_documents([text, remote]) is None
