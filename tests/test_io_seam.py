@@ -1,7 +1,8 @@
 """The io seam: what code outside ``neardup.io`` asks of a folder, an output file or the sources
 instead of asking whether a path is a URL (``Folder.require_folder``, ``Folder.local_view``,
 ``check_output_file(remote_ok=True)``, ``publish_file``, ``same_file``, ``estimate_documents``),
-each on a local path and on S3 (moto's server, tests/s3_server.py)."""
+each on a local path and on S3 (moto's server, tests/s3_server.py), and the rule that keeps the
+question inside ``neardup.io``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import neardup
 from neardup import io as nio
 from neardup.errors import ConfigError, InputError
 from neardup.io import fs
@@ -25,6 +27,25 @@ from neardup.report import write_report
 
 from s3_server import s3, s3_server  # noqa: F401  (fixtures)
 from test_report import make_output
+
+
+SRC = Path(neardup.__file__).parent
+
+# Files outside neardup/io/ that still ask fs.is_url, each waiting for a change elsewhere.
+# engines/local.py: its own copy of estimate_documents, which the lead replaces by an import of
+# neardup.io.sources.estimate_documents (issue 18). Empty this set then: the test below fails
+# while an entry here no longer asks.
+STILL_ASKING = {"engines/local.py"}
+
+
+def test_no_is_url_outside_io():
+    asking = set()
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC).as_posix()
+        if not rel.startswith("io/") and "is_url(" in path.read_text(encoding="utf-8"):
+            asking.add(rel)
+    assert asking - STILL_ASKING == set(), "ask the folder or file (neardup.io.folder, .outfile), not is_url"
+    assert STILL_ASKING - asking == set(), "no longer asks is_url: remove it from STILL_ASKING"
 
 
 @pytest.fixture
