@@ -237,7 +237,10 @@ def test_estimate_documents_for_the_progress_bar(tmp_path):
     assert estimate_documents(nio.discover([str(tmp_path / "d.jsonl.gz")])) is None
 
 
-def test_estimate_documents_asks_no_store(tmp_path, no_store):
+def test_estimate_documents_asks_no_store(tmp_path, no_store, monkeypatch):
+    def refuse(path, *a, **kw):  # pyarrow reaches S3 by itself, without neardup.io.fs
+        raise AssertionError(f"a request to {path}")
+    monkeypatch.setattr(pq, "ParquetFile", refuse)
     text = Source(path="s3://b/notes/e.txt", name="s3://b/notes/e.txt", relpath="e.txt", format="text")
     assert estimate_documents([text, text]) == 2  # a text file is one document: nothing to ask
     for fmt in ("jsonl", "parquet", "csv"):
