@@ -451,7 +451,6 @@ def table_source(table: Any, name: str = "<table>") -> Source:
                   compression=None, table=tbl)
 
 
-
 # --------------------------------------------------------------------------- size
 
 
