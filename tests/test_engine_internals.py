@@ -85,22 +85,6 @@ def test_doc_store_reads_back_each_documents_data(tmp_path):
                 assert np.array_equal(sigs, want)
 
 
-def test_estimate_documents_for_the_progress_bar(tmp_path):
-    import json
-    import gzip
-    from neardup import io as nio
-    from neardup.stages.read import estimate_documents
-    lines = [json.dumps({"text": "word " * (i % 50 + 1)}) for i in range(3000)]
-    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
-    pq.write_table(pa.table({"text": ["x"] * 77}), tmp_path / "b.parquet")
-    (tmp_path / "c.txt").write_text("one document")
-    est = estimate_documents(nio.discover([str(tmp_path / "a.jsonl"), str(tmp_path / "b.parquet"),
-                                           str(tmp_path / "c.txt")]))
-    assert abs(est - (3000 + 77 + 1)) <= 0.05 * 3000
-    (tmp_path / "d.jsonl.gz").write_bytes(gzip.compress(b'{"text": "x"}\n'))
-    assert estimate_documents(nio.discover([str(tmp_path / "d.jsonl.gz")])) is None
-
-
 def test_pread_rows_reads_scattered_ranges_in_groups(tmp_path, monkeypatch):
     """read_rows gives every range's items whatever the grouping: adjacent, near (one read
     with the gap dropped), far apart, empty ranges, a group cut by the span limit; uint32 and

@@ -11,13 +11,14 @@ import difflib
 import html
 import json
 import math
+import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from .arrays import arrow, to_numpy
-from .errors import ConfigError, InputError, NeardupError
+from .errors import ConfigError, InputError
 from .params import (DEFAULT_MIN_RECALL, alternatives, candidate_probability, choose_params, describe,
                      false_negative_area, false_positive_area, midpoint)
 
@@ -958,8 +959,9 @@ def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, ma
             "<body><main>\n" + "\n".join(sections) + "\n</main></body></html>\n")
 
 
-def write_report(output_dir, output=None, *, plots: str = "auto", overwrite: bool = False) -> Path:
-    """Write ``report.html`` (or ``output``) for a dedup output folder and return its path.
+def write_report(output_dir, output=None, *, plots: str = "auto", overwrite: bool = False) -> Union[Path, str]:
+    """Write ``report.html`` (or ``output``) for a dedup output folder and return its path (a
+    Path, or the URL of a report written to a store).
 
     The folder must hold ``stats.json``; ``removed.parquet``, ``clusters.parquet``,
     ``texts_sample.parquet``, ``rejected.parquet`` and ``kept/`` are used when present. The file is
@@ -967,91 +969,30 @@ def write_report(output_dir, output=None, *, plots: str = "auto", overwrite: boo
     scripts, no external links. ``plots``: ``auto`` (matplotlib when installed), ``matplotlib``
     or ``svg`` (never import matplotlib; faster).
 
-    The folder's own ``report.html`` is always replaced. ``output`` is refused (ConfigError, before
-    any work) when it is one of the folder's files or under its ``kept/``, and when it exists,
-    unless ``overwrite``. The page appears whole or not at all: written under a temporary name in
-    the same folder, then renamed; a failed write (a folder that cannot be written, a full disk)
-    is a one-line ConfigError naming the path and leaves no temporary file.
+    The folder and ``output`` may each be local or on a store (a URL): a remote folder's files are
+    read from a local copy (:meth:`~neardup.io.folder.Folder.local_view`). The folder's own
+    ``report.html`` is always replaced. ``output`` is refused (ConfigError, before any work) when
+    it is one of the folder's files or under its ``kept/``, and when it exists, unless
+    ``overwrite``. The page appears whole or not at all: written under a temporary name in the
+    same folder, then renamed (on a store: one upload); a failed write (a folder that cannot be
+    written, a full disk) is a one-line ConfigError naming the path and leaves no temporary file.
     """
     from .io import fs
+    from .io.folder import Folder
 
-    if fs.is_url(str(output_dir)) or (output is not None and fs.is_url(str(output))):
-        return _write_report_remote(str(output_dir), None if output is None else str(output), plots, overwrite)
-    out = Path(output_dir)
-    if not out.is_dir():
-        raise InputError(f"{_red(out)}: not a folder")
-    default = out / REPORT_NAME
-    path = Path(output) if output is not None else default
+    folder = Folder.of(output_dir)
+    folder.require_folder()
+    given = fs.local_path(os.fspath(output_dir))  # the folder as the user named it: what is shown
+    default = fs.join(given, REPORT_NAME)
+    path = os.fspath(output) if output is not None else default
     owned = _same_file(path, default)  # the folder's own report: neardup's to replace
-    check_output_file(path, inputs=[out / n for n in _REPORT_INPUTS], inside=[out / "kept"],
-                      overwrite=overwrite or owned, option="--output")
-    text = render_report(out, plots=plots)
-    publish_file(path, text.encode("utf-8"), overwrite=overwrite or owned, option="--output")
-    return path
+    check_output_file(path, inputs=[fs.join(given, n) for n in _REPORT_INPUTS], inside=[fs.join(given, "kept")],
+                      overwrite=overwrite or owned, option="--output", remote_ok=True)
+    with folder.local_view(_REPORT_INPUTS, sizes_only=("kept",)) as local:
+        text = render_report(local, plots=plots)
+    return publish_file(path, text.encode("utf-8"), overwrite=overwrite or owned, option="--output")
 
 
 _REPORT_INPUTS = ("stats.json", "removed.parquet", "clusters.parquet", "texts_sample.parquet", "rejected.parquet")
-
-
-def _write_report_remote(output_dir: str, output: Optional[str], plots: str, overwrite: bool = False) -> str:
-    """write_report for an output folder or a report path on a store: the folder's files copied
-    into a local temporary folder (kept/ as empty sparse files of the same names and sizes: the
-    report only counts them), rendered there, and the report uploaded as one object (it appears
-    whole or not at all). Returns the report's path (a URL when it went to a store)."""
-    import tempfile
-
-    from .io import fs
-
-    default = fs.join(output_dir, REPORT_NAME)
-    target = output if output is not None else default
-    local_target = not fs.is_url(target)
-    # checks before any download: the target is not one of the folder's files, nor an existing
-    # file unless overwrite (the folder's own report.html excepted)
-    if local_target:
-        owned = output is None or _same_file(target, default)
-        check_output_file(target, overwrite=overwrite or owned, option="--output")
-    else:
-        owned = output is None or target.rstrip("/") == default.rstrip("/")
-        if not owned:
-            name = target.rstrip("/")
-            inputs = [fs.join(output_dir, n).rstrip("/") for n in _REPORT_INPUTS]
-            if name in inputs or name.startswith(fs.join(output_dir, "kept").rstrip("/") + "/"):
-                raise ConfigError(f"--output {_red(target)}: that is one of the files the report is made "
-                                  f"from; name another file")
-            if not overwrite:
-                with fs.remote_errors(_red(target)):
-                    there = fs.exists(target)
-                if there:
-                    raise ConfigError(f"--output {_red(target)}: it exists; give --overwrite to replace "
-                                      f"it, or name another file")
-
-    with tempfile.TemporaryDirectory(prefix="neardup-report-") as tmp:
-        local = Path(tmp)
-        if fs.is_url(output_dir):
-            with fs.remote_errors(output_dir):
-                for name in _REPORT_INPUTS:
-                    try:
-                        (local / name).write_bytes(fs.read_bytes(fs.join(output_dir, name)))
-                    except FileNotFoundError:
-                        pass
-                for parts, size in fs.file_sizes(fs.join(output_dir, "kept")):
-                    p = local.joinpath("kept", *parts)
-                    p.parent.mkdir(parents=True, exist_ok=True)
-                    with open(p, "wb") as fh:
-                        fh.truncate(size)
-        else:
-            local = Path(output_dir)
-        try:
-            text = render_report(local, plots=plots)
-        except NeardupError as exc:  # a message names the folder as the user gave it, not the copy
-            if str(local) == str(output_dir):
-                raise
-            raise type(exc)(str(exc).replace(str(local), _red(output_dir.rstrip("/")))) from None
-    if local_target:
-        publish_file(target, text.encode("utf-8"), overwrite=overwrite or owned, option="--output")
-    else:
-        with fs.remote_errors(_red(target)):
-            fs.write_bytes(target, text.encode("utf-8"))
-    return target
 
 

@@ -34,6 +34,7 @@ from ..config import Config
 from ..errors import ConfigError, StorageError
 from ..hashing import kernel_threads
 from ..io import fs
+from ..io.folder import Folder
 from ..minhash import MinHasher
 from ..verify import estimated_jaccard, exact_jaccard
 from . import segments as layout
@@ -96,8 +97,9 @@ def open_storage(location) -> Storage:
         except ImportError:
             raise StorageError("an index on Redis needs the redis package: pip install 'neardup[redis]'") from None
         return RedisStorage(loc)
-    if fs.is_url(loc):
-        raise StorageError(f"an index cannot live at {fs.redact(loc)}: indexes on object storage and other URLs "
+    folder = Folder.of(loc)
+    if folder.is_remote:
+        raise StorageError(f"an index cannot live at {folder}: indexes on object storage and other URLs "
                            f"are not supported; use a local folder or redis://HOST:PORT/DB")
     if not loc:
         raise StorageError("no index location given (a folder, or redis://HOST:PORT/DB)")

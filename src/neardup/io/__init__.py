@@ -10,13 +10,14 @@ the line or row (``on_error="fail"``), or a rejected entry (``on_error="skip"``)
 """
 
 from .reader import Batch, read_source
-from .sources import Source, discover, output_relpath, output_relpaths, table_source
+from .sources import Source, discover, estimate_documents, output_relpath, output_relpaths, table_source
 from .writer import write_kept
 
 __all__ = [
     "Batch",
     "Source",
     "discover",
+    "estimate_documents",
     "output_relpath",
     "output_relpaths",
     "read_source",

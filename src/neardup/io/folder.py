@@ -13,6 +13,11 @@ lock file ``.neardup.lock`` is never deleted by neardup, so that two runs on one
 contend for the same lock (a lock file removed by a cleanup would let a waiting run and a
 newcomer hold "the" lock at once).
 
+**Reading.** :meth:`Folder.local_view` gives a local directory to read a folder from: the
+folder itself when it is local, a temporary copy of the files asked for when it is remote (for a
+reader that needs local files, such as the report's); errors raised while it is read name the
+folder, never the copy.
+
 **Publishing whole.** A run writes its result into a staging folder beside the old result and
 :meth:`Folder.publish` moves it in: the old ``stats.json`` (the file whose presence says that a
 result is complete) goes first, the new one comes last, so no folder ever looks complete and is
@@ -27,7 +32,7 @@ import json
 import os
 from typing import Iterator, List, Optional, Sequence
 
-from ..errors import ConfigError, NeardupError
+from ..errors import ConfigError, InputError, NeardupError
 from . import fs
 
 MARKER = ".neardup"
@@ -114,6 +119,23 @@ class Folder:
         """A context in which this process alone uses the folder (see the module docstring)."""
         return contextlib.nullcontext()
 
+    # -- reading ---------------------------------------------------------------------------------
+
+    def require_folder(self) -> None:
+        """Refuses, in one line (InputError), a folder to read that is not one: a local path that
+        is missing or a file. A prefix of a store always is one (maybe empty: what it lacks shows
+        when its files are read), so this asks nothing of the store."""
+
+    def local_view(self, names: Sequence[str], sizes_only: Sequence[str] = ()):
+        """A context giving a local directory to read this folder from (see the module
+        docstring): the folder itself, by the name it was given, when it is local; else a
+        temporary folder holding those of the files ``names`` (names of files of this folder)
+        that it has, and under each subfolder of ``sizes_only`` an empty file of the same name
+        and size for each of its files (for a reader that only counts and sizes them; one listing,
+        no download), removed on exit. A NeardupError raised in the block names this folder in
+        place of the copy."""
+        raise NotImplementedError
+
     # -- ownership -------------------------------------------------------------------------------
 
     def marker(self) -> Optional[dict]:
@@ -185,6 +207,14 @@ class Folder:
 class LocalFolder(Folder):
     """A directory on this machine."""
 
+    def require_folder(self) -> None:
+        if not os.path.isdir(self.path):
+            raise InputError(f"{self}: not a folder")
+
+    @contextlib.contextmanager
+    def local_view(self, names: Sequence[str], sizes_only: Sequence[str] = ()) -> Iterator[str]:
+        yield fs.local_path(self.shown)
+
     def move_in(self, source: str, name: str) -> None:
         os.replace(source, self.join(name))
 
@@ -216,6 +246,30 @@ class RemoteFolder(Folder):
 
     def move_in(self, source: str, name: str) -> None:
         fs.move(source, self.join(name))
+
+    @contextlib.contextmanager
+    def local_view(self, names: Sequence[str], sizes_only: Sequence[str] = ()) -> Iterator[str]:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="neardup-copy-") as tmp:
+            with fs.remote_errors(str(self)):
+                for name in names:
+                    try:
+                        data = fs.read_bytes(self.join(name))
+                    except FileNotFoundError:
+                        continue
+                    with open(os.path.join(tmp, name), "wb") as fh:
+                        fh.write(data)
+                for sub in sizes_only:
+                    for parts, size in fs.file_sizes(self.join(sub)):
+                        path = os.path.join(tmp, sub, *parts)
+                        os.makedirs(os.path.dirname(path), exist_ok=True)
+                        with open(path, "wb") as fh:
+                            fh.truncate(size)  # sparse: no disk space taken
+            try:
+                yield tmp
+            except NeardupError as exc:
+                raise type(exc)(str(exc).replace(tmp, fs.redact(self.path))) from None
 
 
 def overlapping(path: Folder, inputs: Sequence[str], files: Sequence[str]) -> Optional[str]:

@@ -5,23 +5,31 @@
 of the command, a file inside a folder it reads, a folder, an existing file without
 ``--overwrite``); :func:`publish_file` writes the bytes under a new temporary name in the same
 folder and gives it the name: renamed over the old file with ``overwrite``, else linked, which
-fails if a file of that name appeared meanwhile. Local paths only (a URL target is one upload:
-:func:`neardup.io.fs.write_bytes`).
+fails if a file of that name appeared meanwhile. Local paths, and where the command allows it
+(``remote_ok``) a URL: checked by name against the inputs and for existence, and written as one
+upload (an object appears whole or not at all; a store offers no "create if absent", so a file
+that appears between the check and the upload is replaced). :func:`publish_with` (a writer that
+fills a temporary file) is for local paths only.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-from typing import Callable, Sequence
+from pathlib import Path
+from typing import Callable, Sequence, Union
 
 from ..errors import ConfigError
-from .fs import is_url, new_temp, redact
+from .fs import exists, is_url, new_temp, redact, remote_errors, write_bytes
 
 
 def same_file(a, b) -> bool:
-    """Whether two local paths name the same file (links followed; the file need not exist)."""
-    return os.path.realpath(os.fspath(a)) == os.path.realpath(os.fspath(b))
+    """Whether two paths name the same file: two local paths by their real paths (links
+    followed; the file need not exist), two URLs by name; a local path and a URL never."""
+    a, b = os.fspath(a), os.fspath(b)
+    if is_url(a) or is_url(b):
+        return is_url(a) and is_url(b) and a.rstrip("/") == b.rstrip("/")
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _same_inode(a, b) -> bool:
@@ -33,14 +41,19 @@ def _same_inode(a, b) -> bool:
 
 
 def check_output_file(path, *, inputs: Sequence = (), inside: Sequence = (), overwrite: bool = False,
-                      option: str = "--output") -> None:
+                      option: str = "--output", remote_ok: bool = False) -> None:
     """Refuse, before any work and in one line (ConfigError), to write a local file at ``path``
     that is not neardup's to write: one of ``inputs`` or a file under a folder of ``inside``
     (compared by real path, so a link or another spelling of the same file counts), a folder,
-    a file in a folder that does not exist, or an existing file unless ``overwrite``."""
+    a file in a folder that does not exist, or an existing file unless ``overwrite``. A URL is
+    refused unless ``remote_ok``; then it is refused when it is one of ``inputs`` or lies under
+    a folder of ``inside`` (URLs compared by name), or exists and not ``overwrite``."""
     p = os.fspath(path)
     if is_url(p):
-        raise ConfigError(f"{option} {redact(p)}: this writes a local file; give a local path")
+        if not remote_ok:
+            raise ConfigError(f"{option} {redact(p)}: this writes a local file; give a local path")
+        _check_output_object(p, inputs, inside, overwrite, option)
+        return
     real = os.path.realpath(p)
     for inp in inputs:
         if is_url(os.fspath(inp)):
@@ -67,14 +80,44 @@ def check_output_file(path, *, inputs: Sequence = (), inside: Sequence = (), ove
                           f"another file")
 
 
-def publish_file(path, data: bytes, *, overwrite: bool = False, option: str = "--output") -> None:
-    """Write ``data`` to the local file ``path`` so that it appears whole or not at all (see
-    :func:`publish_with`)."""
+def _check_output_object(url: str, inputs: Sequence, inside: Sequence, overwrite: bool, option: str) -> None:
+    """check_output_file for a URL (see there)."""
+    name = url.rstrip("/")
+    for inp in inputs:
+        inp = os.fspath(inp)
+        if is_url(inp) and inp.rstrip("/") == name:
+            raise ConfigError(f"{option} {redact(url)}: that is an input of this command ({redact(inp)}); "
+                              f"name another file")
+    for folder in inside:
+        folder = os.fspath(folder)
+        top = folder.rstrip("/")
+        if is_url(folder) and (name == top or name.startswith(top + "/")):
+            raise ConfigError(f"{option} {redact(url)}: that is inside {redact(folder)}, which this command "
+                              f"reads; name a file elsewhere")
+    if not overwrite:
+        with remote_errors(redact(url)):
+            there = exists(url)
+        if there:
+            raise ConfigError(f"{option} {redact(url)}: it exists; give --overwrite to replace it, or name "
+                              f"another file")
+
+
+def publish_file(path, data: bytes, *, overwrite: bool = False, option: str = "--output") -> Union[Path, str]:
+    """Write ``data`` to the file ``path`` so that it appears whole or not at all (a local file:
+    see :func:`publish_with`; a URL: one upload, see the module docstring). Returns the file
+    written: a Path for a local file, the URL for an object."""
+    p = os.fspath(path)
+    if is_url(p):
+        with remote_errors(redact(p)):
+            write_bytes(p, data)
+        return p
+
     def write(tmp: str) -> None:
         with open(tmp, "wb") as fh:
             fh.write(data)
 
-    publish_with(path, write, overwrite=overwrite, option=option)
+    publish_with(p, write, overwrite=overwrite, option=option)
+    return Path(p)
 
 
 def publish_with(path, write: Callable[[str], None], *, overwrite: bool = False, option: str = "--output") -> None:

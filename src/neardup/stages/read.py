@@ -244,7 +244,7 @@ class ReadStage:
         blocks = run.work.plan(run.sources)
         todo = [b for b in range(len(blocks)) if run.work.block_summary(b) is None]
         task = run.task(engine, with_store=False)
-        total = None if run.quiet else estimate_documents(run.sources)
+        total = None if run.quiet else nio.estimate_documents(run.sources)
         with bar("read + signatures", total=total, quiet=run.quiet) as progress:
             summaries = engine.collect(engine.map(partial(read_partition, task=task), [(b, blocks[b]) for b in todo],
                                                   progress=progress, units=lambda summary: summary["documents"]))
@@ -297,37 +297,6 @@ def block_finish(work_path: str, config, block: int):
         return None
     from .against import match_block
     return lambda documents: {"against_matched": match_block(work_path, block, documents, config)}
-
-
-def estimate_documents(sources: Sequence[nio.Source]) -> Optional[int]:
-    """About how many documents the sources hold, for the progress bar's ETA (cheap: Parquet row
-    counts from the footer, one per text file, and for uncompressed JSONL the file size over the
-    mean line length of its first MiB); None when a compressed file makes it a guess."""
-    import os
-
-    import pyarrow.parquet as pq
-    total = 0
-    for src in sources:
-        if src.format not in ("text", "table") and fs.is_url(src.path):
-            return None  # a request per file only for a progress bar's ETA: not worth it
-        try:
-            if src.format == "text":
-                total += 1
-            elif src.format == "table":
-                total += src.table.num_rows
-            elif src.format == "parquet":
-                total += pq.ParquetFile(src.path).metadata.num_rows
-            elif src.compression is None:
-                size = os.path.getsize(src.path)
-                with open(src.path, "rb") as f:
-                    head = f.read(1 << 20)
-                lines = head.count(b"\n") or 1
-                total += int(round(size / (len(head) / lines))) if head else 0
-            else:
-                return None
-        except (OSError, ValueError, pa.ArrowException):
-            return None
-    return total
 
 
 def _where(store, docs) -> List[Tuple[int, int]]:
