@@ -15,7 +15,7 @@ segment (:func:`update_index`).
 
 from __future__ import annotations
 
-from typing import List, Sequence
+from typing import List
 
 import numpy as np
 import pyarrow as pa
@@ -30,27 +30,12 @@ MATCHED_SCHEMA = pa.schema([("pos", pa.int64()), ("id", pa.string()), ("source",
                             ("similarity", pa.float64())])
 
 
-_OPEN: dict = {}  # (run, location) -> Index: opened once per run and process, for all its blocks
-
-
-def open_indexes(locations: Sequence[str], config, run: str = "") -> list:
-    """The indexes to match against; each refuses a run whose parameters differ from its own.
-    Within one run (``run``: its work directory) a process opens each index once."""
-    from ..index import Index
-    for key in [k for k in _OPEN if k[0] != run]:  # another run's: closed, so nothing stale is used
-        _OPEN.pop(key).close()
-    out = []
-    for loc in locations:
-        if (run, loc) not in _OPEN:
-            _OPEN[(run, loc)] = Index(loc, config, must_exist=True)
-        out.append(_OPEN[(run, loc)])
-    return out
-
-
 def match_block(work_path: str, block: int, n: int, config) -> int:
-    """Matches the ``n`` documents just read as block ``block``; writes its file; returns how
-    many matched."""
-    store = DocStore(work_path, np.array([0] * (block + 1) + [n], np.int64), config.num_perm)
+    """Matches the ``n`` documents just read as block ``block`` against every index given (each
+    refuses a run whose parameters differ from its own); writes its file; returns how many
+    matched."""
+    from ..index import Index
+    store = DocStore.of_block(work_path, block, n, config.num_perm)
     pos = np.arange(n, dtype=np.int64)
     exact = config.verify == "exact"
     best_sim = np.full(n, -1.0)
@@ -60,12 +45,16 @@ def match_block(work_path: str, block: int, n: int, config) -> int:
         keys = fixed_binary_numpy(store.table(block, ["keys"]).column(0), np.uint64, config.bands)
         shingles = store.fingerprints(pos) if exact else None
         signatures = None if exact else store.signatures(pos)
-        for index in open_indexes(config.against, config, run=work_path):
-            m = index.match(keys, signatures=signatures, shingles=shingles, threshold=config.threshold)
-            ids, sources = m.id.to_pylist(), m.source.to_pylist()
-            for i, (p, s) in enumerate(zip(np.asarray(m.doc).tolist(), np.asarray(m.similarity).tolist())):
-                if s > best_sim[p]:  # strictly better: a tie keeps the earlier index
-                    best_sim[p], best_id[p], best_src[p] = s, ids[i], sources[i]
+        for location in config.against:
+            # opened for the block and closed after it: a call holds nothing between blocks (an
+            # open costs a manifest read, small next to a block's matching)
+            with Index(location, config, must_exist=True) as index:
+                m = index.match(keys, signatures=signatures, shingles=shingles, threshold=config.threshold)
+                ids, sources = m.id.to_pylist(), m.source.to_pylist()
+                found = zip(np.asarray(m.doc).tolist(), np.asarray(m.similarity).tolist())
+                for i, (p, s) in enumerate(found):
+                    if s > best_sim[p]:  # strictly better: a tie keeps the earlier index
+                        best_sim[p], best_id[p], best_src[p] = s, ids[i], sources[i]
     hit = np.flatnonzero(best_sim >= 0)
     write_parquet(pa.table({"pos": arrow(hit), "id": arrow([best_id[i] for i in hit], pa.string()),
                             "source": arrow([best_src[i] for i in hit], pa.string()),

@@ -443,6 +443,14 @@ class DocStore:
         self._count_offsets: Dict[int, np.ndarray] = {}
         self._tables: "OrderedDict[int, pa.Table]" = OrderedDict()
 
+    @classmethod
+    def of_block(cls, work_path: str, block: int, n: int, num_perm: int) -> "DocStore":
+        """A store of one block of ``n`` documents, its documents numbered from 0, for a block
+        just read (before the corpus it belongs to is known: the ``--against`` matching)."""
+        start = np.zeros(block + 2, np.int64)
+        start[-1] = n
+        return cls(work_path, start, num_perm)
+
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_tables"] = OrderedDict()  # a cache, not sent to Ray tasks
