@@ -109,10 +109,8 @@ def test_calls_in_two_threads_are_independent(tmp_path):
 
 
 def test_more_documents_than_a_run_can_index_is_a_clear_error(tmp_path, monkeypatch):
-    from neardup.stages import layout
-    monkeypatch.setattr(layout, "MAX_DOCUMENTS", 10)
-    import neardup.stages as stages
-    monkeypatch.setattr(stages, "MAX_DOCUMENTS", 10)
+    from neardup.stages import read
+    monkeypatch.setattr(read, "MAX_DOCUMENTS", 10)
     (tmp_path / "c.jsonl").write_text("".join(json.dumps({"text": f"doc {i}"}) + "\n" for i in range(12)))
     with pytest.raises(neardup.InputError, match="fewer than 2\\^32"):
         neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out"))
@@ -130,8 +128,6 @@ def test_a_bug_is_reported_as_a_bug_not_as_a_user_error(tmp_path, monkeypatch, c
         raise RuntimeError("internal error: counts do not add up; please report this bug")
 
     monkeypatch.setattr(write, "build_stats", broken)
-    import neardup.stages as stages
-    monkeypatch.setattr(stages, "build_stats", broken)
     assert main(["dedup", str(tmp_path / "c.jsonl"), "-o", str(tmp_path / "out"), "--quiet"]) == 1
     err = capsys.readouterr().err
     assert "Traceback" in err and "this is a bug in neardup" in err

@@ -94,8 +94,7 @@ class ClustersStage:
         info = ClustersInfo()
         if verified:
             parts = engine.partitions(verified * 48)
-            with bar("clusters", total=None, unit="round", quiet=run.quiet) as progress:
-                info = self.whole(run) if parts == 1 else self.by_components(run, engine, parts, progress)
+            info = self.whole(run) if parts == 1 else self.by_components(run, engine, parts)
         return self.finish(run, info)
 
     def whole(self, run) -> ClustersInfo:
@@ -114,20 +113,23 @@ class ClustersStage:
         write_parquet(members, run.work.part_path("clusters", 0))
         return ClustersInfo(**counts)
 
-    def by_components(self, run, engine, parts: int, progress) -> ClustersInfo:
+    def by_components(self, run, engine, parts: int) -> ClustersInfo:
+        """The components first (star steps, a round of two shuffles on the node each), then the
+        selection over partitions of whole components."""
         pairs = engine.map(read_table, run.work.parts("pairs"))
         edges = engine.map(pair_edges, pairs)
-        for rounds in range(1, MAX_CC_ROUNDS + 1):
-            check_interrupt()
-            nodes = engine.shuffle(engine.map(partial(node_rows, both=True), edges), "node", parts)
-            stars = engine.persist(engine.map(large_star_partition, nodes))
-            progress.update(1)
-            if not sum(engine.collect(engine.map(nonstar_count, stars))):
-                break
-            edges = engine.map(small_star_partition, engine.shuffle(engine.map(partial(node_rows, both=False), stars),
-                                                                     "node", parts))
-        else:
-            raise RuntimeError("internal error: connected components did not converge; please report this bug")
+        with bar("clusters", total=None, unit="round", quiet=run.quiet) as progress:
+            for rounds in range(1, MAX_CC_ROUNDS + 1):
+                check_interrupt()
+                nodes = engine.shuffle(engine.map(partial(node_rows, both=True), edges), "node", parts)
+                stars = engine.persist(engine.map(large_star_partition, nodes))
+                progress.update(1)
+                if not sum(engine.collect(engine.map(nonstar_count, stars))):
+                    break
+                edges = engine.map(small_star_partition,
+                                   engine.shuffle(engine.map(partial(node_rows, both=False), stars), "node", parts))
+            else:
+                raise RuntimeError("internal error: connected components did not converge; please report this bug")
         rows = engine.shuffle([engine.map(label_rows, stars), engine.map(pair_rows, pairs)], "doc", parts)
         task = run.task(engine)
         counts = engine.collect(engine.map(partial(select_components, task=task, with_ids=run.user_ids_wanted()),
