@@ -213,7 +213,7 @@ def test_worker_killed_mid_run_same_output(cluster, tmp_path):
     stop = threading.Event()
 
     def killer():
-        targets = ("_read_task", "_search")  # a read task, then a pair search
+        targets = ("read_partition", "search_buckets")  # a read task, then a pair search
         while not stop.is_set() and len(killed) < len(targets):
             want = targets[len(killed)]
             for p, cmd in _ray_workers():

@@ -116,6 +116,18 @@ def _call(table: pa.Table, *, fn, items, threads: int) -> pa.Table:
     return pa.table({OBJECT: pa.array([pickle.dumps(result)], pa.binary())})
 
 
+def _named(fn: Callable) -> Callable:
+    """:func:`_call` under the name of the stage's function, so that Ray's task names (what
+    ``ray list tasks`` and the dashboard show, a worker's process title) say which step runs."""
+    name = getattr(getattr(fn, "func", fn), "__name__", "call")
+
+    def call(table, **kwargs):
+        return _call(table, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
 class RayEngine:
     def __init__(self, workers: Optional[int] = None, address: Optional[str] = None, quiet: bool = False,
                  paths: Sequence[str] = ()):
@@ -190,7 +202,7 @@ class RayEngine:
                 threads = min(threads, int(self.workers))
         with warnings.catch_warnings():  # max_retries has no named parameter on map_batches
             warnings.simplefilter("ignore")
-            ds = ds.map_batches(_call, fn_kwargs=dict(fn=fn, items=items, threads=threads), batch_size=None,
+            ds = ds.map_batches(_named(fn), fn_kwargs=dict(fn=fn, items=items, threads=threads), batch_size=None,
                                 batch_format="pyarrow", zero_copy_batch=True, num_cpus=threads,
                                 max_retries=MAX_RETRIES)
         return Frame(ds, progress, units)
