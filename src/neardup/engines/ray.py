@@ -40,10 +40,10 @@ import warnings
 from functools import partial
 from typing import Dict, List
 
-import numba as nb
 import numpy as np
 import pyarrow as pa
 
+from .._kernels import kernel
 from ..arrays import arrow, empty_table, to_numpy, unique
 from ..config import default_workers
 from ..errors import ConfigError, InputError, NeardupError
@@ -297,7 +297,7 @@ def _id_rows(block: int, *, store: DocStore, parts: int) -> pa.Table:
     return pa.table({"part": arrow(_part_of(_string_hash(ids), parts)), "doc": arrow(docs), "id": ids})
 
 
-@nb.njit(cache=True)
+@kernel()
 def _fnv1a(offsets, data):
     n = offsets.shape[0] - 1
     out = np.empty(n, dtype=np.uint64)
