@@ -95,7 +95,7 @@ class _KernelCache(caching._Cache):
         self._files = None
 
     def files(self) -> caching.FunctionCache:
-        if self._files is None:  # numba asks under its compiler lock
+        if self._files is None:  # numba asks under its compiler lock; two made at once would be equal
             self._files = _FunctionCache(self._func)
         return self._files
 
@@ -145,6 +145,8 @@ def start_threads() -> None:
     its threads; so the variable is set just for that moment, never at import, and removed
     afterwards: the process's environment is as it was. (A process that had already started
     numba's threads, or loaded libgomp for another library, keeps the policy it started with.)
+    A local run gets here before it starts its reading thread: no thread of neardup's reads the
+    environment meanwhile.
     """
     with _start_lock:
         try:
