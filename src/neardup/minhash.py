@@ -24,8 +24,8 @@ from typing import Optional, Tuple
 import numba as nb
 import numpy as np
 
-from ._kernels import kernel
 from . import shingles as _sh
+from ._kernels import kernel
 from .hashing import kernel_threads
 from .shingles import check_ngram
 
