@@ -21,15 +21,16 @@ new Python process, the cases in turn, and the medians are reported. A process t
 ``MinHasher.signatures`` call on them and a second call on the same list. Cases:
 
   after-load  import neardup, then load the texts (pyarrow.json), then the calls: a user who
-              reads data after importing (the background warm-up of ``import neardup`` overlaps
-              with the reading)
+              reads data after importing (the background warm-up started after the import
+              overlaps with the reading)
   immediate   the texts are loaded first, then import neardup and call at once (nothing to
               overlap with: the first call waits for the warm-up)
   after-wait  import neardup, wait for its warm-up to end (neardup.warmup_wait, timed apart), then
               load and call: what the first call costs when the warm-up was fully hidden
 
-each with the warm-up on and off (``NEARDUP_WARMUP=0``). ``--src`` runs the processes against
-another checkout's ``src`` (an A/B against an older commit, whose warm-up flag is then moot).
+each with the warm-up on (``neardup.warmup()`` called right after the import) and off. ``--src``
+runs the processes against another checkout's ``src`` (an A/B against an older commit: one without
+``neardup.warmup`` runs without it).
 
 Writes bench/results/signatures.json (``--output``) and prints a table.
 """
@@ -83,10 +84,10 @@ def _time(fn, repeat: int):
     return out, best
 
 
-# One fresh process: prints one JSON line of timings. argv: mode, jsonl path.
+# One fresh process: prints one JSON line of timings. argv: mode, jsonl path, warm-up (on/off).
 _FIRST_CALL_CHILD = r"""
 import json, sys, time
-mode, path = sys.argv[1], sys.argv[2]
+mode, path, warmup = sys.argv[1], sys.argv[2], sys.argv[3] == "on"
 def load():
     import pyarrow.json as pj
     return pj.read_json(path).column("text").to_pylist()
@@ -96,6 +97,8 @@ if mode == "immediate":
 t0 = time.perf_counter()
 import neardup
 from neardup.minhash import MinHasher
+if warmup and hasattr(neardup, "warmup"):
+    neardup.warmup()
 t1 = time.perf_counter()
 out["import_s"] = t1 - t0
 if mode == "after-wait" and hasattr(neardup, "warmup_wait"):
@@ -119,8 +122,9 @@ print(json.dumps(out))
 
 
 def _import_only_child(src: str, warmup: bool, runs: int) -> dict:
-    code = "import time; t = time.perf_counter(); import neardup; print(time.perf_counter() - t)"
-    env = dict(os.environ, PYTHONPATH=src, NEARDUP_WARMUP="1" if warmup else "0")
+    code = ("import time; t = time.perf_counter(); import neardup; "
+            + ("getattr(neardup, 'warmup', lambda: None)(); " if warmup else "") + "print(time.perf_counter() - t)")
+    env = dict(os.environ, PYTHONPATH=src)
     ts = [float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                                check=True).stdout) for _ in range(runs)]
     return {"median_s": statistics.median(ts), "runs_s": ts}
@@ -138,14 +142,13 @@ def first_call_study(texts: List[str], runs: int, src: str) -> dict:
                 f.write(json.dumps({"text": t}) + "\n")
         env0 = dict(os.environ, PYTHONPATH=src)
         # one untimed process first: numba's disk cache for this source may be empty
-        subprocess.run([sys.executable, "-c", _FIRST_CALL_CHILD, "after-load", path], env=env0,
+        subprocess.run([sys.executable, "-c", _FIRST_CALL_CHILD, "after-load", path, "off"], env=env0,
                        check=True, capture_output=True)
         for r in range(runs):
             for mode, warmup in cases:
                 key = f"{mode}/warmup={'on' if warmup else 'off'}"
-                env = dict(env0, NEARDUP_WARMUP="1" if warmup else "0")
-                proc = subprocess.run([sys.executable, "-c", _FIRST_CALL_CHILD, mode, path], env=env,
-                                      capture_output=True, text=True, check=True)
+                proc = subprocess.run([sys.executable, "-c", _FIRST_CALL_CHILD, mode, path, "on" if warmup else "off"],
+                                      env=env0, capture_output=True, text=True, check=True)
                 row = json.loads(proc.stdout)
                 raw[key].append(row)
                 print(f"  run {r + 1}/{runs} {key}: first {row['first_s']:.3f} s, second {row['second_s']:.3f} s",

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 
@@ -54,9 +54,26 @@ def write_jsonl(path: str, texts, ids) -> str:
     return path
 
 
-def cli(*args: str) -> List[str]:
-    """The command line that runs ``neardup ARGS`` with this checkout's sources."""
-    return [sys.executable, "-m", "neardup", *args]
+def cli(*args: str, setup: str = "", crash_at: Optional[str] = None) -> List[str]:
+    """The command line that runs ``neardup ARGS`` with this checkout's sources; ``setup``: Python
+    run first; ``crash_at``: a step of an index write (see neardup.index.storage.crash_point)
+    where the process kills itself with SIGKILL, as ``kill -9`` would."""
+    if not setup and crash_at is None:
+        return [sys.executable, "-m", "neardup", *args]
+    if crash_at is not None:
+        setup += _KILL_AT.format(point=crash_at)
+    return [sys.executable, "-c", setup + "\nimport sys\nfrom neardup.cli import main\nsys.exit(main(sys.argv[1:]))\n",
+            *args]
+
+
+_KILL_AT = """
+import os, signal
+import neardup.index.storage
+def _kill_at(name):
+    if name == {point!r}:
+        os.kill(os.getpid(), signal.SIGKILL)
+neardup.index.storage.crash_hook = _kill_at
+"""
 
 
 def env() -> dict:

@@ -4,19 +4,17 @@ a rerun adds each document once."""
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
 from neardup.index import Index
 
-from index_corpus import env, make_split, write_jsonl
+from index_corpus import cli, env, make_split, write_jsonl
 
 # `neardup index add` with segments of 100 documents, so that an add of many writes several
 # segments before its one commit (and a kill lands between them)
-SMALL_SEGMENTS = ("import sys, neardup.index.segments as s; s.MAX_SEGMENT_DOCS = 100; "
-                  "from neardup.cli import main; sys.exit(main(sys.argv[1:]))")
+SMALL_SEGMENTS = "import neardup.index.segments as s; s.MAX_SEGMENT_DOCS = 100"
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +22,9 @@ def split():
     return make_split(900, seed=11)
 
 
-def add_cmd(ix, path, name):
-    return [sys.executable, "-c", SMALL_SEGMENTS, "index", "add", ix, path, "--name", name, "--id-column", "id",
-            "--batch-size", "50"]
+def add_cmd(ix, path, name, crash_at=None):
+    return cli("index", "add", ix, path, "--name", name, "--id-column", "id", "--batch-size", "50",
+               setup=SMALL_SEGMENTS, crash_at=crash_at)
 
 
 def snapshot(ix):
@@ -66,7 +64,7 @@ def test_kill_at_each_point_before_the_switch_leaves_the_index_as_before(tmp_pat
     before = snapshot(ix)
     probe = split.b_texts[:50]
     answers = Index(ix).query(probe)
-    p = subprocess.run(add_cmd(ix, b, "B"), env=dict(env(), NEARDUP_INDEX_CRASH_AT=point), capture_output=True)
+    p = subprocess.run(add_cmd(ix, b, "B", crash_at=point), env=env(), capture_output=True)
     assert p.returncode == -signal.SIGKILL
     check_unchanged(ix, before, probe, answers)
     check_rerun_adds_once(ix, b, split, "B", len(split.a_texts))
@@ -76,8 +74,7 @@ def test_kill_after_the_switch_keeps_the_whole_add(tmp_path, split):
     ix = str(tmp_path / "ix")
     Index(ix).add(split.a_texts, ids=split.a_ids, name="A")
     b = write_jsonl(str(tmp_path / "b.jsonl"), split.b_texts, split.b_ids)
-    p = subprocess.run(add_cmd(ix, b, "B"), env=dict(env(), NEARDUP_INDEX_CRASH_AT="after_manifest_switch"),
-                       capture_output=True)
+    p = subprocess.run(add_cmd(ix, b, "B", crash_at="after_manifest_switch"), env=env(), capture_output=True)
     assert p.returncode == -signal.SIGKILL
     assert Index(ix).stats()["documents"] == len(split.a_texts) + len(split.b_texts)
 

@@ -135,8 +135,8 @@ def test_a_killed_first_add_is_recovered_by_the_next_add(tmp_path, split, a_file
     """A first add killed after writing a segment leaves an index the next add can use (its
     manifest is written first), not a folder of segments without a manifest."""
     ix = str(tmp_path / "ix")
-    p = subprocess.run(cli("index", "add", ix, a_file, "--id-column", "id"),
-                       env=dict(env(), NEARDUP_INDEX_CRASH_AT=point), capture_output=True)
+    p = subprocess.run(cli("index", "add", ix, a_file, "--id-column", "id", crash_at=point), env=env(),
+                       capture_output=True)
     assert p.returncode == -signal.SIGKILL
     assert Index(ix).stats()["documents"] == 0
     Index(ix).add(split.b_texts[:5], name="B")

@@ -13,7 +13,7 @@ import pytest
 from neardup.errors import ConfigError
 from neardup.index import Index
 
-from index_corpus import env, make_split, write_jsonl
+from index_corpus import cli, env, make_split, write_jsonl
 
 try:
     import redis
@@ -166,8 +166,8 @@ def test_kill_9_before_the_commit_leaves_the_redis_index_as_before(url, split, t
     manifest = redis.Redis.from_url(url).get("neardup:manifest")
     b = write_jsonl(str(tmp_path / "b.jsonl"), split.b_texts, split.b_ids)
     for point in ("segment_written", "before_manifest_switch"):
-        p = subprocess.run([sys.executable, "-m", "neardup", "index", "add", url, b, "--name", "B", "--id-column", "id"],
-                           env=dict(env(), NEARDUP_INDEX_CRASH_AT=point), capture_output=True)
+        p = subprocess.run(cli("index", "add", url, b, "--name", "B", "--id-column", "id", crash_at=point), env=env(),
+                           capture_output=True)
         assert p.returncode == -signal.SIGKILL
         assert redis.Redis.from_url(url).get("neardup:manifest") == manifest
         assert Index(url).stats()["documents"] == 100

@@ -95,6 +95,35 @@ def test_any_fsspec_protocol():
     fs.remove_tree(base)
 
 
+def test_a_filesystem_per_host_and_settings_and_a_bounded_number_of_them(monkeypatch):
+    """A URL's own options (the host of sftp://, ftp://, webhdfs://) make another filesystem, and so
+    does a changed setting of the environment; only the last few are kept."""
+    fsspec = pytest.importorskip("fsspec")
+    from urllib.parse import urlsplit
+
+    class HostFS(fsspec.AbstractFileSystem):
+        protocol = "neardup-test-host"
+
+        def __init__(self, host=None, **kwargs):
+            super().__init__(**kwargs)
+            self.host = host
+
+        @staticmethod
+        def _get_kwargs_from_urls(path):
+            return {"host": urlsplit(path).hostname}
+
+    fsspec.register_implementation("neardup-test-host", HostFS, clobber=True)
+    a, path = fs._filesystem("neardup-test-host://a/x/y.jsonl")
+    b, _ = fs._filesystem("neardup-test-host://b/x/y.jsonl")
+    assert (a.host, b.host, path) == ("a", "b", "a/x/y.jsonl")
+    assert fs._filesystem("neardup-test-host://a/z")[0] is a
+    monkeypatch.setenv("AWS_PROFILE", "another")
+    assert fs._filesystem("neardup-test-host://a/z")[0] is not a
+    for i in range(2 * fs._FS_CACHE_SIZE):
+        fs._filesystem(f"neardup-test-host://h{i}/x")
+    assert len(fs._FS_CACHE) == fs._FS_CACHE_SIZE
+
+
 def test_unknown_protocol_is_one_line():
     with pytest.raises(ConfigError) as ei:
         fs.exists("nosuchproto://x/y")

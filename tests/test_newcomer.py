@@ -205,12 +205,12 @@ def test_13_6_cache_check_looks_at_the_kernels_index_files(tmp_path, monkeypatch
     (tmp_path / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in documents(3, twins=(2,))))
     assert neardup("dedup", "a.jsonl", "-o", "out", "-q", cwd=tmp_path)[0] == 0
     # after a run the kernels are compiled and (the cache folder being writable) on disk
-    index = minhash._process_kernel._cache._cache_file._index_path
+    index = minhash._process_kernel._cache.files()._cache_file._index_path
     if not os.access(os.path.dirname(index), os.W_OK):
         pytest.skip("numba's cache folder is not writable here")
     assert package.kernels_cached() is True
     # a missing index, or one stamped for another state of the source file: not cached
-    cache_file = minhash._process_kernel._cache._cache_file
+    cache_file = minhash._process_kernel._cache.files()._cache_file
     monkeypatch.setattr(cache_file, "_index_path", index + ".missing")
     assert package.kernels_cached() is False
     monkeypatch.setattr(cache_file, "_index_path", index)

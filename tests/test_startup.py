@@ -14,8 +14,8 @@ import pytest
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 
 
-def _python(code: str, *, warmup: str = "1", timeout: float = 120) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), NEARDUP_WARMUP=warmup)
+def _python(code: str, *, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
                           timeout=timeout)
 
@@ -27,7 +27,7 @@ def test_in_memory_of_a_path_does_not_import_pandas():
         assert _in_memory("some/file.jsonl") == (None, None)
         assert _in_memory(["a.jsonl"]) is not None
         print("pandas" in sys.modules)
-    """, warmup="0")
+    """)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
 
@@ -43,7 +43,7 @@ def test_a_whole_dedup_run_does_not_import_pandas(tmp_path):
         from neardup.cli import main
         code = main(["dedup", {str(tmp_path / "c.jsonl")!r}, "--output", {str(tmp_path / "out")!r}, "--quiet"])
         print(code, "pandas" in sys.modules)
-    """, warmup="0")
+    """)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "0 False", r.stdout + r.stderr
     stats = json.loads((tmp_path / "out" / "stats.json").read_text())
@@ -56,7 +56,7 @@ def test_signatures_of_a_list_do_not_import_pandas():
         from neardup import MinHasher
         sig = MinHasher(num_perm=16).signatures(["one two three four five six", None, "a b"])
         print(sig.shape, "pandas" in sys.modules)
-    """, warmup="0")
+    """)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "(3, 16) False"
 
@@ -88,11 +88,11 @@ def test_warmup_is_opt_in_and_runs_in_the_background():
         print(json.dumps({{"by_import": started_by_import, "thread": "neardup-warmup" in names,
                            "log": neardup._warmup_log, "threading_layer_started": bool(p._is_initialized)}}))
     """
-    for env, call, want in (("0", "no", False), ("0", "yes", True), ("1", "no", True)):
-        r = _python(code.format(call=call), warmup=env)
+    for call, want in (("no", False), ("yes", True)):
+        r = _python(code.format(call=call))
         assert r.returncode == 0, r.stderr
         out = json.loads(r.stdout)
-        assert out["by_import"] is (env == "1")
+        assert out["by_import"] is False
         assert out["thread"] is want
         if not want:
             assert out["log"] == []
@@ -111,6 +111,7 @@ def test_fork_right_after_import_is_safe():
         import os, sys
         import neardup
         from neardup.minhash import MinHasher
+        neardup.warmup()
         pid = os.fork()
         if pid == 0:
             s = MinHasher().signatures(["the quick brown fox jumps over the lazy dog"] * 10)
@@ -129,6 +130,7 @@ def test_two_concurrent_first_calls_during_the_warmup():
         import numpy as np
         import neardup
         from neardup.minhash import MinHasher
+        neardup.warmup()
         texts = [f"document {i} with a few words in it and more words" for i in range(300)]
         out = [None, None]
         def run(i):

@@ -8,51 +8,19 @@
 from ._version import __version__
 
 
-def _kernel_cache_dir() -> None:
-    """Points numba's on-disk cache at a folder named for this exact source of neardup.
-
-    numba keys a cached kernel on its own file only; a kernel that calls a kernel of another
-    module would keep running the old callee after that module changed (an upgrade, an edit).
-    A folder per hash of all of neardup's sources makes any change start from a clean cache.
-    ``NUMBA_CACHE_DIR``, when set, is the parent of that folder.
-    """
-    import hashlib
-    import os
-
-    import numba
-
-    here = os.path.dirname(os.path.abspath(__file__))
-    digest = hashlib.sha1()
-    for root, dirs, files in os.walk(here):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith(".py"):
-                with open(os.path.join(root, name), "rb") as f:
-                    digest.update(name.encode() + b"\0" + f.read())
-    base = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "neardup", "numba")
-    path = os.path.join(base, f"{__version__}-{digest.hexdigest()[:16]}")
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError:  # not writable: numba falls back to the __pycache__ folders
-        return
-    numba.config.CACHE_DIR = path
-
-
 def kernels_cached() -> bool:
-    """Whether numba's on-disk cache (see :func:`_kernel_cache_dir`) holds the main kernels of a
-    dedup run; False means the next run first compiles them (10-40 s, once per version)."""
+    """Whether numba's on-disk cache (see :func:`neardup._kernels.cache_dir`) holds the main
+    kernels of a dedup run; False means the next run first compiles them (10-40 s, once per
+    version)."""
     try:
         from . import bands, clusters, minhash, verify
+        from ._kernels import is_cached
         kernels = (minhash._process_kernel, bands._band_keys_kernel, clusters._select_kernel,
                    verify._exact_raw_kernel)
-        # numba's own check: an index that exists, written by this numba, with the stamp of the
-        # source file as it is now (an index numba would ignore counts as missing)
-        return all(k._cache._cache_file._load_index() for k in kernels)
+        return all(is_cached(k) for k in kernels)
     except Exception:  # numba's cache layout is not public: never fail a run over a message
         return True
 
-
-_kernel_cache_dir()
 
 from .config import Config  # noqa: E402
 from .errors import ConfigError, InputError, NeardupError, StorageError  # noqa: E402
@@ -66,8 +34,9 @@ from .params import (candidate_probability, choose_params, false_negative_area, 
 # typing and target contexts (their registries of typing and lowering functions, 0.25-0.8 s,
 # including scipy.linalg, which numba imports for its BLAS check when scipy is installed) and
 # pandas, which pyarrow imports on its first pa.array when pandas is installed (0.1-0.4 s).
-# neardup.warmup() (or NEARDUP_WARMUP=1 in the environment, at import) does both in a thread, so
-# that a caller who has other work to do first (reading its data) does not wait for them later.
+# neardup.warmup() does both in a thread, so that a caller who has other work to do first
+# (reading its data) does not wait for them later. Only when called: `import neardup` starts no
+# thread and registers no hook.
 # It is opt-in: measured (bench/signatures.py), it helps only when about half a second of work
 # that releases the GIL lies between it and the first call, and its own work holds the GIL.
 #
@@ -136,8 +105,7 @@ def warmup() -> None:
     """Starts, in a background thread, the once-per-process set-up that the first MinHash call
     would otherwise pay (numba's typing and target contexts, pyarrow's pandas import: 0.3-1 s),
     and returns at once. Worth it when the caller has half a second or more of other work to do
-    before its first call (reading data); a second call does nothing. ``NEARDUP_WARMUP=1`` in
-    the environment starts it at ``import neardup``."""
+    before its first call (reading data); a second call does nothing."""
     global _warmup_thread
     if _warmup_thread is not None:
         return
@@ -173,11 +141,3 @@ __all__ = ["dedup", "DedupResult", "Config", "Index", "MinHasher", "NeardupError
            "candidate_probability", "midpoint", "false_positive_area", "false_negative_area", "choose_params",
            "warmup", "warmup_wait"]
 
-
-def _warmup_from_environment() -> None:
-    import os
-    if os.environ.get("NEARDUP_WARMUP", "").strip().lower() in ("1", "true", "yes", "on"):
-        warmup()
-
-
-_warmup_from_environment()

@@ -43,6 +43,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numba as nb
 import numpy as np
 
+from ._kernels import kernel
 from .errors import ConfigError, InputError
 from .params import candidate_probability, midpoint
 from .hashing import GOLDEN, SPLITMIX_M1, SPLITMIX_M2, fmix64
@@ -103,7 +104,7 @@ _S31 = np.uint64(31)
 _ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
-@nb.njit(parallel=True, cache=True)
+@kernel(parallel=True)
 def _aux_sketch_kernel(offsets, hashes, salts):
     """min over a document's shingle hashes x of mix(x ^ salt_i), for each salt: (n, k) uint64."""
     n = offsets.shape[0] - 1
@@ -121,7 +122,7 @@ def _aux_sketch_kernel(offsets, hashes, salts):
     return out
 
 
-@nb.njit(inline="always", cache=True)
+@kernel(inline="always")
 def _splitmix(state):
     state = state + _GOLDEN
     z = state
@@ -130,7 +131,7 @@ def _splitmix(state):
     return state, z ^ (z >> _S31)
 
 
-@nb.njit(cache=True)
+@kernel()
 def _run_pairs_kernel(order, values, cap, seed):
     """Pairs of documents with equal ``values`` (``order`` sorts them): every pair of a run of
     equal values, or ``cap`` random pairs of a run that has more than ``cap`` pairs."""
@@ -179,7 +180,7 @@ def _run_pairs_kernel(order, values, cap, seed):
     return left, right
 
 
-@nb.njit(cache=True)
+@kernel()
 def _set_fingerprint_kernel(offsets, hashes):
     """A 64-bit fingerprint of each document's (sorted, unique) shingle-hash set."""
     n = offsets.shape[0] - 1

@@ -26,6 +26,7 @@ from typing import Callable, Optional, Tuple
 import numba as nb
 import numpy as np
 
+from ._kernels import kernel
 from .arrays import unique
 from .hashing import GOLDEN, MASK64, SPLITMIX_M1, SPLITMIX_M2, fmix64, fmix64_py
 
@@ -41,7 +42,7 @@ def _band_seed(seed: int) -> np.uint64:
     return np.uint64(fmix64_py((int(seed) * SPLITMIX_M1 + SPLITMIX_M2) & MASK64))
 
 
-@nb.njit(parallel=True, cache=True)
+@kernel(parallel=True)
 def _band_keys_kernel(sigs, bands, rows, h0):
     n = sigs.shape[0]
     keys = np.empty((n, bands), dtype=np.uint64)
@@ -194,7 +195,7 @@ def candidate_pairs(keys: np.ndarray, eligible: Optional[np.ndarray] = None) -> 
     return split_codes(unique(pair_codes(left, right)))
 
 
-@nb.njit(cache=True)
+@kernel()
 def _next_runs(run_offsets, members, failed_member):
     """Buckets of the members that failed against their anchor (2 or more of them)."""
     nruns = run_offsets.shape[0] - 1

@@ -23,14 +23,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-import numba as nb
 import numpy as np
 
-__all__ = ["connected_components", "large_star", "small_star", "star_labels", "star_components", "keep_order", "select_representatives", "Selection",
-           "connected_components_python", "select_representatives_python"]
+from ._kernels import kernel
+
+__all__ = ["connected_components", "large_star", "small_star", "star_labels", "star_components", "keep_order",
+           "select_representatives", "Selection", "connected_components_python", "select_representatives_python"]
 
 
-@nb.njit(cache=True)
+@kernel()
 def _find(parent, x):
     while parent[x] != x:
         parent[x] = parent[parent[x]]
@@ -38,7 +39,7 @@ def _find(parent, x):
     return x
 
 
-@nb.njit(cache=True)
+@kernel()
 def _components_kernel(n, left, right):
     parent = np.arange(n, dtype=np.int64)
     for p in range(left.shape[0]):
@@ -106,7 +107,7 @@ class Selection:
         return int(len(np.unique(c)))
 
 
-@nb.njit(cache=True)
+@kernel()
 def _select_kernel(n, left, right, sim, rank, labels):
     # adjacency in CSR, both directions
     deg = np.zeros(n + 1, dtype=np.int64)

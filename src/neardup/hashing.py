@@ -6,30 +6,25 @@ the audit's auxiliary sketch. ``mix64`` is splitmix64's finaliser (Steele, Lea &
 over a numpy array, used to spread integer keys over partitions (:func:`partition_of`).
 ``string_hash`` (FNV-1a) gives strings (user ids) a key to partition by. Each has a plain-Python
 twin for the tests. ``kernel_threads`` sets numba's thread count and scheduling for a block of
-kernel calls and restores them afterwards.
+kernel calls and restores them afterwards (and starts numba's threads, see
+:func:`neardup._kernels.start_threads`).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import numba as nb
 import numpy as np
 
-# numba's OpenMP threading layer: libgomp's default wait policy keeps idle workers spinning after
-# every parallel region, on the cores the reading thread (JSON parsing, decompression) and the
-# writing thread need: measured ~10% of a run's CPU time on 2 cores. Passive workers sleep.
-# libgomp reads this once, when numba first starts its workers (after this import); a value the
-# user set is kept.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from ._kernels import kernel, start_threads
 
 MASK64 = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15          # 2^64 / golden ratio: the usual odd additive constant
 SPLITMIX_M1 = 0xBF58476D1CE4E5B9
 SPLITMIX_M2 = 0x94D049BB133111EB
 
-@nb.njit(inline="always", cache=True)
+@kernel(inline="always")
 def fmix64(h):
     # constants spelled inside: numba resolves an inlined function's globals in the caller's module
     h ^= h >> np.uint64(33)
@@ -81,6 +76,7 @@ class kernel_threads:
         self.previous_chunk = None
 
     def __enter__(self):
+        start_threads()  # before numba's calls below start them without OpenMP's passive wait policy
         if self.workers:
             self.previous = nb.get_num_threads()
             nb.set_num_threads(max(1, min(int(self.workers), nb.config.NUMBA_NUM_THREADS)))
@@ -101,7 +97,7 @@ def partition_of(keys, parts: int) -> np.ndarray:
     return (mix64(keys) % np.uint64(parts)).astype(np.int32)
 
 
-@nb.njit(cache=True)
+@kernel()
 def _fnv1a_kernel(offsets, data):
     n = offsets.shape[0] - 1
     out = np.empty(n, dtype=np.uint64)

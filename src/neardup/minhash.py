@@ -25,6 +25,7 @@ import numba as nb
 import numpy as np
 
 from . import shingles as _sh
+from ._kernels import kernel
 from .hashing import kernel_threads
 from .shingles import check_ngram
 
@@ -42,7 +43,7 @@ def permutations(num_perm: int, seed: int) -> Tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
-@nb.njit(cache=True)
+@kernel()
 def _minhash_into(x, s, a, b, out):
     """out[i] = min_j (a[i] * x[j] + b[i]) mod 2^32 over the first s values of x (uint32)."""
     k = a.shape[0]
@@ -56,7 +57,7 @@ def _minhash_into(x, s, a, b, out):
         out[i] = mn
 
 
-@nb.njit(inline="always", cache=True)
+@kernel(inline="always")
 def _sort_unique(seg):
     """Sorts seg in place and moves its distinct values to the front; returns their number."""
     s = seg.shape[0]
@@ -71,7 +72,7 @@ def _sort_unique(seg):
     return s
 
 
-@nb.njit(parallel=True, cache=True)
+@kernel(parallel=True)
 def _process_kernel(offsets, data, docs, table, n, char_mode, punct, collapse_ws, lower_ascii, bail, h0,
                     a, b, want_sets, sort_sets, fp_shift, want_sigs, bound, values):
     """One pass per document: tokens -> shingle hashes -> (sorted unique set) -> signature.
@@ -121,7 +122,7 @@ def _process_kernel(offsets, data, docs, table, n, char_mode, punct, collapse_ws
     return sigs, counts
 
 
-@nb.njit(parallel=True, cache=True)
+@kernel(parallel=True)
 def _gather_sets(values, bound, counts, target, offsets_out, out):
     for i in nb.prange(counts.shape[0]):
         a = bound[i]
@@ -211,7 +212,7 @@ def process(texts, *, ngram: int, char_ngrams: bool, seed: int, normalize_unicod
     return sigs, counts, offsets, values
 
 
-@nb.njit(parallel=True, cache=True)
+@kernel(parallel=True)
 def _signatures_from_hashes_kernel(offsets, hashes, a, b):
     ndocs = offsets.shape[0] - 1
     k = a.shape[0]
@@ -225,7 +226,7 @@ def _signatures_from_hashes_kernel(offsets, hashes, a, b):
     return sigs
 
 
-@nb.njit(parallel=True, cache=True)
+@kernel(parallel=True)
 def _sort_unique_kernel(offsets, values, docs):
     nd = docs.shape[0]
     bound = np.zeros(nd + 1, dtype=np.int64)

@@ -48,11 +48,11 @@ import unicodedata
 from functools import lru_cache
 from typing import List, Optional, Tuple
 
-import numba as nb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ._kernels import kernel
 from .arrays import arrow
 from .hashing import GOLDEN, MASK64, fmix64, fmix64_py
 
@@ -225,7 +225,7 @@ def seed_state(seed: int) -> np.uint64:
 
 
 
-@nb.njit(cache=True)
+@kernel()
 def _decode(data, i, end):
     """(code point, byte length) of the UTF-8 sequence at data[i] (lenient on malformed bytes)."""
     b0 = np.int64(data[i])
@@ -249,14 +249,14 @@ def _decode(data, i, end):
     return cp, n
 
 
-@nb.njit(inline="always", cache=True)
+@kernel(inline="always")
 def _byte(b, lower_ascii):
     if lower_ascii and b >= 65 and b <= 90:
         return np.uint64(b + 32)
     return np.uint64(b)
 
 
-@nb.njit(cache=True)
+@kernel()
 def _units(data, start, end, table, char_mode, punct, collapse_ws, lower_ascii, bail, out):
     """Write the unit hashes of data[start:end] (tokens, or characters in char_mode) into out.
 
@@ -379,7 +379,7 @@ def _units(data, start, end, table, char_mode, punct, collapse_ws, lower_ascii, 
     return m
 
 
-@nb.njit(inline="always", cache=True)
+@kernel(inline="always")
 def _shingle_hash(units, i, n, h0):
     h = h0
     for j in range(i, i + n):
@@ -388,7 +388,7 @@ def _shingle_hash(units, i, n, h0):
     return fmix64(h)
 
 
-@nb.njit(cache=True)
+@kernel()
 def _shingles_of(units, m, n, h0, out):
     """Shingle hashes of m units into out; returns their number (0 when m == 0)."""
     if m == 0:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from ._kernels import kernel
 from .hashing import GOLDEN
 
 _GOLDEN = np.uint64(GOLDEN)
@@ -20,7 +21,7 @@ _GOLDEN = np.uint64(GOLDEN)
 __all__ = ["estimated_jaccard", "exact_jaccard", "exact_jaccard_raw", "estimated_jaccard_python", "exact_jaccard_python"]
 
 
-@nb.njit(parallel=True, cache=True)
+@kernel(parallel=True)
 def _estimated_kernel(sigs, left, right):
     m = left.shape[0]
     k = sigs.shape[1]
@@ -44,7 +45,7 @@ def estimated_jaccard(signatures: np.ndarray, left: np.ndarray, right: np.ndarra
     return _estimated_kernel(np.asarray(signatures), left, right)
 
 
-@nb.njit(cache=True)
+@kernel()
 def _intersection(hashes, a0, a1, b0, b1):
     i = a0
     j = b0
@@ -63,7 +64,7 @@ def _intersection(hashes, a0, a1, b0, b1):
     return common
 
 
-@nb.njit(parallel=True, cache=True)
+@kernel(parallel=True)
 def _exact_kernel(offsets, hashes, left, right):
     m = left.shape[0]
     out = np.empty(m, dtype=np.float64)
@@ -93,13 +94,13 @@ def exact_jaccard(offsets: np.ndarray, hashes: np.ndarray, left: np.ndarray, rig
     return _exact_kernel(np.asarray(offsets, dtype=np.int64), np.asarray(hashes), left, right)
 
 
-@nb.njit(inline="always", cache=True)
+@kernel(inline="always")
 def _slot(x, mask):
     h = x * _GOLDEN
     return np.int64((h >> np.uint64(32)) & mask)
 
 
-@nb.njit(cache=True)
+@kernel()
 def _jaccard_raw_pair(hashes, a0, a1, b0, b1):
     """Jaccard of two multisets of hashes taken as sets, with two small open-addressing tables
     (no sorting): the set of A, then B's distinct values probed against it."""
@@ -146,7 +147,7 @@ def _jaccard_raw_pair(hashes, a0, a1, b0, b1):
     return common / (ua + ub - common)
 
 
-@nb.njit(parallel=True, cache=True)
+@kernel(parallel=True)
 def _exact_raw_kernel(offsets, hashes, left, right):
     m = left.shape[0]
     out = np.empty(m, dtype=np.float64)

@@ -38,6 +38,7 @@ import numba as nb
 import numpy as np
 import pyarrow as pa
 
+from .._kernels import kernel
 from ..io.fs import redact
 from ..minhash import EMPTY_VALUE
 
@@ -65,7 +66,7 @@ def new_segment_name() -> str:
     return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
 
 
-@nb.njit(parallel=True, cache=True)
+@kernel(parallel=True)
 def _high_sorted_unique(offsets, hashes, presorted, shift):
     """Per document: the distinct values of its hashes shifted right by ``shift`` (32: the high
     halves of 64-bit hashes; 0: fingerprints already), ascending, as a compact CSR."""

@@ -456,12 +456,15 @@ class FolderStorage(Storage):
             os.remove(os.path.join(self.path, MANIFEST_TMP))
 
 
+# Failure injection for the crash tests, which set it in the process they kill (see tests/index_corpus.py)
+crash_hook: Optional[Callable[[str], None]] = None
+
+
 def crash_point(name: str) -> None:
-    """Failure injection for the crash tests: ``NEARDUP_INDEX_CRASH_AT=name`` kills the process
-    here with SIGKILL (as ``kill -9`` would). Costs one environment lookup."""
-    if os.environ.get("NEARDUP_INDEX_CRASH_AT") == name:
-        import signal
-        os.kill(os.getpid(), signal.SIGKILL)
+    """A step of an index write where the crash tests kill the process (``segment_written``,
+    ``before_manifest_switch``, ``after_manifest_switch``): calls :data:`crash_hook` when set."""
+    if crash_hook is not None:
+        crash_hook(name)
 
 
 __all__ = ["Storage", "SegmentReader", "FolderStorage", "gather_ranges", "StorageError"]

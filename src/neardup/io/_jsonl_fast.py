@@ -22,9 +22,10 @@ from __future__ import annotations
 import os
 from typing import Optional, Tuple
 
-import numba as nb
 import numpy as np
 import pyarrow as pa
+
+from .._kernels import is_cached, kernel
 
 MAX_DEPTH = 64
 MAX_ID_DIGITS = 18  # below 2^63 whatever the digits: pyarrow's int64 and Python's int agree
@@ -33,7 +34,7 @@ _QUOTE, _BACKSLASH, _COLON, _COMMA = 34, 92, 58, 44
 _LBRACE, _RBRACE, _LBRACKET, _RBRACKET = 123, 125, 91, 93
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _ws(data, p, end):
     while p < end:
         c = data[p]
@@ -44,7 +45,7 @@ def _ws(data, p, end):
     return p
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _hex4(data, p, end):
     """The value of 4 hex digits at p, or -1."""
     if p + 4 > end:
@@ -72,7 +73,7 @@ _SPACES = np.uint64(0x2020202020202020)
 _NO_WORDS = np.zeros(0, dtype=np.uint64)
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _plain_word(w):
     """Whether none of the 8 bytes of w is a quote, a backslash or a control byte (< 0x20):
     the classic tests for a zero byte (of w ^ the byte) and for a byte below a bound."""
@@ -82,7 +83,7 @@ def _plain_word(w):
     return (special & _HIGHS) == 0
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _string(data, p, end, words, shift):
     """A string whose opening quote is at p: (position after its closing quote, its decoded
     UTF-8 length, whether it has an escape); position -1 when it is not a plain good string.
@@ -138,7 +139,7 @@ def _string(data, p, end, words, shift):
     return -1, 0, esc
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _digits(data, p, end):
     """One or more digits at p: the position after them, or -1."""
     if p >= end or not (48 <= data[p] <= 57):
@@ -148,7 +149,7 @@ def _digits(data, p, end):
     return p
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _number(data, p, end):
     """A JSON number at p: (position after it or -1, whether it is an integer of at most
     MAX_ID_DIGITS digits, that integer)."""
@@ -189,7 +190,7 @@ def _number(data, p, end):
     return p, is_int, (-v if neg else v)
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _literal(data, p, end):
     """true / false / null at p: the position after it, or -1."""
     c = data[p]
@@ -203,7 +204,7 @@ def _literal(data, p, end):
     return -1
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _scalar(data, p, end):
     """A string, number or literal at p: the position after it, or -1 (also for { and [)."""
     c = data[p]
@@ -214,7 +215,7 @@ def _scalar(data, p, end):
     return _literal(data, p, end)
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _key_colon(data, p, end):
     """A key (a string) at p, white space and a colon: the position after the colon, or -1."""
     if p >= end or data[p] != _QUOTE:
@@ -228,7 +229,7 @@ def _key_colon(data, p, end):
     return p + 1
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _skip_value(data, p, end, stack):
     """Validates one JSON value at p (white space before it skipped); the position after it, or -1."""
     depth = 0
@@ -283,7 +284,7 @@ def _skip_value(data, p, end, stack):
             return -1
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _key_is(data, a, b, key):
     if b - a != key.shape[0]:
         return False
@@ -293,7 +294,7 @@ def _key_is(data, a, b, key):
     return True
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _scan(data, words, shift, starts, ends, lines, text_key, id_key, want_id, spans):
     """Pass 1: validates every line; spans[i] = (text start, text end, decoded length, id start,
     id end, id decoded length or -1 for an integer, the integer). False at the first line that
@@ -381,7 +382,7 @@ def _scan(data, words, shift, starts, ends, lines, text_key, id_key, want_id, sp
     return True
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _put_utf8(out, o, cp):
     if cp < 0x80:
         out[o] = cp
@@ -402,7 +403,7 @@ def _put_utf8(out, o, cp):
     return o + 4
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _decode_into(data, a, b, out, o):
     """The string data[a:b] (between its quotes, already validated) decoded into out at o."""
     p = a
@@ -440,7 +441,7 @@ def _decode_into(data, a, b, out, o):
     return o
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _decimal_len(v):
     n = 1 if v >= 0 else 2
     v = abs(v)
@@ -450,7 +451,7 @@ def _decimal_len(v):
     return n
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _gather(data, spans, want_id):
     """Pass 2: the texts (int64 offsets, bytes) and ids (int32 offsets, bytes) of the lines."""
     n = spans.shape[0]
@@ -509,7 +510,7 @@ def worth_it(source_bytes: int) -> bool:
     if source_bytes >= COMPILE_FROM_BYTES:
         return True
     try:  # numba's own check of its index (as neardup.kernels_cached); the layout is not public
-        return bool(_scan._cache._cache_file._load_index()) and bool(_gather._cache._cache_file._load_index())
+        return is_cached(_scan) and is_cached(_gather)
     except Exception:
         return False
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Optional, Tuple
 
-import numba as nb
 import numpy as np
 import pyarrow as pa
 
+from .._kernels import kernel
 from . import fs as _fs
 
 BLOCK_BYTES = 16 << 20  # decompressed bytes per block handed to the parser
@@ -262,7 +262,7 @@ def iter_blocks(path: str, compression: Optional[str],
             yield data
 
 
-@nb.njit(cache=True)
+@kernel()
 def _newlines(arr):
     """Positions of the newline bytes of arr (two passes: no array as large as the block)."""
     count = 0
@@ -319,7 +319,7 @@ def blank_lines(data: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray
 MAX_NESTING = 512  # deepest JSON accepted: json.loads (which recurses per level) reads it anywhere
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _deep_lines(data, starts, ends, lines, limit):
     """The lines (of ``lines``) whose arrays and objects nest more than ``limit`` deep: brackets
     counted outside strings, the first ``limit + 1`` opened ones ending the line's scan."""
@@ -373,7 +373,7 @@ def deep_lines(data: bytes, starts: np.ndarray, ends: np.ndarray, lines: np.ndar
 _IN_QUOTES = 3
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _csv_lex(data, base, delimiter, st):
     """Follow the records of a chunk of CSV / TSV (its first byte at offset ``base`` of the
     file) the way pyarrow's parser does: quote ``"``, a doubled quote inside quotes is a quote,

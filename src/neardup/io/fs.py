@@ -113,7 +113,8 @@ def _filesystem(url: str):
     return fs, path
 
 
-_FS_CACHE: dict = {}
+_FS_CACHE: dict = {}  # the filesystems made by _cached_url_to_fs, the most recently used last
+_FS_CACHE_SIZE = 16
 # the settings a filesystem reads once, when created: a change makes a new one
 _ENV_KEYS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
              "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_REGION", "AWS_REGION",
@@ -122,22 +123,27 @@ _ENV_KEYS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AW
 
 
 def _cached_url_to_fs(fsspec, url: str, proto: str):
-    """fsspec's ``url_to_fs`` with one filesystem per protocol and environment, and no
-    listings cache on object stores: another process (a Ray worker, a previous run) may have
-    written since, and a stale listing would hide its files."""
+    """fsspec's ``url_to_fs`` with one filesystem per protocol, options the URL sets (the host
+    and user of ``sftp://``, ``ftp://``, ``webhdfs://``), environment and process, the last
+    _FS_CACHE_SIZE of them kept; and no listings cache on object stores: another process (a Ray
+    worker, a previous run) may have written since, and a stale listing would hide its files."""
     options = {"skip_instance_cache": True}
     if proto in ("s3", "s3a", "gs", "gcs"):
         options["use_listings_cache"] = False
     if "::" in url:  # a chain (a cache in front of a store): fsspec builds it per URL
         return fsspec.core.url_to_fs(url)
+    from_url = fsspec.get_filesystem_class(proto)._get_kwargs_from_urls(url)
     # a filesystem holds connections and an event loop: one per process (after a fork, anew)
-    key = (proto, os.getpid(), tuple(os.environ.get(k) for k in _ENV_KEYS))
-    fs = _FS_CACHE.get(key)
+    key = (proto, repr(sorted(from_url.items())), os.getpid(), tuple(os.environ.get(k) for k in _ENV_KEYS))
+    fs = _FS_CACHE.pop(key, None)
     if fs is None:
         fs, path = fsspec.core.url_to_fs(url, **options)
-        _FS_CACHE[key] = fs
-        return fs, path
-    return fs, fs._strip_protocol(url)
+    else:
+        path = fs._strip_protocol(url)
+    _FS_CACHE[key] = fs
+    while len(_FS_CACHE) > _FS_CACHE_SIZE:
+        del _FS_CACHE[next(iter(_FS_CACHE))]
+    return fs, path
 
 
 def _one_line(e: Any) -> str:

@@ -13,10 +13,10 @@ import os
 from collections import OrderedDict
 from typing import List, Optional, Tuple
 
-import numba as nb
 import numpy as np
 import pyarrow as pa
 
+from .._kernels import kernel
 from ..errors import NeardupError
 from . import fs
 
@@ -24,7 +24,7 @@ LOCAL_GAP = 32 << 10   # bytes between two local runs below which one read takes
 LOCAL_SPAN = 8 << 20   # bytes one such read takes at most (its buffer is reused)
 
 
-@nb.njit(cache=True)
+@kernel()
 def _read_groups(starts, ends, gap, span):
     """Boundaries of groups of consecutive ranges that one read covers: a gap of at most ``gap``
     items between neighbours, at most ``span`` items from a group's first start to its last end."""
@@ -43,7 +43,7 @@ def _read_groups(starts, ends, gap, span):
     return out[:k + 1]
 
 
-@nb.njit(cache=True)
+@kernel()
 def _copy_ranges(tmp, base, starts, ends, local, first, stop, out):
     for i in range(first, stop):
         a = starts[i] - base

@@ -125,7 +125,7 @@ def run_identity(config, sources) -> dict:
         relevant.pop(k, None)
     relevant["against"] = [fs.redact(a) for a in relevant.get("against") or ()]  # state.json stores no password
     files = []
-    infos = _remote_infos([s.path for s in sources if s.format != "table"])
+    infos = fs.infos([s.path for s in sources if s.format != "table"])
     for s in sources:
         if s.format == "table":
             files.append([s.name, "table", int(s.table.num_rows)])
@@ -155,27 +155,20 @@ def differences(old: Optional[dict], new: dict) -> List[str]:
     return out or ["nothing recorded"]
 
 
-_LAST_INFOS: Dict[str, "fs.FileInfo"] = {}  # of the remote inputs of the last fingerprint, for plan_blocks
-
-
-def _remote_infos(paths: Sequence[str]) -> Dict[str, "fs.FileInfo"]:
-    """Size and time of the inputs (see :func:`neardup.io.fs.infos`); kept for the plan of the
-    same run."""
-    out = fs.infos(paths)
-    _LAST_INFOS.clear()
-    _LAST_INFOS.update(out)
-    return out
-
-
-def plan_blocks(sources: Sequence, block_bytes: Optional[int] = None) -> List[List[int]]:
+def plan_blocks(sources: Sequence, block_bytes: Optional[int] = None,
+                file_sizes: Optional[Sequence[Optional[int]]] = None) -> List[List[int]]:
     """Runs of consecutive sources of about ``block_bytes`` (default BLOCK_BYTES) of input each
     (a source is never split). The plan depends on the inputs only, so that every engine cuts the
-    same blocks."""
+    same blocks. ``file_sizes``: the size of each source that is a file (None for a table), as
+    :func:`run_identity` found them (a store is not asked again); asked here without it."""
     block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
+    if file_sizes is None:
+        infos = fs.infos([s.path for s in sources if s.format != "table"])
+        file_sizes = [None if s.format == "table" else infos[s.path].size for s in sources]
     blocks: List[List[int]] = []
     acc = 0
     for si, s in enumerate(sources):
-        size = s.table.nbytes if s.format == "table" else (_LAST_INFOS.get(s.path) or fs.info(s.path)).size
+        size = s.table.nbytes if s.format == "table" else file_sizes[si]
         if not blocks or (blocks[-1] and acc + size > block_bytes):
             blocks.append([])
             acc = 0
@@ -304,7 +297,9 @@ class WorkDir:
             return read_json(path)
         except FileNotFoundError:
             pass
-        blocks = plan_blocks(sources)
+        inputs = self.state["identity"].get("inputs")  # run_identity's: [name, path, size, mtime] per file
+        sizes = None if inputs is None else [None if s.format == "table" else f[2] for s, f in zip(sources, inputs)]
+        blocks = plan_blocks(sources, file_sizes=sizes)
         write_json(path, blocks)
         return blocks
 

@@ -1,0 +1,164 @@
+"""neardup's numba kernels: where numba keeps their compiled code, and numba's threads.
+
+Nothing here acts at import: a kernel's cache folder is chosen, made and read when the kernel is
+first compiled or loaded, and numba's threads are started by the first block of kernel calls
+(:class:`neardup.hashing.kernel_threads`) or the first parallel kernel. numba's own settings
+(``numba.config.CACHE_DIR``) and the environment are left as they were, so that the process's
+other numba code keeps its cache where it was.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import threading
+
+import numba as nb
+from numba.core import caching
+from numba.core.dispatcher import Dispatcher
+
+from ._version import __version__
+
+
+def kernel(**options):
+    """``numba.njit(**options)`` with numba's disk cache (``cache=True``) in :func:`cache_dir`."""
+    def decorate(func):
+        dispatcher = nb.njit(**options)(func)
+        if isinstance(dispatcher, Dispatcher):  # NUMBA_DISABLE_JIT=1 gives back the plain function
+            dispatcher._cache = _KernelCache(func, parallel=bool(options.get("parallel")))
+        return dispatcher
+    return decorate
+
+
+def cache_dir() -> str:
+    """The folder of neardup's compiled kernels: ``<parent>/<neardup version>-<hash of all of
+    neardup's sources>-numba<numba version>``, the parent being ``numba.config.CACHE_DIR``
+    (``$NUMBA_CACHE_DIR``) or ``~/.cache/neardup/numba``.
+
+    - numba keys a cached kernel on its own file only; a kernel that calls a kernel of another
+      module would keep running the old callee after that module changed (an upgrade, an edit):
+      a folder per hash of all of the sources makes any change start from a clean cache.
+    - numba keeps one index per function, stamped with its numba version, which it overwrites
+      when another numba version compiles the function: two environments of another numba that
+      use the same source folder (an editable install in two venvs) would each recompile after
+      the other ran, hence numba's version in the name.
+    - Inside, numba makes a sub-folder per source folder (named for a hash of its absolute path):
+      two installs of the same source (a clone and a copy of it, two venvs) each keep their own.
+    """
+    parent = nb.config.CACHE_DIR or os.path.join(os.path.expanduser("~"), ".cache", "neardup", "numba")
+    return os.path.join(parent, f"{__version__}-{_source_hash()}-numba{nb.__version__}")
+
+
+@functools.lru_cache(maxsize=1)
+def _source_hash() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha1()
+    for root, dirs, files in os.walk(here):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                with open(os.path.join(root, name), "rb") as f:
+                    digest.update(name.encode() + b"\0" + f.read())
+    return digest.hexdigest()[:16]
+
+
+class _Locator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
+    """numba's locator for ``NUMBA_CACHE_DIR`` (a sub-folder per source folder), in :func:`cache_dir`."""
+
+    def __init__(self, py_func, py_file):
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        self._cache_path = os.path.join(cache_dir(), self.get_suitable_cache_subpath(py_file))
+
+    def get_cache_path(self):
+        return self._cache_path
+
+
+class _Impl(caching.CompileResultCacheImpl):
+    # numba's own locators after ours, as before: a folder that cannot be made or written
+    # (a read-only home) falls back to the __pycache__ folders
+    _locator_classes = [_Locator, *caching.CompileResultCacheImpl._locator_classes]
+
+
+class _FunctionCache(caching.FunctionCache):
+    _impl_class = _Impl
+
+
+class _KernelCache(caching._Cache):
+    """numba's disk cache of one kernel, made when numba first asks it for the kernel (numba asks
+    before it compiles; it makes its own cache, by contrast, when the function is decorated)."""
+
+    def __init__(self, func, parallel: bool):
+        self._func = func
+        self._parallel = parallel
+        self._files = None
+
+    def files(self) -> caching.FunctionCache:
+        if self._files is None:  # numba asks under its compiler lock; two made at once would be equal
+            self._files = _FunctionCache(self._func)
+        return self._files
+
+    @property
+    def cache_path(self):
+        return self.files().cache_path
+
+    def load_overload(self, sig, target_context):
+        if self._parallel:  # numba starts its threads when it compiles or loads a parallel kernel
+            start_threads()
+        return self.files().load_overload(sig, target_context)
+
+    def save_overload(self, sig, data):
+        self.files().save_overload(sig, data)
+
+    def enable(self):
+        self.files().enable()
+
+    def disable(self):
+        self.files().disable()
+
+    def flush(self):
+        self.files().flush()
+
+
+def is_cached(dispatcher) -> bool:
+    """Whether numba's disk cache holds ``dispatcher`` (a :func:`kernel`) compiled: numba's own
+    check, an index written by this numba, stamped for the source file as it is now (an index
+    numba would ignore counts as missing). numba's cache layout is not public: callers that
+    only print a message catch what this raises."""
+    return bool(dispatcher._cache.files()._cache_file._load_index())
+
+
+# --------------------------------------------------------------------------- numba's threads
+
+_start_lock = threading.Lock()
+
+
+def start_threads() -> None:
+    """Starts numba's threading layer, once per process, with OpenMP's passive wait policy
+    unless the environment sets one.
+
+    With the OpenMP layer, libgomp's default wait policy keeps idle workers spinning after every
+    parallel region, on the cores the reading thread (JSON parsing, decompression) and the
+    writing thread need: measured ~10% of a run's CPU time on 2 cores. Passive workers sleep.
+    libgomp reads ``OMP_WAIT_POLICY`` once, when it is loaded, which numba does when it starts
+    its threads; so the variable is set just for that moment, never at import, and removed
+    afterwards: the process's environment is as it was. (A process that had already started
+    numba's threads, or loaded libgomp for another library, keeps the policy it started with.)
+    A local run gets here before it starts its reading thread: no thread of neardup's reads the
+    environment meanwhile.
+    """
+    with _start_lock:
+        try:
+            nb.threading_layer()
+            return  # started
+        except ValueError:
+            pass
+        set_here = "OMP_WAIT_POLICY" not in os.environ  # a value the user set is kept
+        if set_here:
+            os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        try:
+            nb.get_num_threads()
+        finally:
+            if set_here:
+                del os.environ["OMP_WAIT_POLICY"]
