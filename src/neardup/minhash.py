@@ -279,9 +279,12 @@ class MinHasher:
             shingling = Shingling(**options) if ngram is None else Shingling(ngram=ngram, **options)
         elif ngram is not None or options:
             raise ConfigError("give MinHasher a shingling or its options (ngram, char_ngrams, ...), not both")
-        sketch = Sketch(num_perm=num_perm, seed=seed)  # checks them
-        self.num_perm = int(sketch.num_perm)
-        self.seed = int(sketch.seed)
+        if isinstance(num_perm, bool) or int(num_perm) != num_perm or num_perm < 1:
+            raise ValueError(f"num_perm must be a positive integer, got {num_perm!r}")
+        if isinstance(seed, bool) or int(seed) != seed or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        self.num_perm = int(num_perm)
+        self.seed = int(seed)
         self.shingling = shingling
         self.workers = workers
         self.a, self.b = permutations(self.num_perm, self.seed)
