@@ -292,7 +292,8 @@ def _diff_units(text: str, punctuation: str, limit: Optional[int]) -> List[Tuple
     return out
 
 
-def word_diff_html(left: str, right: str, *, max_words: int = 600, punctuation: str = Shingling.punctuation) -> Tuple[str, str]:
+def word_diff_html(left: str, right: str, *, max_words: int = 600,
+                   punctuation: str = Shingling.punctuation) -> Tuple[str, str]:
     """Word-level diff of two texts, HTML-escaped, with the words of the tokenizer.
 
     Returns (left_html, right_html): words of ``left`` missing from ``right`` are wrapped in
@@ -749,8 +750,8 @@ def _role_html(role: str, rep: Optional[str], sim: Any, head: Optional[str]) -> 
     return "member (removed.parquet is missing: kept or removed is not known)"
 
 
-def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: int,
-                     max_side_by_side: int, punctuation: str = "split", against: bool = False) -> Tuple[str, str]:
+def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: int, max_side_by_side: int,
+                     punctuation: str = Shingling.punctuation, against: bool = False) -> Tuple[str, str]:
     """(size distribution html, largest clusters html) of the clusters of this run."""
     sized = _cluster_sizes(out)
     if sized is None:
