@@ -40,7 +40,7 @@ def bad_values(check):
     if isinstance(check, Switch):
         return [("yes", "True or False"), (None, "True or False")]
     if isinstance(check, Texts):
-        return [([""], "paths or URLs"), ([3], "paths or URLs")]
+        return [([""], "paths or URLs"), ([3], "paths or URLs"), (5, "paths or URLs")]
     raise AssertionError(f"no bad values known for {check!r}: add them to this test")
 
 

@@ -100,10 +100,10 @@ class Switch:
 
 @dataclass(frozen=True)
 class Texts:
-    """Any number of non-empty strings (given on the command line once each)."""
+    """Any number of non-empty strings, as a tuple (given on the command line once each)."""
 
     def __call__(self, name: str, value: Any) -> None:
-        bad = [v for v in value if not isinstance(v, str) or not v]
+        bad = [v for v in value if not isinstance(v, str) or not v] if isinstance(value, tuple) else [value]
         if bad:
             raise ConfigError(f"{name} must be paths or URLs (non-empty strings), got {bad[0]!r}")
 
@@ -202,7 +202,9 @@ class Sketch(Group):
 
 @dataclass(frozen=True)
 class Shingling(Group):
-    """What the shingles of a text are: the tokenizer's options (:mod:`neardup.shingles`)."""
+    """What the shingles of a text are: the tokenizer's options (:mod:`neardup.shingles`). NFKC
+    and lower-casing (Unicode aware) come first; with ``char_ngrams``, punctuation ``split`` and
+    ``delete`` both delete a mark."""
 
     section = "similarity"
     ngram: int = option(5, Integer(1, 1000), "tokens per shingle (words, or characters with --char-ngrams)")
@@ -298,9 +300,12 @@ class Indexes(Group):
                                                  "--against index (one new segment)")
 
     def __post_init__(self) -> None:
-        given = self.against
-        paths = (given,) if isinstance(given, (str, os.PathLike)) else tuple(given or ())
-        object.__setattr__(self, "against", tuple(os.fspath(a) if isinstance(a, os.PathLike) else a for a in paths))
+        given = () if self.against is None else self.against  # (None: the command line's default)
+        if isinstance(given, (str, os.PathLike)):
+            given = (given,)
+        if isinstance(given, (list, tuple)):
+            given = tuple(os.fspath(a) if isinstance(a, os.PathLike) else a for a in given)
+        object.__setattr__(self, "against", given)
         super().__post_init__()
 
     def check(self) -> None:
