@@ -270,7 +270,7 @@ def test_cli_audit_jsonl(tmp_path, corpus, capsys):
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["--bands", "13"], "--bands and --rows"),
+    (["--bands", "13"], "bands and rows go together"),  # the same message as the dedup's
     (["--threshold", "0"], "threshold"),
     (["--bands", "13", "--rows", "10"], "exceeds num_perm"),
     (["--sample", "0"], "--sample"),

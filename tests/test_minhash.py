@@ -1,5 +1,6 @@
 """MinHash signatures: kernel == numpy twin, determinism (also across processes), shapes and inputs."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from neardup.config import Config
+from neardup.errors import ConfigError
 from neardup.minhash import EMPTY_VALUE, MinHasher, minhash_python, permutations, sort_unique_sets
 from neardup.shingles import shingle_hashes_python, shingles_python
 
@@ -81,7 +83,7 @@ def test_signatures_equal_signatures_from_shingle_sets(texts, ngram, char_ngrams
     sigs3, raw_offsets, raw = mh.signatures_and_shingles(texts)
     assert np.array_equal(sigs3, sigs)
     assert np.array_equal(np.diff(raw_offsets), counts)
-    opts = mh.shingle_options
+    opts = dataclasses.asdict(mh.shingling)
     for i, t in enumerate(texts):
         assert len(shingles_python(t or "", **opts)) == counts[i]
         assert sorted(set(raw[raw_offsets[i]:raw_offsets[i + 1]].tolist())) == \
@@ -228,8 +230,12 @@ def test_constructor_validation_and_from_config():
             MinHasher(**bad)
     cfg = Config(num_perm=64, ngram=3, seed=9, char_ngrams=True, lowercase=False)
     mh = MinHasher.from_config(cfg)
-    assert (mh.num_perm, mh.ngram, mh.seed, mh.char_ngrams, mh.lowercase) == (64, 3, 9, True, False)
-    assert mh.shingle_options["ngram"] == 3
+    assert (mh.num_perm, mh.seed, mh.shingling) == (64, 9, cfg.shingling)
+    assert (mh.shingling.ngram, mh.shingling.char_ngrams, mh.shingling.lowercase) == (3, True, False)
+    # a whole Shingling, or its options: not both
+    assert MinHasher(64, shingling=cfg.shingling).shingling is cfg.shingling
+    with pytest.raises(ConfigError, match="not both"):
+        MinHasher(64, ngram=3, shingling=cfg.shingling)
 
 
 def test_options_change_signatures():

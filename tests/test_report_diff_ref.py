@@ -17,8 +17,7 @@ from neardup.report import diff_units, word_diff_html
 
 def ref_diff_units(text: str, *, punctuation: str = "split") -> List[Tuple[str, int, int]]:
     import unicodedata
-    from neardup.shingles import IGNORED, MARK, NOTEXT, PUNCT, SPACE, WORD, char_classes, punctuation_mode
-    punctuation = punctuation_mode(punctuation)
+    from neardup.shingles import IGNORED, MARK, NOTEXT, PUNCT, SPACE, WORD, char_classes
     table = char_classes()
     out: List[Tuple[str, int, int]] = []
     start = -1

@@ -270,7 +270,6 @@ def kernel_units_are(text, expected, **opts):
 @pytest.mark.parametrize("text,opts,expected", [
     ("Hello, World!", {}, ["hello", "world"]),
     ("Hello, World!", dict(punctuation="keep"), ["hello", ",", "world", "!"]),
-    ("Hello, World!", dict(remove_punctuation=False), ["hello", ",", "world", "!"]),   # the old spelling
     ("Hello, World!", dict(lowercase=False), ["Hello", "World"]),
     # punctuation ends a word, as white space does (the default, "split")
     ("don't", {}, ["don", "t"]),
@@ -282,7 +281,6 @@ def kernel_units_are(text, expected, **opts):
     ("«quoted»—dash…", {}, ["quoted", "dash"]),
     # delete: the old default, punctuation deleted inside the word
     ("don't", dict(punctuation="delete"), ["dont"]),
-    ("don't", dict(remove_punctuation=True), ["dont"]),                # the old spelling
     ("don\u2019t stop", dict(punctuation="delete"), ["dont", "stop"]),
     ("well-known e-mail", dict(punctuation="delete"), ["wellknown", "email"]),
     # keep: each mark a token
@@ -383,14 +381,11 @@ def test_punctuation_only_document_has_tokens_when_punctuation_is_kept():
 
 
 def test_punctuation_modes_are_checked():
-    for bad in (dict(punctuation="remove"), dict(punctuation="keep", remove_punctuation=True),
-                dict(remove_punctuation="yes")):
-        with pytest.raises(ValueError):
-            tokens_python("a b", **bad)
-        with pytest.raises(ValueError):
-            MinHasher(**bad)
-    assert MinHasher(remove_punctuation=True).punctuation == "delete"
-    assert MinHasher().punctuation == "split"
+    with pytest.raises(ValueError, match="punctuation must be one of split, delete, keep"):
+        tokens_python("a b", punctuation="remove")
+    with pytest.raises(ValueError, match="punctuation must be one of split, delete, keep"):
+        MinHasher(punctuation="remove")
+    assert MinHasher().shingling.punctuation == "split"
 
 
 def test_hyphen_and_dot_variants_are_the_same_words():

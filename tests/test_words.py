@@ -1,6 +1,6 @@
 """What a word is, end to end (issue 9): punctuation ends a word in every path that hashes text,
-the old spelling still works, and on a corpus of realistic copies neardup's similarity is the
-usual one (words = runs of letters and digits), so its MinHash estimate of it is within 0.03."""
+and on a corpus of realistic copies neardup's similarity is the usual one (words = runs of
+letters and digits), so its MinHash estimate of it is within 0.03."""
 
 import dataclasses
 import sys
@@ -20,24 +20,16 @@ import words as bench_words  # noqa: E402  (bench/words.py: the corpus generator
 
 # ----------------------------------------------------------------------------- the knob
 
-def test_config_punctuation_default_and_old_spelling():
+def test_config_punctuation_default_and_modes():
     assert Config().punctuation == "split"
-    assert Config(remove_punctuation=True).punctuation == "delete"
-    assert Config(remove_punctuation=False).punctuation == "keep"
-    assert Config.from_options(remove_punctuation=True).punctuation == "delete"
-    assert Config(punctuation="delete", remove_punctuation=True).punctuation == "delete"
-    for bad in (dict(punctuation="remove"), dict(punctuation="keep", remove_punctuation=True),
-                dict(punctuation="delete", remove_punctuation=False)):
-        with pytest.raises(ConfigError):
-            Config(**bad)
-    # the old spelling is not stored, so that replace() and resolved() keep the mode
+    with pytest.raises(ConfigError, match="punctuation must be one of split, delete, keep; got 'remove'"):
+        Config(punctuation="remove")
     for mode in ("split", "delete", "keep"):
         c = Config(punctuation=mode)
         assert dataclasses.replace(c, workers=1).punctuation == mode
         assert c.resolved().punctuation == mode
-        assert "remove_punctuation" not in c.to_dict() and c.shingle_fingerprint["punctuation"] == mode
+        assert MinHasher.from_config(c).shingling.punctuation == mode
     assert dataclasses.replace(Config(punctuation="delete"), punctuation="split").punctuation == "split"
-    assert MinHasher.from_config(Config(remove_punctuation=True)).punctuation == "delete"
 
 
 @pytest.mark.parametrize("command", ["dedup", "audit"])
@@ -46,7 +38,6 @@ def test_cli_punctuation_flags(command):
     extra = ["--output", "o"] if command == "dedup" else []
     assert parser.parse_args([command, "x", *extra]).punctuation == "split"
     assert parser.parse_args([command, "x", *extra, "--punctuation", "delete"]).punctuation == "delete"
-    assert parser.parse_args([command, "x", *extra, "--keep-punctuation"]).punctuation == "keep"  # old flag
     with pytest.raises(SystemExit):
         parser.parse_args([command, "x", *extra, "--punctuation", "remove"])
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import tempfile
 import threading
@@ -15,7 +14,7 @@ import pyarrow as pa
 
 from . import io as nio
 from .arrays import empty_table
-from .config import Config
+from .config import Config, Execution, Input, Output, Sketch, Similarity, Verification
 from .errors import ConfigError, NeardupError
 from .io import fs
 from .io.tables import parquet_file, read_table
@@ -103,12 +102,14 @@ def _hf_table(ds) -> pa.Table:
 
 
 def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output: Optional[str] = None, *,
-          threshold: float = 0.8, num_perm: int = 128, bands: Optional[int] = None, rows: Optional[int] = None,
-          verify: str = "exact", keep: str = "first", text_column: str = "text", id_column: Optional[str] = None,
-          on_error: str = "fail", engine: str = "local", work_dir: Optional[str] = None, resume: bool = False,
+          threshold: float = Similarity.threshold, num_perm: int = Sketch.num_perm, bands: Optional[int] = None,
+          rows: Optional[int] = None, verify: str = Verification.verify, keep: str = Output.keep,
+          text_column: str = Input.text_column, id_column: Optional[str] = None, on_error: str = Input.on_error,
+          engine: str = Execution.engine, work_dir: Optional[str] = None, resume: bool = False,
           overwrite: bool = False, quiet: bool = True, keep_work: Optional[bool] = None, paths: bool = False,
           **options: Any) -> DedupResult:
-    """Finds and removes near-duplicate documents; returns a :class:`DedupResult`.
+    """Finds and removes near-duplicate documents; returns a :class:`DedupResult`. The defaults
+    are those of :class:`neardup.Config` (the signature shows them).
 
     source
         What to deduplicate: a path, folder or glob, or a list of them (JSONL ``.jsonl``/``.json``,
@@ -124,22 +125,22 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
         For in-memory inputs, None (the default) keeps nothing on disk: the result is returned and
         the temporary folder removed. For paths, None writes into a new temporary folder whose
         path is ``result.output``.
-    threshold (0.8)
+    threshold
         Jaccard similarity of the shingle sets at or above which two documents are near-duplicates.
-    num_perm (128), bands, rows
+    num_perm, bands, rows
         MinHash signature length k and LSH banding; bands and rows are chosen from the threshold
         when not given (``neardup params`` shows the choice and its S-curve).
-    verify ("exact")
+    verify
         "exact" (Jaccard of the shingle sets), "estimate" (from the signatures) or "none".
-    keep ("first")
+    keep
         Which document of a cluster is kept: "first" (input order), "longest", "score:COLUMN".
-    text_column ("text"), id_column (None)
+    text_column, id_column
         Fields of JSONL / Parquet / tables. Without ``id_column``, ids are ``FILE:ROW``, the path of
         a text file, a DataFrame's index, or the index in a list of texts.
-    on_error ("fail")
+    on_error
         "fail": the first bad record stops the run with one clear line (InputError); "skip": bad
         records are left out and listed in ``result.rejected``.
-    engine ("local"), work_dir, resume (False), overwrite (False), quiet (True), keep_work
+    engine, work_dir, resume (False), overwrite (False), quiet (True), keep_work
         Run on this machine or on Ray ("ray"); where the stage files go (default
         ``output/.neardup-work``); continue an interrupted run (same inputs and options); replace
         the results of an earlier run in ``output`` and discard an earlier run's work in the work
@@ -164,7 +165,7 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
         options["id_column"] = INDEX_ID_COLUMN
     elif kind is not None and id_column is None and all("id" in t.column_names for t in tables.values()):
         options.update(id_column="id", id_column_auto=True)
-    config = Config.from_options(**options).resolved()
+    config = Config(**options).resolved()
     if kind is not None:
         if sum(t.num_rows for t in tables.values()) == 0:
             return _empty_result(kind, source, config)
@@ -181,7 +182,7 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
             raise ConfigError("no input given")
         sources = nio.discover(inputs)
         if id_column is None and every_record_has_an_id(sources):
-            config = dataclasses.replace(config, id_column="id", id_column_auto=True)
+            config = config.replace(id_column="id", id_column_auto=True)
     temporary = output is None
     if temporary:
         output = tempfile.mkdtemp(prefix="neardup-")

@@ -322,17 +322,7 @@ def _json_safe(obj):
 
 def _make_config(config, options: Dict[str, Any]):
     from .config import Config
-    if config is None:
-        config = Config.from_options(**options)
-    elif options:
-        names = {f.name for f in dataclasses.fields(Config)} | {"remove_punctuation"}  # its old spelling
-        unknown = sorted(set(options) - names)
-        if unknown:
-            raise ConfigError(f"unknown option(s): {', '.join(unknown)}")
-        try:
-            config = dataclasses.replace(config, **options)
-        except TypeError as exc:  # pragma: no cover
-            raise ConfigError(str(exc)) from None
+    config = Config(**options) if config is None else config.replace(**options)
     return config.resolved()
 
 
@@ -394,10 +384,7 @@ def audit_texts(texts, config=None, *, sample: int = 5000, bins: int = 10, aux_p
 
     seconds: Dict[str, float] = {}
     t0 = time.perf_counter()
-    if hasattr(MinHasher, "from_config"):
-        mh = MinHasher.from_config(cfg)
-    else:  # pragma: no cover
-        mh = MinHasher(num_perm=cfg.num_perm, ngram=cfg.ngram, seed=cfg.seed, char_ngrams=cfg.char_ngrams)
+    mh = MinHasher.from_config(cfg)
     sigs = mh.signatures(texts)
     offsets, hashes = mh.shingle_sets(texts)
     offsets = np.asarray(offsets, dtype=np.int64)

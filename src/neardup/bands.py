@@ -28,6 +28,7 @@ import numpy as np
 
 from ._kernels import kernel
 from .arrays import unique
+from .config import Sketch
 from .hashing import GOLDEN, MASK64, SPLITMIX_M1, SPLITMIX_M2, fmix64, fmix64_py
 
 __all__ = ["band_keys", "band_keys_python", "bucket_runs", "bucket_runs_of_rows", "star_pairs", "candidate_pairs",
@@ -57,7 +58,7 @@ def _band_keys_kernel(sigs, bands, rows, h0):
     return keys
 
 
-def band_keys(signatures: np.ndarray, bands: int, rows: int, seed: int = 42) -> np.ndarray:
+def band_keys(signatures: np.ndarray, bands: int, rows: int, seed: int = Sketch.seed) -> np.ndarray:
     """The (n, bands) uint64 key of every band of every signature (uses the first bands*rows values)."""
     sigs = np.ascontiguousarray(signatures, dtype=np.uint32)
     if sigs.ndim != 2:
@@ -67,7 +68,7 @@ def band_keys(signatures: np.ndarray, bands: int, rows: int, seed: int = 42) -> 
     return _band_keys_kernel(sigs, int(bands), int(rows), _band_seed(seed))
 
 
-def band_keys_python(signature, bands: int, rows: int, seed: int = 42):
+def band_keys_python(signature, bands: int, rows: int, seed: int = Sketch.seed):
     """Plain Python twin of :func:`band_keys` for one signature."""
     h0 = int(_band_seed(seed))
     out = []

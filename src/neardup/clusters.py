@@ -26,6 +26,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from ._kernels import kernel
+from .config import Output
 
 __all__ = ["connected_components", "large_star", "small_star", "star_labels", "star_components", "keep_order",
            "select_representatives", "Selection", "connected_components_python", "select_representatives_python"]
@@ -63,7 +64,7 @@ def connected_components(n: int, left: np.ndarray, right: np.ndarray) -> np.ndar
     return _components_kernel(int(n), left, right)
 
 
-def keep_order(n: int, keep: str = "first", lengths: Optional[np.ndarray] = None,
+def keep_order(n: int, keep: str = Output.keep, lengths: Optional[np.ndarray] = None,
                scores: Optional[np.ndarray] = None) -> np.ndarray:
     """Rank of every document in keep order (0 = kept first)."""
     idx = np.arange(n, dtype=np.int64)

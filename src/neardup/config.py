@@ -1,157 +1,376 @@
-"""One frozen dataclass for every knob, validated once at the boundary.
+"""Every knob of a run: a few small frozen groups, each validated once, and the :class:`Config`
+made of them.
 
-Every stage receives the same :class:`Config`; every output records it
-(``stats.json``), so a result always says how it was made.
+Each option is declared once, in its group, with :func:`option`: its default, the check of its
+value and its command-line flag and help. Everything else is derived from these declarations:
+the flags of ``neardup dedup``, ``audit`` and ``index`` (:mod:`neardup.cli.options`), the
+parameters recorded in stats.json (:meth:`Config.recorded`), a run's identity
+(:meth:`Config.identity`, what ``--resume`` compares) and an index's parameters (the
+:class:`Shingling` and :class:`Sketch` groups, :mod:`neardup.index.manifest`).
+
+A group's class attributes hold its defaults (``Sketch.num_perm`` is 128): code that needs a
+default imports it from here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import numbers
 import os
-from dataclasses import InitVar, dataclass
-from typing import Any, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Dict, Optional, Tuple
 
+import numpy as np
 
 from .errors import ConfigError
 from .params import DEFAULT_MIN_RECALL
 
+__all__ = ["Config", "Similarity", "Sketch", "Shingling", "Verification", "Input", "Output", "Execution",
+           "Indexes", "PUNCTUATION_MODES", "default_workers"]
 
-VERIFY_MODES = ("exact", "estimate", "none")
-ON_ERROR_MODES = ("fail", "skip")
-OUTPUT_FORMATS = ("same", "jsonl", "parquet")
-ENGINES = ("local", "ray")
-PUNCTUATION_MODES = ("split", "delete", "keep")  # the same tuple as neardup.shingles.PUNCTUATION_MODES
+PUNCTUATION_MODES = ("split", "delete", "keep")  # the kernels take the index in this tuple
+
+
+# --------------------------------------------------------------------------- what a value may be
+# Each check raises a one-line ConfigError naming the option, what it got and what is allowed;
+# ``type`` is what the command line converts the flag's value with.
+
+@dataclass(frozen=True)
+class Integer:
+    low: int
+    high: int
+    optional: bool = False  # None is allowed (it means: chosen elsewhere)
+    type: ClassVar = int
+
+    def __call__(self, name: str, value: Any) -> None:
+        if value is None and self.optional:
+            return
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+            none = " or None" if self.optional else ""
+            raise ConfigError(f"{name} must be an integer{none}, got {value!r}")
+        if not self.low <= value <= self.high:
+            raise ConfigError(f"{name} must be between {self.low} and {self.high}, got {value}")
 
 
 @dataclass(frozen=True)
-class Config:
-    """Every parameter of a neardup run.
+class Number:
+    low: float
+    high: float
+    low_open: bool = False
+    type: ClassVar = float
 
-    Shingling
-        ngram: tokens per shingle (words by default, characters with ``char_ngrams``).
-        char_ngrams: shingle on characters instead of words.
-        normalize_unicode: apply Unicode NFKC first.
-        lowercase: lower-case (Unicode aware) before tokenising.
-        punctuation: what a punctuation character (Unicode category P*) does to words:
-            ``split`` ends the word like white space (the default, as in every peer),
-            ``delete`` deletes it inside the word (``well-known`` -> ``wellknown``), ``keep``
-            makes each mark a token. With ``char_ngrams``, ``split`` and ``delete`` both delete it.
-        remove_punctuation: the old spelling, accepted when constructing: True means
-            ``punctuation="delete"``, False ``punctuation="keep"``. It is not stored (read back,
-            it is None, which is also what keeps ``dataclasses.replace`` right): read
-            ``punctuation``.
-        collapse_whitespace: for character n-grams, turn each run of white space into one space.
-    MinHash and LSH
-        num_perm: signature length k.
-        seed: seeds the shingle hash, the permutations and the band keys.
-        threshold: Jaccard similarity at or above which two documents are near-duplicates.
-        bands, rows: LSH banding; ``None`` lets :func:`neardup.params.choose_params` pick.
-        min_recall: the default chooser keeps P(candidate | J = threshold) at or above this.
-    Verification and clusters
-        verify: ``exact`` (Jaccard of the shingle sets), ``estimate`` (share of equal signature
-            values) or ``none`` (every candidate pair is a duplicate).
-        max_anchor_rounds: how many times the members of a bucket that failed verification
-            against the bucket's anchor are re-anchored on the next failing member.
-        keep: ``first`` (input order), ``longest`` or ``score:COLUMN`` (highest score).
-    I/O
-        text_column, id_column: field names in JSONL / Parquet input.
-        id_column_auto: set by the API when it took ``id`` as the id column because every input
-            has that field; repeated ids then fall back to positional ids instead of failing.
-        on_error: ``fail`` stops at the first bad record, ``skip`` records it in rejected.parquet.
-        output_format: ``same`` as the input, or ``jsonl`` / ``parquet``.
-        batch_size: documents per batch streamed through the kernels.
-    Execution
-        workers: threads for the compiled kernels (``None``: every core).
-        engine: ``local`` or ``ray``; ray_address joins an existing Ray cluster.
-    Indexes
-        against: indexes (folders or ``redis://`` URLs) of documents kept before: a document that
-            is a near-duplicate of an indexed one is removed, the indexed one its representative.
-        update_index: after a successful run, add the kept documents to the first of them.
+    def __call__(self, name: str, value: Any) -> None:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+            raise ConfigError(f"{name} must be a number, got {value!r}")
+        inside = (self.low < value if self.low_open else self.low <= value) and value <= self.high
+        if not inside or value != value:
+            interval = f"({self.low}, {self.high}]" if self.low_open else f"[{self.low}, {self.high}]"
+            raise ConfigError(f"{name} must be in {interval}, got {value}")
+
+
+@dataclass(frozen=True)
+class Choice:
+    choices: Tuple[str, ...]
+    type: ClassVar = str
+
+    def __call__(self, name: str, value: Any) -> None:
+        if value not in self.choices:
+            raise ConfigError(f"{name} must be one of {', '.join(self.choices)}; got {value!r}")
+
+
+@dataclass(frozen=True)
+class Text:
+    optional: bool = False
+    type: ClassVar = str
+
+    def __call__(self, name: str, value: Any) -> None:
+        if value is None and self.optional:
+            return
+        if not isinstance(value, str) or not value:
+            none = " or None" if self.optional else ""
+            raise ConfigError(f"{name} must be a non-empty string{none}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Switch:
+    def __call__(self, name: str, value: Any) -> None:
+        if not isinstance(value, (bool, np.bool_)):
+            raise ConfigError(f"{name} must be True or False, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Texts:
+    """Any number of non-empty strings, as a tuple (given on the command line once each)."""
+
+    def __call__(self, name: str, value: Any) -> None:
+        bad = [v for v in value if not isinstance(v, str) or not v] if isinstance(value, tuple) else [value]
+        if bad:
+            raise ConfigError(f"{name} must be paths or URLs (non-empty strings), got {bad[0]!r}")
+
+
+@dataclass(frozen=True)
+class Option:
+    """How an option is checked and offered on the command line.
+
+    flag: the command-line flag (default ``--`` and the name with dashes; a switch whose
+        default is True needs one that says what turning it off does, e.g. ``--no-nfkc``).
+    cli: False for an option the command line never sets (the API sets it).
+    recorded: False for an option left out of stats.json's params (only its result counts).
     """
 
-    threshold: float = 0.8
-    num_perm: int = 128
-    bands: Optional[int] = None
-    rows: Optional[int] = None
-    min_recall: float = DEFAULT_MIN_RECALL
-    ngram: int = 5
-    char_ngrams: bool = False
-    normalize_unicode: bool = True
-    lowercase: bool = True
-    punctuation: str = "split"
-    remove_punctuation: InitVar[Optional[bool]] = None
-    collapse_whitespace: bool = True
-    seed: int = 42
-    verify: str = "exact"
-    max_anchor_rounds: int = 8
-    keep: str = "first"
-    text_column: str = "text"
-    id_column: Optional[str] = None
-    id_column_auto: bool = False
-    on_error: str = "fail"
-    output_format: str = "same"
-    batch_size: int = 8192
-    workers: Optional[int] = None
-    engine: str = "local"
-    ray_address: Optional[str] = None
-    against: Tuple[str, ...] = ()
-    update_index: bool = False
+    check: Any
+    help: str
+    flag: Optional[str] = None
+    cli: bool = True
+    recorded: bool = True
 
-    def __post_init__(self, remove_punctuation: Optional[bool]) -> None:
-        if isinstance(self.against, (str, os.PathLike)):
-            object.__setattr__(self, "against", (os.fspath(self.against),))
-        else:
-            object.__setattr__(self, "against", tuple(os.fspath(a) for a in (self.against or ())))
-        if self.update_index and not self.against:
-            raise ConfigError("update_index needs an index to update: give against=INDEX (--against INDEX)")
-        if remove_punctuation is not None or self.punctuation not in PUNCTUATION_MODES:
-            from .shingles import punctuation_mode
-            try:
-                mode = punctuation_mode(None if (remove_punctuation is not None and self.punctuation == "split")
-                                        else self.punctuation, remove_punctuation)
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from None
-            object.__setattr__(self, "punctuation", mode)
-        _check_number("threshold", self.threshold, 0.0, 1.0, low_open=True)
-        _check_int("num_perm", self.num_perm, 1, 1 << 16)
-        _check_number("min_recall", self.min_recall, 0.0, 1.0, low_open=True)
-        _check_int("ngram", self.ngram, 1, 1000)
-        _check_int("seed", self.seed, 0, (1 << 63) - 1)
-        _check_int("max_anchor_rounds", self.max_anchor_rounds, 1, 1 << 20)
-        _check_int("batch_size", self.batch_size, 1, 1 << 24)
-        if self.workers is not None:
-            _check_int("workers", self.workers, 1, 4096)
+
+def option(default: Any, check: Any, help: str, **how: Any) -> Any:
+    """A group field: its default and its :class:`Option` (check, help, flag, ...)."""
+    return field(default=default, metadata={"option": Option(check, help, **how)})
+
+
+def declaration(f: dataclasses.Field) -> Option:
+    return f.metadata["option"]
+
+
+class Group:
+    """Base of the option groups: each field checked by its declared check, then the rules
+    between fields (:meth:`check`), once, when the group is made.
+
+    identity: whether its options change a run's result (they are part of the run's
+        fingerprint, which ``--resume`` and an output folder compare).
+    recorded: whether its options are in stats.json's params.
+    section: the heading of its options in ``neardup dedup --help``.
+    """
+
+    identity: ClassVar[bool] = True
+    recorded: ClassVar[bool] = True
+    section: ClassVar[str]
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            declaration(f).check(f.name, getattr(self, f.name))
+        self.check()
+
+    def check(self) -> None:
+        """The rules between this group's fields (none by default)."""
+
+    @classmethod
+    def names(cls) -> Tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+
+# --------------------------------------------------------------------------- the groups
+
+@dataclass(frozen=True)
+class Similarity(Group):
+    """When two documents are near-duplicates, and how surely the LSH must find such a pair."""
+
+    section = "similarity"
+    threshold: float = option(
+        0.8, Number(0.0, 1.0, low_open=True),
+        "Jaccard similarity of the shingle sets at or above which two documents are near-duplicates")
+    min_recall: float = option(
+        DEFAULT_MIN_RECALL, Number(0.0, 1.0, low_open=True),
+        "when choosing bands and rows: the least probability of finding a pair at exactly the threshold",
+        recorded=False)  # what it chose, bands and rows, is recorded
+
+
+@dataclass(frozen=True)
+class Sketch(Group):
+    """A document's MinHash signature and LSH band keys (with :class:`Shingling`, what an index
+    records: its documents' keys are made with these)."""
+
+    section = "similarity"
+    num_perm: int = option(128, Integer(1, 1 << 16), "MinHash signature length k")
+    bands: Optional[int] = option(
+        None, Integer(1, 1 << 16, optional=True),
+        "LSH bands b (with --rows; default: chosen so that P(candidate) >= --min-recall at the threshold)")
+    rows: Optional[int] = option(None, Integer(1, 1 << 16, optional=True),
+                                 "LSH rows per band r (with --bands; b*r <= num-perm)")
+    seed: int = option(42, Integer(0, (1 << 63) - 1), "seed of shingle hashes, permutations and band keys")
+
+    def check(self) -> None:
         if (self.bands is None) != (self.rows is None):
             raise ConfigError("bands and rows go together: give both or neither "
                               f"(got bands={self.bands}, rows={self.rows})")
-        if self.bands is not None:
-            _check_int("bands", self.bands, 1, self.num_perm)
-            _check_int("rows", self.rows, 1, self.num_perm)
-            if self.bands * self.rows > self.num_perm:
-                raise ConfigError(
-                    f"bands x rows = {self.bands} x {self.rows} = {self.bands * self.rows} "
-                    f"exceeds num_perm = {self.num_perm}; need bands * rows <= num_perm")
-        _check_choice("verify", self.verify, VERIFY_MODES)
-        _check_choice("on_error", self.on_error, ON_ERROR_MODES)
-        _check_choice("output_format", self.output_format, OUTPUT_FORMATS)
-        _check_choice("engine", self.engine, ENGINES)
-        if not (self.keep in ("first", "longest") or
-                (self.keep.startswith("score:") and len(self.keep) > len("score:"))):
+        if self.bands is not None and self.bands * self.rows > self.num_perm:
+            raise ConfigError(f"bands x rows = {self.bands} x {self.rows} = {self.bands * self.rows} "
+                              f"exceeds num_perm = {self.num_perm}; need bands * rows <= num_perm")
+
+
+@dataclass(frozen=True)
+class Shingling(Group):
+    """What the shingles of a text are: the tokenizer's options (:mod:`neardup.shingles`). NFKC
+    and lower-casing (Unicode aware) come first; with ``char_ngrams``, punctuation ``split`` and
+    ``delete`` both delete a mark."""
+
+    section = "similarity"
+    ngram: int = option(5, Integer(1, 1000), "tokens per shingle (words, or characters with --char-ngrams)")
+    char_ngrams: bool = option(False, Switch(), "shingle on characters instead of words")
+    normalize_unicode: bool = option(True, Switch(), "skip Unicode NFKC normalisation", flag="--no-nfkc")
+    lowercase: bool = option(True, Switch(), "keep letter case", flag="--no-lowercase")
+    punctuation: str = option(
+        "split", Choice(PUNCTUATION_MODES),
+        "what punctuation does to words: split them like white space (well-known -> well known), "
+        "be deleted inside them (well-known -> wellknown), or be kept, each mark a token")
+    collapse_whitespace: bool = option(
+        True, Switch(), "with --char-ngrams: keep every white-space character instead of collapsing runs to one space",
+        flag="--keep-whitespace")
+
+
+@dataclass(frozen=True)
+class Verification(Group):
+    """How candidate pairs are verified and clusters grown."""
+
+    section = "similarity"
+    verify: str = option("exact", Choice(("exact", "estimate", "none")),
+                         "check candidate pairs by exact Jaccard of shingle sets, by the signature estimate, "
+                         "or not at all")
+    max_anchor_rounds: int = option(8, Integer(1, 1 << 20),
+                                    "how often members of a bucket that failed against its anchor are re-anchored")
+
+
+@dataclass(frozen=True)
+class Input(Group):
+    """Where a record's text and id are, and what a bad record does."""
+
+    section = "input and output"
+    text_column: str = option("text", Text(), "field holding the text in JSONL, Parquet and CSV/TSV input")
+    id_column: Optional[str] = option(
+        None, Text(optional=True),
+        "field holding a unique document id (default: an 'id' field when every input has one, else FILE:LINE "
+        "for JSONL, FILE:ROW for Parquet and CSV, the path for text files)")
+    # set by the API when it took ``id`` as the id column because every input has that field:
+    # repeated ids then fall back to positional ids instead of failing
+    id_column_auto: bool = option(False, Switch(), "the id column was found, not given", cli=False, recorded=False)
+    on_error: str = option("fail", Choice(("fail", "skip")),
+                           "on a bad record: stop with exit code 2, or skip it (listed in a dedup's "
+                           "rejected.parquet)")
+
+
+@dataclass(frozen=True)
+class Output(Group):
+    """Which document of a cluster is kept, and the format of the kept files."""
+
+    section = "input and output"
+    keep: str = option("first", Text(),
+                       "which document of a cluster to keep: first (input order), longest, or score:COLUMN (highest)")
+    output_format: str = option("same", Choice(("same", "jsonl", "parquet")), "format of the files in kept/")
+
+    def check(self) -> None:
+        if self.keep not in ("first", "longest") and not (self.keep.startswith("score:") and self.score_column):
             raise ConfigError(f"keep must be 'first', 'longest' or 'score:COLUMN', got {self.keep!r}")
-        if not isinstance(self.text_column, str) or not self.text_column:
-            raise ConfigError(f"text_column must be a non-empty string, got {self.text_column!r}")
 
     @property
     def score_column(self) -> Optional[str]:
         return self.keep[len("score:"):] if self.keep.startswith("score:") else None
 
+
+@dataclass(frozen=True)
+class Execution(Group):
+    """How a run is executed: never its result (a run may be resumed with others)."""
+
+    identity = False
+    recorded = False
+    section = "execution"
+    workers: Optional[int] = option(None, Integer(1, 4096, optional=True),
+                                    "threads for the compiled kernels and for Arrow's parsing (default: every core)")
+    engine: str = option("local", Choice(("local", "ray")),
+                         "run on this machine, or on a Ray cluster (pip install 'neardup[ray]')")
+    ray_address: Optional[str] = option(
+        None, Text(optional=True),
+        "with --engine ray: address of a running cluster (default: start a local Ray instance)")
+    batch_size: int = option(8192, Integer(1, 1 << 24), "documents per batch through the kernels")
+
+
+@dataclass(frozen=True)
+class Indexes(Group):
+    """Indexes of documents kept before (:mod:`neardup.index`)."""
+
+    recorded = False
+    section = "indexes"
+    against: Tuple[str, ...] = option(
+        (), Texts(),
+        "an index (folder or redis://HOST:PORT/DB, see 'neardup index') of documents kept before: a document "
+        "that is a near-duplicate of an indexed one is removed, the indexed one named as its representative; "
+        "may be given several times")
+    update_index: bool = option(False, Switch(), "after a successful run, add the kept documents to the first "
+                                                 "--against index (one new segment)")
+
+    def __post_init__(self) -> None:
+        given = () if self.against is None else self.against  # (None: the command line's default)
+        if isinstance(given, (str, os.PathLike)):
+            given = (given,)
+        if isinstance(given, (list, tuple)):
+            given = tuple(os.fspath(a) if isinstance(a, os.PathLike) else a for a in given)
+        object.__setattr__(self, "against", given)
+        super().__post_init__()
+
+    def check(self) -> None:
+        if self.update_index and not self.against:
+            raise ConfigError("update_index needs an index to update: give against=INDEX (--against INDEX)")
+
+
+# --------------------------------------------------------------------------- the whole
+
+
+@dataclass(frozen=True, init=False)
+class Config:
+    """Every parameter of a run, as groups: ``cfg.shingling``, ``cfg.sketch``, ...
+
+    Made from the groups, from options named like their fields, or both (an option given
+    beside its group replaces the group's value)::
+
+        Config(threshold=0.7, ngram=3)
+        Config(shingling=Shingling(ngram=3), threshold=0.7)
+
+    Every option name belongs to one group, so ``cfg.num_perm`` reads ``cfg.sketch.num_perm``;
+    ``cfg.replace(workers=1)`` (or ``dataclasses.replace``) makes a changed copy.
+    """
+
+    similarity: Similarity = field(default_factory=Similarity)
+    sketch: Sketch = field(default_factory=Sketch)
+    shingling: Shingling = field(default_factory=Shingling)
+    verification: Verification = field(default_factory=Verification)
+    input: Input = field(default_factory=Input)
+    output: Output = field(default_factory=Output)
+    execution: Execution = field(default_factory=Execution)
+    indexes: Indexes = field(default_factory=Indexes)
+
+    def __init__(self, **options: Any) -> None:
+        unknown = sorted(set(options) - set(GROUPS) - set(OWNER))
+        if unknown:
+            raise ConfigError(f"unknown option(s): {', '.join(unknown)}; allowed: {', '.join(sorted(OWNER))}")
+        for name, kind in GROUPS.items():
+            own = {k: v for k, v in options.items() if OWNER.get(k) == name}
+            group = options.get(name)
+            if group is None:
+                group = kind(**own)
+            elif not isinstance(group, kind):
+                raise ConfigError(f"{name} must be a {kind.__name__}, got {type(group).__name__}")
+            elif own:
+                group = dataclasses.replace(group, **own)
+            object.__setattr__(self, name, group)
+
+    def __getattr__(self, name: str) -> Any:
+        group = OWNER.get(name)
+        if group is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(object.__getattribute__(self, group), name)
+
+    @classmethod
+    def from_options(cls, **options: Any) -> "Config":
+        return cls(**options)
+
+    def replace(self, **changes: Any) -> "Config":
+        """A copy with some options (or whole groups) changed, checked as a new Config is."""
+        return dataclasses.replace(self, **changes)
+
     @property
-    def shingle_fingerprint(self) -> dict:
-        """The parameters that decide signatures (a stage cache key)."""
-        return {k: getattr(self, k) for k in (
-            "num_perm", "ngram", "char_ngrams", "normalize_unicode", "lowercase",
-            "punctuation", "collapse_whitespace", "seed")}
+    def score_column(self) -> Optional[str]:
+        return self.output.score_column
 
     def resolved(self) -> "Config":
         """A copy whose bands and rows are filled in by the chooser when not given."""
@@ -159,21 +378,33 @@ class Config:
             return self
         from .params import choose_params
         choice = choose_params(self.threshold, self.num_perm, min_recall=self.min_recall)
-        return dataclasses.replace(self, bands=choice.bands, rows=choice.rows)
+        return self.replace(bands=choice.bands, rows=choice.rows)
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+    def options(self, *groups: str) -> Dict[str, Any]:
+        """The options of the named groups (default: all), as one flat dict in declaration order."""
+        return {f.name: getattr(getattr(self, g), f.name)
+                for g in (groups or GROUPS) for f in dataclasses.fields(GROUPS[g])}
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)
+    def to_dict(self) -> Dict[str, Any]:
+        return self.options()
 
-    @classmethod
-    def from_options(cls, **options: Any) -> "Config":
-        names = {f.name for f in dataclasses.fields(cls)} | {"remove_punctuation"}
-        unknown = sorted(set(options) - names)
-        if unknown:
-            raise ConfigError(f"unknown option(s): {', '.join(unknown)}; allowed: {', '.join(sorted(names))}")
-        return cls(**options)
+    def identity(self) -> Dict[str, Any]:
+        """The options that change a run's result: those of every group but :class:`Execution`."""
+        return self.options(*(g for g, kind in GROUPS.items() if kind.identity))
+
+    def recorded(self) -> Dict[str, Any]:
+        """stats.json's params: the options of the recorded groups, but those declared unrecorded."""
+        return {f.name: getattr(getattr(self, g), f.name) for g, kind in GROUPS.items() if kind.recorded
+                for f in dataclasses.fields(kind) if declaration(f).recorded}
+
+
+GROUPS: Dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(Config)}
+OWNER: Dict[str, str] = {}  # option name -> the name of its group in a Config
+for _group, _kind in GROUPS.items():
+    for _name in _kind.names():
+        if _name in OWNER or _name in GROUPS or hasattr(Config, _name):
+            raise TypeError(f"option {_name!r} of {_kind.__name__} is declared twice or hides a Config attribute")
+        OWNER[_name] = _group
 
 
 def default_workers(workers: Optional[int] = None) -> int:
@@ -183,32 +414,3 @@ def default_workers(workers: Optional[int] = None) -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
-
-
-def _check_int(name: str, value: Any, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int,)) and not _is_integral(value):
-        raise ConfigError(f"{name} must be an integer, got {value!r}")
-    if not low <= int(value) <= high:
-        raise ConfigError(f"{name} must be between {low} and {high}, got {value}")
-
-
-def _is_integral(value: Any) -> bool:
-    try:
-        import numpy as np
-        return isinstance(value, np.integer)
-    except ImportError:  # pragma: no cover
-        return False
-
-
-def _check_number(name: str, value: Any, low: float, high: float, low_open: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{name} must be a number, got {value!r}")
-    ok = (low < value if low_open else low <= value) and value <= high
-    if not ok or value != value:
-        interval = f"({low}, {high}]" if low_open else f"[{low}, {high}]"
-        raise ConfigError(f"{name} must be in {interval}, got {value}")
-
-
-def _check_choice(name: str, value: Any, allowed: tuple) -> None:
-    if value not in allowed:
-        raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")

@@ -26,13 +26,15 @@ import numpy as np
 
 from . import shingles as _sh
 from ._kernels import kernel
+from .config import Shingling, Sketch
+from .errors import ConfigError
 from .hashing import kernel_threads
-from .shingles import check_ngram
 
 __all__ = ["MinHasher", "permutations", "minhash_python", "EMPTY_VALUE", "shingle_counts", "shingle_sets"]
 
 EMPTY_VALUE = np.uint32(0xFFFFFFFF)
 _MASK32 = np.uint64(0xFFFFFFFF)
+_DEFAULT_NGRAM = Shingling.ngram
 
 
 def permutations(num_perm: int, seed: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -73,7 +75,7 @@ def _sort_unique(seg):
 
 
 @kernel(parallel=True)
-def _process_kernel(offsets, data, docs, table, n, char_mode, punct, collapse_ws, lower_ascii, bail, h0,
+def _process_kernel(offsets, data, docs, table, n, options, lower_ascii, bail, h0,
                     a, b, want_sets, sort_sets, fp_shift, want_sigs, bound, values):
     """One pass per document: tokens -> shingle hashes -> (sorted unique set) -> signature.
 
@@ -83,11 +85,12 @@ def _process_kernel(offsets, data, docs, table, n, char_mode, punct, collapse_ws
     bound[i]`` >= its byte length + 1). With ``sort_sets`` they are sorted and unique and the
     counts are of distinct shingles; otherwise they are in text order with repeats (the
     signature is the same either way). With ``bail``, a document that is not pure ASCII is left
-    alone (count -1; see :func:`neardup.shingles.prepare`).
+    alone (count -1; see :func:`neardup.shingles.prepare`). ``options`` are the tokenizer's
+    (:func:`neardup.shingles.kernel_options`).
     """
     nd = docs.shape[0]
     k = a.shape[0]
-    common = not char_mode and punct == 0 and collapse_ws and lower_ascii and bail
+    common = options == _sh.DEFAULT_OPTIONS and lower_ascii and bail
     sigs = np.empty((nd if want_sigs else 0, k), dtype=np.uint32)
     counts = np.zeros(nd, dtype=np.int64)
     for i in nb.prange(nd):
@@ -96,15 +99,15 @@ def _process_kernel(offsets, data, docs, table, n, char_mode, punct, collapse_ws
         end = offsets[d + 1]
         units = np.empty(end - start + 1, dtype=np.uint64)
         if common:  # the defaults as constants: the compiler folds the other modes' branches away
-            m = _sh._units(data, start, end, table, False, 0, True, True, True, units)
+            m = _sh._units(data, start, end, table, _sh.DEFAULT_OPTIONS, True, True, units)
         else:
-            m = _sh._units(data, start, end, table, char_mode, punct, collapse_ws, lower_ascii, bail, units)
+            m = _sh._units(data, start, end, table, options, lower_ascii, bail, units)
         if m < 0:
             counts[i] = -1
             continue
         # shingles overwrite the units in place: shingle j only reads units j..j+n-1
-        if n == 5:  # the default n as a constant: the shingle loop unrolled
-            s = _sh._shingles_of(units, m, 5, h0, units)
+        if n == _DEFAULT_NGRAM:  # the default n as a constant: the shingle loop unrolled
+            s = _sh._shingles_of(units, m, _DEFAULT_NGRAM, h0, units)
         else:
             s = _sh._shingles_of(units, m, n, h0, units)
         if want_sets:
@@ -151,17 +154,17 @@ _NO_FP = np.zeros(0, dtype=np.uint32)
 _NO_BOUND = np.zeros(1, dtype=np.int64)
 
 
-def process(texts, *, ngram: int, char_ngrams: bool, seed: int, normalize_unicode: bool, lowercase: bool,
-            punctuation: str, collapse_whitespace: bool, want_sets: bool, want_sigs: bool,
+def process(texts, shingling: Shingling, *, seed: int, want_sets: bool, want_sigs: bool,
             a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = None, sort_sets: bool = True,
             fingerprints: bool = False, scratch: Optional[Scratch] = None):
-    """Runs the fused kernel over a batch; returns (signatures, counts, set offsets, set values).
+    """Runs the fused kernel over a batch, tokenised as ``shingling`` says; returns (signatures,
+    counts, set offsets, set values).
 
     The set values are the 64-bit shingle hashes, or with ``fingerprints`` their high 32 bits
     (uint32). Documents that are not pure ASCII go through the kernel a second time, normalised
     (see :func:`neardup.shingles.prepare`)."""
-    punct = _sh.punctuation_code(punctuation)
-    arr, first = _sh.prepare(texts, normalize_unicode=normalize_unicode, lowercase=lowercase)
+    options = _sh.kernel_options(shingling)
+    arr, first = _sh.prepare(texts, shingling)
     n = len(arr)
     if a is None:
         a = np.zeros(0, dtype=np.uint32)
@@ -179,17 +182,16 @@ def process(texts, *, ngram: int, char_ngrams: bool, seed: int, normalize_unicod
                       else np.empty(int(bound[-1]), dtype=vtype))
         else:
             bound, values = _NO_BOUND, (_NO_FP if fingerprints else _NO_VALUES)
-        sigs, counts = _process_kernel(part.offsets, part.data, part.docs, table, int(ngram), bool(char_ngrams),
-                                       punct, bool(collapse_whitespace), bool(part.lower_ascii), bool(part.bail),
-                                       h0, a, b, bool(want_sets), bool(sort_sets), shift, bool(want_sigs),
-                                       bound, values)
+        sigs, counts = _process_kernel(part.offsets, part.data, part.docs, table, int(shingling.ngram), options,
+                                       bool(part.lower_ascii), bool(part.bail), h0, a, b, bool(want_sets),
+                                       bool(sort_sets), shift, bool(want_sigs), bound, values)
         return sigs, counts, values, bound
 
     results = [(first, run(0, first))]
     sigs, counts = results[0][1][0], results[0][1][1]
     bailed = np.flatnonzero(counts < 0)
     if len(bailed):
-        second = _sh.normalised_part(arr, bailed, normalize_unicode=normalize_unicode, lowercase=lowercase)
+        second = _sh.normalised_part(arr, bailed, shingling)
         r = run(1, second)
         results.append((second, r))
         counts[bailed] = 0  # in the first part's gather below: nothing of theirs there
@@ -267,52 +269,38 @@ class MinHasher:
     ((1, 128), dtype('uint32'))
 
     ``texts`` may be a list of str, a pyarrow string / large_string (chunked) array or a pandas
-    Series. See :mod:`neardup.shingles` for what a word and a shingle are; ``punctuation`` is
-    ``split`` (default: punctuation ends a word), ``delete`` or ``keep``, and
-    ``remove_punctuation`` its old spelling (True = ``delete``, False = ``keep``).
+    Series. The tokenizer's options are ``ngram`` and the keyword ``options`` (``char_ngrams``,
+    ``punctuation``, ...: the fields of :class:`neardup.config.Shingling`, with its defaults), or
+    a whole ``shingling``; see :mod:`neardup.shingles` for what a word and a shingle are.
     """
 
-    def __init__(self, num_perm: int = 128, ngram: int = 5, seed: int = 42, *, char_ngrams: bool = False,
-                 normalize_unicode: bool = True, lowercase: bool = True, punctuation: Optional[str] = None,
-                 remove_punctuation: Optional[bool] = None, collapse_whitespace: bool = True,
-                 workers: Optional[int] = None):
+    def __init__(self, num_perm: int = Sketch.num_perm, ngram: Optional[int] = None, seed: int = Sketch.seed, *,
+                 shingling: Optional[Shingling] = None, workers: Optional[int] = None, **options):
+        if shingling is None:
+            shingling = Shingling(**options) if ngram is None else Shingling(ngram=ngram, **options)
+        elif ngram is not None or options:
+            raise ConfigError("give MinHasher a shingling or its options (ngram, char_ngrams, ...), not both")
         if isinstance(num_perm, bool) or int(num_perm) != num_perm or num_perm < 1:
             raise ValueError(f"num_perm must be a positive integer, got {num_perm!r}")
-        check_ngram(ngram)
         if isinstance(seed, bool) or int(seed) != seed or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         self.num_perm = int(num_perm)
-        self.ngram = int(ngram)
         self.seed = int(seed)
-        self.char_ngrams = bool(char_ngrams)
-        self.normalize_unicode = bool(normalize_unicode)
-        self.lowercase = bool(lowercase)
-        self.punctuation = _sh.punctuation_mode(punctuation, remove_punctuation)
-        self.collapse_whitespace = bool(collapse_whitespace)
+        self.shingling = shingling
         self.workers = workers
         self.a, self.b = permutations(self.num_perm, self.seed)
-        self._h0 = _sh.seed_state(self.seed)
 
     @classmethod
     def from_config(cls, config) -> "MinHasher":
-        return cls(num_perm=config.num_perm, ngram=config.ngram, seed=config.seed,
-                   char_ngrams=config.char_ngrams, normalize_unicode=config.normalize_unicode,
-                   lowercase=config.lowercase, punctuation=config.punctuation,
-                   collapse_whitespace=config.collapse_whitespace, workers=config.workers)
-
-    @property
-    def shingle_options(self) -> dict:
-        return dict(ngram=self.ngram, char_ngrams=self.char_ngrams, normalize_unicode=self.normalize_unicode,
-                    lowercase=self.lowercase, punctuation=self.punctuation,
-                    collapse_whitespace=self.collapse_whitespace)
+        return cls(config.num_perm, seed=config.seed, shingling=config.shingling, workers=config.workers)
 
     def _threads(self):
         return kernel_threads(self.workers)
 
     def _process(self, texts, want_sets: bool, want_sigs: bool):
         with self._threads():
-            return process(texts, seed=self.seed, want_sets=want_sets, want_sigs=want_sigs, a=self.a, b=self.b,
-                           **self.shingle_options)
+            return process(texts, self.shingling, seed=self.seed, want_sets=want_sets, want_sigs=want_sigs,
+                           a=self.a, b=self.b)
 
     def signatures_and_counts(self, texts) -> Tuple[np.ndarray, np.ndarray]:
         """(signatures (n, k) uint32, shingle counts int64[n]); a count of 0 marks an empty document."""
@@ -339,8 +327,8 @@ class MinHasher:
         document in text order with repeats (:func:`sort_unique_sets` makes them sets). A
         :class:`Scratch` keeps the kernel's working buffers from batch to batch."""
         with self._threads():
-            sigs, _, offsets, values = process(texts, seed=self.seed, want_sets=True, want_sigs=True, a=self.a,
-                                               b=self.b, sort_sets=False, scratch=scratch, **self.shingle_options)
+            sigs, _, offsets, values = process(texts, self.shingling, seed=self.seed, want_sets=True, want_sigs=True,
+                                               a=self.a, b=self.b, sort_sets=False, scratch=scratch)
         return sigs, offsets, values
 
     def signatures_and_fingerprints(self, texts, scratch: Optional[Scratch] = None
@@ -352,9 +340,9 @@ class MinHasher:
         their high 32 bits (about |A|·|B| / 2^32 of a pair). A :class:`Scratch` keeps the
         kernel's working buffers from batch to batch."""
         with self._threads():
-            sigs, _, offsets, values = process(texts, seed=self.seed, want_sets=True, want_sigs=True, a=self.a,
-                                               b=self.b, sort_sets=False, fingerprints=True, scratch=scratch,
-                                               **self.shingle_options)
+            sigs, _, offsets, values = process(texts, self.shingling, seed=self.seed, want_sets=True, want_sigs=True,
+                                               a=self.a, b=self.b, sort_sets=False, fingerprints=True,
+                                               scratch=scratch)
         return sigs, offsets, values
 
     def signatures_from_sets(self, offsets: np.ndarray, hashes: np.ndarray) -> np.ndarray:
@@ -374,30 +362,19 @@ def minhash_python(hashes, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return v.min(axis=1).astype(np.uint32)
 
 
-def shingle_counts(texts, *, ngram: int = 5, char_ngrams: bool = False, normalize_unicode: bool = True,
-                   lowercase: bool = True, punctuation: Optional[str] = None,
-                   remove_punctuation: Optional[bool] = None, collapse_whitespace: bool = True) -> np.ndarray:
-    """Number of shingles (with repeats) of every document; 0 means an empty document."""
-    check_ngram(ngram)
-    _sigs, counts, _off, _vals = process(texts, ngram=ngram, char_ngrams=char_ngrams, seed=0,
-                                         normalize_unicode=normalize_unicode, lowercase=lowercase,
-                                         punctuation=_sh.punctuation_mode(punctuation, remove_punctuation),
-                                         collapse_whitespace=collapse_whitespace, want_sets=False, want_sigs=False)
+def shingle_counts(texts, **options) -> np.ndarray:
+    """Number of shingles (with repeats) of every document; 0 means an empty document.
+    ``options`` are those of :class:`neardup.config.Shingling`."""
+    _sigs, counts, _off, _vals = process(texts, Shingling(**options), seed=0, want_sets=False, want_sigs=False)
     return counts
 
 
-def shingle_sets(texts, *, ngram: int = 5, char_ngrams: bool = False, seed: int = 42,
-                 normalize_unicode: bool = True, lowercase: bool = True, punctuation: Optional[str] = None,
-                 remove_punctuation: Optional[bool] = None,
-                 collapse_whitespace: bool = True) -> Tuple[np.ndarray, np.ndarray]:
-    """The set of 64-bit shingle hashes of every document, as CSR: (offsets int64[n+1], hashes uint64).
+def shingle_sets(texts, *, seed: int = Sketch.seed, **options) -> Tuple[np.ndarray, np.ndarray]:
+    """The set of 64-bit shingle hashes of every document, as CSR: (offsets int64[n+1], hashes uint64);
+    ``options`` are those of :class:`neardup.config.Shingling`.
 
     ``hashes[offsets[i]:offsets[i+1]]`` is sorted and unique.
     """
-    check_ngram(ngram)
-    _sigs, _counts, offsets, values = process(texts, ngram=ngram, char_ngrams=char_ngrams, seed=seed,
-                                              normalize_unicode=normalize_unicode, lowercase=lowercase,
-                                              punctuation=_sh.punctuation_mode(punctuation, remove_punctuation),
-                                              collapse_whitespace=collapse_whitespace, want_sets=True,
+    _sigs, _counts, offsets, values = process(texts, Shingling(**options), seed=seed, want_sets=True,
                                               want_sigs=False)
     return offsets, values

@@ -17,7 +17,7 @@ import html
 import io
 import math
 import os
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -359,11 +359,3 @@ def _nice_top(vmax: float) -> Tuple[float, float]:
 
 def _count(v: float) -> str:
     return f"{int(round(v)):,}" if abs(v - round(v)) < 1e-9 or v >= 100 else f"{v:.1f}"
-
-
-def histogram_counts(values: Iterable[float], edges: Sequence[float]) -> np.ndarray:
-    """Counts of ``values`` per bin of ``edges`` (the last bin closed on the right)."""
-    arr = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=np.float64)
-    arr = arr[np.isfinite(arr)]
-    counts, _ = np.histogram(arr, bins=np.asarray(edges, dtype=np.float64))
-    return counts

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .arrays import arrow, to_numpy
+from .config import PUNCTUATION_MODES, Config, Shingling, Similarity, Sketch
 from .errors import ConfigError, InputError
 from .params import (DEFAULT_MIN_RECALL, alternatives, candidate_probability, choose_params, describe,
                      false_negative_area, false_positive_area, midpoint)
@@ -47,9 +48,9 @@ def _row(choice, labels: List[str]) -> dict:
     }
 
 
-def params_summary(threshold: float = 0.8, num_perm: int = 128, *, bands: Optional[int] = None,
-                   rows: Optional[int] = None, min_recall: float = DEFAULT_MIN_RECALL,
-                   method: str = "recall") -> dict:
+def params_summary(threshold: float = Similarity.threshold, num_perm: int = Sketch.num_perm, *,
+                   bands: Optional[int] = None, rows: Optional[int] = None,
+                   min_recall: float = DEFAULT_MIN_RECALL, method: str = "recall") -> dict:
     """Everything ``neardup params`` shows, as a JSON-ready dict.
 
     Keys: threshold, num_perm, bands, rows, method, reason, midpoint, p_at_threshold,
@@ -58,7 +59,6 @@ def params_summary(threshold: float = 0.8, num_perm: int = 128, *, bands: Option
     ``labels``), default (the recall chooser's pick) and weighted (the weighted optimiser's pick).
     Raises ConfigError for impossible parameters.
     """
-    from .config import Config
     if method not in ("recall", "weighted"):
         raise ConfigError(f"method must be 'recall' or 'weighted', got {method!r}")
     # Config validates every number with the project's one-line messages.
@@ -237,7 +237,7 @@ def _read_parquet(path: Path, columns: Optional[Sequence[str]] = None, filters=N
         raise InputError(f"{_red(path)}: cannot read it as Parquet: {_one_line(exc)}") from None
 
 
-def diff_units(text: str, *, punctuation: str = "split") -> List[Tuple[str, int, int]]:
+def diff_units(text: str, *, punctuation: str = Shingling.punctuation) -> List[Tuple[str, int, int]]:
     """The words of ``text`` as the tokenizer cuts them, with where they lie in the text.
 
     Returns (key, start, end) per token: ``text[start:end]`` is the token as written and ``key``
@@ -270,10 +270,10 @@ def _diff_units(text: str, punctuation: str, limit: Optional[int]) -> List[Tuple
     import unicodedata
     from itertools import islice
 
-    from .shingles import char_classes, punctuation_mode
+    from .shingles import char_classes
     if _DIFF_TOKEN is None:
         _DIFF_TOKEN = re.compile(r"O[MK]*|[WM][WMK]*")
-    punctuation = punctuation_mode(punctuation)
+    punctuation = Shingling(punctuation=punctuation).punctuation  # checked
     if not text:
         return []
     cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
@@ -293,7 +293,8 @@ def _diff_units(text: str, punctuation: str, limit: Optional[int]) -> List[Tuple
     return out
 
 
-def word_diff_html(left: str, right: str, *, max_words: int = 600, punctuation: str = "split") -> Tuple[str, str]:
+def word_diff_html(left: str, right: str, *, max_words: int = 600,
+                   punctuation: str = Shingling.punctuation) -> Tuple[str, str]:
     """Word-level diff of two texts, HTML-escaped, with the words of the tokenizer.
 
     Returns (left_html, right_html): words of ``left`` missing from ``right`` are wrapped in
@@ -687,7 +688,7 @@ def _resolve_bands(params: dict) -> Optional[Tuple[float, int, int]]:
         t = float(params.get("threshold"))
         b, r = params.get("bands"), params.get("rows")
         if b is None or r is None:
-            k = int(params.get("num_perm", 128))
+            k = int(params.get("num_perm", Sketch.num_perm))
             c = choose_params(t, k, min_recall=float(params.get("min_recall", DEFAULT_MIN_RECALL)))
             b, r = c.bands, c.rows
         b, r = int(b), int(r)
@@ -729,12 +730,9 @@ def _similarity_histogram(out: Path, figs: _Figures, threshold: Optional[float])
 
 
 def _punctuation_of(params: dict) -> str:
-    """The run's punctuation mode from stats.json params (``remove_punctuation`` is the old key)."""
+    """The run's punctuation mode from stats.json params (the default when it names none)."""
     mode = params.get("punctuation")
-    if mode in ("split", "delete", "keep"):
-        return mode
-    old = params.get("remove_punctuation")
-    return {True: "delete", False: "keep"}.get(old, "split") if isinstance(old, bool) else "split"
+    return mode if mode in PUNCTUATION_MODES else Shingling.punctuation
 
 
 def _role_html(role: str, rep: Optional[str], sim: Any, head: Optional[str]) -> str:
@@ -753,8 +751,8 @@ def _role_html(role: str, rep: Optional[str], sim: Any, head: Optional[str]) -> 
     return "member (removed.parquet is missing: kept or removed is not known)"
 
 
-def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: int,
-                     max_side_by_side: int, punctuation: str = "split", against: bool = False) -> Tuple[str, str]:
+def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: int, max_side_by_side: int,
+                     punctuation: str = Shingling.punctuation, against: bool = False) -> Tuple[str, str]:
     """(size distribution html, largest clusters html) of the clusters of this run."""
     sized = _cluster_sizes(out)
     if sized is None:

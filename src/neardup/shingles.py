@@ -46,7 +46,7 @@ from __future__ import annotations
 import sys
 import unicodedata
 from functools import lru_cache
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -54,41 +54,28 @@ import pyarrow.compute as pc
 
 from ._kernels import kernel
 from .arrays import arrow
+from .config import PUNCTUATION_MODES, Shingling, Sketch
 from .hashing import GOLDEN, MASK64, fmix64, fmix64_py
 
 __all__ = [
     "to_arrow_strings", "normalize", "char_classes",
     "tokens_python", "shingles_python", "shingle_hashes_python",
-    "SPACE", "WORD", "MARK", "SINGLE", "SYMBOL", "PUNCT", "IGNORED", "NOTEXT",
-    "PUNCTUATION_MODES", "punctuation_mode", "punctuation_code",
+    "SPACE", "WORD", "MARK", "SINGLE", "SYMBOL", "PUNCT", "IGNORED", "NOTEXT", "kernel_options",
 ]
 
 SPACE, WORD, MARK, SINGLE, SYMBOL, PUNCT, IGNORED, NOTEXT = range(8)
 
-# What punctuation does to words; the kernels take the index in this tuple.
-PUNCTUATION_MODES = ("split", "delete", "keep")
-_SPLIT, _DELETE, _KEEP = range(3)
+
+def kernel_options(shingling: Shingling) -> tuple:
+    """The tokenizer's options as the compiled kernels take them (see :func:`_units`), one tuple
+    passed through unchanged by the kernels that call the tokenizer."""
+    return (bool(shingling.char_ngrams), PUNCTUATION_MODES.index(shingling.punctuation),
+            bool(shingling.collapse_whitespace))
 
 
-def punctuation_mode(punctuation=None, remove_punctuation=None) -> str:
-    """The punctuation mode from the new spelling and the old one (``remove_punctuation``:
-    True = ``delete``, False = ``keep``); the default is ``split``. Raises ValueError on an
-    unknown mode or on two spellings that disagree."""
-    if punctuation is not None and punctuation not in PUNCTUATION_MODES:
-        raise ValueError(f"punctuation must be one of {', '.join(PUNCTUATION_MODES)}; got {punctuation!r}")
-    if remove_punctuation is None:
-        return punctuation or "split"
-    if not isinstance(remove_punctuation, (bool, np.bool_)):
-        raise ValueError(f"remove_punctuation must be True or False, got {remove_punctuation!r}")
-    old = "delete" if remove_punctuation else "keep"
-    if punctuation not in (None, old):
-        raise ValueError(f"punctuation={punctuation!r} contradicts remove_punctuation={remove_punctuation!r} "
-                         f"(its old spelling of punctuation={old!r}); give only punctuation")
-    return old
+# the options of Shingling(): the kernels fold them in as constants (the common case's fast path)
+DEFAULT_OPTIONS = kernel_options(Shingling())
 
-
-def punctuation_code(punctuation: str) -> int:
-    return PUNCTUATION_MODES.index(punctuation)
 
 # Scripts written without spaces between words: each code point is a word.
 _SINGLE_RANGES = (
@@ -197,12 +184,13 @@ def to_arrow_strings(texts) -> pa.Array:
     return texts
 
 
-def normalize(texts, *, normalize_unicode: bool = True, lowercase: bool = True) -> pa.Array:
-    """NFKC and lower-casing in Arrow compute; returns a large_string array without nulls."""
+def normalize(texts, shingling: Shingling = Shingling()) -> pa.Array:
+    """NFKC and lower-casing (as ``shingling`` says) in Arrow compute; returns a large_string
+    array without nulls."""
     arr = to_arrow_strings(texts)
-    if normalize_unicode:
+    if shingling.normalize_unicode:
         arr = pc.utf8_normalize(arr, form="NFKC")
-    if lowercase:
+    if shingling.lowercase:
         arr = pc.utf8_lower(arr)
     return arr
 
@@ -257,15 +245,17 @@ def _byte(b, lower_ascii):
 
 
 @kernel()
-def _units(data, start, end, table, char_mode, punct, collapse_ws, lower_ascii, bail, out):
+def _units(data, start, end, table, options, lower_ascii, bail, out):
     """Write the unit hashes of data[start:end] (tokens, or characters in char_mode) into out.
 
-    Returns the number of units. ``out`` must hold at least end - start values. ``punct`` is the
-    index of the punctuation mode in PUNCTUATION_MODES. With ``lower_ascii`` the bytes A-Z are
+    Returns the number of units. ``out`` must hold at least end - start values. ``options`` is
+    :func:`kernel_options`: char_mode, ``punct`` (the index of the punctuation mode in
+    PUNCTUATION_MODES) and collapse_ws. With ``lower_ascii`` the bytes A-Z are
     hashed as a-z (the text is otherwise already normalised). With ``bail`` a text that is not
     pure ASCII is left alone at its first non-ASCII byte: the return value is then -1 (it must be
     normalised first, see :func:`prepare`).
     """
+    char_mode, punct, collapse_ws = options
     m = 0
     if char_mode:
         # characters: punctuation is deleted unless kept (split and delete alike: the character
@@ -415,7 +405,7 @@ class Part:
         self.lower_ascii, self.bail = lower_ascii, bail
 
 
-def prepare(texts, *, normalize_unicode: bool = True, lowercase: bool = True) -> Tuple[pa.Array, Part]:
+def prepare(texts, shingling: Shingling) -> Tuple[pa.Array, Part]:
     """The batch as one Arrow array and the first part for the kernels: every document as it is.
 
     NFKC leaves ASCII unchanged and lower-casing ASCII is a byte operation, so documents that
@@ -428,22 +418,15 @@ def prepare(texts, *, normalize_unicode: bool = True, lowercase: bool = True) ->
     arr = to_arrow_strings(texts)
     offsets, data = arrow_buffers(arr)
     everything = np.arange(len(arr), dtype=np.int64)
-    needs = bool(normalize_unicode or lowercase)
-    return arr, Part(offsets, data, everything, everything, bool(lowercase) and needs, bail=needs)
+    needs = bool(shingling.normalize_unicode or shingling.lowercase)
+    return arr, Part(offsets, data, everything, everything, bool(shingling.lowercase) and needs, bail=needs)
 
 
-def normalised_part(arr: pa.Array, docs: np.ndarray, *, normalize_unicode: bool = True,
-                    lowercase: bool = True) -> Part:
+def normalised_part(arr: pa.Array, docs: np.ndarray, shingling: Shingling) -> Part:
     """The documents ``docs`` of ``arr`` normalised, as a part whose results go to ``docs``."""
     sub = arr if len(docs) == len(arr) else arr.take(pa.array(docs))
-    sub = normalize(sub, normalize_unicode=normalize_unicode, lowercase=lowercase)
-    o2, d2 = arrow_buffers(sub)
+    o2, d2 = arrow_buffers(normalize(sub, shingling))
     return Part(o2, d2, np.arange(len(docs), dtype=np.int64), np.asarray(docs, np.int64), False)
-
-
-def check_ngram(ngram: int) -> None:
-    if isinstance(ngram, bool) or int(ngram) != ngram or ngram < 1:
-        raise ValueError(f"ngram must be a positive integer, got {ngram!r}")
 
 
 # --------------------------------------------------------------------------- the plain Python twin
@@ -460,30 +443,25 @@ def _fnv_py(b: bytes) -> int:
     return fmix64_py(h)
 
 
-def _normalize_py(text: str, normalize_unicode: bool, lowercase: bool) -> str:
+def tokens_python(text: str, **options) -> List[str]:
+    """The units (words, or characters with ``char_ngrams``) of one document, in plain Python;
+    ``options`` are those of :class:`neardup.config.Shingling`."""
+    return _tokens(text, Shingling(**options))
+
+
+def _tokens(text: str, shingling: Shingling) -> List[str]:
+    punctuation = shingling.punctuation
+    table = char_classes()
     # Arrow's utf8_normalize and utf8_lower are the reference; the twin follows them through Arrow
     # for one document so that the oracle tests the tokenizer, not two Unicode databases.
-    return normalize([text], normalize_unicode=normalize_unicode, lowercase=lowercase)[0].as_py()
-
-
-def tokens_python(text: str, *, char_ngrams: bool = False, normalize_unicode: bool = True,
-                  lowercase: bool = True, punctuation: Optional[str] = None,
-                  remove_punctuation: Optional[bool] = None, collapse_whitespace: bool = True) -> List[str]:
-    """The units (words, or characters with ``char_ngrams``) of one document, in plain Python.
-
-    ``punctuation``: ``split`` (default), ``delete`` or ``keep``; ``remove_punctuation`` is its
-    old spelling (True = ``delete``, False = ``keep``).
-    """
-    punctuation = punctuation_mode(punctuation, remove_punctuation)
-    table = char_classes()
-    text = _normalize_py(text, normalize_unicode, lowercase)
+    text = normalize([text], shingling)[0].as_py()
     units: List[str] = []
-    if char_ngrams:
+    if shingling.char_ngrams:
         pending = False
         for ch in text:
             cls = table[ord(ch)]
             if cls == SPACE:
-                if collapse_whitespace:
+                if shingling.collapse_whitespace:
                     pending = bool(units)
                 else:
                     units.append(ch)
@@ -523,25 +501,33 @@ def tokens_python(text: str, *, char_ngrams: bool = False, normalize_unicode: bo
     return units
 
 
-def shingles_python(text: str, *, ngram: int = 5, **options) -> List[Tuple[str, ...]]:
-    """The shingles of one document as tuples of units (a short document is one shingle)."""
-    units = tokens_python(text, **options)
+def shingles_python(text: str, **options) -> List[Tuple[str, ...]]:
+    """The shingles of one document as tuples of units (a short document is one shingle);
+    ``options`` are those of :class:`neardup.config.Shingling`."""
+    return _shingles(text, Shingling(**options))
+
+
+def _shingles(text: str, shingling: Shingling) -> List[Tuple[str, ...]]:
+    units = _tokens(text, shingling)
+    n = shingling.ngram
     if not units:
         return []
-    if len(units) < ngram:
+    if len(units) < n:
         return [tuple(units)]
-    return [tuple(units[i:i + ngram]) for i in range(len(units) - ngram + 1)]
+    return [tuple(units[i:i + n]) for i in range(len(units) - n + 1)]
 
 
-def shingle_hashes_python(text: str, *, ngram: int = 5, seed: int = 42, **options) -> List[int]:
-    """The sorted set of 64-bit shingle hashes of one document, computed in plain Python."""
+def shingle_hashes_python(text: str, *, seed: int = Sketch.seed, **options) -> List[int]:
+    """The sorted set of 64-bit shingle hashes of one document, computed in plain Python;
+    ``options`` are those of :class:`neardup.config.Shingling`."""
+    shingling = Shingling(**options)
+    space = shingling.char_ngrams and shingling.collapse_whitespace  # the collapsed space is a unit of its own
     h0 = int(seed_state(seed))
     out = set()
-    for sh in shingles_python(text, ngram=ngram, **options):
+    for sh in _shingles(text, shingling):
         h = h0
         for unit in sh:
-            u = 0x2545F4914F6CDD1D if unit == " " and options.get("char_ngrams") and options.get(
-                "collapse_whitespace", True) else _fnv_py(unit.encode("utf-8"))
+            u = int(_SPACE_UNIT) if unit == " " and space else _fnv_py(unit.encode("utf-8"))
             h = ((h ^ u) * GOLDEN) & MASK64
             h ^= h >> 33
         out.add(fmix64_py(h))

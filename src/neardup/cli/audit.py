@@ -6,9 +6,10 @@ import argparse
 import json
 import sys
 
+from ..config import Config, Input, Shingling, Similarity, Sketch
 from ..errors import ConfigError, InputError
-from ..params import DEFAULT_MIN_RECALL
 from .formatting import HelpFormatter
+from .options import add_options, config_options
 
 
 def redact(text: str) -> str:
@@ -28,61 +29,29 @@ def register(sub) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="input files or folders (JSONL, Parquet, CSV/TSV, text), as for 'neardup dedup'")
     p.add_argument("--sample", type=int, default=5000,
-                   help="pairs to check, spread over the similarity bins (more: tighter intervals)")
-    p.add_argument("--threshold", type=float, default=0.8,
-                   help="Jaccard similarity in (0, 1] at or above which a pair is a near-duplicate")
-    p.add_argument("--num-perm", type=int, default=128, help="MinHash signature length")
-    p.add_argument("--bands", type=int, default=None,
-                   help="LSH bands (with --rows); default: what the dedup would choose")
-    p.add_argument("--rows", type=int, default=None,
-                   help="rows per band (with --bands)")
-    p.add_argument("--min-recall", type=float, default=DEFAULT_MIN_RECALL,
-                   help="when bands and rows are chosen: demand P(candidate | threshold) >= MIN_RECALL")
-    p.add_argument("--ngram", type=int, default=5, help="tokens per shingle")
-    p.add_argument("--char-ngrams", action="store_true",
-                   help="shingle on characters instead of words")
-    p.add_argument("--no-nfkc", dest="normalize_unicode", action="store_false",
-                   help="skip Unicode NFKC normalisation (as 'neardup dedup --no-nfkc')")
-    p.add_argument("--no-lowercase", dest="lowercase", action="store_false",
-                   help="keep letter case (as 'neardup dedup --no-lowercase')")
-    p.add_argument("--punctuation", choices=("split", "delete", "keep"), default="split",
-                   help="what punctuation does to words (as 'neardup dedup --punctuation')")
-    p.add_argument("--keep-punctuation", dest="punctuation", action="store_const", const="keep",
-                   help="the old spelling of --punctuation keep")
-    p.add_argument("--keep-whitespace", dest="collapse_whitespace", action="store_false",
-                   help="with --char-ngrams: keep every white-space character (as 'neardup dedup "
-                        "--keep-whitespace')")
-    p.add_argument("--text-column", default="text",
-                   help="the field holding the text in JSONL / Parquet input")
-    p.add_argument("--id-column", default=None,
-                   help="the field holding a unique document id, as for 'neardup dedup' (default: "
-                        "an 'id' field in every input, else FILE:LINE / FILE:ROW); the --json output names "
-                        "each sampled pair by these ids")
-    p.add_argument("--seed", type=int, default=42,
-                   help="seed of the hashes (use the dedup's) and of the pair sampling")
+                   help="pairs to check, spread over the similarity bins (more: tighter intervals), drawn "
+                        "with --seed")
+    names = add_options(p, Similarity, Sketch, Shingling, Input)
     p.add_argument("--bins", type=int, default=10,
                    help="equal-width similarity bins on [0, 1]")
     p.add_argument("--max-docs", type=int, default=100_000,
                    help="read at most this many documents (the first ones)")
-    p.add_argument("--on-error", choices=("fail", "skip"), default="fail",
-                   help="on a record that cannot be read: stop, or skip it")
     p.add_argument("--json", default=None, metavar="FILE",
-                   help="also write every number (bins, miss rate, the sampled pairs) to FILE as "
-                        "JSON; '-' prints the JSON instead of the table. FILE must not be an input "
-                        "or inside an input folder; an existing FILE is replaced only with --overwrite")
+                   help="also write every number (bins, miss rate, the sampled pairs, named by position "
+                        "and by id) to FILE as JSON; '-' prints the JSON instead of the table. FILE must not "
+                        "be an input or inside an input folder; an existing FILE is replaced only with "
+                        "--overwrite")
     p.add_argument("--plot", default=None, metavar="FILE",
                    help="write measured rates with error bars over the theoretical curve to FILE "
                         "(.png or .svg; needs matplotlib); the same rules as for --json")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the files of --json and --plot if they exist")
-    p.set_defaults(func=run_audit)
+    p.set_defaults(func=run_audit, config_names=names)
 
 
 def run_audit(args: argparse.Namespace) -> int:
     from ..audit import audit_texts, format_audit, plot_audit, read_texts  # not loaded for other commands
-    from ..config import Config
-    if (args.bands is None) != (args.rows is None):
-        raise ConfigError("--bands and --rows go together: give both or neither")
+    cfg = Config(**config_options(args))
     if args.plot:
         from ..plots import plot_format, require_matplotlib
         plot_format(args.plot)
@@ -92,12 +61,6 @@ def run_audit(args: argparse.Namespace) -> int:
         if v is not None and v < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {v}")
     _check_targets(args)
-    cfg = Config(threshold=args.threshold, num_perm=args.num_perm, bands=args.bands, rows=args.rows,
-                 min_recall=args.min_recall, ngram=args.ngram, char_ngrams=args.char_ngrams,
-                 seed=args.seed, text_column=args.text_column, id_column=args.id_column,
-                 normalize_unicode=args.normalize_unicode, lowercase=args.lowercase,
-                 punctuation=args.punctuation,
-                 collapse_whitespace=args.collapse_whitespace)
     id_column = args.id_column
     if id_column is None:  # as the dedup does: an `id` field in every input is the id
         from ..api import every_record_has_an_id

@@ -6,8 +6,11 @@ import argparse
 import json
 import os
 import sys
+from typing import List
 
+from ..config import Input, Shingling, Similarity, Sketch
 from .formatting import HelpFormatter
+from .options import add_options, config_options
 
 
 class InputPath(str):
@@ -25,8 +28,6 @@ def redact(text: str) -> str:
     return hide(text)
 
 
-PARAM_ARGS = ("threshold", "num_perm", "bands", "rows", "min_recall", "ngram", "char_ngrams", "normalize_unicode",
-              "lowercase", "punctuation", "collapse_whitespace", "verify", "seed", "workers", "batch_size")
 INDEX_HELP = "the index: a local folder, or redis://HOST:PORT/DB for one on a Redis server"
 
 
@@ -50,29 +51,13 @@ def register(sub) -> None:
     a.add_argument("inputs", nargs="+", metavar="INPUT", help="files, folders or globs, read like neardup dedup's")
     a.add_argument("--name", default=None, metavar="SOURCE",
                    help="source name recorded with every document (default: each document's file name)")
-    _io_args(a)
+    names = _io_args(a)
     g = a.add_argument_group("parameters (for a new index; checked against an existing one)")
-    g.add_argument("--num-perm", type=int, default=S, help="MinHash signature length k (default 128)")
-    g.add_argument("--bands", type=int, default=S, help="LSH bands b, with --rows (default: chosen for --threshold)")
-    g.add_argument("--rows", type=int, default=S, help="LSH rows per band r, with --bands")
-    g.add_argument("--threshold", type=float, default=S,
-                   help="similarity for which bands and rows are chosen when not given (default 0.8)")
-    g.add_argument("--min-recall", type=float, default=S, help="as in neardup dedup")
-    g.add_argument("--ngram", type=int, default=S, help="tokens per shingle (default 5)")
-    g.add_argument("--char-ngrams", action="store_true", default=S, help="shingle on characters")
-    g.add_argument("--no-nfkc", dest="normalize_unicode", action="store_false", default=S, help="skip NFKC")
-    g.add_argument("--no-lowercase", dest="lowercase", action="store_false", default=S, help="keep letter case")
-    g.add_argument("--punctuation", choices=["split", "delete", "keep"], default=S,
-                   help="what punctuation does to words, as in neardup dedup (default split)")
-    g.add_argument("--keep-punctuation", dest="punctuation", action="store_const", const="keep", default=S,
-                   help="the old spelling of --punctuation keep")
-    g.add_argument("--keep-whitespace", dest="collapse_whitespace", action="store_false", default=S,
-                   help="with --char-ngrams: keep every white-space character")
+    names += add_options(g, Sketch, Similarity, Shingling, given_only=True)
     g.add_argument("--verify", choices=["exact", "estimate"], default=S,
                    help="what a new index keeps to verify candidates: shingle fingerprints (exact, default) "
                         "or signatures (estimate)")
-    g.add_argument("--seed", type=int, default=S, help="seed (default 42)")
-    a.set_defaults(func=run_add)
+    a.set_defaults(func=run_add, config_names=names + ["verify"])
 
     q = sub2.add_parser("query", help="the matches of each document in the index",
                         description="For each input document, every indexed document whose verified similarity "
@@ -85,9 +70,8 @@ def register(sub) -> None:
                         "standard output); an existing FILE is refused unless --overwrite, an input always")
     q.add_argument("--overwrite", action="store_true",
                    help="replace FILE if it exists (never when it is one of the inputs)")
-    q.add_argument("--threshold", type=float, default=S, help="least similarity of a match (default: 0.8)")
-    _io_args(q)
-    q.set_defaults(func=run_query)
+    names = add_options(q, "threshold", given_only=True) + _io_args(q)
+    q.set_defaults(func=run_query, config_names=names)
 
     s = sub2.add_parser("stats", help="documents, segments, sources, bytes per document, parameters",
                         description="Print, as JSON, what an index holds: documents, segments, documents "
@@ -115,26 +99,24 @@ def register(sub) -> None:
     c.set_defaults(func=run_compact)
 
 
-def _io_args(p) -> None:
+# where an index reads its input unlike a dedup run: the help of those options here
+INDEX_HELP_OF = {"id_column": "field holding the document id (default: FILE:ROW, or the path for text files)",
+                 "workers": "threads for the compiled kernels (default: every core)"}
+
+
+def _io_args(p) -> List[str]:
+    """The input group: where the text and ids are (arguments of the add and of the query) and
+    the execution options; returns the names of the latter (options of the index's Config)."""
     g = p.add_argument_group("input")
-    g.add_argument("--text-column", default="text", help="field holding the text in JSONL and Parquet input")
-    g.add_argument("--id-column", default=None,
-                   help="field holding the document id (default: FILE:ROW, or the path for text files)")
-    g.add_argument("--on-error", choices=["fail", "skip"], default="fail",
-                   help="on a bad record: stop with exit code 2, or skip it")
-    g.add_argument("--workers", type=int, default=S, help="threads for the compiled kernels (default: every core)")
-    g.add_argument("--batch-size", type=int, default=S, help="documents per batch (default 8192)")
-
-
-def _options(args) -> dict:
-    return {k: getattr(args, k) for k in PARAM_ARGS if hasattr(args, k)}
+    add_options(g, Input, help=INDEX_HELP_OF)
+    return add_options(g, "workers", "batch_size", given_only=True, help=INDEX_HELP_OF)
 
 
 def run_add(args) -> int:
     from .. import io as nio
     from ..index import Index
     nio.discover(args.inputs)  # a missing input fails before the index is touched
-    index = Index(args.index, **_options(args))
+    index = Index(args.index, **config_options(args))
     result = index.add([InputPath(p) for p in args.inputs], name=args.name, text_column=args.text_column, id_column=args.id_column,
                        on_error=args.on_error)
     stats = index.stats()
@@ -160,7 +142,7 @@ def run_query(args) -> int:
         from ..io.outfile import check_output_file
         check_output_file(out, inputs=[s.path for s in sources],
                           inside=[i for i in args.inputs if os.path.isdir(i)], overwrite=args.overwrite)
-    options = _options(args)
+    options = config_options(args)
     threshold = options.pop("threshold", None)
     index = Index(args.index, must_exist=True, **options)
 

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
+from ..config import Similarity, Sketch
 from ..errors import ConfigError
-from ..params import DEFAULT_MIN_RECALL
 from ..report import format_params, params_summary
 from .formatting import HelpFormatter
 
@@ -19,16 +19,16 @@ def register(sub) -> None:
                     "a signature length, and why: the S-curve P(candidate | J) = 1 - (1 - J^r)^b, "
                     "its midpoint, the false-positive and false-negative areas, and alternatives.",
         formatter_class=HelpFormatter)
-    p.add_argument("--threshold", type=float, default=0.8,
+    p.add_argument("--threshold", type=float, default=Similarity.threshold,
                    help="Jaccard similarity in (0, 1] at or above which two documents are "
                         "near-duplicates")
-    p.add_argument("--num-perm", type=int, default=128,
+    p.add_argument("--num-perm", type=int, default=Sketch.num_perm,
                    help="MinHash signature length k (bands x rows must not exceed it)")
     p.add_argument("--bands", type=int, default=None,
                    help="evaluate this number of bands instead of choosing (needs --rows)")
     p.add_argument("--rows", type=int, default=None,
                    help="evaluate this number of rows per band instead of choosing (needs --bands)")
-    p.add_argument("--min-recall", type=float, default=DEFAULT_MIN_RECALL,
+    p.add_argument("--min-recall", type=float, default=Similarity.min_recall,
                    help="the default chooser demands P(candidate | J = threshold) >= MIN_RECALL and then "
                         "takes the fewest false positives")
     p.add_argument("--method", choices=("recall", "weighted"), default="recall",

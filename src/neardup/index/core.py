@@ -2,10 +2,10 @@
 
 An index is a manifest plus immutable segments (:mod:`.segments`) in a storage (:mod:`.storage`:
 a folder, or Redis). The manifest records the parameters that decide band keys and shingles
-(``num_perm, bands, rows, ngram, char_ngrams, normalize_unicode, lowercase,
-punctuation, collapse_whitespace, seed``) and what each document carries for
-verification (``store``): ``exact`` keeps 32-bit shingle fingerprints and verifies by their
-Jaccard, ``estimate`` keeps the signatures and verifies by the share of equal values.
+(the options of :class:`~neardup.config.Sketch` and :class:`~neardup.config.Shingling`) and
+what each document carries for verification (``store``): ``exact`` keeps 32-bit shingle
+fingerprints and verifies by their Jaccard, ``estimate`` keeps the signatures and verifies by
+the share of equal values.
 
 Lookup. A query document's b band keys are looked up in each segment's sorted key array
 (``searchsorted``, the array memory-mapped or cached): every indexed document sharing a key

@@ -1,19 +1,20 @@
 """The manifest of an index: its format, the parameters it records, and the checks that refuse
-a run whose parameters differ (one message naming every difference)."""
+a run whose parameters differ (one message naming every difference).
+
+The parameters are the options of the :class:`~neardup.config.Shingling` and
+:class:`~neardup.config.Sketch` groups: what decides a document's shingles and band keys."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Optional
 
-from ..config import Config
+from ..config import Config, Shingling, Sketch
 from ..errors import ConfigError, StorageError
 from .segments import STORES
 
 FORMAT = "neardup-index"
 FORMAT_VERSION = 1
-PARAM_NAMES = ("num_perm", "bands", "rows", "ngram", "char_ngrams", "normalize_unicode", "lowercase",
-               "punctuation", "collapse_whitespace", "seed")
+PARAM_NAMES = Sketch.names() + Shingling.names()
 
 
 def params_of(config: Config) -> dict:
@@ -34,10 +35,8 @@ def resolve(location: str, manifest: Optional[dict], config: Optional[Config], o
     """(run config, store) for an index: a new one takes the run's parameters, an existing one
     its own, after checking that those given (all of a Config, or the options given) agree."""
     if config is None:
-        base = Config.from_options(**options)
+        base = Config(**options)
         given = set(options) & set(PARAM_NAMES)
-        if "remove_punctuation" in options:  # the old spelling of punctuation
-            given.add("punctuation")
         if "bands" not in given:
             given -= {"rows"}
     else:
@@ -57,7 +56,7 @@ def resolve(location: str, manifest: Optional[dict], config: Optional[Config], o
         base = base.resolved()
     wanted = {name: getattr(base, name) for name in PARAM_NAMES if name in given}
     compare(location, params, wanted)
-    cfg = dataclasses.replace(base, **params)
+    cfg = base.replace(**params)
     return cfg, manifest["store"]
 
 

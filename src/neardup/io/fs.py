@@ -696,17 +696,6 @@ def write_bytes(path: str, data: bytes) -> None:
         f.write(data)
 
 
-def arrow_filesystem(path: str):
-    """``(pyarrow.fs.FileSystem, path on it)`` for pyarrow's dataset, IPC and Parquet readers:
-    the local filesystem for a local path, fsspec's wrapped in ``PyFileSystem`` for a URL."""
-    import pyarrow.fs as pafs
-
-    if not is_url(path):
-        return pafs.LocalFileSystem(), os.path.abspath(local_path(path))
-    fs, p = _filesystem(path)
-    return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), p
-
-
 def check_reachable(path: str) -> None:
     """Fail early, in one line, when a URL's store cannot be reached, has no credentials or no
     such bucket (for an output, before any work is done). Local paths: nothing to check."""

@@ -116,13 +116,11 @@ STAGE_INFO = {"read": ReadInfo, "pairs": PairsInfo, "clusters": ClustersInfo}
 
 
 def run_identity(config, sources) -> dict:
-    """A run's identity: the options that change its result, and each input's name, size and
-    modification time. Execution knobs (workers, engine, batch size) are left out, so that a run
-    may be resumed with other ones. Kept in state.json, so that a refused ``--resume`` can say
-    what differs."""
-    relevant = config.to_dict()
-    for k in ("workers", "engine", "ray_address", "batch_size", "ray_shuffle"):
-        relevant.pop(k, None)
+    """A run's identity: the options that change its result (:meth:`Config.identity`: not those
+    of the Execution group, so that a run may be resumed with other workers, engine or batch
+    size), and each input's name, size and modification time. Kept in state.json, so that a
+    refused ``--resume`` can say what differs."""
+    relevant = config.identity()
     relevant["against"] = [fs.redact(a) for a in relevant.get("against") or ()]  # state.json stores no password
     files = []
     infos = fs.infos([s.path for s in sources if s.format != "table"])

@@ -240,15 +240,7 @@ def build_stats(cfg, sources: Sequence[nio.Source], counts: dict, per_source, ke
         raise RuntimeError(f"internal error: counts do not add up: {counts}; please report this bug")
     return {
         "counts": counts,
-        "params": {
-            "threshold": cfg.threshold, "num_perm": cfg.num_perm, "bands": cfg.bands, "rows": cfg.rows,
-            "ngram": cfg.ngram, "char_ngrams": cfg.char_ngrams, "seed": cfg.seed, "verify": cfg.verify,
-            "keep": cfg.keep, "max_anchor_rounds": cfg.max_anchor_rounds,
-            "normalize_unicode": cfg.normalize_unicode, "lowercase": cfg.lowercase,
-            "punctuation": cfg.punctuation, "collapse_whitespace": cfg.collapse_whitespace,
-            "text_column": cfg.text_column, "id_column": cfg.id_column, "on_error": cfg.on_error,
-            "output_format": cfg.output_format,
-        },
+        "params": cfg.recorded(),
         "inputs": [{"name": s.name, "format": s.format, "documents": int(per_source[i])}
                    for i, s in enumerate(sources)],
         "kept_files": kept_files,
