@@ -5,34 +5,17 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-from helpers import run_in_process
+# the command in this process; a few tests run it as a process, to check the exit status too
+from helpers import run_in_process as neardup, run_process as neardup_process
 
 GOOD = [json.dumps({"id": f"g{i}", "text": f"good document number {i} with a few more words in it"})
         for i in range(5)]
-
-
-class Result:
-    def __init__(self, returncode, stderr):
-        self.returncode, self.stderr = returncode, stderr
-
-
-def neardup(*args, cwd=None):
-    """Runs the command in this process (what `python -m neardup` runs), capturing stderr; a few
-    tests below run the real executable to check the process exit status too."""
-    return Result(*run_in_process(*args, cwd=cwd))
-
-
-def neardup_process(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "neardup", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd)
 
 
 def lines_file(path: Path, lines, raw_tail: bytes = b""):

@@ -4,48 +4,22 @@ API; point 7 with the report."""
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import gzip
 import io
 import json
 import os
 import re
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-try:  # the object-storage test's fixtures; without the test extras only that test is skipped
-    from s3_server import free_port, s3, s3_server  # noqa: F401
-    HAVE_S3 = True
-except pytest.skip.Exception:
-    HAVE_S3 = False
+from helpers import ROOT, run_in_process as neardup
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "corpus.jsonl"
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho "
          "sigma tau upsilon phi chi psi omega").split()
-
-
-def neardup(*args, cwd=None):
-    """``neardup ARGS`` in this process: (exit status, stdout, stderr). argparse's own errors
-    exit through SystemExit; that is caught and its status returned like main()'s."""
-    from neardup.cli import main
-    out, err = io.StringIO(), io.StringIO()
-    old = os.getcwd()
-    try:
-        if cwd:
-            os.chdir(cwd)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main([str(a) for a in args])
-            except SystemExit as exc:
-                code = exc.code
-    finally:
-        os.chdir(old)
-    return code, out.getvalue(), err.getvalue()
 
 
 def documents(n, twins=()):
@@ -352,7 +326,6 @@ def test_13_8_readme_first_screen_and_example_numbers(tmp_path):
     assert tuple(map(int, said.groups())) == (counts["input"], counts["kept"], counts["removed"])
 
 
-@pytest.mark.skipif(not HAVE_S3, reason="needs boto3, moto[server] and s3fs (the test extras)")
 def test_13_5_csv_over_object_storage_same_as_local(s3, tmp_path, monkeypatch):
     """CSV / TSV go through the same file layer as the other formats: s3:// reads and writes
     give what local files give."""

@@ -10,12 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-
-
-def run_cli(argv):
-    """Runs the `neardup` command in this process; returns its exit status."""
-    from neardup.cli import main
-    return main(list(argv))
+from helpers import run_cli
 
 
 # ---- independent reference values ------------------------------------------------------------
@@ -54,7 +49,7 @@ TOL = 6e-5  # printed with 4 decimals
 # ---- text output -------------------------------------------------------------------------------
 
 def test_default_0_8_128_text(capsys):
-    assert run_cli(["params", "--threshold", "0.8", "--num-perm", "128"]) == 0
+    assert run_cli("params", "--threshold", "0.8", "--num-perm", "128") == 0
     out = capsys.readouterr().out
     b, r, t = 13, 7, 0.8
     assert "chosen: 13 bands x 7 rows (uses 91 of 128" in out
@@ -85,7 +80,7 @@ def parse_alternatives(out):
 
 
 def test_alternatives_table_numbers(capsys):
-    assert run_cli(["params", "--threshold", "0.8", "--num-perm", "128"]) == 0
+    assert run_cli("params", "--threshold", "0.8", "--num-perm", "128") == 0
     out = capsys.readouterr().out
     rows = parse_alternatives(out)
     assert len(rows) >= 4
@@ -106,7 +101,7 @@ def test_alternatives_table_numbers(capsys):
 
 
 def test_terminal_s_curve(capsys):
-    assert run_cli(["params"]) == 0  # defaults 0.8 / 128
+    assert run_cli("params") == 0  # defaults 0.8 / 128
     out = capsys.readouterr().out
     plot = out.split("S-curve of 13 bands x 7 rows:")[1].strip("\n").splitlines()
     body = [line for line in plot if re.match(r"^(\d\.\d\d| {4}) \|", line)]
@@ -124,7 +119,7 @@ def test_terminal_s_curve(capsys):
 
 @pytest.mark.parametrize("t,k", [(0.5, 64), (0.9, 256), (0.7, 32)])
 def test_other_points_json_matches_hand_values(capsys, t, k):
-    assert run_cli(["params", "--threshold", str(t), "--num-perm", str(k), "--json"]) == 0
+    assert run_cli("params", "--threshold", str(t), "--num-perm", str(k), "--json") == 0
     d = json.loads(capsys.readouterr().out)
     b, r = d["bands"], d["rows"]
     assert b * r <= k
@@ -142,7 +137,7 @@ def test_other_points_json_matches_hand_values(capsys, t, k):
 
 
 def test_json_keys_and_alternatives(capsys):
-    assert run_cli(["params", "--threshold", "0.8", "--num-perm", "128", "--json"]) == 0
+    assert run_cli("params", "--threshold", "0.8", "--num-perm", "128", "--json") == 0
     out = capsys.readouterr().out
     d = json.loads(out)  # ONE JSON object, nothing else on stdout
     for key in ("threshold", "num_perm", "bands", "rows", "midpoint", "p_at_threshold",
@@ -160,12 +155,12 @@ def test_json_keys_and_alternatives(capsys):
 
 
 def test_weighted_method_and_given_bands_rows(capsys):
-    assert run_cli(["params", "--method", "weighted", "--json"]) == 0
+    assert run_cli("params", "--method", "weighted", "--json") == 0
     d = json.loads(capsys.readouterr().out)
     assert (d["bands"], d["rows"], d["method"]) == (9, 13, "weighted")
     assert d["p_at_threshold"] == pytest.approx(0.3988, abs=1e-4)
 
-    assert run_cli(["params", "--bands", "16", "--rows", "8", "--threshold", "0.75"]) == 0
+    assert run_cli("params", "--bands", "16", "--rows", "8", "--threshold", "0.75") == 0
     out = capsys.readouterr().out
     assert "chosen: 16 bands x 8 rows (uses 128 of 128" in out
     assert "given by the user" in out
@@ -174,7 +169,7 @@ def test_weighted_method_and_given_bands_rows(capsys):
 
 
 def test_min_recall_option(capsys):
-    assert run_cli(["params", "--min-recall", "0.99", "--json"]) == 0
+    assert run_cli("params", "--min-recall", "0.99", "--json") == 0
     d = json.loads(capsys.readouterr().out)
     assert d["p_at_threshold"] >= 0.99 and d["min_recall"] == 0.99
 
@@ -184,13 +179,13 @@ def test_min_recall_option(capsys):
 def test_plot_png_and_svg(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     png = tmp_path / "curve.png"
-    assert run_cli(["params", "--plot", str(png)]) == 0
+    assert run_cli("params", "--plot", str(png)) == 0
     assert f"wrote {png}" in capsys.readouterr().out
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(data) > 20_000
     svg = tmp_path / "curve.svg"
-    assert run_cli(["params", "--json", "--plot", str(svg)]) == 0
+    assert run_cli("params", "--json", "--plot", str(svg)) == 0
     captured = capsys.readouterr()
     json.loads(captured.out)  # the JSON stays clean; the note goes to stderr
     text = svg.read_text()
@@ -203,7 +198,7 @@ def test_plot_without_matplotlib_is_one_line(tmp_path, capsys, monkeypatch):
         if name == "matplotlib" or name.startswith("matplotlib."):
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
-    rc = run_cli(["params", "--plot", str(tmp_path / "x.png")])
+    rc = run_cli("params", "--plot", str(tmp_path / "x.png"))
     err = capsys.readouterr().err
     assert rc == 2
     assert err.count("\n") == 1 and "pip install matplotlib" in err
@@ -226,7 +221,7 @@ def test_plot_without_matplotlib_is_one_line(tmp_path, capsys, monkeypatch):
     (["--plot", "curve.jpg"], ".png or .svg"),
 ])
 def test_errors_exit_2_with_one_line(capsys, argv, needle):
-    assert run_cli(["params", *argv]) == 2
+    assert run_cli("params", *argv) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.startswith("neardup: error: ")

@@ -7,11 +7,10 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-SRC = str(Path(__file__).resolve().parent.parent / "src")
+from helpers import SRC
 
 
 def _python(code: str, *, warmup: str = "1", timeout: float = 120) -> subprocess.CompletedProcess:

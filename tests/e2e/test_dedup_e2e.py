@@ -18,9 +18,8 @@ import pytest
 import zstandard
 
 import neardup
-from neardup.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT, run_cli, write_jsonl
 
 
 # --------------------------------------------------------------------------- corpora
@@ -45,23 +44,6 @@ def make_docs(n_base=60, copies=2, seed=0, words=80, edit=0.008):
             docs.append({"id": f"d{len(docs)}", "text": " ".join(c), "base": b})
     rng.shuffle(docs)
     return docs
-
-
-def write_jsonl(path, docs, fields=("id", "text", "base")):
-    path = Path(path)
-    data = "".join(json.dumps({k: d[k] for k in fields if k in d}) + "\n" for d in docs).encode()
-    if path.name.endswith(".gz"):
-        with gzip.GzipFile(path, "wb", mtime=0) as f:
-            f.write(data)
-    elif path.name.endswith(".zst"):
-        path.write_bytes(zstandard.ZstdCompressor().compress(data))
-    else:
-        path.write_bytes(data)
-    return path
-
-
-def run_cli(*args):
-    return main([str(a) for a in args])
 
 
 def read_outputs(out):
@@ -236,7 +218,7 @@ def test_keep_longest_and_score(tmp_path):
     docs = [{"id": "short", "text": "a b c d e f g h i j k l m", "q": 1.0},
             {"id": "long", "text": "a b c d e f g h i j k l m n", "q": 5.0},
             {"id": "mid", "text": "a b c d e f g h i j k l m", "q": None}]
-    src = write_jsonl(tmp_path / "c.jsonl", docs, fields=("id", "text", "q"))
+    src = write_jsonl(tmp_path / "c.jsonl", docs)
     out = tmp_path / "o1"
     assert run_cli("dedup", src, "--output", out, "--id-column", "id", "--keep", "longest", "--quiet",
                    "--threshold", "0.5") == 0
@@ -262,7 +244,7 @@ def test_chain_guard_end_to_end(tmp_path):
     for i in range(20, 200, 40):
         c[i] = "cc%d" % i
     docs = [{"id": "A", "text": " ".join(a)}, {"id": "B", "text": " ".join(b)}, {"id": "C", "text": " ".join(c)}]
-    src = write_jsonl(tmp_path / "c.jsonl", docs, fields=("id", "text"))
+    src = write_jsonl(tmp_path / "c.jsonl", docs)
     out = tmp_path / "out"
     assert run_cli("dedup", src, "--output", out, "--id-column", "id", "--threshold", "0.75", "--quiet") == 0
     removed, clusters, stats = read_outputs(out)
@@ -358,7 +340,7 @@ def test_interrupt_exits_130_and_resume_works(tmp_path):
 # --------------------------------------------------------------------------- Python API
 
 def test_api_paths_table_pandas_hf(tmp_path, docs):
-    import pandas as pd
+    pd = pytest.importorskip("pandas")
     table = pa.table({"id": [d["id"] for d in docs], "text": [d["text"] for d in docs]})
     src = write_jsonl(tmp_path / "c.jsonl", docs)
     r_path = neardup.dedup(str(src), output=str(tmp_path / "o1"), id_column="id", quiet=True)

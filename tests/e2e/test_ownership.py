@@ -15,14 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from neardup.cli import main
-from s3_server import s3, s3_server  # noqa: F401  (fixtures: a real S3 API on the loopback)
+from helpers import ROOT, run_cli
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "corpus.jsonl"
-
-
-def run_cli(*args) -> int:
-    return main([str(a) for a in args])
+EXAMPLE = ROOT / "examples" / "corpus.jsonl"
 
 
 def tree(folder: Path) -> dict:

@@ -16,16 +16,14 @@ import json
 import os
 import re
 import subprocess
-import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from s3_server import s3, s3_env, s3_server  # noqa: F401  (fixtures)
+from helpers import child_env, free_port, neardup_command, run_process, s3_env
 
-SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
 def _corpus() -> dict:
     base = [f"the quick brown fox number {i} jumps over the lazy dog and runs far away into the woods"
@@ -51,8 +49,7 @@ def _corpus() -> dict:
 
 
 def _run(args, env, cwd):
-    r = subprocess.run([sys.executable, "-m", "neardup", "dedup", *args, "--quiet"], cwd=cwd, env=dict(env, PYTHONPATH=SRC),
-                       capture_output=True, text=True, timeout=600)
+    r = run_process("dedup", *args, "--quiet", env=env, cwd=cwd, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
 
 
@@ -153,10 +150,10 @@ def test_resume_after_kill_through_s3(s3, tmp_path):
     c = generate_corpus(6000, seed=5)
     write_jsonl(tmp_path / "big.jsonl", c[0] if isinstance(c, tuple) else c.texts)
     s3.put("in/big.jsonl", (tmp_path / "big.jsonl").read_bytes())
-    env = dict(os.environ, **s3_env(s3.endpoint), PYTHONUNBUFFERED="1", PYTHONPATH=SRC)
+    env = child_env(dict(os.environ, **s3_env(s3.endpoint), PYTHONUNBUFFERED="1"))
     _run([s3.url("in/"), "--output", s3.url("ref")], env, cwd=tmp_path)
     out = s3.url("out")
-    cmd = [sys.executable, "-m", "neardup", "dedup", s3.url("in/"), "--output", out, "--quiet", "--batch-size", "500"]
+    cmd = neardup_command("dedup", s3.url("in/"), "--output", out, "--quiet", "--batch-size", "500")
     state = os.path.join(_default_work_dir(Folder.of(out), "local"), "state.json")
     proc = subprocess.Popen(cmd, env=env, cwd=tmp_path)
     killed_after = None
@@ -185,13 +182,6 @@ def test_resume_after_kill_through_s3(s3, tmp_path):
 # --------------------------------------------------------------------------- errors, on the output side
 
 
-def _cli(args, env, cwd, block=()):
-    pre = "".join(f"sys.modules[{m!r}] = None; " for m in block)
-    code = f"import sys; {pre}from neardup.cli import main; sys.exit(main(sys.argv[1:]))"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env=dict(env, PYTHONPATH=SRC), cwd=cwd, timeout=120)
-
-
 def _one_line_exit_2(r, startswith: str) -> str:
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
@@ -203,27 +193,29 @@ def _one_line_exit_2(r, startswith: str) -> str:
 def test_output_store_errors_one_line_nothing_written(s3, tmp_path):
     """A local input and an s3:// --output (or --work-dir) that cannot be used: one line, exit 2,
     nothing written anywhere, before any work."""
-    from s3_server import free_port
-
     (tmp_path / "in.jsonl").write_bytes(_corpus()["a.jsonl"])
     env = dict(os.environ, **s3_env(s3.endpoint))
     out = s3.url("out")
     args = ["dedup", "in.jsonl", "--output", out, "--quiet"]
-    line = _one_line_exit_2(_cli(args, env, tmp_path, block=("s3fs",)),
+    line = _one_line_exit_2(run_process(*args, env=env, cwd=tmp_path, block=("s3fs",)),
                             f"{out}: reading and writing s3:// paths needs s3fs")
     assert "pip install 'neardup[cloud]'" in line
-    _one_line_exit_2(_cli(args, env, tmp_path, block=("fsspec",)), f"{out}: reading and writing s3:// paths needs the cloud extra")
-    _one_line_exit_2(_cli(["dedup", "in.jsonl", "--output", "s3://no-such-bucket-here/out", "--quiet"], env, tmp_path),
+    _one_line_exit_2(run_process(*args, env=env, cwd=tmp_path, block=("fsspec",)),
+                     f"{out}: reading and writing s3:// paths needs the cloud extra")
+    _one_line_exit_2(run_process("dedup", "in.jsonl", "--output", "s3://no-such-bucket-here/out", "--quiet",
+                                 env=env, cwd=tmp_path),
                      "s3://no-such-bucket-here/out: no such bucket: no-such-bucket-here")
     port = free_port()
-    _one_line_exit_2(_cli(args, dict(env, AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_MAX_ATTEMPTS="1"), tmp_path),
+    unreachable = dict(env, AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_MAX_ATTEMPTS="1")
+    _one_line_exit_2(run_process(*args, env=unreachable, cwd=tmp_path),
                      f"{out}: cannot reach the storage endpoint at http://127.0.0.1:{port}")
     no_creds = {k: v for k, v in env.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE")}
     no_creds.update(AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), AWS_CONFIG_FILE=str(tmp_path / "none"),
                     AWS_EC2_METADATA_DISABLED="true")
-    _one_line_exit_2(_cli(args, no_creds, tmp_path), f"{out}: no credentials found (")
+    _one_line_exit_2(run_process(*args, env=no_creds, cwd=tmp_path), f"{out}: no credentials found (")
     # the local engine keeps its work dir on local disk
-    _one_line_exit_2(_cli(["dedup", "in.jsonl", "--output", "out", "--work-dir", s3.url("work"), "--quiet"], env,
-                          tmp_path), f"--work-dir {s3.url('work')}: the local engine keeps its work dir on local disk")
+    _one_line_exit_2(run_process("dedup", "in.jsonl", "--output", "out", "--work-dir", s3.url("work"), "--quiet",
+                                 env=env, cwd=tmp_path),
+                     f"--work-dir {s3.url('work')}: the local engine keeps its work dir on local disk")
     assert s3.keys() == []
     assert sorted(os.listdir(tmp_path)) == ["in.jsonl", "none"] or sorted(os.listdir(tmp_path)) == ["in.jsonl"]

@@ -23,8 +23,6 @@ import pytest
 import neardup
 from neardup.stages import layout
 
-from s3_server import s3, s3_server  # noqa: F401  (fixtures)
-
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 

@@ -24,13 +24,14 @@ import pytest
 
 import neardup
 
+from helpers import run_process
+
 import psutil  # noqa: E402  test dependencies: a missing one fails the suite, it is not skipped
 import ray  # noqa: E402
 
 pytestmark = [pytest.mark.ray,
               pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]
 
-ROOT = Path(__file__).resolve().parents[1]
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 
 
@@ -289,22 +290,16 @@ def test_resume_in_the_middle_of_the_read_stage(cluster, tmp_path, first, second
 
 # --------------------------------------------------------------------------- command line
 
-def _cli(*args, env=None, prelude=""):
-    code = (f"import sys\n{prelude}\nfrom neardup.cli import main\nsys.exit(main(sys.argv[1:]))")
-    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=str(ROOT))
-
-
 def test_cli_engine_ray(cluster, tmp_path, jsonl_corpus):
     local = tmp_path / "local"
     neardup.dedup(str(jsonl_corpus), output=str(local), on_error="skip")
     # joining this test's cluster
-    r = _cli("dedup", jsonl_corpus, "-o", tmp_path / "joined", "--engine", "ray", "--ray-address", cluster,
+    r = run_process("dedup", jsonl_corpus, "-o", tmp_path / "joined", "--engine", "ray", "--ray-address", cluster,
              "--on-error", "skip", "--quiet")
     assert r.returncode == 0, r.stderr
     assert_same(local, tmp_path / "joined")
     # starting (and stopping) its own local instance
-    r = _cli("dedup", jsonl_corpus, "-o", tmp_path / "own", "--engine", "ray", "--workers", "1",
+    r = run_process("dedup", jsonl_corpus, "-o", tmp_path / "own", "--engine", "ray", "--workers", "1",
              "--on-error", "skip")
     assert r.returncode == 0, r.stderr
     assert "kept" in r.stderr and "Traceback" not in r.stderr
@@ -313,7 +308,7 @@ def test_cli_engine_ray(cluster, tmp_path, jsonl_corpus):
 
 def test_missing_ray_is_a_one_line_error(tmp_path, jsonl_corpus):
     hide = "sys.modules['ray'] = None"
-    r = _cli("dedup", jsonl_corpus, "-o", tmp_path / "out", "--engine", "ray", prelude=hide)
+    r = run_process("dedup", jsonl_corpus, "-o", tmp_path / "out", "--engine", "ray", block=("ray",))
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "pip install 'neardup[ray]'" in lines[0], r.stderr
@@ -323,7 +318,8 @@ def test_missing_ray_is_a_one_line_error(tmp_path, jsonl_corpus):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "pip install 'neardup[ray]'" in r.stdout, r.stdout + r.stderr
     # and neardup itself works without Ray
-    r = _cli("dedup", jsonl_corpus, "-o", tmp_path / "local", "--quiet", "--on-error", "skip", prelude=hide)
+    r = run_process("dedup", jsonl_corpus, "-o", tmp_path / "local", "--quiet", "--on-error", "skip",
+                    block=("ray",))
     assert r.returncode == 0, r.stderr
 
 
@@ -368,6 +364,6 @@ def test_bucket_members_match_a_plain_sort(monkeypatch, collide):
 
 
 def test_unreachable_address_is_a_one_line_error(tmp_path, jsonl_corpus):
-    r = _cli("dedup", jsonl_corpus, "-o", tmp_path / "out", "--engine", "ray", "--ray-address", "127.0.0.1:1")
+    r = run_process("dedup", jsonl_corpus, "-o", tmp_path / "out", "--engine", "ray", "--ray-address", "127.0.0.1:1")
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "cannot reach the Ray cluster" in r.stderr

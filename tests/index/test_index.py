@@ -16,7 +16,8 @@ from neardup.index import Index
 from neardup.index.segments import fingerprints
 from neardup.verify import exact_jaccard
 
-from index_corpus import cli, env, make_split, write_jsonl
+from helpers import child_env as env, neardup_command as cli, run_process, write_jsonl
+from index_corpus import make_split
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +182,7 @@ def test_fingerprint_jaccard_equals_exact_jaccard_on_pairs(split):
 # ---------------------------------------------------------------------------- command line
 
 def run(*args, check_rc=None):
-    p = subprocess.run(cli(*args), capture_output=True, text=True, env=env())
+    p = run_process(*args)
     if check_rc is not None:
         assert p.returncode == check_rc, p.stderr
     return p

@@ -11,7 +11,8 @@ import pytest
 
 from neardup.index import Index
 
-from index_corpus import env, make_split, write_jsonl
+from helpers import child_env as env, write_jsonl
+from index_corpus import make_split
 
 # `neardup index add` with segments of 100 documents, so that an add of many writes several
 # segments before its one commit (and a kill lands between them)

@@ -19,7 +19,8 @@ from neardup.errors import ConfigError, StorageError
 from neardup.index import Index
 from neardup.index.storage import FolderStorage
 
-from index_corpus import cli, env, make_split, write_jsonl
+from helpers import child_env as env, neardup_command as cli, write_jsonl
+from index_corpus import make_split
 
 EXACT_FILES = ("keys.u64", "kdoc.u32", "fpoff.i64", "fp.u32", "idoff.i64", "id.bin", "src.u32")
 

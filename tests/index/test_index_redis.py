@@ -1,9 +1,7 @@
 """The index on a real redis-server (started here on a free loopback port): the same answers as
 a folder index, concurrent writers, a restart, a crash mid-add, errors."""
 
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,71 +11,13 @@ import pytest
 from neardup.errors import ConfigError
 from neardup.index import Index
 
-from index_corpus import env, make_split, write_jsonl
+from helpers import RedisServer, child_env as env, write_jsonl
+from index_corpus import make_split
 
 try:
     import redis
 except ImportError:  # not a skip: CI installs it with the test extra
     pytest.fail("the redis client is missing: pip install -e '.[test]'", pytrace=False)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class RedisServer:
-    """A redis-server with append-only persistence (fsync on every write) in a folder of its own."""
-
-    def __init__(self, folder):
-        self.folder = str(folder)
-        self.port = _free_port()
-        self.proc = None
-
-    def start(self):
-        exe = shutil.which("redis-server")
-        if exe is None:
-            pytest.fail("redis-server is not installed: the Redis index tests need it "
-                        "(.ci/run installs it; on Debian/Ubuntu: apt-get install redis-server)")
-        self.proc = subprocess.Popen(
-            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.folder, "--appendonly", "yes",
-             "--appendfsync", "always", "--save", "", "--protected-mode", "no", "--daemonize", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis(port=self.port)
-        deadline = time.time() + 20
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.exceptions.ConnectionError:
-                if time.time() > deadline or self.proc.poll() is not None:
-                    pytest.fail(f"redis-server did not start on port {self.port}")
-                time.sleep(0.05)
-        # with AOF on, a restart replays the log: wait until loading is over
-        while client.info("persistence").get("loading"):
-            time.sleep(0.05)
-        client.close()
-        return self
-
-    def kill(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=20)
-
-    def url(self, db=0):
-        return f"redis://127.0.0.1:{self.port}/{db}"
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = RedisServer(tmp_path_factory.mktemp("redis")).start()
-    yield s
-    s.stop()
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +29,9 @@ _db = iter(range(1, 16))
 
 
 @pytest.fixture
-def url(server):
+def url(redis_server):
     """A fresh database of the module's server for each test."""
-    u = server.url(next(_db))
+    u = redis_server.url(next(_db))
     redis.Redis.from_url(u).flushdb()
     return u
 
@@ -193,12 +133,12 @@ def test_prefixes_keep_indexes_apart_in_one_database(url, split):
 
 # ----------------------------------------------------------------------------- refusals (issue 17)
 
-def test_rediss_to_a_plain_server_fails_within_seconds(server, capsys):
+def test_rediss_to_a_plain_server_fails_within_seconds(redis_server, capsys):
     """TLS to a server that does not speak it: the handshake gets no answer; the connect timeout
     (3 s an attempt, one retry) ends it, not the 60 s of a command's timeout."""
     from neardup.cli import main
     from neardup.errors import StorageError
-    url = f"rediss://127.0.0.1:{server.port}/0"
+    url = f"rediss://127.0.0.1:{redis_server.port}/0"
     t0 = time.time()
     with pytest.raises(StorageError, match="cannot reach Redis"):
         Index(url)
@@ -210,11 +150,11 @@ def test_rediss_to_a_plain_server_fails_within_seconds(server, capsys):
     assert time.time() - t0 < 15
 
 
-def test_a_password_is_never_printed_or_stored(server, split, tmp_path, capsys):
+def test_a_password_is_never_printed_or_stored(redis_server, split, tmp_path, capsys):
     from neardup.cli import main
-    admin = redis.Redis(port=server.port)
+    admin = redis.Redis(port=redis_server.port)
     admin.execute_command("ACL", "SETUSER", "neardup-user", "on", ">s3cret", "~*", "+@all")
-    url = f"redis://neardup-user:s3cret@127.0.0.1:{server.port}/14"
+    url = f"redis://neardup-user:s3cret@127.0.0.1:{redis_server.port}/14"
     try:
         redis.Redis.from_url(url).flushdb()
         a = write_jsonl(str(tmp_path / "a.jsonl"), split.a_texts[:20], split.a_ids[:20])
@@ -224,7 +164,7 @@ def test_a_password_is_never_printed_or_stored(server, split, tmp_path, capsys):
         assert main(["index", "query", url, a]) == 0
         out, err = capsys.readouterr()
         assert "s3cret" not in out + err and "neardup-user:***@" in out + err
-        assert Index(url).stats()["location"] == f"redis://neardup-user:***@127.0.0.1:{server.port}/14"
+        assert Index(url).stats()["location"] == f"redis://neardup-user:***@127.0.0.1:{redis_server.port}/14"
         assert "s3cret" not in repr(Index(url))
         assert b"s3cret" not in redis.Redis.from_url(url).get("neardup:manifest")
         wrong = url.replace("s3cret", "wr0ng")

@@ -82,7 +82,7 @@ def test_csv_unterminated_quote_fails_naming_row_and_line(tmp_path):
     # before: the open quote took the following records into one, exit 0, the others gone
     (tmp_path / "u.csv").write_text(
         f'id,text\n0,{doc(0)}\n1,"{doc(1)}\n2,{doc(2)}\n3,{doc(3)}\n')
-    code, err = neardup("dedup", "u.csv", "-o", "out", "-q", cwd=tmp_path)
+    code, _, err = neardup("dedup", "u.csv", "-o", "out", "-q", cwd=tmp_path)
     assert code == 2
     msg = one_error_line(err)
     assert msg.startswith("u.csv: row 1: unterminated quoted field: the quote opened on line 3 is never "
@@ -106,7 +106,7 @@ def test_csv_unterminated_quote_skip_rejects_one_record(tmp_path, header, record
     nl = "\r\n" if tail == "crlf" else "\n"
     data = nl.join(lines) + ("" if tail == "no final line break" else nl)
     (tmp_path / "u.csv").write_bytes(data.encode())
-    code, err = neardup("dedup", "u.csv", "-o", "out", "-q", "--on-error", "skip", cwd=tmp_path)
+    code, _, err = neardup("dedup", "u.csv", "-o", "out", "-q", "--on-error", "skip", cwd=tmp_path)
     assert code == 0, err
     c = counts(tmp_path / "out")
     assert (c["input"], c["kept"], c["rejected"]) == (2, 1, 1)
@@ -175,10 +175,10 @@ def test_csv_field_count_error_names_the_row(tmp_path):
     # before: "not a readable CSV file (CSV parse error: ...)" and `row None` in rejected.parquet
     rows = ["id,text", f"0,{doc(0)}", "1,x,y", f"2,{doc(2)}", "3", f"4,{doc(4)}", f"5,{doc(5)}"]
     (tmp_path / "w.csv").write_text("\n".join(rows) + "\n")
-    code, err = neardup("dedup", "w.csv", "-o", "o1", "-q", cwd=tmp_path)
+    code, _, err = neardup("dedup", "w.csv", "-o", "o1", "-q", cwd=tmp_path)
     assert code == 2
     assert one_error_line(err) == "w.csv: row 1: a record of 3 fields, the header has 2: '1,x,y'"
-    code, err = neardup("dedup", "w.csv", "-o", "o2", "-q", "--on-error", "skip", cwd=tmp_path)
+    code, _, err = neardup("dedup", "w.csv", "-o", "o2", "-q", "--on-error", "skip", cwd=tmp_path)
     assert code == 0, err
     c = counts(tmp_path / "o2")
     assert (c["input"], c["kept"], c["rejected"]) == (6, 4, 2)
@@ -253,10 +253,10 @@ def deep_json_file(path: Path, depth: int, line: int = 2):
 def test_deep_json_fails_one_line(tmp_path, output_format):
     # before: pyarrow read it (exit 0); --output-format parquet then died in json.loads (RecursionError)
     deep_json_file(tmp_path / "d.jsonl", 1000)
-    code, err = neardup("dedup", "d.jsonl", "-o", "o1", "-q", "--output-format", output_format, cwd=tmp_path)
+    code, _, err = neardup("dedup", "d.jsonl", "-o", "o1", "-q", "--output-format", output_format, cwd=tmp_path)
     assert code == 2
     assert one_error_line(err) == "d.jsonl:2: JSON nested too deeply (more than 512 levels of arrays and objects)"
-    code, err = neardup("dedup", "d.jsonl", "-o", "o2", "-q", "--on-error", "skip",
+    code, _, err = neardup("dedup", "d.jsonl", "-o", "o2", "-q", "--on-error", "skip",
                         "--output-format", output_format, cwd=tmp_path)
     assert code == 0, err
     assert counts(tmp_path / "o2")["rejected"] == 1
@@ -293,7 +293,7 @@ def test_file_name_not_utf8_is_read_and_shown_escaped(tmp_path):
     bad = os.path.join(os.fsencode(str(folder)), b"bad\xff.jsonl")
     with open(bad, "wb") as f:
         f.write((same + "\n" + json.dumps({"text": doc(2)}) + "\n{broken\n").encode())
-    code, err = neardup("dedup", "in", "-o", "out", "-q", "--on-error", "skip", cwd=tmp_path)
+    code, _, err = neardup("dedup", "in", "-o", "out", "-q", "--on-error", "skip", cwd=tmp_path)
     assert code == 0, err
     out = tmp_path / "out"
     c = counts(out)
@@ -309,7 +309,7 @@ def test_file_name_not_utf8_is_read_and_shown_escaped(tmp_path):
     # and in a message
     with open(bad, "ab") as f:
         f.write(b"[1]\n")
-    code, err = neardup("dedup", "in", "-o", "out2", "-q", cwd=tmp_path)
+    code, _, err = neardup("dedup", "in", "-o", "out2", "-q", cwd=tmp_path)
     assert code == 2 and one_error_line(err).startswith("in/bad\\xff.jsonl:3: broken JSON")
 
 
@@ -351,7 +351,7 @@ def test_password_in_input_url_is_never_shown_or_stored(tmp_path, http_folder):
     lines = [json.dumps({"text": doc(1)}), json.dumps({"text": doc(1)}), json.dumps({"text": doc(2)}), "{broken"]
     (web / "x.jsonl").write_text("\n".join(lines) + "\n")
     url = f"http://user:S3CRETPW@127.0.0.1:{port}/x.jsonl"
-    code, err = neardup("dedup", url, "-o", "out", "-q", "--on-error", "skip", cwd=tmp_path)
+    code, _, err = neardup("dedup", url, "-o", "out", "-q", "--on-error", "skip", cwd=tmp_path)
     assert code == 0, err
     out = tmp_path / "out"
     assert_no_secret("S3CRETPW", out, err)
@@ -361,7 +361,7 @@ def test_password_in_input_url_is_never_shown_or_stored(tmp_path, http_folder):
     assert removed["source"] == shown
     assert rejected(out)[0]["source"] == shown
     # the message of a bad record names the file without the password
-    code, err = neardup("dedup", url, "-o", "out2", "-q", cwd=tmp_path)
+    code, _, err = neardup("dedup", url, "-o", "out2", "-q", cwd=tmp_path)
     assert code == 2 and one_error_line(err).startswith(f"{shown}:4: broken JSON")
     assert_no_secret("S3CRETPW", tmp_path / "out2", err)
 
@@ -371,7 +371,7 @@ def test_password_in_unreachable_url_is_not_shown(tmp_path):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    code, err = neardup("dedup", f"http://user:S3CRETPW@127.0.0.1:{port}/x.jsonl", "-o", "out", "-q",
+    code, _, err = neardup("dedup", f"http://user:S3CRETPW@127.0.0.1:{port}/x.jsonl", "-o", "out", "-q",
                         cwd=tmp_path)
     assert code == 2
     one_error_line(err)
@@ -431,7 +431,7 @@ def test_symlink_loop_in_a_folder_is_one_line(tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.jsonl").write_text(json.dumps({"text": doc(0)}) + "\n")
     os.symlink("loop", tmp_path / "in" / "loop")
-    code, err = neardup("dedup", "in", "-o", "out", "-q", "--on-error", "skip", cwd=tmp_path)
+    code, _, err = neardup("dedup", "in", "-o", "out", "-q", "--on-error", "skip", cwd=tmp_path)
     assert code == 2
     assert one_error_line(err) == "cannot read in/loop (Too many levels of symbolic links)"
     with pytest.raises(InputError, match="^cannot read .*loop .Too many levels"):
@@ -484,7 +484,7 @@ def test_folder_where_a_file_is_expected_stops_even_with_skip(tmp_path, fmt):
 
 
 def test_device_as_input_is_refused(tmp_path):
-    code, err = neardup("dedup", "/dev/zero", "-o", "out", "-q", cwd=tmp_path)
+    code, _, err = neardup("dedup", "/dev/zero", "-o", "out", "-q", cwd=tmp_path)
     assert code == 2 and one_error_line(err) == "not a regular file: /dev/zero"
     # read as a source (a file replaced after discovery): /dev/null, which ends (a reader that
     # took /dev/zero would fill the memory)
@@ -498,7 +498,7 @@ def test_unreadable_file_stops_even_with_skip(tmp_path):  # pragma: no cover - n
     path.write_text(json.dumps({"text": doc(0)}) + "\n")
     path.chmod(0)
     try:
-        code, err = neardup("dedup", "a.jsonl", "-o", "out", "-q", "--on-error", "skip", cwd=tmp_path)
+        code, _, err = neardup("dedup", "a.jsonl", "-o", "out", "-q", "--on-error", "skip", cwd=tmp_path)
         assert code == 2
         assert one_error_line(err) == "a.jsonl: cannot read file (Permission denied)"
     finally:

@@ -19,7 +19,7 @@ from neardup.errors import ConfigError, InputError
 from neardup.io import (Batch, Source, discover, output_relpath, output_relpaths, read_source,
                         table_source, write_kept)
 from neardup.io import _streams
-from helpers import fail_message
+from helpers import fail_message, jsonl
 
 
 # --------------------------------------------------------------------------- helpers
@@ -48,10 +48,6 @@ def compress(data: bytes, compression):
     if compression == "zstd":
         return zstandard.ZstdCompressor(level=3).compress(data)
     return data
-
-
-def jsonl(records) -> bytes:
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
 
 
 def one(inp) -> Source:

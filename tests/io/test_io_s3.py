@@ -20,16 +20,10 @@ import zstandard
 
 from neardup.errors import ConfigError, InputError
 from neardup.io import discover, fs, read_source, write_kept
-from s3_server import free_port, s3, s3_server  # noqa: F401  (fixtures)
-
-SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+from helpers import SRC, free_port, jsonl, run_in_process, run_process
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def jsonl(records) -> bytes:
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
 
 
 def parquet_bytes(table: pa.Table, **kw) -> bytes:
@@ -350,15 +344,6 @@ def test_local_paths_do_not_import_fsspec(tmp_path):
 # --------------------------------------------------------------------------- the command line
 
 
-def _cli(args, env, block=None, cwd=None):
-    """``neardup ARGS`` in a fresh process; ``block``: modules whose import fails there (as if
-    the extra were not installed)."""
-    pre = "".join(f"sys.modules[{m!r}] = None; " for m in (block or []))
-    code = f"import sys; {pre}from neardup.cli import main; sys.exit(main(sys.argv[1:]))"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env=dict(env, PYTHONPATH=SRC), cwd=cwd, timeout=120)
-
-
 def _one_line_exit_2(r, startswith):
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
@@ -371,41 +356,29 @@ def _one_line_exit_2(r, startswith):
 def test_cli_without_the_extra(s3, tmp_path, block, what):
     url = s3.put("in/a.jsonl", PLAIN)
     out = tmp_path / "out"
-    r = _cli(["dedup", url, "--output", str(out)], dict(os.environ), block=block)
+    r = run_process("dedup", url, "--output", out, block=block)
     line = _one_line_exit_2(r, f"{url}: reading and writing s3:// paths needs {what}")
     assert "pip install 'neardup[cloud]'" in line
     assert not out.exists()
-
-
-def _cli_here(args, monkeypatch=None):
-    """``neardup ARGS`` in this process (what ``python -m neardup`` runs): (exit code, stderr)."""
-    import contextlib
-
-    from neardup.cli import main
-
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        code = main(args)
-    return subprocess.CompletedProcess(args, code, "", err.getvalue())
 
 
 def test_cli_store_errors(s3, tmp_path, monkeypatch):
     s3.put("in/a.jsonl", PLAIN)
     out = tmp_path / "out"
     args = ["dedup", s3.url("in/"), "--output", str(out)]
-    _one_line_exit_2(_cli_here(["dedup", "s3://no-such-bucket-here/in/", "--output", str(out)]),
+    _one_line_exit_2(run_in_process("dedup", "s3://no-such-bucket-here/in/", "--output", str(out)),
                      "s3://no-such-bucket-here/in/: no such bucket: no-such-bucket-here")
-    _one_line_exit_2(_cli_here(["dedup", s3.url("nothing/"), "--output", str(out)]),
+    _one_line_exit_2(run_in_process("dedup", s3.url("nothing/"), "--output", str(out)),
                      f"no such file or folder: {s3.url('nothing/')}")
     with monkeypatch.context() as m:
         port = free_port()
         m.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
         m.setenv("AWS_MAX_ATTEMPTS", "1")
-        _one_line_exit_2(_cli_here(args), f"{s3.url('in/')}: cannot reach the storage endpoint at "
-                                          f"http://127.0.0.1:{port}")
+        _one_line_exit_2(run_in_process(*args), f"{s3.url('in/')}: cannot reach the storage endpoint at "
+                                                f"http://127.0.0.1:{port}")
     with monkeypatch.context() as m:
         _no_credentials(m, tmp_path)
-        _one_line_exit_2(_cli_here(args), f"{s3.url('in/')}: no credentials found (")
+        _one_line_exit_2(run_in_process(*args), f"{s3.url('in/')}: no credentials found (")
     assert not out.exists()
 
 

@@ -180,7 +180,8 @@ def test_a_small_input_does_not_compile_the_scanner(tmp_path):
     import os
     import subprocess
     import sys
-    from pathlib import Path
+
+    from helpers import SRC
 
     p = tmp_path / "c.jsonl"
     p.write_text("".join(json.dumps({"id": i, "text": f"words {i}"}) + "\n" for i in range(30)))
@@ -191,8 +192,7 @@ src = Source(path={str(p)!r}, name="c.jsonl", relpath="c.jsonl", format="jsonl")
 n = sum(len(b) for b in read_source(src, id_column="id"))
 print(n, J.worth_it(10), J.worth_it(J.COMPILE_FROM_BYTES), bool(J._scan.signatures))
 """
-    src_dir = str(Path(__file__).resolve().parent.parent / "src")
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=src_dir)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=SRC)
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["30", "False", "True", "False"]

@@ -4,7 +4,6 @@ usual one (words = runs of letters and digits), so its MinHash estimate of it is
 
 import dataclasses
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +13,9 @@ from neardup.audit import audit_texts
 from neardup.cli import build_parser
 from neardup.verify import exact_jaccard
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from helpers import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
 import words as bench_words  # noqa: E402  (bench/words.py: the corpus generator and the usual words)
 
 

@@ -15,11 +15,7 @@ from neardup.errors import InputError
 
 from neardup.audit import audit_texts, format_audit, wilson_interval
 
-
-def run_cli(argv):
-    """Runs the `neardup` command in this process; returns its exit status."""
-    from neardup.cli import main
-    return main(list(argv))
+from helpers import run_cli
 
 
 # ---- a corpus of disjoint pairs with similarities spread over (0, 1] --------------------------
@@ -256,7 +252,7 @@ def test_cli_audit_jsonl(tmp_path, corpus, capsys):
     if importlib.util.find_spec("matplotlib") is not None:
         plot = tmp_path / "audit.png"
         argv += ["--plot", str(plot)]
-    assert run_cli(argv) == 0
+    assert run_cli(*argv) == 0
     out = capsys.readouterr().out
     assert "neardup audit: 800 documents" in out and "exact J" in out
     d = json.loads(out_json.read_text())
@@ -279,13 +275,13 @@ def test_cli_audit_jsonl(tmp_path, corpus, capsys):
 def test_cli_errors_one_line(tmp_path, capsys, argv, needle):
     path = tmp_path / "d.jsonl"
     path.write_text('{"text": "a b c d e f g"}\n{"text": "a b c d e f h"}\n')
-    assert run_cli(["audit", str(path), *argv]) == 2
+    assert run_cli("audit", str(path), *argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("neardup: error: ") and err.count("\n") == 1 and needle in err
 
 
 def test_cli_missing_input(tmp_path, capsys):
-    assert run_cli(["audit", str(tmp_path / "nope.jsonl")]) == 2
+    assert run_cli("audit", str(tmp_path / "nope.jsonl")) == 2
     assert capsys.readouterr().err.count("\n") == 1
 
 

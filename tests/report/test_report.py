@@ -22,12 +22,7 @@ import pytest
 from neardup.errors import InputError
 from neardup.report import word_diff_html, write_report
 
-
-def run_cli(argv):
-    """Runs the `neardup` command in this process; returns its exit status."""
-    from neardup.cli import main
-    return main(list(argv))
-
+from helpers import run_cli
 
 COUNTS = {"input": 12345, "kept": 10022, "removed": 2278, "rejected": 45, "clusters": 1234,
           "candidate_pairs": 56789, "verified_pairs": 4321}
@@ -173,7 +168,7 @@ def test_bad_folders(tmp_path, capsys):
         write_report(tmp_path / "empty")
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "stats.json").write_text("{not json")
-    assert run_cli(["report", str(tmp_path / "bad")]) == 2
+    assert run_cli("report", str(tmp_path / "bad")) == 2
     err = capsys.readouterr().err
     assert err.startswith("neardup: error: ") and err.count("\n") == 1 and "stats.json" in err
 
@@ -181,7 +176,7 @@ def test_bad_folders(tmp_path, capsys):
 def test_cli_report_output_option(tmp_path, capsys):
     out = make_output(tmp_path / "out")
     target = tmp_path / "elsewhere.html"
-    assert run_cli(["report", str(out), "--output", str(target), "--plots", "svg"]) == 0
+    assert run_cli("report", str(out), "--output", str(target), "--plots", "svg") == 0
     assert f"wrote {target}" in capsys.readouterr().out
     assert target.is_file() and not (out / "report.html").exists()
     assert "56,789" in target.read_text()

@@ -16,17 +16,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from neardup.cli import main
 from neardup.errors import ConfigError, InputError, NeardupError
 from neardup.plots import have_matplotlib
 from neardup import report
 from neardup.report import write_report
 
+from helpers import run_cli as cli, write_jsonl
+
 PLOT_MODES = ["svg"] + (["matplotlib"] if have_matplotlib() else [])
-
-
-def cli(*argv) -> int:
-    return main([str(a) for a in argv])
 
 
 def one_line_error(capsys) -> str:
@@ -39,12 +36,6 @@ def one_line_error(capsys) -> str:
 def texts_of(n, seed, words=60):
     rng = random.Random(seed)
     return [" ".join(f"w{rng.randrange(5000)}" for _ in range(words)) for _ in range(n)]
-
-
-def write_jsonl(path, texts, ids=None):
-    rows = [{"text": t} if ids is None else {"id": i, "text": t} for t, i in zip(texts, ids or texts)]
-    Path(path).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return Path(path)
 
 
 def leftovers(folder):
