@@ -98,7 +98,7 @@ def test_13_5_an_empty_dataframe_gives_an_empty_result():
 
 
 def test_13_5_a_datasetdict_is_deduplicated_across_its_splits():
-    datasets = pytest.importorskip("datasets")
+    import datasets
     dd = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": TEXTS[:3]}),
                                "test": datasets.Dataset.from_dict({"text": [TEXTS[3], "alone " * 9]})})
     result = neardup.dedup(dd)

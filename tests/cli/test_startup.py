@@ -61,7 +61,7 @@ def test_signatures_of_a_list_do_not_import_pandas():
 
 
 def test_in_memory_still_takes_a_dataframe_and_a_subclass():
-    pd = pytest.importorskip("pandas")
+    import pandas as pd
     from neardup.api import _in_memory
 
     class Frame(pd.DataFrame):  # defined outside pandas: found through its MRO

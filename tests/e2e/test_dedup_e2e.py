@@ -340,7 +340,7 @@ def test_interrupt_exits_130_and_resume_works(tmp_path):
 # --------------------------------------------------------------------------- Python API
 
 def test_api_paths_table_pandas_hf(tmp_path, docs):
-    pd = pytest.importorskip("pandas")
+    import pandas as pd
     table = pa.table({"id": [d["id"] for d in docs], "text": [d["text"] for d in docs]})
     src = write_jsonl(tmp_path / "c.jsonl", docs)
     r_path = neardup.dedup(str(src), output=str(tmp_path / "o1"), id_column="id", quiet=True)
@@ -358,7 +358,7 @@ def test_api_paths_table_pandas_hf(tmp_path, docs):
     assert set(df["id"]) - set(r_df.kept["id"]) == expected_removed
     assert list(r_df.kept.index) == [i for i, x in enumerate(df["id"]) if x not in expected_removed]
 
-    datasets = pytest.importorskip("datasets")
+    import datasets
     ds = datasets.Dataset.from_pandas(df)
     r_ds = neardup.dedup(ds, id_column="id")
     assert isinstance(r_ds.kept, datasets.Dataset)

@@ -416,7 +416,7 @@ def test_a_bucket_with_other_objects_is_refused_as_work_dir_or_output(tmp_path, 
 def test_params_plot_refuses_an_existing_file_without_overwrite(tmp_path, capsys):
     """Guard: check_output_file in ``neardup params --plot`` (mutation: drop the call -> the
     user's file is replaced)."""
-    pytest.importorskip("matplotlib")
+    import matplotlib  # noqa: F401
     mine = tmp_path / "curve.png"
     mine.write_bytes(b"my picture")
     assert run_cli("params", "--plot", mine) == 2

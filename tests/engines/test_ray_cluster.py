@@ -19,12 +19,11 @@ import time
 from functools import partial
 
 import pytest
+import ray
+from ray.cluster_utils import Cluster
 
 import neardup
 from neardup.stages import layout
-
-ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 

@@ -320,7 +320,7 @@ def test_file_name_not_utf8_is_read_and_shown_escaped(tmp_path):
 def http_folder(tmp_path):
     """A local HTTP server (no authentication: the credentials in the URL are simply ignored)
     serving tmp_path/web; yields (folder, port)."""
-    pytest.importorskip("aiohttp")
+    import aiohttp  # noqa: F401
     web = tmp_path / "web"
     web.mkdir()
     class Quiet(http.server.SimpleHTTPRequestHandler):
@@ -367,7 +367,7 @@ def test_password_in_input_url_is_never_shown_or_stored(tmp_path, http_folder):
 
 
 def test_password_in_unreachable_url_is_not_shown(tmp_path):
-    pytest.importorskip("aiohttp")
+    import aiohttp  # noqa: F401
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -532,7 +532,7 @@ def test_table_sources():
     assert rej == [(2, "text field 'text' is null")]
     assert fail_message(src) == "mem: row 2: text field 'text' is null"
     assert table_source(t.to_batches()[0]).table.num_rows == 4
-    pd = pytest.importorskip("pandas")
+    import pandas as pd
     df = pd.DataFrame({"text": ["a", "b"], "score": [1, 2]})
     assert read_all(table_source(df), score_column="score")[3] == [1.0, 2.0]
     with pytest.raises(TypeError):
@@ -540,7 +540,7 @@ def test_table_sources():
 
 
 def test_datasets_table_source():
-    datasets = pytest.importorskip("datasets")
+    import datasets
     ds = datasets.Dataset.from_dict({"text": ["a", "b", "c"]}).select([2, 0])
     assert read_all(table_source(ds))[0] == ["c", "a"]
 

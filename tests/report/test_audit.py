@@ -4,7 +4,6 @@ and the audit notices when the LSH does not behave as the theory says."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 
@@ -246,12 +245,9 @@ def test_cli_audit_jsonl(tmp_path, corpus, capsys):
         for i, t in enumerate(texts[:1000]):
             fh.write(json.dumps({"id": i, "body": t}) + "\n")
     out_json = tmp_path / "audit.json"
+    plot = tmp_path / "audit.png"
     argv = ["audit", str(path), "--text-column", "body", "--sample", "1500", "--seed", "42",
-            "--max-docs", "800", "--json", str(out_json)]
-    plot = None
-    if importlib.util.find_spec("matplotlib") is not None:
-        plot = tmp_path / "audit.png"
-        argv += ["--plot", str(plot)]
+            "--max-docs", "800", "--json", str(out_json), "--plot", str(plot)]
     assert run_cli(*argv) == 0
     out = capsys.readouterr().out
     assert "neardup audit: 800 documents" in out and "exact J" in out
@@ -260,9 +256,8 @@ def test_cli_audit_jsonl(tmp_path, corpus, capsys):
     # same as the API on the same 800 texts
     api = audit_texts(texts[:800], sample=1500, seed=42).to_dict()
     assert d["bins"] == json.loads(json.dumps(api["bins"]))
-    if plot is not None:
-        data = plot.read_bytes()
-        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+    data = plot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
 
 
 @pytest.mark.parametrize("argv,needle", [

@@ -17,13 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from neardup.errors import ConfigError, InputError, NeardupError
-from neardup.plots import have_matplotlib
 from neardup import report
 from neardup.report import write_report
 
 from helpers import run_cli as cli, write_jsonl
 
-PLOT_MODES = ["svg"] + (["matplotlib"] if have_matplotlib() else [])
+PLOT_MODES = ["svg", "matplotlib"]
 
 
 def one_line_error(capsys) -> str:
@@ -331,7 +330,6 @@ def test_audit_json_refuses_an_existing_file_without_overwrite(audit_corpus, tmp
     assert "folder" in one_line_error(capsys)
 
 
-@pytest.mark.skipif(not have_matplotlib(), reason="--plot needs matplotlib")
 def test_audit_plot_follows_the_same_rules(audit_corpus, tmp_path, capsys):
     plot = tmp_path / "a.png"
     plot.write_bytes(b"old")
