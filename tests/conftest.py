@@ -4,6 +4,9 @@
   whole runs; no __init__.py, so every test file has a name of its own across the folders.
 * Helpers shared by modules (tests/helpers.py: the CLI runners, the JSONL writer, the servers'
   handles; tests/index_corpus.py) are imported by name: this file puts tests/ on sys.path.
+* ``@pytest.mark.slow`` (a whole module through ``pytestmark``, or one test): Ray, the S3 and
+  Redis servers, large corpora, runs killed or interrupted, fresh processes started many times.
+  ``python -m pytest -q -m "not slow"`` is the developers' inner loop; CI runs everything.
 * What .ci/run installs (the [test] extra: ray, pandas, matplotlib, datasets, s3fs, moto, redis,
   ...; apt's redis-server and chromium) is imported plainly: without it a test fails, never skips.
   Only what CI does not install may skip, with a comment that says so.

@@ -326,6 +326,7 @@ def test_13_8_readme_first_screen_and_example_numbers(tmp_path):
     assert tuple(map(int, said.groups())) == (counts["input"], counts["kept"], counts["removed"])
 
 
+@pytest.mark.slow
 def test_13_5_csv_over_object_storage_same_as_local(s3, tmp_path, monkeypatch):
     """CSV / TSV go through the same file layer as the other formats: s3:// reads and writes
     give what local files give."""

@@ -12,6 +12,8 @@ import pytest
 
 from helpers import SRC
 
+pytestmark = pytest.mark.slow  # fresh Pythons timed from import, the background warm-up's compiles
+
 
 def _python(code: str, *, warmup: str = "1", timeout: float = 120) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), NEARDUP_WARMUP=warmup)

@@ -82,6 +82,7 @@ def test_against_refuses_an_index_of_other_parameters_in_one_line(tmp_path, dump
     assert code == 2 and err.count("\n") == 1 and "nowhere" in err
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_against_on_ray_gives_the_local_bytes(tmp_path, dumps):
     import ray

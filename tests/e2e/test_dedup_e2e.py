@@ -284,6 +284,7 @@ def _synthetic_jsonl(path, n):
     return path
 
 
+@pytest.mark.slow
 def test_resume_after_kill_gives_the_same_output(tmp_path):
     src = _synthetic_jsonl(tmp_path / "big.jsonl", 6000)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -316,6 +317,7 @@ def test_resume_after_kill_gives_the_same_output(tmp_path):
     assert file_bytes(ref) == file_bytes(out)
 
 
+@pytest.mark.slow
 def test_interrupt_exits_130_and_resume_works(tmp_path):
     src = _synthetic_jsonl(tmp_path / "big.jsonl", 20000)
     out, work = tmp_path / "out", tmp_path / "work"

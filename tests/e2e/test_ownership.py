@@ -398,6 +398,7 @@ def test_redact_hides_every_kind_of_credential():
 # --------------------------------------------------------------------------- object storage
 
 
+@pytest.mark.slow
 def test_a_bucket_with_other_objects_is_refused_as_work_dir_or_output(tmp_path, corpus, capsys, s3):
     """On a real S3 API: ``--work-dir s3://bucket/`` (the Ray engine keeps its work dir there)
     and ``-o s3://bucket/`` are refused untouched when the bucket holds objects neardup did not
@@ -442,6 +443,7 @@ def test_an_output_on_a_read_only_disk_is_one_line(tmp_path, corpus, capsys):
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
+@pytest.mark.slow
 def test_index_add_and_query_take_urls_as_given(tmp_path, corpus, s3):
     """``neardup index add/query`` read an s3:// input (pathlib turned it into ``s3:/...``, a
     missing local file), and query -o refuses an existing file without --overwrite."""

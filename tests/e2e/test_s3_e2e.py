@@ -24,6 +24,8 @@ import zstandard
 
 from helpers import child_env, free_port, neardup_command, run_process, s3_env
 
+pytestmark = pytest.mark.slow  # whole runs through the S3 server, in fresh processes
+
 
 def _corpus() -> dict:
     base = [f"the quick brown fox number {i} jumps over the lazy dog and runs far away into the woods"

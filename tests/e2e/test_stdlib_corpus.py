@@ -19,6 +19,8 @@ import pytest
 from neardup.cli import main
 from neardup.shingles import shingles_python
 
+pytestmark = pytest.mark.slow  # a large corpus (the standard library) against exact all-pairs Jaccard
+
 STDLIB = sysconfig.get_paths()["stdlib"]
 
 

@@ -25,7 +25,7 @@ from ray.cluster_utils import Cluster
 import neardup
 from neardup.stages import layout
 
-pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 NODE = dict(num_cpus=1, object_store_memory=80 << 20)
 OPTIONS = dict(threshold=0.7, id_column="id", quiet=True)

@@ -29,7 +29,7 @@ from helpers import run_process
 import psutil  # noqa: E402  test dependencies: a missing one fails the suite, it is not skipped
 import ray  # noqa: E402
 
-pytestmark = [pytest.mark.ray,
+pytestmark = [pytest.mark.slow, pytest.mark.ray,
               pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])

@@ -188,6 +188,7 @@ def run(*args, check_rc=None):
     return p
 
 
+@pytest.mark.slow
 def test_cli_add_query_stats_compact(tmp_path, split):
     a = write_jsonl(str(tmp_path / "a.jsonl"), split.a_texts, split.a_ids)
     b = write_jsonl(str(tmp_path / "b.jsonl"), split.b_texts, split.b_ids)
@@ -211,6 +212,7 @@ def test_cli_add_query_stats_compact(tmp_path, split):
     assert json.loads(run("index", "stats", ix, check_rc=0).stdout)["segments"] == 1
 
 
+@pytest.mark.slow
 def test_cli_errors_one_line_exit_2_nothing_written(tmp_path, split):
     a = write_jsonl(str(tmp_path / "a.jsonl"), split.a_texts[:30], split.a_ids[:30])
     ix = str(tmp_path / "ix")
@@ -295,6 +297,7 @@ def test_fingerprints_match_their_plain_twin():
     assert np.array_equal(fo2, fo) and np.array_equal(fv2, fv)
 
 
+@pytest.mark.slow
 def test_two_processes_adding_to_a_folder_at_once_lose_nothing(tmp_path, split):
     ix = str(tmp_path / "ix")
     files = [write_jsonl(str(tmp_path / f"w{w}.jsonl"), split.a_texts[w::2], [f"w{w}-{i}" for i in range(len(split.a_texts[w::2]))])

@@ -14,6 +14,9 @@ from neardup.index import Index
 from helpers import child_env as env, write_jsonl
 from index_corpus import make_split
 
+pytestmark = pytest.mark.slow  # index adds killed (kill -9) in fresh processes
+
+
 # `neardup index add` with segments of 100 documents, so that an add of many writes several
 # segments before its one commit (and a kill lands between them)
 SMALL_SEGMENTS = ("import sys, neardup.index.segments as s; s.MAX_SEGMENT_DOCS = 100; "

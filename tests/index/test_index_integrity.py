@@ -131,6 +131,7 @@ def test_cleanup_removes_only_what_the_index_names_or_its_own_temporaries(tmp_pa
     assert Index(ix).stats()["documents"] == len(split.a_texts) + 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["segment_written", "before_manifest_switch"])
 def test_a_killed_first_add_is_recovered_by_the_next_add(tmp_path, split, a_file, point):
     """A first add killed after writing a segment leaves an index the next add can use (its
@@ -270,6 +271,7 @@ def wait_until(cond, what, timeout=120):
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux's /proc/locks to see a waiting writer")
 def test_after_a_failed_first_add_writers_still_take_turns(tmp_path, split):
     """A first add fails while writer B waits for the lock; B then writes; newcomer C must wait
@@ -443,6 +445,7 @@ def _drop_dac_override():  # root ignores file permissions unless it gives up CA
         libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP: gone from the exec'd process
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("when", ["new", "existing"])
 def test_a_folder_not_writable_is_one_line_and_leaves_nothing(tmp_path, split, a_file, when):
     parent = tmp_path / "ro"
@@ -478,6 +481,7 @@ def _capped(limit=4096):
 _ignore_sigxfsz = _capped(4096)
 
 
+@pytest.mark.slow
 def test_a_write_that_fails_midway_is_one_line_and_leaves_no_temporaries(tmp_path, split, a_file):
     """Files capped at 4 KiB (RLIMIT_FSIZE: EFBIG where a full disk gives ENOSPC, same path)."""
     ix = build(tmp_path / "ix", split)
@@ -492,6 +496,7 @@ def test_a_write_that_fails_midway_is_one_line_and_leaves_no_temporaries(tmp_pat
     assert tree(ix) == before
 
 
+@pytest.mark.slow
 def test_a_manifest_that_cannot_be_written_leaves_the_index_as_it_was(tmp_path, split):
     """Segment files under the cap, the manifest over it: the switch fails, its temporary and
     the new segment are removed, the old manifest stays."""
@@ -508,6 +513,7 @@ def test_a_manifest_that_cannot_be_written_leaves_the_index_as_it_was(tmp_path, 
     assert tree(ix) == before
 
 
+@pytest.mark.slow
 def test_a_query_output_that_cannot_be_written_leaves_nothing(tmp_path, split, a_file):
     ix = build(tmp_path / "ix", split)
     out = tmp_path / "out"
@@ -528,6 +534,7 @@ def _can_mount_tmpfs(where):
         return False
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_one_line_and_leaves_no_temporaries(tmp_path, split, a_file):
     """A real full file system: a 200 KiB tmpfs in a mount namespace of its own."""
     mnt = tmp_path / "mnt"

@@ -19,6 +19,8 @@ try:
 except ImportError:  # not a skip: CI installs it with the test extra
     pytest.fail("the redis client is missing: pip install -e '.[test]'", pytrace=False)
 
+pytestmark = pytest.mark.slow  # a redis-server, concurrent writers, restarts and kill -9
+
 
 @pytest.fixture(scope="module")
 def split():

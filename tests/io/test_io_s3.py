@@ -22,6 +22,8 @@ from neardup.errors import ConfigError, InputError
 from neardup.io import discover, fs, read_source, write_kept
 from helpers import SRC, free_port, jsonl, run_in_process, run_process
 
+pytestmark = pytest.mark.slow  # the S3 server, and processes started without an extra
+
 
 # --------------------------------------------------------------------------- helpers
 

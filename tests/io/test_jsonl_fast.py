@@ -174,6 +174,7 @@ def test_plain_runs_skipped_8_bytes_at_a_time_stop_at_every_special_byte():
         assert _fast(bad + b"\n") is None
 
 
+@pytest.mark.slow
 def test_a_small_input_does_not_compile_the_scanner(tmp_path):
     """Compiling the scanner takes ~10 s once per version: a first run on a small input (a
     newcomer's) reads it with pyarrow instead; a large input, or a compiled scanner, uses it."""

@@ -71,6 +71,7 @@ def corpus():
     return c, a, b, bench_words.pair_jaccards(c.texts, a, b)
 
 
+@pytest.mark.slow
 def test_similarity_is_the_usual_one(corpus):
     """neardup's exact Jaccard equals the usual definition's but for symbols, which stay tokens."""
     c, a, b, j = corpus
@@ -83,6 +84,7 @@ def test_similarity_is_the_usual_one(corpus):
     assert np.abs(exact_jaccard(o2, h2, a, b) - j).mean() > 5 * diff.mean()
 
 
+@pytest.mark.slow
 def test_estimate_of_the_usual_jaccard_within_003_at_k128(corpus):
     c, a, b, j = corpus
     sig = MinHasher(num_perm=128).signatures(c.texts)

@@ -294,6 +294,7 @@ def test_decode_png_matches_matplotlib(tmp_path):
     assert np.array_equal(decode_png((tmp_path / "x.png").read_bytes()), img)
 
 
+@pytest.mark.slow
 def test_report_renders_in_headless_chromium(tmp_path):
     binary = chromium_binary()
     out = make_output(tmp_path / "out")
@@ -323,6 +324,7 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert "<script>alert" not in dom  # escaped text stays text
 
 
+@pytest.mark.slow
 def test_svg_report_renders_in_headless_chromium(tmp_path):
     binary = chromium_binary()
     out = make_output(tmp_path / "out", texts=False)
