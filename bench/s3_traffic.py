@@ -1,5 +1,5 @@
 """Bytes each stage moves to and from the work directory on object storage, on the three-node
-test cluster of tests/test_ray_cluster.py (``ray.cluster_utils.Cluster``, one CPU a node) with
+test cluster of tests/engines/test_ray_cluster.py (``ray.cluster_utils.Cluster``, one CPU a node) with
 inputs, work dir and output on a local S3 server (moto), through a counting HTTP proxy.
 
     .venv/bin/python bench/s3_traffic.py --docs 20000 [--verify exact] [--nodes 3]
@@ -111,7 +111,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from moto.server import ThreadedMotoServer
-    from s3_server import S3, free_port, s3_env
+    from helpers import S3, free_port, s3_env
 
     port = free_port()
     import logging

@@ -1,7 +1,36 @@
-"""Shared fixtures (no autouse: every test asks for what it uses)."""
+"""Shared fixtures (no autouse: every test asks for what it uses), and the suite's rules.
+
+* The folders mirror src/neardup/ (kernels, io, stages, engines, index, cli, report) plus e2e for
+  whole runs; no __init__.py, so every test file has a name of its own across the folders.
+* Helpers shared by modules (tests/helpers.py: the CLI runners, the JSONL writer, the servers'
+  handles; tests/index_corpus.py) are imported by name: this file puts tests/ on sys.path.
+* ``@pytest.mark.slow`` (a whole module through ``pytestmark``, or one test): Ray, the S3 and
+  Redis servers, large corpora, runs killed or interrupted, fresh processes started many times.
+  ``python -m pytest -q -m "not slow"`` is the developers' inner loop; CI runs everything.
+* What .ci/run installs (the [test] extra: ray, pandas, matplotlib, datasets, s3fs, moto, redis,
+  ...; apt's redis-server and chromium) is imported plainly: without it a test fails, never skips.
+  Only what CI does not install may skip, with a comment that says so.
+"""
+
+import itertools
+import logging
+import os
+import sys
+import time
 
 import numpy as np
 import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:  # pytest's default import mode puts it there; --import-mode=importlib does not
+    sys.path.insert(0, HERE)
+
+from helpers import S3, RedisServer, free_port, s3_env  # noqa: E402
+
+_ENV_CLEARED = ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL_S3",
+                "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE")
+_buckets = itertools.count()
+_SESSION = f"{os.getpid()}-{int(time.time() * 1000) % 10**8}"
 
 
 def _jaccard_pairs(jaccards, size=200, seed=0):
@@ -37,3 +66,46 @@ def _jaccard_pairs(jaccards, size=200, seed=0):
 def jaccard_pairs():
     """Factory: ``jaccard_pairs(jaccards, size=200, seed=0) -> (offsets, hashes, exact_jaccard)``."""
     return _jaccard_pairs
+
+
+# --------------------------------------------------------------------------- a real S3 API: moto's server mode
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """The endpoint URL of a moto S3 server on the loopback interface, for the whole session."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch) -> S3:
+    """A fresh bucket on the session's server, with the environment (``AWS_ENDPOINT_URL``, fake
+    credentials, a region) pointing at it."""
+    for k in _ENV_CLEARED:
+        monkeypatch.delenv(k, raising=False)
+    for k, v in s3_env(s3_server).items():
+        monkeypatch.setenv(k, v)
+    # unique across test sessions too: a run to a URL keeps its local work dir under a name made
+    # from the URL, and an earlier session's failed run must not be found there
+    bucket = f"neardup-test-{_SESSION}-{next(_buckets)}"
+    handle = S3(s3_server, bucket)
+    handle.client.create_bucket(Bucket=bucket)
+    return handle
+
+
+# --------------------------------------------------------------------------- redis-server
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    """A redis-server on a free loopback port for the module (see :class:`helpers.RedisServer`)."""
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()

@@ -3,9 +3,8 @@ and a "new" part B whose copies of A's documents are known."""
 
 from __future__ import annotations
 
-import json
-import os
 import sys
+
 from dataclasses import dataclass
 from typing import List, Optional
 
@@ -47,13 +46,6 @@ def make_split(n: int = 600, seed: int = 7) -> Split:
                  b_ids=[f"b{i}" for i in range(len(b_texts))], b_original=b_original, b_jaccard=np.array(b_j))
 
 
-def write_jsonl(path: str, texts, ids) -> str:
-    with open(path, "w") as f:
-        for t, i in zip(texts, ids):
-            f.write(json.dumps({"id": i, "text": t}) + "\n")
-    return path
-
-
 def cli(*args: str, setup: str = "", crash_at: Optional[str] = None) -> List[str]:
     """The command line that runs ``neardup ARGS`` with this checkout's sources; ``setup``: Python
     run first; ``crash_at``: a step of an index write (see neardup.index.storage.crash_point)
@@ -74,10 +66,3 @@ def _kill_at(name):
         os.kill(os.getpid(), signal.SIGKILL)
 neardup.index.storage.crash_hook = _kill_at
 """
-
-
-def env() -> dict:
-    e = dict(os.environ)
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-    e["PYTHONPATH"] = src + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
-    return e

@@ -1,0 +1,152 @@
+"""Start-up costs: what `import neardup` starts and imports, and the background warm-up."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from helpers import SRC
+
+pytestmark = pytest.mark.slow  # fresh Pythons timed from import, the background warm-up's compiles
+
+
+def _python(code: str, *, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_in_memory_of_a_path_does_not_import_pandas():
+    r = _python("""
+        import sys
+        from neardup.api import _in_memory
+        assert _in_memory("some/file.jsonl") == (None, None)
+        assert _in_memory(["a.jsonl"]) is not None
+        print("pandas" in sys.modules)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
+
+
+def test_a_whole_dedup_run_does_not_import_pandas(tmp_path):
+    """pyarrow imports pandas (0.2-0.4 s) on its first list or scalar conversion, Parquet dataset
+    read or to_numpy: a run from a JSONL file to its report uses none of them."""
+    lines = [json.dumps({"id": i, "text": f"doc {i % 40} " + "shared words of a near duplicate " * 3})
+             for i in range(200)]
+    (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
+    r = _python(f"""
+        import sys
+        from neardup.cli import main
+        code = main(["dedup", {str(tmp_path / "c.jsonl")!r}, "--output", {str(tmp_path / "out")!r}, "--quiet"])
+        print(code, "pandas" in sys.modules)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "0 False", r.stdout + r.stderr
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert stats["counts"]["removed"] > 0 and (tmp_path / "out" / "report.html").is_file()
+
+
+def test_signatures_of_a_list_do_not_import_pandas():
+    r = _python("""
+        import sys
+        from neardup import MinHasher
+        sig = MinHasher(num_perm=16).signatures(["one two three four five six", None, "a b"])
+        print(sig.shape, "pandas" in sys.modules)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "(3, 16) False"
+
+
+def test_in_memory_still_takes_a_dataframe_and_a_subclass():
+    import pandas as pd
+    from neardup.api import _in_memory
+
+    class Frame(pd.DataFrame):  # defined outside pandas: found through its MRO
+        pass
+
+    for df in (pd.DataFrame({"text": ["a b", "c d"]}, index=[5, 7]), Frame({"text": ["a b"]})):
+        kind, tables = _in_memory(df)
+        assert kind == "pandas"
+        assert tables["<table>"].num_rows == len(df)
+
+
+def test_warmup_is_opt_in_and_runs_in_the_background():
+    code = """
+        import json, sys, threading
+        import neardup
+        started_by_import = any(t.name == "neardup-warmup" for t in threading.enumerate())
+        if "{call}" == "yes":
+            neardup.warmup()
+            neardup.warmup()  # a second call does nothing
+        names = [t.name for t in threading.enumerate()]
+        neardup.warmup_wait()
+        import numba.np.ufunc.parallel as p
+        print(json.dumps({{"by_import": started_by_import, "thread": "neardup-warmup" in names,
+                           "log": neardup._warmup_log, "threading_layer_started": bool(p._is_initialized)}}))
+    """
+    for call, want in (("no", False), ("yes", True)):
+        r = _python(code.format(call=call))
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["by_import"] is False
+        assert out["thread"] is want
+        if not want:
+            assert out["log"] == []
+            continue
+        assert [step for step, _, _ in out["log"]] == ["_warm_arrow", "_warm_numba_typing", "_warm_numba_target"]
+        assert all(err is None for _, _, err in out["log"]), out["log"]
+        # no kernel is loaded ahead: numba's threading layer (GNU OpenMP: not fork-safe) is not started
+        assert out["threading_layer_started"] is False
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_fork_right_after_import_is_safe():
+    # os.fork waits for the warm-up (the child must not inherit a lock it holds); the child can
+    # then run the kernels as a process that never called one could before the warm-up existed.
+    r = _python("""
+        import os, sys
+        import neardup
+        from neardup.minhash import MinHasher
+        neardup.warmup()
+        pid = os.fork()
+        if pid == 0:
+            s = MinHasher().signatures(["the quick brown fox jumps over the lazy dog"] * 10)
+            os._exit(0 if s.shape == (10, 128) else 3)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "0", r.stderr
+    assert "Exception ignored" not in r.stderr and "Terminating" not in r.stderr, r.stderr
+
+
+def test_two_concurrent_first_calls_during_the_warmup():
+    r = _python("""
+        import threading
+        import numpy as np
+        import neardup
+        from neardup.minhash import MinHasher
+        neardup.warmup()
+        texts = [f"document {i} with a few words in it and more words" for i in range(300)]
+        out = [None, None]
+        def run(i):
+            out[i] = MinHasher(seed=3).signatures(texts)
+        ts = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+        for t in ts: t.start()
+        for t in ts: t.join()
+        again = MinHasher(seed=3).signatures(texts)
+        print(bool(np.array_equal(out[0], again) and np.array_equal(out[1], again)))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "True"
+
+
+def test_exit_right_after_import_is_clean():
+    r = _python("import neardup; neardup.warmup()")
+    assert r.returncode == 0
+    assert r.stderr == ""

@@ -1,0 +1,344 @@
+"""The Ray engine gives the local engine's output, byte for byte, on a Ray cluster started here.
+
+One module-scoped local cluster (``ray.init(num_cpus=2)``) serves every test; runs of the CLI
+join it with ``--ray-address`` (one starts its own instance, as users without a cluster do).
+Every comparison reads every output file (stats.json without its "seconds").
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import signal
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import neardup
+
+from helpers import run_process
+
+import psutil  # noqa: E402  test dependencies: a missing one fails the suite, it is not skipped
+import ray  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray,
+              pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
+                 log_to_driver=False)
+    yield ray.get_runtime_context().gcs_address
+    if started:
+        ray.shutdown()
+
+
+# --------------------------------------------------------------------------- helpers
+
+def outputs(folder) -> dict:
+    """Every output file's bytes (stats.json parsed, without "seconds")."""
+    folder = Path(folder)
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        if p.is_file() and ".neardup-work" not in p.parts:
+            rel = str(p.relative_to(folder))
+            if rel == "stats.json":
+                d = json.loads(p.read_text())
+                d.pop("seconds")
+                out[rel] = d
+            else:
+                out[rel] = p.read_bytes()
+    return out
+
+
+def assert_same(local_dir, ray_dir):
+    a, b = outputs(local_dir), outputs(ray_dir)
+    assert sorted(a) == sorted(b)
+    differ = [k for k in a if a[k] != b[k]]
+    assert not differ, f"files differ: {differ}"
+    assert "removed.parquet" in a and "stats.json" in a
+
+
+def both(tmp_path, inputs, **options):
+    """Runs the local then the Ray engine; returns their output folders (and the Ray stats)."""
+    local = tmp_path / "local"
+    rayed = tmp_path / "ray"
+    neardup.dedup(inputs, output=str(local), engine="local", **options)
+    res = neardup.dedup(inputs, output=str(rayed), engine="ray", **options)
+    return local, rayed, res.stats
+
+
+@pytest.fixture(scope="module")
+def jsonl_corpus(tmp_path_factory):
+    """Near-duplicates spread over four JSONL files (one gzip), with a bad line and an empty text."""
+    from neardup.synth import generate_corpus
+    d = tmp_path_factory.mktemp("jsonl")
+    texts = generate_corpus(2400, seed=11, doc_words=90).texts
+    for i in range(4):
+        lines = [json.dumps({"id": f"f{i}-{j}", "text": t}) for j, t in enumerate(texts[i::4])]
+        if i == 1:
+            lines[5:5] = ['{"id": "bad", "text": 7}', '{"id": "empty", "text": ""}', "not json", ""]
+        data = ("\n".join(lines) + "\n").encode()
+        if i == 2:
+            with gzip.GzipFile(d / f"part{i}.jsonl.gz", "wb", mtime=0) as f:
+                f.write(data)
+        else:
+            (d / f"part{i}.jsonl").write_bytes(data)
+    return d
+
+
+@pytest.fixture(scope="module")
+def parquet_corpus(tmp_path_factory):
+    from neardup.synth import generate_corpus
+    d = tmp_path_factory.mktemp("parquet")
+    texts = generate_corpus(1500, seed=12, doc_words=70).texts
+    scores = [None if i % 11 == 0 else float(i % 5) for i in range(len(texts))]
+    table = pa.table({"doc_id": [f"p{i}" for i in range(len(texts))], "body": texts, "quality": scores})
+    pq.write_table(table.slice(0, 900), d / "a.parquet", row_group_size=250)
+    pq.write_table(table.slice(900), d / "b.parquet", row_group_size=250)
+    return d
+
+
+def stdlib_subset():
+    """A few hundred standard-library files with near-duplicates (the codecs of encodings/)."""
+    globs = [str(STDLIB / "encodings" / "*.py"), str(STDLIB / "json" / "*.py"), str(STDLIB / "email" / "*.py"),
+             str(STDLIB / "asyncio" / "*.py"), str(STDLIB / "lib2to3" / "**" / "*.py"),
+             str(STDLIB / "importlib" / "**" / "*.py")]
+    return [g for g in globs if list(Path("/").glob(g.lstrip("/")))]
+
+
+# --------------------------------------------------------------------------- same bytes
+
+@pytest.mark.parametrize("verify", ["exact", "estimate"])
+def test_jsonl_files_same_bytes(cluster, tmp_path, jsonl_corpus, verify):
+    local, rayed, stats = both(tmp_path, str(jsonl_corpus), verify=verify, keep="longest", on_error="skip")
+    assert stats["counts"]["removed"] > 100 and stats["counts"]["rejected"] == 2
+    assert_same(local, rayed)
+
+
+@pytest.mark.parametrize("verify", ["exact", "estimate"])
+def test_parquet_same_bytes(cluster, tmp_path, parquet_corpus, verify):
+    local, rayed, stats = both(tmp_path, str(parquet_corpus), verify=verify, keep="score:quality",
+                               text_column="body", id_column="doc_id")
+    assert stats["counts"]["removed"] > 50
+    assert_same(local, rayed)
+
+
+@pytest.mark.parametrize("verify", ["exact", "estimate"])
+def test_stdlib_same_bytes(cluster, tmp_path, verify):
+    inputs = stdlib_subset()
+    local, rayed, stats = both(tmp_path, inputs, verify=verify, keep="longest", on_error="skip")
+    assert stats["counts"]["input"] > 150 and stats["counts"]["removed"] > 5
+    assert_same(local, rayed)
+
+
+def test_verify_none_and_output_conversion(cluster, tmp_path, jsonl_corpus):
+    local, rayed, _ = both(tmp_path, str(jsonl_corpus), verify="none", output_format="parquet", on_error="skip",
+                           threshold=0.7)
+    assert_same(local, rayed)
+
+
+def test_in_memory_table(cluster, tmp_path):
+    from neardup.synth import generate_corpus
+    table = pa.table({"text": generate_corpus(600, seed=13, doc_words=60).texts})
+    a = neardup.dedup(table, output=str(tmp_path / "local"))
+    b = neardup.dedup(table, output=str(tmp_path / "ray"), engine="ray")
+    assert b.kept.equals(a.kept) and b.removed.equals(a.removed)
+    assert_same(tmp_path / "local", tmp_path / "ray")
+
+
+# --------------------------------------------------------------------------- errors are the local engine's
+
+def _error(inputs, **options):
+    with pytest.raises(neardup.NeardupError) as info:
+        neardup.dedup(inputs, **options)
+    return type(info.value), str(info.value)
+
+
+def test_errors_are_the_local_engines(cluster, tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "a.jsonl").write_text("".join(json.dumps({"id": f"a{i}", "text": f"alpha {i} words"}) + "\n"
+                                       for i in range(30)))
+    (d / "b.jsonl").write_text('{"id": "b0", "text": "fine"}\n{"id": "b1", "text": 3}\n')
+    (d / "c.jsonl").write_text('not json at all\n')
+    for opts in ({}, {"id_column": "id"}):
+        assert _error(str(d), engine="ray", **opts) == _error(str(d), **opts)
+    # duplicate ids: the same error, or (skip) the same rejected rows
+    (d / "b.jsonl").write_text('{"id": "b0", "text": "fine"}\n{"id": "a7", "text": "again"}\n')
+    (d / "c.jsonl").write_text('{"id": "a3", "text": "and again"}\n{"id": "b0", "text": "twice"}\n')
+    assert _error(str(d), engine="ray", id_column="id") == _error(str(d), id_column="id")
+    local, rayed, stats = both(tmp_path, str(d), id_column="id", on_error="skip")
+    assert stats["counts"]["rejected"] == 3
+    assert_same(local, rayed)
+
+
+# --------------------------------------------------------------------------- fault tolerance, resume
+
+def _ray_workers():
+    """This test's Ray worker processes (children of the raylet this process started)."""
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            cmd = " ".join(p.cmdline())
+        except psutil.Error:
+            continue
+        if cmd.startswith("ray::") and not cmd.startswith("ray::IDLE"):
+            out.append((p, cmd))
+    return out
+
+
+def test_worker_killed_mid_run_same_output(cluster, tmp_path):
+    from neardup.synth import generate_corpus
+    d = tmp_path / "in"
+    d.mkdir()
+    texts = generate_corpus(8000, seed=14).texts
+    for i in range(8):
+        (d / f"p{i}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[i::8]))
+    local = tmp_path / "local"
+    neardup.dedup(str(d), output=str(local))
+    killed = []
+    stop = threading.Event()
+
+    def killer():
+        targets = ("read_partition", "search_buckets")  # a read task, then a pair search
+        while not stop.is_set() and len(killed) < len(targets):
+            want = targets[len(killed)]
+            for p, cmd in _ray_workers():
+                if want in cmd:
+                    try:
+                        p.send_signal(signal.SIGKILL)
+                        killed.append(cmd.strip())
+                    except psutil.Error:
+                        pass
+                    break
+            time.sleep(0.002)
+
+    t = threading.Thread(target=killer, daemon=True)
+    t.start()
+    try:
+        neardup.dedup(str(d), output=str(tmp_path / "ray"), engine="ray", batch_size=256)
+    finally:
+        stop.set()
+        t.join()
+    assert killed, "no Ray worker was running a task to kill"
+    assert_same(local, tmp_path / "ray")
+
+
+@pytest.mark.parametrize("first,second", [("local", "ray"), ("ray", "local"), ("ray", "ray")])
+def test_resume_across_engines(cluster, tmp_path, jsonl_corpus, first, second):
+    """One work directory for both engines: the stages one engine finished are not run again by
+    the other, and the output is the same."""
+    opts = dict(verify="exact", on_error="skip")
+    reference = tmp_path / "reference"
+    neardup.dedup(str(jsonl_corpus), output=str(reference), **opts)
+    work = tmp_path / "work"
+    neardup.dedup(str(jsonl_corpus), output=str(tmp_path / "a"), engine=first, work_dir=str(work), **opts)
+    state = json.loads((work / "state.json").read_text())
+    for stage in ("clusters", "write"):  # as if the run had died after the pairs stage
+        state["done"].pop(stage)
+    (work / "state.json").write_text(json.dumps(state))
+    again = neardup.dedup(str(jsonl_corpus), output=str(tmp_path / "b"), engine=second, resume=True,
+                          work_dir=str(work), **opts)
+    assert again.stats["seconds"]["read"] == 0 and again.stats["seconds"]["pairs"] == 0
+    assert again.stats["seconds"]["clusters"] > 0
+    assert_same(reference, tmp_path / "b")
+
+
+@pytest.mark.parametrize("first,second", [("local", "ray"), ("ray", "local")])
+def test_resume_in_the_middle_of_the_read_stage(cluster, tmp_path, first, second, monkeypatch):
+    """Blocks read before an interruption are kept: the resumed run reads only the others."""
+    from neardup.stages import layout
+    from neardup.synth import generate_corpus
+    monkeypatch.setattr(layout, "BLOCK_BYTES", 1)  # one input file per block
+    d = tmp_path / "in"
+    d.mkdir()
+    texts = generate_corpus(1200, seed=21, doc_words=60).texts
+    for i in range(6):
+        (d / f"p{i}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[i::6]))
+    reference = tmp_path / "reference"
+    neardup.dedup(str(d), output=str(reference))
+    work = tmp_path / "work"
+    neardup.dedup(str(d), output=str(tmp_path / "a"), engine=first, work_dir=str(work))
+    # as if the run had died while reading: blocks 2 and 4 unfinished, nothing recorded as done
+    for b in (2, 4):
+        for f in work.glob(f"read/block-{b:06d}.*"):
+            f.unlink()
+    state = json.loads((work / "state.json").read_text())
+    state["done"] = {}
+    (work / "state.json").write_text(json.dumps(state))
+    kept = {p.name: p.stat().st_mtime_ns for p in work.glob("read/block-*")}
+    neardup.dedup(str(d), output=str(tmp_path / "b"), engine=second, resume=True, work_dir=str(work))
+    state = json.loads((work / "state.json").read_text())
+    assert state["done"]["read"]["blocks"] == 6 and state["done"]["read"]["blocks_read"] == 2
+    assert {p.name: p.stat().st_mtime_ns for p in work.glob("read/block-*") if p.name in kept} == kept
+    assert_same(reference, tmp_path / "b")
+
+
+# --------------------------------------------------------------------------- command line
+
+def test_cli_engine_ray(cluster, tmp_path, jsonl_corpus):
+    local = tmp_path / "local"
+    neardup.dedup(str(jsonl_corpus), output=str(local), on_error="skip")
+    # joining this test's cluster
+    r = run_process("dedup", jsonl_corpus, "-o", tmp_path / "joined", "--engine", "ray", "--ray-address", cluster,
+             "--on-error", "skip", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert_same(local, tmp_path / "joined")
+    # starting (and stopping) its own local instance
+    r = run_process("dedup", jsonl_corpus, "-o", tmp_path / "own", "--engine", "ray", "--workers", "1",
+             "--on-error", "skip")
+    assert r.returncode == 0, r.stderr
+    assert "kept" in r.stderr and "Traceback" not in r.stderr
+    assert_same(local, tmp_path / "own")
+
+
+def test_missing_ray_is_a_one_line_error(tmp_path, jsonl_corpus):
+    hide = "sys.modules['ray'] = None"
+    r = run_process("dedup", jsonl_corpus, "-o", tmp_path / "out", "--engine", "ray", block=("ray",))
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'neardup[ray]'" in lines[0], r.stderr
+    code = (f"import sys\n{hide}\nimport neardup\n"
+            f"try:\n    neardup.dedup({str(jsonl_corpus)!r}, output={str(tmp_path / 'api')!r}, engine='ray')\n"
+            f"except neardup.ConfigError as e:\n    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "pip install 'neardup[ray]'" in r.stdout, r.stdout + r.stderr
+    # and neardup itself works without Ray
+    r = run_process("dedup", jsonl_corpus, "-o", tmp_path / "local", "--quiet", "--on-error", "skip",
+                    block=("ray",))
+    assert r.returncode == 0, r.stderr
+
+
+def test_nothing_to_deduplicate(cluster, tmp_path):
+    """Only bad records; one document; no duplicates: still the local engine's files."""
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "bad.jsonl").write_text('{"text": 1}\nnope\n')
+    (d / "one.jsonl").write_text('{"id": "x", "text": "a lonely document of a few words"}\n')
+    local, rayed, stats = both(tmp_path / "a", str(d), on_error="skip", id_column="id")
+    assert stats["counts"] == {**stats["counts"], "input": 3, "kept": 1, "rejected": 2, "removed": 0}
+    assert_same(local, rayed)
+    (d / "two.jsonl").write_text('{"id": "y", "text": "quite another text with other words in it"}\n')
+    (d / "bad.jsonl").unlink()
+    local, rayed, _ = both(tmp_path / "b", str(d), id_column="id")
+    assert_same(local, rayed)
+
+
+def test_unreachable_address_is_a_one_line_error(tmp_path, jsonl_corpus):
+    r = run_process("dedup", jsonl_corpus, "-o", tmp_path / "out", "--engine", "ray", "--ray-address", "127.0.0.1:1")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "cannot reach the Ray cluster" in r.stderr

@@ -1,0 +1,204 @@
+"""The compiled JSONL scanner (neardup.io._jsonl_fast) against pyarrow's reader and json.loads.
+
+It must read every record it accepts exactly as the slower path reads it, and hand every block
+with anything unusual back (None), so that the slower path's messages stay the messages.
+"""
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neardup.io import Source, read_source
+from neardup.io import reader
+from neardup.io._jsonl_fast import extract
+from neardup.io._streams import line_bounds
+
+
+def _fast(block: bytes, text="text", id_column="id"):
+    starts, ends = line_bounds(block)
+    return extract(block, starts, ends, np.arange(len(starts)), text, id_column)
+
+
+def _slow(block: bytes, text="text", id_column="id"):
+    """What the reader made of the block before the scanner: pyarrow, else json.loads."""
+    ctx = reader._Ctx(Source(path="x", name="x", relpath="x", format="jsonl"), 0, text, id_column, None, "fail", 100)
+    p = reader._JsonlParser(ctx)
+    starts, ends = line_bounds(block)
+    good = np.arange(len(starts))
+    table = p._arrow(block, len(good), int((ends - starts).max()))
+    if table is not None:
+        t, ids, _, keep = p._from_arrow(table, block, starts, ends, good, {})
+    else:
+        t, ids, _, keep = p._line_by_line(block, starts, ends, good, {})
+    assert len(keep) == len(good)
+    return t, ids
+
+
+_json_scalars = st.none() | st.booleans() | st.integers(-10**30, 10**30) | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+_json_values = st.recursive(_json_scalars, lambda inner: st.lists(inner, max_size=3)
+                            | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=8)
+_ids = st.integers(-(10**18 - 1), 10**18 - 1) | st.text(max_size=12)
+
+
+@st.composite
+def _records(draw):
+    n = draw(st.integers(1, 6))
+    ascii_only = draw(st.booleans())
+    seps = draw(st.sampled_from([(",", ":"), (", ", ": "), (" , ", " : ")]))
+    lines = []
+    for _ in range(n):
+        rec = {"text": draw(st.text(max_size=40)), "id": draw(_ids)}
+        extra = draw(st.dictionaries(st.text(max_size=6).filter(lambda k: k not in ("text", "id")), _json_values,
+                                     max_size=3))
+        items = list(rec.items()) + list(extra.items())
+        order = draw(st.permutations(items))
+        lines.append(json.dumps(dict(order), ensure_ascii=ascii_only, separators=seps))
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(_records())
+def test_the_scanner_reads_what_pyarrow_and_json_read(block):
+    data = block.encode("utf-8")
+    fast = _fast(data)
+    text, ids = _slow(data)
+    if fast is None:
+        # only for what it leaves to the slower path on purpose here: a NUL
+        assert "\\u0000" in block or "\x00" in block, block
+        return
+    assert fast[0].type == pa.large_string() and fast[1].type == pa.string()
+    assert fast[0].to_pylist() == text.to_pylist()
+    assert fast[1].to_pylist() == ids.to_pylist()
+    assert fast[0].to_pylist() == [json.loads(line)["text"] for line in block.split("\n")[:-1]]
+
+
+def test_integer_ids_in_decimal_and_escapes_decoded():
+    data = (b'{"id": -0, "text": "a\\"b\\\\c\\/d\\b\\f\\n\\r\\t"}\n'
+            b'{"text": "caf\\u00e9 \\u20ac \\ud83d\\ude00", "id": 999999999999999999}\n'
+            b'{"text":"\xc3\xa9t\xc3\xa9","id":-123, "x": [1, {"y": [true, false, null, -1.5e+3]}], "z": {}}\n'
+            b'  {"text" : "" , "id" : "\\u00e9"}  \r\n'
+            b'{"te\\u0078t": "x", "\\u0069d": 5, "\\u00e9": 1}\n')
+    text, ids = _fast(data)
+    assert text.to_pylist() == ['a"b\\c/d\b\f\n\r\t', "café € \U0001F600", "été", "", "x"]
+    assert ids.to_pylist() == ["0", "999999999999999999", "-123", "é", "5"]
+    assert _fast(data, id_column=None)[1] is None
+
+
+@pytest.mark.parametrize("line", [
+    b'{"text": "a", "id": 1, "x": NaN}',           # json.loads accepts NaN, pyarrow does not
+    b'{"text": "a", "id": 1,}',                    # trailing comma
+    b'{"text": "a", "id": 1} x',                   # trailing garbage
+    b'{"text": 5, "id": 1}',                       # text not a string
+    b'{"text": null, "id": 1}',
+    b'{"id": 1}',                                  # no text
+    b'{}',
+    b'{"text": "a", "text": "b", "id": 1}',        # the text twice
+    b'{"text": "a", "id": 1, "id": 2}',
+    b'{"te\\u0078t": "a", "text": "b", "id": 1}',  # the text twice (once escaped)
+    b'{"' + b"\\u00e9" * 130 + b'": 1, "text": "b", "id": 1}',  # a key over 256 bytes with escapes
+    b'{"text": "a\\u0000b", "id": 1}',             # NUL
+    b'{"text": "a\\ud800b", "id": 1}',             # unpaired high surrogate
+    b'{"text": "a\\udc00", "id": 1}',              # unpaired low surrogate
+    b'{"text": "a\\ud83d\\u0041", "id": 1}',       # high surrogate, then no low one
+    b'{"text": "a\\x", "id": 1}',                  # bad escape
+    b'{"text": "a\\u12g4", "id": 1}',
+    b'{"text": "a\tb", "id": 1}',                  # a raw control character
+    b'{"text": "a", "id": 1.0}',                   # a float id
+    b'{"text": "a", "id": 1e3}',
+    b'{"text": "a", "id": 1234567890123456789}',   # 19 digits
+    b'{"text": "a", "id": true}',
+    b'{"text": "a", "id": null}',
+    b'{"text": "a", "id": [1]}',
+    b'{"text": "a"}',                              # no id (asked for)
+    b'{"text": "a", "id": 01}',                    # a leading zero
+    b'{"text": "a", "id": -}',
+    b'{"text": "a", "id": 1, "x": [1 2]}',
+    b'{"text": "a", "id": 1, "x": {"k" 1}}',
+    b'{"text": "a", "id": 1, "x": {1: 2}}',
+    b'{"text": "a", "id": 1, "x": [1, ]}',
+    b'{"text": "a", "id": 1, "x": tru}',
+    b'{"text": "a", "id": 1, "x": 1.}',
+    b'{"text": "a", "id": 1, "x": 1e}',
+    b'{"text": "a", "id": 1, "x": ' + b"[" * 65 + b"1" + b"]" * 65 + b"}",  # deeper than 64
+    b'\xef\xbb\xbf{"text": "a", "id": 1}',         # a byte order mark
+    b'["text", "a"]',
+    b'"text"',
+    b'{"text": "a", "id": 1',
+    b'{"text": "a, "id": 1}',
+])
+def test_anything_unusual_goes_back_to_the_slower_path(line):
+    good = b'{"text": "fine", "id": 7}\n'
+    assert _fast(good * 3) is not None
+    assert _fast(good + line + b"\n" + good) is None
+
+
+def test_nesting_up_to_the_limit_is_read():
+    deep = b'{"text": "a", "id": 1, "x": ' + b"[" * 64 + b"1" + b"]" * 64 + b', "y": ' + b'{"k":' * 64 + b"1" + \
+        b"}" * 64 + b"}\n"
+    text, ids = _fast(deep)
+    assert text.to_pylist() == ["a"] and ids.to_pylist() == ["1"]
+
+
+def test_the_reader_uses_it_and_still_names_the_bad_line(tmp_path):
+    p = tmp_path / "c.jsonl"
+    good = [json.dumps({"id": i, "text": f"document number {i} \u00e9"}) for i in range(50)]
+    p.write_text("\n".join(good) + "\n")
+    src = Source(path=str(p), name="c.jsonl", relpath="c.jsonl", format="jsonl")
+    batches = list(read_source(src, id_column="id"))
+    assert sum(len(b) for b in batches) == 50
+    assert batches[0].text[3].as_py() == "document number 3 \u00e9" and batches[0].ids[3].as_py() == "3"
+    p.write_text("\n".join(good[:20] + ['{"id": 20, "text": 5}'] + good[21:]) + "\n")
+    with pytest.raises(reader.InputError, match=r"^c\.jsonl:21: text field 'text' is not a string \(got int\)$"):
+        list(read_source(src, id_column="id"))
+
+
+def test_plain_runs_skipped_8_bytes_at_a_time_stop_at_every_special_byte():
+    """The text is scanned in aligned 8-byte words: a quote, a backslash escape or a control
+    character (escaped) at any offset, and a raw control byte anywhere, must be seen."""
+    lines, texts = [], []
+    for k in range(40):
+        for special in ('"', "\\", "\n", "\x1f", "é", "\U0001F600"):
+            t = "a" * k + special + "b" * (70 - k) + special * (k % 3)
+            texts.append(t)
+            lines.append(json.dumps({"id": k, "text": t}, ensure_ascii=bool(k % 2)))
+    for lead in range(8):  # the block's start shifted against the words
+        data = (" " * lead + ("\n" + " " * lead).join(lines) + "\n").encode("utf-8")
+        got = _fast(data)
+        assert got is not None and got[0].to_pylist() == texts
+    for k in range(40):  # a raw control byte at every offset sends the block to the slower path
+        bad = ('{"id": 1, "text": "' + "a" * k + "\x01" + "b" * 70 + '"}').encode()
+        assert _fast(bad + b"\n") is None
+
+
+@pytest.mark.slow
+def test_a_small_input_does_not_compile_the_scanner(tmp_path):
+    """Compiling the scanner takes ~10 s once per version: a first run on a small input (a
+    newcomer's) reads it with pyarrow instead; a large input, or a compiled scanner, uses it."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers import SRC
+
+    p = tmp_path / "c.jsonl"
+    p.write_text("".join(json.dumps({"id": i, "text": f"words {i}"}) + "\n" for i in range(30)))
+    code = f"""
+import sys
+from neardup.io import Source, read_source, _jsonl_fast as J
+src = Source(path={str(p)!r}, name="c.jsonl", relpath="c.jsonl", format="jsonl")
+n = sum(len(b) for b in read_source(src, id_column="id"))
+print(n, J.worth_it(10), J.worth_it(J.COMPILE_FROM_BYTES), bool(J._scan.signatures))
+"""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=SRC)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["30", "False", "True", "False"]
+    for value, want in (("1", "True True"), ("0", "False False")):  # the environment decides
+        check = "from neardup.io import _jsonl_fast as J; print(J.worth_it(10), J.worth_it(J.COMPILE_FROM_BYTES))"
+        r = subprocess.run([sys.executable, "-c", check], env=dict(env, NEARDUP_JSONL_SCANNER=value),
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and r.stdout.strip() == want, r.stdout + r.stderr

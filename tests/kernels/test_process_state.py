@@ -1,0 +1,180 @@
+"""What neardup changes in the process that imports it: nothing at import; numba's threads started
+with OpenMP's passive wait policy and the environment as it was; numba's disk cache of the kernels
+in a folder of neardup's own, per source, numba version and install; and what one step of a run
+hands the next goes through the run, not through a module's memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def _python(code: str, *args: str, src=SRC, timeout: float = 300, **env) -> subprocess.CompletedProcess:
+    e = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    e.update(PYTHONPATH=str(src), **env)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], env=e, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_import_changes_nothing_in_the_process(tmp_path):
+    """No environment variable, numba setting, thread, exit or fork hook, cache folder: all of them
+    are made (where at all) by the first run, not by ``import neardup`` (nor its API and CLI)."""
+    r = _python(f"""
+        import atexit, json, os, threading, traceback
+        env = dict(os.environ)
+        import numba
+        cache_dir = numba.config.CACHE_DIR
+        hooks = []  # (what, the file that asked for it) of every hook registered from now on
+
+        def recording(what, real):
+            def register(*args, **kwargs):
+                hooks.append((what, traceback.extract_stack()[-2].filename))
+                return real(*args, **kwargs)
+            return register
+
+        atexit.register = recording("atexit", atexit.register)
+        os.register_at_fork = recording("fork", os.register_at_fork)
+        threading.Thread.start = recording("thread", threading.Thread.start)
+        import neardup, neardup.api, neardup.cli
+        import numba.np.ufunc.parallel as parallel
+        print(json.dumps({{
+            "env": dict(os.environ) == env,
+            "cache_dir": numba.config.CACHE_DIR == cache_dir,
+            "threads": [t.name for t in threading.enumerate()],
+            "numba_threads": bool(parallel._is_initialized),
+            "neardup_hooks": [h for h in hooks if h[1].startswith({str(SRC)!r})],
+            "made": sorted(os.listdir({str(tmp_path)!r})),
+        }}))
+    """, HOME=str(tmp_path / "home"), NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"env": True, "cache_dir": True, "threads": ["MainThread"], "numba_threads": False,
+                                    "neardup_hooks": [], "made": []}
+
+
+_RUNS = {
+    # a whole run: numba's threads are started by its first block of kernel calls (kernel_threads)
+    "dedup": """
+        texts = ["document %d with some words that repeat in it" % (i % 7) for i in range(40)]
+        assert neardup.dedup(texts, output=sys.argv[1], threshold=0.8).stats["counts"]["removed"] > 0
+    """,
+    # a parallel kernel called on its own: by its first compile or load
+    "kernel": """
+        import numpy as np
+        from neardup.verify import estimated_jaccard
+        sigs = np.array([[1, 2, 3, 4], [1, 2, 3, 5]], np.uint32)
+        assert estimated_jaccard(sigs, np.array([0]), np.array([1])).tolist() == [0.75]
+    """,
+}
+
+
+@pytest.mark.parametrize("entry,policy", [("dedup", None), ("dedup", "ACTIVE"), ("kernel", None)])
+def test_numba_threads_start_passive_and_the_environment_is_left_as_it_was(tmp_path, entry, policy):
+    code = "import json, os, sys\nimport numba, neardup\n" + textwrap.dedent(_RUNS[entry]) + (
+        "print(json.dumps({'policy': os.environ.get('OMP_WAIT_POLICY'), 'layer': numba.threading_layer()}))")
+    env = {"OMP_DISPLAY_ENV": "verbose", **({} if policy is None else {"OMP_WAIT_POLICY": policy})}
+    r = _python(code, str(tmp_path / "out"), timeout=600, **env)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["policy"] == policy  # removed after numba's threads started, or the user's kept
+    if out["layer"] != "omp":
+        pytest.skip(f"numba's threading layer here is {out['layer']}, not OpenMP")
+    # what libgomp read when numba loaded it (OMP_DISPLAY_ENV): passive workers do not spin
+    assert ("GOMP_SPINCOUNT = '0'" in r.stderr) is (policy is None), r.stderr
+    assert f"OMP_WAIT_POLICY = '{policy or 'PASSIVE'}'" in r.stderr
+
+
+def _clone(tmp_path, name) -> Path:
+    """A copy of neardup's sources (without their bytecode) in a folder of its own."""
+    shutil.copytree(SRC / "neardup", tmp_path / name / "neardup", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path / name
+
+
+_CACHE_DIR = "from neardup import _kernels; print(_kernels.cache_dir())"
+
+
+def test_the_cache_folder_is_per_source_and_numba_version(tmp_path):
+    a, b = _clone(tmp_path, "a"), _clone(tmp_path, "b")
+    parent = tmp_path / "numba"
+
+    def cache_dir(src, **env):
+        r = _python(_CACHE_DIR, src=src, **{"NUMBA_CACHE_DIR": str(parent), **env})
+        assert r.returncode == 0, r.stderr
+        return Path(r.stdout.strip())
+
+    first = cache_dir(a)
+    assert first.parent == parent
+    import numba
+    from neardup import __version__
+    assert first.name.startswith(f"{__version__}-") and first.name.endswith(f"-numba{numba.__version__}")
+    assert cache_dir(b) == first  # the same source
+    with open(b / "neardup" / "clusters.py", "a") as f:  # not a file of the kernel: its callees count too
+        f.write("\n# an edit\n")
+    assert cache_dir(b) != first
+    home = cache_dir(a, HOME=str(tmp_path / "home"), NUMBA_CACHE_DIR="")
+    assert home == tmp_path / "home" / ".cache" / "neardup" / "numba" / first.name
+
+
+_KERNEL = """
+    import json, sys
+    import numba
+    if len(sys.argv) > 1:
+        numba.__version__ = sys.argv[1]  # as another environment's numba would stamp its index
+    from neardup import minhash
+    minhash.MinHasher(num_perm=16).signatures(["one two three four five six seven"] * 3)
+    stats = minhash._process_kernel.stats
+    print(json.dumps({"hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values()),
+                      "path": stats.cache_path}))
+"""
+
+
+@pytest.mark.slow
+def test_two_installs_and_two_numba_versions_keep_their_compiled_kernels(tmp_path):
+    """numba stamps a kernel's index with the source file's state and its own version and keeps
+    only one index per function and folder: neither another install of the same source nor another
+    numba version may overwrite the one of an install, or each would recompile after the other."""
+    a, b = _clone(tmp_path, "a"), _clone(tmp_path, "b")
+
+    def run(src, *numba_version):
+        r = _python(_KERNEL, *numba_version, src=src, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    first_a, first_b = run(a), run(b)
+    assert (first_a["misses"], first_b["misses"]) == (1, 1)  # compiled
+    assert first_a["path"] != first_b["path"] and Path(first_a["path"]).parent == Path(first_b["path"]).parent
+    assert run(a) == {**first_a, "hits": 1, "misses": 0}  # loaded: b did not evict it
+    other = run(a, "0.0.0+other")
+    assert other["misses"] == 1
+    assert run(a) == {**first_a, "hits": 1, "misses": 0}  # the other numba did not evict it either
+    assert other["path"] != first_a["path"]
+
+
+def test_the_read_plan_takes_the_sizes_the_run_identity_found(tmp_path, monkeypatch):
+    """run_identity asks the file system for the inputs' sizes (a store: one request per file);
+    the read plan of the same run takes them from the run's identity instead of asking again."""
+    from neardup import Config
+    from neardup import io as nio
+    from neardup.stages import layout
+    for i, size in enumerate((100, 300, 50)):
+        (tmp_path / f"f{i}.txt").write_text("x" * size)
+    sources = nio.discover([str(tmp_path / "*.txt")])
+    identity = layout.run_identity(Config().resolved(), sources)
+    work = layout.WorkDir(str(tmp_path / "work"), identity)
+    assert layout.plan_blocks(sources, block_bytes=350) == [[0], [1, 2]]
+    monkeypatch.setattr(layout, "BLOCK_BYTES", 350)
+
+    def asked(*args):
+        raise AssertionError("the file system was asked again")
+
+    monkeypatch.setattr(layout.fs, "infos", asked)
+    monkeypatch.setattr(layout.fs, "info", asked)
+    assert work.plan(sources) == [[0], [1, 2]]

@@ -1,0 +1,195 @@
+"""The stages as units: each stage run on its own over a work dir, its partition functions called
+directly, and the same work cut into P partitions by the local engine (the distributed path of
+every stage, in one process, without Ray): the outputs are those of one partition, byte for byte."""
+
+import json
+import os
+from functools import partial
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import neardup
+from neardup import io as nio
+from neardup.bands import bucket_runs
+from neardup.config import Config
+from neardup.engines.local import Frame, LocalEngine
+from neardup.hashing import partition_of
+from neardup.io.tables import read_table
+from neardup.stages import Run
+from neardup.stages.clusters import ClustersStage
+from neardup.stages.layout import WorkDir
+from neardup.stages.pairs import PairsStage, band_rows, form_buckets
+from neardup.stages.read import ReadStage
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "corpus.jsonl")
+
+
+def _texts():
+    return [json.loads(line)["text"] for line in open(EXAMPLE)]
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """The example corpus in two files, with repeated ids (three of them) and a bad line."""
+    texts = _texts()
+    d = tmp_path / "in"
+    d.mkdir()
+    with open(d / "a.jsonl", "w") as f:
+        for i, t in enumerate(texts[:170]):
+            f.write(json.dumps({"id": f"d{i}" if i % 61 else "same", "text": t, "score": (i * 7919) % 101}) + "\n")
+        f.write("{not json\n")
+    with open(d / "b.jsonl", "w") as f:
+        for i, t in enumerate(texts[170:]):
+            f.write(json.dumps({"id": f"e{i}", "text": t, "score": i % 13}) + "\n")
+    return d
+
+
+def _files(folder):
+    out = {}
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [x for x in dirs if not x.startswith(".neardup")]
+        for name in files:
+            if name.startswith(".neardup"):
+                continue
+            path = os.path.join(root, name)
+            data = open(path, "rb").read()
+            if name == "stats.json":
+                stats = json.loads(data)
+                stats.pop("seconds")
+                data = json.dumps(stats, sort_keys=True).encode()
+            out[os.path.relpath(path, folder)] = data
+    return out
+
+
+def _dedup(monkeypatch, partitions, inputs, output, **options):
+    monkeypatch.setattr(LocalEngine, "partitions", lambda self, nbytes: partitions)
+    neardup.dedup(inputs, output=str(output), quiet=True, **options)
+    return _files(output)
+
+
+CASES = {
+    "default": dict(),
+    "estimate-longest": dict(verify="estimate", keep="longest", threshold=0.6),
+    "ids-skip-score": dict(id_column="id", on_error="skip", keep="score:score"),
+    "char": dict(char_ngrams=True, ngram=6, threshold=0.7, on_error="skip"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_partitions_give_the_outputs_of_one_partition(monkeypatch, tmp_path, corpus, case):
+    inputs = [str(corpus / "a.jsonl"), str(corpus / "b.jsonl")]
+    options = dict(CASES[case])
+    options.setdefault("on_error", "skip")
+    one = _dedup(monkeypatch, 1, inputs, tmp_path / "one", **options)
+    stats = json.loads(one["stats.json"])
+    assert stats["counts"]["removed"] > 0
+    for parts in (2, 7):
+        assert _dedup(monkeypatch, parts, inputs, tmp_path / f"p{parts}", **options) == one
+
+
+def test_partitions_against_an_index(monkeypatch, tmp_path, corpus):
+    index = neardup.Index(str(tmp_path / "idx"), Config())
+    texts = _texts()
+    index.add(texts[:100], ids=[f"old{i}" for i in range(100)])
+    index.close()
+    inputs = [str(corpus / "b.jsonl"), str(corpus / "a.jsonl")]
+    one = _dedup(monkeypatch, 1, inputs, tmp_path / "one", against=str(tmp_path / "idx"), on_error="skip")
+    assert json.loads(one["stats.json"])["counts"]["removed_against_index"] > 0
+    assert _dedup(monkeypatch, 3, inputs, tmp_path / "p3", against=str(tmp_path / "idx"), on_error="skip") == one
+
+
+def test_local_shuffle_puts_every_row_in_the_partition_of_its_key():
+    engine = LocalEngine(partitions=4)
+    rng = np.random.default_rng(5)
+    frame = Frame(pa.table({"key": rng.integers(0, 1 << 62, n, dtype=np.int64), "v": np.arange(n) + 1000 * i})
+                  for i, n in enumerate((0, 50, 300)))
+    parts = engine.shuffle(frame, "key", 4)
+    assert len(parts) == 4
+    seen = []
+    for p, table in enumerate(parts):
+        assert set(table.column("part").to_pylist()) <= {p}
+        keys = table.column("key").to_numpy()
+        assert np.all(partition_of(keys, 4) == p)
+        seen.extend(table.column("v").to_pylist())
+    assert sorted(seen) == sorted(v for t in frame for v in t.column("v").to_pylist())
+
+
+# --------------------------------------------------------------------------- stages run on their own
+
+
+@pytest.fixture
+def read_run(tmp_path, corpus):
+    """A run whose read stage is done (its work dir kept), for the later stages on their own."""
+    config = Config(on_error="skip", keep="longest").resolved()
+    sources = nio.discover([str(corpus / "a.jsonl"), str(corpus / "b.jsonl")])
+    work = WorkDir(str(tmp_path / "work"), "stage-test")
+    run = Run(config=config, sources=sources, work=work, output=str(tmp_path / "out"), quiet=True)
+    info = ReadStage().run(run, LocalEngine())
+    work.mark_done("read", info)
+    assert info.documents == 300 and info.rejected_records == 1
+    return run
+
+
+def _pairs_of(run):
+    tables = [read_table(p) for p in run.work.parts("pairs")]
+    t = pa.concat_tables(tables)
+    return sorted(zip(t.column("left").to_pylist(), t.column("right").to_pylist(), t.column("similarity").to_pylist()))
+
+
+def test_pairs_stage_on_its_own_one_or_many_partitions(read_run):
+    one = PairsStage().run(read_run, LocalEngine())
+    pairs_one = _pairs_of(read_run)
+    many = PairsStage().run(read_run, LocalEngine(partitions=5))
+    assert len(read_run.work.parts("pairs")) > 1
+    assert _pairs_of(read_run) == pairs_one and one.verified_pairs == len(pairs_one) > 0
+    assert (many.candidate_pairs, many.verified_pairs, many.buckets) == \
+        (one.candidate_pairs, one.verified_pairs, one.buckets)
+
+
+def test_clusters_stage_on_its_own_one_or_many_partitions(read_run):
+    read_run.work.mark_done("pairs", PairsStage().run(read_run, LocalEngine()))
+
+    def members():
+        t = pa.concat_tables([read_table(p) for p in read_run.work.parts("clusters")]).sort_by("doc")
+        return json.dumps(t.to_pylist())  # NaN similarities compare as text
+
+    one = ClustersStage().run(read_run, LocalEngine())
+    want = members()
+    many = ClustersStage().run(read_run, LocalEngine(partitions=4))
+    assert members() == want and one.removed > 0
+    assert (many.members, many.removed, many.clusters, many.top) == (one.members, one.removed, one.clusters, one.top)
+    assert many.cc_rounds >= 1
+
+
+def test_form_buckets_called_directly(read_run):
+    """One partition of band rows -> its buckets: (band, key) groups of two or more, members in
+    keep order (longest first here), the anchor the first of them, ids unique to the partition."""
+    task = read_run.task(LocalEngine())
+    rows = pa.concat_tables([band_rows(b, task=task, excluded=np.zeros(0, np.int64))
+                             for b in range(len(read_run.corpus.blocks))])
+    rows = rows.append_column("part", pa.array(np.full(rows.num_rows, 3, np.int32)))
+    out = form_buckets(rows, task=task)
+    bucket, doc, anchor = (out.column(c).to_numpy() for c in ("bucket", "doc", "anchor"))
+    assert np.all(bucket >> 40 == 3)
+    corpus = read_run.corpus
+    length = corpus.column("length")
+    eligible = corpus.column("count") > 0
+    rank = np.lexsort((np.arange(corpus.n), -length))
+    keep_rank = np.empty(corpus.n, np.int64)
+    keep_rank[rank] = np.arange(corpus.n)
+    offsets, members = bucket_runs(corpus.band_keys, eligible, rank=keep_rank, bands=read_run.config.bands)
+    want = [tuple(members[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
+    got = [tuple(doc[bucket == b]) for b in np.unique(bucket)]
+    assert sorted(got) == sorted(want)
+    for b in np.unique(bucket):
+        assert np.all(anchor[bucket == b] == doc[bucket == b][0])
+
+
+def test_a_partition_function_gets_the_task_not_the_run(read_run):
+    """What a call gets is small and picklable: the config, the work dir's path, the store and
+    the sources (an in-memory table as a handle)."""
+    import pickle
+    task = read_run.task(LocalEngine())
+    assert len(pickle.dumps(partial(band_rows, task=task, excluded=np.zeros(0, np.int64)))) < 50_000
