@@ -128,6 +128,7 @@ def test_same_file(tmp_path, monkeypatch):
     assert not same_file("s3://b/r.html", "s3:/b/r.html")
 
 
+@pytest.mark.slow  # a moto S3 server
 def test_check_output_file_on_a_store(s3):
     folder = s3.url("out")
     s3.put("out/stats.json", b"{}")
