@@ -23,9 +23,7 @@ from neardup.io import fs
 from neardup.io.folder import Folder
 from neardup.io.outfile import check_output_file, publish_file, same_file
 from neardup.io.sources import Source, estimate_documents
-from neardup.report import write_report
 
-from test_report import make_output
 
 
 SRC = Path(neardup.__file__).parent
@@ -167,54 +165,6 @@ def test_publish_file_to_an_unreachable_store_is_one_line():
 
 
 # --------------------------------------------------------------------------- the report through a store
-
-
-def _put_folder(s3, prefix: str, folder: Path) -> str:
-    for p in folder.rglob("*"):
-        if p.is_file():
-            s3.put(f"{prefix}/{p.relative_to(folder).as_posix()}", p.read_bytes())
-    return s3.url(prefix)
-
-
-@pytest.mark.slow  # a moto S3 server
-def test_report_of_a_remote_folder_is_the_local_one(s3, tmp_path):
-    out = make_output(tmp_path / "out")
-    (out / "kept" / "a.jsonl").write_bytes(b"x" * 3_000_000)
-    url = _put_folder(s3, "out", out)
-    assert write_report(url + "/", plots="svg") == f"{url}/report.html"
-    assert s3.get("out/report.html") == write_report(out, plots="svg").read_bytes()
-    assert "3.0 MB" in s3.get("out/report.html").decode()  # kept/ counted from its listing
-    assert write_report(url, f"{url}/report.html", plots="svg") == f"{url}/report.html"  # its own: replaced
-    target = tmp_path / "r.html"
-    assert write_report(url, str(target), plots="svg") == target and target.read_bytes() == s3.get("out/report.html")
-    with pytest.raises(ConfigError, match="it exists"):
-        write_report(url, str(target), plots="svg")
-    assert write_report(out, s3.url("else/r.html"), plots="svg") == s3.url("else/r.html")
-    assert s3.get("else/r.html") == s3.get("out/report.html")
-    with pytest.raises(ConfigError, match="it exists"):
-        write_report(out, s3.url("else/r.html"), plots="svg")
-    for target, needle in ((f"{url}/stats.json", "an input of this command"), (f"{url}/kept/r.html", "inside")):
-        with pytest.raises(ConfigError, match=needle):
-            write_report(url, target, plots="svg", overwrite=True)
-    assert sorted(s3.keys()) == sorted(["else/r.html"] + [f"out/{p.relative_to(out).as_posix()}"
-                                                          for p in out.rglob("*") if p.is_file()])
-
-
-@pytest.mark.slow  # a moto S3 server
-def test_report_messages_name_the_remote_folder(s3, tmp_path):
-    with pytest.raises(InputError, match=r"^s3://\S+/nothing: no stats.json here"):
-        write_report(s3.url("nothing"), plots="svg")
-    s3.put("bad/stats.json", b"{not json")
-    with pytest.raises(InputError, match=r"^s3://\S+/bad/stats.json: cannot read it as JSON"):
-        write_report(s3.url("bad"), plots="svg")
-    with pytest.raises(InputError, match=f"^{tmp_path}/nope: not a folder$"):  # before the target is checked
-        write_report(tmp_path / "nope", s3.url("r.html"), plots="svg")
-    assert s3.keys() == ["bad/stats.json"]
-
-
-def test_report_of_a_file_url_folder(tmp_path):
-    out = make_output(tmp_path / "out")
-    assert write_report(f"file://{out}", plots="svg") == out / "report.html"
 
 
 # --------------------------------------------------------------------------- estimate_documents
