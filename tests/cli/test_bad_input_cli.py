@@ -57,6 +57,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow  # fresh Python processes
 def test_bad_input_real_process_exit_status(tmp_path):
     CASES["broken_json"][1](tmp_path / "a.jsonl")
     res = neardup_process("dedup", "a.jsonl", "--output", tmp_path / "out", cwd=tmp_path)

@@ -176,6 +176,7 @@ def test_min_recall_option(capsys):
 
 # ---- plots ----------------------------------------------------------------------------------------
 
+@pytest.mark.slow  # matplotlib renders two figures
 def test_plot_png_and_svg(tmp_path, capsys):
     import matplotlib  # noqa: F401
     png = tmp_path / "curve.png"

@@ -379,6 +379,7 @@ def test_api_rejects_bad_options():
 
 # --------------------------------------------------------------------------- the real command
 
+@pytest.mark.slow  # a fresh Python process
 def test_console_script_runs_on_the_example_corpus(tmp_path):
     exe = Path(sys.executable).with_name("neardup")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "neardup"]

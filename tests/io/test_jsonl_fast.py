@@ -60,6 +60,7 @@ def _records(draw):
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.slow  # 300 generated blocks through three readers
 @settings(max_examples=300, deadline=None)
 @given(_records())
 def test_the_scanner_reads_what_pyarrow_and_json_read(block):

@@ -191,6 +191,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a fresh Python process
 def test_same_seed_same_values_in_another_process():
     texts = [t for t in TEXTS if t is not None]
     here = MinHasher(num_perm=64, ngram=3, seed=1234).signatures(texts)

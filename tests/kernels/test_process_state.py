@@ -76,6 +76,7 @@ _RUNS = {
 }
 
 
+@pytest.mark.slow  # a fresh Python process per case
 @pytest.mark.parametrize("entry,policy", [("dedup", None), ("dedup", "ACTIVE"), ("kernel", None)])
 def test_numba_threads_start_passive_and_the_environment_is_left_as_it_was(tmp_path, entry, policy):
     code = "import json, os, sys\nimport numba, neardup\n" + textwrap.dedent(_RUNS[entry]) + (
@@ -101,6 +102,7 @@ def _clone(tmp_path, name) -> Path:
 _CACHE_DIR = "from neardup import _kernels; print(_kernels.cache_dir())"
 
 
+@pytest.mark.slow  # fresh Python processes
 def test_the_cache_folder_is_per_source_and_numba_version(tmp_path):
     a, b = _clone(tmp_path, "a"), _clone(tmp_path, "b")
     parent = tmp_path / "numba"
