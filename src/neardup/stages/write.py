@@ -381,10 +381,10 @@ def rejected_rows(run) -> List[list]:
     """[source, row, reason] of every rejection: records that could not be read, and documents
     rejected after reading (duplicate ids)."""
     rows = list(run.corpus.rejected_records())
-    docs = run.info("read").rejected_documents
-    if docs:
-        cols = run.store.columns(np.array([d[0] for d in docs], np.int64), ["source", "row"])
-        for (doc, reason), s, r in zip(docs, cols["source"].tolist(), cols["row"].tolist()):
+    read = run.info("read")
+    if read.rejected_documents:
+        cols = run.store.columns(read.rejected_docs(), ["source", "row"])
+        for (_doc, reason), s, r in zip(read.rejected_documents, cols["source"].tolist(), cols["row"].tolist()):
             rows.append([int(s), int(r), reason])
     return rows
 
