@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, NamedTuple
+from typing import Dict, List, NamedTuple, Optional
 
 import pytest
 import zstandard
@@ -72,10 +72,28 @@ def child_env(env=None) -> dict:
     return e
 
 
-def neardup_command(*args) -> List[str]:
+def neardup_command(*args, setup: str = "", crash_at: Optional[str] = None) -> List[str]:
     """The command line that runs ``neardup ARGS`` in a fresh Python (run it with :func:`child_env`),
-    for a test that starts, kills or waits on the process itself."""
-    return [sys.executable, "-m", "neardup", *map(str, args)]
+    for a test that starts, kills or waits on the process itself. ``setup``: Python run first;
+    ``crash_at``: a step of an index write (see neardup.index.storage.crash_point) where the
+    process kills itself with SIGKILL, as ``kill -9`` would."""
+    args = [str(a) for a in args]
+    if not setup and crash_at is None:
+        return [sys.executable, "-m", "neardup", *args]
+    if crash_at is not None:
+        setup += _KILL_AT.format(point=crash_at)
+    return [sys.executable, "-c", setup + "\nimport sys\nfrom neardup.cli import main\nsys.exit(main(sys.argv[1:]))\n",
+            *args]
+
+
+_KILL_AT = """
+import os, signal
+import neardup.index.storage
+def _kill_at(name):
+    if name == {point!r}:
+        os.kill(os.getpid(), signal.SIGKILL)
+neardup.index.storage.crash_hook = _kill_at
+"""
 
 
 def run_process(*args, env=None, cwd=None, block=(), timeout=300) -> subprocess.CompletedProcess:

@@ -3,10 +3,9 @@ and a "new" part B whose copies of A's documents are known."""
 
 from __future__ import annotations
 
-import sys
 
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List
 
 import numpy as np
 
@@ -44,25 +43,3 @@ def make_split(n: int = 600, seed: int = 7) -> Split:
         b_j.append(0.0)
     return Split(a_texts=a_texts, a_ids=[f"a{i}" for i in range(len(a_texts))], b_texts=b_texts,
                  b_ids=[f"b{i}" for i in range(len(b_texts))], b_original=b_original, b_jaccard=np.array(b_j))
-
-
-def cli(*args: str, setup: str = "", crash_at: Optional[str] = None) -> List[str]:
-    """The command line that runs ``neardup ARGS`` with this checkout's sources; ``setup``: Python
-    run first; ``crash_at``: a step of an index write (see neardup.index.storage.crash_point)
-    where the process kills itself with SIGKILL, as ``kill -9`` would."""
-    if not setup and crash_at is None:
-        return [sys.executable, "-m", "neardup", *args]
-    if crash_at is not None:
-        setup += _KILL_AT.format(point=crash_at)
-    return [sys.executable, "-c", setup + "\nimport sys\nfrom neardup.cli import main\nsys.exit(main(sys.argv[1:]))\n",
-            *args]
-
-
-_KILL_AT = """
-import os, signal
-import neardup.index.storage
-def _kill_at(name):
-    if name == {point!r}:
-        os.kill(os.getpid(), signal.SIGKILL)
-neardup.index.storage.crash_hook = _kill_at
-"""

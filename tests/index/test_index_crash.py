@@ -10,8 +10,8 @@ import pytest
 
 from neardup.index import Index
 
-from helpers import child_env as env, write_jsonl
-from index_corpus import cli, make_split
+from helpers import child_env as env, neardup_command as cli, write_jsonl
+from index_corpus import make_split
 
 pytestmark = pytest.mark.slow  # index adds killed (kill -9) in fresh processes
 

@@ -11,8 +11,8 @@ import pytest
 from neardup.errors import ConfigError
 from neardup.index import Index
 
-from helpers import RedisServer, child_env as env, write_jsonl
-from index_corpus import cli, make_split
+from helpers import RedisServer, child_env as env, neardup_command as cli, write_jsonl
+from index_corpus import make_split
 
 try:
     import redis
