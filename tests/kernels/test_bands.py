@@ -9,35 +9,12 @@ from hypothesis import strategies as st
 
 from neardup.bands import (band_keys, band_keys_python, bucket_runs, bucket_runs_of_rows, candidate_pairs, find_pairs,
                            pair_codes, split_codes, star_pairs)
+from neardup.clusters import connected_components_python
 
 PROPS = settings(max_examples=80, deadline=None)
 
 
 # ----------------------------------------------------------------------------- helpers
-
-def components(n, edges):
-    """Connected components by a plain BFS (labels: smallest member)."""
-    adj = defaultdict(set)
-    for a, b in edges:
-        adj[a].add(b)
-        adj[b].add(a)
-    label = list(range(n))
-    seen = set()
-    for s in range(n):
-        if s in seen:
-            continue
-        comp, stack = [], [s]
-        seen.add(s)
-        while stack:
-            x = stack.pop()
-            comp.append(x)
-            for y in adj[x] - seen:
-                seen.add(y)
-                stack.append(y)
-        for x in comp:
-            label[x] = min(comp)
-    return label
-
 
 def brute_buckets(keys, eligible=None, ids=None):
     """Every (band, key) group of two or more eligible documents, members ascending."""
@@ -189,7 +166,7 @@ def test_star_pairs_generate_the_sharing_graph(case, use_eligible):
     # every star edge is a true sharing pair
     assert all((min(a, b), max(a, b)) in truth for a, b in zip(left.tolist(), right.tolist()))
     # and the star edges connect exactly what all sharing pairs connect
-    assert components(n, zip(left.tolist(), right.tolist())) == components(n, truth)
+    assert connected_components_python(n, list(zip(left.tolist(), right.tolist()))) == connected_components_python(n, list(truth))
     # candidate_pairs: the distinct star edges, left < right, sorted
     cl, cr = candidate_pairs(keys, eligible)
     star = sorted({(min(a, b), max(a, b)) for a, b in zip(left.tolist(), right.tolist())})
@@ -373,7 +350,7 @@ def test_find_pairs_connects_every_similar_pair_of_a_bucket_when_similarity_is_t
     similar = {(a, b) for a in range(15) for b in range(a + 1, 15) if labels[a] == labels[b]}
     res = find_pairs(*runs(*buckets), Recorder(similar), max_rounds=16)
     assert res.truncated_buckets == 0
-    comp = components(15, zip(res.left.tolist(), res.right.tolist()))
+    comp = connected_components_python(15, list(zip(res.left.tolist(), res.right.tolist())))
     for bk in buckets:
         for a in bk:
             for b in bk:
