@@ -99,8 +99,8 @@ class _Failure:
 def _call(table: pa.Table, *, fn, items, threads: int) -> pa.Table:
     """One call of a map: on an item (``items`` given: the table holds its index) or on one
     partition; a result that is not a table travels pickled in one row."""
-    if table.num_rows == 0 and items is not None:
-        return table
+    if items is not None and table.num_rows != 1:  # one item a block (from_items, one block each)
+        raise RuntimeError(f"internal error: a call got {table.num_rows} items; please report this bug")
     arg = items[int(table.column("i")[0].as_py())] if items is not None else table
     if items is None and "part" in table.column_names and table.num_rows:
         part = table.column("part").combine_chunks()
