@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 # the command in this process; a few tests run it as a process, to check the exit status too
-from helpers import run_in_process as neardup, run_process as neardup_process
+from helpers import child_env, neardup_command, run_in_process as neardup, run_process as neardup_process
 
 GOOD = [json.dumps({"id": f"g{i}", "text": f"good document number {i} with a few more words in it"})
         for i in range(5)]
@@ -174,3 +174,18 @@ def test_output_folder_with_foreign_files_is_refused(tmp_path):
     res = neardup("dedup", "a.jsonl", "--output", "out", cwd=tmp_path)
     assert res.returncode == 2 and "precious.txt" in res.stderr
     assert (tmp_path / "out" / "precious.txt").read_text() == "keep me"
+
+
+@pytest.mark.slow  # a fresh Python process
+def test_a_reader_that_goes_away_is_not_an_error():
+    """`neardup ... | head`: the reader closes the pipe; neardup stops quietly, exit 0, no
+    traceback and no 'this is a bug' (a BrokenPipeError is an OSError, which the command line
+    otherwise reports)."""
+    import subprocess
+    p = subprocess.Popen(neardup_command("params", "--threshold", "0.8"), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=child_env())
+    p.stdout.close()  # before neardup writes anything: its first write fails with EPIPE
+    err = p.stderr.read().decode()
+    p.stderr.close()
+    assert p.wait(timeout=120) == 0
+    assert err == ""

@@ -45,6 +45,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except RecursionError:
         print("neardup: error: input nested too deeply to be read (Python's recursion limit)", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (`neardup index query ... | head`): not an error
+        _stdout_to_devnull()
+        return 0
     except OSError as exc:
         if exc.errno not in ENVIRONMENT_ERRNOS:
             raise
@@ -58,8 +61,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         if _caused_by_interrupt(exc):
             return _interrupted()
         raise
-    except BrokenPipeError:  # pragma: no cover - e.g. `neardup params | head`
-        return 0
     except Exception:  # a bug, not a user's mistake: the whole traceback, and a request to report it
         import traceback
 
@@ -89,6 +90,16 @@ def _os_error_line(exc: OSError) -> str:
     reason = exc.strerror or str(exc)
     hint = " (free some space, or choose a folder on another disk)" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
     return redact(f"{where}: {reason}{hint}" if where else f"{reason}{hint}")
+
+
+def _stdout_to_devnull() -> None:
+    """Python flushes stdout once more at exit; with the reader gone that would print a second
+    BrokenPipeError ("Exception ignored ..."): what is left goes nowhere instead."""
+    import os
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no real stdout (captured in a test): nothing to flush there
+        pass
 
 
 def _caused_by_interrupt(exc: BaseException) -> bool:
