@@ -126,39 +126,47 @@ def bar(desc: str, total=None, unit: str = "doc", quiet: bool = False):
 
 
 # --------------------------------------------------------------------------- Ctrl-C at safe points
-# The command line replaces Python's SIGINT handler with one that only raises a flag; the
-# stages check it between batches. A compiled kernel or a C library is never interrupted in the
-# middle (some of them swallow or garble a KeyboardInterrupt raised inside them), and the run
-# stops within one batch. A second Ctrl-C interrupts at once.
+# The command line replaces Python's SIGINT and SIGTERM handlers with one that only raises a flag;
+# the stages check it between batches. A compiled kernel or a C library is never interrupted in
+# the middle (some of them swallow or garble a KeyboardInterrupt raised inside them), and the run
+# stops within one batch, leaving finished stages in the work directory and stopping what it
+# started (a local Ray instance). A second signal interrupts at once.
 
 _interrupted = False
+signal_received = 0  # the signal number of the last interrupt (SIGINT or SIGTERM), 0 if none
 
 
-def _on_sigint(signum, frame):
-    global _interrupted
+def _on_signal(signum, frame):
+    global _interrupted, signal_received
+    signal_received = signum
     if _interrupted:
         raise KeyboardInterrupt
     _interrupted = True
 
 
 class interrupt_handler:
-    """Context manager: the flag-raising SIGINT handler while the block runs (main thread only)."""
+    """Context manager: the flag-raising SIGINT and SIGTERM handler while the block runs (main
+    thread only)."""
+
+    SIGNALS = ("SIGINT", "SIGTERM")
 
     def __enter__(self):
         import signal
         import threading
-        global _interrupted
-        _interrupted = False
-        self.previous = None
+        global _interrupted, signal_received
+        _interrupted, signal_received = False, 0
+        self.previous = {}
         if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGINT, _on_sigint)
+            for name in self.SIGNALS:
+                num = getattr(signal, name)
+                self.previous[num] = signal.signal(num, _on_signal)
         return self
 
     def __exit__(self, *exc):
         import signal
         global _interrupted
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        for num, previous in self.previous.items():
+            signal.signal(num, previous)
         _interrupted = False
         return False
 

@@ -3,7 +3,7 @@
 Each subcommand is a module of this package with a ``register(subparsers)`` function that sets
 ``func`` on its parser; it parses, calls the library, prints. A :class:`NeardupError`
 (bad input, bad options) is printed as one line, ``neardup: error: ...``, with exit status 2;
-Ctrl-C exits with 130 after the stage in progress has been abandoned.
+Ctrl-C exits with 130 (SIGTERM with 143) after the stage in progress has been abandoned.
 """
 
 from __future__ import annotations
@@ -113,8 +113,13 @@ def _caused_by_interrupt(exc: BaseException) -> bool:
 
 
 def _interrupted() -> int:
-    print("neardup: interrupted; finished stages are kept in the work directory (use --resume)", file=sys.stderr)
-    return 130
+    import signal
+
+    from ..progress import signal_received
+    terminated = signal_received == signal.SIGTERM
+    print(f"neardup: {'terminated' if terminated else 'interrupted'}; finished stages are kept in the work "
+          f"directory (use --resume)", file=sys.stderr)
+    return 128 + (signal.SIGTERM if terminated else signal.SIGINT)
 
 
 if __name__ == "__main__":  # pragma: no cover

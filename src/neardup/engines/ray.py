@@ -70,6 +70,105 @@ def _check_reachable(address: str, timeout: float = 10.0) -> None:
                           f"'ray start --head' or check --ray-address") from None
 
 
+def _join_with_token(address: str) -> None:
+    """Ray (2.52+) turns token authentication on where it finds a token only for ``ray.init()``
+    without an address; a driver that names the address of a cluster started with ``ray start
+    --head`` (token authentication on by default since Ray 2.59) retries for 20 s and says only
+    "Failed to connect". So: the token is used wherever Ray would find it (``RAY_AUTH_TOKEN``,
+    ``RAY_AUTH_TOKEN_PATH``, ``~/.ray/auth_token``), unless ``RAY_AUTH_MODE`` says otherwise (a
+    driver with a token also joins a cluster without authentication), and a cluster that refuses
+    the driver's token, or the lack of one, is an error at once, in one line that says what to set.
+    The token is never printed."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader, Config, GcsClient
+        from ray.exceptions import AuthenticationError
+    except ImportError:  # a Ray without token authentication
+        return
+    if "RAY_AUTH_MODE" not in os.environ and AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):
+        os.environ["RAY_AUTH_MODE"] = "token"
+        Config.initialize("")  # Ray read its settings at import; this process now sends the token
+    try:
+        with _stderr_silenced():  # the client's C++ log line; the error below says it in words
+            GcsClient(address=address).cluster_id
+    except AuthenticationError:
+        has = os.environ.get("RAY_AUTH_MODE", "").lower() == "token"
+        what = "refused this driver's token" if has else "needs a token and this driver has none"
+        raise ConfigError(f"the Ray cluster at {address} uses token authentication and {what}: set "
+                          f"RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the cluster's token (`ray get-auth-token` on "
+                          f"its head node prints it) and RAY_AUTH_MODE=token") from None
+    except Exception:  # any other failure to connect: ray.init says it, as before
+        pass
+
+
+class _stderr_silenced:
+    """Sends file descriptor 2 to /dev/null for the block (output of C++ code included)."""
+
+    def __enter__(self):
+        import sys
+        try:
+            sys.stderr.flush()
+            self.saved = os.dup(2)
+        except (OSError, ValueError):
+            self.saved = None
+            return self
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            os.dup2(self.saved, 2)
+            os.close(self.saved)
+        return False
+
+
+class _signals_kept:
+    """``ray.init`` that starts a local instance installs Ray's SIGTERM handler, which waits up to
+    30 s "draining" the node while the run goes on. Where the caller had chosen a handler (the
+    command line's, which stops the run at the next batch and then stops Ray through the engine's
+    exit), it is put back; an API caller who chose none keeps Ray's."""
+
+    def __enter__(self):
+        import signal
+        import threading
+        self.main = threading.current_thread() is threading.main_thread()
+        self.before = signal.getsignal(signal.SIGTERM) if self.main else None
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+        if self.main and callable(self.before) and signal.getsignal(signal.SIGTERM) is not self.before:
+            signal.signal(signal.SIGTERM, self.before)
+        return False
+
+
+class _Misleading(logging.Filter):
+    """Ray's warnings that a successful run of neardup makes without anything being wrong: Ray
+    Data's "no available CPUs ... the Dataset job will hang" (a step's tasks hold every CPU while
+    the next step is planned; it runs when they end), "Progress bars disabled" (neardup draws its
+    own), and the notice that a local instance has token authentication on."""
+
+    PHRASES = ("does not have any available CPUs", "Progress bars disabled",
+               "Token authentication is enabled for this Ray cluster")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(p in message for p in self.PHRASES)
+
+
+_MISLEADING = _Misleading()
+
+
+def _quiet_misleading() -> set:
+    """Puts the filter on the handlers of Ray's loggers (``ray`` and ``ray.data`` print through their
+    own handlers and do not propagate); returns the handlers, for the engine's exit."""
+    handlers = {h for name in ("ray", "ray.data") for h in logging.getLogger(name).handlers}
+    for handler in handlers:
+        handler.addFilter(_MISLEADING)
+    return handlers
+
+
 class Frame:
     """A step's partitions as a Ray dataset (lazy), with the progress its collect reports."""
 
@@ -136,6 +235,7 @@ class RayEngine:
 
         self.ray = ray
         self.started = False
+        self._filtered = _quiet_misleading()  # before ray.init: it logs one of them
         self.workers = workers
         if not ray.is_initialized():
             kwargs = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=not quiet)
@@ -145,16 +245,22 @@ class RayEngine:
                     kwargs["runtime_env"] = {"env_vars": env}
             if address:
                 _check_reachable(address)
+                _join_with_token(address)
             try:
-                if address:
-                    ray.init(address=address, **kwargs)
-                else:
-                    ray.init(address="local", num_cpus=default_workers(workers), **kwargs)
+                with _signals_kept():
+                    if address:
+                        ray.init(address=address, **kwargs)
+                    else:
+                        ray.init(address="local", num_cpus=default_workers(workers), **kwargs)
             except (ConnectionError, ValueError, RuntimeError) as exc:
                 where = f"the Ray cluster at {address}" if address else "a local Ray instance"
                 raise ConfigError(f"cannot start or join {where}: {' '.join(str(exc).split())[:300]}") from None
             self.started = True
-        self.cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        cpus = int(ray.cluster_resources().get("CPU", 0))
+        if cpus < 1:
+            raise ConfigError(f"the Ray cluster{' at ' + address if address else ''} has no CPUs for neardup's tasks "
+                              f"(start its nodes with --num-cpus)")
+        self.cpus = cpus
         per_node = [int(n.get("Resources", {}).get("CPU", 0)) for n in ray.nodes() if n.get("Alive")]
         self.cpus_per_node = max([c for c in per_node if c > 0] or [1])
         dc = self._dc = DataContext.get_current()
@@ -170,6 +276,7 @@ class RayEngine:
             lg = logging.getLogger(name)
             self._loggers[name] = lg.level
             lg.setLevel(logging.ERROR if quiet else logging.WARNING)
+        self._filtered |= _quiet_misleading()
         self._shared: Dict[int, Shared] = {}
 
     def __enter__(self) -> "RayEngine":
@@ -181,6 +288,8 @@ class RayEngine:
          dc.target_max_block_size) = self._saved
         for name, level in self._loggers.items():
             logging.getLogger(name).setLevel(level)
+        for handler in self._filtered:
+            handler.removeFilter(_MISLEADING)
         if self.started:
             self.ray.shutdown()
 

@@ -1,0 +1,161 @@
+"""Joining a Ray cluster started the usual way, and leaving nothing behind.
+
+A head started with ``ray start --head`` (token authentication on, as Ray 2.59+ does where a
+token exists) is joined with ``--ray-address`` whether the token is found where Ray keeps it or
+not: found, the run gives the local bytes; missing or wrong, one line says what to set, at once
+(Ray itself retries for 20 s and says only "Failed to connect"). A run terminated with SIGTERM
+stops at the next batch, exits 143 and stops the local Ray instance it started (Ray's own
+handler would "drain" for 30 s while the run went on). Successful runs print none of Ray's
+misleading warnings.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import neardup
+
+from helpers import child_env, neardup_command, run_process
+from test_ray_engine import assert_same
+
+import psutil  # noqa: E402  test dependencies: a missing one fails the suite, it is not skipped
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
+
+RAY = str(Path(sys.executable).parent / "ray")
+MISLEADING = ("does not have any available CPUs", "Progress bars disabled",
+              "Token authentication is enabled for this Ray cluster")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _corpus(path: Path, n: int) -> Path:
+    from neardup.synth import generate_corpus, write_jsonl
+    c = generate_corpus(n, seed=3)
+    write_jsonl(path, c[0] if isinstance(c, tuple) else c.texts)
+    return path
+
+
+@pytest.fixture(scope="module")
+def token_head(tmp_path_factory):
+    """A one-node cluster started with ``ray start --head --block`` and token authentication, its
+    token in ``HOME/.ray/auth_token`` of a home of its own; yields (address, home)."""
+    home = tmp_path_factory.mktemp("home")
+    env = dict(os.environ, HOME=str(home), RAY_AUTH_MODE="token", RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0")
+    env.pop("RAY_AUTH_TOKEN", None), env.pop("RAY_AUTH_TOKEN_PATH", None)
+    subprocess.run([RAY, "get-auth-token", "--generate"], env=env, capture_output=True, check=True, timeout=60)
+    assert (home / ".ray" / "auth_token").is_file()
+    port = _free_port()
+    head = subprocess.Popen([RAY, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
+                             "--include-dashboard=false", "--disable-usage-stats"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    address = f"127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.5)
+    time.sleep(3)  # the raylet registers after the GCS answers
+    yield address, home
+    head.terminate()
+    try:
+        head.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        head.kill()
+
+
+def _env(home: Path, **extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    return dict(env, HOME=str(home), **extra)
+
+
+def test_token_cluster_is_joined_with_the_token_ray_keeps(token_head, tmp_path):
+    address, home = token_head
+    corpus = Path(__file__).resolve().parents[2] / "examples" / "corpus.jsonl"
+    local = tmp_path / "local"
+    neardup.dedup(str(corpus), output=str(local))
+    r = run_process("dedup", corpus, "-o", tmp_path / "joined", "--engine", "ray", "--ray-address", address,
+                    env=_env(home), timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert_same(local, tmp_path / "joined")
+    assert "Traceback" not in r.stderr
+    assert not [m for m in MISLEADING if m in r.stderr], r.stderr
+
+
+def test_missing_or_wrong_token_is_one_line_that_says_what_to_set(token_head, tmp_path):
+    address, home = token_head
+    corpus = Path(__file__).resolve().parents[2] / "examples" / "corpus.jsonl"
+    token = (home / ".ray" / "auth_token").read_text().strip()
+    empty = tmp_path / "empty-home"
+    empty.mkdir()
+    wrong = "0" * len(token)
+    for env, says in ((_env(empty), "needs a token and this driver has none"),
+                      (_env(empty, RAY_AUTH_TOKEN=wrong), "refused this driver's token")):
+        r = run_process("dedup", corpus, "-o", tmp_path / "out", "--engine", "ray", "--ray-address", address,
+                        env=env, timeout=120)
+        assert r.returncode == 2, r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and says in lines[0] and "RAY_AUTH_TOKEN" in lines[0], r.stderr
+        assert token not in r.stderr and wrong not in r.stderr
+        assert not (tmp_path / "out" / "stats.json").exists()
+
+
+def test_sigterm_stops_the_run_and_the_ray_it_started(tmp_path):
+    corpus = _corpus(tmp_path / "c.jsonl", 20000)
+    home = tmp_path / "home"
+    (home / ".ray").mkdir(parents=True)
+    (home / ".ray" / "auth_token").write_text("a" * 64)  # a token exists: Ray starts with authentication on
+    work = tmp_path / "work"
+    cmd = neardup_command("dedup", corpus, "-o", tmp_path / "out", "--work-dir", work, "--engine", "ray",
+                          "--workers", "2", "--batch-size", "500")
+    proc = subprocess.Popen(cmd, env=child_env(_env(home)), stderr=subprocess.PIPE, text=True)
+    driver = psutil.Process(proc.pid)
+    deadline = time.time() + 240
+    started = []
+    while time.time() < deadline and proc.poll() is None:
+        started = [p for p in driver.children(recursive=True) if "raylet" in " ".join(_cmdline(p))]
+        if started and (work / "read").is_dir() and any((work / "read").iterdir()):
+            break
+        time.sleep(0.2)
+    assert started, "the run never started its Ray instance"
+    ours = driver.children(recursive=True)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    if proc.returncode == 0:
+        pytest.skip("the run finished before the signal arrived")
+    assert proc.returncode == 143, err
+    assert "terminated" in err and "--resume" in err and "Traceback" not in err, err
+    assert not [m for m in MISLEADING if m in err], err
+    deadline = time.time() + 30
+    while time.time() < deadline and [p for p in ours if _alive(p)]:
+        time.sleep(0.5)
+    assert not [p for p in ours if _alive(p)], [" ".join(_cmdline(p))[:80] for p in ours if _alive(p)]
+    assert not (tmp_path / "out" / "stats.json").exists()
+
+
+def _cmdline(p) -> list:
+    try:
+        return p.cmdline()
+    except psutil.Error:
+        return []
+
+
+def _alive(p) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
