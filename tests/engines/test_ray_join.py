@@ -5,8 +5,8 @@ token exists) is joined with ``--ray-address`` whether the token is found where 
 not: found, the run gives the local bytes; missing or wrong, one line says what to set, at once
 (Ray itself retries for 20 s and says only "Failed to connect"). A run terminated with SIGTERM
 stops at the next batch, exits 143 and stops the local Ray instance it started (Ray's own
-handler would "drain" for 30 s while the run went on). Successful runs print none of Ray's
-misleading warnings.
+handler would "drain" for 30 s while the run went on); one killed with SIGKILL leaves no process
+of it behind. Successful runs print none of Ray's misleading warnings.
 """
 
 from __future__ import annotations
@@ -145,6 +145,31 @@ def test_sigterm_stops_the_run_and_the_ray_it_started(tmp_path):
         time.sleep(0.5)
     assert not [p for p in ours if _alive(p)], [" ".join(_cmdline(p))[:80] for p in ours if _alive(p)]
     assert not (tmp_path / "out" / "stats.json").exists()
+
+
+def test_kill_9_of_the_driver_leaves_no_ray_process_behind(tmp_path):
+    """Without the watchdog, the dashboard and runtime-env agents of the instance outlive a driver
+    killed with SIGKILL by 30-60 s."""
+    corpus = _corpus(tmp_path / "c.jsonl", 20000)
+    cmd = neardup_command("dedup", corpus, "-o", tmp_path / "out", "--engine", "ray", "--workers", "2")
+    proc = subprocess.Popen(cmd, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    driver = psutil.Process(proc.pid)
+    deadline = time.time() + 240
+    ours = []
+    while time.time() < deadline and proc.poll() is None:
+        ours = [p for p in driver.children(recursive=True) if "Agent" in " ".join(_cmdline(p))]
+        if len(ours) >= 2:
+            break
+        time.sleep(0.2)
+    assert len(ours) >= 2, "the run never started its Ray instance's agents"
+    time.sleep(1)  # the watchdog notes them five times a second
+    ours = driver.children(recursive=True)
+    proc.kill()
+    proc.wait(timeout=60)
+    deadline = time.time() + 15
+    while time.time() < deadline and [p for p in ours if _alive(p)]:
+        time.sleep(0.5)
+    assert not [p for p in ours if _alive(p)], [" ".join(_cmdline(p))[:80] for p in ours if _alive(p)]
 
 
 def _cmdline(p) -> list:

@@ -100,6 +100,53 @@ def _join_with_token(address: str) -> None:
         pass
 
 
+_WATCHDOG = """
+import sys, threading, psutil
+driver, ours, me = psutil.Process(int(sys.argv[1])), {}, psutil.Process()
+
+
+def rays(p):  # a process of Ray's, started after this one (never one of the caller's own, nor this one)
+    try:
+        return p.pid != me.pid and p.create_time() >= me.create_time() and (p.name().startswith("ray::") or
+                                                        any("/ray/" in a for a in p.cmdline()[:3]))
+    except psutil.Error:
+        return False
+
+
+gone = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.buffer.read(), gone.set()), daemon=True).start()
+while not gone.wait(0.2):  # the pipe closes when the driver ends or dies, however it dies
+    try:
+        ours.update((p.pid, p) for p in driver.children(recursive=True) if p.pid not in ours and rays(p))
+    except psutil.Error:
+        pass
+for p in ours.values():
+    try:
+        if p.is_running():  # the same process (psutil compares its start time): a reused id is left alone
+            p.kill()
+    except psutil.Error:
+        pass
+"""
+
+
+def _watchdog():
+    """The processes of the local instance this run started, killed when the driver is gone. Ray
+    ties its GCS server and raylet to the driver's life, but its dashboard and runtime-env agents
+    (~180 MB) outlive a driver killed with SIGKILL by 30-60 s. A small process, started before the
+    instance, notes the driver's descendants that are Ray's five times a second and reads a pipe of
+    which the driver holds the other end; the pipe closes when the driver ends or is killed, and the
+    watchdog then kills those of the noted processes that are still there (psutil checks each one's
+    start time, so a reused process id is never touched). Needs psutil (a dependency of Ray);
+    without it, no watchdog."""
+    import importlib.util
+    import subprocess
+    import sys
+    if importlib.util.find_spec("psutil") is None:
+        return None
+    return subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getpid())], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
 class _stderr_silenced:
     """Sends file descriptor 2 to /dev/null for the block (output of C++ code included)."""
 
@@ -235,6 +282,7 @@ class RayEngine:
 
         self.ray = ray
         self.started = False
+        self._watchdog = None
         self._filtered = _quiet_misleading()  # before ray.init: it logs one of them
         self.workers = workers
         if not ray.is_initialized():
@@ -246,6 +294,8 @@ class RayEngine:
             if address:
                 _check_reachable(address)
                 _join_with_token(address)
+            if not address:
+                self._watchdog = _watchdog()
             try:
                 with _signals_kept():
                     if address:
@@ -253,6 +303,7 @@ class RayEngine:
                     else:
                         ray.init(address="local", num_cpus=default_workers(workers), **kwargs)
             except (ConnectionError, ValueError, RuntimeError) as exc:
+                self._stop_watchdog()
                 where = f"the Ray cluster at {address}" if address else "a local Ray instance"
                 raise ConfigError(f"cannot start or join {where}: {' '.join(str(exc).split())[:300]}") from None
             self.started = True
@@ -292,6 +343,13 @@ class RayEngine:
             handler.removeFilter(_MISLEADING)
         if self.started:
             self.ray.shutdown()
+        self._stop_watchdog()
+
+    def _stop_watchdog(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.stdin.close()  # it kills what is left of the instance, if anything
+            self._watchdog.wait()
+            self._watchdog = None
 
     def partitions(self, nbytes: float) -> int:
         """Partitions for a shuffle of nbytes: at least one per CPU (and 2), at most MAX_PARTS."""
