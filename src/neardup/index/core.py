@@ -39,9 +39,11 @@ from ..minhash import MinHasher
 from ..verify import estimated_jaccard, exact_jaccard
 from . import segments as layout
 from .manifest import check_manifest, empty_manifest, params_of, resolve
-from .segments import checksum, hashed_documents, fingerprints, merge_segments, structure_problems
+from .compaction import merge_group
+from .removal import DEAD_FILE, dead_mask, dead_name, dead_problems, live_docs
+from .segments import checksum, hashed_documents, fingerprints, new_segment_name, structure_problems
 from .storage import FolderStorage, SegmentReader, Storage, entry_files, gather_ranges
-from .writer import IndexWriter, write_entry
+from .writer import IndexWriter
 # Candidates taken from one bucket (one band key of one segment): bounds the work a query spends
 # on boilerplate shared by huge numbers of documents; what is cut is counted (``truncated``).
 MAX_BUCKET = 20_000
@@ -141,6 +143,7 @@ class Index:
         self.config, self.store = resolve(self.display, manifest, config, options)
         self._manifest = manifest
         self._readers: Dict[str, SegmentReader] = {}
+        self._dead: Dict[str, np.ndarray] = {}  # tombstone name -> the removed documents of its segment
         self._hasher: Optional[MinHasher] = None
         self.refresh = float(refresh)
         self._manifest_read = -1e18  # when the manifest was last read (time.monotonic)
@@ -166,6 +169,9 @@ class Index:
         names = {s["name"] for s in manifest["segments"]}
         for gone in set(self._readers) - names:
             del self._readers[gone]
+        tombstones = {dead_name(s) for s in manifest["segments"]}
+        for gone in set(self._dead) - tombstones:
+            del self._dead[gone]
         self._manifest = manifest
         return manifest
 
@@ -298,10 +304,11 @@ class Index:
         try:
             return run()
         except StorageError:
-            before = [e["name"] for e in (self._manifest or {}).get("segments", [])]
+            before = [(e["name"], dead_name(e)) for e in (self._manifest or {}).get("segments", [])]
             self._manifest_read = -1e18
             self._readers.clear()
-            after = [e["name"] for e in self._refresh()["segments"]]
+            self._dead.clear()
+            after = [(e["name"], dead_name(e)) for e in self._refresh()["segments"]]
             if after == before:
                 raise
             return run()
@@ -335,7 +342,12 @@ class Index:
             cut = np.minimum(hi, lo + MAX_BUCKET)
             truncated += int((hi - cut).sum())
             cdoc, lengths = gather_ranges(reader.array("kdoc.u32"), lo, cut)
-            codes = unique((np.repeat(qd, lengths).astype(np.uint64) << np.uint64(32)) | cdoc.astype(np.uint64))
+            qrep = np.repeat(qd, lengths)
+            dead = self._removed(entry)
+            if dead is not None:  # removed documents are no candidates
+                live = ~dead[cdoc]
+                qrep, cdoc = qrep[live], cdoc[live]
+            codes = unique((qrep.astype(np.uint64) << np.uint64(32)) | cdoc.astype(np.uint64))
             candidates += len(codes)
             for start in range(0, len(codes), VERIFY_CHUNK):
                 chunk = codes[start:start + VERIFY_CHUNK]
@@ -350,6 +362,16 @@ class Index:
         if not out[0]:
             return tuple(np.zeros(0, dt) for dt in (np.int64, np.int64, np.int64, np.float64)) + (candidates, truncated)
         return tuple(np.concatenate(p) for p in out) + (candidates, truncated)
+
+    def _removed(self, entry: dict) -> Optional[np.ndarray]:
+        """True for the removed documents of a segment (its tombstone, read once); None: none."""
+        name = dead_name(entry)
+        if name is None:
+            return None
+        mask = self._dead.get(name)
+        if mask is None:
+            mask = self._dead[name] = dead_mask(self.storage, entry)
+        return mask
 
     def _similarity(self, reader: SegmentReader, q, c, signatures, fp_off, fp) -> np.ndarray:
         """Similarity of each pair (query document q[i], indexed document c[i]): the query side
@@ -418,6 +440,21 @@ class Index:
             w.add_arrays(keys, ids, source, signatures=signatures, shingles=shingles)
         return w.result
 
+    def remove(self, ids=None, source=None) -> dict:
+        """Removes documents: those whose id is one of ``ids`` (every document of the id, whatever
+        its source) and every document added under ``source`` (a name, or a list of them; a name
+        the index does not have is a :class:`~neardup.errors.ConfigError`). A removed document
+        never matches again; the others are untouched. All of them disappear at once, for every
+        reader, or none (a killed removal leaves the index as it was): tombstones, see
+        :mod:`neardup.index.removal`; :meth:`compact` drops the documents for good. Returns
+        counts: ``removed`` (documents removed now), ``ids_given``, ``ids_found`` (ids that name
+        a document of the index, removed before or now), ``segments`` (tombstones written)."""
+        from .removal import remove
+        result = remove(self, ids=ids, source=source)
+        self._readers.clear()
+        self._dead.clear()
+        return result
+
     def compact(self) -> dict:
         """Merges the segments into as few as the size bounds allow (one up to 1M documents),
         keeping the documents' order, so that every query answers exactly as before."""
@@ -434,39 +471,41 @@ class Index:
             docs = size = 0
             for entry in old:
                 bytes_ = sum(f["bytes"] for f in entry["files"].values())
-                if group and (docs + entry["docs"] > layout.MAX_SEGMENT_DOCS
+                if group and (docs + live_docs(entry) > layout.MAX_SEGMENT_DOCS
                               or size + bytes_ > layout.MAX_SEGMENT_BYTES):
                     groups.append(group)
                     group, docs, size = [], 0, 0
                 group.append(entry)
-                docs += entry["docs"]
+                docs += live_docs(entry)
                 size += bytes_
             if group:
                 groups.append(group)
-            if len(groups) == len(old):
-                return {"segments_before": len(old), "segments_after": len(old), "seconds": 0.0}
+            if len(groups) == len(old) and not any(e.get("dead") for e in old):
+                return {"segments_before": len(old), "segments_after": len(old), "removed": 0, "seconds": 0.0}
             new_entries = []
-            for group in groups:
-                if len(group) == 1:
-                    new_entries.append(group[0])
-                    continue
-                parts = []
-                for entry in group:  # each file read whole, so checked against its CRC first
-                    reader = self.storage.open_segment(entry)
-                    parts.append({f: np.asarray(reader.array(f)) for f in entry["files"]})
-                arrays, sources = merge_segments(parts, [e["sources"] for e in group], self.store,
-                                                 self.config.bands, self.config.num_perm)
-                new_entries.append(write_entry(self.storage, arrays, sources))
-            merged_names = [e["name"] for e in old]
+            try:
+                for group in groups:
+                    if len(group) == 1 and not group[0].get("dead"):
+                        new_entries.append(group[0])
+                    elif sum(live_docs(e) for e in group):  # a group whose documents were all removed is gone
+                        entry = merge_group(self.storage, group, self.store, self.config.num_perm, self.display,
+                                            new_segment_name())
+                        entry["created"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                        new_entries.append(entry)
+            except BaseException:
+                self.storage.drop_segments([e["name"] for e in new_entries if e not in old])
+                raise
+            merged = [(e["name"], dead_name(e)) for e in old]
 
             def update(current):
                 if current is None:
                     raise StorageError(f"index {self.display} vanished during compaction")
-                names = [e["name"] for e in current["segments"]]
-                if names[:len(merged_names)] != merged_names:
-                    raise StorageError(f"index {self.display} was compacted by another process meanwhile")
+                now = [(e["name"], dead_name(e)) for e in current["segments"]]
+                if now[:len(merged)] != merged:
+                    raise StorageError(f"index {self.display} was compacted, or had documents removed, by another "
+                                       f"process meanwhile; nothing was changed: compact again")
                 return dict(current, generation=current["generation"] + 1,
-                            segments=new_entries + current["segments"][len(merged_names):])
+                            segments=new_entries + current["segments"][len(merged):])
 
             try:
                 self.storage.commit(update)
@@ -474,10 +513,13 @@ class Index:
                 self.storage.drop_segments([e["name"] for e in new_entries if e not in old])
                 raise
             kept = {e["name"] for e in new_entries}
-            self.storage.drop_segments([n for n in merged_names if n not in kept])
+            self.storage.drop_segments([n for e in old for n in (e["name"], dead_name(e))
+                                        if n is not None and n not in kept])
         self._readers.clear()
+        self._dead.clear()
         self._manifest_read = -1e18
         return {"segments_before": len(old), "segments_after": len(new_entries),
+                "removed": sum(e["dead"]["docs"] for e in old if e.get("dead")),
                 "seconds": round(time.perf_counter() - t0, 3)}
 
     def stats(self) -> dict:
@@ -486,16 +528,19 @@ class Index:
         if manifest is None:
             raise StorageError(f"no index at {self.display}")
         check_manifest(self.display, manifest, self.config)
-        docs = sum(s["docs"] for s in manifest["segments"])
+        docs = sum(live_docs(s) for s in manifest["segments"])
         per_source: Dict[str, int] = {}
         per_file: Dict[str, int] = {}
         for s in manifest["segments"]:
-            for name, count in zip(s["sources"], s["source_docs"]):
-                per_source[name] = per_source.get(name, 0) + count
-            for f, info in s["files"].items():
+            dead = s["dead"]["source_docs"] if s.get("dead") else [0] * len(s["sources"])
+            for name, count, gone in zip(s["sources"], s["source_docs"], dead):
+                per_source[name] = per_source.get(name, 0) + count - gone
+            files = list(s["files"].items()) + (list(s["dead"]["files"].items()) if s.get("dead") else [])
+            for f, info in files:
                 per_file[f] = per_file.get(f, 0) + info["bytes"]
         total = sum(per_file.values())
         return {"location": self.display, "documents": docs, "segments": len(manifest["segments"]),
+                "removed": sum(s["docs"] for s in manifest["segments"]) - docs,
                 "sources": per_source, "bytes": total,
                 "bytes_per_document": round(total / docs, 1) if docs else None,
                 "bytes_per_document_by_file": {f: round(b / docs, 1) for f, b in sorted(per_file.items())} if docs else {},
@@ -505,13 +550,14 @@ class Index:
         """Refuses an index one of whose segment files is missing or of another size than its
         manifest says (cheap: sizes only; see :meth:`verify` for the contents)."""
         for entry in manifest["segments"]:
-            sizes = self.storage.file_sizes(entry)
-            for file, info in entry_files(entry, self.display).items():
-                if sizes[file] is None:
-                    raise StorageError(f"corrupt index {self.display}: segment {entry['name']} has lost its file {file}")
-                if sizes[file] != info["bytes"]:
-                    raise StorageError(f"corrupt index {self.display}: segment {entry['name']} file {file} has "
-                                       f"{sizes[file]} bytes, the manifest says {info['bytes']}")
+            for part in [entry] + ([entry["dead"]] if entry.get("dead") else []):
+                sizes = self.storage.file_sizes(part)
+                for file, info in entry_files(part, self.display).items():
+                    if sizes[file] is None:
+                        raise StorageError(f"corrupt index {self.display}: segment {part['name']} has lost its file {file}")
+                    if sizes[file] != info["bytes"]:
+                        raise StorageError(f"corrupt index {self.display}: segment {part['name']} file {file} has "
+                                           f"{sizes[file]} bytes, the manifest says {info['bytes']}")
 
     def verify(self) -> dict:
         """Reads every file of every segment and checks it: present, of the size and CRC-32
@@ -526,41 +572,48 @@ class Index:
         problems: List[str] = []
         checked = 0
         for entry in manifest["segments"]:
-            name = entry["name"]
-            try:
-                files = entry_files(entry, self.display)
-                sizes = self.storage.file_sizes(entry)
-            except StorageError as exc:
-                problems.append(f"segment {name}: {exc}")
-                continue
-            arrays = {}
-            for file, info in files.items():
-                if sizes.get(file) is None:
-                    problems.append(f"segment {name} file {file}: missing")
+            for part in [entry] + ([entry["dead"]] if entry.get("dead") else []):
+                name = part["name"]
+                try:
+                    files = entry_files(part, self.display)
+                    sizes = self.storage.file_sizes(part)
+                except StorageError as exc:
+                    problems.append(f"segment {name}: {exc}")
                     continue
-                if sizes[file] != info["bytes"]:
-                    problems.append(f"segment {name} file {file}: {sizes[file]} bytes, the manifest says {info['bytes']}")
+                arrays = {}
+                for file, info in files.items():
+                    if sizes.get(file) is None:
+                        problems.append(f"segment {name} file {file}: missing")
+                        continue
+                    if sizes[file] != info["bytes"]:
+                        problems.append(f"segment {name} file {file}: {sizes[file]} bytes, the manifest says {info['bytes']}")
+                        continue
+                    raw = self.storage.read_file(part, file)
+                    if raw is None:
+                        problems.append(f"segment {name} file {file}: missing")
+                        continue
+                    checked += info["bytes"]
+                    got = checksum(raw)
+                    if info.get("crc32") is not None and got != info["crc32"]:
+                        problems.append(f"segment {name} file {file}: does not match its checksum (crc32 {got:08x}, "
+                                        f"the manifest says {info['crc32']:08x})")
+                        continue
+                    itemsize = np.dtype(layout.FILE_DTYPES[file]).itemsize
+                    if info["bytes"] % itemsize:
+                        problems.append(f"segment {name} file {file}: {info['bytes']} bytes, not whole values of "
+                                        f"{itemsize} bytes")
+                        continue
+                    arrays[file] = np.asarray(raw).view(np.uint8).view(layout.FILE_DTYPES[file])
+                if len(arrays) < len(files):
                     continue
-                raw = self.storage.read_file(entry, file)
-                if raw is None:
-                    problems.append(f"segment {name} file {file}: missing")
-                    continue
-                checked += info["bytes"]
-                got = checksum(raw)
-                if info.get("crc32") is not None and got != info["crc32"]:
-                    problems.append(f"segment {name} file {file}: does not match its checksum (crc32 {got:08x}, "
-                                    f"the manifest says {info['crc32']:08x})")
-                    continue
-                itemsize = np.dtype(layout.FILE_DTYPES[file]).itemsize
-                if info["bytes"] % itemsize:
-                    problems.append(f"segment {name} file {file}: {info['bytes']} bytes, not whole values of "
-                                    f"{itemsize} bytes")
-                    continue
-                arrays[file] = np.asarray(raw).view(np.uint8).view(layout.FILE_DTYPES[file])
-            if len(arrays) == len(files):
-                problems.extend(structure_problems(entry, arrays, self.store, self.config.bands,
-                                                   self.config.num_perm))
-        return {"segments": len(manifest["segments"]), "documents": sum(s["docs"] for s in manifest["segments"]),
+                if part is entry:
+                    problems.extend(structure_problems(entry, arrays, self.store, self.config.bands,
+                                                       self.config.num_perm))
+                elif DEAD_FILE not in arrays:
+                    problems.append(f"segment {entry['name']} tombstone {name}: the manifest lists no file {DEAD_FILE}")
+                else:
+                    problems.extend(dead_problems(entry, arrays[DEAD_FILE]))
+        return {"segments": len(manifest["segments"]), "documents": sum(live_docs(s) for s in manifest["segments"]),
                 "bytes": checked, "problems": problems}
 
     def close(self) -> None:

@@ -13,7 +13,7 @@ from ..errors import ConfigError, StorageError
 from .segments import STORES
 
 FORMAT = "neardup-index"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: segments may carry tombstones (removed documents); version 1 had none
 PARAM_NAMES = Sketch.names() + Shingling.names()
 
 
