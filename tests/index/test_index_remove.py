@@ -335,3 +335,39 @@ def test_a_kill_during_a_removal_on_redis_leaves_it_as_before(url, split):
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert Index(url).query(split.a_texts) == without(before, gone_sources={"part3"})
+
+
+# --------------------------------------------------------------------------- truncated buckets
+
+
+def test_truncated_buckets_are_counted_and_reported_where_they_happen(tmp_path, monkeypatch, capsys):
+    """Five copies of a text in one segment and MAX_BUCKET 2: each of the 13 band lookups of a
+    query of that text is cut (3 candidates unverified each); the query, the CLI and a dedup
+    --against run say so."""
+    import json
+
+    from neardup.cli import main
+    from neardup.index import core
+    text = " ".join(f"w{i}" for i in range(60))
+    path = str(tmp_path / "ix")
+    idx = Index(path)
+    idx.add([text] * 5 + ["something else entirely " * 5], name="A")
+    monkeypatch.setattr(core, "MAX_BUCKET", 2)
+    keys = idx.hash_texts([text])
+    m = idx.match(keys["keys"], shingles=(keys["fp_offsets"], keys["fp"]))
+    bands = idx.config.bands
+    assert (m.truncated_buckets, m.truncated, m.candidates) == (bands, 3 * bands, 2)
+    assert idx.counts == {"candidates": 2, "truncated_buckets": bands, "truncated_candidates": 3 * bands}
+    q = tmp_path / "q.jsonl"
+    q.write_text(json.dumps({"text": text}) + "\n" + json.dumps({"text": "unrelated words here and there"}) + "\n")
+    assert main(["index", "query", path, str(q)]) == 0
+    err = capsys.readouterr().err
+    assert f"{bands} band buckets held more than 2 documents a segment; {3 * bands} candidates" in err
+    assert main(["dedup", str(q), "-o", str(tmp_path / "out"), "--against", path]) == 0
+    err = capsys.readouterr().err
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    (ix,) = stats["indexes"]
+    assert (ix["truncated_buckets"], ix["truncated_candidates"], ix["matched"], ix["max_bucket"]) == (bands, 3 * bands, 1, 2)
+    assert "warning: index" in err and f"{bands} band buckets held more than 2" in err
+    monkeypatch.setattr(core, "MAX_BUCKET", 5)  # a bucket of exactly the bound is not cut
+    assert Index(path).match(keys["keys"], shingles=(keys["fp_offsets"], keys["fp"])).truncated_buckets == 0

@@ -162,6 +162,9 @@ def run_query(args) -> int:
     options = config_options(args)
     threshold = options.pop("threshold", None)
     index = Index(args.index, must_exist=True, **options)
+    note = index.recall_note(threshold)
+    if note:
+        print(f"neardup: note: {note}", file=sys.stderr)
 
     class Counter:
         rejected = 0
@@ -173,9 +176,12 @@ def run_query(args) -> int:
             rows["id"].append(doc_id)
             rows["source"].append(source)
             rows["matches"].append([{"id": m.id, "source": m.source, "similarity": m.similarity} for m in matches])
+    truncated = index.truncation_note()
     if out is None:
         for i, s, m in zip(rows["id"], rows["source"], rows["matches"]):
             print(json.dumps({"id": i, "source": s, "matches": m}))
+        if truncated:
+            print(f"neardup: warning: {truncated}", file=sys.stderr)
         return 0
     def write(tmp: str) -> None:
         if out.endswith(".parquet"):
@@ -194,6 +200,8 @@ def run_query(args) -> int:
     publish_with(out, write, overwrite=args.overwrite)
     found = sum(1 for m in rows["matches"] if m)
     print(f"{found} of {len(rows['id'])} documents have a match in {index.display}; wrote {out}", file=sys.stderr)
+    if truncated:
+        print(f"neardup: warning: {truncated}", file=sys.stderr)
     return 0
 
 

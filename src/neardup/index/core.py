@@ -67,7 +67,9 @@ class Matches:
     doc: int64, position of the query document in the batch, ascending, each at most once.
     id, source: ``pa.string()`` arrays, the matched indexed document's id and source name.
     similarity: float64, its verified similarity (>= the threshold).
-    candidates: candidate pairs verified; truncated: candidates dropped by ``MAX_BUCKET``.
+    candidates: candidate pairs verified; truncated_buckets: lookups (a band key of a query
+    document in a segment) whose bucket held more than ``MAX_BUCKET`` documents, cut there;
+    truncated: the candidates those cuts left unverified.
     """
 
     doc: np.ndarray
@@ -76,6 +78,7 @@ class Matches:
     similarity: np.ndarray
     candidates: int = 0
     truncated: int = 0
+    truncated_buckets: int = 0
 
     def __len__(self) -> int:
         return len(self.doc)
@@ -120,8 +123,10 @@ class Index:
     parameters. For a new index they are recorded at the first add (defaults: those of
     ``neardup dedup``). For an existing index, the parameters it was built with are used; a
     parameter given here that differs is a :class:`~neardup.errors.ConfigError` naming each
-    difference (a whole ``Config`` is compared on every parameter, options only on those given).
-    ``threshold`` is free: it only decides which verified candidates count as matches.
+    difference (a whole ``Config`` is compared on every parameter but bands and rows, options only
+    on those given). ``threshold`` is free: it only decides which verified candidates count as
+    matches (below the threshold the index's bands and rows were chosen for, fewer similar
+    documents become candidates: see :meth:`recall_note`).
     ``verify="estimate"`` (or ``"none"``) at creation stores signatures instead of shingle
     fingerprints; ``must_exist=True`` makes a missing index an error. Queries see what other
     processes added within ``refresh`` seconds (the manifest is read again at most that often),
@@ -147,6 +152,9 @@ class Index:
         self._hasher: Optional[MinHasher] = None
         self.refresh = float(refresh)
         self._manifest_read = -1e18  # when the manifest was last read (time.monotonic)
+        # over every query and match of this object: candidates verified, buckets cut at
+        # MAX_BUCKET candidates and the candidates that cut left unverified
+        self.counts = {"candidates": 0, "truncated_buckets": 0, "truncated_candidates": 0}
 
     # ------------------------------------------------------------------ state
     @property
@@ -228,13 +236,14 @@ class Index:
 
         def run():
             with kernel_threads(1 if n <= SMALL_BATCH else self.config.workers):
-                qdoc, seg, cdoc, sim, _, _ = self._verified(h["keys"], h["signatures"], h["nonempty"],
-                                                            h["fp_offsets"], h["fp"], threshold)
+                qdoc, seg, cdoc, sim, counts = self._verified(h["keys"], h["signatures"], h["nonempty"],
+                                                              h["fp_offsets"], h["fp"], threshold)
             order = np.lexsort((cdoc, seg, -sim, qdoc))
             qdoc, seg, cdoc, sim = qdoc[order], seg[order], cdoc[order], sim[order]
-            return qdoc, sim, self._describe(seg, cdoc)
+            return qdoc, sim, self._describe(seg, cdoc), counts
 
-        qdoc, sim, (ids, sources) = self._once_more_if_compacted(run)
+        qdoc, sim, (ids, sources), counts = self._once_more_if_compacted(run)
+        self._count(counts)
         out: List[List[Match]] = [[] for _ in range(n)]
         for q, i, s, v in zip(qdoc.tolist(), ids, sources, sim.tolist()):
             out[q].append(Match(i, s, v))
@@ -286,17 +295,22 @@ class Index:
 
         def run():
             with kernel_threads(1 if n <= SMALL_BATCH else cfg.workers):
-                qdoc, seg, cdoc, sim, candidates, truncated = self._verified(
-                    keys, signatures, nonempty, fp_off, fp, threshold)
+                qdoc, seg, cdoc, sim, counts = self._verified(keys, signatures, nonempty, fp_off, fp, threshold)
             order = np.lexsort((cdoc, seg, -sim, qdoc))
             first = np.ones(len(order), dtype=bool)
             first[1:] = qdoc[order][1:] != qdoc[order][:-1]
             best = order[first]
-            return qdoc, seg, cdoc, sim, candidates, truncated, best, self._describe(seg[best], cdoc[best])
+            return qdoc, seg, cdoc, sim, counts, best, self._describe(seg[best], cdoc[best])
 
-        qdoc, seg, cdoc, sim, candidates, truncated, best, (ids, sources) = self._once_more_if_compacted(run)
+        qdoc, seg, cdoc, sim, counts, best, (ids, sources) = self._once_more_if_compacted(run)
+        self._count(counts)
         return Matches(doc=qdoc[best], id=pa.array(ids, pa.string()), source=pa.array(sources, pa.string()),
-                       similarity=sim[best], candidates=candidates, truncated=truncated)
+                       similarity=sim[best], candidates=counts["candidates"],
+                       truncated=counts["truncated_candidates"], truncated_buckets=counts["truncated_buckets"])
+
+    def _count(self, counts: dict) -> None:
+        for k, v in counts.items():
+            self.counts[k] += v
 
     def _once_more_if_compacted(self, run):
         """Runs a lookup; if a segment it read was removed meanwhile (a compaction by another
@@ -313,6 +327,33 @@ class Index:
                 raise
             return run()
 
+    def candidate_probability(self, threshold: Optional[float] = None) -> float:
+        """P(candidate) of a pair at ``threshold`` (default: the config's) with this index's bands
+        and rows: 1 - (1 - s^r)^b."""
+        from ..params import candidate_probability
+        return float(candidate_probability(self._threshold(threshold), self.config.bands, self.config.rows))
+
+    def recall_note(self, threshold: Optional[float] = None) -> Optional[str]:
+        """One line when this index's bands and rows find a pair at ``threshold`` with a
+        probability below the config's ``min_recall`` (a threshold under the one they were
+        chosen for): recall against the index falls. None otherwise."""
+        p = self.candidate_probability(threshold)
+        if p >= self.config.min_recall:
+            return None
+        cfg = self.config
+        return (f"index {self.display} has {cfg.bands} bands x {cfg.rows} rows: a pair at similarity "
+                f"{self._threshold(threshold):g} becomes a candidate with probability {p:.3f} only (below "
+                f"--min-recall {cfg.min_recall:g}), so recall against it falls at this threshold")
+
+    def truncation_note(self) -> Optional[str]:
+        """One line when lookups of this object cut buckets at ``MAX_BUCKET`` candidates."""
+        c = self.counts
+        if not c["truncated_buckets"]:
+            return None
+        return (f"index {self.display}: {c['truncated_buckets']:,} band buckets held more than {MAX_BUCKET:,} "
+                f"documents a segment; {c['truncated_candidates']:,} candidates in them were not verified "
+                f"(a match among them can be missed)")
+
     def _threshold(self, threshold: Optional[float]) -> float:
         if threshold is None:
             return self.config.threshold
@@ -321,14 +362,16 @@ class Index:
 
     def _verified(self, keys, signatures, nonempty, fp_off, fp, threshold):
         """(query doc, segment number, doc in segment, similarity) of every verified candidate
-        at or above the threshold, plus the candidates verified and the ones cut."""
+        at or above the threshold, and the counts (candidates verified, buckets cut at
+        ``MAX_BUCKET``, candidates they left unverified)."""
         n, bands = keys.shape
         qdoc_all = np.repeat(np.arange(n, dtype=np.int64), bands)[np.repeat(nonempty, bands)]
         qkeys = keys[nonempty].ravel()
         out = ([], [], [], [])
-        candidates = truncated = 0
+        candidates = truncated = truncated_buckets = 0
         if len(qkeys) == 0:
-            return tuple(np.zeros(0, dt) for dt in (np.int64, np.int64, np.int64, np.float64)) + (0, 0)
+            return tuple(np.zeros(0, dt) for dt in (np.int64, np.int64, np.int64, np.float64)) + (
+                dict.fromkeys(("candidates", "truncated_buckets", "truncated_candidates"), 0),)
         for si, (entry, reader) in enumerate(self._segments()):
             sorted_keys = reader.array("keys.u64")
             if len(sorted_keys) == 0:
@@ -341,6 +384,7 @@ class Index:
             lo, hi, qd = lo[hit], hi[hit], qdoc_all[hit]
             cut = np.minimum(hi, lo + MAX_BUCKET)
             truncated += int((hi - cut).sum())
+            truncated_buckets += int((hi > cut).sum())
             cdoc, lengths = gather_ranges(reader.array("kdoc.u32"), lo, cut)
             qrep = np.repeat(qd, lengths)
             dead = self._removed(entry)
@@ -359,9 +403,10 @@ class Index:
                 out[1].append(np.full(int(ok.sum()), si, dtype=np.int64))
                 out[2].append(c[ok])
                 out[3].append(sim[ok])
+        counts = {"candidates": candidates, "truncated_buckets": truncated_buckets, "truncated_candidates": truncated}
         if not out[0]:
-            return tuple(np.zeros(0, dt) for dt in (np.int64, np.int64, np.int64, np.float64)) + (candidates, truncated)
-        return tuple(np.concatenate(p) for p in out) + (candidates, truncated)
+            return tuple(np.zeros(0, dt) for dt in (np.int64, np.int64, np.int64, np.float64)) + (counts,)
+        return tuple(np.concatenate(p) for p in out) + (counts,)
 
     def _removed(self, entry: dict) -> Optional[np.ndarray]:
         """True for the removed documents of a segment (its tombstone, read once); None: none."""
