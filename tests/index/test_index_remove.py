@@ -371,3 +371,14 @@ def test_truncated_buckets_are_counted_and_reported_where_they_happen(tmp_path, 
     assert "warning: index" in err and f"{bands} band buckets held more than 2" in err
     monkeypatch.setattr(core, "MAX_BUCKET", 5)  # a bucket of exactly the bound is not cut
     assert Index(path).match(keys["keys"], shingles=(keys["fp_offsets"], keys["fp"])).truncated_buckets == 0
+
+
+def test_a_source_name_ending_in_a_slash_names_every_source_in_that_folder(tmp_path, split):
+    path = str(tmp_path / "ix")
+    idx = Index(path)
+    for name, k in (("dump2/a.jsonl", 0), ("dump2/b.jsonl", 1), ("dump20/c.jsonl", 2), ("dump2", 3)):
+        idx.add(split.a_texts[k * 50:(k + 1) * 50], ids=split.a_ids[k * 50:(k + 1) * 50], name=name)
+    assert idx.remove(source="dump2/")["removed"] == 100
+    assert Index(path).stats()["sources"] == {"dump2/a.jsonl": 0, "dump2/b.jsonl": 0, "dump20/c.jsonl": 50, "dump2": 50}
+    with pytest.raises(ConfigError, match="no source 'dump3/'"):
+        idx.remove(source="dump3/")

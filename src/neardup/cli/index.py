@@ -85,9 +85,10 @@ def register(sub) -> None:
                    help="a UTF-8 file of ids to remove, one a line (blank lines are skipped); an id the index "
                         "does not hold is counted, not an error")
     r.add_argument("--source", action="append", default=None, metavar="NAME",
-                   help="remove every document added under this source name (index add --name, or the file "
-                        "name; see 'neardup index stats'); may be given several times; a name the index does "
-                        "not have is an error")
+                   help="remove every document added under this source name (index add --name, or the input "
+                        "file's name, see 'neardup index stats'); a NAME ending in / names every source in that "
+                        "folder (dump2/ for dump2/a.jsonl, dump2/b.jsonl); may be given several times; a name "
+                        "the index does not have is an error")
     r.set_defaults(func=run_remove)
 
     s = sub2.add_parser("stats", help="documents, segments, sources, bytes per document, parameters",

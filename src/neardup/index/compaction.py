@@ -31,7 +31,7 @@ from .storage import damaged, entry_files
 
 CHUNK_DOCS = 1 << 16        # documents of a per-document chunk
 CHUNK_VALUES = 1 << 22      # values (fingerprints, id bytes, signature values) of a chunk
-MERGE_KEYS = 1 << 21        # band keys buffered over all merged segments
+MERGE_KEYS = 1 << 20        # band keys buffered over all merged segments
 MIN_BUFFER = 1 << 10        # band keys buffered per segment, at least
 
 

@@ -488,7 +488,8 @@ class Index:
     def remove(self, ids=None, source=None) -> dict:
         """Removes documents: those whose id is one of ``ids`` (every document of the id, whatever
         its source) and every document added under ``source`` (a name, or a list of them; a name
-        the index does not have is a :class:`~neardup.errors.ConfigError`). A removed document
+        ending in "/" names every source in that folder; a name the index does not have is a
+        :class:`~neardup.errors.ConfigError`). A removed document
         never matches again; the others are untouched. All of them disappear at once, for every
         reader, or none (a killed removal leaves the index as it was): tombstones, see
         :mod:`neardup.index.removal`; :meth:`compact` drops the documents for good. Returns

@@ -112,6 +112,12 @@ def read_ids_file(path: str) -> List[str]:
     return out
 
 
+def source_matches(given: str, name: str) -> bool:
+    """A source name given to a removal names a source of the index: the same name, or, when
+    it ends with "/" (a folder of input files), every source whose name starts with it."""
+    return name == given or (given.endswith("/") and name.startswith(given))
+
+
 def _ids_of(reader, n: int) -> pa.Array:
     idoff = np.ascontiguousarray(reader.array("idoff.i64"))
     raw = np.ascontiguousarray(reader.array("id.bin"))
@@ -129,8 +135,12 @@ def _resolve(index, manifest: dict, ids: Optional[pa.Array], sources: Sequence[s
     for entry in manifest["segments"]:
         n = int(entry["docs"])
         hit = np.zeros(n, dtype=bool)
-        wanted = [i for i, s in enumerate(entry["sources"]) if s in sources]
-        found_sources.update(entry["sources"][i] for i in wanted)
+        wanted = []
+        for i, name in enumerate(entry["sources"]):
+            named = [s for s in sources if source_matches(s, name)]
+            if named:
+                wanted.append(i)
+                found_sources.update(named)
         reader = storage.open_segment(entry) if (wanted or ids is not None) and n else None
         if wanted and n:
             hit |= np.isin(np.asarray(reader.array("src.u32")), np.asarray(wanted, np.uint32))
