@@ -45,8 +45,12 @@ from .segments import checksum, hashed_documents, fingerprints, new_segment_name
 from .storage import FolderStorage, SegmentReader, Storage, entry_files, gather_ranges
 from .writer import IndexWriter
 # Candidates taken from one bucket (one band key of one segment): bounds the work a query spends
-# on boilerplate shared by huge numbers of documents; what is cut is counted (``truncated``).
-MAX_BUCKET = 20_000
+# on boilerplate shared by huge numbers of documents; what is cut is counted and reported
+# (``Matches.truncated_buckets``, ``Index.truncation_note``). Chosen by measurement
+# (bench/index_bucket.py, bench/results/index_bucket.json): verifying a candidate of 330
+# fingerprints costs about 7.3 µs of CPU, so 2,500 candidates stay within 20 ms for one query
+# document in one segment, about 100 times a whole ordinary query (0.2 ms); 20,000 cost 145 ms.
+MAX_BUCKET = 2_500
 VERIFY_CHUNK = 1 << 16  # candidate pairs verified at a time
 SMALL_BATCH = 64        # texts hashed on one thread
 
