@@ -382,3 +382,25 @@ def test_a_source_name_ending_in_a_slash_names_every_source_in_that_folder(tmp_p
     assert Index(path).stats()["sources"] == {"dump2/a.jsonl": 0, "dump2/b.jsonl": 0, "dump20/c.jsonl": 50, "dump2": 50}
     with pytest.raises(ConfigError, match="no source 'dump3/'"):
         idx.remove(source="dump3/")
+
+
+def test_compaction_orders_equal_keys_across_segments_as_one_add_would(tmp_path, split, monkeypatch):
+    """Copies of three texts in every segment (buckets of equal keys spanning the segments) and
+    buffers of a few keys: equal keys come out in document order, as in the segment one add of
+    the same documents writes."""
+    monkeypatch.setattr(compaction, "MERGE_KEYS", 40)
+    monkeypatch.setattr(compaction, "MIN_BUFFER", 7)
+    texts = split.a_texts[:3] * 10
+    docs = []
+    idx = Index(str(tmp_path / "ix"))
+    for k in range(5):
+        part = texts + split.a_texts[3 + 20 * k:23 + 20 * k]
+        ids = [f"{k}-{i}" for i in range(len(part))]
+        idx.add(part, ids=ids, name="A")
+        docs += list(zip(part, ids))
+    idx.compact()
+    one = Index(str(tmp_path / "one"))
+    one.add([t for t, _ in docs], ids=[i for _, i in docs], name="A")
+    (a,) = idx.storage.read_manifest()["segments"]
+    (b,) = one.storage.read_manifest()["segments"]
+    assert {f: i["crc32"] for f, i in a["files"].items()} == {f: i["crc32"] for f, i in b["files"].items()}
