@@ -404,3 +404,30 @@ def test_compaction_orders_equal_keys_across_segments_as_one_add_would(tmp_path,
     (a,) = idx.storage.read_manifest()["segments"]
     (b,) = one.storage.read_manifest()["segments"]
     assert {f: i["crc32"] for f, i in a["files"].items()} == {f: i["crc32"] for f, i in b["files"].items()}
+
+
+@pytest.mark.slow
+def test_a_removal_racing_another_on_redis_starts_over_and_loses_neither(url, split, monkeypatch):
+    """Another process removes other documents of the same segment between this removal's
+    reading and its switch: this one reads the index again (never writing its stale
+    tombstone over the other's), and both removals hold."""
+    from neardup.index import removal
+    build(url, split)
+    seg1 = _part(split, 1, 4)[1]
+    mine, theirs = seg1[:10], seg1[10:20]
+    write = removal._write_tombstones
+    raced = []
+
+    def racing(storage, manifest, todo):
+        out = write(storage, manifest, todo)
+        if not raced:
+            raced.append(True)
+            Index(url).remove(ids=theirs)  # commits first
+        return out
+
+    monkeypatch.setattr(removal, "_write_tombstones", racing)
+    r = Index(url).remove(ids=mine)
+    assert raced and r["removed"] == 10
+    ids = {i for i, _ in matched(Index(url).query(split.a_texts))}
+    assert not ids & set(mine + theirs) and set(seg1[20:]) <= ids
+    assert Index(url).stats()["removed"] == 20
