@@ -430,6 +430,13 @@ def format_summary(stats: dict, output: str) -> str:
         f"  threshold {p['threshold']:g}  k={p['num_perm']}  {p['bands']} bands x {p['rows']} rows  "
         f"{'char' if p.get('char_ngrams') else 'word'} {p['ngram']}-grams  verify={p['verify']}  keep={p['keep']}",
     ]
+    for ix in stats.get("indexes", []):
+        if ix["recall_note"]:
+            lines.append(f"  note: {ix['recall_note']}")
+        if ix["truncated_buckets"]:
+            lines.append(f"  warning: index {ix['index']}: {ix['truncated_buckets']:,} band buckets held more than "
+                         f"{ix['max_bucket']:,} documents a segment; {ix['truncated_candidates']:,} candidates in "
+                         f"them were not verified (a match among them can be missed)")
     if c.get("truncated_buckets"):
         lines.append(f"  note: {c['truncated_buckets']:,} buckets still had unverified members after "
                      f"{p['max_anchor_rounds']} anchor rounds (raise --max-anchor-rounds)")

@@ -161,8 +161,11 @@ def test_parameters_recorded_and_mismatch_refused(built, tmp_path):
     with pytest.raises(ConfigError) as e:
         Index(built, ngram=3, seed=1)
     assert "ngram 5 (this run: 3)" in str(e.value) and "seed 42 (this run: 1)" in str(e.value)
+    # a whole Config (a dedup run's) keeps its bands and rows for its own pairs: the index's are its own
+    ix = Index(built, neardup.Config(threshold=0.7))
+    assert (ix.config.bands, ix.config.rows, ix.config.threshold) == (13, 7, 0.7)
     with pytest.raises(ConfigError, match="bands 13 .*rows 7"):
-        Index(built, neardup.Config(threshold=0.7))  # a whole Config: its bands and rows differ
+        Index(built, bands=17, rows=5)  # options name them: compared
     Index(built, threshold=0.7)  # options: only what is given is compared, and threshold is free
     assert Index(built, neardup.Config(threshold=0.7, bands=13, rows=7)).config.threshold == 0.7
 

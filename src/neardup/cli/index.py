@@ -39,7 +39,7 @@ def register(sub) -> None:
                     "add is all or nothing, even if the process is killed.",
         formatter_class=HelpFormatter)
     sub2 = p.add_subparsers(dest="index_command", metavar="ACTION",
-                            help="add, query, stats, verify or compact; 'neardup index ACTION --help' for each")
+                            help="add, query, remove, stats, verify or compact; 'neardup index ACTION --help' for each")
     sub2.required = True
 
     a = sub2.add_parser("add", help="add documents (creates the index if needed)",
@@ -72,6 +72,24 @@ def register(sub) -> None:
                    help="replace FILE if it exists (never when it is one of the inputs)")
     names = add_options(q, "threshold", given_only=True) + _io_args(q)
     q.set_defaults(func=run_query, config_names=names)
+
+    r = sub2.add_parser("remove", help="remove documents by id or by source (takedowns, an expiring dump)",
+                        description="Remove documents from an index: those whose id is listed in --ids FILE "
+                                    "(every document of the id) and every document added under --source NAME. "
+                                    "They never match again; the others are untouched. All of them disappear at "
+                                    "once for every reader, or none (a killed removal leaves the index as it "
+                                    "was). The space is given back by 'neardup index compact'.",
+                        formatter_class=HelpFormatter)
+    r.add_argument("index", metavar="INDEX", help=INDEX_HELP)
+    r.add_argument("--ids", default=None, metavar="FILE",
+                   help="a UTF-8 file of ids to remove, one a line (blank lines are skipped); an id the index "
+                        "does not hold is counted, not an error")
+    r.add_argument("--source", action="append", default=None, metavar="NAME",
+                   help="remove every document added under this source name (index add --name, or the input "
+                        "file's name, see 'neardup index stats'); a NAME ending in / names every source in that "
+                        "folder (dump2/ for dump2/a.jsonl, dump2/b.jsonl); may be given several times; a name "
+                        "the index does not have is an error")
+    r.set_defaults(func=run_remove)
 
     s = sub2.add_parser("stats", help="documents, segments, sources, bytes per document, parameters",
                         description="Print, as JSON, what an index holds: documents, segments, documents "
@@ -145,6 +163,9 @@ def run_query(args) -> int:
     options = config_options(args)
     threshold = options.pop("threshold", None)
     index = Index(args.index, must_exist=True, **options)
+    note = index.recall_note(threshold)
+    if note:
+        print(f"neardup: note: {note}", file=sys.stderr)
 
     class Counter:
         rejected = 0
@@ -156,9 +177,12 @@ def run_query(args) -> int:
             rows["id"].append(doc_id)
             rows["source"].append(source)
             rows["matches"].append([{"id": m.id, "source": m.source, "similarity": m.similarity} for m in matches])
+    truncated = index.truncation_note()
     if out is None:
         for i, s, m in zip(rows["id"], rows["source"], rows["matches"]):
             print(json.dumps({"id": i, "source": s, "matches": m}))
+        if truncated:
+            print(f"neardup: warning: {truncated}", file=sys.stderr)
         return 0
     def write(tmp: str) -> None:
         if out.endswith(".parquet"):
@@ -177,6 +201,29 @@ def run_query(args) -> int:
     publish_with(out, write, overwrite=args.overwrite)
     found = sum(1 for m in rows["matches"] if m)
     print(f"{found} of {len(rows['id'])} documents have a match in {index.display}; wrote {out}", file=sys.stderr)
+    if truncated:
+        print(f"neardup: warning: {truncated}", file=sys.stderr)
+    return 0
+
+
+def run_remove(args) -> int:
+    from ..errors import ConfigError
+    from ..index import Index
+    from ..index.removal import read_ids_file
+    if args.ids is None and not args.source:
+        raise ConfigError("index remove needs --ids FILE or --source NAME (or both)")
+    ids = read_ids_file(args.ids) if args.ids is not None else None
+    index = Index(args.index, must_exist=True)
+    r = index.remove(ids=ids, source=args.source)
+    what = []
+    if ids is not None:
+        what.append(f"{r['ids_found']} of {r['ids_given']} ids found")
+    if args.source:
+        what.append("source" + ("s " if len(args.source) > 1 else " ") + ", ".join(args.source))
+    stats = index.stats()
+    print(f"removed {r['removed']} documents from {index.display} ({'; '.join(what)}) in {r['seconds']} s: "
+          f"{stats['documents']} documents left, {stats['removed']} removed awaiting 'neardup index compact'",
+          file=sys.stderr)
     return 0
 
 

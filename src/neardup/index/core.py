@@ -39,12 +39,18 @@ from ..minhash import MinHasher
 from ..verify import estimated_jaccard, exact_jaccard
 from . import segments as layout
 from .manifest import check_manifest, empty_manifest, params_of, resolve
-from .segments import checksum, hashed_documents, fingerprints, merge_segments, structure_problems
+from .compaction import merge_group
+from .removal import DEAD_FILE, dead_mask, dead_name, dead_problems, live_docs
+from .segments import checksum, hashed_documents, fingerprints, new_segment_name, structure_problems
 from .storage import FolderStorage, SegmentReader, Storage, entry_files, gather_ranges
-from .writer import IndexWriter, write_entry
+from .writer import IndexWriter
 # Candidates taken from one bucket (one band key of one segment): bounds the work a query spends
-# on boilerplate shared by huge numbers of documents; what is cut is counted (``truncated``).
-MAX_BUCKET = 20_000
+# on boilerplate shared by huge numbers of documents; what is cut is counted and reported
+# (``Matches.truncated_buckets``, ``Index.truncation_note``). Chosen by measurement
+# (bench/index_bucket.py, bench/results/index_bucket.json): verifying a candidate of 330
+# fingerprints costs about 7.3 µs of CPU, so 2,500 candidates stay within 20 ms for one query
+# document in one segment, about 100 times a whole ordinary query (0.2 ms); 20,000 cost 145 ms.
+MAX_BUCKET = 2_500
 VERIFY_CHUNK = 1 << 16  # candidate pairs verified at a time
 SMALL_BATCH = 64        # texts hashed on one thread
 
@@ -65,7 +71,9 @@ class Matches:
     doc: int64, position of the query document in the batch, ascending, each at most once.
     id, source: ``pa.string()`` arrays, the matched indexed document's id and source name.
     similarity: float64, its verified similarity (>= the threshold).
-    candidates: candidate pairs verified; truncated: candidates dropped by ``MAX_BUCKET``.
+    candidates: candidate pairs verified; truncated_buckets: lookups (a band key of a query
+    document in a segment) whose bucket held more than ``MAX_BUCKET`` documents, cut there;
+    truncated: the candidates those cuts left unverified.
     """
 
     doc: np.ndarray
@@ -74,6 +82,7 @@ class Matches:
     similarity: np.ndarray
     candidates: int = 0
     truncated: int = 0
+    truncated_buckets: int = 0
 
     def __len__(self) -> int:
         return len(self.doc)
@@ -118,8 +127,10 @@ class Index:
     parameters. For a new index they are recorded at the first add (defaults: those of
     ``neardup dedup``). For an existing index, the parameters it was built with are used; a
     parameter given here that differs is a :class:`~neardup.errors.ConfigError` naming each
-    difference (a whole ``Config`` is compared on every parameter, options only on those given).
-    ``threshold`` is free: it only decides which verified candidates count as matches.
+    difference (a whole ``Config`` is compared on every parameter but bands and rows, options only
+    on those given). ``threshold`` is free: it only decides which verified candidates count as
+    matches (below the threshold the index's bands and rows were chosen for, fewer similar
+    documents become candidates: see :meth:`recall_note`).
     ``verify="estimate"`` (or ``"none"``) at creation stores signatures instead of shingle
     fingerprints; ``must_exist=True`` makes a missing index an error. Queries see what other
     processes added within ``refresh`` seconds (the manifest is read again at most that often),
@@ -141,9 +152,13 @@ class Index:
         self.config, self.store = resolve(self.display, manifest, config, options)
         self._manifest = manifest
         self._readers: Dict[str, SegmentReader] = {}
+        self._dead: Dict[str, np.ndarray] = {}  # tombstone name -> the removed documents of its segment
         self._hasher: Optional[MinHasher] = None
         self.refresh = float(refresh)
         self._manifest_read = -1e18  # when the manifest was last read (time.monotonic)
+        # over every query and match of this object: candidates verified, buckets cut at
+        # MAX_BUCKET candidates and the candidates that cut left unverified
+        self.counts = {"candidates": 0, "truncated_buckets": 0, "truncated_candidates": 0}
 
     # ------------------------------------------------------------------ state
     @property
@@ -166,6 +181,9 @@ class Index:
         names = {s["name"] for s in manifest["segments"]}
         for gone in set(self._readers) - names:
             del self._readers[gone]
+        tombstones = {dead_name(s) for s in manifest["segments"]}
+        for gone in set(self._dead) - tombstones:
+            del self._dead[gone]
         self._manifest = manifest
         return manifest
 
@@ -222,13 +240,14 @@ class Index:
 
         def run():
             with kernel_threads(1 if n <= SMALL_BATCH else self.config.workers):
-                qdoc, seg, cdoc, sim, _, _ = self._verified(h["keys"], h["signatures"], h["nonempty"],
-                                                            h["fp_offsets"], h["fp"], threshold)
+                qdoc, seg, cdoc, sim, counts = self._verified(h["keys"], h["signatures"], h["nonempty"],
+                                                              h["fp_offsets"], h["fp"], threshold)
             order = np.lexsort((cdoc, seg, -sim, qdoc))
             qdoc, seg, cdoc, sim = qdoc[order], seg[order], cdoc[order], sim[order]
-            return qdoc, sim, self._describe(seg, cdoc)
+            return qdoc, sim, self._describe(seg, cdoc), counts
 
-        qdoc, sim, (ids, sources) = self._once_more_if_compacted(run)
+        qdoc, sim, (ids, sources), counts = self._once_more_if_compacted(run)
+        self._count(counts)
         out: List[List[Match]] = [[] for _ in range(n)]
         for q, i, s, v in zip(qdoc.tolist(), ids, sources, sim.tolist()):
             out[q].append(Match(i, s, v))
@@ -280,17 +299,22 @@ class Index:
 
         def run():
             with kernel_threads(1 if n <= SMALL_BATCH else cfg.workers):
-                qdoc, seg, cdoc, sim, candidates, truncated = self._verified(
-                    keys, signatures, nonempty, fp_off, fp, threshold)
+                qdoc, seg, cdoc, sim, counts = self._verified(keys, signatures, nonempty, fp_off, fp, threshold)
             order = np.lexsort((cdoc, seg, -sim, qdoc))
             first = np.ones(len(order), dtype=bool)
             first[1:] = qdoc[order][1:] != qdoc[order][:-1]
             best = order[first]
-            return qdoc, seg, cdoc, sim, candidates, truncated, best, self._describe(seg[best], cdoc[best])
+            return qdoc, seg, cdoc, sim, counts, best, self._describe(seg[best], cdoc[best])
 
-        qdoc, seg, cdoc, sim, candidates, truncated, best, (ids, sources) = self._once_more_if_compacted(run)
+        qdoc, seg, cdoc, sim, counts, best, (ids, sources) = self._once_more_if_compacted(run)
+        self._count(counts)
         return Matches(doc=qdoc[best], id=pa.array(ids, pa.string()), source=pa.array(sources, pa.string()),
-                       similarity=sim[best], candidates=candidates, truncated=truncated)
+                       similarity=sim[best], candidates=counts["candidates"],
+                       truncated=counts["truncated_candidates"], truncated_buckets=counts["truncated_buckets"])
+
+    def _count(self, counts: dict) -> None:
+        for k, v in counts.items():
+            self.counts[k] += v
 
     def _once_more_if_compacted(self, run):
         """Runs a lookup; if a segment it read was removed meanwhile (a compaction by another
@@ -298,13 +322,41 @@ class Index:
         try:
             return run()
         except StorageError:
-            before = [e["name"] for e in (self._manifest or {}).get("segments", [])]
+            before = [(e["name"], dead_name(e)) for e in (self._manifest or {}).get("segments", [])]
             self._manifest_read = -1e18
             self._readers.clear()
-            after = [e["name"] for e in self._refresh()["segments"]]
+            self._dead.clear()
+            after = [(e["name"], dead_name(e)) for e in self._refresh()["segments"]]
             if after == before:
                 raise
             return run()
+
+    def candidate_probability(self, threshold: Optional[float] = None) -> float:
+        """P(candidate) of a pair at ``threshold`` (default: the config's) with this index's bands
+        and rows: 1 - (1 - s^r)^b."""
+        from ..params import candidate_probability
+        return float(candidate_probability(self._threshold(threshold), self.config.bands, self.config.rows))
+
+    def recall_note(self, threshold: Optional[float] = None) -> Optional[str]:
+        """One line when this index's bands and rows find a pair at ``threshold`` with a
+        probability below the config's ``min_recall`` (a threshold under the one they were
+        chosen for): recall against the index falls. None otherwise."""
+        p = self.candidate_probability(threshold)
+        if p >= self.config.min_recall:
+            return None
+        cfg = self.config
+        return (f"index {self.display} has {cfg.bands} bands x {cfg.rows} rows: a pair at similarity "
+                f"{self._threshold(threshold):g} becomes a candidate with probability {p:.3f} only (below "
+                f"--min-recall {cfg.min_recall:g}), so recall against it falls at this threshold")
+
+    def truncation_note(self) -> Optional[str]:
+        """One line when lookups of this object cut buckets at ``MAX_BUCKET`` candidates."""
+        c = self.counts
+        if not c["truncated_buckets"]:
+            return None
+        return (f"index {self.display}: {c['truncated_buckets']:,} band buckets held more than {MAX_BUCKET:,} "
+                f"documents a segment; {c['truncated_candidates']:,} candidates in them were not verified "
+                f"(a match among them can be missed)")
 
     def _threshold(self, threshold: Optional[float]) -> float:
         if threshold is None:
@@ -314,14 +366,16 @@ class Index:
 
     def _verified(self, keys, signatures, nonempty, fp_off, fp, threshold):
         """(query doc, segment number, doc in segment, similarity) of every verified candidate
-        at or above the threshold, plus the candidates verified and the ones cut."""
+        at or above the threshold, and the counts (candidates verified, buckets cut at
+        ``MAX_BUCKET``, candidates they left unverified)."""
         n, bands = keys.shape
         qdoc_all = np.repeat(np.arange(n, dtype=np.int64), bands)[np.repeat(nonempty, bands)]
         qkeys = keys[nonempty].ravel()
         out = ([], [], [], [])
-        candidates = truncated = 0
+        candidates = truncated = truncated_buckets = 0
         if len(qkeys) == 0:
-            return tuple(np.zeros(0, dt) for dt in (np.int64, np.int64, np.int64, np.float64)) + (0, 0)
+            return tuple(np.zeros(0, dt) for dt in (np.int64, np.int64, np.int64, np.float64)) + (
+                dict.fromkeys(("candidates", "truncated_buckets", "truncated_candidates"), 0),)
         for si, (entry, reader) in enumerate(self._segments()):
             sorted_keys = reader.array("keys.u64")
             if len(sorted_keys) == 0:
@@ -334,8 +388,14 @@ class Index:
             lo, hi, qd = lo[hit], hi[hit], qdoc_all[hit]
             cut = np.minimum(hi, lo + MAX_BUCKET)
             truncated += int((hi - cut).sum())
+            truncated_buckets += int((hi > cut).sum())
             cdoc, lengths = gather_ranges(reader.array("kdoc.u32"), lo, cut)
-            codes = unique((np.repeat(qd, lengths).astype(np.uint64) << np.uint64(32)) | cdoc.astype(np.uint64))
+            qrep = np.repeat(qd, lengths)
+            dead = self._removed(entry)
+            if dead is not None:  # removed documents are no candidates
+                live = ~dead[cdoc]
+                qrep, cdoc = qrep[live], cdoc[live]
+            codes = unique((qrep.astype(np.uint64) << np.uint64(32)) | cdoc.astype(np.uint64))
             candidates += len(codes)
             for start in range(0, len(codes), VERIFY_CHUNK):
                 chunk = codes[start:start + VERIFY_CHUNK]
@@ -347,9 +407,20 @@ class Index:
                 out[1].append(np.full(int(ok.sum()), si, dtype=np.int64))
                 out[2].append(c[ok])
                 out[3].append(sim[ok])
+        counts = {"candidates": candidates, "truncated_buckets": truncated_buckets, "truncated_candidates": truncated}
         if not out[0]:
-            return tuple(np.zeros(0, dt) for dt in (np.int64, np.int64, np.int64, np.float64)) + (candidates, truncated)
-        return tuple(np.concatenate(p) for p in out) + (candidates, truncated)
+            return tuple(np.zeros(0, dt) for dt in (np.int64, np.int64, np.int64, np.float64)) + (counts,)
+        return tuple(np.concatenate(p) for p in out) + (counts,)
+
+    def _removed(self, entry: dict) -> Optional[np.ndarray]:
+        """True for the removed documents of a segment (its tombstone, read once); None: none."""
+        name = dead_name(entry)
+        if name is None:
+            return None
+        mask = self._dead.get(name)
+        if mask is None:
+            mask = self._dead[name] = dead_mask(self.storage, entry)
+        return mask
 
     def _similarity(self, reader: SegmentReader, q, c, signatures, fp_off, fp) -> np.ndarray:
         """Similarity of each pair (query document q[i], indexed document c[i]): the query side
@@ -418,6 +489,22 @@ class Index:
             w.add_arrays(keys, ids, source, signatures=signatures, shingles=shingles)
         return w.result
 
+    def remove(self, ids=None, source=None) -> dict:
+        """Removes documents: those whose id is one of ``ids`` (every document of the id, whatever
+        its source) and every document added under ``source`` (a name, or a list of them; a name
+        ending in "/" names every source in that folder; a name the index does not have is a
+        :class:`~neardup.errors.ConfigError`). A removed document
+        never matches again; the others are untouched. All of them disappear at once, for every
+        reader, or none (a killed removal leaves the index as it was): tombstones, see
+        :mod:`neardup.index.removal`; :meth:`compact` drops the documents for good. Returns
+        counts: ``removed`` (documents removed now), ``ids_given``, ``ids_found`` (ids that name
+        a document of the index, removed before or now), ``segments`` (tombstones written)."""
+        from .removal import remove
+        result = remove(self, ids=ids, source=source)
+        self._readers.clear()
+        self._dead.clear()
+        return result
+
     def compact(self) -> dict:
         """Merges the segments into as few as the size bounds allow (one up to 1M documents),
         keeping the documents' order, so that every query answers exactly as before."""
@@ -434,39 +521,41 @@ class Index:
             docs = size = 0
             for entry in old:
                 bytes_ = sum(f["bytes"] for f in entry["files"].values())
-                if group and (docs + entry["docs"] > layout.MAX_SEGMENT_DOCS
+                if group and (docs + live_docs(entry) > layout.MAX_SEGMENT_DOCS
                               or size + bytes_ > layout.MAX_SEGMENT_BYTES):
                     groups.append(group)
                     group, docs, size = [], 0, 0
                 group.append(entry)
-                docs += entry["docs"]
+                docs += live_docs(entry)
                 size += bytes_
             if group:
                 groups.append(group)
-            if len(groups) == len(old):
-                return {"segments_before": len(old), "segments_after": len(old), "seconds": 0.0}
+            if len(groups) == len(old) and not any(e.get("dead") for e in old):
+                return {"segments_before": len(old), "segments_after": len(old), "removed": 0, "seconds": 0.0}
             new_entries = []
-            for group in groups:
-                if len(group) == 1:
-                    new_entries.append(group[0])
-                    continue
-                parts = []
-                for entry in group:  # each file read whole, so checked against its CRC first
-                    reader = self.storage.open_segment(entry)
-                    parts.append({f: np.asarray(reader.array(f)) for f in entry["files"]})
-                arrays, sources = merge_segments(parts, [e["sources"] for e in group], self.store,
-                                                 self.config.bands, self.config.num_perm)
-                new_entries.append(write_entry(self.storage, arrays, sources))
-            merged_names = [e["name"] for e in old]
+            try:
+                for group in groups:
+                    if len(group) == 1 and not group[0].get("dead"):
+                        new_entries.append(group[0])
+                    elif sum(live_docs(e) for e in group):  # a group whose documents were all removed is gone
+                        entry = merge_group(self.storage, group, self.store, self.config.num_perm, self.display,
+                                            new_segment_name())
+                        entry["created"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                        new_entries.append(entry)
+            except BaseException:
+                self.storage.drop_segments([e["name"] for e in new_entries if e not in old])
+                raise
+            merged = [(e["name"], dead_name(e)) for e in old]
 
             def update(current):
                 if current is None:
                     raise StorageError(f"index {self.display} vanished during compaction")
-                names = [e["name"] for e in current["segments"]]
-                if names[:len(merged_names)] != merged_names:
-                    raise StorageError(f"index {self.display} was compacted by another process meanwhile")
+                now = [(e["name"], dead_name(e)) for e in current["segments"]]
+                if now[:len(merged)] != merged:
+                    raise StorageError(f"index {self.display} was compacted, or had documents removed, by another "
+                                       f"process meanwhile; nothing was changed: compact again")
                 return dict(current, generation=current["generation"] + 1,
-                            segments=new_entries + current["segments"][len(merged_names):])
+                            segments=new_entries + current["segments"][len(merged):])
 
             try:
                 self.storage.commit(update)
@@ -474,10 +563,13 @@ class Index:
                 self.storage.drop_segments([e["name"] for e in new_entries if e not in old])
                 raise
             kept = {e["name"] for e in new_entries}
-            self.storage.drop_segments([n for n in merged_names if n not in kept])
+            self.storage.drop_segments([n for e in old for n in (e["name"], dead_name(e))
+                                        if n is not None and n not in kept])
         self._readers.clear()
+        self._dead.clear()
         self._manifest_read = -1e18
         return {"segments_before": len(old), "segments_after": len(new_entries),
+                "removed": sum(e["dead"]["docs"] for e in old if e.get("dead")),
                 "seconds": round(time.perf_counter() - t0, 3)}
 
     def stats(self) -> dict:
@@ -486,16 +578,19 @@ class Index:
         if manifest is None:
             raise StorageError(f"no index at {self.display}")
         check_manifest(self.display, manifest, self.config)
-        docs = sum(s["docs"] for s in manifest["segments"])
+        docs = sum(live_docs(s) for s in manifest["segments"])
         per_source: Dict[str, int] = {}
         per_file: Dict[str, int] = {}
         for s in manifest["segments"]:
-            for name, count in zip(s["sources"], s["source_docs"]):
-                per_source[name] = per_source.get(name, 0) + count
-            for f, info in s["files"].items():
+            dead = s["dead"]["source_docs"] if s.get("dead") else [0] * len(s["sources"])
+            for name, count, gone in zip(s["sources"], s["source_docs"], dead):
+                per_source[name] = per_source.get(name, 0) + count - gone
+            files = list(s["files"].items()) + (list(s["dead"]["files"].items()) if s.get("dead") else [])
+            for f, info in files:
                 per_file[f] = per_file.get(f, 0) + info["bytes"]
         total = sum(per_file.values())
         return {"location": self.display, "documents": docs, "segments": len(manifest["segments"]),
+                "removed": sum(s["docs"] for s in manifest["segments"]) - docs,
                 "sources": per_source, "bytes": total,
                 "bytes_per_document": round(total / docs, 1) if docs else None,
                 "bytes_per_document_by_file": {f: round(b / docs, 1) for f, b in sorted(per_file.items())} if docs else {},
@@ -505,13 +600,14 @@ class Index:
         """Refuses an index one of whose segment files is missing or of another size than its
         manifest says (cheap: sizes only; see :meth:`verify` for the contents)."""
         for entry in manifest["segments"]:
-            sizes = self.storage.file_sizes(entry)
-            for file, info in entry_files(entry, self.display).items():
-                if sizes[file] is None:
-                    raise StorageError(f"corrupt index {self.display}: segment {entry['name']} has lost its file {file}")
-                if sizes[file] != info["bytes"]:
-                    raise StorageError(f"corrupt index {self.display}: segment {entry['name']} file {file} has "
-                                       f"{sizes[file]} bytes, the manifest says {info['bytes']}")
+            for part in [entry] + ([entry["dead"]] if entry.get("dead") else []):
+                sizes = self.storage.file_sizes(part)
+                for file, info in entry_files(part, self.display).items():
+                    if sizes[file] is None:
+                        raise StorageError(f"corrupt index {self.display}: segment {part['name']} has lost its file {file}")
+                    if sizes[file] != info["bytes"]:
+                        raise StorageError(f"corrupt index {self.display}: segment {part['name']} file {file} has "
+                                           f"{sizes[file]} bytes, the manifest says {info['bytes']}")
 
     def verify(self) -> dict:
         """Reads every file of every segment and checks it: present, of the size and CRC-32
@@ -526,41 +622,48 @@ class Index:
         problems: List[str] = []
         checked = 0
         for entry in manifest["segments"]:
-            name = entry["name"]
-            try:
-                files = entry_files(entry, self.display)
-                sizes = self.storage.file_sizes(entry)
-            except StorageError as exc:
-                problems.append(f"segment {name}: {exc}")
-                continue
-            arrays = {}
-            for file, info in files.items():
-                if sizes.get(file) is None:
-                    problems.append(f"segment {name} file {file}: missing")
+            for part in [entry] + ([entry["dead"]] if entry.get("dead") else []):
+                name = part["name"]
+                try:
+                    files = entry_files(part, self.display)
+                    sizes = self.storage.file_sizes(part)
+                except StorageError as exc:
+                    problems.append(f"segment {name}: {exc}")
                     continue
-                if sizes[file] != info["bytes"]:
-                    problems.append(f"segment {name} file {file}: {sizes[file]} bytes, the manifest says {info['bytes']}")
+                arrays = {}
+                for file, info in files.items():
+                    if sizes.get(file) is None:
+                        problems.append(f"segment {name} file {file}: missing")
+                        continue
+                    if sizes[file] != info["bytes"]:
+                        problems.append(f"segment {name} file {file}: {sizes[file]} bytes, the manifest says {info['bytes']}")
+                        continue
+                    raw = self.storage.read_file(part, file)
+                    if raw is None:
+                        problems.append(f"segment {name} file {file}: missing")
+                        continue
+                    checked += info["bytes"]
+                    got = checksum(raw)
+                    if info.get("crc32") is not None and got != info["crc32"]:
+                        problems.append(f"segment {name} file {file}: does not match its checksum (crc32 {got:08x}, "
+                                        f"the manifest says {info['crc32']:08x})")
+                        continue
+                    itemsize = np.dtype(layout.FILE_DTYPES[file]).itemsize
+                    if info["bytes"] % itemsize:
+                        problems.append(f"segment {name} file {file}: {info['bytes']} bytes, not whole values of "
+                                        f"{itemsize} bytes")
+                        continue
+                    arrays[file] = np.asarray(raw).view(np.uint8).view(layout.FILE_DTYPES[file])
+                if len(arrays) < len(files):
                     continue
-                raw = self.storage.read_file(entry, file)
-                if raw is None:
-                    problems.append(f"segment {name} file {file}: missing")
-                    continue
-                checked += info["bytes"]
-                got = checksum(raw)
-                if info.get("crc32") is not None and got != info["crc32"]:
-                    problems.append(f"segment {name} file {file}: does not match its checksum (crc32 {got:08x}, "
-                                    f"the manifest says {info['crc32']:08x})")
-                    continue
-                itemsize = np.dtype(layout.FILE_DTYPES[file]).itemsize
-                if info["bytes"] % itemsize:
-                    problems.append(f"segment {name} file {file}: {info['bytes']} bytes, not whole values of "
-                                    f"{itemsize} bytes")
-                    continue
-                arrays[file] = np.asarray(raw).view(np.uint8).view(layout.FILE_DTYPES[file])
-            if len(arrays) == len(files):
-                problems.extend(structure_problems(entry, arrays, self.store, self.config.bands,
-                                                   self.config.num_perm))
-        return {"segments": len(manifest["segments"]), "documents": sum(s["docs"] for s in manifest["segments"]),
+                if part is entry:
+                    problems.extend(structure_problems(entry, arrays, self.store, self.config.bands,
+                                                       self.config.num_perm))
+                elif DEAD_FILE not in arrays:
+                    problems.append(f"segment {entry['name']} tombstone {name}: the manifest lists no file {DEAD_FILE}")
+                else:
+                    problems.extend(dead_problems(entry, arrays[DEAD_FILE]))
+        return {"segments": len(manifest["segments"]), "documents": sum(live_docs(s) for s in manifest["segments"]),
                 "bytes": checked, "problems": problems}
 
     def close(self) -> None:

@@ -13,7 +13,7 @@ from ..errors import ConfigError, StorageError
 from .segments import STORES
 
 FORMAT = "neardup-index"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: segments may carry tombstones (removed documents); version 1 had none
 PARAM_NAMES = Sketch.names() + Shingling.names()
 
 
@@ -40,8 +40,10 @@ def resolve(location: str, manifest: Optional[dict], config: Optional[Config], o
         if "bands" not in given:
             given -= {"rows"}
     else:
+        # a whole Config (a dedup run's) is compared on what makes signatures: its bands and rows
+        # serve its own pairs, an existing index's are its own (its keys are made with them)
         base = config
-        given = set(PARAM_NAMES)
+        given = set(PARAM_NAMES) if manifest is None else set(PARAM_NAMES) - {"bands", "rows"}
     if manifest is None:
         cfg = base.resolved()
         return cfg, store_of(cfg)

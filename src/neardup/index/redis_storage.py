@@ -24,8 +24,10 @@ than ignored, and a password is never printed (``fs.redact``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
+import zlib
 from typing import Callable, Dict, Iterable, Optional
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
@@ -33,8 +35,9 @@ import numpy as np
 
 from ..errors import StorageError
 from ..io.fs import redact
+from .removal import object_names
 from .segments import FILE_DTYPES, checksum
-from .storage import (SegmentReader, Storage, crash_point, damaged, entry_files, gather_ranges, manifest_bytes,
+from .storage import (SegmentReader, Storage, chunks_of, crash_point, damaged, entry_files, gather_ranges, manifest_bytes,
                       parse_manifest)
 
 CHUNK = 8 << 20            # bytes per APPEND
@@ -106,6 +109,17 @@ class RedisSegment(SegmentReader):
             arr = np.frombuffer(raw, dtype=FILE_DTYPES[file])
             self.arrays[file] = arr
         return arr
+
+    @_redis_errors
+    def read(self, file: str, start: int, stop: int) -> np.ndarray:
+        if file in self.arrays:
+            return np.array(self.arrays[file][start:stop])
+        size = np.dtype(FILE_DTYPES[file]).itemsize
+        raw = self.storage.client.getrange(self.key(file), start * size, stop * size - 1) if stop > start else b""
+        if len(raw) != (stop - start) * size:
+            raise StorageError(f"corrupt index {self.location}: segment {self.name} file {file} is shorter "
+                               f"than the manifest says")
+        return np.frombuffer(raw, dtype=FILE_DTYPES[file]).copy()
 
     @_redis_errors
     def ranges(self, file, starts, stops):
@@ -241,22 +255,29 @@ class RedisStorage(Storage):
         return None if raw is None else np.frombuffer(raw, np.uint8)
 
     @_redis_errors
-    def write_segment(self, name: str, arrays: Dict[str, np.ndarray]) -> Dict[str, dict]:
+    def write_segment(self, name: str, arrays) -> Dict[str, dict]:
         pipe = self.client.pipeline(transaction=False)
         queued = 0
         files = {}
-        for file, data in arrays.items():
-            data = np.ascontiguousarray(data)
-            view = memoryview(data).cast("B")
-            key = self.segment_key(name, file)
-            pipe.delete(key)
-            for start in range(0, len(view), CHUNK):
-                pipe.append(key, view[start:start + CHUNK].tobytes())
-                queued += 1
-                if queued % FLUSH_EVERY == 0:
-                    pipe.execute()
-            files[file] = {"bytes": int(data.nbytes), "crc32": checksum(data)}
-        pipe.execute()
+        try:
+            for file, data in chunks_of(arrays):
+                view = memoryview(np.ascontiguousarray(data)).cast("B")
+                key = self.segment_key(name, file)
+                if file not in files:
+                    pipe.delete(key)
+                    files[file] = {"bytes": 0, "crc32": 0}
+                for start in range(0, len(view), CHUNK):
+                    pipe.append(key, view[start:start + CHUNK].tobytes())
+                    queued += 1
+                    if queued % FLUSH_EVERY == 0:
+                        pipe.execute()
+                files[file]["bytes"] += view.nbytes
+                files[file]["crc32"] = zlib.crc32(view, files[file]["crc32"])
+            pipe.execute()
+        except BaseException:  # nothing of a failed write stays (a crashed writer's orphans go at compaction)
+            with contextlib.suppress(Exception):
+                self.drop_segments([name])
+            raise
         crash_point("segment_written")
         return files
 
@@ -289,7 +310,7 @@ class RedisStorage(Storage):
     def drop_orphans(self, manifest: Optional[dict], thorough: bool = False) -> None:
         if not thorough:  # a SCAN of the whole database is for compaction, not for every add
             return
-        named = {s["name"] for s in (manifest or {}).get("segments", [])}
+        named = object_names(manifest)
         cutoff = time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time() - ORPHAN_AGE_S))
         stale = set()
         start = len(self.prefix + "seg:")

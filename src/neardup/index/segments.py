@@ -32,7 +32,7 @@ import uuid
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 import numba as nb
 import numpy as np
@@ -51,6 +51,7 @@ FILE_DTYPES = {
     "idoff.i64": np.int64,
     "id.bin": np.uint8,
     "src.u32": np.uint32,
+    "dead.u32": np.uint32,  # a tombstone's: the positions of a segment's removed documents (see .removal)
 }
 STORES = ("exact", "estimate")
 COMMON_FILES = ("keys.u64", "kdoc.u32", "idoff.i64", "id.bin", "src.u32")
@@ -277,31 +278,3 @@ def string_buffers(arr: pa.Array):
     off = np.frombuffer(offsets, dtype=np.int64, count=arr.offset + len(arr) + 1)[arr.offset:]
     raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
     return off - off[0], raw[off[0]:off[-1]]
-
-
-def merge_segments(parts: Sequence[Dict[str, np.ndarray]], sources: Sequence[Sequence[str]],
-                   store: str, bands: int, num_perm: int):
-    """One segment's arrays from several (compaction): documents in the given order. Returns
-    (arrays, sources) with the source names of all parts, each once."""
-    builder = SegmentBuilder(store=store, bands=bands, num_perm=num_perm)
-    for arrays, names in zip(parts, sources):
-        remap = np.array([builder.source_index(s) for s in names] or [0], dtype=np.uint32)
-        n = len(arrays["src.u32"])
-        idoff = arrays["idoff.i64"]
-        id_bin = np.ascontiguousarray(arrays["id.bin"])
-        ids = pa.LargeStringArray.from_buffers(n, pa.py_buffer(np.ascontiguousarray(idoff)),
-                                               pa.py_buffer(id_bin))
-        # keys back per document: each document's keys in band order are recovered from kdoc
-        kdoc = arrays["kdoc.u32"].astype(np.int64)
-        order = np.argsort(kdoc, kind="stable")
-        nonempty = np.zeros(n, dtype=bool)
-        nonempty[kdoc] = True
-        keys_by_doc = np.zeros((n, bands), dtype=np.uint64)
-        keys_by_doc[nonempty] = np.asarray(arrays["keys.u64"])[order].reshape(-1, bands)
-        kwargs = {}
-        if store == "exact":
-            kwargs = dict(fp_offsets=np.asarray(arrays["fpoff.i64"]), fp_values=np.asarray(arrays["fp.u32"]))
-        else:
-            kwargs = dict(signatures=np.asarray(arrays["sig.u32"]).reshape(n, num_perm))
-        builder.append(keys_by_doc, nonempty, ids, remap[np.asarray(arrays["src.u32"], dtype=np.int64)], **kwargs)
-    return builder.build(), list(builder.sources)

@@ -31,12 +31,14 @@ import json
 import os
 import re
 import stat
+import zlib
 from typing import Callable, Dict, Iterable, Optional, Tuple
 
 import numpy as np
 
 from ..errors import StorageError
 from ..io.fs import redact
+from .removal import object_names
 from .segments import FILE_DTYPES, STORE_FILES, checksum
 
 MANIFEST = "manifest.json"
@@ -80,11 +82,22 @@ def damaged(where: str, segment: str, file: str, got: int, want: int) -> str:
             f"{got:08x}, the manifest says {want:08x}); nothing was read from it")
 
 
+def chunks_of(arrays) -> Iterable[Tuple[str, np.ndarray]]:
+    """(file, chunk) pairs of what :meth:`Storage.write_segment` takes: a dict of whole arrays,
+    or such pairs already (a file's chunks in order, files interleaved as they come)."""
+    return arrays.items() if isinstance(arrays, dict) else arrays
+
+
 class SegmentReader:
     """Read access to one committed segment: whole arrays, or ranges of one."""
 
     def array(self, file: str) -> np.ndarray:
         raise NotImplementedError
+
+    def read(self, file: str, start: int, stop: int) -> np.ndarray:
+        """A copy of ``array(file)[start:stop]``, read without holding the file (compaction reads
+        every file this way, once, front to back, and checks its CRC-32 itself)."""
+        return np.array(self.array(file)[start:stop])
 
     def ranges(self, file: str, starts: np.ndarray, stops: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """(values concatenated, lengths) of ``array(file)[starts[i]:stops[i]]`` for every i."""
@@ -110,7 +123,8 @@ class Storage:
     def read_manifest(self) -> Optional[dict]:
         raise NotImplementedError
 
-    def write_segment(self, name: str, arrays: Dict[str, np.ndarray]) -> Dict[str, dict]:
+    def write_segment(self, name: str, arrays) -> Dict[str, dict]:
+        """Stores a segment's files: ``arrays`` a dict of whole arrays, or (file, chunk) pairs."""
         raise NotImplementedError
 
     def commit(self, update: Callable[[Optional[dict]], dict]) -> dict:
@@ -242,6 +256,19 @@ class FolderSegment(SegmentReader):
 
     def ranges(self, file, starts, stops):
         return gather_ranges(self.array(file), starts, stops)
+
+    def read(self, file: str, start: int, stop: int) -> np.ndarray:
+        dtype = np.dtype(FILE_DTYPES[file])
+        try:
+            with open(os.path.join(self.folder, file), "rb") as f:
+                raw = os.pread(f.fileno(), (stop - start) * dtype.itemsize, start * dtype.itemsize)
+        except OSError as exc:
+            raise StorageError(f"cannot read index {self.where}: segment {self.name} file {file}: "
+                               f"{reason(exc)}") from None
+        if len(raw) != (stop - start) * dtype.itemsize:
+            raise StorageError(f"corrupt index {self.where}: segment {self.name} file {file} is shorter "
+                               f"than the manifest says")
+        return np.frombuffer(raw, dtype=dtype).copy()
 
 
 class FolderStorage(Storage):
@@ -388,16 +415,30 @@ class FolderStorage(Storage):
                         (os.rmdir if leftover == seg_dir else os.remove)(leftover)
                 _fsync_dir(self.path)
 
-    def write_segment(self, name: str, arrays: Dict[str, np.ndarray]) -> Dict[str, dict]:
+    def write_segment(self, name: str, arrays) -> Dict[str, dict]:
         base = os.path.join(self.path, SEGMENTS)
         tmp = os.path.join(base, TMP_PREFIX + name)
         final = os.path.join(base, name)
         files = {}
+        handles = {}
         try:
             os.makedirs(tmp)
-            for file, data in arrays.items():
-                _write_file(os.path.join(tmp, file), data)
-                files[file] = {"bytes": int(np.asarray(data).nbytes), "crc32": checksum(data)}
+            try:
+                for file, data in chunks_of(arrays):
+                    f = handles.get(file)
+                    if f is None:
+                        f = handles[file] = open(os.path.join(tmp, file), "wb")
+                        files[file] = {"bytes": 0, "crc32": 0}
+                    view = memoryview(np.ascontiguousarray(data)).cast("B")
+                    f.write(view)
+                    files[file]["bytes"] += view.nbytes
+                    files[file]["crc32"] = zlib.crc32(view, files[file]["crc32"])
+                for f in handles.values():
+                    f.flush()
+                    os.fsync(f.fileno())
+            finally:
+                for f in handles.values():
+                    f.close()
             _fsync_dir(tmp)
             crash_point("segment_written")
             os.rename(tmp, final)
@@ -406,6 +447,9 @@ class FolderStorage(Storage):
             _remove_segment_folder(tmp)
             _remove_segment_folder(final)
             raise StorageError(f"cannot write index {self.location}: {reason(exc)}") from None
+        except BaseException:  # a failure of what produced the chunks (a damaged file read by a compaction)
+            _remove_segment_folder(tmp)
+            raise
         return files
 
     def commit(self, update: Callable[[Optional[dict]], dict], crash_points: bool = True) -> dict:
@@ -441,7 +485,7 @@ class FolderStorage(Storage):
         """Removes the segment folders no manifest names (left by a crash) and a left-over
         ``manifest.json.tmp``; call inside writer(). Only names this index makes are touched."""
         base = os.path.join(self.path, SEGMENTS)
-        named = {s["name"] for s in (manifest or {}).get("segments", [])}
+        named = object_names(manifest)
         try:
             entries = os.listdir(base)
         except FileNotFoundError:

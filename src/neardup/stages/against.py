@@ -9,31 +9,74 @@ first in keep order and were all kept. One file a block, written before the bloc
 
     WORK/read/block-BBBBBB.against.parquet   MATCHED_SCHEMA: pos (in the block), id, source, similarity
 
+The threshold is the run's; the bands and rows of an index are its own. When they differ from the
+run's (a run at another threshold), the block's band keys for that index are made from the
+signatures as the block is read (:class:`BlockMatcher`); those of the first index are kept for
+``--update-index`` when they differ:
+
+    WORK/read/block-BBBBBB.index-keys.parquet   keys (fixed-size binary, bands x 8 bytes)
+
+The block's summary counts, per index, the matches and the band buckets cut at ``MAX_BUCKET``
+candidates (:func:`index_stats` sums them into stats.json's ``indexes``).
+
 After a successful run, ``--update-index`` adds the kept documents to the first index as one
 segment (:func:`update_index`).
 """
 
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List, Tuple
 
 import numpy as np
 import pyarrow as pa
 
 from ..arrays import arrow, empty_table, to_numpy
+from ..bands import band_keys
 from ..io import fs
 from ..io.tables import read_table
-from .layout import MEMBERS_SCHEMA, DocStore, block_path, document_ids, fixed_binary_numpy
+from .layout import MEMBERS_SCHEMA, DocStore, block_path, document_ids, fixed_binary_numpy, numpy_fixed_binary
 from .write import write_parquet
 
 MATCHED_SCHEMA = pa.schema([("pos", pa.int64()), ("id", pa.string()), ("source", pa.string()),
                             ("similarity", pa.float64())])
 
 
-def match_block(work_path: str, block: int, n: int, config) -> int:
+def banding(location, config):
+    """(bands, rows) of an index (it must exist; its parameters are checked against the run's)."""
+    from ..index import Index
+    with Index(location, config, must_exist=True) as index:
+        return index.config.bands, index.config.rows
+
+
+class BlockMatcher:
+    """``--against`` for one block being read: :meth:`signatures` takes each batch's signatures
+    (band keys are made from them for the indexes whose bands and rows are not the run's), and
+    :meth:`finish` matches the block's documents once its files are complete."""
+
+    def __init__(self, work_path: str, block: int, config):
+        self.work_path, self.block, self.config = work_path, block, config
+        self.bandings = [banding(location, config) for location in config.against]
+        own = (config.bands, config.rows)
+        self.keys: Dict[Tuple[int, int], List[np.ndarray]] = {b: [] for b in self.bandings if b != own}
+
+    def signatures(self, sig: np.ndarray) -> None:
+        for (bands, rows), parts in self.keys.items():
+            parts.append(band_keys(sig, bands, rows, self.config.seed))
+
+    def finish(self, documents: int) -> dict:
+        keys = {b: (np.concatenate(p) if p else np.zeros((0, b[0]), np.uint64)) for b, p in self.keys.items()}
+        if self.config.update_index and self.bandings[0] in keys:
+            write_parquet(pa.table({"keys": numpy_fixed_binary(keys[self.bandings[0]])}),
+                          block_path(self.work_path, self.block, "index-keys.parquet"))
+        matched, per_index = match_block(self.work_path, self.block, documents, self.config, keys)
+        return {"against_matched": matched, "against": per_index}
+
+
+def match_block(work_path: str, block: int, n: int, config, keys_of: Dict[Tuple[int, int], np.ndarray]):
     """Matches the ``n`` documents just read as block ``block`` against every index given (each
     refuses a run whose parameters differ from its own); writes its file; returns how many
-    matched."""
+    matched, and per index its matches and the buckets it cut. ``keys_of``: the documents' band
+    keys by (bands, rows) where those are not the run's."""
     from ..index import Index
     store = DocStore.of_block(work_path, block, n, config.num_perm)
     pos = np.arange(n, dtype=np.int64)
@@ -41,26 +84,48 @@ def match_block(work_path: str, block: int, n: int, config) -> int:
     best_sim = np.full(n, -1.0)
     best_id: List = [None] * n
     best_src: List = [None] * n
+    per_index = []
     if n:
-        keys = fixed_binary_numpy(store.table(block, ["keys"]).column(0), np.uint64, config.bands)
+        own = fixed_binary_numpy(store.table(block, ["keys"]).column(0), np.uint64, config.bands)
         shingles = store.fingerprints(pos) if exact else None
         signatures = None if exact else store.signatures(pos)
         for location in config.against:
             # opened for the block and closed after it: a call holds nothing between blocks (an
             # open costs a manifest read, small next to a block's matching)
             with Index(location, config, must_exist=True) as index:
+                keys = keys_of.get((index.config.bands, index.config.rows), own)
                 m = index.match(keys, signatures=signatures, shingles=shingles, threshold=config.threshold)
                 ids, sources = m.id.to_pylist(), m.source.to_pylist()
                 found = zip(np.asarray(m.doc).tolist(), np.asarray(m.similarity).tolist())
                 for i, (p, s) in enumerate(found):
                     if s > best_sim[p]:  # strictly better: a tie keeps the earlier index
                         best_sim[p], best_id[p], best_src[p] = s, ids[i], sources[i]
+                per_index.append({"matched": len(m), "truncated_buckets": m.truncated_buckets,
+                                  "truncated_candidates": m.truncated})
     hit = np.flatnonzero(best_sim >= 0)
     write_parquet(pa.table({"pos": arrow(hit), "id": arrow([best_id[i] for i in hit], pa.string()),
                             "source": arrow([best_src[i] for i in hit], pa.string()),
                             "similarity": arrow(best_sim[hit])}, schema=MATCHED_SCHEMA),
                   block_path(work_path, block, "against.parquet"))
-    return int(len(hit))
+    return int(len(hit)), per_index
+
+
+def index_stats(config, summaries) -> List[dict]:
+    """stats.json's ``indexes``: per ``--against`` index, its bands and rows, P(candidate) of a
+    pair at the run's threshold with them, the documents it matched (before the best match over
+    the indexes was taken) and the band buckets cut at ``MAX_BUCKET`` candidates."""
+    from ..index import Index
+    from ..index.core import MAX_BUCKET
+    out = []
+    for i, location in enumerate(config.against):
+        with Index(location, config, must_exist=True) as index:
+            row = {"index": fs.redact(location), "bands": index.config.bands, "rows": index.config.rows,
+                   "candidate_probability": round(index.candidate_probability(config.threshold), 4),
+                   "recall_note": index.recall_note(config.threshold), "max_bucket": MAX_BUCKET}
+        for key in ("matched", "truncated_buckets", "truncated_candidates"):
+            row[key] = int(sum(s["against"][i][key] for s in summaries if s.get("against")))
+        out.append(row)
+    return out
 
 
 def _matches(work_path: str, block: int) -> pa.Table:
@@ -118,7 +183,12 @@ def update_index(run) -> dict:
             t = store.table(b, ["source", "row", "keys"]).take(arrow(docs - store.block_start[b]))
             source, row = to_numpy(t.column("source")), to_numpy(t.column("row"))
             ids = document_ids(source, row, store.ids(docs) if with_ids else None, run.sources)
-            keys = fixed_binary_numpy(t.column("keys"), np.uint64, cfg.bands)
+            if (index.config.bands, index.config.rows) == (cfg.bands, cfg.rows):
+                keys = fixed_binary_numpy(t.column("keys"), np.uint64, cfg.bands)
+            else:  # the index's own bands and rows, made at read time
+                own = read_table(block_path(run.work.path, b, "index-keys.parquet")).column("keys")
+                keys = fixed_binary_numpy(own.take(arrow(docs - store.block_start[b])), np.uint64,
+                                          index.config.bands)
             if cfg.verify == "exact":
                 w.add_arrays(keys, ids, [names[s] for s in source.tolist()], shingles=store.fingerprints(docs))
             else:

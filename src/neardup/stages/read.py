@@ -117,12 +117,14 @@ class _Writer:
 
 def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int, members: Sequence[int],
                progress: Optional[Callable[[int], None]] = None,
-               finish: Optional[Callable[[int], dict]] = None) -> dict:
+               finish: Optional[Callable[[int], dict]] = None,
+               signatures: Optional[Callable[[np.ndarray], None]] = None) -> dict:
     """Reads the sources ``members`` (indices into ``sources``) as block ``block``; returns its
     summary: documents, documents per source, empty documents (no shingles), rejected records
     [source, row or None, reason]. Raises the first bad record's error (on_error='fail').
     ``finish(documents) -> dict``, when given, runs once the block's files are complete and adds
-    to the summary, which is written last (see :func:`neardup.stages.block_finish`)."""
+    to the summary, which is written last; ``signatures(sig)``, when given, sees each batch's
+    signatures in document order (see :func:`block_matcher`)."""
     exact = config.verify == "exact"
     hasher = MinHasher.from_config(config)
     scratch = Scratch()
@@ -134,14 +136,16 @@ def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int
     # name renamed; an upload completed); a failure (a full disk, a bad record) leaves neither
     with fs.atomic_write(arrow_path) as arrow_file, fs.atomic_write(big_path) as big_file:
         writer = pa.ipc.new_file(arrow_file, schema)
-        _read_into(config, hasher, scratch, schema, sources, members, summary, writer, _Writer(big_file), progress)
+        _read_into(config, hasher, scratch, schema, sources, members, summary, writer, _Writer(big_file), progress,
+                   signatures)
     if finish is not None:  # e.g. the --against matches: part of the block, done before its summary
         summary.update(finish(summary["documents"]))
     write_json(block_path(work_path, block, "json"), summary)
     return summary
 
 
-def _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress) -> None:
+def _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress,
+               on_signatures=None) -> None:
     exact = config.verify == "exact"
 
     def batches():
@@ -165,6 +169,8 @@ def _read_into(config, hasher, scratch, schema, sources, members, summary, write
             else:
                 sig, counts = hasher.signatures_and_counts(batch.text)
                 big.write(sig)
+            if on_signatures is not None:
+                on_signatures(sig)
             cols = [arrow(np.full(m, batch.source_index, np.int32)), arrow(np.asarray(batch.rows, np.int64)),
                     pc.binary_length(batch.text).cast(pa.int64()), arrow(np.asarray(counts, np.int64)),
                     numpy_fixed_binary(band_keys(sig, config.bands, config.rows, config.seed))]
@@ -286,17 +292,19 @@ class ReadStage:
 def read_partition(block_members, *, task, report=None) -> dict:
     """One block of the plan, (block, its sources): read, its summary returned."""
     block, members = block_members
+    matcher = block_matcher(task.work_path, task.config, block)
     return read_block(task.work_path, task.config, task.sources_with_tables(), block, members, progress=report,
-                      finish=block_finish(task.work_path, task.config, block))
+                      finish=matcher and matcher.finish, signatures=matcher and matcher.signatures)
 
 
-def block_finish(work_path: str, config, block: int):
-    """What a read block does once its files are complete, before its summary marks it done:
-    the --against matches (None without indexes)."""
+def block_matcher(work_path: str, config, block: int):
+    """What a read block does with --against indexes (None without): band keys made from the
+    signatures for an index whose bands and rows are not the run's, and once the block's files
+    are complete, before its summary marks it done, the matches."""
     if not config.against:
         return None
-    from .against import match_block
-    return lambda documents: {"against_matched": match_block(work_path, block, documents, config)}
+    from .against import BlockMatcher
+    return BlockMatcher(work_path, block, config)
 
 
 def _where(store, docs) -> List[Tuple[int, int]]:

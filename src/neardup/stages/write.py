@@ -412,4 +412,7 @@ def finish_write(run, kept_files: List[str], kept: int, texts: Dict[int, str]) -
     if read.positional_ids:
         cfg = dataclasses.replace(cfg, id_column=None, id_column_auto=False)
     run.stats = build_stats(cfg, run.sources, counts, read.per_source, kept_files)
+    if cfg.against:
+        from .against import index_stats
+        run.stats["indexes"] = index_stats(cfg, run.corpus.summaries)
     return run.stats
