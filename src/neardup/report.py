@@ -20,6 +20,7 @@ import numpy as np
 from .arrays import arrow, to_numpy
 from .config import PUNCTUATION_MODES, Config, Shingling, Similarity, Sketch
 from .errors import ConfigError, InputError
+from .progress import plural
 from .params import (DEFAULT_MIN_RECALL, alternatives, candidate_probability, choose_params, describe,
                      false_negative_area, false_positive_area, midpoint)
 
@@ -633,10 +634,12 @@ def _texts(out: Path, ids: set) -> Dict[str, str]:
             if str(i) in ids}
 
 
-def _section_counts(counts: dict) -> str:
+def _section_counts(counts: dict, verify: Any = None) -> str:
     items = [("input", "input documents", ""), ("kept", "kept", "kept"), ("removed", "removed", "removed"),
              ("rejected", "rejected records", ""), ("clusters", "duplicate clusters", ""),
              ("candidate_pairs", "candidate pairs", ""), ("verified_pairs", "verified pairs", "")]
+    if verify == "none":
+        items[-1] = ("verified_pairs", "pairs taken unverified (verify = none)", "")
     cards = []
     for key, label, cls in items:
         value = counts.get(key)
@@ -869,10 +872,23 @@ def _rejected_section(out: Path, counts: dict) -> str:
     if len(t) == 0:
         return '<p class="note">No rejected records.</p>'
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{_esc(v)}</td>" for v in row) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{_esc(_WHOLE_FILE if v is None and c == 'row' else v)}</td>"
+                                    for c, v in zip(cols, row)) + "</tr>"
                    for row in zip(*(t[c].to_pylist()[:20] for c in cols)))
     return (f'<p class="note">{len(t):,} records could not be read (first {min(20, len(t))} shown; '
             f'all in <code>rejected.parquet</code>).</p><table><tr>{head}</tr>{body}</table>')
+
+
+_WHOLE_FILE = "(whole file)"  # the row of a rejection that is about a whole file, not one of its records
+_LIST_SHOWN = 5  # items of a recorded list shown in the report (stats.json has them all)
+
+
+def _bounded(value: Any) -> Any:
+    """A recorded value as the report shows it: a list longer than _LIST_SHOWN as its length and
+    its first items (stats.json's ``inputs`` and ``kept_files`` list every file of a run)."""
+    if isinstance(value, list) and len(value) > _LIST_SHOWN:
+        return f"{len(value):,} entries; the first {_LIST_SHOWN}: " + json.dumps(value[:_LIST_SHOWN], default=str)
+    return value
 
 
 def _kept_note(out: Path) -> str:
@@ -881,7 +897,7 @@ def _kept_note(out: Path) -> str:
         return ""
     files = [p for p in kept.rglob("*") if p.is_file()]
     size = sum(p.stat().st_size for p in files)
-    return (f'<p class="note">Kept documents: {len(files):,} file(s), {size / 1e6:,.1f} MB in '
+    return (f'<p class="note">Kept documents: {len(files):,} {plural(len(files), "file")}, {size / 1e6:,.1f} MB in '
             f'<code>kept/</code>.</p>')
 
 
@@ -903,7 +919,7 @@ def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, ma
     # Nothing here depends on when or where the report is written (no clock, no output path, no
     # timings): the same run gives the same bytes.
     sections.append(f'<h1>neardup report</h1><div class="sub">{_inputs_line(stats)}</div>')
-    sections.append(_section_counts(counts))
+    sections.append(_section_counts(counts, params.get("verify")))
     sections.append(_kept_note(out))
 
     sections.append("<h2>Parameters</h2>")
@@ -949,7 +965,7 @@ def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, ma
     sections.append(_rejected_section(out, counts))
     extra = {k: v for k, v in stats.items() if k not in ("counts", "params", "seconds")}
     if extra:
-        sections.append("<h2>Other recorded values</h2>" + _kv_table(extra))
+        sections.append("<h2>Other recorded values</h2>" + _kv_table({k: _bounded(v) for k, v in extra.items()}))
 
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
