@@ -494,7 +494,7 @@ def format_summary(stats: dict, output: str) -> str:
     pct = (100.0 * c["removed"] / c["input"]) if c["input"] else 0.0
     lines = [
         "",
-        f"neardup: {c['input']:,} documents in, {c['kept']:,} kept, {c['removed']:,} removed ({pct:.1f}%), "
+        f"neardup: {c['input']:,} {plural(c['input'], 'document')} in, {c['kept']:,} kept, {c['removed']:,} removed ({pct:.1f}%), "
         f"{c['rejected']:,} rejected",
         f"  clusters {c['clusters']:,}   candidate pairs {c['candidate_pairs']:,}   " + (
             f"pairs taken unverified {c['verified_pairs']:,} (verify=none: every candidate pair counts)"

@@ -131,3 +131,15 @@ def test_minhasher_repr_makes_an_equal_hasher():
     assert repr(h) == "MinHasher(num_perm=64, seed=7, ngram=3, punctuation='keep', workers=2)"
     again = eval(repr(h), {"MinHasher": MinHasher})
     assert again.shingling == h.shingling and (again.num_perm, again.seed) == (h.num_perm, h.seed)
+
+
+def test_index_commands_count_in_plurals(tmp_path):
+    from helpers import run_in_process
+    (tmp_path / "a.jsonl").write_text('{"text": "one lonely document of several words here"}\n')
+    ix = str(tmp_path / "IDX")
+    code, _, err = run_in_process("index", "add", ix, str(tmp_path / "a.jsonl"))
+    assert code == 0 and "added 1 document (0 empty, 0 rejected)" in err and ": 1 document in 1 segment," in err, err
+    code, out, _ = run_in_process("index", "verify", ix)
+    assert code == 0 and "is sound: 1 segment, 1 document," in out, out
+    code, _, err = run_in_process("index", "compact", ix)
+    assert code == 0 and ": 1 segment -> 1 in" in err, err
