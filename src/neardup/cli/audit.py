@@ -36,7 +36,7 @@ def register(sub) -> None:
                    help="equal-width similarity bins on [0, 1]")
     p.add_argument("--max-docs", type=int, default=100_000,
                    help="read at most this many documents (the first ones)")
-    p.add_argument("--max-bytes", type=_size, default=MAX_BYTES, metavar="SIZE",
+    p.add_argument("--max-bytes", type=_size, default=MAX_BYTES,
                    help="read at most this much text (bytes of UTF-8; 500M, 2G, ... accepted): the audit holds "
                         "about 12 bytes per byte of text, so the default keeps it under 2 GB (default: 96M)")
     p.add_argument("--json", default=None, metavar="FILE",
