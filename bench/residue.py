@@ -12,7 +12,9 @@ Graded at threshold 0.8:
                       (J with the representative neardup names, else with any kept document), as a
                       share of the removed documents; those below 0.75 are also counted apart
 Each variant (``--variant NAME=ARGS``, default: the defaults only, and ``--verify none``) is one
-``python -m neardup dedup`` subprocess; its wall time includes start-up, the load average is
+``python -m neardup dedup`` subprocess; a variant whose NAME starts with ``words:`` reads the
+corpus written as its ``\w+`` words (``as_words``): neardup's J of every pair is then the
+grading's, and the variant measures the search alone, whatever the word definition; its wall time includes start-up, the load average is
 recorded (the wall times are of one run each, on a shared machine: compare them within one run
 only). ``--base SRC`` adds a run of the defaults of another checkout (its ``src``). Writes
 bench/results/residue.json (``--output``).
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -37,6 +40,7 @@ from common import DATA_DIR, RESULTS_DIR, gram_set, jaccard_sets, run_header, si
 from corpora import mail_corpus, reference_corpus  # noqa: E402
 
 THRESHOLD = 0.8
+WORDS = re.compile(r"\w+")
 FAR_BELOW = 0.75  # false removals this far under the threshold are counted apart (a word definition moves J by less)
 GENERATORS = {"reference": reference_corpus, "mail": mail_corpus}
 
@@ -75,6 +79,13 @@ def truth(name: str, texts, n_docs: int, seed: int, log=print):
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     np.savez(path, a=a, b=b, j=j, version=TRUTH_VERSION)
     return a, b, j, seconds
+
+
+def as_words(text: str) -> str:
+    """The text as its ``\\w+`` words, ``_`` written ``q`` (no generated word has a q): neardup's
+    words of it are then the grading's words, one for one, so the J of every pair is the same
+    for both and what is left is the search's doing, not the word definition's."""
+    return " ".join(w.replace("_", "q") for w in WORDS.findall(text))
 
 
 def grade(texts, a, b, j, removed, rep) -> dict:
@@ -117,7 +128,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     variants = [v.split("=", 1) + [args.pythonpath] for v in (args.variant or ["defaults=", "verify none=--verify none"])]
     if args.base:
-        variants.append(["base defaults", "", args.base])
+        variants += [[f"{prefix}base defaults", "", args.base] for prefix in
+                     sorted({"words: " if v[0].startswith("words:") else "" for v in variants})]
     result = {**run_header(sys.argv), "threshold": THRESHOLD, "docs": args.docs, "seed": args.seed, "corpora": {}}
     with tempfile.TemporaryDirectory(prefix="residue-") as tmp:
         tmp = Path(tmp)
@@ -131,13 +143,17 @@ def main(argv=None) -> int:
             with open(path, "w", encoding="utf-8") as f:
                 for i, t in enumerate(texts):
                     f.write(json.dumps({"id": i, "text": t}) + "\n")
+            words_path = tmp / f"{name}.words.jsonl"
+            with open(words_path, "w", encoding="utf-8") as f:
+                for i, t in enumerate(texts):
+                    f.write(json.dumps({"id": i, "text": as_words(t)}) + "\n")
             a, b, j, truth_s = truth(name, texts, args.docs, args.seed)
             entry = {"bytes": path.stat().st_size, "truth_seconds": round(truth_s, 1), "runs": {}}
             print(f"{name}: {len(texts):,} docs, {path.stat().st_size / 1e6:.1f} MB, {len(a):,} pairs >= {THRESHOLD} "
                   f"({truth_s:.0f} s)", flush=True)
             for vname, extra, pythonpath in variants:
                 out = tmp / f"out-{name}-{len(entry['runs'])}"
-                r = run_neardup(path, out, shlex.split(extra), pythonpath)
+                r = run_neardup(words_path if vname.startswith("words:") else path, out, shlex.split(extra), pythonpath)
                 g = grade(texts, a, b, j, r["removed"], r["representative"])
                 c = r["counts"]
                 entry["runs"][vname] = {"args": extra, "pythonpath": pythonpath, "seconds": r["seconds"],

@@ -25,9 +25,9 @@ the anchor is later removed for a document outside the bucket (the chain guard o
 :mod:`neardup.clusters`), two members that both passed against it, or one that passed and one
 that failed, may both be kept though they are alike. So every pair of a bucket of up to
 ``ALL_PAIRS`` members is verified, at most ALL_PAIRS / 2 pairs per member;
-on 20,000 template-generated pages (bench/residue.py) the pairs at J >= 0.8 left with both
-documents kept fell from 88 (stars re-anchored until done) to 78 (the rest are pairs that share
-no band). Every bucket therefore costs at most max(ALL_PAIRS / 2, ROUND_BUDGET)
+on 20,000 template-generated pages (bench/residue.py, read as words) the pairs at J >= 0.8 left
+with both documents kept fell from 92 (stars, at most 8 rounds) to 82, all but one of which share
+no band. Every bucket therefore costs at most max(ALL_PAIRS / 2, ROUND_BUDGET)
 verifications per member (before pairs repeated across buckets are merged).
 """
 
