@@ -507,7 +507,7 @@ def format_summary(stats: dict, output: str) -> str:
         lines.insert(2, f"  of the removed, {n:,} {plural(n, 'document')} matched a document of the index (--against)")
     if c.get("truncated_buckets"):
         n = c["truncated_buckets"]
-        bound = (f"after {p['max_anchor_rounds']} anchor {plural(p['max_anchor_rounds'], 'round')} (max_anchor_rounds)"
+        bound = (f"after {p['max_anchor_rounds']} anchor {plural(p['max_anchor_rounds'], 'round')} (--max-anchor-rounds)"
                  if p.get("max_anchor_rounds") else "within the work bound of the bucket search")
         lines.append(f"  note: {n:,} {plural(n, 'bucket')} still had unverified members {bound}")
     if secs:

@@ -79,7 +79,7 @@ def test_summary_shows_removals_against_an_index_and_counts_in_plurals():
     assert "1 bucket still had unverified members within the work bound" in text
     stats = stats_of(truncated_buckets=2)
     stats["params"]["max_anchor_rounds"] = 1
-    assert "2 buckets still had unverified members after 1 anchor round (max_anchor_rounds)" in \
+    assert "2 buckets still had unverified members after 1 anchor round (--max-anchor-rounds)" in \
         format_summary(stats, "out")
 
 
