@@ -505,3 +505,53 @@ def fmt_bytes(x: Optional[float]) -> str:
     if not x:
         return "-"
     return f"{x / 2**20:,.0f} MiB"
+
+
+# --------------------------------------------------------------------------- all pairs above a threshold
+
+def similar_pairs(texts: Sequence[str], threshold: float, n: int = NGRAM
+                  ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, List[set]]:
+    """Every pair (a < b) of ``texts`` with exact word-n-gram Jaccard >= ``threshold``, by the usual
+    word definition (:func:`gram_set`), over the whole corpus, with no planted truth needed.
+
+    An exact similarity join with the prefix filter: grams are ranked rarest first; two sets with
+    J >= t must share one of the first |A| - ceil(t |A|) + 1 grams of each, so only documents
+    sharing a prefix gram are compared (frequent boilerplate grams sort last and are never
+    looked up). Returns (a, b, J, gram id sets).
+    """
+    import math
+    from collections import Counter
+
+    ids: Dict[tuple, int] = {}
+    sets = []
+    for text in texts:
+        sets.append({ids.setdefault(g, len(ids)) for g in gram_set(text, n)})
+    freq = Counter()
+    for s in sets:
+        freq.update(s)
+    index: Dict[int, List[int]] = {}
+    a_list, b_list, j_list = [], [], []
+    sizes = [len(s) for s in sets]
+    order = sorted(range(len(sets)), key=lambda d: (sizes[d], d))  # shorter first: a probe meets only shorter or equal
+    for d in order:
+        s = sets[d]
+        if not s:
+            continue
+        ranked = sorted(s, key=lambda g: (freq[g], g))
+        prefix = ranked[:len(s) - math.ceil(threshold * len(s) - 1e-9) + 1]
+        seen = set()
+        for g in prefix:
+            for other in index.get(g, ()):
+                if other in seen:
+                    continue
+                seen.add(other)
+                if sizes[other] < threshold * len(s) - 1e-9:
+                    continue
+                j = jaccard_sets(s, sets[other])
+                if j >= threshold:
+                    a_list.append(min(d, other))
+                    b_list.append(max(d, other))
+                    j_list.append(j)
+        for g in prefix:
+            index.setdefault(g, []).append(d)
+    return (np.asarray(a_list, np.int64), np.asarray(b_list, np.int64), np.asarray(j_list, np.float64), sets)

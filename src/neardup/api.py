@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import tempfile
 import threading
@@ -18,6 +19,7 @@ from .config import Config, Execution, Input, Output, Sketch, Similarity, Verifi
 from .errors import ConfigError, NeardupError
 from .io import fs
 from .io.tables import parquet_file, read_table
+from .progress import plural
 from .stages.write import INDEX_ID_COLUMN, publish_stats  # (the id of a DataFrame's row or of a text in a list)
 
 __all__ = ["dedup", "DedupResult"]
@@ -46,6 +48,33 @@ class DedupResult:
 
     def summary(self) -> str:
         return format_summary(self.stats, self.output)
+
+    def __repr__(self) -> str:
+        """One line of sizes, never the tables (``print(result)``); ``summary()`` says more."""
+        c = self.stats.get("counts", {})
+        return (f"DedupResult(kept={_size_of(self.kept)}, removed={_rows(self.removed)}, "
+                f"clusters={_rows(self.clusters)}, rejected={_rows(self.rejected)}, "
+                f"input={c.get('input', 0):,}, output={self.output!r})")
+
+
+def _rows(table) -> str:
+    n = len(table)
+    return f"<{n:,} {plural(n, 'row')}>"
+
+
+def _size_of(kept) -> str:
+    """``kept`` in a few words: its type and length."""
+    if isinstance(kept, list):
+        return f"<list of {len(kept):,}>"
+    n = getattr(kept, "num_rows", None)
+    if isinstance(n, dict):  # a datasets.DatasetDict: rows per split
+        n = sum(n.values())
+    if n is None:
+        try:
+            n = len(kept)
+        except TypeError:
+            return f"<{type(kept).__name__}>"
+    return f"<{type(kept).__name__}: {n:,} {plural(n, 'row')}>"
 
 
 
@@ -101,7 +130,7 @@ def _hf_table(ds) -> pa.Table:
     return pa.table(ds.data.table if hasattr(ds.data, "table") else ds.data)
 
 
-def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output: Optional[str] = None, *,
+def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output: Optional[str] = None, *,
           threshold: float = Similarity.threshold, num_perm: int = Sketch.num_perm, bands: Optional[int] = None,
           rows: Optional[int] = None, verify: str = Verification.verify, keep: str = Output.keep,
           text_column: str = Input.text_column, id_column: Optional[str] = None, on_error: str = Input.on_error,
@@ -198,6 +227,47 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
     if temporary and kind is not None:
         result.output = None
     return result
+
+
+@functools.wraps(run_dedup)
+def dedup(*args, **kwargs) -> DedupResult:
+    # The command line calls run_dedup, whose errors name its flags; a Python caller gets them
+    # in the terms of this call (its keywords, and no column of neardup's own).
+    try:
+        return run_dedup(*args, **kwargs)
+    except NeardupError as exc:
+        message = in_api_terms(str(exc))
+        if message == str(exc):
+            raise
+        try:
+            error = type(exc)(message)
+        except TypeError:  # an error class with other arguments: left as it is
+            raise exc from None
+        raise error from None
+
+
+def in_api_terms(message: str) -> str:
+    """A message naming command-line flags, in the keywords of :func:`dedup`: ``--text-column``
+    -> ``text_column``, a switch like ``--no-nfkc`` -> ``normalize_unicode=False``, ``--overwrite
+    (overwrite=True)`` -> ``overwrite=True``; the column neardup adds to hold a DataFrame's index
+    (or a list's positions) is "the index"."""
+    import re
+    from dataclasses import fields
+    from .config import GROUPS, Switch, declaration
+
+    names = {"--output": "output", "--work-dir": "work_dir", "--overwrite": "overwrite=True",
+             "--resume": "resume=True", "--quiet": "quiet=True"}
+    for group in GROUPS.values():
+        for f in fields(group):
+            d = declaration(f)
+            if not d.cli:
+                continue
+            flag = d.flag or "--" + f.name.replace("_", "-")
+            names[flag] = f"{f.name}={not f.default}" if isinstance(d.check, Switch) else f.name
+    message = re.sub(r"--[a-z][a-z0-9-]* \((\w+=[^)]*)\)", r"\1", message)
+    message = re.sub(r"--[a-z][a-z0-9-]*", lambda m: names.get(m.group(0), m.group(0)), message)
+    message = message.replace(f", {INDEX_ID_COLUMN}", "").replace(f"{INDEX_ID_COLUMN}, ", "")
+    return message.replace(f"'{INDEX_ID_COLUMN}'", "the index").replace(INDEX_ID_COLUMN, "the index")
 
 
 def every_record_has_an_id(sources: List[nio.Source]) -> bool:
@@ -424,12 +494,17 @@ def format_summary(stats: dict, output: str) -> str:
     pct = (100.0 * c["removed"] / c["input"]) if c["input"] else 0.0
     lines = [
         "",
-        f"neardup: {c['input']:,} documents in, {c['kept']:,} kept, {c['removed']:,} removed ({pct:.1f}%), "
+        f"neardup: {c['input']:,} {plural(c['input'], 'document')} in, {c['kept']:,} kept, {c['removed']:,} removed ({pct:.1f}%), "
         f"{c['rejected']:,} rejected",
-        f"  clusters {c['clusters']:,}   candidate pairs {c['candidate_pairs']:,}   verified pairs {c['verified_pairs']:,}",
+        f"  clusters {c['clusters']:,}   candidate pairs {c['candidate_pairs']:,}   " + (
+            f"pairs taken unverified {c['verified_pairs']:,} (verify=none: every candidate pair counts)"
+            if p["verify"] == "none" else f"verified pairs {c['verified_pairs']:,}"),
         f"  threshold {p['threshold']:g}  k={p['num_perm']}  {p['bands']} bands x {p['rows']} rows  "
         f"{'char' if p.get('char_ngrams') else 'word'} {p['ngram']}-grams  verify={p['verify']}  keep={p['keep']}",
     ]
+    if c.get("removed_against_index"):
+        n = c["removed_against_index"]
+        lines.insert(2, f"  of the removed, {n:,} {plural(n, 'document')} matched a document of the index (--against)")
     for ix in stats.get("indexes", []):
         if ix["recall_note"]:
             lines.append(f"  note: {ix['recall_note']}")
@@ -438,8 +513,10 @@ def format_summary(stats: dict, output: str) -> str:
                          f"{ix['max_bucket']:,} documents a segment; {ix['truncated_candidates']:,} candidates in "
                          f"them were not verified (a match among them can be missed)")
     if c.get("truncated_buckets"):
-        lines.append(f"  note: {c['truncated_buckets']:,} buckets still had unverified members after "
-                     f"{p['max_anchor_rounds']} anchor rounds (raise --max-anchor-rounds)")
+        n = c["truncated_buckets"]
+        bound = (f"after {p['max_anchor_rounds']} anchor {plural(p['max_anchor_rounds'], 'round')} (--max-anchor-rounds)"
+                 if p.get("max_anchor_rounds") else "within the work bound of the bucket search")
+        lines.append(f"  note: {n:,} {plural(n, 'bucket')} still had unverified members {bound}")
     if secs:
         lines.append("  seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in secs.items()) + f"  (total {total:.1f})")
     lines.append(f"  output: {fs.redact(output)}/ (kept/, removed.parquet, clusters.parquet, stats.json, report.html)")

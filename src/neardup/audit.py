@@ -636,9 +636,11 @@ def plot_audit(result: AuditResult, path: str, *, overwrite: bool = True) -> str
 
 def read_texts(inputs: Sequence[str], *, text_column: str = "text", max_docs: Optional[int] = None,
                on_error: str = "fail", batch_size: int = 8192, id_column: Optional[str] = None,
-               with_ids: bool = False):
-    """The texts of the first ``max_docs`` documents of ``inputs`` (files, folders, globs) as one
-    pyarrow large_string array, read through :mod:`neardup.io`.
+               with_ids: bool = False, max_bytes: Optional[int] = None, limits: Optional[dict] = None):
+    """The texts of the first ``max_docs`` documents of ``inputs`` (files, folders, globs), and
+    of no more than ``max_bytes`` bytes of UTF-8 text together, as one pyarrow large_string
+    array, read through :mod:`neardup.io`. ``limits``, a dict, gets ``"cut"``: the name of the
+    bound that stopped the reading (``max_docs`` or ``max_bytes``), or None.
 
     ``with_ids``: return ``(texts, ids)``, the ids as ``neardup dedup`` names the documents: the
     ``id_column`` value, else ``FILE:LINE`` (JSONL, from 1) or ``FILE:ROW`` (from 0), or the name
@@ -649,11 +651,14 @@ def read_texts(inputs: Sequence[str], *, text_column: str = "text", max_docs: Op
     except ImportError:
         raise ConfigError("reading files needs neardup.io, which this installation lacks") from None
     sources = discover(list(inputs))
+    import pyarrow.compute as pc
     chunks = []
     ids: List[str] = []
     count = 0
+    size = 0
+    cut = None
     for i, src in enumerate(sources):
-        if max_docs is not None and count >= max_docs:
+        if cut:
             break
         for batch in read_source(src, i, text_column=text_column, on_error=on_error,
                                  batch_size=batch_size, id_column=id_column):
@@ -661,7 +666,13 @@ def read_texts(inputs: Sequence[str], *, text_column: str = "text", max_docs: Op
             if isinstance(text, pa.ChunkedArray):
                 text = text.combine_chunks()
             if max_docs is not None and count + len(text) > max_docs:
-                text = text.slice(0, max_docs - count)
+                text, cut = text.slice(0, max_docs - count), "max_docs"
+            if max_bytes is not None and len(text):
+                ends = size + np.cumsum(pc.binary_length(text).fill_null(0).to_numpy(zero_copy_only=False))
+                within = int(np.searchsorted(ends, max_bytes, side="right"))
+                if within < len(text):
+                    text, cut = text.slice(0, within), "max_bytes"
+                size = int(ends[within - 1]) if within else size
             if len(text):
                 chunks.append(text.cast(pa.large_string()))
                 if with_ids:
@@ -674,7 +685,9 @@ def read_texts(inputs: Sequence[str], *, text_column: str = "text", max_docs: Op
                         first = 1 if src.format == "jsonl" else 0
                         ids.extend(f"{src.name}:{r + first}" for r in rows)
                 count += len(text)
-            if max_docs is not None and count >= max_docs:
+            if cut:
                 break
+    if limits is not None:
+        limits["cut"] = cut
     texts = pa.concat_arrays(chunks) if chunks else pa.array([], type=pa.large_string())
     return (texts, ids) if with_ids else texts

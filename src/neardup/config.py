@@ -228,8 +228,10 @@ class Verification(Group):
     verify: str = option("exact", Choice(("exact", "estimate", "none")),
                          "check candidate pairs by exact Jaccard of shingle sets, by the signature estimate, "
                          "or not at all")
-    max_anchor_rounds: int = option(8, Integer(1, 1 << 20),
-                                    "how often members of a bucket that failed against its anchor are re-anchored")
+    max_anchor_rounds: Optional[int] = option(
+        None, Integer(1, 1 << 20, optional=True),
+        "at most this many rounds of re-anchoring the members of a bucket that failed against its anchor "
+        "(default: until none is left, within a work bound per bucket)")
 
 
 @dataclass(frozen=True)

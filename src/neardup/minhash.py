@@ -290,6 +290,17 @@ class MinHasher:
         self.workers = workers
         self.a, self.b = permutations(self.num_perm, self.seed)
 
+    def __repr__(self) -> str:
+        """The call that makes an equal hasher: num_perm, seed, ngram and the tokenizer's options
+        that differ from their defaults."""
+        from dataclasses import fields
+        parts = [f"num_perm={self.num_perm}", f"seed={self.seed}", f"ngram={self.shingling.ngram}"]
+        parts += [f"{f.name}={getattr(self.shingling, f.name)!r}" for f in fields(self.shingling)
+                  if f.name != "ngram" and getattr(self.shingling, f.name) != f.default]
+        if self.workers is not None:
+            parts.append(f"workers={self.workers}")
+        return f"MinHasher({', '.join(parts)})"
+
     @classmethod
     def from_config(cls, config) -> "MinHasher":
         return cls(config.num_perm, seed=config.seed, shingling=config.shingling, workers=config.workers)

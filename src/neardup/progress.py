@@ -6,6 +6,13 @@ from __future__ import annotations
 import sys
 
 
+def plural(n: int, unit: str) -> str:
+    """``unit`` for a count of ``n``: "1 file", "2 files", "1 match", "3 matches"."""
+    if n == 1:
+        return unit
+    return unit + ("es" if unit.endswith(("s", "sh", "ch", "x")) else "s")
+
+
 class _Null:
     total = None
 
@@ -13,6 +20,9 @@ class _Null:
         pass
 
     def refresh(self):
+        pass
+
+    def set_postfix_str(self, s="", refresh=True):
         pass
 
     def close(self):
@@ -35,6 +45,7 @@ class _Lines:
         self.desc, self.total, self.unit, self.every = desc, total, unit, every
         self.file = file if file is not None else sys.stderr
         self.n = 0
+        self.postfix = ""
         self._clock = time.monotonic
         self.start = self._last = self._clock()
         self.closed = False
@@ -42,11 +53,19 @@ class _Lines:
     def _line(self, done: bool, now: float) -> None:
         secs = now - self.start
         count = f"{self.n:,}" if done or not self.total else f"{self.n:,}/{int(self.total):,}"
-        what = f"{self.desc} done: {count} {self.unit} in" if done else f"{self.desc}: {count} {self.unit} after"
-        print(f"neardup: {what} {secs:.1f} s", file=self.file, flush=True)
+        unit = plural(self.n, self.unit)
+        what = f"{self.desc} done: {count} {unit} in" if done else f"{self.desc}: {count} {unit} after"
+        postfix = f" ({self.postfix})" if done and self.postfix else ""
+        print(f"neardup: {what} {secs:.1f} s{postfix}", file=self.file, flush=True)
+
+    def set_postfix_str(self, s="", refresh=True):
+        """Said at the end of the "done" line, in brackets."""
+        self.postfix = s
 
     def update(self, n=1):
         self.n += n
+        if self.total is not None and self.n > self.total:  # an estimated total: never past 100%
+            self.total = self.n
         now = self._clock()
         if now - self._last >= self.every:
             self._last = now
@@ -117,12 +136,30 @@ def bar(desc: str, total=None, unit: str = "doc", quiet: bool = False):
         _notice = None
     if not _is_terminal(sys.stderr):
         return _Lines(desc + (" (compiling first)" if _compiling else ""), total=total, unit=unit)
-    from tqdm.auto import tqdm
     extra = {"bar_format": _NO_RATE} if _compiling and total else {}
     if _compiling and not total:
         desc += " (compiling first)"
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=(unit == "doc"), file=sys.stderr, dynamic_ncols=True,
-                leave=True, mininterval=0.5, **extra)
+    return _tqdm()(total=total, desc=desc, unit=unit, unit_scale=(unit == "doc"), file=sys.stderr,
+                   dynamic_ncols=True, leave=True, mininterval=0.5, **extra)
+
+
+_TQDM = None
+
+
+def _tqdm():
+    """tqdm's bar whose estimated total grows with the count: it never passes 100%."""
+    global _TQDM
+    if _TQDM is None:
+        from tqdm.auto import tqdm
+
+        class Bar(tqdm):
+            def update(self, n=1):
+                if self.total is not None and self.n + n > self.total:
+                    self.total = self.n + n
+                return super().update(n)
+
+        _TQDM = Bar
+    return _TQDM
 
 
 # --------------------------------------------------------------------------- Ctrl-C at safe points

@@ -20,6 +20,7 @@ import numpy as np
 from .arrays import arrow, to_numpy
 from .config import PUNCTUATION_MODES, Config, Shingling, Similarity, Sketch
 from .errors import ConfigError, InputError
+from .progress import plural
 from .params import (DEFAULT_MIN_RECALL, alternatives, candidate_probability, choose_params, describe,
                      false_negative_area, false_positive_area, midpoint)
 
@@ -633,10 +634,12 @@ def _texts(out: Path, ids: set) -> Dict[str, str]:
             if str(i) in ids}
 
 
-def _section_counts(counts: dict) -> str:
+def _section_counts(counts: dict, verify: Any = None) -> str:
     items = [("input", "input documents", ""), ("kept", "kept", "kept"), ("removed", "removed", "removed"),
              ("rejected", "rejected records", ""), ("clusters", "duplicate clusters", ""),
              ("candidate_pairs", "candidate pairs", ""), ("verified_pairs", "verified pairs", "")]
+    if verify == "none":
+        items[-1] = ("verified_pairs", "pairs taken unverified (verify = none)", "")
     cards = []
     for key, label, cls in items:
         value = counts.get(key)
@@ -663,7 +666,7 @@ def _inputs_line(stats: dict) -> str:
         for item in inputs[:5]:
             if isinstance(item, dict) and "name" in item:
                 n = item.get("documents")
-                names.append(_esc(item["name"]) + (f" ({_fmt_int(n)} documents)" if n is not None else ""))
+                names.append(_esc(item["name"]) + (f" ({_fmt_int(n)} {_docs(n)})" if n is not None else ""))
             elif isinstance(item, str):
                 names.append(_esc(item))
         if len(inputs) > 5:
@@ -675,6 +678,10 @@ def _inputs_line(stats: dict) -> str:
     if version:
         parts.append(f"neardup {_esc(version)}")
     return " &middot; ".join(parts) or "a neardup dedup run"
+
+
+def _docs(n: Any) -> str:
+    return plural(n, "document") if isinstance(n, int) else "documents"
 
 
 def _kv_table(d: dict, caption: Optional[str] = None) -> str:
@@ -772,8 +779,8 @@ def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: 
     rows = "".join(f'<tr><td>{html.escape(l)}</td><td class="num">{v:,}</td></tr>'
                    for l, v in zip(labels, values) if v)
     size_html = (f'<div class="grid2"><div class="fig">{chart}</div><div><table><tr><th>cluster size</th>'
-                 f'<th>clusters</th></tr>{rows}</table><p class="note">{len(sizes):,} clusters, '
-                 f'{int(sizes.sum()):,} documents in them; largest: {int(sizes.max()):,}; '
+                 f'<th>clusters</th></tr>{rows}</table><p class="note">{len(sizes):,} {plural(len(sizes), "cluster")}, '
+                 f'{int(sizes.sum()):,} documents in {"it" if len(sizes) == 1 else "them"}; largest: {int(sizes.max()):,}; '
                  f'mean: {sizes.mean():.2f}.</p></div></div>')
 
     top = [str(c) for c in ids.slice(0, max_clusters).to_pylist()]
@@ -833,8 +840,8 @@ def _index_section(out: Path, counts: dict, max_rows: int = 20) -> str:
     n_counted = counts.get("removed_against_index")
     if not path.is_file() or "representative_source" not in _schema_names(path):
         if isinstance(n_counted, int) and n_counted > 0:
-            return (f'<h2>Removed against an index</h2><p class="note">{n_counted:,} documents were removed '
-                    f'as near-duplicates of indexed documents; removed.parquet does not say which.</p>')
+            return (f'<h2>Removed against an index</h2><p class="note">{n_counted:,} {_docs(n_counted)} '
+                    f'{"was" if n_counted == 1 else "were"} removed as near-duplicates of indexed documents; removed.parquet does not say which.</p>')
         return ""
     import pyarrow.compute as pc
     t = _read_parquet(path, ["id", "representative", "similarity", "representative_source"])
@@ -849,8 +856,8 @@ def _index_section(out: Path, counts: dict, max_rows: int = 20) -> str:
         s_txt = f"{s:.3f}" if isinstance(s, float) and math.isfinite(s) else "not recorded"
         body.append(f"<tr><td><code>{_esc(i)}</code></td><td>removed</td><td><code>{_esc(r)}</code></td>"
                     f"<td>{_esc(src)}</td><td class=\"num\">{s_txt}</td></tr>")
-    return (f'<h2>Removed against an index</h2><p class="note">{len(t):,} documents of this run were '
-            f'removed as near-duplicates of {indexed:,} documents already in an index (<code>--against</code>). '
+    return (f'<h2>Removed against an index</h2><p class="note">{len(t):,} {_docs(len(t))} of this run '
+            f'{"was" if len(t) == 1 else "were"} removed as near-duplicates of {indexed:,} {_docs(indexed)} already in an index (<code>--against</code>). '
             f'Their representatives are not documents of this run, so they form no cluster above '
             f'(first {min(max_rows, len(t))} shown; all in <code>removed.parquet</code>, with '
             f'<code>representative_source</code>).</p><table><tr><th>document</th><th>what happened to it</th>'
@@ -869,10 +876,23 @@ def _rejected_section(out: Path, counts: dict) -> str:
     if len(t) == 0:
         return '<p class="note">No rejected records.</p>'
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{_esc(v)}</td>" for v in row) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{_esc(_WHOLE_FILE if v is None and c == 'row' else v)}</td>"
+                                    for c, v in zip(cols, row)) + "</tr>"
                    for row in zip(*(t[c].to_pylist()[:20] for c in cols)))
-    return (f'<p class="note">{len(t):,} records could not be read (first {min(20, len(t))} shown; '
+    return (f'<p class="note">{len(t):,} {plural(len(t), "record")} could not be read (first {min(20, len(t))} shown; '
             f'all in <code>rejected.parquet</code>).</p><table><tr>{head}</tr>{body}</table>')
+
+
+_WHOLE_FILE = "(whole file)"  # the row of a rejection that is about a whole file, not one of its records
+_LIST_SHOWN = 5  # items of a recorded list shown in the report (stats.json has them all)
+
+
+def _bounded(value: Any) -> Any:
+    """A recorded value as the report shows it: a list longer than _LIST_SHOWN as its length and
+    its first items (stats.json's ``inputs`` and ``kept_files`` list every file of a run)."""
+    if isinstance(value, list) and len(value) > _LIST_SHOWN:
+        return f"{len(value):,} entries; the first {_LIST_SHOWN}: " + json.dumps(value[:_LIST_SHOWN], default=str)
+    return value
 
 
 def _kept_note(out: Path) -> str:
@@ -881,7 +901,7 @@ def _kept_note(out: Path) -> str:
         return ""
     files = [p for p in kept.rglob("*") if p.is_file()]
     size = sum(p.stat().st_size for p in files)
-    return (f'<p class="note">Kept documents: {len(files):,} file(s), {size / 1e6:,.1f} MB in '
+    return (f'<p class="note">Kept documents: {len(files):,} {plural(len(files), "file")}, {size / 1e6:,.1f} MB in '
             f'<code>kept/</code>.</p>')
 
 
@@ -903,7 +923,7 @@ def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, ma
     # Nothing here depends on when or where the report is written (no clock, no output path, no
     # timings): the same run gives the same bytes.
     sections.append(f'<h1>neardup report</h1><div class="sub">{_inputs_line(stats)}</div>')
-    sections.append(_section_counts(counts))
+    sections.append(_section_counts(counts, params.get("verify")))
     sections.append(_kept_note(out))
 
     sections.append("<h2>Parameters</h2>")
@@ -949,7 +969,7 @@ def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, ma
     sections.append(_rejected_section(out, counts))
     extra = {k: v for k, v in stats.items() if k not in ("counts", "params", "seconds")}
     if extra:
-        sections.append("<h2>Other recorded values</h2>" + _kv_table(extra))
+        sections.append("<h2>Other recorded values</h2>" + _kv_table({k: _bounded(v) for k, v in extra.items()}))
 
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"

@@ -173,16 +173,17 @@ def test_fingerprint_stats_and_index_follow_the_groups(group, f):
 
 def test_identity_and_stats_are_what_they_were():
     """Pinned from before the groups: the same run has the same fingerprint (an earlier run's work
-    dir and output folder are still its own) and the same stats.json params."""
+    dir and output folder are still its own) and the same stats.json params. (Issue 22 changed
+    both: max_anchor_rounds is None by default, the bucket search's work bound instead of 8 rounds.)"""
     assert identity_fingerprint(Config().resolved()) == \
-        "1b45cdd0f8df922e177baa21377283569c6d322cdd2ee243bc650a2b73f680e0"
+        "119283c1aa5000525e0b46e744e19886e3d4d641b9a9535c917835cdaa13ee27"
     cfg = Config(threshold=0.7, ngram=3, punctuation="keep", keep="longest", against=["x"], workers=3,
                  id_column="id", id_column_auto=True).resolved()
-    assert identity_fingerprint(cfg) == "c6a863eeb54fe210c20c70b5b0f8e154fd6326d9e744d13b032994512329eaa9"
+    assert identity_fingerprint(cfg) == "113cfd42a5401453c21ed49033656f595d14b12e2bed8e8ac5466e290c163cdc"
     params = build_stats(Config().resolved(), [], dict(input=0, kept=0, removed=0, rejected=0), [], [])["params"]
     assert json.dumps(params, sort_keys=True) == (
         '{"bands": 13, "char_ngrams": false, "collapse_whitespace": true, "id_column": null, "keep": "first", '
-        '"lowercase": true, "max_anchor_rounds": 8, "ngram": 5, "normalize_unicode": true, "num_perm": 128, '
+        '"lowercase": true, "max_anchor_rounds": null, "ngram": 5, "normalize_unicode": true, "num_perm": 128, '
         '"on_error": "fail", "output_format": "same", "punctuation": "split", "rows": 7, "seed": 42, '
         '"text_column": "text", "threshold": 0.8, "verify": "exact"}')
     assert set(PARAM_NAMES) == {"num_perm", "bands", "rows", "seed", "ngram", "char_ngrams", "normalize_unicode",

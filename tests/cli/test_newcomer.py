@@ -152,7 +152,7 @@ def test_13_6_first_run_says_it_is_compiling(tmp_path, monkeypatch):
     assert code == 0
     assert err.splitlines()[0].startswith("neardup: compiling the kernels (once")
     # no stage shows a rate that counts the compile time without saying so
-    assert "neardup: read + signatures (compiling first) done: 3 doc in" in err
+    assert "neardup: read + signatures (compiling first) done: 3 docs in" in err
     from neardup import progress
     assert progress._compiling is False  # only for that run
     code, _, err = neardup("dedup", "a.jsonl", "-o", "o2", "-q", cwd=tmp_path)
@@ -293,7 +293,7 @@ def test_13_8_progress_writes_plain_lines_when_not_a_terminal(tmp_path):
     code, _, err = neardup("dedup", "a.jsonl", "-o", "out", cwd=tmp_path)  # stderr: a StringIO
     assert code == 0
     assert "\r" not in err
-    assert re.search(r"^neardup: read \+ signatures( \(compiling first\))? done: 20 doc in \d+\.\d s", err,
+    assert re.search(r"^neardup: read \+ signatures( \(compiling first\))? done: 20 docs in \d+\.\d s", err,
                      re.MULTILINE), err
     # and a long stage says where it is every so often, in whole lines
     from neardup.progress import _Lines
@@ -305,9 +305,9 @@ def test_13_8_progress_writes_plain_lines_when_not_a_terminal(tmp_path):
     for _ in range(4):
         lines.update(25)
     lines.close()
-    assert buf.getvalue().splitlines() == ["neardup: read: 50/100 doc after 31.0 s",
-                                           "neardup: read: 100/100 doc after 65.0 s",
-                                           "neardup: read done: 100 doc in 70.0 s"]
+    assert buf.getvalue().splitlines() == ["neardup: read: 50/100 docs after 31.0 s",
+                                           "neardup: read: 100/100 docs after 65.0 s",
+                                           "neardup: read done: 100 docs in 70.0 s"]
 
 
 def test_13_8_readme_first_screen_and_example_numbers(tmp_path):

@@ -59,7 +59,7 @@ def test_13_4_an_output_folder_with_results_needs_overwrite(tmp_path):
     (tmp_path / "c.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
     out = str(tmp_path / "out")
     neardup.dedup(str(tmp_path / "c.jsonl"), output=out)
-    with pytest.raises(neardup.ConfigError, match="earlier run.*--overwrite"):
+    with pytest.raises(neardup.ConfigError, match=r"earlier run; pass overwrite=True to replace"):  # API terms (issue 22)
         neardup.dedup(str(tmp_path / "c.jsonl"), output=out, threshold=0.5)
     assert neardup.dedup(str(tmp_path / "c.jsonl"), output=out, threshold=0.5, overwrite=True).stats
     from neardup.cli import main

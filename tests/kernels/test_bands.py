@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.bands import (band_keys, band_keys_python, bucket_runs, bucket_runs_of_rows, candidate_pairs, find_pairs,
+from neardup.bands import (ROUND_BUDGET, band_keys, band_keys_python, bucket_runs, bucket_runs_of_rows, candidate_pairs, find_pairs,
                            pair_codes, split_codes, star_pairs)
 from neardup.clusters import connected_components_python
 
@@ -244,15 +244,31 @@ def test_reanchoring_design_case():
     """Bucket {A, B, C}: A is like neither, B is like C. The star edges A-B, A-C fail; B-C is found."""
     A, B, C = 0, 1, 2
     verify = Recorder({(B, C)})
-    res = find_pairs(*runs([A, B, C]), verify)
+    res = find_pairs(*runs([A, B, C]), verify, all_pairs=0)
     assert list(zip(res.left.tolist(), res.right.tolist())) == [(B, C)]
     assert res.similarity.tolist() == [0.9]
     assert verify.calls == [[(A, B), (A, C)], [(B, C)]]
     assert (res.candidate_pairs, res.rounds, res.truncated_buckets, res.buckets) == (3, 2, 0, 1)
     # without re-anchoring the pair is lost, and the loss is counted
     verify = Recorder({(B, C)})
-    res = find_pairs(*runs([A, B, C]), verify, max_rounds=1)
+    res = find_pairs(*runs([A, B, C]), verify, max_rounds=1, all_pairs=0)
     assert len(res.left) == 0 and res.truncated_buckets == 1 and res.rounds == 1
+    # by default a bucket this small has every pair verified at once
+    verify = Recorder({(B, C)})
+    res = find_pairs(*runs([A, B, C]), verify)
+    assert verify.calls == [[(A, B), (A, C), (B, C)]] and res.rounds == 1 and res.truncated_buckets == 0
+
+
+def test_small_buckets_verify_every_pair_so_a_later_removed_anchor_loses_nothing():
+    """0 ~ 1 and 0 ~ 2 but 1 !~ 2 ... and 2 ~ 3: the star on 0 would never look at 2-3 when 3 is
+    like 0 too. If 0 is later removed (for a document outside the bucket) 2 and 3 must not
+    both stay: their pair is verified because the bucket is small."""
+    verify = Recorder({(0, 1), (0, 2), (0, 3), (2, 3)})
+    res = find_pairs(*runs([0, 1, 2, 3]), verify)
+    assert (2, 3) in set(zip(res.left.tolist(), res.right.tolist()))
+    verify = Recorder({(0, 1), (0, 2), (0, 3), (2, 3)})
+    res = find_pairs(*runs([0, 1, 2, 3]), verify, all_pairs=3)  # (mutation guard: the size bound is inclusive)
+    assert (2, 3) not in set(zip(res.left.tolist(), res.right.tolist()))
 
 
 def test_boilerplate_bucket_with_hidden_pairs():
@@ -260,23 +276,30 @@ def test_boilerplate_bucket_with_hidden_pairs():
     hidden = {(5, 17), (23, 38), (30, 31)}
     bucket = list(range(40))
     verify = Recorder(hidden)
-    res = find_pairs(*runs(bucket), verify, max_rounds=64)
+    res = find_pairs(*runs(bucket), verify, round_budget=40)
     assert set(zip(res.left.tolist(), res.right.tolist())) == hidden
     assert res.truncated_buckets == 0
     asked = verify.asked
     assert len(asked) == len(set(asked)) == res.candidate_pairs
-    # with the default 8 rounds only anchors 0..7 are tried: (5, 17) is found, the rest is reported lost
+    # by default the bucket stops once it has cost ROUND_BUDGET verifications per member: 23 anchors
+    # are tried (0..23 but 17, which passed with 5: 39 + ... + 34 + 32 + ... + 16 = 627 <= 640, the
+    # next round would cost 15 more), (5, 17) and (23, 38) are found, (30, 31) is reported lost
     verify = Recorder(hidden)
     res = find_pairs(*runs(bucket), verify)
+    assert set(zip(res.left.tolist(), res.right.tolist())) == {(5, 17), (23, 38)}
+    assert res.rounds == 23 and res.truncated_buckets == 1
+    assert len(verify.asked) == len(set(verify.asked)) == 627 <= ROUND_BUDGET * 40
+    # a round bound stops it sooner
+    verify = Recorder(hidden)
+    res = find_pairs(*runs(bucket), verify, max_rounds=8)
     assert set(zip(res.left.tolist(), res.right.tolist())) == {(5, 17)}
-    assert res.rounds == 8 and res.truncated_buckets == 1
-    assert len(verify.asked) == len(set(verify.asked))
+    assert res.rounds == 8 and res.truncated_buckets == 1 and len(verify.asked) == 39 + 38 + 37 + 36 + 35 + 34 + 32 + 31
 
 
 def test_passing_members_leave_the_bucket():
     # 0 ~ 1, 0 ~ 2; 3 ~ 4: round 1 anchors on 0, {3, 4} fail and are re-anchored on 3
     verify = Recorder({(0, 1), (0, 2), (3, 4)})
-    res = find_pairs(*runs([0, 1, 2, 3, 4]), verify)
+    res = find_pairs(*runs([0, 1, 2, 3, 4]), verify, all_pairs=0)
     assert set(zip(res.left.tolist(), res.right.tolist())) == {(0, 1), (0, 2), (3, 4)}
     assert verify.calls == [[(0, 1), (0, 2), (0, 3), (0, 4)], [(3, 4)]]
     assert res.rounds == 2 and res.truncated_buckets == 0
@@ -299,22 +322,36 @@ def test_no_buckets_no_verification():
     assert verify.calls == [] and res.rounds == 0 and res.candidate_pairs == 0 and len(res.left) == 0
 
 
-def reference_search(buckets, similar, max_rounds):
-    """The re-anchoring of the module docstring, spelled out in plain Python."""
+def reference_search(buckets, similar, max_rounds, all_pairs, budget):
+    """The search of the module docstring, spelled out in plain Python: every pair of the
+    buckets of up to ``all_pairs`` members in round 1; star pairs re-anchored on the failed members
+    in the others while a bucket's rounds have cost at most ``budget`` verifications per member."""
     verdict = {}
     rounds = 0
     asked = 0
+    stopped = 0
     buckets = [list(b) for b in buckets if len(b) >= 2]
-    while buckets and rounds < max_rounds:
+    small = [b for b in buckets if len(b) <= all_pairs]
+    big = [(b, budget * len(b)) for b in buckets if len(b) > all_pairs]
+    while (big or small) and (max_rounds is None or rounds < max_rounds):
         rounds += 1
-        pairs = {(min(b[0], m), max(b[0], m)) for b in buckets for m in b[1:]}
+        pairs = {(min(b[0], m), max(b[0], m)) for b, _ in big for m in b[1:]}
+        pairs |= {(b[i], b[j]) for b in small for i in range(len(b)) for j in range(i + 1, len(b))}
+        small = []
         for p in sorted(pairs - set(verdict)):
             verdict[p] = p in similar
             asked += 1
-        nxt = [[m for m in b[1:] if not verdict[(min(b[0], m), max(b[0], m))]] for b in buckets]
-        buckets = [b for b in nxt if len(b) >= 2]
+        nxt = []
+        for b, left in big:
+            failed = [m for m in b[1:] if not verdict[(min(b[0], m), max(b[0], m))]]
+            left -= len(b) - 1
+            if len(failed) >= 2 and len(failed) - 1 <= left:
+                nxt.append((failed, left))
+            elif len(failed) >= 2:
+                stopped += 1
+        big = nxt
     found = sorted(p for p, ok in verdict.items() if ok)
-    return found, asked, rounds, len(buckets)
+    return found, asked, rounds, len(big) + stopped
 
 
 bucket_lists = st.lists(st.lists(st.integers(0, 14), min_size=2, max_size=10, unique=True).map(sorted),
@@ -324,13 +361,14 @@ bucket_lists = st.lists(st.lists(st.integers(0, 14), min_size=2, max_size=10, un
 @PROPS
 @given(buckets=bucket_lists, labels=st.lists(st.integers(0, 3), min_size=15, max_size=15),
        noise=st.sets(st.tuples(st.integers(0, 14), st.integers(0, 14)), max_size=10),
-       max_rounds=st.integers(1, 12))
-def test_find_pairs_equals_reference_and_never_reverifies(buckets, labels, noise, max_rounds):
+       max_rounds=st.one_of(st.none(), st.integers(1, 12)), all_pairs=st.integers(0, 6),
+       budget=st.integers(1, 6))
+def test_find_pairs_equals_reference_and_never_reverifies(buckets, labels, noise, max_rounds, all_pairs, budget):
     similar = {(a, b) for a in range(15) for b in range(a + 1, 15) if labels[a] == labels[b]}
     similar ^= {(min(a, b), max(a, b)) for a, b in noise if a != b}   # not always transitive
     verify = Recorder(similar, sim=lambda a, b: 0.5 + (a * 15 + b) / 1000)
-    res = find_pairs(*runs(*buckets), verify, max_rounds=max_rounds)
-    found, asked, rounds, truncated = reference_search(buckets, similar, max_rounds)
+    res = find_pairs(*runs(*buckets), verify, max_rounds=max_rounds, all_pairs=all_pairs, round_budget=budget)
+    found, asked, rounds, truncated = reference_search(buckets, similar, max_rounds, all_pairs, budget)
     got = list(zip(res.left.tolist(), res.right.tolist()))
     assert sorted(got) == found
     assert got == sorted(got)
@@ -346,9 +384,9 @@ def test_find_pairs_equals_reference_and_never_reverifies(buckets, labels, noise
 @PROPS
 @given(buckets=bucket_lists, labels=st.lists(st.integers(0, 3), min_size=15, max_size=15))
 def test_find_pairs_connects_every_similar_pair_of_a_bucket_when_similarity_is_transitive(buckets, labels):
-    """With near-duplicate groups (an equivalence) and enough rounds, nothing within a bucket is lost."""
+    """With near-duplicate groups (an equivalence) and the defaults, nothing within a bucket is lost."""
     similar = {(a, b) for a in range(15) for b in range(a + 1, 15) if labels[a] == labels[b]}
-    res = find_pairs(*runs(*buckets), Recorder(similar), max_rounds=16)
+    res = find_pairs(*runs(*buckets), Recorder(similar))
     assert res.truncated_buckets == 0
     comp = connected_components_python(15, list(zip(res.left.tolist(), res.right.tolist())))
     for bk in buckets:

@@ -291,3 +291,46 @@ def test_every_audit_option_has_help():
     for opt in ("--sample", "--threshold", "--num-perm", "--bands", "--rows", "--ngram", "--char-ngrams",
                 "--text-column", "--seed", "--bins", "--json", "--plot", "--max-docs"):
         assert opt in text
+
+
+def test_read_texts_is_bounded_by_bytes(tmp_path):
+    """--max-bytes bounds the UTF-8 bytes of text read (the audit holds ~12x that at its peak);
+    a document that would cross the bound is not read; ``limits`` says which bound cut."""
+    from neardup.audit import read_texts
+    path = tmp_path / "d.jsonl"
+    texts = ["\u00e9" * 50 if i % 2 else "x" * 100 for i in range(10)]  # 100 bytes each
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    for max_bytes, n, cut in ((350, 3, "max_bytes"), (300, 3, "max_bytes"), (299, 2, "max_bytes"),
+                              (1000, 10, None), (None, 10, None)):
+        limits = {}
+        got = read_texts([str(path)], max_bytes=max_bytes, limits=limits, batch_size=4)
+        assert got.to_pylist() == texts[:n] and limits["cut"] == cut, (max_bytes, limits)
+    limits = {}
+    assert len(read_texts([str(path)], max_docs=10, limits=limits)) == 10 and limits["cut"] is None
+    assert len(read_texts([str(path)], max_docs=4, max_bytes=1000, limits=limits)) == 4 and limits["cut"] == "max_docs"
+
+
+def test_cli_audit_max_bytes(tmp_path, capsys, corpus):
+    texts, _ = corpus
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[:400]))
+    limit = sum(len(t.encode()) for t in texts[:150])
+    assert run_cli("audit", str(path), "--sample", "200", "--max-bytes", str(limit), "--json", "-") == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["documents"] == 150
+    assert f"audit of the first 150 documents (--max-bytes {limit:,};" in captured.err
+    assert run_cli("audit", str(path), "--sample", "200", "--max-bytes", "1K") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--max-bytes 1,024 stopped the reading" in err, err
+    assert run_cli("audit", str(path), "--max-bytes", "0") == 2
+    assert "--max-bytes must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        run_cli("audit", str(path), "--max-bytes", "lots")
+    assert e.value.code == 2 and "not a size: 'lots'" in capsys.readouterr().err
+
+
+def test_audit_size_units():
+    from neardup.cli.audit import MAX_BYTES, _size
+    assert [_size(s) for s in ("1000", "1K", "96M", "2G", "1.5KiB", "3mb")] == [1000, 1024, 96 << 20, 2 << 30, 1536,
+                                                                                3 << 20]
+    assert MAX_BYTES == 96 << 20

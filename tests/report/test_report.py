@@ -350,3 +350,35 @@ def test_same_folder_contents_same_bytes(tmp_path):
     page = (a / "report.html").read_text()
     assert "run1" not in page and str(tmp_path) not in page
     assert "a.jsonl (12,345 documents)" in page
+
+
+def test_report_bounds_recorded_lists_and_names_whole_file_rejections(tmp_path):
+    """Issue 22: stats.json's `inputs` and `kept_files` list every file of a run (8.9 MB of a
+    9.1 MB report); the report shows their length and the first few. A rejection of a whole file
+    (row null) reads "(whole file)", not "None"."""
+    out = make_output(tmp_path / "out", rejected=False)
+    stats = json.loads((out / "stats.json").read_text())
+    stats["kept_files"] = [f"part-{i:05d}.jsonl" for i in range(10_000)]
+    stats["inputs"] = [{"name": f"in/part-{i:05d}.jsonl", "documents": 3} for i in range(6)]
+    stats["small"] = ["a", "b"]
+    (out / "stats.json").write_text(json.dumps(stats))
+    pq.write_table(pa.table({"source": ["a.jsonl", "b.bin"], "row": pa.array([3, None], pa.int64()),
+                             "reason": ["not JSON", "not UTF-8 text"]}), out / "rejected.parquet")
+    page = write_report(out).read_text(encoding="utf-8")
+    assert "part-00004.jsonl" in page and "part-00005.jsonl" not in page
+    assert "10,000 entries; the first 5:" in page and "6 entries; the first 5:" in page
+    assert "in/part-00004.jsonl" in page and "in/part-00005.jsonl" not in page.split("Other recorded values")[1]
+    assert "<th>small</th><td>[&quot;a&quot;, &quot;b&quot;]</td>" in page  # short lists stay whole
+    assert len(page) < 200_000
+    assert "<td>(whole file)</td>" in page and "<td>None</td>" not in page
+    assert "Kept documents: 1 file," in page
+
+
+def test_report_says_pairs_are_unverified_under_verify_none(tmp_path):
+    out = make_output(tmp_path / "out")
+    assert "verified pairs</div>" in write_report(out).read_text(encoding="utf-8")
+    stats = json.loads((out / "stats.json").read_text())
+    stats["params"]["verify"] = "none"
+    (out / "stats.json").write_text(json.dumps(stats))
+    page = write_report(out, overwrite=True).read_text(encoding="utf-8")
+    assert "pairs taken unverified (verify = none)" in page and "verified pairs</div>" not in page

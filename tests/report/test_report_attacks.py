@@ -99,7 +99,7 @@ def test_against_and_clusters_of_the_run_together(indexed, tmp_path, capsys):
     page = (out / "report.html").read_text()
     assert f"cluster <code>{src}:6</code>: 2 documents" in page
     assert f"cluster <code>{d / 'corpus.jsonl'}:" not in page  # an indexed document heads no cluster here
-    assert "1 clusters, 2 documents in them" in page
+    assert "1 cluster, 2 documents in it;" in page  # (issue 22: plurals)
     assert "5 documents of this run were removed as near-duplicates of 5 documents already in an index" in page
     rows = cluster_rows(page)
     assert rows[f"{src}:6"].startswith("kept: the representative")

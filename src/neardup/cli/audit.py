@@ -36,6 +36,9 @@ def register(sub) -> None:
                    help="equal-width similarity bins on [0, 1]")
     p.add_argument("--max-docs", type=int, default=100_000,
                    help="read at most this many documents (the first ones)")
+    p.add_argument("--max-bytes", type=_size, default=MAX_BYTES,
+                   help="read at most this much text (bytes of UTF-8; 500M, 2G, ... accepted): the audit holds "
+                        "about 12 bytes per byte of text, so the default keeps it under 2 GB (default: 96M)")
     p.add_argument("--json", default=None, metavar="FILE",
                    help="also write every number (bins, miss rate, the sampled pairs, named by position "
                         "and by id) to FILE as JSON; '-' prints the JSON instead of the table. FILE must not "
@@ -56,7 +59,7 @@ def run_audit(args: argparse.Namespace) -> int:
         from ..plots import plot_format, require_matplotlib
         plot_format(args.plot)
         require_matplotlib()  # fail before the work, not after it
-    for name in ("sample", "bins", "max_docs"):
+    for name in ("sample", "bins", "max_docs", "max_bytes"):
         v = getattr(args, name)
         if v is not None and v < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {v}")
@@ -66,11 +69,19 @@ def run_audit(args: argparse.Namespace) -> int:
         from ..api import every_record_has_an_id
         from ..io import discover
         id_column = "id" if every_record_has_an_id(discover(args.inputs)) else None
+    limits: dict = {}
     texts, ids = read_texts(args.inputs, text_column=args.text_column, max_docs=args.max_docs,
-                            on_error=args.on_error, id_column=id_column, with_ids=True)
+                            on_error=args.on_error, id_column=id_column, with_ids=True, max_bytes=args.max_bytes,
+                            limits=limits)
+    cut = limits.get("cut")
     if len(texts) < 2:
+        why = f" (--max-bytes {args.max_bytes:,} stopped the reading)" if cut == "max_bytes" else ""
         raise InputError(f"the audit needs at least 2 documents; read {len(texts)} from "
-                         f"{redact(', '.join(args.inputs))}")
+                         f"{redact(', '.join(args.inputs))}{why}")
+    if cut:
+        bound = f"--max-docs {args.max_docs:,}" if cut == "max_docs" else f"--max-bytes {args.max_bytes:,}"
+        print(f"neardup: audit of the first {len(texts):,} documents ({bound}; the rest is not read)",
+              file=sys.stderr)
     result = audit_texts(texts, cfg, sample=args.sample, bins=args.bins, ids=ids)
     if args.json == "-":
         print(json.dumps(result.to_dict(), indent=1))
@@ -85,6 +96,22 @@ def run_audit(args: argparse.Namespace) -> int:
         plot_audit(result, args.plot, overwrite=args.overwrite)
         print(f"wrote {redact(args.plot)}", file=sys.stderr if args.json == "-" else sys.stdout)
     return 0
+
+
+# `neardup audit` holds about 12 bytes per byte of text at its peak (the texts, their shingle
+# hashes, signatures, the pool of pairs; measured: bench/results/audit_memory.json), so the default
+# bound on the text it reads keeps it under 2 GB.
+MAX_BYTES = 96 << 20
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def _size(text: str) -> int:
+    """A size in bytes: 1000, 500K, 128M, 2G (powers of 1024; a trailing B or iB is allowed)."""
+    import re
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", text, re.IGNORECASE)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (give bytes, or a number with K, M, G or T)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
 
 
 def _check_targets(args: argparse.Namespace) -> None:

@@ -38,7 +38,7 @@ def register(sub) -> None:
 
 
 def run_dedup(args) -> int:
-    from ..api import dedup, format_summary
+    from ..api import format_summary, run_dedup as dedup
     from ..progress import compiling
     options = config_options(args)
     cold = not args.quiet and kernels_cold()

@@ -9,6 +9,7 @@ import sys
 from typing import List
 
 from ..config import Input, Shingling, Similarity, Sketch
+from ..progress import plural
 from .formatting import HelpFormatter
 from .options import add_options, config_options
 
@@ -138,9 +139,10 @@ def run_add(args) -> int:
     result = index.add([InputPath(p) for p in args.inputs], name=args.name, text_column=args.text_column, id_column=args.id_column,
                        on_error=args.on_error)
     stats = index.stats()
-    print(f"added {result['added']} documents ({result['empty']} empty, {result['rejected']} rejected) to "
-          f"{index.display} in {result['seconds']} s: {stats['documents']} documents in {stats['segments']} "
-          f"segments, {stats['bytes_per_document']} bytes per document", file=sys.stderr)
+    print(f"added {result['added']} {plural(result['added'], 'document')} ({result['empty']} empty, "
+          f"{result['rejected']} rejected) to {index.display} in {result['seconds']} s: {stats['documents']} "
+          f"{plural(stats['documents'], 'document')} in {stats['segments']} {plural(stats['segments'], 'segment')}, "
+          f"{stats['bytes_per_document']} bytes per document", file=sys.stderr)
     return 0
 
 
@@ -200,7 +202,9 @@ def run_query(args) -> int:
     from ..io.outfile import publish_with
     publish_with(out, write, overwrite=args.overwrite)
     found = sum(1 for m in rows["matches"] if m)
-    print(f"{found} of {len(rows['id'])} documents have a match in {index.display}; wrote {out}", file=sys.stderr)
+    n = len(rows["id"])
+    print(f"{found} of {n} {plural(n, 'document')} {'has' if n == 1 else 'have'} a match in {index.display}; "
+          f"wrote {out}", file=sys.stderr)
     if truncated:
         print(f"neardup: warning: {truncated}", file=sys.stderr)
     return 0
@@ -221,8 +225,9 @@ def run_remove(args) -> int:
     if args.source:
         what.append("source" + ("s " if len(args.source) > 1 else " ") + ", ".join(args.source))
     stats = index.stats()
-    print(f"removed {r['removed']} documents from {index.display} ({'; '.join(what)}) in {r['seconds']} s: "
-          f"{stats['documents']} documents left, {stats['removed']} removed awaiting 'neardup index compact'",
+    print(f"removed {r['removed']} {plural(r['removed'], 'document')} from {index.display} ({'; '.join(what)}) in "
+          f"{r['seconds']} s: {stats['documents']} {plural(stats['documents'], 'document')} left, {stats['removed']} "
+          f"removed awaiting 'neardup index compact'",
           file=sys.stderr)
     return 0
 
@@ -245,8 +250,8 @@ def run_verify(args) -> int:
         raise StorageError(f"index {index.display} is damaged: {n} problem{'s' if n > 1 else ''} (listed above); "
                            f"queries and compaction refuse the damaged segments: restore the index from a backup "
                            f"or build it again")
-    print(f"{index.display} is sound: {r['segments']} segments, {r['documents']} documents, {r['bytes']} bytes "
-          f"checked")
+    print(f"{index.display} is sound: {r['segments']} {plural(r['segments'], 'segment')}, {r['documents']} "
+          f"{plural(r['documents'], 'document')}, {r['bytes']} {plural(r['bytes'], 'byte')} checked")
     return 0
 
 
@@ -254,6 +259,6 @@ def run_compact(args) -> int:
     from ..index import Index
     index = Index(args.index, must_exist=True)
     r = index.compact()
-    print(f"compacted {index.display}: {r['segments_before']} segments -> {r['segments_after']} in {r['seconds']} s",
-          file=sys.stderr)
+    print(f"compacted {index.display}: {r['segments_before']} {plural(r['segments_before'], 'segment')} -> "
+          f"{r['segments_after']} in {r['seconds']} s", file=sys.stderr)
     return 0

@@ -94,7 +94,12 @@ class ClustersStage:
         info = ClustersInfo()
         if verified:
             parts = engine.partitions(verified * 48)
-            info = self.whole(run) if parts == 1 else self.by_components(run, engine, parts)
+            if parts == 1:
+                with bar("clusters", total=verified, unit="verified pair", quiet=run.quiet) as progress:
+                    info = self.whole(run)
+                    progress.update(verified)
+            else:
+                info = self.by_components(run, engine, parts)
         return self.finish(run, info)
 
     def whole(self, run) -> ClustersInfo:

@@ -28,7 +28,7 @@ from .. import io as nio
 from .._version import __version__
 from ..io import fs
 from ..io.tables import read_table
-from ..progress import bar, check_interrupt
+from ..progress import bar, check_interrupt, plural
 from .layout import MEMBERS_SCHEMA
 
 PARQUET_OPTS = dict(compression="zstd", use_dictionary=False, write_statistics=False)
@@ -314,12 +314,13 @@ class WriteStage:
         written: Dict[int, str] = {}
         captured: Dict[int, str] = {}
         kept = 0
-        with bar("write kept", total=len(files), unit="file", quiet=run.quiet) as progress:
+        with bar("write kept", total=len(files), unit="input file", quiet=run.quiet) as progress:
             for r in engine.collect(engine.map(partial(write_kept_partition, task=run.task(engine), kept_dir=kept_dir),
                                                items, progress=progress, units=lambda r: r["files"])):
                 written.update(r["written"])
                 captured.update(r["captured"])
                 kept += r["kept"]
+            progress.set_postfix_str(f"{len(written):,} {plural(len(written), 'file')} written")
         tables = [si for si, s in enumerate(run.sources) if s.format == "table"]
         if tables:
             t_written, table_rows, _, t_kept = write_kept_group(

@@ -1,0 +1,145 @@
+"""Telling the user (issue 22): plurals, progress totals, counts of what was written, the
+summary's words for unverified pairs and index removals."""
+
+from __future__ import annotations
+
+import io
+
+from neardup.progress import _Lines, plural
+
+
+def test_plural():
+    assert [plural(n, "file") for n in (0, 1, 2)] == ["files", "file", "files"]
+    assert plural(2, "match") == "matches" and plural(1, "match") == "match"
+    assert plural(3, "bucket") == "buckets" and plural(1, "segment") == "segment"
+
+
+def lines_of(total, updates, postfix=""):
+    clock = iter([1.0] * len(updates) + [5.0])
+    buf = io.StringIO()
+    bar = _Lines("read", total=total, unit="doc", every=0.0, file=buf)
+    bar._clock = lambda: next(clock)
+    bar.start = bar._last = 0.0
+    for n in updates:
+        bar.update(n)
+    if postfix:
+        bar.set_postfix_str(postfix)
+    bar.close()
+    return buf.getvalue().splitlines()
+
+
+def test_lines_say_one_doc_and_never_pass_an_estimated_total():
+    # an estimate of 10 documents, 14 read: the count is never shown past its total
+    assert lines_of(10, [6, 8]) == ["neardup: read: 6/10 docs after 1.0 s", "neardup: read: 14/14 docs after 1.0 s",
+                                    "neardup: read done: 14 docs in 5.0 s"]
+    assert lines_of(None, [1])[-1] == "neardup: read done: 1 doc in 5.0 s"
+
+
+def test_done_line_carries_a_postfix():
+    assert lines_of(2, [2], postfix="2 kept files written")[-1] == \
+        "neardup: read done: 2 docs in 5.0 s (2 kept files written)"
+
+
+def test_terminal_bar_never_passes_an_estimated_total():
+    from neardup.progress import _tqdm
+    buf = io.StringIO()
+    with _tqdm()(total=10, desc="read", unit="doc", file=buf, ncols=80) as b:
+        b.update(6)
+        b.update(8)
+        assert (b.n, b.total) == (14, 14)
+
+
+# --------------------------------------------------------------------------- the summary
+
+def stats_of(**counts):
+    base = dict(input=10, kept=6, removed=4, rejected=0, clusters=2, candidate_pairs=9, verified_pairs=4,
+                removed_against_index=0, truncated_buckets=0)
+    base.update(counts)
+    params = dict(threshold=0.8, num_perm=128, bands=13, rows=7, ngram=5, verify="exact", keep="first",
+                  max_anchor_rounds=None)
+    return {"counts": base, "params": params}
+
+
+def test_summary_says_pairs_are_unverified_under_verify_none():
+    from neardup.api import format_summary
+    stats = stats_of()
+    assert "verified pairs 4" in format_summary(stats, "out")
+    stats["params"]["verify"] = "none"
+    text = format_summary(stats, "out")
+    assert "verified pairs" not in text and "pairs taken unverified 4" in text
+
+
+def test_summary_shows_removals_against_an_index_and_counts_in_plurals():
+    from neardup.api import format_summary
+    assert "index" not in format_summary(stats_of(), "out")
+    text = format_summary(stats_of(removed_against_index=1), "out")
+    assert "of the removed, 1 document matched a document of the index" in text
+    assert "3 documents matched" in format_summary(stats_of(removed_against_index=3), "out")
+    text = format_summary(stats_of(truncated_buckets=1), "out")
+    assert "1 bucket still had unverified members within the work bound" in text
+    stats = stats_of(truncated_buckets=2)
+    stats["params"]["max_anchor_rounds"] = 1
+    assert "2 buckets still had unverified members after 1 anchor round (--max-anchor-rounds)" in \
+        format_summary(stats, "out")
+
+
+# --------------------------------------------------------------------------- the Python API
+
+def test_api_errors_name_keywords_not_flags_nor_the_index_column(tmp_path):
+    import pandas as pd
+    import pytest
+
+    import neardup
+    from neardup.errors import InputError
+    with pytest.raises(InputError) as e:
+        neardup.dedup(pd.DataFrame({"body": ["a b c", "d e f"]}))
+    assert "--" not in str(e.value) and "__neardup" not in str(e.value), str(e.value)
+    assert "columns: body;" in str(e.value) and "text_column" in str(e.value)
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"body": "x y"}\n')
+    with pytest.raises(InputError) as e:
+        neardup.dedup(str(path), str(tmp_path / "out"))
+    assert "--text-column" not in str(e.value) and "text_column body" in str(e.value), str(e.value)
+    # the command line keeps its flags
+    from helpers import run_in_process
+    code, _, err = run_in_process("dedup", str(path), "-o", str(tmp_path / "out2"))
+    assert code == 2 and "--text-column body" in err, err
+
+
+def test_in_api_terms():
+    from neardup.api import in_api_terms
+    assert in_api_terms("pass --overwrite (overwrite=True) to replace") == "pass overwrite=True to replace"
+    assert in_api_terms("with --no-nfkc and --char-ngrams") == "with normalize_unicode=False and char_ngrams=True"
+    assert in_api_terms("raise --max-anchor-rounds; --no-such-flag") == "raise max_anchor_rounds; --no-such-flag"
+    assert in_api_terms("columns: a, __neardup_index__") == "columns: a"
+
+
+def test_print_result_is_one_short_line():
+    import neardup
+    result = neardup.dedup(["the cat sat on the mat today", "the cat sat on the mat today!", "another text"] * 50)
+    text = str(result)
+    assert "\n" not in text and len(text) < 200, text
+    assert text.startswith("DedupResult(kept=<list of 2>, removed=<148 rows>, clusters=<150 rows>, "
+                           "rejected=<0 rows>, input=150")
+    assert repr(result) == text
+
+
+def test_minhasher_repr_makes_an_equal_hasher():
+    from neardup import MinHasher
+    assert repr(MinHasher()) == "MinHasher(num_perm=128, seed=42, ngram=5)"
+    h = MinHasher(64, ngram=3, seed=7, punctuation="keep", workers=2)
+    assert repr(h) == "MinHasher(num_perm=64, seed=7, ngram=3, punctuation='keep', workers=2)"
+    again = eval(repr(h), {"MinHasher": MinHasher})
+    assert again.shingling == h.shingling and (again.num_perm, again.seed) == (h.num_perm, h.seed)
+
+
+def test_index_commands_count_in_plurals(tmp_path):
+    from helpers import run_in_process
+    (tmp_path / "a.jsonl").write_text('{"text": "one lonely document of several words here"}\n')
+    ix = str(tmp_path / "IDX")
+    code, _, err = run_in_process("index", "add", ix, str(tmp_path / "a.jsonl"))
+    assert code == 0 and "added 1 document (0 empty, 0 rejected)" in err and ": 1 document in 1 segment," in err, err
+    code, out, _ = run_in_process("index", "verify", ix)
+    assert code == 0 and "is sound: 1 segment, 1 document," in out, out
+    code, _, err = run_in_process("index", "compact", ix)
+    assert code == 0 and ": 1 segment -> 1 in" in err, err
