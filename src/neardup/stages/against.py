@@ -26,6 +26,7 @@ from ..io.tables import read_table
 from .layout import MEMBERS_SCHEMA, DocStore, block_path, document_ids, fixed_binary_numpy
 from .write import write_parquet
 
+BLOOM_RANK = -0.5  # a bloom index's yes: above no match, below every verified one (similarities are >= 0)
 MATCHED_SCHEMA = pa.schema([("pos", pa.int64()), ("id", pa.string()), ("source", pa.string()),
                             ("similarity", pa.float64())])
 
@@ -39,6 +40,7 @@ def match_block(work_path: str, block: int, n: int, config) -> int:
     pos = np.arange(n, dtype=np.int64)
     exact = config.verify == "exact"
     best_sim = np.full(n, -1.0)
+    best_rank = np.full(n, -1.0)
     best_id: List = [None] * n
     best_src: List = [None] * n
     if n:
@@ -53,9 +55,12 @@ def match_block(work_path: str, block: int, n: int, config) -> int:
                 ids, sources = m.id.to_pylist(), m.source.to_pylist()
                 found = zip(np.asarray(m.doc).tolist(), np.asarray(m.similarity).tolist())
                 for i, (p, s) in enumerate(found):
-                    if s > best_sim[p]:  # strictly better: a tie keeps the earlier index
-                        best_sim[p], best_id[p], best_src[p] = s, ids[i], sources[i]
-    hit = np.flatnonzero(best_sim >= 0)
+                    # strictly better: a tie keeps the earlier index; a bloom index's yes (nan: not
+                    # verified, no id) ranks below any verified match
+                    rank = s if s == s else BLOOM_RANK
+                    if rank > best_rank[p]:
+                        best_rank[p], best_sim[p], best_id[p], best_src[p] = rank, s, ids[i], sources[i]
+    hit = np.flatnonzero(best_rank > -1.0)
     write_parquet(pa.table({"pos": arrow(hit), "id": arrow([best_id[i] for i in hit], pa.string()),
                             "source": arrow([best_src[i] for i in hit], pa.string()),
                             "similarity": arrow(best_sim[hit])}, schema=MATCHED_SCHEMA),
