@@ -231,6 +231,11 @@ def scale(args, partial: str) -> dict:
                 "stderr_tail": run["stderr_tail"][-500:]}
             _log(f"{name} dedup --against: {r['dedup_against']}")
             shutil.rmtree(root / f"out-{name}", ignore_errors=True)
+            out[name] = r
+            result["results"] = out
+            write_json(Path(partial), result)
+        for name in tiers:  # compaction last: the longest step at scale
+            r = out[name]
             run = run_measured([sys.executable, "-m", "neardup", "index", "compact", str(root / f"{name}.ndx")],
                                env=_child_env())
             r["compact"] = {"returncode": run["returncode"], "wall_s": round(run["wall_s"], 2),
