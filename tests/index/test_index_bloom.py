@@ -51,6 +51,9 @@ def test_a_filter_answers_a_key_it_was_never_given_at_the_rate_of_the_formula(ra
     given = np.zeros(n, dtype=bool)
     bloom.test_filters(keys, np.ones(n, bool), words, bits, hashes, given)
     assert given.all()  # no false negatives
+    inactive = np.zeros(n, dtype=bool)
+    bloom.test_filters(keys, np.zeros(n, bool), words, bits, hashes, inactive)
+    assert not inactive.any()  # a document not active (empty) is never tested
 
 
 def test_the_index_wide_extra_rate_of_stats_is_what_queries_measure(tmp_path):
@@ -86,15 +89,17 @@ def split():
 def test_a_bloom_index_answers_yes_for_every_document_it_was_given(tmp_path, split):
     idx = Index(str(tmp_path / "b.ndx"), kind="bloom")
     idx.add(split.a_texts[:300], ids=split.a_ids[:300], name="A")
-    idx.add(split.a_texts[300:], ids=split.a_ids[300:], name="A")
+    idx.add(split.a_texts[300:] + [""], ids=split.a_ids[300:] + ["empty"], name="A")  # an empty one too
     res = Index(str(tmp_path / "b.ndx")).query(split.a_texts + ["", "   "])
     where = f"bloom:{tmp_path / 'b.ndx'}"
     assert all(r == [Match("", where, None)] for r in res[:-2])
     assert res[-2:] == [[], []]  # an empty document matches nothing
     stats = idx.stats()
-    assert stats["kind"] == "bloom" and stats["documents"] == len(split.a_texts) and stats["segments"] == 2
+    assert stats["kind"] == "bloom" and stats["documents"] == len(split.a_texts) + 1 and stats["segments"] == 2
     assert stats["bytes_per_document"] <= 64 and stats["extra_false_positive_rate"] < 1e-4
-    assert stats["sources"] == {"A": len(split.a_texts)}
+    assert stats["sources"] == {"A": len(split.a_texts) + 1}
+    manifest = idx.storage.read_manifest()
+    assert [s["bloom"]["keys"] for s in manifest["segments"]] == [300, len(split.a_texts) - 300]  # not the empty
     assert idx.verify()["problems"] == []
 
 
@@ -252,3 +257,23 @@ def test_a_corrupt_bloom_manifest_is_refused(tmp_path):
         check_format("x", m)
     with pytest.raises(ConfigError, match="kind must be"):
         Index(str(tmp_path / "n"), kind="fuzzy")
+
+
+@pytest.mark.slow
+def test_a_bloom_index_on_redis_answers_like_a_folder_one(redis_server, split, tmp_path):
+    import redis
+    url = redis_server.url(9)
+    redis.Redis.from_url(url).flushdb()
+    folder, on_redis = Index(str(tmp_path / "f"), kind="bloom"), Index(url, kind="bloom")
+    for k in range(0, len(split.a_texts), 200):  # several segments
+        folder.add(split.a_texts[k:k + 200], name="A")
+        on_redis.add(split.a_texts[k:k + 200], name="A")
+    want = [bool(r) for r in folder.query(split.b_texts)]
+    assert [bool(r) for r in Index(url).query(split.b_texts)] == want and sum(want) > 50
+    assert all(Index(url).query(split.a_texts))
+    s, r = folder.stats(), Index(url).stats()
+    assert (r["bytes"], r["segments"], r["extra_false_positive_rate"]) == (s["bytes"], s["segments"],
+                                                                          s["extra_false_positive_rate"])
+    assert Index(url).verify()["problems"] == []
+    with pytest.raises(ConfigError, match="is a bloom index, not exact"):
+        Index(url, kind="exact")

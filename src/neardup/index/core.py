@@ -123,7 +123,10 @@ class Index:
     difference (a whole ``Config`` is compared on every parameter, options only on those given).
     ``threshold`` is free: it only decides which verified candidates count as matches.
     ``verify="estimate"`` (or ``"none"``) at creation stores signatures instead of shingle
-    fingerprints; ``must_exist=True`` makes a missing index an error. Queries see what other
+    fingerprints; ``kind="bloom"`` at creation keeps one Bloom filter per band per segment
+    instead (yes/no answers, about 56 bytes a document, :mod:`.bloom`; ``false_positive_rate``
+    sizes its filters), and a ``kind`` that differs from an existing index's is a
+    :class:`~neardup.errors.ConfigError`; ``must_exist=True`` makes a missing index an error. Queries see what other
     processes added within ``refresh`` seconds (the manifest is read again at most that often),
     and this object's own adds at once.
     """
