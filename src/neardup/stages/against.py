@@ -4,7 +4,9 @@ The read stage matches each block's documents against every index given, with th
 seam (:meth:`neardup.index.Index.match`) and the band keys and shingle hashes or signatures it
 has just computed: a document with a verified match at or above the threshold is removed with the
 indexed document as its representative (the best match over all indexes; ties: the earlier
-index). Matched documents take no part in the run's own pairs, as if the indexed documents came
+index). A Bloom index (``--kind bloom``) answers yes without a representative or a similarity:
+such a document is removed with an empty representative and the source ``bloom:INDEX``, unless
+another index gave it a verified match, which wins. Matched documents take no part in the run's own pairs, as if the indexed documents came
 first in keep order and were all kept. One file a block, written before the block's summary:
 
     WORK/read/block-BBBBBB.against.parquet   MATCHED_SCHEMA: pos (in the block), id, source, similarity
