@@ -9,7 +9,6 @@ import pyarrow.parquet as pq
 import pytest
 
 import neardup
-from neardup.bands import band_keys
 from neardup.cli import main
 from neardup.errors import ConfigError
 from neardup.index import Index, Match
@@ -232,6 +231,10 @@ def test_the_kind_of_an_existing_index_cannot_change(tmp_path, dumps, capsys):
     # the adds refused changed nothing; the ones accepted added 1200 documents each
     assert Index(ex).stats()["documents"] == 1200 and Index(bl).stats()["documents"] == 1200
     assert main(["index", "add", bl, a]) == 0  # the same kind: accepted without --kind
+    assert "warning" not in capsys.readouterr().err  # 2 segments of 13 filters at 1e-6: F ~ 2.6e-5
+    assert main(["index", "add", str(tmp_path / "loose"), a, "--kind", "bloom", "--false-positive-rate", "1e-3"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: the extra false-positive rate" in err and "above 0.0001" in err  # 13 filters at 1e-3
 
 
 def test_index_query_on_a_bloom_index_writes_null_similarity(tmp_path, dumps, capsys):

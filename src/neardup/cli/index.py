@@ -127,6 +127,7 @@ def _io_args(p) -> List[str]:
 def run_add(args) -> int:
     from .. import io as nio
     from ..index import Index
+    from ..index.bloom import INDEX_RATE
     nio.discover(args.inputs)  # a missing input fails before the index is touched
     index = Index(args.index, kind=args.kind, false_positive_rate=args.false_positive_rate, **config_options(args))
     result = index.add([InputPath(p) for p in args.inputs], name=args.name, text_column=args.text_column, id_column=args.id_column,
@@ -137,6 +138,12 @@ def run_add(args) -> int:
           f"segments, {stats['bytes_per_document']} bytes per document"
           + (f", extra false-positive rate {stats['extra_false_positive_rate']:.2e}" if stats["kind"] == "bloom" else ""),
           file=sys.stderr)
+    if stats["kind"] == "bloom" and stats["extra_false_positive_rate"] > INDEX_RATE:
+        print(f"neardup: warning: the extra false-positive rate of {index.display} is "
+              f"{stats['extra_false_positive_rate']:.2e}, above {INDEX_RATE:g}: a document with no near-duplicate "
+              f"there is removed at that rate ({stats['segments']} segments of filters at "
+              f"{stats['false_positive_rate']:.2e}); start a new index for further adds, or give it a lower "
+              f"--false-positive-rate", file=sys.stderr)
     return 0
 
 

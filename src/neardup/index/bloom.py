@@ -14,8 +14,9 @@ would remove, plus that extra.
 Sizing. A segment's filter of band j holds the keys of its n non-empty documents; for a rate p
 it has m = ceil(n ln(1/p) / (ln 2)^2) bits (rounded up to whole 64-bit words, and grown by
 up to a few tenths of a percent where rounding k lost some of the rate) and k = round(m/n ln 2)
-hash functions, so that a key never added tests present with probability (1 - e^{-kn/m})^k <= p. The index-wide extra false-positive rate of a query document (its b keys
-against the b filters of each of S segments) is
+hash functions, so that a key never added tests present with probability (1 - e^{-kn/m})^k <= p.
+The index-wide extra false-positive rate of a query document (its b keys against the b filters
+of each of S segments) is
 
     F = 1 - prod_{segments s} prod_{bands j} (1 - f_sj^k_s)   <=  b S p   (approximately)
 

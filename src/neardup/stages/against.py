@@ -6,8 +6,8 @@ has just computed: a document with a verified match at or above the threshold is
 indexed document as its representative (the best match over all indexes; ties: the earlier
 index). A Bloom index (``--kind bloom``) answers yes without a representative or a similarity:
 such a document is removed with an empty representative and the source ``bloom:INDEX``, unless
-another index gave it a verified match, which wins. Matched documents take no part in the run's own pairs, as if the indexed documents came
-first in keep order and were all kept. One file a block, written before the block's summary:
+another index gave it a verified match, which wins. Matched documents take no part in the run's
+own pairs, as if the indexed documents came first in keep order and were all kept. One file a block, written before the block's summary:
 
     WORK/read/block-BBBBBB.against.parquet   MATCHED_SCHEMA: pos (in the block), id, source, similarity
 
