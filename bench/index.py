@@ -21,6 +21,25 @@ Measured:
 - recall: share of planted pairs with Jaccard >= 0.8 (index original, new copy) found;
 - stored bytes per document, per file; fingerprint vs 64-bit exact Jaccard on every verified
   pair, and the signature estimate's error on the same pairs.
+
+Scale (``--scale-docs N``, writes ``bench/results/index_scale_<N>.json``): an exact and a Bloom
+index of N documents side by side, then 100k new documents against each::
+
+    nice -n 19 .venv/bin/python bench/index.py --scale-docs 10000000     # 10M (hours on 2 cores)
+    .venv/bin/python bench/index.py --scale-docs 1000000 --scale-dir /big/disk
+
+The N documents are the 1M synthetic corpus ``bench/data/synth_1000000_s0.jsonl`` repeated as
+``bench/scale.py`` builds its 10M corpus: shard k is the corpus with every letter mapped through
+the fixed permutation of shard k (same near-duplicate structure, unrelated across shards), built
+in memory, never written out. Shard k is one add (``neardup index add`` of 1M documents) to each
+index; each batch of texts is hashed once (``Index.hash_texts``, the read stage's work, timed
+apart) and stored into both (``add_arrays``, timed per tier), so a tier's add rate is N / (hash
++ its store). The 100k new documents (``new.jsonl``): half are documents of shard 0 with their
+first word dropped (near-duplicates of indexed ones, Jaccard ~0.99), half are documents of an
+unindexed shard (unrelated). Measured per tier: add docs/s, bytes per document, ``query([text])``
+p50/p99, ``neardup dedup new.jsonl --against INDEX`` in a subprocess (wall, documents/s, peak
+memory; how many of each half it removed), ``neardup index compact`` in a subprocess (peak
+memory; a Bloom index is not compacted: refused).
 """
 
 from __future__ import annotations
@@ -103,6 +122,150 @@ def add_in_parts(idx: Index, path: str, parts: int, n: int, tmp: str):
     return time.perf_counter() - t0, time.process_time() - c0, files
 
 
+def _log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _child_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent / "src"),
+                                         env.get("PYTHONPATH", "")])
+    return env
+
+
+MEASURE_ORDER = ("bloom", "exact")
+
+
+def scale(args, partial: str) -> dict:
+    """An exact and a Bloom index of ``args.scale_docs`` documents; see the module's docstring."""
+    from common import run_measured
+    from scale import letter_table
+
+    N, NEW = args.scale_docs, args.new_docs
+    result = run_header(sys.argv)
+    source = ensure_corpus(1_000_000, seed=0)
+    texts, _ = read_jsonl_texts(Path(source["path"]))
+    root = Path(tempfile.mkdtemp(prefix="neardup-index-scale-", dir=args.scale_dir))
+    result["scale_dir"] = str(root)
+    result["disk_free_bytes_at_start"] = shutil.disk_usage(root).free
+    out = {"index_docs": N, "new_docs": NEW, "source": source["path"]}
+    tiers = {"exact": Index(str(root / "exact.ndx"), kind="exact"),
+             "bloom": Index(str(root / "bloom.ndx"), kind="bloom")}
+    warm = Index(str(root / "warm.ndx"), kind="bloom")  # compile the kernels before timing
+    warm.add(texts[:300], name="w")
+    warm.query(texts[:3])
+    Index(str(root / "warm2.ndx")).add(texts[:300], name="w")
+    hash_s = 0.0
+    store_s = {k: 0.0 for k in tiers}
+    batch = 50_000
+    done = 0
+    try:
+        for k in range((N + len(texts) - 1) // len(texts)):
+            table = letter_table(k)
+            writers = {}
+            for name, idx in tiers.items():
+                writers[name] = idx.writer()
+                writers[name].__enter__()
+            take = min(len(texts), N - done)
+            for start in range(0, take, batch):
+                stop = min(take, start + batch)
+                chunk = [t.encode().translate(table).decode() for t in texts[start:stop]]
+                ids = [f"{k}-{i}" for i in range(start, stop)]
+                t0 = time.perf_counter()
+                h = tiers["exact"].hash_texts(chunk)
+                hash_s += time.perf_counter() - t0
+                t0 = time.perf_counter()
+                writers["exact"].add_arrays(h["keys"], ids, f"shard{k}", shingles=(h["fp_offsets"], h["fp"]))
+                store_s["exact"] += time.perf_counter() - t0
+                t0 = time.perf_counter()
+                writers["bloom"].add_arrays(h["keys"], ids, f"shard{k}", signatures=h["signatures"])
+                store_s["bloom"] += time.perf_counter() - t0
+            for name, w in writers.items():
+                t0 = time.perf_counter()
+                w.__exit__(None, None, None)
+                store_s[name] += time.perf_counter() - t0
+            done += take
+            out["adds"] = {"documents": done, "hash_seconds": round(hash_s, 1),
+                           "store_seconds": {n: round(v, 1) for n, v in store_s.items()}}
+            result["results"] = out
+            write_json(Path(partial), result)
+            _log(f"shard {k}: {done} documents; hash {hash_s:.0f} s, store exact {store_s['exact']:.0f} s, "
+                 f"bloom {store_s['bloom']:.0f} s; free {shutil.disk_usage(root).free / 1e9:.1f} GB")
+
+        # the new documents: near-duplicates of shard 0 (first word dropped), and unrelated ones
+        half = NEW // 2
+        other = letter_table(997)
+        new_path = root / "new.jsonl"
+        import json
+        with open(new_path, "w") as f:
+            for i in range(half):
+                f.write(json.dumps({"id": f"near{i}", "text": texts[i].split(" ", 1)[1]}) + "\n")
+            for i in range(NEW - half):
+                f.write(json.dumps({"id": f"new{i}", "text": texts[i].encode().translate(other).decode()}) + "\n")
+        near_indexed = min(half, N)
+        queries = [texts[i].split(" ", 1)[1] for i in range(args.latency_queries)]
+        for name in MEASURE_ORDER:  # the Bloom tier first: its steps are short, the exact tier's long
+            idx = tiers[name]
+            stats = idx.stats()
+            r = {"add_docs_per_s": round(N / (hash_s + store_s[name])), "hash_seconds": round(hash_s, 1),
+                 "store_seconds": round(store_s[name], 1),
+                 "store_docs_per_s": round(N / store_s[name]), "segments": stats["segments"],
+                 "bytes": stats["bytes"], "bytes_per_document": stats["bytes_per_document"],
+                 "bytes_per_document_by_file": stats["bytes_per_document_by_file"]}
+            if name == "bloom":
+                r["false_positive_rate"] = stats["false_positive_rate"]
+                r["extra_false_positive_rate"] = stats["extra_false_positive_rate"]
+            fresh = Index(str(root / f"{name}.ndx"))
+            t0 = time.perf_counter()
+            fresh.query(queries[:1])
+            r["first_query_seconds"] = round(time.perf_counter() - t0, 3)  # maps and checks the files
+            r["query_latency"] = latency(fresh, queries, args.latency_queries)
+            _log(f"{name}: {r}")
+            run = run_measured([sys.executable, "-m", "neardup", "dedup", str(new_path), "-o",
+                                str(root / f"out-{name}"), "--against", str(root / f"{name}.ndx"), "--quiet"],
+                               env=_child_env())
+            removed = against_ids(root / f"out-{name}" / "removed.parquet") if run["returncode"] == 0 else []
+            near = sum(1 for i in removed if i.startswith("near"))
+            r["dedup_against"] = {
+                "command": run["command"], "returncode": run["returncode"], "wall_s": round(run["wall_s"], 2),
+                "docs_per_s": round(NEW / run["wall_s"]), "peak_memory_bytes": run["peak_memory_bytes"],
+                "cpu_s": round((run["cpu_user_s"] or 0) + (run["cpu_sys_s"] or 0), 1),
+                "removed_near_duplicates": near, "near_duplicates_indexed": near_indexed,
+                "removed_unrelated": len(removed) - near, "unrelated": NEW - half,
+                "stderr_tail": run["stderr_tail"][-500:]}
+            _log(f"{name} dedup --against: {r['dedup_against']}")
+            shutil.rmtree(root / f"out-{name}", ignore_errors=True)
+            out[name] = r
+            result["results"] = out
+            write_json(Path(partial), result)
+        for name in MEASURE_ORDER:  # compaction last: the longest step at scale
+            r = out[name]
+            run = run_measured([sys.executable, "-m", "neardup", "index", "compact", str(root / f"{name}.ndx")],
+                               env=_child_env())
+            r["compact"] = {"returncode": run["returncode"], "wall_s": round(run["wall_s"], 2),
+                            "peak_memory_bytes": run["peak_memory_bytes"],
+                            "stderr_tail": run["stderr_tail"][-300:]}
+            if run["returncode"] == 0:
+                r["compact"]["segments_after"] = Index(str(root / f"{name}.ndx")).stats()["segments"]
+            _log(f"{name} compact: {r['compact']}")
+            out[name] = r
+            result["results"] = out
+            write_json(Path(partial), result)  # what is measured so far, if a later step fails
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    result["load_average_at_end"] = list(os.getloadavg())
+    result["results"] = out
+    return result
+
+
+def against_ids(path):
+    """Ids of the documents removed for an indexed one (not for another new document)."""
+    import pyarrow.parquet as pq
+    rows = pq.read_table(path, columns=["id", "representative_source"]).to_pylist()
+    return [r["id"] for r in rows if r["representative_source"] is not None]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--index-docs", type=int, default=100_000)
@@ -110,8 +273,23 @@ def main(argv=None):
     ap.add_argument("--latency-queries", type=int, default=1000)
     ap.add_argument("--parts", type=int, default=10)
     ap.add_argument("--no-redis", action="store_true")
-    ap.add_argument("--output", default=str(RESULTS_DIR / "index.json"))
+    ap.add_argument("--output", default=None, help="default: bench/results/index.json, or "
+                                                   "index_scale_<N>.json with --scale-docs")
+    ap.add_argument("--scale-docs", type=int, default=None,
+                    help="the scale run: an exact and a Bloom index of this many documents")
+    ap.add_argument("--new-docs", type=int, default=100_000, help="scale run: documents deduplicated against them")
+    ap.add_argument("--scale-dir", default=None, help="scale run: where the indexes go (default: the temp folder)")
+    ap.add_argument("--keep", action="store_true", help="scale run: keep the indexes")
     args = ap.parse_args(argv)
+    if args.scale_docs:
+        target = Path(args.output or RESULTS_DIR / f"index_scale_{args.scale_docs}.json")
+        r = scale(args, str(target.with_suffix(".partial.json")))
+        write_json(target, r)
+        target.with_suffix(".partial.json").unlink(missing_ok=True)
+        import json
+        print(json.dumps(r["results"], indent=2))
+        return
+    args.output = args.output or str(RESULTS_DIR / "index.json")
     N, Q = args.index_docs, args.query_docs
     result = run_header(sys.argv)
     corpus = ensure_corpus(N + Q, seed=0)

@@ -58,11 +58,23 @@ def register(sub) -> None:
     g.add_argument("--verify", choices=["exact", "estimate"], default=S,
                    help="what a new index keeps to verify candidates: shingle fingerprints (exact, default) "
                         "or signatures (estimate)")
+    g.add_argument("--kind", choices=["exact", "bloom"], default=None,
+                   help="exact (default for a new index): band keys, ids and what verifies each candidate, about "
+                        "1.5 KB a document; a match names the indexed document and its verified similarity. bloom: "
+                        "one Bloom filter per band per segment, about 56 bytes a document; a match is a yes "
+                        "(an unverified LSH candidate, or a filter's false positive) without a representative. "
+                        "An existing index of the other kind is refused")
+    g.add_argument("--false-positive-rate", type=float, default=None, metavar="P",
+                   help="a new bloom index: the false-positive rate each filter is sized for (default "
+                        "1e-4 / (bands x 100): the index-wide extra rate, about bands x segments x P, stays below "
+                        "1e-4 up to 100 segments)")
     a.set_defaults(func=run_add, config_names=names + ["verify"])
 
     q = sub2.add_parser("query", help="the matches of each document in the index",
                         description="For each input document, every indexed document whose verified similarity "
-                                    "is at least the threshold (id, source, similarity), most similar first.",
+                                    "is at least the threshold (id, source, similarity), most similar first. A bloom "
+                                    "index answers yes with one match of empty id, source bloom:INDEX and "
+                                    "similarity null (nothing verified, so --threshold is refused), no with none.",
                         formatter_class=HelpFormatter)
     q.add_argument("index", metavar="INDEX", help=INDEX_HELP)
     q.add_argument("inputs", nargs="+", metavar="INPUT", help="files, folders or globs")
@@ -134,15 +146,24 @@ def _io_args(p) -> List[str]:
 def run_add(args) -> int:
     from .. import io as nio
     from ..index import Index
+    from ..index.bloom import INDEX_RATE
     nio.discover(args.inputs)  # a missing input fails before the index is touched
-    index = Index(args.index, **config_options(args))
+    index = Index(args.index, kind=args.kind, false_positive_rate=args.false_positive_rate, **config_options(args))
     result = index.add([InputPath(p) for p in args.inputs], name=args.name, text_column=args.text_column, id_column=args.id_column,
                        on_error=args.on_error)
     stats = index.stats()
     print(f"added {result['added']} {plural(result['added'], 'document')} ({result['empty']} empty, "
           f"{result['rejected']} rejected) to {index.display} in {result['seconds']} s: {stats['documents']} "
           f"{plural(stats['documents'], 'document')} in {stats['segments']} {plural(stats['segments'], 'segment')}, "
-          f"{stats['bytes_per_document']} bytes per document", file=sys.stderr)
+          f"{stats['bytes_per_document']} bytes per document"
+          + (f", extra false-positive rate {stats['extra_false_positive_rate']:.2e}" if stats["kind"] == "bloom" else ""),
+          file=sys.stderr)
+    if stats["kind"] == "bloom" and stats["extra_false_positive_rate"] > INDEX_RATE:
+        print(f"neardup: warning: the extra false-positive rate of {index.display} is "
+              f"{stats['extra_false_positive_rate']:.2e}, above {INDEX_RATE:g}: a document with no near-duplicate "
+              f"there is removed at that rate ({stats['segments']} segments of filters at "
+              f"{stats['false_positive_rate']:.2e}); start a new index for further adds, or give it a lower "
+              f"--false-positive-rate", file=sys.stderr)
     return 0
 
 

@@ -37,6 +37,7 @@ from ..io import fs
 from ..io.folder import Folder
 from ..minhash import MinHasher
 from ..verify import estimated_jaccard, exact_jaccard
+from . import bloom as bloom_tier
 from . import segments as layout
 from .manifest import check_manifest, empty_manifest, params_of, resolve
 from .compaction import merge_group
@@ -57,11 +58,12 @@ SMALL_BATCH = 64        # texts hashed on one thread
 
 @dataclass(frozen=True)
 class Match:
-    """An indexed document like a query document."""
+    """An indexed document like a query document. From a bloom index: id ``""``, source
+    ``bloom:INDEX``, similarity None (a yes, not verified)."""
 
     id: str
     source: str
-    similarity: float
+    similarity: Optional[float]
 
 
 @dataclass
@@ -132,13 +134,17 @@ class Index:
     matches (below the threshold the index's bands and rows were chosen for, fewer similar
     documents become candidates: see :meth:`recall_note`).
     ``verify="estimate"`` (or ``"none"``) at creation stores signatures instead of shingle
-    fingerprints; ``must_exist=True`` makes a missing index an error. Queries see what other
-    processes added within ``refresh`` seconds (the manifest is read again at most that often),
+    fingerprints; ``kind="bloom"`` at creation keeps one Bloom filter per band per segment
+    instead (yes/no answers, about 56 bytes a document, :mod:`.bloom`; ``false_positive_rate``
+    sizes its filters), and a ``kind`` that differs from an existing index's is a
+    :class:`~neardup.errors.ConfigError`; ``must_exist=True`` makes a missing index an error.
+    Queries see what other processes added within ``refresh`` seconds (the manifest is read again at most that often),
     and this object's own adds at once.
     """
 
     def __init__(self, location, config: Optional[Config] = None, *, must_exist: bool = False,
-                 refresh: float = 0.5, **options: Any):
+                 refresh: float = 0.5, kind: Optional[str] = None, false_positive_rate: Optional[float] = None,
+                 **options: Any):
         if config is not None and options:
             raise ConfigError("give either a Config or options, not both")
         if isinstance(location, Index):
@@ -149,7 +155,8 @@ class Index:
         manifest = self.storage.read_manifest()
         if manifest is None and must_exist:
             raise StorageError(f"no index at {self.display}")
-        self.config, self.store = resolve(self.display, manifest, config, options)
+        self.config, self.store = resolve(self.display, manifest, config, options, kind)
+        self.bloom = bloom_tier.settings(self.display, manifest, self.store, false_positive_rate, self.config.bands)
         self._manifest = manifest
         self._readers: Dict[str, SegmentReader] = {}
         self._dead: Dict[str, np.ndarray] = {}  # tombstone name -> the removed documents of its segment
@@ -199,7 +206,7 @@ class Index:
         return out
 
     def _empty_manifest(self) -> dict:
-        return empty_manifest(self.config, self.store)
+        return empty_manifest(self.config, self.store, self.bloom)
 
     @property
     def hasher(self) -> MinHasher:
@@ -234,6 +241,8 @@ class Index:
         position). An empty text (no shingles) matches nothing."""
         if isinstance(texts, str):
             raise ConfigError("query takes a list of texts; for one text use [text]")
+        if self.store == "bloom":
+            return self._bloom_query(texts, threshold)
         threshold = self._threshold(threshold)
         h = self.hash_texts(texts)
         n = len(h["nonempty"])
@@ -290,6 +299,8 @@ class Index:
             if signatures.shape != (n, cfg.num_perm):
                 raise ConfigError(f"signatures must be ({n}, {cfg.num_perm}) uint32, got {signatures.shape}")
         fp_off, fp, nonempty = hashed_documents(n, signatures, shingles, "match")
+        if self.store == "bloom":
+            return self._bloom_match(keys, nonempty)
         if self.store == "exact" and fp is None:
             raise ConfigError(f"index {self.display} verifies by shingle fingerprints: pass shingles "
                               f"(run with verify='exact')")
@@ -315,6 +326,28 @@ class Index:
     def _count(self, counts: dict) -> None:
         for k, v in counts.items():
             self.counts[k] += v
+
+    def _bloom_query(self, texts, threshold) -> List[List[Match]]:
+        """A Bloom index's answer: [Match("", "bloom:INDEX", None)] for a yes, [] for a no."""
+        if threshold is not None:
+            raise ConfigError(f"index {self.display} is a bloom index: it answers yes/no without verifying, "
+                              f"so a threshold has no effect (its bands and rows decide); leave it out")
+        h = self.hash_texts(texts)
+        with kernel_threads(1 if len(texts) <= SMALL_BATCH else self.config.workers):
+            found = self._once_more_if_compacted(lambda: bloom_tier.lookup(self, h["keys"], h["nonempty"]))
+        yes = Match("", bloom_tier.source_name(self.display), None)
+        return [[yes] if f else [] for f in found.tolist()]
+
+    def _bloom_match(self, keys: np.ndarray, nonempty: np.ndarray) -> Matches:
+        """Every document the filters answer yes for, with an empty id, the source
+        ``bloom:INDEX`` and no similarity (nan): nothing is verified, the threshold plays no part."""
+        with kernel_threads(1 if len(keys) <= SMALL_BATCH else self.config.workers):
+            found = self._once_more_if_compacted(lambda: bloom_tier.lookup(self, keys, nonempty))
+        doc = np.flatnonzero(found).astype(np.int64)
+        n = len(doc)
+        return Matches(doc=doc, id=pa.array([""] * n, pa.string()),
+                       source=pa.array([bloom_tier.source_name(self.display)] * n, pa.string()),
+                       similarity=np.full(n, np.nan))
 
     def _once_more_if_compacted(self, run):
         """Runs a lookup; if a segment it read was removed meanwhile (a compaction by another
@@ -499,6 +532,9 @@ class Index:
         :mod:`neardup.index.removal`; :meth:`compact` drops the documents for good. Returns
         counts: ``removed`` (documents removed now), ``ids_given``, ``ids_found`` (ids that name
         a document of the index, removed before or now), ``segments`` (tombstones written)."""
+        if self.store == "bloom":
+            raise ConfigError(f"index {self.display} is a bloom index: its filters keep no ids, so nothing can be "
+                              f"removed from it; rebuild it ('neardup index add') from the documents to keep")
         from .removal import remove
         result = remove(self, ids=ids, source=source)
         self._readers.clear()
@@ -509,6 +545,10 @@ class Index:
         """Merges the segments into as few as the size bounds allow (one up to 1M documents),
         keeping the documents' order, so that every query answers exactly as before."""
         t0 = time.perf_counter()
+        if self.store == "bloom":
+            raise ConfigError(f"index {self.display} is a bloom index: its filters cannot be merged without the "
+                              f"keys they were built from, so it is not compacted (a query tests each segment's "
+                              f"filters)")
         with self.storage.writer():
             manifest = self.storage.read_manifest()
             if manifest is None:
@@ -589,12 +629,19 @@ class Index:
             for f, info in files:
                 per_file[f] = per_file.get(f, 0) + info["bytes"]
         total = sum(per_file.values())
-        return {"location": self.display, "documents": docs, "segments": len(manifest["segments"]),
-                "removed": sum(s["docs"] for s in manifest["segments"]) - docs,
-                "sources": per_source, "bytes": total,
-                "bytes_per_document": round(total / docs, 1) if docs else None,
-                "bytes_per_document_by_file": {f: round(b / docs, 1) for f, b in sorted(per_file.items())} if docs else {},
-                "store": manifest["store"], "params": manifest["params"], "generation": manifest["generation"]}
+        out = {"location": self.display, "documents": docs, "segments": len(manifest["segments"]),
+               "removed": sum(s["docs"] for s in manifest["segments"]) - docs,
+               "sources": per_source, "bytes": total,
+               "bytes_per_document": round(total / docs, 1) if docs else None,
+               "bytes_per_document_by_file": {f: round(b / docs, 1) for f, b in sorted(per_file.items())} if docs else {},
+               "store": manifest["store"], "params": manifest["params"], "generation": manifest["generation"]}
+        if manifest["store"] == "bloom":
+            out["kind"] = "bloom"
+            out["false_positive_rate"] = manifest["bloom"]["false_positive_rate"]
+            out["extra_false_positive_rate"] = bloom_tier.index_rate(manifest)
+        else:
+            out["kind"] = "exact"
+        return out
 
     def check_files(self, manifest: dict) -> None:
         """Refuses an index one of whose segment files is missing or of another size than its

@@ -21,19 +21,33 @@ def params_of(config: Config) -> dict:
     return {name: getattr(config, name) for name in PARAM_NAMES}
 
 
-def store_of(config: Config) -> str:
-    """What a new index keeps to verify: fingerprints (``exact``) or signatures (``estimate``)."""
+def store_of(config: Config, kind: Optional[str] = None) -> str:
+    """What a new index keeps: fingerprints (``exact``) or signatures (``estimate``) to verify,
+    or Bloom filters of its band keys (``bloom``, :mod:`.bloom`)."""
+    if kind == "bloom":
+        return "bloom"
     return "exact" if config.verify == "exact" else "estimate"
 
 
-def empty_manifest(config: Config, store: str) -> dict:
-    return {"format": FORMAT, "version": FORMAT_VERSION, "params": params_of(config), "store": store,
-            "generation": 0, "segments": []}
+def empty_manifest(config: Config, store: str, bloom: Optional[dict] = None) -> dict:
+    manifest = {"format": FORMAT, "version": FORMAT_VERSION, "params": params_of(config), "store": store,
+                "generation": 0, "segments": []}
+    if bloom is not None:
+        manifest["bloom"] = bloom
+    return manifest
 
 
-def resolve(location: str, manifest: Optional[dict], config: Optional[Config], options: dict):
+def resolve(location: str, manifest: Optional[dict], config: Optional[Config], options: dict,
+            kind: Optional[str] = None):
     """(run config, store) for an index: a new one takes the run's parameters, an existing one
-    its own, after checking that those given (all of a Config, or the options given) agree."""
+    its own, after checking that those given (all of a Config, or the options given) agree.
+    ``kind`` (``exact`` or ``bloom``, None: either) must be the existing index's kind."""
+    from .bloom import KINDS, kind_of
+    if kind is not None and kind not in KINDS:
+        raise ConfigError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if kind == "bloom" and "verify" in options:
+        raise ConfigError("--verify chooses what an exact index keeps to verify; a bloom index verifies nothing: "
+                          "give one of --kind bloom and --verify")
     if config is None:
         base = Config(**options)
         given = set(options) & set(PARAM_NAMES)
@@ -46,11 +60,17 @@ def resolve(location: str, manifest: Optional[dict], config: Optional[Config], o
         given = set(PARAM_NAMES) if manifest is None else set(PARAM_NAMES) - {"bands", "rows"}
     if manifest is None:
         cfg = base.resolved()
-        return cfg, store_of(cfg)
+        return cfg, store_of(cfg, kind)
     check_format(location, manifest)
+    if kind is not None and kind != kind_of(manifest["store"]):
+        # an exact and a bloom index cannot be mixed: an add cannot switch the kind
+        have = "a bloom" if manifest["store"] == "bloom" else "an exact"
+        raise ConfigError(f"index {location} is {have} index, not {kind}: an exact and a bloom index cannot be "
+                          f"mixed; leave --kind out, or use a new index")
     if "verify" in options and store_of(base) != manifest["store"]:
         # what an index keeps is fixed when it is created: an add cannot switch it
-        kept = {"exact": "shingle fingerprints (verify exact)", "estimate": "signatures (verify estimate)"}
+        kept = {"exact": "shingle fingerprints (verify exact)", "estimate": "signatures (verify estimate)",
+                "bloom": "Bloom filters of band keys (kind bloom)"}
         raise ConfigError(f"index {location} keeps {kept[manifest['store']]}; --verify {options['verify']} "
                           f"only chooses what a new index keeps: leave it out, or use a new index")
     params = manifest["params"]
@@ -70,6 +90,9 @@ def check_format(location: str, manifest: dict) -> None:
                            f"reads version {FORMAT_VERSION}")
     if manifest.get("store") not in STORES or set(manifest["params"]) != set(PARAM_NAMES):
         raise StorageError(f"corrupt index {location}: its manifest lacks parameters")
+    if manifest["store"] == "bloom" and not isinstance((manifest.get("bloom") or {}).get("false_positive_rate"),
+                                                        float):
+        raise StorageError(f"corrupt index {location}: its manifest lacks the Bloom filters' false-positive rate")
 
 
 def compare(location: str, params: dict, wanted: dict) -> None:

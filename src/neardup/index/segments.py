@@ -52,10 +52,12 @@ FILE_DTYPES = {
     "id.bin": np.uint8,
     "src.u32": np.uint32,
     "dead.u32": np.uint32,  # a tombstone's: the positions of a segment's removed documents (see .removal)
+    "bloom.u64": np.uint64,  # store ``bloom``: b Bloom filters (:mod:`.bloom`)
 }
-STORES = ("exact", "estimate")
+STORES = ("exact", "estimate", "bloom")
 COMMON_FILES = ("keys.u64", "kdoc.u32", "idoff.i64", "id.bin", "src.u32")
-STORE_FILES = {"exact": COMMON_FILES + ("fpoff.i64", "fp.u32"), "estimate": COMMON_FILES + ("sig.u32",)}
+STORE_FILES = {"exact": COMMON_FILES + ("fpoff.i64", "fp.u32"), "estimate": COMMON_FILES + ("sig.u32",),
+               "bloom": ("bloom.u64",)}
 
 # A segment is closed when it reaches either bound (a Redis string holds at most 512 MiB).
 MAX_SEGMENT_DOCS = 1_000_000
@@ -147,6 +149,9 @@ def structure_problems(entry: dict, arrays: Dict[str, np.ndarray], store: str, b
                        num_perm: int) -> List[str]:
     """What contradicts the layout in one segment whose files match their checksums (what a bug,
     not the disk, would write): one line per problem, naming the file; empty when consistent."""
+    if store == "bloom":
+        from .bloom import structure_problems as bloom_problems
+        return bloom_problems(entry, arrays, bands)
     out: List[str] = []
     n = entry.get("docs")
     sources = entry.get("sources") or []

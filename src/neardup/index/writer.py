@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError
+from .bloom import BloomBuilder
 from .inputs import documents
 from .manifest import check_manifest
 from .segments import hashed_documents, SegmentBuilder, new_segment_name
@@ -111,8 +112,12 @@ class IndexWriter:
     # ------------------------------------------------------------------ segments
     def _append(self, keys, nonempty, ids, source, fp_off, fp, signatures) -> None:
         if self.builder is None:
-            self.builder = SegmentBuilder(store=self.index.store, bands=self.config.bands,
-                                          num_perm=self.config.num_perm)
+            if self.index.store == "bloom":
+                self.builder = BloomBuilder(store="bloom", bands=self.config.bands, num_perm=self.config.num_perm,
+                                            rate=self.index.bloom["false_positive_rate"])
+            else:
+                self.builder = SegmentBuilder(store=self.index.store, bands=self.config.bands,
+                                              num_perm=self.config.num_perm)
         b = self.builder
         n = len(nonempty)
         if isinstance(source, str):
@@ -133,6 +138,9 @@ class IndexWriter:
         if self.builder is None or self.builder.docs == 0:
             return
         b, self.builder = self.builder, None
+        if isinstance(b, BloomBuilder):
+            self.entries.append(b.write(self.storage))
+            return
         arrays = b.build()
         counts = np.bincount(arrays["src.u32"].astype(np.int64), minlength=len(b.sources))
         self.entries.append(write_entry(self.storage, arrays, b.sources, counts))

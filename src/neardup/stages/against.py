@@ -4,8 +4,10 @@ The read stage matches each block's documents against every index given, with th
 seam (:meth:`neardup.index.Index.match`) and the band keys and shingle hashes or signatures it
 has just computed: a document with a verified match at or above the threshold is removed with the
 indexed document as its representative (the best match over all indexes; ties: the earlier
-index). Matched documents take no part in the run's own pairs, as if the indexed documents came
-first in keep order and were all kept. One file a block, written before the block's summary:
+index). A Bloom index (``--kind bloom``) answers yes without a representative or a similarity:
+such a document is removed with an empty representative and the source ``bloom:INDEX``, unless
+another index gave it a verified match, which wins. Matched documents take no part in the run's
+own pairs, as if the indexed documents came first in keep order and were all kept. One file a block, written before the block's summary:
 
     WORK/read/block-BBBBBB.against.parquet   MATCHED_SCHEMA: pos (in the block), id, source, similarity
 
@@ -37,6 +39,7 @@ from ..io.tables import read_table
 from .layout import MEMBERS_SCHEMA, DocStore, block_path, document_ids, fixed_binary_numpy, numpy_fixed_binary
 from .write import write_parquet
 
+BLOOM_RANK = -0.5  # a bloom index's yes: above no match, below every verified one (similarities are >= 0)
 MATCHED_SCHEMA = pa.schema([("pos", pa.int64()), ("id", pa.string()), ("source", pa.string()),
                             ("similarity", pa.float64())])
 
@@ -82,6 +85,7 @@ def match_block(work_path: str, block: int, n: int, config, keys_of: Dict[Tuple[
     pos = np.arange(n, dtype=np.int64)
     exact = config.verify == "exact"
     best_sim = np.full(n, -1.0)
+    best_rank = np.full(n, -1.0)
     best_id: List = [None] * n
     best_src: List = [None] * n
     per_index = []
@@ -98,11 +102,14 @@ def match_block(work_path: str, block: int, n: int, config, keys_of: Dict[Tuple[
                 ids, sources = m.id.to_pylist(), m.source.to_pylist()
                 found = zip(np.asarray(m.doc).tolist(), np.asarray(m.similarity).tolist())
                 for i, (p, s) in enumerate(found):
-                    if s > best_sim[p]:  # strictly better: a tie keeps the earlier index
-                        best_sim[p], best_id[p], best_src[p] = s, ids[i], sources[i]
+                    # strictly better: a tie keeps the earlier index; a bloom index's yes (nan: not
+                    # verified, no id) ranks below any verified match
+                    rank = s if s == s else BLOOM_RANK
+                    if rank > best_rank[p]:
+                        best_rank[p], best_sim[p], best_id[p], best_src[p] = rank, s, ids[i], sources[i]
                 per_index.append({"matched": len(m), "truncated_buckets": m.truncated_buckets,
                                   "truncated_candidates": m.truncated})
-    hit = np.flatnonzero(best_sim >= 0)
+    hit = np.flatnonzero(best_rank > -1.0)
     write_parquet(pa.table({"pos": arrow(hit), "id": arrow([best_id[i] for i in hit], pa.string()),
                             "source": arrow([best_src[i] for i in hit], pa.string()),
                             "similarity": arrow(best_sim[hit])}, schema=MATCHED_SCHEMA),

@@ -1,0 +1,298 @@
+"""The Bloom tier of an index (``--kind bloom``): one Bloom filter per band per segment, yes/no.
+
+An exact index keeps, per document, its band keys, id, source and shingle fingerprints, and
+verifies every candidate (about 1.5 KB a document). A Bloom index keeps only, per segment and
+band, a Bloom filter of the segment's band keys (as LSHBloom, arXiv 2411.04257, and datasketch's
+``MinHashLSHBloom``): a query document is a match ("yes") when, in some segment, one of its b
+band keys tests present in that band's filter. No ids are kept: a match names no representative.
+
+What a yes means: the document shares a band key with an indexed document (an LSH candidate,
+P = 1 - (1 - s^r)^b at Jaccard s, not verified), or a filter answered yes for a key it was never
+given (the *extra* false-positive rate below). So a Bloom index removes what an unverified LSH
+would remove, plus that extra.
+
+Sizing. A segment's filter of band j holds the keys of its n non-empty documents; for a rate p
+it has m = ceil(n ln(1/p) / (ln 2)^2) bits (rounded up to whole 64-bit words, and grown by
+up to a few tenths of a percent where rounding k lost some of the rate) and k = round(m/n ln 2)
+hash functions, so that a key never added tests present with probability (1 - e^{-kn/m})^k <= p.
+The index-wide extra false-positive rate of a query document (its b keys against the b filters
+of each of S segments) is
+
+    F = 1 - prod_{segments s} prod_{bands j} (1 - f_sj^k_s)   <=  b S p   (approximately)
+
+with f_sj the share of bits set in filter (s, j), recorded at each add, so ``index stats``
+gives F as built (:func:`index_rate`). The default p = 1e-4 / (b * 100) keeps F below 1e-4
+up to 100 segments (100 adds, or 100M documents in adds of 1M): at b = 13, p = 7.7e-8,
+m/n = 34.2 bits a band, 13 x 34.2 bits = 55.5 bytes a document.
+
+Bits. Band keys are 64-bit hashes already (:mod:`neardup.bands`); the k positions of a key are
+h1 + i*h2 mod m (double hashing, Kirsch and Mitzenmacher) with h1, h2 two mixes of the key. The
+kernels run over all keys at once: setting bits in parallel over bands (each band its own
+filter: no two threads write one word), testing in parallel over documents.
+
+Segment layout: one file, ``bloom.u64``: b filters of m bits, band j in words [j W, (j+1) W),
+W = m / 64. The manifest entry records ``bloom``: ``{"bits": m, "hashes": k, "keys": n,
+"set": [bits set per band]}``; the manifest records ``bloom``: ``{"false_positive_rate": p}``.
+A Bloom index is not compacted: merging two filters needs the keys they were built from.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+import numba as nb
+import numpy as np
+
+from .._kernels import kernel
+from ..errors import ConfigError, StorageError
+from .segments import MAX_SEGMENT_DOCS, SegmentBuilder, new_segment_name
+
+KINDS = ("exact", "bloom")
+INDEX_RATE = 1e-4        # the index-wide extra false-positive rate the default keeps below ...
+DESIGN_SEGMENTS = 100    # ... up to this many segments
+MAX_HASHES = 64
+
+
+def kind_of(store: str) -> str:
+    """``bloom`` for a Bloom index, ``exact`` for a verifying one (store exact or estimate)."""
+    return "bloom" if store == "bloom" else "exact"
+
+
+def default_rate(bands: int) -> float:
+    """The per-filter rate p of a new Bloom index: F <= b S p stays below INDEX_RATE up to
+    DESIGN_SEGMENTS segments."""
+    return INDEX_RATE / (bands * DESIGN_SEGMENTS)
+
+
+def check_rate(rate) -> float:
+    try:
+        p = float(rate)
+    except (TypeError, ValueError):
+        raise ConfigError(f"false_positive_rate must be a number between 0 and 1, got {rate!r}") from None
+    if not 0.0 < p < 1.0 or math.isnan(p):
+        raise ConfigError(f"false_positive_rate must be between 0 and 1 (exclusive), got {rate!r}")
+    return p
+
+
+def geometry(n: int, rate: float):
+    """(bits m, hash functions k) of a filter for n keys at false-positive rate ``rate``."""
+    n = max(int(n), 1)
+    m = math.ceil(n * math.log(1.0 / rate) / math.log(2.0) ** 2)
+    m = max(64, -(-m // 64) * 64)
+    while True:  # k is a whole number: a few more bits where rounding it lost some of the rate
+        k = int(min(MAX_HASHES, max(1, round(m / n * math.log(2.0)))))
+        if filter_rate(m, k, n) <= rate:
+            return m, k
+        m += max(64, m // 4096 // 64 * 64)
+
+
+def filter_rate(bits: int, hashes: int, n: int) -> float:
+    """The expected false-positive rate of a filter of ``bits`` bits, ``hashes`` hash functions
+    and n keys: (1 - e^{-kn/m})^k."""
+    return (1.0 - math.exp(-hashes * n / bits)) ** hashes
+
+
+def index_rate(manifest: dict) -> float:
+    """F: the probability that a query document with no near-duplicate in the index is answered
+    yes, from the bits set in every filter (1 - prod (1 - f^k))."""
+    log_keep = 0.0
+    for entry in manifest["segments"]:
+        b = entry["bloom"]
+        for s in b["set"]:
+            p = (s / b["bits"]) ** b["hashes"]
+            if p >= 1.0:
+                return 1.0
+            log_keep += math.log1p(-p)
+    return -math.expm1(log_keep)
+
+
+def settings(location: str, manifest: Optional[dict], store: str, rate, bands: int) -> Optional[dict]:
+    """The ``bloom`` settings of the index (None for an exact one), after checking ``rate``
+    (the false_positive_rate given, or None) against it."""
+    if store != "bloom":
+        if rate is not None:
+            raise ConfigError(f"false_positive_rate is for a Bloom index (--kind bloom); index {location} is "
+                              f"{'an exact' if manifest is not None else 'to be an exact'} index")
+        return None
+    if manifest is None:
+        return {"false_positive_rate": default_rate(bands) if rate is None else check_rate(rate)}
+    have = manifest["bloom"]
+    if rate is not None and check_rate(rate) != have["false_positive_rate"]:
+        raise ConfigError(f"index {location} was built with false_positive_rate {have['false_positive_rate']!r} "
+                          f"(this run: {float(rate)!r}); leave it out, or use another index")
+    return have
+
+
+# --------------------------------------------------------------------------- kernels
+
+@nb.njit(inline="always")
+def _mix(x):
+    x ^= x >> np.uint64(30)
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    x ^= x >> np.uint64(27)
+    x *= np.uint64(0x94D049BB133111EB)
+    x ^= x >> np.uint64(31)
+    return x
+
+
+@kernel(parallel=True)
+def _set_bits(keys, words, bits, hashes):
+    """Sets the k bits of every key: keys (n, b) uint64, words (b, W) uint64 (filter j: row j)."""
+    n, b = keys.shape
+    m = np.uint64(bits)
+    for j in nb.prange(b):
+        row = words[j]
+        for d in range(n):
+            key = keys[d, j]
+            h1 = _mix(key)
+            h2 = _mix(key ^ np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
+            for i in range(hashes):
+                pos = (h1 + np.uint64(i) * h2) % m
+                row[pos >> np.uint64(6)] |= np.uint64(1) << (pos & np.uint64(63))
+
+
+@kernel(parallel=True)
+def _test_bits(keys, active, words, bits, hashes, found):
+    """found[d] |= some band key of document d (active[d]) tests present in its band's filter."""
+    n, b = keys.shape
+    m = np.uint64(bits)
+    for d in nb.prange(n):
+        if found[d] or not active[d]:
+            continue
+        for j in range(b):
+            key = keys[d, j]
+            h1 = _mix(key)
+            h2 = _mix(key ^ np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
+            hit = True
+            for i in range(hashes):
+                pos = (h1 + np.uint64(i) * h2) % m
+                if (words[j, pos >> np.uint64(6)] >> (pos & np.uint64(63))) & np.uint64(1) == 0:
+                    hit = False
+                    break
+            if hit:
+                found[d] = True
+                break
+
+
+@kernel(parallel=True)
+def _bits_set(words):
+    """Bits set in each row of words (b, W)."""
+    b, w = words.shape
+    out = np.zeros(b, dtype=np.int64)
+    for j in nb.prange(b):
+        c = 0
+        for i in range(w):
+            x = words[j, i]
+            x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+            x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+            x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+            c += int((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+        out[j] = c
+    return out
+
+
+def build_filters(keys: np.ndarray, bits: int, hashes: int) -> np.ndarray:
+    """(b, m/64) uint64: the filters of keys (n, b)."""
+    keys = np.ascontiguousarray(keys, dtype=np.uint64)
+    words = np.zeros((keys.shape[1], bits // 64), dtype=np.uint64)
+    if len(keys):
+        _set_bits(keys, words, np.int64(bits), np.int64(hashes))
+    return words
+
+
+def bits_set(words: np.ndarray) -> np.ndarray:
+    return _bits_set(np.ascontiguousarray(words, dtype=np.uint64))
+
+
+def test_filters(keys: np.ndarray, active: np.ndarray, words: np.ndarray, bits: int, hashes: int,
+                 found: np.ndarray) -> None:
+    """Sets found[d] for every active document d with a band key present in its band's filter."""
+    if len(keys):
+        _test_bits(np.ascontiguousarray(keys, dtype=np.uint64), np.ascontiguousarray(active, dtype=np.bool_),
+                   words, np.int64(bits), np.int64(hashes), found)
+
+
+test_filters.__test__ = False  # not a pytest test
+
+
+def segment_words(entry: dict, reader, bands: int, where: str) -> np.ndarray:
+    """The (b, W) filters of a committed segment, as stored (memory-mapped on a folder)."""
+    words = np.asarray(reader.array("bloom.u64"))
+    w = entry["bloom"]["bits"] // 64
+    if len(words) != bands * w:
+        raise StorageError(f"corrupt index {where}: segment {entry['name']} file bloom.u64 has {len(words)} words, "
+                           f"{bands} filters of {entry['bloom']['bits']} bits need {bands * w}")
+    return words.reshape(bands, w)
+
+
+def lookup(index, keys: np.ndarray, nonempty: np.ndarray) -> np.ndarray:
+    """bool[n]: documents some segment's filters answer yes for (empty documents: never)."""
+    found = np.zeros(len(keys), dtype=np.bool_)
+    bands = index.config.bands
+    for entry, reader in index._segments():
+        b = entry["bloom"]
+        test_filters(keys, nonempty, segment_words(entry, reader, bands, index.display), b["bits"], b["hashes"],
+                     found)
+    return found
+
+
+def source_name(display: str) -> str:
+    """What a Bloom match gives as its source (it keeps none): the index it came from."""
+    return f"bloom:{display}"
+
+
+# --------------------------------------------------------------------------- writing
+
+@dataclass
+class BloomBuilder(SegmentBuilder):
+    """Collects the band keys of a batch of documents and lays them out as one Bloom segment
+    (source names and counts as an exact segment's; ids and verification data are not kept)."""
+
+    rate: float = 0.0
+
+    def append(self, keys, nonempty, ids, source, fp_offsets=None, fp_values=None, signatures=None) -> None:
+        nonempty = np.asarray(nonempty, dtype=bool)
+        self.keys.append(np.asarray(keys, dtype=np.uint64)[nonempty])
+        self.src.append(np.asarray(source, dtype=np.uint32))
+        self.docs += len(nonempty)
+        self.nbytes += int(nonempty.sum()) * 8 * self.bands
+
+    def full(self) -> bool:
+        return self.docs >= MAX_SEGMENT_DOCS
+
+    def write(self, storage) -> dict:
+        """Builds the filters, stores the segment and returns its manifest entry."""
+        keys = np.concatenate(self.keys) if self.keys else np.zeros((0, self.bands), np.uint64)
+        bits, hashes = geometry(len(keys), self.rate)
+        words = build_filters(keys, bits, hashes)
+        src = np.concatenate(self.src) if self.src else np.zeros(0, np.uint32)
+        counts = np.bincount(src.astype(np.int64), minlength=len(self.sources))
+        name = new_segment_name()
+        files = storage.write_segment(name, {"bloom.u64": words.ravel()})
+        return {"name": name, "docs": int(self.docs), "sources": list(self.sources),
+                "source_docs": [int(c) for c in counts], "files": files,
+                "bloom": {"bits": bits, "hashes": hashes, "keys": int(len(keys)),
+                          "set": [int(c) for c in bits_set(words)]},
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def structure_problems(entry: dict, arrays: Dict[str, np.ndarray], bands: int) -> List[str]:
+    """What contradicts the layout in a Bloom segment whose file matches its checksum."""
+    name = entry.get("name")
+    b = entry.get("bloom")
+    if not isinstance(b, dict) or not all(isinstance(b.get(f), int) for f in ("bits", "hashes", "keys")) \
+            or not isinstance(b.get("set"), list) or b["bits"] % 64 or b["bits"] <= 0:
+        return [f"segment {name}: its manifest entry lacks the filters' geometry"]
+    if "bloom.u64" not in arrays:
+        return [f"segment {name} file bloom.u64: the manifest lists no such file (a bloom index keeps it)"]
+    words = arrays["bloom.u64"]
+    if len(words) != bands * (b["bits"] // 64):
+        return [f"segment {name} file bloom.u64: {len(words)} words, {bands} filters of {b['bits']} bits "
+                f"need {bands * (b['bits'] // 64)}"]
+    got = bits_set(np.asarray(words).reshape(bands, -1)).tolist()
+    if got != b["set"]:
+        return [f"segment {name} file bloom.u64: bits set per band {got}, the manifest says {b['set']}"]
+    return []
