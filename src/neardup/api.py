@@ -180,7 +180,7 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
                               f"DataFrame or a datasets.Dataset / DatasetDict; got {type(source).__name__}")
         if not inputs:
             raise ConfigError("no input given")
-        sources = nio.discover(inputs)
+        sources = nio.discover(inputs, input_format=config.input_format, follow_symlinks=config.follow_symlinks)
         if id_column is None and every_record_has_an_id(sources):
             config = config.replace(id_column="id", id_column_auto=True)
     temporary = output is None
@@ -416,6 +416,24 @@ def _result(kind, tables, source, ctx, output) -> DedupResult:
     return DedupResult(kept=kept, removed=removed, clusters=clusters, rejected=rejected, stats=stats, output=output)
 
 
+def file_notes(files: dict) -> str:
+    """What was left out of the input files or read once (stats.json's ``files``), in words."""
+    def n(k: int, one: str, many: str) -> str:
+        return f"{k:,} {one if k == 1 else many}"
+
+    parts = [n(files["inputs"], "input file", "input files")]
+    if files.get("skipped_binary"):
+        parts.append(n(files["skipped_binary"], "binary or non-UTF-8 file", "binary or non-UTF-8 files") + " skipped")
+    if files.get("skipped_empty"):
+        parts.append(n(files["skipped_empty"], "empty data file", "empty data files") + " (no records)")
+    if files.get("links_read_once"):
+        parts.append(n(files["links_read_once"], "symbolic link", "symbolic links") + " to files of the input read once")
+    if files.get("links_not_followed"):
+        parts.append(n(files["links_not_followed"], "symbolic link", "symbolic links")
+                     + " leading out of the input not followed (--follow-symlinks)")
+    return ", ".join(parts)
+
+
 def format_summary(stats: dict, output: str) -> str:
     c = stats["counts"]
     p = stats["params"]
@@ -430,6 +448,10 @@ def format_summary(stats: dict, output: str) -> str:
         f"  threshold {p['threshold']:g}  k={p['num_perm']}  {p['bands']} bands x {p['rows']} rows  "
         f"{'char' if p.get('char_ngrams') else 'word'} {p['ngram']}-grams  verify={p['verify']}  keep={p['keep']}",
     ]
+    files = stats.get("files") or {}
+    if files.get("skipped_binary") or files.get("skipped_empty") or files.get("links_not_followed") \
+            or files.get("links_read_once"):
+        lines.append("  files: " + file_notes(files))
     if c.get("truncated_buckets"):
         lines.append(f"  note: {c['truncated_buckets']:,} buckets still had unverified members after "
                      f"{p['max_anchor_rounds']} anchor rounds (raise --max-anchor-rounds)")

@@ -248,6 +248,13 @@ class Input(Group):
     on_error: str = option("fail", Choice(("fail", "skip")),
                            "on a bad record: stop with exit code 2, or skip it (listed in a dedup's "
                            "rejected.parquet)")
+    input_format: str = option(
+        "auto", Choice(("auto", "text")),
+        "auto: the format from each file's extension (.jsonl/.json, .parquet, .csv/.tsv, optionally .gz/.zst; "
+        "anything else one text document); text: every file is one plain-text document, whatever its extension")
+    follow_symlinks: bool = option(
+        False, Switch(), "in a folder or glob, follow symbolic links that lead out of the inputs (by default they "
+                         "are left out and counted; a link to a file of the inputs is always read once)")
 
 
 @dataclass(frozen=True)

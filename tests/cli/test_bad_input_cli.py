@@ -47,7 +47,6 @@ CASES = {
     "text_not_string": ("a.jsonl", lambda p: lines_file(p, GOOD[:2] + ['{"text": 42}']),
                         ["a.jsonl:3", "not a string"]),
     "not_an_object": ("a.jsonl", lambda p: lines_file(p, GOOD[:1] + ['[1, 2, 3]']), ["a.jsonl:2", "JSON object"]),
-    "empty_file": ("a.jsonl", lambda p: p.write_bytes(b""), ["a.jsonl", "empty"]),
     "truncated_gzip": ("a.jsonl.gz", truncated_gzip, ["a.jsonl.gz", "truncated"]),
     "truncated_zstd": ("a.jsonl.zst", truncated_zstd, ["a.jsonl.zst", "truncated"]),
     "not_gzip": ("a.jsonl.gz", lambda p: p.write_bytes(b'{"text": "plain"}\n'), ["a.jsonl.gz", "gzip"]),

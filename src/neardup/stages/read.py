@@ -120,7 +120,7 @@ def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int
                finish: Optional[Callable[[int], dict]] = None) -> dict:
     """Reads the sources ``members`` (indices into ``sources``) as block ``block``; returns its
     summary: documents, documents per source, empty documents (no shingles), rejected records
-    [source, row or None, reason]. Raises the first bad record's error (on_error='fail').
+    [source, row or None, reason], skipped files [source, reason] (``Batch.skipped``). Raises the first bad record's error (on_error='fail').
     ``finish(documents) -> dict``, when given, runs once the block's files are complete and adds
     to the summary, which is written last (see :func:`neardup.stages.block_finish`)."""
     exact = config.verify == "exact"
@@ -129,7 +129,8 @@ def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int
     schema = docs_schema(config)
     arrow_path = block_path(work_path, block, "arrow")
     big_path = block_path(work_path, block, "fp" if exact else "sig")
-    summary = {"documents": 0, "per_source": {str(si): 0 for si in members}, "empty": 0, "rejected": []}
+    summary = {"documents": 0, "per_source": {str(si): 0 for si in members}, "empty": 0, "rejected": [],
+               "skipped": []}
     # each file appears under its name only when complete, at the end of the with (a temporary
     # name renamed; an upload completed); a failure (a full disk, a bad record) leaves neither
     with fs.atomic_write(arrow_path) as arrow_file, fs.atomic_write(big_path) as big_file:
@@ -155,6 +156,8 @@ def _read_into(config, hasher, scratch, schema, sources, members, summary, write
             check_interrupt()
             for row, reason in batch.rejected:
                 summary["rejected"].append([batch.source_index, row, reason])
+            if batch.skipped is not None:
+                summary["skipped"].append([batch.source_index, batch.skipped])
             m = len(batch.text)
             if m == 0:
                 continue
@@ -257,7 +260,9 @@ class ReadStage:
         corpus = run.corpus
         records = corpus.rejected_records()
         if corpus.n == 0 and not records:
-            raise InputError("no documents in the input")
+            skipped = sum(len(s["skipped"]) for s in corpus.summaries)
+            why = f" ({skipped:,} file{'s' if skipped != 1 else ''} empty, binary or not UTF-8)" if skipped else ""
+            raise InputError(f"no documents in the input{why}")
         if corpus.n >= MAX_DOCUMENTS:
             raise InputError(f"{corpus.n:,} documents in one run; neardup handles fewer than 2^32 "
                              f"({MAX_DOCUMENTS:,}) per run: split the input and deduplicate against an index")
@@ -279,6 +284,7 @@ class ReadStage:
             empty_rejected = int((counts == 0).sum())
         return ReadInfo(documents=corpus.n, blocks=blocks, blocks_read=blocks_read,
                         per_source=corpus.per_source(len(run.sources)), rejected_records=len(records),
+                        skipped_files=[x for s in corpus.summaries for x in s["skipped"]],
                         rejected_documents=rejected_docs, positional_ids=positional,
                         empty_kept=int(sum(s["empty"] for s in corpus.summaries)) - empty_rejected)
 

@@ -27,6 +27,7 @@ from ..arrays import arrow, empty_table, to_numpy
 from .. import io as nio
 from .._version import __version__
 from ..io import fs
+from ..io.reader import BINARY, EMPTY_FILE, NOT_UTF8
 from ..io.tables import read_table
 from ..progress import bar, check_interrupt
 from .layout import MEMBERS_SCHEMA
@@ -233,19 +234,40 @@ def wanted_texts(top: List[dict]) -> Dict[int, Dict[int, int]]:
     return out
 
 
-def build_stats(cfg, sources: Sequence[nio.Source], counts: dict, per_source, kept_files: List[str]) -> dict:
+def build_stats(cfg, sources: Sequence[nio.Source], counts: dict, per_source, kept_files: List[str],
+                skipped: Sequence[Sequence] = ()) -> dict:
     """The content of stats.json (without "seconds"), the same for every engine. Checks first
-    that every input document is accounted for: kept, removed or rejected."""
+    that every input document is accounted for: kept, removed or rejected. ``skipped``:
+    [source, reason] of the files that hold no documents without an error (``Batch.skipped``);
+    each says so in its ``inputs`` entry, and ``files`` counts them with what discovery did with
+    symbolic links."""
     if counts["input"] != counts["kept"] + counts["removed"] + counts["rejected"]:
         raise RuntimeError(f"internal error: counts do not add up: {counts}; please report this bug")
+    why = {int(si): reason for si, reason in skipped}
+    inputs = [{"name": s.name, "format": s.format, "documents": int(per_source[i])} for i, s in enumerate(sources)]
+    for si, reason in why.items():
+        inputs[si]["skipped"] = reason
     return {
         "counts": counts,
+        "files": file_counts(sources, why.values()),
         "params": cfg.recorded(),
-        "inputs": [{"name": s.name, "format": s.format, "documents": int(per_source[i])}
-                   for i, s in enumerate(sources)],
+        "inputs": inputs,
         "kept_files": kept_files,
         "neardup_version": __version__,
     }
+
+
+def file_counts(sources: Sequence[nio.Source], skipped_reasons) -> dict:
+    """stats.json's ``files``: input files (in-memory tables not counted), those skipped as empty
+    or as binary / not UTF-8 (:mod:`neardup.io.reader`), and the symbolic links discovery read
+    once or did not follow (:class:`neardup.io.sources.Sources`)."""
+    reasons = list(skipped_reasons)
+    links = getattr(sources, "links", {})
+    return {"inputs": sum(1 for s in sources if s.format != "table"),
+            "skipped_empty": sum(1 for r in reasons if r.startswith(EMPTY_FILE)),
+            "skipped_binary": sum(1 for r in reasons if r.startswith((BINARY, NOT_UTF8))),
+            "links_read_once": int(links.get("read_once", 0)),
+            "links_not_followed": int(links.get("not_followed", 0))}
 
 
 def run_counts(n_docs: int, read, pairs, clusters, kept: int) -> dict:
@@ -411,5 +433,5 @@ def finish_write(run, kept_files: List[str], kept: int, texts: Dict[int, str]) -
     counts = run_counts(run.corpus.n, read, pairs, clusters, kept)
     if read.positional_ids:
         cfg = dataclasses.replace(cfg, id_column=None, id_column_auto=False)
-    run.stats = build_stats(cfg, run.sources, counts, read.per_source, kept_files)
+    run.stats = build_stats(cfg, run.sources, counts, read.per_source, kept_files, read.skipped_files)
     return run.stats
