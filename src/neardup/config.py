@@ -92,6 +92,20 @@ class Text:
 
 
 @dataclass(frozen=True)
+class Fields:
+    """One field name, or several separated by commas (on the command line: the flag given once
+    with commas, or several times): the first that an input has is used."""
+    type: ClassVar = str
+
+    def __call__(self, name: str, value: Any) -> None:
+        parts = value.split(",") if isinstance(value, str) else []
+        if not parts or not all(p.strip() for p in parts):
+            raise ConfigError(f"{name} must be field names separated by commas, got {value!r}")
+        if len({p.strip() for p in parts}) < len(parts):
+            raise ConfigError(f"{name} must name each field once, got {value!r}")
+
+
+@dataclass(frozen=True)
 class Switch:
     def __call__(self, name: str, value: Any) -> None:
         if not isinstance(value, (bool, np.bool_)):
@@ -237,7 +251,9 @@ class Input(Group):
     """Where a record's text and id are, and what a bad record does."""
 
     section = "input and output"
-    text_column: str = option("text", Text(), "field holding the text in JSONL, Parquet and CSV/TSV input")
+    text_column: str = option("text", Fields(),
+                              "field holding the text in JSONL, Parquet and CSV/TSV input; several (comma-separated "
+                              "or the flag repeated): the first one each input has")
     id_column: Optional[str] = option(
         None, Text(optional=True),
         "field holding a unique document id (default: an 'id' field when every input has one, else FILE:LINE "

@@ -13,7 +13,7 @@ from neardup import Config, ConfigError
 from neardup.cli import build_parser
 from neardup.cli.index import INDEX_HELP_OF
 from neardup.cli.options import config_options, flag, help_text
-from neardup.config import (GROUPS, OWNER, Choice, Execution, Indexes, Input, Integer, Number, Shingling, Similarity,
+from neardup.config import (GROUPS, OWNER, Choice, Execution, Fields, Indexes, Input, Integer, Number, Shingling, Similarity,
                             Sketch, Switch, Text, Texts, declaration)
 from neardup.index.manifest import PARAM_NAMES, params_of
 from neardup.stages.layout import fingerprint, run_identity
@@ -41,6 +41,9 @@ def bad_values(check):
         return [("yes", "True or False"), (None, "True or False")]
     if isinstance(check, Texts):
         return [([""], "paths or URLs"), ([3], "paths or URLs"), (5, "paths or URLs")]
+    if isinstance(check, Fields):
+        return [("", "field names separated by commas"), ("a,,b", "field names separated by commas"),
+                (5, "field names separated by commas"), ("a,a", "each field once")]
     raise AssertionError(f"no bad values known for {check!r}: add them to this test")
 
 
@@ -63,7 +66,7 @@ def other_value(cfg: Config, f: dataclasses.Field):
         return check.low + 1 if value is None else (value - 1 if value - 1 >= check.low else value + 1)
     if isinstance(check, Number):
         return value / 2
-    if isinstance(check, Text):
+    if isinstance(check, (Text, Fields)):
         return "other"
     if isinstance(check, Texts):
         return value + ("other",)

@@ -195,3 +195,33 @@ def test_kept_mirrors_the_input_layout_whatever_the_glob(cwd):
     assert ran.returncode == 0, ran.stderr
     kept = sorted(os.path.relpath(os.path.join(r, f), "out/kept") for r, _, fs in os.walk("out/kept") for f in fs)
     assert kept == ["2024/a/x.jsonl", "2024/b/x.jsonl", "2025/y.jsonl"]
+
+
+# --------------------------------------------------------------------------- several text columns
+
+
+def test_text_column_may_name_several_fields(cwd):
+    put("d/a.csv", "id,body\n1," + words(1) + "\n2," + words(2) + "\n")
+    put("d/b.jsonl", json.dumps({"text": words(1)}) + "\n" + json.dumps({"text": words(3)}) + "\n")
+    pq.write_table(pa.table({"content": [words(4)], "body": [words(5)]}), "d/c.parquet")
+    srcs = discover(["d"])
+    texts = [t for s in srcs for b in read_source(s, text_column="body,text") for t in b.text.to_pylist()]
+    assert texts == [words(1), words(2), words(1), words(3), words(5)]  # the first present wins: body in c
+    texts = [t for s in srcs[2:] for b in read_source(s, text_column="content,body") for t in b.text.to_pylist()]
+    assert texts == [words(4)]
+    # none present: the first is reported missing
+    with pytest.raises(InputError, match=r"^d/b.jsonl:1: text field 'body' is missing"):
+        list(read_source(srcs[1], text_column="body,content"))
+    for bad in ("body,,text", "body,body", ","):
+        with pytest.raises(Exception, match="text_column"):
+            list(read_source(srcs[1], text_column=bad))
+    # the command line: comma-separated, or the flag repeated
+    for flags in (["--text-column", "body,text"], ["--text-column", "body", "--text-column", "text"]):
+        out = "out" + str(len(flags))
+        ran = neardup("dedup", "d/a.csv", "d/b.jsonl", "-o", out, "-q", *flags)
+        assert ran.returncode == 0, ran.stderr
+        stats = json.load(open(f"{out}/stats.json"))
+        assert stats["counts"]["input"] == 4 and stats["counts"]["removed"] == 1
+        assert stats["params"]["text_column"] == "body,text"
+    ran = neardup("dedup", "d", "-o", "bad", "--text-column", "body,,text")
+    assert ran.returncode == 2 and "text_column must be field names separated by commas" in ran.stderr

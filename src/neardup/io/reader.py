@@ -1061,18 +1061,55 @@ def read_source(src: Source, source_index: int = 0, *, text_column: str = "text"
         raise ConfigError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
-    if not text_column:
-        raise ConfigError("text_column must be a non-empty field name")
-    if score_column is not None and score_column in (text_column, id_column):
+    candidates = text_columns(text_column)
+    if score_column is not None and (score_column in candidates or score_column == id_column):
         raise ConfigError(f"score_column {score_column!r} must differ from the text and id columns")
-    if id_column is not None and id_column == text_column:
+    if id_column is not None and id_column in candidates:
         raise ConfigError(f"id_column {id_column!r} must differ from text_column")
+    if len(candidates) > 1:
+        text_column = text_column_of(src, candidates)
     ctx = _Ctx(src, source_index, text_column, id_column, score_column, on_error, int(batch_size))
     readers = {"jsonl": _read_jsonl, "parquet": _read_parquet, "text": _read_text, "table": _read_table,
                "csv": _read_csv, "tsv": _read_csv}
     if src.format not in readers:
         raise ValueError(f"unknown source format {src.format!r}")
     return _checked(ctx, readers[src.format])
+
+
+def text_columns(text_column: str) -> List[str]:
+    """The text fields to look for, in order: ``text_column`` split at commas (``"body,text"``);
+    a ConfigError for an empty or repeated name."""
+    if not isinstance(text_column, str) or not text_column:
+        raise ConfigError("text_column must be a non-empty field name")
+    names = [n.strip() for n in text_column.split(",")]
+    if not all(names):
+        raise ConfigError(f"text_column {text_column!r} has an empty field name (names are separated by commas)")
+    if len(set(names)) < len(names):
+        raise ConfigError(f"text_column {text_column!r} names a field twice")
+    return names
+
+
+def text_column_of(src: Source, candidates: List[str]) -> str:
+    """Of several text fields, the first that ``src`` has: a column of a Parquet or CSV / TSV
+    file or of a table, a field of a JSONL file's first record (the first one otherwise, which
+    its reader then reports missing). A text file has no fields: the first."""
+    try:
+        if src.format == "table":
+            names = src.table.column_names
+        elif src.format == "parquet":
+            names = parquet_file(src.path).schema_arrow.names
+        elif src.format in ("csv", "tsv"):
+            names = csv_header(src)
+        elif src.format == "jsonl":
+            head = _fs.head(src.path, src.compression)
+            first = next((ln for ln in head.split(b"\n") if ln.strip()), b"")
+            record = json.loads(first) if first else {}
+            names = list(record) if isinstance(record, dict) else []
+        else:
+            names = []
+    except (OSError, ValueError, RecursionError, pa.ArrowException):  # unreadable: the reader will say so
+        names = []
+    return next((c for c in candidates if c in names), candidates[0])
 
 
 def _checked(ctx: _Ctx, reader) -> Iterator[Batch]:

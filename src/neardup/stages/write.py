@@ -27,7 +27,7 @@ from ..arrays import arrow, empty_table, to_numpy
 from .. import io as nio
 from .._version import __version__
 from ..io import fs
-from ..io.reader import BINARY, EMPTY_FILE, NOT_UTF8
+from ..io.reader import BINARY, EMPTY_FILE, NOT_UTF8, text_column_of, text_columns
 from ..io.tables import read_table
 from ..progress import bar, check_interrupt
 from .layout import MEMBERS_SCHEMA
@@ -196,9 +196,11 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
         capture = dict.fromkeys(want) if want and src.format == "jsonl" else None
         n_written += nio.write_kept(src, kept, fs.join(kept_dir, rel), output_format=config.output_format,
                                     text_column=config.text_column, id_column=config.id_column, capture=capture)
+        if capture:
+            column = text_column_of(src, text_columns(config.text_column))
         for row, line in (capture or {}).items():
             if line is not None:
-                captured[want[row]] = json.loads(line)[config.text_column]
+                captured[want[row]] = json.loads(line)[column]
         written[si] = rel
     return written, table_rows, captured, n_written
 
