@@ -135,8 +135,11 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
     keep
         Which document of a cluster is kept: "first" (input order), "longest", "score:COLUMN".
     text_column, id_column
-        Fields of JSONL / Parquet / tables. Without ``id_column``, ids are ``FILE:ROW``, the path of
-        a text file, a DataFrame's index, or the index in a list of texts.
+        Fields of JSONL / Parquet / tables (``text_column`` may name several, comma-separated: the
+        first each input has). Ids: ``id_column``; else an ``id`` field or column that every input
+        has (a repeated one is an error); else a DataFrame's index or the index in a list of texts;
+        else positions, ``FILE:LINE`` / ``FILE:ROW`` or the path of a text file (``id_column=""``
+        asks for positions whatever the input has).
     on_error
         "fail": the first bad record stops the run with one clear line (InputError); "skip": bad
         records are left out and listed in ``result.rejected``.
@@ -161,10 +164,15 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
     options.update(threshold=threshold, num_perm=num_perm, bands=bands, rows=rows, verify=verify, keep=keep,
                    text_column=text_column, id_column=id_column, on_error=on_error, engine=engine)
     kind, tables = (None, None) if paths else _in_memory(source)
-    if kind in ("pandas", "texts") and id_column is None:
-        options["id_column"] = INDEX_ID_COLUMN
-    elif kind is not None and id_column is None and all("id" in t.column_names for t in tables.values()):
-        options.update(id_column="id", id_column_auto=True)
+    if id_column == "":  # positions, even where the input has ids of its own
+        options["id_column"] = None
+    elif kind is not None and id_column is None:
+        # the rule of every input (nio.choose_id_column): an `id` column in every table, else a
+        # DataFrame's index (and a list's positions)
+        if all("id" in t.column_names for t in tables.values()):
+            options.update(id_column="id", id_column_auto=True)
+        elif kind in ("pandas", "texts"):
+            options["id_column"] = INDEX_ID_COLUMN
     config = Config(**options).resolved()
     if kind is not None:
         if sum(t.num_rows for t in tables.values()) == 0:
@@ -181,8 +189,9 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
         if not inputs:
             raise ConfigError("no input given")
         sources = nio.discover(inputs, input_format=config.input_format, follow_symlinks=config.follow_symlinks)
-        if id_column is None and every_record_has_an_id(sources):
-            config = config.replace(id_column="id", id_column_auto=True)
+        chosen, auto = nio.choose_id_column(sources, id_column)
+        if auto:
+            config = config.replace(id_column=chosen, id_column_auto=True)
     temporary = output is None
     if temporary:
         output = tempfile.mkdtemp(prefix="neardup-")
@@ -198,36 +207,6 @@ def dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output:
     if temporary and kind is not None:
         result.output = None
     return result
-
-
-def every_record_has_an_id(sources: List[nio.Source]) -> bool:
-    """Whether the inputs carry their own ids: every JSONL or Parquet file has an ``id`` field in
-    its first record or its schema (text files have none). Then ``id`` is the id column unless
-    ``id_column`` says otherwise."""
-    import json
-
-    if not sources:
-        return False
-    for s in sources:
-        try:
-            if s.format == "parquet":
-                if "id" not in parquet_file(s.path).schema_arrow.names:
-                    return False
-            elif s.format == "jsonl":
-                head = fs.head(s.path, s.compression)
-                first = next((line for line in head.split(b"\n") if line.strip()), b"")
-                record = json.loads(first)
-                if not isinstance(record, dict) or "id" not in record:
-                    return False
-            elif s.format in ("csv", "tsv"):
-                from .io.reader import csv_header
-                if "id" not in csv_header(s):
-                    return False
-            else:
-                return False
-        except (OSError, ValueError, RecursionError, pa.ArrowException):  # unreadable: the reader will say so
-            return False
-    return True
 
 
 def _empty_result(kind: str, source, config: Config) -> "DedupResult":

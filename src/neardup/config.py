@@ -257,9 +257,10 @@ class Input(Group):
     id_column: Optional[str] = option(
         None, Text(optional=True),
         "field holding a unique document id (default: an 'id' field when every input has one, else FILE:LINE "
-        "for JSONL, FILE:ROW for Parquet and CSV, the path for text files)")
+        "for JSONL, FILE:ROW for Parquet and CSV, the path for text files; '' for those positions whatever the "
+        "input has)")
     # set by the API when it took ``id`` as the id column because every input has that field:
-    # repeated ids then fall back to positional ids instead of failing
+    # a repeated id is then an error that says how to choose the ids, whatever on_error says
     id_column_auto: bool = option(False, Switch(), "the id column was found, not given", cli=False, recorded=False)
     on_error: str = option("fail", Choice(("fail", "skip")),
                            "on a bad record: stop with exit code 2, or skip it (listed in a dedup's "

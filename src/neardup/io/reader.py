@@ -1112,6 +1112,47 @@ def text_column_of(src: Source, candidates: List[str]) -> str:
     return next((c for c in candidates if c in names), candidates[0])
 
 
+def every_record_has_an_id(sources) -> bool:
+    """Whether the inputs carry their own ids: every JSONL, Parquet or CSV / TSV file (or table)
+    has an ``id`` field in its first record, its schema or its header (text files have none)."""
+    if not sources:
+        return False
+    for s in sources:
+        try:
+            if s.format == "parquet":
+                names = parquet_file(s.path).schema_arrow.names
+            elif s.format == "table":
+                names = s.table.column_names
+            elif s.format == "jsonl":
+                head = _fs.head(s.path, s.compression)
+                first = next((line for line in head.split(b"\n") if line.strip()), b"")
+                record = json.loads(first)
+                names = list(record) if isinstance(record, dict) else []
+            elif s.format in ("csv", "tsv"):
+                names = csv_header(s)
+            else:
+                return False
+        except (OSError, ValueError, RecursionError, pa.ArrowException):  # unreadable: the reader will say so
+            return False
+        if "id" not in names:
+            return False
+    return True
+
+
+def choose_id_column(sources, id_column: Optional[str]) -> Tuple[Optional[str], bool]:
+    """``(id column or None, whether it was found rather than given)``, by the one rule of every
+    command and of the API: ``id_column`` when given; ``""`` for positions (``FILE:LINE``,
+    ``FILE:ROW``, a text file's path) whatever the input has; else ``id`` when every input has
+    such a field (:func:`every_record_has_an_id`); else positions (None)."""
+    if id_column == "":
+        return None, False
+    if id_column is not None:
+        return id_column, False
+    if every_record_has_an_id(sources):
+        return "id", True
+    return None, False
+
+
 def _checked(ctx: _Ctx, reader) -> Iterator[Batch]:
     check_local_file(ctx.src)  # when reading starts, as every other error
     yield from reader(ctx)

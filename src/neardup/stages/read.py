@@ -212,10 +212,12 @@ def duplicate_ids(docs: np.ndarray, ids: pa.Array) -> pa.Table:
 
 
 def duplicate_id_rejections(dups: pa.Table, where: Callable[[np.ndarray], List[Tuple[int, int]]],
-                            sources: Sequence[nio.Source], on_error: str) -> List[list]:
+                            sources: Sequence[nio.Source], on_error: str, found_column: bool = False) -> List[list]:
     """Duplicate ids: an error naming both places (on_error='fail', the first duplicate in id
     order), or the later documents rejected: [doc, reason] in document order.
-    ``where(docs)`` gives (source, row) of documents."""
+    ``where(docs)`` gives (source, row) of documents. ``found_column``: the id column is the
+    ``id`` field every input has, not one the user named: a repeat is an error whatever
+    ``on_error`` says, one that says how to choose the ids."""
     if dups.num_rows == 0:
         return []
     dups = dups.sort_by([("id", "ascending"), ("later", "ascending")])
@@ -228,6 +230,11 @@ def duplicate_id_rejections(dups: pa.Table, where: Callable[[np.ndarray], List[T
     for i in range(len(later)):
         where_first = place(sources[at_first[i][0]], at_first[i][1])
         where_later = place(sources[at_later[i][0]], at_later[i][1])
+        if found_column:
+            raise InputError(f"{where_later}: duplicate id {ids[i]!r} (first at {where_first}) in the 'id' field "
+                             f"that every input has, taken as the ids; choose the ids: --id-column NAME "
+                             f"(id_column='NAME') for a unique field, or --id-column '' (id_column='') for "
+                             f"positions (FILE:LINE, FILE:ROW)")
         if on_error == "fail":
             raise InputError(f"{where_later}: duplicate id {ids[i]!r} (first at {where_first}); "
                              f"ids in --id-column must be unique")
@@ -268,16 +275,13 @@ class ReadStage:
                              f"({MAX_DOCUMENTS:,}) per run: split the input and deduplicate against an index")
         store = run.store
         rejected_docs: List[Tuple[int, str]] = []
-        positional = False
         if run.config.id_column is not None and corpus.n >= 2:
             task = run.task(engine)
             ids = engine.map(partial(id_rows, task=task), range(len(corpus.blocks)))
             found = engine.collect(engine.map(duplicate_ids_of, engine.shuffle(ids, "key", engine.partitions(corpus.n * 48))))
             dups = pa.concat_tables(found) if found else empty_table(DUP_SCHEMA)
-            if run.config.id_column_auto and dups.num_rows:
-                positional = True  # the input's own id field is not unique: FILE:LINE ids instead
-            else:
-                rejected_docs = duplicate_id_rejections(dups, partial(_where, store), run.sources, run.config.on_error)
+            rejected_docs = duplicate_id_rejections(dups, partial(_where, store), run.sources, run.config.on_error,
+                                                    found_column=run.config.id_column_auto)
         empty_rejected = 0
         if rejected_docs:
             counts = store.columns(np.array([d[0] for d in rejected_docs], np.int64), ["count"])["count"]
@@ -285,7 +289,7 @@ class ReadStage:
         return ReadInfo(documents=corpus.n, blocks=blocks, blocks_read=blocks_read,
                         per_source=corpus.per_source(len(run.sources)), rejected_records=len(records),
                         skipped_files=[x for s in corpus.summaries for x in s["skipped"]],
-                        rejected_documents=rejected_docs, positional_ids=positional,
+                        rejected_documents=rejected_docs,
                         empty_kept=int(sum(s["empty"] for s in corpus.summaries)) - empty_rejected)
 
 

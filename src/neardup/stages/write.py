@@ -13,7 +13,6 @@ rows give the same bytes however they were batched.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from functools import partial
@@ -433,7 +432,5 @@ def finish_write(run, kept_files: List[str], kept: int, texts: Dict[int, str]) -
     else:
         ParquetRows(sample_path, SAMPLE_SCHEMA).close()
     counts = run_counts(run.corpus.n, read, pairs, clusters, kept)
-    if read.positional_ids:
-        cfg = dataclasses.replace(cfg, id_column=None, id_column_auto=False)
     run.stats = build_stats(cfg, run.sources, counts, read.per_source, kept_files, read.skipped_files)
     return run.stats
