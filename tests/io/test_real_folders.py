@@ -225,3 +225,45 @@ def test_text_column_may_name_several_fields(cwd):
         assert stats["params"]["text_column"] == "body,text"
     ran = neardup("dedup", "d", "-o", "bad", "--text-column", "body,,text")
     assert ran.returncode == 2 and "text_column must be field names separated by commas" in ran.stderr
+
+
+# --------------------------------------------------------------------------- many small files
+
+
+def test_read_sources_reads_runs_of_text_files_as_read_source_does(cwd, monkeypatch):
+    from neardup.io import reader
+
+    monkeypatch.setattr(reader, "_FILES_AHEAD", 3)  # the pool's window moves along the run
+    for i in range(10):
+        put(f"d/{i:02d}.txt", words(i))
+    put("d/05b.bin", b"\x00x")
+    put("d/06b.jsonl", json.dumps({"text": words(99)}) + "\n")
+    put("d/07b.txt", "caf\xe9".encode("latin-1"))
+    srcs = discover(["d"])
+    members = list(range(len(srcs)))[1:]  # (any members, in their order)
+    one_by_one = [b for i in members for b in read_source(srcs[i], i)]
+    pooled = list(reader.read_sources(srcs, members))
+    key = lambda b: (b.source_index, b.rows.tolist(), b.text.to_pylist(), b.skipped, b.rejected)
+    assert [key(b) for b in pooled] == [key(b) for b in one_by_one]
+    assert [b.skipped for b in pooled if b.skipped] == ["binary file (a NUL byte at byte 0)",
+                                                         "not UTF-8 text (invalid UTF-8 at byte 3)"]
+    # a file that is not a regular one is an error in its place, as read_source says it
+    os.remove("d/03.txt")
+    os.mkfifo("d/03.txt")
+    with pytest.raises(InputError, match=r"^d/03.txt: not a regular file \(a named pipe\)$"):
+        list(reader.read_sources(srcs, members))
+
+
+def test_kept_text_files_are_copied_whole(cwd):
+    for i in range(30):
+        put(f"d/s{i % 3}/{i:02d}.txt", words(i) + ("\n" if i % 2 else ""))
+    put("d/s0/dup.txt", words(0))
+    ran = neardup("dedup", "d", "-o", "out", "-q")
+    assert ran.returncode == 0, ran.stderr
+    for root, _, files in os.walk("d"):
+        for name in files:
+            rel = os.path.relpath(os.path.join(root, name), "d")
+            if name == "dup.txt":
+                assert not os.path.exists(os.path.join("out/kept", rel))
+            else:
+                assert open(os.path.join("out/kept", rel), "rb").read() == open(os.path.join(root, name), "rb").read()

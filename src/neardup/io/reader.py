@@ -1010,15 +1010,21 @@ def _compressed_hint(data: bytes) -> str:
 
 
 def _read_text(ctx: _Ctx) -> Iterator[Batch]:
-    """One document, the whole file. A file found by a walk that is binary (a NUL byte) or not
-    UTF-8 is skipped (``Batch.skipped``): a folder of code holds images and compiled files; a
-    file named on its own is an error (or a rejected entry) instead."""
+    """One document, the whole file (see :func:`_text_document`)."""
     src = ctx.src
     try:
         with _fs.open_input(src.path) as f:
             data = f.read()
     except OSError as e:
         raise _cannot_read(src, e) from None
+    yield from _text_document(ctx, data)
+
+
+def _text_document(ctx: _Ctx, data: bytes) -> Iterator[Batch]:
+    """The document of a text file whose bytes are ``data``. A file found by a walk that is
+    binary (a NUL byte) or not UTF-8 is skipped (``Batch.skipped``): a folder of code holds
+    images and compiled files; a file named on its own is an error (or a rejected entry)."""
+    src = ctx.src
     if src.walked:
         nul = data.find(b"\0")
         if nul >= 0:
@@ -1042,6 +1048,83 @@ def _read_text(ctx: _Ctx) -> Iterator[Batch]:
     )
 
 
+def _slurp(src: Source) -> bytes:
+    """The bytes of a local file, read with one open: checked to be a regular file first, as
+    :func:`check_local_file` does (opened without blocking)."""
+    path = _fs.local_path(src.path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise _cannot_read(src, e) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a file")
+            raise InputError(_fs.redact(f"{src.name}: not a regular file ({kind})"))
+        parts = []
+        size = max(st.st_size, 0) + 1  # one more: the end is seen at once
+        while True:
+            chunk = os.read(fd, max(size, 1 << 16))
+            if not chunk:
+                break
+            parts.append(chunk)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+    except OSError as e:
+        raise _cannot_read(src, e) from None
+    finally:
+        os.close(fd)
+
+
+_FILES_AHEAD = 512  # small files read ahead by the pool of read_sources
+
+
+def read_sources(sources, members, **options) -> Iterator[Batch]:
+    """:func:`read_source` over ``sources[i]`` for each ``i`` of ``members``, in order (the
+    batches' ``source_index`` is ``i``). Runs of local text files (a folder of code, of scraped
+    pages: many small files) are opened and read by a pool of threads, up to _FILES_AHEAD files
+    ahead, instead of one at a time; the batches, errors and their order are those of
+    :func:`read_source`."""
+    members = list(members)
+    pool = None
+    k = 0
+    try:
+        while k < len(members):
+            if not _pooled(sources[members[k]]):
+                yield from read_source(sources[members[k]], members[k], **options)
+                k += 1
+                continue
+            end = k
+            while end < len(members) and _pooled(sources[members[end]]):
+                end += 1
+            if pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+                pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="neardup-read")
+            yield from _pooled_texts(pool, sources, members[k:end], options)
+            k = end
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _pooled(src: Source) -> bool:
+    return src.format == "text" and not _fs.is_url(src.path)
+
+
+def _pooled_texts(pool, sources, run: List[int], options: dict) -> Iterator[Batch]:
+    from collections import deque
+
+    ahead: "deque" = deque()
+    nxt = 0
+    while nxt < len(run) or ahead:
+        while nxt < len(run) and len(ahead) < _FILES_AHEAD:
+            ahead.append((run[nxt], pool.submit(_slurp, sources[run[nxt]])))
+            nxt += 1
+        si, future = ahead.popleft()
+        ctx = _context(sources[si], si, **options)
+        yield from _text_document(ctx, future.result())
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -1057,6 +1140,18 @@ def read_source(src: Source, source_index: int = 0, *, text_column: str = "text"
     (0-based). A text file (one document) read with ``id_column`` gets its name as id, and
     with ``score_column`` a NaN score.
     """
+    ctx = _context(src, source_index, text_column=text_column, id_column=id_column, score_column=score_column,
+                   on_error=on_error, batch_size=batch_size)
+    readers = {"jsonl": _read_jsonl, "parquet": _read_parquet, "text": _read_text, "table": _read_table,
+               "csv": _read_csv, "tsv": _read_csv}
+    if src.format not in readers:
+        raise ValueError(f"unknown source format {src.format!r}")
+    return _checked(ctx, readers[src.format])
+
+
+def _context(src: Source, source_index: int, *, text_column: str = "text", id_column: Optional[str] = None,
+             score_column: Optional[str] = None, on_error: str = "fail", batch_size: int = 8192) -> _Ctx:
+    """The checked arguments of :func:`read_source` for ``src`` (its text column chosen)."""
     if on_error not in ON_ERROR_MODES:
         raise ConfigError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
@@ -1069,11 +1164,7 @@ def read_source(src: Source, source_index: int = 0, *, text_column: str = "text"
     if len(candidates) > 1:
         text_column = text_column_of(src, candidates)
     ctx = _Ctx(src, source_index, text_column, id_column, score_column, on_error, int(batch_size))
-    readers = {"jsonl": _read_jsonl, "parquet": _read_parquet, "text": _read_text, "table": _read_table,
-               "csv": _read_csv, "tsv": _read_csv}
-    if src.format not in readers:
-        raise ValueError(f"unknown source format {src.format!r}")
-    return _checked(ctx, readers[src.format])
+    return ctx
 
 
 def text_columns(text_column: str) -> List[str]:

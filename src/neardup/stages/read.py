@@ -142,48 +142,82 @@ def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int
     return summary
 
 
+COALESCE_BYTES = 16 << 20  # text bytes of small batches gathered for one call of the kernels
+
+
 def _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress) -> None:
-    exact = config.verify == "exact"
+    """The documents of ``members`` through the kernels into ``writer`` and ``big``. Batches
+    smaller than ``config.batch_size`` (small files: one document each) are gathered, up to
+    ``batch_size`` documents or COALESCE_BYTES, into one call of the kernels and one record
+    batch, which cost the same for one document as for thousands."""
+    pending: List[nio.Batch] = []
+    size = {"docs": 0, "bytes": 0}
 
-    def batches():
-        for si in members:
-            yield from nio.read_source(sources[si], si, text_column=config.text_column, id_column=config.id_column,
-                                       score_column=config.score_column, on_error=config.on_error,
-                                       batch_size=config.batch_size)
+    def flush() -> None:
+        if not pending:
+            return
+        _process(config, hasher, scratch, schema, pending, summary, writer, big, progress)
+        pending.clear()
+        size["docs"] = size["bytes"] = 0
 
+    batches = nio.read_sources(sources, members, text_column=config.text_column, id_column=config.id_column,
+                               score_column=config.score_column, on_error=config.on_error,
+                               batch_size=config.batch_size)
     try:
-        for batch in prefetch(batches()):
+        for batch in prefetch(batches):
             check_interrupt()
             for row, reason in batch.rejected:
                 summary["rejected"].append([batch.source_index, row, reason])
             if batch.skipped is not None:
                 summary["skipped"].append([batch.source_index, batch.skipped])
-            m = len(batch.text)
-            if m == 0:
+            if len(batch.text) == 0:
                 continue
-            if exact:
-                sig, off, fp = hasher.signatures_and_fingerprints(batch.text, scratch=scratch)
-                counts = np.diff(off)
-                big.write(fp)
-            else:
-                sig, counts = hasher.signatures_and_counts(batch.text)
-                big.write(sig)
-            cols = [arrow(np.full(m, batch.source_index, np.int32)), arrow(np.asarray(batch.rows, np.int64)),
-                    pc.binary_length(batch.text).cast(pa.int64()), arrow(np.asarray(counts, np.int64)),
-                    numpy_fixed_binary(band_keys(sig, config.bands, config.rows, config.seed))]
-            if config.score_column is not None:
-                cols.append(arrow(batch.scores, pa.float64()))
-            if config.id_column is not None:
-                cols.append(batch.ids.cast(pa.string()))
-            writer.write_batch(pa.record_batch(cols, schema=schema))
-            summary["documents"] += m
-            summary["per_source"][str(batch.source_index)] += m
-            summary["empty"] += int((np.asarray(counts) == 0).sum())
-            if progress is not None:
-                progress(m)
+            pending.append(batch)
+            size["docs"] += len(batch.text)
+            size["bytes"] += batch.text.nbytes
+            if size["docs"] >= config.batch_size or size["bytes"] >= COALESCE_BYTES:
+                flush()
+        flush()
     finally:
         writer.close()
         big.close()
+
+
+def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary, writer, big, progress) -> None:
+    """One call of the kernels over the documents of ``batches``, one record batch written."""
+    exact = config.verify == "exact"
+    if len(batches) == 1:
+        b = batches[0]
+        text, rows, ids, scores = b.text, b.rows, b.ids, b.scores
+        source = np.full(len(b.text), b.source_index, np.int32)
+    else:
+        text = pa.concat_arrays([b.text for b in batches])
+        rows = np.concatenate([b.rows for b in batches])
+        source = np.concatenate([np.full(len(b.text), b.source_index, np.int32) for b in batches])
+        ids = pa.concat_arrays([b.ids for b in batches]) if config.id_column is not None else None
+        scores = np.concatenate([b.scores for b in batches]) if config.score_column is not None else None
+    m = len(text)
+    if exact:
+        sig, off, fp = hasher.signatures_and_fingerprints(text, scratch=scratch)
+        counts = np.diff(off)
+        big.write(fp)
+    else:
+        sig, counts = hasher.signatures_and_counts(text)
+        big.write(sig)
+    cols = [arrow(source), arrow(np.asarray(rows, np.int64)),
+            pc.binary_length(text).cast(pa.int64()), arrow(np.asarray(counts, np.int64)),
+            numpy_fixed_binary(band_keys(sig, config.bands, config.rows, config.seed))]
+    if config.score_column is not None:
+        cols.append(arrow(scores, pa.float64()))
+    if config.id_column is not None:
+        cols.append(ids.cast(pa.string()))
+    writer.write_batch(pa.record_batch(cols, schema=schema))
+    summary["documents"] += m
+    for b in batches:
+        summary["per_source"][str(b.source_index)] += len(b.text)
+    summary["empty"] += int((np.asarray(counts) == 0).sum())
+    if progress is not None:
+        progress(m)
 
 
 # --------------------------------------------------------------------------- user ids

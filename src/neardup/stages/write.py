@@ -171,6 +171,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
     n_written = 0
     table_rows: Dict[int, np.ndarray] = {}
     captured: Dict[int, str] = {}
+    copies: List[Tuple[nio.Source, str]] = []
     for si in group:
         check_interrupt()
         if progress is not None:
@@ -191,6 +192,12 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
         if len(all_rows) == 0 or (src.format == "text" and len(kept) == 0):
             continue  # nothing could be read from it (all rejected), or a removed text file
         rel = nio.output_relpath(src, config.output_format)
+        if src.format == "text" and config.output_format == "same" and not fs.is_url(src.path) \
+                and not fs.is_url(kept_dir):
+            copies.append((src, fs.join(kept_dir, rel)))  # copied whole, many at a time (below)
+            written[si] = rel
+            n_written += 1
+            continue
         want = (wanted or {}).get(si, {})
         capture = dict.fromkeys(want) if want and src.format == "jsonl" else None
         n_written += nio.write_kept(src, kept, fs.join(kept_dir, rel), output_format=config.output_format,
@@ -201,6 +208,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
             if line is not None:
                 captured[want[row]] = json.loads(line)[column]
         written[si] = rel
+    nio.copy_text_files(copies)
     return written, table_rows, captured, n_written
 
 
