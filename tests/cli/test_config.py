@@ -208,8 +208,10 @@ def subparser(*path):
 COMMANDS = [
     (("dedup",), tuple(GROUPS.values()), (), (), {}),
     (("audit",), (Similarity, Sketch, Shingling, Input), (), (), {}),
-    (("index", "add"), (), (Input,), (Sketch, Similarity, Shingling, "workers", "batch_size"), INDEX_HELP_OF),
-    (("index", "query"), (), (Input,), ("threshold", "workers", "batch_size"), INDEX_HELP_OF),
+    (("index", "add"), (), ("text_column", "id_column", "on_error"), (Sketch, Similarity, Shingling, "workers",
+                                                                     "batch_size"), INDEX_HELP_OF),
+    (("index", "query"), (), ("text_column", "id_column", "on_error"), ("threshold", "workers", "batch_size"),
+     INDEX_HELP_OF),
 ]
 
 

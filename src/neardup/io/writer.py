@@ -711,11 +711,15 @@ def _read_text_file(src: Source) -> str:
 
 
 def copy_text_files(copies: List[Tuple[Source, str]], workers: int = 8) -> None:
-    """Kept text files of local sources copied whole to local paths (``(source, destination)``),
-    by a pool of threads (the kernel copies each file: ``sendfile``), their folders made
-    once each: what :func:`write_kept` does for one text file, without its per-file costs (a
-    folder of 100,000 small files). The destinations lie in a run's staging folder, published
-    whole: no file is renamed into place one by one."""
+    """Kept text files copied whole (``(source, destination)``): local ones to local paths by a
+    pool of threads (the kernel copies each file: ``sendfile``), their folders made once each:
+    what :func:`write_kept` does for one text file, without its per-file costs (a folder of
+    100,000 small files). The destinations lie in a run's staging folder, published whole: no
+    file is renamed into place one by one. A file or destination in a store: :func:`write_kept`."""
+    remote = [(src, dst) for src, dst in copies if _fs.is_url(src.path) or _fs.is_url(dst)]
+    for src, dst in remote:
+        write_kept(src, [0], dst)
+    copies = [(src, dst) for src, dst in copies if not (_fs.is_url(src.path) or _fs.is_url(dst))]
     if not copies:
         return
     folders = {os.path.dirname(dst) for _, dst in copies}

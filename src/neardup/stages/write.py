@@ -192,8 +192,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
         if len(all_rows) == 0 or (src.format == "text" and len(kept) == 0):
             continue  # nothing could be read from it (all rejected), or a removed text file
         rel = nio.output_relpath(src, config.output_format)
-        if src.format == "text" and config.output_format == "same" and not fs.is_url(src.path) \
-                and not fs.is_url(kept_dir):
+        if src.format == "text" and config.output_format == "same":
             copies.append((src, fs.join(kept_dir, rel)))  # copied whole, many at a time (below)
             written[si] = rel
             n_written += 1
