@@ -18,7 +18,7 @@ from .arrays import empty_table
 from .config import Config, Execution, Input, Output, Sketch, Similarity, Verification
 from .errors import ConfigError, NeardupError
 from .io import fs
-from .io.tables import parquet_file, read_table
+from .io.tables import read_table
 from .progress import plural
 from .stages.write import INDEX_ID_COLUMN, publish_stats  # (the id of a DataFrame's row or of a text in a list)
 
@@ -164,8 +164,11 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
     keep
         Which document of a cluster is kept: "first" (input order), "longest", "score:COLUMN".
     text_column, id_column
-        Fields of JSONL / Parquet / tables. Without ``id_column``, ids are ``FILE:ROW``, the path of
-        a text file, a DataFrame's index, or the index in a list of texts.
+        Fields of JSONL / Parquet / tables (``text_column`` may name several, comma-separated: the
+        first each input has). Ids: ``id_column``; else an ``id`` field or column that every input
+        has (a repeated one is an error); else a DataFrame's index or the index in a list of texts;
+        else positions, ``FILE:LINE`` / ``FILE:ROW`` or the path of a text file (``id_column=""``
+        asks for positions whatever the input has).
     on_error
         "fail": the first bad record stops the run with one clear line (InputError); "skip": bad
         records are left out and listed in ``result.rejected``.
@@ -190,10 +193,15 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
     options.update(threshold=threshold, num_perm=num_perm, bands=bands, rows=rows, verify=verify, keep=keep,
                    text_column=text_column, id_column=id_column, on_error=on_error, engine=engine)
     kind, tables = (None, None) if paths else _in_memory(source)
-    if kind in ("pandas", "texts") and id_column is None:
-        options["id_column"] = INDEX_ID_COLUMN
-    elif kind is not None and id_column is None and all("id" in t.column_names for t in tables.values()):
-        options.update(id_column="id", id_column_auto=True)
+    if id_column == "":  # positions, even where the input has ids of its own
+        options["id_column"] = None
+    elif kind is not None and id_column is None:
+        # the rule of every input (nio.choose_id_column): an `id` column in every table, else a
+        # DataFrame's index (and a list's positions)
+        if all("id" in t.column_names for t in tables.values()):
+            options.update(id_column="id", id_column_auto=True)
+        elif kind in ("pandas", "texts"):
+            options["id_column"] = INDEX_ID_COLUMN
     config = Config(**options).resolved()
     if kind is not None:
         if sum(t.num_rows for t in tables.values()) == 0:
@@ -209,9 +217,10 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
                               f"DataFrame or a datasets.Dataset / DatasetDict; got {type(source).__name__}")
         if not inputs:
             raise ConfigError("no input given")
-        sources = nio.discover(inputs)
-        if id_column is None and every_record_has_an_id(sources):
-            config = config.replace(id_column="id", id_column_auto=True)
+        sources = nio.discover(inputs, input_format=config.input_format, follow_symlinks=config.follow_symlinks)
+        chosen, auto = nio.choose_id_column(sources, id_column)
+        if auto:
+            config = config.replace(id_column=chosen, id_column_auto=True)
     temporary = output is None
     if temporary:
         output = tempfile.mkdtemp(prefix="neardup-")
@@ -268,36 +277,6 @@ def in_api_terms(message: str) -> str:
     message = re.sub(r"--[a-z][a-z0-9-]*", lambda m: names.get(m.group(0), m.group(0)), message)
     message = message.replace(f", {INDEX_ID_COLUMN}", "").replace(f"{INDEX_ID_COLUMN}, ", "")
     return message.replace(f"'{INDEX_ID_COLUMN}'", "the index").replace(INDEX_ID_COLUMN, "the index")
-
-
-def every_record_has_an_id(sources: List[nio.Source]) -> bool:
-    """Whether the inputs carry their own ids: every JSONL or Parquet file has an ``id`` field in
-    its first record or its schema (text files have none). Then ``id`` is the id column unless
-    ``id_column`` says otherwise."""
-    import json
-
-    if not sources:
-        return False
-    for s in sources:
-        try:
-            if s.format == "parquet":
-                if "id" not in parquet_file(s.path).schema_arrow.names:
-                    return False
-            elif s.format == "jsonl":
-                head = fs.head(s.path, s.compression)
-                first = next((line for line in head.split(b"\n") if line.strip()), b"")
-                record = json.loads(first)
-                if not isinstance(record, dict) or "id" not in record:
-                    return False
-            elif s.format in ("csv", "tsv"):
-                from .io.reader import csv_header
-                if "id" not in csv_header(s):
-                    return False
-            else:
-                return False
-        except (OSError, ValueError, RecursionError, pa.ArrowException):  # unreadable: the reader will say so
-            return False
-    return True
 
 
 def _empty_result(kind: str, source, config: Config) -> "DedupResult":
@@ -486,6 +465,24 @@ def _result(kind, tables, source, ctx, output) -> DedupResult:
     return DedupResult(kept=kept, removed=removed, clusters=clusters, rejected=rejected, stats=stats, output=output)
 
 
+def file_notes(files: dict) -> str:
+    """What was left out of the input files or read once (stats.json's ``files``), in words."""
+    def n(k: int, one: str, many: str) -> str:
+        return f"{k:,} {one if k == 1 else many}"
+
+    parts = [n(files["inputs"], "input file", "input files")]
+    if files.get("skipped_binary"):
+        parts.append(n(files["skipped_binary"], "binary or non-UTF-8 file", "binary or non-UTF-8 files") + " skipped")
+    if files.get("skipped_empty"):
+        parts.append(n(files["skipped_empty"], "empty data file", "empty data files") + " (no records)")
+    if files.get("links_read_once"):
+        parts.append(n(files["links_read_once"], "symbolic link", "symbolic links") + " to files of the input read once")
+    if files.get("links_not_followed"):
+        parts.append(n(files["links_not_followed"], "symbolic link", "symbolic links")
+                     + " leading out of the input not followed (--follow-symlinks)")
+    return ", ".join(parts)
+
+
 def format_summary(stats: dict, output: str) -> str:
     c = stats["counts"]
     p = stats["params"]
@@ -512,6 +509,10 @@ def format_summary(stats: dict, output: str) -> str:
             lines.append(f"  warning: index {ix['index']}: {ix['truncated_buckets']:,} band buckets held more than "
                          f"{ix['max_bucket']:,} documents a segment; {ix['truncated_candidates']:,} candidates in "
                          f"them were not verified (a match among them can be missed)")
+    files = stats.get("files") or {}
+    if files.get("skipped_binary") or files.get("skipped_empty") or files.get("links_not_followed") \
+            or files.get("links_read_once"):
+        lines.append("  files: " + file_notes(files))
     if c.get("truncated_buckets"):
         n = c["truncated_buckets"]
         bound = (f"after {p['max_anchor_rounds']} anchor {plural(p['max_anchor_rounds'], 'round')} (--max-anchor-rounds)"

@@ -92,6 +92,20 @@ class Text:
 
 
 @dataclass(frozen=True)
+class Fields:
+    """One field name, or several separated by commas (on the command line: the flag given once
+    with commas, or several times): the first that an input has is used."""
+    type: ClassVar = str
+
+    def __call__(self, name: str, value: Any) -> None:
+        parts = value.split(",") if isinstance(value, str) else []
+        if not parts or not all(p.strip() for p in parts):
+            raise ConfigError(f"{name} must be field names separated by commas, got {value!r}")
+        if len({p.strip() for p in parts}) < len(parts):
+            raise ConfigError(f"{name} must name each field once, got {value!r}")
+
+
+@dataclass(frozen=True)
 class Switch:
     def __call__(self, name: str, value: Any) -> None:
         if not isinstance(value, (bool, np.bool_)):
@@ -239,17 +253,27 @@ class Input(Group):
     """Where a record's text and id are, and what a bad record does."""
 
     section = "input and output"
-    text_column: str = option("text", Text(), "field holding the text in JSONL, Parquet and CSV/TSV input")
+    text_column: str = option("text", Fields(),
+                              "field holding the text in JSONL, Parquet and CSV/TSV input; several (comma-separated "
+                              "or the flag repeated): the first one each input has")
     id_column: Optional[str] = option(
         None, Text(optional=True),
         "field holding a unique document id (default: an 'id' field when every input has one, else FILE:LINE "
-        "for JSONL, FILE:ROW for Parquet and CSV, the path for text files)")
+        "for JSONL, FILE:ROW for Parquet and CSV, the path for text files; '' for those positions whatever the "
+        "input has)")
     # set by the API when it took ``id`` as the id column because every input has that field:
-    # repeated ids then fall back to positional ids instead of failing
+    # a repeated id is then an error that says how to choose the ids, whatever on_error says
     id_column_auto: bool = option(False, Switch(), "the id column was found, not given", cli=False, recorded=False)
     on_error: str = option("fail", Choice(("fail", "skip")),
                            "on a bad record: stop with exit code 2, or skip it (listed in a dedup's "
                            "rejected.parquet)")
+    input_format: str = option(
+        "auto", Choice(("auto", "text")),
+        "auto: the format from each file's extension (.jsonl/.json, .parquet, .csv/.tsv, optionally .gz/.zst; "
+        "anything else one text document); text: every file is one plain-text document, whatever its extension")
+    follow_symlinks: bool = option(
+        False, Switch(), "in a folder or glob, follow symbolic links that lead out of the inputs (by default they "
+                         "are left out and counted; a link to a file of the inputs is always read once)")
 
 
 @dataclass(frozen=True)

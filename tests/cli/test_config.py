@@ -13,7 +13,7 @@ from neardup import Config, ConfigError
 from neardup.cli import build_parser
 from neardup.cli.index import INDEX_HELP_OF
 from neardup.cli.options import config_options, flag, help_text
-from neardup.config import (GROUPS, OWNER, Choice, Execution, Indexes, Input, Integer, Number, Shingling, Similarity,
+from neardup.config import (GROUPS, OWNER, Choice, Execution, Fields, Indexes, Input, Integer, Number, Shingling, Similarity,
                             Sketch, Switch, Text, Texts, declaration)
 from neardup.index.manifest import PARAM_NAMES, params_of
 from neardup.stages.layout import fingerprint, run_identity
@@ -41,6 +41,9 @@ def bad_values(check):
         return [("yes", "True or False"), (None, "True or False")]
     if isinstance(check, Texts):
         return [([""], "paths or URLs"), ([3], "paths or URLs"), (5, "paths or URLs")]
+    if isinstance(check, Fields):
+        return [("", "field names separated by commas"), ("a,,b", "field names separated by commas"),
+                (5, "field names separated by commas"), ("a,a", "each field once")]
     raise AssertionError(f"no bad values known for {check!r}: add them to this test")
 
 
@@ -63,7 +66,7 @@ def other_value(cfg: Config, f: dataclasses.Field):
         return check.low + 1 if value is None else (value - 1 if value - 1 >= check.low else value + 1)
     if isinstance(check, Number):
         return value / 2
-    if isinstance(check, Text):
+    if isinstance(check, (Text, Fields)):
         return "other"
     if isinstance(check, Texts):
         return value + ("other",)
@@ -176,13 +179,14 @@ def test_identity_and_stats_are_what_they_were():
     dir and output folder are still its own) and the same stats.json params. (Issue 22 changed
     both: max_anchor_rounds is None by default, the bucket search's work bound instead of 8 rounds.)"""
     assert identity_fingerprint(Config().resolved()) == \
-        "119283c1aa5000525e0b46e744e19886e3d4d641b9a9535c917835cdaa13ee27"
+        "b9fd02ca71f7ef6f0fa4e214ce9012c8a09474aaf312138a409532d4b1be0df1"
     cfg = Config(threshold=0.7, ngram=3, punctuation="keep", keep="longest", against=["x"], workers=3,
                  id_column="id", id_column_auto=True).resolved()
-    assert identity_fingerprint(cfg) == "113cfd42a5401453c21ed49033656f595d14b12e2bed8e8ac5466e290c163cdc"
+    assert identity_fingerprint(cfg) == "613b6f9bc972c5de644ea79f108d4459f7667a3f5790adf7464cb815a226ccdd"
     params = build_stats(Config().resolved(), [], dict(input=0, kept=0, removed=0, rejected=0), [], [])["params"]
     assert json.dumps(params, sort_keys=True) == (
-        '{"bands": 13, "char_ngrams": false, "collapse_whitespace": true, "id_column": null, "keep": "first", '
+        '{"bands": 13, "char_ngrams": false, "collapse_whitespace": true, "follow_symlinks": false, "id_column": null, '
+        '"input_format": "auto", "keep": "first", '
         '"lowercase": true, "max_anchor_rounds": null, "ngram": 5, "normalize_unicode": true, "num_perm": 128, '
         '"on_error": "fail", "output_format": "same", "punctuation": "split", "rows": 7, "seed": 42, '
         '"text_column": "text", "threshold": 0.8, "verify": "exact"}')
@@ -205,8 +209,10 @@ def subparser(*path):
 COMMANDS = [
     (("dedup",), tuple(GROUPS.values()), (), (), {}),
     (("audit",), (Similarity, Sketch, Shingling, Input), (), (), {}),
-    (("index", "add"), (), (Input,), (Sketch, Similarity, Shingling, "workers", "batch_size"), INDEX_HELP_OF),
-    (("index", "query"), (), (Input,), ("threshold", "workers", "batch_size"), INDEX_HELP_OF),
+    (("index", "add"), (), ("text_column", "id_column", "on_error"), (Sketch, Similarity, Shingling, "workers",
+                                                                     "batch_size"), INDEX_HELP_OF),
+    (("index", "query"), (), ("text_column", "id_column", "on_error"), ("threshold", "workers", "batch_size"),
+     INDEX_HELP_OF),
 ]
 
 

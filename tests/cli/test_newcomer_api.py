@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import neardup
+from helpers import run_in_process
 
 BASE = " ".join(f"w{i}" for i in range(40))
 TEXTS = [BASE, BASE + " end", "quite another text " + " ".join(f"v{i}" for i in range(40)), BASE + " x"]
@@ -127,11 +128,38 @@ def test_13_3_an_id_field_is_the_id_unless_told_otherwise(tmp_path):
     assert result.removed.column("row").to_pylist() == [1, 3]
 
 
-def test_13_3_an_id_field_with_repeats_falls_back_to_positions(tmp_path):
-    """The id field was not asked for: repeated values there are no error, ids become FILE:LINE."""
+def test_13_3_an_id_field_with_repeats_is_an_error_that_says_how_to_choose(tmp_path):
+    """The id field was not asked for: a repeat there is an error (whatever on_error says) that
+    names both places and the two ways out; never a silent switch to other ids."""
     (tmp_path / "c.jsonl").write_text("".join(json.dumps({"id": "same", "text": t}) + "\n" for t in TEXTS))
-    result = neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out"))
+    for on_error in ("fail", "skip"):
+        with pytest.raises(neardup.InputError) as ei:
+            neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / f"out-{on_error}"), on_error=on_error)
+        msg = str(ei.value)
+        assert msg.startswith(f"{tmp_path / 'c.jsonl'}:2: duplicate id 'same' (first at {tmp_path / 'c.jsonl'}:1)")
+        assert "--id-column NAME" in msg and "--id-column ''" in msg and "\n" not in msg
+    # positions, asked for
+    result = neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out"), id_column="")
     assert result.removed.column("id").to_pylist() == [f"{tmp_path / 'c.jsonl'}:2", f"{tmp_path / 'c.jsonl'}:4"]
     assert result.stats["params"]["id_column"] is None and result.stats["counts"]["rejected"] == 0
     with pytest.raises(neardup.InputError, match="duplicate id"):  # asked for: repeats are an error
         neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out2"), id_column="id")
+    # the command line says the same
+    ran = run_in_process("dedup", str(tmp_path / "c.jsonl"), "-o", str(tmp_path / "out3"), "-q")
+    assert ran.returncode == 2 and "--id-column ''" in ran.stderr
+    ran = run_in_process("dedup", str(tmp_path / "c.jsonl"), "-o", str(tmp_path / "out4"), "-q", "--id-column", "")
+    assert ran.returncode == 0, ran.stderr
+
+
+def test_13_3_a_dataframe_id_column_wins_over_its_index():
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"id": [f"d{i}" for i in range(len(TEXTS))], "text": TEXTS}, index=[10, 11, 12, 13])
+    result = neardup.dedup(df)
+    assert result.removed.column("id").to_pylist() == ["d1", "d3"]
+    assert list(result.kept.index) == [10, 12]
+    # without an id column: the index
+    result = neardup.dedup(df[["text"]])
+    assert result.removed.column("id").to_pylist() == ["11", "13"]
+    # positions, asked for
+    result = neardup.dedup(df, id_column="")
+    assert result.removed.column("id").to_pylist() == ["<table>:1", "<table>:3"]

@@ -91,7 +91,7 @@ def test_any_fsspec_protocol():
     assert texts == ["one", "two", "three"]
     assert write_kept(srcs[0], [1], base + "/out/a.jsonl") == 1
     assert fs.read_bytes(base + "/out/a.jsonl") == b'{"text": "two"}\n'
-    assert [s.relpath for s in discover([base + "/in/**/*.txt"])] == ["b.txt"]
+    assert [s.relpath for s in discover([base + "/in/**/*.txt"])] == ["sub/b.txt"]
     fs.remove_tree(base)
 
 

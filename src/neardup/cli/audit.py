@@ -65,10 +65,9 @@ def run_audit(args: argparse.Namespace) -> int:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {v}")
     _check_targets(args)
     id_column = args.id_column
-    if id_column is None:  # as the dedup does: an `id` field in every input is the id
-        from ..api import every_record_has_an_id
-        from ..io import discover
-        id_column = "id" if every_record_has_an_id(discover(args.inputs)) else None
+    if id_column is None or id_column == "":  # as the dedup does (neardup.io.choose_id_column)
+        from ..io import choose_id_column, discover
+        id_column = choose_id_column(discover(args.inputs), id_column)[0]
     limits: dict = {}
     texts, ids = read_texts(args.inputs, text_column=args.text_column, max_docs=args.max_docs,
                             on_error=args.on_error, id_column=id_column, with_ids=True, max_bytes=args.max_bytes,

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import List
 
-from ..config import Input, Shingling, Similarity, Sketch
+from ..config import Shingling, Similarity, Sketch
 from ..progress import plural
 from .formatting import HelpFormatter
 from .options import add_options, config_options
@@ -131,7 +131,8 @@ def register(sub) -> None:
 
 
 # where an index reads its input unlike a dedup run: the help of those options here
-INDEX_HELP_OF = {"id_column": "field holding the document id (default: FILE:ROW, or the path for text files)",
+INDEX_HELP_OF = {"id_column": "field holding the document id (default: an 'id' field when every input has one, "
+                              "else FILE:LINE / FILE:ROW, or the path for text files; '' for those positions)",
                  "workers": "threads for the compiled kernels (default: every core)"}
 
 
@@ -139,7 +140,7 @@ def _io_args(p) -> List[str]:
     """The input group: where the text and ids are (arguments of the add and of the query) and
     the execution options; returns the names of the latter (options of the index's Config)."""
     g = p.add_argument_group("input")
-    add_options(g, Input, help=INDEX_HELP_OF)
+    add_options(g, "text_column", "id_column", "on_error", help=INDEX_HELP_OF)
     return add_options(g, "workers", "batch_size", given_only=True, help=INDEX_HELP_OF)
 
 

@@ -12,7 +12,7 @@ import argparse
 import dataclasses
 from typing import Dict, List, Optional
 
-from ..config import GROUPS, OWNER, Switch, Texts, declaration
+from ..config import GROUPS, OWNER, Fields, Switch, Texts, declaration
 
 
 def declared(*items) -> List[dataclasses.Field]:
@@ -51,6 +51,8 @@ def add_options(container, *items, given_only: bool = False, help: Optional[Dict
                   "default": argparse.SUPPRESS if given_only else f.default}
         if isinstance(check, Switch):
             kwargs["action"] = "store_false" if f.default else "store_true"
+        elif isinstance(check, Fields):
+            kwargs["action"] = JoinedFields
         elif isinstance(check, Texts):
             kwargs["action"] = "append"
             if not given_only:
@@ -62,6 +64,16 @@ def add_options(container, *items, given_only: bool = False, help: Optional[Dict
         container.add_argument(flag(f), **kwargs)
         names.append(f.name)
     return names
+
+
+class JoinedFields(argparse.Action):
+    """A flag of field names (:class:`neardup.config.Fields`) given several times: the names joined
+    with commas, the first given replacing the default."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = getattr(namespace, "_given_" + self.dest, False)
+        setattr(namespace, self.dest, f"{getattr(namespace, self.dest)},{values}" if given else values)
+        setattr(namespace, "_given_" + self.dest, True)
 
 
 def add_sections(parser, *groups) -> Dict[str, argparse._ArgumentGroup]:

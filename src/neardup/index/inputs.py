@@ -44,7 +44,11 @@ def documents(data, ids, name, text_column, id_column, on_error, batch_size, wri
 
 
 def source_batches(sources, name, text_column, id_column, on_error, batch_size, writer):
+    """(texts, ids, source name) batches of files or a table; the ids by the rule of ``neardup
+    dedup`` (:func:`neardup.io.choose_id_column`): ``id_column``, else an ``id`` field that every
+    input has, else positions (``""`` asks for positions)."""
     from .. import io as nio
+    id_column = nio.choose_id_column(sources, id_column)[0]
     for si, src in enumerate(sources):
         for batch in nio.read_source(src, si, text_column=text_column, id_column=id_column,
                                      on_error=on_error, batch_size=batch_size):

@@ -9,18 +9,22 @@ Arrow / Parquet tables over it. Bad input is an :class:`~neardup.errors.InputErr
 the line or row (``on_error="fail"``), or a rejected entry (``on_error="skip"``).
 """
 
-from .reader import Batch, read_source
+from .reader import Batch, choose_id_column, every_record_has_an_id, read_source, read_sources
 from .sources import Source, discover, estimate_documents, output_relpath, output_relpaths, table_source
-from .writer import write_kept
+from .writer import copy_text_files, write_kept
 
 __all__ = [
     "Batch",
+    "choose_id_column",
+    "copy_text_files",
+    "every_record_has_an_id",
     "Source",
     "discover",
     "estimate_documents",
     "output_relpath",
     "output_relpaths",
     "read_source",
+    "read_sources",
     "table_source",
     "write_kept",
 ]

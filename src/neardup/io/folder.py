@@ -275,14 +275,25 @@ class RemoteFolder(Folder):
 def overlapping(path: Folder, inputs: Sequence[str], files: Sequence[str]) -> Optional[str]:
     """The first input that ``path`` would clash with, or None: ``path`` is an input file, holds
     one of the ``files`` read, or lies inside one of the ``inputs`` as given (a folder)."""
+    folders: dict = {}  # a folder's real path, once per folder (a run may read 100,000 files)
+
     def form(p: str) -> str:  # a folder's form for a prefix test: a URL as typed, a local path resolved
         if fs.is_url(p):
             return str(p).rstrip("/") + "/"
-        return os.path.realpath(fs.local_path(p)).rstrip(os.sep) + os.sep
+        local = fs.local_path(p)
+        if os.path.islink(local):
+            return os.path.realpath(local).rstrip(os.sep) + os.sep
+        head, tail = os.path.split(local)
+        if tail in ("", ".", ".."):
+            return os.path.realpath(local).rstrip(os.sep) + os.sep
+        real = folders.get(head)
+        if real is None:
+            real = folders[head] = os.path.realpath(head or ".")
+        return os.path.join(real, tail).rstrip(os.sep) + os.sep
 
     mine = form(path.path)
     for f in files:
-        if form(f) == mine or form(f).startswith(mine):
+        if form(f).startswith(mine):
             return f
     for inp in inputs:
         if fs.has_magic(inp):

@@ -40,6 +40,9 @@ from .tables import parquet_file
 from .sources import Source
 
 ON_ERROR_MODES = ("fail", "skip")
+EMPTY_FILE = "empty file (no records)"
+BINARY = "binary file"
+NOT_UTF8 = "not UTF-8 text"
 _MAX_REASON = 400
 _TOO_DEEP = f"JSON nested too deeply (more than {MAX_NESTING} levels of arrays and objects)"
 
@@ -57,6 +60,9 @@ class Batch:
     scores: float64 values of the score column (NaN where null), or None.
     rejected: ``(row, reason)`` of the records skipped in this batch (``on_error="skip"``);
         row is None for a problem with the whole file.
+    skipped: why the whole file holds no documents, when that is no error (a batch of none):
+        ``empty file (no records)``, or, for a file found by a walk (``Source.walked``) read as
+        text, ``binary file (...)`` / ``not UTF-8 text (...)``.
     """
 
     source_index: int
@@ -65,6 +71,7 @@ class Batch:
     ids: Optional[pa.Array]
     scores: Optional[np.ndarray]
     rejected: List[Tuple[Optional[int], str]] = field(default_factory=list)
+    skipped: Optional[str] = None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -165,6 +172,12 @@ class _Ctx:
         if not self.skip:
             raise self.error(None, reason)
         yield self.empty([(None, one_line(reason))])
+
+    def skipped(self, reason: str) -> Iterator[Batch]:
+        """The whole file holds no documents, and that is no error (see ``Batch.skipped``)."""
+        batch = self.empty([])
+        batch.skipped = reason
+        yield batch
 
     def emit(self, text: pa.Array, rows: np.ndarray, ids: Optional[pa.Array],
              scores: Optional[np.ndarray], bad: Dict[int, str]) -> Iterator[Batch]:
@@ -507,7 +520,7 @@ def _read_jsonl(ctx: _Ctx) -> Iterator[Batch]:
     finally:
         blocks.close()
     if records == 0:
-        yield from ctx.problem("empty file (no records)")
+        yield from ctx.skipped(EMPTY_FILE)
 
 
 # --------------------------------------------------------------------------- Arrow (Parquet, tables)
@@ -631,12 +644,12 @@ def _read_parquet(ctx: _Ctx) -> Iterator[Batch]:
     except (pa.ArrowException, OSError, ValueError) as e:
         yield from ctx.problem(f"not a readable Parquet file ({one_line(e)})")
         return
+    if pf.metadata.num_rows == 0:  # (Spark writes such files, with or without the columns)
+        yield from ctx.skipped(EMPTY_FILE)
+        return
     reason = _column_problem(ctx, schema)
     if reason:
         yield from ctx.problem(reason)
-        return
-    if pf.metadata.num_rows == 0:
-        yield from ctx.problem("empty file (no records)")
         return
     cols = _wanted_columns(ctx)
     row0 = 0
@@ -982,7 +995,7 @@ def _read_csv(ctx: _Ctx) -> Iterator[Batch]:
         yield from ctx.emit(*_arrow_batch(ctx, {c: pending.column(c) for c in cols}, pending_row0))
         emitted += pending.num_rows
     if emitted == 0 and not bad and seen["invalid"] == 0:
-        yield from ctx.problem("empty file (no records)")
+        yield from ctx.skipped(EMPTY_FILE)
 
 
 # --------------------------------------------------------------------------- text files
@@ -997,15 +1010,32 @@ def _compressed_hint(data: bytes) -> str:
 
 
 def _read_text(ctx: _Ctx) -> Iterator[Batch]:
+    """One document, the whole file (see :func:`_text_document`)."""
     src = ctx.src
     try:
         with _fs.open_input(src.path) as f:
             data = f.read()
     except OSError as e:
         raise _cannot_read(src, e) from None
+    yield from _text_document(ctx, data)
+
+
+def _text_document(ctx: _Ctx, data: bytes) -> Iterator[Batch]:
+    """The document of a text file whose bytes are ``data``. A file found by a walk that is
+    binary (a NUL byte) or not UTF-8 is skipped (``Batch.skipped``): a folder of code holds
+    images and compiled files; a file named on its own is an error (or a rejected entry)."""
+    src = ctx.src
+    if src.walked:
+        nul = data.find(b"\0")
+        if nul >= 0:
+            yield from ctx.skipped(f"{BINARY} (a NUL byte at byte {nul})")
+            return
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
+        if src.walked:
+            yield from ctx.skipped(f"{NOT_UTF8} (invalid UTF-8 at byte {e.start})")
+            return
         yield from ctx.problem(f"invalid UTF-8 at byte {e.start}" + _compressed_hint(data))
         return
     yield Batch(
@@ -1016,6 +1046,83 @@ def _read_text(ctx: _Ctx) -> Iterator[Batch]:
         scores=np.full(1, np.nan) if ctx.score_column is not None else None,
         rejected=[],
     )
+
+
+def _slurp(src: Source) -> bytes:
+    """The bytes of a local file, read with one open: checked to be a regular file first, as
+    :func:`check_local_file` does (opened without blocking)."""
+    path = _fs.local_path(src.path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise _cannot_read(src, e) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a file")
+            raise InputError(_fs.redact(f"{src.name}: not a regular file ({kind})"))
+        parts = []
+        size = max(st.st_size, 0) + 1  # one more: the end is seen at once
+        while True:
+            chunk = os.read(fd, max(size, 1 << 16))
+            if not chunk:
+                break
+            parts.append(chunk)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+    except OSError as e:
+        raise _cannot_read(src, e) from None
+    finally:
+        os.close(fd)
+
+
+_FILES_AHEAD = 512  # small files read ahead by the pool of read_sources
+
+
+def read_sources(sources, members, **options) -> Iterator[Batch]:
+    """:func:`read_source` over ``sources[i]`` for each ``i`` of ``members``, in order (the
+    batches' ``source_index`` is ``i``). Runs of local text files (a folder of code, of scraped
+    pages: many small files) are opened and read by a pool of threads, up to _FILES_AHEAD files
+    ahead, instead of one at a time; the batches, errors and their order are those of
+    :func:`read_source`."""
+    members = list(members)
+    pool = None
+    k = 0
+    try:
+        while k < len(members):
+            if not _pooled(sources[members[k]]):
+                yield from read_source(sources[members[k]], members[k], **options)
+                k += 1
+                continue
+            end = k
+            while end < len(members) and _pooled(sources[members[end]]):
+                end += 1
+            if pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+                pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="neardup-read")
+            yield from _pooled_texts(pool, sources, members[k:end], options)
+            k = end
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _pooled(src: Source) -> bool:
+    return src.format == "text" and not _fs.is_url(src.path)
+
+
+def _pooled_texts(pool, sources, run: List[int], options: dict) -> Iterator[Batch]:
+    from collections import deque
+
+    ahead: "deque" = deque()
+    nxt = 0
+    while nxt < len(run) or ahead:
+        while nxt < len(run) and len(ahead) < _FILES_AHEAD:
+            ahead.append((run[nxt], pool.submit(_slurp, sources[run[nxt]])))
+            nxt += 1
+        si, future = ahead.popleft()
+        ctx = _context(sources[si], si, **options)
+        yield from _text_document(ctx, future.result())
 
 
 # --------------------------------------------------------------------------- entry point
@@ -1033,22 +1140,108 @@ def read_source(src: Source, source_index: int = 0, *, text_column: str = "text"
     (0-based). A text file (one document) read with ``id_column`` gets its name as id, and
     with ``score_column`` a NaN score.
     """
-    if on_error not in ON_ERROR_MODES:
-        raise ConfigError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
-    if not text_column:
-        raise ConfigError("text_column must be a non-empty field name")
-    if score_column is not None and score_column in (text_column, id_column):
-        raise ConfigError(f"score_column {score_column!r} must differ from the text and id columns")
-    if id_column is not None and id_column == text_column:
-        raise ConfigError(f"id_column {id_column!r} must differ from text_column")
-    ctx = _Ctx(src, source_index, text_column, id_column, score_column, on_error, int(batch_size))
+    ctx = _context(src, source_index, text_column=text_column, id_column=id_column, score_column=score_column,
+                   on_error=on_error, batch_size=batch_size)
     readers = {"jsonl": _read_jsonl, "parquet": _read_parquet, "text": _read_text, "table": _read_table,
                "csv": _read_csv, "tsv": _read_csv}
     if src.format not in readers:
         raise ValueError(f"unknown source format {src.format!r}")
     return _checked(ctx, readers[src.format])
+
+
+def _context(src: Source, source_index: int, *, text_column: str = "text", id_column: Optional[str] = None,
+             score_column: Optional[str] = None, on_error: str = "fail", batch_size: int = 8192) -> _Ctx:
+    """The checked arguments of :func:`read_source` for ``src`` (its text column chosen)."""
+    if on_error not in ON_ERROR_MODES:
+        raise ConfigError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+    candidates = text_columns(text_column)
+    if score_column is not None and (score_column in candidates or score_column == id_column):
+        raise ConfigError(f"score_column {score_column!r} must differ from the text and id columns")
+    if id_column is not None and id_column in candidates:
+        raise ConfigError(f"id_column {id_column!r} must differ from text_column")
+    if len(candidates) > 1:
+        text_column = text_column_of(src, candidates)
+    ctx = _Ctx(src, source_index, text_column, id_column, score_column, on_error, int(batch_size))
+    return ctx
+
+
+def text_columns(text_column: str) -> List[str]:
+    """The text fields to look for, in order: ``text_column`` split at commas (``"body,text"``);
+    a ConfigError for an empty or repeated name."""
+    if not isinstance(text_column, str) or not text_column:
+        raise ConfigError("text_column must be a non-empty field name")
+    names = [n.strip() for n in text_column.split(",")]
+    if not all(names):
+        raise ConfigError(f"text_column {text_column!r} has an empty field name (names are separated by commas)")
+    if len(set(names)) < len(names):
+        raise ConfigError(f"text_column {text_column!r} names a field twice")
+    return names
+
+
+def text_column_of(src: Source, candidates: List[str]) -> str:
+    """Of several text fields, the first that ``src`` has: a column of a Parquet or CSV / TSV
+    file or of a table, a field of a JSONL file's first record (the first one otherwise, which
+    its reader then reports missing). A text file has no fields: the first."""
+    try:
+        if src.format == "table":
+            names = src.table.column_names
+        elif src.format == "parquet":
+            names = parquet_file(src.path).schema_arrow.names
+        elif src.format in ("csv", "tsv"):
+            names = csv_header(src)
+        elif src.format == "jsonl":
+            head = _fs.head(src.path, src.compression)
+            first = next((ln for ln in head.split(b"\n") if ln.strip()), b"")
+            record = json.loads(first) if first else {}
+            names = list(record) if isinstance(record, dict) else []
+        else:
+            names = []
+    except (OSError, ValueError, RecursionError, pa.ArrowException):  # unreadable: the reader will say so
+        names = []
+    return next((c for c in candidates if c in names), candidates[0])
+
+
+def every_record_has_an_id(sources) -> bool:
+    """Whether the inputs carry their own ids: every JSONL, Parquet or CSV / TSV file (or table)
+    has an ``id`` field in its first record, its schema or its header (text files have none)."""
+    if not sources:
+        return False
+    for s in sources:
+        try:
+            if s.format == "parquet":
+                names = parquet_file(s.path).schema_arrow.names
+            elif s.format == "table":
+                names = s.table.column_names
+            elif s.format == "jsonl":
+                head = _fs.head(s.path, s.compression)
+                first = next((line for line in head.split(b"\n") if line.strip()), b"")
+                record = json.loads(first)
+                names = list(record) if isinstance(record, dict) else []
+            elif s.format in ("csv", "tsv"):
+                names = csv_header(s)
+            else:
+                return False
+        except (OSError, ValueError, RecursionError, pa.ArrowException):  # unreadable: the reader will say so
+            return False
+        if "id" not in names:
+            return False
+    return True
+
+
+def choose_id_column(sources, id_column: Optional[str]) -> Tuple[Optional[str], bool]:
+    """``(id column or None, whether it was found rather than given)``, by the one rule of every
+    command and of the API: ``id_column`` when given; ``""`` for positions (``FILE:LINE``,
+    ``FILE:ROW``, a text file's path) whatever the input has; else ``id`` when every input has
+    such a field (:func:`every_record_has_an_id`); else positions (None)."""
+    if id_column == "":
+        return None, False
+    if id_column is not None:
+        return id_column, False
+    if every_record_has_an_id(sources):
+        return "id", True
+    return None, False
 
 
 def _checked(ctx: _Ctx, reader) -> Iterator[Batch]:

@@ -49,6 +49,8 @@ class Source:
     format: ``jsonl``, ``parquet``, ``csv``, ``tsv``, ``text`` (one document per file) or ``table``.
     compression: ``None``, ``gzip`` or ``zstd`` (JSONL, CSV and TSV only).
     table: the ``pyarrow.Table`` of a ``table`` source.
+    walked: found by walking a folder or by a glob, not named: a text file of a walk that is
+        binary (a NUL byte) or not UTF-8 is skipped (counted), where a named one is an error.
     """
 
     path: str
@@ -57,6 +59,21 @@ class Source:
     format: str
     compression: Optional[str] = None
     table: Any = field(default=None, compare=False, hash=False, repr=False)
+    walked: bool = False
+
+
+INPUT_FORMATS = ("auto", "text")
+
+
+class Sources(list):
+    """What :func:`discover` found: the :class:`Source` list, and ``links``, what it did with
+    symbolic links: ``read_once`` (a link to a file of the input set, which is read once under
+    its own name) and ``not_followed`` (links leading out of the input set, left out unless
+    ``follow_symlinks``)."""
+
+    def __init__(self, items=(), links: Optional[Dict[str, int]] = None):
+        super().__init__(items)
+        self.links = dict(links or {"read_once": 0, "not_followed": 0})
 
 
 def display_name(path: Any) -> str:
@@ -158,13 +175,39 @@ def _skip_name(name: str) -> bool:
     return name.startswith(".") or name == "__pycache__"
 
 
-def _walk_folder(folder: str) -> List[Tuple[str, str]]:
-    """Regular files under ``folder`` as ``(path, relpath)``, hidden entries and ``__pycache__``
-    skipped, sorted by path components. Symbolic links to folders are followed (once each)."""
-    found: List[Tuple[Tuple[str, ...], str]] = []
+def _inside(path: str, roots: Sequence[str]) -> bool:
+    """Whether the real path ``path`` is one of ``roots`` (real paths) or lies inside one."""
+    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def _walked_anyway(target: str, folders: Sequence[str]) -> bool:
+    """Whether the real path ``target`` is walked as part of one of the folder inputs
+    ``folders`` (real paths): inside one, and not below a hidden entry or ``__pycache__``."""
+    for f in folders:
+        if target == f:
+            return True
+        prefix = f.rstrip(os.sep) + os.sep
+        if target.startswith(prefix) and not any(_skip_name(p) for p in target[len(prefix):].split(os.sep)):
+            return True
+    return False
+
+
+def _walk_folder(folder: str, roots: Sequence[str] = (), follow_symlinks: bool = True,
+                 links: Optional[Dict[str, int]] = None,
+                 folders: Sequence[str] = ()) -> List[Tuple[str, str, bool]]:
+    """Regular files under ``folder`` as ``(path, relpath, via_link)``, hidden entries and
+    ``__pycache__`` skipped, sorted by path components; ``via_link``: a symbolic link is on the
+    way. A link to a folder that one of ``folders`` (the real paths of the folder inputs) walks
+    anyway is not followed (counted in ``links["read_once"]``); any other link (to a file or a
+    folder) whose target lies outside ``roots`` (the real paths of the input set) is followed
+    only with ``follow_symlinks``, else counted in ``links["not_followed"]``; a folder is walked
+    once (a link cycle ends)."""
+    if links is None:
+        links = {"read_once": 0, "not_followed": 0}
+    found: List[Tuple[Tuple[str, ...], str, bool]] = []
     seen_dirs = set()
 
-    def walk(path: str, parts: Tuple[str, ...]) -> None:
+    def walk(path: str, parts: Tuple[str, ...], via_link: bool) -> None:
         try:
             st = os.stat(path)
         except OSError as e:
@@ -184,17 +227,26 @@ def _walk_folder(folder: str) -> List[Tuple[str, str]]:
             try:
                 is_dir = entry.is_dir()  # follows links; False for a broken one
                 is_file = entry.is_file()
+                is_link = entry.is_symlink()
             except OSError as e:  # a link loop, no permission: not a broken link, a problem
                 raise InputError(f"cannot read {_SHOW(_posix(entry.path))} ({e.strerror or e})") from None
+            if is_link and (is_dir or is_file):
+                target = os.path.realpath(entry.path)
+                if is_dir and _walked_anyway(target, folders):
+                    links["read_once"] += 1  # its files are read by their own paths
+                    continue
+                if not follow_symlinks and not _inside(target, roots):
+                    links["not_followed"] += 1
+                    continue
             if is_dir:
-                walk(entry.path, sub)
+                walk(entry.path, sub, via_link or is_link)
             elif is_file:
-                found.append((sub, entry.path))
+                found.append((sub, entry.path, via_link or is_link))
             # other things (sockets, named pipes, devices, broken links) are not documents
 
-    walk(folder, ())
+    walk(folder, (), False)
     found.sort(key=lambda t: t[0])
-    return [(path, "/".join(parts)) for parts, path in found]
+    return [(path, "/".join(parts), via_link) for parts, path, via_link in found]
 
 
 def _join_name(base: str, rel: str) -> str:
@@ -250,64 +302,60 @@ def _clashing(relpaths: Sequence[str]) -> set:
     return out
 
 
-def discover(inputs: Sequence[str]) -> List[Source]:
+def discover(inputs: Sequence[str], *, input_format: str = "auto", follow_symlinks: bool = False) -> Sources:
     """The files to read, in order.
 
     Each input is a file, a folder (walked recursively in sorted path order, skipping hidden
     entries and ``__pycache__``) or a glob (``glob.glob(recursive=True)``, sorted; a folder it
     matches is walked like a folder input, except for ``**`` globs, which already match the
-    files inside). The format comes from the extension: ``.jsonl .json`` (optionally ``.gz``,
-    ``.zst``, ``.zstd``) are JSON Lines, ``.parquet .pq`` Parquet, ``.csv .tsv`` (optionally
-    compressed the same way) tables with a header line, anything else one text document per file.
+    files inside). With ``input_format="auto"`` the format comes from the extension: ``.jsonl
+    .json`` (optionally ``.gz``, ``.zst``, ``.zstd``) are JSON Lines, ``.parquet .pq`` Parquet,
+    ``.csv .tsv`` (optionally compressed the same way) tables with a header line, anything else
+    one text document per file; with ``input_format="text"`` every file is one text document.
 
-    ``relpath`` (the name under ``kept/``) is the path inside a folder input, or the base name
-    of a file / glob match; when two sources would collide, each of them falls back to its
-    ``name`` (leading ``/`` and ``..`` parts removed); a collision left after that is an
+    Symbolic links met in a walk: one whose target lies outside the input set (the real paths of
+    the inputs) is followed only with ``follow_symlinks``; a file reached both through a link and
+    by its own path (or through two links) is read once, under the name reached without a link
+    (the first in order otherwise), counted in the result's ``links``. The same file reached
+    twice without a link (overlapping inputs) is an InputError.
+
+    ``relpath`` (the name under ``kept/``) is the file's path relative to the longest common
+    folder of the inputs' folders (a folder input's own folder, a file's parent folder, a glob's
+    folder before its first wildcard); when two sources would collide, each of them falls back
+    to its ``name`` (leading ``/`` and ``..`` parts removed); a collision left after that is an
     InputError, like a missing path, a glob that matches nothing, a folder without files or a
     file reached twice.
     """
+    if input_format not in INPUT_FORMATS:
+        raise ConfigError(f"input_format must be one of {', '.join(INPUT_FORMATS)}; got {input_format!r}")
     if isinstance(inputs, (str, bytes, os.PathLike)):
         inputs = [inputs]  # type: ignore[list-item]
     inputs = [os.fsdecode(os.fspath(i)) for i in inputs]
     if not inputs:
         raise InputError("no input given")
 
-    found: List[Tuple[str, str, str]] = []  # (path, name, relpath)
-    remote: List[bool] = []
+    roots = _real_roots(inputs)
+    folders = [os.path.realpath(_fs.local_path(i)) for i in inputs
+               if i and not _fs.is_url(i) and os.path.isdir(_fs.local_path(i))]
+    links = {"read_once": 0, "not_followed": 0}
+    found: List[_Found] = []
+    bases: List[str] = []
     for inp in inputs:
         if inp == "":
             raise InputError("no such file or folder: '' (an empty input path)")
         if _fs.is_url(inp):
-            n_before = len(found)
-            found.extend(_discover_url(inp))
-            remote.extend([True] * (len(found) - n_before))
+            files, base = _discover_url(inp)
+            found.extend(files)
+            bases.append(base)
             continue
-        n_before = len(found)
-        _discover_local(_fs.local_path(inp), found)
-        remote.extend([False] * (len(found) - n_before))
+        local = _fs.local_path(inp)
+        _discover_local(local, found, roots, follow_symlinks, links, folders)
+        bases.append(_local_base(local))
 
-    # the same file reached twice (two inputs, overlapping folders, links)
-    seen: Dict[Any, str] = {}
-    for (path, name, _), is_remote in zip(found, remote):
-        if is_remote:
-            key: Any = ("url", path.rstrip("/"))
-        else:
-            try:
-                st = os.stat(path)
-            except OSError as e:
-                raise InputError(f"cannot read {_SHOW(name)} ({e.strerror or e})") from None
-            if not stat.S_ISREG(st.st_mode):
-                raise InputError(f"not a regular file: {_SHOW(name)}")
-            key = (st.st_dev, st.st_ino)
-        if key in seen:
-            other = seen[key]
-            if other == name:
-                raise InputError(f"same file reached twice: {_SHOW(name)}")
-            raise InputError(f"same file reached twice: {_SHOW(other)} and {_SHOW(name)}")
-        seen[key] = name
-
-    names = [_SHOW(name) for _, name, _ in found]
-    relpaths = [_SHOW(rel) for _, _, rel in found]
+    found = _once(found, links)
+    root = _common_folder(bases)
+    names = [_SHOW(f.name) for f in found]
+    relpaths = [_SHOW(_relative(f.path, root)) for f in found]
     for i in sorted(_clashing(relpaths)):
         relpaths[i] = _strip_name(_without_scheme(names[i])) or relpaths[i]
     clash = _first_clash(relpaths)
@@ -318,11 +366,111 @@ def discover(inputs: Sequence[str]) -> List[Source]:
             f"{names[i]} and {names[j]}"
         )
 
-    out = []
-    for (path, _, _), name, rel in zip(found, names, relpaths):
-        fmt, comp = detect_format(_fs.basename(path))
-        out.append(Source(path=path, name=name, relpath=rel, format=fmt, compression=comp))
+    out = Sources(links=links)
+    for f, name, rel in zip(found, names, relpaths):
+        fmt, comp = detect_format(_fs.basename(f.path)) if input_format == "auto" else (input_format, None)
+        out.append(Source(path=f.path, name=name, relpath=rel, format=fmt, compression=comp, walked=f.walked))
     return out
+
+
+@dataclass(frozen=True)
+class _Found:
+    path: str            # to open
+    name: str            # as shown
+    walked: bool = False  # found by a walk or a glob
+    via_link: bool = False  # a symbolic link on the way (in a walk)
+    remote: bool = False
+
+
+def _real_roots(inputs: Sequence[str]) -> List[str]:
+    """The real paths of the local inputs (a glob: its folder before the first wildcard): where
+    a symbolic link may lead and still be inside the input set."""
+    out = []
+    for inp in inputs:
+        if inp and not _fs.is_url(inp):
+            local = _fs.local_path(inp)
+            out.append(os.path.realpath(_glob_folder(local) if _is_magic(local) and not os.path.exists(local)
+                                        else local))
+    return out
+
+
+def _glob_folder(pattern: str) -> str:
+    """The folder of a glob pattern before its first wildcard (``.`` when it starts with one)."""
+    parts = _posix(pattern).split("/")
+    fixed = next(k for k, part in enumerate(parts) if _is_magic(part))
+    head = "/".join(parts[:fixed])
+    return head if head or not pattern.startswith("/") else "/"
+
+
+def _local_base(inp: str) -> str:
+    """The folder an input's files are laid out from under ``kept/`` (absolute)."""
+    if os.path.isdir(inp):
+        return os.path.abspath(inp)
+    if not os.path.exists(inp) and _is_magic(inp):
+        return os.path.abspath(_glob_folder(inp) or ".")
+    return os.path.dirname(os.path.abspath(inp))
+
+
+def _common_folder(bases: Sequence[str]) -> Optional[str]:
+    """The longest common folder of ``bases`` (by whole path components), None when there is none
+    (local and remote inputs, or URLs of two stores)."""
+    split = [b.rstrip("/").split("/") if _fs.is_url(b) else _posix(b).rstrip("/").split("/") for b in bases]
+    if not split:
+        return None
+    common = split[0]
+    for parts in split[1:]:
+        k = 0
+        while k < min(len(common), len(parts)) and common[k] == parts[k]:
+            k += 1
+        common = common[:k]
+    if _fs.is_url(bases[0]) and len(common) < 3:  # not even the same store
+        return None
+    if not common:
+        return None
+    return "/".join(common) or "/"
+
+
+def _relative(path: str, root: Optional[str]) -> str:
+    """``path`` relative to the folder ``root`` (its base name when it is not inside)."""
+    full = path if _fs.is_url(path) else _posix(os.path.abspath(path))
+    if root is not None:
+        prefix = root.rstrip("/") + "/"
+        if full.startswith(prefix):
+            return full[len(prefix):]
+    return _fs.basename(path)
+
+
+def _once(found: List[_Found], links: Dict[str, int]) -> List[_Found]:
+    """``found`` with each file once: of the entries that reach one file, the one without a
+    symbolic link on the way (else the first) stays, in its place; two entries without a link
+    are the same file named twice, an InputError."""
+    keys: List[Any] = []
+    first: Dict[Any, int] = {}
+    for i, f in enumerate(found):
+        if f.remote:
+            key: Any = ("url", f.path.rstrip("/"))
+        else:
+            try:
+                st = os.stat(f.path)
+            except OSError as e:
+                raise InputError(f"cannot read {_SHOW(f.name)} ({e.strerror or e})") from None
+            if not stat.S_ISREG(st.st_mode):
+                raise InputError(f"not a regular file: {_SHOW(f.name)}")
+            key = (st.st_dev, st.st_ino)
+        keys.append(key)
+        j = first.get(key)
+        if j is None:
+            first[key] = i
+            continue
+        other = found[j]
+        if not (f.via_link or other.via_link):
+            if other.name == f.name:
+                raise InputError(f"same file reached twice: {_SHOW(f.name)}")
+            raise InputError(f"same file reached twice: {_SHOW(other.name)} and {_SHOW(f.name)}")
+        links["read_once"] += 1
+        if other.via_link and not f.via_link:
+            first[key] = i
+    return [f for i, f in enumerate(found) if first[keys[i]] == i]
 
 
 def _without_scheme(name: str) -> str:
@@ -335,15 +483,15 @@ def _without_scheme(name: str) -> str:
     return head.rpartition("@")[2] + sep + tail
 
 
-def _discover_url(inp: str) -> List[Tuple[str, str, str]]:
-    """``(path, name, relpath)`` of the files an URL input names: the rules of local inputs
-    (a file, a folder walked in sorted order without hidden entries and ``__pycache__``, or a
-    glob) over the store's listing. The name is the URL itself."""
+def _discover_url(inp: str) -> Tuple[List[_Found], str]:
+    """The files an URL input names: the rules of local inputs (a file, a folder walked in
+    sorted order without hidden entries and ``__pycache__``, or a glob) over the store's
+    listing, the name being the URL itself; and the input's folder (see :func:`discover`)."""
     url = inp
     if _fs.has_magic(url):
         entries = _fs.glob_entries(url)
         recursive = "**" in url
-        out: List[Tuple[str, str, str]] = []
+        out: List[_Found] = []
         fixed = next(k for k, part in enumerate(url.split("/")) if _is_magic(part))
         hidden_ok = "/." in url
         for m, is_dir in entries:
@@ -354,21 +502,21 @@ def _discover_url(inp: str) -> List[Tuple[str, str, str]]:
                 continue
             if is_dir:
                 if not recursive:
-                    out.extend((p, _join_name(m, rel), rel) for p, rel in _walk_url(m))
+                    out.extend(_Found(p, _join_name(m, rel), walked=True, remote=True) for p, rel in _walk_url(m))
             else:
-                out.append((m, m, _fs.basename(m)))
+                out.append(_Found(m, m, walked=True, remote=True))
         if not out:
             _fs.check_reachable(url)
             what = "nothing" if not entries else "no files"
             raise InputError(f"no such file or folder: {_SHOW(url)} (the pattern matches {what})")
-        return out
+        return out, "/".join(url.split("/")[:fixed])
     if _fs.isfile(url):
-        return [(url, url, _fs.basename(url))]
+        return [_Found(url, url, remote=True)], url.rstrip("/").rpartition("/")[0]
     if _fs.isdir(url):
         files = _walk_url(url)
         if not files:
             raise InputError(f"folder has no files: {_SHOW(url)}")
-        return [(p, _join_name(url, rel), rel) for p, rel in files]
+        return [_Found(p, _join_name(url, rel), walked=True, remote=True) for p, rel in files], url.rstrip("/")
     _fs.check_reachable(url)
     raise InputError(f"no such file or folder: {_SHOW(url)}")
 
@@ -377,15 +525,24 @@ def _walk_url(folder: str) -> List[Tuple[str, str]]:
     return [(path, "/".join(parts)) for parts, path in _fs.walk_files(folder, skip=_skip_name)]
 
 
-def _discover_local(inp: str, found: List[Tuple[str, str, str]]) -> None:
-    """Append the ``(path, name, relpath)`` of a local input to ``found``."""
+def _discover_local(inp: str, found: List[_Found], roots: Sequence[str], follow_symlinks: bool,
+                    links: Dict[str, int], folders: Sequence[str]) -> None:
+    """Append the files of a local input to ``found`` (see :func:`_walk_folder` for ``roots``,
+    ``follow_symlinks``, ``links`` and ``folders``)."""
+    def walk(folder: str) -> None:
+        for p, rel, via_link in _walk_folder(folder, roots, follow_symlinks, links, folders):
+            found.append(_Found(p, _join_name(folder, rel), walked=True, via_link=via_link))
+
     if os.path.isdir(inp):
-        files = _walk_folder(inp)
-        if not files:
-            raise InputError(f"folder has no files: {_SHOW(_posix(inp))}")
-        found.extend((p, _join_name(inp, rel), rel) for p, rel in files)
+        n_before, left_out = len(found), links["not_followed"]
+        walk(inp)
+        if len(found) == n_before:
+            left_out = links["not_followed"] - left_out
+            hint = (f" ({left_out} symbolic link{'s' if left_out > 1 else ''} leading out of the inputs not "
+                    f"followed; --follow-symlinks follows them)") if left_out else ""
+            raise InputError(f"folder has no files: {_SHOW(_posix(inp))}{hint}")
     elif os.path.exists(inp):
-        found.append((inp, _posix(inp), os.path.basename(inp)))
+        found.append(_Found(inp, _posix(inp)))
     elif _is_magic(inp):
         matches = sorted(glob.glob(inp, recursive=True))
         recursive = "**" in inp
@@ -396,9 +553,13 @@ def _discover_local(inp: str, found: List[Tuple[str, str, str]]) -> None:
                 continue
             if os.path.isdir(m):
                 if not recursive:
-                    found.extend((p, _join_name(m, rel), rel) for p, rel in _walk_folder(m))
+                    walk(m)
             elif os.path.isfile(m):
-                found.append((m, _posix(m), os.path.basename(m)))
+                is_link = os.path.islink(m)
+                if is_link and not follow_symlinks and not _inside(os.path.realpath(m), roots):
+                    links["not_followed"] += 1
+                    continue
+                found.append(_Found(m, _posix(m), walked=True, via_link=is_link))
         if len(found) == n_before:
             what = "nothing" if not matches else "no files"
             raise InputError(f"no such file or folder: {_SHOW(_posix(inp))} (the pattern matches {what})")
@@ -412,7 +573,6 @@ def _discover_local(inp: str, found: List[Tuple[str, str, str]]) -> None:
         if os.path.islink(inp):
             raise InputError(f"no such file or folder: {shown} (a broken symbolic link)")
         raise InputError(f"no such file or folder: {shown}")
-
 
 
 # --------------------------------------------------------------------------- in-memory tables

@@ -73,7 +73,7 @@ class Run:
 
     def user_ids_wanted(self) -> bool:
         """Whether documents are known by the user's ids (else by position: FILE:LINE, FILE:ROW)."""
-        return self.config.id_column is not None and not self.info("read").positional_ids
+        return self.config.id_column is not None
 
     def excluded_from_pairs(self) -> np.ndarray:
         """Documents that take no part in the run's own pairs: those rejected after reading

@@ -79,8 +79,8 @@ class ReadInfo:
     per_source: List[int] = field(default_factory=list)
     rejected_records: int = 0
     rejected_documents: List[Tuple[int, str]] = field(default_factory=list)  # [doc, reason], doc order
-    positional_ids: bool = False   # the input's own ids were not unique: FILE:LINE ids instead
     empty_kept: int = 0
+    skipped_files: List[Tuple[int, str]] = field(default_factory=list)  # [source, reason] (Batch.skipped)
 
     def rejected_docs(self) -> np.ndarray:
         """The documents rejected after reading (duplicate ids), ascending."""

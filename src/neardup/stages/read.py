@@ -121,7 +121,7 @@ def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int
                signatures: Optional[Callable[[np.ndarray], None]] = None) -> dict:
     """Reads the sources ``members`` (indices into ``sources``) as block ``block``; returns its
     summary: documents, documents per source, empty documents (no shingles), rejected records
-    [source, row or None, reason]. Raises the first bad record's error (on_error='fail').
+    [source, row or None, reason], skipped files [source, reason] (``Batch.skipped``). Raises the first bad record's error (on_error='fail').
     ``finish(documents) -> dict``, when given, runs once the block's files are complete and adds
     to the summary, which is written last; ``signatures(sig)``, when given, sees each batch's
     signatures in document order (see :func:`block_matcher`)."""
@@ -131,7 +131,8 @@ def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int
     schema = docs_schema(config)
     arrow_path = block_path(work_path, block, "arrow")
     big_path = block_path(work_path, block, "fp" if exact else "sig")
-    summary = {"documents": 0, "per_source": {str(si): 0 for si in members}, "empty": 0, "rejected": []}
+    summary = {"documents": 0, "per_source": {str(si): 0 for si in members}, "empty": 0, "rejected": [],
+               "skipped": []}
     # each file appears under its name only when complete, at the end of the with (a temporary
     # name renamed; an upload completed); a failure (a full disk, a bad record) leaves neither
     with fs.atomic_write(arrow_path) as arrow_file, fs.atomic_write(big_path) as big_file:
@@ -144,49 +145,87 @@ def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int
     return summary
 
 
+COALESCE_BYTES = 16 << 20  # text bytes of small batches gathered for one call of the kernels
+
+
 def _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress,
                on_signatures=None) -> None:
-    exact = config.verify == "exact"
+    """The documents of ``members`` through the kernels into ``writer`` and ``big``. Batches
+    smaller than ``config.batch_size`` (small files: one document each) are gathered, up to
+    ``batch_size`` documents or COALESCE_BYTES, into one call of the kernels and one record
+    batch, which cost the same for one document as for thousands."""
+    pending: List[nio.Batch] = []
+    size = {"docs": 0, "bytes": 0}
 
-    def batches():
-        for si in members:
-            yield from nio.read_source(sources[si], si, text_column=config.text_column, id_column=config.id_column,
-                                       score_column=config.score_column, on_error=config.on_error,
-                                       batch_size=config.batch_size)
+    def flush() -> None:
+        if not pending:
+            return
+        _process(config, hasher, scratch, schema, pending, summary, writer, big, progress, on_signatures)
+        pending.clear()
+        size["docs"] = size["bytes"] = 0
 
+    batches = nio.read_sources(sources, members, text_column=config.text_column, id_column=config.id_column,
+                               score_column=config.score_column, on_error=config.on_error,
+                               batch_size=config.batch_size)
     try:
-        for batch in prefetch(batches()):
+        for batch in prefetch(batches):
             check_interrupt()
             for row, reason in batch.rejected:
                 summary["rejected"].append([batch.source_index, row, reason])
-            m = len(batch.text)
-            if m == 0:
+            if batch.skipped is not None:
+                summary["skipped"].append([batch.source_index, batch.skipped])
+            if len(batch.text) == 0:
                 continue
-            if exact:
-                sig, off, fp = hasher.signatures_and_fingerprints(batch.text, scratch=scratch)
-                counts = np.diff(off)
-                big.write(fp)
-            else:
-                sig, counts = hasher.signatures_and_counts(batch.text)
-                big.write(sig)
-            if on_signatures is not None:
-                on_signatures(sig)
-            cols = [arrow(np.full(m, batch.source_index, np.int32)), arrow(np.asarray(batch.rows, np.int64)),
-                    pc.binary_length(batch.text).cast(pa.int64()), arrow(np.asarray(counts, np.int64)),
-                    numpy_fixed_binary(band_keys(sig, config.bands, config.rows, config.seed))]
-            if config.score_column is not None:
-                cols.append(arrow(batch.scores, pa.float64()))
-            if config.id_column is not None:
-                cols.append(batch.ids.cast(pa.string()))
-            writer.write_batch(pa.record_batch(cols, schema=schema))
-            summary["documents"] += m
-            summary["per_source"][str(batch.source_index)] += m
-            summary["empty"] += int((np.asarray(counts) == 0).sum())
-            if progress is not None:
-                progress(m)
+            pending.append(batch)
+            size["docs"] += len(batch.text)
+            size["bytes"] += batch.text.nbytes
+            if size["docs"] >= config.batch_size or size["bytes"] >= COALESCE_BYTES:
+                flush()
+        flush()
     finally:
         writer.close()
         big.close()
+
+
+def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary, writer, big, progress,
+             on_signatures=None) -> None:
+    """One call of the kernels over the documents of ``batches``, one record batch written;
+    ``on_signatures`` sees the batch's signatures (the --against indexes of other bands and rows)."""
+    exact = config.verify == "exact"
+    if len(batches) == 1:
+        b = batches[0]
+        text, rows, ids, scores = b.text, b.rows, b.ids, b.scores
+        source = np.full(len(b.text), b.source_index, np.int32)
+    else:
+        text = pa.concat_arrays([b.text for b in batches])
+        rows = np.concatenate([b.rows for b in batches])
+        source = np.concatenate([np.full(len(b.text), b.source_index, np.int32) for b in batches])
+        ids = pa.concat_arrays([b.ids for b in batches]) if config.id_column is not None else None
+        scores = np.concatenate([b.scores for b in batches]) if config.score_column is not None else None
+    m = len(text)
+    if exact:
+        sig, off, fp = hasher.signatures_and_fingerprints(text, scratch=scratch)
+        counts = np.diff(off)
+        big.write(fp)
+    else:
+        sig, counts = hasher.signatures_and_counts(text)
+        big.write(sig)
+    if on_signatures is not None:
+        on_signatures(sig)
+    cols = [arrow(source), arrow(np.asarray(rows, np.int64)),
+            pc.binary_length(text).cast(pa.int64()), arrow(np.asarray(counts, np.int64)),
+            numpy_fixed_binary(band_keys(sig, config.bands, config.rows, config.seed))]
+    if config.score_column is not None:
+        cols.append(arrow(scores, pa.float64()))
+    if config.id_column is not None:
+        cols.append(ids.cast(pa.string()))
+    writer.write_batch(pa.record_batch(cols, schema=schema))
+    summary["documents"] += m
+    for b in batches:
+        summary["per_source"][str(b.source_index)] += len(b.text)
+    summary["empty"] += int((np.asarray(counts) == 0).sum())
+    if progress is not None:
+        progress(m)
 
 
 # --------------------------------------------------------------------------- user ids
@@ -215,10 +254,12 @@ def duplicate_ids(docs: np.ndarray, ids: pa.Array) -> pa.Table:
 
 
 def duplicate_id_rejections(dups: pa.Table, where: Callable[[np.ndarray], List[Tuple[int, int]]],
-                            sources: Sequence[nio.Source], on_error: str) -> List[list]:
+                            sources: Sequence[nio.Source], on_error: str, found_column: bool = False) -> List[list]:
     """Duplicate ids: an error naming both places (on_error='fail', the first duplicate in id
     order), or the later documents rejected: [doc, reason] in document order.
-    ``where(docs)`` gives (source, row) of documents."""
+    ``where(docs)`` gives (source, row) of documents. ``found_column``: the id column is the
+    ``id`` field every input has, not one the user named: a repeat is an error whatever
+    ``on_error`` says, one that says how to choose the ids."""
     if dups.num_rows == 0:
         return []
     dups = dups.sort_by([("id", "ascending"), ("later", "ascending")])
@@ -231,6 +272,11 @@ def duplicate_id_rejections(dups: pa.Table, where: Callable[[np.ndarray], List[T
     for i in range(len(later)):
         where_first = place(sources[at_first[i][0]], at_first[i][1])
         where_later = place(sources[at_later[i][0]], at_later[i][1])
+        if found_column:
+            raise InputError(f"{where_later}: duplicate id {ids[i]!r} (first at {where_first}) in the 'id' field "
+                             f"that every input has, taken as the ids; choose the ids: --id-column NAME "
+                             f"(id_column='NAME') for a unique field, or --id-column '' (id_column='') for "
+                             f"positions (FILE:LINE, FILE:ROW)")
         if on_error == "fail":
             raise InputError(f"{where_later}: duplicate id {ids[i]!r} (first at {where_first}); "
                              f"ids in --id-column must be unique")
@@ -263,29 +309,29 @@ class ReadStage:
         corpus = run.corpus
         records = corpus.rejected_records()
         if corpus.n == 0 and not records:
-            raise InputError("no documents in the input")
+            skipped = sum(len(s["skipped"]) for s in corpus.summaries)
+            why = f" ({skipped:,} file{'s' if skipped != 1 else ''} empty, binary or not UTF-8)" if skipped else ""
+            raise InputError(f"no documents in the input{why}")
         if corpus.n >= MAX_DOCUMENTS:
             raise InputError(f"{corpus.n:,} documents in one run; neardup handles fewer than 2^32 "
                              f"({MAX_DOCUMENTS:,}) per run: split the input and deduplicate against an index")
         store = run.store
         rejected_docs: List[Tuple[int, str]] = []
-        positional = False
         if run.config.id_column is not None and corpus.n >= 2:
             task = run.task(engine)
             ids = engine.map(partial(id_rows, task=task), range(len(corpus.blocks)))
             found = engine.collect(engine.map(duplicate_ids_of, engine.shuffle(ids, "key", engine.partitions(corpus.n * 48))))
             dups = pa.concat_tables(found) if found else empty_table(DUP_SCHEMA)
-            if run.config.id_column_auto and dups.num_rows:
-                positional = True  # the input's own id field is not unique: FILE:LINE ids instead
-            else:
-                rejected_docs = duplicate_id_rejections(dups, partial(_where, store), run.sources, run.config.on_error)
+            rejected_docs = duplicate_id_rejections(dups, partial(_where, store), run.sources, run.config.on_error,
+                                                    found_column=run.config.id_column_auto)
         empty_rejected = 0
         if rejected_docs:
             counts = store.columns(np.array([d[0] for d in rejected_docs], np.int64), ["count"])["count"]
             empty_rejected = int((counts == 0).sum())
         return ReadInfo(documents=corpus.n, blocks=blocks, blocks_read=blocks_read,
                         per_source=corpus.per_source(len(run.sources)), rejected_records=len(records),
-                        rejected_documents=rejected_docs, positional_ids=positional,
+                        skipped_files=[x for s in corpus.summaries for x in s["skipped"]],
+                        rejected_documents=rejected_docs,
                         empty_kept=int(sum(s["empty"] for s in corpus.summaries)) - empty_rejected)
 
 

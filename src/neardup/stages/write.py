@@ -13,7 +13,6 @@ rows give the same bytes however they were batched.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from functools import partial
@@ -27,6 +26,7 @@ from ..arrays import arrow, empty_table, to_numpy
 from .. import io as nio
 from .._version import __version__
 from ..io import fs
+from ..io.reader import BINARY, EMPTY_FILE, NOT_UTF8, text_column_of, text_columns
 from ..io.tables import read_table
 from ..progress import bar, check_interrupt, plural
 from .layout import MEMBERS_SCHEMA
@@ -171,6 +171,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
     n_written = 0
     table_rows: Dict[int, np.ndarray] = {}
     captured: Dict[int, str] = {}
+    copies: List[Tuple[nio.Source, str]] = []
     for si in group:
         check_interrupt()
         if progress is not None:
@@ -191,14 +192,22 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
         if len(all_rows) == 0 or (src.format == "text" and len(kept) == 0):
             continue  # nothing could be read from it (all rejected), or a removed text file
         rel = nio.output_relpath(src, config.output_format)
+        if src.format == "text" and config.output_format == "same":
+            copies.append((src, fs.join(kept_dir, rel)))  # copied whole, many at a time (below)
+            written[si] = rel
+            n_written += 1
+            continue
         want = (wanted or {}).get(si, {})
         capture = dict.fromkeys(want) if want and src.format == "jsonl" else None
         n_written += nio.write_kept(src, kept, fs.join(kept_dir, rel), output_format=config.output_format,
                                     text_column=config.text_column, id_column=config.id_column, capture=capture)
+        if capture:
+            column = text_column_of(src, text_columns(config.text_column))
         for row, line in (capture or {}).items():
             if line is not None:
-                captured[want[row]] = json.loads(line)[config.text_column]
+                captured[want[row]] = json.loads(line)[column]
         written[si] = rel
+    nio.copy_text_files(copies)
     return written, table_rows, captured, n_written
 
 
@@ -233,19 +242,40 @@ def wanted_texts(top: List[dict]) -> Dict[int, Dict[int, int]]:
     return out
 
 
-def build_stats(cfg, sources: Sequence[nio.Source], counts: dict, per_source, kept_files: List[str]) -> dict:
+def build_stats(cfg, sources: Sequence[nio.Source], counts: dict, per_source, kept_files: List[str],
+                skipped: Sequence[Sequence] = ()) -> dict:
     """The content of stats.json (without "seconds"), the same for every engine. Checks first
-    that every input document is accounted for: kept, removed or rejected."""
+    that every input document is accounted for: kept, removed or rejected. ``skipped``:
+    [source, reason] of the files that hold no documents without an error (``Batch.skipped``);
+    each says so in its ``inputs`` entry, and ``files`` counts them with what discovery did with
+    symbolic links."""
     if counts["input"] != counts["kept"] + counts["removed"] + counts["rejected"]:
         raise RuntimeError(f"internal error: counts do not add up: {counts}; please report this bug")
+    why = {int(si): reason for si, reason in skipped}
+    inputs = [{"name": s.name, "format": s.format, "documents": int(per_source[i])} for i, s in enumerate(sources)]
+    for si, reason in why.items():
+        inputs[si]["skipped"] = reason
     return {
         "counts": counts,
+        "files": file_counts(sources, why.values()),
         "params": cfg.recorded(),
-        "inputs": [{"name": s.name, "format": s.format, "documents": int(per_source[i])}
-                   for i, s in enumerate(sources)],
+        "inputs": inputs,
         "kept_files": kept_files,
         "neardup_version": __version__,
     }
+
+
+def file_counts(sources: Sequence[nio.Source], skipped_reasons) -> dict:
+    """stats.json's ``files``: input files (in-memory tables not counted), those skipped as empty
+    or as binary / not UTF-8 (:mod:`neardup.io.reader`), and the symbolic links discovery read
+    once or did not follow (:class:`neardup.io.sources.Sources`)."""
+    reasons = list(skipped_reasons)
+    links = getattr(sources, "links", {})
+    return {"inputs": sum(1 for s in sources if s.format != "table"),
+            "skipped_empty": sum(1 for r in reasons if r.startswith(EMPTY_FILE)),
+            "skipped_binary": sum(1 for r in reasons if r.startswith((BINARY, NOT_UTF8))),
+            "links_read_once": int(links.get("read_once", 0)),
+            "links_not_followed": int(links.get("not_followed", 0))}
 
 
 def run_counts(n_docs: int, read, pairs, clusters, kept: int) -> dict:
@@ -410,9 +440,7 @@ def finish_write(run, kept_files: List[str], kept: int, texts: Dict[int, str]) -
     else:
         ParquetRows(sample_path, SAMPLE_SCHEMA).close()
     counts = run_counts(run.corpus.n, read, pairs, clusters, kept)
-    if read.positional_ids:
-        cfg = dataclasses.replace(cfg, id_column=None, id_column_auto=False)
-    run.stats = build_stats(cfg, run.sources, counts, read.per_source, kept_files)
+    run.stats = build_stats(cfg, run.sources, counts, read.per_source, kept_files, read.skipped_files)
     if cfg.against:
         from .against import index_stats
         run.stats["indexes"] = index_stats(cfg, run.corpus.summaries)

@@ -1,0 +1,98 @@
+"""Many small files against the same documents in one JSONL file (issue 19): ``neardup dedup``
+on a folder of N one-document text files of ~1 KB (in 100 subfolders), and on one JSONL file
+holding the same texts, in the same run, alternating, a fresh process each time (start-up
+included), outputs in fresh folders. Reports wall seconds per run and per stage, the ratio of
+the folder to the JSONL file, and the load average around each run (the machine may be shared).
+
+    python bench/small_files.py                     # 100,000 files, 2 repeats
+    python bench/small_files.py --docs 20000 --repeat 1
+
+Results: bench/results/small_files.json (with the command, the machine and the load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from common import RESULTS_DIR, REPO_DIR, run_header, run_measured, write_json
+
+
+def make(folder: Path, n: int, seed: int = 1) -> None:
+    """``folder/files/SSS/NNNNNN.txt`` (one document each, ~1 KB of words; one in ten a near
+    copy of an earlier one) and ``folder/one.jsonl`` with the same texts in the same order."""
+    rng = random.Random(seed)
+    vocab = ["".join(rng.choice("abcdefghijklmnop") for _ in range(rng.randint(3, 9))) for _ in range(20000)]
+    texts = []
+    files = folder / "files"
+    with open(folder / "one.jsonl", "w", encoding="utf-8") as out:
+        for i in range(n):
+            if i >= 10 and i % 10 == 0:
+                words = texts[rng.randrange(i)].split()
+                words[rng.randrange(len(words))] = rng.choice(vocab)
+                text = " ".join(words)
+            else:
+                text = " ".join(rng.choice(vocab) for _ in range(165))
+            texts.append(text)
+            sub = files / f"{i * 100 // n:03d}"
+            if i * 100 % n < 100:
+                sub.mkdir(parents=True, exist_ok=True)
+            (sub / f"{i:06d}.txt").write_text(text, encoding="utf-8")
+            out.write(json.dumps({"text": text}) + "\n")
+
+
+def loadavg() -> list:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def run_once(inp: Path, out: Path) -> dict:
+    shutil.rmtree(out, ignore_errors=True)
+    env = dict(os.environ, PYTHONPATH=str(REPO_DIR / "src"))
+    before = loadavg()
+    r = run_measured([sys.executable, "-m", "neardup", "dedup", str(inp), "-o", str(out), "-q"], env=env)
+    if r["returncode"] != 0:
+        raise SystemExit(f"neardup failed on {inp}: {r['stderr_tail']}")
+    stats = json.loads((out / "stats.json").read_text())
+    shutil.rmtree(out, ignore_errors=True)
+    return {"wall_s": round(r["wall_s"], 2), "cpu_s": round((r["cpu_user_s"] or 0.0) + (r["cpu_sys_s"] or 0.0), 2),
+            "peak_memory_bytes": r.get("peak_memory_bytes"), "stages_s": stats["seconds"],
+            "kept": stats["counts"]["kept"], "removed": stats["counts"]["removed"],
+            "load_before": before, "load_after": loadavg()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--docs", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--dir", default=None, help="where to make the corpus (default: a temporary folder)")
+    a = ap.parse_args()
+    header = run_header(sys.argv)
+    base = Path(a.dir) if a.dir else Path(tempfile.mkdtemp(prefix="neardup-small-files-"))
+    base.mkdir(parents=True, exist_ok=True)
+    if not (base / "one.jsonl").exists():
+        make(base, a.docs)
+    runs = {"files": [], "jsonl": []}
+    run_once(base / "one.jsonl", base / "warm")  # the kernels compiled, the files in the page cache
+    for _ in range(a.repeat):
+        runs["files"].append(run_once(base / "files", base / "out-files"))
+        runs["jsonl"].append(run_once(base / "one.jsonl", base / "out-jsonl"))
+        assert runs["files"][-1]["removed"] == runs["jsonl"][-1]["removed"]
+    best = {k: min(r["wall_s"] for r in v) for k, v in runs.items()}
+    result = {**header, "docs": a.docs, "runs": runs, "best_wall_s": best,
+              "ratio_files_to_jsonl": round(best["files"] / best["jsonl"], 2),
+              "note": "same documents; a fresh process per run, start-up included; the two kinds alternate "
+                      "in one run so that the machine's load (shared by other work) falls on both alike"}
+    write_json(RESULTS_DIR / "small_files.json", result)
+    print(json.dumps({"best_wall_s": best, "ratio": result["ratio_files_to_jsonl"]}))
+    if not a.dir:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

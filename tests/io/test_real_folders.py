@@ -1,0 +1,269 @@
+"""Reading what users point neardup at: folders of code with data files, binaries and symbolic
+links (--input-format text, binary files skipped, links read once or not followed), empty data
+files, and kept/ laid out below the inputs' common folder."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from neardup.errors import InputError
+from neardup.io import discover, read_source
+from helpers import run_in_process as neardup
+
+
+def put(path, data) -> str:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+    return str(path)
+
+
+@pytest.fixture
+def cwd(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def words(i: int, n: int = 60) -> str:
+    return " ".join(f"w{i}x{j}" for j in range(n))
+
+
+# --------------------------------------------------------------------------- --input-format text
+
+
+def test_input_format_text_reads_every_file_as_one_document(cwd):
+    pretty = json.dumps({"a": [1, 2], "text": "x"}, indent=2)
+    put("d/config.json", pretty)
+    put("d/data.csv", "a,b\n1,2\n")
+    put("d/notes.txt", "hello")
+    assert [s.format for s in discover(["d"])] == ["jsonl", "csv", "text"]
+    srcs = discover(["d"], input_format="text")
+    assert [(s.format, s.compression) for s in srcs] == [("text", None)] * 3
+    texts = [t for s in srcs for b in read_source(s) for t in b.text.to_pylist()]
+    assert texts == [pretty, "a,b\n1,2\n", "hello"]
+
+
+def test_input_format_text_cli_keeps_files_whole(cwd):
+    put("d/a.json", json.dumps({"k": words(1)}, indent=2))
+    put("d/b.json", json.dumps({"k": words(1)}, indent=2))
+    put("d/c.json", json.dumps({"k": words(2)}, indent=2))
+    ran = neardup("dedup", "d", "-o", "out", "--input-format", "text", "-q")
+    assert ran.returncode == 0, ran.stderr
+    assert sorted(os.listdir("out/kept")) == ["a.json", "c.json"]
+    assert open("out/kept/a.json").read() == open("d/a.json").read()
+    stats = json.load(open("out/stats.json"))
+    assert stats["counts"]["input"] == 3 and stats["counts"]["removed"] == 1
+    assert stats["params"]["input_format"] == "text"
+    # without it, each pretty-printed line is a broken record
+    assert neardup("dedup", "d", "-o", "out2", "-q").returncode == 2
+
+
+# --------------------------------------------------------------------------- binary files
+
+
+def test_walk_skips_binary_and_non_utf8_files(cwd):
+    put("d/a.txt", words(1))
+    put("d/b.png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    put("d/c.txt", "caf\xe9".encode("latin-1"))
+    srcs = discover(["d"])
+    got = [[(len(b), b.skipped, b.rejected) for b in read_source(s)] for s in srcs]
+    assert got[0] == [(1, None, [])]
+    assert got[1] == [(0, "binary file (a NUL byte at byte 8)", [])]
+    assert got[2] == [(0, "not UTF-8 text (invalid UTF-8 at byte 3)", [])]
+    # a file named on its own is no walk: an error as before
+    named = discover(["d/c.txt"])[0]
+    with pytest.raises(InputError, match=r"^d/c.txt: invalid UTF-8 at byte 3$"):
+        list(read_source(named))
+
+
+def test_binary_files_counted_in_summary_and_stats(cwd):
+    put("d/a.txt", words(1))
+    put("d/b.txt", words(1))
+    put("d/lib.so", b"\x7fELF\x02\x01\x01\x00\x00\x00")
+    put("d/logo.png", b"\x89PNG\r\n\x1a\n\x00\x00")
+    ran = neardup("dedup", "d", "-o", "out")
+    assert ran.returncode == 0, ran.stderr
+    assert "files: 4 input files, 2 binary or non-UTF-8 files skipped" in ran.stderr
+    stats = json.load(open("out/stats.json"))
+    assert stats["files"]["skipped_binary"] == 2 and stats["files"]["inputs"] == 4
+    assert stats["counts"]["input"] == 2
+    assert [i.get("skipped") for i in stats["inputs"]] == [None, None, "binary file (a NUL byte at byte 7)",
+                                                          "binary file (a NUL byte at byte 8)"]
+    assert sorted(os.listdir("out/kept")) == ["a.txt"]
+
+
+def test_only_binary_files_is_no_documents(cwd):
+    put("d/x.bin", b"\x00\x01")
+    ran = neardup("dedup", "d", "-o", "out")
+    assert ran.returncode == 2
+    assert ran.stderr.strip().splitlines()[-1] == ("neardup: error: no documents in the input (1 file empty, "
+                                                "binary or not UTF-8)")
+
+
+# --------------------------------------------------------------------------- symbolic links
+
+
+def test_link_to_a_file_of_the_input_is_read_once(cwd):
+    put("lic/GPL-3", words(1))
+    put("lic/Apache-2.0", words(2))
+    os.symlink("GPL-3", "lic/GPL")  # as in every Debian common-licenses folder
+    os.symlink("GPL-3", "lic/AAA")  # a link first in order: the file is still read under its own name
+    srcs = discover(["lic"])
+    assert [s.name for s in srcs] == ["lic/Apache-2.0", "lic/GPL-3"]
+    assert srcs.links == {"read_once": 2, "not_followed": 0}
+    ran = neardup("dedup", "lic", "-o", "out")
+    assert ran.returncode == 0, ran.stderr
+    assert "2 symbolic links to files of the input read once" in ran.stderr
+    assert json.load(open("out/stats.json"))["files"]["links_read_once"] == 2
+
+
+def test_link_to_a_folder_of_the_input_is_read_once(cwd):
+    put("d/sub/a.txt", words(1))
+    os.symlink("sub", "d/alias")
+    srcs = discover(["d"])
+    assert [s.name for s in srcs] == ["d/sub/a.txt"] and srcs.links["read_once"] == 1
+
+
+def test_links_leaving_the_input_are_not_followed_unless_asked(cwd):
+    put("outside/secret.txt", words(3))
+    put("outside/more/b.txt", words(4))
+    put("d/a.txt", words(1))
+    os.symlink(str(cwd / "outside" / "secret.txt"), "d/secret.txt")
+    os.symlink(str(cwd / "outside" / "more"), "d/more")
+    srcs = discover(["d"])
+    assert [s.name for s in srcs] == ["d/a.txt"] and srcs.links == {"read_once": 0, "not_followed": 2}
+    srcs = discover(["d"], follow_symlinks=True)
+    assert [s.name for s in srcs] == ["d/a.txt", "d/more/b.txt", "d/secret.txt"]
+    # a link into another input is inside the input set
+    assert [s.name for s in discover(["d", "outside"])] == ["d/a.txt", "outside/more/b.txt", "outside/secret.txt"]
+    ran = neardup("dedup", "d", "-o", "out")
+    assert ran.returncode == 0, ran.stderr
+    assert "2 symbolic links leading out of the input not followed (--follow-symlinks)" in ran.stderr
+    ran = neardup("dedup", "d", "-o", "out2", "--follow-symlinks", "-q")
+    assert ran.returncode == 0 and json.load(open("out2/stats.json"))["counts"]["input"] == 3
+    # a glob's matches obey the same rule
+    assert [s.name for s in discover(["d/*.txt"])] == ["d/a.txt"]
+    # a folder holding only such links says why it is empty
+    os.makedirs("e")
+    os.symlink(str(cwd / "outside" / "secret.txt"), "e/s.txt")
+    with pytest.raises(InputError, match=r"^folder has no files: e \(1 symbolic link leading out of the inputs "
+                                         r"not followed; --follow-symlinks follows them\)$"):
+        discover(["e"])
+
+
+def test_same_file_named_twice_without_a_link_is_still_an_error(cwd):
+    put("d/a.txt", "x")
+    with pytest.raises(InputError, match=r"^same file reached twice: d/a.txt$"):
+        discover(["d", "d/a.txt"])
+
+
+# --------------------------------------------------------------------------- empty files
+
+
+def test_empty_data_files_are_zero_records_with_a_note(cwd):
+    put("d/part-0.jsonl", json.dumps({"text": words(1)}) + "\n" + json.dumps({"text": words(2)}) + "\n")
+    put("d/part-1.jsonl", b"")
+    pq.write_table(pa.table({"text": pa.array([], pa.string())}), "d/part-2.parquet")
+    put("d/empty.txt", b"")  # an empty text file is a valid (empty) document
+    ran = neardup("dedup", "d", "-o", "out")
+    assert ran.returncode == 0, ran.stderr
+    assert "2 empty data files (no records)" in ran.stderr
+    stats = json.load(open("out/stats.json"))
+    assert stats["counts"]["input"] == 3 and stats["files"]["skipped_empty"] == 2
+    assert [i.get("skipped") for i in stats["inputs"]] == [None, None, "empty file (no records)",
+                                                          "empty file (no records)"]
+    assert sorted(os.listdir("out/kept")) == ["empty.txt", "part-0.jsonl"]
+
+
+# --------------------------------------------------------------------------- kept/ layout
+
+
+def test_kept_mirrors_the_input_layout_whatever_the_glob(cwd):
+    for p in ("data/2024/a/x.jsonl", "data/2024/b/x.jsonl", "data/2025/y.jsonl"):
+        put(p, json.dumps({"text": words(hash(p) % 1000)}) + "\n")
+    for pattern in ("data/**/*.jsonl", "./data/**/*.jsonl", str(cwd / "data") + "/**/*.jsonl"):
+        srcs = discover([pattern])
+        assert [s.relpath for s in srcs] == ["2024/a/x.jsonl", "2024/b/x.jsonl", "2025/y.jsonl"], pattern
+    assert [s.relpath for s in discover(["data/2024/*/x.jsonl", "data/2025"])] == [
+        "2024/a/x.jsonl", "2024/b/x.jsonl", "2025/y.jsonl"]
+    ran = neardup("dedup", "data/**/*.jsonl", "-o", "out", "-q")
+    assert ran.returncode == 0, ran.stderr
+    kept = sorted(os.path.relpath(os.path.join(r, f), "out/kept") for r, _, fs in os.walk("out/kept") for f in fs)
+    assert kept == ["2024/a/x.jsonl", "2024/b/x.jsonl", "2025/y.jsonl"]
+
+
+# --------------------------------------------------------------------------- several text columns
+
+
+def test_text_column_may_name_several_fields(cwd):
+    put("d/a.csv", "id,body\n1," + words(1) + "\n2," + words(2) + "\n")
+    put("d/b.jsonl", json.dumps({"text": words(1)}) + "\n" + json.dumps({"text": words(3)}) + "\n")
+    pq.write_table(pa.table({"content": [words(4)], "body": [words(5)]}), "d/c.parquet")
+    srcs = discover(["d"])
+    texts = [t for s in srcs for b in read_source(s, text_column="body,text") for t in b.text.to_pylist()]
+    assert texts == [words(1), words(2), words(1), words(3), words(5)]  # the first present wins: body in c
+    texts = [t for s in srcs[2:] for b in read_source(s, text_column="content,body") for t in b.text.to_pylist()]
+    assert texts == [words(4)]
+    # none present: the first is reported missing
+    with pytest.raises(InputError, match=r"^d/b.jsonl:1: text field 'body' is missing"):
+        list(read_source(srcs[1], text_column="body,content"))
+    for bad in ("body,,text", "body,body", ","):
+        with pytest.raises(Exception, match="text_column"):
+            list(read_source(srcs[1], text_column=bad))
+    # the command line: comma-separated, or the flag repeated
+    for flags in (["--text-column", "body,text"], ["--text-column", "body", "--text-column", "text"]):
+        out = "out" + str(len(flags))
+        ran = neardup("dedup", "d/a.csv", "d/b.jsonl", "-o", out, "-q", *flags)
+        assert ran.returncode == 0, ran.stderr
+        stats = json.load(open(f"{out}/stats.json"))
+        assert stats["counts"]["input"] == 4 and stats["counts"]["removed"] == 1
+        assert stats["params"]["text_column"] == "body,text"
+    ran = neardup("dedup", "d", "-o", "bad", "--text-column", "body,,text")
+    assert ran.returncode == 2 and "text_column must be field names separated by commas" in ran.stderr
+
+
+# --------------------------------------------------------------------------- many small files
+
+
+def test_read_sources_reads_runs_of_text_files_as_read_source_does(cwd, monkeypatch):
+    from neardup.io import reader
+
+    monkeypatch.setattr(reader, "_FILES_AHEAD", 3)  # the pool's window moves along the run
+    for i in range(10):
+        put(f"d/{i:02d}.txt", words(i))
+    put("d/05b.bin", b"\x00x")
+    put("d/06b.jsonl", json.dumps({"text": words(99)}) + "\n")
+    put("d/07b.txt", "caf\xe9".encode("latin-1"))
+    srcs = discover(["d"])
+    members = list(range(len(srcs)))[1:]  # (any members, in their order)
+    one_by_one = [b for i in members for b in read_source(srcs[i], i)]
+    pooled = list(reader.read_sources(srcs, members))
+    key = lambda b: (b.source_index, b.rows.tolist(), b.text.to_pylist(), b.skipped, b.rejected)
+    assert [key(b) for b in pooled] == [key(b) for b in one_by_one]
+    assert [b.skipped for b in pooled if b.skipped] == ["binary file (a NUL byte at byte 0)",
+                                                         "not UTF-8 text (invalid UTF-8 at byte 3)"]
+    # a file that is not a regular one is an error in its place, as read_source says it
+    os.remove("d/03.txt")
+    os.mkfifo("d/03.txt")
+    with pytest.raises(InputError, match=r"^d/03.txt: not a regular file \(a named pipe\)$"):
+        list(reader.read_sources(srcs, members))
+
+
+def test_kept_text_files_are_copied_whole(cwd):
+    for i in range(30):
+        put(f"d/s{i % 3}/{i:02d}.txt", words(i) + ("\n" if i % 2 else ""))
+    put("d/s0/dup.txt", words(0))
+    ran = neardup("dedup", "d", "-o", "out", "-q")
+    assert ran.returncode == 0, ran.stderr
+    for root, _, files in os.walk("d"):
+        for name in files:
+            rel = os.path.relpath(os.path.join(root, name), "d")
+            if name == "dup.txt":
+                assert not os.path.exists(os.path.join("out/kept", rel))
+            else:
+                assert open(os.path.join("out/kept", rel), "rb").read() == open(os.path.join(root, name), "rb").read()
