@@ -258,7 +258,8 @@ def dedup(*args, **kwargs) -> DedupResult:
 def in_api_terms(message: str) -> str:
     """A message naming command-line flags, in the keywords of :func:`dedup`: ``--text-column``
     -> ``text_column``, a switch like ``--no-nfkc`` -> ``normalize_unicode=False``, ``--overwrite
-    (overwrite=True)`` -> ``overwrite=True``; the column neardup adds to hold a DataFrame's index
+    (overwrite=True)`` -> ``overwrite=True``, ``--id-column NAME (id_column='NAME')`` ->
+    ``id_column='NAME'``; the column neardup adds to hold a DataFrame's index
     (or a list's positions) is "the index"."""
     import re
     from dataclasses import fields
@@ -273,7 +274,7 @@ def in_api_terms(message: str) -> str:
                 continue
             flag = d.flag or "--" + f.name.replace("_", "-")
             names[flag] = f"{f.name}={not f.default}" if isinstance(d.check, Switch) else f.name
-    message = re.sub(r"--[a-z][a-z0-9-]* \((\w+=[^)]*)\)", r"\1", message)
+    message = re.sub(r"--[a-z][a-z0-9-]*(?: [A-Z]+| '')? \((\w+=[^)]*)\)", r"\1", message)
     message = re.sub(r"--[a-z][a-z0-9-]*", lambda m: names.get(m.group(0), m.group(0)), message)
     message = message.replace(f", {INDEX_ID_COLUMN}", "").replace(f"{INDEX_ID_COLUMN}, ", "")
     return message.replace(f"'{INDEX_ID_COLUMN}'", "the index").replace(INDEX_ID_COLUMN, "the index")

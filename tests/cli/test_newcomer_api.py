@@ -137,7 +137,7 @@ def test_13_3_an_id_field_with_repeats_is_an_error_that_says_how_to_choose(tmp_p
             neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / f"out-{on_error}"), on_error=on_error)
         msg = str(ei.value)
         assert msg.startswith(f"{tmp_path / 'c.jsonl'}:2: duplicate id 'same' (first at {tmp_path / 'c.jsonl'}:1)")
-        assert "--id-column NAME" in msg and "--id-column ''" in msg and "\n" not in msg
+        assert "id_column='NAME'" in msg and "id_column=''" in msg and "--id-column" not in msg and "\n" not in msg
     # positions, asked for
     result = neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out"), id_column="")
     assert result.removed.column("id").to_pylist() == [f"{tmp_path / 'c.jsonl'}:2", f"{tmp_path / 'c.jsonl'}:4"]

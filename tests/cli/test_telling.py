@@ -112,6 +112,8 @@ def test_in_api_terms():
     assert in_api_terms("with --no-nfkc and --char-ngrams") == "with normalize_unicode=False and char_ngrams=True"
     assert in_api_terms("raise --max-anchor-rounds; --no-such-flag") == "raise max_anchor_rounds; --no-such-flag"
     assert in_api_terms("columns: a, __neardup_index__") == "columns: a"
+    assert in_api_terms("choose: --id-column NAME (id_column='NAME') for a field, or --id-column '' (id_column='') "
+                        "for positions") == "choose: id_column='NAME' for a field, or id_column='' for positions"
 
 
 def test_print_result_is_one_short_line():

@@ -253,8 +253,8 @@ def test_index_query_on_a_bloom_index_writes_null_similarity(tmp_path, dumps, ca
 
 def test_a_corrupt_bloom_manifest_is_refused(tmp_path):
     from neardup.errors import StorageError
-    from neardup.index.manifest import check_format
-    m = {"format": "neardup-index", "version": 1, "params": dict.fromkeys(neardup.index.PARAM_NAMES),
+    from neardup.index.manifest import FORMAT_VERSION, check_format
+    m = {"format": "neardup-index", "version": FORMAT_VERSION, "params": dict.fromkeys(neardup.index.PARAM_NAMES),
          "store": "bloom", "segments": []}
     with pytest.raises(StorageError, match="false-positive rate"):
         check_format("x", m)

@@ -187,7 +187,7 @@ def run_query(args) -> int:
     options = config_options(args)
     threshold = options.pop("threshold", None)
     index = Index(args.index, must_exist=True, **options)
-    note = index.recall_note(threshold)
+    note = index.recall_note(threshold) if index.store != "bloom" else None  # a bloom index refuses a threshold
     if note:
         print(f"neardup: note: {note}", file=sys.stderr)
 
