@@ -474,6 +474,9 @@ def file_notes(files: dict) -> str:
     parts = [n(files["inputs"], "input file", "input files")]
     if files.get("skipped_binary"):
         parts.append(n(files["skipped_binary"], "binary or non-UTF-8 file", "binary or non-UTF-8 files") + " skipped")
+    if files.get("skipped_not_records"):
+        parts.append(n(files["skipped_not_records"], ".json file", ".json files")
+                     + " of no JSON Lines records skipped (--input-format text reads them as documents)")
     if files.get("skipped_empty"):
         parts.append(n(files["skipped_empty"], "empty data file", "empty data files") + " (no records)")
     if files.get("links_read_once"):
@@ -511,7 +514,8 @@ def format_summary(stats: dict, output: str) -> str:
                          f"{ix['max_bucket']:,} documents a segment; {ix['truncated_candidates']:,} candidates in "
                          f"them were not verified (a match among them can be missed)")
     files = stats.get("files") or {}
-    if files.get("skipped_binary") or files.get("skipped_empty") or files.get("links_not_followed") \
+    if files.get("skipped_binary") or files.get("skipped_empty") or files.get("skipped_not_records") \
+            or files.get("links_not_followed") \
             or files.get("links_read_once"):
         lines.append("  files: " + file_notes(files))
     if c.get("truncated_buckets"):

@@ -101,8 +101,43 @@ def test_only_binary_files_is_no_documents(cwd):
     put("d/x.bin", b"\x00\x01")
     ran = neardup("dedup", "d", "-o", "out")
     assert ran.returncode == 2
-    assert ran.stderr.strip().splitlines()[-1] == ("neardup: error: no documents in the input (1 file empty, "
-                                                "binary or not UTF-8)")
+    assert ran.stderr.strip().splitlines()[-1] == (
+        "neardup: error: no documents in the input (1 file skipped: empty, binary, not UTF-8 or .json files of no "
+        "JSON Lines records; --input-format text reads every file as a document)")
+
+
+def test_walked_json_files_of_no_records_are_skipped_and_counted(cwd):
+    """A folder of code holds package.json, pretty-printed fixtures and JSON values: a walked
+    ``.json`` file whose first line is not a record with the text field is skipped and counted
+    (as a binary file is); a walked ``.json`` of records is read as JSON Lines; a ``.jsonl`` file
+    and a ``.json`` file named on its own keep the strict rules; a later bad line of a ``.json``
+    file of records is a bad record as anywhere."""
+    put("d/a.txt", words(1))
+    put("d/package.json", '{\n  "name": "x",\n  "version": "1.0"\n}\n')
+    put("d/one.json", '{"name": "x", "version": "1.0"}\n')
+    put("d/list.json", '[1, 2, 3]\n')
+    put("d/records.json", json.dumps({"text": words(2)}) + "\n" + json.dumps({"text": words(3)}) + "\n")
+    srcs = {s.name: s for s in discover(["d"])}
+    skipped = {name: [b.skipped for b in read_source(srcs[name])] for name in ("d/package.json", "d/one.json",
+                                                                              "d/list.json")}
+    assert skipped == {"d/package.json": ["not JSON Lines records (line 1 is not a JSON object: one JSON document?)"],
+                       "d/one.json": ["not JSON Lines records (line 1 has no field 'text')"],
+                       "d/list.json": ["not JSON Lines records (line 1 is a JSON list, not an object)"]}
+    assert sum(len(b) for b in read_source(srcs["d/records.json"])) == 2
+    ran = neardup("dedup", "d", "-o", "out")
+    assert ran.returncode == 0, ran.stderr
+    assert "3 .json files of no JSON Lines records skipped" in ran.stderr
+    stats = json.load(open("out/stats.json"))
+    assert stats["files"]["skipped_not_records"] == 3 and stats["counts"]["input"] == 3
+    # named on its own, or a .jsonl file found by the walk: the strict rules
+    with pytest.raises(InputError, match=r"^d/one.json:1: "):
+        list(read_source(discover(["d/one.json"])[0]))
+    put("e/one.jsonl", '{"name": "x"}\n')
+    with pytest.raises(InputError, match=r"^e/one.jsonl:1: "):
+        list(read_source(discover(["e"])[0]))
+    put("f/records.json", json.dumps({"text": words(2)}) + "\n" + '{"name": "x"}\n')
+    with pytest.raises(InputError, match=r"^f/records.json:2: "):
+        list(read_source(discover(["f"])[0]))
 
 
 # --------------------------------------------------------------------------- symbolic links

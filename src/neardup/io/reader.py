@@ -43,6 +43,7 @@ ON_ERROR_MODES = ("fail", "skip")
 EMPTY_FILE = "empty file (no records)"
 BINARY = "binary file"
 NOT_UTF8 = "not UTF-8 text"
+NOT_RECORDS = "not JSON Lines records"
 _MAX_REASON = 400
 _TOO_DEEP = f"JSON nested too deeply (more than {MAX_NESTING} levels of arrays and objects)"
 
@@ -62,7 +63,8 @@ class Batch:
         row is None for a problem with the whole file.
     skipped: why the whole file holds no documents, when that is no error (a batch of none):
         ``empty file (no records)``, or, for a file found by a walk (``Source.walked``) read as
-        text, ``binary file (...)`` / ``not UTF-8 text (...)``.
+        text, ``binary file (...)`` / ``not UTF-8 text (...)``, or for a ``.json`` file found by a
+        walk whose first line is not a record with the text field, ``not JSON Lines records (...)``.
     """
 
     source_index: int
@@ -496,16 +498,51 @@ class _JsonlParser:
         return text_arr, id_arr, sc, np.asarray(keep, dtype=np.int64)
 
 
+def _json_document(src: Source) -> bool:
+    """A ``.json`` file (not ``.jsonl``) that a folder walk found: in a folder of code or data it
+    is as often one JSON document (package.json, a pretty-printed test fixture) as JSON Lines."""
+    name = src.path.rsplit("/", 1)[-1].lower()
+    for ext in (".gz", ".zst", ".zstd"):
+        if name.endswith(ext):
+            name = name[: -len(ext)]
+    return src.walked and name.endswith(".json")
+
+
+def _not_records(ctx: _Ctx, data: bytes) -> Optional[str]:
+    """Why a walked ``.json`` file whose first block is ``data`` holds no records of the corpus
+    (its first non-blank line is not a JSON object with the text field), or None. Such a file is
+    skipped and counted, as a binary file is; a later bad line is a bad record as in any file."""
+    first = next((ln for ln in data.split(b"\n") if ln.strip()), None)
+    if first is None:
+        return None
+    try:
+        record = json.loads(first)
+    except (ValueError, RecursionError):
+        return f"{NOT_RECORDS} (line 1 is not a JSON object: one JSON document?)"
+    if not isinstance(record, dict):
+        return f"{NOT_RECORDS} (line 1 is a JSON {type(record).__name__}, not an object)"
+    if ctx.text_column not in record:
+        return f"{NOT_RECORDS} (line 1 has no field {ctx.text_column!r})"
+    return None
+
+
 def _read_jsonl(ctx: _Ctx) -> Iterator[Batch]:
     src = ctx.src
     parser = _JsonlParser(ctx)
     line0 = 0
     records = 0
     blocks = iter_blocks(src.path, src.compression)
+    check = _json_document(src)
     try:
         while True:
             try:
                 data = next(blocks)
+                if check:
+                    check = False
+                    why = _not_records(ctx, data)
+                    if why is not None:
+                        yield from ctx.skipped(why)
+                        return
             except StopIteration:
                 break
             except StreamError as e:

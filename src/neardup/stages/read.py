@@ -310,7 +310,9 @@ class ReadStage:
         records = corpus.rejected_records()
         if corpus.n == 0 and not records:
             skipped = sum(len(s["skipped"]) for s in corpus.summaries)
-            why = f" ({skipped:,} file{'s' if skipped != 1 else ''} empty, binary or not UTF-8)" if skipped else ""
+            why = (f" ({skipped:,} file{'s' if skipped != 1 else ''} skipped: empty, binary, not UTF-8 or .json "
+                   f"files of no JSON Lines records; --input-format text reads every file as a document)"
+                   if skipped else "")
             raise InputError(f"no documents in the input{why}")
         if corpus.n >= MAX_DOCUMENTS:
             raise InputError(f"{corpus.n:,} documents in one run; neardup handles fewer than 2^32 "

@@ -26,7 +26,7 @@ from ..arrays import arrow, empty_table, to_numpy
 from .. import io as nio
 from .._version import __version__
 from ..io import fs
-from ..io.reader import BINARY, EMPTY_FILE, NOT_UTF8, text_column_of, text_columns
+from ..io.reader import BINARY, EMPTY_FILE, NOT_RECORDS, NOT_UTF8, text_column_of, text_columns
 from ..io.tables import read_table
 from ..progress import bar, check_interrupt, plural
 from .layout import MEMBERS_SCHEMA
@@ -267,13 +267,15 @@ def build_stats(cfg, sources: Sequence[nio.Source], counts: dict, per_source, ke
 
 def file_counts(sources: Sequence[nio.Source], skipped_reasons) -> dict:
     """stats.json's ``files``: input files (in-memory tables not counted), those skipped as empty
-    or as binary / not UTF-8 (:mod:`neardup.io.reader`), and the symbolic links discovery read
+    or as binary / not UTF-8 or, walked ``.json`` files, as no JSON Lines records
+    (:mod:`neardup.io.reader`), and the symbolic links discovery read
     once or did not follow (:class:`neardup.io.sources.Sources`)."""
     reasons = list(skipped_reasons)
     links = getattr(sources, "links", {})
     return {"inputs": sum(1 for s in sources if s.format != "table"),
             "skipped_empty": sum(1 for r in reasons if r.startswith(EMPTY_FILE)),
             "skipped_binary": sum(1 for r in reasons if r.startswith((BINARY, NOT_UTF8))),
+            "skipped_not_records": sum(1 for r in reasons if r.startswith(NOT_RECORDS)),
             "links_read_once": int(links.get("read_once", 0)),
             "links_not_followed": int(links.get("not_followed", 0))}
 
