@@ -156,34 +156,56 @@ def encode(offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
     return out
 
 
+_LOWEST_ONE = np.array([0] + [(i & -i).bit_length() - 1 for i in range(1, 256)], dtype=np.int64)  # of a byte
+
+
+@kernel(inline="always")
+def _load32(data, at):
+    """data[at:at+4] as a little-endian number (zeros past the end)."""
+    if at + 4 <= len(data):
+        return (np.uint64(data[at]) | (np.uint64(data[at + 1]) << np.uint64(8))
+                | (np.uint64(data[at + 2]) << np.uint64(16)) | (np.uint64(data[at + 3]) << np.uint64(24)))
+    v = np.uint64(0)
+    for j in range(4):
+        if at + j < len(data):
+            v |= np.uint64(data[at + j]) << np.uint64(8 * j)
+    return v
+
+
 @kernel(parallel=True)
 def _decode_kernel(starts, data, offsets, out):
     for d in nb.prange(len(offsets) - 1):
-        n = offsets[d + 1] - offsets[d]
+        first = offsets[d]
+        stop = offsets[d + 1]
+        n = stop - first
         if n == 0:
             continue
         low = _high_bits(n)
         w = np.uint64(32 - low)
         mask = (np.uint64(1) << w) - np.uint64(1)
-        pos = starts[d] * 8  # bit position in the upper part
-        lower = pos + n + (np.int64(1) << low)
-        at = lower >> 3  # the next byte of the lower part to take into acc
-        acc = np.uint64(data[at]) >> np.uint64(lower & 7)
-        bits = np.uint64(8 - (lower & 7))
-        at += 1
-        h = np.uint64(0)
-        for k in range(offsets[d], offsets[d + 1]):
-            while (data[pos >> 3] >> (pos & 7)) & 1 == 0:  # a 0: the next bucket
-                h += np.uint64(1)
-                pos += 1
-            pos += 1
-            while bits < w:
-                acc |= np.uint64(data[at]) << bits
-                bits += np.uint64(8)
-                at += 1
-            out[k] = np.uint32(((h << w) | (acc & mask)) & np.uint64(0xFFFFFFFF))
-            acc >>= w
-            bits -= w
+        lower = starts[d] * 8 + n + (np.int64(1) << low)  # bit position of the lower part
+        at = lower >> 3
+        acc = _load32(data, at) >> np.uint64(lower & 7)
+        bits = np.uint64(32 - (lower & 7))
+        at += 4
+        k = first
+        ub = starts[d]  # the byte of the upper part being read
+        base = 0        # the bit number of its first bit in the upper part
+        while k < stop:
+            byte = np.int64(data[ub])
+            while byte != 0 and k < stop:  # each 1 bit: the next value, bucket = bit number - values before
+                bucket = np.uint64(base + _LOWEST_ONE[byte] - (k - first))
+                byte &= byte - 1
+                if bits < w:
+                    acc |= _load32(data, at) << bits
+                    bits += np.uint64(32)
+                    at += 4
+                out[k] = np.uint32(((bucket << w) | (acc & mask)) & np.uint64(0xFFFFFFFF))
+                acc >>= w
+                bits -= w
+                k += 1
+            ub += 1
+            base += 8
 
 
 def decode(starts: np.ndarray, data: np.ndarray, counts: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
