@@ -58,6 +58,7 @@ def test_exact_verification_through_the_work_dir_is_the_jaccard_of_the_fingerpri
     texts = generate_corpus(300, seed=3, doc_words=40, jaccard_range=(0.3, 1.0)).texts
     texts += [texts[0] + " " + texts[0], "", "one two three", texts[1][: len(texts[1]) // 3]]
     texts += [" ".join(["same words again"] * 50), " ".join(["same words again"] * 49)]  # repeats
+    texts += generate_corpus(12, seed=4, doc_words=900, dup_fraction=0.5).texts  # codes of 8+ high bits
     src = tmp_path / "c.jsonl"
     src.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
     work = tmp_path / "work"
@@ -69,6 +70,7 @@ def test_exact_verification_through_the_work_dir_is_the_jaccard_of_the_fingerpri
     for left, right, sim in zip(*(pairs.column(c).to_pylist() for c in ("left", "right", "similarity"))):
         a, b = fp[left], fp[right]
         assert sim == len(a & b) / len(a | b), (left, right)
+    assert max(len(fp[d]) for d in pairs.column("left").to_pylist()) > 600
 
 
 def test_keep_score_picks_by_the_column_not_by_length_or_order(tmp_path):
