@@ -209,6 +209,27 @@ def test_resume_with_changed_options_says_what_differs(tmp_path, corpus, capsys)
     assert tree(work) == before
 
 
+def test_the_work_of_an_older_layout_is_refused_in_one_line(tmp_path, corpus, capsys):
+    """Guard: WorkDir compares the work dir's format with LAYOUT_VERSION (layout 4 kept the
+    fingerprints raw; mutation: accept any format -> --resume reads raw uint32 as codes). Refused
+    with and without --resume, untouched; --overwrite starts over."""
+    from neardup.stages.layout import LAYOUT_VERSION
+    out, work = _interrupted_work(tmp_path, corpus)
+    marker = json.loads((work / ".neardup").read_text())
+    state = json.loads((work / "state.json").read_text())
+    (work / ".neardup").write_text(json.dumps({**marker, "format": LAYOUT_VERSION - 1}))
+    (work / "state.json").write_text(json.dumps({**state, "layout": LAYOUT_VERSION - 1}))
+    before = tree(work)
+    assert run_cli("dedup", corpus, "-o", out, "--work-dir", work, "-q", "--resume") == 2
+    line = one_error_line(capsys)
+    assert "cannot resume" in line and f"layout {LAYOUT_VERSION - 1} (this version writes {LAYOUT_VERSION})" in line
+    assert run_cli("dedup", corpus, "-o", out, "--work-dir", work, "-q") == 2
+    assert "--overwrite" in one_error_line(capsys)
+    assert tree(work) == before
+    assert run_cli("dedup", corpus, "-o", out, "--work-dir", work, "-q", "--overwrite") == 0
+    assert json.loads((work / ".neardup").read_text())["format"] == LAYOUT_VERSION
+
+
 def test_a_rerun_without_resume_is_told_it_can_resume(tmp_path, corpus, capsys):
     """Guard: WorkDir refuses to discard resumable work silently (mutation: drop the check ->
     the read stage is thrown away and run again)."""

@@ -77,8 +77,9 @@ def test_doc_store_reads_back_each_documents_data(tmp_path):
                 assert vals.dtype == np.uint32
                 for i, d in enumerate(pick):
                     _, o2, sh = hasher.signatures_and_shingles(pa.array([file_texts[d]], pa.large_string()))
-                    # the fingerprints are the high halves of the 64-bit shingle hashes, in text order
-                    assert vals[off[i]:off[i + 1]].tolist() == (sh >> np.uint64(32)).tolist()
+                    # the fingerprints are the high halves of the 64-bit shingle hashes, repeats
+                    # kept (their order is the code's: bucket order)
+                    assert sorted(vals[off[i]:off[i + 1]].tolist()) == sorted((sh >> np.uint64(32)).tolist())
             else:
                 sigs = store.signatures(docs)
                 want, _ = hasher.signatures_and_counts(pa.array([file_texts[d] for d in pick], pa.large_string()))

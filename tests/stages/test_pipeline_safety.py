@@ -10,6 +10,7 @@ import threading
 import numba
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet  # noqa: F401  (pa.parquet)
 import pytest
 
 import neardup
@@ -46,6 +47,30 @@ def test_a_pair_at_exactly_the_threshold_is_removed(tmp_path, verify):
     assert at.removed.column("similarity")[0].as_py() == t
     above = neardup.dedup(table, threshold=np.nextafter(t, 1.0), **opts)
     assert above.stats["counts"]["removed"] == 0
+
+
+def test_exact_verification_through_the_work_dir_is_the_jaccard_of_the_fingerprint_sets(tmp_path):
+    """Every verified pair's similarity, computed from the work dir's coded fingerprints, is the
+    plain Python Jaccard of the two documents' sets of fingerprints (the high 32 bits of their
+    64-bit shingle hashes), repeats and all; documents of all lengths, short and empty ones among
+    them (mutation: decode one bucket off, or lose a repeat -> similarities differ)."""
+    from neardup.synth import generate_corpus
+    texts = generate_corpus(300, seed=3, doc_words=40, jaccard_range=(0.3, 1.0)).texts
+    texts += [texts[0] + " " + texts[0], "", "one two three", texts[1][: len(texts[1]) // 3]]
+    texts += [" ".join(["same words again"] * 50), " ".join(["same words again"] * 49)]  # repeats
+    texts += generate_corpus(12, seed=4, doc_words=900, dup_fraction=0.5).texts  # codes of 8+ high bits
+    src = tmp_path / "c.jsonl"
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    work = tmp_path / "work"
+    neardup.dedup(str(src), output=str(tmp_path / "out"), work_dir=str(work), threshold=0.3, bands=40, rows=3)
+    pairs = pa.concat_tables([pa.parquet.read_table(p) for p in sorted((work / "pairs").glob("part-*.parquet"))])
+    assert pairs.num_rows > 100
+    off, vals = shingle_sets(texts)
+    fp = [set((vals[off[i]:off[i + 1]] >> np.uint64(32)).tolist()) for i in range(len(texts))]
+    for left, right, sim in zip(*(pairs.column(c).to_pylist() for c in ("left", "right", "similarity"))):
+        a, b = fp[left], fp[right]
+        assert sim == len(a & b) / len(a | b), (left, right)
+    assert max(len(fp[d]) for d in pairs.column("left").to_pylist()) > 600
 
 
 def test_keep_score_picks_by_the_column_not_by_length_or_order(tmp_path):

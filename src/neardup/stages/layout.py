@@ -9,9 +9,11 @@ file exists is done and is not read again.
     WORK/read/plan.json             the blocks: runs of consecutive input files (a file is never split)
     WORK/read/block-BBBBBB.arrow    Arrow IPC file, DOCS_SCHEMA: one row per document of the block
     WORK/read/block-BBBBBB.sig      raw uint32, num_perm per document (verify = estimate | none)
-    WORK/read/block-BBBBBB.fp       uint32 shingle fingerprints (the high halves of the 64-bit
-                                    shingle hashes) in text order, ``count`` per document
-                                    (verify = exact)
+    WORK/read/block-BBBBBB.fp       the uint32 shingle fingerprints (the high halves of the
+                                    64-bit shingle hashes), ``count`` per document, each
+                                    document's as one Elias-Fano code (:mod:`neardup.eliasfano`:
+                                    lossless, ~33 - log2(count) bits a fingerprint; a code's
+                                    length follows from ``count``) (verify = exact)
     WORK/read/block-BBBBBB.json     the block's summary (written last: the block is done)
     WORK/pairs/part-PPPPP.parquet   PAIRS_SCHEMA: verified pairs (left < right) of one partition
     WORK/pairs/summary.json         the stage's counts
@@ -36,14 +38,14 @@ import numpy as np
 import pyarrow as pa
 
 from ..arrays import arrow, to_numpy, unique
-from .. import io as nio
+from .. import eliasfano, io as nio
 from ..errors import ConfigError
 from ..io import fs, ranges
 from ..io.folder import Folder
 from ..io.tables import read_table
 
 STAGES = ("read", "pairs", "clusters", "write")
-LAYOUT_VERSION = 4              # 4: typed stage records in state.json; 3: shingle fingerprints (.fp, uint32)
+LAYOUT_VERSION = 5              # 5: fingerprints Elias-Fano coded; 4: typed stage records in state.json; 3: .fp
 BLOCK_BYTES = 64 << 20          # input bytes per read block (a block holds whole files)
 MAX_DOCUMENTS = 1 << 32         # document indices are packed two to a uint64 in pair codes
 
@@ -433,7 +435,7 @@ class DocStore:
         self.work_path = work_path
         self.block_start = np.asarray(block_start, dtype=np.int64)
         self.num_perm = num_perm
-        self._count_offsets: Dict[int, np.ndarray] = {}
+        self._code_offsets: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
         self._tables: "OrderedDict[int, pa.Table]" = OrderedDict()
 
     @classmethod
@@ -494,22 +496,25 @@ class DocStore:
             return parts[0]
         return np.concatenate(parts) if parts else np.zeros((0, k), np.uint32)
 
-    def _offsets(self, block: int) -> np.ndarray:
-        if block not in self._count_offsets:
-            counts = to_numpy(self.table(block, ["count"]).column(0))
+    def _codes(self, block: int) -> Tuple[np.ndarray, np.ndarray]:
+        """(fingerprints of each document, byte offsets of their codes in the block's .fp file)."""
+        if block not in self._code_offsets:
+            counts = to_numpy(self.table(block, ["count"]).column(0)).astype(np.int64, copy=False)
             off = np.zeros(len(counts) + 1, dtype=np.int64)
-            np.cumsum(counts, out=off[1:])
-            self._count_offsets[block] = off
-        return self._count_offsets[block]
+            np.cumsum(eliasfano.code_bytes(counts), out=off[1:])
+            self._code_offsets[block] = (counts, off)
+        return self._code_offsets[block]
 
     def fingerprints(self, docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        """Shingle fingerprints (uint32, the high halves of the shingle hashes, text order,
-        repeats) of ascending docs, as CSR by position in docs."""
+        """Shingle fingerprints (uint32, the high halves of the shingle hashes, repeats kept, in
+        the order of their codes: see :mod:`neardup.eliasfano`) of ascending docs, as CSR by
+        position in docs."""
         offs, vals = [np.zeros(1, np.int64)], []
         base = 0
         for b, _sel, local in self._by_block(docs):
-            off = self._offsets(b)
-            o, v = ranges.read_rows(self._path(b, "fp"), off[local], off[local + 1], np.uint32)
+            counts, off = self._codes(b)
+            starts, data = ranges.read_rows(self._path(b, "fp"), off[local], off[local + 1], np.uint8)
+            o, v = eliasfano.decode(starts[:-1], data, counts[local])
             offs.append(o[1:] + base)
             base += len(v)
             vals.append(v)

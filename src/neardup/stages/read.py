@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..arrays import arrow, empty_table, to_numpy
-from .. import io as nio
+from .. import eliasfano, io as nio
 from ..bands import band_keys
 from ..errors import InputError
 from ..hashing import string_hash
@@ -79,12 +79,14 @@ def prefetch(it: Iterator, depth: int = 2) -> Iterator:
 
 
 class _Writer:
-    """One thread that writes the big raw column while the kernels compute the next batch (a
-    write into the page cache can stall on a slow disk, an upload on the network; queued here,
-    the stall overlaps work). Writes into ``sink``, a binary file it closes."""
+    """One thread that writes the big column while the kernels compute the next batch (a write
+    into the page cache can stall on a slow disk, an upload on the network; queued here, the
+    stall overlaps work). Writes into ``sink``, a binary file it closes, what ``code`` makes of
+    each item queued (default: the array itself); the coding runs in this thread too."""
 
-    def __init__(self, sink, depth: int = 16):
+    def __init__(self, sink, depth: int = 16, code: Optional[Callable] = None):
         self._f = sink
+        self._code = code
         self._queue: "queue.Queue" = queue.Queue(maxsize=depth)
         self._error: Optional[BaseException] = None
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -97,15 +99,18 @@ class _Writer:
                 return
             if self._error is None:
                 try:
-                    self._f.write(memoryview(data).cast("B"))
+                    if self._code is not None:
+                        data = self._code(*data)
+                    self._f.write(memoryview(np.ascontiguousarray(data)).cast("B"))
                 except BaseException as exc:  # raised again in the caller's thread
                     self._error = exc
 
-    def write(self, arr: np.ndarray) -> None:
-        """Queues ``arr`` (not copied: the caller must not change it afterwards)."""
+    def write(self, *item) -> None:
+        """Queues ``item``, the arguments of ``code`` (or one array to write as it is); not copied:
+        the caller must not change them afterwards."""
         if self._error is not None:
             raise self._error
-        self._queue.put(np.ascontiguousarray(arr))
+        self._queue.put(item if self._code is not None else item[0])
 
     def close(self) -> None:
         self._queue.put(None)
@@ -137,8 +142,8 @@ def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int
     # name renamed; an upload completed); a failure (a full disk, a bad record) leaves neither
     with fs.atomic_write(arrow_path) as arrow_file, fs.atomic_write(big_path) as big_file:
         writer = pa.ipc.new_file(arrow_file, schema)
-        _read_into(config, hasher, scratch, schema, sources, members, summary, writer, _Writer(big_file), progress,
-                   signatures)
+        big = _Writer(big_file, code=eliasfano.encode if exact else None)
+        _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress, signatures)
     if finish is not None:  # e.g. the --against matches: part of the block, done before its summary
         summary.update(finish(summary["documents"]))
     write_json(block_path(work_path, block, "json"), summary)
@@ -206,7 +211,7 @@ def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary,
     if exact:
         sig, off, fp = hasher.signatures_and_fingerprints(text, scratch=scratch)
         counts = np.diff(off)
-        big.write(fp)
+        big.write(off, fp)  # coded in the writer's thread (fp is a new array each batch)
     else:
         sig, counts = hasher.signatures_and_counts(text)
         big.write(sig)

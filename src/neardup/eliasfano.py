@@ -1,0 +1,221 @@
+"""The shingle fingerprints of the work dir, coded: each document's uint32 fingerprints as one
+Elias-Fano code (lossless: the same multiset comes back, in another order).
+
+A document of ``n`` fingerprints takes ``L`` high bits as a bucket number and ``w = 32 - L`` low
+bits as they are. Its code, starting on a byte of its own:
+
+* the upper part, ``n + 2^L`` bits: for each bucket in order, one 1 bit per fingerprint in it,
+  then a 0 bit;
+* the lower part, ``n * w`` bits: the low bits of the fingerprints in bucket order (text order
+  within a bucket);
+* padding to the next byte. Bits fill each byte from its lowest bit.
+
+``L`` is the one of floor(log2 n) and floor(log2 n) + 1 that makes the code shorter (the smaller on
+a tie): about ``n * (33 - log2 n)`` bits. For random 32-bit values that is within 3% of the
+least any lossless code can take (log2 of the number of n-sets, ``n * (32 - log2 n + 1.44)``):
+1,054 bytes for the 330 fingerprints of a 2.2 KB document instead of 1,320 raw. The length of a
+code depends on ``n`` only (:func:`code_bytes`), so a document's code is found from the counts
+alone. A document without shingles has an empty code.
+"""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+import numba as nb
+import numpy as np
+
+from ._kernels import kernel
+
+__all__ = ["code_bytes", "encode", "decode"]
+
+
+@kernel(inline="always")
+def _high_bits(n):
+    """L of a document of n >= 1 fingerprints (see the module docstring)."""
+    low = 0
+    while (np.int64(2) << low) <= n:
+        low += 1
+    if low < 31 and n * np.int64(33 - low) + (np.int64(1) << low) > n * np.int64(32 - low) + (np.int64(2) << low):
+        low += 1
+    return low
+
+
+@kernel(inline="always")
+def _code_bits(n):
+    if n == 0:
+        return np.int64(0)
+    low = _high_bits(n)
+    return n * np.int64(33 - low) + (np.int64(1) << low)
+
+
+@kernel()
+def _code_bytes_kernel(counts):
+    out = np.empty(len(counts), dtype=np.int64)
+    for i in range(len(counts)):
+        out[i] = (_code_bits(np.int64(counts[i])) + 7) >> 3
+    return out
+
+
+def code_bytes(counts: np.ndarray) -> np.ndarray:
+    """The bytes of the code of documents of ``counts`` fingerprints (int64, one per document)."""
+    return _code_bytes_kernel(np.ascontiguousarray(counts, dtype=np.int64))
+
+
+@kernel()
+def _encode_one(values, a0, n, out, at, buckets, order):
+    """The code of values[a0:a0+n] into out[at:...]; ``buckets`` (>= 2^L + 1 entries) and ``order``
+    (>= n) are scratch."""
+    low = _high_bits(n)
+    w = 32 - low
+    nb_ = np.int64(1) << low
+    shift = np.uint64(w)
+    for h in range(nb_ + 1):
+        buckets[h] = 0
+    for i in range(n):
+        buckets[(np.uint64(values[a0 + i]) >> shift) + 1] += 1
+    for h in range(nb_):
+        buckets[h + 1] += buckets[h]
+    for i in range(n):
+        v = values[a0 + i]
+        h = np.uint64(v) >> shift
+        order[buckets[h]] = v
+        buckets[h] += 1
+    # one stream of bits, 32 at a time into out: for each bucket its ones and a zero, then the
+    # low bits of the values in bucket order
+    acc = np.uint64(0)
+    bits = np.uint64(0)
+    prev = 0
+    for h in range(nb_):
+        c = buckets[h] - prev  # buckets[h] is now where bucket h ends
+        prev = buckets[h]
+        while c >= 32:
+            acc |= np.uint64(0xFFFFFFFF) << bits
+            bits += np.uint64(32)
+            c -= 32
+            at = _flush(out, at, acc, bits)
+            acc, bits = _drop(acc, bits)
+        acc |= ((np.uint64(1) << np.uint64(c)) - np.uint64(1)) << bits
+        bits += np.uint64(c + 1)
+        if bits >= 32:
+            at = _flush(out, at, acc, bits)
+            acc, bits = _drop(acc, bits)
+    mask = (np.uint64(1) << shift) - np.uint64(1)
+    for i in range(n):
+        acc |= (np.uint64(order[i]) & mask) << bits
+        bits += shift
+        if bits >= 32:
+            at = _flush(out, at, acc, bits)
+            acc, bits = _drop(acc, bits)
+    while bits > 0:
+        out[at] = np.uint8(acc & np.uint64(0xFF))
+        at += 1
+        acc >>= np.uint64(8)
+        bits -= min(bits, np.uint64(8))
+
+
+@kernel(inline="always")
+def _flush(out, at, acc, bits):
+    """The low 32 bits of acc into out[at:at+4] (bits >= 32); the next byte to write."""
+    out[at] = np.uint8(acc & np.uint64(0xFF))
+    out[at + 1] = np.uint8((acc >> np.uint64(8)) & np.uint64(0xFF))
+    out[at + 2] = np.uint8((acc >> np.uint64(16)) & np.uint64(0xFF))
+    out[at + 3] = np.uint8((acc >> np.uint64(24)) & np.uint64(0xFF))
+    return at + 4
+
+
+@kernel(inline="always")
+def _drop(acc, bits):
+    return acc >> np.uint64(32), bits - np.uint64(32)
+
+
+@kernel(nogil=True)
+def _encode_kernel(offsets, values, starts, out):
+    most = 1
+    for d in range(len(offsets) - 1):
+        most = max(most, offsets[d + 1] - offsets[d])
+    buckets = np.empty(2 * most + 2, dtype=np.int64)  # 2^L <= 2n buckets, and one more
+    order = np.empty(most, dtype=np.uint32)
+    for d in range(len(offsets) - 1):
+        n = offsets[d + 1] - offsets[d]
+        if n > 0:
+            _encode_one(values, offsets[d], n, out, starts[d], buckets, order)
+
+
+def encode(offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The codes of documents given as CSR (``values[offsets[i]:offsets[i+1]]``, uint32
+    fingerprints in any order, repeats kept), one after another: uint8. Runs without the GIL, in
+    one thread (the read stage encodes in its writer thread, beside the kernels)."""
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    sizes = code_bytes(np.diff(offsets))
+    starts = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=starts[1:])
+    out = np.empty(starts[-1], dtype=np.uint8)
+    if len(sizes):
+        _encode_kernel(offsets, np.ascontiguousarray(values, dtype=np.uint32), starts, out)
+    return out
+
+
+_LOWEST_ONE = np.array([0] + [(i & -i).bit_length() - 1 for i in range(1, 256)], dtype=np.int64)  # of a byte
+
+
+@kernel(inline="always")
+def _load32(data, at):
+    """data[at:at+4] as a little-endian number (zeros past the end)."""
+    if at + 4 <= len(data):
+        return (np.uint64(data[at]) | (np.uint64(data[at + 1]) << np.uint64(8))
+                | (np.uint64(data[at + 2]) << np.uint64(16)) | (np.uint64(data[at + 3]) << np.uint64(24)))
+    v = np.uint64(0)
+    for j in range(4):
+        if at + j < len(data):
+            v |= np.uint64(data[at + j]) << np.uint64(8 * j)
+    return v
+
+
+@kernel(parallel=True)
+def _decode_kernel(starts, data, offsets, out):
+    for d in nb.prange(len(offsets) - 1):
+        first = offsets[d]
+        stop = offsets[d + 1]
+        n = stop - first
+        if n == 0:
+            continue
+        low = _high_bits(n)
+        w = np.uint64(32 - low)
+        mask = (np.uint64(1) << w) - np.uint64(1)
+        lower = starts[d] * 8 + n + (np.int64(1) << low)  # bit position of the lower part
+        at = lower >> 3
+        acc = _load32(data, at) >> np.uint64(lower & 7)
+        bits = np.uint64(32 - (lower & 7))
+        at += 4
+        k = first
+        ub = starts[d]  # the byte of the upper part being read
+        base = 0        # the bit number of its first bit in the upper part
+        while k < stop:
+            byte = np.int64(data[ub])
+            while byte != 0 and k < stop:  # each 1 bit: the next value, bucket = bit number - values before
+                bucket = np.uint64(base + _LOWEST_ONE[byte] - (k - first))
+                byte &= byte - 1
+                if bits < w:
+                    acc |= _load32(data, at) << bits
+                    bits += np.uint64(32)
+                    at += 4
+                out[k] = np.uint32(((bucket << w) | (acc & mask)) & np.uint64(0xFFFFFFFF))
+                acc >>= w
+                bits -= w
+                k += 1
+            ub += 1
+            base += 8
+
+
+def decode(starts: np.ndarray, data: np.ndarray, counts: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """The fingerprints of documents whose codes are ``data[starts[i]:...]`` (uint8) and that have
+    ``counts[i]`` fingerprints, as CSR (offsets, uint32 values), bucket order."""
+    counts = np.asarray(counts, dtype=np.int64)
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    out = np.empty(offsets[-1], dtype=np.uint32)
+    if offsets[-1]:
+        _decode_kernel(np.ascontiguousarray(starts, dtype=np.int64), np.ascontiguousarray(data, dtype=np.uint8),
+                       offsets, out)
+    return offsets, out
