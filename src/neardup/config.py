@@ -218,6 +218,10 @@ class Shingling(Group):
     collapse_whitespace: bool = option(
         True, Switch(), "with --char-ngrams: keep every white-space character instead of collapsing runs to one space",
         flag="--keep-whitespace")
+    hash_version: int = option(
+        2, Integer(1, 2),
+        "how a word is hashed: 2 hashes its bytes eight at a time; 1 is the per-byte FNV-1a hash of earlier "
+        "neardup (an index is only used with the version it was made with)")
 
 
 @dataclass(frozen=True)
