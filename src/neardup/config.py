@@ -202,9 +202,9 @@ class Sketch(Group):
 
 @dataclass(frozen=True)
 class Shingling(Group):
-    """What the shingles of a text are: the tokenizer's options (:mod:`neardup.shingles`). NFKC
-    and lower-casing (Unicode aware) come first; with ``char_ngrams``, punctuation ``split`` and
-    ``delete`` both delete a mark."""
+    """What the shingles of a text are: the tokenizer's options and the word hash
+    (:mod:`neardup.shingles`). NFKC and lower-casing (Unicode aware) come first; with
+    ``char_ngrams``, punctuation ``split`` and ``delete`` both delete a mark or a symbol."""
 
     section = "similarity"
     ngram: int = option(5, Integer(1, 1000), "tokens per shingle (words, or characters with --char-ngrams)")
@@ -213,8 +213,9 @@ class Shingling(Group):
     lowercase: bool = option(True, Switch(), "keep letter case", flag="--no-lowercase")
     punctuation: str = option(
         "split", Choice(PUNCTUATION_MODES),
-        "what punctuation does to words: split them like white space (well-known -> well known), "
-        "be deleted inside them (well-known -> wellknown), or be kept, each mark a token")
+        "what punctuation and symbols do to words: split them like white space (well-known -> well known, "
+        "x+y -> x y), punctuation deleted inside them (well-known -> wellknown; symbols still split), or "
+        "each mark, symbol and _ kept as a token (the words of earlier neardup)")
     collapse_whitespace: bool = option(
         True, Switch(), "with --char-ngrams: keep every white-space character instead of collapsing runs to one space",
         flag="--keep-whitespace")

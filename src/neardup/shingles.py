@@ -12,33 +12,47 @@ Pipeline for one document
    ============  ========================================================================
    space         Z* and control characters: end the current token
    word          letters L*, digits N*: extend the current token
+   connect       connector punctuation Pc (``_``): a word character, so that a word is the
+                 peers' ``\\w+`` (``snake_case`` is one word); under ``keep`` a token of its
+                 own, as before words were ``\\w+``
    mark          combining marks M*: extend the current token (so accents and the vowel
-                 signs of Indic and Thai scripts stay inside their word)
+                 signs of Indic and Thai scripts stay inside their word); a mark on no token
+                 (after white space, a symbol, punctuation) is deleted with what it sits on,
+                 but under ``keep``, where it begins a word
    single        ideographs and syllabaries of scripts written without spaces (Han,
                  Hiragana, Katakana, Thai, Lao, Khmer, Myanmar, Tibetan, Yi): each code
                  point (with its marks) is one token, i.e. a *word is one character* there
-   symbol        S* (emoji, currency, maths): each is a token of its own
-   punctuation   P*, by ``punctuation``: ``split`` (the default) ends the current token the
-                 way white space does (``well-known`` -> ``well known``, ``don't`` ->
-                 ``don t``); ``delete`` deletes it without splitting (``don't`` -> ``dont``);
-                 ``keep`` makes each mark a token of its own
+   symbol        S* (``>``, ``=``, ``+``, ``|``, ``©``, currency, emoji): end the current token
+                 and are no token under ``split`` and ``delete``; under ``keep`` each is a
+                 token of its own
+   punctuation   P* but Pc, by ``punctuation``: ``split`` (the default) ends the current
+                 token the way white space does (``well-known`` -> ``well known``, ``don't``
+                 -> ``don t``); ``delete`` deletes it without splitting (``don't`` ->
+                 ``dont``); ``keep`` makes each mark a token of its own
    not text      U+FFFD (the replacement character of a failed decode), private use Co,
                  surrogates Cs, unassigned Cn: end the current token and are no token, so
                  that mojibake does not make unrelated documents alike
    ignored       format characters Cf (zero-width joiner, soft hyphen, BOM): deleted
    ============  ========================================================================
 
-   So by default a word is a maximal run of letters, digits and combining marks; white space,
-   punctuation, symbols and non-text code points separate words; no empty token can arise.
-3. Each token is hashed once (FNV-1a over its bytes, then a 64-bit finaliser); a word n-gram
-   is the ordered combination of n consecutive token hashes, never a joined string. With
-   ``char_ngrams`` the units are code points instead of tokens (punctuation deleted under
-   ``split`` and ``delete``, a unit under ``keep``; runs of white space collapsed to one space
-   and trimmed when ``collapse_whitespace``; non-text code points are units, as before).
+   So by default a word is a maximal run of letters, digits, ``_`` and the combining marks on
+   them: ``re.findall(r"\\w+")`` but for marks, scripts without spaces, format characters and Pc
+   other than ``_``. White space, punctuation, symbols and non-text code points separate words;
+   no empty token can arise. ``keep`` gives the tokens of neardup before words were ``\\w+``.
+3. Each token is hashed once from its bytes, by the hash version (``hash_version``): 2 reads
+   them as little-endian 64-bit words (the last zero-padded), mixes all but the last with
+   xxHash64's round and finishes with fmix64 over the last word and the length; 1 is FNV-1a over
+   the bytes, then fmix64. A word n-gram is the ordered combination of n consecutive token
+   hashes, never a joined string. With ``char_ngrams`` the units are code points instead of
+   tokens (punctuation and symbols, and the marks on them, deleted under ``split`` and
+   ``delete``, units under ``keep``; ``_`` a unit; runs of white space collapsed to one space and
+   trimmed when ``collapse_whitespace``; non-text code points are units).
 4. A document with fewer than n units has exactly one shingle made of all its units; an
    empty document (no units) has no shingles and is never a near-duplicate of anything.
 
-Every hash is seeded and depends only on the bytes and the seed: the same on every machine.
+Every hash is seeded and depends only on the bytes and the seed: the same on every machine, and
+the same whichever path of the kernel (the eight-bytes-at-a-time ASCII path, the general one)
+hashed a token.
 """
 
 from __future__ import annotations
