@@ -172,21 +172,22 @@ def test_fingerprint_stats_and_index_follow_the_groups(group, f):
 
 
 def test_identity_and_stats_are_what_they_were():
-    """Pinned from before the groups: the same run has the same fingerprint (an earlier run's work
-    dir and output folder are still its own) and the same stats.json params."""
+    """Pinned (last changed by hash_version, issue 19): the same run has the same fingerprint (an
+    earlier run's work dir and output folder are still its own) and the same stats.json params."""
     assert identity_fingerprint(Config().resolved()) == \
-        "1b45cdd0f8df922e177baa21377283569c6d322cdd2ee243bc650a2b73f680e0"
+        "9775f3fe13aac6b88fa7045b0b7c4a4bda4825d815d90cedc113884bdcf2ad9f"
     cfg = Config(threshold=0.7, ngram=3, punctuation="keep", keep="longest", against=["x"], workers=3,
                  id_column="id", id_column_auto=True).resolved()
-    assert identity_fingerprint(cfg) == "c6a863eeb54fe210c20c70b5b0f8e154fd6326d9e744d13b032994512329eaa9"
+    assert identity_fingerprint(cfg) == "79dc0430afac721bf3305bbed8c415e69929acfa58a0cd93ee3bc0181bf1ad33"
     params = build_stats(Config().resolved(), [], dict(input=0, kept=0, removed=0, rejected=0), [], [])["params"]
     assert json.dumps(params, sort_keys=True) == (
-        '{"bands": 13, "char_ngrams": false, "collapse_whitespace": true, "id_column": null, "keep": "first", '
+        '{"bands": 13, "char_ngrams": false, "collapse_whitespace": true, "hash_version": 2, "id_column": null, '
+        '"keep": "first", '
         '"lowercase": true, "max_anchor_rounds": 8, "ngram": 5, "normalize_unicode": true, "num_perm": 128, '
         '"on_error": "fail", "output_format": "same", "punctuation": "split", "rows": 7, "seed": 42, '
         '"text_column": "text", "threshold": 0.8, "verify": "exact"}')
     assert set(PARAM_NAMES) == {"num_perm", "bands", "rows", "seed", "ngram", "char_ngrams", "normalize_unicode",
-                                "lowercase", "punctuation", "collapse_whitespace"}  # what index manifests hold
+                                "lowercase", "punctuation", "collapse_whitespace", "hash_version"}  # index manifests
 
 
 # ----------------------------------------------------------------------------- the command lines
