@@ -24,9 +24,9 @@ inserted, words replaced) and, each with its own probability, the edits real cop
 1.5% of the documents are mojibake: Cyrillic text (with some ASCII names and numbers) whose UTF-8
 bytes were decoded as ASCII with replacement, so every Cyrillic letter became two U+FFFD.
 
-Truth: the usual word definition (words = maximal runs of letters and digits after NFKC and
-lower-casing, everything else separates, ``re.findall(r"[^\\W_]+")``), word 5-grams, exact
-Jaccard. Only pairs inside a planted cluster can be similar (unrelated documents share at most
+Truth: the usual word definition, the peers' (words = maximal runs of letters, digits and _
+after NFKC and lower-casing, everything else separates, ``re.findall(r"\\w+")``), word 5-grams,
+exact Jaccard. Only pairs inside a planted cluster can be similar (unrelated documents share at most
 boilerplate, checked: ``max_unrelated_jaccard`` on a sample); removals whose representative lies
 outside the removed document's cluster are graded by computing their Jaccard on the spot.
 
@@ -36,7 +36,8 @@ Graded at threshold 0.8:
                         for them is below 0.75 (a margin under the threshold, as in pipeline.py)
 
 Tools: neardup (``python -m neardup dedup`` with its defaults), optionally neardup with
-``--punctuation delete`` (the old default) and the pre-change checkout (``--base``); datasketch
+``--punctuation delete``, ``--punctuation keep`` (symbols and punctuation as tokens, the words of
+before ``\\w+``) or ``--hash-version 1``, and the pre-change checkout (``--base``); datasketch
 (MinHashLSH, no verification, as its users run it) and rensa (RMinHashLSH, 8 bands) given the same
 words as the truth (word 5-grams joined by a space), through bench/peers.py.
 
@@ -321,20 +322,20 @@ def generate(n_docs: int, seed: int = 0, copy_share: float = 1 / 3, mojibake_sha
 
 # --------------------------------------------------------------------------- truth
 
-_WORD = re.compile(r"[^\W_]+")
+_WORD = re.compile(r"\w+")
 
 
 def words(text: str, apostrophe: str = "split") -> List[str]:
-    """The usual definition: NFKC, lower-case, maximal runs of letters and digits.
+    """The usual definition: NFKC, lower-case, maximal runs of letters, digits and _ (``\\w+``).
 
     ``apostrophe`` (the study only): ``split`` (the usual definition), ``delete`` (an apostrophe
     between two letters is deleted: don't -> dont), ``word`` (it stays inside the word).
     """
     text = unicodedata.normalize("NFKC", text).lower()
     if apostrophe == "delete":
-        text = re.sub(r"(?<=[^\W_])['\u2019](?=[^\W_])", "", text)
+        text = re.sub(r"(?<=\w)['\u2019](?=\w)", "", text)
     elif apostrophe == "word":
-        return re.findall(r"[^\W_]+(?:['\u2019][^\W_]+)*", text)
+        return re.findall(r"\w+(?:['\u2019]\w+)*", text)
     return _WORD.findall(text)
 
 
@@ -429,6 +430,12 @@ def residual_by_edit(corpus: WordCorpus, a, b, j, removed, threshold=THRESHOLD) 
 
 # --------------------------------------------------------------------------- tools
 
+# neardup with other options (this checkout)
+VARIANTS = {"neardup-delete": ["--punctuation", "delete"],       # punctuation deleted inside words
+            "neardup-keep": ["--punctuation", "keep"],           # symbols and punctuation as tokens
+            "neardup-v1": ["--hash-version", "1"]}               # the per-byte FNV word hash
+
+
 def run_neardup_cli(corpus_path: Path, out: Path, extra: Sequence[str], pythonpath: str) -> dict:
     import pyarrow.parquet as pq
     cmd = [sys.executable, "-m", "neardup", "dedup", str(corpus_path), "--output", str(out),
@@ -488,7 +495,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--docs", type=int, default=30000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tools", default="neardup,neardup-delete,datasketch,rensa",
-                    help="comma-separated: neardup, neardup-delete, neardup-base, datasketch, rensa")
+                    help="comma-separated: neardup, " + ", ".join(VARIANTS) + ", neardup-base, datasketch, rensa")
     ap.add_argument("--base", default="/work/base/src", help="PYTHONPATH of the pre-change checkout (neardup-base)")
     ap.add_argument("--output", type=Path, default=RESULTS_DIR / "words.json")
     args = ap.parse_args(argv)
@@ -519,7 +526,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "planted_pair_jaccard_quantiles": np.quantile(j, [0, 0.1, 0.5, 0.9, 1]).round(4).tolist(),
         "max_unrelated_jaccard_in_sample": float(unrelated.max()), "unrelated_sample": int(keep.sum()),
         "format_edit_probabilities": dict(FORMAT_EDITS),
-        "truth": "word 5-grams of re.findall(r'[^\\W_]+', NFKC(text).lower()), exact Jaccard",
+        "truth": "word 5-grams of re.findall(r'\\w+', NFKC(text).lower()), exact Jaccard",
         "false_removal": f"removed with exact J < {FALSE_BELOW} to the representative the tool names",
     }
     print(json.dumps(result["corpus"], indent=1), flush=True)
@@ -535,8 +542,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"{tool} ...", flush=True)
             if tool == "neardup":
                 r = run_neardup_cli(path, Path(tmp) / tool, [], here)
-            elif tool == "neardup-delete":
-                r = run_neardup_cli(path, Path(tmp) / tool, ["--punctuation", "delete"], here)
+            elif tool in VARIANTS:
+                r = run_neardup_cli(path, Path(tmp) / tool, VARIANTS[tool], here)
             elif tool == "neardup-base":
                 r = run_neardup_cli(path, Path(tmp) / tool, [], args.base)
             else:

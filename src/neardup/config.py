@@ -216,9 +216,9 @@ class Sketch(Group):
 
 @dataclass(frozen=True)
 class Shingling(Group):
-    """What the shingles of a text are: the tokenizer's options (:mod:`neardup.shingles`). NFKC
-    and lower-casing (Unicode aware) come first; with ``char_ngrams``, punctuation ``split`` and
-    ``delete`` both delete a mark."""
+    """What the shingles of a text are: the tokenizer's options and the word hash
+    (:mod:`neardup.shingles`). NFKC and lower-casing (Unicode aware) come first; with
+    ``char_ngrams``, punctuation ``split`` and ``delete`` both delete a mark or a symbol."""
 
     section = "similarity"
     ngram: int = option(5, Integer(1, 1000), "tokens per shingle (words, or characters with --char-ngrams)")
@@ -227,11 +227,16 @@ class Shingling(Group):
     lowercase: bool = option(True, Switch(), "keep letter case", flag="--no-lowercase")
     punctuation: str = option(
         "split", Choice(PUNCTUATION_MODES),
-        "what punctuation does to words: split them like white space (well-known -> well known), "
-        "be deleted inside them (well-known -> wellknown), or be kept, each mark a token")
+        "what punctuation and symbols do to words: split them like white space (well-known -> well known, "
+        "x+y -> x y), punctuation deleted inside them (well-known -> wellknown; symbols still split), or "
+        "each mark, symbol and _ kept as a token (the words of earlier neardup)")
     collapse_whitespace: bool = option(
         True, Switch(), "with --char-ngrams: keep every white-space character instead of collapsing runs to one space",
         flag="--keep-whitespace")
+    hash_version: int = option(
+        2, Integer(1, 2),
+        "how a word is hashed: 2 hashes its bytes eight at a time; 1 is the per-byte FNV-1a hash of earlier "
+        "neardup (an index is only used with the version it was made with)")
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,7 @@ def _process_kernel(offsets, data, docs, table, n, options, lower_ascii, bail, h
         d = docs[i]
         start = offsets[d]
         end = offsets[d + 1]
-        units = np.empty(end - start + 1, dtype=np.uint64)
+        units = np.empty(end - start + 8, dtype=np.uint64)  # the tokenizer's room (see _units)
         if common:  # the defaults as constants: the compiler folds the other modes' branches away
             m = _sh._units(data, start, end, table, _sh.DEFAULT_OPTIONS, True, True, units)
         else:

@@ -243,21 +243,23 @@ def diff_units(text: str, *, punctuation: str = Shingling.punctuation) -> List[T
 
     Returns (key, start, end) per token: ``text[start:end]`` is the token as written and ``key``
     its normalised form (NFKC, lower case) that the diff compares. The rules are those of
-    :mod:`neardup.shingles` (a word is a run of letters, digits and marks; a character of a
-    script written without spaces, a symbol, and under ``keep`` a punctuation mark are tokens of
-    their own; white space, non-text code points and under ``split`` punctuation separate), applied
+    :mod:`neardup.shingles` (a word is a run of letters, digits, _ and the marks on them; a
+    character of a script written without spaces, and under ``keep`` a symbol or a punctuation
+    mark, are tokens of their own; white space, non-text code points, symbols and under ``split``
+    punctuation separate), applied
     to the text as written so that the diff can show it as written.
     """
     return _diff_units(text, punctuation, None)
 
 
-# The class of each character for the diff, one letter: S separates, K is skipped (inside a token
-# but not part of its key), W is a letter or digit, M a mark, O a token of its own.
-_DIFF_LETTERS = {"split": b"SWMOOSKS", "delete": b"SWMOOKKS", "keep": b"SWMOOOKS"}
-# A token: a one-character token with the marks that follow it, or a run of letters, digits and
-# marks (which a mark may begin); skipped characters inside either, and at its end up to the
-# character that closes it, belong to its span.
-_DIFF_TOKEN = None
+# The class of each character for the diff (by the classes of neardup.shingles), one letter: S
+# separates, K is skipped (inside a token but not part of its key), W is a word character, M a
+# mark, O a token of its own.
+_DIFF_LETTERS = {"split": b"SWMOSSKSW", "delete": b"SWMOSKKSW", "keep": b"SWMOOOKSO"}
+# A token: a one-character token with the marks that follow it, or a run of word characters and
+# marks (under keep a mark may begin it; otherwise a mark on no token is skipped); skipped
+# characters inside either, and at its end up to the character that closes it, belong to its span.
+_DIFF_TOKEN = {}
 
 
 def _diff_units(text: str, punctuation: str, limit: Optional[int]) -> List[Tuple[str, int, int]]:
@@ -266,21 +268,20 @@ def _diff_units(text: str, punctuation: str, limit: Optional[int]) -> List[Tuple
     The characters are classed in one numpy lookup and cut into tokens by one regular expression
     over a string of class letters (one per character); only the tokens cost Python work.
     """
-    global _DIFF_TOKEN
     import re
     import unicodedata
     from itertools import islice
 
     from .shingles import char_classes
-    if _DIFF_TOKEN is None:
-        _DIFF_TOKEN = re.compile(r"O[MK]*|[WM][WMK]*")
     punctuation = Shingling(punctuation=punctuation).punctuation  # checked
+    if punctuation not in _DIFF_TOKEN:
+        _DIFF_TOKEN[punctuation] = re.compile(r"O[MK]*|[WM][WMK]*" if punctuation == "keep" else r"O[MK]*|W[WMK]*")
     if not text:
         return []
     cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
     lut = np.frombuffer(_DIFF_LETTERS[punctuation], dtype=np.uint8)
     classes = lut[char_classes()[cps]].tobytes().decode("ascii")
-    matches = _DIFF_TOKEN.finditer(classes)
+    matches = _DIFF_TOKEN[punctuation].finditer(classes)
     if limit is not None:
         matches = islice(matches, limit)
     out: List[Tuple[str, int, int]] = []

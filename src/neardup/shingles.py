@@ -12,33 +12,47 @@ Pipeline for one document
    ============  ========================================================================
    space         Z* and control characters: end the current token
    word          letters L*, digits N*: extend the current token
+   connect       connector punctuation Pc (``_``): a word character, so that a word is the
+                 peers' ``\\w+`` (``snake_case`` is one word); under ``keep`` a token of its
+                 own, as before words were ``\\w+``
    mark          combining marks M*: extend the current token (so accents and the vowel
-                 signs of Indic and Thai scripts stay inside their word)
+                 signs of Indic and Thai scripts stay inside their word); a mark on no token
+                 (after white space, a symbol, punctuation) is deleted with what it sits on,
+                 but under ``keep``, where it begins a word
    single        ideographs and syllabaries of scripts written without spaces (Han,
                  Hiragana, Katakana, Thai, Lao, Khmer, Myanmar, Tibetan, Yi): each code
                  point (with its marks) is one token, i.e. a *word is one character* there
-   symbol        S* (emoji, currency, maths): each is a token of its own
-   punctuation   P*, by ``punctuation``: ``split`` (the default) ends the current token the
-                 way white space does (``well-known`` -> ``well known``, ``don't`` ->
-                 ``don t``); ``delete`` deletes it without splitting (``don't`` -> ``dont``);
-                 ``keep`` makes each mark a token of its own
+   symbol        S* (``>``, ``=``, ``+``, ``|``, ``©``, currency, emoji): end the current token
+                 and are no token under ``split`` and ``delete``; under ``keep`` each is a
+                 token of its own
+   punctuation   P* but Pc, by ``punctuation``: ``split`` (the default) ends the current
+                 token the way white space does (``well-known`` -> ``well known``, ``don't``
+                 -> ``don t``); ``delete`` deletes it without splitting (``don't`` ->
+                 ``dont``); ``keep`` makes each mark a token of its own
    not text      U+FFFD (the replacement character of a failed decode), private use Co,
                  surrogates Cs, unassigned Cn: end the current token and are no token, so
                  that mojibake does not make unrelated documents alike
    ignored       format characters Cf (zero-width joiner, soft hyphen, BOM): deleted
    ============  ========================================================================
 
-   So by default a word is a maximal run of letters, digits and combining marks; white space,
-   punctuation, symbols and non-text code points separate words; no empty token can arise.
-3. Each token is hashed once (FNV-1a over its bytes, then a 64-bit finaliser); a word n-gram
-   is the ordered combination of n consecutive token hashes, never a joined string. With
-   ``char_ngrams`` the units are code points instead of tokens (punctuation deleted under
-   ``split`` and ``delete``, a unit under ``keep``; runs of white space collapsed to one space
-   and trimmed when ``collapse_whitespace``; non-text code points are units, as before).
+   So by default a word is a maximal run of letters, digits, ``_`` and the combining marks on
+   them: ``re.findall(r"\\w+")`` but for marks, scripts without spaces, format characters and Pc
+   other than ``_``. White space, punctuation, symbols and non-text code points separate words;
+   no empty token can arise. ``keep`` gives the tokens of neardup before words were ``\\w+``.
+3. Each token is hashed once from its bytes, by the hash version (``hash_version``): 2 reads
+   them as little-endian 64-bit words (the last zero-padded), mixes all but the last with
+   xxHash64's round and finishes with fmix64 over the last word and the length; 1 is FNV-1a over
+   the bytes, then fmix64. A word n-gram is the ordered combination of n consecutive token
+   hashes, never a joined string. With ``char_ngrams`` the units are code points instead of
+   tokens (punctuation and symbols, and the marks on them, deleted under ``split`` and
+   ``delete``, units under ``keep``; ``_`` a unit; runs of white space collapsed to one space and
+   trimmed when ``collapse_whitespace``; non-text code points are units).
 4. A document with fewer than n units has exactly one shingle made of all its units; an
    empty document (no units) has no shingles and is never a near-duplicate of anything.
 
-Every hash is seeded and depends only on the bytes and the seed: the same on every machine.
+Every hash is seeded and depends only on the bytes and the seed: the same on every machine, and
+the same whichever path of the kernel (the eight-bytes-at-a-time ASCII path, the general one)
+hashed a token.
 """
 
 from __future__ import annotations
@@ -60,17 +74,17 @@ from .hashing import GOLDEN, MASK64, fmix64, fmix64_py
 __all__ = [
     "to_arrow_strings", "normalize", "char_classes",
     "tokens_python", "shingles_python", "shingle_hashes_python",
-    "SPACE", "WORD", "MARK", "SINGLE", "SYMBOL", "PUNCT", "IGNORED", "NOTEXT", "kernel_options",
+    "SPACE", "WORD", "MARK", "SINGLE", "SYMBOL", "PUNCT", "IGNORED", "NOTEXT", "CONNECT", "kernel_options",
 ]
 
-SPACE, WORD, MARK, SINGLE, SYMBOL, PUNCT, IGNORED, NOTEXT = range(8)
+SPACE, WORD, MARK, SINGLE, SYMBOL, PUNCT, IGNORED, NOTEXT, CONNECT = range(9)
 
 
 def kernel_options(shingling: Shingling) -> tuple:
     """The tokenizer's options as the compiled kernels take them (see :func:`_units`), one tuple
     passed through unchanged by the kernels that call the tokenizer."""
     return (bool(shingling.char_ngrams), PUNCTUATION_MODES.index(shingling.punctuation),
-            bool(shingling.collapse_whitespace))
+            bool(shingling.collapse_whitespace), int(shingling.hash_version))
 
 
 # the options of Shingling(): the kernels fold them in as constants (the common case's fast path)
@@ -105,7 +119,7 @@ _S33 = np.uint64(33)
 _SPACE_UNIT = np.uint64(0x2545F4914F6CDD1D)
 
 
-_TABLE_VERSION = 2
+_TABLE_VERSION = 3
 
 
 @lru_cache(maxsize=1)
@@ -141,7 +155,9 @@ def _build_char_classes() -> np.ndarray:
     for cp in range(0x110000):
         cat = unicodedata.category(chr(cp))
         head = cat[0]
-        if head in cat_class:
+        if cat == "Pc":  # connector punctuation (_): a word character, as in \w
+            table[cp] = CONNECT
+        elif head in cat_class:
             table[cp] = cat_class[head]
         elif cat == "Cc":
             table[cp] = SPACE
@@ -244,127 +260,268 @@ def _byte(b, lower_ascii):
     return np.uint64(b)
 
 
+# The hash of a unit (a token, or a character with char_ngrams) depends on its UTF-8 bytes alone.
+# It is computed as the bytes stream by, from a state (h, w, n): _start, _feed (one byte) and
+# _finish; the plain twins are _hash_v1_py and _hash_v2_py.
+#   version 1: FNV-1a over the bytes (h; w and n unused), then fmix64.
+#   version 2: the bytes as little-endian 64-bit words, the last one zero-padded (1 to 8 bytes):
+#              each word but the last mixed into h by _round (xxHash64's round), then
+#              fmix64(h ^ last word ^ n * V2_LENGTH). No multiply per byte.
+# Constants are spelled inside: numba resolves an inlined function's globals in the caller's module.
+
+@kernel(inline="always")
+def _round(h, w):
+    h = h + w * np.uint64(0xC2B2AE3D27D4EB4F)
+    h = (h << np.uint64(31)) | (h >> np.uint64(33))
+    return h * np.uint64(0x9E3779B185EBCA87)
+
+
+@kernel(inline="always")
+def _start(hv):
+    if hv == 1:
+        return np.uint64(0xCBF29CE484222325), np.uint64(0), np.uint64(0)
+    return np.uint64(0x27D4EB2F165667C5), np.uint64(0), np.uint64(0)
+
+
+@kernel(inline="always")
+def _feed(hv, h, w, n, b):
+    if hv == 1:
+        return (h ^ b) * np.uint64(0x100000001B3), w, n
+    sh = (n & np.uint64(7)) << np.uint64(3)
+    if sh == 0 and n > np.uint64(0):  # a full word waits and another byte follows: mix the word in
+        h = _round(h, w)
+        w = np.uint64(0)
+    return h, w | (b << sh), n + np.uint64(1)
+
+
+@kernel(inline="always")
+def _finish(hv, h, w, n):
+    if hv == 1:
+        return fmix64(h)
+    return fmix64(h ^ w ^ (n * np.uint64(0x165667B19E3779F9)))
+
+
+# The event positions of each 8-bit mask (_EVENTS[e, r]: where the r-th set bit of e is) and
+# their number: the word-boundary bits of eight bytes become positions without a branch.
+_EVENTS = np.zeros((256, 8), dtype=np.uint64)
+_EVENT_COUNT = np.array([bin(e).count("1") for e in range(256)], dtype=np.uint64)
+for _e in range(256):
+    _bits = [j for j in range(8) if _e >> j & 1]
+    _EVENTS[_e, :len(_bits)] = _bits
+
+
+@kernel(inline="always")
+def _load8(data, p, k):
+    """The k (1 to 8) bytes at data[p:] as a little-endian word, zero-padded. (Unsigned
+    indices: numba adds no negative-index check, and the compiler merges the eight loads.)"""
+    q = np.uint64(p)
+    if p + 8 <= data.shape[0]:
+        w = (np.uint64(data[q]) | (np.uint64(data[q + np.uint64(1)]) << np.uint64(8))
+             | (np.uint64(data[q + np.uint64(2)]) << np.uint64(16))
+             | (np.uint64(data[q + np.uint64(3)]) << np.uint64(24))
+             | (np.uint64(data[q + np.uint64(4)]) << np.uint64(32))
+             | (np.uint64(data[q + np.uint64(5)]) << np.uint64(40))
+             | (np.uint64(data[q + np.uint64(6)]) << np.uint64(48))
+             | (np.uint64(data[q + np.uint64(7)]) << np.uint64(56)))
+        return w & (np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - 8 * k))
+    w = np.uint64(0)
+    for r in range(k):
+        w |= np.uint64(data[q + np.uint64(r)]) << np.uint64(8 * r)
+    return w
+
+
+@kernel(inline="always")
+def _lower8(w):
+    """+0x20 on each byte of w in A-Z (the bytes must be ASCII: no carry between bytes)."""
+    ge_a = w + np.uint64(0x3F3F3F3F3F3F3F3F)   # high bit set where the byte >= 'A'
+    gt_z = w + np.uint64(0x2525252525252525)   # high bit set where the byte > 'Z'
+    return w + (((ge_a & ~gt_z) & np.uint64(0x8080808080808080)) >> np.uint64(2))
+
+
+@kernel(inline="always")
+def _hash_span_v2(data, a, e, lower_ascii):
+    """Hash version 2 of the ASCII bytes data[a:e] (e > a), A-Z lower-cased with lower_ascii."""
+    h = np.uint64(0x27D4EB2F165667C5)
+    p = a
+    while e - p > 8:
+        w = _load8(data, p, 8)
+        h = _round(h, _lower8(w) if lower_ascii else w)
+        p += 8
+    w = _load8(data, p, e - p)
+    return _finish(2, h, _lower8(w) if lower_ascii else w, np.uint64(e - a))
+
+
+@kernel(inline="always")
+def _words_ascii_v2(data, start, end, lower_ascii, out):
+    """The default case: the word tokens of ASCII text under ``split``, hash version 2, eight
+    bytes at a time. Returns their number, or -1 at the first non-ASCII byte.
+
+    Each word of eight bytes is classed at once (SWAR: [0-9A-Za-z_] are the word bytes, as
+    char_classes() says of ASCII; everything else separates), the positions where a word begins
+    or ends are written to ``out`` without a branch (_EVENTS), and then each word is hashed from
+    its bytes (:func:`_hash_span_v2`), in place: word t reads positions 2t and 2t + 1.
+    """
+    hi = np.uint64(0x8080808080808080)
+    m = np.uint64(0)
+    prev = np.uint64(0)  # whether the byte before the block is a word byte
+    p = start
+    while p < end:
+        k = min(8, end - p)
+        w = _load8(data, p, k)  # zero bytes past the end: separators
+        if w & hi:
+            return -1
+        x = w | np.uint64(0x2020202020202020)  # letters as lower case
+        # a byte b < 0x80 in [lo, hi]: the high bit of (b + 0x80 - lo) & ~(b + 0x7F - hi)
+        letter = (x + np.uint64(0x1F1F1F1F1F1F1F1F)) & ~(x + np.uint64(0x0505050505050505))
+        digit = (w + np.uint64(0x5050505050505050)) & ~(w + np.uint64(0x4646464646464646))
+        t = w ^ np.uint64(0x5F5F5F5F5F5F5F5F)
+        under = ~(t + np.uint64(0x7F7F7F7F7F7F7F7F)) & ~t  # the byte is '_'
+        word = (letter | digit | under) & hi
+        bits = ((word >> np.uint64(7)) * np.uint64(0x0102040810204080)) >> np.uint64(56)  # bit j: byte j
+        ev = (bits ^ ((bits << np.uint64(1)) | prev)) & np.uint64(0xFF)  # where a word begins or ends
+        base = np.uint64(p - start)
+        for r in range(8):
+            out[m + np.uint64(r)] = base + _EVENTS[ev, r]
+        m += _EVENT_COUNT[ev]
+        prev = (bits >> np.uint64(7)) & np.uint64(1)
+        p += 8
+    if m & np.uint64(1):  # the last word ends with the text
+        out[m] = np.uint64(end - start)
+        m += np.uint64(1)
+    n = np.int64(m >> np.uint64(1))
+    for t in range(n):
+        out[t] = _hash_span_v2(data, start + np.int64(out[2 * t]), start + np.int64(out[2 * t + 1]), lower_ascii)
+    return n
+
+
 @kernel()
 def _units(data, start, end, table, options, lower_ascii, bail, out):
     """Write the unit hashes of data[start:end] (tokens, or characters in char_mode) into out.
 
-    Returns the number of units. ``out`` must hold at least end - start values. ``options`` is
+    Returns the number of units. ``out`` must hold at least end - start + 8 values. ``options`` is
     :func:`kernel_options`: char_mode, ``punct`` (the index of the punctuation mode in
-    PUNCTUATION_MODES) and collapse_ws. With ``lower_ascii`` the bytes A-Z are
+    PUNCTUATION_MODES), collapse_ws and the hash version. With ``lower_ascii`` the bytes A-Z are
     hashed as a-z (the text is otherwise already normalised). With ``bail`` a text that is not
     pure ASCII is left alone at its first non-ASCII byte: the return value is then -1 (it must be
     normalised first, see :func:`prepare`).
     """
-    char_mode, punct, collapse_ws = options
+    char_mode, punct, collapse_ws, hv = options
+    keep = punct == 2
     m = 0
     if char_mode:
-        # characters: punctuation is deleted unless kept (split and delete alike: the character
-        # n-gram rules did not change with the word rules)
+        # characters: punctuation and symbols are deleted unless kept, and so is a combining
+        # mark that follows no kept character
         pending_space = False
+        attach = False
         i = start
         while i < end:
             if bail and data[i] >= 0x80:
                 return -1
             cp, ln = _decode(data, i, end)
             cls = table[cp]
-            if cls == 0:  # SPACE
-                if collapse_ws:
-                    if m > 0:
-                        pending_space = True
-                else:
-                    h = _FNV_OFFSET
-                    for j in range(i, i + ln):
-                        h = (h ^ _byte(data[j], lower_ascii)) * _FNV_PRIME
-                    out[m] = fmix64(h)
-                    m += 1
-            elif cls == 6 or (cls == 5 and punct != 2):  # IGNORED, removed PUNCT
+            if cls == 6:  # IGNORED
                 pass
+            elif cls == 0 and collapse_ws:  # SPACE
+                if m > 0:
+                    pending_space = True
+                attach = False
+            elif not keep and (cls == 4 or cls == 5 or (cls == 2 and not attach)):
+                attach = False
             else:
                 if pending_space:
                     out[m] = _SPACE_UNIT
                     m += 1
                     pending_space = False
-                h = _FNV_OFFSET
+                h, w, n = _start(hv)
                 for j in range(i, i + ln):
-                    h = (h ^ _byte(data[j], lower_ascii)) * _FNV_PRIME
-                out[m] = fmix64(h)
+                    h, w, n = _feed(hv, h, w, n, _byte(data[j], lower_ascii))
+                out[m] = _finish(hv, h, w, n)
                 m += 1
+                attach = cls != 0
             i += ln
         return m
     split = punct == 0
     delete = punct == 1
-    # word mode, fast path: ASCII text of words, white space and split or deleted punctuation
-    # (most text) runs branch-free (selects instead of jumps; token boundaries are unpredictable
-    # branches); anything else (non-ASCII, symbols, kept punctuation) restarts on the general
-    # path below.
-    h = _FNV_OFFSET
-    intok = False
-    fast = True
-    for i in range(start, end):
-        b = data[i]
-        if b >= 0x80:
-            if bail:
-                return -1
-            fast = False
-            break
-        cls = table[b]
-        ispunct = cls == 5
-        if cls == 3 or cls == 4 or (ispunct and punct == 2):
-            fast = False
-            break
-        isw = cls == 1
-        iss = cls == 0 or (ispunct and split)
-        out[m] = h  # written always, kept only when a token ends here
-        m += 1 if (intok and iss) else 0
-        bb = b + 32 if (lower_ascii and b >= 65 and b <= 90) else b
-        hw = ((h if intok else _FNV_OFFSET) ^ np.uint64(bb)) * _FNV_PRIME
-        h = hw if isw else h
-        intok = isw or (intok and not iss)
-    if fast:
-        if intok:
-            out[m] = h
-            m += 1
-        for j in range(m):
-            out[j] = fmix64(out[j])
-        return m
+    # word mode, fast paths for ASCII text (most text): white space, symbols and (under split)
+    # punctuation end a token, letters, digits and _ make it. Version 1 (split or delete) hashes
+    # each byte as it comes, branch-free (selects instead of jumps: token boundaries are
+    # unpredictable branches); version 2 under split works eight bytes at a time
+    # (:func:`_words_ascii_v2`). Non-ASCII text restarts on the general path.
+    fast = not keep and (hv == 1 or split)
+    if fast and hv == 1:
+        h = _FNV_OFFSET
+        intok = False
+        for i in range(start, end):
+            b = data[i]
+            if b >= 0x80:
+                if bail:
+                    return -1
+                fast = False
+                break
+            cls = table[b]
+            isw = cls == 1 or cls == 8
+            iss = cls == 0 or cls == 4 or (cls == 5 and split)
+            out[m] = h  # written always, kept only when a token ends here
+            m += 1 if (intok and iss) else 0
+            bb = b + 32 if (lower_ascii and b >= 65 and b <= 90) else b
+            hw = ((h if intok else _FNV_OFFSET) ^ np.uint64(bb)) * _FNV_PRIME
+            h = hw if isw else h
+            intok = isw or (intok and not iss)
+        if fast:
+            if intok:
+                out[m] = h
+                m += 1
+            for j in range(m):
+                out[j] = fmix64(out[j])
+            return m
+    elif fast:
+        m = _words_ascii_v2(data, start, end, lower_ascii, out)
+        if m >= 0:
+            return m
+        if bail:
+            return -1
     m = 0
-    # word mode: state 0 = outside a token, 1 = in a word token, 2 = in a single-character token
+    # word mode, the general path: state 0 = outside a token, 1 = in a word token, 2 = in a
+    # token of its own (a character of a script without spaces; under keep a symbol or a
+    # punctuation mark), which combining marks extend
     state = 0
-    h = _FNV_OFFSET
+    h, w, n = _start(hv)
     i = start
     while i < end:
         if bail and data[i] >= 0x80:
             return -1
         cp, ln = _decode(data, i, end)
         cls = table[cp]
-        if cls == 0 or cls == 7 or (cls == 5 and split):  # SPACE, NOTEXT, split PUNCT end the token
-            if state != 0:
-                out[m] = fmix64(h)
-                m += 1
-                state = 0
-        elif cls == 6 or (cls == 5 and delete):
-            pass  # deleted without splitting the token
-        elif cls == 1 or cls == 2:  # WORD, or MARK
-            if state == 2 and cls == 1:
-                out[m] = fmix64(h)
+        if cls == 1 or (cls == 8 and not keep) or (cls == 2 and (state != 0 or keep)):
+            # WORD, CONNECT, or a MARK on a token (under keep a mark may also begin a word)
+            if state == 2 and cls != 2:
+                out[m] = _finish(hv, h, w, n)
                 m += 1
                 state = 0
             if state == 0:
-                h = _FNV_OFFSET
+                h, w, n = _start(hv)
                 state = 1
             for j in range(i, i + ln):
-                h = (h ^ _byte(data[j], lower_ascii)) * _FNV_PRIME
-        else:  # SINGLE, SYMBOL, kept PUNCT: a token of its own
+                h, w, n = _feed(hv, h, w, n, _byte(data[j], lower_ascii))
+        elif cls == 6 or cls == 2 or (cls == 5 and delete):
+            pass  # IGNORED, deleted PUNCT: deleted without ending the token; a MARK on nothing
+        elif cls == 3 or (keep and (cls == 4 or cls == 5 or cls == 8)):
+            # SINGLE, and under keep SYMBOL, PUNCT, CONNECT: a token of its own
             if state != 0:
-                out[m] = fmix64(h)
+                out[m] = _finish(hv, h, w, n)
                 m += 1
-            h = _FNV_OFFSET
+            h, w, n = _start(hv)
             for j in range(i, i + ln):
-                h = (h ^ _byte(data[j], lower_ascii)) * _FNV_PRIME
+                h, w, n = _feed(hv, h, w, n, _byte(data[j], lower_ascii))
             state = 2
+        else:  # SPACE, NOTEXT, SYMBOL, split PUNCT: end the token
+            if state != 0:
+                out[m] = _finish(hv, h, w, n)
+                m += 1
+                state = 0
         i += ln
     if state != 0:
-        out[m] = fmix64(h)
+        out[m] = _finish(hv, h, w, n)
         m += 1
     return m
 
@@ -436,11 +593,31 @@ def normalised_part(arr: pa.Array, docs: np.ndarray, shingling: Shingling) -> Pa
 
 
 
-def _fnv_py(b: bytes) -> int:
+def _hash_v1_py(b: bytes) -> int:
+    """Hash version 1 of a unit's bytes: FNV-1a, then fmix64."""
     h = 0xCBF29CE484222325
     for byte in b:
         h = ((h ^ byte) * 0x100000001B3) & MASK64
     return fmix64_py(h)
+
+
+def _hash_v2_py(b: bytes) -> int:
+    """Hash version 2 of a unit's bytes (not empty): little-endian 64-bit words, the last one
+    zero-padded; every word but the last mixed in by xxHash64's round, the last word and the
+    length by fmix64."""
+    h = 0x27D4EB2F165667C5
+    n = len(b)
+    i = 0
+    while n - i > 8:
+        h = (h + int.from_bytes(b[i:i + 8], "little") * 0xC2B2AE3D27D4EB4F) & MASK64
+        h = ((h << 31) | (h >> 33)) & MASK64
+        h = (h * 0x9E3779B185EBCA87) & MASK64
+        i += 8
+    last = int.from_bytes(b[i:], "little")
+    return fmix64_py(h ^ last ^ ((n * 0x165667B19E3779F9) & MASK64))
+
+
+UNIT_HASHES = {1: _hash_v1_py, 2: _hash_v2_py}  # hash version -> the plain hash of a unit's bytes
 
 
 def tokens_python(text: str, **options) -> List[str]:
@@ -450,7 +627,8 @@ def tokens_python(text: str, **options) -> List[str]:
 
 
 def _tokens(text: str, shingling: Shingling) -> List[str]:
-    punctuation = shingling.punctuation
+    keep = shingling.punctuation == "keep"
+    delete = shingling.punctuation == "delete"
     table = char_classes()
     # Arrow's utf8_normalize and utf8_lower are the reference; the twin follows them through Arrow
     # for one document so that the oracle tests the tokenizer, not two Unicode databases.
@@ -458,44 +636,46 @@ def _tokens(text: str, shingling: Shingling) -> List[str]:
     units: List[str] = []
     if shingling.char_ngrams:
         pending = False
+        attach = False  # whether a combining mark here belongs to the unit before it
         for ch in text:
             cls = table[ord(ch)]
-            if cls == SPACE:
-                if shingling.collapse_whitespace:
-                    pending = bool(units)
-                else:
-                    units.append(ch)
-            elif cls == IGNORED or (cls == PUNCT and punctuation != "keep"):
+            if cls == IGNORED:
                 continue
+            if cls == SPACE and shingling.collapse_whitespace:
+                pending = bool(units)
+                attach = False
+            elif not keep and (cls in (SYMBOL, PUNCT) or (cls == MARK and not attach)):
+                attach = False
             else:
                 if pending:
                     units.append(" ")
                     pending = False
                 units.append(ch)
+                attach = cls != SPACE
         return units
     cur: List[str] = []
-    state = 0
+    state = 0  # 0: outside a token; 1: in a word; 2: in a token of its own
     for ch in text:
         cls = table[ord(ch)]
-        if cls in (SPACE, NOTEXT) or (cls == PUNCT and punctuation == "split"):
-            if state:
-                units.append("".join(cur))
-                state = 0
-        elif cls == IGNORED or (cls == PUNCT and punctuation == "delete"):
-            continue
-        elif cls in (WORD, MARK):
-            if state == 2 and cls == WORD:
+        if cls == WORD or (cls == CONNECT and not keep) or (cls == MARK and (state or keep)):
+            if state == 2 and cls != MARK:
                 units.append("".join(cur))
                 state = 0
             if state == 0:
                 cur = []
                 state = 1
             cur.append(ch)
-        else:
+        elif cls in (IGNORED, MARK) or (cls == PUNCT and delete):
+            continue
+        elif cls == SINGLE or (keep and cls in (SYMBOL, PUNCT, CONNECT)):
             if state:
                 units.append("".join(cur))
             cur = [ch]
             state = 2
+        else:  # SPACE, NOTEXT, SYMBOL, split PUNCT
+            if state:
+                units.append("".join(cur))
+                state = 0
     if state:
         units.append("".join(cur))
     return units
@@ -523,11 +703,12 @@ def shingle_hashes_python(text: str, *, seed: int = Sketch.seed, **options) -> L
     shingling = Shingling(**options)
     space = shingling.char_ngrams and shingling.collapse_whitespace  # the collapsed space is a unit of its own
     h0 = int(seed_state(seed))
+    unit_hash = UNIT_HASHES[shingling.hash_version]
     out = set()
     for sh in _shingles(text, shingling):
         h = h0
         for unit in sh:
-            u = int(_SPACE_UNIT) if unit == " " and space else _fnv_py(unit.encode("utf-8"))
+            u = int(_SPACE_UNIT) if unit == " " and space else unit_hash(unit.encode("utf-8"))
             h = ((h ^ u) * GOLDEN) & MASK64
             h ^= h >> 33
         out.add(fmix64_py(h))

@@ -175,23 +175,23 @@ def test_fingerprint_stats_and_index_follow_the_groups(group, f):
 
 
 def test_identity_and_stats_are_what_they_were():
-    """Pinned from before the groups: the same run has the same fingerprint (an earlier run's work
-    dir and output folder are still its own) and the same stats.json params. (Issue 22 changed
-    both: max_anchor_rounds is None by default, the bucket search's work bound instead of 8 rounds.)"""
+    """Pinned (last changed by hash_version, issue 19, and max_anchor_rounds None, issue 22): the
+    same run has the same fingerprint (an earlier run's work dir and output folder are still its
+    own) and the same stats.json params."""
     assert identity_fingerprint(Config().resolved()) == \
-        "b9fd02ca71f7ef6f0fa4e214ce9012c8a09474aaf312138a409532d4b1be0df1"
+        "4e116cae1a30d8100ddab25ea966ebf43c2f7991675fa8f8f670ab955e6d8a7e"
     cfg = Config(threshold=0.7, ngram=3, punctuation="keep", keep="longest", against=["x"], workers=3,
                  id_column="id", id_column_auto=True).resolved()
-    assert identity_fingerprint(cfg) == "613b6f9bc972c5de644ea79f108d4459f7667a3f5790adf7464cb815a226ccdd"
+    assert identity_fingerprint(cfg) == "6e72dbcc7e1aceb88d89822d65cc63fbe6181785a39898786404e990991b8132"
     params = build_stats(Config().resolved(), [], dict(input=0, kept=0, removed=0, rejected=0), [], [])["params"]
     assert json.dumps(params, sort_keys=True) == (
-        '{"bands": 13, "char_ngrams": false, "collapse_whitespace": true, "follow_symlinks": false, "id_column": null, '
-        '"input_format": "auto", "keep": "first", '
+        '{"bands": 13, "char_ngrams": false, "collapse_whitespace": true, "follow_symlinks": false, '
+        '"hash_version": 2, "id_column": null, "input_format": "auto", "keep": "first", '
         '"lowercase": true, "max_anchor_rounds": null, "ngram": 5, "normalize_unicode": true, "num_perm": 128, '
         '"on_error": "fail", "output_format": "same", "punctuation": "split", "rows": 7, "seed": 42, '
         '"text_column": "text", "threshold": 0.8, "verify": "exact"}')
     assert set(PARAM_NAMES) == {"num_perm", "bands", "rows", "seed", "ngram", "char_ngrams", "normalize_unicode",
-                                "lowercase", "punctuation", "collapse_whitespace"}  # what index manifests hold
+                                "lowercase", "punctuation", "collapse_whitespace", "hash_version"}  # index manifests
 
 
 # ----------------------------------------------------------------------------- the command lines

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from neardup.minhash import MinHasher
 from neardup.minhash import shingle_counts, shingle_sets
-from neardup.shingles import (MARK, NOTEXT, PUNCT, SPACE, WORD, char_classes, shingle_hashes_python,
-                              shingles_python, to_arrow_strings, tokens_python)
+from neardup.shingles import (CONNECT, MARK, NOTEXT, PUNCT, SPACE, SYMBOL, WORD, char_classes,
+                              shingle_hashes_python, shingles_python, to_arrow_strings, tokens_python)
 
 # ----------------------------------------------------------------------------- strategies
 
@@ -117,13 +117,14 @@ def test_no_empty_tokens_ever(text, opts):
             assert not units or (units[0] != " " and units[-1] != " ")
             assert all(not (x == " " and y == " ") for x, y in zip(units, units[1:]))
     else:
-        # a word never contains white space nor a non-text code point; under split no punctuation
+        # a word never contains white space nor a non-text code point; but under keep no
+        # punctuation and no symbol
         assert all(table[ord(ch)] not in (SPACE, NOTEXT) for u in units for ch in u)
-        if opts["punctuation"] == "split":
-            assert all(table[ord(ch)] != PUNCT for u in units for ch in u)
-        # a word of letters, digits and marks never holds anything else, and a unit of more than
-        # one code point is such a word
-        assert all(table[ord(ch)] in (WORD, MARK) or table[ord(ch)] == PUNCT and opts["punctuation"] == "delete"
+        if opts["punctuation"] != "keep":
+            assert all(table[ord(ch)] not in (PUNCT, SYMBOL) for u in units for ch in u)
+        # a word of letters, digits, _ and marks never holds anything else, and a unit of more
+        # than one code point is such a word
+        assert all(table[ord(ch)] in (WORD, MARK) or table[ord(ch)] == CONNECT and opts["punctuation"] != "keep"
                    for u in units if len(u) > 1 for ch in u[1:])
     shingles = shingles_python(text, ngram=ngram, **opts)
     assert all(len(s) == min(ngram, len(units)) for s in shingles)
@@ -249,7 +250,7 @@ def kernel_units_are(text, expected, **opts):
     so the check ties the compiled tokenizer (not only the twin) to the spelled-out tokens. White
     space units of character n-grams cannot be a one-unit word document; they are counted instead.
     """
-    word_opts = dict(normalize_unicode=False, lowercase=False, punctuation="keep")
+    word_opts = dict(normalize_unicode=False, lowercase=False)
     table = char_classes()
     want = set()
     spaces = set()
@@ -258,7 +259,9 @@ def kernel_units_are(text, expected, **opts):
             spaces.add(unit)
             continue
         # a non-text character is a unit of character n-grams only, hashed as a word would be
-        unit_opts = dict(word_opts, char_ngrams=len(unit) == 1 and table[ord(unit)] == NOTEXT)
+        # (a word with _ is one token under split, any other unit under keep)
+        unit_opts = dict(word_opts, char_ngrams=len(unit) == 1 and table[ord(unit)] == NOTEXT,
+                         punctuation="split" if any(table[ord(ch)] == CONNECT for ch in unit) else "keep")
         assert tokens_python(unit, **unit_opts) == [unit]
         want.update(shingle_hashes_python(unit, ngram=1, **unit_opts))
     offsets, values = shingle_sets([text], ngram=1, **opts)
@@ -276,7 +279,12 @@ def kernel_units_are(text, expected, **opts):
     ("don\u2019t stop", {}, ["don", "t", "stop"]),
     ("well-known e-mail", {}, ["well", "known", "e", "mail"]),
     ("foo.bar(x) end.Start", {}, ["foo", "bar", "x", "end", "start"]),
-    ("snake_case_name", {}, ["snake", "case", "name"]),               # _ is punctuation (Pc), not \w
+    ("snake_case_name", {}, ["snake_case_name"]),                     # _ (Pc) is a word character, as in \w
+    ("snake_case_name", dict(punctuation="delete"), ["snake_case_name"]),
+    ("snake_case_name", dict(punctuation="keep"), ["snake", "_", "case", "_", "name"]),
+    ("> quoted\n>> reply | x", {}, ["quoted", "reply", "x"]),          # symbols end words and are no tokens
+    ("x+y=z don't", dict(punctuation="delete"), ["x", "y", "z", "dont"]),  # delete: symbols still separate
+    ("x+y=z", dict(punctuation="keep"), ["x", "+", "y", "=", "z"]),
     ("3.14 1,000", {}, ["3", "14", "1", "000"]),
     ("«quoted»—dash…", {}, ["quoted", "dash"]),
     # delete: the old default, punctuation deleted inside the word
@@ -301,10 +309,15 @@ def kernel_units_are(text, expected, **opts):
     ("नमस्ते दुनिया", {}, ["नमस्ते", "दुनिया"]),                       # Devanagari vowel signs stay inside
     ("e\u0301te", dict(normalize_unicode=False), ["e\u0301te"]),       # combining acute stays in its word
     ("e\u0301te", {}, ["\u00e9te"]),                                  # NFKC composes it
-    ("I ❤ 🍕 pizza", {}, ["i", "❤", "🍕", "pizza"]),                  # symbols and emoji stay tokens
-    ("great👍👍", {}, ["great", "👍", "👍"]),
-    ("❤\ufe0f", {}, ["❤\ufe0f"]),                                     # the variation selector is a mark
-    ("price: 5$ + 3€", {}, ["price", "5", "$", "+", "3", "€"]),
+    ("I ❤ 🍕 pizza", {}, ["i", "pizza"]),                             # symbols and emoji are no tokens
+    ("I ❤ 🍕 pizza", dict(punctuation="keep"), ["i", "❤", "🍕", "pizza"]),  # but under keep
+    ("great👍👍", {}, ["great"]),
+    ("I ❤\ufe0f pizza", {}, ["i", "pizza"]),                          # a mark on no token goes with it
+    ("❤\ufe0f", dict(punctuation="keep"), ["❤\ufe0f"]),               # the variation selector is a mark
+    ("\u00b4a b\u00a8", {}, ["a", "b"]),                              # NFKC: space + combining mark
+    ("\u00b4a", dict(punctuation="keep"), ["\u0301a"]),                # keep: a mark may begin a word
+    ("price: 5$ + 3€", {}, ["price", "5", "3"]),
+    ("price: 5$ + 3€", dict(punctuation="keep"), ["price", ":", "5", "$", "+", "3", "€"]),
     ("\ufb01ne", {}, ["fine"]),                                       # NFKC ligature
     ("\ufb01ne", dict(normalize_unicode=False), ["\ufb01ne"]),
     ("ＨＥＬＬＯ ｗｏｒｌｄ", {}, ["hello", "world"]),                   # full-width letters
@@ -317,6 +330,8 @@ def kernel_units_are(text, expected, **opts):
     ("tab\tnew\nline\u00a0nbsp\u3000ideo", {}, ["tab", "new", "line", "nbsp", "ideo"]),
     ("  a  b\t\nc  ", dict(char_ngrams=True), ["a", " ", "b", " ", "c"]),
     ("a , b!", dict(char_ngrams=True), ["a", " ", "b"]),                # characters: deleted under split
+    ("a+b ❤\ufe0f_c", dict(char_ngrams=True), ["a", "b", " ", "_", "c"]),  # symbols too, and their marks
+    ("a+b ❤\ufe0f_c", dict(char_ngrams=True, punctuation="keep"), ["a", "+", "b", " ", "❤", "\ufe0f", "_", "c"]),
     ("a-b", dict(char_ngrams=True, punctuation="delete"), ["a", "b"]),
     ("a , b!", dict(char_ngrams=True, punctuation="keep"), ["a", " ", ",", " ", "b", "!"]),
     (" a\tb ", dict(char_ngrams=True, collapse_whitespace=False), [" ", "a", "\t", "b", " "]),

@@ -1,5 +1,6 @@
 """The report's word diff against a reference copy of its first implementation (a per-character
-loop): the faster one must give byte-identical HTML on every input."""
+loop, its word rules those of neardup.shingles): the faster one must give byte-identical HTML on
+every input."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from neardup.report import diff_units, word_diff_html
 
 def ref_diff_units(text: str, *, punctuation: str = "split") -> List[Tuple[str, int, int]]:
     import unicodedata
-    from neardup.shingles import IGNORED, MARK, NOTEXT, PUNCT, SPACE, WORD, char_classes
+    from neardup.shingles import CONNECT, IGNORED, MARK, PUNCT, SINGLE, SYMBOL, WORD, char_classes
     table = char_classes()
+    keep = punctuation == "keep"
     out: List[Tuple[str, int, int]] = []
     start = -1
     state = 0
@@ -30,22 +32,22 @@ def ref_diff_units(text: str, *, punctuation: str = "split") -> List[Tuple[str, 
 
     for i, ch in enumerate(text):
         cls = table[ord(ch)]
-        if cls in (SPACE, NOTEXT) or (cls == PUNCT and punctuation == "split"):
-            if state:
-                close(i)
-                state = 0
-        elif cls == IGNORED or (cls == PUNCT and punctuation == "delete"):
-            continue
-        elif cls in (WORD, MARK):
-            if state == 2 and cls == WORD:
+        if cls == WORD or (cls == CONNECT and not keep) or (cls == MARK and (state or keep)):
+            if state == 2 and cls != MARK:
                 close(i)
                 state = 0
             if state == 0:
                 start, state = i, 1
-        else:
+        elif cls in (IGNORED, MARK) or (cls == PUNCT and punctuation == "delete"):
+            continue
+        elif cls == SINGLE or (keep and cls in (SYMBOL, PUNCT, CONNECT)):
             if state:
                 close(i)
             start, state = i, 2
+        else:
+            if state:
+                close(i)
+                state = 0
     if state:
         close(len(text))
     return out
@@ -108,7 +110,7 @@ FIXED = [
     ("ไทย\u200bภาษา\u200bไทย", "ไทย\u200bภาษา"),
 ]
 
-ALPHABET = ("abcXYZ019 \t\n.,;-'\"<>&" "\u0301\u0308\u200b\u200d\u00ad\ufeff" "东京的。、" "ひらカタ"
+ALPHABET = ("abcXYZ019 \t\n.,;-'\"<>&_+=|\u00a9\u2764\ufe0f" "\u0301\u0308\u200b\u200d\u00ad\ufeff" "东京的。、" "ひらカタ"
             "€$™👍\ufffd\uff21\ufb01\u00e9\u2028\x00\x07")
 
 

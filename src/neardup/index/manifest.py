@@ -2,7 +2,9 @@
 a run whose parameters differ (one message naming every difference).
 
 The parameters are the options of the :class:`~neardup.config.Shingling` and
-:class:`~neardup.config.Sketch` groups: what decides a document's shingles and band keys."""
+:class:`~neardup.config.Sketch` groups: what decides a document's shingles and band keys. Their
+``hash_version`` (how a word is hashed) is never mixed: an index of another version, or of none
+(made before versions), is refused with how to rebuild it."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from .segments import STORES
 FORMAT = "neardup-index"
 FORMAT_VERSION = 2  # 2: segments may carry tombstones (removed documents); version 1 had none
 PARAM_NAMES = Sketch.names() + Shingling.names()
+REBUILD = ("rebuild it from the original corpus with `neardup index add NEW_INDEX CORPUS...` "
+           "(its keys cannot be converted)")
 
 
 def params_of(config: Config) -> dict:
@@ -88,6 +92,9 @@ def check_format(location: str, manifest: dict) -> None:
     if manifest.get("version") != FORMAT_VERSION:
         raise StorageError(f"index {location} has format version {manifest.get('version')}; this neardup "
                            f"reads version {FORMAT_VERSION}")
+    if "hash_version" not in manifest["params"]:
+        raise StorageError(f"index {location} was made before word hashes had versions (its manifest has no "
+                           f"hash_version); {REBUILD}")
     if manifest.get("store") not in STORES or set(manifest["params"]) != set(PARAM_NAMES):
         raise StorageError(f"corrupt index {location}: its manifest lacks parameters")
     if manifest["store"] == "bloom" and not isinstance((manifest.get("bloom") or {}).get("false_positive_rate"),
@@ -96,6 +103,10 @@ def check_format(location: str, manifest: dict) -> None:
 
 
 def compare(location: str, params: dict, wanted: dict) -> None:
+    if "hash_version" in wanted and params["hash_version"] != wanted["hash_version"]:
+        raise ConfigError(f"index {location} hashes words with hash version {params['hash_version']}, this run with "
+                          f"{wanted['hash_version']} (never mixed): run with --hash-version {params['hash_version']}, "
+                          f"or {REBUILD}")
     diffs = [f"{k} {params[k]!r} (this run: {v!r})" for k, v in wanted.items() if params[k] != v]
     if diffs:
         raise ConfigError(f"index {location} was built with other parameters: {', '.join(diffs)}; "

@@ -45,7 +45,7 @@ from ..io.folder import Folder
 from ..io.tables import read_table
 
 STAGES = ("read", "pairs", "clusters", "write")
-LAYOUT_VERSION = 5              # 5: fingerprints Elias-Fano coded; 4: typed stage records in state.json; 3: .fp
+LAYOUT_VERSION = 5              # 5: fingerprints Elias-Fano coded, \w+ words, hash_version; 4: typed stage records; 3: .fp
 BLOCK_BYTES = 64 << 20          # input bytes per read block (a block holds whole files)
 MAX_DOCUMENTS = 1 << 32         # document indices are packed two to a uint64 in pair codes
 
