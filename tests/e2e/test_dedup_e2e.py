@@ -149,7 +149,7 @@ def test_default_ids_are_file_and_line(tmp_path, docs):
     assert stats["counts"]["input"] == len(docs)
     for r in removed:
         name, line = r["id"].rsplit(":", 1)
-        assert name == str(src)
+        assert name == "c.jsonl" and r["source"] == str(src)  # the id: the path below kept/'s root
         line = int(line)  # 1-based, as in the error messages; the row column is 0-based
         assert lines[line - 1] != "" and line != 6 and r["row"] == line - 1
 
@@ -181,7 +181,7 @@ def test_text_folder_end_to_end(tmp_path, docs):
     removed, clusters, stats = read_outputs(out)
     all_files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*.txt"))
     kept_files = sorted(str(p.relative_to(out / "kept")) for p in (out / "kept").rglob("*.txt"))
-    removed_files = sorted(os.path.relpath(r["id"], str(folder)) for r in removed)
+    removed_files = sorted(r["id"] for r in removed)  # ids: the paths below kept/'s root
     assert sorted(kept_files + removed_files) == all_files
     assert "part0/empty.txt" in kept_files  # an empty document is kept, never a duplicate
     assert stats["counts"]["empty_documents"] == 1

@@ -162,7 +162,7 @@ def test_dedup_against_a_bloom_index_removes_what_the_exact_tier_removes(tmp_pat
     indexed = set(idx.hash_texts(a_kept)["keys"].ravel().tolist())
     b_texts = [json.loads(x)["text"] for x in (dumps / "b.jsonl").read_text().splitlines()]
     b_keys = idx.hash_texts(b_texts)["keys"]
-    candidates = {f"{b}:{i + 1}" for i, row in enumerate(b_keys) if indexed & set(row.tolist())}
+    candidates = {f"b.jsonl:{i + 1}" for i, row in enumerate(b_keys) if indexed & set(row.tolist())}
     assert extra and extra <= candidates and set(against["bloom"]) == candidates
     for r in against["bloom"].values():
         assert r["representative"] == "" and r["representative_source"] == f"bloom:{tmp_path / 'bloom'}"

@@ -302,7 +302,7 @@ def test_file_name_not_utf8_is_read_and_shown_escaped(tmp_path):
     assert [i["name"] for i in stats["inputs"]] == ["in/a.jsonl", "in/bad\\xff.jsonl"]
     assert sorted(stats["kept_files"]) == ["a.jsonl", "bad\\xff.jsonl"]
     (removed,) = pq.read_table(out / "removed.parquet").to_pylist()
-    assert removed["source"] == "in/bad\\xff.jsonl" and removed["id"] == "in/bad\\xff.jsonl:1"
+    assert removed["source"] == "in/bad\\xff.jsonl" and removed["id"] == "bad\\xff.jsonl:1"  # id: as kept/ names it
     assert rejected(out)[0]["source"] == "in/bad\\xff.jsonl"
     kept = (out / "kept" / "bad\\xff.jsonl").read_text().splitlines()
     assert kept == [json.dumps({"text": doc(2)})]

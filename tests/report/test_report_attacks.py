@@ -79,7 +79,8 @@ def test_update_index_run_with_every_document_in_the_index(indexed, tmp_path, ca
     page = (out / "report.html").read_text()
     assert "No duplicate clusters in this run: every removed document was removed against an index" in page
     assert "30 documents of this run were removed as near-duplicates of 30 documents already in an index" in page
-    assert f"<code>{copy}:1</code></td><td>removed</td><td><code>{d / 'corpus.jsonl'}:1</code>" in page
+    # ids: the path below the inputs' common folder, of this run's file and of the indexed one
+    assert "<code>corpus_copy.jsonl:1</code></td><td>removed</td><td><code>corpus.jsonl:1</code>" in page
     for mode in PLOT_MODES:  # neardup report redraws it, with either kind of picture
         assert cli("report", out, "--plots", mode) == 0
         assert "removed as near-duplicates of 30 documents" in (out / "report.html").read_text()
@@ -97,14 +98,14 @@ def test_against_and_clusters_of_the_run_together(indexed, tmp_path, capsys):
     out = tmp_path / "out"
     assert cli("dedup", src, "-o", out, "--against", d / "IDX", "--quiet") == 0
     page = (out / "report.html").read_text()
-    assert f"cluster <code>{src}:6</code>: 2 documents" in page
+    assert "cluster <code>b.jsonl:6</code>: 2 documents" in page
     assert f"cluster <code>{d / 'corpus.jsonl'}:" not in page  # an indexed document heads no cluster here
     assert "1 cluster, 2 documents in it;" in page  # (issue 22: plurals)
     assert "5 documents of this run were removed as near-duplicates of 5 documents already in an index" in page
     rows = cluster_rows(page)
-    assert rows[f"{src}:6"].startswith("kept: the representative")
-    sim = {r["id"]: r["similarity"] for r in pq.read_table(out / "removed.parquet").to_pylist()}[f"{src}:7"]
-    assert rows[f"{src}:7"] == f"removed, similarity {sim:.3f} to the representative {src}:6"
+    assert rows["b.jsonl:6"].startswith("kept: the representative")
+    sim = {r["id"]: r["similarity"] for r in pq.read_table(out / "removed.parquet").to_pylist()}["b.jsonl:7"]
+    assert rows["b.jsonl:7"] == f"removed, similarity {sim:.3f} to the representative b.jsonl:6"
 
 
 # ---- degenerate folders -------------------------------------------------------------------

@@ -58,8 +58,10 @@ def source_batches(sources, name, text_column, id_column, on_error, batch_size, 
             if batch.ids is not None:
                 batch_ids = batch.ids.cast(pa.string())
             elif src.format in ("text",):
-                batch_ids = pa.array([src.name] * len(batch.rows), pa.string())
-            else:  # as neardup dedup names them: NAME:LINE (from 1) for JSONL, NAME:ROW (from 0) otherwise
+                batch_ids = pa.array([src.relpath] * len(batch.rows), pa.string())
+            else:  # as neardup dedup names them (stages.layout.document_ids): PATH:LINE (from 1) for
+                # JSONL, PATH:ROW (from 0) otherwise, PATH below the inputs' longest common folder
                 rows = batch.rows + 1 if src.format == "jsonl" else batch.rows
-                batch_ids = pc.binary_join_element_wise(src.name + ":", pa.array(rows).cast(pa.string()), "")
+                path = src.name if src.format == "table" else src.relpath
+                batch_ids = pc.binary_join_element_wise(path + ":", pa.array(rows).cast(pa.string()), "")
             yield batch.text, batch_ids, name or src.name

@@ -525,17 +525,21 @@ class DocStore:
 
 def document_ids(source: np.ndarray, row: np.ndarray, user_ids: Optional[pa.Array],
                  sources: Sequence[nio.Source]) -> pa.Array:
-    """The id of each document: the user's id column, the path of a text file, 'NAME:LINE' for
-    JSONL (lines counted from 1, as in an editor and in neardup's messages) or 'NAME:ROW' for
+    """The id of each document: the user's id column, the path of a text file, 'PATH:LINE' for
+    JSONL (lines counted from 1, as in an editor and in neardup's messages) or 'PATH:ROW' for
     Parquet and tables (rows counted from 0, as in pyarrow and pandas, and as messages say
-    'row N')."""
+    'row N'). PATH is the file's path below the root of kept/ (``Source.relpath``: relative to
+    the inputs' longest common folder), so an id does not depend on how the path was typed
+    (``./docs.csv``, ``docs.csv``, ``/abs/docs.csv`` give ``docs.csv:3``) and names the same file
+    as kept/ does; messages keep the path as typed."""
     if user_ids is not None:
         return user_ids.cast(pa.string())
     out = []
     for s, r in zip(source.tolist(), row.tolist()):
         src = sources[s]
+        path = src.name if src.format == "table" else src.relpath
         if src.format == "text":
-            out.append(src.name)
+            out.append(path)
         else:
-            out.append(f"{src.name}:{r + 1 if src.format == 'jsonl' else r}")
+            out.append(f"{path}:{r + 1 if src.format == 'jsonl' else r}")
     return arrow(out, pa.string())
