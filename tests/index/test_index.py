@@ -197,15 +197,16 @@ def test_cli_add_query_stats_compact(tmp_path, split):
     b = write_jsonl(str(tmp_path / "b.jsonl"), split.b_texts, split.b_ids)
     ix = str(tmp_path / "ix")
     run("index", "add", ix, a, "--name", "dumpA", "--id-column", "id", check_rc=0)
-    run("index", "add", ix, b, "--name", "dumpB", check_rc=0)  # ids NAME:ROW
+    run("index", "add", ix, b, "--name", "dumpB", "--id-column", "", check_rc=0)  # ids FILE:LINE, asked for
     s = json.loads(run("index", "stats", ix, check_rc=0).stdout)
     assert s["documents"] == len(split.a_texts) + len(split.b_texts)
     assert s["sources"] == {"dumpA": len(split.a_texts), "dumpB": len(split.b_texts)}
     assert s["segments"] == 2 and s["params"]["ngram"] == 5
     out = str(tmp_path / "q.parquet")
-    run("index", "query", ix, b, "--output", out, check_rc=0)
+    run("index", "query", ix, b, "--output", out, check_rc=0)  # b's records have an id field: their ids
     t = pq.read_table(out).to_pylist()
-    assert len(t) == len(split.b_texts) and t[0]["id"] == f"{b}:1"  # JSONL lines from 1, as dedup says
+    assert len(t) == len(split.b_texts) and t[0]["id"] == split.b_ids[0]
+    assert [m["id"] for m in t[0]["matches"]][:1] == ["b.jsonl:1"]  # JSONL lines from 1, as dedup says
     for row in t:  # every B document finds itself in dumpB first
         assert row["matches"][0]["source"] == "dumpB" and row["matches"][0]["similarity"] == 1.0
     j = run("index", "query", ix, a, check_rc=0).stdout.splitlines()

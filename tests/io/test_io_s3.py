@@ -209,7 +209,6 @@ def _bad_files() -> dict:
         "cut.jsonl.zst": zs[: len(zs) // 2],
         "plain.jsonl.gz": b'{"text": "plain"}\n',
         "garbage.jsonl.gz": gz + b"garbage",
-        "empty.jsonl": b"",
         "array.json": b'[{"text": "a"}]\n',
         "junk.parquet": b"PAR1 this is no parquet",
         "cut.parquet": good[: len(good) // 2],
@@ -217,6 +216,17 @@ def _bad_files() -> dict:
         "bad.txt": b"ok \xff\xfe",
         "zipped.txt": gzip.compress(b"text"),
     }
+
+
+def test_an_empty_jsonl_part_on_s3_is_zero_records_with_a_note_as_on_disk(s3, tmp_path, monkeypatch):
+    """Spark writes empty part files: no error, a note (Batch.skipped), the same as a local file."""
+    monkeypatch.chdir(tmp_path)
+    put_local("bad", {"empty.jsonl": b""})
+    s3.put("bad/empty.jsonl", b"")
+    (lsrc,) = discover(["bad/empty.jsonl"])
+    (rsrc,) = discover([s3.url("") + "/bad/empty.jsonl"])
+    got = [[(len(b), b.skipped) for b in read_source(src)] for src in (lsrc, rsrc)]
+    assert got[0] == got[1] == [(0, "empty file (no records)")]
 
 
 @pytest.mark.parametrize("name", sorted(_bad_files()))
