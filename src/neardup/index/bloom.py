@@ -48,6 +48,7 @@ import numpy as np
 
 from .._kernels import kernel
 from ..errors import ConfigError, StorageError
+from ..hashing import GOLDEN, fmix64
 from .segments import MAX_SEGMENT_DOCS, SegmentBuilder, new_segment_name
 
 KINDS = ("exact", "bloom")
@@ -128,16 +129,6 @@ def settings(location: str, manifest: Optional[dict], store: str, rate, bands: i
 
 # --------------------------------------------------------------------------- kernels
 
-@nb.njit(inline="always")
-def _mix(x):
-    x ^= x >> np.uint64(30)
-    x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(0x94D049BB133111EB)
-    x ^= x >> np.uint64(31)
-    return x
-
-
 @kernel(parallel=True)
 def _set_bits(keys, words, bits, hashes):
     """Sets the k bits of every key: keys (n, b) uint64, words (b, W) uint64 (filter j: row j)."""
@@ -147,8 +138,8 @@ def _set_bits(keys, words, bits, hashes):
         row = words[j]
         for d in range(n):
             key = keys[d, j]
-            h1 = _mix(key)
-            h2 = _mix(key ^ np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
+            h1 = fmix64(key)
+            h2 = fmix64(key ^ np.uint64(GOLDEN)) | np.uint64(1)
             for i in range(hashes):
                 pos = (h1 + np.uint64(i) * h2) % m
                 row[pos >> np.uint64(6)] |= np.uint64(1) << (pos & np.uint64(63))
@@ -164,8 +155,8 @@ def _test_bits(keys, active, words, bits, hashes, found):
             continue
         for j in range(b):
             key = keys[d, j]
-            h1 = _mix(key)
-            h2 = _mix(key ^ np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
+            h1 = fmix64(key)
+            h2 = fmix64(key ^ np.uint64(GOLDEN)) | np.uint64(1)
             hit = True
             for i in range(hashes):
                 pos = (h1 + np.uint64(i) * h2) % m

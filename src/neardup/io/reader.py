@@ -117,21 +117,28 @@ def check_local_file(src: Source) -> None:
     checked for a URL or an in-memory table."""
     if src.format == "table" or _fs.is_url(src.path):
         return
-    path = _fs.local_path(src.path)
+    fd, _ = _open_regular(src)
+    os.close(fd)
+
+
+def _open_regular(src: Source):
+    """``(fd, size)`` of the local file ``src``, opened without blocking and checked to be a
+    regular file; an InputError naming it otherwise (the descriptor then closed)."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(_fs.local_path(src.path), flags)
     except OSError as e:
         raise _cannot_read(src, e) from None
     try:
-        mode = os.fstat(fd).st_mode
+        st = os.fstat(fd)
     except OSError as e:
-        raise _cannot_read(src, e) from None
-    finally:
         os.close(fd)
-    if not stat.S_ISREG(mode):
-        kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+        raise _cannot_read(src, e) from None
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a file")
         raise InputError(_fs.redact(f"{src.name}: not a regular file ({kind})"))
+    return fd, st.st_size
 
 
 class _Ctx:
@@ -1088,19 +1095,10 @@ def _text_document(ctx: _Ctx, data: bytes) -> Iterator[Batch]:
 def _slurp(src: Source) -> bytes:
     """The bytes of a local file, read with one open: checked to be a regular file first, as
     :func:`check_local_file` does (opened without blocking)."""
-    path = _fs.local_path(src.path)
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd, size = _open_regular(src)
     try:
-        fd = os.open(path, flags)
-    except OSError as e:
-        raise _cannot_read(src, e) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a file")
-            raise InputError(_fs.redact(f"{src.name}: not a regular file ({kind})"))
         parts = []
-        size = max(st.st_size, 0) + 1  # one more: the end is seen at once
+        size = max(size, 0) + 1  # one more: the end is seen at once
         while True:
             chunk = os.read(fd, max(size, 1 << 16))
             if not chunk:
