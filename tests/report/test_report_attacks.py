@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from neardup.errors import ConfigError, InputError, NeardupError
+from neardup.errors import ConfigError, NeardupError
 from neardup import report
 from neardup.report import write_report
 

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from neardup.stages.write import ROW_GROUP, ParquetRows
+from neardup.stages.parquet import ROW_GROUP, ParquetRows
 
 
 def test_char_class_table_cache_matches_a_fresh_build(tmp_path, monkeypatch):

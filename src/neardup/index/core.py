@@ -704,7 +704,9 @@ class Index:
                 if len(arrays) < len(files):
                     continue
                 if part is entry:
-                    problems.extend(structure_problems(entry, arrays, self.store, self.config.bands,
+                    problems.extend(bloom_tier.structure_problems(entry, arrays, self.config.bands)
+                                    if self.store == "bloom" else
+                                    structure_problems(entry, arrays, self.store, self.config.bands,
                                                        self.config.num_perm))
                 elif DEAD_FILE not in arrays:
                     problems.append(f"segment {entry['name']} tombstone {name}: the manifest lists no file {DEAD_FILE}")

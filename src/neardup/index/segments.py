@@ -149,9 +149,6 @@ def structure_problems(entry: dict, arrays: Dict[str, np.ndarray], store: str, b
                        num_perm: int) -> List[str]:
     """What contradicts the layout in one segment whose files match their checksums (what a bug,
     not the disk, would write): one line per problem, naming the file; empty when consistent."""
-    if store == "bloom":
-        from .bloom import structure_problems as bloom_problems
-        return bloom_problems(entry, arrays, bands)
     out: List[str] = []
     n = entry.get("docs")
     sources = entry.get("sources") or []
@@ -165,7 +162,7 @@ def structure_problems(entry: dict, arrays: Dict[str, np.ndarray], store: str, b
     if missing or not isinstance(n, int):
         return out
     keys, kdoc, src = arrays["keys.u64"], arrays["kdoc.u32"], arrays["src.u32"]
-    idoff, ids = arrays["idoff.i64"], arrays["id.bin"]
+    ids = arrays["id.bin"]
     if len(src) != n:
         bad("src.u32", f"{len(src)} documents, the manifest says {n}")
     elif len(src) and int(src.max()) >= len(sources):

@@ -39,7 +39,7 @@ import numpy as np
 from ..errors import StorageError
 from ..io.fs import redact
 from .removal import object_names
-from .segments import FILE_DTYPES, STORE_FILES, checksum
+from .segments import FILE_DTYPES, checksum
 
 MANIFEST = "manifest.json"
 SEGMENTS = "segments"

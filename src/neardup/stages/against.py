@@ -37,7 +37,7 @@ from ..bands import band_keys
 from ..io import fs
 from ..io.tables import read_table
 from .layout import MEMBERS_SCHEMA, DocStore, block_path, document_ids, fixed_binary_numpy, numpy_fixed_binary
-from .write import write_parquet
+from .parquet import write_parquet
 
 BLOOM_RANK = -0.5  # a bloom index's yes: above no match, below every verified one (similarities are >= 0)
 MATCHED_SCHEMA = pa.schema([("pos", pa.int64()), ("id", pa.string()), ("source", pa.string()),

@@ -29,7 +29,7 @@ from ..io.tables import read_table
 from ..progress import bar, check_interrupt
 from .against import matched_members
 from .layout import MEMBERS_SCHEMA, PAIRS_SCHEMA, ClustersInfo, document_ids, part_path
-from .write import write_parquet
+from .parquet import write_parquet
 
 MAX_CC_ROUNDS = 200
 
