@@ -143,7 +143,7 @@ def test_sigterm_stops_the_run_and_the_ray_it_started(tmp_path):
     deadline = time.time() + 30
     while time.time() < deadline and [p for p in ours if _alive(p)]:
         time.sleep(0.5)
-    assert not [p for p in ours if _alive(p)], [" ".join(_cmdline(p))[:80] for p in ours if _alive(p)]
+    assert not [p for p in ours if _alive(p)], [" ".join(_cmdline(p)[1:3])[-120:] for p in ours if _alive(p)]
     assert not (tmp_path / "out" / "stats.json").exists()
 
 
@@ -169,7 +169,7 @@ def test_kill_9_of_the_driver_leaves_no_ray_process_behind(tmp_path):
     deadline = time.time() + 15
     while time.time() < deadline and [p for p in ours if _alive(p)]:
         time.sleep(0.5)
-    assert not [p for p in ours if _alive(p)], [" ".join(_cmdline(p))[:80] for p in ours if _alive(p)]
+    assert not [p for p in ours if _alive(p)], [" ".join(_cmdline(p)[1:3])[-120:] for p in ours if _alive(p)]
 
 
 def _cmdline(p) -> list:
@@ -184,3 +184,30 @@ def _alive(p) -> bool:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def test_the_watchdog_kills_an_orphan_of_the_instance_and_nothing_else(tmp_path):
+    """A worker the raylet starts in the last moments before the driver dies is not yet noted as
+    the driver's descendant, and is orphaned: the final sweep finds it by the session its arguments
+    name (the session Ray names after the driver's process id), and leaves alone a process that
+    names another driver's session."""
+    from neardup.engines import ray as ray_engine
+    sleeper = [sys.executable, "-c", "import time, sys; time.sleep(120)"]
+    driver = subprocess.Popen(sleeper)
+    watchdog = subprocess.Popen([sys.executable, "-c", ray_engine._WATCHDOG, str(driver.pid)], stdin=subprocess.PIPE)
+    time.sleep(0.5)  # the watchdog's start time comes before the orphan's
+    stamp = "/tmp/ray/session_2026-12-02_06-40-09_877036_"
+    orphan = subprocess.Popen(sleeper + [f"--session-dir={stamp}{driver.pid}"], start_new_session=True)
+    other = subprocess.Popen(sleeper + [f"--session-dir={stamp}{driver.pid}1"], start_new_session=True)
+    try:
+        time.sleep(0.5)
+        driver.kill()
+        driver.wait()
+        watchdog.stdin.close()
+        watchdog.wait(timeout=30)
+        assert orphan.wait(timeout=10) == -signal.SIGKILL
+        assert other.poll() is None, "a process of another session was killed"
+    finally:
+        for p in (driver, orphan, other):
+            p.kill()
+            p.wait()

@@ -100,9 +100,10 @@ def _join_with_token(address: str) -> None:
         pass
 
 
-_WATCHDOG = """
-import sys, threading, psutil
+_WATCHDOG = r"""
+import re, sys, threading, time, psutil
 driver, ours, me = psutil.Process(int(sys.argv[1])), {}, psutil.Process()
+SESSION = re.compile(r"session_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_\d+_%d\b" % driver.pid)  # Ray's name for it
 
 
 def rays(p):  # a process of Ray's, started after this one (never one of the caller's own, nor this one)
@@ -113,19 +114,43 @@ def rays(p):  # a process of Ray's, started after this one (never one of the cal
         return False
 
 
+def note(roots):
+    for root in roots:
+        try:
+            ours.update((p.pid, p) for p in root.children(recursive=True) if p.pid not in ours and rays(p))
+        except psutil.Error:
+            pass
+
+
+def of_the_instance(p):  # an orphan of this instance: its arguments name the session the driver started
+    try:
+        return p.pid != me.pid and p.create_time() >= me.create_time() and any(SESSION.search(a) for a in p.cmdline())
+    except psutil.Error:
+        return False
+
+
 gone = threading.Event()
 threading.Thread(target=lambda: (sys.stdin.buffer.read(), gone.set()), daemon=True).start()
 while not gone.wait(0.2):  # the pipe closes when the driver ends or dies, however it dies
-    try:
-        ours.update((p.pid, p) for p in driver.children(recursive=True) if p.pid not in ours and rays(p))
-    except psutil.Error:
-        pass
-for p in ours.values():
-    try:
-        if p.is_running():  # the same process (psutil compares its start time): a reused id is left alone
-            p.kill()
-    except psutil.Error:
-        pass
+    note([driver])
+# The driver is gone; a worker the raylet started in the last moments may not be noted yet, and the
+# raylet may start one more while it dies: sweep until two rounds in a row find nothing alive.
+quiet, deadline = 0, time.time() + 10
+while quiet < 2 and time.time() < deadline:
+    note(list(ours.values()))
+    ours.update((p.pid, p) for p in psutil.process_iter() if p.pid not in ours and of_the_instance(p))
+    alive = []
+    for p in ours.values():
+        try:
+            # the same process (psutil compares its start time): a reused id is left alone
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                p.kill()
+                alive.append(p)
+        except psutil.Error:
+            pass
+    quiet = 0 if alive else quiet + 1
+    if quiet < 2:
+        time.sleep(0.25)
 """
 
 
@@ -135,8 +160,10 @@ def _watchdog():
     (~180 MB) outlive a driver killed with SIGKILL by 30-60 s. A small process, started before the
     instance, notes the driver's descendants that are Ray's five times a second and reads a pipe of
     which the driver holds the other end; the pipe closes when the driver ends or is killed, and the
-    watchdog then kills those of the noted processes that are still there (psutil checks each one's
-    start time, so a reused process id is never touched). Needs psutil (a dependency of Ray);
+    watchdog then kills those of the noted processes that are still there, their descendants, and
+    any process whose arguments name the instance's session (a worker started in the last fifth of
+    a second, orphaned), in rounds until two find nothing alive (psutil checks each one's start
+    time, so a reused process id is never touched). Needs psutil (a dependency of Ray);
     without it, no watchdog."""
     import importlib.util
     import subprocess
