@@ -22,7 +22,8 @@ from neardup.index.storage import FolderStorage
 from helpers import child_env as env, neardup_command as cli, write_jsonl
 from index_corpus import make_split
 
-EXACT_FILES = ("keys.u64", "kdoc.u32", "fpoff.i64", "fp.u32", "idoff.i64", "id.bin", "src.u32")
+EXACT_FILES = ("keys.u64", "kdoc.u32", "fpoff.i64", "fp.u32", "fp.crc", "idoff.i64", "id.bin", "src.u32")
+BY_BLOCKS = ("fp.u32", "sig.u32")  # checked block by block: a query checks the blocks it reads
 
 
 @pytest.fixture(scope="module")
@@ -149,11 +150,17 @@ def test_a_killed_first_add_is_recovered_by_the_next_add(tmp_path, split, a_file
 # ----------------------------------------------------------------------------- 2. damage
 
 def flip(path, offset=None):
+    """Eight bytes inverted in the middle of the file (or at ``offset``); in every 4 KiB block
+    of a file checked by blocks, so that any query that reads it reads a damaged block."""
     with open(path, "r+b") as f:
         data = bytearray(f.read())
-        at = len(data) // 2 if offset is None else offset
-        for i in range(at, min(at + 8, len(data))):
-            data[i] ^= 0xFF
+        if offset is None and os.path.basename(path) in BY_BLOCKS:
+            starts = range(0, len(data), 4096)
+        else:
+            starts = [len(data) // 2 if offset is None else offset]
+        for at in starts:
+            for i in range(at, min(at + 8, len(data))):
+                data[i] ^= 0xFF
         f.seek(0)
         f.write(bytes(data))
 
@@ -203,6 +210,29 @@ def test_estimate_signatures_are_checked_too(tmp_path, split, capsys):
     assert "sig.u32" in capsys.readouterr().out
 
 
+def test_a_query_checks_the_fingerprint_blocks_it_reads_and_only_those(tmp_path, split, capsys):
+    """One damaged 4 KiB block of fingerprints: a query that reads it fails in one line naming
+    the bytes; queries that do not read it answer exactly as before (the other 13 GB of a
+    10M-document index are not read to check them); verify finds it."""
+    ix = build(tmp_path / "ix", split)
+    seg = segment_dirs(ix)[0]
+    texts = split.a_texts[:40]
+    before = Index(ix).query(texts)
+    assert all(split.a_ids[i] in [m.id for m in ms] for i, ms in enumerate(before))  # each text finds itself
+    from neardup.index import storage as folder_storage
+    folder_storage._VERIFIED.clear(), folder_storage._VERIFIED_BLOCKS.clear()
+    fpoff = np.fromfile(os.path.join(ix, "segments", seg, "fpoff.i64"), dtype=np.int64)
+    last = len(fpoff) - 2  # the index's last document: its fingerprints end the file
+    block = int(fpoff[last] * 4) // 4096
+    assert int(fpoff[40] * 4) // 4096 < block, "the test's corpus is too small for the first 40 and the last to differ in blocks"
+    flip(os.path.join(ix, "segments", seg, "fp.u32"), offset=block * 4096)
+    assert Index(ix).query(texts) == before
+    with pytest.raises(StorageError, match=f"segment {seg} file fp.u32 bytes {block * 4096}-"):
+        Index(ix).query([split.a_texts[last]])
+    assert main(["index", "verify", ix]) == 2
+    assert "fp.u32" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("damage", ["missing", "truncated"])
 def test_index_add_refuses_a_missing_or_truncated_segment_file(tmp_path, split, a_file, capsys, damage):
     ix = build(tmp_path / "ix", split)
@@ -223,7 +253,7 @@ def test_verify_reports_a_segment_whose_arrays_disagree(tmp_path, split, capsys)
     ix = build(tmp_path / "ix", split)
     idx = Index(ix)
     entry = idx.storage.read_manifest()["segments"][0]
-    arrays = {f: np.array(idx.storage.open_segment(entry).array(f)) for f in entry["files"]}
+    arrays = {f: np.array(idx.storage.open_segment(entry).array(f)) for f in entry["files"] if not f.endswith(".crc")}
     arrays["src.u32"][3] = 7  # a source number the segment does not have
     from neardup.index.writer import write_entry
     bad = write_entry(idx.storage, arrays, entry["sources"])
@@ -231,6 +261,25 @@ def test_verify_reports_a_segment_whose_arrays_disagree(tmp_path, split, capsys)
     assert main(["index", "verify", ix]) == 2
     out = capsys.readouterr().out
     assert bad["name"] in out and "src.u32" in out
+
+
+def test_verify_reports_block_checksums_that_disagree_with_their_data(tmp_path, split, capsys):
+    """A fp.crc that matches the manifest's checksum but not the blocks of fp.u32."""
+    import zlib
+    ix = build(tmp_path / "ix", split)
+    idx = Index(ix)
+    entry = idx.storage.read_manifest()["segments"][0]
+    path = os.path.join(ix, "segments", entry["name"], "fp.crc")
+    sums = np.fromfile(path, dtype=np.uint32)
+    assert len(sums) >= 2
+    sums[1] ^= 1
+    sums.tofile(path)
+    files = dict(entry["files"], **{"fp.crc": {"bytes": sums.nbytes, "crc32": zlib.crc32(sums.tobytes())}})
+    idx.storage.commit(lambda m: dict(m, generation=m["generation"] + 1,
+                                      segments=[dict(m["segments"][0], files=files)] + m["segments"][1:]))
+    assert main(["index", "verify", ix]) == 2
+    out = capsys.readouterr().out
+    assert entry["name"] in out and "fp.crc" in out and "block checksums" in out, out
 
 
 # ----------------------------------------------------------------------------- 3. the lock
@@ -559,3 +608,37 @@ def test_a_full_disk_is_one_line_and_leaves_no_temporaries(tmp_path, split, a_fi
     assert not [f for f in files if ".tmp" in f], files
     assert "./new/.lock" in files and not [f for f in files if f.startswith("./new/") and f != "./new/.lock"]
     assert sum(1 for f in files if f.startswith("./ix/segments/") and f.count("/") == 3) == 1
+
+
+def test_block_sums_of_a_file_written_in_chunks_are_those_of_the_whole():
+    """Chunks of any size (a compaction writes fingerprints in pieces that do not end on 4 KiB
+    blocks) give the block checksums of the whole file, the last block short."""
+    import zlib
+    from neardup.index.segments import BLOCK_BYTES, block_sums, with_block_sums
+    rng = np.random.default_rng(5)
+    whole = rng.integers(0, 2**32, 10_000, dtype=np.uint64).astype(np.uint32)  # 40,000 bytes: 9 blocks and a part
+    cuts = np.sort(rng.choice(np.arange(1, len(whole)), 25, replace=False))
+    pieces = [("fp.u32", p) for p in np.split(whole, cuts)] + [("id.bin", np.zeros(3, np.uint8))]
+    out = list(with_block_sums(iter(pieces)))
+    assert out[:-1] == pieces
+    name, sums = out[-1]
+    raw = whole.tobytes()
+    assert name == "fp.crc" and len(sums) == -(-len(raw) // BLOCK_BYTES)
+    assert sums.tolist() == [zlib.crc32(raw[i:i + BLOCK_BYTES]) for i in range(0, len(raw), BLOCK_BYTES)]
+    assert block_sums(whole).tolist() == sums.tolist()
+    assert list(with_block_sums(iter([("fp.u32", np.zeros(0, np.uint32))])))[-1][1].tolist() == []
+
+
+def test_an_index_of_the_previous_format_is_refused_in_one_line_that_says_rebuild(tmp_path, split, a_file, capsys):
+    """Format 2 had no block checksums: its fingerprints would be read unchecked, so it is
+    refused, by every command, and left as it was."""
+    from neardup.index.storage import manifest_bytes
+    ix = build(tmp_path / "ix", split)
+    manifest = Index(ix).storage.read_manifest()
+    old = dict(manifest, version=2)
+    open(os.path.join(ix, "manifest.json"), "wb").write(manifest_bytes(old))
+    before = tree(ix)
+    for argv in (["index", "query", ix, a_file], ["index", "add", ix, a_file], ["index", "stats", ix],
+                 ["index", "compact", ix]):
+        one_line(capsys, main(argv), "format version 2", "reads version 3", "rebuild it")
+    assert tree(ix) == before

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import StorageError
 from .removal import dead_mask
-from .segments import FILE_DTYPES, STORE_FILES
+from .segments import BLOCK_SUMS, FILE_DTYPES, STORE_FILES
 from .storage import damaged, entry_files
 
 CHUNK_DOCS = 1 << 16        # documents of a per-document chunk
@@ -178,7 +178,8 @@ def merged_chunks(parts: Sequence[Part], store: str, num_perm: int, sources: Dic
     numbers by name."""
     id_base, fp_base = [0], [0]
     for file in STORE_FILES[store]:  # every file is written, even one left empty
-        yield file, np.zeros(0, FILE_DTYPES[file])
+        if file not in BLOCK_SUMS.values():  # those are written from their data files
+            yield file, np.zeros(0, FILE_DTYPES[file])
     yield "idoff.i64", np.zeros(1, np.int64)
     for p in parts:
         yield from _csr(p, "idoff.i64", "id.bin", "idoff.i64", "id.bin", id_base)

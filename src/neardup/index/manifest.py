@@ -15,7 +15,7 @@ from ..errors import ConfigError, StorageError
 from .segments import STORES
 
 FORMAT = "neardup-index"
-FORMAT_VERSION = 2  # 2: segments may carry tombstones (removed documents); version 1 had none
+FORMAT_VERSION = 3  # 3: fingerprints and signatures carry block checksums; 2: tombstones; 1 had neither
 PARAM_NAMES = Sketch.names() + Shingling.names()
 REBUILD = ("rebuild it from the original corpus with `neardup index add NEW_INDEX CORPUS...` "
            "(its keys cannot be converted)")
@@ -91,7 +91,7 @@ def check_format(location: str, manifest: dict) -> None:
         raise StorageError(f"{location} is not a neardup index (unknown manifest format)")
     if manifest.get("version") != FORMAT_VERSION:
         raise StorageError(f"index {location} has format version {manifest.get('version')}; this neardup "
-                           f"reads version {FORMAT_VERSION}")
+                           f"reads version {FORMAT_VERSION}: {REBUILD}")
     if "hash_version" not in manifest["params"]:
         raise StorageError(f"index {location} was made before word hashes had versions (its manifest has no "
                            f"hash_version); {REBUILD}")

@@ -15,7 +15,16 @@ file           dtype     content
 ``idoff.i64``  int64     n + 1 offsets into ``id.bin``
 ``id.bin``     bytes     the documents' ids, UTF-8, concatenated
 ``src.u32``    uint32    index of each document's source name in the segment's ``sources``
+``fp.crc``     uint32    the CRC-32 of each 4 KiB block of ``fp.u32`` (store ``exact``)
+``sig.crc``    uint32    the CRC-32 of each 4 KiB block of ``sig.u32`` (store ``estimate``)
 =============  ========  =================================================================
+
+Every file has its CRC-32 in the manifest, checked in full when a process first uses the file.
+The fingerprints (or signatures) are nine tenths of an index and a query reads a few documents'
+worth of them, so those are checked block by block instead: a query checks the 4 KiB blocks it
+reads, once per process, against the sibling ``.crc`` file (itself checked in full, 0.3% of the
+data). Without it, the first ``dedup --against`` of a 10M-document index read all 13 GB of its
+fingerprints to check them (70 s, 3.2 GB resident).
 
 Band keys carry their band index (see :mod:`neardup.bands`), so one sorted array serves every
 band: a lookup is one ``searchsorted`` over it. Why 32-bit fingerprints: the Jaccard of the
@@ -53,10 +62,14 @@ FILE_DTYPES = {
     "src.u32": np.uint32,
     "dead.u32": np.uint32,  # a tombstone's: the positions of a segment's removed documents (see .removal)
     "bloom.u64": np.uint64,  # store ``bloom``: b Bloom filters (:mod:`.bloom`)
+    "fp.crc": np.uint32,
+    "sig.crc": np.uint32,
 }
+BLOCK_BYTES = 4096
+BLOCK_SUMS = {"fp.u32": "fp.crc", "sig.u32": "sig.crc"}  # a file checked by blocks: its blocks' CRC-32s
 STORES = ("exact", "estimate", "bloom")
 COMMON_FILES = ("keys.u64", "kdoc.u32", "idoff.i64", "id.bin", "src.u32")
-STORE_FILES = {"exact": COMMON_FILES + ("fpoff.i64", "fp.u32"), "estimate": COMMON_FILES + ("sig.u32",),
+STORE_FILES = {"exact": COMMON_FILES + ("fpoff.i64", "fp.u32", "fp.crc"), "estimate": COMMON_FILES + ("sig.u32", "sig.crc"),
                "bloom": ("bloom.u64",)}
 
 # A segment is closed when it reaches either bound (a Redis string holds at most 512 MiB).
@@ -145,6 +158,48 @@ def checksum(data) -> int:
     return zlib.crc32(memoryview(np.ascontiguousarray(data)).cast("B")) & 0xFFFFFFFF
 
 
+def _block_crcs(view: memoryview) -> np.ndarray:
+    n = -(-len(view) // BLOCK_BYTES)
+    return np.fromiter((zlib.crc32(view[i * BLOCK_BYTES:(i + 1) * BLOCK_BYTES]) for i in range(n)),
+                       dtype=np.uint32, count=n)
+
+
+def block_sums(data) -> np.ndarray:
+    """The CRC-32 of each ``BLOCK_BYTES`` block of an array's bytes (the last one may be shorter)."""
+    return _block_crcs(memoryview(np.ascontiguousarray(data)).cast("B"))
+
+
+def with_block_sums(pairs):
+    """(file, chunk) pairs of a segment being written, with the block sums of the files checked by
+    blocks added at the end (computed here from the data as it passes, never taken from a caller)."""
+    carry: Dict[str, bytes] = {}
+    sums: Dict[str, List[np.ndarray]] = {}
+    owned = set(BLOCK_SUMS.values())
+    for file, data in pairs:
+        if file in owned:
+            raise RuntimeError(f"internal error: {file} is written from its data file, not given")
+        if file in BLOCK_SUMS:
+            view = memoryview(np.ascontiguousarray(data)).cast("B")
+            head = carry.get(file, b"")
+            cut = min(len(view), (BLOCK_BYTES - len(head)) % BLOCK_BYTES) if head else 0
+            done = sums.setdefault(file, [])
+            if head:
+                head += bytes(view[:cut])
+                if len(head) == BLOCK_BYTES:
+                    done.append(_block_crcs(memoryview(head)))
+                    head = b""
+            rest = view[cut:]
+            whole = len(rest) - len(rest) % BLOCK_BYTES
+            if whole:
+                done.append(_block_crcs(rest[:whole]))
+            carry[file] = head + bytes(rest[whole:])
+        yield file, data
+    for file, done in sums.items():
+        if carry.get(file):
+            done.append(_block_crcs(memoryview(carry[file])))
+        yield BLOCK_SUMS[file], np.concatenate(done) if done else np.zeros(0, np.uint32)
+
+
 def structure_problems(entry: dict, arrays: Dict[str, np.ndarray], store: str, bands: int,
                        num_perm: int) -> List[str]:
     """What contradicts the layout in one segment whose files match their checksums (what a bug,
@@ -183,6 +238,9 @@ def structure_problems(entry: dict, arrays: Dict[str, np.ndarray], store: str, b
             bad(file, f"not {n + 1} ascending offsets from 0 to the {total} values of {values}")
 
     offsets("idoff.i64", "id.bin", len(ids))
+    for data, sums in BLOCK_SUMS.items():
+        if data in arrays and sums in arrays and not np.array_equal(block_sums(arrays[data]), arrays[sums]):
+            bad(sums, f"its block checksums differ from {data}'s blocks")
     if store == "exact":
         offsets("fpoff.i64", "fp.u32", len(arrays["fp.u32"]))
     elif len(arrays["sig.u32"]) != n * num_perm:

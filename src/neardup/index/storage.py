@@ -39,7 +39,7 @@ import numpy as np
 from ..errors import StorageError
 from ..io.fs import redact
 from .removal import object_names
-from .segments import FILE_DTYPES, checksum
+from .segments import BLOCK_BYTES, BLOCK_SUMS, FILE_DTYPES, checksum, with_block_sums
 
 MANIFEST = "manifest.json"
 SEGMENTS = "segments"
@@ -84,8 +84,9 @@ def damaged(where: str, segment: str, file: str, got: int, want: int) -> str:
 
 def chunks_of(arrays) -> Iterable[Tuple[str, np.ndarray]]:
     """(file, chunk) pairs of what :meth:`Storage.write_segment` takes: a dict of whole arrays,
-    or such pairs already (a file's chunks in order, files interleaved as they come)."""
-    return arrays.items() if isinstance(arrays, dict) else arrays
+    or such pairs already (a file's chunks in order, files interleaved as they come); the block
+    sums of the files checked by blocks follow at the end."""
+    return with_block_sums(arrays.items() if isinstance(arrays, dict) else arrays)
 
 
 class SegmentReader:
@@ -199,12 +200,16 @@ def _remove_segment_folder(folder: str) -> None:
 # files whose checksum this process has verified: (path, device, inode, size, mtime, ctime);
 # a segment is immutable, so a file is read in full once per process, when first used
 _VERIFIED: set = set()
+# the blocks checked so far of the files checked by blocks, by the same key
+_VERIFIED_BLOCKS: Dict[tuple, np.ndarray] = {}
 
 
 class FolderSegment(SegmentReader):
     """Every file memory-mapped at once: a compaction that deletes the segment later cannot pull
     the data from under a reader (the maps keep the files alive until the reader lets go).
-    Each file's size is checked here, its CRC-32 when it is first used (once per process)."""
+    Each file's size is checked here, its CRC-32 when it is first used (once per process); a file
+    checked by blocks (:data:`.segments.BLOCK_SUMS`) that is read by ranges has only the blocks
+    it reads checked, each once per process."""
 
     def __init__(self, folder: str, entry: dict, where: str):
         self.folder = folder
@@ -212,7 +217,9 @@ class FolderSegment(SegmentReader):
         self.where = where
         self.arrays: Dict[str, np.ndarray] = {}
         self._unchecked: Dict[str, tuple] = {}
-        for file, info in entry_files(entry, where).items():
+        files = entry_files(entry, where)
+        self._by_blocks = {data: sums for data, sums in BLOCK_SUMS.items() if data in files and sums in files}
+        for file, info in files.items():
             path = os.path.join(folder, file)
             try:
                 with open(path, "rb") as f:
@@ -255,7 +262,55 @@ class FolderSegment(SegmentReader):
         return self.arrays[file]
 
     def ranges(self, file, starts, stops):
+        if file in self._by_blocks and file in self._unchecked:
+            self._check_blocks(file, starts, stops)
+            return gather_ranges(self.arrays[file], starts, stops)
         return gather_ranges(self.array(file), starts, stops)
+
+    def _check_blocks(self, file: str, starts, stops) -> None:
+        """Checks the blocks of ``file`` that the ranges cover and no one has checked yet."""
+        entry = self._unchecked.get(file)
+        if entry is None:
+            return
+        key = entry[0]
+        data = self.arrays[file]
+        nbytes = data.nbytes
+        nblocks = -(-nbytes // BLOCK_BYTES)
+        done = _VERIFIED_BLOCKS.setdefault(key, np.zeros(nblocks, dtype=bool))
+        item = data.dtype.itemsize
+        lo = np.asarray(starts, dtype=np.int64) * item
+        hi = np.asarray(stops, dtype=np.int64) * item
+        some = hi > lo
+        if not some.any():
+            return
+        first, count = lo[some] // BLOCK_BYTES, (hi[some] - 1) // BLOCK_BYTES - lo[some] // BLOCK_BYTES + 1
+        blocks = np.repeat(first - np.cumsum(count) + count, count) + np.arange(int(count.sum()))
+        if len(blocks) and (int(blocks.min()) < 0 or int(blocks.max()) >= nblocks):
+            raise RuntimeError(f"internal error: a range outside {file} of segment {self.name}")
+        todo = np.unique(blocks[~done[blocks]])
+        if not len(todo):
+            return
+        sums = self.array(self._by_blocks[file])
+        if len(sums) != nblocks:
+            raise StorageError(f"corrupt index {self.where}: segment {self.name} file {self._by_blocks[file]} has "
+                               f"{len(sums)} block checksums for the {nblocks} blocks of {file}")
+        raw = memoryview(data.view(np.uint8))
+        try:
+            for b in todo.tolist():
+                got = zlib.crc32(raw[b * BLOCK_BYTES:(b + 1) * BLOCK_BYTES])
+                if got != int(sums[b]):
+                    raise StorageError(f"corrupt index {self.where}: segment {self.name} file {file} bytes "
+                                       f"{b * BLOCK_BYTES}-{min(nbytes, (b + 1) * BLOCK_BYTES) - 1} do not match "
+                                       f"their checksum (crc32 {got:08x}, {self._by_blocks[file]} says "
+                                       f"{int(sums[b]):08x}); nothing was read from them")
+        except OSError as exc:  # an I/O error under the map
+            raise StorageError(f"cannot read index {self.where}: segment {self.name} file {file}: "
+                               f"{reason(exc)}") from None
+        done[todo] = True
+        if done.all():
+            _VERIFIED.add(key)
+            self._unchecked.pop(file, None)
+            _VERIFIED_BLOCKS.pop(key, None)
 
     def read(self, file: str, start: int, stop: int) -> np.ndarray:
         dtype = np.dtype(FILE_DTYPES[file])
