@@ -313,3 +313,27 @@ def test_two_processes_adding_to_a_folder_at_once_lose_nothing(tmp_path, split):
     s = Index(ix).stats()
     assert s["documents"] == len(split.a_texts) and s["segments"] == 2
     assert s["sources"] == {"w0": len(split.a_texts[0::2]), "w1": len(split.a_texts[1::2])}
+
+
+@pytest.mark.parametrize("case", ["random", "buckets", "edges"])
+def test_key_ranges_are_searchsorted_left_and_right(case):
+    """The galloping lookup of ascending query keys gives the ranges of searchsorted: keys that
+    are absent, repeated (a bucket of thousands), beyond either end, across the 16,384-needle
+    runs its threads take."""
+    from neardup.index.segments import key_ranges
+    rng = np.random.default_rng({"random": 1, "buckets": 2, "edges": 3}[case])
+    if case == "random":
+        hay = np.sort(rng.integers(0, 2**63, 300_000, dtype=np.uint64))
+        needles = np.concatenate([hay[rng.integers(0, len(hay), 30_000)], rng.integers(0, 2**63, 30_000, dtype=np.uint64)])
+    elif case == "buckets":
+        hay = np.sort(np.repeat(rng.integers(0, 500, 400, dtype=np.uint64), rng.integers(1, 3000, 400)))
+        needles = rng.integers(0, 520, 50_000, dtype=np.uint64)
+    else:
+        hay = np.array([5, 5, 7, 9, 9, 9], np.uint64)
+        needles = np.array([0, 4, 5, 6, 7, 8, 9, 10, 2**64 - 1], np.uint64)
+    needles = np.sort(needles)
+    lo, hi = key_ranges(hay, needles)
+    assert np.array_equal(lo, np.searchsorted(hay, needles, side="left"))
+    assert np.array_equal(hi, np.searchsorted(hay, needles, side="right"))
+    lo, hi = key_ranges(np.zeros(0, np.uint64), needles)
+    assert not lo.any() and not hi.any()

@@ -42,7 +42,8 @@ from . import segments as layout
 from .manifest import check_manifest, empty_manifest, params_of, resolve
 from .compaction import merge_group
 from .removal import DEAD_FILE, dead_mask, dead_name, dead_problems, live_docs
-from .segments import checksum, hashed_documents, fingerprints, new_segment_name, structure_problems
+from .segments import (checksum, hashed_documents, fingerprints, key_ranges, new_segment_name,
+                       structure_problems)
 from .storage import FolderStorage, SegmentReader, Storage, entry_files, gather_ranges
 from .writer import IndexWriter
 # Candidates taken from one bucket (one band key of one segment): bounds the work a query spends
@@ -404,6 +405,8 @@ class Index:
         n, bands = keys.shape
         qdoc_all = np.repeat(np.arange(n, dtype=np.int64), bands)[np.repeat(nonempty, bands)]
         qkeys = keys[nonempty].ravel()
+        order = np.argsort(qkeys, kind="stable")  # ascending, once for every segment (key_ranges)
+        qkeys, qdoc_all = qkeys[order], qdoc_all[order]
         out = ([], [], [], [])
         candidates = truncated = truncated_buckets = 0
         if len(qkeys) == 0:
@@ -413,8 +416,7 @@ class Index:
             sorted_keys = reader.array("keys.u64")
             if len(sorted_keys) == 0:
                 continue
-            lo = np.searchsorted(sorted_keys, qkeys, side="left")
-            hi = np.searchsorted(sorted_keys, qkeys, side="right")
+            lo, hi = key_ranges(sorted_keys, qkeys)
             hit = hi > lo
             if not hit.any():
                 continue
