@@ -14,6 +14,7 @@ from neardup.errors import ConfigError
 from neardup.index import Index, Match
 from neardup.index import bloom
 
+from helpers import write_jsonl
 from index_corpus import make_split
 
 
@@ -262,6 +263,74 @@ def test_a_corrupt_bloom_manifest_is_refused(tmp_path):
         Index(str(tmp_path / "n"), kind="fuzzy")
 
 
+# --------------------------------------------------------------------------- removal
+
+def _tree(path):
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def _bloom_with_three_sources(location, split):
+    """Thirds of A added as dump1/a.jsonl, dump1/b.jsonl and dump2; returns the size of two."""
+    idx, third = Index(location, kind="bloom"), len(split.a_texts) // 3
+    idx.add(split.a_texts[:third], name="dump1/a.jsonl")
+    idx.add(split.a_texts[third:2 * third], name="dump1/b.jsonl")
+    idx.add(split.a_texts[2 * third:], name="dump2")
+    return 2 * third
+
+
+def test_removing_sources_from_a_bloom_index_answers_as_if_they_were_never_added(tmp_path, split, capsys):
+    """A Bloom index keeps no ids, but each add is its own segment of filters: removing the
+    sources of whole segments drops them, and every query then answers as an index built from
+    the rest alone (the extra false-positive rate too)."""
+    path = str(tmp_path / "b.ndx")
+    gone = _bloom_with_three_sources(path, split)
+    assert gone >= 200
+    only = Index(str(tmp_path / "only.ndx"), kind="bloom")
+    only.add(split.a_texts[gone:], name="dump2")
+    queries = split.a_texts + split.b_texts
+    assert all(Index(path).query(split.a_texts))
+    assert main(["index", "remove", path, "--source", "dump1/"]) == 0
+    err = capsys.readouterr().err
+    assert f"removed {gone} documents" in err and "2 segments of filters dropped" in err, err
+    after = [bool(r) for r in Index(path).query(queries)]
+    assert after == [bool(r) for r in only.query(queries)]
+    assert sum(after[:gone]) < gone // 10  # the removed documents are no longer answered yes (but for near-duplicates in dump2)
+    stats, want = Index(path).stats(), only.stats()
+    assert (stats["documents"], stats["segments"], stats["sources"], stats["extra_false_positive_rate"]) == \
+        (want["documents"], want["segments"], want["sources"], want["extra_false_positive_rate"])
+    assert len(list((tmp_path / "b.ndx" / "segments").iterdir())) == 1  # the dropped segments' files are gone
+    assert Index(path).verify()["problems"] == []
+
+
+def test_a_bloom_index_refuses_ids_and_a_source_that_shares_a_segment(tmp_path, split, capsys):
+    """Filters cannot forget one document, nor one of two sources added together: refused in
+    one line, the index left as it was; the two sources together are removed."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    write_jsonl(folder / "x.jsonl", split.a_texts[:100])
+    write_jsonl(folder / "y.jsonl", split.a_texts[100:200])
+    path = tmp_path / "b.ndx"
+    assert main(["index", "add", str(path), str(folder), "--kind", "bloom"]) == 0
+    entry, = Index(str(path)).storage.read_manifest()["segments"]
+    assert sorted(entry["sources"]) == ["in/x.jsonl", "in/y.jsonl"], entry["sources"]
+    capsys.readouterr()
+    before = _tree(path)
+    ids = tmp_path / "ids.txt"
+    ids.write_text("0\n")
+    for argv, needles in ((["--ids", str(ids)], ("keep no ids", "--source")),
+                          (["--source", "in/x.jsonl"], ("in/x.jsonl", "in/y.jsonl", "cannot be separated",
+                                                        "nothing was removed")),
+                          (["--source", "in/z.jsonl"], ("has no source 'in/z.jsonl'",))):
+        assert main(["index", "remove", str(path)] + argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("neardup: error: ") and all(n in err[0] for n in needles), err
+        assert _tree(path) == before
+    with pytest.raises(ConfigError, match="keep no ids"):
+        Index(str(path)).remove(ids=["0"])
+    assert Index(str(path)).remove(source=["in/x.jsonl", "in/y.jsonl"])["removed"] == 200
+    assert Index(str(path)).stats()["documents"] == 0 and not any(Index(str(path)).query(split.a_texts[:200]))
+
+
 @pytest.mark.slow
 def test_a_bloom_index_on_redis_answers_like_a_folder_one(redis_server, split, tmp_path):
     import redis
@@ -280,3 +349,11 @@ def test_a_bloom_index_on_redis_answers_like_a_folder_one(redis_server, split, t
     assert Index(url).verify()["problems"] == []
     with pytest.raises(ConfigError, match="is a bloom index, not exact"):
         Index(url, kind="exact")
+    removed_url, removed_folder = redis_server.url(10), str(tmp_path / "r")
+    redis.Redis.from_url(removed_url).flushdb()
+    for where in (removed_url, removed_folder):
+        gone = _bloom_with_three_sources(where, split)
+        assert Index(where).remove(source="dump1/")["removed"] == gone
+    assert [bool(r) for r in Index(removed_url).query(split.b_texts)] == \
+        [bool(r) for r in Index(removed_folder).query(split.b_texts)]
+    assert Index(removed_url).stats()["segments"] == 1 and Index(removed_url).verify()["problems"] == []

@@ -91,7 +91,9 @@ def register(sub) -> None:
                                     "(every document of the id) and every document added under --source NAME. "
                                     "They never match again; the others are untouched. All of them disappear at "
                                     "once for every reader, or none (a killed removal leaves the index as it "
-                                    "was). The space is given back by 'neardup index compact'.",
+                                    "was). The space is given back by 'neardup index compact'. A Bloom index keeps "
+                                    "no ids: it removes whole sources (--source), dropping the segments that hold "
+                                    "only their documents.",
                         formatter_class=HelpFormatter)
     r.add_argument("index", metavar="INDEX", help=INDEX_HELP)
     r.add_argument("--ids", default=None, metavar="FILE",
@@ -247,9 +249,12 @@ def run_remove(args) -> int:
     if args.source:
         what.append("source" + ("s " if len(args.source) > 1 else " ") + ", ".join(args.source))
     stats = index.stats()
+    if index.store == "bloom":  # its segments are dropped whole: nothing awaits compaction
+        after = f"{r['segments']} {plural(r['segments'], 'segment')} of filters dropped"
+    else:
+        after = f"{stats['removed']} removed awaiting 'neardup index compact'"
     print(f"removed {r['removed']} {plural(r['removed'], 'document')} from {index.display} ({'; '.join(what)}) in "
-          f"{r['seconds']} s: {stats['documents']} {plural(stats['documents'], 'document')} left, {stats['removed']} "
-          f"removed awaiting 'neardup index compact'",
+          f"{r['seconds']} s: {stats['documents']} {plural(stats['documents'], 'document')} left, {after}",
           file=sys.stderr)
     return 0
 

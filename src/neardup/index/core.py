@@ -533,10 +533,11 @@ class Index:
         reader, or none (a killed removal leaves the index as it was): tombstones, see
         :mod:`neardup.index.removal`; :meth:`compact` drops the documents for good. Returns
         counts: ``removed`` (documents removed now), ``ids_given``, ``ids_found`` (ids that name
-        a document of the index, removed before or now), ``segments`` (tombstones written)."""
-        if self.store == "bloom":
-            raise ConfigError(f"index {self.display} is a bloom index: its filters keep no ids, so nothing can be "
-                              f"removed from it; rebuild it ('neardup index add') from the documents to keep")
+        a document of the index, removed before or now), ``segments`` (tombstones written).
+
+        A bloom index keeps no ids: it removes whole sources only, by dropping the segments
+        (one add's filters each) whose documents all come from them; a segment shared with a
+        source not named is refused, and nothing is removed."""
         from .removal import remove
         result = remove(self, ids=ids, source=source)
         self._readers.clear()

@@ -172,6 +172,14 @@ def remove(index, ids: Optional[Iterable[str]] = None, source=None) -> dict:
         sources = list(source or [])
     if ids is not None and isinstance(ids, str):
         raise ConfigError("ids takes a list of ids; for one id use [id]")
+    if index.store == "bloom":
+        if ids is not None:
+            raise ConfigError(f"index {index.display} is a bloom index: its filters keep no ids, so no document can "
+                              f"be removed by id (a whole source can: --source NAME); rebuild it ('neardup index "
+                              f"add') from the documents to keep")
+        if not sources:
+            raise ConfigError("nothing to remove: give a source name (--source NAME)")
+        return _remove_bloom_segments(index, sources)
     id_arr = None
     if ids is not None:
         id_arr = ids if isinstance(ids, (pa.Array, pa.ChunkedArray)) else pa.array(list(ids), pa.large_string())
@@ -253,3 +261,67 @@ def _switch(index, seen: dict, written: Dict[str, dict]):
         return dict(current, generation=current["generation"] + 1, segments=segments)
 
     return update
+
+
+def _remove_bloom_segments(index, sources: Sequence[str]) -> dict:
+    """A Bloom index's filters cannot forget a key, but a segment is one add's filters: the
+    segments whose documents all come from the given sources are dropped from the manifest in
+    one switch (then deleted). A segment that also holds another source's documents cannot be
+    separated: refused, nothing removed."""
+    t0 = time.perf_counter()
+    storage = index.storage
+    with storage.writer():
+        for _attempt in range(ATTEMPTS):
+            manifest = storage.read_manifest()
+            if manifest is None:
+                raise StorageError(f"no index at {index.display}")
+            check_manifest(index.display, manifest, index.config)
+            index.check_files(manifest)
+            storage.drop_orphans(manifest)
+            found, drop, removed = set(), [], 0
+            for entry in manifest["segments"]:
+                named = [[s for s in sources if source_matches(s, name)] for name in entry["sources"]]
+                for m in named:
+                    found.update(m)
+                if not any(named):
+                    continue
+                others = [name for name, m, c in zip(entry["sources"], named, entry["source_docs"]) if not m and c]
+                if others:
+                    mine = [name for name, m in zip(entry["sources"], named) if m]
+                    raise ConfigError(
+                        f"index {index.display} is a bloom index: its segment {entry['name']} holds the documents "
+                        f"of {mine[0]!r} and of {others[0]!r}"
+                        f"{f' (and {len(others) - 1} more)' if len(others) > 1 else ''} in the same filters, which "
+                        f"cannot be separated; nothing was removed (remove all of the segment's sources together, "
+                        f"or rebuild the index from the documents to keep)")
+                drop.append(entry["name"])
+                removed += int(entry["docs"])
+            missing = [s for s in sources if s not in found]
+            if missing:
+                known = sorted({s for e in manifest["segments"] for s in e["sources"]})
+                shown = ", ".join(repr(s) for s in known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
+                raise ConfigError(f"index {index.display} has no source {missing[0]!r} (its sources: "
+                                  f"{shown or 'none'}); nothing was removed")
+
+            def update(current, seen=manifest, drop=set(drop)):
+                if current is None:
+                    raise StorageError(f"index {index.display} vanished during the removal")
+                check_manifest(index.display, current, index.config)
+                if [e["name"] for e in current["segments"]] != [e["name"] for e in seen["segments"]]:
+                    raise _Changed()
+                return dict(current, generation=current["generation"] + 1,
+                            segments=[e for e in current["segments"] if e["name"] not in drop])
+
+            try:
+                if drop:
+                    storage.commit(update)
+            except _Changed:
+                continue
+            storage.drop_segments(drop)
+            break
+        else:
+            raise StorageError(f"index {index.display} kept changing under the removal ({ATTEMPTS} attempts); "
+                               f"nothing was removed: try again")
+    index._manifest_read = -1e18
+    return {"removed": removed, "ids_given": 0, "ids_found": 0, "segments": len(drop),
+            "seconds": round(time.perf_counter() - t0, 3)}
