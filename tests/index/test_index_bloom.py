@@ -302,7 +302,7 @@ def test_removing_sources_from_a_bloom_index_answers_as_if_they_were_never_added
     assert Index(path).verify()["problems"] == []
 
 
-def test_a_bloom_index_refuses_ids_and_a_source_that_shares_a_segment(tmp_path, split, capsys):
+def test_a_bloom_index_refuses_ids_and_a_source_that_shares_a_segment(tmp_path, split, capsys, monkeypatch):
     """Filters cannot forget one document, nor one of two sources added together: refused in
     one line, the index left as it was; the two sources together are removed."""
     folder = tmp_path / "in"
@@ -310,7 +310,8 @@ def test_a_bloom_index_refuses_ids_and_a_source_that_shares_a_segment(tmp_path, 
     write_jsonl(folder / "x.jsonl", split.a_texts[:100])
     write_jsonl(folder / "y.jsonl", split.a_texts[100:200])
     path = tmp_path / "b.ndx"
-    assert main(["index", "add", str(path), str(folder), "--kind", "bloom"]) == 0
+    monkeypatch.chdir(tmp_path)  # the sources are named as the input was given: in/x.jsonl
+    assert main(["index", "add", str(path), "in", "--kind", "bloom"]) == 0
     entry, = Index(str(path)).storage.read_manifest()["segments"]
     assert sorted(entry["sources"]) == ["in/x.jsonl", "in/y.jsonl"], entry["sources"]
     capsys.readouterr()
