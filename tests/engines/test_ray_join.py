@@ -191,10 +191,10 @@ def test_the_watchdog_kills_an_orphan_of_the_instance_and_nothing_else(tmp_path)
     the driver's descendant, and is orphaned: the final sweep finds it by the session its arguments
     name (the session Ray names after the driver's process id), and leaves alone a process that
     names another driver's session."""
-    from neardup.engines import ray as ray_engine
+    from neardup.engines import ray_cluster
     sleeper = [sys.executable, "-c", "import time, sys; time.sleep(120)"]
     driver = subprocess.Popen(sleeper)
-    watchdog = subprocess.Popen([sys.executable, "-c", ray_engine._WATCHDOG, str(driver.pid)], stdin=subprocess.PIPE)
+    watchdog = subprocess.Popen([sys.executable, "-c", ray_cluster.WATCHDOG, str(driver.pid)], stdin=subprocess.PIPE)
     time.sleep(0.5)  # the watchdog's start time comes before the orphan's
     stamp = "/tmp/ray/session_2026-12-02_06-40-09_877036_"
     orphan = subprocess.Popen(sleeper + [f"--session-dir={stamp}{driver.pid}"], start_new_session=True)
