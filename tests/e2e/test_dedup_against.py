@@ -13,16 +13,13 @@ import pytest
 import neardup
 from neardup.cli import main
 
+from helpers import write_dumps
+
 
 @pytest.fixture(scope="module")
 def dumps(tmp_path_factory):
     """Dump A, then dump B with copies of A's documents and of its own."""
-    from neardup.synth import generate_corpus
-    d = tmp_path_factory.mktemp("dumps")
-    texts = generate_corpus(2400, seed=31, doc_words=80).texts
-    (d / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[:1200]))
-    (d / "b.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[1200:]))
-    return d
+    return write_dumps(tmp_path_factory.mktemp("dumps"))
 
 
 def _kept_rows(out: Path, name: str):

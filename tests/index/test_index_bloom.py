@@ -14,7 +14,7 @@ from neardup.errors import ConfigError
 from neardup.index import Index, Match
 from neardup.index import bloom
 
-from helpers import write_jsonl
+from helpers import write_dumps, write_jsonl
 from index_corpus import make_split
 
 
@@ -135,12 +135,8 @@ def test_a_bloom_index_on_a_lost_file_or_damaged_bits_is_refused(tmp_path, split
 
 @pytest.fixture(scope="module")
 def dumps(tmp_path_factory):
-    from neardup.synth import generate_corpus
-    d = tmp_path_factory.mktemp("dumps")
-    texts = generate_corpus(2400, seed=31, doc_words=80).texts
-    (d / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[:1200]))
-    (d / "b.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[1200:]))
-    return d
+    """Dump A, then dump B with copies of A's documents and of its own."""
+    return write_dumps(tmp_path_factory.mktemp("dumps"))
 
 
 def test_dedup_against_a_bloom_index_removes_what_the_exact_tier_removes(tmp_path, dumps):

@@ -118,6 +118,29 @@ def source_matches(given: str, name: str) -> bool:
     return name == given or (given.endswith("/") and name.startswith(given))
 
 
+def _current(index) -> dict:
+    """The index's manifest, as a writer (holding the writers' lock) reads it before a removal:
+    checked, its files' sizes checked, what a killed writer left removed."""
+    storage = index.storage
+    manifest = storage.read_manifest()
+    if manifest is None:
+        raise StorageError(f"no index at {index.display}")
+    check_manifest(index.display, manifest, index.config)
+    index.check_files(manifest)
+    storage.drop_orphans(manifest)
+    return manifest
+
+
+def _all_found(index, manifest: dict, sources: Sequence[str], found) -> None:
+    """Refuses a removal that names a source no segment has (nothing is removed)."""
+    missing = [s for s in sources if s not in found]
+    if missing:
+        known = sorted({s for e in manifest["segments"] for s in e["sources"]})
+        shown = ", ".join(repr(s) for s in known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
+        raise ConfigError(f"index {index.display} has no source {missing[0]!r} (its sources: {shown or 'none'}); "
+                          f"nothing was removed")
+
+
 def _ids_of(reader, n: int) -> pa.Array:
     idoff = np.ascontiguousarray(reader.array("idoff.i64"))
     raw = np.ascontiguousarray(reader.array("id.bin"))
@@ -154,12 +177,7 @@ def _resolve(index, manifest: dict, ids: Optional[pa.Array], sources: Sequence[s
             hit &= ~mask
         if hit.any():
             out[entry["name"]] = np.flatnonzero(hit).astype(np.uint32)
-    missing = [s for s in sources if s not in found_sources]
-    if missing:
-        known = sorted({s for e in manifest["segments"] for s in e["sources"]})
-        shown = ", ".join(repr(s) for s in known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
-        raise ConfigError(f"index {index.display} has no source {missing[0]!r} (its sources: {shown or 'none'}); "
-                          f"nothing was removed")
+    _all_found(index, manifest, sources, found_sources)
     found = len(pc.unique(pa.concat_arrays(found_ids))) if found_ids else 0
     return out, found
 
@@ -194,12 +212,7 @@ def remove(index, ids: Optional[Iterable[str]] = None, source=None) -> dict:
     storage = index.storage
     with storage.writer():
         for _attempt in range(ATTEMPTS):
-            manifest = storage.read_manifest()
-            if manifest is None:
-                raise StorageError(f"no index at {index.display}")
-            check_manifest(index.display, manifest, index.config)
-            index.check_files(manifest)
-            storage.drop_orphans(manifest)
+            manifest = _current(index)
             todo, found = _resolve(index, manifest, id_arr, sources)
             written = _write_tombstones(storage, manifest, todo)
             try:
@@ -272,12 +285,7 @@ def _remove_bloom_segments(index, sources: Sequence[str]) -> dict:
     storage = index.storage
     with storage.writer():
         for _attempt in range(ATTEMPTS):
-            manifest = storage.read_manifest()
-            if manifest is None:
-                raise StorageError(f"no index at {index.display}")
-            check_manifest(index.display, manifest, index.config)
-            index.check_files(manifest)
-            storage.drop_orphans(manifest)
+            manifest = _current(index)
             found, drop, removed = set(), [], 0
             for entry in manifest["segments"]:
                 named = [[s for s in sources if source_matches(s, name)] for name in entry["sources"]]
@@ -296,12 +304,7 @@ def _remove_bloom_segments(index, sources: Sequence[str]) -> dict:
                         f"or rebuild the index from the documents to keep)")
                 drop.append(entry["name"])
                 removed += int(entry["docs"])
-            missing = [s for s in sources if s not in found]
-            if missing:
-                known = sorted({s for e in manifest["segments"] for s in e["sources"]})
-                shown = ", ".join(repr(s) for s in known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
-                raise ConfigError(f"index {index.display} has no source {missing[0]!r} (its sources: "
-                                  f"{shown or 'none'}); nothing was removed")
+            _all_found(index, manifest, sources, found)
 
             def update(current, seen=manifest, drop=set(drop)):
                 if current is None:
