@@ -19,7 +19,7 @@ import zstandard
 
 import neardup
 
-from helpers import ROOT, run_cli, write_jsonl
+from helpers import ROOT, child_env, neardup_command, run_cli, write_jsonl
 
 
 # --------------------------------------------------------------------------- corpora
@@ -317,26 +317,42 @@ def test_resume_after_kill_gives_the_same_output(tmp_path):
     assert file_bytes(ref) == file_bytes(out)
 
 
+SLOW_READ = """
+import time
+import neardup.stages.read as _read
+_process = _read._process
+def _slow(*args, **kwargs):  # each call of the kernels, then a pause: the run is still reading when the signal comes
+    _process(*args, **kwargs)
+    open({marker!r}, "a").close()
+    time.sleep(0.2)
+_read._process = _slow
+"""
+
+
 @pytest.mark.slow
-def test_interrupt_exits_130_and_resume_works(tmp_path):
-    src = _synthetic_jsonl(tmp_path / "big.jsonl", 6000)  # 60 blocks of 100: the resumed run's cost
-    out, work = tmp_path / "out", tmp_path / "work"
-    cmd = [sys.executable, "-m", "neardup", "dedup", str(src), "--output", str(out), "--work-dir", str(work),
-           "--batch-size", "100"]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    # interrupt once the first batches went through (the progress bar has counted documents)
-    while time.time() < deadline and not (work / "read" / "count.i64.part").exists():
-        time.sleep(0.005)
-    time.sleep(0.05)
+def test_interrupt_exits_130_and_resume_gives_the_bytes_of_an_uninterrupted_run(tmp_path):
+    """SIGINT (Ctrl-C) while the read stage runs: exit 130 at the next batch, a one-line message,
+    no result published; --resume then finishes it with the bytes of a run never interrupted.
+    The read stage is slowed by a pause after each batch, so the signal always comes mid-run."""
+    src = _synthetic_jsonl(tmp_path / "big.jsonl", 3000)
+    out, work, marker = tmp_path / "out", tmp_path / "work", tmp_path / "a-batch-was-read"
+    args = ["dedup", str(src), "--output", str(out), "--work-dir", str(work), "--batch-size", "100"]
+    proc = subprocess.Popen(neardup_command(*args, setup=SLOW_READ.format(marker=str(marker))), env=child_env(),
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not marker.exists() and proc.poll() is None:
+        time.sleep(0.01)
+    assert marker.exists(), "the run never read a batch"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
-    if proc.returncode == 0:
-        pytest.skip("the run finished before the interrupt arrived")
-    assert proc.returncode == 130
-    assert "interrupted" in err and "Traceback" not in err
-    assert run_cli(*cmd[3:], "--resume", "--quiet") == 0
-    assert json.loads((out / "stats.json").read_text())["counts"]["input"] == 6000
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "--resume" in err and "Traceback" not in err, err
+    assert not (out / "stats.json").exists()
+    assert run_cli(*args, "--resume", "--quiet") == 0
+    ref = tmp_path / "ref"
+    assert run_cli("dedup", str(src), "--output", str(ref), "--batch-size", "100", "--quiet") == 0
+    assert file_bytes(ref) == file_bytes(out)
+    assert json.loads((out / "stats.json").read_text())["counts"]["input"] == 3000
 
 
 # --------------------------------------------------------------------------- Python API
