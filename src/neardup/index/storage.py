@@ -273,6 +273,9 @@ class FolderSegment(SegmentReader):
         if entry is None:
             return
         key = entry[0]
+        if key in _VERIFIED:  # another reader of the same file checked all of it
+            self._unchecked.pop(file, None)
+            return
         data = self.arrays[file]
         nbytes = data.nbytes
         nblocks = -(-nbytes // BLOCK_BYTES)
