@@ -190,3 +190,21 @@ def test_a_reader_that_goes_away_is_not_an_error():
     p.stderr.close()
     assert p.wait(timeout=120) == 0
     assert err == ""
+
+
+@pytest.mark.parametrize("id_column", [None, "id"])
+def test_a_number_and_a_string_of_its_digits_are_one_id_and_the_error_says_so(tmp_path, id_column):
+    """1 and "1" are the same id (ids are compared as text, as every output writes them): the
+    one-line error says so, since the two lines look different; ids that are not numbers do not
+    get the remark."""
+    lines_file(tmp_path / "a.jsonl", [json.dumps({"id": 1, "text": "alpha beta gamma delta epsilon"}),
+                                      json.dumps({"id": "1", "text": "one two three four five six"})])
+    lines_file(tmp_path / "b.jsonl", [json.dumps({"id": "x", "text": "alpha beta gamma delta epsilon"}),
+                                      json.dumps({"id": "x", "text": "one two three four five six"})])
+    extra = ["--id-column", id_column] if id_column else []
+    res = neardup("dedup", "a.jsonl", "--output", tmp_path / "out", "--quiet", *extra, cwd=tmp_path)
+    err = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(err) == 1, res.stderr
+    assert "a.jsonl:2: duplicate id '1'" in err[0] and "compared as text" in err[0], err
+    res = neardup("dedup", "b.jsonl", "--output", tmp_path / "out2", "--quiet", *extra, cwd=tmp_path)
+    assert res.returncode == 2 and "duplicate id 'x'" in res.stderr and "compared as text" not in res.stderr, res.stderr

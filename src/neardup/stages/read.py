@@ -10,6 +10,7 @@ and, with ``--id-column``, the duplicate-id check (ids shuffled on their hash:
 
 from __future__ import annotations
 
+import re
 import queue
 import threading
 from functools import partial
@@ -258,6 +259,9 @@ def duplicate_ids(docs: np.ndarray, ids: pa.Array) -> pa.Table:
                     schema=DUP_SCHEMA)
 
 
+_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+
+
 def duplicate_id_rejections(dups: pa.Table, where: Callable[[np.ndarray], List[Tuple[int, int]]],
                             sources: Sequence[nio.Source], on_error: str, found_column: bool = False) -> List[list]:
     """Duplicate ids: an error naming both places (on_error='fail', the first duplicate in id
@@ -277,13 +281,16 @@ def duplicate_id_rejections(dups: pa.Table, where: Callable[[np.ndarray], List[T
     for i in range(len(later)):
         where_first = place(sources[at_first[i][0]], at_first[i][1])
         where_later = place(sources[at_later[i][0]], at_later[i][1])
+        # a number and a string of its digits (1 and "1") are one id: say so where it may be that
+        as_text = (" (ids are compared as text: a number and the string of its digits are one id)"
+                   if _NUMBER.fullmatch(ids[i]) else "")
         if found_column:
             raise InputError(f"{where_later}: duplicate id {ids[i]!r} (first at {where_first}) in the 'id' field "
-                             f"that every input has, taken as the ids; choose the ids: --id-column NAME "
+                             f"that every input has, taken as the ids{as_text}; choose the ids: --id-column NAME "
                              f"(id_column='NAME') for a unique field, or --id-column '' (id_column='') for "
                              f"positions (FILE:LINE, FILE:ROW)")
         if on_error == "fail":
-            raise InputError(f"{where_later}: duplicate id {ids[i]!r} (first at {where_first}); "
+            raise InputError(f"{where_later}: duplicate id {ids[i]!r} (first at {where_first}){as_text}; "
                              f"ids in --id-column must be unique")
         out.append([int(later[i]), f"duplicate id {ids[i]!r} (first at {where_first})"])
     out.sort(key=lambda r: r[0])
