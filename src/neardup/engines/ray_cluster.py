@@ -88,8 +88,9 @@ def rays(p):  # a process of Ray's, started after this one (never one of the cal
 
 def note(roots):
     for root in roots:
-        try:
-            ours.update((p.pid, p) for p in root.children(recursive=True) if p.pid not in ours and rays(p))
+        try:  # a root that is gone is skipped: its process id may be another process's by now
+            if root.is_running():
+                ours.update((p.pid, p) for p in root.children(recursive=True) if p.pid not in ours and rays(p))
         except psutil.Error:
             pass
 
