@@ -109,3 +109,15 @@ def redis_server(tmp_path_factory):
     server = RedisServer(tmp_path_factory.mktemp("redis")).start()
     yield server
     server.stop()
+
+
+_REDIS_DBS = itertools.cycle(range(1, 16))
+
+
+@pytest.fixture
+def redis_url(redis_server):
+    """A fresh database (flushed) of the module's redis-server for each test."""
+    import redis
+    url = redis_server.url(next(_REDIS_DBS))
+    redis.Redis.from_url(url).flushdb()
+    return url

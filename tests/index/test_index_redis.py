@@ -27,15 +27,9 @@ def split():
     return make_split(600, seed=7)
 
 
-_db = iter(range(1, 16))
-
-
 @pytest.fixture
-def url(redis_server):
-    """A fresh database of the module's server for each test."""
-    u = redis_server.url(next(_db))
-    redis.Redis.from_url(u).flushdb()
-    return u
+def url(redis_url):
+    return redis_url
 
 
 def test_redis_answers_like_a_folder_index(url, split, tmp_path):

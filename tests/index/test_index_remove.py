@@ -293,15 +293,9 @@ def test_a_kill_during_a_removal_leaves_the_index_as_before_or_as_after(tmp_path
 
 # --------------------------------------------------------------------------- redis
 
-_db = iter(range(1, 16))
-
-
 @pytest.fixture
-def url(redis_server):
-    import redis
-    u = redis_server.url(next(_db))
-    redis.Redis.from_url(u).flushdb()
-    return u
+def url(redis_url):
+    return redis_url
 
 
 @pytest.mark.slow
