@@ -3,7 +3,7 @@
     .venv/bin/python bench/before_after.py --before /work/base/src --after src --docs 20000 --rounds 3
 
 Each round runs ``bench/signatures.py --tools neardup`` once with each checkout on PYTHONPATH
-(the same synthetic ASCII corpus, neardup.synth seed 0: the tokenizer's ASCII fast path) and
+(the same synthetic ASCII corpus, neardup.testing.synth seed 0: the tokenizer's ASCII fast path) and
 keeps neardup's docs/s (list of str, pyarrow array, one thread). Reports every round and the
 median per checkout; writes bench/results/before_after.json (``--output``).
 """

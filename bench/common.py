@@ -155,7 +155,7 @@ def _vm_hwm(pid: int) -> int:
 
 
 # Untimed warm-up runs compile everything, the JSONL scanner too (a run compiles it by itself
-# only for an input of 1 GiB or more: see neardup.io._jsonl_fast.worth_it), so that no timed run
+# only for an input of 1 GiB or more: see neardup.kernels.jsonl.worth_it), so that no timed run
 # pays for compiling.
 WARMUP_ENV = {"NEARDUP_JSONL_SCANNER": "1"}
 
@@ -324,7 +324,7 @@ def corpus_paths(n_docs: int, seed: int, data_dir: Path = DATA_DIR) -> Tuple[Pat
 
 def ensure_corpus(n_docs: int, seed: int = 0, data_dir: Path = DATA_DIR, log=print) -> dict:
     """Generate (or reuse) bench/data/synth_N_sS.jsonl and its truth file; returns facts about it."""
-    from neardup.synth import GENERATOR_VERSION, generate_corpus, write_jsonl
+    from neardup.testing.synth import GENERATOR_VERSION, generate_corpus, write_jsonl
 
     jsonl, truth = corpus_paths(n_docs, seed, data_dir)
     if jsonl.exists() and truth.exists():
@@ -360,13 +360,13 @@ def load_truth(truth_path: Path) -> dict:
 class TruthPairs:
     """Exact word-5-gram Jaccard of every pair of documents inside each planted cluster.
 
-    Documents of different clusters share no 5-gram by construction (see neardup.synth), so these
+    Documents of different clusters share no 5-gram by construction (see neardup.testing.synth), so these
     are all the pairs with any similarity. Computed once per corpus, cluster by cluster (only a
     few shingle sets alive at a time), and shared by the grading of every tool.
     """
 
     def __init__(self, texts: Sequence[str], cluster_of: np.ndarray):
-        from neardup.synth import clusters_of
+        from neardup.testing.synth import clusters_of
         t0 = time.perf_counter()
         a_list: List[int] = []
         b_list: List[int] = []

@@ -4,7 +4,7 @@
     .venv/bin/python bench/engines.py --sizes 100000           # one size
     .venv/bin/python bench/engines.py --throughput-only        # only the per-core rates
 
-Engines. For every size the synthetic corpus bench/data/synth_N_s0.jsonl (neardup.synth, shared
+Engines. For every size the synthetic corpus bench/data/synth_N_s0.jsonl (neardup.testing.synth, shared
 with bench/pipeline.py, generated once) is deduplicated twice, each run its own subprocess:
     python -m neardup dedup CORPUS --output OUT --quiet --engine local
     python -m neardup dedup CORPUS --output OUT --quiet --engine ray   (starts a local Ray instance
@@ -169,10 +169,10 @@ def warm_up(workers: Optional[int], log) -> None:
 def signature_rates(n_docs: int = 20000, repeat: int = 3) -> dict:
     import pyarrow as pa
 
-    from neardup.bands import band_keys
+    from neardup.kernels.bands import band_keys
     from neardup.config import Config
-    from neardup.minhash import MinHasher
-    from neardup.synth import generate_corpus
+    from neardup.kernels.minhash import MinHasher
+    from neardup.testing.synth import generate_corpus
 
     cfg = Config().resolved()
     texts = pa.array(generate_corpus(n_docs, seed=1).texts, pa.large_string())
@@ -204,13 +204,13 @@ def stage_rates(n_docs: int = 50_000) -> dict:
     import pyarrow as pa
 
     from neardup import io as nio
-    from neardup.bands import bucket_runs
+    from neardup.kernels.bands import bucket_runs
     from neardup.config import Config
-    from neardup.hashing import kernel_threads
+    from neardup.kernels.hashing import kernel_threads
     from neardup.stages.layout import Corpus, DocStore, WorkDir
     from neardup.stages.pairs import distinct_pairs, make_verifier, search_partition
     from neardup.stages.read import read_block
-    from neardup.synth import generate_corpus, write_jsonl
+    from neardup.testing.synth import generate_corpus, write_jsonl
 
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
@@ -255,7 +255,7 @@ def _band_rows(n_docs: int, bands: int, seed: int = 0):
 def _buckets_of_partition(table):
     import pyarrow as pa
 
-    from neardup.bands import bucket_runs_of_rows
+    from neardup.kernels.bands import bucket_runs_of_rows
     doc = table.column("doc").to_numpy()
     offsets, members = bucket_runs_of_rows(table.column("band").to_numpy(), table.column("key").to_numpy(), doc, doc)
     return pa.table({"doc": pa.array(members)})
@@ -266,9 +266,9 @@ def grouping_rates(n_docs: int, cpus: int) -> dict:
     the Ray engine's (the rows shuffled on the key, then each partition's buckets), same kernel."""
     import pyarrow as pa
 
-    from neardup.bands import bucket_runs
+    from neardup.kernels.bands import bucket_runs
     from neardup.engines.ray import RayEngine
-    from neardup.hashing import kernel_threads
+    from neardup.kernels.hashing import kernel_threads
 
     bands = 13
     keys = _band_rows(n_docs, bands)

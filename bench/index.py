@@ -62,10 +62,10 @@ from common import RESULTS_DIR, ensure_corpus, load_truth, read_jsonl_texts, run
 import pyarrow as pa  # noqa: E402
 
 import neardup  # noqa: E402
-from neardup.bands import band_keys  # noqa: E402
+from neardup.kernels.bands import band_keys  # noqa: E402
 from neardup.index import Index  # noqa: E402
-from neardup.index.segments import fingerprints  # noqa: E402
-from neardup.verify import estimated_jaccard, exact_jaccard  # noqa: E402
+from neardup.kernels.lookup import fingerprints  # noqa: E402
+from neardup.kernels.verify import estimated_jaccard, exact_jaccard  # noqa: E402
 
 
 def free_port() -> int:

@@ -37,7 +37,7 @@ from common import RESULTS_DIR, ensure_corpus, gram_set, jaccard_sets, load_trut
 import pyarrow.parquet as pq  # noqa: E402
 
 import neardup  # noqa: E402
-from neardup.bands import band_keys  # noqa: E402
+from neardup.kernels.bands import band_keys  # noqa: E402
 from neardup.index import Index  # noqa: E402
 
 

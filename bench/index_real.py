@@ -49,10 +49,10 @@ from common import RESULTS_DIR, run_header, write_json  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 import neardup  # noqa: E402
-from neardup.bands import band_keys  # noqa: E402
+from neardup.kernels.bands import band_keys  # noqa: E402
 from neardup.cli import main as cli  # noqa: E402
 from neardup.index import Index  # noqa: E402
-from neardup.verify import exact_jaccard  # noqa: E402
+from neardup.kernels.verify import exact_jaccard  # noqa: E402
 
 
 def files(site_dir: str):

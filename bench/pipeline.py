@@ -3,7 +3,7 @@
     .venv/bin/python bench/pipeline.py                                  # 100k and 1M documents
     .venv/bin/python bench/pipeline.py --sizes 20000 --tools datasketch,rensa
 
-For every size, a synthetic corpus (neardup.synth, seed 0, a third planted near-duplicates with
+For every size, a synthetic corpus (neardup.testing.synth, seed 0, a third planted near-duplicates with
 word-5-gram Jaccard uniform in [0.5, 0.95]) is written once to bench/data/synth_N_s0.jsonl with
 its ground truth beside it (synth_N_s0.truth.npz), and reused by later runs.
 

@@ -17,10 +17,10 @@ the source's near-duplicate structure exactly (same clusters, same word-5-gram J
 pair, same bytes per text, same number of words; ids get one digit more), while the texts of different shards are
 unrelated: a permuted word may happen to be another word of the vocabulary, but for two shards to
 share a word 5-gram, five consecutive permuted words must also form a 5-gram of the other shard,
-which is as improbable as between two unrelated documents (neardup.synth: ~1e-10). So the
+which is as improbable as between two unrelated documents (neardup.testing.synth: ~1e-10). So the
 expected removals of the 10M corpus are 10x those of the 1M one, none of them across shards.
 The source lines are checked to be exactly ``{"id": N, "text": "..."}`` with the text made of
-a-z and spaces only (what neardup.synth writes), so the rewrite can work on bytes.
+a-z and spaces only (what neardup.testing.synth writes), so the rewrite can work on bytes.
 
 Each shard is streamed: the source is read line by line and written through one
 ``zstandard`` stream writer (level 3, as neardup's own writer), in bounded memory. A shard is

@@ -3,7 +3,7 @@
     .venv/bin/python bench/signatures.py                   # 100k synthetic ~2 KB documents
     .venv/bin/python bench/signatures.py --docs 20000 --peer-docs 5000
 
-Every tool gets the same synthetic documents (neardup.synth, seed 0). Peers run on the first
+Every tool gets the same synthetic documents (neardup.testing.synth, seed 0). Peers run on the first
 ``--peer-docs`` of them (all by default); neardup runs on that same prefix, which the ratios use,
 and on all ``--docs``. Each tool is warmed up on a few documents first (numba compiles on its
 first call). Timed: from a Python list of str (and for neardup also from a pyarrow large_string
@@ -61,9 +61,9 @@ DEFAULT_TOOLS = ["datasketch", "datasketch-update", "rensa", "rensa-update", "re
 
 def _neardup_hasher(workers: Optional[int] = None):
     try:
-        from neardup.minhash import MinHasher
+        from neardup.kernels.minhash import MinHasher
     except ImportError as exc:
-        return None, f"neardup.minhash.MinHasher is not importable yet ({exc}); neardup skipped"
+        return None, f"neardup.kernels.minhash.MinHasher is not importable yet ({exc}); neardup skipped"
     try:
         return MinHasher(num_perm=peers.NUM_PERM, ngram=5, seed=peers.SEED, workers=workers), None
     except TypeError:
@@ -96,7 +96,7 @@ if mode == "immediate":
     texts = load()
 t0 = time.perf_counter()
 import neardup
-from neardup.minhash import MinHasher
+from neardup.kernels.minhash import MinHasher
 if warmup and hasattr(neardup, "warmup"):
     neardup.warmup()
 t1 = time.perf_counter()
@@ -218,10 +218,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         args.output = RESULTS_DIR / ("signatures.first-call.json" if args.first_call_only else "signatures.json")
     if args.first_call_only:
         result = run_header(sys.argv)
-        from neardup.synth import generate_corpus
+        from neardup.testing.synth import generate_corpus
         print(f"generating {args.first_call_docs} documents ...", flush=True)
         corpus = generate_corpus(args.first_call_docs, seed=args.seed)
-        result["corpus"] = {"generator": "neardup.synth.generate_corpus", "n_docs": args.first_call_docs,
+        result["corpus"] = {"generator": "neardup.testing.synth.generate_corpus", "n_docs": args.first_call_docs,
                             "seed": args.seed}
         result["first_call"] = first_call_study(corpus.texts, args.first_call_runs, args.src)
         write_json(args.output, result)
@@ -235,7 +235,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     peer_docs = min(args.docs, args.peer_docs or args.docs)
 
     result: Dict = run_header(sys.argv)
-    from neardup.synth import generate_corpus
+    from neardup.testing.synth import generate_corpus
     print(f"generating {args.docs} documents ...", flush=True)
     t0 = time.perf_counter()
     corpus = generate_corpus(args.docs, seed=args.seed)
@@ -243,7 +243,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     prefix = texts[:peer_docs]
     nbytes_all = sum(len(t.encode("utf-8")) for t in texts)
     nbytes_prefix = sum(len(t.encode("utf-8")) for t in prefix)
-    result["corpus"] = {"generator": "neardup.synth.generate_corpus", "n_docs": args.docs,
+    result["corpus"] = {"generator": "neardup.testing.synth.generate_corpus", "n_docs": args.docs,
                         "peer_docs": peer_docs, "seed": args.seed, "params": corpus.params,
                         "text_bytes": nbytes_all, "text_bytes_peer_prefix": nbytes_prefix,
                         "mean_doc_bytes": nbytes_all / max(1, args.docs),

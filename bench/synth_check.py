@@ -1,4 +1,4 @@
-"""Measure the calibration of neardup.synth: planted Jaccard against exact word-5-gram Jaccard.
+"""Measure the calibration of neardup.testing.synth: planted Jaccard against exact word-5-gram Jaccard.
 
     .venv/bin/python bench/synth_check.py [--docs 9000] [--output bench/results/synth_calibration.json]
 
@@ -37,7 +37,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--output", type=Path, default=RESULTS_DIR / "synth_calibration.json")
     args = ap.parse_args(argv)
-    from neardup.synth import generate_corpus
+    from neardup.testing.synth import generate_corpus
 
     result = run_header(sys.argv)
     t0 = time.perf_counter()

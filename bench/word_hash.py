@@ -3,13 +3,13 @@
     .venv/bin/python bench/word_hash.py                     # 100 synthetic documents, 400 rounds
     .venv/bin/python bench/word_hash.py --docs 1000 --rounds 100
 
-Calls the compiled tokenizer (``neardup.shingles._units``) and the shingle combination
+Calls the compiled tokenizer (``neardup.kernels.shingles._units``) and the shingle combination
 (``_shingles_of``, n = 5) document by document in one thread, for every case: hash version 1 and
 2 under ``--punctuation split`` (the default; version 2's ASCII path classes and hashes eight
 bytes at a time) and ``delete`` (version 2 goes through the general path there). The cases
 alternate round by round and each keeps its fastest round: on a shared machine a round that ran
 undisturbed is the kernel's own speed, and the ratios compare cases that saw the same load. The
-corpus is neardup.synth's (seed 0, ASCII). MinHash is not included (bench/signatures.py and
+corpus is neardup.testing.synth's (seed 0, ASCII). MinHash is not included (bench/signatures.py and
 bench/before_after.py time it).
 
 Writes bench/results/word_hash.json (``--output``) and prints a table.
@@ -39,9 +39,9 @@ def main(argv=None) -> int:
 
     import pyarrow as pa
 
-    from neardup import shingles as sh
+    from neardup.kernels import shingles as sh
     from neardup.config import Shingling
-    from neardup.synth import generate_corpus
+    from neardup.testing.synth import generate_corpus
 
     @nb.njit
     def run(offsets, data, table, options, h0, units):
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             run(offsets, data, table, o, h0, units)
             best[name] = min(best[name], time.perf_counter() - t0)
-    result["corpus"] = {"generator": "neardup.synth.generate_corpus", "seed": 0, "docs": args.docs, "bytes": nbytes}
+    result["corpus"] = {"generator": "neardup.testing.synth.generate_corpus", "seed": 0, "docs": args.docs, "bytes": nbytes}
     result["rounds"] = args.rounds
     result["ns_per_byte"] = {name: best[name] / nbytes * 1e9 for name in cases}
     result["shingles"] = shingles

@@ -560,7 +560,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     result["runs"] = runs
 
     # estimator error, k = 128, pairs with exact J >= 0.5
-    from neardup.minhash import MinHasher
+    from neardup.kernels.minhash import MinHasher
     est = {"neardup": estimator_error(MinHasher(num_perm=128).signatures(texts), a, b, j)}
     import peers  # noqa: F401  (its shingles were replaced by run_peer when a peer ran)
     for tool in ("datasketch", "rensa"):

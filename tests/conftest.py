@@ -38,7 +38,7 @@ def _jaccard_pairs(jaccards, size=200, seed=0):
 
     For each target J the union has ``size`` distinct hashes, round(J * size) of them shared, the
     rest split between the two sides. Returns (offsets int64[2m+1], hashes uint64, exact J float64[m]):
-    documents 2i and 2i+1 form pair i, each sorted and unique, as :func:`neardup.verify.exact_jaccard`
+    documents 2i and 2i+1 form pair i, each sorted and unique, as :func:`neardup.kernels.verify.exact_jaccard`
     and ``MinHasher.signatures_from_sets`` expect.
     """
     rng = np.random.default_rng(seed)

@@ -250,7 +250,7 @@ def write_dumps(folder):
     """Dump A (a.jsonl) and dump B (b.jsonl) in ``folder``: B holds copies of A's documents
     and of its own (the synthetic corpus of 2,400 documents of 80 words, seed 31, cut in two)."""
     import json
-    from neardup.synth import generate_corpus
+    from neardup.testing.synth import generate_corpus
     texts = generate_corpus(2400, seed=31, doc_words=80).texts
     (folder / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[:1200]))
     (folder / "b.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[1200:]))

@@ -9,9 +9,9 @@ from typing import List
 
 import numpy as np
 
-from neardup.synth import generate_corpus
-from neardup.verify import exact_jaccard_python
-from neardup.synth import word_ngram_set
+from neardup.testing.synth import generate_corpus
+from neardup.kernels.verify import exact_jaccard_python
+from neardup.testing.synth import word_ngram_set
 
 
 @dataclass

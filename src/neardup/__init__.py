@@ -9,13 +9,13 @@ from ._version import __version__
 
 
 def kernels_cached() -> bool:
-    """Whether numba's on-disk cache (see :func:`neardup._kernels.cache_dir`) holds the main
+    """Whether numba's on-disk cache (see :func:`neardup.kernels.compile.cache_dir`) holds the main
     kernels of a dedup run; False means the next run first compiles them (10-40 s, once per
     version)."""
     try:
-        from . import bands, clusters, minhash, verify
-        from ._kernels import is_cached
-        kernels = (minhash._process_kernel, bands._band_keys_kernel, clusters._select_kernel,
+        from .kernels import bands, components, minhash, verify
+        from .kernels.compile import is_cached
+        kernels = (minhash._process_kernel, bands._band_keys_kernel, components._select_kernel,
                    verify._exact_raw_kernel)
         return all(is_cached(k) for k in kernels)
     except Exception:  # numba's cache layout is not public: never fail a run over a message
@@ -24,8 +24,8 @@ def kernels_cached() -> bool:
 
 from .config import Config  # noqa: E402
 from .errors import ConfigError, InputError, NeardupError, StorageError  # noqa: E402
-from .minhash import MinHasher  # noqa: E402
-from .params import (candidate_probability, choose_params, false_negative_area,  # noqa: E402
+from .kernels.minhash import MinHasher  # noqa: E402
+from .kernels.params import (candidate_probability, choose_params, false_negative_area,  # noqa: E402
                      false_positive_area, midpoint)
 
 

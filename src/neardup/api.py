@@ -14,7 +14,7 @@ from typing import Any, List, Optional, Sequence, Union
 import pyarrow as pa
 
 from . import io as nio
-from .arrays import empty_table
+from .kernels.arrays import empty_table
 from .config import Config, Execution, Input, Output, Sketch, Similarity, Verification
 from .errors import ConfigError, NeardupError
 from .io import fs
@@ -355,7 +355,7 @@ def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Opt
             with _engine(config, [work.path, out.path] + files, quiet) as engine:
                 ctx.stats = run_stages(ctx, engine)
             if report:
-                from .report import write_report
+                from .report.html import write_report
                 write_report(staging.path, plots="svg")  # inline SVG: no matplotlib start-up in a run
             out.publish(staging, OUTPUT_FILES, "stats.json")
         except BaseException:

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Dict, Optional, Tuple
 import numpy as np
 
 from .errors import ConfigError
-from .params import DEFAULT_MIN_RECALL
+from .kernels.params import DEFAULT_MIN_RECALL
 
 __all__ = ["Config", "Similarity", "Sketch", "Shingling", "Verification", "Input", "Output", "Execution",
            "Indexes", "PUNCTUATION_MODES", "default_workers"]
@@ -217,7 +217,7 @@ class Sketch(Group):
 @dataclass(frozen=True)
 class Shingling(Group):
     """What the shingles of a text are: the tokenizer's options and the word hash
-    (:mod:`neardup.shingles`). NFKC and lower-casing (Unicode aware) come first; with
+    (:mod:`neardup.kernels.shingles`). NFKC and lower-casing (Unicode aware) come first; with
     ``char_ngrams``, punctuation ``split`` and ``delete`` both delete a mark or a symbol."""
 
     section = "similarity"
@@ -407,7 +407,7 @@ class Config:
         """A copy whose bands and rows are filled in by the chooser when not given."""
         if self.bands is not None:
             return self
-        from .params import choose_params
+        from .kernels.params import choose_params
         choice = choose_params(self.threshold, self.num_perm, min_recall=self.min_recall)
         return self.replace(bands=choice.bands, rows=choice.rows)
 

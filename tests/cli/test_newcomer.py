@@ -175,7 +175,7 @@ def test_13_6_terminal_bar_shows_no_rate_while_compiling():
 
 def test_13_6_cache_check_looks_at_the_kernels_index_files(tmp_path, monkeypatch):
     import neardup as package
-    from neardup import minhash
+    from neardup.kernels import minhash
     (tmp_path / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in documents(3, twins=(2,))))
     assert neardup("dedup", "a.jsonl", "-o", "out", "-q", cwd=tmp_path)[0] == 0
     # after a run the kernels are compiled and (the cache folder being writable) on disk

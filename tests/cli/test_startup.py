@@ -111,7 +111,7 @@ def test_fork_right_after_import_is_safe():
     r = _python("""
         import os, sys
         import neardup
-        from neardup.minhash import MinHasher
+        from neardup.kernels.minhash import MinHasher
         neardup.warmup()
         pid = os.fork()
         if pid == 0:
@@ -130,7 +130,7 @@ def test_two_concurrent_first_calls_during_the_warmup():
         import threading
         import numpy as np
         import neardup
-        from neardup.minhash import MinHasher
+        from neardup.kernels.minhash import MinHasher
         neardup.warmup()
         texts = [f"document {i} with a few words in it and more words" for i in range(300)]
         out = [None, None]

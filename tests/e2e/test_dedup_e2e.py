@@ -277,7 +277,7 @@ def test_different_seed_still_finds_the_same_duplicates(tmp_path, docs):
 
 
 def _synthetic_jsonl(path, n):
-    from neardup.synth import generate_corpus, write_jsonl as wj
+    from neardup.testing.synth import generate_corpus, write_jsonl as wj
     c = generate_corpus(n, seed=5)
     texts = c[0] if isinstance(c, tuple) else c.texts
     wj(path, texts)

@@ -147,7 +147,7 @@ def test_resume_after_kill_through_s3(s3, tmp_path):
 
     from neardup.api import _default_work_dir
     from neardup.io.folder import Folder
-    from neardup.synth import generate_corpus, write_jsonl
+    from neardup.testing.synth import generate_corpus, write_jsonl
 
     c = generate_corpus(6000, seed=5)
     write_jsonl(tmp_path / "big.jsonl", c[0] if isinstance(c, tuple) else c.texts)

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from neardup.cli import main
-from neardup.shingles import shingles_python
+from neardup.kernels.shingles_python import shingles_python
 
 pytestmark = pytest.mark.slow  # a large corpus (the standard library) against exact all-pairs Jaccard
 

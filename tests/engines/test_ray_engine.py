@@ -84,7 +84,7 @@ def both(tmp_path, inputs, **options):
 @pytest.fixture(scope="module")
 def jsonl_corpus(tmp_path_factory):
     """Near-duplicates spread over four JSONL files (one gzip), with a bad line and an empty text."""
-    from neardup.synth import generate_corpus
+    from neardup.testing.synth import generate_corpus
     d = tmp_path_factory.mktemp("jsonl")
     texts = generate_corpus(2400, seed=11, doc_words=90).texts
     for i in range(4):
@@ -102,7 +102,7 @@ def jsonl_corpus(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def parquet_corpus(tmp_path_factory):
-    from neardup.synth import generate_corpus
+    from neardup.testing.synth import generate_corpus
     d = tmp_path_factory.mktemp("parquet")
     texts = generate_corpus(1500, seed=12, doc_words=70).texts
     scores = [None if i % 11 == 0 else float(i % 5) for i in range(len(texts))]
@@ -152,7 +152,7 @@ def test_verify_none_and_output_conversion(cluster, tmp_path, jsonl_corpus):
 
 
 def test_in_memory_table(cluster, tmp_path):
-    from neardup.synth import generate_corpus
+    from neardup.testing.synth import generate_corpus
     table = pa.table({"text": generate_corpus(600, seed=13, doc_words=60).texts})
     a = neardup.dedup(table, output=str(tmp_path / "local"))
     b = neardup.dedup(table, output=str(tmp_path / "ray"), engine="ray")
@@ -202,7 +202,7 @@ def _ray_workers():
 
 
 def test_worker_killed_mid_run_same_output(cluster, tmp_path):
-    from neardup.synth import generate_corpus
+    from neardup.testing.synth import generate_corpus
     d = tmp_path / "in"
     d.mkdir()
     texts = generate_corpus(8000, seed=14).texts
@@ -262,7 +262,7 @@ def test_resume_across_engines(cluster, tmp_path, jsonl_corpus, first, second):
 def test_resume_in_the_middle_of_the_read_stage(cluster, tmp_path, first, second, monkeypatch):
     """Blocks read before an interruption are kept: the resumed run reads only the others."""
     from neardup.stages import layout
-    from neardup.synth import generate_corpus
+    from neardup.testing.synth import generate_corpus
     monkeypatch.setattr(layout, "BLOCK_BYTES", 1)  # one input file per block
     d = tmp_path / "in"
     d.mkdir()

@@ -42,7 +42,7 @@ def _free_port() -> int:
 
 
 def _corpus(path: Path, n: int) -> Path:
-    from neardup.synth import generate_corpus, write_jsonl
+    from neardup.testing.synth import generate_corpus, write_jsonl
     c = generate_corpus(n, seed=3)
     write_jsonl(path, c[0] if isinstance(c, tuple) else c.texts)
     return path

@@ -10,11 +10,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import neardup
-from neardup.bands import band_keys
+from neardup.kernels.bands import band_keys
 from neardup.errors import ConfigError, StorageError
 from neardup.index import Index
-from neardup.index.segments import fingerprints
-from neardup.verify import exact_jaccard
+from neardup.kernels.lookup import fingerprints
+from neardup.kernels.verify import exact_jaccard
 
 from helpers import child_env as env, neardup_command as cli, run_process, write_jsonl
 from index_corpus import make_split
@@ -296,7 +296,7 @@ def test_fingerprints_match_their_plain_twin():
     for d in range(len(sizes)):
         want = sorted({int(h) >> 32 for h in raw[offsets[d]:offsets[d + 1]]})
         assert fv[fo[d]:fo[d + 1]].tolist() == want
-    so, sv = neardup.minhash.sort_unique_sets(offsets, raw)
+    so, sv = neardup.kernels.minhash.sort_unique_sets(offsets, raw)
     fo2, fv2 = fingerprints(so, sv, sorted_sets=True)
     assert np.array_equal(fo2, fo) and np.array_equal(fv2, fv)
 
@@ -320,7 +320,7 @@ def test_key_ranges_are_searchsorted_left_and_right(case):
     """The galloping lookup of ascending query keys gives the ranges of searchsorted: keys that
     are absent, repeated (a bucket of thousands), beyond either end, across the 16,384-needle
     runs its threads take."""
-    from neardup.index.segments import key_ranges
+    from neardup.kernels.lookup import key_ranges
     rng = np.random.default_rng({"random": 1, "buckets": 2, "edges": 3}[case])
     if case == "random":
         hay = np.sort(rng.integers(0, 2**63, 300_000, dtype=np.uint64))

@@ -13,6 +13,7 @@ from neardup.cli import main
 from neardup.errors import ConfigError
 from neardup.index import Index, Match
 from neardup.index import bloom
+from neardup.kernels import lookup
 
 from helpers import write_dumps, write_jsonl
 from index_corpus import make_split
@@ -36,23 +37,23 @@ def test_a_filter_answers_a_key_it_was_never_given_at_the_rate_of_the_formula(ra
     assert 1 <= bits / (64 * math.ceil(math.ceil(n * math.log(1 / rate) / math.log(2) ** 2) / 64)) < 1.01
     assert hashes == round(bits / n * math.log(2))
     keys = _random_keys(n, 1, seed=1)
-    words = bloom.build_filters(keys, bits, hashes)
+    words = lookup.build_filters(keys, bits, hashes)
     expected = bloom.filter_rate(bits, hashes, n)
     assert expected <= rate  # the geometry meets the rate asked for
     # the bits set are those of n keys placed at random: E[set] = m (1 - e^{-kn/m})
-    fill = bloom.bits_set(words)[0]
+    fill = lookup.bits_set(words)[0]
     assert abs(fill - bits * (1 - math.exp(-hashes * n / bits))) < 5 * math.sqrt(bits * 0.25)
     others = _random_keys(trials, 1, seed=2)
     found = np.zeros(trials, dtype=bool)
-    bloom.test_filters(others, np.ones(trials, bool), words, bits, hashes, found)
+    lookup.test_filters(others, np.ones(trials, bool), words, bits, hashes, found)
     assert _binomial_ok(int(found.sum()), trials, expected), (int(found.sum()), trials * expected)
     # the rate from the bits actually set (what index stats reports) agrees too
     assert _binomial_ok(int(found.sum()), trials, (fill / bits) ** hashes)
     given = np.zeros(n, dtype=bool)
-    bloom.test_filters(keys, np.ones(n, bool), words, bits, hashes, given)
+    lookup.test_filters(keys, np.ones(n, bool), words, bits, hashes, given)
     assert given.all()  # no false negatives
     inactive = np.zeros(n, dtype=bool)
-    bloom.test_filters(keys, np.zeros(n, bool), words, bits, hashes, inactive)
+    lookup.test_filters(keys, np.zeros(n, bool), words, bits, hashes, inactive)
     assert not inactive.any()  # a document not active (empty) is never tested
 
 

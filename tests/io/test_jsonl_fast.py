@@ -1,4 +1,4 @@
-"""The compiled JSONL scanner (neardup.io._jsonl_fast) against pyarrow's reader and json.loads.
+"""The compiled JSONL scanner (neardup.kernels.jsonl) against pyarrow's reader and json.loads.
 
 It must read every record it accepts exactly as the slower path reads it, and hand every block
 with anything unusual back (None), so that the slower path's messages stay the messages.
@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from neardup.io import Source, read_source
 from neardup.io import reader
-from neardup.io._jsonl_fast import extract
-from neardup.io._streams import line_bounds
+from neardup.kernels.jsonl import extract
+from neardup.kernels.lines import line_bounds
 
 
 def _fast(block: bytes, text="text", id_column="id"):
@@ -189,7 +189,8 @@ def test_a_small_input_does_not_compile_the_scanner(tmp_path):
     p.write_text("".join(json.dumps({"id": i, "text": f"words {i}"}) + "\n" for i in range(30)))
     code = f"""
 import sys
-from neardup.io import Source, read_source, _jsonl_fast as J
+from neardup.io import Source, read_source
+from neardup.kernels import jsonl as J
 src = Source(path={str(p)!r}, name="c.jsonl", relpath="c.jsonl", format="jsonl")
 n = sum(len(b) for b in read_source(src, id_column="id"))
 print(n, J.worth_it(10), J.worth_it(J.COMPILE_FROM_BYTES), bool(J._scan.signatures))
@@ -199,7 +200,7 @@ print(n, J.worth_it(10), J.worth_it(J.COMPILE_FROM_BYTES), bool(J._scan.signatur
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["30", "False", "True", "False"]
     for value, want in (("1", "True True"), ("0", "False False")):  # the environment decides
-        check = "from neardup.io import _jsonl_fast as J; print(J.worth_it(10), J.worth_it(J.COMPILE_FROM_BYTES))"
+        check = "from neardup.kernels import jsonl as J; print(J.worth_it(10), J.worth_it(J.COMPILE_FROM_BYTES))"
         r = subprocess.run([sys.executable, "-c", check], env=dict(env, NEARDUP_JSONL_SCANNER=value),
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0 and r.stdout.strip() == want, r.stdout + r.stderr

@@ -1,11 +1,11 @@
-"""neardup.arrays: the conversions between numpy, Python lists and Arrow that avoid pandas
+"""neardup.kernels.arrays: the conversions between numpy, Python lists and Arrow that avoid pandas
 equal pyarrow's own."""
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from neardup.arrays import arrow, empty_table, to_numpy, unique
+from neardup.kernels.arrays import arrow, empty_table, to_numpy, unique
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint32, np.uint64, np.float32, np.float64])

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.bands import (ROUND_BUDGET, band_keys, band_keys_python, bucket_runs, bucket_runs_of_rows, candidate_pairs, find_pairs,
+from neardup.kernels.bands import (ROUND_BUDGET, band_keys, band_keys_python, bucket_runs, bucket_runs_of_rows, candidate_pairs, find_pairs,
                            pair_codes, split_codes, star_pairs)
-from neardup.clusters import connected_components_python
+from neardup.kernels.components import connected_components_python
 
 PROPS = settings(max_examples=80, deadline=None)
 
@@ -400,7 +400,7 @@ def test_bucket_runs_reading_a_few_bands_at_a_time_gives_the_same_buckets():
     """bucket_runs over a keys function (BAND_GROUP bands in memory at a time) gives exactly the
     buckets of the whole matrix, with eligibility, ids and a keep rank, and asks for each band
     once."""
-    from neardup.bands import BAND_GROUP
+    from neardup.kernels.bands import BAND_GROUP
     rng = np.random.default_rng(3)
     n, bands = 3000, 2 * BAND_GROUP + 3
     keys = rng.integers(0, 40, size=(n, bands)).astype(np.uint64)   # many collisions

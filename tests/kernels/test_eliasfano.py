@@ -1,4 +1,4 @@
-"""The Elias-Fano codes of the work dir's shingle fingerprints (neardup.eliasfano): lossless, of
+"""The Elias-Fano codes of the work dir's shingle fingerprints (neardup.kernels.eliasfano): lossless, of
 the length the counts give, near the least a lossless code can take."""
 
 from math import lgamma, log
@@ -6,7 +6,7 @@ from math import lgamma, log
 import numpy as np
 import pytest
 
-from neardup.eliasfano import code_bytes, decode, encode
+from neardup.kernels.eliasfano import code_bytes, decode, encode
 
 
 def _csr(docs):

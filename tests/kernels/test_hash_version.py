@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from neardup import Config, ConfigError, MinHasher
 from neardup.cli import build_parser
-from neardup.minhash import shingle_sets
-from neardup.shingles import UNIT_HASHES, _hash_v1_py, _hash_v2_py, shingle_hashes_python
+from neardup.kernels.minhash import shingle_sets
+from neardup.kernels.shingles_python import UNIT_HASHES, _hash_v1_py, _hash_v2_py, shingle_hashes_python
 
 # Computed with the code of ba21e74 (before hash versions and \w+ words): its default, its
 # ``delete`` and ``keep`` and its character n-grams. Version 1 with ``keep`` (today's symbol and

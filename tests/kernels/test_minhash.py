@@ -16,8 +16,8 @@ from hypothesis.extra import numpy as hnp
 
 from neardup.config import Config
 from neardup.errors import ConfigError
-from neardup.minhash import EMPTY_VALUE, MinHasher, minhash_python, permutations, sort_unique_sets
-from neardup.shingles import shingle_hashes_python, shingles_python
+from neardup.kernels.minhash import EMPTY_VALUE, MinHasher, minhash_python, permutations, sort_unique_sets
+from neardup.kernels.shingles_python import shingle_hashes_python, shingles_python
 
 PROPS = settings(max_examples=60, deadline=None)
 
@@ -183,7 +183,7 @@ def test_different_seeds_differ():
 
 CHILD = textwrap.dedent("""
     import sys
-    from neardup.minhash import MinHasher
+    from neardup.kernels.minhash import MinHasher
     texts = {texts!r}
     mh = MinHasher(num_perm=64, ngram=3, seed=1234, workers=1)
     sys.stdout.write(mh.signatures(texts).tobytes().hex() + "\\n")

@@ -69,7 +69,7 @@ _RUNS = {
     # a parallel kernel called on its own: by its first compile or load
     "kernel": """
         import numpy as np
-        from neardup.verify import estimated_jaccard
+        from neardup.kernels.verify import estimated_jaccard
         sigs = np.array([[1, 2, 3, 4], [1, 2, 3, 5]], np.uint32)
         assert estimated_jaccard(sigs, np.array([0]), np.array([1])).tolist() == [0.75]
     """,
@@ -99,7 +99,7 @@ def _clone(tmp_path, name) -> Path:
     return tmp_path / name
 
 
-_CACHE_DIR = "from neardup import _kernels; print(_kernels.cache_dir())"
+_CACHE_DIR = "from neardup.kernels import compile; print(compile.cache_dir())"
 
 
 @pytest.mark.slow  # fresh Python processes
@@ -118,9 +118,16 @@ def test_the_cache_folder_is_per_source_and_numba_version(tmp_path):
     from neardup import __version__
     assert first.name.startswith(f"{__version__}-") and first.name.endswith(f"-numba{numba.__version__}")
     assert cache_dir(b) == first  # the same source
-    with open(b / "neardup" / "clusters.py", "a") as f:  # not a file of the kernel: its callees count too
+    with open(b / "neardup" / "stages" / "write.py", "a") as f:  # no kernel reads it: nothing to compile
+        f.write("\n# an edit\n")
+    assert cache_dir(b) == first
+    with open(b / "neardup" / "kernels" / "components.py", "a") as f:  # not a file of the kernel: its callees count too
         f.write("\n# an edit\n")
     assert cache_dir(b) != first
+    second = cache_dir(b)
+    with open(b / "neardup" / "config.py", "a") as f:  # the declarations the kernels read count too
+        f.write("\n# an edit\n")
+    assert cache_dir(b) not in (first, second)
     home = cache_dir(a, HOME=str(tmp_path / "home"), NUMBA_CACHE_DIR="")
     assert home == tmp_path / "home" / ".cache" / "neardup" / "numba" / first.name
 
@@ -130,7 +137,7 @@ _KERNEL = """
     import numba
     if len(sys.argv) > 1:
         numba.__version__ = sys.argv[1]  # as another environment's numba would stamp its index
-    from neardup import minhash
+    from neardup.kernels import minhash
     minhash.MinHasher(num_perm=16).signatures(["one two three four five six seven"] * 3)
     stats = minhash._process_kernel.stats
     print(json.dumps({"hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values()),

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from neardup.minhash import MinHasher
-from neardup.minhash import shingle_counts, shingle_sets
-from neardup.shingles import (CONNECT, MARK, NOTEXT, PUNCT, SPACE, SYMBOL, WORD, char_classes,
-                              shingle_hashes_python, shingles_python, to_arrow_strings, tokens_python)
+from neardup.kernels.minhash import MinHasher
+from neardup.kernels.minhash import shingle_counts, shingle_sets
+from neardup.kernels.shingles import CONNECT, MARK, NOTEXT, PUNCT, SPACE, SYMBOL, WORD, char_classes, to_arrow_strings
+from neardup.kernels.shingles_python import shingle_hashes_python, shingles_python, tokens_python
 
 # ----------------------------------------------------------------------------- strategies
 
@@ -417,7 +417,7 @@ def test_hyphen_and_dot_variants_are_the_same_words():
 
 def test_punctuation_and_spacing_do_not_change_shingles():
     """Regression of a peer bug: empty tokens between punctuation dragged a 0.977 pair down to 0.28."""
-    from neardup.verify import exact_jaccard
+    from neardup.kernels.verify import exact_jaccard
     rng = np.random.default_rng(3)
     vocab = [f"w{i}" for i in range(5000)]
     words = list(rng.choice(vocab, size=300))

@@ -17,10 +17,10 @@ import math
 import numpy as np
 import pytest
 
-from neardup.bands import band_keys
-from neardup.minhash import MinHasher
-from neardup.params import candidate_probability
-from neardup.verify import estimated_jaccard, exact_jaccard
+from neardup.kernels.bands import band_keys
+from neardup.kernels.minhash import MinHasher
+from neardup.kernels.params import candidate_probability
+from neardup.kernels.verify import estimated_jaccard, exact_jaccard
 
 K = 128
 Z = 4.0

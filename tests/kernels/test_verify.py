@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.verify import estimated_jaccard, estimated_jaccard_python, exact_jaccard, exact_jaccard_python
+from neardup.kernels.verify import estimated_jaccard, estimated_jaccard_python, exact_jaccard, exact_jaccard_python
 
 PROPS = settings(max_examples=80, deadline=None)
 
@@ -100,7 +100,7 @@ wide_raw = st.lists(st.lists(st.sampled_from([0, 1, 2**63, 2**64 - 1, 12345, 2**
 @PROPS
 @given(docs=st.one_of(raw_lists, wide_raw))
 def test_exact_raw_kernel_equals_twin_and_sorted_kernel(docs):
-    from neardup.verify import exact_jaccard_raw
+    from neardup.kernels.verify import exact_jaccard_raw
     offsets = np.zeros(len(docs) + 1, dtype=np.int64)
     np.cumsum([len(d) for d in docs], out=offsets[1:])
     hashes = np.array([h for d in docs for h in d], dtype=np.uint64)

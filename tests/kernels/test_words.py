@@ -14,12 +14,12 @@ from neardup import Config, ConfigError, MinHasher
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from neardup.audit import audit_texts
+from neardup.report.audit import audit_texts
 from neardup.cli import build_parser
-from neardup.minhash import shingle_sets
-from neardup.shingles import CONNECT, IGNORED, MARK, SINGLE, char_classes, normalize, shingle_hashes_python, \
-    tokens_python
-from neardup.verify import exact_jaccard
+from neardup.kernels.minhash import shingle_sets
+from neardup.kernels.shingles import CONNECT, IGNORED, MARK, SINGLE, char_classes, normalize
+from neardup.kernels.shingles_python import shingle_hashes_python, tokens_python
+from neardup.kernels.verify import exact_jaccard
 
 from helpers import ROOT
 

@@ -12,7 +12,7 @@ import pytest
 
 from neardup.errors import InputError
 
-from neardup.audit import audit_texts, format_audit, wilson_interval
+from neardup.report.audit import audit_texts, format_audit, wilson_interval
 
 from helpers import run_cli
 
@@ -111,7 +111,7 @@ def test_exact_similarity_and_candidates_checked_independently(result, corpus):
     # the planted pairs carry most of the signal: check some of them too
     planted = np.flatnonzero(pairs["right"] == pairs["left"] + 1)
     idx = np.concatenate([idx, planted[:: max(1, len(planted) // 60)]])
-    from neardup.minhash import MinHasher
+    from neardup.kernels.minhash import MinHasher
     sig = MinHasher(num_perm=128, ngram=5, seed=42).signatures(texts)
     for i in idx:
         a, b = int(pairs["left"][i]), int(pairs["right"][i])
@@ -136,7 +136,7 @@ def test_deterministic_for_a_seed(corpus, result):
 def test_detects_an_lsh_that_is_not_what_the_theory_says(corpus, monkeypatch):
     """Band keys that never match in half of the bands: the real curve is 1 - (1 - s^8)^7, not
     ^13. The audit must flag the S-curve's steep bins and the miss rate."""
-    import neardup.bands as bands_mod
+    import neardup.kernels.bands as bands_mod
     real = bands_mod.band_keys
 
     def broken(signatures, bands, rows, seed=42):
@@ -296,7 +296,7 @@ def test_every_audit_option_has_help():
 def test_read_texts_is_bounded_by_bytes(tmp_path):
     """--max-bytes bounds the UTF-8 bytes of text read (the audit holds ~12x that at its peak);
     a document that would cross the bound is not read; ``limits`` says which bound cut."""
-    from neardup.audit import read_texts
+    from neardup.report.audit import read_texts
     path = tmp_path / "d.jsonl"
     texts = ["\u00e9" * 50 if i % 2 else "x" * 100 for i in range(10)]  # 100 bytes each
     path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")

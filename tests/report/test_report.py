@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from neardup.errors import InputError
-from neardup.report import word_diff_html, write_report
+from neardup.report.html import word_diff_html, write_report
 
 from helpers import run_cli
 

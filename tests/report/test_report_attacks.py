@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from neardup.errors import ConfigError, NeardupError
-from neardup import report
-from neardup.report import write_report
+from neardup.report import html as report
+from neardup.report.html import write_report
 
 from helpers import run_cli as cli, write_jsonl
 

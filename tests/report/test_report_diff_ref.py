@@ -1,5 +1,5 @@
 """The report's word diff against a reference copy of its first implementation (a per-character
-loop, its word rules those of neardup.shingles): the faster one must give byte-identical HTML on
+loop, its word rules those of neardup.kernels.shingles): the faster one must give byte-identical HTML on
 every input."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from typing import List, Tuple
 
 import pytest
 
-from neardup.report import diff_units, word_diff_html
+from neardup.report.html import diff_units, word_diff_html
 
 
 # ---- reference: the implementation before the speed-up, verbatim -------------------------------
 
 def ref_diff_units(text: str, *, punctuation: str = "split") -> List[Tuple[str, int, int]]:
     import unicodedata
-    from neardup.shingles import CONNECT, IGNORED, MARK, PUNCT, SINGLE, SYMBOL, WORD, char_classes
+    from neardup.kernels.shingles import CONNECT, IGNORED, MARK, PUNCT, SINGLE, SYMBOL, WORD, char_classes
     table = char_classes()
     keep = punctuation == "keep"
     out: List[Tuple[str, int, int]] = []
@@ -154,7 +154,7 @@ def test_word_diff_html_byte_identical(punctuation):
 
 
 def test_word_diff_html_long_texts_identical():
-    from neardup.synth import generate_corpus
+    from neardup.testing.synth import generate_corpus
     corpus = generate_corpus(300, seed=3)
     texts = corpus.texts
     pairs = [(texts[int(c)], texts[int(i)]) for i, c in enumerate(corpus.cluster_of) if c != i][:20]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from neardup.errors import ConfigError, InputError
-from neardup.report import write_report
+from neardup.report.html import write_report
 
 from test_report import make_output
 

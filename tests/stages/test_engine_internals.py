@@ -10,7 +10,7 @@ from neardup.stages.parquet import ROW_GROUP, ParquetRows
 
 
 def test_char_class_table_cache_matches_a_fresh_build(tmp_path, monkeypatch):
-    from neardup import shingles
+    from neardup.kernels import shingles
     monkeypatch.setenv("NEARDUP_CACHE", str(tmp_path))
     shingles.char_classes.cache_clear()
     try:
@@ -52,7 +52,7 @@ def test_doc_store_reads_back_each_documents_data(tmp_path):
     """Signatures and raw shingles of any documents, across blocks, in the order asked."""
     from neardup import Config
     from neardup import io as nio
-    from neardup.minhash import MinHasher
+    from neardup.kernels.minhash import MinHasher
     from neardup.stages.layout import Corpus, DocStore, WorkDir, plan_blocks
     from neardup.stages.read import read_block
     texts = [f"document {i} " + "word " * (i % 7) + ("tail" if i % 3 else "") for i in range(40)] + ["", "a"]

@@ -14,7 +14,7 @@ import pyarrow.parquet  # noqa: F401  (pa.parquet)
 import pytest
 
 import neardup
-from neardup.minhash import shingle_sets
+from neardup.kernels.minhash import shingle_sets
 
 
 def _jaccard(a: str, b: str) -> float:
@@ -54,7 +54,7 @@ def test_exact_verification_through_the_work_dir_is_the_jaccard_of_the_fingerpri
     plain Python Jaccard of the two documents' sets of fingerprints (the high 32 bits of their
     64-bit shingle hashes), repeats and all; documents of all lengths, short and empty ones among
     them (mutation: decode one bucket off, or lose a repeat -> similarities differ)."""
-    from neardup.synth import generate_corpus
+    from neardup.testing.synth import generate_corpus
     texts = generate_corpus(300, seed=3, doc_words=40, jaccard_range=(0.3, 1.0)).texts
     texts += [texts[0] + " " + texts[0], "", "one two three", texts[1][: len(texts[1]) // 3]]
     texts += [" ".join(["same words again"] * 50), " ".join(["same words again"] * 49)]  # repeats
@@ -112,7 +112,7 @@ def test_the_work_dir_is_gone_after_a_run_unless_asked_for(tmp_path):
 
 
 def test_calls_in_two_threads_are_independent(tmp_path):
-    from neardup.synth import generate_corpus
+    from neardup.testing.synth import generate_corpus
     tables = [pa.table({"text": generate_corpus(800, seed=s, doc_words=50).texts}) for s in (1, 2)]
     options = [dict(workers=1, verify="exact"), dict(workers=2, verify="estimate", threshold=0.7)]
     alone = [neardup.dedup(t, **o) for t, o in zip(tables, options)]

@@ -12,10 +12,10 @@ import pytest
 
 import neardup
 from neardup import io as nio
-from neardup.bands import bucket_runs
+from neardup.kernels.bands import bucket_runs
 from neardup.config import Config
 from neardup.engines.local import Frame, LocalEngine
-from neardup.hashing import partition_of
+from neardup.kernels.hashing import partition_of
 from neardup.io.tables import read_table
 from neardup.stages import Run
 from neardup.stages.clusters import ClustersStage

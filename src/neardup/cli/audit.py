@@ -53,10 +53,10 @@ def register(sub) -> None:
 
 
 def run_audit(args: argparse.Namespace) -> int:
-    from ..audit import audit_texts, format_audit, plot_audit, read_texts  # not loaded for other commands
+    from ..report.audit import audit_texts, format_audit, plot_audit, read_texts  # not loaded for other commands
     cfg = Config(**config_options(args))
     if args.plot:
-        from ..plots import plot_format, require_matplotlib
+        from ..report.plots import plot_format, require_matplotlib
         plot_format(args.plot)
         require_matplotlib()  # fail before the work, not after it
     for name in ("sample", "bins", "max_docs", "max_bytes"):

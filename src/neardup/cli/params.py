@@ -8,7 +8,7 @@ import sys
 
 from ..config import Similarity, Sketch
 from ..errors import ConfigError
-from ..report import format_params, params_summary
+from ..report.html import format_params, params_summary
 from .formatting import HelpFormatter
 
 
@@ -49,13 +49,13 @@ def run_params(args: argparse.Namespace) -> int:
         raise ConfigError("--bands and --rows go together: give both or neither")
     if args.plot:
         from ..io.outfile import check_output_file
-        from ..plots import plot_format
+        from ..report.plots import plot_format
         plot_format(args.plot)  # fail on a bad name, or a file not ours to replace, before any work
         check_output_file(args.plot, overwrite=args.overwrite, option="--plot")
     summary = params_summary(args.threshold, args.num_perm, bands=args.bands, rows=args.rows,
                              min_recall=args.min_recall, method=args.method)
     if args.plot:
-        from ..plots import plot_s_curve
+        from ..report.plots import plot_s_curve
         plot_s_curve(args.plot, summary["bands"], summary["rows"], summary["threshold"], overwrite=args.overwrite)
     if args.json:
         print(json.dumps(summary, indent=2))

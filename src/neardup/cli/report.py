@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..report import write_report
+from ..report.html import write_report
 from .formatting import HelpFormatter
 
 

@@ -17,9 +17,9 @@ from typing import Callable, List, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..arrays import arrow
+from ..kernels.arrays import arrow
 from ..config import default_workers
-from ..hashing import kernel_threads, partition_of
+from ..kernels.hashing import kernel_threads, partition_of
 from ..progress import check_interrupt
 
 
@@ -66,7 +66,7 @@ class LocalEngine:
 
     def shuffle(self, frames, key: str, parts: int) -> Frame:
         """The rows of every table of ``frames`` (a frame or a list of them) regrouped: partition
-        p holds the rows whose ``key`` hashes to p (:func:`neardup.hashing.partition_of`), with
+        p holds the rows whose ``key`` hashes to p (:func:`neardup.kernels.hashing.partition_of`), with
         an int32 column ``part`` = p."""
         tables = [t.drop_columns(["part"]) if "part" in t.column_names else t
                   for frame in ([frames] if isinstance(frames, Frame) else frames) for t in frame]

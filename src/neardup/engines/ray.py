@@ -10,7 +10,7 @@ network.
 
 ``map`` over a list runs one task per item (a call over few items gets several kernel threads);
 ``map`` over a frame runs one task per partition. ``shuffle`` adds the int32 column ``part`` (the
-hash of the key, :func:`neardup.hashing.partition_of`) and sorts on it with boundaries at every
+hash of the key, :func:`neardup.kernels.hashing.partition_of`) and sorts on it with boundaries at every
 value: the pull-based sort shuffle puts exactly the rows of one part value into one block, and
 ``map_batches(batch_size=None)`` hands that block to one call (blocks are not split: the largest
 block size is raised for the run). Every task is a pure function of its input and of the work
@@ -31,10 +31,10 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import pyarrow as pa
 
-from ..arrays import arrow
+from ..kernels.arrays import arrow
 from ..config import default_workers
 from ..errors import ConfigError, NeardupError
-from ..hashing import kernel_threads, partition_of
+from ..kernels.hashing import kernel_threads, partition_of
 from ..io import fs
 from ..progress import check_interrupt
 from .ray_cluster import (MISLEADING, STORE_ENV_PREFIXES, check_reachable, import_ray, join_with_token,

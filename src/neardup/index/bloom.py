@@ -25,7 +25,7 @@ gives F as built (:func:`index_rate`). The default p = 1e-4 / (b * 100) keeps F 
 up to 100 segments (100 adds, or 100M documents in adds of 1M): at b = 13, p = 7.7e-8,
 m/n = 34.2 bits a band, 13 x 34.2 bits = 55.5 bytes a document.
 
-Bits. Band keys are 64-bit hashes already (:mod:`neardup.bands`); the k positions of a key are
+Bits. Band keys are 64-bit hashes already (:mod:`neardup.kernels.bands`); the k positions of a key are
 h1 + i*h2 mod m (double hashing, Kirsch and Mitzenmacher) with h1, h2 two mixes of the key. The
 kernels run over all keys at once: setting bits in parallel over bands (each band its own
 filter: no two threads write one word), testing in parallel over documents.
@@ -43,12 +43,10 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-import numba as nb
 import numpy as np
 
-from .._kernels import kernel
 from ..errors import ConfigError, StorageError
-from ..hashing import GOLDEN, fmix64
+from ..kernels.lookup import bits_set, build_filters, test_filters
 from .segments import MAX_SEGMENT_DOCS, SegmentBuilder, new_segment_name
 
 KINDS = ("exact", "bloom")
@@ -125,88 +123,6 @@ def settings(location: str, manifest: Optional[dict], store: str, rate, bands: i
         raise ConfigError(f"index {location} was built with false_positive_rate {have['false_positive_rate']!r} "
                           f"(this run: {float(rate)!r}); leave it out, or use another index")
     return have
-
-
-# --------------------------------------------------------------------------- kernels
-
-@kernel(parallel=True)
-def _set_bits(keys, words, bits, hashes):
-    """Sets the k bits of every key: keys (n, b) uint64, words (b, W) uint64 (filter j: row j)."""
-    n, b = keys.shape
-    m = np.uint64(bits)
-    for j in nb.prange(b):
-        row = words[j]
-        for d in range(n):
-            key = keys[d, j]
-            h1 = fmix64(key)
-            h2 = fmix64(key ^ np.uint64(GOLDEN)) | np.uint64(1)
-            for i in range(hashes):
-                pos = (h1 + np.uint64(i) * h2) % m
-                row[pos >> np.uint64(6)] |= np.uint64(1) << (pos & np.uint64(63))
-
-
-@kernel(parallel=True)
-def _test_bits(keys, active, words, bits, hashes, found):
-    """found[d] |= some band key of document d (active[d]) tests present in its band's filter."""
-    n, b = keys.shape
-    m = np.uint64(bits)
-    for d in nb.prange(n):
-        if found[d] or not active[d]:
-            continue
-        for j in range(b):
-            key = keys[d, j]
-            h1 = fmix64(key)
-            h2 = fmix64(key ^ np.uint64(GOLDEN)) | np.uint64(1)
-            hit = True
-            for i in range(hashes):
-                pos = (h1 + np.uint64(i) * h2) % m
-                if (words[j, pos >> np.uint64(6)] >> (pos & np.uint64(63))) & np.uint64(1) == 0:
-                    hit = False
-                    break
-            if hit:
-                found[d] = True
-                break
-
-
-@kernel(parallel=True)
-def _bits_set(words):
-    """Bits set in each row of words (b, W)."""
-    b, w = words.shape
-    out = np.zeros(b, dtype=np.int64)
-    for j in nb.prange(b):
-        c = 0
-        for i in range(w):
-            x = words[j, i]
-            x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
-            x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
-            x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
-            c += int((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
-        out[j] = c
-    return out
-
-
-def build_filters(keys: np.ndarray, bits: int, hashes: int) -> np.ndarray:
-    """(b, m/64) uint64: the filters of keys (n, b)."""
-    keys = np.ascontiguousarray(keys, dtype=np.uint64)
-    words = np.zeros((keys.shape[1], bits // 64), dtype=np.uint64)
-    if len(keys):
-        _set_bits(keys, words, np.int64(bits), np.int64(hashes))
-    return words
-
-
-def bits_set(words: np.ndarray) -> np.ndarray:
-    return _bits_set(np.ascontiguousarray(words, dtype=np.uint64))
-
-
-def test_filters(keys: np.ndarray, active: np.ndarray, words: np.ndarray, bits: int, hashes: int,
-                 found: np.ndarray) -> None:
-    """Sets found[d] for every active document d with a band key present in its band's filter."""
-    if len(keys):
-        _test_bits(np.ascontiguousarray(keys, dtype=np.uint64), np.ascontiguousarray(active, dtype=np.bool_),
-                   words, np.int64(bits), np.int64(hashes), found)
-
-
-test_filters.__test__ = False  # not a pytest test
 
 
 def segment_words(entry: dict, reader, bands: int, where: str) -> np.ndarray:

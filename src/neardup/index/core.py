@@ -28,21 +28,22 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import pyarrow as pa
 
-from ..arrays import unique
-from ..bands import band_keys
+from ..kernels.arrays import unique
+from ..kernels.bands import band_keys
 from ..config import Config
 from ..errors import ConfigError, StorageError
-from ..hashing import kernel_threads
+from ..kernels.hashing import kernel_threads
 from ..io import fs
 from ..io.folder import Folder
-from ..minhash import MinHasher
-from ..verify import estimated_jaccard, exact_jaccard
+from ..kernels.minhash import MinHasher
+from ..kernels.verify import estimated_jaccard, exact_jaccard
 from . import bloom as bloom_tier
 from . import segments as layout
 from .manifest import check_manifest, empty_manifest, params_of, resolve
 from .compaction import merge_group
 from .removal import DEAD_FILE, dead_mask, dead_name, dead_problems, live_docs
-from .segments import (checksum, hashed_documents, fingerprints, key_ranges, new_segment_name,
+from ..kernels.lookup import fingerprints, key_ranges
+from .segments import (checksum, hashed_documents, new_segment_name,
                        structure_problems)
 from .storage import FolderStorage, SegmentReader, Storage, entry_files, gather_ranges
 from .writer import IndexWriter
@@ -269,7 +270,7 @@ class Index:
         """The best verified match in the index of each document of a batch: the seam for a
         pipeline stage that has already hashed its documents.
 
-        keys: (n, bands) uint64, :func:`neardup.bands.band_keys` of the documents with this
+        keys: (n, bands) uint64, :func:`neardup.kernels.bands.band_keys` of the documents with this
             index's bands, rows and seed (``index.config``).
         signatures: (n, num_perm) uint32 MinHash signatures; needed by an ``estimate`` index, and
             used to recognise empty documents (all values 0xFFFFFFFF) when ``shingles`` is None.
@@ -368,7 +369,7 @@ class Index:
     def candidate_probability(self, threshold: Optional[float] = None) -> float:
         """P(candidate) of a pair at ``threshold`` (default: the config's) with this index's bands
         and rows: 1 - (1 - s^r)^b."""
-        from ..params import candidate_probability
+        from ..kernels.params import candidate_probability
         return float(candidate_probability(self._threshold(threshold), self.config.bands, self.config.rows))
 
     def recall_note(self, threshold: Optional[float] = None) -> Optional[str]:

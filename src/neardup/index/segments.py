@@ -26,7 +26,7 @@ reads, once per process, against the sibling ``.crc`` file (itself checked in fu
 data). Without it, the first ``dedup --against`` of a 10M-document index read all 13 GB of its
 fingerprints to check them (70 s, 3.2 GB resident).
 
-Band keys carry their band index (see :mod:`neardup.bands`), so one sorted array serves every
+Band keys carry their band index (see :mod:`neardup.kernels.bands`), so one sorted array serves every
 band: a lookup is one ``searchsorted`` over it. Why 32-bit fingerprints: the Jaccard of the
 32-bit fingerprint sets differs from the Jaccard of the 64-bit shingle sets only when two
 distinct shingles of a pair share their low 32 bits (probability about |A|·|B| / 2^32, 2.5e-5
@@ -43,13 +43,12 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-import numba as nb
 import numpy as np
 import pyarrow as pa
 
-from .._kernels import kernel
+from ..kernels.lookup import fingerprints
 from ..io.fs import redact
-from ..minhash import EMPTY_VALUE
+from ..kernels.minhash import EMPTY_VALUE
 
 FILE_DTYPES = {
     "keys.u64": np.uint64,
@@ -82,57 +81,8 @@ def new_segment_name() -> str:
     return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
 
 
-@kernel(parallel=True)
-def _high_sorted_unique(offsets, hashes, presorted, shift):
-    """Per document: the distinct values of its hashes shifted right by ``shift`` (32: the high
-    halves of 64-bit hashes; 0: fingerprints already), ascending, as a compact CSR."""
-    n = offsets.shape[0] - 1
-    high = np.empty(hashes.shape[0], dtype=np.uint32)
-    sizes = np.zeros(n, dtype=np.int64)
-    for d in nb.prange(n):
-        a = offsets[d]
-        b = offsets[d + 1]
-        for i in range(a, b):
-            high[i] = np.uint32(hashes[i] >> shift)
-        seg = high[a:b]
-        if not presorted:
-            seg.sort()
-        u = 0
-        for j in range(b - a):
-            if u == 0 or seg[j] != seg[u - 1]:
-                seg[u] = seg[j]
-                u += 1
-        sizes[d] = u
-    new = np.zeros(n + 1, dtype=np.int64)
-    for d in range(n):
-        new[d + 1] = new[d] + sizes[d]
-    out = np.empty(new[n], dtype=np.uint32)
-    for d in nb.prange(n):
-        out[new[d]:new[d + 1]] = high[offsets[d]:offsets[d] + sizes[d]]
-    return new, out
-
-
-def fingerprints(offsets: np.ndarray, hashes: np.ndarray, sorted_sets: bool = False):
-    """(offsets, uint32 fingerprints) per document from shingle hashes in CSR form: the high 32
-    bits of each 64-bit hash (``uint64`` hashes), or the fingerprints themselves (``uint32``:
-    already high halves, as ``MinHasher.signatures_and_fingerprints`` and the work dir hold
-    them), sorted and unique per document.
-
-    The hashes may be in any order with repeats (the raw hashes of a read stage); with
-    ``sorted_sets`` they are sorted per document already (as ``MinHasher.signatures_and_sets``
-    gives them), so their high halves are in order and only neighbours can be equal: no sort.
-    The caller's arrays are never changed.
-    """
-    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    hashes = np.asarray(hashes)
-    if hashes.dtype == np.uint32:
-        return _high_sorted_unique(offsets, np.ascontiguousarray(hashes), bool(sorted_sets), np.uint32(0))
-    hashes = np.ascontiguousarray(hashes, dtype=np.uint64)
-    return _high_sorted_unique(offsets, hashes, bool(sorted_sets), np.uint64(32))
-
-
 def is_empty_signature(signatures: np.ndarray) -> np.ndarray:
-    """True for documents without shingles (the all-ones signature of :mod:`neardup.minhash`)."""
+    """True for documents without shingles (the all-ones signature of :mod:`neardup.kernels.minhash`)."""
     return np.all(np.asarray(signatures) == EMPTY_VALUE, axis=1)
 
 
@@ -152,63 +102,6 @@ def hashed_documents(n: int, signatures, shingles, what: str):
     if signatures is not None:
         return None, None, ~is_empty_signature(signatures)
     raise ConfigError(f"{what} needs the shingle hashes (an exact index) or the signatures (an estimate index)")
-
-
-@kernel(inline="always")
-def _first_from(hay, pos, v, equal):
-    """The first index at or after ``pos`` whose value is >= v (``equal`` False) or > v (True),
-    given that the value at ``pos - 1`` (if any) is below that bound: a gallop, then a binary
-    search in the last step's span."""
-    m = hay.shape[0]
-    if pos >= m or (hay[pos] > v if equal else hay[pos] >= v):
-        return pos
-    step = 1
-    while pos + step < m and (hay[pos + step] <= v if equal else hay[pos + step] < v):
-        step *= 2
-    lo = pos + step // 2 + 1 if step > 1 else pos + 1
-    hi = min(m, pos + step)
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if hay[mid] <= v if equal else hay[mid] < v:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@kernel(parallel=True)
-def _key_ranges(hay, needles, lo, hi):
-    n = needles.shape[0]
-    chunk = 1 << 14
-    for c in nb.prange((n + chunk - 1) // chunk):
-        a = c * chunk
-        b = min(n, a + chunk)
-        pos = np.searchsorted(hay, needles[a])
-        for i in range(a, b):
-            v = needles[i]
-            if i > a and v == needles[i - 1]:
-                lo[i] = lo[i - 1]
-                hi[i] = hi[i - 1]
-                continue
-            pos = _first_from(hay, pos, v, False)
-            lo[i] = pos
-            hi[i] = _first_from(hay, pos, v, True)
-
-
-def key_ranges(sorted_keys: np.ndarray, needles: np.ndarray):
-    """(lo, hi): for each of the ascending ``needles``, the range of the ascending
-    ``sorted_keys`` equal to it (``np.searchsorted`` left and right). Each thread takes a run of
-    needles and gallops from one to the next: 50x faster than two searchsorted calls over
-    unsorted needles, which were 90% of a ``dedup --against`` of 100k documents."""
-    needles = np.ascontiguousarray(needles, dtype=np.uint64)
-    lo = np.empty(len(needles), np.int64)
-    hi = np.empty(len(needles), np.int64)
-    if len(needles) and len(sorted_keys):
-        _key_ranges(np.asarray(sorted_keys), needles, lo, hi)
-    else:
-        lo[:] = 0
-        hi[:] = 0
-    return lo, hi
 
 
 def checksum(data) -> int:

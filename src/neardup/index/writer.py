@@ -80,7 +80,7 @@ class IndexWriter:
         """Adds documents already hashed with this index's parameters (e.g. a dedup run's kept
         documents for ``--update-index``). Call it once per batch; the commit is at close.
 
-        keys: (n, bands) uint64 band keys (:func:`neardup.bands.band_keys`).
+        keys: (n, bands) uint64 band keys (:func:`neardup.kernels.bands.band_keys`).
         ids: n ids (list of str or a pyarrow string array).
         source: one source name for all, or n names.
         signatures: (n, num_perm) uint32; needed by an ``estimate`` index (and, without

@@ -16,40 +16,12 @@ from typing import List, Optional, Tuple
 import numpy as np
 import pyarrow as pa
 
-from .._kernels import kernel
+from ..kernels.ranges import copy_ranges, read_groups
 from ..errors import NeardupError
 from . import fs
 
 LOCAL_GAP = 32 << 10   # bytes between two local runs below which one read takes both (and the gap)
 LOCAL_SPAN = 8 << 20   # bytes one such read takes at most (its buffer is reused)
-
-
-@kernel()
-def _read_groups(starts, ends, gap, span):
-    """Boundaries of groups of consecutive ranges that one read covers: a gap of at most ``gap``
-    items between neighbours, at most ``span`` items from a group's first start to its last end."""
-    n = starts.shape[0]
-    out = np.empty(n + 1, dtype=np.int64)
-    out[0] = 0
-    k = 0
-    g0 = 0
-    for i in range(1, n):
-        if starts[i] - ends[i - 1] > gap or ends[i] - starts[g0] > span:
-            k += 1
-            out[k] = i
-            g0 = i
-    k += 1
-    out[k] = n
-    return out[:k + 1]
-
-
-@kernel()
-def _copy_ranges(tmp, base, starts, ends, local, first, stop, out):
-    for i in range(first, stop):
-        a = starts[i] - base
-        o = local[i]
-        for j in range(ends[i] - starts[i]):
-            out[o + j] = tmp[a + j]
 
 
 def read_rows(path: str, starts: np.ndarray, ends: np.ndarray, dtype) -> Tuple[np.ndarray, np.ndarray]:
@@ -74,7 +46,7 @@ def read_rows(path: str, starts: np.ndarray, ends: np.ndarray, dtype) -> Tuple[n
         run_last = np.concatenate((breaks, [len(starts)])) - 1
         _range_rows(path, starts, ends, local, run_first, run_last, memoryview(buf).cast("B"), size)
         return local, buf
-    groups = _read_groups(starts, ends, LOCAL_GAP // size, LOCAL_SPAN // size)
+    groups = read_groups(starts, ends, LOCAL_GAP // size, LOCAL_SPAN // size)
     view = memoryview(buf).cast("B")
     tmp = None
     fd = os.open(path, os.O_RDONLY)
@@ -93,7 +65,7 @@ def read_rows(path: str, starts: np.ndarray, ends: np.ndarray, dtype) -> Tuple[n
             if os.preadv(fd, [target], lo * size) != (hi - lo) * size:
                 raise NeardupError(f"work directory damaged: short read in {path}; run without --resume")
             if not whole:
-                _copy_ranges(tmp, lo, starts, ends, local, first, stop, buf)
+                copy_ranges(tmp, lo, starts, ends, local, first, stop, buf)
     finally:
         os.close(fd)
     return local, buf

@@ -1,8 +1,8 @@
 """Reading sources as a stream of :class:`Batch` es, with bounded memory.
 
 JSONL is read in blocks of ~16 MB of whole lines. A block of plain records (the usual case)
-is read by a compiled scanner (:mod:`._jsonl_fast`: text and id spans straight into Arrow
-buffers; see :func:`._jsonl_fast.worth_it` for when); any other block is parsed by
+is read by a compiled scanner (:mod:`neardup.kernels.jsonl`: text and id spans straight into Arrow
+buffers; see :func:`neardup.kernels.jsonl.worth_it` for when); any other block is parsed by
 ``pyarrow.json`` with an explicit schema of only the needed fields, and a block pyarrow cannot
 parse (or whose rows do not line up with its lines) is parsed again line by line with
 ``json.loads``, which names the bad lines. Every non-blank line ends up either as a document or
@@ -29,13 +29,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from ..arrays import arrow, to_numpy
+from ..kernels.arrays import arrow, to_numpy
 from ..errors import ConfigError, InputError
-from . import _jsonl_fast
+from ..kernels import jsonl
 from . import fs as _fs
-from ._streams import MAX_NESTING, StreamError, blank_lines, deep_lines, iter_blocks, line_bounds
-from ._streams import OpenQuote as _OpenQuote
-from ._streams import csv_open_quote
+from ..kernels.lines import MAX_NESTING, blank_lines, csv_open_quote, deep_lines, line_bounds
+from ..kernels.lines import OpenQuote as _OpenQuote
+from ._streams import StreamError, iter_blocks
 from .tables import parquet_file
 from .sources import Source
 
@@ -343,7 +343,7 @@ class _JsonlParser:
                 size = os.path.getsize(_fs.local_path(ctx.src.path))
             except OSError:  # its size only decides whether to compile the scanner now
                 pass
-        self.fast = _jsonl_fast.worth_it(size)
+        self.fast = jsonl.worth_it(size)
 
     def _schema(self, id_type: pa.DataType) -> pa.Schema:
         ctx = self.ctx
@@ -402,7 +402,7 @@ class _JsonlParser:
         fast = None
         if self.fast and len(good) and not bad and ctx.score_column is None:
             # the plain case, every line a simple record: compiled, no Python objects
-            fast = _jsonl_fast.extract(data, starts, ends, good, ctx.text_column, ctx.id_column)
+            fast = jsonl.extract(data, starts, ends, good, ctx.text_column, ctx.id_column)
         if fast is not None:
             text, ids = fast
         elif len(good):

@@ -23,9 +23,10 @@ from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 import pyarrow as pa
 
-from ..arrays import arrow
+from ..kernels.arrays import arrow
 from ..errors import ConfigError, InputError
-from ._streams import BLOCK_BYTES, StreamError, blank_lines, iter_blocks, line_bounds
+from ..kernels.lines import blank_lines, line_bounds
+from ._streams import BLOCK_BYTES, StreamError, iter_blocks
 from . import fs as _fs
 from .reader import one_line
 from .tables import parquet_file

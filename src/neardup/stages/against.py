@@ -32,8 +32,8 @@ from typing import Dict, List, Tuple
 import numpy as np
 import pyarrow as pa
 
-from ..arrays import arrow, empty_table, to_numpy
-from ..bands import band_keys
+from ..kernels.arrays import arrow, empty_table, to_numpy
+from ..kernels.bands import band_keys
 from ..io import fs
 from ..io.tables import read_table
 from .layout import MEMBERS_SCHEMA, DocStore, block_path, document_ids, fixed_binary_numpy, numpy_fixed_binary

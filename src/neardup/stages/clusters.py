@@ -2,13 +2,13 @@
 
 A partition holds whole connected components. When the engine wants one partition, it is every
 verified pair (:meth:`ClustersStage.whole`). Otherwise the components are found first by the
-star steps of :mod:`neardup.clusters` (:func:`~neardup.clusters.large_star`,
-:func:`~neardup.clusters.small_star`), each step a shuffle of the edges on their node, until
+star steps of :mod:`neardup.kernels.components` (:func:`~neardup.kernels.components.large_star`,
+:func:`~neardup.kernels.components.small_star`), each step a shuffle of the edges on their node, until
 every component is a star; each pair then takes its component's label (a shuffle on the
 document) and whole components meet in the partition of their label (a shuffle on the label).
 :func:`select_partition` renumbers a partition's documents in ascending order, so that keep
 order and ties are those of the whole corpus, and runs the chain-guarded selection of
-:func:`neardup.clusters.select_representatives`.
+:func:`neardup.kernels.components.select_representatives`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..arrays import arrow, empty_table, to_numpy, unique
+from ..kernels.arrays import arrow, empty_table, to_numpy, unique
 from .. import io as nio
-from ..clusters import keep_order, large_star, select_representatives, small_star, star_labels
+from ..kernels.components import keep_order, large_star, select_representatives, small_star, star_labels
 from ..io import fs
 from ..io.tables import read_table
 from ..progress import bar, check_interrupt

@@ -9,7 +9,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from ..arrays import unique
+from ..kernels.arrays import unique
 from .. import io as nio
 from .against import matched_docs
 from .layout import Corpus, DocStore, WorkDir

@@ -11,7 +11,7 @@ file exists is done and is not read again.
     WORK/read/block-BBBBBB.sig      raw uint32, num_perm per document (verify = estimate | none)
     WORK/read/block-BBBBBB.fp       the uint32 shingle fingerprints (the high halves of the
                                     64-bit shingle hashes), ``count`` per document, each
-                                    document's as one Elias-Fano code (:mod:`neardup.eliasfano`:
+                                    document's as one Elias-Fano code (:mod:`neardup.kernels.eliasfano`:
                                     lossless, ~33 - log2(count) bits a fingerprint; a code's
                                     length follows from ``count``) (verify = exact)
     WORK/read/block-BBBBBB.json     the block's summary (written last: the block is done)
@@ -37,8 +37,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pyarrow as pa
 
-from ..arrays import arrow, to_numpy, unique
-from .. import eliasfano, io as nio
+from ..kernels.arrays import arrow, to_numpy, unique
+from ..kernels import eliasfano
+from .. import io as nio
 from ..errors import ConfigError
 from ..io import fs, ranges
 from ..io.folder import Folder
@@ -367,7 +368,7 @@ class Corpus:
 
     def band_keys(self, first: int, stop: int) -> np.ndarray:
         """The (n, stop - first) uint64 keys of bands first..stop-1 of every document, read block
-        by block (not kept: :func:`neardup.bands.bucket_runs` asks for a few bands at a time)."""
+        by block (not kept: :func:`neardup.kernels.bands.bucket_runs` asks for a few bands at a time)."""
         if "keys" in self._columns:
             return self._columns["keys"][:, first:stop]
         out = np.empty((self.n, stop - first), dtype=np.uint64)
@@ -507,7 +508,7 @@ class DocStore:
 
     def fingerprints(self, docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Shingle fingerprints (uint32, the high halves of the shingle hashes, repeats kept, in
-        the order of their codes: see :mod:`neardup.eliasfano`) of ascending docs, as CSR by
+        the order of their codes: see :mod:`neardup.kernels.eliasfano`) of ascending docs, as CSR by
         position in docs."""
         offs, vals = [np.zeros(1, np.int64)], []
         base = 0

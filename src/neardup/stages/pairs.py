@@ -1,7 +1,7 @@
 """Stage ``pairs``: buckets -> verified pairs, one partition at a time.
 
 A partition is a set of buckets (runs of documents sharing a key in one band, formed by
-:func:`neardup.bands.bucket_runs`). When the engine wants one partition, it is every bucket of
+:func:`neardup.kernels.bands.bucket_runs`). When the engine wants one partition, it is every bucket of
 the corpus, formed from the band keys a few bands at a time (:meth:`PairsStage.whole`). Otherwise
 the (band, key, doc) rows of every block are shuffled on the key (:func:`band_rows`), each
 partition forms its buckets (:func:`form_buckets`), the buckets are shuffled on their anchor (so
@@ -9,7 +9,7 @@ that the buckets of a group of near-duplicates sharing several bands are searche
 their common pairs verified once), searched (:func:`search_buckets`), and the checked pairs
 shuffled on the pair (:func:`distinct_partition`). Either way each partition goes through
 :func:`search_partition` (members in keep order, star pairs on the anchor, verification,
-re-anchoring of the members that failed, see :func:`neardup.bands.find_pairs`), and the checked
+re-anchoring of the members that failed, see :func:`neardup.kernels.bands.find_pairs`), and the checked
 pairs through :func:`distinct_pairs` (a pair met in two partitions is verified in each, with the
 same result).
 """
@@ -23,11 +23,11 @@ from typing import Callable, Dict, Tuple
 import numpy as np
 import pyarrow as pa
 
-from ..arrays import arrow, empty_table, to_numpy
-from ..bands import bucket_runs, bucket_runs_of_rows, find_pairs, pair_codes, split_codes
-from ..clusters import keep_order
+from ..kernels.arrays import arrow, empty_table, to_numpy
+from ..kernels.bands import bucket_runs, bucket_runs_of_rows, find_pairs, pair_codes, split_codes
+from ..kernels.components import keep_order
 from ..progress import bar, check_interrupt
-from ..verify import estimated_jaccard, exact_jaccard_raw
+from ..kernels.verify import estimated_jaccard, exact_jaccard_raw
 from .layout import PAIRS_SCHEMA, DocStore, PairsInfo, fixed_binary_numpy, part_path
 from .parquet import write_parquet
 
@@ -138,7 +138,7 @@ class PairsStage:
 
     def whole(self, run, excluded: np.ndarray) -> PairsInfo:
         """Every bucket of the corpus as one partition, in this process: the band keys are read a
-        few bands at a time (:func:`neardup.bands.bucket_runs`), never as rows."""
+        few bands at a time (:func:`neardup.kernels.bands.bucket_runs`), never as rows."""
         cfg, corpus = run.config, run.corpus
         eligible = corpus.column("count") > 0
         eligible[excluded] = False

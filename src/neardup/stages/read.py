@@ -20,12 +20,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..arrays import arrow, empty_table, to_numpy
-from .. import eliasfano, io as nio
-from ..bands import band_keys
+from ..kernels.arrays import arrow, empty_table, to_numpy
+from ..kernels import eliasfano
+from .. import io as nio
+from ..kernels.bands import band_keys
 from ..errors import InputError
-from ..hashing import string_hash
-from ..minhash import MinHasher, Scratch
+from ..kernels.hashing import string_hash
+from ..kernels.minhash import MinHasher, Scratch
 from ..io import fs
 from ..progress import bar, check_interrupt
 from .layout import MAX_DOCUMENTS, ReadInfo, block_path, docs_schema, numpy_fixed_binary, write_json

@@ -21,7 +21,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pyarrow as pa
 
-from ..arrays import arrow, empty_table, to_numpy
+from ..kernels.arrays import arrow, empty_table, to_numpy
 from .. import io as nio
 from .._version import __version__
 from ..io import fs

@@ -25,9 +25,9 @@ import numba as nb
 import numpy as np
 
 from . import shingles as _sh
-from ._kernels import kernel
-from .config import Shingling, Sketch
-from .errors import ConfigError
+from .compile import kernel
+from ..config import Shingling, Sketch
+from ..errors import ConfigError
 from .hashing import kernel_threads
 
 __all__ = ["MinHasher", "permutations", "minhash_python", "EMPTY_VALUE", "shingle_counts", "shingle_sets"]
@@ -85,8 +85,8 @@ def _process_kernel(offsets, data, docs, table, n, options, lower_ascii, bail, h
     bound[i]`` >= its byte length + 1). With ``sort_sets`` they are sorted and unique and the
     counts are of distinct shingles; otherwise they are in text order with repeats (the
     signature is the same either way). With ``bail``, a document that is not pure ASCII is left
-    alone (count -1; see :func:`neardup.shingles.prepare`). ``options`` are the tokenizer's
-    (:func:`neardup.shingles.kernel_options`).
+    alone (count -1; see :func:`neardup.kernels.shingles.prepare`). ``options`` are the tokenizer's
+    (:func:`neardup.kernels.shingles.kernel_options`).
     """
     nd = docs.shape[0]
     k = a.shape[0]
@@ -162,7 +162,7 @@ def process(texts, shingling: Shingling, *, seed: int, want_sets: bool, want_sig
 
     The set values are the 64-bit shingle hashes, or with ``fingerprints`` their high 32 bits
     (uint32). Documents that are not pure ASCII go through the kernel a second time, normalised
-    (see :func:`neardup.shingles.prepare`)."""
+    (see :func:`neardup.kernels.shingles.prepare`)."""
     options = _sh.kernel_options(shingling)
     arr, first = _sh.prepare(texts, shingling)
     n = len(arr)
@@ -271,7 +271,7 @@ class MinHasher:
     ``texts`` may be a list of str, a pyarrow string / large_string (chunked) array or a pandas
     Series. The tokenizer's options are ``ngram`` and the keyword ``options`` (``char_ngrams``,
     ``punctuation``, ...: the fields of :class:`neardup.config.Shingling`, with its defaults), or
-    a whole ``shingling``; see :mod:`neardup.shingles` for what a word and a shingle are.
+    a whole ``shingling``; see :mod:`neardup.kernels.shingles` for what a word and a shingle are.
     """
 
     def __init__(self, num_perm: int = Sketch.num_perm, ngram: Optional[int] = None, seed: int = Sketch.seed, *,

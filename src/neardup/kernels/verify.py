@@ -13,7 +13,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ._kernels import kernel
+from .compile import kernel
 from .hashing import GOLDEN
 
 _GOLDEN = np.uint64(GOLDEN)

@@ -7,7 +7,7 @@ over a numpy array, used to spread integer keys over partitions (:func:`partitio
 ``string_hash`` (FNV-1a) gives strings (user ids) a key to partition by. Each has a plain-Python
 twin for the tests. ``kernel_threads`` sets numba's thread count and scheduling for a block of
 kernel calls and restores them afterwards (and starts numba's threads, see
-:func:`neardup._kernels.start_threads`).
+:func:`neardup.kernels.compile.start_threads`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Optional
 import numba as nb
 import numpy as np
 
-from ._kernels import kernel, start_threads
+from .compile import kernel, start_threads
 
 MASK64 = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15          # 2^64 / golden ratio: the usual odd additive constant

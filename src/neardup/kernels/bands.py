@@ -2,11 +2,11 @@
 
 A signature of k values is cut into b bands of r consecutive values; each band is hashed to
 one 64-bit key (seeded, band index mixed in). Two documents are a candidate pair iff they
-share the key of at least one band (see :mod:`neardup.params` for the probability).
+share the key of at least one band (see :mod:`neardup.kernels.params` for the probability).
 
 Grouping never builds all pairs. For each band the keys are sorted, equal keys form a
 *bucket*, and each member of a bucket is paired with the bucket's *anchor*, its first member in
-keep order (input order by default; see :mod:`neardup.clusters`), i.e. the member that the
+keep order (input order by default; see :mod:`neardup.kernels.components`), i.e. the member that the
 cluster stage will keep: a bucket of m documents gives m - 1 pairs, not m(m - 1)/2. Pairs are
 deduplicated across buckets and bands before verification.
 
@@ -22,7 +22,7 @@ in code) make such buckets.
 
 Small buckets. A star finds every pair of a bucket that passes only if the anchor stays: when
 the anchor is later removed for a document outside the bucket (the chain guard of
-:mod:`neardup.clusters`), two members that both passed against it, or one that passed and one
+:mod:`neardup.kernels.components`), two members that both passed against it, or one that passed and one
 that failed, may both be kept though they are alike. So every pair of a bucket of up to
 ``ALL_PAIRS`` members is verified, at most ALL_PAIRS / 2 pairs per member;
 on 20,000 template-generated pages (bench/residue.py, read as words) the pairs at J >= 0.8 left
@@ -39,9 +39,9 @@ from typing import Callable, Optional, Tuple
 import numba as nb
 import numpy as np
 
-from ._kernels import kernel
+from .compile import kernel
 from .arrays import unique
-from .config import Sketch
+from ..config import Sketch
 from .hashing import GOLDEN, MASK64, SPLITMIX_M1, SPLITMIX_M2, fmix64, fmix64_py
 
 __all__ = ["band_keys", "band_keys_python", "bucket_runs", "bucket_runs_of_rows", "star_pairs", "candidate_pairs",

@@ -25,7 +25,7 @@ from typing import Optional, Tuple
 import numpy as np
 import pyarrow as pa
 
-from .._kernels import is_cached, kernel
+from .compile import is_cached, kernel
 
 MAX_DEPTH = 64
 MAX_ID_DIGITS = 18  # below 2^63 whatever the digits: pyarrow's int64 and Python's int agree

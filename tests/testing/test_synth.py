@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from neardup.synth import SynthCorpus, generate_corpus, write_jsonl
+from neardup.testing.synth import SynthCorpus, generate_corpus, write_jsonl
 
 
 def grams(text, n=5):

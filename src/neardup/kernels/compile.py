@@ -2,7 +2,7 @@
 
 Nothing here acts at import: a kernel's cache folder is chosen, made and read when the kernel is
 first compiled or loaded, and numba's threads are started by the first block of kernel calls
-(:class:`neardup.hashing.kernel_threads`) or the first parallel kernel. numba's own settings
+(:class:`neardup.kernels.hashing.kernel_threads`) or the first parallel kernel. numba's own settings
 (``numba.config.CACHE_DIR``) and the environment are left as they were, so that the process's
 other numba code keeps its cache where it was.
 """
@@ -18,7 +18,7 @@ import numba as nb
 from numba.core import caching
 from numba.core.dispatcher import Dispatcher
 
-from ._version import __version__
+from .._version import __version__
 
 
 def kernel(**options):
@@ -32,13 +32,14 @@ def kernel(**options):
 
 
 def cache_dir() -> str:
-    """The folder of neardup's compiled kernels: ``<parent>/<neardup version>-<hash of all of
-    neardup's sources>-numba<numba version>``, the parent being ``numba.config.CACHE_DIR``
+    """The folder of neardup's compiled kernels: ``<parent>/<neardup version>-<hash of the
+    kernels' sources>-numba<numba version>``, the parent being ``numba.config.CACHE_DIR``
     (``$NUMBA_CACHE_DIR``) or ``~/.cache/neardup/numba``.
 
     - numba keys a cached kernel on its own file only; a kernel that calls a kernel of another
       module would keep running the old callee after that module changed (an upgrade, an edit):
-      a folder per hash of all of the sources makes any change start from a clean cache.
+      a folder per hash of the kernels' sources (:data:`KERNEL_SOURCES`) makes any change of
+      them start from a clean cache, while an edit elsewhere in neardup compiles nothing.
     - numba keeps one index per function, stamped with its numba version, which it overwrites
       when another numba version compiles the function: two environments of another numba that
       use the same source folder (an editable install in two venvs) would each recompile after
@@ -50,16 +51,24 @@ def cache_dir() -> str:
     return os.path.join(parent, f"{__version__}-{_source_hash()}-numba{nb.__version__}")
 
 
+# What a kernel's compiled code can depend on: the kernels (this folder, where every kernel is
+# defined and which calls nothing but kernels of this folder) and the declarations they read.
+KERNEL_SOURCES = ("kernels", "config.py")
+
+
 @functools.lru_cache(maxsize=1)
 def _source_hash() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     digest = hashlib.sha1()
-    for root, dirs, files in os.walk(here):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith(".py"):
-                with open(os.path.join(root, name), "rb") as f:
-                    digest.update(name.encode() + b"\0" + f.read())
+    for entry in KERNEL_SOURCES:
+        top = os.path.join(package, entry)
+        paths = [top] if os.path.isfile(top) else []
+        for root, dirs, files in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            paths.extend(os.path.join(root, f) for f in sorted(files) if f.endswith(".py"))
+        for path in paths:
+            with open(path, "rb") as f:
+                digest.update(os.path.relpath(path, package).encode() + b"\0" + f.read())
     return digest.hexdigest()[:16]
 
 

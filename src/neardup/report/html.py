@@ -17,11 +17,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .arrays import arrow, to_numpy
-from .config import PUNCTUATION_MODES, Config, Shingling, Similarity, Sketch
-from .errors import ConfigError, InputError
-from .progress import plural
-from .params import (DEFAULT_MIN_RECALL, alternatives, candidate_probability, choose_params, describe,
+from ..kernels.arrays import arrow, to_numpy
+from ..config import PUNCTUATION_MODES, Config, Shingling, Similarity, Sketch
+from ..errors import ConfigError, InputError
+from ..progress import plural
+from ..kernels.params import (DEFAULT_MIN_RECALL, alternatives, candidate_probability, choose_params, describe,
                      false_negative_area, false_positive_area, midpoint)
 
 __all__ = ["params_summary", "format_params", "write_report", "word_diff_html",
@@ -179,13 +179,13 @@ code { background: #eef1f4; padding: 0 3px; border-radius: 3px; }
 """
 
 
-from .io.outfile import check_output_file, publish_file, same_file as _same_file  # noqa: E402
+from ..io.outfile import check_output_file, publish_file, same_file as _same_file  # noqa: E402
 
 
 def _red(text: Any) -> str:
     """``text`` (a path, a URL, an id, a message) with the credentials of every URL in it hidden:
     everything a path or URL can reach the page or a message through goes through here."""
-    from .io.fs import redact
+    from ..io.fs import redact
     return redact(str(text))
 
 
@@ -243,7 +243,7 @@ def diff_units(text: str, *, punctuation: str = Shingling.punctuation) -> List[T
 
     Returns (key, start, end) per token: ``text[start:end]`` is the token as written and ``key``
     its normalised form (NFKC, lower case) that the diff compares. The rules are those of
-    :mod:`neardup.shingles` (a word is a run of letters, digits, _ and the marks on them; a
+    :mod:`neardup.kernels.shingles` (a word is a run of letters, digits, _ and the marks on them; a
     character of a script written without spaces, and under ``keep`` a symbol or a punctuation
     mark, are tokens of their own; white space, non-text code points, symbols and under ``split``
     punctuation separate), applied
@@ -252,7 +252,7 @@ def diff_units(text: str, *, punctuation: str = Shingling.punctuation) -> List[T
     return _diff_units(text, punctuation, None)
 
 
-# The class of each character for the diff (by the classes of neardup.shingles), one letter: S
+# The class of each character for the diff (by the classes of neardup.kernels.shingles), one letter: S
 # separates, K is skipped (inside a token but not part of its key), W is a word character, M a
 # mark, O a token of its own.
 _DIFF_LETTERS = {"split": b"SWMOSSKSW", "delete": b"SWMOSKKSW", "keep": b"SWMOOOKSO"}
@@ -272,7 +272,7 @@ def _diff_units(text: str, punctuation: str, limit: Optional[int]) -> List[Tuple
     import unicodedata
     from itertools import islice
 
-    from .shingles import char_classes
+    from ..kernels.shingles import char_classes
     punctuation = Shingling(punctuation=punctuation).punctuation  # checked
     if punctuation not in _DIFF_TOKEN:
         _DIFF_TOKEN[punctuation] = re.compile(r"O[MK]*|[WM][WMK]*" if punctuation == "keep" else r"O[MK]*|W[WMK]*")
@@ -996,8 +996,8 @@ def write_report(output_dir, output=None, *, plots: str = "auto", overwrite: boo
     same folder, then renamed (on a store: one upload); a failed write (a folder that cannot be
     written, a full disk) is a one-line ConfigError naming the path and leaves no temporary file.
     """
-    from .io import fs
-    from .io.folder import Folder
+    from ..io import fs
+    from ..io.folder import Folder
 
     folder = Folder.of(output_dir)
     folder.require_folder()

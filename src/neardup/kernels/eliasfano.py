@@ -25,7 +25,7 @@ from typing import Tuple
 import numba as nb
 import numpy as np
 
-from ._kernels import kernel
+from .compile import kernel
 
 __all__ = ["code_bytes", "encode", "decode"]
 

@@ -25,8 +25,8 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from ._kernels import kernel
-from .config import Output
+from .compile import kernel
+from ..config import Output
 
 __all__ = ["connected_components", "large_star", "small_star", "star_labels", "star_components", "keep_order",
            "select_representatives", "Selection", "connected_components_python", "select_representatives_python"]

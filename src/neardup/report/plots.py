@@ -21,8 +21,8 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .errors import ConfigError
-from .params import candidate_probability, midpoint
+from ..errors import ConfigError
+from ..kernels.params import candidate_probability, midpoint
 
 __all__ = [
     "have_matplotlib", "require_matplotlib", "plot_format", "ascii_s_curve",
@@ -86,8 +86,8 @@ def save_figure(fig, path: str, *, overwrite: bool = True) -> str:
     the same folder, then renamed: :func:`neardup.io.outfile.publish_file`); without ``overwrite`` an
     existing file is left alone (ConfigError). A folder that cannot be written or a full disk is
     a one-line ConfigError that names the path."""
-    from .io.fs import redact
-    from .io.outfile import publish_file
+    from ..io.fs import redact
+    from ..io.outfile import publish_file
     fmt = plot_format(path)
     plt = require_matplotlib()
     directory = os.path.dirname(os.path.abspath(str(path)))
@@ -121,7 +121,7 @@ def s_curve_figure(bands: int, rows: int, threshold: float, *, shade: bool = Tru
     """A matplotlib figure of P(candidate | J = s) = 1 - (1 - s^r)^b with the threshold line,
     the midpoint (1/b)^(1/r) and, with ``shade``, the false-positive area (under the curve left of
     the threshold) and the false-negative area (above the curve right of it)."""
-    from .params import false_negative_area, false_positive_area
+    from ..kernels.params import false_negative_area, false_positive_area
     plt = require_matplotlib()
     s = np.linspace(0.0, 1.0, 1001)
     p = candidate_probability(s, bands, rows)

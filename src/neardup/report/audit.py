@@ -40,13 +40,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
-import numba as nb
 import numpy as np
 
-from ._kernels import kernel
-from .errors import ConfigError, InputError
-from .params import candidate_probability, midpoint
-from .hashing import GOLDEN, SPLITMIX_M1, SPLITMIX_M2, fmix64
+from ..errors import ConfigError, InputError
+from ..kernels.params import candidate_probability, midpoint
+from ..kernels.sampling import aux_sketch, run_pairs, set_fingerprints
 
 __all__ = ["AuditBin", "AuditResult", "audit_texts", "wilson_interval", "format_audit",
            "plot_audit", "read_texts"]
@@ -90,116 +88,6 @@ def wilson_interval(successes: float, n: float, z: float = Z95, *, continuity: b
     if p == 1.0:
         hi = 1.0
     return max(0.0, lo), min(1.0, hi)
-
-
-# --------------------------------------------------------------------------------------------
-# Compiled helpers
-
-_GOLDEN = np.uint64(GOLDEN)
-_SM1 = np.uint64(SPLITMIX_M1)
-_SM2 = np.uint64(SPLITMIX_M2)
-_S30 = np.uint64(30)
-_S27 = np.uint64(27)
-_S31 = np.uint64(31)
-_ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
-
-
-@kernel(parallel=True)
-def _aux_sketch_kernel(offsets, hashes, salts):
-    """min over a document's shingle hashes x of mix(x ^ salt_i), for each salt: (n, k) uint64."""
-    n = offsets.shape[0] - 1
-    k = salts.shape[0]
-    out = np.empty((n, k), dtype=np.uint64)
-    for d in nb.prange(n):
-        for i in range(k):
-            out[d, i] = _ALL_ONES
-        for j in range(offsets[d], offsets[d + 1]):
-            x = hashes[j]
-            for i in range(k):
-                v = fmix64(x ^ salts[i])
-                if v < out[d, i]:
-                    out[d, i] = v
-    return out
-
-
-@kernel(inline="always")
-def _splitmix(state):
-    state = state + _GOLDEN
-    z = state
-    z = (z ^ (z >> _S30)) * _SM1
-    z = (z ^ (z >> _S27)) * _SM2
-    return state, z ^ (z >> _S31)
-
-
-@kernel()
-def _run_pairs_kernel(order, values, cap, seed):
-    """Pairs of documents with equal ``values`` (``order`` sorts them): every pair of a run of
-    equal values, or ``cap`` random pairs of a run that has more than ``cap`` pairs."""
-    n = order.shape[0]
-    total = 0
-    i = 0
-    while i < n:
-        j = i + 1
-        while j < n and values[order[j]] == values[order[i]]:
-            j += 1
-        c = j - i
-        if c >= 2:
-            m = c * (c - 1) // 2
-            total += m if m <= cap else cap
-        i = j
-    left = np.empty(total, dtype=np.int64)
-    right = np.empty(total, dtype=np.int64)
-    state = np.uint64(seed)
-    p = 0
-    i = 0
-    while i < n:
-        j = i + 1
-        while j < n and values[order[j]] == values[order[i]]:
-            j += 1
-        c = j - i
-        if c >= 2:
-            m = c * (c - 1) // 2
-            if m <= cap:
-                for a in range(i, j):
-                    for b in range(a + 1, j):
-                        left[p] = order[a]
-                        right[p] = order[b]
-                        p += 1
-            else:
-                for _ in range(cap):
-                    state, z = _splitmix(state)
-                    a = np.int64(z % np.uint64(c))
-                    state, z = _splitmix(state)
-                    b = np.int64(z % np.uint64(c - 1))
-                    if b >= a:
-                        b += 1
-                    left[p] = order[i + a]
-                    right[p] = order[i + b]
-                    p += 1
-        i = j
-    return left, right
-
-
-@kernel()
-def _set_fingerprint_kernel(offsets, hashes):
-    """A 64-bit fingerprint of each document's (sorted, unique) shingle-hash set."""
-    n = offsets.shape[0] - 1
-    out = np.empty(n, dtype=np.uint64)
-    for d in range(n):
-        h = fmix64(np.uint64(offsets[d + 1] - offsets[d]) + _GOLDEN)
-        for j in range(offsets[d], offsets[d + 1]):
-            h = fmix64(h ^ hashes[j]) * _SM1
-        out[d] = h
-    return out
-
-
-def aux_sketch(offsets: np.ndarray, hashes: np.ndarray, k: int, seed: int) -> np.ndarray:
-    """An (n, k) uint64 min-hash sketch of the shingle-hash CSR from k hash functions that share
-    nothing with the dedup's permutations (a 64-bit finaliser of hash XOR a random salt)."""
-    rng = np.random.default_rng([int(seed), 0x5EED_A0D1])
-    salts = rng.integers(0, np.iinfo(np.uint64).max, size=k, dtype=np.uint64, endpoint=True)
-    return _aux_sketch_kernel(np.ascontiguousarray(offsets, dtype=np.int64),
-                              np.ascontiguousarray(hashes, dtype=np.uint64), salts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -321,7 +209,7 @@ def _json_safe(obj):
 
 
 def _make_config(config, options: Dict[str, Any]):
-    from .config import Config
+    from ..config import Config
     config = Config(**options) if config is None else config.replace(**options)
     return config.resolved()
 
@@ -376,9 +264,9 @@ def audit_texts(texts, config=None, *, sample: int = 5000, bins: int = 10, aux_p
     if probe_positions > aux_perm:
         raise ConfigError(f"probe_positions ({probe_positions}) must not exceed aux_perm ({aux_perm})")
     try:
-        from .bands import band_keys
-        from .minhash import MinHasher
-        from .verify import estimated_jaccard, exact_jaccard
+        from ..kernels.bands import band_keys
+        from ..kernels.minhash import MinHasher
+        from ..kernels.verify import estimated_jaccard, exact_jaccard
     except ImportError as exc:  # pragma: no cover - a broken install
         raise ConfigError(f"the audit needs neardup's MinHash kernels: {exc}") from None
 
@@ -394,7 +282,7 @@ def audit_texts(texts, config=None, *, sample: int = 5000, bins: int = 10, aux_p
     # Documents with the same shingle set as an earlier one are left out: their pairs are all
     # at J = 1 (always candidates), and repeated copies would make the sampled pairs repeat the
     # same comparison (perfectly correlated outcomes, too-narrow intervals).
-    fingerprints = _set_fingerprint_kernel(offsets, np.ascontiguousarray(hashes, dtype=np.uint64))
+    fingerprints = set_fingerprints(offsets, np.ascontiguousarray(hashes, dtype=np.uint64))
     _, first = np.unique(fingerprints[nonempty], return_index=True)
     eligible = nonempty[np.sort(first)]
     seconds["signatures"] = time.perf_counter() - t0
@@ -424,7 +312,7 @@ def audit_texts(texts, config=None, *, sample: int = 5000, bins: int = 10, aux_p
         values = np.ascontiguousarray(aux[eligible, pos])
         order = np.argsort(values, kind="stable").astype(np.int64)
         run_seed = int(rng.integers(0, 1 << 62))
-        l, r = _run_pairs_kernel(order, values, int(run_cap), run_seed)
+        l, r = run_pairs(order, values, int(run_cap), run_seed)
         l, r = eligible[l], eligible[r]
         bucket_l.append(np.minimum(l, r))
         bucket_r.append(np.maximum(l, r))
@@ -647,7 +535,7 @@ def read_texts(inputs: Sequence[str], *, text_column: str = "text", max_docs: Op
     of a text file."""
     import pyarrow as pa
     try:
-        from .io import discover, read_source
+        from ..io import discover, read_source
     except ImportError:
         raise ConfigError("reading files needs neardup.io, which this installation lacks") from None
     sources = discover(list(inputs))

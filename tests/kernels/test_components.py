@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.clusters import (connected_components, connected_components_python, keep_order, large_star,
+from neardup.kernels.components import (connected_components, connected_components_python, keep_order, large_star,
                               select_representatives, select_representatives_python, small_star, star_components)
 
 PROPS = settings(max_examples=100, deadline=None)
