@@ -17,8 +17,8 @@ from . import io as nio
 from .kernels.arrays import empty_table
 from .config import Config, Execution, Input, Output, Sketch, Similarity, Verification
 from .errors import ConfigError, NeardupError
-from .io import fs
-from .io.tables import read_table
+from .io.storage import fs
+from .io.storage.tables import read_table
 from .progress import plural
 from .stages.write import INDEX_ID_COLUMN, publish_stats  # (the id of a DataFrame's row or of a text in a list)
 
@@ -316,11 +316,11 @@ def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Opt
     """Runs a resolved config over discovered sources with the configured engine, then writes
     report.html; returns the run's context (``.stats`` as written to stats.json).
 
-    Everything is written into folders neardup owns (:mod:`neardup.io.folder`): the output and
+    Everything is written into folders neardup owns (:mod:`neardup.io.storage.folder`): the output and
     the work dir are claimed (a foreign folder, or one that is or holds or lies inside an input,
     is refused untouched) and locked for the run; the result is written into a staging folder
     and published whole, stats.json last."""
-    from .io.folder import Folder, refuse_overlap
+    from .io.storage.folder import Folder, refuse_overlap
     from .stages import Run, run_stages
     from .stages.layout import WorkDir, fingerprint, run_identity
     from .stages.write import OUTPUT_FILES
@@ -328,7 +328,7 @@ def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Opt
     out = Folder.of(output)
     explicit_work = work_dir is not None
     work_folder = Folder.of(work_dir if explicit_work else _default_work_dir(out, config.engine))
-    if work_folder.is_remote and config.engine != "ray":
+    if work_folder.os_path is None and config.engine != "ray":
         raise ConfigError(f"--work-dir {work_folder}: the local engine keeps its work dir on local disk; "
                           f"give a local folder (or run with --engine ray, which accepts a URL)")
     files = [s.path for s in sources if s.format != "table"]
@@ -338,8 +338,7 @@ def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Opt
     if work_folder.path == out.path or work_folder.contains(out):
         raise ConfigError(f"--work-dir {work_folder}: is or holds the output folder {out}; choose another")
     for folder, kind, role in ((out, "output", "output folder"), (work_folder, "work-dir", "--work-dir")):
-        if folder.is_remote:
-            fs.check_reachable(folder.path)
+        folder.check_reachable()
         folder.check_claim(kind, role)  # before the lock file is made in it: nothing is written into a foreign folder
     if keep_work is None:
         keep_work = explicit_work
@@ -357,7 +356,7 @@ def run(config: Config, sources: List[nio.Source], output: str, *, work_dir: Opt
             if report:
                 from .report.html import write_report
                 write_report(staging.path, plots="svg")  # inline SVG: no matplotlib start-up in a run
-            out.publish(staging, OUTPUT_FILES, "stats.json")
+            out.publish(staging, OUTPUT_FILES, "stats.json", staging.read_bytes("stats.json"))
         except BaseException:
             with contextlib.suppress(Exception):
                 staging.remove_all()  # the old result (if any) stays whole; nothing half-written is left
@@ -378,7 +377,7 @@ def _default_work_dir(out, engine: str) -> str:
     directory instead, named after the output, so that ``--resume`` finds it again (the local
     engine reads its stage files back with explicit reads and memory maps: local disk only). The
     Ray engine keeps it in the store, where every node sees it."""
-    if not out.is_remote or engine == "ray":
+    if out.os_path is not None or engine == "ray":
         return out.join(WORK)
     import hashlib
 

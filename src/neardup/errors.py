@@ -17,3 +17,17 @@ class InputError(NeardupError):
 
 class StorageError(NeardupError):
     """An index's storage cannot be used: missing, damaged, or its server cannot be reached."""
+
+
+def one_line(value, limit: int = 0) -> str:
+    """``value`` (an exception, a message) as one line: white space collapsed, an exception
+    without a message named by its type, at most ``limit`` characters when given (cut with
+    ``...``). Credentials are not this function's business: where a message may hold a URL, the
+    caller passes it through :func:`neardup.io.storage.paths.redact` too."""
+    text = str(value)
+    if limit and len(text) > 4 * limit:  # a huge message: not all of it split and joined
+        text = text[:4 * limit]
+    text = " ".join(text.split())
+    if not text and isinstance(value, BaseException):
+        text = type(value).__name__
+    return text if not limit or len(text) <= limit else text[:limit - 3] + "..."

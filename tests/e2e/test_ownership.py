@@ -408,7 +408,7 @@ def test_credentials_in_urls_are_never_printed(tmp_path, corpus, capsys):
 
 
 def test_redact_hides_every_kind_of_credential():
-    from neardup.io.fs import redact
+    from neardup.io.storage.fs import redact
     assert redact("http://user:pw@host/x") == "http://user:***@host/x"
     assert redact("redis://:pw@localhost:6379/0") == "redis://***@localhost:6379/0"
     assert redact("rediss://token@h:1") == "rediss://***@h:1"

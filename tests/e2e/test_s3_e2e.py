@@ -146,7 +146,7 @@ def test_resume_after_kill_through_s3(s3, tmp_path):
     import time
 
     from neardup.api import _default_work_dir
-    from neardup.io.folder import Folder
+    from neardup.io.storage.folder import Folder
     from neardup.testing.synth import generate_corpus, write_jsonl
 
     c = generate_corpus(6000, seed=5)

@@ -1,4 +1,4 @@
-"""neardup.io.fs without a server: local paths through plain os calls, and a generic fsspec
+"""neardup.io.storage.fs without a server: local paths through plain os calls, and a generic fsspec
 protocol (``memory://``) through the same functions as s3:// (see test_io_s3.py for S3)."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import pytest
 import zstandard
 
 from neardup.errors import ConfigError
-from neardup.io import discover, fs, read_source, write_kept
+from neardup.io import discover, read_source, write_kept
+from neardup.io.storage import fs, paths, remote
 
 
 @pytest.mark.parametrize("path,url,proto", [
@@ -20,7 +21,7 @@ from neardup.io import discover, fs, read_source, write_kept
     ("/abs/a.jsonl", False, "file"), ("weird:name.txt", False, "file"),
 ])
 def test_is_url(path, url, proto):
-    assert fs.is_url(path) is url and fs.protocol(path) == proto
+    assert paths.is_url(path) is url and fs.protocol(path) == proto
 
 
 def test_path_helpers():
@@ -113,15 +114,15 @@ def test_a_filesystem_per_host_and_settings_and_a_bounded_number_of_them(monkeyp
             return {"host": urlsplit(path).hostname}
 
     fsspec.register_implementation("neardup-test-host", HostFS, clobber=True)
-    a, path = fs._filesystem("neardup-test-host://a/x/y.jsonl")
-    b, _ = fs._filesystem("neardup-test-host://b/x/y.jsonl")
+    a, path = remote.filesystem("neardup-test-host://a/x/y.jsonl")
+    b, _ = remote.filesystem("neardup-test-host://b/x/y.jsonl")
     assert (a.host, b.host, path) == ("a", "b", "a/x/y.jsonl")
-    assert fs._filesystem("neardup-test-host://a/z")[0] is a
+    assert remote.filesystem("neardup-test-host://a/z")[0] is a
     monkeypatch.setenv("AWS_PROFILE", "another")
-    assert fs._filesystem("neardup-test-host://a/z")[0] is not a
-    for i in range(2 * fs._FS_CACHE_SIZE):
-        fs._filesystem(f"neardup-test-host://h{i}/x")
-    assert len(fs._FS_CACHE) == fs._FS_CACHE_SIZE
+    assert remote.filesystem("neardup-test-host://a/z")[0] is not a
+    for i in range(2 * remote.FS_CACHE_SIZE):
+        remote.filesystem(f"neardup-test-host://h{i}/x")
+    assert len(remote.FS_CACHE) == remote.FS_CACHE_SIZE
 
 
 def test_unknown_protocol_is_one_line():
@@ -134,16 +135,16 @@ def test_unknown_protocol_is_one_line():
 def test_tables_round_trip(tmp_path, where):
     import pyarrow as pa
 
-    from neardup.io import tables
+    from neardup.io.storage import tables
 
     base = str(tmp_path) if where == "local" else "memory://neardup-test-tables"
     t = pa.table({"a": list(range(1000)), "b": [str(i) for i in range(1000)]})
     tables.write_arrow(t, fs.join(base, "w", "x.arrow"), max_chunksize=100)
-    tables.write_parquet(t, fs.join(base, "w", "x.parquet"), row_group_size=300)
+    tables.write_parquet(t, fs.join(base, "w", "x.parquet"))
     assert tables.read_table(fs.join(base, "w", "x.arrow")).equals(t)
     assert tables.read_table(fs.join(base, "w", "x.arrow"), ["b"]).equals(t.select(["b"]))
     assert tables.read_table(fs.join(base, "w", "x.parquet"), ["a"]).equals(t.select(["a"]))
-    assert tables.parquet_file(fs.join(base, "w", "x.parquet")).metadata.num_row_groups == 4
+    assert tables.parquet_file(fs.join(base, "w", "x.parquet")).metadata.num_row_groups == 1
     assert sorted(n for n, _ in fs.listdir(fs.join(base, "w"))) == ["x.arrow", "x.parquet"]
     fs.remove_tree(fs.join(base, "w"))
 

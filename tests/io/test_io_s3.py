@@ -19,7 +19,8 @@ import pytest
 import zstandard
 
 from neardup.errors import ConfigError, InputError
-from neardup.io import discover, fs, read_source, write_kept
+from neardup.io import discover, read_source, write_kept
+from neardup.io.storage import fs
 from helpers import SRC, free_port, jsonl, run_in_process, run_process
 
 pytestmark = pytest.mark.slow  # the S3 server, and processes started without an extra
@@ -106,7 +107,7 @@ def fail_message(src, **kw) -> str:
 
 def test_fs_layer_basics(s3):
     url = s3.put("d/e/f.txt", b"abc")
-    assert fs.is_url(url) and not fs.is_url("d/e/f.txt") and not fs.is_url("file:///tmp/x")
+    assert fs.os_path(url) is None and fs.os_path("d/e/f.txt") == "d/e/f.txt" and fs.os_path("file:///tmp/x") == "/tmp/x"
     assert fs.exists(url) and fs.isfile(url) and not fs.isdir(url)
     assert fs.isdir(s3.url("d")) and fs.isdir(s3.url("d/e/"))
     assert not fs.exists(s3.url("nope"))
@@ -395,11 +396,11 @@ def test_cli_store_errors(s3, tmp_path, monkeypatch):
 
 
 def test_tables_on_s3(s3):
-    from neardup.io import tables
+    from neardup.io.storage import tables
 
     t = pa.table({"a": list(range(5000)), "b": [str(i) for i in range(5000)]})
     tables.write_arrow(t, s3.url("work/read/x.arrow"), max_chunksize=1000)
-    tables.write_parquet(t, s3.url("work/read/x.parquet"), compression="zstd")
+    tables.write_parquet(t, s3.url("work/read/x.parquet"))
     assert s3.keys("work/") == ["work/read/x.arrow", "work/read/x.parquet"]
     assert tables.read_table(s3.url("work/read/x.arrow"), ["a"]).equals(t.select(["a"]))
     assert tables.read_table(s3.url("work/read/x.parquet")).equals(t)

@@ -1,8 +1,8 @@
-"""The io seam: what code outside ``neardup.io`` asks of a folder, an output file or the sources
-instead of asking whether a path is a URL (``Folder.require_folder``, ``Folder.local_view``,
-``check_output_file(remote_ok=True)``, ``publish_file``, ``same_file``, ``estimate_documents``),
-each on a local path and on S3 (moto's server, the ``s3`` fixture of tests/conftest.py), and the rule that keeps the
-question inside ``neardup.io``."""
+"""The storage seam: what code outside ``neardup.io.storage`` asks of a folder, an output file or
+the sources instead of asking whether a path is a URL (``Folder.require_folder``,
+``Folder.local_view``, ``check_output_file(remote_ok=True)``, ``publish_file``, ``same_file``,
+``estimate_documents``), each on a local path and on S3 (moto's server, the ``s3`` fixture of
+tests/conftest.py), and the rule that keeps the question inside ``neardup.io.storage``."""
 
 from __future__ import annotations
 
@@ -19,22 +19,22 @@ import pytest
 import neardup
 from neardup import io as nio
 from neardup.errors import ConfigError, InputError
-from neardup.io import fs
-from neardup.io.folder import Folder
-from neardup.io.outfile import check_output_file, publish_file, same_file
+from neardup.io.storage import fs, remote
+from neardup.io.storage.folder import Folder
+from neardup.io.storage.outfile import check_output_file, publish_file, same_file
 from neardup.io.sources import Source, estimate_documents
 
 
 
 SRC = Path(neardup.__file__).parent
 
-def test_no_is_url_outside_io():
-    """Whether a path is local or remote is asked of the io seam (neardup.io.folder, .outfile),
-    never decided by a branch on the URL elsewhere."""
+def test_no_is_url_outside_storage():
+    """Whether a path is local or remote is decided inside the storage room (neardup.io.storage)
+    alone: everything else holds a Folder or asks a question of capability (os_path)."""
     asking = sorted(path.relative_to(SRC).as_posix() for path in SRC.rglob("*.py")
-                    if not path.relative_to(SRC).as_posix().startswith("io/")
-                    and "is_url(" in path.read_text(encoding="utf-8"))
-    assert asking == [], "ask the folder or file (neardup.io.folder, .outfile), not is_url"
+                    if not path.relative_to(SRC).as_posix().startswith("io/storage/")
+                    and re.search(r"\b(is_url|is_remote|any_remote)\b", path.read_text(encoding="utf-8")))
+    assert asking == [], "hold a Folder or ask os_path (neardup.io.storage), not is_url"
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def no_store(monkeypatch):
     """Any request to a store fails the test."""
     def refuse(url):
         raise AssertionError(f"a request to {url}")
-    monkeypatch.setattr(fs, "_filesystem", refuse)
+    monkeypatch.setattr(remote, "filesystem", refuse)
 
 
 # --------------------------------------------------------------------------- Folder.require_folder
@@ -84,7 +84,7 @@ def test_local_view_of_a_remote_folder_is_a_copy(s3, tmp_path):
     s3.put("out/kept/sub/y.jsonl", b"")
     with Folder.of(s3.url("out") + "/").local_view(["stats.json", "removed.parquet", "clusters.parquet"],
                                                    sizes_only=["kept"]) as local:
-        assert os.path.isdir(local) and not fs.is_url(local)
+        assert os.path.isdir(local) and fs.os_path(local) == local
         files = sorted(p.relative_to(local).as_posix() for p in Path(local).rglob("*") if p.is_file())
         assert files == ["kept/sub/y.jsonl", "kept/x.jsonl", "removed.parquet", "stats.json"]
         assert (Path(local) / "stats.json").read_bytes() == b'{"a": 1}'
@@ -104,9 +104,9 @@ def test_local_view_of_a_remote_folder_is_a_copy(s3, tmp_path):
 
 
 def test_local_view_of_a_store_that_refuses_is_one_line(monkeypatch):
-    def denied(url):
+    def denied(self, url):
         raise PermissionError("AccessDenied")
-    monkeypatch.setattr(fs, "read_bytes", denied)
+    monkeypatch.setattr(remote.RemoteFiles, "read_bytes", denied)
     with pytest.raises(InputError) as e:
         with Folder.of("s3://KEY:SECRETZZ@bucket/out").local_view(["stats.json"]):
             pass
@@ -184,7 +184,7 @@ def test_estimate_documents_for_the_progress_bar(tmp_path):
 
 
 def test_estimate_documents_asks_no_store(tmp_path, no_store, monkeypatch):
-    def refuse(path, *a, **kw):  # pyarrow reaches S3 by itself, without neardup.io.fs
+    def refuse(path, *a, **kw):  # pyarrow reaches S3 by itself, without neardup.io.storage.fs
         raise AssertionError(f"a request to {path}")
     monkeypatch.setattr(pq, "ParquetFile", refuse)
     text = Source(path="s3://b/notes/e.txt", name="s3://b/notes/e.txt", relpath="e.txt", format="text")

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from neardup.stages.parquet import ROW_GROUP, ParquetRows
+from neardup.io.storage.tables import ROW_GROUP, ParquetRows
 
 
 def test_char_class_table_cache_matches_a_fresh_build(tmp_path, monkeypatch):
@@ -90,7 +90,7 @@ def test_pread_rows_reads_scattered_ranges_in_groups(tmp_path, monkeypatch):
     """read_rows gives every range's items whatever the grouping: adjacent, near (one read
     with the gap dropped), far apart, empty ranges, a group cut by the span limit; uint32 and
     uint64 files."""
-    from neardup.io import ranges
+    from neardup.io.storage import ranges
     for dtype in (np.uint32, np.uint64):
         data = np.arange(200_000, dtype=dtype) * 7 + 3
         path = tmp_path / f"f{np.dtype(dtype).itemsize}.bin"

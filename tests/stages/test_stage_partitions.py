@@ -16,7 +16,7 @@ from neardup.kernels.bands import bucket_runs
 from neardup.config import Config
 from neardup.engines.local import Frame, LocalEngine
 from neardup.kernels.hashing import partition_of
-from neardup.io.tables import read_table
+from neardup.io.storage.tables import read_table
 from neardup.stages import Run
 from neardup.stages.clusters import ClustersStage
 from neardup.stages.layout import WorkDir

@@ -78,12 +78,12 @@ ENVIRONMENT_ERRNOS = {errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, err
 
 
 def _one_line(exc: BaseException) -> str:
-    from ..io.fs import redact
+    from ..io.storage.fs import redact
     return redact(" ".join(str(exc).split()))
 
 
 def _os_error_line(exc: OSError) -> str:
-    from ..io.fs import redact
+    from ..io.storage.fs import redact
     where = exc.filename if exc.filename is not None else ""
     if isinstance(where, bytes):
         where = where.decode("utf-8", "backslashreplace")

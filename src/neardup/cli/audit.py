@@ -13,7 +13,7 @@ from .options import add_options, config_options
 
 
 def redact(text: str) -> str:
-    from ..io.fs import redact as hide  # not loaded for other commands
+    from ..io.storage.fs import redact as hide  # not loaded for other commands
     return hide(str(text))
 
 
@@ -87,7 +87,7 @@ def run_audit(args: argparse.Namespace) -> int:
     else:
         print(format_audit(result))
     if args.json and args.json != "-":
-        from ..io.outfile import publish_file
+        from ..io.storage.outfile import publish_file
         publish_file(args.json, json.dumps(result.to_dict(), indent=1).encode("utf-8"),
                      overwrite=args.overwrite, option="--json")
         print(f"wrote {redact(args.json)}")
@@ -118,7 +118,7 @@ def _check_targets(args: argparse.Namespace) -> None:
     that are not the command's inputs), outside the input folders, in folders that exist, and
     not the same file twice. One-line ConfigError otherwise."""
     from ..io import discover
-    from ..io.outfile import check_output_file, same_file as _same_file
+    from ..io.storage.outfile import check_output_file, same_file as _same_file
     targets = [(opt, path) for opt, path in (("--json", args.json), ("--plot", args.plot))
                if path and path != "-"]
     if not targets:

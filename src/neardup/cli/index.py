@@ -25,7 +25,7 @@ S = argparse.SUPPRESS
 
 
 def redact(text: str) -> str:
-    from ..io.fs import redact as hide  # imported when used: the parser starts without the io package
+    from ..io.storage.fs import redact as hide  # imported when used: the parser starts without the io package
     return hide(text)
 
 
@@ -183,7 +183,7 @@ def run_query(args) -> int:
         raise ConfigError(f"--output must end in .jsonl or .parquet, got {redact(out)!r}")
     sources = nio.discover(args.inputs)
     if out is not None:
-        from ..io.outfile import check_output_file
+        from ..io.storage.outfile import check_output_file
         check_output_file(out, inputs=[s.path for s in sources],
                           inside=[i for i in args.inputs if os.path.isdir(i)], overwrite=args.overwrite)
     options = config_options(args)
@@ -223,7 +223,7 @@ def run_query(args) -> int:
                 for i, s, m in zip(rows["id"], rows["source"], rows["matches"]):
                     f.write(json.dumps({"id": i, "source": s, "matches": m}) + "\n")
 
-    from ..io.outfile import publish_with
+    from ..io.storage.outfile import publish_with
     publish_with(out, write, overwrite=args.overwrite)
     found = sum(1 for m in rows["matches"] if m)
     n = len(rows["id"])

@@ -48,7 +48,7 @@ def run_params(args: argparse.Namespace) -> int:
     if (args.bands is None) != (args.rows is None):
         raise ConfigError("--bands and --rows go together: give both or neither")
     if args.plot:
-        from ..io.outfile import check_output_file
+        from ..io.storage.outfile import check_output_file
         from ..report.plots import plot_format
         plot_format(args.plot)  # fail on a bad name, or a file not ours to replace, before any work
         check_output_file(args.plot, overwrite=args.overwrite, option="--plot")

@@ -30,7 +30,7 @@ def register(sub) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from ..io.fs import redact
+    from ..io.storage.fs import redact
     path = write_report(args.dir, args.output, plots=args.plots, overwrite=args.overwrite)
     print(f"wrote {redact(str(path))}")
     return 0

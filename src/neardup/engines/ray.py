@@ -16,7 +16,7 @@ value: the pull-based sort shuffle puts exactly the rows of one part value into 
 block size is raised for the run). Every task is a pure function of its input and of the work
 directory (retried after a worker dies, it writes the same files); the work directory must be
 visible to every node: a shared file system, or an object-store prefix (``--work-dir s3://...``)
-read and written through :mod:`neardup.io.fs`. When neardup starts or joins a cluster it hands
+read and written through :mod:`neardup.io.storage.fs`. When neardup starts or joins a cluster it hands
 the store's settings of its environment (``AWS_*``, ...) to the workers.
 """
 
@@ -35,9 +35,9 @@ from ..kernels.arrays import arrow
 from ..config import default_workers
 from ..errors import ConfigError, NeardupError
 from ..kernels.hashing import kernel_threads, partition_of
-from ..io import fs
+from ..io.storage import fs
 from ..progress import check_interrupt
-from .ray_cluster import (MISLEADING, STORE_ENV_PREFIXES, check_reachable, import_ray, join_with_token,
+from .ray_cluster import (MISLEADING, check_reachable, import_ray, join_with_token,
                           quiet_misleading, signals_kept, start_watchdog)
 
 MAX_RETRIES = 4                 # Ray retries of every task whose worker died
@@ -117,10 +117,9 @@ class RayEngine:
         self.workers = workers
         if not ray.is_initialized():
             kwargs = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=not quiet)
-            if fs.any_remote(paths):  # the store's endpoint and credentials, as the driver has them
-                env = {k: v for k, v in os.environ.items() if k.startswith(STORE_ENV_PREFIXES)}
-                if env:
-                    kwargs["runtime_env"] = {"env_vars": env}
+            env = fs.store_settings(paths)  # the store's endpoint and credentials, as the driver has them
+            if env:
+                kwargs["runtime_env"] = {"env_vars": env}
             if address:
                 check_reachable(address)
                 join_with_token(address)

@@ -15,10 +15,6 @@ import os
 
 from ..errors import ConfigError
 
-# the settings of object stores that workers need as the driver has them (credentials, endpoints)
-STORE_ENV_PREFIXES = ("AWS_", "FSSPEC_", "GOOGLE_", "GCS_", "HF_", "AZURE_", "S3FS_")
-
-
 def import_ray():
     try:
         import ray

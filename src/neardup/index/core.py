@@ -33,8 +33,8 @@ from ..kernels.bands import band_keys
 from ..config import Config
 from ..errors import ConfigError, StorageError
 from ..kernels.hashing import kernel_threads
-from ..io import fs
-from ..io.folder import Folder
+from ..io.storage import fs
+from ..io.storage.folder import Folder
 from ..kernels.minhash import MinHasher
 from ..kernels.verify import estimated_jaccard, exact_jaccard
 from . import bloom as bloom_tier
@@ -111,7 +111,7 @@ def open_storage(location) -> Storage:
             raise StorageError("an index on Redis needs the redis package: pip install 'neardup[redis]'") from None
         return RedisStorage(loc)
     folder = Folder.of(loc)
-    if folder.is_remote:
+    if folder.os_path is None:
         raise StorageError(f"an index cannot live at {folder}: indexes on object storage and other URLs "
                            f"are not supported; use a local folder or redis://HOST:PORT/DB")
     if not loc:

@@ -34,7 +34,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 import numpy as np
 
 from ..errors import StorageError
-from ..io.fs import redact
+from ..io.storage.fs import redact
 from .removal import object_names
 from .segments import FILE_DTYPES, checksum
 from .storage import (SegmentReader, Storage, chunks_of, crash_point, damaged, entry_files, gather_ranges, manifest_bytes,

@@ -47,7 +47,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..kernels.lookup import fingerprints
-from ..io.fs import redact
+from ..io.storage.fs import redact
 from ..kernels.minhash import EMPTY_VALUE
 
 FILE_DTYPES = {

@@ -37,7 +37,7 @@ from typing import Callable, Dict, Iterable, Optional, Tuple
 import numpy as np
 
 from ..errors import StorageError
-from ..io.fs import redact
+from ..io.storage.fs import redact
 from .removal import object_names
 from .segments import BLOCK_BYTES, BLOCK_SUMS, FILE_DTYPES, checksum, with_block_sums
 

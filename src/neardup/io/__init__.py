@@ -3,8 +3,8 @@ and in-memory tables.
 
 :func:`discover` lists the input files, :func:`read_source` streams their documents as
 :class:`Batch` es, :func:`write_kept` writes the kept records of a source in a second pass.
-Files go through one filesystem layer, :mod:`neardup.io.fs`: a local path or a URL (``s3://``,
-``gs://``, ``hf://``, any fsspec protocol) alike; :mod:`neardup.io.tables` reads and writes
+Files go through one filesystem layer, :mod:`neardup.io.storage.fs`: a local path or a URL (``s3://``,
+``gs://``, ``hf://``, any fsspec protocol) alike; :mod:`neardup.io.storage.tables` reads and writes
 Arrow / Parquet tables over it. Bad input is an :class:`~neardup.errors.InputError` whose one-line message names the file and
 the line or row (``on_error="fail"``), or a rejected entry (``on_error="skip"``).
 """

@@ -16,7 +16,7 @@ from typing import Iterator, Optional, Tuple
 
 import pyarrow as pa
 
-from . import fs as _fs
+from .storage import fs as _fs
 
 BLOCK_BYTES = 16 << 20  # decompressed bytes per block handed to the parser
 _READ_BYTES = 256 << 10  # decompressed bytes per read (what a failing read may lose, and recover)
@@ -80,8 +80,9 @@ class _Limited:
 
 def _decoder(path: str, compression: str, limit: Optional[int] = None):
     """A pyarrow stream of the decompressed bytes of a file (native reads for a local file)."""
-    if limit is None and not _fs.is_url(path):
-        raw = pa.OSFile(path, "r")
+    local = _fs.os_path(path)
+    if limit is None and local is not None:
+        raw = pa.OSFile(local, "r")
     else:
         f = _fs.open_input(path)
         raw = pa.PythonFile(f if limit is None else _Limited(f, limit), mode="r")
@@ -171,7 +172,7 @@ def _compressed_chunks(path: str, compression: str, f) -> Iterator[bytes]:
                 done += len(chunk)
                 yield chunk
         except OSError as e:
-            if _fs.is_url(path) and not str(e).startswith(("zlib", "ZSTD", "Truncated")):
+            if _fs.os_path(path) is None and not str(e).startswith(("zlib", "ZSTD", "Truncated")):
                 raise  # the store, not the stream
             first = str(e)
     tail, err = _tail_before_break(path, compression, done)

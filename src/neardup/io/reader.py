@@ -32,11 +32,11 @@ import pyarrow.json as pj
 from ..kernels.arrays import arrow, to_numpy
 from ..errors import ConfigError, InputError
 from ..kernels import jsonl
-from . import fs as _fs
+from .storage import fs as _fs
 from ..kernels.lines import MAX_NESTING, blank_lines, csv_open_quote, deep_lines, line_bounds
 from ..kernels.lines import OpenQuote as _OpenQuote
 from ._streams import StreamError, iter_blocks
-from .tables import parquet_file
+from .storage.tables import parquet_file
 from .sources import Source
 
 ON_ERROR_MODES = ("fail", "skip")
@@ -115,7 +115,7 @@ def check_local_file(src: Source) -> None:
     is not a regular file (a folder, a named pipe or a device, which would block or never end).
     The check opens without blocking (a named pipe with no writer does not wait). Nothing is
     checked for a URL or an in-memory table."""
-    if src.format == "table" or _fs.is_url(src.path):
+    if src.format == "table" or _fs.os_path(src.path) is None:
         return
     fd, _ = _open_regular(src)
     os.close(fd)
@@ -338,9 +338,10 @@ class _JsonlParser:
         self.id_types = [pa.string(), pa.int64()]  # the last one that worked goes first
         self.seen_record = False
         size = 0  # a remote file counts as small here: no extra request for its size
-        if not _fs.is_url(ctx.src.path):
+        local = _fs.os_path(ctx.src.path)
+        if local is not None:
             try:
-                size = os.path.getsize(_fs.local_path(ctx.src.path))
+                size = os.path.getsize(local)
             except OSError:  # its size only decides whether to compile the scanner now
                 pass
         self.fast = jsonl.worth_it(size)
@@ -766,7 +767,7 @@ def csv_options(src: Source, column_types: Dict[str, pa.DataType], include: Opti
 
 def csv_stream(src: Source):
     """A pyarrow input stream of the (decompressed) bytes of a CSV / TSV source, local or remote."""
-    raw = _fs.local_path(src.path) if not _fs.is_url(src.path) else _fs.open_input(src.path)
+    raw = _fs.os_path(src.path) or _fs.open_input(src.path)
     return pa.input_stream(raw, compression=src.compression)
 
 
@@ -1143,7 +1144,7 @@ def read_sources(sources, members, **options) -> Iterator[Batch]:
 
 
 def _pooled(src: Source) -> bool:
-    return src.format == "text" and not _fs.is_url(src.path)
+    return src.format == "text" and _fs.os_path(src.path) is not None
 
 
 def _pooled_texts(pool, sources, run: List[int], options: dict) -> Iterator[Batch]:

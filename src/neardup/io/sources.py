@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, InputError
-from . import fs as _fs
+from .storage import fs as _fs, paths as _paths
 
 # Longest suffix first: ".jsonl.gz" must win over ".gz".
 _JSONL_SUFFIXES: Tuple[Tuple[str, Optional[str]], ...] = (
@@ -78,7 +78,7 @@ class Sources(list):
 
 def display_name(path: Any) -> str:
     """A path or URL as neardup shows and stores it: the credentials of a URL hidden
-    (:func:`neardup.io.fs.redact`), and the bytes of a file name that are not UTF-8 (which Python
+    (:func:`neardup.io.storage.fs.redact`), and the bytes of a file name that are not UTF-8 (which Python
     reads as lone surrogates) written ``\\xNN``, so that the name can be printed, put in JSON and
     in Parquet. A plain name stays as it is."""
     p = str(path)
@@ -335,20 +335,20 @@ def discover(inputs: Sequence[str], *, input_format: str = "auto", follow_symlin
         raise InputError("no input given")
 
     roots = _real_roots(inputs)
-    folders = [os.path.realpath(_fs.local_path(i)) for i in inputs
-               if i and not _fs.is_url(i) and os.path.isdir(_fs.local_path(i))]
+    folders = [os.path.realpath(local) for local in (_fs.os_path(i) for i in inputs if i)
+               if local is not None and os.path.isdir(local)]
     links = {"read_once": 0, "not_followed": 0}
     found: List[_Found] = []
     bases: List[str] = []
     for inp in inputs:
         if inp == "":
             raise InputError("no such file or folder: '' (an empty input path)")
-        if _fs.is_url(inp):
+        local = _fs.os_path(inp)
+        if local is None:
             files, base = _discover_url(inp)
             found.extend(files)
             bases.append(base)
             continue
-        local = _fs.local_path(inp)
         _discover_local(local, found, roots, follow_symlinks, links, folders)
         bases.append(_local_base(local))
 
@@ -387,8 +387,8 @@ def _real_roots(inputs: Sequence[str]) -> List[str]:
     a symbolic link may lead and still be inside the input set."""
     out = []
     for inp in inputs:
-        if inp and not _fs.is_url(inp):
-            local = _fs.local_path(inp)
+        local = _fs.os_path(inp) if inp else None
+        if local is not None:
             out.append(os.path.realpath(_glob_folder(local) if _is_magic(local) and not os.path.exists(local)
                                         else local))
     return out
@@ -411,33 +411,8 @@ def _local_base(inp: str) -> str:
     return os.path.dirname(os.path.abspath(inp))
 
 
-def _common_folder(bases: Sequence[str]) -> Optional[str]:
-    """The longest common folder of ``bases`` (by whole path components), None when there is none
-    (local and remote inputs, or URLs of two stores)."""
-    split = [b.rstrip("/").split("/") if _fs.is_url(b) else _posix(b).rstrip("/").split("/") for b in bases]
-    if not split:
-        return None
-    common = split[0]
-    for parts in split[1:]:
-        k = 0
-        while k < min(len(common), len(parts)) and common[k] == parts[k]:
-            k += 1
-        common = common[:k]
-    if _fs.is_url(bases[0]) and len(common) < 3:  # not even the same store
-        return None
-    if not common:
-        return None
-    return "/".join(common) or "/"
-
-
-def _relative(path: str, root: Optional[str]) -> str:
-    """``path`` relative to the folder ``root`` (its base name when it is not inside)."""
-    full = path if _fs.is_url(path) else _posix(os.path.abspath(path))
-    if root is not None:
-        prefix = root.rstrip("/") + "/"
-        if full.startswith(prefix):
-            return full[len(prefix):]
-    return _fs.basename(path)
+_common_folder = _paths.common_folder
+_relative = _paths.relative_to
 
 
 def _once(found: List[_Found], links: Dict[str, int]) -> List[_Found]:
@@ -473,14 +448,7 @@ def _once(found: List[_Found], links: Dict[str, int]) -> List[_Found]:
     return [f for i, f in enumerate(found) if first[keys[i]] == i]
 
 
-def _without_scheme(name: str) -> str:
-    """``bucket/key`` for ``s3://bucket/key`` (``host/key`` for ``http://user:pw@host/key``: no
-    credentials); a local name as it is."""
-    if not _fs.is_url(name):
-        return name
-    rest = name.partition("://")[2]
-    head, sep, tail = rest.partition("/")
-    return head.rpartition("@")[2] + sep + tail
+_without_scheme = _paths.without_credentials
 
 
 def _discover_url(inp: str) -> Tuple[List[_Found], str]:
@@ -623,7 +591,7 @@ def estimate_documents(sources: Sequence[Source]) -> Optional[int]:
 
     total = 0
     for src in sources:
-        if src.format not in ("text", "table") and _fs.is_url(src.path):
+        if src.format not in ("text", "table") and _fs.os_path(src.path) is None:
             return None  # a request per file only for a progress bar's ETA: not worth it
         try:
             if src.format == "text":

@@ -3,7 +3,7 @@
 Same-format output keeps every record exactly as it was (JSONL lines byte for byte, Parquet rows
 with the source schema; the kept lines of an uncompressed local JSONL file written to a local
 file are byte ranges of it that the kernel copies, see :func:`_copy_jsonl_ranges`); the bytes
-written depend only on the input and ``keep_rows``, so two runs give identical files. Files are written atomically through :func:`neardup.io.fs.atomic_write`
+written depend only on the input and ``keep_rows``, so two runs give identical files. Files are written atomically through :func:`neardup.io.storage.fs.atomic_write`
 (local: ``PATH.tmp`` renamed into place; object stores: the object appears when its upload
 completes), to a local path or a URL alike.
 """
@@ -27,9 +27,9 @@ from ..kernels.arrays import arrow
 from ..errors import ConfigError, InputError
 from ..kernels.lines import blank_lines, line_bounds
 from ._streams import BLOCK_BYTES, StreamError, iter_blocks
-from . import fs as _fs
+from .storage import fs as _fs
 from .reader import one_line
-from .tables import parquet_file
+from .storage.tables import parquet_file
 from .sources import OUTPUT_FORMATS, Source
 
 _GZIP_LEVEL = 6
@@ -381,10 +381,11 @@ def _coalesced(blocks: Iterator[Tuple[List[int], List[int], bool]]) -> Iterator[
 
 
 def _regular_local_file(path: str) -> bool:
-    if _fs.is_url(path):
+    local = _fs.os_path(path)
+    if local is None:
         return False
     try:
-        return stat.S_ISREG(os.stat(_fs.local_path(path)).st_mode)
+        return stat.S_ISREG(os.stat(local).st_mode)
     except (OSError, ValueError):
         return False
 
@@ -717,10 +718,11 @@ def copy_text_files(copies: List[Tuple[Source, str]], workers: int = 8) -> None:
     what :func:`write_kept` does for one text file, without its per-file costs (a folder of
     100,000 small files). The destinations lie in a run's staging folder, published whole: no
     file is renamed into place one by one. A file or destination in a store: :func:`write_kept`."""
-    remote = [(src, dst) for src, dst in copies if _fs.is_url(src.path) or _fs.is_url(dst)]
-    for src, dst in remote:
-        write_kept(src, [0], dst)
-    copies = [(src, dst) for src, dst in copies if not (_fs.is_url(src.path) or _fs.is_url(dst))]
+    local = [_fs.os_path(src.path) is not None and _fs.os_path(dst) is not None for src, dst in copies]
+    for (src, dst), here in zip(copies, local):
+        if not here:
+            write_kept(src, [0], dst)
+    copies = [item for item, here in zip(copies, local) if here]
     if not copies:
         return
     folders = {os.path.dirname(dst) for _, dst in copies}

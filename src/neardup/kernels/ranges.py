@@ -1,5 +1,5 @@
 """Grouping the ranges of a file read back, compiled: which nearby ranges one read covers, and
-the copy of each range out of such a read (:mod:`neardup.io.ranges`)."""
+the copy of each range out of such a read (:mod:`neardup.io.storage.ranges`)."""
 
 from __future__ import annotations
 

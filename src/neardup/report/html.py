@@ -179,13 +179,13 @@ code { background: #eef1f4; padding: 0 3px; border-radius: 3px; }
 """
 
 
-from ..io.outfile import check_output_file, publish_file, same_file as _same_file  # noqa: E402
+from ..io.storage.outfile import check_output_file, publish_file, same_file as _same_file  # noqa: E402
 
 
 def _red(text: Any) -> str:
     """``text`` (a path, a URL, an id, a message) with the credentials of every URL in it hidden:
     everything a path or URL can reach the page or a message through goes through here."""
-    from ..io.fs import redact
+    from ..io.storage.fs import redact
     return redact(str(text))
 
 
@@ -989,15 +989,15 @@ def write_report(output_dir, output=None, *, plots: str = "auto", overwrite: boo
     or ``svg`` (never import matplotlib; faster).
 
     The folder and ``output`` may each be local or on a store (a URL): a remote folder's files are
-    read from a local copy (:meth:`~neardup.io.folder.Folder.local_view`). The folder's own
+    read from a local copy (:meth:`~neardup.io.storage.folder.Folder.local_view`). The folder's own
     ``report.html`` is always replaced. ``output`` is refused (ConfigError, before any work) when
     it is one of the folder's files or under its ``kept/``, and when it exists, unless
     ``overwrite``. The page appears whole or not at all: written under a temporary name in the
     same folder, then renamed (on a store: one upload); a failed write (a folder that cannot be
     written, a full disk) is a one-line ConfigError naming the path and leaves no temporary file.
     """
-    from ..io import fs
-    from ..io.folder import Folder
+    from ..io.storage import fs
+    from ..io.storage.folder import Folder
 
     folder = Folder.of(output_dir)
     folder.require_folder()

@@ -83,11 +83,11 @@ def save_figure(fig, path: str, *, overwrite: bool = True) -> str:
     """Write a figure to ``path`` (format from the extension) and close it.
 
     The file appears whole or not at all (drawn in memory, written under a temporary name in
-    the same folder, then renamed: :func:`neardup.io.outfile.publish_file`); without ``overwrite`` an
+    the same folder, then renamed: :func:`neardup.io.storage.outfile.publish_file`); without ``overwrite`` an
     existing file is left alone (ConfigError). A folder that cannot be written or a full disk is
     a one-line ConfigError that names the path."""
-    from ..io.fs import redact
-    from ..io.outfile import publish_file
+    from ..io.storage.fs import redact
+    from ..io.storage.outfile import publish_file
     fmt = plot_format(path)
     plt = require_matplotlib()
     directory = os.path.dirname(os.path.abspath(str(path)))

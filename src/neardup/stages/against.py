@@ -34,10 +34,10 @@ import pyarrow as pa
 
 from ..kernels.arrays import arrow, empty_table, to_numpy
 from ..kernels.bands import band_keys
-from ..io import fs
-from ..io.tables import read_table
+from ..io.storage import fs
+from ..io.storage.tables import read_table
 from .layout import MEMBERS_SCHEMA, DocStore, block_path, document_ids, fixed_binary_numpy, numpy_fixed_binary
-from .parquet import write_parquet
+from ..io.storage.tables import write_parquet
 
 BLOOM_RANK = -0.5  # a bloom index's yes: above no match, below every verified one (similarities are >= 0)
 MATCHED_SCHEMA = pa.schema([("pos", pa.int64()), ("id", pa.string()), ("source", pa.string()),

@@ -24,12 +24,12 @@ import pyarrow.compute as pc
 from ..kernels.arrays import arrow, empty_table, to_numpy, unique
 from .. import io as nio
 from ..kernels.components import keep_order, large_star, select_representatives, small_star, star_labels
-from ..io import fs
-from ..io.tables import read_table
+from ..io.storage import fs
+from ..io.storage.tables import read_table
 from ..progress import bar, check_interrupt
 from .against import matched_members
 from .layout import MEMBERS_SCHEMA, PAIRS_SCHEMA, ClustersInfo, document_ids, part_path
-from .parquet import write_parquet
+from ..io.storage.tables import write_parquet
 
 MAX_CC_ROUNDS = 200
 

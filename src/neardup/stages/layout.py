@@ -41,9 +41,9 @@ from ..kernels.arrays import arrow, to_numpy, unique
 from ..kernels import eliasfano
 from .. import io as nio
 from ..errors import ConfigError
-from ..io import fs, ranges
-from ..io.folder import Folder
-from ..io.tables import read_table
+from ..io.storage import fs, ranges
+from ..io.storage.folder import Folder
+from ..io.storage.tables import read_table
 
 STAGES = ("read", "pairs", "clusters", "write")
 LAYOUT_VERSION = 5              # 5: fingerprints Elias-Fano coded, \w+ words, hash_version; 4: typed stage records; 3: .fp
@@ -208,7 +208,7 @@ def read_json(path: str):
 
 class WorkDir:
     """The work directory of one run (see the module docstring), a folder neardup owns (marker
-    ``.neardup``, kind ``work-dir``, format LAYOUT_VERSION: see :mod:`neardup.io.folder`).
+    ``.neardup``, kind ``work-dir``, format LAYOUT_VERSION: see :mod:`neardup.io.storage.folder`).
 
     ``identity`` is :func:`run_identity` (or a plain fingerprint string). A folder holding work
     is reused only with ``resume`` and the same identity; otherwise it is refused in one line
@@ -253,10 +253,6 @@ class WorkDir:
                           "identity": identity}
         self.folder.makedirs()
         self._save()
-
-    @property
-    def is_remote(self) -> bool:
-        return self.folder.is_remote
 
     def _save(self) -> None:
         write_json(fs.join(self.path, "state.json"), self.state)

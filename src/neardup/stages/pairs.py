@@ -29,7 +29,7 @@ from ..kernels.components import keep_order
 from ..progress import bar, check_interrupt
 from ..kernels.verify import estimated_jaccard, exact_jaccard_raw
 from .layout import PAIRS_SCHEMA, DocStore, PairsInfo, fixed_binary_numpy, part_path
-from .parquet import write_parquet
+from ..io.storage.tables import write_parquet
 
 VERIFY_CHUNK = 1 << 16  # pairs verified at a time: bounds the shingle sets held in memory
 

@@ -27,7 +27,7 @@ from ..kernels.bands import band_keys
 from ..errors import InputError
 from ..kernels.hashing import string_hash
 from ..kernels.minhash import MinHasher, Scratch
-from ..io import fs
+from ..io.storage import fs
 from ..progress import bar, check_interrupt
 from .layout import MAX_DOCUMENTS, ReadInfo, block_path, docs_schema, numpy_fixed_binary, write_json
 

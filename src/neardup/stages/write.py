@@ -24,12 +24,12 @@ import pyarrow as pa
 from ..kernels.arrays import arrow, empty_table, to_numpy
 from .. import io as nio
 from .._version import __version__
-from ..io import fs
+from ..io.storage import fs
 from ..io.reader import BINARY, EMPTY_FILE, NOT_RECORDS, NOT_UTF8, text_column_of, text_columns
-from ..io.tables import read_table
+from ..io.storage.tables import read_table
 from ..progress import bar, check_interrupt, plural
 from .layout import MEMBERS_SCHEMA
-from .parquet import ParquetRows, write_parquet
+from ..io.storage.tables import ParquetRows, write_parquet
 
 
 REMOVED_SCHEMA = pa.schema([("id", pa.string()), ("representative", pa.string()), ("cluster", pa.string()),

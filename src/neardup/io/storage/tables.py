@@ -1,18 +1,22 @@
-"""Parquet files of the work directory and of the output, the same bytes from the same rows.
+"""Arrow tables in files, local or remote: what the stages write into the work directory and the
+output folder (atomic per file, any URL).
 
-:class:`ParquetRows` writes rows streamed in any batch sizes as row groups of exactly
-``ROW_GROUP`` rows, so that the same rows give the same bytes whichever engine produced them
-and however they were batched; :func:`write_parquet` writes one table so.
+Every Parquet file neardup writes goes through :class:`ParquetRows`, whose row groups of exactly
+``ROW_GROUP`` rows make the same rows give the same bytes whichever engine produced them and
+however they were batched (:func:`write_parquet` writes one table so). Arrow IPC files
+(``.arrow``) are memory-mapped when local, so a lookup touches only the pages of its rows;
+remote ones are read through the store (a seekable file: only the record batches read are
+fetched). Parquet files are read with pyarrow's own code for local paths.
 """
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..io import fs
+from .fs import atomic_write, open_input, os_path
 
 PARQUET_OPTS = dict(compression="zstd", use_dictionary=False, write_statistics=False)
 ROW_GROUP = 65536
@@ -28,7 +32,7 @@ class ParquetRows:
     def __init__(self, path: str, schema: pa.Schema):
         self.path = path
         self.schema = schema
-        self._upload = fs.atomic_write(path)
+        self._upload = atomic_write(path)
         sink = self._upload.__enter__()
         try:
             self._writer = pq.ParquetWriter(sink, schema, **PARQUET_OPTS)
@@ -78,6 +82,41 @@ class ParquetRows:
 
 
 def write_parquet(table: pa.Table, path: str) -> None:
+    """``table`` as a Parquet file at ``path`` (a local path or a URL), atomically, in the row
+    groups of :class:`ParquetRows`."""
     w = ParquetRows(path, table.schema)
     w.write(table)
     w.close()
+
+
+def write_arrow(table: pa.Table, path: str, max_chunksize: Optional[int] = None) -> None:
+    """Write ``table`` as an uncompressed Arrow IPC file at ``path``, atomically."""
+    with atomic_write(path) as f:
+        with pa.ipc.new_file(f, table.schema) as w:
+            w.write_table(table, max_chunksize=max_chunksize)
+
+
+def read_table(path: str, columns: Optional[List[str]] = None) -> pa.Table:
+    """An Arrow IPC (``.arrow``, memory-mapped when local) or Parquet file as a table."""
+    local = os_path(path)
+    if path.endswith(".arrow"):
+        if local is not None:
+            with pa.memory_map(local) as f:
+                table = pa.ipc.open_file(f).read_all()
+        else:
+            with open_input(path) as f:
+                table = pa.ipc.open_file(f).read_all()
+        return table.select(columns) if columns is not None else table
+    # ParquetFile rather than pq.read_table: the dataset reader behind read_table imports pandas
+    if local is not None:
+        return pq.ParquetFile(local).read(columns=columns)
+    with open_input(path) as f:
+        return pq.ParquetFile(f).read(columns=columns)
+
+
+def parquet_file(path: str) -> pq.ParquetFile:
+    """``pyarrow.parquet.ParquetFile`` of a local path (pyarrow's own reader) or a URL."""
+    local = os_path(path)
+    if local is not None:
+        return pq.ParquetFile(local)
+    return pq.ParquetFile(open_input(path))

@@ -16,8 +16,8 @@ from typing import List, Optional, Tuple
 import numpy as np
 import pyarrow as pa
 
-from ..kernels.ranges import copy_ranges, read_groups
-from ..errors import NeardupError
+from ...kernels.ranges import copy_ranges, read_groups
+from ...errors import NeardupError
 from . import fs
 
 LOCAL_GAP = 32 << 10   # bytes between two local runs below which one read takes both (and the gap)
@@ -40,7 +40,8 @@ def read_rows(path: str, starts: np.ndarray, ends: np.ndarray, dtype) -> Tuple[n
     if len(starts) == 0:
         return local, buf
     size = dtype.itemsize
-    if fs.is_url(path):
+    local_file = fs.os_path(path)
+    if local_file is None:
         breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
         run_first = np.concatenate(([0], breaks))
         run_last = np.concatenate((breaks, [len(starts)])) - 1
@@ -49,7 +50,7 @@ def read_rows(path: str, starts: np.ndarray, ends: np.ndarray, dtype) -> Tuple[n
     groups = read_groups(starts, ends, LOCAL_GAP // size, LOCAL_SPAN // size)
     view = memoryview(buf).cast("B")
     tmp = None
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(local_file, os.O_RDONLY)
     try:
         for first, stop in zip(groups[:-1].tolist(), groups[1:].tolist()):
             lo, hi = int(starts[first]), int(ends[stop - 1])
@@ -146,8 +147,9 @@ def arrow_columns(path: str, columns: List[str], cache: Optional["OrderedDict"] 
     """Some columns of an Arrow IPC file: a local one memory-mapped (nothing is read until
     used), a remote one fetched (its footer and those columns' buffers only) and kept in
     ``cache``, the ``keep`` most recent."""
-    if not fs.is_url(path):
-        with pa.memory_map(path) as f:
+    local_file = fs.os_path(path)
+    if local_file is not None:
+        with pa.memory_map(local_file) as f:
             return pa.ipc.open_file(f).read_all().select(columns)
     key = (path, tuple(columns))
     t = cache.pop(key, None) if cache is not None else None

@@ -19,17 +19,12 @@ import os
 from pathlib import Path
 from typing import Callable, Sequence, Union
 
-from ..errors import ConfigError
-from .fs import exists, is_url, new_temp, redact, remote_errors, write_bytes
+from ...errors import ConfigError
+from .fs import exists, new_temp, remote_errors, write_bytes
+from .paths import is_url, redact, same_location
 
 
-def same_file(a, b) -> bool:
-    """Whether two paths name the same file: two local paths by their real paths (links
-    followed; the file need not exist), two URLs by name; a local path and a URL never."""
-    a, b = os.fspath(a), os.fspath(b)
-    if is_url(a) or is_url(b):
-        return is_url(a) and is_url(b) and a.rstrip("/") == b.rstrip("/")
-    return os.path.realpath(a) == os.path.realpath(b)
+same_file = same_location
 
 
 def _same_inode(a, b) -> bool:

@@ -1,0 +1,189 @@
+"""Paths as text: the one place that tells a local path from a URL, and what every path that is
+printed or stored passes through (:func:`redact`).
+
+Nothing here touches a file. :func:`is_url` decides local or remote for the whole storage room
+(:mod:`.fs` picks :class:`~.local.LocalFiles` or :class:`~.remote.RemoteFiles` by it); above
+the room a caller asks a question of capability instead (:func:`os_path`: "can I use os calls and
+memory maps on it?").
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import os
+import re
+from typing import Optional
+
+# a scheme of two letters or more ("C://x" stays a Windows path), or fsspec's chained
+# protocols ("simplecache::s3://...")
+_SCHEME = re.compile(r"((?:[A-Za-z][A-Za-z0-9+.\-]*::)*[A-Za-z][A-Za-z0-9+.\-]+)://")
+
+
+def is_url(path: str) -> bool:
+    """Whether ``path`` names something outside the local file system (``scheme://...``);
+    ``file://`` URLs are local."""
+    m = _SCHEME.match(str(path))
+    return m is not None and m.group(1).lower() not in ("file", "local")
+
+
+def local_path(path: str) -> str:
+    """A local path without its ``file://`` prefix (the path itself when it has none)."""
+    p = str(path)
+    for prefix in ("file://", "local://"):
+        if p.lower().startswith(prefix):
+            return p[len(prefix):]
+    return p
+
+
+def os_path(path) -> Optional[str]:
+    """The path to give ``os`` calls and memory maps for ``path`` (``file://`` taken off), or
+    None when ``path`` names a file in a store (reachable only through :mod:`.fs`)."""
+    path = os.fspath(path)
+    return None if is_url(path) else local_path(path)
+
+
+def protocol(path: str) -> str:
+    """``s3``, ``gs``, ... for a URL, ``file`` for a local path."""
+    return str(path).partition("://")[0].lower() if is_url(path) else "file"
+
+
+def same_location(a, b) -> bool:
+    """Whether two paths name the same file: two local paths by their real paths (links
+    followed; the file need not exist), two URLs by name; a local path and a URL never."""
+    a, b = os.fspath(a), os.fspath(b)
+    if is_url(a) or is_url(b):
+        return is_url(a) and is_url(b) and a.rstrip("/") == b.rstrip("/")
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def inside(path, folder) -> bool:
+    """Whether ``path`` is ``folder`` or lies under it: local paths by real path, URLs by name,
+    a local path and a URL never."""
+    p, f = os.fspath(path), os.fspath(folder)
+    if is_url(p) or is_url(f):
+        if not (is_url(p) and is_url(f)):
+            return False
+        p, f = p.rstrip("/"), f.rstrip("/")
+        return p == f or p.startswith(f + "/")
+    p, f = os.path.realpath(local_path(p)), os.path.realpath(local_path(f))
+    return p == f or p.startswith(f.rstrip(os.sep) + os.sep)
+
+
+def prefix_form(path: str, real_folders: Optional[dict] = None) -> str:
+    """A folder's form for a test of one lying inside another, ending in its separator: a URL as
+    typed, a local path resolved (its folder's real path; a symbolic link or ``.``/``..``
+    followed). ``real_folders`` caches real paths of folders (a run may name 100,000 files)."""
+    if is_url(path):
+        return str(path).rstrip("/") + "/"
+    local = local_path(path)
+    if os.path.islink(local):
+        return os.path.realpath(local).rstrip(os.sep) + os.sep
+    head, tail = os.path.split(local)
+    if tail in ("", ".", ".."):
+        return os.path.realpath(local).rstrip(os.sep) + os.sep
+    cache = real_folders if real_folders is not None else {}
+    real = cache.get(head)
+    if real is None:
+        real = cache[head] = os.path.realpath(head or ".")
+    return os.path.join(real, tail).rstrip(os.sep) + os.sep
+
+
+# user:password@ (or a lone token@) after a scheme: what a URL carries as credentials
+_USERINFO = re.compile(r"((?:[A-Za-z][A-Za-z0-9+.\-]*::)*[A-Za-z][A-Za-z0-9+.\-]*://)([^/@\s]*)@")
+
+
+def redact(text: str) -> str:
+    """``text`` with the credentials of every URL in it hidden: ``scheme://user:pw@host`` becomes
+    ``scheme://user:***@host`` and ``scheme://token@host`` (or ``:pw@``) ``scheme://***@host``.
+    Every path or URL that neardup prints or stores passes through here; nothing else of the text
+    changes."""
+    text = str(text)
+    secrets = set()
+
+    def hide(m: "re.Match") -> str:
+        user, sep, secret = m.group(2).partition(":")
+        secrets.add(secret if sep and user else m.group(2))
+        return f"{m.group(1)}{user}:***@" if sep and user else f"{m.group(1)}***@"
+
+    text = _USERINFO.sub(hide, text)
+    # a library's message may quote the secret again without its scheme ("KEY:SECRET@bucket")
+    for secret in sorted((x for x in secrets if x), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def without_credentials(name: str) -> str:
+    """``bucket/key`` for ``s3://bucket/key`` (``host/key`` for ``http://user:pw@host/key``: no
+    credentials); a local name as it is."""
+    if not is_url(name):
+        return name
+    rest = name.partition("://")[2]
+    head, sep, tail = rest.partition("/")
+    return head.rpartition("@")[2] + sep + tail
+
+
+def join(base: str, *parts: str) -> str:
+    """``base/part/...``: ``os.path.join`` for local paths, ``/`` for URLs."""
+    if not is_url(base):
+        return os.path.join(base, *parts)
+    out = str(base)
+    for p in parts:
+        out = out.rstrip("/") + "/" + str(p).lstrip("/")
+    return out
+
+
+def basename(path: str) -> str:
+    if not is_url(path):
+        return os.path.basename(path)
+    return str(path).rstrip("/").rsplit("/", 1)[-1]
+
+
+def dirname(path: str) -> str:
+    if not is_url(path):
+        return os.path.dirname(path)
+    head, _, rest = str(path).partition("://")
+    rest = rest.rstrip("/")
+    return f"{head}://" + (rest.rsplit("/", 1)[0] if "/" in rest else rest)
+
+
+def _posix(p: str) -> str:
+    return p.replace(os.sep, "/") if os.sep != "/" else p
+
+
+def common_folder(bases) -> Optional[str]:
+    """The longest common folder of ``bases`` (URLs, or absolute local paths), by whole path
+    components; None when there is none (local and remote paths, or URLs of two stores)."""
+    split = [b.rstrip("/").split("/") if is_url(b) else _posix(b).rstrip("/").split("/") for b in bases]
+    if not split:
+        return None
+    common = split[0]
+    for parts in split[1:]:
+        k = 0
+        while k < min(len(common), len(parts)) and common[k] == parts[k]:
+            k += 1
+        common = common[:k]
+    if is_url(bases[0]) and len(common) < 3:  # not even the same store
+        return None
+    if not common:
+        return None
+    return "/".join(common) or "/"
+
+
+def relative_to(path: str, root: Optional[str]) -> str:
+    """``path`` relative to the folder ``root`` (a :func:`common_folder`; its base name when it
+    is not inside), with ``/`` between its parts."""
+    full = path if is_url(path) else _posix(os.path.abspath(path))
+    if root is not None:
+        prefix = root.rstrip("/") + "/"
+        if full.startswith(prefix):
+            return full[len(prefix):]
+    return basename(path)
+
+
+def has_magic(path: str) -> bool:
+    return _glob.has_magic(str(path))
+
+
+def any_remote(paths) -> bool:
+    """Whether any of ``paths`` is a URL (a run that touches a store)."""
+    return any(is_url(p) for p in paths)
