@@ -207,7 +207,8 @@ def stage_rates(n_docs: int = 50_000) -> dict:
     from neardup.kernels.bands import bucket_runs
     from neardup.config import Config
     from neardup.kernels.hashing import kernel_threads
-    from neardup.stages.layout import Corpus, DocStore, WorkDir
+    from neardup.stages.corpus import Corpus, DocStore
+    from neardup.stages.workdir import WorkDir
     from neardup.stages.pairs import distinct_pairs, make_verifier, search_partition
     from neardup.stages.read import read_block
     from neardup.testing.synth import generate_corpus, write_jsonl
@@ -224,11 +225,11 @@ def stage_rates(n_docs: int = 50_000) -> dict:
             work = WorkDir(os.path.join(tmp, verify), "rates", resume=False)
             with kernel_threads(1):
                 t0 = time.perf_counter()
-                read_block(work.path, cfg, sources, 0, [0])
+                read_block(work.folder, cfg, sources, 0, [0])
                 read_s = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 corpus = Corpus(work, cfg, [[0]])
-                store = DocStore(work.path, corpus.block_start, cfg.num_perm)
+                store = DocStore(work.folder, corpus.block_start, cfg.num_perm)
                 offsets, members = bucket_runs(corpus.column("keys"), corpus.column("count") > 0)
                 checked, _ = search_partition(offsets, members, make_verifier(store, cfg), cfg)
                 pairs, candidates = distinct_pairs(checked)

@@ -138,8 +138,8 @@ def main() -> None:
     from ray.cluster_utils import Cluster
 
     import neardup
-    from neardup.stages import layout
-    layout.BLOCK_BYTES = (in_bytes // args.files) + 1  # one block a file: a task a node and more
+    from neardup.stages import workdir
+    workdir.BLOCK_BYTES = (in_bytes // args.files) + 1  # one block a file: a task a node and more
     node = dict(num_cpus=1, object_store_memory=200 << 20)
     cluster = Cluster(initialize_head=True, connect=False, head_node_args=dict(node, include_dashboard=False))
     for _ in range(args.nodes - 1):

@@ -208,6 +208,11 @@ class interrupt_handler:
         return False
 
 
+def last_signal() -> int:
+    """The signal number of the last interrupt (SIGINT or SIGTERM) under the handler, 0 if none."""
+    return signal_received
+
+
 def check_interrupt() -> None:
     """Raises KeyboardInterrupt when Ctrl-C was pressed since the handler was installed."""
     if _interrupted:

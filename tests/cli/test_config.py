@@ -16,7 +16,7 @@ from neardup.cli.options import config_options, flag, help_text
 from neardup.config import (GROUPS, OWNER, Choice, Execution, Fields, Indexes, Input, Integer, Number, Shingling, Similarity,
                             Sketch, Switch, Text, Texts, declaration)
 from neardup.index.manifest import PARAM_NAMES, params_of
-from neardup.stages.layout import fingerprint, run_identity
+from neardup.stages.identity import fingerprint, run_identity
 from neardup.stages.write import build_stats
 
 FIELDS = [(group, f) for group, kind in GROUPS.items() for f in dataclasses.fields(kind)]

@@ -24,9 +24,9 @@ def _python(code: str, *, timeout: float = 120) -> subprocess.CompletedProcess:
 def test_in_memory_of_a_path_does_not_import_pandas():
     r = _python("""
         import sys
-        from neardup.api import _in_memory
-        assert _in_memory("some/file.jsonl") == (None, None)
-        assert _in_memory(["a.jsonl"]) is not None
+        from neardup.io.inputs import in_memory
+        assert in_memory("some/file.jsonl") == (None, None)
+        assert in_memory(["a.jsonl"]) is not None
         print("pandas" in sys.modules)
     """)
     assert r.returncode == 0, r.stderr
@@ -64,13 +64,13 @@ def test_signatures_of_a_list_do_not_import_pandas():
 
 def test_in_memory_still_takes_a_dataframe_and_a_subclass():
     import pandas as pd
-    from neardup.api import _in_memory
+    from neardup.io.inputs import in_memory
 
     class Frame(pd.DataFrame):  # defined outside pandas: found through its MRO
         pass
 
     for df in (pd.DataFrame({"text": ["a b", "c d"]}, index=[5, 7]), Frame({"text": ["a b"]})):
-        kind, tables = _in_memory(df)
+        kind, tables = in_memory(df)
         assert kind == "pandas"
         assert tables["<table>"].num_rows == len(df)
 

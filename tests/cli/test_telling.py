@@ -61,7 +61,7 @@ def stats_of(**counts):
 
 
 def test_summary_says_pairs_are_unverified_under_verify_none():
-    from neardup.api import format_summary
+    from neardup.report.summary import format_summary
     stats = stats_of()
     assert "verified pairs 4" in format_summary(stats, "out")
     stats["params"]["verify"] = "none"
@@ -70,7 +70,7 @@ def test_summary_says_pairs_are_unverified_under_verify_none():
 
 
 def test_summary_shows_removals_against_an_index_and_counts_in_plurals():
-    from neardup.api import format_summary
+    from neardup.report.summary import format_summary
     assert "index" not in format_summary(stats_of(), "out")
     text = format_summary(stats_of(removed_against_index=1), "out")
     assert "of the removed, 1 document matched a document of the index" in text

@@ -187,7 +187,7 @@ def test_resume_onto_the_finished_output_of_other_inputs_is_refused(tmp_path, co
 
 def _interrupted_work(tmp_path, corpus) -> tuple:
     """A work dir whose run stopped after the read stage (kept, as --work-dir is)."""
-    from neardup.stages.layout import STAGES
+    from neardup.stages.workdir import STAGES
     out, work = tmp_path / "out", tmp_path / "work"
     assert run_cli("dedup", corpus, "-o", out, "--work-dir", work, "-q") == 0
     state = json.loads((work / "state.json").read_text())
@@ -213,7 +213,7 @@ def test_the_work_of_an_older_layout_is_refused_in_one_line(tmp_path, corpus, ca
     """Guard: WorkDir compares the work dir's format with LAYOUT_VERSION (layout 4 kept the
     fingerprints raw; mutation: accept any format -> --resume reads raw uint32 as codes). Refused
     with and without --resume, untouched; --overwrite starts over."""
-    from neardup.stages.layout import LAYOUT_VERSION
+    from neardup.stages.workdir import LAYOUT_VERSION
     out, work = _interrupted_work(tmp_path, corpus)
     marker = json.loads((work / ".neardup").read_text())
     state = json.loads((work / "state.json").read_text())

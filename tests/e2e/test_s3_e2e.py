@@ -145,7 +145,7 @@ def test_resume_after_kill_through_s3(s3, tmp_path):
     import signal
     import time
 
-    from neardup.api import _default_work_dir
+    from neardup.run import default_work_dir
     from neardup.io.storage.folder import Folder
     from neardup.testing.synth import generate_corpus, write_jsonl
 
@@ -156,7 +156,7 @@ def test_resume_after_kill_through_s3(s3, tmp_path):
     _run([s3.url("in/"), "--output", s3.url("ref")], env, cwd=tmp_path)
     out = s3.url("out")
     cmd = neardup_command("dedup", s3.url("in/"), "--output", out, "--quiet", "--batch-size", "500")
-    state = os.path.join(_default_work_dir(Folder.of(out), "local"), "state.json")
+    state = os.path.join(default_work_dir(Folder.of(out), "local"), "state.json")
     proc = subprocess.Popen(cmd, env=env, cwd=tmp_path)
     killed_after = None
     deadline = time.time() + 120

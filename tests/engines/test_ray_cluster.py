@@ -4,7 +4,7 @@ S3 server, so that no node relies on another's disk: the output is the local eng
 byte, and stays so when a whole node is removed during the read stage or during the pair stage
 (its running tasks are retried elsewhere, its object-store blocks rebuilt from their lineage).
 
-The read stage is cut into one block per input file here (``layout.BLOCK_BYTES`` lowered in the
+The read stage is cut into one block per input file here (``workdir.BLOCK_BYTES`` lowered in the
 driver, which makes the plan), so that it has tasks to lose. A node is removed from a thread as
 soon as the work dir shows the stage running: the read stage's first block summary, then the
 read stage recorded as done in state.json (the pair stage starts then). One run loses both worker
@@ -23,7 +23,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 import neardup
-from neardup.stages import layout
+from neardup.stages import workdir
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
@@ -113,7 +113,7 @@ def _remove_nodes_when(cluster, conditions, stages_done, done: threading.Event, 
 def _run_and_compare(cluster, s3, tmp_path, monkeypatch, name: str, conditions=()):
     for rel, data in _corpus().items():
         s3.put(rel, data)
-    monkeypatch.setattr(layout, "BLOCK_BYTES", 1)  # one read block per input file
+    monkeypatch.setattr(workdir, "BLOCK_BYTES", 1)  # one read block per input file
     local = tmp_path / "local"
     neardup.dedup(s3.url("in/"), output=str(local), engine="local", **OPTIONS)
     work = s3.url(f"{name}/work")

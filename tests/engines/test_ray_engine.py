@@ -261,9 +261,9 @@ def test_resume_across_engines(cluster, tmp_path, jsonl_corpus, first, second):
 @pytest.mark.parametrize("first,second", [("local", "ray"), ("ray", "local")])
 def test_resume_in_the_middle_of_the_read_stage(cluster, tmp_path, first, second, monkeypatch):
     """Blocks read before an interruption are kept: the resumed run reads only the others."""
-    from neardup.stages import layout
+    from neardup.stages import workdir
     from neardup.testing.synth import generate_corpus
-    monkeypatch.setattr(layout, "BLOCK_BYTES", 1)  # one input file per block
+    monkeypatch.setattr(workdir, "BLOCK_BYTES", 1)  # one input file per block
     d = tmp_path / "in"
     d.mkdir()
     texts = generate_corpus(1200, seed=21, doc_words=60).texts

@@ -172,18 +172,18 @@ def test_the_read_plan_takes_the_sizes_the_run_identity_found(tmp_path, monkeypa
     the read plan of the same run takes them from the run's identity instead of asking again."""
     from neardup import Config
     from neardup import io as nio
-    from neardup.stages import layout
+    from neardup.stages import identity, workdir
     for i, size in enumerate((100, 300, 50)):
         (tmp_path / f"f{i}.txt").write_text("x" * size)
     sources = nio.discover([str(tmp_path / "*.txt")])
-    identity = layout.run_identity(Config().resolved(), sources)
-    work = layout.WorkDir(str(tmp_path / "work"), identity)
-    assert layout.plan_blocks(sources, block_bytes=350) == [[0], [1, 2]]
-    monkeypatch.setattr(layout, "BLOCK_BYTES", 350)
+    identity = identity.run_identity(Config().resolved(), sources)
+    work = workdir.WorkDir(str(tmp_path / "work"), identity)
+    assert workdir.plan_blocks(sources, block_bytes=350) == [[0], [1, 2]]
+    monkeypatch.setattr(workdir, "BLOCK_BYTES", 350)
 
     def asked(*args):
         raise AssertionError("the file system was asked again")
 
-    monkeypatch.setattr(layout.fs, "infos", asked)
-    monkeypatch.setattr(layout.fs, "info", asked)
+    monkeypatch.setattr(workdir.fs, "infos", asked)
+    monkeypatch.setattr(workdir.fs, "info", asked)
     assert work.plan(sources) == [[0], [1, 2]]

@@ -53,7 +53,8 @@ def test_doc_store_reads_back_each_documents_data(tmp_path):
     from neardup import Config
     from neardup import io as nio
     from neardup.kernels.minhash import MinHasher
-    from neardup.stages.layout import Corpus, DocStore, WorkDir, plan_blocks
+    from neardup.stages.corpus import Corpus, DocStore
+    from neardup.stages.workdir import WorkDir, plan_blocks
     from neardup.stages.read import read_block
     texts = [f"document {i} " + "word " * (i % 7) + ("tail" if i % 3 else "") for i in range(40)] + ["", "a"]
     for i in range(3):
@@ -65,9 +66,9 @@ def test_doc_store_reads_back_each_documents_data(tmp_path):
         blocks = plan_blocks(sources, block_bytes=1)  # one file per block
         assert blocks == [[0], [1], [2]]
         for b, members in enumerate(blocks):
-            read_block(work.path, cfg, sources, b, members)
+            read_block(work.folder, cfg, sources, b, members)
         corpus = Corpus(work, cfg, blocks)
-        store = DocStore(work.path, corpus.block_start, cfg.num_perm)
+        store = DocStore(work.folder, corpus.block_start, cfg.num_perm)
         file_texts = [(tmp_path / f"f{i}.txt").read_text() for i in range(3)]
         hasher = MinHasher.from_config(cfg)
         for pick in ([0, 1, 2], [2], [0, 2], [1]):

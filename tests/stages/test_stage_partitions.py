@@ -14,12 +14,12 @@ import neardup
 from neardup import io as nio
 from neardup.kernels.bands import bucket_runs
 from neardup.config import Config
-from neardup.engines.local import Frame, LocalEngine
+from neardup.engines.local import LocalEngine, LocalFrame
 from neardup.kernels.hashing import partition_of
-from neardup.io.storage.tables import read_table
+from neardup.io.storage.folder import Folder
 from neardup.stages import Run
 from neardup.stages.clusters import ClustersStage
-from neardup.stages.layout import WorkDir
+from neardup.stages.workdir import WorkDir
 from neardup.stages.pairs import PairsStage, band_rows, form_buckets
 from neardup.stages.read import ReadStage
 
@@ -104,7 +104,7 @@ def test_partitions_against_an_index(monkeypatch, tmp_path, corpus):
 def test_local_shuffle_puts_every_row_in_the_partition_of_its_key():
     engine = LocalEngine(partitions=4)
     rng = np.random.default_rng(5)
-    frame = Frame(pa.table({"key": rng.integers(0, 1 << 62, n, dtype=np.int64), "v": np.arange(n) + 1000 * i})
+    frame = LocalFrame(pa.table({"key": rng.integers(0, 1 << 62, n, dtype=np.int64), "v": np.arange(n) + 1000 * i})
                   for i, n in enumerate((0, 50, 300)))
     parts = engine.shuffle(frame, "key", 4)
     assert len(parts) == 4
@@ -126,7 +126,7 @@ def read_run(tmp_path, corpus):
     config = Config(on_error="skip", keep="longest").resolved()
     sources = nio.discover([str(corpus / "a.jsonl"), str(corpus / "b.jsonl")])
     work = WorkDir(str(tmp_path / "work"), "stage-test")
-    run = Run(config=config, sources=sources, work=work, output=str(tmp_path / "out"), quiet=True)
+    run = Run(config=config, sources=sources, work=work, output=Folder.of(tmp_path / "out"), quiet=True)
     info = ReadStage().run(run, LocalEngine())
     work.mark_done("read", info)
     assert info.documents == 300 and info.rejected_records == 1
@@ -134,7 +134,7 @@ def read_run(tmp_path, corpus):
 
 
 def _pairs_of(run):
-    tables = [read_table(p) for p in run.work.parts("pairs")]
+    tables = [run.work.folder.read_table(p) for p in run.work.parts("pairs")]
     t = pa.concat_tables(tables)
     return sorted(zip(t.column("left").to_pylist(), t.column("right").to_pylist(), t.column("similarity").to_pylist()))
 
@@ -153,7 +153,7 @@ def test_clusters_stage_on_its_own_one_or_many_partitions(read_run):
     read_run.work.mark_done("pairs", PairsStage().run(read_run, LocalEngine()))
 
     def members():
-        t = pa.concat_tables([read_table(p) for p in read_run.work.parts("clusters")]).sort_by("doc")
+        t = pa.concat_tables([read_run.work.folder.read_table(p) for p in read_run.work.parts("clusters")]).sort_by("doc")
         return json.dumps(t.to_pylist())  # NaN similarities compare as text
 
     one = ClustersStage().run(read_run, LocalEngine())

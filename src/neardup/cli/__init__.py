@@ -1,5 +1,8 @@
 """The ``neardup`` command: parses arguments, calls the public API, nothing more.
 
+The public API is the package ``neardup`` and its modules ``api``, ``config`` and ``errors``;
+no module of this package imports anything else of neardup (tests/cli/test_cli_imports.py).
+
 Each subcommand is a module of this package with a ``register(subparsers)`` function that sets
 ``func`` on its parser; it parses, calls the library, prints. A :class:`NeardupError`
 (bad input, bad options) is printed as one line, ``neardup: error: ...``, with exit status 2;
@@ -17,7 +20,7 @@ from ..errors import NeardupError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .._version import __version__
+    from .. import __version__
     from .parser import ArgumentParser
     parser = ArgumentParser(
         prog="neardup",
@@ -36,7 +39,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
-        from ..progress import interrupt_handler
+        from ..api import interrupt_handler
         with interrupt_handler():
             return int(args.func(args) or 0)
     except NeardupError as exc:
@@ -64,7 +67,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except Exception:  # a bug, not a user's mistake: the whole traceback, and a request to report it
         import traceback
 
-        from .._version import __version__
+        from .. import __version__
         traceback.print_exc()
         print(f"neardup {__version__}: this is a bug in neardup, not a problem with your input or options; "
               f"please report it with the traceback above", file=sys.stderr)
@@ -78,12 +81,13 @@ ENVIRONMENT_ERRNOS = {errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, err
 
 
 def _one_line(exc: BaseException) -> str:
-    from ..io.storage.fs import redact
-    return redact(" ".join(str(exc).split()))
+    from ..api import redact
+    from ..errors import one_line
+    return redact(one_line(str(exc)))
 
 
 def _os_error_line(exc: OSError) -> str:
-    from ..io.storage.fs import redact
+    from ..api import redact
     where = exc.filename if exc.filename is not None else ""
     if isinstance(where, bytes):
         where = where.decode("utf-8", "backslashreplace")
@@ -115,8 +119,8 @@ def _caused_by_interrupt(exc: BaseException) -> bool:
 def _interrupted() -> int:
     import signal
 
-    from ..progress import signal_received
-    terminated = signal_received == signal.SIGTERM
+    from ..api import last_signal
+    terminated = last_signal() == signal.SIGTERM
     print(f"neardup: {'terminated' if terminated else 'interrupted'}; finished stages are kept in the work "
           f"directory (use --resume)", file=sys.stderr)
     return 128 + (signal.SIGTERM if terminated else signal.SIGINT)

@@ -38,16 +38,15 @@ def register(sub) -> None:
 
 
 def run_dedup(args) -> int:
-    from ..api import format_summary, run_dedup as dedup
-    from ..progress import compiling
+    from ..api import compiling, run_dedup as dedup
     options = config_options(args)
     cold = not args.quiet and kernels_cold()
     with compiling(COMPILING_NOTICE) if cold else contextlib.nullcontext():
         result = dedup(args.inputs, output=args.output, work_dir=args.work_dir, resume=args.resume,
                        overwrite=args.overwrite, quiet=args.quiet, paths=True, **options)
     if not args.quiet:
-        print(format_summary(result.stats, result.output), file=sys.stderr)
-    problem = all_rejected(result)
+        print(result.summary(), file=sys.stderr)
+    problem = result.rejected_everything()
     if problem:
         print(f"neardup: error: {problem}", file=sys.stderr)
         return 2
@@ -63,22 +62,3 @@ def kernels_cold() -> bool:
     compile time)."""
     from .. import kernels_cached
     return not kernels_cached()
-
-
-def all_rejected(result) -> str:
-    """The one-line error of a run that read input but rejected every record (with
-    ``--on-error skip`` it would otherwise look like a success that kept nothing), or ''."""
-    c = result.stats["counts"]
-    if not c["input"] or c["kept"] + c["removed"] or c["rejected"] != c["input"]:
-        return ""
-    line = f"every record was rejected ({c['rejected']:,} of {c['input']:,}; see {result.output}/rejected.parquet)"
-    rejected = result.rejected
-    if rejected is not None and rejected.num_rows:
-        from ..io.sources import detect_format
-        first = rejected.slice(0, 1).to_pylist()[0]
-        where, row = first.get("source") or "?", first.get("row")
-        if row is not None:  # the numbering of the error messages: JSONL lines from 1, rows from 0
-            fmt = detect_format(where)[0]
-            where = f"{where}:{row + 1}" if fmt == "jsonl" else where if fmt == "text" else f"{where}: row {row}"
-        line += f"; the first: {where}: {first.get('reason')}"
-    return line

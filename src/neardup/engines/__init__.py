@@ -1,22 +1,80 @@
 """Engines: where a run's calls run and how rows move between them. Nothing else.
 
-An engine is a context manager (started for a run, stopped after it) with:
-
-    cpus                          the CPUs it schedules on
-    partitions(nbytes) -> int     how many partitions it wants for a shuffle of ``nbytes``
-    map(fn, items, progress=, units=) -> frame
-                                  ``fn(item)`` for every item: a list, or the partitions of a
-                                  frame; in order. A NeardupError of a call is raised by
-                                  ``collect`` (the first in item order).
-    shuffle(frames, key, parts) -> frame
-                                  the rows of the tables of ``frames`` regrouped on the hash of
-                                  the integer column ``key``: one call of a later ``map`` gets
-                                  exactly the rows of one partition, with a column ``part``
-    collect(frame) -> list        the results, in order, in the driver
-    persist(frame) -> frame       computed once (a frame used twice is not computed twice)
-    share(value) -> handle        a large value for every call: ``handle.get()``
-
-:mod:`.local` runs every call in this process; :mod:`.ray` runs them as Ray tasks with Ray
-Data's shuffle. The stages (:mod:`neardup.stages`) say what is computed; an engine holds no
-stage logic, no kernel and no file format.
+:class:`Engine` is the contract (a ``typing.Protocol``); :mod:`.local` runs every call in this
+process, :mod:`.ray` runs them as Ray tasks with Ray Data's shuffle (:mod:`.ray_cluster`:
+starting or joining the cluster, and leaving nothing of it behind). The stages
+(:mod:`neardup.stages`) say what is computed; an engine holds no stage logic, no kernel and no
+file format. :func:`open_engine` picks the engine of a run.
 """
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, List, Optional, Protocol, Sequence, runtime_checkable
+
+
+@runtime_checkable
+class Shared(Protocol):
+    """A large value shared with every call of a map (an in-memory input table)."""
+
+    def get(self) -> Any:
+        """The value, where the call runs."""
+
+
+class Frame(Protocol):
+    """The partitions (Arrow tables) or results of one step, in order; an engine's own type."""
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What a stage may ask of an engine. Started for a run and stopped after it (a context
+    manager: whatever it acquires, it acquires in ``__enter__`` and gives back in ``__exit__``)."""
+
+    cpus: int  # the CPUs it schedules on
+
+    def __enter__(self) -> "Engine": ...
+
+    def __exit__(self, *exc) -> None: ...
+
+    def partitions(self, nbytes: float) -> int:
+        """How many partitions it wants for a shuffle of ``nbytes``."""
+
+    def map(self, fn: Callable, items, *, progress=None, units: Optional[Callable] = None) -> Frame:
+        """``fn(item)`` for every item (a list, or the partitions of a frame), in order. A
+        NeardupError of a call is raised by ``collect`` (the first in item order)."""
+
+    def shuffle(self, frames, key: str, parts: int) -> Frame:
+        """The rows of the tables of ``frames`` (a frame or a list of them) regrouped on the hash
+        of the integer column ``key``: one call of a later ``map`` gets exactly the rows of one
+        partition, with a column ``part``."""
+
+    def collect(self, frame: Frame) -> List:
+        """The results of a frame's calls, in order, in the driver."""
+
+    def persist(self, frame: Frame) -> Frame:
+        """The frame computed once (a frame used twice is not computed twice)."""
+
+    def share(self, value) -> Shared:
+        """A large value for every call: ``handle.get()``."""
+
+
+@contextmanager
+def open_engine(config, paths: Sequence[str], quiet: bool) -> Iterator[Engine]:
+    """The engine of a run (``config.engine``), started for it and stopped after it. ``paths``:
+    the files and folders the run touches (a store among them: its settings go to Ray's workers)."""
+    if config.engine == "ray":
+        try:
+            from .ray import RayEngine
+        except ImportError as exc:
+            from ..errors import ConfigError
+            raise ConfigError(f"the Ray engine needs Ray: pip install 'neardup[ray]' ({exc})") from None
+        from ..io.storage.fs import store_settings
+        engine = RayEngine(config.workers, config.ray_address, quiet, store_settings(paths))
+    else:
+        from .local import LocalEngine
+        engine = LocalEngine(config.workers)
+    with engine:
+        yield engine
+
+
+__all__ = ["Engine", "Frame", "Shared", "open_engine"]

@@ -12,6 +12,8 @@ process (the tests compare it with one partition and with Ray).
 
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
 from typing import Callable, List, Optional, Sequence
 
 import numpy as np
@@ -23,12 +25,12 @@ from ..kernels.hashing import kernel_threads, partition_of
 from ..progress import check_interrupt
 
 
-class Frame(list):
-    """The partitions (Arrow tables) or results of one step, in order."""
+class LocalFrame(list):
+    """The partitions (Arrow tables) or results of one step, in order (an :class:`~.Frame`)."""
 
 
-class Held:
-    """A value shared with the calls of a map: here, the value itself."""
+class LocalShared:
+    """A value shared with the calls of a map (a :class:`~.Shared`): here, the value itself."""
 
     def __init__(self, value):
         self.value = value
@@ -37,57 +39,89 @@ class Held:
         return self.value
 
 
+_arrow_lock = threading.Lock()
+_arrow_users = [0, None]  # runs inside arrow_threads, Arrow's CPU count before the first
+
+
+@contextmanager
+def arrow_threads(workers: Optional[int]):
+    """--workers bounds Arrow's thread pool (JSON parsing, compute) as well as the kernels'.
+    The pool is global to the process: the count found before the first of several concurrent
+    runs is the one restored after the last."""
+    if not workers:
+        yield
+        return
+    with _arrow_lock:
+        if _arrow_users[0] == 0:
+            _arrow_users[1] = pa.cpu_count()
+        _arrow_users[0] += 1
+        pa.set_cpu_count(workers)
+    try:
+        yield
+    finally:
+        with _arrow_lock:
+            _arrow_users[0] -= 1
+            if _arrow_users[0] == 0:
+                pa.set_cpu_count(_arrow_users[1])
+
+
 class LocalEngine:
+    """An :class:`~.Engine` in this process: every call one after another, each using every core
+    (``workers`` of them) through the kernels' threads and Arrow's."""
+
     def __init__(self, workers: Optional[int] = None, partitions: int = 1):
         self.workers = workers
         self.cpus = default_workers(workers)
         self._partitions = int(partitions)
-        self._threads = None
+        self._held = []
 
     def __enter__(self) -> "LocalEngine":
-        self._threads = kernel_threads(self.workers)  # the run's thread count, restored after it
-        self._threads.__enter__()
+        # the run's thread counts (numba's and Arrow's), restored after it
+        for ctx in (arrow_threads(self.workers), kernel_threads(self.workers)):
+            ctx.__enter__()
+            self._held.append(ctx)
         return self
 
     def __exit__(self, *exc) -> None:
-        self._threads.__exit__(*exc)
+        while self._held:
+            self._held.pop().__exit__(*exc)
 
     def partitions(self, nbytes: float) -> int:
         return self._partitions
 
-    def map(self, fn: Callable, items: Sequence, *, progress=None, units: Optional[Callable] = None) -> Frame:
+    def map(self, fn: Callable, items: Sequence, *, progress=None, units: Optional[Callable] = None) -> LocalFrame:
         """``fn(item)`` for every item (a list, or the partitions of a frame), in order; with
         ``progress``, ``fn(item, report=progress.update)`` reports as it goes."""
-        out = Frame()
+        out = LocalFrame()
         for item in items:
             check_interrupt()
             out.append(fn(item) if progress is None else fn(item, report=progress.update))
         return out
 
-    def shuffle(self, frames, key: str, parts: int) -> Frame:
+    def shuffle(self, frames, key: str, parts: int) -> LocalFrame:
         """The rows of every table of ``frames`` (a frame or a list of them) regrouped: partition
         p holds the rows whose ``key`` hashes to p (:func:`neardup.kernels.hashing.partition_of`), with
         an int32 column ``part`` = p."""
         tables = [t.drop_columns(["part"]) if "part" in t.column_names else t
-                  for frame in ([frames] if isinstance(frames, Frame) else frames) for t in frame]
+                  for frame in ([frames] if isinstance(frames, LocalFrame) else frames) for t in frame]
         tables = [t for t in tables if t.num_rows] or tables[:1]
         if not tables:
-            return Frame(pa.table({"part": arrow([], pa.int32())}) for _ in range(parts))
+            return LocalFrame(pa.table({"part": arrow([], pa.int32())}) for _ in range(parts))
         table = pa.concat_tables(tables)
         if parts == 1:
-            return Frame([table.append_column("part", arrow(np.zeros(table.num_rows, np.int32)))])
+            return LocalFrame([table.append_column("part", arrow(np.zeros(table.num_rows, np.int32)))])
         part = partition_of(table.column(key).to_numpy(), parts)
         order = np.argsort(part, kind="stable")
         table, part = table.take(arrow(order)), part[order]
         bounds = np.searchsorted(part, np.arange(parts + 1))
-        return Frame(table.slice(lo, hi - lo).append_column("part", arrow(part[lo:hi]))
+        return LocalFrame(table.slice(lo, hi - lo).append_column("part", arrow(part[lo:hi]))
                      for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()))
 
-    def collect(self, frame: Frame) -> List:
+    def collect(self, frame: LocalFrame) -> List:
         return list(frame)
 
-    def persist(self, frame: Frame) -> Frame:
+    def persist(self, frame: LocalFrame) -> LocalFrame:
         return frame
 
-    def share(self, value) -> Held:
-        return Held(value)
+    def share(self, value) -> LocalShared:
+        return LocalShared(value)

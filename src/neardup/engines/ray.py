@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import pickle
 import warnings
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional
 
 import pyarrow as pa
 
@@ -35,7 +34,6 @@ from ..kernels.arrays import arrow
 from ..config import default_workers
 from ..errors import ConfigError, NeardupError
 from ..kernels.hashing import kernel_threads, partition_of
-from ..io.storage import fs
 from ..progress import check_interrupt
 from .ray_cluster import (MISLEADING, check_reachable, import_ray, join_with_token,
                           quiet_misleading, signals_kept, start_watchdog)
@@ -46,15 +44,16 @@ MAX_PARTS = 4096
 OBJECT = "__object__"           # the column of a call's result that is not a table (pickled)
 log = logging.getLogger("neardup.ray")
 
-class Frame:
-    """A step's partitions as a Ray dataset (lazy), with the progress its collect reports."""
+class RayFrame:
+    """A step's partitions as a Ray dataset (lazy), with the progress its collect reports (a
+    :class:`~.Frame`)."""
 
     def __init__(self, ds, progress=None, units: Optional[Callable] = None):
         self.ds, self.progress, self.units = ds, progress, units
 
 
-class Shared:
-    """A value put once into Ray's object store; ``get()`` in a task fetches it."""
+class RayShared:
+    """A value put once into Ray's object store; ``get()`` in a task fetches it (a :class:`~.Shared`)."""
 
     def __init__(self, ref):
         self.ref = ref
@@ -105,21 +104,47 @@ def _named(fn: Callable) -> Callable:
 
 
 class RayEngine:
-    def __init__(self, workers: Optional[int] = None, address: Optional[str] = None, quiet: bool = False,
-                 paths: Sequence[str] = ()):
-        ray = import_ray()
-        from ray.data.context import DataContext, ShuffleStrategy
+    """An :class:`~.Engine` on a Ray cluster: a local instance started for the run (and stopped
+    after it), or the cluster at ``address``, joined. Nothing is started, joined or changed
+    before ``__enter__``; ``__exit__`` gives back whatever ``__enter__`` took, whether it ended
+    or failed half-way. ``store_env``: the settings of the object stores the run touches
+    (credentials, endpoints), handed to the workers as the driver has them."""
 
-        self.ray = ray
+    def __init__(self, workers: Optional[int] = None, address: Optional[str] = None, quiet: bool = False,
+                 store_env: Optional[Dict[str, str]] = None):
+        self.workers = workers
+        self.address = address
+        self.quiet = quiet
+        self.store_env = dict(store_env or {})
+        self.cpus = 0  # known once started
+        self.cpus_per_node = 1
+        self.ray = None
         self.started = False
         self._watchdog = None
+        self._filtered = set()
+        self._dc = None
+        self._saved = None
+        self._loggers: Dict[str, int] = {}
+        self._shared: Dict[int, RayShared] = {}
+
+    def __enter__(self) -> "RayEngine":
+        try:
+            self._start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _start(self) -> None:
+        ray = self.ray = import_ray()
+        from ray.data.context import DataContext, ShuffleStrategy
+
+        address, quiet, workers = self.address, self.quiet, self.workers
         self._filtered = quiet_misleading()  # before ray.init: it logs one of them
-        self.workers = workers
         if not ray.is_initialized():
             kwargs = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=not quiet)
-            env = fs.store_settings(paths)  # the store's endpoint and credentials, as the driver has them
-            if env:
-                kwargs["runtime_env"] = {"env_vars": env}
+            if self.store_env:
+                kwargs["runtime_env"] = {"env_vars": self.store_env}
             if address:
                 check_reachable(address)
                 join_with_token(address)
@@ -157,21 +182,22 @@ class RayEngine:
             self._loggers[name] = lg.level
             lg.setLevel(logging.ERROR if quiet else logging.WARNING)
         self._filtered |= quiet_misleading()
-        self._shared: Dict[int, Shared] = {}
-
-    def __enter__(self) -> "RayEngine":
-        return self
 
     def __exit__(self, *exc) -> None:
-        dc = self._dc
-        (dc.enable_progress_bars, dc.execution_options.preserve_order, dc.shuffle_strategy,
-         dc.target_max_block_size) = self._saved
+        if self._dc is not None:
+            dc = self._dc
+            (dc.enable_progress_bars, dc.execution_options.preserve_order, dc.shuffle_strategy,
+             dc.target_max_block_size) = self._saved
+            self._dc = None
         for name, level in self._loggers.items():
             logging.getLogger(name).setLevel(level)
+        self._loggers = {}
         for handler in self._filtered:
             handler.removeFilter(MISLEADING)
+        self._filtered = set()
         if self.started:
             self.ray.shutdown()
+            self.started = False
         self._stop_watchdog()
 
     def _stop_watchdog(self) -> None:
@@ -184,10 +210,10 @@ class RayEngine:
         """Partitions for a shuffle of nbytes: at least one per CPU (and 2), at most MAX_PARTS."""
         return int(max(2, self.cpus, min(MAX_PARTS, math.ceil(nbytes / TARGET_PART_BYTES))))
 
-    def map(self, fn: Callable, items, *, progress=None, units: Optional[Callable] = None) -> Frame:
+    def map(self, fn: Callable, items, *, progress=None, units: Optional[Callable] = None) -> RayFrame:
         import ray.data
 
-        if isinstance(items, Frame):
+        if isinstance(items, RayFrame):
             ds, threads, items = items.ds, 1, None
         else:
             items = list(items)
@@ -201,19 +227,19 @@ class RayEngine:
             ds = ds.map_batches(_named(fn), fn_kwargs=dict(fn=fn, items=items, threads=threads), batch_size=None,
                                 batch_format="pyarrow", zero_copy_batch=True, num_cpus=threads,
                                 max_retries=MAX_RETRIES)
-        return Frame(ds, progress, units)
+        return RayFrame(ds, progress, units)
 
-    def shuffle(self, frames, key: str, parts: int) -> Frame:
-        frames = [frames] if isinstance(frames, Frame) else list(frames)
+    def shuffle(self, frames, key: str, parts: int) -> RayFrame:
+        frames = [frames] if isinstance(frames, RayFrame) else list(frames)
         ds = frames[0].ds.union(*[f.ds for f in frames[1:]]) if len(frames) > 1 else frames[0].ds
 
         def keyed(t: pa.Table) -> pa.Table:
             t = t.drop_columns(["part"]) if "part" in t.column_names else t
             return t.append_column("part", arrow(partition_of(t.column(key).to_numpy(), parts)))
 
-        return Frame(ds.map_batches(keyed, batch_size=None, batch_format="pyarrow").sort("part", boundaries=list(range(1, parts))))
+        return RayFrame(ds.map_batches(keyed, batch_size=None, batch_format="pyarrow").sort("part", boundaries=list(range(1, parts))))
 
-    def collect(self, frame: Frame) -> List:
+    def collect(self, frame: RayFrame) -> List:
         """The results of a frame's calls, in order (each call's, as it ends, to the progress)."""
         out = []
         for table in frame.ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=2):
@@ -230,10 +256,10 @@ class RayEngine:
                 out.append(result)
         return out
 
-    def persist(self, frame: Frame) -> Frame:
-        return Frame(frame.ds.materialize(), frame.progress, frame.units)
+    def persist(self, frame: RayFrame) -> RayFrame:
+        return RayFrame(frame.ds.materialize(), frame.progress, frame.units)
 
-    def share(self, value) -> Shared:
+    def share(self, value) -> RayShared:
         if id(value) not in self._shared:
-            self._shared[id(value)] = Shared(self.ray.put(value))
+            self._shared[id(value)] = RayShared(self.ray.put(value))
         return self._shared[id(value)]

@@ -907,12 +907,12 @@ def _kept_note(out: Path) -> str:
 
 
 def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, max_members: int = 8,
-                  max_side_by_side: int = 3) -> str:
+                  max_side_by_side: int = 3, stats: Optional[dict] = None) -> str:
     """The report of a dedup output folder as one HTML string (see :func:`write_report`)."""
     out = Path(output_dir)
     if not out.is_dir():
         raise InputError(f"{_red(out)}: not a folder")
-    stats = _load_stats(out)
+    stats = _load_stats(out) if stats is None else stats
     counts = stats.get("counts") if isinstance(stats.get("counts"), dict) else {}
     params = stats.get("params") if isinstance(stats.get("params"), dict) else {}
     seconds = stats.get("seconds") if isinstance(stats.get("seconds"), dict) else {}
@@ -978,7 +978,8 @@ def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, ma
             "<body><main>\n" + "\n".join(sections) + "\n</main></body></html>\n")
 
 
-def write_report(output_dir, output=None, *, plots: str = "auto", overwrite: bool = False) -> Union[Path, str]:
+def write_report(output_dir, output=None, *, plots: str = "auto", overwrite: bool = False,
+                 stats: Optional[dict] = None) -> Union[Path, str]:
     """Write ``report.html`` (or ``output``) for a dedup output folder and return its path (a
     Path, or the URL of a report written to a store).
 
@@ -1001,14 +1002,14 @@ def write_report(output_dir, output=None, *, plots: str = "auto", overwrite: boo
 
     folder = Folder.of(output_dir)
     folder.require_folder()
-    given = fs.local_path(os.fspath(output_dir))  # the folder as the user named it: what is shown
+    given = fs.local_path(folder.shown)  # the folder as the user named it: what is shown
     default = fs.join(given, REPORT_NAME)
     path = os.fspath(output) if output is not None else default
     owned = _same_file(path, default)  # the folder's own report: neardup's to replace
     check_output_file(path, inputs=[fs.join(given, n) for n in _REPORT_INPUTS], inside=[fs.join(given, "kept")],
                       overwrite=overwrite or owned, option="--output", remote_ok=True)
     with folder.local_view(_REPORT_INPUTS, sizes_only=("kept",)) as local:
-        text = render_report(local, plots=plots)
+        text = render_report(local, plots=plots, stats=stats)
     return publish_file(path, text.encode("utf-8"), overwrite=overwrite or owned, option="--output")
 
 

@@ -34,10 +34,10 @@ import pyarrow as pa
 
 from ..kernels.arrays import arrow, empty_table, to_numpy
 from ..kernels.bands import band_keys
-from ..io.storage import fs
-from ..io.storage.tables import read_table
-from .layout import MEMBERS_SCHEMA, DocStore, block_path, document_ids, fixed_binary_numpy, numpy_fixed_binary
-from ..io.storage.tables import write_parquet
+from ..io.storage.folder import Folder
+from ..io.storage.paths import redact
+from .corpus import DocStore, column, document_ids, fixed_binary_numpy, numpy_fixed_binary
+from .workdir import MEMBERS_SCHEMA, block_name, members_table
 
 BLOOM_RANK = -0.5  # a bloom index's yes: above no match, below every verified one (similarities are >= 0)
 MATCHED_SCHEMA = pa.schema([("pos", pa.int64()), ("id", pa.string()), ("source", pa.string()),
@@ -56,8 +56,8 @@ class BlockMatcher:
     (band keys are made from them for the indexes whose bands and rows are not the run's), and
     :meth:`finish` matches the block's documents once its files are complete."""
 
-    def __init__(self, work_path: str, block: int, config):
-        self.work_path, self.block, self.config = work_path, block, config
+    def __init__(self, work: Folder, block: int, config):
+        self.work, self.block, self.config = work, block, config
         self.bandings = [banding(location, config) for location in config.against]
         own = (config.bands, config.rows)
         self.keys: Dict[Tuple[int, int], List[np.ndarray]] = {b: [] for b in self.bandings if b != own}
@@ -69,19 +69,19 @@ class BlockMatcher:
     def finish(self, documents: int) -> dict:
         keys = {b: (np.concatenate(p) if p else np.zeros((0, b[0]), np.uint64)) for b, p in self.keys.items()}
         if self.config.update_index and self.bandings[0] in keys:
-            write_parquet(pa.table({"keys": numpy_fixed_binary(keys[self.bandings[0]])}),
-                          block_path(self.work_path, self.block, "index-keys.parquet"))
-        matched, per_index = match_block(self.work_path, self.block, documents, self.config, keys)
+            self.work.write_parquet(block_name(self.block, "index-keys.parquet"),
+                                    pa.table({"keys": numpy_fixed_binary(keys[self.bandings[0]])}))
+        matched, per_index = match_block(self.work, self.block, documents, self.config, keys)
         return {"against_matched": matched, "against": per_index}
 
 
-def match_block(work_path: str, block: int, n: int, config, keys_of: Dict[Tuple[int, int], np.ndarray]):
+def match_block(work: Folder, block: int, n: int, config, keys_of: Dict[Tuple[int, int], np.ndarray]):
     """Matches the ``n`` documents just read as block ``block`` against every index given (each
     refuses a run whose parameters differ from its own); writes its file; returns how many
     matched, and per index its matches and the buckets it cut. ``keys_of``: the documents' band
     keys by (bands, rows) where those are not the run's."""
     from ..index import Index
-    store = DocStore.of_block(work_path, block, n, config.num_perm)
+    store = DocStore.of_block(work, block, n, config.num_perm)
     pos = np.arange(n, dtype=np.int64)
     exact = config.verify == "exact"
     best_sim = np.full(n, -1.0)
@@ -110,10 +110,10 @@ def match_block(work_path: str, block: int, n: int, config, keys_of: Dict[Tuple[
                 per_index.append({"matched": len(m), "truncated_buckets": m.truncated_buckets,
                                   "truncated_candidates": m.truncated})
     hit = np.flatnonzero(best_rank > -1.0)
-    write_parquet(pa.table({"pos": arrow(hit), "id": arrow([best_id[i] for i in hit], pa.string()),
-                            "source": arrow([best_src[i] for i in hit], pa.string()),
-                            "similarity": arrow(best_sim[hit])}, schema=MATCHED_SCHEMA),
-                  block_path(work_path, block, "against.parquet"))
+    work.write_parquet(block_name(block, "against.parquet"),
+                       pa.table({"pos": arrow(hit), "id": arrow([best_id[i] for i in hit], pa.string()),
+                                 "source": arrow([best_src[i] for i in hit], pa.string()),
+                                 "similarity": arrow(best_sim[hit])}, schema=MATCHED_SCHEMA))
     return int(len(hit)), per_index
 
 
@@ -126,7 +126,7 @@ def index_stats(config, summaries) -> List[dict]:
     out = []
     for i, location in enumerate(config.against):
         with Index(location, config, must_exist=True) as index:
-            row = {"index": fs.redact(location), "bands": index.config.bands, "rows": index.config.rows,
+            row = {"index": redact(location), "bands": index.config.bands, "rows": index.config.rows,
                    "candidate_probability": round(index.candidate_probability(config.threshold), 4),
                    "recall_note": index.recall_note(config.threshold), "max_bucket": MAX_BUCKET}
         for key in ("matched", "truncated_buckets", "truncated_candidates"):
@@ -135,23 +135,23 @@ def index_stats(config, summaries) -> List[dict]:
     return out
 
 
-def _matches(work_path: str, block: int) -> pa.Table:
-    path = block_path(work_path, block, "against.parquet")
-    return read_table(path) if fs.exists(path) else empty_table(MATCHED_SCHEMA)  # local or a URL work dir
+def _matches(work: Folder, block: int) -> pa.Table:
+    name = block_name(block, "against.parquet")
+    return work.read_table(name) if work.exists(name) else empty_table(MATCHED_SCHEMA)
 
 
-def matched_docs(work_path: str, block_start: np.ndarray) -> np.ndarray:
+def matched_docs(work: Folder, block_start: np.ndarray) -> np.ndarray:
     """Every matched document (ascending document indices)."""
-    parts = [to_numpy(_matches(work_path, b).column("pos")) + block_start[b] for b in range(len(block_start) - 1)]
+    parts = [to_numpy(_matches(work, b).column("pos")) + block_start[b] for b in range(len(block_start) - 1)]
     return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
 
 
-def matched_members(work_path: str, store: DocStore, with_ids: bool, sources) -> pa.Table:
+def matched_members(work: Folder, store: DocStore, with_ids: bool, sources) -> pa.Table:
     """The matched documents as member rows (MEMBERS_SCHEMA): removed, their representative the
     indexed document (its id and source; no document index here: -1)."""
     tables = []
     for b in range(len(store.block_start) - 1):
-        m = _matches(work_path, b)
+        m = _matches(work, b)
         if m.num_rows == 0:
             continue
         docs = to_numpy(m.column("pos")) + store.block_start[b]
@@ -159,12 +159,9 @@ def matched_members(work_path: str, store: DocStore, with_ids: bool, sources) ->
         source, row = attrs["source"].astype(np.int32), attrs["row"].astype(np.int64)
         ids = document_ids(source, row, store.ids(docs) if with_ids else None, sources)
         n = len(docs)
-        tables.append(pa.table({
-            "doc": arrow(docs), "source": arrow(source), "row": arrow(row),
-            "cluster": arrow(np.full(n, -1, np.int64)), "representative": arrow(np.full(n, -1, np.int64)),
-            "similarity": m.column("similarity"), "removed": arrow(np.ones(n, bool)), "id": ids,
-            "cluster_id": m.column("id"), "representative_id": m.column("id"),
-            "representative_source": m.column("source")}, schema=MEMBERS_SCHEMA))
+        tables.append(members_table(docs, source, row, np.full(n, -1, np.int64), np.full(n, -1, np.int64),
+                                    column(m, "similarity", np.float64), np.ones(n, bool), ids, m.column("id"),
+                                    m.column("id"), m.column("source")))
     return pa.concat_tables(tables) if tables else empty_table(MEMBERS_SCHEMA)
 
 
@@ -174,7 +171,7 @@ def update_index(run) -> dict:
     them or none)."""
     from ..index import Index
     cfg, store = run.config, run.store
-    removed = [read_table(p, columns=["doc", "removed"]) for p in run.work.parts("clusters")]
+    removed = [run.work.folder.read_table(p, columns=["doc", "removed"]) for p in run.work.parts("clusters")]
     dropped = np.unique(np.concatenate([run.excluded_from_pairs()] + [
         to_numpy(t.filter(t.column("removed")).column("doc").combine_chunks()) for t in removed]).astype(np.int64))
     with_ids = run.user_ids_wanted()
@@ -193,7 +190,7 @@ def update_index(run) -> dict:
             if (index.config.bands, index.config.rows) == (cfg.bands, cfg.rows):
                 keys = fixed_binary_numpy(t.column("keys"), np.uint64, cfg.bands)
             else:  # the index's own bands and rows, made at read time
-                own = read_table(block_path(run.work.path, b, "index-keys.parquet")).column("keys")
+                own = run.work.folder.read_table(block_name(b, "index-keys.parquet")).column("keys")
                 keys = fixed_binary_numpy(own.take(arrow(docs - store.block_start[b])), np.uint64,
                                           index.config.bands)
             if cfg.verify == "exact":
@@ -202,4 +199,4 @@ def update_index(run) -> dict:
                 w.add_arrays(keys, ids, [names[s] for s in source.tolist()], signatures=store.signatures(docs))
             added += len(docs)
     index.close()
-    return {"index": fs.redact(cfg.against[0]), "added": added}
+    return {"index": redact(cfg.against[0]), "added": added}

@@ -24,12 +24,11 @@ import pyarrow.compute as pc
 from ..kernels.arrays import arrow, empty_table, to_numpy, unique
 from .. import io as nio
 from ..kernels.components import keep_order, large_star, select_representatives, small_star, star_labels
-from ..io.storage import fs
-from ..io.storage.tables import read_table
 from ..progress import bar, check_interrupt
 from .against import matched_members
-from .layout import MEMBERS_SCHEMA, PAIRS_SCHEMA, ClustersInfo, document_ids, part_path
-from ..io.storage.tables import write_parquet
+from .corpus import column, document_ids
+from .records import ClustersInfo, StarStep
+from .workdir import PAIRS_SCHEMA, members_table, part_name, write_record
 
 MAX_CC_ROUNDS = 200
 
@@ -55,14 +54,10 @@ def select_partition(docs: np.ndarray, attrs: Dict[str, np.ndarray], user_ids: O
     head = sel.cluster
     removed = sel.removed
     rep = np.where(removed, sel.representative, 0)
-    members = pa.table({
-        "doc": arrow(docs), "source": arrow(source), "row": arrow(row),
-        "cluster": arrow(docs[head]), "representative": arrow(np.where(removed, docs[rep], -1)),
-        "similarity": arrow(sel.similarity), "removed": arrow(removed), "id": ids,
-        "cluster_id": ids.take(arrow(head)),
-        "representative_id": pc.if_else(arrow(removed), ids.take(arrow(rep)), pa.nulls(m, pa.string())),
-        "representative_source": pa.nulls(m, pa.string()),
-    }, schema=MEMBERS_SCHEMA)
+    members = members_table(docs, source, row, docs[head], np.where(removed, docs[rep], -1), sel.similarity, removed,
+                            ids, ids.take(arrow(head)),
+                            pc.if_else(arrow(removed), ids.take(arrow(rep)), pa.nulls(m, pa.string())),
+                            pa.nulls(m, pa.string()))
     heads, sizes = np.unique(head, return_counts=True)
     best = heads[np.lexsort((heads, -sizes))][:TOP_CLUSTERS]
     top: List[dict] = []
@@ -93,7 +88,7 @@ class ClustersStage:
         verified = run.info("pairs").verified_pairs
         info = ClustersInfo()
         if verified:
-            parts = engine.partitions(verified * 48)
+            parts = engine.partitions(verified * EDGE_BYTES)
             if parts == 1:
                 with bar("clusters", total=verified, unit="verified pair", quiet=run.quiet) as progress:
                     info = self.whole(run)
@@ -105,8 +100,8 @@ class ClustersStage:
     def whole(self, run) -> ClustersInfo:
         """Every verified pair as one partition, in this process."""
         cfg, corpus = run.config, run.corpus
-        pairs = _pairs_table(run.work.parts("pairs"))
-        left, right = _column(pairs, "left"), _column(pairs, "right")
+        pairs = _pairs_table(run.work.folder, run.work.parts("pairs"))
+        left, right = column(pairs, "left"), column(pairs, "right")
         docs = unique(np.concatenate([left, right]))
         attrs = {"source": corpus.column("source")[docs], "row": corpus.column("row")[docs],
                  "length": corpus.column("length")[docs]}
@@ -115,21 +110,22 @@ class ClustersStage:
         user_ids = corpus.ids().take(arrow(docs)) if run.user_ids_wanted() else None
         members, counts = select_partition(docs, attrs, user_ids, left, right,
                                            to_numpy(pairs.column("similarity").combine_chunks()), cfg, run.sources)
-        write_parquet(members, run.work.part_path("clusters", 0))
+        run.work.folder.write_parquet(part_name("clusters", 0), members)
         return ClustersInfo(**counts)
 
     def by_components(self, run, engine, parts: int) -> ClustersInfo:
         """The components first (star steps, a round of two shuffles on the node each), then the
         selection over partitions of whole components."""
-        pairs = engine.map(read_table, run.work.parts("pairs"))
+        work = run.work.folder
+        pairs = engine.map(work.read_table, run.work.parts("pairs"))
         edges = engine.map(pair_edges, pairs)
         with bar("clusters", total=None, unit="round", quiet=run.quiet) as progress:
             for rounds in range(1, MAX_CC_ROUNDS + 1):
                 check_interrupt()
                 nodes = engine.shuffle(engine.map(partial(node_rows, both=True), edges), "node", parts)
-                stars = engine.persist(engine.map(large_star_partition, nodes))
+                stars = engine.persist(engine.map(partial(large_star_partition, work=work, round=rounds), nodes))
                 progress.update(1)
-                if not sum(engine.collect(engine.map(nonstar_count, stars))):
+                if not sum(s.nonstar for s in run.work.records("clusters", f"star-{rounds:03d}-", StarStep)):
                     break
                 edges = engine.map(small_star_partition,
                                    engine.shuffle(engine.map(partial(node_rows, both=False), stars), "node", parts))
@@ -146,62 +142,54 @@ class ClustersStage:
         (``clusters/part-against.parquet``)."""
         if not run.config.against:
             return info
-        members = matched_members(run.work.path, run.store, run.user_ids_wanted(), run.sources)
-        write_parquet(members, fs.join(run.work.path, "clusters", "part-against.parquet"))
+        members = matched_members(run.work.folder, run.store, run.user_ids_wanted(), run.sources)
+        run.work.folder.write_parquet("clusters/part-against.parquet", members)
         return dataclasses.replace(info, removed=info.removed + members.num_rows, removed_against_index=members.num_rows)
 
 
-def _pairs_table(files: List[str]) -> pa.Table:
-    return pa.concat_tables([read_table(p) for p in files] or [empty_table(PAIRS_SCHEMA)])
+def _pairs_table(work, names: List[str]) -> pa.Table:
+    return pa.concat_tables([work.read_table(name) for name in names] or [empty_table(PAIRS_SCHEMA)])
 
 
-def _column(table: pa.Table, name: str, dtype=np.int64) -> np.ndarray:
-    return to_numpy(table.column(name).combine_chunks()).astype(dtype, copy=False)
-
-
-EDGE_SCHEMA = pa.schema([("hi", pa.int64()), ("lo", pa.int64()), ("ns", pa.int64())])
+EDGE_SCHEMA = pa.schema([("hi", pa.int64()), ("lo", pa.int64())])
+EDGE_BYTES = 48  # bytes an edge takes in a shuffle of the components (both directions, two int64 each)
 LABEL_SCHEMA = pa.schema([("kind", pa.int8()), ("doc", pa.int64()), ("label", pa.int64()), ("right", pa.int64()),
                           ("similarity", pa.float64())])  # kind 0: a document's label; 1: a pair (doc = left)
 
 
-def _edges(hi: np.ndarray, lo: np.ndarray, nonstar: Optional[int] = None) -> pa.Table:
-    """Edge rows; a large-star step's rows end with one row (-1, -1, nonstar) for its count."""
-    ns = np.zeros(len(hi), np.int64)
-    if nonstar is not None:
-        hi, lo, ns = np.append(hi, -1), np.append(lo, -1), np.append(ns, nonstar)
-    return pa.table({"hi": arrow(hi), "lo": arrow(lo), "ns": arrow(ns)}, schema=EDGE_SCHEMA)
+def _edges(hi: np.ndarray, lo: np.ndarray) -> pa.Table:
+    return pa.table({"hi": arrow(hi), "lo": arrow(lo)}, schema=EDGE_SCHEMA)
 
 
 def pair_edges(pairs: pa.Table) -> pa.Table:
-    return _edges(_column(pairs, "right"), _column(pairs, "left"))
+    return _edges(column(pairs, "right"), column(pairs, "left"))
 
 
 def node_rows(edges: pa.Table, *, both: bool) -> pa.Table:
     """(node, neighbour) rows of edges (both directions, or from hi only), to shuffle on the node."""
-    hi, lo = _column(edges, "hi"), _column(edges, "lo")
-    ok = hi >= 0
-    hi, lo = hi[ok], lo[ok]
+    hi, lo = column(edges, "hi"), column(edges, "lo")
     node, nbr = (np.concatenate([hi, lo]), np.concatenate([lo, hi])) if both else (hi, lo)
     return pa.table({"node": arrow(node), "nbr": arrow(nbr)})
 
 
-def large_star_partition(table: pa.Table) -> pa.Table:
-    hi, lo, nonstar = large_star(_column(table, "node"), _column(table, "nbr"))
-    return _edges(hi, lo, nonstar)
+def large_star_partition(table: pa.Table, *, work, round: int) -> pa.Table:
+    """One partition's large-star step: its new edges; how many of its nodes are not yet in a
+    star is written beside (``clusters/star-RRR-PPPPP.json``), for the driver to see whether the
+    components converged."""
+    hi, lo, nonstar = large_star(column(table, "node"), column(table, "nbr"))
+    if table.num_rows:
+        part = int(column(table, "part")[0])
+        write_record(work, f"clusters/star-{round:03d}-{part:05d}.json", StarStep(nonstar=nonstar))
+    return _edges(hi, lo)
 
 
 def small_star_partition(table: pa.Table) -> pa.Table:
-    return _edges(*small_star(_column(table, "node"), _column(table, "nbr")))
-
-
-def nonstar_count(edges: pa.Table) -> int:
-    return int(_column(edges, "ns").sum())
+    return _edges(*small_star(column(table, "node"), column(table, "nbr")))
 
 
 def label_rows(edges: pa.Table) -> pa.Table:
     """Converged stars -> a label row (kind 0) for each document of a component."""
-    hi, lo = _column(edges, "hi"), _column(edges, "lo")
-    doc, label = star_labels(hi[hi >= 0], lo[hi >= 0])
+    doc, label = star_labels(column(edges, "hi"), column(edges, "lo"))
     n = len(doc)
     return pa.table({"kind": arrow(np.zeros(n, np.int8)), "doc": arrow(doc), "label": arrow(label),
                      "right": arrow(np.full(n, -1, np.int64)), "similarity": arrow(np.zeros(n))}, schema=LABEL_SCHEMA)
@@ -210,15 +198,15 @@ def label_rows(edges: pa.Table) -> pa.Table:
 def pair_rows(pairs: pa.Table) -> pa.Table:
     """A pair row (kind 1) for each verified pair, keyed by its left document."""
     n = pairs.num_rows
-    return pa.table({"kind": arrow(np.ones(n, np.int8)), "doc": arrow(_column(pairs, "left")),
-                     "label": arrow(np.full(n, -1, np.int64)), "right": arrow(_column(pairs, "right")),
-                     "similarity": arrow(_column(pairs, "similarity", np.float64))}, schema=LABEL_SCHEMA)
+    return pa.table({"kind": arrow(np.ones(n, np.int8)), "doc": arrow(column(pairs, "left")),
+                     "label": arrow(np.full(n, -1, np.int64)), "right": arrow(column(pairs, "right")),
+                     "similarity": arrow(column(pairs, "similarity", np.float64))}, schema=LABEL_SCHEMA)
 
 
 def relabel(table: pa.Table) -> pa.Table:
     """One partition of documents: each pair gets the label of its left document."""
     table = table.select(LABEL_SCHEMA.names)
-    kind, doc, label = _column(table, "kind", np.int8), _column(table, "doc"), _column(table, "label")
+    kind, doc, label = column(table, "kind", np.int8), column(table, "doc"), column(table, "label")
     is_label = kind == 0
     ldoc, first = np.unique(doc[is_label], return_index=True)
     labels = label.copy()
@@ -230,13 +218,13 @@ def select_components(table: pa.Table, *, task, with_ids: bool) -> dict:
     """One partition of whole components: the selection, written as its members file."""
     if table.num_rows == 0:
         return merge_counts([])
-    kind = _column(table, "kind", np.int8)
-    docs = unique(_column(table, "doc")[kind == 0])
+    kind = column(table, "kind", np.int8)
+    docs = unique(column(table, "doc")[kind == 0])
     pairs = table.filter(arrow(kind == 1))
     cfg, store = task.config, task.store
     attrs = store.columns(docs, ["source", "row", "length"] + (["score"] if cfg.score_column else []))
-    members, counts = select_partition(docs, attrs, store.ids(docs) if with_ids else None, _column(pairs, "doc"),
-                                       _column(pairs, "right"), _column(pairs, "similarity", np.float64), cfg,
+    members, counts = select_partition(docs, attrs, store.ids(docs) if with_ids else None, column(pairs, "doc"),
+                                       column(pairs, "right"), column(pairs, "similarity", np.float64), cfg,
                                        task.sources)
-    write_parquet(members, part_path(task.work_path, "clusters", int(_column(table, "part")[0])))
+    task.work.write_parquet(part_name("clusters", int(column(table, "part")[0])), members)
     return counts

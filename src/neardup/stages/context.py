@@ -9,19 +9,21 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from ..kernels.arrays import unique
 from .. import io as nio
+from ..io.storage.folder import Folder
+from ..kernels.arrays import unique
 from .against import matched_docs
-from .layout import Corpus, DocStore, WorkDir
+from .corpus import Corpus, DocStore
+from .workdir import WorkDir
 
 
 @dataclass
 class Task:
-    """What every call of a stage's partition function gets: the config, the work dir's path and
-    a :class:`DocStore` on it, and the sources (an in-memory table as an engine's shared handle:
-    ``source.table.get()``, see :meth:`sources_with_tables`)."""
+    """What every call of a stage's partition function gets: the config, the work dir's Folder
+    and a :class:`DocStore` on it, and the sources (an in-memory table as an engine's shared
+    handle: ``source.table.get()``, see :meth:`sources_with_tables`)."""
     config: object
-    work_path: str
+    work: Folder
     sources: List[nio.Source]
     store: Optional[DocStore] = None
 
@@ -32,15 +34,15 @@ class Task:
 @dataclass
 class Run:
     """One run in the driver: its config (resolved: bands and rows set), sources, work dir and
-    output folder (the staging folder while it runs); the seconds of each stage and the stats
-    once written. The read stage's result as a whole (:attr:`corpus`, :attr:`store`) is made once."""
+    output folder (the staging folder while it runs, where the write stage puts the result);
+    the seconds of each stage and the stats. The read stage's result as a whole
+    (:attr:`corpus`, :attr:`store`) is made once."""
     config: object
     sources: List[nio.Source]
     work: WorkDir
-    output: str
+    output: Folder
     quiet: bool = False
     seconds: Dict[str, float] = field(default_factory=dict)
-    table_kept_rows: Dict[int, np.ndarray] = field(default_factory=dict)  # in-memory sources
     stats: Optional[dict] = None
     _corpus: Optional[Corpus] = field(default=None, repr=False)
     _store: Optional[DocStore] = field(default=None, repr=False)
@@ -54,7 +56,7 @@ class Run:
     @property
     def store(self) -> DocStore:
         if self._store is None:
-            self._store = DocStore(self.work.path, self.corpus.block_start, self.config.num_perm)
+            self._store = DocStore(self.work.folder, self.corpus.block_start, self.config.num_perm)
         return self._store
 
     def forget_corpus(self) -> None:
@@ -69,7 +71,7 @@ class Run:
         the store once every block is read."""
         sources = [dataclasses.replace(s, table=engine.share(s.table)) if s.format == "table" else s
                    for s in self.sources]
-        return Task(self.config, self.work.path, sources, self.store if with_store else None)
+        return Task(self.config, self.work.folder, sources, self.store if with_store else None)
 
     def user_ids_wanted(self) -> bool:
         """Whether documents are known by the user's ids (else by position: FILE:LINE, FILE:ROW)."""
@@ -80,5 +82,5 @@ class Run:
         (duplicate ids) and those an index already holds (``--against``), ascending."""
         out = [self.info("read").rejected_docs()]
         if self.config.against:
-            out.append(matched_docs(self.work.path, self.corpus.block_start))
+            out.append(matched_docs(self.work.folder, self.corpus.block_start))
         return unique(np.concatenate(out))

@@ -16,9 +16,8 @@ same result).
 
 from __future__ import annotations
 
-import json
 from functools import partial
-from typing import Callable, Dict, Tuple
+from typing import Callable, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -28,8 +27,9 @@ from ..kernels.bands import bucket_runs, bucket_runs_of_rows, find_pairs, pair_c
 from ..kernels.components import keep_order
 from ..progress import bar, check_interrupt
 from ..kernels.verify import estimated_jaccard, exact_jaccard_raw
-from .layout import PAIRS_SCHEMA, DocStore, PairsInfo, fixed_binary_numpy, part_path
-from ..io.storage.tables import write_parquet
+from .corpus import DocStore, column, fixed_binary_numpy
+from .records import PairsInfo
+from .workdir import PAIRS_SCHEMA, part_name, write_record
 
 VERIFY_CHUNK = 1 << 16  # pairs verified at a time: bounds the shingle sets held in memory
 
@@ -68,9 +68,9 @@ def keep_rank(docs: np.ndarray, store: DocStore, config) -> np.ndarray:
     return keep_order(len(docs), config.keep, lengths=values.get("length"), scores=values.get("score"))
 
 
-def search_partition(run_offsets: np.ndarray, members: np.ndarray, verify, config) -> Tuple[pa.Table, Dict]:
+def search_partition(run_offsets: np.ndarray, members: np.ndarray, verify, config) -> Tuple[pa.Table, PairsInfo]:
     """Buckets (``members[run_offsets[i]:run_offsets[i+1]]``, document indices in keep order)
-    -> every distinct pair checked (code, passed, similarity) and the partition's counts."""
+    -> every distinct pair checked (code, passed, similarity) and what the search did."""
     checked = []
 
     def recording(left, right):
@@ -85,8 +85,8 @@ def search_partition(run_offsets: np.ndarray, members: np.ndarray, verify, confi
         codes, passed, sim = np.zeros(0, np.uint64), np.zeros(0, bool), np.zeros(0, np.float64)
     table = pa.table({"code": arrow(codes), "passed": arrow(passed), "similarity": arrow(sim)},
                      schema=CHECKED_SCHEMA)
-    counts = {"buckets": search.buckets, "anchor_rounds": search.rounds,
-              "truncated_buckets": search.truncated_buckets, "verifications": len(codes)}
+    counts = PairsInfo(buckets=search.buckets, anchor_rounds=search.rounds,
+                       truncated_buckets=search.truncated_buckets, verifications=len(codes))
     return table, counts
 
 
@@ -106,9 +106,9 @@ def distinct_pairs(checked: pa.Table) -> Tuple[pa.Table, int]:
 # --------------------------------------------------------------------------- the stage
 
 BUCKET_BITS = 40  # a bucket's id: its band-key partition << 40 | its ordinal there
-CHECKED_ROWS = pa.schema([("code", pa.uint64()), ("passed", pa.bool_()), ("similarity", pa.float64()),
-                          ("counts", pa.string())])
-SEARCH_COUNTS = ("buckets", "anchor_rounds", "truncated_buckets", "verifications")
+# bytes a partition holds per eligible document, to choose how many partitions a shuffle gets:
+BAND_ROW_BYTES = 24        # one (band int32, key uint64, doc int64) row for each of its bands
+CHECKED_EXACT_BYTES = 2400  # the pairs checked for it, with its shingle fingerprints read (verify exact)
 
 
 class PairsStage:
@@ -121,7 +121,7 @@ class PairsStage:
         eligible = run.corpus.n - len(excluded)
         if eligible < 2:
             return PairsInfo()
-        parts = engine.partitions(eligible * cfg.bands * 24)
+        parts = engine.partitions(eligible * cfg.bands * BAND_ROW_BYTES)
         with bar("candidates + verify", total=1, unit="step", quiet=run.quiet) as progress:
             if parts == 1:
                 results = [self.whole(run, excluded)]
@@ -129,10 +129,12 @@ class PairsStage:
                 task = run.task(engine)
                 rows = engine.map(partial(band_rows, task=task, excluded=excluded), range(len(run.corpus.blocks)))
                 buckets = engine.map(partial(form_buckets, task=task), engine.shuffle(rows, "key", parts))
-                pair_parts = engine.partitions(eligible * (2400 if cfg.verify == "exact" else 4 * cfg.num_perm))
+                pair_parts = engine.partitions(eligible * (CHECKED_EXACT_BYTES if cfg.verify == "exact"
+                                                           else 4 * cfg.num_perm))
                 checked = engine.map(partial(search_buckets, task=task), engine.shuffle(buckets, "anchor", pair_parts))
                 results = engine.collect(engine.map(partial(distinct_partition, task=task),
                                                     engine.shuffle(checked, "code", pair_parts)))
+                results += run.work.records("pairs", "search-", PairsInfo)  # each search's counts
             progress.update(1)
         return PairsInfo.merge(results)
 
@@ -147,8 +149,8 @@ class PairsStage:
         offsets, members = bucket_runs(corpus.band_keys, eligible, rank=rank, bands=cfg.bands)
         checked, counts = search_partition(offsets, members, make_verifier(run.store, cfg), cfg)
         pairs, candidates = distinct_pairs(checked)
-        write_parquet(pairs.cast(PAIRS_SCHEMA), run.work.part_path("pairs", 0))
-        return PairsInfo(candidate_pairs=candidates, verified_pairs=pairs.num_rows, **counts)
+        run.work.folder.write_parquet(part_name("pairs", 0), pairs.cast(PAIRS_SCHEMA))
+        return PairsInfo.merge([counts, PairsInfo(candidate_pairs=candidates, verified_pairs=pairs.num_rows)])
 
 
 def band_rows(block: int, *, task, excluded: np.ndarray) -> pa.Table:
@@ -170,51 +172,40 @@ def form_buckets(table: pa.Table, *, task) -> pa.Table:
     every bucket of two or more, members in keep order, anchor the first of them."""
     if table.num_rows == 0:
         return pa.table({"bucket": arrow([], pa.int64()), "doc": arrow([], pa.int64()), "anchor": arrow([], pa.int64())})
-    doc = _column(table, "doc", np.int64)
+    doc = column(table, "doc", np.int64)
     docs, inverse = np.unique(doc, return_inverse=True)
     rank = keep_rank(docs, task.store, task.config)[inverse]
-    offsets, members = bucket_runs_of_rows(_column(table, "band", np.int32), _column(table, "key", np.uint64), doc, rank)
+    offsets, members = bucket_runs_of_rows(column(table, "band", np.int32), column(table, "key", np.uint64), doc, rank)
     sizes = np.diff(offsets)
-    ids = (np.int64(_column(table, "part", np.int64)[0]) << np.int64(BUCKET_BITS)) + np.arange(len(sizes), dtype=np.int64)
+    ids = (np.int64(column(table, "part", np.int64)[0]) << np.int64(BUCKET_BITS)) + np.arange(len(sizes), dtype=np.int64)
     return pa.table({"bucket": arrow(np.repeat(ids, sizes)), "doc": arrow(members),
                      "anchor": arrow(np.repeat(members[offsets[:-1]], sizes))})
 
 
 def search_buckets(table: pa.Table, *, task) -> pa.Table:
-    """One partition of whole buckets -> every pair checked (code, passed, similarity), and one
-    row more (code 0, no pair's) with the partition's counts as JSON."""
+    """One partition of whole buckets -> every pair checked (code, passed, similarity); what the
+    search did is written beside, as ``pairs/search-PPPPP.json`` (:class:`.records.PairsInfo`)."""
     if table.num_rows == 0:
-        return empty_table(CHECKED_ROWS)
-    bucket, doc = _column(table, "bucket", np.int64), _column(table, "doc", np.int64)
+        return empty_table(CHECKED_SCHEMA)
+    bucket, doc = column(table, "bucket", np.int64), column(table, "doc", np.int64)
     docs, inverse = np.unique(doc, return_inverse=True)
     order = np.lexsort((keep_rank(docs, task.store, task.config)[inverse], bucket))
     starts = np.flatnonzero(np.concatenate(([True], bucket[order][1:] != bucket[order][:-1])))
     offsets = np.append(starts, len(order)).astype(np.int64)
     checked, counts = search_partition(offsets, doc[order], make_verifier(task.store, task.config), task.config)
-    n = checked.num_rows
-    return pa.table({"code": arrow(np.append(to_numpy(checked.column("code")), np.uint64(0))),
-                     "passed": arrow(np.append(to_numpy(checked.column("passed")), False)),
-                     "similarity": arrow(np.append(to_numpy(checked.column("similarity")), 0.0)),
-                     "counts": arrow([None] * n + [json.dumps(counts)], pa.string())}, schema=CHECKED_ROWS)
+    part = int(column(table, "part", np.int64)[0])
+    write_record(task.work, f"pairs/search-{part:05d}.json", counts)
+    return checked
 
 
 def distinct_partition(table: pa.Table, *, task) -> PairsInfo:
     """One partition of checked pairs (every check of a pair is here): the verified pairs
-    written as its pairs file; its counts (and those of the searches whose counts row it got)."""
+    written as its pairs file; its counts."""
     if table.num_rows == 0:
         return PairsInfo()
-    counts = table.column("counts").combine_chunks()
-    is_counts = to_numpy(counts.is_valid())
-    searches = [json.loads(c) for c in counts.filter(arrow(is_counts)).to_pylist()]
-    checked = table.filter(arrow(~is_counts)).select(CHECKED_SCHEMA.names).cast(CHECKED_SCHEMA)
+    checked = table.select(CHECKED_SCHEMA.names).cast(CHECKED_SCHEMA)
     pairs, candidates = distinct_pairs(checked)
     if pairs.num_rows:
-        part = int(_column(table, "part", np.int64)[0])
-        write_parquet(pairs.cast(PAIRS_SCHEMA), part_path(task.work_path, "pairs", part))
-    merged = PairsInfo.merge([PairsInfo(**c) for c in searches])
-    return PairsInfo(candidate_pairs=candidates, verified_pairs=pairs.num_rows,
-                     **{k: getattr(merged, k) for k in SEARCH_COUNTS})
-
-
-def _column(table: pa.Table, name: str, dtype) -> np.ndarray:
-    return to_numpy(table.column(name).combine_chunks()).astype(dtype, copy=False)
+        part = int(column(table, "part", np.int64)[0])
+        task.work.write_parquet(part_name("pairs", part), pairs.cast(PAIRS_SCHEMA))
+    return PairsInfo(candidate_pairs=candidates, verified_pairs=pairs.num_rows)

@@ -27,9 +27,11 @@ from ..kernels.bands import band_keys
 from ..errors import InputError
 from ..kernels.hashing import string_hash
 from ..kernels.minhash import MinHasher, Scratch
-from ..io.storage import fs
+from ..io.storage.folder import Folder
 from ..progress import bar, check_interrupt
-from .layout import MAX_DOCUMENTS, ReadInfo, block_path, docs_schema, numpy_fixed_binary, write_json
+from .corpus import numpy_fixed_binary
+from .records import ReadInfo
+from .workdir import MAX_DOCUMENTS, block_name, docs_schema
 
 
 def place(src: nio.Source, row: Optional[int]) -> str:
@@ -122,7 +124,7 @@ class _Writer:
             raise self._error
 
 
-def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int, members: Sequence[int],
+def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, members: Sequence[int],
                progress: Optional[Callable[[int], None]] = None,
                finish: Optional[Callable[[int], dict]] = None,
                signatures: Optional[Callable[[np.ndarray], None]] = None) -> dict:
@@ -136,19 +138,18 @@ def read_block(work_path: str, config, sources: Sequence[nio.Source], block: int
     hasher = MinHasher.from_config(config)
     scratch = Scratch()
     schema = docs_schema(config)
-    arrow_path = block_path(work_path, block, "arrow")
-    big_path = block_path(work_path, block, "fp" if exact else "sig")
     summary = {"documents": 0, "per_source": {str(si): 0 for si in members}, "empty": 0, "rejected": [],
                "skipped": []}
     # each file appears under its name only when complete, at the end of the with (a temporary
     # name renamed; an upload completed); a failure (a full disk, a bad record) leaves neither
-    with fs.atomic_write(arrow_path) as arrow_file, fs.atomic_write(big_path) as big_file:
+    with work.atomic_write(block_name(block, "arrow")) as arrow_file, \
+            work.atomic_write(block_name(block, "fp" if exact else "sig")) as big_file:
         writer = pa.ipc.new_file(arrow_file, schema)
         big = _Writer(big_file, code=eliasfano.encode if exact else None)
         _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress, signatures)
     if finish is not None:  # e.g. the --against matches: part of the block, done before its summary
         summary.update(finish(summary["documents"]))
-    write_json(block_path(work_path, block, "json"), summary)
+    work.write_json(block_name(block, "json"), summary)
     return summary
 
 
@@ -353,19 +354,19 @@ class ReadStage:
 def read_partition(block_members, *, task, report=None) -> dict:
     """One block of the plan, (block, its sources): read, its summary returned."""
     block, members = block_members
-    matcher = block_matcher(task.work_path, task.config, block)
-    return read_block(task.work_path, task.config, task.sources_with_tables(), block, members, progress=report,
+    matcher = block_matcher(task.work, task.config, block)
+    return read_block(task.work, task.config, task.sources_with_tables(), block, members, progress=report,
                       finish=matcher and matcher.finish, signatures=matcher and matcher.signatures)
 
 
-def block_matcher(work_path: str, config, block: int):
+def block_matcher(work: Folder, config, block: int):
     """What a read block does with --against indexes (None without): band keys made from the
     signatures for an index whose bands and rows are not the run's, and once the block's files
     are complete, before its summary marks it done, the matches."""
     if not config.against:
         return None
     from .against import BlockMatcher
-    return BlockMatcher(work_path, block, config)
+    return BlockMatcher(work, block, config)
 
 
 def _where(store, docs) -> List[Tuple[int, int]]:

@@ -5,7 +5,8 @@
     clusters.parquet      CLUSTERS_SCHEMA, by cluster, then document (:func:`cluster_records`)
     rejected.parquet      REJECTED_SCHEMA (on_error='skip')        (:func:`rejected_table`)
     texts_sample.parquet  the largest clusters' texts, for the report
-    stats.json            :func:`build_stats` + the seconds per stage (:func:`publish`)
+    stats.json            :func:`build_stats` + the seconds per stage (written by the run, last:
+                          :mod:`neardup.run`)
 
 Every Parquet file is written through :class:`ParquetRows`, whose fixed row groups make the same
 rows give the same bytes however they were batched.
@@ -24,12 +25,11 @@ import pyarrow as pa
 from ..kernels.arrays import arrow, empty_table, to_numpy
 from .. import io as nio
 from .._version import __version__
-from ..io.storage import fs
+from ..io.inputs import INDEX_ID_COLUMN
 from ..io.reader import BINARY, EMPTY_FILE, NOT_RECORDS, NOT_UTF8, text_column_of, text_columns
-from ..io.storage.tables import read_table
+from ..io.storage.folder import Folder
 from ..progress import bar, check_interrupt, plural
-from .layout import MEMBERS_SCHEMA
-from ..io.storage.tables import ParquetRows, write_parquet
+from .workdir import MEMBERS_SCHEMA
 
 
 REMOVED_SCHEMA = pa.schema([("id", pa.string()), ("representative", pa.string()), ("cluster", pa.string()),
@@ -38,7 +38,6 @@ REMOVED_SCHEMA = pa.schema([("id", pa.string()), ("representative", pa.string())
 CLUSTERS_SCHEMA = pa.schema([("id", pa.string()), ("cluster", pa.string()), ("is_representative", pa.bool_())])
 REJECTED_SCHEMA = pa.schema([("source", pa.string()), ("row", pa.int64()), ("reason", pa.string())])
 SAMPLE_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string())])
-INDEX_ID_COLUMN = "__neardup_index__"  # ids the API adds to a table (a DataFrame's index); not written out
 # a run's result, the files it replaces in the output folder (nothing else there is touched)
 OUTPUT_FILES = ("kept", "removed.parquet", "clusters.parquet", "rejected.parquet", "texts_sample.parquet",
                 "report.html", "stats.json")
@@ -67,16 +66,16 @@ def rejected_table(records: Sequence[Sequence], names: Sequence[str]) -> pa.Tabl
                      "reason": arrow([x for _, _, x in rows], pa.string())}, schema=REJECTED_SCHEMA)
 
 
-def prepare_output(output: str) -> str:
+def prepare_output(output: Folder) -> Folder:
     """Makes the output folder and an empty kept/ in it; returns kept/."""
-    kept_dir = fs.join(output, "kept")
-    fs.remove_tree(kept_dir)
-    fs.makedirs(kept_dir)
-    return kept_dir
+    output.remove("kept")
+    kept = output.child("kept")
+    kept.makedirs()
+    return kept
 
 
-def table_kept_path(kept_dir: str, si: int, n_sources: int) -> str:
-    return fs.join(kept_dir, "table.parquet" if n_sources == 1 else f"table-{si}.parquet")
+def table_kept_name(si: int, n_sources: int) -> str:
+    return "table.parquet" if n_sources == 1 else f"table-{si}.parquet"
 
 
 def kept_rows(rows: np.ndarray, dropped: np.ndarray) -> np.ndarray:
@@ -91,18 +90,16 @@ def kept_rows(rows: np.ndarray, dropped: np.ndarray) -> np.ndarray:
 
 
 def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: Dict[int, np.ndarray],
-                     dropped: Dict[int, np.ndarray], kept_dir: str, config,
+                     dropped: Dict[int, np.ndarray], kept: Folder, config,
                      wanted: Optional[Dict[int, Dict[int, int]]] = None,
-                     progress: Optional[Callable[[int], None]] = None) -> Tuple[Dict[int, str], Dict[int, np.ndarray], Dict[int, str], int]:
-    """Kept files of a group of sources: for source si, ``rows[si]`` (its documents' rows) less
-    ``dropped[si]`` (removed or rejected), written with :func:`neardup.io.write_kept`; in-memory
-    tables as Parquet. ``wanted[si]`` = {row: doc} of documents whose text the report shows:
-    caught on the way where the file is copied line by line.
-    Returns (written relpath per source, kept rows of in-memory tables, captured texts by doc,
-    documents written)."""
+                     progress: Optional[Callable[[int], None]] = None) -> Tuple[Dict[int, str], Dict[int, str], int]:
+    """Kept files of a group of sources, in the folder ``kept``: for source si, ``rows[si]`` (its
+    documents' rows) less ``dropped[si]`` (removed or rejected), written with
+    :func:`neardup.io.write_kept`; in-memory tables as Parquet. ``wanted[si]`` = {row: doc} of
+    documents whose text the report shows: caught on the way where the file is copied line by
+    line. Returns (written relpath per source, captured texts by doc, documents written)."""
     written: Dict[int, str] = {}
     n_written = 0
-    table_rows: Dict[int, np.ndarray] = {}
     captured: Dict[int, str] = {}
     copies: List[Tuple[nio.Source, str]] = []
     for si in group:
@@ -111,28 +108,27 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
             progress(1)
         src = sources[si]
         all_rows = rows.get(si, np.zeros(0, np.int64))
-        kept = kept_rows(all_rows, dropped.get(si, np.zeros(0, np.int64)))
+        keep = kept_rows(all_rows, dropped.get(si, np.zeros(0, np.int64)))
         if src.format == "table":
-            path = table_kept_path(kept_dir, si, len(sources))
-            table = src.table.take(arrow(kept, pa.int64()))
+            name = table_kept_name(si, len(sources))
+            table = src.table.take(arrow(keep, pa.int64()))
             if INDEX_ID_COLUMN in table.column_names:
                 table = table.drop_columns([INDEX_ID_COLUMN])
-            write_parquet(table, path)
-            table_rows[si] = kept
-            written[si] = fs.basename(path)
-            n_written += len(kept)
+            kept.write_parquet(name, table)
+            written[si] = name
+            n_written += len(keep)
             continue
-        if len(all_rows) == 0 or (src.format == "text" and len(kept) == 0):
+        if len(all_rows) == 0 or (src.format == "text" and len(keep) == 0):
             continue  # nothing could be read from it (all rejected), or a removed text file
         rel = nio.output_relpath(src, config.output_format)
         if src.format == "text" and config.output_format == "same":
-            copies.append((src, fs.join(kept_dir, rel)))  # copied whole, many at a time (below)
+            copies.append((src, kept.join(rel)))  # copied whole, many at a time (below)
             written[si] = rel
             n_written += 1
             continue
         want = (wanted or {}).get(si, {})
         capture = dict.fromkeys(want) if want and src.format == "jsonl" else None
-        n_written += nio.write_kept(src, kept, fs.join(kept_dir, rel), output_format=config.output_format,
+        n_written += nio.write_kept(src, keep, kept.join(rel), output_format=config.output_format,
                                     text_column=config.text_column, id_column=config.id_column, capture=capture)
         if capture:
             column = text_column_of(src, text_columns(config.text_column))
@@ -141,7 +137,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
                 captured[want[row]] = json.loads(line)[column]
         written[si] = rel
     nio.copy_text_files(copies)
-    return written, table_rows, captured, n_written
+    return written, captured, n_written
 
 
 def fetch_texts(sources: Sequence[nio.Source], config, wanted: Dict[int, Dict[int, int]]) -> Dict[int, str]:
@@ -214,7 +210,7 @@ def file_counts(sources: Sequence[nio.Source], skipped_reasons) -> dict:
 
 
 def run_counts(n_docs: int, read, pairs, clusters, kept: int) -> dict:
-    """The counts of stats.json from the stages' records (:mod:`.layout`) and the documents the
+    """The counts of stats.json from the stages' records (:mod:`.records`) and the documents the
     kept files got."""
     return {
         "input": int(n_docs + read.rejected_records),
@@ -231,43 +227,33 @@ def run_counts(n_docs: int, read, pairs, clusters, kept: int) -> dict:
     }
 
 
-def publish(output: str, stats: dict, seconds: dict) -> dict:
-    """stats.json, the last file of a run (with the seconds per stage)."""
-    stats["seconds"] = dict(seconds)
-    publish_stats(output, stats)
-    return stats
-
-
-def publish_stats(output: str, stats: dict) -> None:
-    """Writes stats.json whole (a temporary name and a rename; one object put)."""
-    fs.write_bytes(fs.join(output, "stats.json"), (json.dumps(stats, indent=2, sort_keys=True) + "\n").encode())
-
-
 # --------------------------------------------------------------------------- the stage
 
 
 class WriteStage:
     """removed.parquet and clusters.parquet from the members (one document of a cluster a row:
     few next to the corpus, sorted here); kept/ a group of input files a call; in-memory tables
-    here, where they are; then rejected.parquet, texts_sample.parquet and the stats."""
+    here, where they are; then rejected.parquet, texts_sample.parquet and the stats (returned:
+    stats.json is the run's to write, last)."""
     name = "write"
 
     def run(self, run, engine) -> dict:
-        fs.makedirs(run.output)
-        members = pa.concat_tables([read_table(p) for p in run.work.parts("clusters")]
+        out = run.output
+        out.makedirs()
+        members = pa.concat_tables([run.work.folder.read_table(p) for p in run.work.parts("clusters")]
                                    or [empty_table(MEMBERS_SCHEMA)]).sort_by("doc")
         removed = members.filter(members.column("removed"))
         names = arrow([s.name for s in run.sources], pa.string())
-        w = ParquetRows(fs.join(run.output, "removed.parquet"), REMOVED_SCHEMA)
+        w = out.parquet_rows("removed.parquet", REMOVED_SCHEMA)
         w.write(removed_records(removed, names))
         w.close()
-        w = ParquetRows(fs.join(run.output, "clusters.parquet"), CLUSTERS_SCHEMA)
+        w = out.parquet_rows("clusters.parquet", CLUSTERS_SCHEMA)
         w.write(cluster_records(members.sort_by([("cluster", "ascending"), ("doc", "ascending")])))
         w.close()
         check_interrupt()
 
         dropped = _dropped_rows(run, removed)
-        kept_dir = prepare_output(run.output)
+        kept_folder = prepare_output(out)
         wanted = wanted_texts(run.info("clusters").top)
         plan = run.work.plan(run.sources)
         block_of = {si: b for b, members in enumerate(plan) for si in members}
@@ -280,7 +266,8 @@ class WriteStage:
         captured: Dict[int, str] = {}
         kept = 0
         with bar("write kept", total=len(files), unit="input file", quiet=run.quiet) as progress:
-            for r in engine.collect(engine.map(partial(write_kept_partition, task=run.task(engine), kept_dir=kept_dir),
+            task = run.task(engine)
+            for r in engine.collect(engine.map(partial(write_kept_partition, task=task, kept=kept_folder),
                                                items, progress=progress, units=lambda r: r["files"])):
                 written.update(r["written"])
                 captured.update(r["captured"])
@@ -288,22 +275,21 @@ class WriteStage:
             progress.set_postfix_str(f"{len(written):,} {plural(len(written), 'file')} written")
         tables = [si for si, s in enumerate(run.sources) if s.format == "table"]
         if tables:
-            t_written, table_rows, _, t_kept = write_kept_group(
+            t_written, _, t_kept = write_kept_group(
                 run.sources, tables, rows_of_sources(run.store, {si: block_of[si] for si in tables}), dropped,
-                kept_dir, run.config)
+                kept_folder, run.config)
             written.update(t_written)
-            run.table_kept_rows.update(table_rows)
             kept += t_kept
         return finish_write(run, [written[si] for si in sorted(written)], kept, captured)
 
 
-def write_kept_partition(item, *, task, kept_dir: str, report=None) -> dict:
+def write_kept_partition(item, *, task, kept: Folder, report=None) -> dict:
     """One group of input files: (sources, the block of each, their dropped rows, the rows whose
     text the report shows) -> their kept files."""
     group, block_of, dropped, wanted = item
-    written, _, captured, kept = write_kept_group(task.sources, group, rows_of_sources(task.store, block_of), dropped,
-                                                  kept_dir, task.config, wanted, progress=report)
-    return {"written": written, "captured": captured, "kept": kept, "files": len(group)}
+    written, captured, n = write_kept_group(task.sources, group, rows_of_sources(task.store, block_of), dropped,
+                                            kept, task.config, wanted, progress=report)
+    return {"written": written, "captured": captured, "kept": n, "files": len(group)}
 
 
 def rows_of_sources(store, block_of: Dict[int, int]) -> Dict[int, np.ndarray]:
@@ -358,22 +344,21 @@ def rejected_rows(run) -> List[list]:
 def finish_write(run, kept_files: List[str], kept: int, texts: Dict[int, str]) -> dict:
     """Once kept/ (``kept`` documents written), removed.parquet and clusters.parquet are written:
     rejected.parquet, texts_sample.parquet, and the stats, which must add up (kept + removed +
-    rejected = input) before stats.json is published."""
+    rejected = input) before stats.json is written."""
     cfg = run.config
     read, pairs, clusters = run.info("read"), run.info("pairs"), run.info("clusters")
-    rejected_path = fs.join(run.output, "rejected.parquet")
+    out = run.output
     if cfg.on_error == "skip":
-        write_parquet(rejected_table(rejected_rows(run), [s.name for s in run.sources]), rejected_path)
+        out.write_parquet("rejected.parquet", rejected_table(rejected_rows(run), [s.name for s in run.sources]))
     else:
-        fs.remove(rejected_path)
+        out.remove("rejected.parquet")
     missing = {si: {r: d for r, d in rows.items() if d not in texts} for si, rows in wanted_texts(clusters.top).items()}
     texts = dict(texts)
     texts.update(fetch_texts(run.sources, cfg, {si: w for si, w in missing.items() if w}))
-    sample_path = fs.join(run.output, "texts_sample.parquet")
     if clusters.top:
-        write_parquet(sample_table(clusters.top, texts), sample_path)
+        out.write_parquet("texts_sample.parquet", sample_table(clusters.top, texts))
     else:
-        ParquetRows(sample_path, SAMPLE_SCHEMA).close()
+        out.parquet_rows("texts_sample.parquet", SAMPLE_SCHEMA).close()
     counts = run_counts(run.corpus.n, read, pairs, clusters, kept)
     run.stats = build_stats(cfg, run.sources, counts, read.per_source, kept_files, read.skipped_files)
     if cfg.against:

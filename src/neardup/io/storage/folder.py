@@ -36,7 +36,7 @@ import contextlib
 import json
 import os
 from collections import OrderedDict
-from typing import Iterator, List, Optional, Sequence
+from typing import Callable, Iterator, List, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -335,11 +335,12 @@ class Folder:
             if name not in (MARKER, LOCK):
                 self.remove(name)
 
-    def publish(self, staging: "Folder", names: Sequence[str], complete: str, content: bytes) -> None:
+    def publish(self, staging: "Folder", names: Sequence[str], complete: str, content: Callable[[], bytes]) -> None:
         """Replaces the result in this folder by the one in ``staging``: ``complete`` (the file
-        that says the result is whole) is removed first and written last, with ``content``; each
-        other of ``names`` is removed here and moved in from ``staging`` where it has one. Then
-        ``staging`` goes."""
+        that says the result is whole) is removed first; each other of ``names`` is removed here
+        and moved in from ``staging`` where it has one; then ``content()`` gives the bytes of
+        ``complete``, written once (into ``staging``) and moved in last. Then ``staging`` goes. A
+        kill at any step leaves either the old result whole or no ``complete`` file."""
         self.remove(complete)
         present = set(staging.names())
         for name in names:
@@ -348,8 +349,9 @@ class Folder:
             self.remove(name)
             if name in present:
                 self.move_in(staging.join(name), name)
+        staging.write_bytes(complete, content())
+        self.move_in(staging.join(complete), complete)
         staging.remove_all()
-        self.write_bytes(complete, content)
 
 
 def overlapping(path: Folder, inputs: Sequence[str], files: Sequence[str]) -> Optional[str]:

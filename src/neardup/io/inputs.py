@@ -1,0 +1,112 @@
+"""What the user holds, as inputs, and the kept rows given back in the same form.
+
+:func:`in_memory` turns an in-memory input (a pyarrow Table or RecordBatch, a pandas DataFrame,
+a Hugging Face ``Dataset`` or ``DatasetDict``, a list of texts) into named Arrow tables, or says
+that the input is paths; :func:`kept_of` gives the kept rows back as the type given. Nothing
+here imports pandas or datasets unless the object came from them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import ConfigError
+
+INDEX_ID_COLUMN = "__neardup_index__"  # ids added to a table (a DataFrame's index, a list's positions); not written out
+
+
+def looks_like_paths(items: Sequence) -> bool:
+    """A list of strings is a list of paths when each one looks like a path: no white space, and
+    an existing file or folder, a glob, a path separator or a file extension. Otherwise it is a
+    list of texts."""
+    for s in items:
+        if isinstance(s, os.PathLike):
+            continue
+        if not isinstance(s, str) or not s or any(c.isspace() for c in s) or len(s) > 4096:
+            return False
+        if not (os.path.exists(s) or any(c in s for c in "*?[/" + os.sep) or os.path.splitext(s)[1]):
+            return False
+    return True
+
+
+def _with_index_ids(table: pa.Table, ids) -> pa.Table:
+    return table.append_column(INDEX_ID_COLUMN, pa.array([str(x) for x in ids], pa.string()))
+
+
+def in_memory(source) -> Tuple[Optional[str], Optional[Dict[str, pa.Table]]]:
+    """(kind, {name: pyarrow Table}) for in-memory inputs, or (None, None) for paths. ``kind``
+    is ``arrow``, ``pandas``, ``hf``, ``hf_dict`` or ``texts``."""
+    if isinstance(source, pa.Table):
+        return "arrow", {"<table>": source}
+    if isinstance(source, pa.RecordBatch):
+        return "arrow", {"<table>": pa.Table.from_batches([source])}
+    mod = type(source).__module__ or ""
+    # pandas (0.1-0.2 s to import) only when the object comes from it: a path never pays for it
+    # (a subclass of DataFrame defined elsewhere has pandas in its MRO)
+    if any((getattr(k, "__module__", "") or "").split(".")[0] == "pandas" for k in type(source).__mro__):
+        import pandas as pd
+        if isinstance(source, pd.DataFrame):
+            table = pa.Table.from_pandas(source, preserve_index=False)
+            return "pandas", {"<table>": _with_index_ids(table, source.index)}
+    if mod.startswith("datasets") and type(source).__name__ == "DatasetDict":
+        return "hf_dict", {name: _hf_table(split) for name, split in source.items()}
+    if mod.startswith("datasets") and hasattr(source, "data") and hasattr(source, "select"):
+        return "hf", {"<table>": _hf_table(source)}
+    if isinstance(source, (list, tuple)) and source and not looks_like_paths(source):
+        if not all(isinstance(t, str) for t in source):
+            bad = next(t for t in source if not isinstance(t, str))
+            raise ConfigError(f"a list given to dedup must hold texts (str) or paths; found a {type(bad).__name__}")
+        return "texts", {"<texts>": _with_index_ids(pa.table({"text": pa.array(source, pa.string())}),
+                                                    range(len(source)))}
+    return None, None
+
+
+def _hf_table(ds) -> pa.Table:
+    if getattr(ds, "_indices", None) is not None:  # a shuffled/selected view
+        ds = ds.flatten_indices()
+    return pa.table(ds.data.table if hasattr(ds.data, "table") else ds.data)
+
+
+def kept_rows(n: int, name: str, removed: pa.Table, rejected: pa.Table) -> np.ndarray:
+    """The rows (ascending) of the table ``name`` of ``n`` rows that a run kept: every row but
+    those removed.parquet and rejected.parquet list for it (the run's own record of what it
+    took away, so that what is given back is what was published)."""
+    gone = [_rows_of(removed, name), _rows_of(rejected, name)]
+    keep = np.ones(n, bool)
+    for rows in gone:
+        keep[rows[(rows >= 0) & (rows < n)]] = False
+    return np.flatnonzero(keep)
+
+
+def _rows_of(table: pa.Table, name: str) -> np.ndarray:
+    if table.num_rows == 0:
+        return np.zeros(0, np.int64)
+    source = np.asarray(table.column("source").to_pylist(), dtype=object)
+    row = table.column("row").to_numpy(zero_copy_only=False)
+    mine = (source == name) & ~np.isnan(row.astype(np.float64))
+    return row[mine].astype(np.int64)
+
+
+def kept_of(kind: str, tables: Dict[str, pa.Table], source: Any, removed: pa.Table, rejected: pa.Table):
+    """The kept rows of in-memory ``tables`` (of ``kind``, from :func:`in_memory`) as the type
+    the user gave: a list of the indexes kept (texts), a Dataset or DatasetDict (``select``), a
+    pandas DataFrame (its own index), or a pyarrow Table."""
+    rows = [kept_rows(t.num_rows, name, removed, rejected) for name, t in tables.items()]
+    if kind == "texts":
+        return rows[0].tolist()
+    if kind == "hf":
+        return source.select(rows[0].tolist())
+    if kind == "hf_dict":
+        return type(source)({name: source[name].select(r.tolist()) for name, r in zip(tables, rows)})
+    table = next(iter(tables.values()))
+    if INDEX_ID_COLUMN in table.column_names:
+        table = table.drop_columns([INDEX_ID_COLUMN])
+    kept = table.take(pa.array(rows[0]))
+    if kind == "pandas":
+        kept = kept.to_pandas()
+        kept.index = source.index[rows[0]]
+    return kept

@@ -1,0 +1,70 @@
+"""The summary of a run in words: what the command line prints when a run ends
+(:meth:`neardup.api.DedupResult.summary`)."""
+
+from __future__ import annotations
+
+from ..io.storage.paths import redact
+from ..progress import plural
+
+
+def file_notes(files: dict) -> str:
+    """What was left out of the input files or read once (stats.json's ``files``), in words."""
+    def n(k: int, one: str, many: str) -> str:
+        return f"{k:,} {one if k == 1 else many}"
+
+    parts = [n(files["inputs"], "input file", "input files")]
+    if files.get("skipped_binary"):
+        parts.append(n(files["skipped_binary"], "binary or non-UTF-8 file", "binary or non-UTF-8 files") + " skipped")
+    if files.get("skipped_not_records"):
+        parts.append(n(files["skipped_not_records"], ".json file", ".json files")
+                     + " of no JSON Lines records skipped (--input-format text reads them as documents)")
+    if files.get("skipped_empty"):
+        parts.append(n(files["skipped_empty"], "empty data file", "empty data files") + " (no records)")
+    if files.get("links_read_once"):
+        parts.append(n(files["links_read_once"], "symbolic link", "symbolic links") + " to files of the input read once")
+    if files.get("links_not_followed"):
+        parts.append(n(files["links_not_followed"], "symbolic link", "symbolic links")
+                     + " leading out of the input not followed (--follow-symlinks)")
+    return ", ".join(parts)
+
+
+def format_summary(stats: dict, output: str) -> str:
+    c = stats["counts"]
+    p = stats["params"]
+    secs = stats.get("seconds", {})
+    total = sum(secs.values()) if secs else 0.0
+    pct = (100.0 * c["removed"] / c["input"]) if c["input"] else 0.0
+    lines = [
+        "",
+        f"neardup: {c['input']:,} {plural(c['input'], 'document')} in, {c['kept']:,} kept, {c['removed']:,} removed ({pct:.1f}%), "
+        f"{c['rejected']:,} rejected",
+        f"  clusters {c['clusters']:,}   candidate pairs {c['candidate_pairs']:,}   " + (
+            f"pairs taken unverified {c['verified_pairs']:,} (verify=none: every candidate pair counts)"
+            if p["verify"] == "none" else f"verified pairs {c['verified_pairs']:,}"),
+        f"  threshold {p['threshold']:g}  k={p['num_perm']}  {p['bands']} bands x {p['rows']} rows  "
+        f"{'char' if p.get('char_ngrams') else 'word'} {p['ngram']}-grams  verify={p['verify']}  keep={p['keep']}",
+    ]
+    if c.get("removed_against_index"):
+        n = c["removed_against_index"]
+        lines.insert(2, f"  of the removed, {n:,} {plural(n, 'document')} matched a document of the index (--against)")
+    for ix in stats.get("indexes", []):
+        if ix["recall_note"]:
+            lines.append(f"  note: {ix['recall_note']}")
+        if ix["truncated_buckets"]:
+            lines.append(f"  warning: index {ix['index']}: {ix['truncated_buckets']:,} band buckets held more than "
+                         f"{ix['max_bucket']:,} documents a segment; {ix['truncated_candidates']:,} candidates in "
+                         f"them were not verified (a match among them can be missed)")
+    files = stats.get("files") or {}
+    if files.get("skipped_binary") or files.get("skipped_empty") or files.get("skipped_not_records") \
+            or files.get("links_not_followed") \
+            or files.get("links_read_once"):
+        lines.append("  files: " + file_notes(files))
+    if c.get("truncated_buckets"):
+        n = c["truncated_buckets"]
+        bound = (f"after {p['max_anchor_rounds']} anchor {plural(p['max_anchor_rounds'], 'round')} (--max-anchor-rounds)"
+                 if p.get("max_anchor_rounds") else "within the work bound of the bucket search")
+        lines.append(f"  note: {n:,} {plural(n, 'bucket')} still had unverified members {bound}")
+    if secs:
+        lines.append("  seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in secs.items()) + f"  (total {total:.1f})")
+    lines.append(f"  output: {redact(output)}/ (kept/, removed.parquet, clusters.parquet, stats.json, report.html)")
+    return "\n".join(lines)

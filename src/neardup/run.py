@@ -1,0 +1,140 @@
+"""A run's life: the folders it owns, the engine it runs on, its stages, and its result published
+whole.
+
+:func:`run` makes the run's storage objects once (:class:`~neardup.io.storage.Folder`: the
+output, the staging folder inside it, the work dir) and carries them through: the stages read
+and write the work dir and the staging folder through them, the report is written into the
+staging folder, and the result is moved into the output with stats.json, the file that says a
+result is complete, written once and last.
+
+Everything is written into folders neardup owns (:mod:`neardup.io.storage.folder`): the output
+and the work dir are claimed (a foreign folder, or one that is or holds or lies inside an input,
+is refused untouched) and locked for the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+from typing import List, Optional, Sequence
+
+from . import io as nio
+from .config import Config
+from .engines import open_engine
+from .errors import ConfigError, NeardupError
+from .io.storage.folder import Folder, json_bytes, refuse_overlap
+from .io.storage.paths import redact
+
+STAGING = ".neardup-staging"  # where a run writes its result before it is moved into the output
+WORK = ".neardup-work"        # the default work dir, inside the output
+OUTPUT_FORMAT = 1             # the output folder's marker format
+STATS = "stats.json"          # the file that says a result is complete: written once, last
+
+
+def claim_output(out: Folder, run: str, overwrite: bool, resume: bool) -> None:
+    """Makes ``out`` a neardup output folder, or checks that it is one, for the run ``run`` (its
+    fingerprint). Results of an earlier run are replaced only with ``overwrite``, or with
+    ``resume`` when they are this very run's (a resumed run that had published them already)."""
+    from .stages.write import OUTPUT_FILES
+    marker = out.claim("output", "output folder", OUTPUT_FORMAT)
+    results = [n for n in out.names() if n in OUTPUT_FILES]
+    if results and not overwrite and not (resume and marker.get("run") == run):
+        other = " of other inputs or options" if resume else ""
+        raise ConfigError(f"output folder {out} holds the results of an earlier run{other}; pass --overwrite "
+                          f"(overwrite=True) to replace them, or choose another folder")
+    if marker.get("run") != run:
+        out.set_marker({**marker, "run": run})
+
+
+def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional[str] = None,
+        resume: bool = False, quiet: bool = True, keep_work: Optional[bool] = None, overwrite: bool = False,
+        report: bool = True, inputs: Sequence[str] = ()) -> dict:
+    """Runs a resolved config over discovered sources with the configured engine, then writes
+    report.html and publishes the result into ``output``; returns the stats (as written to
+    stats.json)."""
+    from .stages import Run, run_stages
+    from .stages.identity import fingerprint, run_identity
+    from .stages.workdir import WorkDir
+
+    out = Folder.of(output)
+    explicit_work = work_dir is not None
+    work_folder = Folder.of(work_dir if explicit_work else default_work_dir(out, config.engine))
+    _check_folders(config, out, work_folder, inputs, [s.path for s in sources if s.format != "table"])
+    inside = out.contains(work_folder)  # the default: covered by the output's lock, removed whole
+    if keep_work is None:
+        keep_work = explicit_work
+    identity = run_identity(config, sources)
+    with out.lock(), (contextlib.nullcontext() if inside else work_folder.lock()):
+        claim_output(out, fingerprint(identity), overwrite, resume)
+        work = WorkDir(work_folder, identity, resume=resume, overwrite=overwrite)
+        staging = out.child(STAGING)
+        staging.remove_all()
+        staging.makedirs()
+        ctx = Run(config=config, sources=sources, work=work, output=staging, quiet=quiet)
+        failure: List[NeardupError] = []
+        try:
+            with open_engine(config, [work.folder.path, out.path] + [s.path for s in sources
+                                                                      if s.format != "table"], quiet) as engine:
+                stats = run_stages(ctx, engine)
+            if report:
+                from .report.html import write_report
+                write_report(staging, plots="svg", stats=stats)  # inline SVG: no matplotlib start-up in a run
+            out.publish(staging, _output_files(), STATS, lambda: _complete(ctx, out, stats, failure))
+        except BaseException:
+            with contextlib.suppress(Exception):
+                staging.remove_all()  # the old result (if any) stays whole; nothing half-written is left
+            raise
+        if failure:
+            raise failure[0]
+        if not keep_work:
+            work.remove(whole=inside or not explicit_work)
+    return stats
+
+
+def _output_files():
+    from .stages.write import OUTPUT_FILES
+    return OUTPUT_FILES
+
+
+def _check_folders(config: Config, out: Folder, work: Folder, inputs: Sequence[str], files: Sequence[str]) -> None:
+    """Refuses, before anything is written, folders a run cannot use: a URL work dir on the local
+    engine, an output or work dir that is, holds or lies inside an input, a work dir that is or
+    holds the output, a store that cannot be reached, a folder neardup does not own."""
+    if work.os_path is None and config.engine != "ray":
+        raise ConfigError(f"--work-dir {work}: the local engine keeps its work dir on local disk; "
+                          f"give a local folder (or run with --engine ray, which accepts a URL)")
+    refuse_overlap("output folder", out, inputs, files)
+    refuse_overlap("--work-dir", work, inputs, files)
+    if work.path == out.path or work.contains(out):
+        raise ConfigError(f"--work-dir {work}: is or holds the output folder {out}; choose another")
+    for folder, kind, role in ((out, "output", "output folder"), (work, "work-dir", "--work-dir")):
+        folder.check_reachable()
+        folder.check_claim(kind, role)  # before the lock file is made in it: nothing is written into a foreign folder
+
+
+def _complete(ctx, out: Folder, stats: dict, failure: List[NeardupError]) -> bytes:
+    """stats.json's bytes, made once every other file of the result is in the output: after the
+    result is published, ``--update-index`` adds the kept documents to the index (a failure
+    leaves a complete output and an index without this run's documents, never an index holding
+    documents of a run that failed; it is raised once stats.json is in place)."""
+    if ctx.config.update_index:
+        from .stages.against import update_index
+        try:
+            stats["index_update"] = update_index(ctx)
+        except NeardupError as exc:
+            failure.append(type(exc)(f"the output {redact(out.path)} is complete, but adding its kept documents "
+                                     f"to the index failed: {exc}"))
+    return json_bytes(stats, indent=2)
+
+
+def default_work_dir(out: Folder, engine: str) -> str:
+    """OUTPUT/.neardup-work; for a URL output on the local engine a local folder in the temporary
+    directory instead, named after the output, so that ``--resume`` finds it again (the local
+    engine reads its stage files back with explicit reads and memory maps: local disk only). The
+    Ray engine keeps it in the store, where every node sees it."""
+    if out.os_path is not None or engine == "ray":
+        return out.join(WORK)
+    name = hashlib.sha256(out.path.encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"neardup-work-{name}")

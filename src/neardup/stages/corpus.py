@@ -1,0 +1,236 @@
+"""The read stage's result as a whole (:class:`Corpus`), any documents' data read back from it
+(:class:`DocStore`: signatures, shingle fingerprints, the columns of the Arrow shards), and the
+id of each document (:func:`document_ids`)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pyarrow as pa
+
+from .. import io as nio
+from ..io.storage.folder import Folder
+from ..kernels import eliasfano
+from ..kernels.arrays import arrow, to_numpy, unique
+from .workdir import WorkDir, block_name
+
+
+class Corpus:
+    """The read stage's result as a whole: per-block summaries, document offsets, and the small
+    per-document columns (source, row, length, count, keys, score, id) on demand."""
+
+    def __init__(self, work: WorkDir, config, blocks: Sequence[Sequence[int]]):
+        self.work = work
+        self.config = config
+        self.blocks = blocks
+        self.summaries: List[dict] = [work.block_summary(b) for b in range(len(blocks))]
+        if any(s is None for s in self.summaries):
+            raise RuntimeError("internal error: the read stage is recorded as done but a block is missing")
+        counts = np.array([s["documents"] for s in self.summaries], dtype=np.int64)
+        self.block_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self.n = int(self.block_start[-1])
+        self._columns: Dict[str, np.ndarray] = {}
+
+    def table(self, block: int, columns: Optional[List[str]] = None) -> pa.Table:
+        return self.work.folder.read_table(block_name(block, "arrow"), columns)
+
+    def column(self, name: str) -> np.ndarray:
+        """One numeric column over every document (kept in memory after the first call), made
+        with one copy: each block's chunks are zero-copy views of its memory-mapped file."""
+        if name not in self._columns:
+            views = []
+            for b in range(len(self.blocks)):
+                for chunk in self.table(b, [name]).column(0).chunks:
+                    if name == "keys":
+                        views.append(fixed_binary_numpy(chunk, np.uint64, self.config.bands))
+                    else:
+                        views.append(to_numpy(chunk))
+            if name == "keys":
+                empty = np.zeros((0, self.config.bands), np.uint64)
+            else:
+                empty = np.zeros(0, {"source": np.int32, "score": np.float64}.get(name, np.int64))
+            self._columns[name] = np.concatenate(views).astype(empty.dtype, copy=False) if views else empty
+        return self._columns[name]
+
+    def band_keys(self, first: int, stop: int) -> np.ndarray:
+        """The (n, stop - first) uint64 keys of bands first..stop-1 of every document, read block
+        by block (not kept: :func:`neardup.kernels.bands.bucket_runs` asks for a few bands at a time)."""
+        if "keys" in self._columns:
+            return self._columns["keys"][:, first:stop]
+        out = np.empty((self.n, stop - first), dtype=np.uint64)
+        at = 0
+        for b in range(len(self.blocks)):
+            for chunk in self.table(b, ["keys"]).column(0).chunks:
+                view = fixed_binary_numpy(chunk, np.uint64, self.config.bands)
+                out[at:at + len(view)] = view[:, first:stop]
+                at += len(view)
+        if at != self.n:
+            raise RuntimeError("internal error: the blocks' keys do not add up to the documents")
+        return out
+
+    def ids(self) -> pa.Array:
+        parts = [self.table(b, ["id"]).column(0) for b in range(len(self.blocks))]
+        chunks = [c for p in parts for c in p.chunks]
+        return pa.concat_arrays(chunks) if chunks else arrow([], pa.string())
+
+    def rejected_records(self) -> List[list]:
+        """[source, row or None, reason] of every record that could not be read, in file order."""
+        out = []
+        for s in self.summaries:
+            out.extend(s["rejected"])
+        return out
+
+    def per_source(self, n_sources: int) -> List[int]:
+        out = [0] * n_sources
+        for s in self.summaries:
+            for si, n in s["per_source"].items():
+                out[int(si)] += n
+        return out
+
+
+def column(table: pa.Table, name: str, dtype=np.int64) -> np.ndarray:
+    """One column of a table as a numpy array of ``dtype`` (one copy at most)."""
+    return to_numpy(table.column(name).combine_chunks()).astype(dtype, copy=False)
+
+
+def fixed_binary_numpy(arr, dtype, width: int) -> np.ndarray:
+    """A fixed_size_binary column as an (n, width) numpy view of ``dtype``."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    n = len(arr)
+    if n == 0:
+        return np.zeros((0, width), dtype)
+    item = np.dtype(dtype).itemsize * width
+    buf = np.frombuffer(arr.buffers()[1], dtype=np.uint8)[arr.offset * item:(arr.offset + n) * item]
+    return buf.view(dtype).reshape(n, width)
+
+
+def numpy_fixed_binary(mat: np.ndarray) -> pa.Array:
+    """An (n, width) numpy array as a fixed_size_binary column (one copy)."""
+    mat = np.ascontiguousarray(mat)
+    n = mat.shape[0]
+    width = mat.shape[1] * mat.dtype.itemsize if mat.ndim == 2 else mat.dtype.itemsize
+    return pa.Array.from_buffers(pa.binary(width), n, [None, pa.py_buffer(mat.tobytes())])
+
+
+# --------------------------------------------------------------------------- reading back
+
+
+class DocStore:
+    """Per-document data of any documents, read from the blocks' files: signatures, raw shingle
+    hashes, and the columns of the Arrow shard. Picklable (the work dir's Folder and offsets
+    only), so that a Ray task gets one; the files are opened on demand."""
+
+    REMOTE_TABLES = 8  # columns of Arrow shards kept in memory when the work dir is remote (one GET each otherwise)
+
+    def __init__(self, work: Folder, block_start: np.ndarray, num_perm: int):
+        self.work = work
+        self.block_start = np.asarray(block_start, dtype=np.int64)
+        self.num_perm = num_perm
+        self._code_offsets: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
+        self._tables: "OrderedDict[int, pa.Table]" = OrderedDict()
+
+    @classmethod
+    def of_block(cls, work: Folder, block: int, n: int, num_perm: int) -> "DocStore":
+        """A store of one block of ``n`` documents, its documents numbered from 0, for a block
+        just read (before the corpus it belongs to is known: the ``--against`` matching)."""
+        start = np.zeros(block + 2, np.int64)
+        start[-1] = n
+        return cls(work, start, num_perm)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_tables"] = OrderedDict()  # a cache, not sent to Ray tasks
+        return state
+
+    def source_rows(self, block: int, si: int) -> np.ndarray:
+        """The rows of source ``si``'s documents (it lies whole in ``block``), in file order."""
+        t = self.table(block, ["source", "row"])
+        mask = to_numpy(t.column("source")) == si
+        return to_numpy(t.column("row"))[mask]
+
+    def _by_block(self, docs: np.ndarray):
+        docs = np.asarray(docs, dtype=np.int64)
+        blk = np.searchsorted(self.block_start, docs, side="right") - 1
+        for b in unique(blk).tolist():
+            sel = np.flatnonzero(blk == b)
+            yield b, sel, docs[sel] - self.block_start[b]
+
+    def table(self, block: int, columns: List[str]) -> pa.Table:
+        return self.work.arrow_columns(block_name(block, "arrow"), columns, self._tables, self.REMOTE_TABLES)
+
+    def columns(self, docs: np.ndarray, columns: List[str]) -> Dict[str, np.ndarray]:
+        """Numeric columns of ascending ``docs``."""
+        out = {c: [] for c in columns}
+        for b, _sel, local in self._by_block(docs):
+            t = self.table(b, columns)
+            for c in columns:
+                out[c].append(to_numpy(t.column(c).take(arrow(local))))
+        return {c: (np.concatenate(v) if v else np.zeros(0)) for c, v in out.items()}
+
+    def ids(self, docs: np.ndarray) -> pa.Array:
+        parts = []
+        for b, _sel, local in self._by_block(docs):
+            parts.append(self.table(b, ["id"]).column(0).take(arrow(local)).combine_chunks())
+        return pa.concat_arrays(parts) if parts else arrow([], pa.string())
+
+    def signatures(self, docs: np.ndarray) -> np.ndarray:
+        """(len(docs), num_perm) uint32 for ascending docs."""
+        k = self.num_perm
+        parts = []
+        for b, _sel, local in self._by_block(docs):
+            _, vals = self.work.read_rows(block_name(b, "sig"), local * k, (local + 1) * k, np.uint32)
+            parts.append(vals.reshape(-1, k))
+        if len(parts) == 1:  # one block (the usual case): no second copy
+            return parts[0]
+        return np.concatenate(parts) if parts else np.zeros((0, k), np.uint32)
+
+    def _codes(self, block: int) -> Tuple[np.ndarray, np.ndarray]:
+        """(fingerprints of each document, byte offsets of their codes in the block's .fp file)."""
+        if block not in self._code_offsets:
+            counts = to_numpy(self.table(block, ["count"]).column(0)).astype(np.int64, copy=False)
+            off = np.zeros(len(counts) + 1, dtype=np.int64)
+            np.cumsum(eliasfano.code_bytes(counts), out=off[1:])
+            self._code_offsets[block] = (counts, off)
+        return self._code_offsets[block]
+
+    def fingerprints(self, docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Shingle fingerprints (uint32, the high halves of the shingle hashes, repeats kept, in
+        the order of their codes: see :mod:`neardup.kernels.eliasfano`) of ascending docs, as CSR by
+        position in docs."""
+        offs, vals = [np.zeros(1, np.int64)], []
+        base = 0
+        for b, _sel, local in self._by_block(docs):
+            counts, off = self._codes(b)
+            starts, data = self.work.read_rows(block_name(b, "fp"), off[local], off[local + 1], np.uint8)
+            o, v = eliasfano.decode(starts[:-1], data, counts[local])
+            offs.append(o[1:] + base)
+            base += len(v)
+            vals.append(v)
+        if len(vals) == 1:  # one block (the usual case): no second copy of the hashes
+            return np.concatenate(offs), vals[0]
+        return np.concatenate(offs), (np.concatenate(vals) if vals else np.zeros(0, np.uint32))
+
+
+def document_ids(source: np.ndarray, row: np.ndarray, user_ids: Optional[pa.Array],
+                 sources: Sequence[nio.Source]) -> pa.Array:
+    """The id of each document: the user's id column, the path of a text file, 'PATH:LINE' for
+    JSONL (lines counted from 1, as in an editor and in neardup's messages) or 'PATH:ROW' for
+    Parquet and tables (rows counted from 0, as in pyarrow and pandas, and as messages say
+    'row N'). PATH is the file's path below the root of kept/ (``Source.relpath``: relative to
+    the inputs' longest common folder), so an id does not depend on how the path was typed
+    (``./docs.csv``, ``docs.csv``, ``/abs/docs.csv`` give ``docs.csv:3``) and names the same file
+    as kept/ does; messages keep the path as typed."""
+    if user_ids is not None:
+        return user_ids.cast(pa.string())
+    out = []
+    for s, r in zip(source.tolist(), row.tolist()):
+        src = sources[s]
+        path = src.name if src.format == "table" else src.relpath
+        if src.format == "text":
+            out.append(path)
+        else:
+            out.append(f"{path}:{r + 1 if src.format == 'jsonl' else r}")
+    return arrow(out, pa.string())

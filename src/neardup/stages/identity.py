@@ -1,0 +1,51 @@
+"""A run's identity: what makes two runs the same run (the options that change the result, and each
+input's name, size and modification time), its fingerprint, and what differs between two.
+state.json keeps it, so that a refused ``--resume`` can say what differs; the output folder's
+marker keeps the fingerprint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import List, Optional
+
+from ..io.storage import fs
+
+
+def run_identity(config, sources) -> dict:
+    """A run's identity: the options that change its result (:meth:`Config.identity`: not those
+    of the Execution group, so that a run may be resumed with other workers, engine or batch
+    size), and each input's name, size and modification time. Kept in state.json, so that a
+    refused ``--resume`` can say what differs."""
+    relevant = config.identity()
+    relevant["against"] = [fs.redact(a) for a in relevant.get("against") or ()]  # state.json stores no password
+    files = []
+    infos = fs.infos([s.path for s in sources if s.format != "table"])
+    for s in sources:
+        if s.format == "table":
+            files.append([s.name, "table", int(s.table.num_rows)])
+            continue
+        st = infos.get(s.path) or fs.info(s.path)
+        files.append([fs.redact(s.name), fs.redact(s.path), st.size, st.mtime_ns])
+    return {"config": relevant, "inputs": files}
+
+
+def fingerprint(identity) -> str:
+    """The hash of a run's identity (:func:`run_identity`; a string is taken as a fingerprint)."""
+    if isinstance(identity, str):
+        return identity
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def differences(old: Optional[dict], new: dict) -> List[str]:
+    """What differs between two run identities, in words: ``inputs`` and the option names."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return ["the run (an older neardup wrote it)"]
+    new = json.loads(json.dumps(new))  # as stored: tuples are lists there
+    out = []
+    if old.get("inputs") != new.get("inputs"):
+        out.append("inputs")
+    a, b = old.get("config") or {}, new.get("config") or {}
+    out.extend(sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)))
+    return out or ["nothing recorded"]

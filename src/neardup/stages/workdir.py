@@ -1,0 +1,231 @@
+"""The work directory: the contract between the stages, and the only thing the drivers know.
+
+Its files are read and written through its :class:`~neardup.io.storage.Folder` (local or in a
+store: the stages never ask which), by names relative to it (``read/block-000000.arrow``).
+
+Every stage reads the files of the stages before it and writes its own, in one layout whichever
+engine runs it, so that a run interrupted under one engine is finished by the other with
+``--resume``. Inside the read stage every block is a partition of its own: a block whose summary
+file exists is done and is not read again.
+
+    WORK/state.json                 fingerprint of config + inputs, the stages done and their counts
+    WORK/read/plan.json             the blocks: runs of consecutive input files (a file is never split)
+    WORK/read/block-BBBBBB.arrow    Arrow IPC file, DOCS_SCHEMA: one row per document of the block
+    WORK/read/block-BBBBBB.sig      raw uint32, num_perm per document (verify = estimate | none)
+    WORK/read/block-BBBBBB.fp       the uint32 shingle fingerprints (the high halves of the
+                                    64-bit shingle hashes), ``count`` per document, each
+                                    document's as one Elias-Fano code (:mod:`neardup.kernels.eliasfano`:
+                                    lossless, ~33 - log2(count) bits a fingerprint; a code's
+                                    length follows from ``count``) (verify = exact)
+    WORK/read/block-BBBBBB.json     the block's summary (written last: the block is done)
+    WORK/pairs/part-PPPPP.parquet   PAIRS_SCHEMA: verified pairs (left < right) of one partition
+    WORK/pairs/search-PPPPP.json    the counts of one partition's bucket search (``PairsInfo``)
+    WORK/clusters/part-PPPPP.parquet  MEMBERS_SCHEMA: every document of a cluster of two or more
+    WORK/clusters/star-RRR-PPPPP.json the count of one partition's large-star step (``StarStep``)
+
+A document is known by a dense index: blocks in order, rows in order inside a block (so: input
+file order, then row order). Block b's first document is the sum of the documents of the blocks
+before it. docs/stages.md describes each stage with its schema.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import List, Optional, Sequence
+
+import pyarrow as pa
+
+from ..errors import ConfigError
+from ..kernels.arrays import arrow
+from ..io.storage import fs
+from ..io.storage.folder import Folder
+from .identity import differences, fingerprint
+from .records import STAGE_INFO
+
+STAGES = ("read", "pairs", "clusters", "write")
+LAYOUT_VERSION = 5              # 5: fingerprints Elias-Fano coded, \w+ words, hash_version; 4: typed stage records; 3: .fp
+BLOCK_BYTES = 64 << 20          # input bytes per read block (a block holds whole files)
+MAX_DOCUMENTS = 1 << 32         # document indices are packed two to a uint64 in pair codes
+
+
+def docs_schema(config) -> pa.Schema:
+    """What the read stage keeps of every document (besides its signature or shingles)."""
+    fields = [("source", pa.int32()), ("row", pa.int64()), ("length", pa.int64()), ("count", pa.int64()),
+              ("keys", pa.binary(8 * config.bands))]
+    if config.score_column is not None:
+        fields.append(("score", pa.float64()))
+    if config.id_column is not None:
+        fields.append(("id", pa.string()))
+    return pa.schema(fields)
+
+
+PAIRS_SCHEMA = pa.schema([("left", pa.int64()), ("right", pa.int64()), ("similarity", pa.float64())])
+MEMBERS_SCHEMA = pa.schema([("doc", pa.int64()), ("source", pa.int32()), ("row", pa.int64()),
+                            ("cluster", pa.int64()), ("representative", pa.int64()), ("similarity", pa.float64()),
+                            ("removed", pa.bool_()), ("id", pa.string()), ("cluster_id", pa.string()),
+                            ("representative_id", pa.string()), ("representative_source", pa.string())])
+
+
+def members_table(docs, source, row, cluster, representative, similarity, removed, ids: pa.Array,
+                  cluster_id: pa.Array, representative_id: pa.Array, representative_source: pa.Array) -> pa.Table:
+    """Member rows (MEMBERS_SCHEMA): for each document of a cluster of two or more (or matched in
+    an index), its cluster and representative as document indices (-1: none here) and as ids."""
+    return pa.table({"doc": arrow(docs), "source": arrow(source), "row": arrow(row), "cluster": arrow(cluster),
+                     "representative": arrow(representative), "similarity": arrow(similarity),
+                     "removed": arrow(removed), "id": ids, "cluster_id": cluster_id,
+                     "representative_id": representative_id, "representative_source": representative_source},
+                    schema=MEMBERS_SCHEMA)
+
+
+def plan_blocks(sources: Sequence, block_bytes: Optional[int] = None,
+                file_sizes: Optional[Sequence[Optional[int]]] = None) -> List[List[int]]:
+    """Runs of consecutive sources of about ``block_bytes`` (default BLOCK_BYTES) of input each
+    (a source is never split). The plan depends on the inputs only, so that every engine cuts the
+    same blocks. ``file_sizes``: the size of each source that is a file (None for a table), as
+    :func:`run_identity` found them (a store is not asked again); asked here without it."""
+    block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
+    if file_sizes is None:
+        infos = fs.infos([s.path for s in sources if s.format != "table"])
+        file_sizes = [None if s.format == "table" else infos[s.path].size for s in sources]
+    blocks: List[List[int]] = []
+    acc = 0
+    for si, s in enumerate(sources):
+        size = s.table.nbytes if s.format == "table" else file_sizes[si]
+        if not blocks or (blocks[-1] and acc + size > block_bytes):
+            blocks.append([])
+            acc = 0
+        blocks[-1].append(si)
+        acc += size
+    return blocks
+
+
+PLAN = "read/plan.json"
+
+
+def stage_files(work: Folder, stage: str, prefix: str, ext: str) -> List[str]:
+    """The names (relative to the work dir) of a stage's files ``PREFIX*EXT``, sorted."""
+    return [f"{stage}/{f}" for f in work.file_names(stage) if f.startswith(prefix) and f.endswith(ext)]
+
+
+def write_record(work: Folder, name: str, record) -> None:
+    """A partition's counts (a dataclass of :mod:`.records`), written beside its data as the
+    JSON file ``name``: typed, and never rows inside the data (:meth:`WorkDir.records`)."""
+    work.write_json(name, dataclasses.asdict(record))
+
+
+def part_name(stage: str, part: int) -> str:
+    """A stage's file of one partition (pairs, clusters), relative to the work dir."""
+    return f"{stage}/part-{part:05d}.parquet"
+
+
+def block_name(block: int, ext: str) -> str:
+    """A read block's file, relative to the work dir."""
+    return f"read/block-{block:06d}.{ext}"
+
+
+class WorkDir:
+    """The work directory of one run (see the module docstring), a folder neardup owns (marker
+    ``.neardup``, kind ``work-dir``, format LAYOUT_VERSION: see :mod:`neardup.io.storage.folder`).
+
+    ``identity`` is :func:`run_identity` (or a plain fingerprint string). A folder holding work
+    is reused only with ``resume`` and the same identity; otherwise it is refused in one line
+    that says why (the work of an interrupted run of the same command can be resumed; another
+    run's work differs in ...), unless ``overwrite`` says to discard it."""
+
+    def __init__(self, folder, identity, resume: bool = False, overwrite: bool = False):
+        self.folder = Folder.of(folder)
+        self.fingerprint = fingerprint(identity)
+        identity = identity if isinstance(identity, dict) else {"fingerprint": identity}
+        marker = self.folder.claim("work-dir", "--work-dir", LAYOUT_VERSION)
+        state = self.folder.read_json("state.json")
+        state = state if isinstance(state, dict) and isinstance(state.get("done"), dict) else None
+        # work worth keeping: a recorded state and stage files beside it (without a state.json,
+        # e.g. killed while writing the first one, nothing can be resumed: the folder is ours to reuse)
+        has_work = state is not None and any(n != "state.json" and not n.endswith(".tmp")
+                                             for n in self.folder.foreign_names())
+        same = (state is not None and marker.get("format") == LAYOUT_VERSION and state.get("layout") == LAYOUT_VERSION
+                and state.get("fingerprint") == self.fingerprint)
+        if has_work and not same and not overwrite:
+            what = (f"the work of neardup's layout {marker.get('format')} (this version writes {LAYOUT_VERSION})"
+                    if marker.get("format") != LAYOUT_VERSION else
+                    "another run's work (differs: " + ", ".join(differences((state or {}).get("identity"),
+                                                                            identity)) + ")")
+            if resume:
+                raise ConfigError(f"cannot resume: the work dir {self.folder} holds {what}; run the original "
+                                  f"command to resume it, or pass --overwrite (without --resume) to start over")
+            raise ConfigError(f"the work dir {self.folder} holds {what}; pass --overwrite to discard it, or choose "
+                              f"another --work-dir")
+        if has_work and same and not resume and not overwrite:
+            done = ", ".join(s for s in STAGES if s in state["done"]) or "no stage"
+            raise ConfigError(f"the work dir {self.folder} holds an interrupted run of these inputs and options "
+                              f"(stages done: {done}); pass --resume to continue it, or --overwrite to start over")
+        if same and resume:
+            self.state = state
+        else:
+            self.folder.empty()
+            if marker.get("format") != LAYOUT_VERSION:
+                self.folder.set_marker({**marker, "format": LAYOUT_VERSION})
+            self.state = {"fingerprint": self.fingerprint, "layout": LAYOUT_VERSION, "done": {},
+                          "identity": identity}
+        self.folder.makedirs()
+        self._save()
+
+    def _save(self) -> None:
+        self.folder.write_json("state.json", self.state)
+
+    def is_done(self, stage: str) -> bool:
+        return stage in self.state["done"]
+
+    def info(self, stage: str):
+        """The record of a stage done (:data:`STAGE_INFO`)."""
+        record = self.state["done"][stage]
+        return STAGE_INFO[stage](**record) if stage in STAGE_INFO else record
+
+    def mark_done(self, stage: str, info=None) -> None:
+        self.state["done"][stage] = dataclasses.asdict(info) if dataclasses.is_dataclass(info) else (info or {})
+        for later in STAGES[STAGES.index(stage) + 1:]:  # a stage done anew invalidates the ones after it
+            self.state["done"].pop(later, None)
+        self._save()
+
+    def stage_dir(self, stage: str, fresh: bool = False) -> None:
+        """Makes the stage's folder (``fresh``: emptied of an earlier attempt's files first)."""
+        if fresh:
+            self.folder.remove(stage)
+        self.folder.makedirs(stage)
+
+    # -- the read stage's blocks
+
+    def plan(self, sources: Sequence) -> List[List[int]]:
+        """The read plan: made and kept on the first call, read back on a resumed run."""
+        self.stage_dir("read")
+        try:
+            return self.folder.load_json(PLAN)
+        except FileNotFoundError:
+            pass
+        inputs = self.state["identity"].get("inputs")  # run_identity's: [name, path, size, mtime] per file
+        sizes = None if inputs is None else [None if s.format == "table" else f[2] for s, f in zip(sources, inputs)]
+        blocks = plan_blocks(sources, file_sizes=sizes)
+        self.folder.write_json(PLAN, blocks)
+        return blocks
+
+    def block_summary(self, block: int) -> Optional[dict]:
+        try:
+            return self.folder.load_json(block_name(block, "json"))
+        except (OSError, ValueError):
+            return None
+
+    def parts(self, stage: str) -> List[str]:
+        """The names (relative to the work dir) of a stage's part files, sorted."""
+        return stage_files(self.folder, stage, "part-", ".parquet")
+
+    def records(self, stage: str, prefix: str, record) -> list:
+        """The counts the partitions of a stage wrote beside their data (:func:`write_record`)."""
+        return [record(**self.folder.load_json(name)) for name in stage_files(self.folder, stage, prefix, ".json")]
+
+    def remove(self, whole: bool = True) -> None:
+        """After a successful run: the whole folder, or (``whole=False``, a folder the user named,
+        which keeps its lock file) everything in it but its marker and lock."""
+        try:
+            self.folder.remove_all() if whole else self.folder.empty()
+        except OSError:
+            pass

@@ -1,0 +1,64 @@
+"""The command line calls the public API, nothing more: no module of ``neardup.cli`` imports
+anything of neardup but the package itself, ``neardup.api``, ``neardup.config``,
+``neardup.errors`` and its own sibling modules."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import neardup
+
+PUBLIC = {"neardup", "neardup.api", "neardup.config", "neardup.errors"}
+CLI = Path(neardup.__file__).parent / "cli"
+
+
+def _imports(path: Path):
+    """(line, module, name) of every import of neardup in a cli module, resolved to absolute names."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ["neardup", "cli"][:3 - node.level]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            if module.split(".")[0] == "neardup":
+                for alias in node.names:
+                    yield node.lineno, module, alias.name
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "neardup":
+                    yield node.lineno, alias.name, None
+
+
+def _is_module(name: str) -> bool:
+    try:
+        importlib.import_module(name)
+        return True
+    except ImportError:
+        return False
+
+
+def test_cli_imports_only_the_public_api():
+    wrong = []
+    for path in sorted(CLI.glob("*.py")):
+        for line, module, name in _imports(path):
+            target = module
+            if name is not None and _is_module(f"{module}.{name}"):
+                target = f"{module}.{name}"  # `from .. import io` imports the module io
+            if target in PUBLIC or target.startswith("neardup.cli"):
+                continue
+            wrong.append(f"{path.name}:{line}: {target}" + (f" ({name})" if name and target == module else ""))
+    assert wrong == [], "the command line may use only the public API:\n" + "\n".join(wrong)
+
+
+def test_the_check_sees_a_private_import(tmp_path, monkeypatch):
+    """The rule above can fail: a cli module that imports an internal module is caught."""
+    bad = tmp_path / "cli"
+    bad.mkdir()
+    (bad / "x.py").write_text("from ..io.storage import fs\nfrom ..api import dedup\nfrom .. import io\n")
+    found = [(module, name) for _, module, name in _imports(bad / "x.py")]
+    assert ("neardup.io.storage", "fs") in found and ("neardup", "io") in found
+    assert _is_module("neardup.io") and not _is_module("neardup.dedup")
