@@ -9,6 +9,7 @@ from ..kernels.lines import blank_lines
 
 
 def keep_array(keep_rows) -> np.ndarray:
+    """``keep_rows`` as int64 rows, checked: none negative, increasing, no repeats."""
     keep = np.asarray(keep_rows, dtype=np.int64).reshape(-1)
     if len(keep) and keep[0] < 0:
         raise ValueError(f"keep_rows has a negative row ({int(keep[0])})")

@@ -82,6 +82,8 @@ class RangeCopier:
 
 
 class SourceError(Exception):
+    """The file copied from could not be read (:func:`copy_fd`); ``reason`` says why."""
+
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason

@@ -27,6 +27,8 @@ def _is_numeric(t: pa.DataType) -> bool:
 
 
 def column_problem(ctx: ReadContext, schema: pa.Schema) -> Optional[str]:
+    """Why the columns of ``schema`` cannot give the text, id and score columns asked for (one
+    missing, repeated, or of the wrong type), or None."""
     names = schema.names
     listing = ", ".join(names) if len(names) <= 20 else ", ".join(names[:20]) + f", ... ({len(names)} in all)"
     wanted = [("text", ctx.text_column), ("id", ctx.id_column), ("score", ctx.score_column)]
@@ -117,6 +119,7 @@ def arrow_batch(ctx: ReadContext, cols: Dict[str, pa.Array], row0: int):
 
 
 def wanted_columns(ctx: ReadContext) -> List[str]:
+    """The columns to read: the text column, then the id and score columns asked for."""
     cols = [ctx.text_column]
     for c in (ctx.id_column, ctx.score_column):
         if c is not None and c not in cols:

@@ -355,6 +355,7 @@ def _not_records(ctx: ReadContext, data: bytes) -> Optional[str]:
 
 
 def read_jsonl(ctx: ReadContext) -> Iterator[Batch]:
+    """A JSONL file: one document a record line, rows numbered by line (blank lines counted)."""
     src = ctx.src
     parser = _JsonlParser(ctx)
     line0 = 0

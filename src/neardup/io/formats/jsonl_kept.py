@@ -66,6 +66,8 @@ def kept_line_blocks(src: Source, keep: np.ndarray, runs: bool = False,
 
 def write_kept_lines(src: Source, keep: np.ndarray, out: BinaryIO, compression: Optional[str],
                      capture: Optional[Dict[int, Optional[bytes]]] = None) -> int:
+    """The kept lines of ``src`` written to ``out`` as they were, ``compression`` (None, gzip,
+    zstd) applied; ``capture`` as for :func:`neardup.io.writer.write_kept`."""
     if compression is None and src.compression is None and regular_local_file(src.path):
         fd = local_fd(out)
         if fd is not None:
@@ -133,6 +135,8 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def jsonl_to_parquet(src: Source, keep: np.ndarray, out: BinaryIO) -> int:
+    """The kept records of ``src`` written to ``out`` as one Parquet table, in two passes over
+    the file (bounded memory): the schema of every kept record, then the rows."""
     # pass 1: one schema for every kept record (bounded memory: one block at a time)
     schema: Optional[pa.Schema] = None
     for lines in kept_line_blocks(src, keep):

@@ -134,6 +134,7 @@ def _coalesced(blocks: Iterator[Tuple[List[int], List[int], bool]]) -> Iterator[
 
 
 def regular_local_file(path: str) -> bool:
+    """Whether ``path`` is a regular file on this machine (not a pipe, not in a store)."""
     local = _fs.os_path(path)
     if local is None:
         return False

@@ -19,6 +19,7 @@ from .columnar import arrow_batch, column_problem, wanted_columns
 
 
 def read_parquet(ctx: ReadContext) -> Iterator[Batch]:
+    """A Parquet file: one document a row, only the columns asked for read."""
     src = ctx.src
     try:
         pf = parquet_file(src.path)

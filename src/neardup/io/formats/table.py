@@ -13,6 +13,7 @@ from .columnar import arrow_batch, column_problem, wanted_columns
 
 
 def read_table(ctx: ReadContext) -> Iterator[Batch]:
+    """An in-memory table: one document a row."""
     table = ctx.src.table
     if not isinstance(table, pa.Table):
         raise TypeError(f"source {ctx.src.name} of format 'table' has no pyarrow.Table")
