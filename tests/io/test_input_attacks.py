@@ -24,7 +24,9 @@ from hypothesis import strategies as st
 
 from neardup.errors import InputError
 from neardup.io import Source, discover, read_source
-from neardup.io import reader as _reader
+from neardup.io.batch import one_line
+from neardup.io.formats import csv as csv_format
+from neardup.io.formats import jsonl as jsonl_format
 from helpers import fail_message, run_in_process as neardup
 
 
@@ -141,7 +143,7 @@ def test_csv_closed_quote_at_the_end_is_fine(tmp_path):
 def test_csv_unterminated_quote_longer_than_a_block(tmp_path, monkeypatch, mode):
     # what follows the quote is longer than pyarrow's block: it gave up with "a record longer than
     # 32 MB" after the last whole block, the records before the quote partly unread
-    monkeypatch.setattr(_reader, "_CSV_BLOCK", 1 << 12)  # the rest spans more than two blocks
+    monkeypatch.setattr(csv_format, "_CSV_BLOCK", 1 << 12)  # the rest spans more than two blocks
     lines = ["id,text"] + [f"{i},{doc(i)}" for i in range(2000)]
     lines[301] = f'300,"{doc(300)}'
     (tmp_path / "big.csv").write_text("\n".join(lines) + "\n")
@@ -203,7 +205,7 @@ def test_property_csv_every_record_accounted_for(tmp_path, monkeypatch, ncols, r
     """Records written by Python's csv module, some of the wrong width, maybe a last one whose quote
     is never closed: the reader gives the good ones in order (rows counted without the bad ones)
     and rejects each bad one at its place among the records."""
-    monkeypatch.setattr(_reader, "_CSV_BLOCK", block)
+    monkeypatch.setattr(csv_format, "_CSV_BLOCK", block)
     names = ["id", "text", "meta"][:ncols] if ncols > 1 else ["text"]
     buf = io.StringIO(newline="")
     w = csv.writer(buf, lineterminator="\r\n" if crlf else "\n")
@@ -274,7 +276,7 @@ def test_deep_json_limit_is_the_same_on_every_path(tmp_path, monkeypatch, scanne
         if ok:
             assert len(texts) == 5 and rej == []
         else:
-            assert rows == [0, 2, 3, 4] and rej == [(1, _reader._TOO_DEEP)]
+            assert rows == [0, 2, 3, 4] and rej == [(1, jsonl_format._TOO_DEEP)]
     # brackets inside strings are text, not nesting
     path = tmp_path / "s.jsonl"
     path.write_text(json.dumps({"text": "[" * 5000 + "{" * 5000, "x": '\\"' + "[" * 600}) + "\n")
@@ -395,7 +397,7 @@ def test_messages_hide_credentials_whatever_the_source_name(tmp_path):
     path.write_text("{broken\n")
     src = Source(path=str(path), name="s3://KEY:S3CRET@bucket/b.jsonl", relpath="b.jsonl", format="jsonl")
     assert fail_message(src).startswith("s3://KEY:***@bucket/b.jsonl:1: broken JSON")
-    assert _reader.one_line("cannot open http://u:S3CRET@h/x: refused") == "cannot open http://u:***@h/x: refused"
+    assert one_line("cannot open http://u:S3CRET@h/x: refused") == "cannot open http://u:***@h/x: refused"
 
 
 def test_source_name_hides_credentials_path_keeps_them():

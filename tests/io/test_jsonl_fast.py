@@ -12,8 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from neardup.errors import InputError
 from neardup.io import Source, read_source
-from neardup.io import reader
+from neardup.io.batch import ReadContext
+from neardup.io.formats.jsonl import _JsonlParser
 from neardup.kernels.jsonl import extract
 from neardup.kernels.lines import line_bounds
 
@@ -25,8 +27,8 @@ def _fast(block: bytes, text="text", id_column="id"):
 
 def _slow(block: bytes, text="text", id_column="id"):
     """What the reader made of the block before the scanner: pyarrow, else json.loads."""
-    ctx = reader._Ctx(Source(path="x", name="x", relpath="x", format="jsonl"), 0, text, id_column, None, "fail", 100)
-    p = reader._JsonlParser(ctx)
+    ctx = ReadContext(Source(path="x", name="x", relpath="x", format="jsonl"), 0, text, id_column, None, "fail", 100)
+    p = _JsonlParser(ctx)
     starts, ends = line_bounds(block)
     good = np.arange(len(starts))
     table = p._arrow(block, len(good), int((ends - starts).max()))
@@ -153,7 +155,7 @@ def test_the_reader_uses_it_and_still_names_the_bad_line(tmp_path):
     assert sum(len(b) for b in batches) == 50
     assert batches[0].text[3].as_py() == "document number 3 \u00e9" and batches[0].ids[3].as_py() == "3"
     p.write_text("\n".join(good[:20] + ['{"id": 20, "text": 5}'] + good[21:]) + "\n")
-    with pytest.raises(reader.InputError, match=r"^c\.jsonl:21: text field 'text' is not a string \(got int\)$"):
+    with pytest.raises(InputError, match=r"^c\.jsonl:21: text field 'text' is not a string \(got int\)$"):
         list(read_source(src, id_column="id"))
 
 

@@ -14,19 +14,7 @@ import pytest
 from neardup.errors import InputError
 from neardup.io import discover, read_source
 from helpers import run_in_process as neardup
-
-
-def put(path, data) -> str:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data if isinstance(data, bytes) else data.encode())
-    return str(path)
-
-
-@pytest.fixture
-def cwd(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+from io_inputs import put
 
 
 def words(i: int, n: int = 60) -> str:

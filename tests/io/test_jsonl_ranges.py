@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 
 from neardup.errors import InputError
 from neardup.io import discover, write_kept
-from neardup.io import writer as W
+from neardup.io.formats import jsonl_kept, jsonl_ranges
+from neardup.io.kept_rows import keep_array
+from neardup.io.kernel_copy import RangeCopier
 from neardup.stages.write import kept_rows
 
 WAYS = ["copy_file_range", "sendfile", "rw"]
@@ -30,7 +32,7 @@ def _source(tmp_path, data: bytes, name: str = "a.jsonl"):
 def _reference(src, keep, capture=None) -> bytes:
     """What the line-by-line writer writes (a BytesIO has no descriptor: no byte ranges)."""
     out = io.BytesIO()
-    W._write_jsonl_raw(src, W._keep_array(keep), out, None, capture=capture)
+    jsonl_kept.write_kept_lines(src, keep_array(keep), out, None, capture=capture)
     return out.getvalue()
 
 
@@ -38,8 +40,8 @@ def _ranges(tmp_path, src, keep, way, block_bytes=None, capture=None) -> bytes:
     path = tmp_path / f"out-{way}-{block_bytes}.jsonl"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        assert W._copy_jsonl_ranges(src, W._keep_array(keep), fd, capture=capture, way=way,
-                                    block_bytes=block_bytes) == len(keep)
+        assert jsonl_ranges.copy_jsonl_ranges(src, keep_array(keep), fd, capture=capture, way=way,
+                                              block_bytes=block_bytes) == len(keep)
     finally:
         os.close(fd)
     return path.read_bytes()
@@ -66,7 +68,7 @@ def test_same_bytes_as_line_by_line(tmp_path, monkeypatch, way, block_bytes, bom
     if not _usable(way):
         pytest.skip(f"no os.{way} here")
     if long_line is not None:  # newlines found one by one (memchr) from the second block on
-        monkeypatch.setattr(W, "_LONG_LINE", long_line)
+        monkeypatch.setattr(jsonl_ranges, "_LONG_LINE", long_line)
     data = (b"\xef\xbb\xbf" if bom else b"") + b"\n".join(LINES) + (b"\n" if final_newline else b"")
     src = _source(tmp_path, data)
     rows = _text_rows(LINES)
@@ -140,8 +142,8 @@ def test_newlines_both_ways():
         data = bytearray(rng.choice([10, 13, 32, 65, 123], int(rng.integers(0, 300))).astype(np.uint8).tobytes())
         size = int(rng.integers(0, len(data) + 1))
         want = [i for i in range(size) if data[i] == 10]
-        assert W._newlines(data, size, False).tolist() == want
-        assert W._newlines(data, size, True).tolist() == want
+        assert jsonl_ranges._newlines(data, size, False).tolist() == want
+        assert jsonl_ranges._newlines(data, size, True).tolist() == want
 
 
 def test_fallbacks(tmp_path, monkeypatch):
@@ -192,7 +194,7 @@ def test_short_copies_and_a_file_that_shrank(tmp_path, monkeypatch):
         for way in WAYS:
             if _usable(way):
                 with pytest.raises(InputError, match="got shorter"):
-                    W._RangeCopier(fd_in, fd_out, "a.jsonl", way).copy([len(data) - 2], [len(data) + 5])
+                    RangeCopier(fd_in, fd_out, "a.jsonl", way).copy([len(data) - 2], [len(data) + 5])
     finally:
         os.close(fd_in)
         os.close(fd_out)
@@ -210,8 +212,8 @@ def test_write_kept_takes_the_range_path_for_plain_local_files(tmp_path, monkeyp
         zstandard.ZstdCompressor().compress(data) if name.endswith(".zst") else data)
     src = _source(tmp_path, raw, name)
     used = []
-    real = W._copy_jsonl_ranges
-    monkeypatch.setattr(W, "_copy_jsonl_ranges", lambda *a, **k: used.append(1) or real(*a, **k))
+    real = jsonl_kept.copy_jsonl_ranges
+    monkeypatch.setattr(jsonl_kept, "copy_jsonl_ranges", lambda *a, **k: used.append(1) or real(*a, **k))
     keep = _text_rows(LINES)
     out = tmp_path / "out" / name
     assert write_kept(src, keep, str(out)) == len(keep)
@@ -225,7 +227,7 @@ def test_write_kept_takes_the_range_path_for_plain_local_files(tmp_path, monkeyp
 
 
 def test_write_kept_large_file_through_the_copy_thread(tmp_path, monkeypatch):
-    monkeypatch.setattr(W, "BLOCK_BYTES", 1 << 10)
+    monkeypatch.setattr(jsonl_ranges, "BLOCK_BYTES", 1 << 10)
     rng = np.random.default_rng(7)
     lines = [(b'{"text": "%d %s"}' % (i, b"z" * int(rng.integers(0, 200)))) if rng.random() > 0.05 else b""
              for i in range(3000)]
@@ -266,7 +268,7 @@ def test_a_named_pipe_is_read_line_by_line(tmp_path, monkeypatch):
     os.mkfifo(fifo)
     (tmp_path / "x.jsonl").write_bytes(data)
     src = dataclasses.replace(discover([str(tmp_path / "x.jsonl")])[0], path=str(fifo))
-    monkeypatch.setattr(W, "_copy_jsonl_ranges", lambda *a, **k: pytest.fail("byte ranges of a pipe"))
+    monkeypatch.setattr(jsonl_kept, "copy_jsonl_ranges", lambda *a, **k: pytest.fail("byte ranges of a pipe"))
 
     def feed():
         with open(fifo, "wb") as f:

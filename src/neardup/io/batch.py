@@ -1,0 +1,137 @@
+"""What every reader of a format hands out, and how: the :class:`Batch` of documents, the
+:class:`ReadContext` of one source (the columns asked for, the error policy) that makes the
+batches and the messages of bad input (``FILE:LINE: reason``, ``FILE: row N: reason``), and the
+reasons of a file that holds no documents without being an error (``Batch.skipped``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import InputError
+from ..errors import one_line as _one_line
+from ..kernels.arrays import arrow
+from .sources import Source
+from .storage.paths import redact
+
+ON_ERROR_MODES = ("fail", "skip")
+EMPTY_FILE = "empty file (no records)"
+BINARY = "binary file"
+NOT_UTF8 = "not UTF-8 text"
+NOT_RECORDS = "not JSON Lines records"
+MAX_REASON = 400  # characters of a reason, in a message or a rejected entry
+
+
+@dataclass
+class Batch:
+    """Up to ``batch_size`` documents of one source.
+
+    source_index: the index of the source (passed through from :func:`neardup.io.read_source`).
+    rows: int64, each document's row in its source: the 0-based line index in the (decompressed)
+        file for JSONL (blank lines count as lines but are never documents), the 0-based row for
+        Parquet and tables, 0 for a text file.
+    text: ``pa.large_string()`` without nulls, one per row.
+    ids: ``pa.string()`` values of the id column (integers as decimal strings), or None.
+    scores: float64 values of the score column (NaN where null), or None.
+    rejected: ``(row, reason)`` of the records skipped in this batch (``on_error="skip"``);
+        row is None for a problem with the whole file.
+    skipped: why the whole file holds no documents, when that is no error (a batch of none):
+        ``empty file (no records)``, or, for a file found by a walk (``Source.walked``) read as
+        text, ``binary file (...)`` / ``not UTF-8 text (...)``, or for a ``.json`` file found by a
+        walk whose first line is not a record with the text field, ``not JSON Lines records (...)``.
+    """
+
+    source_index: int
+    rows: np.ndarray
+    text: pa.Array
+    ids: Optional[pa.Array]
+    scores: Optional[np.ndarray]
+    rejected: List[Tuple[Optional[int], str]] = field(default_factory=list)
+    skipped: Optional[str] = None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def one_line(s: Any) -> str:
+    """``s`` as one line of at most MAX_REASON characters, any credentials in a URL hidden (before
+    the cut: a cut never leaves part of a credential)."""
+    return _one_line(redact(_one_line(str(s)[:4 * MAX_REASON])), MAX_REASON)
+
+
+class ReadContext:
+    """What every reader needs: the source, the columns asked for, and the error policy."""
+
+    def __init__(self, src: Source, source_index: int, text_column: str,
+                 id_column: Optional[str], score_column: Optional[str], on_error: str,
+                 batch_size: int):
+        self.src = src
+        self.source_index = source_index
+        self.text_column = text_column
+        self.id_column = id_column
+        self.score_column = score_column
+        self.skip = on_error == "skip"
+        self.batch_size = batch_size
+        self.by_line = src.format == "jsonl"
+
+    def where(self, row: Optional[int]) -> str:
+        if row is None:
+            return f"{self.src.name}: "
+        if self.by_line:
+            return f"{self.src.name}:{row + 1}: "
+        return f"{self.src.name}: row {row}: "
+
+    def error(self, row: Optional[int], reason: str) -> InputError:
+        return InputError(redact(self.where(row)) + one_line(reason))
+
+    def empty(self, rejected: List[Tuple[Optional[int], str]]) -> Batch:
+        return Batch(
+            source_index=self.source_index,
+            rows=np.empty(0, dtype=np.int64),
+            text=arrow([], type=pa.large_string()),
+            ids=arrow([], type=pa.string()) if self.id_column is not None else None,
+            scores=np.empty(0, dtype=np.float64) if self.score_column is not None else None,
+            rejected=rejected,
+        )
+
+    def problem(self, reason: str) -> Iterator[Batch]:
+        """A problem with the whole file: raise, or one rejected entry with row None."""
+        if not self.skip:
+            raise self.error(None, reason)
+        yield self.empty([(None, one_line(reason))])
+
+    def skipped(self, reason: str) -> Iterator[Batch]:
+        """The whole file holds no documents, and that is no error (see ``Batch.skipped``)."""
+        batch = self.empty([])
+        batch.skipped = reason
+        yield batch
+
+    def emit(self, text: pa.Array, rows: np.ndarray, ids: Optional[pa.Array],
+             scores: Optional[np.ndarray], bad: Dict[int, str]) -> Iterator[Batch]:
+        """Batches of at most batch_size documents; the rejected entries ride on the first."""
+        rejected = [(r, one_line(bad[r])) for r in sorted(bad)]
+        if rejected and not self.skip:
+            row, reason = rejected[0]
+            raise self.error(row, reason)
+        n = len(rows)
+        if n == 0:
+            if rejected:
+                yield self.empty(rejected)
+            return
+        if text.type != pa.large_string():
+            text = text.cast(pa.large_string())
+        if ids is not None and ids.type != pa.string():
+            ids = ids.cast(pa.string())
+        for off in range(0, n, self.batch_size):
+            end = min(off + self.batch_size, n)
+            yield Batch(
+                source_index=self.source_index,
+                rows=rows[off:end],
+                text=text.slice(off, end - off),
+                ids=ids.slice(off, end - off) if ids is not None else None,
+                scores=scores[off:end] if scores is not None else None,
+                rejected=rejected if off == 0 else [],
+            )

@@ -1,0 +1,54 @@
+"""Which columns to read: the text column (of several names, the first that a source has:
+:func:`text_column_of`), and the id column by the one rule of every command and of the API
+(:func:`choose_id_column`)."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+from ..errors import ConfigError
+from .formats import field_names
+from .sources import Source
+
+
+def text_columns(text_column: str) -> List[str]:
+    """The text fields to look for, in order: ``text_column`` split at commas (``"body,text"``);
+    a ConfigError for an empty or repeated name."""
+    if not isinstance(text_column, str) or not text_column:
+        raise ConfigError("text_column must be a non-empty field name")
+    names = [n.strip() for n in text_column.split(",")]
+    if not all(names):
+        raise ConfigError(f"text_column {text_column!r} has an empty field name (names are separated by commas)")
+    if len(set(names)) < len(names):
+        raise ConfigError(f"text_column {text_column!r} names a field twice")
+    return names
+
+
+def text_column_of(src: Source, candidates: List[str]) -> str:
+    """Of several text fields, the first that ``src`` has: a column of a Parquet or CSV / TSV
+    file or of a table, a field of a JSONL file's first record (the first one otherwise, which
+    its reader then reports missing). A text file has no fields: the first."""
+    names = field_names(src)
+    return next((c for c in candidates if c in names), candidates[0])
+
+
+def every_record_has_an_id(sources) -> bool:
+    """Whether the inputs carry their own ids: every JSONL, Parquet or CSV / TSV file (or table)
+    has an ``id`` field in its first record, its schema or its header (text files have none)."""
+    if not sources:
+        return False
+    return all("id" in field_names(s) for s in sources)
+
+
+def choose_id_column(sources, id_column: Optional[str]) -> Tuple[Optional[str], bool]:
+    """``(id column or None, whether it was found rather than given)``, by the one rule of every
+    command and of the API: ``id_column`` when given; ``""`` for positions (``FILE:LINE``,
+    ``FILE:ROW``, a text file's path) whatever the input has; else ``id`` when every input has
+    such a field (:func:`every_record_has_an_id`); else positions (None)."""
+    if id_column == "":
+        return None, False
+    if id_column is not None:
+        return id_column, False
+    if every_record_has_an_id(sources):
+        return "id", True
+    return None, False

@@ -1,0 +1,398 @@
+"""Reading JSON Lines (plain, gzip or zstd compressed), with bounded memory.
+
+JSONL is read in blocks of ~16 MB of whole lines (:func:`neardup.io._streams.iter_blocks`). A
+block of plain records (the usual case) is read by a compiled scanner (:mod:`neardup.kernels.jsonl`:
+text and id spans straight into Arrow buffers; see :func:`neardup.kernels.jsonl.worth_it` for
+when); any other block is parsed by ``pyarrow.json`` with an explicit schema of only the needed
+fields, and a block pyarrow cannot parse (or whose rows do not line up with its lines) is parsed
+again line by line with ``json.loads``, which names the bad lines. Every non-blank line ends up
+either as a document or as a rejected entry; a line nested more than MAX_NESTING (512) deep is
+rejected whichever parser reads its block (pyarrow's takes any depth, json.loads fails near
+1,000, the scanner takes 64).
+
+The kept records of a JSONL file are written by :mod:`.jsonl_kept`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from ...kernels import jsonl as scanner
+from ...kernels.arrays import arrow, to_numpy
+from ...kernels.lines import MAX_NESTING, blank_lines, deep_lines, line_bounds
+from .._streams import StreamError, iter_blocks
+from ..batch import EMPTY_FILE, NOT_RECORDS, Batch, ReadContext
+from ..opening import cannot_read
+from ..sources import Source
+from ..storage import fs as _fs
+
+
+_TOO_DEEP = f"JSON nested too deeply (more than {MAX_NESTING} levels of arrays and objects)"
+
+
+def _type_name(v: Any) -> str:
+    return type(v).__name__
+
+
+def _check_record(obj: Any, ctx: ReadContext) -> Tuple[Optional[str], Any, Any, float]:
+    """``(reason, text, id, score)`` of a parsed JSON value; reason is None for a good record."""
+    if not isinstance(obj, dict):
+        return f"not a JSON object (got {_type_name(obj)})", None, None, math.nan
+    tc = ctx.text_column
+    if tc not in obj:
+        return f"text field {tc!r} is missing" + _missing_text_hint(obj), None, None, math.nan
+    text = obj[tc]
+    if text is None:
+        return f"text field {tc!r} is null", None, None, math.nan
+    if not isinstance(text, str):
+        return f"text field {tc!r} is not a string (got {_type_name(text)})", None, None, math.nan
+    if not _encodable(text):
+        return (f"text field {tc!r} is not valid Unicode (an unpaired surrogate \\u escape)",
+                None, None, math.nan)
+    idv = None
+    if ctx.id_column is not None:
+        ic = ctx.id_column
+        if ic not in obj:
+            return f"id field {ic!r} is missing", None, None, math.nan
+        v = obj[ic]
+        if v is None:
+            return f"id field {ic!r} is null", None, None, math.nan
+        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+            return f"id field {ic!r} is not a string or number (got {_type_name(v)})", None, None, math.nan
+        if isinstance(v, str):
+            if not _encodable(v):
+                return (f"id field {ic!r} is not valid Unicode (an unpaired surrogate \\u escape)",
+                        None, None, math.nan)
+            idv = v
+        else:
+            idv = str(v) if isinstance(v, int) else repr(v)
+    score = math.nan
+    if ctx.score_column is not None:
+        sc = ctx.score_column
+        if sc not in obj:
+            return f"score column {sc!r} is missing", None, None, math.nan
+        v = obj[sc]
+        if v is not None:
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                return f"score column {sc!r} is not a number (got {_type_name(v)})", None, None, math.nan
+            try:
+                score = float(v)
+            except OverflowError:
+                return f"score column {sc!r} is out of range for a float", None, None, math.nan
+    return None, text, idv, score
+
+
+def _missing_text_hint(obj: dict) -> str:
+    """What to do about a record without the text field: the fields it has, and the option to
+    name the right one (the longest string field is the likeliest)."""
+    names = list(obj)
+    if not names:
+        return " (the record has no fields)"
+    listing = ", ".join(map(str, names[:20])) + (f", ... ({len(names)} in all)" if len(names) > 20 else "")
+    strings = [k for k, v in obj.items() if isinstance(v, str)]
+    guess = max(strings, key=lambda k: len(obj[k])) if strings else "NAME"
+    return f" (fields: {listing}; name the text field with --text-column {guess})"
+
+
+def _encodable(s: str) -> bool:
+    if s.isascii():
+        return True
+    try:
+        s.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _json_reason(line: bytes) -> Tuple[Optional[str], Any]:
+    """Parse one line; ``(reason, value)`` with reason None when it is valid JSON."""
+    try:
+        return None, json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError as e:  # pragma: no cover - lines are validated before
+        return f"invalid UTF-8 at byte {e.start}", None
+    except json.JSONDecodeError as e:
+        # some of json's messages end in "at" ("Invalid control character at"): say it once
+        msg = e.msg.removesuffix(" at")
+        return f"broken JSON ({msg} at column {e.colno})", None
+    except RecursionError:  # pragma: no cover - lines nested over MAX_NESTING deep are out before
+        return _TOO_DEEP, None
+
+
+def _whole_json_hint(first_line: bytes) -> str:
+    """A hint when the first record line suggests a JSON document rather than JSON Lines."""
+    head = first_line.strip()
+    if head.startswith(b"["):
+        return "; the file looks like one JSON array, but JSON Lines (one object per line) is expected"
+    if head == b"{":
+        return ("; the file looks like one JSON document spread over several lines, but JSON Lines "
+                "(one object per line) is expected")
+    return ""
+
+
+def _utf8_ok(data: bytes) -> bool:
+    if data.isascii():
+        return True
+    buf = pa.py_buffer(data)
+    offsets = pa.py_buffer(np.array([0, len(data)], dtype=np.int64))
+    arr = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, buf])
+    try:
+        arr.validate(full=True)
+        return True
+    except pa.ArrowInvalid:
+        return False
+
+
+class _JsonlParser:
+    """Parses the blocks of one JSONL file."""
+
+    def __init__(self, ctx: ReadContext):
+        self.ctx = ctx
+        self.id_types = [pa.string(), pa.int64()]  # the last one that worked goes first
+        self.seen_record = False
+        size = 0  # a remote file counts as small here: no extra request for its size
+        local = _fs.os_path(ctx.src.path)
+        if local is not None:
+            try:
+                size = os.path.getsize(local)
+            except OSError:  # its size only decides whether to compile the scanner now
+                pass
+        self.fast = scanner.worth_it(size)
+
+    def _schema(self, id_type: pa.DataType) -> pa.Schema:
+        ctx = self.ctx
+        fields = [pa.field(ctx.text_column, pa.string())]
+        if ctx.id_column is not None:
+            fields.append(pa.field(ctx.id_column, id_type))
+        if ctx.score_column is not None:
+            fields.append(pa.field(ctx.score_column, pa.float64()))
+        return pa.schema(fields)
+
+    def _arrow(self, feed: bytes, expected: int, longest: int) -> Optional[pa.Table]:
+        """pyarrow's parse of ``feed`` (one object per non-blank line), or None when it fails
+        or its rows do not match the lines."""
+        block_size = max(1 << 20, 2 * longest + 16)
+        ropts = pj.ReadOptions(use_threads=True, block_size=block_size)
+        attempts = self.id_types if self.ctx.id_column is not None else self.id_types[:1]
+        for k, id_type in enumerate(attempts):
+            popts = pj.ParseOptions(explicit_schema=self._schema(id_type),
+                                    unexpected_field_behavior="ignore", newlines_in_values=False)
+            try:
+                table = pj.read_json(pa.BufferReader(feed), read_options=ropts, parse_options=popts)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                msg = str(e)
+                ic = self.ctx.id_column
+                if ic is not None and (f"/{ic})" in msg or "to int64" in msg) and k == 0:
+                    continue  # the id field has the other type: try it
+                return None
+            if table.num_rows != expected:
+                return None
+            if k:
+                self.id_types = [attempts[k]] + [t for t in self.id_types if t != attempts[k]]
+            return table
+        return None
+
+    def parse(self, data: bytes, line0: int):
+        """``(n_lines, n_records, text, rows, ids, scores, bad)`` of one block."""
+        ctx = self.ctx
+        starts, ends = line_bounds(data)
+        n_lines = len(starts)
+        blank = blank_lines(data, starts, ends)
+        good_mask = np.ones(n_lines, dtype=bool)
+        good_mask[blank] = False
+        bad: Dict[int, str] = {}  # line index in the block -> reason
+        if not _utf8_ok(data):
+            for i in np.flatnonzero(good_mask).tolist():
+                try:
+                    data[starts[i]:ends[i]].decode("utf-8")
+                except UnicodeDecodeError as e:
+                    bad[i] = f"invalid UTF-8 at byte {e.start}"
+                    good_mask[i] = False
+        good = np.flatnonzero(good_mask)
+        n_records = n_lines - len(blank)
+
+        text = ids = scores = None
+        keep = good
+        fast = None
+        if self.fast and len(good) and not bad and ctx.score_column is None:
+            # the plain case, every line a simple record: compiled, no Python objects
+            fast = scanner.extract(data, starts, ends, good, ctx.text_column, ctx.id_column)
+        if fast is not None:
+            text, ids = fast
+        elif len(good):
+            # the scanner takes no line nested over 64 deep; here none over MAX_NESTING, whichever
+            # parser would read it (pyarrow's takes any depth, json.loads fails near 1,000)
+            deep = deep_lines(data, starts, ends, good)
+            if len(deep):
+                for i in deep.tolist():
+                    bad[i] = _TOO_DEEP
+                good_mask[deep] = False
+                good = np.flatnonzero(good_mask)
+        if fast is None and len(good):
+            feed = data if not bad else b"\n".join(data[starts[i]:ends[i]] for i in good.tolist())
+            longest = int((ends - starts).max())
+            # pyarrow skips a byte order mark at the start of its input (json.loads does not:
+            # the file's own BOM is already gone, so one here starts a line of a later block)
+            table = None if feed.startswith(b"\xef\xbb\xbf") else self._arrow(feed, len(good), longest)
+            if table is not None:
+                text, ids, scores, keep = self._from_arrow(table, data, starts, ends, good, bad)
+            else:
+                text, ids, scores, keep = self._line_by_line(data, starts, ends, good, bad)
+        if n_records:
+            self.seen_record = True
+        if text is None:
+            text = arrow([], type=pa.large_string())
+            ids = arrow([], type=pa.string()) if ctx.id_column is not None else None
+            scores = np.empty(0, dtype=np.float64) if ctx.score_column is not None else None
+            keep = np.empty(0, dtype=np.int64)
+        rows = keep.astype(np.int64) + line0
+        bad_rows = {line0 + i: r for i, r in bad.items()}
+        return n_lines, n_records, text, rows, ids, scores, bad_rows
+
+    def _from_arrow(self, table: pa.Table, data, starts, ends, good, bad):
+        ctx = self.ctx
+        text = table.column(ctx.text_column).combine_chunks()
+        ids = table.column(ctx.id_column).combine_chunks() if ctx.id_column is not None else None
+        scores = (table.column(ctx.score_column).combine_chunks()
+                  if ctx.score_column is not None else None)
+        need = None
+        for arr in (text, ids, scores):
+            if arr is not None and arr.null_count:
+                m = arr.is_null()
+                need = m if need is None else pc.or_(need, m)
+        positions = [] if need is None else np.flatnonzero(to_numpy(need)).tolist()
+        drop = []
+        for p in positions:
+            i = int(good[p])
+            reason, obj = _json_reason(data[starts[i]:ends[i]])
+            if reason is None:
+                reason = _check_record(obj, ctx)[0]
+            if reason is None and not (text[p].is_valid and (ids is None or ids[p].is_valid)):
+                # cannot happen (pyarrow's null is a missing or null field), but never let a
+                # null text through
+                reason = f"text field {ctx.text_column!r} is null"  # pragma: no cover
+            if reason is not None:
+                bad[i] = reason
+                drop.append(p)
+        keep = good
+        if drop:
+            mask = np.ones(len(good), dtype=bool)
+            mask[drop] = False
+            amask = arrow(mask)
+            text = text.filter(amask)
+            ids = ids.filter(amask) if ids is not None else None
+            scores = scores.filter(amask) if scores is not None else None
+            keep = good[mask]
+        if ids is not None and ids.type != pa.string():
+            ids = ids.cast(pa.string())
+        np_scores = None
+        if scores is not None:
+            np_scores = to_numpy(scores).astype(np.float64, copy=False)
+        return text.cast(pa.large_string()), ids, np_scores, keep
+
+    def _line_by_line(self, data, starts, ends, good, bad):
+        ctx = self.ctx
+        texts: List[str] = []
+        ids: List[str] = []
+        scores: List[float] = []
+        keep: List[int] = []
+        first = not self.seen_record
+        for i in good.tolist():
+            line = data[starts[i]:ends[i]]
+            reason, obj = _json_reason(line)
+            if reason is None:
+                reason, text, idv, score = _check_record(obj, ctx)
+            if reason is not None:
+                if first:
+                    reason += _whole_json_hint(line)
+                bad[i] = reason
+                first = False
+                continue
+            first = False
+            texts.append(text)
+            ids.append(idv)
+            scores.append(score)
+            keep.append(i)
+        text_arr = arrow(texts, type=pa.large_string())
+        id_arr = arrow(ids, type=pa.string()) if ctx.id_column is not None else None
+        sc = np.asarray(scores, dtype=np.float64) if ctx.score_column is not None else None
+        return text_arr, id_arr, sc, np.asarray(keep, dtype=np.int64)
+
+
+def _json_document(src: Source) -> bool:
+    """A ``.json`` file (not ``.jsonl``) that a folder walk found: in a folder of code or data it
+    is as often one JSON document (package.json, a pretty-printed test fixture) as JSON Lines."""
+    name = src.path.rsplit("/", 1)[-1].lower()
+    for ext in (".gz", ".zst", ".zstd"):
+        if name.endswith(ext):
+            name = name[: -len(ext)]
+    return src.walked and name.endswith(".json")
+
+
+def _not_records(ctx: ReadContext, data: bytes) -> Optional[str]:
+    """Why a walked ``.json`` file whose first block is ``data`` holds no records of the corpus
+    (its first non-blank line is not a JSON object with the text field), or None. Such a file is
+    skipped and counted, as a binary file is; a later bad line is a bad record as in any file."""
+    first = next((ln for ln in data.split(b"\n") if ln.strip()), None)
+    if first is None:
+        return None
+    try:
+        record = json.loads(first)
+    except (ValueError, RecursionError):
+        return f"{NOT_RECORDS} (line 1 is not a JSON object: one JSON document?)"
+    if not isinstance(record, dict):
+        return f"{NOT_RECORDS} (line 1 is a JSON {type(record).__name__}, not an object)"
+    if ctx.text_column not in record:
+        return f"{NOT_RECORDS} (line 1 has no field {ctx.text_column!r})"
+    return None
+
+
+def read_jsonl(ctx: ReadContext) -> Iterator[Batch]:
+    """A JSONL file: one document a record line, rows numbered by line (blank lines counted)."""
+    src = ctx.src
+    parser = _JsonlParser(ctx)
+    line0 = 0
+    records = 0
+    blocks = iter_blocks(src.path, src.compression)
+    check = _json_document(src)
+    try:
+        while True:
+            try:
+                data = next(blocks)
+                if check:
+                    check = False
+                    why = _not_records(ctx, data)
+                    if why is not None:
+                        yield from ctx.skipped(why)
+                        return
+            except StopIteration:
+                break
+            except StreamError as e:
+                yield from ctx.problem(e.describe(src.compression or "", line0))
+                return
+            except OSError as e:
+                raise cannot_read(src, e) from None
+            n_lines, n_records, text, rows, ids, scores, bad = parser.parse(data, line0)
+            line0 += n_lines
+            records += n_records
+            yield from ctx.emit(text, rows, ids, scores, bad)
+    finally:
+        blocks.close()
+    if records == 0:
+        yield from ctx.skipped(EMPTY_FILE)
+
+
+def field_names(src: Source) -> List[str]:
+    """The fields of the first record of a JSONL file (none when it has no records or its first
+    line is not an object); an error reading or parsing it is raised."""
+    head = _fs.head(src.path, src.compression)
+    first = next((ln for ln in head.split(b"\n") if ln.strip()), b"")
+    record = json.loads(first) if first else {}
+    return list(record) if isinstance(record, dict) else []

@@ -1,0 +1,163 @@
+"""Text files, one document a file: their reader (a file found by a walk that is binary or not
+UTF-8 is skipped, not an error), and the writer of a kept one (copied whole, or as a record
+``{"id": NAME, "text": CONTENT}``), with the copy of many kept files at once by a pool of threads."""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator, List, Tuple
+
+import numpy as np
+import pyarrow as pa
+
+from ...errors import InputError
+from ...kernels.arrays import arrow
+from ..batch import BINARY, NOT_UTF8, Batch, ReadContext
+from ..kernel_copy import SourceError, copy_fd
+from ..opening import cannot_read, open_regular
+from ..sources import Source
+from ..storage import fs as _fs
+
+
+def _compressed_hint(data: bytes) -> str:
+    if data[:2] == b"\x1f\x8b":
+        return " (it looks gzip-compressed; only .jsonl.gz / .json.gz files are decompressed)"
+    if data[:4] == b"\x28\xb5\x2f\xfd":
+        return " (it looks zstd-compressed; only .jsonl.zst / .json.zst files are decompressed)"
+    return ""
+
+
+def read_text(ctx: ReadContext) -> Iterator[Batch]:
+    """One document, the whole file (see :func:`text_document`)."""
+    src = ctx.src
+    try:
+        with _fs.open_input(src.path) as f:
+            data = f.read()
+    except OSError as e:
+        raise cannot_read(src, e) from None
+    yield from text_document(ctx, data)
+
+
+def text_document(ctx: ReadContext, data: bytes) -> Iterator[Batch]:
+    """The document of a text file whose bytes are ``data``. A file found by a walk that is
+    binary (a NUL byte) or not UTF-8 is skipped (``Batch.skipped``): a folder of code holds
+    images and compiled files; a file named on its own is an error (or a rejected entry)."""
+    src = ctx.src
+    if src.walked:
+        nul = data.find(b"\0")
+        if nul >= 0:
+            yield from ctx.skipped(f"{BINARY} (a NUL byte at byte {nul})")
+            return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if src.walked:
+            yield from ctx.skipped(f"{NOT_UTF8} (invalid UTF-8 at byte {e.start})")
+            return
+        yield from ctx.problem(f"invalid UTF-8 at byte {e.start}" + _compressed_hint(data))
+        return
+    yield Batch(
+        source_index=ctx.source_index,
+        rows=np.zeros(1, dtype=np.int64),
+        text=arrow([text], type=pa.large_string()),
+        ids=arrow([src.name], type=pa.string()) if ctx.id_column is not None else None,
+        scores=np.full(1, np.nan) if ctx.score_column is not None else None,
+        rejected=[],
+    )
+
+
+def read_local_file(src: Source) -> bytes:
+    """The bytes of a local file, read with one open: checked to be a regular file first, as
+    :func:`~neardup.io.opening.check_local_file` does (opened without blocking)."""
+    fd, size = open_regular(src)
+    try:
+        parts = []
+        size = max(size, 0) + 1  # one more: the end is seen at once
+        while True:
+            chunk = os.read(fd, max(size, 1 << 16))
+            if not chunk:
+                break
+            parts.append(chunk)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+    except OSError as e:
+        raise cannot_read(src, e) from None
+    finally:
+        os.close(fd)
+
+
+def write_kept_text(src: Source, keep: np.ndarray, out_path: str, target: str) -> int:
+    """A text file whose ``keep`` is ``[0]`` written to ``out_path`` as ``target`` (nothing is
+    written for ``[]``): ``text`` copies it as it is, ``jsonl`` / ``parquet`` write the record
+    ``{"id": src.name, "text": content}``. Returns how many records were written."""
+    if len(keep) and (len(keep) > 1 or keep[0] != 0):
+        raise ValueError(f"keep_rows of a text file can only be [0] or empty, got {keep[:5].tolist()}")
+    if len(keep) == 0:
+        return 0
+    if target == "text":
+        with _fs.atomic_write(out_path) as out:
+            try:
+                with _fs.open_input(src.path) as fi:
+                    while True:
+                        chunk = fi.read(1 << 20)
+                        if not chunk:
+                            break
+                        out.write(chunk)
+            except OSError as e:
+                raise InputError(f"{src.name}: cannot read file ({e.strerror or e})") from None
+        return 1
+    content = _read_text_file(src)
+    with _fs.atomic_write(out_path) as out:
+        if target == "jsonl":
+            line = json.dumps({"id": src.name, "text": content}, ensure_ascii=False) + "\n"
+            out.write(line.encode("utf-8"))
+        else:
+            import pyarrow.parquet as pq
+
+            table = pa.table({"id": arrow([src.name], pa.string()),
+                              "text": arrow([content], pa.string())})
+            pq.write_table(table, out)
+    return 1
+
+
+def _read_text_file(src: Source) -> str:
+    try:
+        with _fs.open_input(src.path) as f:
+            data = f.read()
+    except OSError as e:
+        raise InputError(f"{src.name}: cannot read file ({e.strerror or e})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{src.name}: invalid UTF-8 at byte {e.start}") from None
+
+
+def copy_local_text_files(copies: List[Tuple[Source, str]], workers: int = 8) -> None:
+    """Local text files copied whole to local paths (``(source, destination)``) by a pool of
+    threads (the kernel copies each file: ``sendfile``), their folders made once each (see
+    :func:`neardup.io.writer.copy_text_files`)."""
+    if not copies:
+        return
+    folders = {os.path.dirname(dst) for _, dst in copies}
+    for folder in sorted(folders):
+        os.makedirs(folder, exist_ok=True)
+
+    def copy(item: Tuple[Source, str]) -> None:
+        src, dst = item
+        try:
+            fd = os.open(_fs.local_path(src.path), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError as e:
+            raise InputError(f"{src.name}: cannot read file ({e.strerror or e})") from None
+        with open(fd, "rb") as fi, open(dst, "wb") as fo:
+            try:
+                copy_fd(fi.fileno(), fo.fileno())
+            except SourceError as e:
+                raise InputError(f"{src.name}: cannot read file ({e.reason})") from None
+
+    if len(copies) == 1:
+        copy(copies[0])
+        return
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="neardup-copy") as pool:
+        for _ in pool.map(copy, copies):
+            pass

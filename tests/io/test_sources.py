@@ -1,0 +1,118 @@
+"""neardup.io.sources: discovering inputs (files, folders, globs), their names and where their
+kept records go."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from neardup.errors import ConfigError, InputError
+from neardup.io import Source, discover, output_relpath, output_relpaths
+from io_inputs import one, put
+
+
+@pytest.mark.parametrize("fname,fmt,comp", [
+    ("a.jsonl", "jsonl", None), ("a.json", "jsonl", None), ("a.jsonl.gz", "jsonl", "gzip"),
+    ("a.json.gz", "jsonl", "gzip"), ("a.jsonl.zst", "jsonl", "zstd"), ("a.json.zst", "jsonl", "zstd"),
+    ("a.jsonl.zstd", "jsonl", "zstd"), ("A.JSONL", "jsonl", None), ("a.parquet", "parquet", None),
+    ("a.pq", "parquet", None), ("a.txt", "text", None), ("a.py", "text", None), ("README", "text", None),
+])
+def test_discover_format_from_name(cwd, fname, fmt, comp):
+    put(fname, b"x")
+    src = one(fname)
+    assert (src.format, src.compression) == (fmt, comp)
+    assert src.name == fname and src.relpath == fname and src.path == fname
+
+
+def test_discover_folder_sorted_recursive_skips_hidden(cwd):
+    for p in ["data/b.txt", "data/a/z.txt", "data/a/b/c.txt", "data/a.txt", "data/.hidden",
+              "data/.git/config", "data/__pycache__/m.pyc", "data/pkg/__init__.py", "data/pkg/m.py"]:
+        put(p, b"")
+    srcs = discover(["data"])
+    assert [s.name for s in srcs] == ["data/a/b/c.txt", "data/a/z.txt", "data/a.txt", "data/b.txt",
+                                      "data/pkg/__init__.py", "data/pkg/m.py"]
+    assert [s.relpath for s in srcs] == ["a/b/c.txt", "a/z.txt", "a.txt", "b.txt",
+                                         "pkg/__init__.py", "pkg/m.py"]
+    assert all(s.format == "text" for s in srcs)
+    assert [s.name for s in discover(["data/"])] == [s.name for s in srcs]
+    os.chdir("data")
+    assert [s.name for s in discover(["."])][:2] == ["a/b/c.txt", "a/z.txt"]
+
+
+def test_discover_globs(cwd):
+    for p in ["d/2.jsonl", "d/1.jsonl", "d/x.txt", "d/sub/3.jsonl", "e/4.jsonl"]:
+        put(p, b"{}\n")
+    assert [s.name for s in discover(["d/*.jsonl"])] == ["d/1.jsonl", "d/2.jsonl"]
+    assert [s.name for s in discover(["d/**/*.jsonl"])] == ["d/1.jsonl", "d/2.jsonl", "d/sub/3.jsonl"]
+    # kept/ mirrors the inputs' layout below their longest common folder, whatever the glob
+    assert [s.relpath for s in discover(["d/*.jsonl", "e/*.jsonl"])] == ["d/1.jsonl", "d/2.jsonl", "e/4.jsonl"]
+    assert [s.relpath for s in discover(["d/*.jsonl"])] == ["1.jsonl", "2.jsonl"]
+    assert [s.relpath for s in discover(["d/**/*.jsonl"])] == ["1.jsonl", "2.jsonl", "sub/3.jsonl"]
+    assert [s.relpath for s in discover(["./d/**/*.jsonl", "e"])] == ["d/1.jsonl", "d/2.jsonl", "d/sub/3.jsonl",
+                                                                        "e/4.jsonl"]
+    # a folder matched by a plain glob is walked; with ** its files are matched already
+    assert [s.name for s in discover(["d/s*"])] == ["d/sub/3.jsonl"]
+    assert [s.name for s in discover(["d/**"])] == ["d/1.jsonl", "d/2.jsonl", "d/sub/3.jsonl", "d/x.txt"]
+
+
+def test_discover_errors(cwd):
+    put("d/a.jsonl", b"{}\n")
+    put("empty/.hidden", b"x")
+    os.makedirs("nothing")
+    cases = {
+        "missing.jsonl": "no such file or folder: missing.jsonl",
+        "d/*.parquet": "no such file or folder: d/*.parquet (the pattern matches nothing)",
+        "empty": "folder has no files: empty",
+        "nothing": "folder has no files: nothing",
+    }
+    for inp, msg in cases.items():
+        with pytest.raises(InputError) as ei:
+            discover([inp])
+        assert str(ei.value) == msg
+    with pytest.raises(InputError, match="no input given"):
+        discover([])
+    with pytest.raises(InputError, match=r"^same file reached twice: d/a.jsonl$"):
+        discover(["d", "d/a.jsonl"])
+    os.symlink("a.jsonl", "d/link.jsonl")  # a link to a file of the input: read once (discover_links)
+    assert [s.name for s in discover(["d"])] == ["d/a.jsonl"]
+
+
+def test_discover_relpath_collisions(cwd):
+    put("x/a.jsonl", b"{}\n")
+    put("y/a.jsonl", b"{}\n")
+    put("y/B.txt", b"t")
+    put("z/b.txt", b"t")
+    put("w/c.txt", b"t")
+    # paths below the inputs' longest common folder: no collision
+    srcs = discover(["x/a.jsonl", "y/a.jsonl", "w/c.txt"])
+    assert [s.relpath for s in srcs] == ["x/a.jsonl", "y/a.jsonl", "w/c.txt"]
+    assert [s.relpath for s in discover(["y/B.txt", "z/b.txt"])] == ["y/B.txt", "z/b.txt"]
+    assert [s.relpath for s in discover(["x", "y/a.jsonl"])] == ["x/a.jsonl", "y/a.jsonl"]
+    os.makedirs("sub/x")
+    put("sub/x/a.jsonl", b"{}\n")
+    os.chdir("sub")
+    srcs = discover(["../y/a.jsonl", "x/a.jsonl"])
+    assert [s.relpath for s in srcs] == ["y/a.jsonl", "sub/x/a.jsonl"]
+    assert srcs[0].name == "../y/a.jsonl"
+    # however a path is typed
+    assert [s.relpath for s in discover(["../x/a.jsonl", "x/a.jsonl"])] == ["x/a.jsonl", "sub/x/a.jsonl"]
+    assert [s.relpath for s in discover([str(cwd / "x" / "a.jsonl"), "./x/a.jsonl"])] == ["x/a.jsonl",
+                                                                                         "sub/x/a.jsonl"]
+
+
+def test_output_relpath():
+    mk = lambda rel, fmt, comp=None: Source(path=rel, name=rel, relpath=rel, format=fmt, compression=comp)
+    assert output_relpath(mk("d/a.jsonl.gz", "jsonl", "gzip"), "same") == "d/a.jsonl.gz"
+    assert output_relpath(mk("d/a.jsonl.gz", "jsonl", "gzip"), "jsonl") == "d/a.jsonl"
+    assert output_relpath(mk("d/a.JSON.zst", "jsonl", "zstd"), "parquet") == "d/a.parquet"
+    assert output_relpath(mk("a.pq", "parquet"), "jsonl") == "a.jsonl"
+    assert output_relpath(mk("a.parquet", "parquet"), "parquet") == "a.parquet"
+    assert output_relpath(mk("pkg/m.py", "text"), "same") == "pkg/m.py"
+    assert output_relpath(mk("pkg/m.py", "text"), "jsonl") == "pkg/m.py.jsonl"
+    with pytest.raises(ConfigError):
+        output_relpath(mk("a.jsonl", "jsonl"), "csv")
+    clash = [mk("a.json", "jsonl"), mk("a.jsonl", "jsonl")]
+    assert output_relpaths(clash, "same") == ["a.json", "a.jsonl"]
+    with pytest.raises(InputError, match="same output name 'a.jsonl'"):
+        output_relpaths(clash, "jsonl")
