@@ -53,7 +53,8 @@ def register(sub) -> None:
 
 
 def run_audit(args: argparse.Namespace) -> int:
-    from ..report.audit import audit_texts, format_audit, plot_audit, read_texts  # not loaded for other commands
+    from ..report.audit import audit_texts, format_audit, plot_audit  # not loaded for other commands
+    from ..report.audit_files import read_texts
     cfg = Config(**config_options(args))
     if args.plot:
         from ..report.plots import plot_format, require_matplotlib

@@ -8,7 +8,7 @@ import sys
 
 from ..config import Similarity, Sketch
 from ..errors import ConfigError
-from ..report.html import format_params, params_summary
+from ..report.params_text import format_params, params_summary
 from .formatting import HelpFormatter
 
 
