@@ -27,11 +27,13 @@ from .io.storage.folder import Folder
 from .io.storage.paths import join, redact
 from .kernels.arrays import empty_table
 from .progress import compiling, interrupt_handler, last_signal, plural
+from .report.audit_files import MAX_BYTES as AUDIT_MAX_BYTES  # the audit's default bound
 from .report.summary import format_summary
 from .run import run
 from .stages.write import CLUSTERS_SCHEMA, REJECTED_SCHEMA, REMOVED_SCHEMA, build_stats
 
-__all__ = ["dedup", "DedupResult", "Index", "compiling", "interrupt_handler", "last_signal", "plural", "redact"]
+__all__ = ["dedup", "DedupResult", "Index", "report", "audit", "params", "params_text", "AUDIT_MAX_BYTES",
+           "compiling", "interrupt_handler", "last_signal", "plural", "redact"]
 
 
 @dataclass
@@ -276,3 +278,74 @@ def _result(kind, tables, source, stats: dict, output: str) -> DedupResult:
     else:
         kept = kept_of(kind, tables, source, removed, rejected)
     return DedupResult(kept=kept, removed=removed, clusters=clusters, rejected=rejected, stats=stats, output=output)
+
+
+# --------------------------------------------------------------------------- reports (neardup report, audit, params)
+# What `neardup report`, `neardup audit` and `neardup params` do, from Python and for the command
+# line: each checks its options and the files it is to write before any work, does the work,
+# writes its files whole and returns what it found; the command line parses, calls and prints.
+# Their messages name the command line's flags (--output, --json, --plot ...), as the commands do.
+
+
+
+def report(output_dir, output=None, *, plots: str = "auto", overwrite: bool = False):
+    """``neardup report``: (re)writes ``report.html`` of the dedup output folder ``output_dir``
+    (a path or a URL), or ``output``, and returns the path written (a Path, or a URL).
+
+    ``plots``: "auto" (matplotlib PNGs when installed), "matplotlib" or "svg" (inline SVG drawn
+    without matplotlib). The folder's own report.html is always replaced; ``output`` is refused
+    when it is one of the folder's files or under its kept/, and when it exists unless
+    ``overwrite``. See :func:`neardup.report.html.write_report`."""
+    from .report.html import write_report
+    return write_report(output_dir, output, plots=plots, overwrite=overwrite)
+
+
+def audit(inputs, config: Optional[Config] = None, *, sample: int = 5000, bins: int = 10,
+          max_docs: Optional[int] = 100_000, max_bytes: Optional[int] = AUDIT_MAX_BYTES, json_file=None,
+          plot=None, overwrite: bool = False, notify=None, **options):
+    """``neardup audit``: measures the LSH S-curve on the first documents of ``inputs`` (files,
+    folders or globs, read as the dedup reads them) and returns an
+    :class:`~neardup.report.audit.AuditResult` (``.summary()``: the table; ``.to_json()``: every
+    number).
+
+    ``config`` (a :class:`~neardup.config.Config`) and keyword ``options`` named like its fields
+    give the similarity, sketch, shingling and input options. ``sample`` pairs are checked over
+    ``bins`` similarity bins; at most ``max_docs`` documents and ``max_bytes`` bytes of text are
+    read (None: no bound), and ``notify``, when given, is called with one line when a bound stops
+    the reading. ``json_file`` and ``plot`` (.png or .svg, needs matplotlib) are written whole;
+    checked before any work, they are refused when they are inputs or inside an input folder, the
+    same file, or exist (unless ``overwrite``)."""
+    from .report.audit_files import audit_files
+    return audit_files(inputs, config, sample=sample, bins=bins, max_docs=max_docs, max_bytes=max_bytes,
+                       json_file=json_file, plot=plot, overwrite=overwrite, notify=notify, **options)
+
+
+def params(threshold: float = Similarity.threshold, num_perm: int = Sketch.num_perm, *,
+           bands: Optional[int] = None, rows: Optional[int] = None, min_recall: float = Similarity.min_recall,
+           method: str = "recall", plot=None, overwrite: bool = False) -> dict:
+    """``neardup params``: the LSH bands and rows for a threshold and a signature length, why, and
+    its S-curve, as a JSON-ready dict (:func:`neardup.report.params_text.params_summary`);
+    :func:`params_text` is the text of it. ``bands`` and ``rows`` (both or neither) evaluate that
+    choice instead; ``method``: "recall" (the default chooser) or "weighted". ``plot`` (.png or
+    .svg, needs matplotlib) is written whole, with the FP/FN areas shaded; an existing file only
+    with ``overwrite``."""
+    from .report.params_text import params_summary
+    if (bands is None) != (rows is None):
+        raise ConfigError("--bands and --rows go together: give both or neither")
+    if plot:
+        from .io.storage.outfile import check_output_file
+        from .report.plots import plot_format
+        plot_format(plot)  # fail on a bad name, or a file not ours to replace, before any work
+        check_output_file(plot, overwrite=overwrite, option="--plot")
+    summary = params_summary(threshold, num_perm, bands=bands, rows=rows, min_recall=min_recall, method=method)
+    if plot:
+        from .report.plots import plot_s_curve
+        plot_s_curve(plot, summary["bands"], summary["rows"], summary["threshold"], overwrite=overwrite)
+    return summary
+
+
+def params_text(summary: dict) -> str:
+    """What ``neardup params`` prints of a :func:`params` summary: the numbers, the
+    alternatives and the S-curve drawn in characters."""
+    from .report.params_text import format_params
+    return format_params(summary)

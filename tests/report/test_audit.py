@@ -296,7 +296,7 @@ def test_every_audit_option_has_help():
 def test_read_texts_is_bounded_by_bytes(tmp_path):
     """--max-bytes bounds the UTF-8 bytes of text read (the audit holds ~12x that at its peak);
     a document that would cross the bound is not read; ``limits`` says which bound cut."""
-    from neardup.report.audit import read_texts
+    from neardup.report.audit_files import read_texts
     path = tmp_path / "d.jsonl"
     texts = ["\u00e9" * 50 if i % 2 else "x" * 100 for i in range(10)]  # 100 bytes each
     path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")

@@ -20,7 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from neardup.errors import InputError
-from neardup.report.html import word_diff_html, write_report
+from neardup.report.diff import word_diff_html
+from neardup.report.html import write_report
 
 from helpers import run_cli
 
@@ -350,6 +351,48 @@ def test_same_folder_contents_same_bytes(tmp_path):
     page = (a / "report.html").read_text()
     assert "run1" not in page and str(tmp_path) not in page
     assert "a.jsonl (12,345 documents)" in page
+
+
+def test_stats_in_memory_give_the_page_of_their_stats_json(tmp_path):
+    """A run writes its report before its stats.json: the stats given in memory (keys in the
+    order the run made them, tuples) give the bytes that `neardup report` later gives from the
+    stats.json written of them; a stats.json there meanwhile is not read."""
+    from neardup.errors import ConfigError
+    from neardup.report.html import render_report
+    from neardup.stages.write import publish_stats
+    out = make_output(tmp_path / "out")
+    recorded = json.loads((out / "stats.json").read_text())
+    stats = dict(reversed(list(recorded.items())), extra=(1, "two", {"b": 1, "a": None}))
+    stats["params"] = dict(reversed(list(recorded["params"].items())))
+    (out / "stats.json").unlink()
+    page = write_report(out, plots="svg", stats=stats).read_bytes()
+    assert render_report(out, plots="svg", stats=stats).encode() == page
+    publish_stats(str(out), stats)  # as the run writes it, last
+    assert write_report(out, plots="svg").read_bytes() == page
+    (out / "stats.json").write_text("{not json")  # not read
+    assert write_report(out, plots="svg", stats=stats).read_bytes() == page
+    assert "<th>extra</th>" in page.decode() and "56,789" in page.decode()
+    with pytest.raises(ConfigError, match="^stats must be a dict"):
+        write_report(out, plots="svg", stats=[stats])
+
+
+def test_a_folder_object_is_the_folder_it_names(tmp_path):
+    """write_report and render_report take a storage Folder (the run holds one) as well as a path."""
+    from neardup.io.storage.folder import Folder
+    from neardup.report.html import render_report
+    out = make_output(tmp_path / "out")
+    page = write_report(out, plots="svg").read_bytes()
+    folder = Folder.of(out)
+    assert Folder.of(folder) is folder
+    for given in (folder, Folder(str(out)), Folder.of(f"file://{out}")):
+        (out / "report.html").unlink()
+        assert write_report(given, plots="svg") == out / "report.html"
+        assert (out / "report.html").read_bytes() == page
+        assert render_report(given, plots="svg").encode() == page
+    assert write_report(folder, tmp_path / "r.html", plots="svg") == tmp_path / "r.html"
+    assert (tmp_path / "r.html").read_bytes() == page
+    with pytest.raises(InputError, match="not a folder$"):
+        write_report(Folder.of(tmp_path / "nope"), plots="svg")
 
 
 def test_report_bounds_recorded_lists_and_names_whole_file_rejections(tmp_path):

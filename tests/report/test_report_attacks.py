@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from neardup.errors import ConfigError, NeardupError
-from neardup.report import html as report
+from neardup.io.storage import outfile
 from neardup.report.html import write_report
 
 from helpers import run_cli as cli, write_jsonl
@@ -423,7 +423,7 @@ def test_messages_never_show_credentials(audit_corpus, tmp_path, capsys):
         write_report("http://u:pwQQ@127.0.0.1:1/out", plots="svg")
     assert "pwQQ" not in str(exc.value) and str(exc.value).startswith("http://u:***@127.0.0.1:1/out: ")
     with pytest.raises(ConfigError) as exc:
-        report.check_output_file(f"{tmp_path}/nowhere/http://u:pwQQ@h/r.html")
+        outfile.check_output_file(f"{tmp_path}/nowhere/http://u:pwQQ@h/r.html")
     assert str(exc.value).startswith(f"cannot write {tmp_path}/nowhere/http://u:***@h/r.html: ")
 
 
@@ -438,7 +438,7 @@ def test_report_into_a_path_under_a_file(tmp_path, capsys):
     err = one_line_error(capsys)
     assert str(target) in err and "not a folder" in err
     with pytest.raises(ConfigError, match="Not a directory"):  # the writer alone: the system's word
-        report.publish_file(target, b"x")
+        outfile.publish_file(target, b"x")
     assert leftovers(tmp_path) == [] and blocker.read_text() == "x"
 
 
@@ -502,13 +502,13 @@ def test_publish_file_replaces_nothing_without_overwrite(tmp_path):
     target = tmp_path / "f.json"
     target.write_text("old")
     with pytest.raises(ConfigError, match="exists"):
-        report.publish_file(target, b"new")
+        outfile.publish_file(target, b"new")
     assert target.read_text() == "old" and leftovers(tmp_path) == []
-    report.publish_file(target, b"new", overwrite=True)
+    outfile.publish_file(target, b"new", overwrite=True)
     assert target.read_text() == "new"
     old_mask = os.umask(0o022)
     try:
-        report.publish_file(tmp_path / "g.json", b"x")
+        outfile.publish_file(tmp_path / "g.json", b"x")
     finally:
         os.umask(old_mask)
     assert (os.stat(tmp_path / "g.json").st_mode & 0o777) == 0o644

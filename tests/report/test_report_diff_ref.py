@@ -11,7 +11,7 @@ from typing import List, Tuple
 
 import pytest
 
-from neardup.report.html import diff_units, word_diff_html
+from neardup.report.diff import diff_units, word_diff_html
 
 
 # ---- reference: the implementation before the speed-up, verbatim -------------------------------

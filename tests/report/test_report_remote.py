@@ -45,6 +45,24 @@ def test_report_of_a_remote_folder_is_the_local_one(s3, tmp_path):
 
 
 @pytest.mark.slow  # a moto S3 server
+def test_report_of_a_remote_folder_object_with_stats_in_memory(s3, tmp_path):
+    """The run's case: its output Folder on a store, stats.json not written yet (the stats are
+    given): the page of the local folder, and nothing downloaded that is not there."""
+    import json
+
+    from neardup.io.storage.folder import Folder
+    out = make_output(tmp_path / "out")
+    stats = json.loads((out / "stats.json").read_text())
+    (out / "stats.json").unlink()
+    page = write_report(out, plots="svg", stats=stats).read_bytes()
+    (out / "report.html").unlink()
+    url = _put_folder(s3, "run", out)
+    assert write_report(Folder.of(url), plots="svg", stats=stats) == f"{url}/report.html"
+    assert s3.get("run/report.html") == page
+    assert "run/stats.json" not in s3.keys()
+
+
+@pytest.mark.slow  # a moto S3 server
 def test_report_messages_name_the_remote_folder(s3, tmp_path):
     with pytest.raises(InputError, match=r"^s3://\S+/nothing: no stats.json here"):
         write_report(s3.url("nothing"), plots="svg")

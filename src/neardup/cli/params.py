@@ -7,8 +7,6 @@ import json
 import sys
 
 from ..config import Similarity, Sketch
-from ..errors import ConfigError
-from ..report.html import format_params, params_summary
 from .formatting import HelpFormatter
 
 
@@ -45,24 +43,15 @@ def register(sub) -> None:
 
 
 def run_params(args: argparse.Namespace) -> int:
-    if (args.bands is None) != (args.rows is None):
-        raise ConfigError("--bands and --rows go together: give both or neither")
-    if args.plot:
-        from ..io.storage.outfile import check_output_file
-        from ..report.plots import plot_format
-        plot_format(args.plot)  # fail on a bad name, or a file not ours to replace, before any work
-        check_output_file(args.plot, overwrite=args.overwrite, option="--plot")
-    summary = params_summary(args.threshold, args.num_perm, bands=args.bands, rows=args.rows,
-                             min_recall=args.min_recall, method=args.method)
-    if args.plot:
-        from ..report.plots import plot_s_curve
-        plot_s_curve(args.plot, summary["bands"], summary["rows"], summary["threshold"], overwrite=args.overwrite)
+    from ..api import params, params_text  # not loaded for other commands
+    summary = params(args.threshold, args.num_perm, bands=args.bands, rows=args.rows, min_recall=args.min_recall,
+                     method=args.method, plot=args.plot, overwrite=args.overwrite)
     if args.json:
         print(json.dumps(summary, indent=2))
         if args.plot:
             print(f"wrote {args.plot}", file=sys.stderr)
     else:
-        print(format_params(summary))
+        print(params_text(summary))
         if args.plot:
             print(f"\nwrote {args.plot}")
     return 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from ..report.html import write_report
 from .formatting import HelpFormatter
 
 
@@ -30,7 +29,7 @@ def register(sub) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from ..io.storage.fs import redact
-    path = write_report(args.dir, args.output, plots=args.plots, overwrite=args.overwrite)
+    from ..api import redact, report  # not loaded for other commands
+    path = report(args.dir, args.output, plots=args.plots, overwrite=args.overwrite)
     print(f"wrote {redact(str(path))}")
     return 0

@@ -30,11 +30,16 @@ a pair of similarity s whose signature happens to agree more than s (and so is m
 candidate) would also be more likely to be sampled, and the measured rate would be biased
 upwards. With independent hash functions, whether a pair is sampled says nothing about whether
 it is a candidate, given its similarity.
+
+This module measures texts given (:func:`audit_texts`) and says what it found (:class:`AuditResult`,
+:func:`format_audit`, :func:`plot_audit`); :mod:`.audit_files` reads the texts of files and runs
+the whole ``neardup audit``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -47,7 +52,7 @@ from ..kernels.params import candidate_probability, midpoint
 from ..kernels.sampling import aux_sketch, run_pairs, set_fingerprints
 
 __all__ = ["AuditBin", "AuditResult", "audit_texts", "wilson_interval", "format_audit",
-           "plot_audit", "read_texts"]
+           "plot_audit"]
 
 Z95 = 1.959963984540054
 
@@ -155,6 +160,14 @@ class AuditResult:
     def miss_rate(self) -> float:
         return float(self.near_duplicates["miss_rate"])
 
+    def summary(self) -> str:
+        """The table ``neardup audit`` prints (:func:`format_audit`)."""
+        return format_audit(self)
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as the JSON text ``neardup audit --json`` prints or writes."""
+        return json.dumps(self.to_dict(), indent=1)
+
     def to_dict(self, include_pairs: bool = True) -> dict:
         d = {
             "threshold": self.threshold, "num_perm": self.num_perm, "bands": self.bands,
@@ -253,50 +266,143 @@ def audit_texts(texts, config=None, *, sample: int = 5000, bins: int = 10, aux_p
     """
     t_start = time.perf_counter()
     cfg = _make_config(config, options)
+    _check_options(texts, ids, sample=sample, bins=bins, aux_perm=aux_perm, probe_positions=probe_positions,
+                   run_cap=run_cap)
+    seconds: Dict[str, float] = {}
+    t0 = time.perf_counter()
+    docs = _Documents.of(texts, cfg)
+    seconds["signatures"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    rng = np.random.default_rng([int(cfg.seed), 0xA0D17])  # the pool's, then the sample's draws
+    n_uniform = int(uniform_pairs) if uniform_pairs is not None else max(20 * int(sample), 50_000)
+    pool = _Pool.of(docs, cfg, rng, n_uniform=n_uniform, aux_perm=aux_perm, probe_positions=probe_positions,
+                    run_cap=run_cap)
+    seconds["pool"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    chosen, weight = _stratified_sample(pool.estimated, bins, int(sample), rng)
+    left, right = pool.left[chosen], pool.right[chosen]
+    similarity, candidate = _measure(docs, cfg, left, right)
+    seconds["measure"] = time.perf_counter() - t0
+
+    theory = candidate_probability(np.clip(similarity, 0.0, 1.0), cfg.bands, cfg.rows)
+    theory = np.atleast_1d(np.asarray(theory, dtype=np.float64))
+    result_bins = _bins(similarity, candidate, theory, bins)
+    near = _near_duplicates(similarity, candidate, weight, theory, cfg.threshold)
+    seconds["total"] = time.perf_counter() - t_start
+    return AuditResult(
+        threshold=float(cfg.threshold), num_perm=int(cfg.num_perm), bands=int(cfg.bands),
+        rows=int(cfg.rows), ngram=int(cfg.ngram), char_ngrams=bool(cfg.char_ngrams), seed=int(cfg.seed),
+        documents=docs.n, empty_documents=int(docs.n - docs.nonempty),
+        duplicate_documents=int(docs.nonempty - len(docs.eligible)), sample=int(sample),
+        pool_pairs=len(pool.left), pool_random_pairs=pool.random_pairs,
+        pool_bucket_pairs=pool.bucket_pairs, bins=result_bins, near_duplicates=near,
+        pairs={"left": left.astype(np.int64), "right": right.astype(np.int64),
+               "similarity": similarity, "estimated": pool.estimated[chosen], "candidate": candidate,
+               "weight": weight},
+        seconds=seconds,
+        options={"bins": int(bins), "aux_perm": int(aux_perm), "probe_positions": int(probe_positions),
+                 "uniform_pairs": pool.uniform_pairs, "run_cap": int(run_cap),
+                 "min_recall": float(cfg.min_recall), "punctuation": cfg.punctuation},
+        ids=None if ids is None else [str(i) for i in ids])
+
+
+def _check_options(texts, ids, **values) -> None:
+    """The sizes :func:`audit_texts` is given: whole numbers >= 1 (ConfigError otherwise)."""
     if ids is not None and len(ids) != len(texts):
         raise ConfigError(f"ids must have one id per text: {len(ids)} ids for {len(texts)} texts")
-    for name, value, lo in (("sample", sample, 1), ("bins", bins, 1), ("aux_perm", aux_perm, 1),
-                            ("probe_positions", probe_positions, 1), ("run_cap", run_cap, 1)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
-            raise ConfigError(f"{name} must be an integer >= {lo}, got {value!r}")
-    if bins > 1000:
-        raise ConfigError(f"bins must be at most 1000, got {bins}")
-    if probe_positions > aux_perm:
-        raise ConfigError(f"probe_positions ({probe_positions}) must not exceed aux_perm ({aux_perm})")
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+    if values["bins"] > 1000:
+        raise ConfigError(f"bins must be at most 1000, got {values['bins']}")
+    if values["probe_positions"] > values["aux_perm"]:
+        raise ConfigError(f"probe_positions ({values['probe_positions']}) must not exceed aux_perm "
+                          f"({values['aux_perm']})")
+
+
+def _kernels():
+    """The dedup's MinHash, band and similarity kernels (ConfigError on a broken install)."""
     try:
         from ..kernels.bands import band_keys
         from ..kernels.minhash import MinHasher
         from ..kernels.verify import estimated_jaccard, exact_jaccard
     except ImportError as exc:  # pragma: no cover - a broken install
         raise ConfigError(f"the audit needs neardup's MinHash kernels: {exc}") from None
+    return MinHasher, band_keys, estimated_jaccard, exact_jaccard
 
-    seconds: Dict[str, float] = {}
-    t0 = time.perf_counter()
-    mh = MinHasher.from_config(cfg)
-    sigs = mh.signatures(texts)
-    offsets, hashes = mh.shingle_sets(texts)
-    offsets = np.asarray(offsets, dtype=np.int64)
-    n = int(sigs.shape[0])
-    sizes = np.diff(offsets)
-    nonempty = np.flatnonzero(sizes > 0)
-    # Documents with the same shingle set as an earlier one are left out: their pairs are all
-    # at J = 1 (always candidates), and repeated copies would make the sampled pairs repeat the
-    # same comparison (perfectly correlated outcomes, too-narrow intervals).
-    fingerprints = set_fingerprints(offsets, np.ascontiguousarray(hashes, dtype=np.uint64))
-    _, first = np.unique(fingerprints[nonempty], return_index=True)
-    eligible = nonempty[np.sort(first)]
-    seconds["signatures"] = time.perf_counter() - t0
-    if len(eligible) < 2:
-        raise InputError(f"the audit needs at least 2 documents with different, non-empty sets of "
-                         f"shingles (of {cfg.ngram} {'characters' if cfg.char_ngrams else 'words'}); "
-                         f"got {len(eligible)} among {n} documents")
 
-    # ---- the pool
-    t0 = time.perf_counter()
-    rng = np.random.default_rng([int(cfg.seed), 0xA0D17])
+@dataclass
+class _Documents:
+    """The documents as the dedup sees them: signatures, shingle sets (``offsets`` into
+    ``hashes``), and those audited (``eligible``: non-empty, and not the same shingle set as an
+    earlier document)."""
+
+    signatures: np.ndarray
+    offsets: np.ndarray
+    hashes: np.ndarray
+    n: int               # documents
+    nonempty: int        # of them with a shingle
+    eligible: np.ndarray
+
+    @staticmethod
+    def of(texts, cfg) -> "_Documents":
+        MinHasher = _kernels()[0]
+        mh = MinHasher.from_config(cfg)
+        sigs = mh.signatures(texts)
+        offsets, hashes = mh.shingle_sets(texts)
+        offsets = np.asarray(offsets, dtype=np.int64)
+        n = int(sigs.shape[0])
+        nonempty = np.flatnonzero(np.diff(offsets) > 0)
+        # Documents with the same shingle set as an earlier one are left out: their pairs are all
+        # at J = 1 (always candidates), and repeated copies would make the sampled pairs repeat the
+        # same comparison (perfectly correlated outcomes, too-narrow intervals).
+        fingerprints = set_fingerprints(offsets, np.ascontiguousarray(hashes, dtype=np.uint64))
+        _, first = np.unique(fingerprints[nonempty], return_index=True)
+        eligible = nonempty[np.sort(first)]
+        if len(eligible) < 2:
+            raise InputError(f"the audit needs at least 2 documents with different, non-empty sets of "
+                             f"shingles (of {cfg.ngram} {'characters' if cfg.char_ngrams else 'words'}); "
+                             f"got {len(eligible)} among {n} documents")
+        return _Documents(sigs, offsets, hashes, n, len(nonempty), eligible)
+
+
+@dataclass
+class _Pool:
+    """The pairs the sample is drawn from (``left`` < ``right``, document positions): random
+    pairs and pairs that share a value of the auxiliary sketch, with the similarity that sketch
+    estimates."""
+
+    left: np.ndarray
+    right: np.ndarray
+    estimated: np.ndarray
+    random_pairs: int    # distinct random pairs
+    bucket_pairs: int    # distinct pairs sharing a sketch value
+    uniform_pairs: int   # random pairs drawn (all pairs of a small corpus)
+
+    @staticmethod
+    def of(docs: _Documents, cfg, rng, *, n_uniform: int, aux_perm: int, probe_positions: int,
+           run_cap: int) -> "_Pool":
+        estimated_jaccard = _kernels()[2]
+        n = docs.n
+        uni_l, uni_r, n_uniform = _random_pairs(docs.eligible, n_uniform, rng)
+        aux = aux_sketch(docs.offsets, docs.hashes, int(aux_perm), int(cfg.seed))
+        bl, br = _bucket_pairs(aux, docs.eligible, rng, probe_positions=int(probe_positions), run_cap=int(run_cap))
+        bucket_codes = np.unique(bl * n + br)
+        uni_codes = np.unique(uni_l * n + uni_r)
+        codes = np.union1d(uni_codes, bucket_codes)
+        codes = codes[(codes // n) != (codes % n)]
+        pool_l, pool_r = codes // n, codes % n
+        return _Pool(pool_l, pool_r, estimated_jaccard(aux, pool_l, pool_r), int(len(uni_codes)),
+                     int(len(bucket_codes)), int(n_uniform))
+
+
+def _random_pairs(eligible: np.ndarray, n_uniform: int, rng):
+    """(left, right, how many) uniform random pairs of distinct eligible documents, left <
+    right; every pair of a corpus that has no more than ``n_uniform``."""
     m = len(eligible)
     total_pairs = m * (m - 1) // 2
-    n_uniform = int(uniform_pairs) if uniform_pairs is not None else max(20 * int(sample), 50_000)
     if total_pairs <= n_uniform:  # a small corpus: every pair
         a, b = np.triu_indices(m, 1)
         n_uniform = total_pairs
@@ -304,33 +410,33 @@ def audit_texts(texts, config=None, *, sample: int = 5000, bins: int = 10, aux_p
         a = rng.integers(0, m, size=n_uniform, dtype=np.int64)
         b = rng.integers(0, m - 1, size=n_uniform, dtype=np.int64)
         b = b + (b >= a)
-    uni_l, uni_r = eligible[np.minimum(a, b)], eligible[np.maximum(a, b)]
+    return eligible[np.minimum(a, b)], eligible[np.maximum(a, b)], n_uniform
 
-    aux = aux_sketch(offsets, hashes, int(aux_perm), int(cfg.seed))
+
+def _bucket_pairs(aux: np.ndarray, eligible: np.ndarray, rng, *, probe_positions: int, run_cap: int):
+    """(left, right) pairs of eligible documents that share the value of the auxiliary sketch at
+    one of its first ``probe_positions`` positions (at most ``run_cap`` pairs of one run of equal
+    values), left < right."""
     bucket_l, bucket_r = [], []
-    for pos in range(int(probe_positions)):
+    for pos in range(probe_positions):
         values = np.ascontiguousarray(aux[eligible, pos])
         order = np.argsort(values, kind="stable").astype(np.int64)
         run_seed = int(rng.integers(0, 1 << 62))
-        l, r = run_pairs(order, values, int(run_cap), run_seed)
+        l, r = run_pairs(order, values, run_cap, run_seed)
         l, r = eligible[l], eligible[r]
         bucket_l.append(np.minimum(l, r))
         bucket_r.append(np.maximum(l, r))
     bl = np.concatenate(bucket_l) if bucket_l else np.zeros(0, np.int64)
     br = np.concatenate(bucket_r) if bucket_r else np.zeros(0, np.int64)
-    bucket_codes = np.unique(bl * n + br)
-    uni_codes = np.unique(uni_l * n + uni_r)
-    codes = np.union1d(uni_codes, bucket_codes)
-    codes = codes[(codes // n) != (codes % n)]
-    pool_l, pool_r = codes // n, codes % n
-    est = estimated_jaccard(aux, pool_l, pool_r)
-    seconds["pool"] = time.perf_counter() - t0
+    return bl, br
 
-    # ---- stratified sample
-    t0 = time.perf_counter()
+
+def _stratified_sample(est: np.ndarray, bins: int, sample: int, rng):
+    """(pool indexes drawn, the weight of each: pool pairs / sampled pairs of its stratum): the
+    pool split into ``bins`` strata by estimated similarity, up to sample / bins pairs of each."""
     stratum = np.minimum((est * bins + 1e-9).astype(np.int64), bins - 1)
     pool_counts = np.bincount(stratum, minlength=bins)
-    take = _allocate(pool_counts, int(sample))
+    take = _allocate(pool_counts, sample)
     chosen = []
     weights = []
     for s in range(bins):
@@ -342,17 +448,21 @@ def audit_texts(texts, config=None, *, sample: int = 5000, bins: int = 10, aux_p
         weights.append(np.full(len(pick), pool_counts[s] / len(pick), dtype=np.float64))
     chosen_idx = np.concatenate(chosen) if chosen else np.zeros(0, np.int64)
     weight = np.concatenate(weights) if weights else np.zeros(0, np.float64)
-    left, right = pool_l[chosen_idx], pool_r[chosen_idx]
-    estimated = est[chosen_idx]
+    return chosen_idx, weight
 
-    # ---- exact similarity and candidate status under (bands, rows)
-    similarity = exact_jaccard(offsets, hashes, left, right)
-    keys = band_keys(sigs, cfg.bands, cfg.rows, cfg.seed)
+
+def _measure(docs: _Documents, cfg, left: np.ndarray, right: np.ndarray):
+    """(exact Jaccard, whether an LSH candidate under (bands, rows)) of each pair."""
+    _, band_keys, _, exact_jaccard = _kernels()
+    similarity = exact_jaccard(docs.offsets, docs.hashes, left, right)
+    keys = band_keys(docs.signatures, cfg.bands, cfg.rows, cfg.seed)
     candidate = np.any(keys[left] == keys[right], axis=1) if len(left) else np.zeros(0, bool)
-    seconds["measure"] = time.perf_counter() - t0
+    return similarity, candidate
 
-    theory = candidate_probability(np.clip(similarity, 0.0, 1.0), cfg.bands, cfg.rows)
-    theory = np.atleast_1d(np.asarray(theory, dtype=np.float64))
+
+def _bins(similarity: np.ndarray, candidate: np.ndarray, theory: np.ndarray, bins: int) -> List[AuditBin]:
+    """The pairs grouped into ``bins`` bins of exact similarity: measured rate, its interval and
+    the theory of each."""
     result_bins = []
     where = np.minimum((similarity * bins + 1e-9).astype(np.int64), bins - 1)
     for s in range(bins):
@@ -369,48 +479,39 @@ def audit_texts(texts, config=None, *, sample: int = 5000, bins: int = 10, aux_p
         outside = th < ci_lo - 1e-9 or th > ci_hi + 1e-9
         result_bins.append(AuditBin(lo_edge, hi_edge, k, c, c / k, ci_lo, ci_hi, th,
                                     float(similarity[mask].mean()), bool(outside)))
+    return result_bins
 
-    near = similarity >= cfg.threshold - 1e-12
-    nd: Dict[str, Any] = {"threshold": cfg.threshold, "pairs": int(near.sum()),
+
+def _near_duplicates(similarity: np.ndarray, candidate: np.ndarray, weight: np.ndarray, theory: np.ndarray,
+                     threshold: float) -> Dict[str, Any]:
+    """The sampled pairs at or above the threshold: how many, how many missed, and the miss rate
+    weighted to the pool with its interval and theory (``near_duplicates`` of the result)."""
+    near = similarity >= threshold - 1e-12
+    nd: Dict[str, Any] = {"threshold": threshold, "pairs": int(near.sum()),
                           "candidates": int(candidate[near].sum()),
                           "missed": int(near.sum() - candidate[near].sum())}
-    if near.any():
-        w = weight[near]
-        missed = (~candidate[near]).astype(np.float64)
-        miss = float(np.dot(w, missed) / w.sum())
-        n_eff = float(w.sum() ** 2 / np.dot(w, w))
-        lo, hi = wilson_interval(miss * n_eff, n_eff)
-        th_miss = float(np.dot(w, 1.0 - theory[near]) / w.sum())
-        raw = float(missed.mean())
-        raw_lo, raw_hi = wilson_interval(float(missed.sum()), float(len(missed)))
-        nd.update({
-            "miss_rate": miss, "ci_low": lo, "ci_high": hi, "theory": th_miss,
-            "effective_pairs": n_eff,
-            "consistent": bool(lo - 1e-9 <= th_miss <= hi + 1e-9),
-            "sample_miss_rate": raw, "sample_ci_low": raw_lo, "sample_ci_high": raw_hi,
-            "sample_theory": float(np.mean(1.0 - theory[near])),
-        })
-    else:
+    if not near.any():
         nd.update({"miss_rate": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"),
                    "theory": float("nan"), "effective_pairs": 0.0, "consistent": None,
                    "sample_miss_rate": float("nan"), "sample_ci_low": float("nan"),
                    "sample_ci_high": float("nan"), "sample_theory": float("nan")})
-    seconds["total"] = time.perf_counter() - t_start
-    return AuditResult(
-        threshold=float(cfg.threshold), num_perm=int(cfg.num_perm), bands=int(cfg.bands),
-        rows=int(cfg.rows), ngram=int(cfg.ngram), char_ngrams=bool(cfg.char_ngrams), seed=int(cfg.seed),
-        documents=n, empty_documents=int(n - len(nonempty)),
-        duplicate_documents=int(len(nonempty) - len(eligible)), sample=int(sample),
-        pool_pairs=int(len(codes)), pool_random_pairs=int(len(uni_codes)),
-        pool_bucket_pairs=int(len(bucket_codes)), bins=result_bins, near_duplicates=nd,
-        pairs={"left": left.astype(np.int64), "right": right.astype(np.int64),
-               "similarity": similarity, "estimated": estimated, "candidate": candidate,
-               "weight": weight},
-        seconds=seconds,
-        options={"bins": int(bins), "aux_perm": int(aux_perm), "probe_positions": int(probe_positions),
-                 "uniform_pairs": int(n_uniform), "run_cap": int(run_cap),
-                 "min_recall": float(cfg.min_recall), "punctuation": cfg.punctuation},
-        ids=None if ids is None else [str(i) for i in ids])
+        return nd
+    w = weight[near]
+    missed = (~candidate[near]).astype(np.float64)
+    miss = float(np.dot(w, missed) / w.sum())
+    n_eff = float(w.sum() ** 2 / np.dot(w, w))
+    lo, hi = wilson_interval(miss * n_eff, n_eff)
+    th_miss = float(np.dot(w, 1.0 - theory[near]) / w.sum())
+    raw = float(missed.mean())
+    raw_lo, raw_hi = wilson_interval(float(missed.sum()), float(len(missed)))
+    nd.update({
+        "miss_rate": miss, "ci_low": lo, "ci_high": hi, "theory": th_miss,
+        "effective_pairs": n_eff,
+        "consistent": bool(lo - 1e-9 <= th_miss <= hi + 1e-9),
+        "sample_miss_rate": raw, "sample_ci_low": raw_lo, "sample_ci_high": raw_hi,
+        "sample_theory": float(np.mean(1.0 - theory[near])),
+    })
+    return nd
 
 
 # --------------------------------------------------------------------------------------------
@@ -516,66 +617,3 @@ def plot_audit(result: AuditResult, path: str, *, overwrite: bool = True) -> str
     from .plots import plot_format, save_figure
     plot_format(path)
     return save_figure(audit_figure(result), path, overwrite=overwrite)
-
-
-# --------------------------------------------------------------------------------------------
-# Reading files
-
-
-def read_texts(inputs: Sequence[str], *, text_column: str = "text", max_docs: Optional[int] = None,
-               on_error: str = "fail", batch_size: int = 8192, id_column: Optional[str] = None,
-               with_ids: bool = False, max_bytes: Optional[int] = None, limits: Optional[dict] = None):
-    """The texts of the first ``max_docs`` documents of ``inputs`` (files, folders, globs), and
-    of no more than ``max_bytes`` bytes of UTF-8 text together, as one pyarrow large_string
-    array, read through :mod:`neardup.io`. ``limits``, a dict, gets ``"cut"``: the name of the
-    bound that stopped the reading (``max_docs`` or ``max_bytes``), or None.
-
-    ``with_ids``: return ``(texts, ids)``, the ids as ``neardup dedup`` names the documents: the
-    ``id_column`` value, else ``FILE:LINE`` (JSONL, from 1) or ``FILE:ROW`` (from 0), or the name
-    of a text file."""
-    import pyarrow as pa
-    try:
-        from ..io import discover, read_source
-    except ImportError:
-        raise ConfigError("reading files needs neardup.io, which this installation lacks") from None
-    sources = discover(list(inputs))
-    import pyarrow.compute as pc
-    chunks = []
-    ids: List[str] = []
-    count = 0
-    size = 0
-    cut = None
-    for i, src in enumerate(sources):
-        if cut:
-            break
-        for batch in read_source(src, i, text_column=text_column, on_error=on_error,
-                                 batch_size=batch_size, id_column=id_column):
-            text = batch.text
-            if isinstance(text, pa.ChunkedArray):
-                text = text.combine_chunks()
-            if max_docs is not None and count + len(text) > max_docs:
-                text, cut = text.slice(0, max_docs - count), "max_docs"
-            if max_bytes is not None and len(text):
-                ends = size + np.cumsum(pc.binary_length(text).fill_null(0).to_numpy(zero_copy_only=False))
-                within = int(np.searchsorted(ends, max_bytes, side="right"))
-                if within < len(text):
-                    text, cut = text.slice(0, within), "max_bytes"
-                size = int(ends[within - 1]) if within else size
-            if len(text):
-                chunks.append(text.cast(pa.large_string()))
-                if with_ids:
-                    rows = batch.rows[:len(text)].tolist()
-                    if batch.ids is not None:
-                        ids.extend(batch.ids.slice(0, len(text)).to_pylist())
-                    elif src.format == "text":
-                        ids.extend([src.name] * len(rows))
-                    else:  # as the dedup names them: JSONL lines from 1, rows from 0
-                        first = 1 if src.format == "jsonl" else 0
-                        ids.extend(f"{src.name}:{r + first}" for r in rows)
-                count += len(text)
-            if cut:
-                break
-    if limits is not None:
-        limits["cut"] = cut
-    texts = pa.concat_arrays(chunks) if chunks else pa.array([], type=pa.large_string())
-    return (texts, ids) if with_ids else texts

@@ -1,144 +1,42 @@
-"""``neardup params`` (the S-curve of a (bands, rows) choice) and the HTML run report.
+"""report.html: one self-contained page (inline CSS and images, no scripts, no external URLs)
+of a dedup output folder: counts, parameters, S-curve, similarity and cluster-size
+distributions, the largest clusters side by side with their differences highlighted.
 
-* :func:`params_summary` / :func:`format_params`: what ``neardup params`` prints.
-* :func:`write_report`: one self-contained ``report.html`` (inline CSS and images, no scripts,
-  no external URLs) from a dedup output folder; ``neardup report DIR`` regenerates it.
+:func:`write_report` writes it (the run, before its stats.json, with the stats in memory;
+``neardup report DIR`` on a finished folder); :func:`render_report` gives it as a string. What is
+read of the folder: :mod:`.output_folder`; the word diff: :mod:`.diff`; the charts: :mod:`.plots`.
 """
 
 from __future__ import annotations
 
-import difflib
 import html
 import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Tuple, Union
 
 import numpy as np
 
-from ..kernels.arrays import arrow, to_numpy
-from ..config import PUNCTUATION_MODES, Config, Shingling, Similarity, Sketch
-from ..errors import ConfigError, InputError
+from ..config import PUNCTUATION_MODES, Shingling, Sketch
+from ..errors import ConfigError
+from ..io.storage import fs
+from ..io.storage.folder import Folder
+from ..io.storage.outfile import check_output_file, publish_file, same_file
+from ..io.storage.paths import redact
+from ..kernels.arrays import to_numpy
+from ..kernels.params import (DEFAULT_MIN_RECALL, candidate_probability, choose_params, false_negative_area,
+                              false_positive_area, midpoint)
 from ..progress import plural
-from ..kernels.params import (DEFAULT_MIN_RECALL, alternatives, candidate_probability, choose_params, describe,
-                     false_negative_area, false_positive_area, midpoint)
+from .diff import word_diff_html
+from .output_folder import (HEAD, KEPT, REMOVED, as_recorded, as_strings, cluster_members, cluster_sizes,
+                            load_stats, read_parquet, sample_texts, schema_names)
 
-__all__ = ["params_summary", "format_params", "write_report", "word_diff_html",
-           "REPORT_NAME"]
+__all__ = ["render_report", "write_report", "REPORT_NAME"]
 
 REPORT_NAME = "report.html"
-
-
-# ============================================================================================
-# neardup params
-
-
-def _around(threshold: float) -> List[float]:
-    """A few similarities around the threshold (inside [0, 1]), the threshold included."""
-    sims = {round(threshold + d, 4) for d in (-0.3, -0.2, -0.1, -0.05, 0.0, 0.05, 0.1, 0.15)}
-    return sorted(s for s in sims if 0.0 < s <= 1.0)
-
-
-def _row(choice, labels: List[str]) -> dict:
-    return {
-        "bands": choice.bands, "rows": choice.rows, "used": choice.bands * choice.rows,
-        "midpoint": choice.midpoint, "p_at_threshold": choice.p_at_threshold,
-        "false_positive_area": choice.false_positive_area,
-        "false_negative_area": choice.false_negative_area, "labels": labels,
-    }
-
-
-def params_summary(threshold: float = Similarity.threshold, num_perm: int = Sketch.num_perm, *,
-                   bands: Optional[int] = None, rows: Optional[int] = None,
-                   min_recall: float = DEFAULT_MIN_RECALL, method: str = "recall") -> dict:
-    """Everything ``neardup params`` shows, as a JSON-ready dict.
-
-    Keys: threshold, num_perm, bands, rows, method, reason, midpoint, p_at_threshold,
-    false_positive_area, false_negative_area, p_at ({"0.8": P, ...}), min_recall, used,
-    alternatives (list of dicts with bands, rows, used, midpoint, p_at_threshold, the two areas and
-    ``labels``), default (the recall chooser's pick) and weighted (the weighted optimiser's pick).
-    Raises ConfigError for impossible parameters.
-    """
-    if method not in ("recall", "weighted"):
-        raise ConfigError(f"method must be 'recall' or 'weighted', got {method!r}")
-    # Config validates every number with the project's one-line messages.
-    Config(threshold=threshold, num_perm=num_perm, bands=bands, rows=rows, min_recall=min_recall)
-    try:
-        choice = choose_params(threshold, num_perm, min_recall=min_recall, method=method,
-                               bands=bands, rows=rows)
-        default = choose_params(threshold, num_perm, min_recall=min_recall, method="recall")
-        weighted = choose_params(threshold, num_perm, method="weighted")
-        alts = alternatives(threshold, num_perm, min_recall=min_recall)
-    except ValueError as exc:  # pragma: no cover - Config caught it above
-        raise ConfigError(str(exc)) from None
-
-    out = describe(choice, similarities=_around(threshold))
-    out["min_recall"] = float(min_recall)
-    out["used"] = choice.bands * choice.rows
-    labels: Dict[Tuple[int, int], List[str]] = {}
-    rows_by_key: Dict[Tuple[int, int], Any] = {}
-    for c in alts:
-        rows_by_key.setdefault((c.bands, c.rows), c)
-    for c, label in ((choice, "chosen"),
-                     (default, f"default (P at threshold >= {min_recall:g}, fewest false positives)"),
-                     (weighted, "weighted optimiser (0.5 FP + 0.5 FN)")):
-        rows_by_key.setdefault((c.bands, c.rows), c)
-        labels.setdefault((c.bands, c.rows), []).append(label)
-    table = [_row(rows_by_key[k], labels.get(k, [])) for k in
-             sorted(rows_by_key, key=lambda k: (k[1], k[0]))]
-    out["alternatives"] = table
-    out["default"] = {k: v for k, v in _row(default, []).items() if k != "labels"}
-    out["weighted"] = {k: v for k, v in _row(weighted, []).items() if k != "labels"}
-    return out
-
-
-def format_params(summary: dict, *, plot_width: int = 60, plot_height: int = 15) -> str:
-    """The human-readable text of ``neardup params``."""
-    from .plots import ascii_s_curve
-    t = summary["threshold"]
-    b, r, k = summary["bands"], summary["rows"], summary["num_perm"]
-    lines = []
-    method = summary["method"]
-    how = {"recall": f"default chooser, min recall {summary['min_recall']:g}",
-           "weighted": "weighted optimiser", "given": "given"}.get(method, method)
-    lines.append(f"neardup params: threshold {t:g}, num_perm {k} ({how})")
-    lines.append("")
-    lines.append(f"chosen: {b} bands x {r} rows (uses {b * r} of {k} signature values)")
-    lines.append(f"why:    {summary['reason']}")
-    lines.append("")
-    lines.append(f"  midpoint (1/b)^(1/r)            {summary['midpoint']:.4f}")
-    lines.append(f"  P(candidate | J = {t:g})".ljust(34) + f"{summary['p_at_threshold']:.4f}")
-    lines.append(f"  false-positive area [0, {t:g}]".ljust(34) + f"{summary['false_positive_area']:.4f}")
-    lines.append(f"  false-negative area [{t:g}, 1]".ljust(34) + f"{summary['false_negative_area']:.4f}")
-    lines.append("")
-    lines.append("P(candidate) = 1 - (1 - J^r)^b at similarities around the threshold:")
-    for key, p in summary["p_at"].items():
-        mark = "  <- threshold" if math.isclose(float(key), t) else ""
-        lines.append(f"  J = {float(key):<5g}  P = {p:.4f}{mark}")
-    lines.append("")
-    lines.append(f"alternatives for num_perm = {k}:")
-    header = f"  {'bands':>5} {'rows':>4} {'used':>4}  {'midpoint':>8}  {'P(J=' + format(t, 'g') + ')':>9}  {'FP area':>7}  {'FN area':>7}"
-    lines.append(header)
-    for row in summary["alternatives"]:
-        tag = ("  <- " + "; ".join(row["labels"])) if row["labels"] else ""
-        lines.append(f"  {row['bands']:>5} {row['rows']:>4} {row['used']:>4}  {row['midpoint']:>8.4f}  "
-                     f"{row['p_at_threshold']:>9.4f}  {row['false_positive_area']:>7.4f}  "
-                     f"{row['false_negative_area']:>7.4f}{tag}")
-    w = summary["weighted"]
-    if (w["bands"], w["rows"]) != (b, r):
-        lines.append("")
-        lines.append(f"note: the weighted optimiser (minimise 0.5 FP area + 0.5 FN area) would pick "
-                     f"{w['bands']} x {w['rows']}, which finds a pair at J = {t:g} with probability "
-                     f"{w['p_at_threshold']:.4f}, i.e. misses {1 - w['p_at_threshold']:.0%} of them.")
-    lines.append("")
-    lines.append(f"S-curve of {b} bands x {r} rows:")
-    lines.append(ascii_s_curve(b, r, t, width=plot_width, height=plot_height))
-    return "\n".join(lines)
-
-
-# ============================================================================================
-# The HTML report
+# the files of an output folder the report reads (and that --output may never name)
+_REPORT_INPUTS = ("stats.json", "removed.parquet", "clusters.parquet", "texts_sample.parquet", "rejected.parquet")
 
 
 _CSS = """
@@ -179,23 +77,10 @@ code { background: #eef1f4; padding: 0 3px; border-radius: 3px; }
 """
 
 
-from ..io.storage.outfile import check_output_file, publish_file, same_file as _same_file  # noqa: E402
-
-
-def _red(text: Any) -> str:
-    """``text`` (a path, a URL, an id, a message) with the credentials of every URL in it hidden:
-    everything a path or URL can reach the page or a message through goes through here."""
-    from ..io.storage.fs import redact
-    return redact(str(text))
-
-
 def _esc(text: Any) -> str:
-    """``text`` for the page: credentials hidden, then HTML-escaped."""
-    return html.escape(_red(text))
-
-
-def _one_line(exc: BaseException) -> str:
-    return _red(" ".join(str(exc).split()) or type(exc).__name__)
+    """``text`` for the page: credentials hidden (everything a path or URL can reach the page
+    through goes through here), then HTML-escaped."""
+    return html.escape(redact(str(text)))
 
 
 def _fmt_int(v: Any) -> str:
@@ -218,138 +103,6 @@ def _fmt_value(v: Any) -> str:
     if isinstance(v, (dict, list)):
         return _esc(json.dumps(v, sort_keys=True, default=str))
     return _esc(v)
-
-
-def _read_parquet(path: Path, columns: Optional[Sequence[str]] = None, filters=None):
-    import pyarrow.parquet as pq
-    try:
-        schema = pq.read_schema(path)
-        if columns is not None:
-            missing = [c for c in columns if c not in schema.names]
-            if missing:
-                raise InputError(f"{_red(path)}: missing column(s) {', '.join(missing)}; "
-                                 f"it has {', '.join(schema.names)}")
-        if filters is None:  # ParquetFile: the dataset reader behind read_table imports pandas
-            return pq.ParquetFile(path).read(columns=list(columns) if columns else None)
-        return pq.read_table(path, columns=list(columns) if columns else None, filters=filters)
-    except InputError:
-        raise
-    except Exception as exc:  # pyarrow raises several types for a damaged file
-        raise InputError(f"{_red(path)}: cannot read it as Parquet: {_one_line(exc)}") from None
-
-
-def diff_units(text: str, *, punctuation: str = Shingling.punctuation) -> List[Tuple[str, int, int]]:
-    """The words of ``text`` as the tokenizer cuts them, with where they lie in the text.
-
-    Returns (key, start, end) per token: ``text[start:end]`` is the token as written and ``key``
-    its normalised form (NFKC, lower case) that the diff compares. The rules are those of
-    :mod:`neardup.kernels.shingles` (a word is a run of letters, digits, _ and the marks on them; a
-    character of a script written without spaces, and under ``keep`` a symbol or a punctuation
-    mark, are tokens of their own; white space, non-text code points, symbols and under ``split``
-    punctuation separate), applied
-    to the text as written so that the diff can show it as written.
-    """
-    return _diff_units(text, punctuation, None)
-
-
-# The class of each character for the diff (by the classes of neardup.kernels.shingles), one letter: S
-# separates, K is skipped (inside a token but not part of its key), W is a word character, M a
-# mark, O a token of its own.
-_DIFF_LETTERS = {"split": b"SWMOSSKSW", "delete": b"SWMOSKKSW", "keep": b"SWMOOOKSO"}
-# A token: a one-character token with the marks that follow it, or a run of word characters and
-# marks (under keep a mark may begin it; otherwise a mark on no token is skipped); skipped
-# characters inside either, and at its end up to the character that closes it, belong to its span.
-_DIFF_TOKEN = {}
-
-
-def _diff_units(text: str, punctuation: str, limit: Optional[int]) -> List[Tuple[str, int, int]]:
-    """:func:`diff_units`, the first ``limit`` tokens only when limit is not None.
-
-    The characters are classed in one numpy lookup and cut into tokens by one regular expression
-    over a string of class letters (one per character); only the tokens cost Python work.
-    """
-    import re
-    import unicodedata
-    from itertools import islice
-
-    from ..kernels.shingles import char_classes
-    punctuation = Shingling(punctuation=punctuation).punctuation  # checked
-    if punctuation not in _DIFF_TOKEN:
-        _DIFF_TOKEN[punctuation] = re.compile(r"O[MK]*|[WM][WMK]*" if punctuation == "keep" else r"O[MK]*|W[WMK]*")
-    if not text:
-        return []
-    cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
-    lut = np.frombuffer(_DIFF_LETTERS[punctuation], dtype=np.uint8)
-    classes = lut[char_classes()[cps]].tobytes().decode("ascii")
-    matches = _DIFF_TOKEN[punctuation].finditer(classes)
-    if limit is not None:
-        matches = islice(matches, limit)
-    out: List[Tuple[str, int, int]] = []
-    normalize = unicodedata.normalize
-    for m in matches:
-        start, end = m.span()
-        piece = text[start:end]
-        if "K" in m.group():
-            piece = "".join(ch for ch, c in zip(piece, m.group()) if c != "K")
-        out.append((piece.lower() if piece.isascii() else normalize("NFKC", piece).lower(), start, end))
-    return out
-
-
-def word_diff_html(left: str, right: str, *, max_words: int = 600,
-                   punctuation: str = Shingling.punctuation) -> Tuple[str, str]:
-    """Word-level diff of two texts, HTML-escaped, with the words of the tokenizer.
-
-    Returns (left_html, right_html): words of ``left`` missing from ``right`` are wrapped in
-    ``<del>``, words of ``right`` missing from ``left`` in ``<ins>``; the text between words
-    (white space, punctuation) is shown as written. Words are those of :func:`diff_units`, so a
-    Chinese or Japanese sentence is compared character by character and only the changed
-    characters are marked. Texts longer than ``max_words`` words are cut there (a note says so).
-    """
-    # one token past the cut says whether there is a cut; the rest of a long text is never cut up
-    ua, ub = _diff_units(left, punctuation, max_words + 1), _diff_units(right, punctuation, max_words + 1)
-    cut_a, cut_b = len(ua) > max_words, len(ub) > max_words
-    ua, ub = ua[:max_words], ub[:max_words]
-    sm = difflib.SequenceMatcher(None, [u[0] for u in ua], [u[0] for u in ub], autojunk=False)
-    changed_a = []
-    changed_b = []
-    for op, i1, i2, j1, j2 in sm.get_opcodes():
-        if op != "equal":
-            changed_a.append((i1, i2))
-            changed_b.append((j1, j2))
-    note = ' <span class="note">[... cut at {} words]</span>'.format(max_words)
-    return (_render_diff(left, ua, changed_a, "del", cut_a) + (note if cut_a else ""),
-            _render_diff(right, ub, changed_b, "ins", cut_b) + (note if cut_b else ""))
-
-
-def _render_diff(text: str, units, changed, tag: str, cut: bool) -> str:
-    """The text with each run of changed words in <tag> (the text between two changed words of a
-    run goes inside too); after the last word, the rest of the text unless it was cut.
-
-    ``changed``: the (first, past the last) unit indexes of the changed runs, in order (those of
-    ``SequenceMatcher.get_opcodes``; runs that touch are one run). The text between two runs is
-    escaped in one piece (escaping is per character, so this is the same as word by word).
-    """
-    out: List[str] = []
-    pos = 0
-    k = 0
-    n = len(units)
-    while k < len(changed):
-        first, past = changed[k]
-        k += 1
-        while k < len(changed) and changed[k][0] == past:  # an insert next to a replace, say
-            past = changed[k][1]
-            k += 1
-        if first >= past:  # nothing of this side changed (an insert on the other side)
-            continue
-        start, end = units[first][1], units[past - 1][2]
-        out.append(html.escape(text[pos:start]))
-        out.append(f"<{tag}>{html.escape(text[start:end])}</{tag}>")
-        pos = end
-    if not cut:
-        out.append(html.escape(text[pos:]))
-    elif n:
-        out.append(html.escape(text[pos:max(pos, units[n - 1][2])]))
-    return "".join(out).strip()
 
 
 def _size_bins(max_size: int, min_size: int = 2) -> List[Tuple[int, int]]:
@@ -413,226 +166,6 @@ class _Figures:
             return self._img(fig, title)
         return plots.svg_bar_chart(labels, values, title=title, xlabel=xlabel, ylabel=ylabel,
                                    width=600, height=380, marker=marker)
-
-
-def _load_stats(out: Path) -> dict:
-    path = out / "stats.json"
-    if not path.is_file():
-        raise InputError(f"{_red(out)}: no stats.json here; is it a neardup output folder?")
-    try:
-        with open(path, "r", encoding="utf-8") as fh:
-            stats = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{_red(path)}: cannot read it as JSON: {_one_line(exc)}") from None
-    if not isinstance(stats, dict):
-        raise InputError(f"{_red(path)}: expected a JSON object, got {type(stats).__name__}")
-    return stats
-
-
-def _schema_names(path: Path) -> List[str]:
-    import pyarrow.parquet as pq
-    try:
-        return list(pq.read_schema(path).names)
-    except Exception as exc:  # pyarrow raises several types for a damaged file
-        raise InputError(f"{_red(path)}: cannot read it as Parquet: {_one_line(exc)}") from None
-
-
-def _strings(col):
-    """A (chunked) Arrow column as one string array (cluster ids may be stored as numbers)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks else pa.array([], type=col.type)
-    return col if pa.types.is_string(col.type) else pc.cast(col, pa.string())
-
-
-def _cluster_sizes(out: Path):
-    """(cluster ids as an Arrow string array, sizes) of the clusters of this run, largest first
-    (ties: first seen first), or None when no cluster file exists.
-
-    A cluster of documents removed against an index (``--against``) is not one of them: its
-    representative is an indexed document, not a document of this run. In clusters.parquet such
-    a cluster has no kept member; in removed.parquet its rows have a ``representative_source``.
-    Those documents are shown by :func:`_index_section`.
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    clusters_path = out / "clusters.parquet"
-    removed_path = out / "removed.parquet"
-    kept = None
-    if clusters_path.is_file():
-        names = _schema_names(clusters_path)
-        t = _read_parquet(clusters_path, ["cluster"] + (["is_representative"] if "is_representative" in names else []))
-        if "is_representative" in names:
-            kept = t["is_representative"]
-        extra = 0
-    elif removed_path.is_file():
-        # Without clusters.parquet: every removed document plus its representative.
-        names = _schema_names(removed_path)
-        t = _read_parquet(removed_path, ["cluster"] + (["representative_source"] if "representative_source" in names else []))
-        if "representative_source" in names:
-            t = t.filter(pc.is_null(t["representative_source"]))
-        extra = 1
-    else:
-        return None
-    col = _strings(t["cluster"])
-    valid = pc.is_valid(col)
-    if col.null_count:
-        col = col.filter(valid)
-        kept = None if kept is None else _filter(kept, valid)
-    if len(col) == 0:
-        return pa.array([], type=pa.string()), np.zeros(0, dtype=np.int64)
-    enc = pc.dictionary_encode(col)
-    codes = np.asarray(to_numpy(enc.indices), dtype=np.int64)
-    heads = enc.dictionary
-    sizes = np.bincount(codes, minlength=len(heads)).astype(np.int64) + extra
-    order = np.lexsort((np.arange(len(sizes)), -sizes))
-    if kept is not None:  # only the clusters with a kept member: the run's own
-        kept = kept.combine_chunks() if isinstance(kept, pa.ChunkedArray) else kept
-        # null counts as not kept; a Python fill value would make a pyarrow scalar, which imports pandas
-        flags = to_numpy(pc.and_kleene(kept, pc.is_valid(kept)))
-        own = np.bincount(codes, weights=flags.astype(np.float64), minlength=len(heads)) > 0
-        order = order[own[order]]
-    return heads.take(arrow(order.astype(np.int64))), sizes[order]
-
-
-def _filter(arr, mask):
-    import pyarrow as pa
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks() if arr.num_chunks else pa.array([], type=arr.type)
-    return arr.filter(mask)
-
-
-def _only(table, column: str, values: List[str]):
-    """The rows of ``table`` whose ``column`` (as a string) is one of ``values`` (filtered in
-    Arrow, so that a removed.parquet of millions of rows never becomes Python objects)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    col = table[column]
-    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-        col = pc.cast(col, pa.string())
-    mask = pc.is_in(col, value_set=arrow(list(values), type=col.type))
-    return table.filter(mask)
-
-
-def _only_clusters(table, cluster_ids: List[str]):
-    """The rows of ``table`` whose cluster is one of ``cluster_ids``."""
-    return _only(table, "cluster", cluster_ids)
-
-
-# What happened to a member of a cluster (``role`` of :func:`_members`).
-HEAD, KEPT, REMOVED, MEMBER = "head", "kept", "removed", "member"
-
-
-def _members(out: Path, cluster_ids: List[str], limit: int) -> Dict[str, dict]:
-    """What the report can say of the members of each cluster.
-
-    For each cluster id: ``representative`` (the kept document that heads it: the first in keep
-    order, whose id names the cluster in a real output), ``members`` (up to ``limit`` ids, the
-    representative first, then in file order) and ``info`` {id: (role, representative,
-    similarity)} for each listed member, role one of:
-
-    * ``head``: kept, the representative;
-    * ``kept``: kept too, by the chain guard (no verified pair at or above the threshold with a
-      document of the cluster kept before it); ``is_representative`` true in clusters.parquet,
-      or the representative of a removed document;
-    * ``removed``: removed, with its own representative (the most similar kept document of the
-      cluster: not always the head) and the similarity to it (None when not recorded);
-    * ``member``: in clusters.parquet, which says no more, and no removed.parquet to ask.
-    """
-    result: Dict[str, dict] = {c: {"representative": None, "members": [], "info": {}} for c in cluster_ids}
-    if not cluster_ids:
-        return result
-    clusters_path = out / "clusters.parquet"
-    removed_path = out / "removed.parquet"
-    removed = clusters = None
-    if removed_path.is_file():
-        removed = _only_clusters(_read_parquet(removed_path, ["id", "representative", "cluster", "similarity"]),
-                                 cluster_ids)
-    if clusters_path.is_file():
-        names = _schema_names(clusters_path)
-        cols = ["id", "cluster"] + (["is_representative"] if "is_representative" in names else [])
-        clusters = _only_clusters(_read_parquet(clusters_path, cols), cluster_ids)
-    # rows by cluster in Python (the tables hold the top clusters only): Arrow's comparisons with a
-    # Python scalar import pandas
-    listed_of: Dict[str, List[str]] = {}
-    kept_of: Dict[str, List[str]] = {}
-    if clusters is not None:
-        flags_col = clusters["is_representative"].to_pylist() if "is_representative" in clusters.column_names else None
-        ids_col = clusters["id"].to_pylist()
-        for i, c in enumerate(clusters["cluster"].to_pylist()):
-            c = str(c)
-            if flags_col is not None and flags_col[i]:
-                kept_of.setdefault(c, []).append(str(ids_col[i]))
-            lst = listed_of.setdefault(c, [])
-            if len(lst) <= limit:
-                lst.append(str(ids_col[i]))
-    removed_rows: Dict[str, List[Tuple[str, Optional[str], Any]]] = {}
-    if removed is not None:
-        if clusters is not None:  # the removal records of the listed members only
-            wanted = set()
-            for c in cluster_ids:
-                wanted.update(listed_of.get(c, []))
-            removed = _only(removed, "id", sorted(wanted))
-        for i, r, c, s in zip(removed["id"].to_pylist(), removed["representative"].to_pylist(),
-                              removed["cluster"].to_pylist(), removed["similarity"].to_pylist()):
-            rows = removed_rows.setdefault(str(c), [])
-            if clusters is not None or len(rows) <= limit:
-                rows.append((str(i), None if r is None else str(r), s))
-    flagged = clusters is not None and "is_representative" in clusters.column_names
-    for c in cluster_ids:
-        entry = result[c]
-        kept = kept_of.get(c, [])
-        rows = removed_rows.get(c, [])
-        reps = [r for _, r, _ in rows if r is not None]
-        if c in kept or (clusters is None and c in reps):
-            head = c  # a real output: the cluster is named by its first kept document
-        elif kept:
-            head = kept[0]
-        elif reps:
-            head = reps[0]
-        else:
-            head = None
-        entry["representative"] = head
-        info: Dict[str, Tuple[str, Optional[str], Any]] = {}
-        order: List[str] = [head] if head is not None else []
-        if head is not None:
-            info[head] = (HEAD, None, None)
-        kept_set = set(kept)
-        removal = {i: (r, s) for i, r, s in rows}
-        if clusters is not None:
-            for m in listed_of.get(c, []):
-                if m in info:
-                    continue
-                if m in removal:
-                    info[m] = (REMOVED,) + removal[m]
-                elif flagged:
-                    info[m] = (KEPT, None, None) if m in kept_set else (REMOVED, None, None)
-                elif removed is not None:  # not in removed.parquet, which lists every removal
-                    info[m] = (KEPT, None, None)
-                else:
-                    info[m] = (MEMBER, None, None)
-                order.append(m)
-        else:
-            for m, r, s in rows:
-                if r is not None and r not in info:  # a representative: kept
-                    info[r] = (KEPT, None, None)
-                    order.append(r)
-                if m not in info:
-                    info[m] = (REMOVED, r, s)
-                    order.append(m)
-        entry["members"] = order[:limit]
-        entry["info"] = {m: info[m] for m in entry["members"]}
-    return result
-
-
-def _texts(out: Path, ids: set) -> Dict[str, str]:
-    path = out / "texts_sample.parquet"
-    if not path.is_file() or not ids:
-        return {}
-    t = _read_parquet(path, ["id", "text"])
-    return {str(i): ("" if x is None else str(x)) for i, x in zip(t["id"].to_pylist(), t["text"].to_pylist())
-            if str(i) in ids}
 
 
 def _section_counts(counts: dict, verify: Any = None) -> str:
@@ -712,7 +245,7 @@ def _similarity_histogram(out: Path, figs: _Figures, threshold: Optional[float])
     path = out / "removed.parquet"
     if not path.is_file():
         return '<p class="note">No removed.parquet in this folder.</p>'
-    col = _read_parquet(path, ["similarity"])["similarity"]
+    col = read_parquet(path, ["similarity"])["similarity"]
     sims = np.asarray(to_numpy(col) if hasattr(col, "to_numpy") else col, dtype=np.float64)
     sims = sims[np.isfinite(sims)]
     if sims.size == 0:
@@ -762,7 +295,7 @@ def _role_html(role: str, rep: Optional[str], sim: Any, head: Optional[str]) -> 
 def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: int, max_side_by_side: int,
                      punctuation: str = Shingling.punctuation, against: bool = False) -> Tuple[str, str]:
     """(size distribution html, largest clusters html) of the clusters of this run."""
-    sized = _cluster_sizes(out)
+    sized = cluster_sizes(out)
     if sized is None:
         msg = '<p class="note">No clusters.parquet or removed.parquet in this folder.</p>'
         return msg, msg
@@ -771,6 +304,13 @@ def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: 
         msg = ('<p class="note">No duplicate clusters in this run'
                + (': every removed document was removed against an index (below).' if against else '.') + '</p>')
         return msg, msg
+    top = [str(c) for c in ids.slice(0, max_clusters).to_pylist()]
+    return (_sizes_html(figs, sizes),
+            _largest_html(out, top, sizes[:max_clusters], max_members, max_side_by_side, punctuation))
+
+
+def _sizes_html(figs: _Figures, sizes: np.ndarray) -> str:
+    """The distribution of the cluster sizes: a chart and a table."""
     bins = _size_bins(int(sizes.max()), int(sizes.min()))
     labels = [str(a) if a == b else f"{a}-{b}" for a, b in bins]
     values = [int(np.sum((sizes >= a) & (sizes <= b))) for a, b in bins]
@@ -779,14 +319,18 @@ def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: 
                       ylabel="clusters", log=bool(nonzero) and max(nonzero) > 50 * max(1, min(nonzero)))
     rows = "".join(f'<tr><td>{html.escape(l)}</td><td class="num">{v:,}</td></tr>'
                    for l, v in zip(labels, values) if v)
-    size_html = (f'<div class="grid2"><div class="fig">{chart}</div><div><table><tr><th>cluster size</th>'
-                 f'<th>clusters</th></tr>{rows}</table><p class="note">{len(sizes):,} {plural(len(sizes), "cluster")}, '
-                 f'{int(sizes.sum()):,} documents in {"it" if len(sizes) == 1 else "them"}; largest: {int(sizes.max()):,}; '
-                 f'mean: {sizes.mean():.2f}.</p></div></div>')
+    return (f'<div class="grid2"><div class="fig">{chart}</div><div><table><tr><th>cluster size</th>'
+            f'<th>clusters</th></tr>{rows}</table><p class="note">{len(sizes):,} {plural(len(sizes), "cluster")}, '
+            f'{int(sizes.sum()):,} documents in {"it" if len(sizes) == 1 else "them"}; largest: {int(sizes.max()):,}; '
+            f'mean: {sizes.mean():.2f}.</p></div></div>')
 
-    top = [str(c) for c in ids.slice(0, max_clusters).to_pylist()]
-    members = _members(out, top, max(max_members, max_side_by_side + 1))
-    wanted = set()
+
+def _largest_html(out: Path, top: List[str], sizes: np.ndarray, max_members: int, max_side_by_side: int,
+                  punctuation: str) -> str:
+    """The clusters ``top`` (of sizes ``sizes``): what happened to each member, and the first
+    members side by side with the document each was compared with."""
+    members = cluster_members(out, top, max(max_members, max_side_by_side + 1))
+    wanted = set()  # the documents shown side by side: their texts are read
     for c in top:
         entry = members[c]
         for m in entry["members"][:max_side_by_side + 1]:
@@ -794,44 +338,54 @@ def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: 
             rep = entry["info"][m][1]
             if rep is not None:
                 wanted.add(rep)
-    texts = _texts(out, wanted)
+    texts = sample_texts(out, wanted)
     parts = []
     if not texts:
         parts.append('<p class="note">Texts are not shown: this folder has no texts_sample.parquet '
                      '(or it holds none of these documents); only ids are listed.</p>')
-    for c, size in zip(top, sizes[:max_clusters]):
+    for c, size in zip(top, sizes):
         entry = members[c]
-        head = entry["representative"]
-        mem = entry["members"]
-        info = entry["info"]
-        lis = []
-        for m in mem[:max_members]:
-            role, rep, sim = info[m]
-            cls = ' class="kept"' if role in (HEAD, KEPT) else (' class="removed"' if role == REMOVED else "")
-            lis.append(f"<tr{cls}><td><code>{_esc(m)}</code></td><td>{_role_html(role, rep, sim, head)}</td></tr>")
-        more = (f'<p class="note">... and {int(size) - len(mem[:max_members]):,} more.</p>'
-                if int(size) > len(mem[:max_members]) else "")
-        block = [f'<div class="cluster"><h3>cluster <code>{_esc(c)}</code>: '
-                 f'{int(size):,} documents</h3><table><tr><th>id</th><th>what happened to it</th></tr>'
-                 f'{"".join(lis)}</table>{more}']
-        # each member side by side with the document it was compared with: a removed one with its
-        # own representative, a kept one (chain guard) with the cluster's representative
-        for m in [m for m in mem if m != head][:max_side_by_side]:
-            role, rep, sim = info[m]
-            left_id = rep if role == REMOVED and rep is not None else head
-            if left_id is None or m not in texts or left_id not in texts:
-                continue
-            left, right = word_diff_html(texts[left_id], texts[m], punctuation=punctuation)
-            s_txt = f", similarity {sim:.3f}" if isinstance(sim, float) and math.isfinite(sim) else ""
-            what = {REMOVED: "removed", KEPT: "kept (chain guard)"}.get(role, "member")
-            block.append(
-                f'<div class="pair"><div class="doc"><div class="h">representative '
-                f'<code>{_esc(left_id)}</code> (<del>deleted</del> in the member)</div>{left}</div>'
-                f'<div class="doc"><div class="h">{what} <code>{_esc(m)}</code>{s_txt} '
-                f'(<ins>inserted</ins>)</div>{right}</div></div>')
+        block = [_members_table(c, int(size), entry, max_members)]
+        block += _pairs_html(entry, texts, max_side_by_side, punctuation)
         block.append("</div>")
         parts.append("".join(block))
-    return size_html, "".join(parts)
+    return "".join(parts)
+
+
+def _members_table(cluster: str, size: int, entry: dict, max_members: int) -> str:
+    """The head of a cluster's block: its first members and what happened to each."""
+    head, mem, info = entry["representative"], entry["members"], entry["info"]
+    lis = []
+    for m in mem[:max_members]:
+        role, rep, sim = info[m]
+        cls = ' class="kept"' if role in (HEAD, KEPT) else (' class="removed"' if role == REMOVED else "")
+        lis.append(f"<tr{cls}><td><code>{_esc(m)}</code></td><td>{_role_html(role, rep, sim, head)}</td></tr>")
+    more = (f'<p class="note">... and {size - len(mem[:max_members]):,} more.</p>'
+            if size > len(mem[:max_members]) else "")
+    return (f'<div class="cluster"><h3>cluster <code>{_esc(cluster)}</code>: '
+            f'{size:,} documents</h3><table><tr><th>id</th><th>what happened to it</th></tr>'
+            f'{"".join(lis)}</table>{more}')
+
+
+def _pairs_html(entry: dict, texts: dict, max_side_by_side: int, punctuation: str) -> List[str]:
+    """Each member side by side with the document it was compared with: a removed one with its
+    own representative, a kept one (chain guard) with the cluster's representative."""
+    head, info = entry["representative"], entry["info"]
+    pairs = []
+    for m in [m for m in entry["members"] if m != head][:max_side_by_side]:
+        role, rep, sim = info[m]
+        left_id = rep if role == REMOVED and rep is not None else head
+        if left_id is None or m not in texts or left_id not in texts:
+            continue
+        left, right = word_diff_html(texts[left_id], texts[m], punctuation=punctuation)
+        s_txt = f", similarity {sim:.3f}" if isinstance(sim, float) and math.isfinite(sim) else ""
+        what = {REMOVED: "removed", KEPT: "kept (chain guard)"}.get(role, "member")
+        pairs.append(
+            f'<div class="pair"><div class="doc"><div class="h">representative '
+            f'<code>{_esc(left_id)}</code> (<del>deleted</del> in the member)</div>{left}</div>'
+            f'<div class="doc"><div class="h">{what} <code>{_esc(m)}</code>{s_txt} '
+            f'(<ins>inserted</ins>)</div>{right}</div></div>')
+    return pairs
 
 
 def _index_section(out: Path, counts: dict, max_rows: int = 20) -> str:
@@ -839,17 +393,17 @@ def _index_section(out: Path, counts: dict, max_rows: int = 20) -> str:
     documents, outside this run, so they are in no cluster of it. Empty when there are none."""
     path = out / "removed.parquet"
     n_counted = counts.get("removed_against_index")
-    if not path.is_file() or "representative_source" not in _schema_names(path):
+    if not path.is_file() or "representative_source" not in schema_names(path):
         if isinstance(n_counted, int) and n_counted > 0:
             return (f'<h2>Removed against an index</h2><p class="note">{n_counted:,} {_docs(n_counted)} '
                     f'{"was" if n_counted == 1 else "were"} removed as near-duplicates of indexed documents; removed.parquet does not say which.</p>')
         return ""
     import pyarrow.compute as pc
-    t = _read_parquet(path, ["id", "representative", "similarity", "representative_source"])
+    t = read_parquet(path, ["id", "representative", "similarity", "representative_source"])
     t = t.filter(pc.is_valid(t["representative_source"]))
     if len(t) == 0:
         return ""
-    indexed = len(pc.unique(_strings(t["representative"])))
+    indexed = len(pc.unique(as_strings(t["representative"])))
     head = t.slice(0, max_rows)
     body = []
     for i, r, s, src in zip(head["id"].to_pylist(), head["representative"].to_pylist(),
@@ -871,9 +425,9 @@ def _rejected_section(out: Path, counts: dict) -> str:
     if not path.is_file():
         n = counts.get("rejected")
         return f'<p class="note">{"No rejected records." if not n else "rejected.parquet is missing."}</p>'
-    names = _schema_names(path)
+    names = schema_names(path)
     cols = [c for c in ("source", "row", "reason") if c in names]
-    t = _read_parquet(path, cols)
+    t = read_parquet(path, cols)
     if len(t) == 0:
         return '<p class="note">No rejected records.</p>'
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
@@ -908,11 +462,55 @@ def _kept_note(out: Path) -> str:
 
 def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, max_members: int = 8,
                   max_side_by_side: int = 3, stats: Optional[dict] = None) -> str:
-    """The report of a dedup output folder as one HTML string (see :func:`write_report`)."""
-    out = Path(output_dir)
-    if not out.is_dir():
-        raise InputError(f"{_red(out)}: not a folder")
-    stats = _load_stats(out) if stats is None else stats
+    """The report of a dedup output folder (a path, a URL or a :class:`~neardup.io.storage.folder.Folder`)
+    as one HTML string (see :func:`write_report`). ``stats``: the run's stats (what its stats.json
+    holds or will hold); given, stats.json is not read, and the page is the one that stats.json
+    would give."""
+    folder = Folder.of(output_dir)
+    folder.require_folder()
+    recorded = None if stats is None else as_recorded(stats)
+    names = _REPORT_INPUTS if recorded is None else _REPORT_INPUTS[1:]
+    with folder.local_view(names, sizes_only=("kept",)) as local:
+        out = Path(local)
+        return _page(out, load_stats(out) if recorded is None else recorded, plots,
+                     max_clusters=max_clusters, max_members=max_members, max_side_by_side=max_side_by_side)
+
+
+def write_report(output_dir, output=None, *, plots: str = "auto", overwrite: bool = False,
+                 stats: Optional[dict] = None) -> Union[Path, str]:
+    """Write ``report.html`` (or ``output``) for a dedup output folder and return its path (a
+    Path, or the URL of a report written to a store).
+
+    ``output_dir``: a path, a URL or a :class:`~neardup.io.storage.folder.Folder`. The folder must
+    hold ``stats.json``, unless ``stats`` gives its content (a run writes its report before its
+    stats.json: then stats.json is not read); ``removed.parquet``, ``clusters.parquet``,
+    ``texts_sample.parquet``, ``rejected.parquet`` and ``kept/`` are used when present. The file is
+    self-contained: inline CSS, images as base64 PNG (matplotlib) or inline SVG (without it), no
+    scripts, no external links. ``plots``: ``auto`` (matplotlib when installed), ``matplotlib``
+    or ``svg`` (never import matplotlib; faster).
+
+    The folder and ``output`` may each be local or on a store (a URL): a remote folder's files are
+    read from a local copy (:meth:`~neardup.io.storage.folder.Folder.local_view`). The folder's own
+    ``report.html`` is always replaced. ``output`` is refused (ConfigError, before any work) when
+    it is one of the folder's files or under its ``kept/``, and when it exists, unless
+    ``overwrite``. The page appears whole or not at all: written under a temporary name in the
+    same folder, then renamed (on a store: one upload); a failed write (a folder that cannot be
+    written, a full disk) is a one-line ConfigError naming the path and leaves no temporary file.
+    """
+    folder = Folder.of(output_dir)
+    folder.require_folder()
+    given = fs.local_path(folder.shown)  # the folder as the user named it: what is shown
+    default = fs.join(given, REPORT_NAME)
+    path = os.fspath(output) if output is not None else default
+    owned = same_file(path, default)  # the folder's own report: neardup's to replace
+    check_output_file(path, inputs=[fs.join(given, n) for n in _REPORT_INPUTS], inside=[fs.join(given, "kept")],
+                      overwrite=overwrite or owned, option="--output", remote_ok=True)
+    text = render_report(folder, plots=plots, stats=stats)
+    return publish_file(path, text.encode("utf-8"), overwrite=overwrite or owned, option="--output")
+
+
+def _page(out: Path, stats: dict, plots: str, *, max_clusters: int, max_members: int, max_side_by_side: int) -> str:
+    """The page of the output folder ``out`` (a local directory) and its stats."""
     counts = stats.get("counts") if isinstance(stats.get("counts"), dict) else {}
     params = stats.get("params") if isinstance(stats.get("params"), dict) else {}
     seconds = stats.get("seconds") if isinstance(stats.get("seconds"), dict) else {}
@@ -926,36 +524,13 @@ def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, ma
     sections.append(f'<h1>neardup report</h1><div class="sub">{_inputs_line(stats)}</div>')
     sections.append(_section_counts(counts, params.get("verify")))
     sections.append(_kept_note(out))
-
     sections.append("<h2>Parameters</h2>")
-    left = _kv_table(params) if params else '<p class="note">No parameters recorded.</p>'
-    right = ""
-    if resolved:
-        t, b, r = resolved
-        right = _kv_table({
-            "bands x rows": f"{b} x {r}",
-            "midpoint (1/b)^(1/r)": f"{midpoint(b, r):.4f}",
-            f"P(candidate | J = {t:g})": f"{candidate_probability(t, b, r):.4f}",
-            f"false-positive area [0, {t:g}]": f"{false_positive_area(t, b, r):.4f}",
-            f"false-negative area [{t:g}, 1]": f"{false_negative_area(t, b, r):.4f}",
-        })
-    sections.append(f'<div class="grid2"><div>{left}</div><div>{right}</div></div>')
+    sections.append(_parameters_html(params, resolved))
     if seconds:
         sections.append('<p class="note">Time per stage: see <code>seconds</code> in stats.json (left '
                         'out here so that the same run always gives the same report).</p>')
-
     sections.append("<h2>S-curve</h2>")
-    if resolved:
-        t, b, r = resolved
-        sections.append(
-            f'<div class="grid2"><div class="fig">{figs.s_curve(b, r, t)}</div><div class="note" '
-            f'style="max-width:420px">Probability that two documents of Jaccard similarity J become a '
-            f'candidate pair: 1 - (1 - J<sup>{r}</sup>)<sup>{b}</sup>. At the threshold {t:g} it is '
-            f'{candidate_probability(t, b, r):.3f}; the curve is steepest near the midpoint '
-            f'{midpoint(b, r):.3f}. Run <code>neardup audit</code> to measure it on this corpus.</div></div>')
-    else:
-        sections.append('<p class="note">The parameters (threshold, bands, rows) are not recorded.</p>')
-
+    sections.append(_s_curve_html(figs, resolved))
     sections.append("<h2>Similarity of removed documents</h2>")
     sections.append(_similarity_histogram(out, figs, threshold))
     index_html = _index_section(out, counts)
@@ -978,41 +553,28 @@ def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, ma
             "<body><main>\n" + "\n".join(sections) + "\n</main></body></html>\n")
 
 
-def write_report(output_dir, output=None, *, plots: str = "auto", overwrite: bool = False,
-                 stats: Optional[dict] = None) -> Union[Path, str]:
-    """Write ``report.html`` (or ``output``) for a dedup output folder and return its path (a
-    Path, or the URL of a report written to a store).
-
-    The folder must hold ``stats.json``; ``removed.parquet``, ``clusters.parquet``,
-    ``texts_sample.parquet``, ``rejected.parquet`` and ``kept/`` are used when present. The file is
-    self-contained: inline CSS, images as base64 PNG (matplotlib) or inline SVG (without it), no
-    scripts, no external links. ``plots``: ``auto`` (matplotlib when installed), ``matplotlib``
-    or ``svg`` (never import matplotlib; faster).
-
-    The folder and ``output`` may each be local or on a store (a URL): a remote folder's files are
-    read from a local copy (:meth:`~neardup.io.storage.folder.Folder.local_view`). The folder's own
-    ``report.html`` is always replaced. ``output`` is refused (ConfigError, before any work) when
-    it is one of the folder's files or under its ``kept/``, and when it exists, unless
-    ``overwrite``. The page appears whole or not at all: written under a temporary name in the
-    same folder, then renamed (on a store: one upload); a failed write (a folder that cannot be
-    written, a full disk) is a one-line ConfigError naming the path and leaves no temporary file.
-    """
-    from ..io.storage import fs
-    from ..io.storage.folder import Folder
-
-    folder = Folder.of(output_dir)
-    folder.require_folder()
-    given = fs.local_path(folder.shown)  # the folder as the user named it: what is shown
-    default = fs.join(given, REPORT_NAME)
-    path = os.fspath(output) if output is not None else default
-    owned = _same_file(path, default)  # the folder's own report: neardup's to replace
-    check_output_file(path, inputs=[fs.join(given, n) for n in _REPORT_INPUTS], inside=[fs.join(given, "kept")],
-                      overwrite=overwrite or owned, option="--output", remote_ok=True)
-    with folder.local_view(_REPORT_INPUTS, sizes_only=("kept",)) as local:
-        text = render_report(local, plots=plots, stats=stats)
-    return publish_file(path, text.encode("utf-8"), overwrite=overwrite or owned, option="--output")
+def _parameters_html(params: dict, resolved: Optional[Tuple[float, int, int]]) -> str:
+    """The recorded parameters, and beside them the S-curve's numbers of the bands and rows."""
+    left = _kv_table(params) if params else '<p class="note">No parameters recorded.</p>'
+    right = ""
+    if resolved:
+        t, b, r = resolved
+        right = _kv_table({
+            "bands x rows": f"{b} x {r}",
+            "midpoint (1/b)^(1/r)": f"{midpoint(b, r):.4f}",
+            f"P(candidate | J = {t:g})": f"{candidate_probability(t, b, r):.4f}",
+            f"false-positive area [0, {t:g}]": f"{false_positive_area(t, b, r):.4f}",
+            f"false-negative area [{t:g}, 1]": f"{false_negative_area(t, b, r):.4f}",
+        })
+    return f'<div class="grid2"><div>{left}</div><div>{right}</div></div>'
 
 
-_REPORT_INPUTS = ("stats.json", "removed.parquet", "clusters.parquet", "texts_sample.parquet", "rejected.parquet")
-
-
+def _s_curve_html(figs: _Figures, resolved: Optional[Tuple[float, int, int]]) -> str:
+    if not resolved:
+        return '<p class="note">The parameters (threshold, bands, rows) are not recorded.</p>'
+    t, b, r = resolved
+    return (f'<div class="grid2"><div class="fig">{figs.s_curve(b, r, t)}</div><div class="note" '
+            f'style="max-width:420px">Probability that two documents of Jaccard similarity J become a '
+            f'candidate pair: 1 - (1 - J<sup>{r}</sup>)<sup>{b}</sup>. At the threshold {t:g} it is '
+            f'{candidate_probability(t, b, r):.3f}; the curve is steepest near the midpoint '
+            f'{midpoint(b, r):.3f}. Run <code>neardup audit</code> to measure it on this corpus.</div></div>')
