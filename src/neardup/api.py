@@ -526,3 +526,13 @@ def format_summary(stats: dict, output: str) -> str:
         lines.append("  seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in secs.items()) + f"  (total {total:.1f})")
     lines.append(f"  output: {fs.redact(output)}/ (kept/, removed.parquet, clusters.parquet, stats.json, report.html)")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- the index (neardup index ...)
+# Imported here, below the pipeline's API: a block of its own (the index needs nothing above).
+from .index import Index  # noqa: E402
+from .index.commands import (QueryAnswers, add_files, query_files, rate_warning,  # noqa: E402
+                             remove_documents)
+from .progress import plural  # noqa: E402,F811
+
+__all__ += ["Index", "QueryAnswers", "add_files", "query_files", "rate_warning", "remove_documents"]
