@@ -22,6 +22,7 @@ from . import io as nio
 from .config import Config, Execution, Input, Output, Sketch, Similarity, Verification
 from .errors import ConfigError, NeardupError
 from .index import Index
+from .index.commands import QueryAnswers, add_files, query_files, rate_warning, remove_documents
 from .io.inputs import INDEX_ID_COLUMN, in_memory, kept_of
 from .io.storage.folder import Folder
 from .io.storage.paths import join, redact
@@ -32,7 +33,8 @@ from .report.summary import format_summary
 from .run import run
 from .stages.write import CLUSTERS_SCHEMA, REJECTED_SCHEMA, REMOVED_SCHEMA, build_stats
 
-__all__ = ["dedup", "DedupResult", "Index", "report", "audit", "params", "params_text", "AUDIT_MAX_BYTES",
+__all__ = ["dedup", "DedupResult", "Index", "QueryAnswers", "add_files", "query_files", "rate_warning",
+           "remove_documents", "report", "audit", "params", "params_text", "AUDIT_MAX_BYTES",
            "compiling", "interrupt_handler", "last_signal", "plural", "redact"]
 
 

@@ -1,33 +1,21 @@
-"""``neardup index``: build, query, inspect and compact a persistent near-duplicate index."""
+"""``neardup index``: build, query, inspect and compact a persistent near-duplicate index.
+
+This module parses the arguments, calls the public API (:mod:`neardup.api`, imported when a
+command runs: the parser starts without it) and prints; the work is :mod:`neardup.index`'s.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import List
 
 from ..config import Shingling, Similarity, Sketch
-from ..progress import plural
 from .formatting import HelpFormatter
 from .options import add_options, config_options
 
-
-class InputPath(str):
-    """A command-line input: always a path (or URL), never a text; kept as typed (``pathlib``
-    would turn ``s3://b/x`` into ``s3:/b/x``)."""
-
-    def __fspath__(self) -> str:
-        return str(self)
-
 S = argparse.SUPPRESS
-
-
-def redact(text: str) -> str:
-    from ..io.storage.fs import redact as hide  # imported when used: the parser starts without the io package
-    return hide(text)
-
 
 INDEX_HELP = "the index: a local folder, or redis://HOST:PORT/DB for one on a Redis server"
 
@@ -42,7 +30,13 @@ def register(sub) -> None:
     sub2 = p.add_subparsers(dest="index_command", metavar="ACTION",
                             help="add, query, remove, stats, verify or compact; 'neardup index ACTION --help' for each")
     sub2.required = True
+    _add_parser(sub2)
+    _query_parser(sub2)
+    _remove_parser(sub2)
+    _inspection_parsers(sub2)
 
+
+def _add_parser(sub2) -> None:
     a = sub2.add_parser("add", help="add documents (creates the index if needed)",
                         description="Add documents as they are (typically the kept/ folder of a dedup run). "
                                     "A new index records the parameters given here (defaults: those of "
@@ -70,6 +64,8 @@ def register(sub) -> None:
                         "1e-4 up to 100 segments)")
     a.set_defaults(func=run_add, config_names=names + ["verify"])
 
+
+def _query_parser(sub2) -> None:
     q = sub2.add_parser("query", help="the matches of each document in the index",
                         description="For each input document, every indexed document whose verified similarity "
                                     "is at least the threshold (id, source, similarity), most similar first. A bloom "
@@ -86,6 +82,8 @@ def register(sub) -> None:
     names = add_options(q, "threshold", given_only=True) + _io_args(q)
     q.set_defaults(func=run_query, config_names=names)
 
+
+def _remove_parser(sub2) -> None:
     r = sub2.add_parser("remove", help="remove documents by id or by source (takedowns, an expiring dump)",
                         description="Remove documents from an index: those whose id is listed in --ids FILE "
                                     "(every document of the id) and every document added under --source NAME. "
@@ -106,6 +104,9 @@ def register(sub) -> None:
                         "the index does not have is an error")
     r.set_defaults(func=run_remove)
 
+
+def _inspection_parsers(sub2) -> None:
+    """stats, verify and compact: an index and nothing else."""
     s = sub2.add_parser("stats", help="documents, segments, sources, bytes per document, parameters",
                         description="Print, as JSON, what an index holds: documents, segments, documents "
                                     "per source, bytes in all, per document and per file, and its parameters.",
@@ -147,13 +148,10 @@ def _io_args(p) -> List[str]:
 
 
 def run_add(args) -> int:
-    from .. import io as nio
-    from ..index import Index
-    from ..index.bloom import INDEX_RATE
-    nio.discover(args.inputs)  # a missing input fails before the index is touched
-    index = Index(args.index, kind=args.kind, false_positive_rate=args.false_positive_rate, **config_options(args))
-    result = index.add([InputPath(p) for p in args.inputs], name=args.name, text_column=args.text_column, id_column=args.id_column,
-                       on_error=args.on_error)
+    from ..api import add_files, plural, rate_warning
+    index, result = add_files(args.index, args.inputs, name=args.name, text_column=args.text_column,
+                              id_column=args.id_column, on_error=args.on_error, kind=args.kind,
+                              false_positive_rate=args.false_positive_rate, **config_options(args))
     stats = index.stats()
     print(f"added {result['added']} {plural(result['added'], 'document')} ({result['empty']} empty, "
           f"{result['rejected']} rejected) to {index.display} in {result['seconds']} s: {stats['documents']} "
@@ -161,90 +159,40 @@ def run_add(args) -> int:
           f"{stats['bytes_per_document']} bytes per document"
           + (f", extra false-positive rate {stats['extra_false_positive_rate']:.2e}" if stats["kind"] == "bloom" else ""),
           file=sys.stderr)
-    if stats["kind"] == "bloom" and stats["extra_false_positive_rate"] > INDEX_RATE:
-        print(f"neardup: warning: the extra false-positive rate of {index.display} is "
-              f"{stats['extra_false_positive_rate']:.2e}, above {INDEX_RATE:g}: a document with no near-duplicate "
-              f"there is removed at that rate ({stats['segments']} segments of filters at "
-              f"{stats['false_positive_rate']:.2e}); start a new index for further adds, or give it a lower "
-              f"--false-positive-rate", file=sys.stderr)
+    warning = rate_warning(stats)
+    if warning:
+        print(f"neardup: warning: {warning}", file=sys.stderr)
     return 0
 
 
 def run_query(args) -> int:
-    import pyarrow as pa
-
-    from .. import io as nio
-    from ..errors import ConfigError
-    from ..index import Index
-    from ..index.inputs import source_batches
-
-    out = args.output
-    if out is not None and not out.endswith((".jsonl", ".parquet")):
-        raise ConfigError(f"--output must end in .jsonl or .parquet, got {redact(out)!r}")
-    sources = nio.discover(args.inputs)
-    if out is not None:
-        from ..io.storage.outfile import check_output_file
-        check_output_file(out, inputs=[s.path for s in sources],
-                          inside=[i for i in args.inputs if os.path.isdir(i)], overwrite=args.overwrite)
+    from ..api import plural, query_files
     options = config_options(args)
     threshold = options.pop("threshold", None)
-    index = Index(args.index, must_exist=True, **options)
-    note = index.recall_note(threshold) if index.store != "bloom" else None  # a bloom index refuses a threshold
-    if note:
-        print(f"neardup: note: {note}", file=sys.stderr)
-
-    class Counter:
-        rejected = 0
-
-    rows = {"id": [], "source": [], "matches": []}
-    for texts, ids, source in source_batches(sources, None, args.text_column, args.id_column, args.on_error,
-                                             index.config.batch_size, Counter()):
-        for doc_id, matches in zip(ids.to_pylist(), index.query(texts, threshold=threshold)):
-            rows["id"].append(doc_id)
-            rows["source"].append(source)
-            rows["matches"].append([{"id": m.id, "source": m.source, "similarity": m.similarity} for m in matches])
-    truncated = index.truncation_note()
-    if out is None:
-        for i, s, m in zip(rows["id"], rows["source"], rows["matches"]):
-            print(json.dumps({"id": i, "source": s, "matches": m}))
-        if truncated:
-            print(f"neardup: warning: {truncated}", file=sys.stderr)
-        return 0
-    def write(tmp: str) -> None:
-        if out.endswith(".parquet"):
-            import pyarrow.parquet as pq
-            match_type = pa.list_(pa.struct([("id", pa.string()), ("source", pa.string()),
-                                             ("similarity", pa.float64())]))
-            table = pa.table({"id": pa.array(rows["id"], pa.string()), "source": pa.array(rows["source"], pa.string()),
-                              "matches": pa.array(rows["matches"], match_type)})
-            pq.write_table(table, tmp, compression="zstd")
-        else:
-            with open(tmp, "w") as f:
-                for i, s, m in zip(rows["id"], rows["source"], rows["matches"]):
-                    f.write(json.dumps({"id": i, "source": s, "matches": m}) + "\n")
-
-    from ..io.storage.outfile import publish_with
-    publish_with(out, write, overwrite=args.overwrite)
-    found = sum(1 for m in rows["matches"] if m)
-    n = len(rows["id"])
-    print(f"{found} of {n} {plural(n, 'document')} {'has' if n == 1 else 'have'} a match in {index.display}; "
-          f"wrote {out}", file=sys.stderr)
-    if truncated:
-        print(f"neardup: warning: {truncated}", file=sys.stderr)
+    answers = query_files(args.index, args.inputs, output=args.output, overwrite=args.overwrite,
+                          threshold=threshold, text_column=args.text_column, id_column=args.id_column,
+                          on_error=args.on_error, note=lambda note: print(f"neardup: note: {note}", file=sys.stderr),
+                          **options)
+    if args.output is None:
+        for record in answers.records:
+            print(json.dumps(record))
+    else:
+        n = len(answers.records)
+        print(f"{answers.found} of {n} {plural(n, 'document')} {'has' if n == 1 else 'have'} a match in "
+              f"{answers.index.display}; wrote {args.output}", file=sys.stderr)
+    if answers.truncation_note:
+        print(f"neardup: warning: {answers.truncation_note}", file=sys.stderr)
     return 0
 
 
 def run_remove(args) -> int:
+    from ..api import plural, remove_documents
     from ..errors import ConfigError
-    from ..index import Index
-    from ..index.removal import read_ids_file
     if args.ids is None and not args.source:
         raise ConfigError("index remove needs --ids FILE or --source NAME (or both)")
-    ids = read_ids_file(args.ids) if args.ids is not None else None
-    index = Index(args.index, must_exist=True)
-    r = index.remove(ids=ids, source=args.source)
+    index, r = remove_documents(args.index, ids_file=args.ids, sources=args.source)
     what = []
-    if ids is not None:
+    if args.ids is not None:
         what.append(f"{r['ids_found']} of {r['ids_given']} ids found")
     if args.source:
         what.append("source" + ("s " if len(args.source) > 1 else " ") + ", ".join(args.source))
@@ -260,14 +208,14 @@ def run_remove(args) -> int:
 
 
 def run_stats(args) -> int:
-    from ..index import Index
+    from ..api import Index
     print(json.dumps(Index(args.index, must_exist=True).stats(), indent=2))
     return 0
 
 
 def run_verify(args) -> int:
+    from ..api import Index, plural
     from ..errors import StorageError
-    from ..index import Index
     index = Index(args.index, must_exist=True)
     r = index.verify()
     for problem in r["problems"]:
@@ -283,7 +231,7 @@ def run_verify(args) -> int:
 
 
 def run_compact(args) -> int:
-    from ..index import Index
+    from ..api import Index, plural
     index = Index(args.index, must_exist=True)
     r = index.compact()
     print(f"compacted {index.display}: {r['segments_before']} {plural(r['segments_before'], 'segment')} -> "

@@ -5,8 +5,8 @@ atomically switched manifest) or on Redis (``redis://HOST:PORT/DB``), behind one
 :meth:`IndexWriter.add_arrays` are the seam for a pipeline that has hashed its documents already.
 """
 
-from .core import Index, Match, Matches
+from .core import Index, Match, Matches, open_storage
 from .manifest import PARAM_NAMES
 from .writer import IndexWriter
 
-__all__ = ["Index", "IndexWriter", "Match", "Matches", "PARAM_NAMES"]
+__all__ = ["Index", "IndexWriter", "Match", "Matches", "PARAM_NAMES", "open_storage"]

@@ -139,7 +139,7 @@ def lookup(index, keys: np.ndarray, nonempty: np.ndarray) -> np.ndarray:
     """bool[n]: documents some segment's filters answer yes for (empty documents: never)."""
     found = np.zeros(len(keys), dtype=np.bool_)
     bands = index.config.bands
-    for entry, reader in index._segments():
+    for entry, reader in index.committed_segments():
         b = entry["bloom"]
         test_filters(keys, nonempty, segment_words(entry, reader, bands, index.display), b["bits"], b["hashes"],
                      found)

@@ -1,4 +1,6 @@
-"""Compaction in bounded memory: several segments merged into one as streams.
+"""Compaction: :func:`compact` merges an index's segments into as few as the size bounds allow
+(:func:`merge_groups`) and switches the manifest; :func:`merge_group` merges several segments
+into one as streams, in bounded memory.
 
 Every file of the merged segment is written in chunks while the old segments' files are read in
 chunks, front to back: each old file twice, first to compare its CRC-32 with the manifest's (a
@@ -19,14 +21,17 @@ Removed documents (tombstones) are left out, so the merged segment has none.
 
 from __future__ import annotations
 
+import time
 import zlib
 from typing import Dict, List, Sequence
 
 import numpy as np
 
-from ..errors import StorageError
-from .removal import dead_mask
-from .segments import BLOCK_SUMS, FILE_DTYPES, STORE_FILES
+from ..errors import ConfigError, StorageError
+from . import segments as layout
+from .maintenance import committed_manifest
+from .removal import dead_mask, dead_name, live_docs
+from .segments import BLOCK_SUMS, FILE_DTYPES, STORE_FILES, new_segment_name
 from .storage import damaged, entry_files
 
 CHUNK_DOCS = 1 << 16        # documents of a per-document chunk
@@ -219,3 +224,94 @@ def merge_group(storage, group: Sequence[dict], store: str, num_perm: int, where
         raise RuntimeError(f"internal error: compaction wrote {sorted(files)}")
     return {"name": name, "docs": offset, "sources": list(counts), "source_docs": list(counts.values()),
             "files": files}
+
+
+# --------------------------------------------------------------------------- the compaction of an index
+
+def compact(index) -> dict:
+    """See :meth:`neardup.Index.compact`."""
+    t0 = time.perf_counter()
+    if index.store == "bloom":
+        raise ConfigError(f"index {index.display} is a bloom index: its filters cannot be merged without the "
+                          f"keys they were built from, so it is not compacted (a query tests each segment's "
+                          f"filters)")
+    storage = index.storage
+    with storage.writer():
+        manifest = committed_manifest(index)
+        index.check_files(manifest)
+        storage.drop_orphans(manifest, thorough=True)
+        old = manifest["segments"]
+        groups = merge_groups(old)
+        if len(groups) == len(old) and not any(e.get("dead") for e in old):
+            return {"segments_before": len(old), "segments_after": len(old), "removed": 0, "seconds": 0.0}
+        new_entries = _merged_entries(index, groups, old)
+        try:
+            storage.commit(_switch(index, old, new_entries))
+        except BaseException:
+            storage.drop_segments([e["name"] for e in new_entries if e not in old])
+            raise
+        kept = {e["name"] for e in new_entries}
+        storage.drop_segments([n for e in old for n in (e["name"], dead_name(e))
+                               if n is not None and n not in kept])
+    index.forget_manifest(segments=True)
+    return {"segments_before": len(old), "segments_after": len(new_entries),
+            "removed": sum(e["dead"]["docs"] for e in old if e.get("dead")),
+            "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def merge_groups(entries: Sequence[dict]) -> List[List[dict]]:
+    """The segments (manifest entries, in order) cut into runs of consecutive ones, each as long
+    as its live documents and bytes stay within one segment's bounds: each run becomes one segment."""
+    groups: List[List[dict]] = []
+    group: List[dict] = []
+    docs = size = 0
+    for entry in entries:
+        bytes_ = sum(f["bytes"] for f in entry["files"].values())
+        if group and (docs + live_docs(entry) > layout.MAX_SEGMENT_DOCS
+                      or size + bytes_ > layout.MAX_SEGMENT_BYTES):
+            groups.append(group)
+            group, docs, size = [], 0, 0
+        group.append(entry)
+        docs += live_docs(entry)
+        size += bytes_
+    if group:
+        groups.append(group)
+    return groups
+
+
+def _merged_entries(index, groups: Sequence[List[dict]], old: Sequence[dict]) -> List[dict]:
+    """The entries of the compacted index: a segment alone in its group and without removed
+    documents as it is, every other group merged into a new segment (one whose documents were
+    all removed is gone). On a failure the new segments written are removed."""
+    new_entries: List[dict] = []
+    try:
+        for group in groups:
+            if len(group) == 1 and not group[0].get("dead"):
+                new_entries.append(group[0])
+            elif sum(live_docs(e) for e in group):
+                entry = merge_group(index.storage, group, index.store, index.config.num_perm, index.display,
+                                    new_segment_name())
+                entry["created"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                new_entries.append(entry)
+    except BaseException:
+        index.storage.drop_segments([e["name"] for e in new_entries if e not in old])
+        raise
+    return new_entries
+
+
+def _switch(index, old: Sequence[dict], new_entries: List[dict]):
+    """The manifest update of a compaction: the merged segments in place of the old ones,
+    refused when another process changed those meanwhile."""
+    merged = [(e["name"], dead_name(e)) for e in old]
+
+    def update(current):
+        if current is None:
+            raise StorageError(f"index {index.display} vanished during compaction")
+        now = [(e["name"], dead_name(e)) for e in current["segments"]]
+        if now[:len(merged)] != merged:
+            raise StorageError(f"index {index.display} was compacted, or had documents removed, by another "
+                               f"process meanwhile; nothing was changed: compact again")
+        return dict(current, generation=current["generation"] + 1,
+                    segments=new_entries + current["segments"][len(merged):])
+
+    return update

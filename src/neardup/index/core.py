@@ -15,6 +15,8 @@ verified similarity is at least the threshold.
 
 Writes. :class:`~.writer.IndexWriter` hashes documents into segments and commits them all
 with one manifest switch when it closes without error: an add is all or nothing, whatever kills it.
+Removal is in :mod:`.removal`, compaction in :mod:`.compaction`, statistics and verification in
+:mod:`.maintenance`; :class:`Index` is the one face of all of them.
 """
 
 from __future__ import annotations
@@ -28,25 +30,25 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import pyarrow as pa
 
-from ..kernels.arrays import unique
-from ..kernels.bands import band_keys
 from ..config import Config
 from ..errors import ConfigError, StorageError
-from ..kernels.hashing import kernel_threads
 from ..io.storage import fs
 from ..io.storage.folder import Folder
+from ..kernels.arrays import unique
+from ..kernels.bands import band_keys
+from ..kernels.hashing import kernel_threads
+from ..kernels.lookup import fingerprints, key_ranges
 from ..kernels.minhash import MinHasher
 from ..kernels.verify import estimated_jaccard, exact_jaccard
 from . import bloom as bloom_tier
-from . import segments as layout
-from .manifest import check_manifest, empty_manifest, params_of, resolve
-from .compaction import merge_group
-from .removal import DEAD_FILE, dead_mask, dead_name, dead_problems, live_docs
-from ..kernels.lookup import fingerprints, key_ranges
-from .segments import (checksum, hashed_documents, new_segment_name,
-                       structure_problems)
-from .storage import FolderStorage, SegmentReader, Storage, entry_files, gather_ranges
+from . import compaction, maintenance, removal
+from .manifest import check_manifest, params_of, resolve
+from .manifest import empty_manifest as new_index_manifest
+from .removal import dead_mask, dead_name
+from .segments import hashed_documents
+from .storage import FolderStorage, SegmentReader, Storage, gather_ranges
 from .writer import IndexWriter
+
 # Candidates taken from one bucket (one band key of one segment): bounds the work a query spends
 # on boilerplate shared by huge numbers of documents; what is cut is counted and reported
 # (``Matches.truncated_buckets``, ``Index.truncation_note``). Chosen by measurement
@@ -184,7 +186,7 @@ class Index:
         self._manifest_read = now
         manifest = self.storage.read_manifest()
         if manifest is None:
-            manifest = self._empty_manifest()
+            manifest = self.empty_manifest()
         else:
             check_manifest(self.display, manifest, self.config)
         names = {s["name"] for s in manifest["segments"]}
@@ -196,7 +198,18 @@ class Index:
         self._manifest = manifest
         return manifest
 
-    def _segments(self) -> List[Tuple[dict, SegmentReader]]:
+    def forget_manifest(self, *, segments: bool = False) -> None:
+        """Says that the index has changed (this process added, removed or compacted): the next
+        lookup reads the manifest again, however recent the last read. ``segments``: also lets go
+        of the segments opened and the tombstones read (some may be gone: a compaction)."""
+        self._manifest_read = -1e18
+        if segments:
+            self._readers.clear()
+            self._dead.clear()
+
+    def committed_segments(self) -> List[Tuple[dict, SegmentReader]]:
+        """(manifest entry, reader) of each committed segment, oldest first, as of the manifest
+        last read (read again when older than ``refresh`` seconds); readers are opened once."""
         manifest = self._refresh()
         out = []
         for entry in manifest["segments"]:
@@ -207,8 +220,9 @@ class Index:
             out.append((entry, reader))
         return out
 
-    def _empty_manifest(self) -> dict:
-        return empty_manifest(self.config, self.store, self.bloom)
+    def empty_manifest(self) -> dict:
+        """The manifest of this index before its first add: its parameters, no segments."""
+        return new_index_manifest(self.config, self.store, self.bloom)
 
     @property
     def hasher(self) -> MinHasher:
@@ -358,9 +372,7 @@ class Index:
             return run()
         except StorageError:
             before = [(e["name"], dead_name(e)) for e in (self._manifest or {}).get("segments", [])]
-            self._manifest_read = -1e18
-            self._readers.clear()
-            self._dead.clear()
+            self.forget_manifest(segments=True)
             after = [(e["name"], dead_name(e)) for e in self._refresh()["segments"]]
             if after == before:
                 raise
@@ -413,7 +425,7 @@ class Index:
         if len(qkeys) == 0:
             return tuple(np.zeros(0, dt) for dt in (np.int64, np.int64, np.int64, np.float64)) + (
                 dict.fromkeys(("candidates", "truncated_buckets", "truncated_candidates"), 0),)
-        for si, (entry, reader) in enumerate(self._segments()):
+        for si, (entry, reader) in enumerate(self.committed_segments()):
             sorted_keys = reader.array("keys.u64")
             if len(sorted_keys) == 0:
                 continue
@@ -539,126 +551,22 @@ class Index:
         A bloom index keeps no ids: it removes whole sources only, by dropping the segments
         (one add's filters each) whose documents all come from them; a segment shared with a
         source not named is refused, and nothing is removed."""
-        from .removal import remove
-        result = remove(self, ids=ids, source=source)
-        self._readers.clear()
-        self._dead.clear()
-        return result
+        return removal.remove(self, ids=ids, source=source)
 
     def compact(self) -> dict:
         """Merges the segments into as few as the size bounds allow (one up to 1M documents),
         keeping the documents' order, so that every query answers exactly as before."""
-        t0 = time.perf_counter()
-        if self.store == "bloom":
-            raise ConfigError(f"index {self.display} is a bloom index: its filters cannot be merged without the "
-                              f"keys they were built from, so it is not compacted (a query tests each segment's "
-                              f"filters)")
-        with self.storage.writer():
-            manifest = self.storage.read_manifest()
-            if manifest is None:
-                raise StorageError(f"no index at {self.display}")
-            check_manifest(self.display, manifest, self.config)
-            self.check_files(manifest)
-            self.storage.drop_orphans(manifest, thorough=True)
-            old = manifest["segments"]
-            groups, group = [], []
-            docs = size = 0
-            for entry in old:
-                bytes_ = sum(f["bytes"] for f in entry["files"].values())
-                if group and (docs + live_docs(entry) > layout.MAX_SEGMENT_DOCS
-                              or size + bytes_ > layout.MAX_SEGMENT_BYTES):
-                    groups.append(group)
-                    group, docs, size = [], 0, 0
-                group.append(entry)
-                docs += live_docs(entry)
-                size += bytes_
-            if group:
-                groups.append(group)
-            if len(groups) == len(old) and not any(e.get("dead") for e in old):
-                return {"segments_before": len(old), "segments_after": len(old), "removed": 0, "seconds": 0.0}
-            new_entries = []
-            try:
-                for group in groups:
-                    if len(group) == 1 and not group[0].get("dead"):
-                        new_entries.append(group[0])
-                    elif sum(live_docs(e) for e in group):  # a group whose documents were all removed is gone
-                        entry = merge_group(self.storage, group, self.store, self.config.num_perm, self.display,
-                                            new_segment_name())
-                        entry["created"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-                        new_entries.append(entry)
-            except BaseException:
-                self.storage.drop_segments([e["name"] for e in new_entries if e not in old])
-                raise
-            merged = [(e["name"], dead_name(e)) for e in old]
+        return compaction.compact(self)
 
-            def update(current):
-                if current is None:
-                    raise StorageError(f"index {self.display} vanished during compaction")
-                now = [(e["name"], dead_name(e)) for e in current["segments"]]
-                if now[:len(merged)] != merged:
-                    raise StorageError(f"index {self.display} was compacted, or had documents removed, by another "
-                                       f"process meanwhile; nothing was changed: compact again")
-                return dict(current, generation=current["generation"] + 1,
-                            segments=new_entries + current["segments"][len(merged):])
-
-            try:
-                self.storage.commit(update)
-            except BaseException:
-                self.storage.drop_segments([e["name"] for e in new_entries if e not in old])
-                raise
-            kept = {e["name"] for e in new_entries}
-            self.storage.drop_segments([n for e in old for n in (e["name"], dead_name(e))
-                                        if n is not None and n not in kept])
-        self._readers.clear()
-        self._dead.clear()
-        self._manifest_read = -1e18
-        return {"segments_before": len(old), "segments_after": len(new_entries),
-                "removed": sum(e["dead"]["docs"] for e in old if e.get("dead")),
-                "seconds": round(time.perf_counter() - t0, 3)}
-
+    # ------------------------------------------------------------------ inspection
     def stats(self) -> dict:
         """Documents, segments, documents per source, bytes (total, per document, per file), parameters."""
-        manifest = self.storage.read_manifest()
-        if manifest is None:
-            raise StorageError(f"no index at {self.display}")
-        check_manifest(self.display, manifest, self.config)
-        docs = sum(live_docs(s) for s in manifest["segments"])
-        per_source: Dict[str, int] = {}
-        per_file: Dict[str, int] = {}
-        for s in manifest["segments"]:
-            dead = s["dead"]["source_docs"] if s.get("dead") else [0] * len(s["sources"])
-            for name, count, gone in zip(s["sources"], s["source_docs"], dead):
-                per_source[name] = per_source.get(name, 0) + count - gone
-            files = list(s["files"].items()) + (list(s["dead"]["files"].items()) if s.get("dead") else [])
-            for f, info in files:
-                per_file[f] = per_file.get(f, 0) + info["bytes"]
-        total = sum(per_file.values())
-        out = {"location": self.display, "documents": docs, "segments": len(manifest["segments"]),
-               "removed": sum(s["docs"] for s in manifest["segments"]) - docs,
-               "sources": per_source, "bytes": total,
-               "bytes_per_document": round(total / docs, 1) if docs else None,
-               "bytes_per_document_by_file": {f: round(b / docs, 1) for f, b in sorted(per_file.items())} if docs else {},
-               "store": manifest["store"], "params": manifest["params"], "generation": manifest["generation"]}
-        if manifest["store"] == "bloom":
-            out["kind"] = "bloom"
-            out["false_positive_rate"] = manifest["bloom"]["false_positive_rate"]
-            out["extra_false_positive_rate"] = bloom_tier.index_rate(manifest)
-        else:
-            out["kind"] = "exact"
-        return out
+        return maintenance.stats(self)
 
     def check_files(self, manifest: dict) -> None:
         """Refuses an index one of whose segment files is missing or of another size than its
         manifest says (cheap: sizes only; see :meth:`verify` for the contents)."""
-        for entry in manifest["segments"]:
-            for part in [entry] + ([entry["dead"]] if entry.get("dead") else []):
-                sizes = self.storage.file_sizes(part)
-                for file, info in entry_files(part, self.display).items():
-                    if sizes[file] is None:
-                        raise StorageError(f"corrupt index {self.display}: segment {part['name']} has lost its file {file}")
-                    if sizes[file] != info["bytes"]:
-                        raise StorageError(f"corrupt index {self.display}: segment {part['name']} file {file} has "
-                                           f"{sizes[file]} bytes, the manifest says {info['bytes']}")
+        maintenance.check_files(self, manifest)
 
     def verify(self) -> dict:
         """Reads every file of every segment and checks it: present, of the size and CRC-32
@@ -666,58 +574,7 @@ class Index:
         Returns ``{"segments", "documents", "bytes", "problems"}``: one line per problem, each
         naming the segment and the file; no problems means the index is sound. A damaged
         manifest is a :class:`~neardup.errors.StorageError` (nothing else can be read)."""
-        manifest = self.storage.read_manifest()
-        if manifest is None:
-            raise StorageError(f"no index at {self.display}")
-        check_manifest(self.display, manifest, self.config)
-        problems: List[str] = []
-        checked = 0
-        for entry in manifest["segments"]:
-            for part in [entry] + ([entry["dead"]] if entry.get("dead") else []):
-                name = part["name"]
-                try:
-                    files = entry_files(part, self.display)
-                    sizes = self.storage.file_sizes(part)
-                except StorageError as exc:
-                    problems.append(f"segment {name}: {exc}")
-                    continue
-                arrays = {}
-                for file, info in files.items():
-                    if sizes.get(file) is None:
-                        problems.append(f"segment {name} file {file}: missing")
-                        continue
-                    if sizes[file] != info["bytes"]:
-                        problems.append(f"segment {name} file {file}: {sizes[file]} bytes, the manifest says {info['bytes']}")
-                        continue
-                    raw = self.storage.read_file(part, file)
-                    if raw is None:
-                        problems.append(f"segment {name} file {file}: missing")
-                        continue
-                    checked += info["bytes"]
-                    got = checksum(raw)
-                    if info.get("crc32") is not None and got != info["crc32"]:
-                        problems.append(f"segment {name} file {file}: does not match its checksum (crc32 {got:08x}, "
-                                        f"the manifest says {info['crc32']:08x})")
-                        continue
-                    itemsize = np.dtype(layout.FILE_DTYPES[file]).itemsize
-                    if info["bytes"] % itemsize:
-                        problems.append(f"segment {name} file {file}: {info['bytes']} bytes, not whole values of "
-                                        f"{itemsize} bytes")
-                        continue
-                    arrays[file] = np.asarray(raw).view(np.uint8).view(layout.FILE_DTYPES[file])
-                if len(arrays) < len(files):
-                    continue
-                if part is entry:
-                    problems.extend(bloom_tier.structure_problems(entry, arrays, self.config.bands)
-                                    if self.store == "bloom" else
-                                    structure_problems(entry, arrays, self.store, self.config.bands,
-                                                       self.config.num_perm))
-                elif DEAD_FILE not in arrays:
-                    problems.append(f"segment {entry['name']} tombstone {name}: the manifest lists no file {DEAD_FILE}")
-                else:
-                    problems.extend(dead_problems(entry, arrays[DEAD_FILE]))
-        return {"segments": len(manifest["segments"]), "documents": sum(live_docs(s) for s in manifest["segments"]),
-                "bytes": checked, "problems": problems}
+        return maintenance.verify(self)
 
     def close(self) -> None:
         self._readers.clear()

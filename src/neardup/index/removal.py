@@ -232,7 +232,7 @@ def remove(index, ids: Optional[Iterable[str]] = None, source=None) -> dict:
         else:
             raise StorageError(f"index {index.display} kept changing under the removal ({ATTEMPTS} attempts); "
                                f"nothing was removed: try again")
-    index._manifest_read = -1e18
+    index.forget_manifest(segments=True)
     return {"removed": int(sum(len(p) for p in todo.values())),
             "ids_given": 0 if id_arr is None else len(id_arr),
             "ids_found": found,
@@ -325,6 +325,6 @@ def _remove_bloom_segments(index, sources: Sequence[str]) -> dict:
         else:
             raise StorageError(f"index {index.display} kept changing under the removal ({ATTEMPTS} attempts); "
                                f"nothing was removed: try again")
-    index._manifest_read = -1e18
+    index.forget_manifest(segments=True)
     return {"removed": removed, "ids_given": 0, "ids_found": 0, "segments": len(drop),
             "seconds": round(time.perf_counter() - t0, 3)}

@@ -25,19 +25,19 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import json
 import os
 import re
 import stat
 import zlib
-from typing import Callable, Dict, Iterable, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
 from ..errors import StorageError
-from ..io.storage.fs import redact
+from ..io.storage.folder import Folder
+from ..io.storage.paths import redact
 from .removal import object_names
 from .segments import BLOCK_BYTES, BLOCK_SUMS, FILE_DTYPES, checksum, with_block_sums
 
@@ -172,24 +172,10 @@ def reason(exc: OSError) -> str:
     return f"{text} ({code})" if code else text
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_file(path: str, data) -> None:
-    with open(path, "wb") as f:
-        f.write(memoryview(np.ascontiguousarray(data)).cast("B"))
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def _remove_segment_folder(folder: str) -> None:
     """Removes a segment's own files, then the folder if nothing else is left in it (a file put
-    there by someone else stays, and so does the folder)."""
+    there by someone else stays, and so does the folder): file by file with ``os``, where
+    :meth:`Folder.remove` would take the whole tree."""
     for file in FILE_DTYPES:
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             os.remove(os.path.join(folder, file))
@@ -209,7 +195,9 @@ class FolderSegment(SegmentReader):
     the data from under a reader (the maps keep the files alive until the reader lets go).
     Each file's size is checked here, its CRC-32 when it is first used (once per process); a file
     checked by blocks (:data:`.segments.BLOCK_SUMS`) that is read by ranges has only the blocks
-    it reads checked, each once per process."""
+    it reads checked, each once per process. The files are opened with ``os`` calls, not through
+    :meth:`Folder.map_array`: the size, device, inode and times of the very file mapped are what
+    says that a file was checked before."""
 
     def __init__(self, folder: str, entry: dict, where: str):
         self.folder = folder
@@ -336,9 +324,10 @@ class FolderStorage(Storage):
     ``segments/NAME``; the manifest is written to ``manifest.json.tmp``, fsynced and renamed over
     ``manifest.json`` (then the folder is fsynced). Rename is atomic on POSIX file systems, so a
     reader or a crash sees the old manifest or the new one, never a mix; a segment no manifest
-    names is invisible and removed by the next writer. Writers take an exclusive ``flock`` on
-    ``.lock`` for the whole add or compaction; readers take no lock. The lock file is never
-    removed (a writer waiting on it must lock the file the next one will find).
+    names is invisible and removed by the next writer. Writers hold the folder's lock
+    (:meth:`Folder.lock` on ``.lock``, waiting for the writer before) for the whole add, removal
+    or compaction; readers take no lock. The lock file is never removed (a writer waiting on it
+    must lock the file the next one will find).
 
     Ownership: a folder is written only when it is new, empty (nothing but this index's own
     lock, temporaries and an empty ``segments/``) or holds a manifest. The first add writes an
@@ -349,6 +338,7 @@ class FolderStorage(Storage):
 
     def __init__(self, path: str):
         self.path = path
+        self.folder = Folder.of(path)
         self.location = redact(path)
 
     # reading
@@ -356,8 +346,7 @@ class FolderStorage(Storage):
         if self._state() != "index":
             return None
         try:
-            with open(os.path.join(self.path, MANIFEST), "rb") as f:
-                raw = f.read()
+            raw = self.folder.read_bytes(MANIFEST)
         except FileNotFoundError:  # a failed first add took it back meanwhile
             return None if self._state() != "index" else self.read_manifest()
         except OSError as exc:
@@ -369,7 +358,7 @@ class FolderStorage(Storage):
         anything else is refused with what was found there."""
         where = self.location
         try:
-            st = os.stat(self.path)
+            st = os.stat(self.folder.path)  # os: its errors say what the path is instead of a folder
         except FileNotFoundError:
             return "missing"
         except OSError as exc:
@@ -378,10 +367,10 @@ class FolderStorage(Storage):
         if not stat.S_ISDIR(st.st_mode):
             raise StorageError(f"{where} is not a neardup index (it is a file, not a folder)")
         try:
-            if os.path.lexists(os.path.join(self.path, MANIFEST)):
+            if os.path.lexists(self.folder.join(MANIFEST)):  # even a broken link: not ours to replace
                 return "index"
-            entries = os.listdir(self.path)
-            segs = os.listdir(os.path.join(self.path, SEGMENTS)) if SEGMENTS in entries else []
+            entries = self.folder.names()
+            segs = self._segment_names()
         except OSError as exc:
             raise StorageError(f"cannot read index {where}: {reason(exc)}") from None
         foreign = sorted(set(entries) - {LOCK, SEGMENTS, MANIFEST_TMP})
@@ -398,20 +387,27 @@ class FolderStorage(Storage):
                                f"({', '.join(shown[:3])}{more}); nothing was changed (give a new or empty folder)")
         return "empty"
 
-    def open_segment(self, entry: dict) -> SegmentReader:
-        return FolderSegment(self._segment_folder(entry["name"]), entry, self.location)
+    def _segment_names(self) -> List[str]:
+        """The entries of ``segments/``: none when it is not there; a ``segments`` that is no
+        folder is an OSError, as for any listing."""
+        if self.folder.exists(SEGMENTS) and not self.folder.is_dir(SEGMENTS):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), self.folder.join(SEGMENTS))
+        return self.folder.names(SEGMENTS)
 
-    def _segment_folder(self, name: str) -> str:
+    def open_segment(self, entry: dict) -> SegmentReader:
+        return FolderSegment(self._segment_folder(entry["name"]).path, entry, self.location)
+
+    def _segment_folder(self, name: str) -> Folder:
         if not isinstance(name, str) or not SEGMENT_NAME.match(name):
             raise StorageError(f"corrupt index {self.location}: the manifest names a segment {name!r}")
-        return os.path.join(self.path, SEGMENTS, name)
+        return self.folder.child(SEGMENTS, name)
 
     def file_sizes(self, entry: dict) -> Dict[str, Optional[int]]:
         folder = self._segment_folder(entry["name"])
         out: Dict[str, Optional[int]] = {}
         for file in entry_files(entry, self.location):
-            try:
-                out[file] = os.stat(os.path.join(folder, file)).st_size
+            try:  # os: a missing file (None) is not one that cannot be read (an error)
+                out[file] = os.stat(folder.join(file)).st_size
             except FileNotFoundError:
                 out[file] = None
             except OSError as exc:
@@ -420,13 +416,9 @@ class FolderStorage(Storage):
         return out
 
     def read_file(self, entry: dict, file: str) -> Optional[np.ndarray]:
-        path = os.path.join(self._segment_folder(entry["name"]), file)
+        folder = self._segment_folder(entry["name"])
         try:
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size == 0:
-                    return np.zeros(0, FILE_DTYPES[file])
-                return np.memmap(f, dtype=np.uint8, mode="r")
+            return folder.map_array(file, np.uint8)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -439,74 +431,65 @@ class FolderStorage(Storage):
         """Exclusive write access. ``initial``: the manifest a new index starts with (written
         before any segment, and taken back if the add fails); None: the index must exist."""
         self._state()  # refuses a file or a foreign folder before anything is created
-        try:
-            os.makedirs(self.path, exist_ok=True)
-            fd = os.open(os.path.join(self.path, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise StorageError(f"cannot write index {self.location}: {reason(exc)}") from None
-        claimed = False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            if self._state() != "index" and initial is not None:
-                claimed = True
-                self.commit(lambda current: initial if current is None else current, crash_points=False)
-            yield self
-        except BaseException:
-            if claimed:
-                self._unclaim()
-            raise
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(self.folder.lock(LOCK, wait=True))
+            except OSError as exc:
+                raise StorageError(f"cannot write index {self.location}: {reason(exc)}") from None
+            claimed = False
+            try:
+                if self._state() != "index" and initial is not None:
+                    claimed = True
+                    self.commit(lambda current: initial if current is None else current, crash_points=False)
+                yield self
+            except BaseException:
+                if claimed:
+                    self._unclaim()
+                raise
 
     def _unclaim(self) -> None:
         """After a failed first add: takes back the empty manifest (so the folder is no index
         again), if nothing was committed and no segment is left; the lock file stays."""
         with contextlib.suppress(OSError, StorageError):
             manifest = self.read_manifest()
-            seg_dir = os.path.join(self.path, SEGMENTS)
-            left = [e for e in os.listdir(seg_dir) if not e.startswith(TMP_PREFIX)] if os.path.isdir(seg_dir) else []
+            left = [e for e in self.folder.names(SEGMENTS) if not e.startswith(TMP_PREFIX)]
             if manifest is not None and not manifest.get("segments") and not left:
-                os.remove(os.path.join(self.path, MANIFEST))
-                for leftover in (os.path.join(self.path, MANIFEST_TMP), seg_dir):
-                    with contextlib.suppress(OSError):
-                        (os.rmdir if leftover == seg_dir else os.remove)(leftover)
-                _fsync_dir(self.path)
+                os.remove(self.folder.join(MANIFEST))
+                with contextlib.suppress(OSError):
+                    os.remove(self.folder.join(MANIFEST_TMP))
+                with contextlib.suppress(OSError):
+                    os.rmdir(self.folder.join(SEGMENTS))  # only when empty: a .tmp- segment stays
+                self.folder.sync()
 
     def write_segment(self, name: str, arrays) -> Dict[str, dict]:
-        base = os.path.join(self.path, SEGMENTS)
-        tmp = os.path.join(base, TMP_PREFIX + name)
-        final = os.path.join(base, name)
-        files = {}
-        handles = {}
+        """Writes the files into ``segments/.tmp-NAME``, each fsynced, then renames the folder
+        ``segments/NAME`` (both folders fsynced): a segment is there whole or not at all."""
+        base = self.folder.child(SEGMENTS)
+        tmp = base.child(TMP_PREFIX + name)
+        files: Dict[str, dict] = {}
         try:
-            os.makedirs(tmp)
-            try:
+            base.makedirs(TMP_PREFIX + name)
+            with contextlib.ExitStack() as open_files:  # each file fsynced and closed as the block ends
+                handles = {}
                 for file, data in chunks_of(arrays):
                     f = handles.get(file)
                     if f is None:
-                        f = handles[file] = open(os.path.join(tmp, file), "wb")
+                        f = handles[file] = open_files.enter_context(tmp.durable_write(file))
                         files[file] = {"bytes": 0, "crc32": 0}
                     view = memoryview(np.ascontiguousarray(data)).cast("B")
                     f.write(view)
                     files[file]["bytes"] += view.nbytes
                     files[file]["crc32"] = zlib.crc32(view, files[file]["crc32"])
-                for f in handles.values():
-                    f.flush()
-                    os.fsync(f.fileno())
-            finally:
-                for f in handles.values():
-                    f.close()
-            _fsync_dir(tmp)
+            tmp.sync()
             crash_point("segment_written")
-            os.rename(tmp, final)
-            _fsync_dir(base)
+            base.move_in(tmp.path, name)
+            base.sync()
         except OSError as exc:
-            _remove_segment_folder(tmp)
-            _remove_segment_folder(final)
+            _remove_segment_folder(tmp.path)
+            _remove_segment_folder(base.join(name))
             raise StorageError(f"cannot write index {self.location}: {reason(exc)}") from None
         except BaseException:  # a failure of what produced the chunks (a damaged file read by a compaction)
-            _remove_segment_folder(tmp)
+            _remove_segment_folder(tmp.path)
             raise
         return files
 
@@ -514,19 +497,18 @@ class FolderStorage(Storage):
         """``crash_points=False``: the empty manifest of a first add, which the crash tests'
         points (``before_manifest_switch`` ...) are not about."""
         new = update(self.read_manifest())
-        mpath = os.path.join(self.path, MANIFEST)
-        tmp = os.path.join(self.path, MANIFEST_TMP)
         try:
-            _write_file(tmp, np.frombuffer(manifest_bytes(new), dtype=np.uint8))
+            with self.folder.durable_write(MANIFEST_TMP) as f:
+                f.write(manifest_bytes(new))
             if crash_points:
                 crash_point("before_manifest_switch")
-            os.replace(tmp, mpath)
+            self.folder.move_in(self.folder.join(MANIFEST_TMP), MANIFEST)
         except OSError as exc:
             with contextlib.suppress(OSError):
-                os.remove(tmp)
+                os.remove(self.folder.join(MANIFEST_TMP))
             raise StorageError(f"cannot write index {self.location}: {reason(exc)}") from None
         try:
-            _fsync_dir(self.path)
+            self.folder.sync()
         except OSError as exc:  # switched, but perhaps not yet durable: say so, keep the segments
             raise StorageError(f"index {self.location}: the new manifest is in place but the folder could not "
                                f"be synced ({reason(exc)})") from None
@@ -537,25 +519,22 @@ class FolderStorage(Storage):
     def drop_segments(self, names: Iterable[str]) -> None:
         for name in names:
             if isinstance(name, str) and SEGMENT_NAME.match(name):
-                _remove_segment_folder(os.path.join(self.path, SEGMENTS, name))
+                _remove_segment_folder(self.folder.join(SEGMENTS, name))
 
     def drop_orphans(self, manifest: Optional[dict], thorough: bool = False) -> None:
         """Removes the segment folders no manifest names (left by a crash) and a left-over
         ``manifest.json.tmp``; call inside writer(). Only names this index makes are touched."""
-        base = os.path.join(self.path, SEGMENTS)
         named = object_names(manifest)
         try:
-            entries = os.listdir(base)
-        except FileNotFoundError:
-            return
+            entries = self._segment_names()
         except OSError as exc:
             raise StorageError(f"cannot read index {self.location}: {reason(exc)}") from None
         for entry in entries:
             bare = entry[len(TMP_PREFIX):] if entry.startswith(TMP_PREFIX) else entry
             if SEGMENT_NAME.match(bare) and entry not in named:
-                _remove_segment_folder(os.path.join(base, entry))
+                _remove_segment_folder(self.folder.join(SEGMENTS, entry))
         with contextlib.suppress(OSError):
-            os.remove(os.path.join(self.path, MANIFEST_TMP))
+            os.remove(self.folder.join(MANIFEST_TMP))
 
 
 # Failure injection for the crash tests, which set it in the process they kill (see tests/index_corpus.py)

@@ -41,7 +41,7 @@ class IndexWriter:
     def __enter__(self):
         # a new folder index gets its (empty) manifest before any segment: segments without
         # a manifest are then always a lost manifest, never a first add that was killed
-        self._lock = self.storage.writer(initial=self.index._empty_manifest())
+        self._lock = self.storage.writer(initial=self.index.empty_manifest())
         self._lock.__enter__()
         try:
             manifest = self.storage.read_manifest()
@@ -152,7 +152,7 @@ class IndexWriter:
 
         def update(current):
             if current is None:
-                current = index._empty_manifest()
+                current = index.empty_manifest()
             else:
                 check_manifest(index.display, current, self.config)
             return dict(current, generation=current["generation"] + 1, segments=current["segments"] + entries)
@@ -163,7 +163,7 @@ class IndexWriter:
             except BaseException:
                 self.abort()
                 raise
-            index._manifest_read = -1e18
+            index.forget_manifest()
         self.result = {"added": self.added, "empty": self.empty, "rejected": self.rejected,
                        "segments": len(entries), "seconds": round(time.perf_counter() - self._t0, 3)}
         self.entries = []

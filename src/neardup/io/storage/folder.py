@@ -157,6 +157,24 @@ class Folder:
     def read_bytes(self, name: str) -> bytes:
         return self._files.read_bytes(self.join(name))
 
+    def durable_write(self, name: str):
+        """A context giving the binary file ``name`` written in place, flushed and fsynced to
+        disk when the block ends without an exception (:meth:`.local.LocalFiles.durable_write`).
+        Not atomic: for a file that takes its final name by :meth:`move_in` once complete (an
+        index's segments and manifest); :meth:`atomic_write` is the usual way. A local folder only."""
+        self._local_only("a durable write")
+        return self._files.durable_write(self.join(name))
+
+    def sync(self, sub: Optional[str] = None) -> None:
+        """Makes the entries of this folder (or of its subfolder ``sub``) durable: an fsync of the
+        folder, after files were made, renamed or removed in it. A local folder only."""
+        self._local_only("a sync")
+        self._files.sync_folder(self.join(sub) if sub else self.path)
+
+    def _local_only(self, what: str) -> None:
+        if self._files.is_remote:
+            raise NotImplementedError(f"{self}: {what} is for a local folder")
+
     def open_input(self, name: str):
         return self._files.open_input(self.join(name))
 

@@ -147,6 +147,28 @@ class LocalFiles:
         with self.open_input(path) as f:
             return f.read()
 
+    @contextlib.contextmanager
+    def durable_write(self, path: str) -> Iterator[IO[bytes]]:
+        """A binary file written in place at ``path`` (created, or emptied), flushed and fsynced
+        when the block ends without an exception, closed either way. Not atomic: for a file that
+        is renamed once complete (a new index segment's, its manifest's temporary)."""
+        f = open(local_path(path), "wb")
+        try:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        finally:
+            f.close()
+
+    def sync_folder(self, path: str) -> None:
+        """Makes the entries of the folder ``path`` durable (an fsync of the folder itself), after
+        files were made, renamed or removed in it."""
+        fd = os.open(local_path(path), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
     def read_ranges(self, path: str, starts: List[int], ends: List[int]) -> List[bytes]:
         out = []
         with open(local_path(path), "rb") as f:
