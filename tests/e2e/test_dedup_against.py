@@ -138,3 +138,33 @@ def test_any_threshold_against_an_index_its_bands_and_rows_with_the_runs_thresho
     # at or above the threshold the index was built for: no note
     code = main(["dedup", b, "-o", str(tmp_path / "B9"), "--against", idx, "--threshold", "0.9"])
     assert code == 0 and "recall against it falls" not in capsys.readouterr().err
+
+
+def test_stats_json_is_written_once_per_run_even_with_update_index(tmp_path, dumps, monkeypatch):
+    """stats.json says a result is complete: a run writes it once, last, after --update-index has
+    added its kept documents (its record of that inside), and the staging folder is gone. Guard:
+    writing it before the index update (and again after) fails here."""
+    from neardup.io.storage import local
+
+    written = []
+    atomic_write = local.LocalFiles.atomic_write
+
+    def spy(self, path):
+        written.append(str(path))
+        return atomic_write(self, path)
+
+    a, b = str(dumps / "a.jsonl"), str(dumps / "b.jsonl")
+    assert main(["dedup", a, "-o", str(tmp_path / "A"), "--quiet"]) == 0
+    assert main(["index", "add", str(tmp_path / "idx"), str(tmp_path / "A" / "kept")]) == 0
+    monkeypatch.setattr(local.LocalFiles, "atomic_write", spy)
+    for options in ([], ["--update-index"]):
+        written.clear()
+        out = tmp_path / f"B{len(options)}"
+        assert main(["dedup", b, "-o", str(out), "--against", str(tmp_path / "idx"), "--quiet", *options]) == 0
+        stats_writes = [p for p in written if p.endswith("stats.json")]
+        assert len(stats_writes) == 1, stats_writes
+        assert written[-1] == stats_writes[0]  # the last file the run writes
+        stats = json.loads((out / "stats.json").read_text())
+        assert ("index_update" in stats) == bool(options)
+        assert not (out / ".neardup-staging").exists()
+    assert stats["index_update"]["added"] == stats["counts"]["kept"] > 0
