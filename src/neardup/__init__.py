@@ -25,7 +25,7 @@ def kernels_cached() -> bool:
 from .config import Config  # noqa: E402
 from .errors import ConfigError, InputError, NeardupError, StorageError  # noqa: E402
 from .kernels.minhash import MinHasher  # noqa: E402
-from .kernels.params import (candidate_probability, choose_params, false_negative_area,  # noqa: E402
+from .config.params import (candidate_probability, choose_params, false_negative_area,  # noqa: E402
                      false_positive_area, midpoint)
 
 

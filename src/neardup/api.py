@@ -172,30 +172,14 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
     options.update(threshold=threshold, num_perm=num_perm, bands=bands, rows=rows, verify=verify, keep=keep,
                    text_column=text_column, id_column=id_column, on_error=on_error, engine=engine)
     kind, tables = (None, None) if paths else in_memory(source)
-    if id_column == "":  # positions, even where the input has ids of its own
-        options["id_column"] = None
-    elif kind is not None and id_column is None:
-        # the rule of every input (nio.choose_id_column): an `id` column in every table, else a
-        # DataFrame's index (and a list's positions)
-        if all("id" in t.column_names for t in tables.values()):
-            options.update(id_column="id", id_column_auto=True)
-        elif kind in ("pandas", "texts"):
-            options["id_column"] = INDEX_ID_COLUMN
-    config = Config(**options).resolved()
+    config = Config(**_id_options(options, id_column, kind, tables)).resolved()
+    inputs: Sequence[str] = ()
     if kind is not None:
         if sum(t.num_rows for t in tables.values()) == 0:
             return _empty_result(kind, source, config)
         sources = [nio.table_source(t, name=name) for name, t in tables.items()]
     else:
-        if isinstance(source, (str, os.PathLike)):
-            inputs = [os.fspath(source)]
-        elif isinstance(source, (list, tuple)) and all(isinstance(s, (str, os.PathLike)) for s in source):
-            inputs = [os.fspath(s) for s in source]
-        else:
-            raise ConfigError(f"source must be a path, a list of paths or texts, a pyarrow Table, a pandas "
-                              f"DataFrame or a datasets.Dataset / DatasetDict; got {type(source).__name__}")
-        if not inputs:
-            raise ConfigError("no input given")
+        inputs = _paths_of(source)
         sources = nio.discover(inputs, input_format=config.input_format, follow_symlinks=config.follow_symlinks)
         chosen, auto = nio.choose_id_column(sources, id_column)
         if auto:
@@ -205,8 +189,7 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
         output = tempfile.mkdtemp(prefix="neardup-")
     try:
         stats = run(config, sources, output, work_dir=work_dir, resume=resume, quiet=quiet, keep_work=keep_work,
-                    overwrite=overwrite or temporary, report=not (temporary and kind is not None),
-                    inputs=inputs if kind is None else ())
+                    overwrite=overwrite or temporary, report=not (temporary and kind is not None), inputs=inputs)
         result = _result(kind, tables, source, stats, output)
     finally:
         if temporary and kind is not None:
@@ -215,6 +198,35 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
     if temporary and kind is not None:
         result.output = None
     return result
+
+
+def _id_options(options: dict, id_column: Optional[str], kind: Optional[str], tables) -> dict:
+    """``options`` with the id column of an in-memory input by the rule of every input
+    (:func:`neardup.io.choose_id_column`): an ``id`` column in every table, else a DataFrame's
+    index (and a list's positions); ``id_column=""`` asks for positions whatever the input has.
+    Paths choose theirs once discovered."""
+    if id_column == "":
+        return {**options, "id_column": None}
+    if kind is not None and id_column is None:
+        if all("id" in t.column_names for t in tables.values()):
+            return {**options, "id_column": "id", "id_column_auto": True}
+        if kind in ("pandas", "texts"):
+            return {**options, "id_column": INDEX_ID_COLUMN}
+    return options
+
+
+def _paths_of(source) -> list:
+    """The input paths of ``source``: a path, or a list of them; anything else is refused."""
+    if isinstance(source, (str, os.PathLike)):
+        inputs = [os.fspath(source)]
+    elif isinstance(source, (list, tuple)) and all(isinstance(s, (str, os.PathLike)) for s in source):
+        inputs = [os.fspath(s) for s in source]
+    else:
+        raise ConfigError(f"source must be a path, a list of paths or texts, a pyarrow Table, a pandas "
+                          f"DataFrame or a datasets.Dataset / DatasetDict; got {type(source).__name__}")
+    if not inputs:
+        raise ConfigError("no input given")
+    return inputs
 
 
 @functools.wraps(run_dedup)

@@ -108,7 +108,7 @@ def test_any_threshold_against_an_index_its_bands_and_rows_with_the_runs_thresho
     the index is searched with its own bands and rows and verified at 0.7, so exactly the
     documents a query at 0.7 finds are removed against it; the summary says in one line that
     recall falls, with P(candidate) at 0.7; --update-index adds keys of the index's banding."""
-    from neardup.kernels.params import candidate_probability
+    from neardup.config.params import candidate_probability
     a, b = str(dumps / "a.jsonl"), str(dumps / "b.jsonl")
     idx = str(tmp_path / "idx")
     neardup.dedup(a, output=str(tmp_path / "A"))

@@ -125,7 +125,7 @@ def test_the_cache_folder_is_per_source_and_numba_version(tmp_path):
         f.write("\n# an edit\n")
     assert cache_dir(b) != first
     second = cache_dir(b)
-    with open(b / "neardup" / "config.py", "a") as f:  # the declarations the kernels read count too
+    with open(b / "neardup" / "config" / "options.py", "a") as f:  # the declarations the kernels read count too
         f.write("\n# an edit\n")
     assert cache_dir(b) not in (first, second)
     home = cache_dir(a, HOME=str(tmp_path / "home"), NUMBA_CACHE_DIR="")

@@ -19,7 +19,7 @@ import pytest
 
 from neardup.kernels.bands import band_keys
 from neardup.kernels.minhash import MinHasher
-from neardup.kernels.params import candidate_probability
+from neardup.config.params import candidate_probability
 from neardup.kernels.verify import estimated_jaccard, exact_jaccard
 
 K = 128

@@ -381,7 +381,7 @@ class Index:
     def candidate_probability(self, threshold: Optional[float] = None) -> float:
         """P(candidate) of a pair at ``threshold`` (default: the config's) with this index's bands
         and rows: 1 - (1 - s^r)^b."""
-        from ..kernels.params import candidate_probability
+        from ..config.params import candidate_probability
         return float(candidate_probability(self._threshold(threshold), self.config.bands, self.config.rows))
 
     def recall_note(self, threshold: Optional[float] = None) -> Optional[str]:

@@ -7,9 +7,9 @@ import os
 from typing import Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import ConfigError
+from ..io.columns import positional_ids
 
 
 def documents(data, ids, name, text_column, id_column, on_error, batch_size, writer) -> Iterator[tuple]:
@@ -57,11 +57,6 @@ def source_batches(sources, name, text_column, id_column, on_error, batch_size, 
                 continue
             if batch.ids is not None:
                 batch_ids = batch.ids.cast(pa.string())
-            elif src.format in ("text",):
-                batch_ids = pa.array([src.relpath] * len(batch.rows), pa.string())
-            else:  # as neardup dedup names them (stages.layout.document_ids): PATH:LINE (from 1) for
-                # JSONL, PATH:ROW (from 0) otherwise, PATH below the inputs' longest common folder
-                rows = batch.rows + 1 if src.format == "jsonl" else batch.rows
-                path = src.name if src.format == "table" else src.relpath
-                batch_ids = pc.binary_join_element_wise(path + ":", pa.array(rows).cast(pa.string()), "")
+            else:  # as neardup dedup names them
+                batch_ids = positional_ids(src, batch.rows)
             yield batch.text, batch_ids, name or src.name

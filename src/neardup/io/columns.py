@@ -1,10 +1,15 @@
 """Which columns to read: the text column (of several names, the first that a source has:
 :func:`text_column_of`), and the id column by the one rule of every command and of the API
-(:func:`choose_id_column`)."""
+(:func:`choose_id_column`); a document's id by position when the input has none
+(:func:`positional_ids`)."""
 
 from __future__ import annotations
 
 from typing import List, Optional, Tuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import ConfigError
 from .formats import field_names
@@ -52,3 +57,19 @@ def choose_id_column(sources, id_column: Optional[str]) -> Tuple[Optional[str], 
     if every_record_has_an_id(sources):
         return "id", True
     return None, False
+
+
+def positional_ids(src: Source, rows: np.ndarray) -> pa.Array:
+    """The ids of documents of ``src`` at ``rows`` when ids come from positions (the one rule of
+    ``neardup dedup`` and of the index): the path of a text file, ``PATH:LINE`` for JSONL (lines
+    counted from 1, as in an editor and in neardup's messages) or ``PATH:ROW`` for Parquet, CSV
+    and tables (rows counted from 0, as in pyarrow and pandas). PATH is the file's path below the
+    root of kept/ (``Source.relpath``: relative to the inputs' longest common folder), so an id
+    does not depend on how the path was typed and names the same file as kept/ does; a table's
+    is its name."""
+    rows = np.asarray(rows, dtype=np.int64)
+    path = src.name if src.format == "table" else src.relpath
+    if src.format == "text":
+        return pa.array([path] * len(rows), pa.string())
+    numbers = pa.array(rows + 1 if src.format == "jsonl" else rows).cast(pa.string())
+    return pc.binary_join_element_wise(path + ":", numbers, "").cast(pa.string())

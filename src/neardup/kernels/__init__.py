@@ -11,7 +11,6 @@ a plain twin that the tests hold it to. A new kernel goes here, in the module of
     verify       estimated and exact Jaccard of candidate pairs
     components   connected components without chains, and the representative of a cluster
     eliasfano    the lossless code of a document's shingle fingerprints
-    params       the LSH S-curve and the choice of bands and rows
     lines        lines, blank lines, JSON depth and CSV quotes in a block of bytes
     jsonl        the compiled JSON Lines reader
     ranges       grouping ranges of a file read back
@@ -19,5 +18,5 @@ a plain twin that the tests hold it to. A new kernel goes here, in the module of
     sampling     the audit's auxiliary sketch and pair sampling
 
 Nothing here reads a file, knows a stage or an engine, or prints. The numba cache is keyed on
-these sources alone (:func:`.compile.cache_dir`).
+these sources and the options they read (:mod:`neardup.config`) alone (:func:`.compile.cache_dir`).
 """

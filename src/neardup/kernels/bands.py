@@ -2,7 +2,7 @@
 
 A signature of k values is cut into b bands of r consecutive values; each band is hashed to
 one 64-bit key (seeded, band index mixed in). Two documents are a candidate pair iff they
-share the key of at least one band (see :mod:`neardup.kernels.params` for the probability).
+share the key of at least one band (see :mod:`neardup.config.params` for the probability).
 
 Grouping never builds all pairs. For each band the keys are sorted, equal keys form a
 *bucket*, and each member of a bucket is paired with the bucket's *anchor*, its first member in

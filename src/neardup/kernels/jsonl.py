@@ -294,6 +294,101 @@ def _key_is(data, a, b, key):
     return True
 
 
+@kernel(inline="always")
+def _scan_id(data, p, end, spans, i):
+    """The id field's value at data[p] (a string, or an integer of at most MAX_ID_DIGITS):
+    recorded in spans[i, 3:7]; the position after it, or -1 when it is neither."""
+    if data[p] == _QUOTE:
+        q, n, esc = _string(data, p, end, _NO_WORDS, 0)
+        if q < 0:
+            return -1
+        spans[i, 3] = p + 1
+        spans[i, 4] = q - 1
+        spans[i, 5] = n
+        spans[i, 6] = 1 if esc else 0
+        return q
+    q, is_int, v = _number(data, p, end)
+    if q < 0 or not is_int:
+        return -1
+    spans[i, 5] = -1
+    spans[i, 6] = v
+    return q
+
+
+@kernel(inline="always")
+def _key_of(data, p, q, esc, kn, keybuf, text_key, id_key, want_id):
+    """(1 if the key data[p:q] (its quotes included) is the text field, 1 if the id field), the
+    key decoded into keybuf when it has escapes; (-1, -1) for an escaped key longer than keybuf."""
+    if esc:
+        if kn > keybuf.shape[0]:
+            return -1, -1
+        _decode_into(data, p + 1, q - 1, keybuf, 0)
+        is_text = _key_is(keybuf, 0, kn, text_key)
+        is_id = want_id and _key_is(keybuf, 0, kn, id_key)
+    else:
+        is_text = _key_is(data, p + 1, q - 1, text_key)
+        is_id = want_id and _key_is(data, p + 1, q - 1, id_key)
+    return (1 if is_text else 0), (1 if is_id else 0)
+
+
+@kernel(inline="always")
+def _scan_line(data, words, shift, p, end, text_key, id_key, want_id, spans, i, stack, keybuf):
+    """Validates the line data[p:end] (see :func:`_scan`), recording its spans in spans[i]."""
+    p = _ws(data, p, end)
+    if p >= end or data[p] != _LBRACE:
+        return False
+    p = _ws(data, p + 1, end)
+    seen_text = False
+    seen_id = False
+    if p < end and data[p] == _RBRACE:
+        return False  # {}: no text field
+    while True:
+        if p >= end or data[p] != _QUOTE:
+            return False
+        q, kn, esc = _string(data, p, end, _NO_WORDS, 0)
+        if q < 0:
+            return False
+        is_text, is_id = _key_of(data, p, q, esc, kn, keybuf, text_key, id_key, want_id)
+        if is_text < 0:
+            return False
+        p = _ws(data, q, end)
+        if p >= end or data[p] != _COLON:
+            return False
+        p = _ws(data, p + 1, end)
+        if p >= end:
+            return False
+        if is_text:
+            if seen_text or data[p] != _QUOTE:
+                return False
+            q, n, esc = _string(data, p, end, words, shift)
+            if q < 0:
+                return False
+            spans[i, 0] = p + 1
+            spans[i, 1] = q - 1
+            spans[i, 2] = n if esc else -1
+            seen_text = True
+        elif is_id:
+            if seen_id:
+                return False
+            q = _scan_id(data, p, end, spans, i)
+            seen_id = True
+        else:
+            q = _skip_value(data, p, end, stack)
+        if q < 0:
+            return False
+        p = _ws(data, q, end)
+        if p >= end:
+            return False
+        if data[p] == _COMMA:
+            p = _ws(data, p + 1, end)
+            continue
+        if data[p] == _RBRACE:
+            p += 1
+            break
+        return False
+    return _ws(data, p, end) == end and seen_text and (seen_id or not want_id)
+
+
 @kernel(nogil=True)
 def _scan(data, words, shift, starts, ends, lines, text_key, id_key, want_id, spans):
     """Pass 1: validates every line; spans[i] = (text start, text end, decoded length, id start,
@@ -303,81 +398,8 @@ def _scan(data, words, shift, starts, ends, lines, text_key, id_key, want_id, sp
     keybuf = np.empty(256, dtype=np.uint8)
     for i in range(lines.shape[0]):
         li = lines[i]
-        end = ends[li]
-        p = _ws(data, starts[li], end)
-        if p >= end or data[p] != _LBRACE:
-            return False
-        p = _ws(data, p + 1, end)
-        seen_text = False
-        seen_id = False
-        if p < end and data[p] == _RBRACE:
-            return False  # {}: no text field
-        while True:
-            if p >= end or data[p] != _QUOTE:
-                return False
-            q, kn, esc = _string(data, p, end, _NO_WORDS, 0)
-            if q < 0:
-                return False
-            if esc:  # the key decoded (in keybuf)
-                if kn > keybuf.shape[0]:
-                    return False
-                _decode_into(data, p + 1, q - 1, keybuf, 0)
-                is_text = _key_is(keybuf, 0, kn, text_key)
-                is_id = want_id and _key_is(keybuf, 0, kn, id_key)
-            else:
-                is_text = _key_is(data, p + 1, q - 1, text_key)
-                is_id = want_id and _key_is(data, p + 1, q - 1, id_key)
-            p = _ws(data, q, end)
-            if p >= end or data[p] != _COLON:
-                return False
-            p = _ws(data, p + 1, end)
-            if p >= end:
-                return False
-            if is_text:
-                if seen_text or data[p] != _QUOTE:
-                    return False
-                q, n, esc = _string(data, p, end, words, shift)
-                if q < 0:
-                    return False
-                spans[i, 0] = p + 1
-                spans[i, 1] = q - 1
-                spans[i, 2] = n if esc else -1
-                seen_text = True
-                p = q
-            elif is_id:
-                if seen_id:
-                    return False
-                if data[p] == _QUOTE:
-                    q, n, esc = _string(data, p, end, _NO_WORDS, 0)
-                    if q < 0:
-                        return False
-                    spans[i, 3] = p + 1
-                    spans[i, 4] = q - 1
-                    spans[i, 5] = n
-                    spans[i, 6] = 1 if esc else 0
-                else:
-                    q, is_int, v = _number(data, p, end)
-                    if q < 0 or not is_int:
-                        return False
-                    spans[i, 5] = -1
-                    spans[i, 6] = v
-                seen_id = True
-                p = q
-            else:
-                p = _skip_value(data, p, end, stack)
-                if p < 0:
-                    return False
-            p = _ws(data, p, end)
-            if p >= end:
-                return False
-            if data[p] == _COMMA:
-                p = _ws(data, p + 1, end)
-                continue
-            if data[p] == _RBRACE:
-                p += 1
-                break
-            return False
-        if _ws(data, p, end) != end or not seen_text or (want_id and not seen_id):
+        if not _scan_line(data, words, shift, starts[li], ends[li], text_key, id_key, want_id, spans, i,
+                          stack, keybuf):
             return False
     return True
 

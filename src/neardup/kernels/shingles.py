@@ -68,7 +68,7 @@ import pyarrow.compute as pc
 
 from .compile import kernel
 from .arrays import arrow
-from ..config import PUNCTUATION_MODES, Shingling, Sketch
+from ..config import PUNCTUATION_MODES, Shingling
 from .hashing import GOLDEN, MASK64, fmix64, fmix64_py
 
 __all__ = [
@@ -393,96 +393,81 @@ def _words_ascii_v2(data, start, end, lower_ascii, out):
     return n
 
 
-@kernel()
-def _units(data, start, end, table, options, lower_ascii, bail, out):
-    """Write the unit hashes of data[start:end] (tokens, or characters in char_mode) into out.
-
-    Returns the number of units. ``out`` must hold at least end - start + 8 values. ``options`` is
-    :func:`kernel_options`: char_mode, ``punct`` (the index of the punctuation mode in
-    PUNCTUATION_MODES), collapse_ws and the hash version. With ``lower_ascii`` the bytes A-Z are
-    hashed as a-z (the text is otherwise already normalised). With ``bail`` a text that is not
-    pure ASCII is left alone at its first non-ASCII byte: the return value is then -1 (it must be
-    normalised first, see :func:`prepare`).
-    """
-    char_mode, punct, collapse_ws, hv = options
-    keep = punct == 2
+@kernel(inline="always")
+def _char_units(data, start, end, table, keep, collapse_ws, hv, lower_ascii, bail, out):
+    """The character units of data[start:end] (``char_ngrams``): punctuation and symbols are
+    deleted unless kept, and so is a combining mark that follows no kept character; under
+    ``collapse_ws`` a run of white space between characters is one space unit. Returns their
+    number, or -1 at the first non-ASCII byte with ``bail``."""
     m = 0
-    if char_mode:
-        # characters: punctuation and symbols are deleted unless kept, and so is a combining
-        # mark that follows no kept character
-        pending_space = False
-        attach = False
-        i = start
-        while i < end:
-            if bail and data[i] >= 0x80:
-                return -1
-            cp, ln = _decode(data, i, end)
-            cls = table[cp]
-            if cls == 6:  # IGNORED
-                pass
-            elif cls == 0 and collapse_ws:  # SPACE
-                if m > 0:
-                    pending_space = True
-                attach = False
-            elif not keep and (cls == 4 or cls == 5 or (cls == 2 and not attach)):
-                attach = False
-            else:
-                if pending_space:
-                    out[m] = _SPACE_UNIT
-                    m += 1
-                    pending_space = False
-                h, w, n = _start(hv)
-                for j in range(i, i + ln):
-                    h, w, n = _feed(hv, h, w, n, _byte(data[j], lower_ascii))
-                out[m] = _finish(hv, h, w, n)
-                m += 1
-                attach = cls != 0
-            i += ln
-        return m
-    split = punct == 0
-    delete = punct == 1
-    # word mode, fast paths for ASCII text (most text): white space, symbols and (under split)
-    # punctuation end a token, letters, digits and _ make it. Version 1 (split or delete) hashes
-    # each byte as it comes, branch-free (selects instead of jumps: token boundaries are
-    # unpredictable branches); version 2 under split works eight bytes at a time
-    # (:func:`_words_ascii_v2`). Non-ASCII text restarts on the general path.
-    fast = not keep and (hv == 1 or split)
-    if fast and hv == 1:
-        h = _FNV_OFFSET
-        intok = False
-        for i in range(start, end):
-            b = data[i]
-            if b >= 0x80:
-                if bail:
-                    return -1
-                fast = False
-                break
-            cls = table[b]
-            isw = cls == 1 or cls == 8
-            iss = cls == 0 or cls == 4 or (cls == 5 and split)
-            out[m] = h  # written always, kept only when a token ends here
-            m += 1 if (intok and iss) else 0
-            bb = b + 32 if (lower_ascii and b >= 65 and b <= 90) else b
-            hw = ((h if intok else _FNV_OFFSET) ^ np.uint64(bb)) * _FNV_PRIME
-            h = hw if isw else h
-            intok = isw or (intok and not iss)
-        if fast:
-            if intok:
-                out[m] = h
-                m += 1
-            for j in range(m):
-                out[j] = fmix64(out[j])
-            return m
-    elif fast:
-        m = _words_ascii_v2(data, start, end, lower_ascii, out)
-        if m >= 0:
-            return m
-        if bail:
+    pending_space = False
+    attach = False
+    i = start
+    while i < end:
+        if bail and data[i] >= 0x80:
             return -1
+        cp, ln = _decode(data, i, end)
+        cls = table[cp]
+        if cls == 6:  # IGNORED
+            pass
+        elif cls == 0 and collapse_ws:  # SPACE
+            if m > 0:
+                pending_space = True
+            attach = False
+        elif not keep and (cls == 4 or cls == 5 or (cls == 2 and not attach)):
+            attach = False
+        else:
+            if pending_space:
+                out[m] = _SPACE_UNIT
+                m += 1
+                pending_space = False
+            h, w, n = _start(hv)
+            for j in range(i, i + ln):
+                h, w, n = _feed(hv, h, w, n, _byte(data[j], lower_ascii))
+            out[m] = _finish(hv, h, w, n)
+            m += 1
+            attach = cls != 0
+        i += ln
+    return m
+
+
+@kernel(inline="always")
+def _words_ascii_v1(data, start, end, table, split, lower_ascii, out):
+    """The word tokens of ASCII text, hash version 1, each byte hashed as it comes, branch-free
+    (selects instead of jumps: token boundaries are unpredictable branches): letters, digits
+    and _ make a token, white space, symbols and (under split) punctuation end it. Returns their
+    number, or -1 at the first non-ASCII byte."""
     m = 0
-    # word mode, the general path: state 0 = outside a token, 1 = in a word token, 2 = in a
-    # token of its own (a character of a script without spaces; under keep a symbol or a
-    # punctuation mark), which combining marks extend
+    h = _FNV_OFFSET
+    intok = False
+    for i in range(start, end):
+        b = data[i]
+        if b >= 0x80:
+            return -1
+        cls = table[b]
+        isw = cls == 1 or cls == 8
+        iss = cls == 0 or cls == 4 or (cls == 5 and split)
+        out[m] = h  # written always, kept only when a token ends here
+        m += 1 if (intok and iss) else 0
+        bb = b + 32 if (lower_ascii and b >= 65 and b <= 90) else b
+        hw = ((h if intok else _FNV_OFFSET) ^ np.uint64(bb)) * _FNV_PRIME
+        h = hw if isw else h
+        intok = isw or (intok and not iss)
+    if intok:
+        out[m] = h
+        m += 1
+    for j in range(m):
+        out[j] = fmix64(out[j])
+    return m
+
+
+@kernel(inline="always")
+def _words_general(data, start, end, table, keep, delete, hv, lower_ascii, bail, out):
+    """The word tokens of any text, one code point at a time: state 0 = outside a token, 1 = in a
+    word token, 2 = in a token of its own (a character of a script without spaces; under keep a
+    symbol or a punctuation mark), which combining marks extend. Returns their number, or -1 at
+    the first non-ASCII byte with ``bail``."""
+    m = 0
     state = 0
     h, w, n = _start(hv)
     i = start
@@ -523,6 +508,37 @@ def _units(data, start, end, table, options, lower_ascii, bail, out):
         out[m] = _finish(hv, h, w, n)
         m += 1
     return m
+
+
+@kernel()
+def _units(data, start, end, table, options, lower_ascii, bail, out):
+    """Write the unit hashes of data[start:end] (tokens, or characters in char_mode) into out.
+
+    Returns the number of units. ``out`` must hold at least end - start + 8 values. ``options`` is
+    :func:`kernel_options`: char_mode, ``punct`` (the index of the punctuation mode in
+    PUNCTUATION_MODES), collapse_ws and the hash version. With ``lower_ascii`` the bytes A-Z are
+    hashed as a-z (the text is otherwise already normalised). With ``bail`` a text that is not
+    pure ASCII is left alone at its first non-ASCII byte: the return value is then -1 (it must be
+    normalised first, see :func:`prepare`).
+
+    Words of ASCII text (most text) take a fast path where the punctuation mode allows it:
+    version 1 byte by byte (:func:`_words_ascii_v1`), version 2 under split eight bytes at a time
+    (:func:`_words_ascii_v2`); text that is not ASCII restarts on the general path.
+    """
+    char_mode, punct, collapse_ws, hv = options
+    keep = punct == 2
+    if char_mode:
+        return _char_units(data, start, end, table, keep, collapse_ws, hv, lower_ascii, bail, out)
+    split = punct == 0
+    if not keep and hv == 1:
+        m = _words_ascii_v1(data, start, end, table, split, lower_ascii, out)
+        if m >= 0 or bail:
+            return m
+    elif not keep and split:
+        m = _words_ascii_v2(data, start, end, lower_ascii, out)
+        if m >= 0 or bail:
+            return m
+    return _words_general(data, start, end, table, keep, punct == 1, hv, lower_ascii, bail, out)
 
 
 @kernel(inline="always")

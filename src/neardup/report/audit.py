@@ -48,7 +48,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from ..kernels.params import candidate_probability, midpoint
+from ..config.params import candidate_probability, midpoint
 from ..kernels.sampling import aux_sketch, run_pairs, set_fingerprints
 
 __all__ = ["AuditBin", "AuditResult", "audit_texts", "wilson_interval", "format_audit",

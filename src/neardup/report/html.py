@@ -25,7 +25,7 @@ from ..io.storage.folder import Folder
 from ..io.storage.outfile import check_output_file, publish_file, same_file
 from ..io.storage.paths import redact
 from ..kernels.arrays import to_numpy
-from ..kernels.params import (DEFAULT_MIN_RECALL, candidate_probability, choose_params, false_negative_area,
+from ..config.params import (DEFAULT_MIN_RECALL, candidate_probability, choose_params, false_negative_area,
                               false_positive_area, midpoint)
 from ..progress import plural
 from .diff import word_diff_html

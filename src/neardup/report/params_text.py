@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..config import Config, Similarity, Sketch
 from ..errors import ConfigError
-from ..kernels.params import DEFAULT_MIN_RECALL, alternatives, choose_params, describe
+from ..config.params import DEFAULT_MIN_RECALL, alternatives, choose_params, describe
 
 __all__ = ["params_summary", "format_params"]
 

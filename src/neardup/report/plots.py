@@ -22,7 +22,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import ConfigError
-from ..kernels.params import candidate_probability, midpoint
+from ..config.params import candidate_probability, midpoint
 
 __all__ = [
     "have_matplotlib", "require_matplotlib", "plot_format", "ascii_s_curve",
@@ -121,7 +121,7 @@ def s_curve_figure(bands: int, rows: int, threshold: float, *, shade: bool = Tru
     """A matplotlib figure of P(candidate | J = s) = 1 - (1 - s^r)^b with the threshold line,
     the midpoint (1/b)^(1/r) and, with ``shade``, the false-positive area (under the curve left of
     the threshold) and the false-negative area (above the curve right of it)."""
-    from ..kernels.params import false_negative_area, false_positive_area
+    from ..config.params import false_negative_area, false_positive_area
     plt = require_matplotlib()
     s = np.linspace(0.0, 1.0, 1001)
     p = candidate_probability(s, bands, rows)

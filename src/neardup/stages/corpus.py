@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import io as nio
+from ..io.columns import positional_ids
 from ..io.storage.folder import Folder
 from ..kernels import eliasfano
 from ..kernels.arrays import arrow, to_numpy, unique
@@ -216,21 +217,20 @@ class DocStore:
 
 def document_ids(source: np.ndarray, row: np.ndarray, user_ids: Optional[pa.Array],
                  sources: Sequence[nio.Source]) -> pa.Array:
-    """The id of each document: the user's id column, the path of a text file, 'PATH:LINE' for
-    JSONL (lines counted from 1, as in an editor and in neardup's messages) or 'PATH:ROW' for
-    Parquet and tables (rows counted from 0, as in pyarrow and pandas, and as messages say
-    'row N'). PATH is the file's path below the root of kept/ (``Source.relpath``: relative to
-    the inputs' longest common folder), so an id does not depend on how the path was typed
-    (``./docs.csv``, ``docs.csv``, ``/abs/docs.csv`` give ``docs.csv:3``) and names the same file
-    as kept/ does; messages keep the path as typed."""
+    """The id of each document (``source`` and ``row`` of each): the user's id column, else its
+    position by the one rule of every command (:func:`neardup.io.columns.positional_ids`:
+    ``PATH:LINE``, ``PATH:ROW``, a text file's path)."""
     if user_ids is not None:
         return user_ids.cast(pa.string())
-    out = []
-    for s, r in zip(source.tolist(), row.tolist()):
-        src = sources[s]
-        path = src.name if src.format == "table" else src.relpath
-        if src.format == "text":
-            out.append(path)
-        else:
-            out.append(f"{path}:{r + 1 if src.format == 'jsonl' else r}")
-    return arrow(out, pa.string())
+    source = np.asarray(source, dtype=np.int64)
+    row = np.asarray(row, dtype=np.int64)
+    if len(source) == 0:
+        return arrow([], pa.string())
+    order = np.argsort(source, kind="stable")
+    ordered = source[order]
+    cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    pieces = [positional_ids(sources[int(ordered[a])], row[order[a:b]])
+              for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)])]
+    back = np.empty(len(order), np.int64)
+    back[order] = np.arange(len(order))
+    return pa.concat_arrays(pieces).take(arrow(back))

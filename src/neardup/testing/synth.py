@@ -126,18 +126,7 @@ def generate_corpus(n_docs: int, *, dup_fraction: float = 1 / 3, doc_words: int 
         drawn uniformly; (1, 1) makes exact copies. low must be at least 0.05.
     See the module documentation for how the edits are calibrated.
     """
-    n_docs = int(n_docs)
-    if n_docs < 0:
-        raise ValueError(f"n_docs must be >= 0, got {n_docs}")
-    if not 0.0 <= dup_fraction < 1.0:
-        raise ValueError(f"dup_fraction must be in [0, 1), got {dup_fraction}")
-    lo, hi = (float(x) for x in jaccard_range)
-    if not 0.05 <= lo <= hi <= 1.0:
-        raise ValueError(f"jaccard_range must satisfy 0.05 <= low <= high <= 1, got {jaccard_range}")
-    if doc_words < 20:
-        raise ValueError(f"doc_words must be >= 20, got {doc_words}")
-    if not 2 <= vocab_size <= 2_000_000:
-        raise ValueError(f"vocab_size must be in [2, 2000000], got {vocab_size}")
+    n_docs, lo, hi = _checked(n_docs, dup_fraction, jaccard_range, doc_words, vocab_size)
     params = dict(n_docs=n_docs, dup_fraction=dup_fraction, doc_words=doc_words,
                   jaccard_range=[lo, hi], seed=seed, vocab_size=vocab_size,
                   generator_version=GENERATOR_VERSION)
@@ -185,31 +174,53 @@ def generate_corpus(n_docs: int, *, dup_fraction: float = 1 / 3, doc_words: int 
     for ci, a in enumerate(range(0, n_docs, _CHUNK_DOCS)):
         b = min(n_docs, a + _CHUNK_DOCS)
         rng_chunk = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(7, ci)))
-        src = src_of_pos[a:b]
-        starts = orig_start[src]
-        lens = orig_len[src]
-        dmask = is_dup[a:b]
-        # Originals: their stored words. Copies: edited versions, built together below.
-        o_idx = np.flatnonzero(~dmask)
-        d_idx = np.flatnonzero(dmask)
-        o_flat = _ragged_gather(words, starts[o_idx], lens[o_idx])
-        d_flat, d_lens, d_j = _edit_copies(words, starts[d_idx], lens[d_idx], target_of_pos[a:b][d_idx],
-                                           table, vocab_size, rng_chunk)
-        design[a + d_idx] = d_j
-        # Interleave both back into document order.
-        seg_len = np.empty(b - a, np.int64)
-        seg_len[o_idx] = lens[o_idx]
-        seg_len[d_idx] = d_lens
-        seg_start = np.empty(b - a, np.int64)
-        seg_start[o_idx] = np.cumsum(lens[o_idx]) - lens[o_idx]
-        seg_start[d_idx] = len(o_flat) + np.cumsum(d_lens) - d_lens
-        flat = _ragged_gather(np.concatenate([o_flat, d_flat]), seg_start, seg_len)
-        tokens = vocab[flat].tolist()
-        bounds = np.concatenate([[0], np.cumsum(seg_len)]).tolist()
-        texts.extend(" ".join(tokens[bounds[i]:bounds[i + 1]]) for i in range(b - a))
+        chunk, design[a:b] = _chunk_texts(words, orig_start[src_of_pos[a:b]], orig_len[src_of_pos[a:b]],
+                                          is_dup[a:b], target_of_pos[a:b], vocab, table, vocab_size, rng_chunk)
+        texts.extend(chunk)
 
     return SynthCorpus(texts=texts, cluster_of=cluster_of.astype(np.int64),
                        target_jaccard=target_of_pos, design_jaccard=design, params=params)
+
+
+def _checked(n_docs, dup_fraction, jaccard_range, doc_words, vocab_size):
+    """(n_docs, low, high) once every argument of :func:`generate_corpus` is checked."""
+    n_docs = int(n_docs)
+    if n_docs < 0:
+        raise ValueError(f"n_docs must be >= 0, got {n_docs}")
+    if not 0.0 <= dup_fraction < 1.0:
+        raise ValueError(f"dup_fraction must be in [0, 1), got {dup_fraction}")
+    lo, hi = (float(x) for x in jaccard_range)
+    if not 0.05 <= lo <= hi <= 1.0:
+        raise ValueError(f"jaccard_range must satisfy 0.05 <= low <= high <= 1, got {jaccard_range}")
+    if doc_words < 20:
+        raise ValueError(f"doc_words must be >= 20, got {doc_words}")
+    if not 2 <= vocab_size <= 2_000_000:
+        raise ValueError(f"vocab_size must be in [2, 2000000], got {vocab_size}")
+    return n_docs, lo, hi
+
+
+def _chunk_texts(words, starts, lens, dmask, targets, vocab, table, vocab_size, rng):
+    """The texts of a chunk of documents (originals: their stored words; copies: edited
+    versions, built together) in document order, and the design Jaccard of each (1 for
+    originals)."""
+    o_idx = np.flatnonzero(~dmask)
+    d_idx = np.flatnonzero(dmask)
+    o_flat = _ragged_gather(words, starts[o_idx], lens[o_idx])
+    d_flat, d_lens, d_j = _edit_copies(words, starts[d_idx], lens[d_idx], targets[d_idx], table, vocab_size, rng)
+    design = np.ones(len(dmask))
+    design[d_idx] = d_j
+    # Interleave both back into document order.
+    seg_len = np.empty(len(dmask), np.int64)
+    seg_len[o_idx] = lens[o_idx]
+    seg_len[d_idx] = d_lens
+    seg_start = np.empty(len(dmask), np.int64)
+    seg_start[o_idx] = np.cumsum(lens[o_idx]) - lens[o_idx]
+    seg_start[d_idx] = len(o_flat) + np.cumsum(d_lens) - d_lens
+    flat = _ragged_gather(np.concatenate([o_flat, d_flat]), seg_start, seg_len)
+    tokens = vocab[flat].tolist()
+    bounds = np.concatenate([[0], np.cumsum(seg_len)]).tolist()
+    return [" ".join(tokens[bounds[i]:bounds[i + 1]]) for i in range(len(dmask))], design
+
 
 
 def design_jaccard_formula(grams: int, deleted: Sequence[int], inserted: Sequence[int]) -> float:
@@ -305,6 +316,8 @@ def _edit_copies(words, starts, lens, targets, table, vocab_size, rng):
     """Edited copies of the originals words[starts[k]:starts[k] + lens[k]], vectorised over k.
 
     Returns (flat word ids of all copies, length of each copy, design Jaccard of each copy).
+    Three steps: draw edit runs until each copy would cross its target, size the last run so
+    that the copy lands on it, place the runs at random in the copy and apply them.
     """
     m = len(starts)
     if m == 0:
@@ -312,8 +325,17 @@ def _edit_copies(words, starts, lens, targets, table, vocab_size, rng):
     g = NGRAM - 1
     G = (lens - g).astype(np.float64)[:, None]
     t = np.asarray(targets, np.float64)[:, None]
+    d, i, cum_d, cum_i, crossed = _draw_runs(m, G, t, g, rng)
+    design, d_all, i_all, valid = _size_runs(d, i, cum_d, cum_i, crossed, G[:, 0], t[:, 0], g)
+    d_all, i_all, base, pos = _place_runs(d_all, i_all, valid, lens, g, rng)
+    out, out_lens = _apply_runs(words, starts, lens, base, pos, d_all, i_all, valid, table, vocab_size, rng)
+    return out, out_lens.astype(np.int64), design
 
-    # Draw runs until every row has one that would take J to or below its target.
+
+def _draw_runs(m, G, t, g, rng):
+    """Runs of edits (0 replace, 1 insert, 2 delete; 1 to _MAX_RUN words each) drawn until every
+    copy has one that would take J to or below its target: (deleted and inserted words of each
+    run, their cumulative sums with the g 5-grams each run breaks, where J crossed the target)."""
     kinds = np.zeros((m, 0), np.int8)
     runs = np.zeros((m, 0), np.int64)
     while True:
@@ -326,10 +348,16 @@ def _edit_copies(words, starts, lens, targets, table, vocab_size, rng):
         cum_i = np.cumsum(i + g, axis=1)
         crossed = (G - cum_d) / (G + cum_i) <= t
         if crossed.any(axis=1).all():
-            break
+            return d, i, cum_d, cum_i, crossed
+
+
+def _size_runs(d, i, cum_d, cum_i, crossed, Gv, tv, g):
+    """The runs each copy keeps and the size of its last one (nothing, a replace or an
+    insertion), whichever lands nearest its target: (design J, deleted and inserted words of
+    each kept run, which runs are kept)."""
+    m = len(Gv)
     n_pre = crossed.argmax(axis=1)                  # runs that keep J above the target
     rows = np.arange(m)
-    Gv, tv = G[:, 0], t[:, 0]
 
     def state(n_keep):
         """(D, I) after the first n_keep runs."""
@@ -362,7 +390,7 @@ def _edit_copies(words, starts, lens, targets, table, vocab_size, rng):
     L_rep = np.where(use_b, Lb_rep, La_rep)
     L_ins = np.where(use_b, Lb_ins, La_ins)
 
-    C = runs.shape[1] + 1
+    C = d.shape[1] + 1
     col = np.arange(C)[None, :]
     d_all = np.concatenate([d, np.zeros((m, 1), np.int64)], axis=1)
     i_all = np.concatenate([i, np.zeros((m, 1), np.int64)], axis=1)
@@ -372,7 +400,14 @@ def _edit_copies(words, starts, lens, targets, table, vocab_size, rng):
     valid = col < count[:, None]
     d_all[~valid] = 0
     i_all[~valid] = 0
-    # Shuffle the runs of each copy, then place them left to right with random gaps.
+    return design, d_all, i_all, valid
+
+
+def _place_runs(d_all, i_all, valid, lens, g, rng):
+    """The kept runs of each copy shuffled and placed left to right with random gaps:
+    (deleted and inserted words of each run in their new order, each copy's first word in the
+    flat words, each run's first deleted word or insertion point)."""
+    m, C = d_all.shape
     keys = rng.random((m, C))
     keys[~valid] = 2.0
     order = np.argsort(keys, axis=1)
@@ -386,8 +421,13 @@ def _edit_copies(words, starts, lens, targets, table, vocab_size, rng):
     u.sort(axis=1)
     offset = np.floor(np.where(valid, u, 0) * (slack[:, None] + 1)).astype(np.int64)
     pos = g + offset + np.cumsum(span, axis=1) - span   # first deleted word / insertion point
+    return d_all, i_all, np.cumsum(lens) - lens, pos
 
-    base = np.cumsum(lens) - lens
+
+def _apply_runs(words, starts, lens, base, pos, d_all, i_all, valid, table, vocab_size, rng):
+    """The copies with their runs applied: (flat word ids of all copies, length of each copy).
+    A replaced or inserted word is drawn from the vocabulary, never the word it replaces."""
+    m = len(starts)
     tok = _ragged_gather(words, starts, lens)
     T = len(tok)
     s_flat = (base[:, None] + pos)[valid]
@@ -413,4 +453,4 @@ def _edit_copies(words, starts, lens, targets, table, vocab_size, rng):
     fresh[same] = (fresh[same].astype(np.int64) + 1) % vocab_size
     out[new_at] = fresh
     out_lens = np.add.reduceat(counts, base) if T else np.zeros(m, np.int64)
-    return out, out_lens.astype(np.int64), design
+    return out, out_lens

@@ -22,8 +22,8 @@ from typing import Any, ClassVar, Dict, Optional, Tuple
 
 import numpy as np
 
-from .errors import ConfigError
-from .kernels.params import DEFAULT_MIN_RECALL
+from ..errors import ConfigError
+from .params import DEFAULT_MIN_RECALL
 
 __all__ = ["Config", "Similarity", "Sketch", "Shingling", "Verification", "Input", "Output", "Execution",
            "Indexes", "PUNCTUATION_MODES", "default_workers"]
@@ -407,7 +407,7 @@ class Config:
         """A copy whose bands and rows are filled in by the chooser when not given."""
         if self.bands is not None:
             return self
-        from .kernels.params import choose_params
+        from .params import choose_params
         choice = choose_params(self.threshold, self.num_perm, min_recall=self.min_recall)
         return self.replace(bands=choice.bands, rows=choice.rows)
 

@@ -7,7 +7,7 @@ import pytest
 
 from neardup.config import Config
 from neardup.errors import ConfigError
-from neardup.kernels.params import (alternatives, candidate_probability, choose_params, describe, false_negative_area,
+from neardup.config.params import (alternatives, candidate_probability, choose_params, describe, false_negative_area,
                             false_positive_area, midpoint)
 
 
