@@ -104,6 +104,20 @@ def s3(s3_server, monkeypatch) -> S3:
 # --------------------------------------------------------------------------- redis-server
 
 @pytest.fixture(scope="module")
+def ray_local():
+    """A local Ray instance (2 CPUs) for the module, as a user without a cluster starts one: its
+    GCS address (for ``--ray-address``). One already connected in this process is used as it is."""
+    import ray
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
+                 log_to_driver=False)
+    yield ray.get_runtime_context().gcs_address
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
 def redis_server(tmp_path_factory):
     """A redis-server on a free loopback port for the module (see :class:`helpers.RedisServer`)."""
     server = RedisServer(tmp_path_factory.mktemp("redis")).start()

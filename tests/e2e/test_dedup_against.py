@@ -4,7 +4,6 @@ kept before, on both engines."""
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -81,26 +80,17 @@ def test_against_refuses_an_index_of_other_parameters_in_one_line(tmp_path, dump
 
 @pytest.mark.slow
 @pytest.mark.ray
-def test_against_on_ray_gives_the_local_bytes(tmp_path, dumps):
-    import ray
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
-                 log_to_driver=False)
-    try:
-        idx = str(tmp_path / "idx")
-        neardup.dedup(str(dumps / "a.jsonl"), output=str(tmp_path / "A"))
-        neardup.Index(idx).add(str(tmp_path / "A" / "kept"), name="dumpA")
-        outs = {}
-        for engine in ("local", "ray"):
-            out = tmp_path / engine
-            neardup.dedup(str(dumps / "b.jsonl"), output=str(out), against=[idx], engine=engine)
-            outs[engine] = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*"))
-                            if p.is_file() and p.name != "stats.json"}
-        assert outs["local"] == outs["ray"]
-    finally:
-        if started:
-            ray.shutdown()
+def test_against_on_ray_gives_the_local_bytes(tmp_path, dumps, ray_local):
+    idx = str(tmp_path / "idx")
+    neardup.dedup(str(dumps / "a.jsonl"), output=str(tmp_path / "A"))
+    neardup.Index(idx).add(str(tmp_path / "A" / "kept"), name="dumpA")
+    outs = {}
+    for engine in ("local", "ray"):
+        out = tmp_path / engine
+        neardup.dedup(str(dumps / "b.jsonl"), output=str(out), against=[idx], engine=engine)
+        outs[engine] = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*"))
+                        if p.is_file() and p.name != "stats.json"}
+    assert outs["local"] == outs["ray"]
 
 
 def test_any_threshold_against_an_index_its_bands_and_rows_with_the_runs_threshold(tmp_path, dumps, capsys):

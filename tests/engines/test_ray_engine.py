@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import logging
 import signal
 import subprocess
 import sys
@@ -36,14 +35,8 @@ STDLIB = Path(sysconfig.get_paths()["stdlib"])
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
-                 log_to_driver=False)
-    yield ray.get_runtime_context().gcs_address
-    if started:
-        ray.shutdown()
+def cluster(ray_local):
+    return ray_local
 
 
 # --------------------------------------------------------------------------- helpers

@@ -27,6 +27,7 @@ from neardup.io import Source, discover, read_source
 from neardup.io.batch import one_line
 from neardup.io.formats import csv as csv_format
 from neardup.io.formats import jsonl as jsonl_format
+import io_inputs
 from helpers import fail_message, run_in_process as neardup
 
 
@@ -54,12 +55,8 @@ def rejected(out: Path):
 
 def read_all(src, **kw):
     """(texts, rows, rejected) of a whole source."""
-    texts, rows, rej = [], [], []
-    for b in read_source(src, **kw):
-        texts += b.text.to_pylist()
-        rows += b.rows.tolist()
-        rej += b.rejected
-    return texts, rows, rej
+    texts, rows, _ids, _scores, rejected = io_inputs.read_all(src, **kw)
+    return texts, rows, rejected
 
 
 def source(path: Path) -> Source:

@@ -21,7 +21,8 @@ import zstandard
 from neardup.errors import ConfigError, InputError
 from neardup.io import discover, read_source, write_kept
 from neardup.io.storage import fs
-from helpers import SRC, free_port, jsonl, run_in_process, run_process
+import io_inputs
+from helpers import SRC, fail_message, free_port, jsonl, run_in_process, run_process
 
 pytestmark = pytest.mark.slow  # the S3 server, and processes started without an extra
 
@@ -81,25 +82,8 @@ def describe(sources, prefix=""):
 
 
 def read_all(src, **kw):
-    out = {"text": [], "rows": [], "ids": [], "scores": [], "rejected": []}
-    for b in read_source(src, **kw):
-        out["text"] += b.text.to_pylist()
-        out["rows"] += b.rows.tolist()
-        if b.ids is not None:
-            out["ids"] += b.ids.to_pylist()
-        if b.scores is not None:
-            out["scores"] += b.scores.tolist()
-        out["rejected"] += b.rejected
-    return out
-
-
-def fail_message(src, **kw) -> str:
-    with pytest.raises(InputError) as ei:
-        for _ in read_source(src, **kw):
-            pass
-    msg = str(ei.value)
-    assert "\n" not in msg
-    return msg
+    """A whole source as a dict: text, rows, ids, scores, rejected."""
+    return dict(zip(("text", "rows", "ids", "scores", "rejected"), io_inputs.read_all(src, **kw)))
 
 
 # --------------------------------------------------------------------------- the layer itself
