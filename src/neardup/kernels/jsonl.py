@@ -294,7 +294,7 @@ def _key_is(data, a, b, key):
     return True
 
 
-@kernel(inline="always")
+@kernel(nogil=True)
 def _scan_id(data, p, end, spans, i):
     """The id field's value at data[p] (a string, or an integer of at most MAX_ID_DIGITS):
     recorded in spans[i, 3:7]; the position after it, or -1 when it is neither."""
@@ -315,7 +315,7 @@ def _scan_id(data, p, end, spans, i):
     return q
 
 
-@kernel(inline="always")
+@kernel(nogil=True)
 def _key_of(data, p, q, esc, kn, keybuf, text_key, id_key, want_id):
     """(1 if the key data[p:q] (its quotes included) is the text field, 1 if the id field), the
     key decoded into keybuf when it has escapes; (-1, -1) for an escaped key longer than keybuf."""
@@ -331,7 +331,7 @@ def _key_of(data, p, q, esc, kn, keybuf, text_key, id_key, want_id):
     return (1 if is_text else 0), (1 if is_id else 0)
 
 
-@kernel(inline="always")
+@kernel(nogil=True)
 def _scan_line(data, words, shift, p, end, text_key, id_key, want_id, spans, i, stack, keybuf):
     """Validates the line data[p:end] (see :func:`_scan`), recording its spans in spans[i]."""
     p = _ws(data, p, end)

@@ -393,7 +393,7 @@ def _words_ascii_v2(data, start, end, lower_ascii, out):
     return n
 
 
-@kernel(inline="always")
+@kernel()
 def _char_units(data, start, end, table, keep, collapse_ws, hv, lower_ascii, bail, out):
     """The character units of data[start:end] (``char_ngrams``): punctuation and symbols are
     deleted unless kept, and so is a combining mark that follows no kept character; under
@@ -431,7 +431,7 @@ def _char_units(data, start, end, table, keep, collapse_ws, hv, lower_ascii, bai
     return m
 
 
-@kernel(inline="always")
+@kernel()
 def _words_ascii_v1(data, start, end, table, split, lower_ascii, out):
     """The word tokens of ASCII text, hash version 1, each byte hashed as it comes, branch-free
     (selects instead of jumps: token boundaries are unpredictable branches): letters, digits
@@ -461,7 +461,7 @@ def _words_ascii_v1(data, start, end, table, split, lower_ascii, out):
     return m
 
 
-@kernel(inline="always")
+@kernel()
 def _words_general(data, start, end, table, keep, delete, hv, lower_ascii, bail, out):
     """The word tokens of any text, one code point at a time: state 0 = outside a token, 1 = in a
     word token, 2 = in a token of its own (a character of a script without spaces; under keep a
