@@ -189,7 +189,10 @@ def main(argv=None) -> int:
                                            text=True).stdout.strip() for k, v in trees.items()}
     with tempfile.TemporaryDirectory(prefix="neardup-matrix-") as tmp:
         data = corpus(Path(tmp) / "data")
-        got = {name: scenarios(tree, data, Path(tmp) / name) for name, tree in trees.items()}
+        got = {}
+        for name, tree in trees.items():  # in the same folder: paths are part of what a run writes
+            got[name] = scenarios(tree, data, Path(tmp) / "run")
+            shutil.rmtree(Path(tmp) / "run")
     table: Dict[str, dict] = {}
     for scenario in got["old"]:
         a, b = got["old"][scenario], got["new"].get(scenario, {})
