@@ -167,3 +167,21 @@ def test_file_urls_are_local_paths(tmp_path):
     (tmp_path / "a.jsonl").write_bytes(b'{"text": "x"}\n')
     (src,) = discover(["file://" + str(tmp_path)])
     assert src.path == str(tmp_path / "a.jsonl") and src.relpath == "a.jsonl"
+
+
+def test_local_and_remote_files_offer_the_same_operations():
+    """The storage room's one contract (fs.Files): both kinds of files offer every operation with
+    the same parameters, so that fs and Folder never ask which one they hold."""
+    import inspect
+
+    from neardup.io.storage.local import LocalFiles
+    from neardup.io.storage.remote import RemoteFiles
+
+    ops = [name for name, v in vars(fs.Files).items() if callable(v) and not name.startswith("_")]
+    assert len(ops) >= 18
+    for name in ops:
+        want = list(inspect.signature(getattr(fs.Files, name)).parameters)
+        for cls in (LocalFiles, RemoteFiles):
+            assert list(inspect.signature(getattr(cls, name)).parameters) == want, (cls.__name__, name)
+    assert fs.files_of("s3://b/k").is_remote and not fs.files_of("/tmp/x").is_remote
+    assert not fs.files_of("file:///tmp/x").is_remote

@@ -31,7 +31,7 @@ import os
 import re
 import stat
 import zlib
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Protocol, Tuple
 
 import numpy as np
 
@@ -89,7 +89,7 @@ def chunks_of(arrays) -> Iterable[Tuple[str, np.ndarray]]:
     return with_block_sums(arrays.items() if isinstance(arrays, dict) else arrays)
 
 
-class SegmentReader:
+class SegmentReader(Protocol):
     """Read access to one committed segment: whole arrays, or ranges of one."""
 
     def array(self, file: str) -> np.ndarray:
@@ -118,7 +118,7 @@ def gather_ranges(arr: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> Tup
     return np.asarray(arr[index]), lengths
 
 
-class Storage:
+class Storage(Protocol):
     location = ""
 
     def read_manifest(self) -> Optional[dict]:
