@@ -137,9 +137,10 @@ _KERNEL = """
     import numba
     if len(sys.argv) > 1:
         numba.__version__ = sys.argv[1]  # as another environment's numba would stamp its index
-    from neardup.kernels import minhash
-    minhash.MinHasher(num_perm=16).signatures(["one two three four five six seven"] * 3)
-    stats = minhash._process_kernel.stats
+    import pyarrow as pa
+    from neardup.kernels import hashing  # a small kernel: what is tested is where its code is kept
+    hashing.string_hash(pa.array(["one", "two", "three"]))
+    stats = hashing._fnv1a_kernel.stats
     print(json.dumps({"hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values()),
                       "path": stats.cache_path}))
 """
