@@ -154,6 +154,21 @@ def _grid(num_perm: int):
 def choose_params(threshold: float, num_perm: int, *, min_recall: float = DEFAULT_MIN_RECALL, method: str = "recall",
                   fp_weight: float = 0.5, fn_weight: float = 0.5,
                   bands: Optional[int] = None, rows: Optional[int] = None) -> ParamChoice:
+    """Choose (bands, rows) with bands * rows <= num_perm (see :func:`_choose_params`); the answer
+    of the same arguments is kept (a search over every (b, r) takes ~0.2 s, and every run, index
+    and report asks it)."""
+    try:
+        return _choose_params(threshold, num_perm, min_recall=min_recall, method=method, fp_weight=fp_weight,
+                              fn_weight=fn_weight, bands=bands, rows=rows)
+    except TypeError:  # an argument that cannot be a key (a list...): checked, uncached, as given
+        return _choose_params.__wrapped__(threshold, num_perm, min_recall=min_recall, method=method,
+                                          fp_weight=fp_weight, fn_weight=fn_weight, bands=bands, rows=rows)
+
+
+@lru_cache(maxsize=256, typed=True)  # typed: True is not 1 here (a bool is refused)
+def _choose_params(threshold: float, num_perm: int, *, min_recall: float = DEFAULT_MIN_RECALL, method: str = "recall",
+                   fp_weight: float = 0.5, fn_weight: float = 0.5,
+                   bands: Optional[int] = None, rows: Optional[int] = None) -> ParamChoice:
     """Choose (bands, rows) with bands * rows <= num_perm.
 
     method="recall" (default): among all (b, r) with P(candidate | threshold) >= min_recall, the one

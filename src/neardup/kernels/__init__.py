@@ -18,5 +18,5 @@ a plain twin that the tests hold it to. A new kernel goes here, in the module of
     sampling     the audit's auxiliary sketch and pair sampling
 
 Nothing here reads a file, knows a stage or an engine, or prints. The numba cache is keyed on
-these sources and the options they read (:mod:`neardup.config`) alone (:func:`.compile.cache_dir`).
+these sources and the options they read (:mod:`neardup.config.options`) alone (:func:`.compile.cache_dir`).
 """

@@ -53,7 +53,7 @@ def cache_dir() -> str:
 
 # What a kernel's compiled code can depend on: the kernels (this folder, where every kernel is
 # defined and which calls nothing but kernels of this folder) and the declarations they read.
-KERNEL_SOURCES = ("kernels", "config")
+KERNEL_SOURCES = ("kernels", "config/options.py")
 
 
 @functools.lru_cache(maxsize=1)
