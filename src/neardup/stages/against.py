@@ -146,11 +146,12 @@ def matched_docs(work: Folder, block_start: np.ndarray) -> np.ndarray:
     return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
 
 
-def matched_members(work: Folder, store: DocStore, with_ids: bool, sources) -> pa.Table:
-    """The matched documents as member rows (MEMBERS_SCHEMA): removed, their representative the
-    indexed document (its id and source; no document index here: -1)."""
+def matched_members(work: Folder, store: DocStore, with_ids: bool, sources, blocks=None) -> pa.Table:
+    """The matched documents (of ``blocks``, default every block) as member rows (MEMBERS_SCHEMA):
+    removed, their representative the indexed document (its id and source; no document index
+    here: -1)."""
     tables = []
-    for b in range(len(store.block_start) - 1):
+    for b in (range(len(store.block_start) - 1) if blocks is None else blocks):
         m = _matches(work, b)
         if m.num_rows == 0:
             continue

@@ -95,7 +95,7 @@ class ClustersStage:
                     progress.update(verified)
             else:
                 info = self.by_components(run, engine, parts)
-        return self.finish(run, info)
+        return self.finish(run, info, engine)
 
     def whole(self, run) -> ClustersInfo:
         """Every verified pair as one partition, in this process."""
@@ -137,14 +137,24 @@ class ClustersStage:
                                            engine.shuffle(engine.map(relabel, rows), "label", parts)))
         return ClustersInfo(**merge_counts(counts), cc_rounds=rounds)
 
-    def finish(self, run, info: ClustersInfo) -> ClustersInfo:
-        """The documents an index holds (``--against``) join the members, removed
-        (``clusters/part-against.parquet``)."""
+    def finish(self, run, info: ClustersInfo, engine) -> ClustersInfo:
+        """The documents an index holds (``--against``) join the members, removed: a call per
+        block writes its own (``clusters/part-against-BBBBBB.parquet``); the driver gets counts."""
         if not run.config.against:
             return info
-        members = matched_members(run.work.folder, run.store, run.user_ids_wanted(), run.sources)
-        run.work.folder.write_parquet("clusters/part-against.parquet", members)
-        return dataclasses.replace(info, removed=info.removed + members.num_rows, removed_against_index=members.num_rows)
+        task = run.task(engine)
+        blocks = list(range(len(run.corpus.block_start) - 1))
+        matched = sum(engine.collect(engine.map(partial(against_members, task=task, with_ids=run.user_ids_wanted()),
+                                                blocks))) if blocks else 0
+        return dataclasses.replace(info, removed=info.removed + matched, removed_against_index=matched)
+
+
+def against_members(block: int, *, task, with_ids: bool) -> int:
+    """One block's documents an index holds, as removed members (written when there are any)."""
+    members = matched_members(task.work, task.store, with_ids, task.sources, blocks=[block])
+    if members.num_rows:
+        task.work.write_parquet(f"clusters/part-against-{block:06d}.parquet", members)
+    return members.num_rows
 
 
 def _pairs_table(work, names: List[str]) -> pa.Table:

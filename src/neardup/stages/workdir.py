@@ -21,7 +21,14 @@ file exists is done and is not read again.
     WORK/pairs/part-PPPPP.parquet   PAIRS_SCHEMA: verified pairs (left < right) of one partition
     WORK/pairs/search-PPPPP.json    the counts of one partition's bucket search (``PairsInfo``)
     WORK/clusters/part-PPPPP.parquet  MEMBERS_SCHEMA: every document of a cluster of two or more
+    WORK/clusters/part-against-BBBBBB.parquet  MEMBERS_SCHEMA: block B's documents an index
+                                    holds (``--against``), removed
     WORK/clusters/star-RRR-PPPPP.json the count of one partition's large-star step (``StarStep``)
+    WORK/write/removed-RRRRR.parquet  MEMBERS_SCHEMA: the removed members of documents
+                                    [R*W, (R+1)*W) (W: the range width), sorted by document
+    WORK/write/clusters-RRRRR.parquet CLUSTERS_SCHEMA rows of the members whose cluster (its
+                                    head's document) is in [R*W, (R+1)*W), by cluster, then document:
+                                    removed.parquet and clusters.parquet are these, stitched in order
 
 A document is known by a dense index: blocks in order, rows in order inside a block (so: input
 file order, then row order). Block b's first document is the sum of the documents of the blocks
@@ -116,6 +123,12 @@ def write_record(work: Folder, name: str, record) -> None:
 def part_name(stage: str, part: int) -> str:
     """A stage's file of one partition (pairs, clusters), relative to the work dir."""
     return f"{stage}/part-{part:05d}.parquet"
+
+
+def range_name(kind: str, r: int) -> str:
+    """The write stage's sorted part of range ``r`` (``kind``: removed, clusters), relative to
+    the work dir: in range order by name."""
+    return f"write/{kind}-{r:05d}.parquet"
 
 
 def block_name(block: int, ext: str) -> str:

@@ -3,6 +3,7 @@
     kept/                 one file per input file (:func:`write_kept_group`, a group of sources at a time)
     removed.parquet       REMOVED_SCHEMA, in document order        (:func:`removed_records`)
     clusters.parquet      CLUSTERS_SCHEMA, by cluster, then document (:func:`cluster_records`)
+                          (both sorted by range in the engine's calls and stitched: :func:`write_members`)
     rejected.parquet      REJECTED_SCHEMA (on_error='skip')        (:func:`rejected_table`)
     texts_sample.parquet  the largest clusters' texts, for the report
     stats.json            :func:`build_stats` + the seconds per stage (written by the run, last:
@@ -22,14 +23,15 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pyarrow as pa
 
-from ..kernels.arrays import arrow, empty_table, to_numpy
+from ..kernels.arrays import arrow, to_numpy
 from .. import io as nio
 from .._version import __version__
 from ..io.inputs import INDEX_ID_COLUMN
 from ..io.reader import BINARY, EMPTY_FILE, NOT_RECORDS, NOT_UTF8, text_column_of, text_columns
 from ..io.storage.folder import Folder
 from ..progress import bar, check_interrupt, plural
-from .workdir import MEMBERS_SCHEMA
+from .corpus import column
+from .workdir import MEMBERS_SCHEMA, range_name
 
 
 REMOVED_SCHEMA = pa.schema([("id", pa.string()), ("representative", pa.string()), ("cluster", pa.string()),
@@ -231,28 +233,21 @@ def run_counts(n_docs: int, read, pairs, clusters, kept: int) -> dict:
 
 
 class WriteStage:
-    """removed.parquet and clusters.parquet from the members (one document of a cluster a row:
-    few next to the corpus, sorted here); kept/ a group of input files a call; in-memory tables
-    here, where they are; then rejected.parquet, texts_sample.parquet and the stats (returned:
-    stats.json is the run's to write, last)."""
+    """removed.parquet and clusters.parquet from the members, sorted and written by the
+    engine's calls (:func:`write_members`: the driver sees counts and names, never a member
+    row); kept/ a group of input files a call, each learning its removed rows from the sorted
+    parts; in-memory tables here, where they are; then rejected.parquet, texts_sample.parquet
+    and the stats (returned: stats.json is the run's to write, last)."""
     name = "write"
 
     def run(self, run, engine) -> dict:
         out = run.output
         out.makedirs()
-        members = pa.concat_tables([run.work.folder.read_table(p) for p in run.work.parts("clusters")]
-                                   or [empty_table(MEMBERS_SCHEMA)]).sort_by("doc")
-        removed = members.filter(members.column("removed"))
-        names = arrow([s.name for s in run.sources], pa.string())
-        w = out.parquet_rows("removed.parquet", REMOVED_SCHEMA)
-        w.write(removed_records(removed, names))
-        w.close()
-        w = out.parquet_rows("clusters.parquet", CLUSTERS_SCHEMA)
-        w.write(cluster_records(members.sort_by([("cluster", "ascending"), ("doc", "ascending")])))
-        w.close()
+        removed_ranges, width = write_members(run, engine)
         check_interrupt()
 
-        dropped = _dropped_rows(run, removed)
+        rejected = _rejected_by_source(run)
+        block_start = run.corpus.block_start
         kept_folder = prepare_output(out)
         wanted = wanted_texts(run.info("clusters").top)
         plan = run.work.plan(run.sources)
@@ -260,8 +255,10 @@ class WriteStage:
         files = [si for si, s in enumerate(run.sources) if s.format != "table"]
         size = max(1, math.ceil(len(files) / (4 * engine.cpus)))
         groups = [files[i:i + size] for i in range(0, len(files), size)]
-        items = [(g, {si: block_of[si] for si in g}, {si: dropped[si] for si in g if si in dropped},
-                  {si: wanted[si] for si in g if si in wanted}) for g in groups]
+        items = [(g, {si: block_of[si] for si in g},
+                  removed_parts_of({block_of[si] for si in g}, block_start, width, removed_ranges),
+                  {si: rejected[si] for si in g if si in rejected}, {si: wanted[si] for si in g if si in wanted})
+                 for g in groups]
         written: Dict[int, str] = {}
         captured: Dict[int, str] = {}
         kept = 0
@@ -274,7 +271,9 @@ class WriteStage:
                 kept += r["kept"]
             progress.set_postfix_str(f"{len(written):,} {plural(len(written), 'file')} written")
         tables = [si for si, s in enumerate(run.sources) if s.format == "table"]
-        if tables:
+        if tables:  # the removed rows of these tables' blocks only, read here where the tables are
+            dropped = dropped_rows(run.work.folder, removed_parts_of({block_of[si] for si in tables}, block_start,
+                                                                     width, removed_ranges), tables, rejected)
             t_written, _, t_kept = write_kept_group(
                 run.sources, tables, rows_of_sources(run.store, {si: block_of[si] for si in tables}), dropped,
                 kept_folder, run.config)
@@ -284,9 +283,11 @@ class WriteStage:
 
 
 def write_kept_partition(item, *, task, kept: Folder, report=None) -> dict:
-    """One group of input files: (sources, the block of each, their dropped rows, the rows whose
-    text the report shows) -> their kept files."""
-    group, block_of, dropped, wanted = item
+    """One group of input files: (sources, the block of each, the sorted removed parts that
+    hold their blocks' documents, their rejected rows, the rows whose text the report shows)
+    -> their kept files."""
+    group, block_of, removed_parts, rejected, wanted = item
+    dropped = dropped_rows(task.work, removed_parts, group, rejected)
     written, captured, n = write_kept_group(task.sources, group, rows_of_sources(task.store, block_of), dropped,
                                             kept, task.config, wanted, progress=report)
     return {"written": written, "captured": captured, "kept": n, "files": len(group)}
@@ -314,19 +315,126 @@ def rows_of_sources(store, block_of: Dict[int, int]) -> Dict[int, np.ndarray]:
     return out
 
 
-def _dropped_rows(run, removed: pa.Table) -> Dict[int, np.ndarray]:
-    """What each source loses: its removed documents and its rejected ones (source -> rows)."""
-    source = to_numpy(removed.column("source").combine_chunks()).astype(np.int64)
-    row = to_numpy(removed.column("row").combine_chunks()).astype(np.int64)
-    rejected = run.info("read").rejected_docs()
-    if len(rejected):
-        cols = run.store.columns(rejected, ["source", "row"])
-        source = np.concatenate([source, cols["source"].astype(np.int64)])
-        row = np.concatenate([row, cols["row"].astype(np.int64)])
+# --------------------------------------------------------------------------- the members, by range
+
+MEMBER_BYTES = 200  # about what a member row weighs in the write stage's shuffles (ids included)
+CLUSTER_COLUMNS = ["doc", "cluster", "id", "cluster_id", "removed"]
+
+
+def write_members(run, engine) -> Tuple[List[int], int]:
+    """removed.parquet and clusters.parquet without a member row in the driver. The members
+    (``clusters/part-*.parquet``) are range-partitioned on a key known in advance, the document
+    (removed rows) or the cluster's head document (every member; -1, an index's match, in the
+    first range): ranges of ``width`` documents, as many as the engine wants partitions. Each
+    range is sorted by a call and written to the work dir (:func:`write_ranges`); a call then
+    stitches each file from its ranges in order (:func:`stitch_output`: streamed, the bytes of
+    one sorted table written at once). Returns (the ranges holding removed rows, width): what
+    the kept/ writers need to find theirs."""
+    run.work.stage_dir("write", fresh=True)
+    info = run.info("clusters")
+    parts = run.work.parts("clusters")
+    n_ranges = max(1, engine.partitions((info.members + info.removed_against_index) * MEMBER_BYTES))
+    width = max(1, math.ceil(run.corpus.n / n_ranges))
+    work = run.work.folder
+    ranges: Dict[str, List[int]] = {}
+    for kind in ("removed", "clusters"):
+        done: Dict[int, int] = {}
+        if parts:
+            rows = engine.map(partial(member_rows, work=work, kind=kind, width=width), parts)
+            for found in engine.collect(engine.map(partial(write_ranges, work=work, kind=kind),
+                                                   engine.shuffle(rows, "range", n_ranges))):
+                done.update(found)
+        ranges[kind] = sorted(done)
+    jobs = [(kind, [range_name(kind, r) for r in ranges[kind]]) for kind in ("removed", "clusters")]
+    engine.collect(engine.map(partial(stitch_output, task=run.task(engine, with_store=False), out=run.output), jobs))
+    return ranges["removed"], width
+
+
+def member_rows(name: str, *, work: Folder, kind: str, width: int) -> pa.Table:
+    """One members part -> the rows of ``kind`` with their range (column ``range``): the removed
+    members (every column) by document, or every member (what clusters.parquet needs) by cluster."""
+    t = work.read_table(name)
+    if kind == "removed":
+        t = t.filter(t.column("removed"))
+        key = column(t, "doc")
+    else:
+        t = t.select(CLUSTER_COLUMNS)
+        key = column(t, "cluster")
+    return t.append_column("range", arrow(np.maximum(key, 0) // width))
+
+
+def write_ranges(table: pa.Table, *, work: Folder, kind: str) -> Dict[int, int]:
+    """One partition of the shuffle on the range: each of its ranges sorted (removed: by
+    document; clusters: by cluster, then document) and written (:func:`range_name`; clusters as
+    CLUSTERS_SCHEMA rows). Returns {range: rows}."""
+    if table.num_rows == 0:
+        return {}
+    key = column(table, "range")
+    table = table.drop_columns([c for c in ("range", "part") if c in table.column_names])
+    out: Dict[int, int] = {}
+    for r in np.unique(key).tolist():
+        t = table.filter(arrow(key == r))
+        if kind == "removed":
+            t = t.select(MEMBERS_SCHEMA.names).cast(MEMBERS_SCHEMA).sort_by("doc")
+        else:
+            t = cluster_records(t.sort_by([("cluster", "ascending"), ("doc", "ascending")]))
+        work.write_parquet(range_name(kind, r), t)
+        out[int(r)] = t.num_rows
+    return out
+
+
+def stitch_output(job, *, task, out: Folder) -> int:
+    """removed.parquet or clusters.parquet (``job``: the kind and its sorted parts, in range
+    order) stitched from the parts, row group by row group. Returns the rows."""
+    kind, names = job
+    if kind == "removed":
+        src = arrow([s.name for s in task.sources], pa.string())
+        return out.stitch_parquet("removed.parquet", REMOVED_SCHEMA, task.work, names,
+                                  partial(removed_records, names=src))
+    return out.stitch_parquet("clusters.parquet", CLUSTERS_SCHEMA, task.work, names)
+
+
+def removed_parts_of(blocks, block_start: np.ndarray, width: int, ranges: Sequence[int]) -> List[str]:
+    """The sorted removed parts that may hold documents of ``blocks`` (their documents are
+    ``block_start[b]`` .. ``block_start[b + 1] - 1``), of those that exist (``ranges``)."""
+    lo, hi = int(block_start[min(blocks)]), int(block_start[max(blocks) + 1])
+    if hi <= lo:
+        return []
+    first, last = lo // width, (hi - 1) // width
+    return [range_name("removed", r) for r in ranges if first <= r <= last]
+
+
+def dropped_rows(work: Folder, removed_parts: Sequence[str], group: Sequence[int],
+                 rejected: Dict[int, np.ndarray]) -> Dict[int, np.ndarray]:
+    """What each source of ``group`` loses (source -> rows): its removed documents, read from
+    the sorted parts ``removed_parts`` (source and row only), and its ``rejected`` rows."""
+    tables = [work.read_table(name, ["source", "row"]) for name in removed_parts]
+    source = np.concatenate([column(t, "source") for t in tables] + [np.zeros(0, np.int64)])
+    row = np.concatenate([column(t, "row") for t in tables] + [np.zeros(0, np.int64)])
+    sel = np.isin(source, np.asarray(group, np.int64))
+    source, row = source[sel], row[sel]
+    if rejected:
+        source = np.concatenate([source] + [np.full(len(r), si, np.int64) for si, r in rejected.items()])
+        row = np.concatenate([row] + [np.asarray(r, np.int64) for r in rejected.values()])
+    return rows_by_source(source, row)
+
+
+def rows_by_source(source: np.ndarray, row: np.ndarray) -> Dict[int, np.ndarray]:
+    """(source, row) pairs as source -> its rows."""
     order = np.argsort(source, kind="stable")
     source, row = source[order], row[order]
     heads = np.flatnonzero(np.concatenate(([True], source[1:] != source[:-1]))) if len(source) else np.zeros(0, int)
     return {int(source[h]): row[h:e] for h, e in zip(heads.tolist(), np.append(heads[1:], len(source)).tolist())}
+
+
+def _rejected_by_source(run) -> Dict[int, np.ndarray]:
+    """The rows of the documents rejected after reading (duplicate ids: the read stage's record
+    lists them), source -> rows."""
+    rejected = run.info("read").rejected_docs()
+    if not len(rejected):
+        return {}
+    cols = run.store.columns(rejected, ["source", "row"])
+    return rows_by_source(cols["source"].astype(np.int64), cols["row"].astype(np.int64))
 
 
 def rejected_rows(run) -> List[list]:

@@ -217,6 +217,13 @@ class Folder:
     def read_table(self, name: str, columns: Optional[List[str]] = None) -> pa.Table:
         return tables.read_table(self.join(name), columns)
 
+    def stitch_parquet(self, name: str, schema: pa.Schema, parts: "Folder", part_names: Sequence[str],
+                       convert: Optional[Callable[[pa.Table], pa.Table]] = None) -> int:
+        """The Parquet file ``name`` made of the rows of the Parquet files ``part_names`` of the
+        folder ``parts``, in that order, streamed (:func:`.tables.stitch_parquet`: the same bytes
+        as the rows written at once, memory bounded by a few row groups). Returns the rows."""
+        return tables.stitch_parquet(self.join(name), schema, [parts.join(p) for p in part_names], convert)
+
     def read_rows(self, name: str, starts, ends, dtype):
         """Items ``[starts[i], ends[i])`` of a raw array file, as CSR (:func:`.ranges.read_rows`)."""
         return ranges.read_rows(self.join(name), starts, ends, dtype)
