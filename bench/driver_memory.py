@@ -66,7 +66,8 @@ def corpus(n: int, args) -> Path:
     """The corpus of ``n`` documents as ``args.files`` JSONL files (made once)."""
     from neardup.testing.synth import generate_corpus, write_jsonl
     folder = DATA_DIR / f"driver_{n}_w{args.doc_words}_d{args.dup_fraction:g}_f{args.files}"
-    if (folder / "done").exists():
+    done = folder.with_name(folder.name + ".done")  # beside the folder: inside, it would be an input
+    if done.exists():
         return folder
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -74,7 +75,7 @@ def corpus(n: int, args) -> Path:
     step = -(-n // args.files)
     for i, a in enumerate(range(0, n, step)):
         write_jsonl(folder / f"part-{i:03d}.jsonl", texts[a:a + step], ids=list(range(a, min(n, a + step))))
-    (folder / "done").write_text("")
+    done.write_text("")
     return folder
 
 
