@@ -34,7 +34,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 import numpy as np
 
 from ..errors import StorageError
-from ..io.storage.fs import redact
+from ..io.storage.fs import redact, userinfo_span
 from .removal import object_names
 from .segments import FILE_DTYPES, checksum
 from .storage import (SegmentReader, Storage, chunks_of, crash_point, damaged, entry_files, gather_ranges, manifest_bytes,
@@ -146,8 +146,14 @@ def parse_url(url: str):
     """(URL for the client, the location as shown, key prefix) of an index URL; a URL whose
     database, port or options cannot be honoured is refused here, before any connection."""
     shown = redact(url)
+    span = userinfo_span(url)
+    # a password holding a raw / ? or # ends the client's host early: the rest of the password
+    # would be read as port, database or options, and shown as such
+    crossing = span is not None and not urlsplit(url).netloc.startswith(url[span[0]:span[1] + 1])
 
     def refuse(what: str):
+        if crossing:
+            what = "a password holding / ? or # must be percent-encoded (%2F, %3F, %23)"
         raise StorageError(f"bad Redis URL {shown}: {what}")
 
     try:
@@ -159,7 +165,7 @@ def parse_url(url: str):
     try:
         query = parse_qs(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
     except ValueError:
-        refuse(f"cannot read its options {parts.query!r}")
+        refuse("cannot read its options (NAME=VALUE&...)")  # not quoted: they may hold a password
     allowed = ("prefix", "db") if scheme == "unix" else ("prefix",)
     unknown = sorted(set(query) - set(allowed))
     if unknown:

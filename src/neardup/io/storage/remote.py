@@ -20,7 +20,7 @@ import os
 from typing import IO, Iterator, List, Tuple
 
 from ...errors import ConfigError, InputError, one_line
-from .paths import join, protocol
+from .paths import join, protocol, without_credentials
 
 # protocols whose fsspec implementation lives in another package, and that package's name
 _PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "hf": "huggingface_hub",
@@ -146,8 +146,8 @@ def _first_line(e: BaseException) -> str:
 
 
 def _bucket(url: str) -> str:
-    rest = str(url).partition("://")[2]
-    return rest.split("/", 1)[0]
+    """The bucket of ``url``, after its credentials (``s3://KEY:SE/CRET@bucket/x``: ``bucket``)."""
+    return without_credentials(str(url)).split("/", 1)[0]
 
 
 @contextlib.contextmanager
