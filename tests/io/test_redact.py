@@ -1,56 +1,18 @@
 """``redact`` (io/storage/paths.py) hides secrets of any shape (issue 29): a user or a password
 holding ``@ / : % ? #`` or unicode, raw or percent-encoded, a password in the query string, a
 one-letter one; and where a library's message quotes the secret again, there too. The secrets
-are generated (a seeded generator, :func:`generated_secret`); what a test searches for is each
-of their words (:func:`words`), so a secret leaked in parts is found too."""
+are generated (a seeded generator, tests/generated_secrets.py); what a test searches for is each
+of their words, so a secret leaked in parts is found too."""
 
 from __future__ import annotations
 
 import random
-import string
 from urllib.parse import quote, unquote
 
 import pytest
 
-from neardup.io.storage.paths import MIN_SEARCHED, redact, userinfo_span, without_credentials
-
-SPECIALS = "@/:%?#"
-ALPHABET = string.ascii_letters + string.digits + "ßéжΩ€漢😀"
-
-
-def generated_secret(rng: random.Random, specials: str = SPECIALS) -> str:
-    """Two to four words of 6 to 9 characters (letters, digits, unicode) joined, led or ended by
-    one or two of ``specials``."""
-    def sep():
-        return "".join(rng.choice(specials) for _ in range(rng.randint(1, 2))) if specials else ""
-
-    words = ["".join(rng.choice(ALPHABET) for _ in range(rng.randint(MIN_SEARCHED, 9)))
-             for _ in range(rng.randint(2, 4))]
-    out = rng.choice(["", sep()]) + words[0]
-    for w in words[1:]:
-        out += sep() + w
-    return out + rng.choice(["", sep()])
-
-
-def words(secret: str):
-    """What must not be found of ``secret``: its runs of letters, digits and unicode (each of
-    MIN_SEARCHED characters or more), raw and percent-encoded."""
-    out = set()
-    for form in (secret, unquote(secret)):
-        run = ""
-        for c in form + "\0":
-            if c in ALPHABET:
-                run += c
-            else:
-                if len(run) >= MIN_SEARCHED:
-                    out.update({run, quote(run, safe="")})
-                run = ""
-    return out
-
-
-def leaked(secret: str, text: str):
-    return sorted(w for w in words(secret) if w in text)
-
+from generated_secrets import generated_secret, leaked
+from neardup.io.storage.paths import redact, userinfo_span, without_credentials
 
 SCHEMES = ["s3", "http", "https", "redis", "rediss", "gs", "simplecache::s3"]
 

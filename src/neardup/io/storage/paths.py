@@ -12,7 +12,7 @@ from __future__ import annotations
 import glob as _glob
 import os
 import re
-from typing import List, Optional, Tuple
+from typing import Iterable, List, Optional, Tuple
 from urllib.parse import unquote
 
 # a scheme of two letters or more ("C://x" stays a Windows path), or fsspec's chained
@@ -143,7 +143,7 @@ def _pieces(secret: str) -> List[str]:
     return [f for f in forms if len(f) >= MIN_SEARCHED]
 
 
-def redact(text: str) -> str:
+def redact(text: str, known: Iterable[str] = ()) -> str:
     """``text`` with the credentials of every URL in it hidden: ``scheme://user:pw@host`` becomes
     ``scheme://user:***@host``, ``scheme://token@host`` (or ``:pw@``) ``scheme://***@host``, and
     the value of a query parameter named like a secret (``?password=``, ``?token=``, ``?sig=``,
@@ -151,10 +151,21 @@ def redact(text: str) -> str:
     :func:`userinfo_span`. A secret (and each part of it, and its percent-decoded form) of
     :data:`MIN_SEARCHED` characters or more is hidden elsewhere in the text too, where a
     library's message may quote it without its URL (``KEY:SECRET@bucket``); a shorter one only
-    in its URL. Every path or URL that neardup prints or stores passes through here; nothing
-    else of the text changes."""
-    text = str(text)
+    in its URL. The secrets of the URLs ``known`` are hidden so too (a library's message about a
+    URL, before the URL is put in front of it). Every path or URL that neardup prints or stores
+    passes through here; nothing else of the text changes."""
     secrets: List[str] = []
+    for url in known:
+        _hide_urls(str(url), secrets)
+    text = _hide_urls(str(text), secrets)
+    for piece in sorted({p for s in secrets for p in _pieces(s)}, key=len, reverse=True):
+        text = text.replace(piece, "***")
+    return text
+
+
+def _hide_urls(text: str, secrets: List[str]) -> str:
+    """``text`` with the credential span and the secret query values of each URL in it hidden;
+    the secrets hidden appended to ``secrets``."""
     out, pos = [], 0
     for m in _URL_START.finditer(text):
         if m.start() < pos:
@@ -182,10 +193,7 @@ def redact(text: str) -> str:
         out.append(_SECRET_PARAM.sub(hide, text[rest_from:stop]))
         pos = stop
     out.append(text[pos:])
-    text = "".join(out)
-    for piece in sorted({p for s in secrets for p in _pieces(s)}, key=len, reverse=True):
-        text = text.replace(piece, "***")
-    return text
+    return "".join(out)
 
 
 def without_credentials(name: str) -> str:
