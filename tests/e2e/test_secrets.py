@@ -98,9 +98,10 @@ def redis_user(redis_url: str, rng: random.Random):
 def test_a_redis_password_of_any_shape_reaches_nothing(tmp_path, dumps, redis_url, seed):
     """Every command that takes an index URL, and dedup --against/--update-index, report, on an
     index in Redis whose user and password are generated: all succeed, and no word of either
-    is printed or stored. Guards: redact's userinfo rule (mutation: ``authority.rfind("@")`` ->
-    ``authority.find("@")``: a password's part after its @ is printed by index add and stored
-    in stats.json, report.html and state.json)."""
+    is printed or stored. Guards: state.json keeps --against redacted (mutation: drop the
+    ``relevant["against"] = [fs.redact(a) ...]`` of stages/identity.py: the password is in
+    state.json), and every other place a location is printed or stored (stats.json,
+    report.html, index stats) through redact."""
     rng = random.Random(seed)
     url, name, password = redis_user(redis_url, rng)
     a, b = dumps / "a.jsonl", dumps / "b.jsonl"
@@ -123,14 +124,14 @@ def test_a_redis_password_of_any_shape_reaches_nothing(tmp_path, dumps, redis_ur
 
 
 def test_a_one_letter_password_is_hidden_and_nothing_else(tmp_path, dumps, redis_url):
-    """A password of one letter: its URL's span is hidden, and no other ``p`` of any text (the
-    old redact replaced the secret everywhere: ``htt***``, ``***arquet``). Guard: MIN_SEARCHED
-    (mutation: ``len(f) >= MIN_SEARCHED`` -> ``len(f) >= 1``)."""
+    """A password of one letter: its URL's span is hidden, and no other ``s`` of any text (the
+    old redact replaced the secret everywhere: ``redi***://``, ``***tats.json``). Guard:
+    MIN_SEARCHED (mutation: ``len(f) >= MIN_SEARCHED`` -> ``len(f) >= 1``)."""
     import redis
 
-    redis.Redis.from_url(redis_url).acl_setuser("me", enabled=True, passwords=["+p"], keys=["*"],
+    redis.Redis.from_url(redis_url).acl_setuser("me", enabled=True, passwords=["+s"], keys=["*"],
                                                 commands=["+@all"], reset=True)
-    url = "redis://me:p@" + redis_url.partition("://")[2]
+    url = "redis://me:s@" + redis_url.partition("://")[2]
     ran = run_all([
         ("index", "add", url, dumps / "a.jsonl"),
         ("index", "stats", url),
@@ -140,7 +141,7 @@ def test_a_one_letter_password_is_hidden_and_nothing_else(tmp_path, dumps, redis
     assert [r.returncode for _, r in ran] == [0] * len(ran), [(args, r.stderr) for args, r in ran]
     texts = [r.stdout + r.stderr for _, r in ran] + [t for _, t in _texts_of_files(tmp_path)]
     for text in texts:
-        assert "me:p@" not in text
+        assert "me:s@" not in text
         assert text.count("***") == text.count("me:***@"), text  # nothing else hidden
     assert "me:***@" in ran[1][1].stdout and "me:***@" in (tmp_path / "out" / "stats.json").read_text()
 
@@ -202,3 +203,22 @@ def test_a_secret_no_client_can_use_reaches_nothing(tmp_path, dumps, s3, redis_u
     assert all(len(r.stderr.strip().splitlines()) == 1 for _, r in ran)
     assert any((tmp_path / f"work{i}" / "state.json").exists() for i in range(3))  # --against's is stored
     assert_hidden(secrets, ran, root=tmp_path, redis_url=redis_url)
+
+
+def test_the_exceptions_an_api_user_gets_hold_no_secret(tmp_path, dumps, s3):
+    """The exceptions themselves, not only the command line's line (which redacts again).
+    Guards: translate redacts its whole message (mutation: ``return type(err)(redact(str(err)))``
+    -> ``return err``: boto's ``Invalid bucket name "KEY:SECRET@bucket"`` reaches the
+    exception)."""
+    from neardup import api
+    from neardup.errors import NeardupError
+
+    rng = random.Random(29)
+    for _ in range(3):
+        secret = generated_secret(rng)
+        url = f"s3://AKIAEXAMPLE:{secret}@{s3.bucket}/out"
+        for call in (lambda: api.report(url), lambda: api.dedup([f"{url}/a.jsonl"], output=tmp_path / "o"),
+                     lambda: api.dedup([dumps / "a.jsonl"], output=url)):
+            with pytest.raises(NeardupError) as caught:
+                call()
+            assert not leaked(secret, str(caught.value)), str(caught.value)
