@@ -19,7 +19,8 @@ verify`` and by compaction, which fetch them whole.
 
 URLs: ``redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?prefix=NAME:]`` (``rediss://`` for TLS,
 ``unix://[[USER]:PASSWORD@]/PATH[?db=DB&prefix=NAME:]``); anything else in them is refused rather
-than ignored, and a password is never printed (``fs.redact``).
+than ignored (a password holding a raw ``/ ? #`` too: percent-encode them), and a password is
+never printed (``fs.redact``).
 """
 
 from __future__ import annotations
