@@ -91,6 +91,7 @@ def prefix_form(path: str, real_folders: Optional[dict] = None) -> str:
 
 # a URL's start: a scheme (fsspec's chained protocols "simplecache::s3://" too) and "://"
 _URL_START = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.\-]*::)*[A-Za-z][A-Za-z0-9+.\-]*://")
+_SPACE = re.compile(r"\s")  # where a URL in a text ends
 # a query parameter whose value is a secret: ?password=, ?pass=, ?token=, ?access_token=,
 # ?api_key=, ?sig= (Azure SAS), ?X-Amz-Signature= / X-Amz-Credential= / X-Amz-Security-Token=,
 # ?X-Goog-Signature=, ?AWSAccessKeyId= ...: any name holding one of these words
@@ -120,7 +121,7 @@ def userinfo_span(url: str, start: int = 0) -> Optional[Tuple[int, int]]:
     if m is None:
         return None
     first = m.end()
-    ws = re.compile(r"\s").search(url, first)
+    ws = _SPACE.search(url, first)
     stop = ws.start() if ws else len(url)
     body = url[first:stop]
     authority = body.split("/", 1)[0]  # a raw ? or # in a password: up to the first / (see above)
@@ -171,7 +172,7 @@ def _hide_urls(text: str, secrets: List[str]) -> str:
         if m.start() < pos:
             continue  # inside a URL already redacted (a password holding "x://")
         span = userinfo_span(text, m.start())
-        ws = re.compile(r"\s").search(text, m.end())
+        ws = _SPACE.search(text, m.end())
         stop = ws.start() if ws else len(text)
         out.append(text[pos:m.end()])
         rest_from = m.end()
