@@ -209,7 +209,8 @@ def test_the_exceptions_an_api_user_gets_hold_no_secret(tmp_path, dumps, s3):
     """The exceptions themselves, not only the command line's line (which redacts again).
     Guards: translate redacts its whole message (mutation: ``return type(err)(redact(str(err)))``
     -> ``return err``: boto's ``Invalid bucket name "KEY:SECRET@bucket"`` reaches the
-    exception)."""
+    exception), and the unknown protocol's message (mutation: ``f"{redact(url)}: unknown
+    protocol`` -> ``f"{url}: unknown protocol``)."""
     from neardup import api
     from neardup.errors import NeardupError
 
@@ -218,7 +219,8 @@ def test_the_exceptions_an_api_user_gets_hold_no_secret(tmp_path, dumps, s3):
         secret = generated_secret(rng)
         url = f"s3://AKIAEXAMPLE:{secret}@{s3.bucket}/out"
         for call in (lambda: api.report(url), lambda: api.dedup([f"{url}/a.jsonl"], output=tmp_path / "o"),
-                     lambda: api.dedup([dumps / "a.jsonl"], output=url)):
+                     lambda: api.dedup([dumps / "a.jsonl"], output=url),
+                     lambda: api.dedup([f"nosuchstore://AKIAEXAMPLE:{secret}@host/a.jsonl"], output=tmp_path / "o")):
             with pytest.raises(NeardupError) as caught:
                 call()
             assert not leaked(secret, str(caught.value)), str(caught.value)

@@ -36,17 +36,17 @@ def filesystem(url: str):
     try:
         import fsspec
     except ImportError:
-        raise ConfigError(f"{url}: reading and writing {proto}:// paths needs the cloud extra "
+        raise ConfigError(f"{redact(url)}: reading and writing {proto}:// paths needs the cloud extra "
                           f"({_EXTRA})") from None
     try:
         fs, path = _cached_url_to_fs(fsspec, url, proto)
     except ImportError as e:
         pkg = _PACKAGES.get(proto) or getattr(e, "name", None) or "its fsspec package"
-        raise ConfigError(f"{url}: reading and writing {proto}:// paths needs {pkg} "
+        raise ConfigError(f"{redact(url)}: reading and writing {proto}:// paths needs {pkg} "
                           f"({_EXTRA})") from None
     except ValueError as e:
         if "protocol" in str(e).lower():
-            raise ConfigError(f"{url}: unknown protocol {proto}:// (not a local path, and no "
+            raise ConfigError(f"{redact(url)}: unknown protocol {proto}:// (not a local path, and no "
                               "fsspec filesystem is installed for it)") from None
         raise ConfigError(redact(f"{url}: {_first_line(e, url)}")) from None
     except Exception as e:  # a filesystem that checks its settings when created
