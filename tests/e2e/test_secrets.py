@@ -97,16 +97,23 @@ def redis_user(redis_url: str, rng: random.Random):
 @pytest.mark.parametrize("seed", [1])
 def test_a_redis_password_of_any_shape_reaches_nothing(tmp_path, dumps, redis_url, seed):
     """Every command that takes an index URL, and dedup --against/--update-index, report, on an
-    index in Redis whose user and password are generated: all succeed, and no word of either
-    is printed or stored. Guards: state.json keeps --against redacted (mutation: drop the
+    index in Redis whose user and password are generated, and a source named by a URL holding
+    the password (in a folder index and in Redis): all succeed, and no word of the password is
+    printed or stored (removed.parquet's representative_source, the manifests included). Guards: state.json keeps --against redacted (mutation: drop the
     ``relevant["against"] = [fs.redact(a) ...]`` of stages/identity.py: the password is in
     state.json), and every other place a location is printed or stored (stats.json,
     report.html, index stats) through redact."""
     rng = random.Random(seed)
     url, name, password = redis_user(redis_url, rng)
     a, b = dumps / "a.jsonl", dumps / "b.jsonl"
+    source = f"https://user:{password}@example.com/dump.jsonl"  # a source named by a URL, raw
+    folder_index = tmp_path / "ix"
     ran = run_all([
+        ("index", "add", folder_index, a, "--name", source),
+        ("index", "stats", folder_index),
+        ("dedup", b, "-o", tmp_path / "out2", "--against", folder_index),  # its representative_source
         ("index", "add", url, a, "--name", "first"),
+        ("index", "add", url, a, "--name", source),
         ("index", "query", url, b, "-o", tmp_path / "matches.parquet"),
         ("index", "stats", url),
         ("index", "verify", url),
@@ -118,6 +125,10 @@ def test_a_redis_password_of_any_shape_reaches_nothing(tmp_path, dumps, redis_ur
     ])
     assert [r.returncode for _, r in ran] == [0] * len(ran), [(args, r.stderr) for args, r in ran]
     assert (tmp_path / "work" / "state.json").exists() and (tmp_path / "out" / "stats.json").exists()
+    import pyarrow.parquet as pq
+    assert "https://user:***@example.com/dump.jsonl" in (tmp_path / "ix" / "manifest.json").read_text()
+    assert "https://user:***@example.com/dump.jsonl" in pq.read_table(tmp_path / "out2" / "removed.parquet").column(
+        "representative_source").to_pylist()
     shown = "".join(r.stdout for _, r in ran)
     assert "redis://u" in shown and ":***@127.0.0.1" in shown  # the index is named, its password hidden
     assert_hidden([password], ran, root=tmp_path, redis_url=redis_url)  # the user is shown (user:***@)
