@@ -19,7 +19,8 @@ verify`` and by compaction, which fetch them whole.
 
 URLs: ``redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?prefix=NAME:]`` (``rediss://`` for TLS,
 ``unix://[[USER]:PASSWORD@]/PATH[?db=DB&prefix=NAME:]``); anything else in them is refused rather
-than ignored, and a password is never printed (``fs.redact``).
+than ignored (a password holding a raw ``/ ? #`` too: percent-encode them), and a password is
+never printed (``fs.redact``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 import numpy as np
 
 from ..errors import StorageError
-from ..io.storage.fs import redact
+from ..io.storage.fs import redact, userinfo_span
 from .removal import object_names
 from .segments import FILE_DTYPES, checksum
 from .storage import (SegmentReader, Storage, chunks_of, crash_point, damaged, entry_files, gather_ranges, manifest_bytes,
@@ -146,8 +147,14 @@ def parse_url(url: str):
     """(URL for the client, the location as shown, key prefix) of an index URL; a URL whose
     database, port or options cannot be honoured is refused here, before any connection."""
     shown = redact(url)
+    span = userinfo_span(url)
+    # a password holding a raw / ? or # ends the client's host early: the rest of the password
+    # would be read as port, database or options, and shown as such
+    crossing = span is not None and not urlsplit(url).netloc.startswith(url[span[0]:span[1] + 1])
 
     def refuse(what: str):
+        if crossing:
+            what = "a password holding / ? or # must be percent-encoded (%2F, %3F, %23)"
         raise StorageError(f"bad Redis URL {shown}: {what}")
 
     try:
@@ -159,7 +166,7 @@ def parse_url(url: str):
     try:
         query = parse_qs(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
     except ValueError:
-        refuse(f"cannot read its options {parts.query!r}")
+        refuse("cannot read its options (NAME=VALUE&...)")  # not quoted: they may hold a password
     allowed = ("prefix", "db") if scheme == "unix" else ("prefix",)
     unknown = sorted(set(query) - set(allowed))
     if unknown:

@@ -288,7 +288,7 @@ class Folder:
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="neardup-copy-") as tmp:
-            with fs.remote_errors(str(self)):
+            with fs.remote_errors(self.shown):  # the URL as given: translate redacts the whole message
                 for name in names:
                     try:
                         data = self.read_bytes(name)

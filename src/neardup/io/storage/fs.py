@@ -23,7 +23,7 @@ from typing import IO, Callable, ContextManager, List, Optional, Protocol, Tuple
 
 from .local import LocalFiles, LockedError, new_temp
 from .paths import (any_remote, basename, dirname, has_magic, is_url, join, local_path, os_path, protocol,
-                    redact)
+                    redact, userinfo_span)
 from .remote import RemoteFiles, remote_errors
 
 
@@ -248,4 +248,5 @@ __all__ = ["FileInfo", "Files", "LockedError", "any_remote", "atomic_write", "ba
            "exists", "file_sizes", "files_of", "glob", "glob_entries", "has_magic", "head", "info", "infos",
            "isdir", "isfile", "join", "listdir", "local_path", "lock", "makedirs", "move", "new_temp",
            "open_input", "open_read", "os_path", "protocol", "read_bytes", "read_ranges", "redact",
-           "remote_errors", "remove", "remove_tree", "store_settings", "walk_files", "write_bytes"]
+           "remote_errors", "remove", "remove_tree", "store_settings", "userinfo_span", "walk_files",
+           "write_bytes"]

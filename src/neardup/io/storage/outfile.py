@@ -90,7 +90,7 @@ def _check_output_object(url: str, inputs: Sequence, inside: Sequence, overwrite
             raise ConfigError(f"{option} {redact(url)}: that is inside {redact(folder)}, which this command "
                               f"reads; name a file elsewhere")
     if not overwrite:
-        with remote_errors(redact(url)):
+        with remote_errors(url):  # the URL as given: translate redacts the whole message
             there = exists(url)
         if there:
             raise ConfigError(f"{option} {redact(url)}: it exists; give --overwrite to replace it, or name "
@@ -103,7 +103,7 @@ def publish_file(path, data: bytes, *, overwrite: bool = False, option: str = "-
     written: a Path for a local file, the URL for an object."""
     p = os.fspath(path)
     if is_url(p):
-        with remote_errors(redact(p)):
+        with remote_errors(p):  # the URL as given: translate redacts the whole message
             write_bytes(p, data)
         return p
 

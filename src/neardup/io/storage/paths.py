@@ -12,7 +12,8 @@ from __future__ import annotations
 import glob as _glob
 import os
 import re
-from typing import Optional
+from typing import Iterable, List, Optional, Tuple
+from urllib.parse import unquote
 
 # a scheme of two letters or more ("C://x" stays a Windows path), or fsspec's chained
 # protocols ("simplecache::s3://...")
@@ -88,38 +89,123 @@ def prefix_form(path: str, real_folders: Optional[dict] = None) -> str:
     return os.path.join(real, tail).rstrip(os.sep) + os.sep
 
 
-# user:password@ (or a lone token@) after a scheme: what a URL carries as credentials
-_USERINFO = re.compile(r"((?:[A-Za-z][A-Za-z0-9+.\-]*::)*[A-Za-z][A-Za-z0-9+.\-]*://)([^/@\s]*)@")
+# a URL's start: a scheme (fsspec's chained protocols "simplecache::s3://" too) and "://"
+_URL_START = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.\-]*::)*[A-Za-z][A-Za-z0-9+.\-]*://")
+_SPACE = re.compile(r"\s")  # where a URL in a text ends
+# a query parameter whose value is a secret: ?password=, ?pass=, ?token=, ?access_token=,
+# ?api_key=, ?sig= (Azure SAS), ?X-Amz-Signature= / X-Amz-Credential= / X-Amz-Security-Token=,
+# ?X-Goog-Signature=, ?AWSAccessKeyId= ...: any name holding one of these words
+_SECRET_PARAM = re.compile(r"([?&;][^=&;\s?#]*(?:pass|pwd|secret|token|sig|credential|auth|key)[^=&;\s?#]*=)"
+                           r"([^&;\s]*)", re.IGNORECASE)
+# a secret (or a piece of one) shorter than this is not searched for elsewhere in a text: "p"
+# would hide the p of every "http"; the URL's own credential span is hidden whatever its length
+MIN_SEARCHED = 6
 
 
-def redact(text: str) -> str:
+def userinfo_span(url: str, start: int = 0) -> Optional[Tuple[int, int]]:
+    """Where the credentials (``user:password`` or a lone token) of the URL that begins at
+    ``start`` of ``url`` lie, as (first, end) offsets with ``url[end] == "@"``; None when it has
+    none. The URL ends at the first whitespace.
+
+    The rule: RFC 3986's userinfo ends at the LAST ``@`` of the authority, so
+    ``redis://:p@ss@host`` has the password ``p@ss``. The authority ends at the first ``/``
+    here, not at a ``?`` or ``#`` too as in the RFC: a raw ``?`` or ``#`` in a password is not
+    RFC, but users type it (``redis://tok?en@host``). A raw ``/`` too (half of AWS secret keys
+    hold one): so a ``:`` anywhere before a later ``@`` makes everything up to the last such
+    ``@`` credentials (``s3://KEY:ab/cd@bucket/x`` has the secret ``ab/cd``; the user is what
+    comes before the first ``:``). Both err on the safe side: ``http://host:80/a@b`` is shown
+    ``http://host:***@b``, ``http://host?to=a@b`` ``http://***@b``. A lone token (no ``:``)
+    with a raw ``/`` cannot be told from a path holding ``@`` (``gs://bucket/a@b``) and is
+    taken as a path: percent-encode it (``%2F``)."""
+    m = _URL_START.match(url, start)
+    if m is None:
+        return None
+    first = m.end()
+    ws = _SPACE.search(url, first)
+    stop = ws.start() if ws else len(url)
+    body = url[first:stop]
+    authority = body.split("/", 1)[0]  # a raw ? or # in a password: up to the first / (see above)
+    end = authority.rfind("@")
+    colon = body.find(":")
+    if colon >= 0:
+        end = max(end, body.rfind("@"))
+        if end < colon:  # the colon comes after every @: a port or a path, no credentials
+            end = authority.rfind("@")
+    return (first, first + end) if end >= 0 else None
+
+
+def _pieces(secret: str) -> List[str]:
+    """What of ``secret`` may show elsewhere in a library's message: the secret, its
+    percent-decoded form, and its parts between URL delimiters (a library that misread the URL
+    quotes a part of it)."""
+    forms = {secret, unquote(secret)}
+    for form in list(forms):
+        forms.update(re.split(r"[@/:?#&=%]", form))
+    return [f for f in forms if len(f) >= MIN_SEARCHED]
+
+
+def redact(text: str, known: Iterable[str] = ()) -> str:
     """``text`` with the credentials of every URL in it hidden: ``scheme://user:pw@host`` becomes
-    ``scheme://user:***@host`` and ``scheme://token@host`` (or ``:pw@``) ``scheme://***@host``.
-    Every path or URL that neardup prints or stores passes through here; nothing else of the text
-    changes."""
-    text = str(text)
-    secrets = set()
-
-    def hide(m: "re.Match") -> str:
-        user, sep, secret = m.group(2).partition(":")
-        secrets.add(secret if sep and user else m.group(2))
-        return f"{m.group(1)}{user}:***@" if sep and user else f"{m.group(1)}***@"
-
-    text = _USERINFO.sub(hide, text)
-    # a library's message may quote the secret again without its scheme ("KEY:SECRET@bucket")
-    for secret in sorted((x for x in secrets if x), key=len, reverse=True):
-        text = text.replace(secret, "***")
+    ``scheme://user:***@host``, ``scheme://token@host`` (or ``:pw@``) ``scheme://***@host``, and
+    the value of a query parameter named like a secret (``?password=``, ``?token=``, ``?sig=``,
+    ``X-Amz-Signature``, ... :data:`_SECRET_PARAM`) ``***``. Where the credentials end:
+    :func:`userinfo_span`. A secret (and each part of it, and its percent-decoded form) of
+    :data:`MIN_SEARCHED` characters or more is hidden elsewhere in the text too, where a
+    library's message may quote it without its URL (``KEY:SECRET@bucket``); a shorter one only
+    in its URL. The secrets of the URLs ``known`` are hidden so too (a library's message about a
+    URL, before the URL is put in front of it). Every path or URL that neardup prints or stores
+    passes through here; nothing else of the text changes."""
+    secrets: List[str] = []
+    for url in known:
+        _hide_urls(str(url), secrets)
+    text = _hide_urls(str(text), secrets)
+    for piece in sorted({p for s in secrets for p in _pieces(s)}, key=len, reverse=True):
+        text = text.replace(piece, "***")
     return text
+
+
+def _hide_urls(text: str, secrets: List[str]) -> str:
+    """``text`` with the credential span and the secret query values of each URL in it hidden;
+    the secrets hidden appended to ``secrets``."""
+    out, pos = [], 0
+    for m in _URL_START.finditer(text):
+        if m.start() < pos:
+            continue  # inside a URL already redacted (a password holding "x://")
+        span = userinfo_span(text, m.start())
+        ws = _SPACE.search(text, m.end())
+        stop = ws.start() if ws else len(text)
+        out.append(text[pos:m.end()])
+        rest_from = m.end()
+        if span is not None:
+            info = text[span[0]:span[1]]
+            user, sep, secret = info.partition(":")
+            if sep and user:
+                out.append(f"{user}:***")
+                secrets.append(secret)
+            else:
+                out.append("***")
+                secrets.append(info)
+            rest_from = span[1]
+
+        def hide(q: "re.Match") -> str:
+            secrets.append(q.group(2))
+            return q.group(1) + "***"
+
+        out.append(_SECRET_PARAM.sub(hide, text[rest_from:stop]))
+        pos = stop
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def without_credentials(name: str) -> str:
     """``bucket/key`` for ``s3://bucket/key`` (``host/key`` for ``http://user:pw@host/key``: no
-    credentials); a local name as it is."""
+    credentials, where they end: :func:`userinfo_span`); a local name as it is."""
     if not is_url(name):
         return name
-    rest = name.partition("://")[2]
-    head, sep, tail = rest.partition("/")
-    return head.rpartition("@")[2] + sep + tail
+    span = userinfo_span(name)
+    if span is not None:
+        return name[span[1] + 1:]
+    return name.partition("://")[2]
 
 
 def join(base: str, *parts: str) -> str:

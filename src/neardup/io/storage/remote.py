@@ -20,7 +20,7 @@ import os
 from typing import IO, Iterator, List, Tuple
 
 from ...errors import ConfigError, InputError, one_line
-from .paths import join, protocol
+from .paths import join, protocol, redact, without_credentials
 
 # protocols whose fsspec implementation lives in another package, and that package's name
 _PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "hf": "huggingface_hub",
@@ -36,19 +36,19 @@ def filesystem(url: str):
     try:
         import fsspec
     except ImportError:
-        raise ConfigError(f"{url}: reading and writing {proto}:// paths needs the cloud extra "
+        raise ConfigError(f"{redact(url)}: reading and writing {proto}:// paths needs the cloud extra "
                           f"({_EXTRA})") from None
     try:
         fs, path = _cached_url_to_fs(fsspec, url, proto)
     except ImportError as e:
         pkg = _PACKAGES.get(proto) or getattr(e, "name", None) or "its fsspec package"
-        raise ConfigError(f"{url}: reading and writing {proto}:// paths needs {pkg} "
+        raise ConfigError(f"{redact(url)}: reading and writing {proto}:// paths needs {pkg} "
                           f"({_EXTRA})") from None
     except ValueError as e:
         if "protocol" in str(e).lower():
-            raise ConfigError(f"{url}: unknown protocol {proto}:// (not a local path, and no "
+            raise ConfigError(f"{redact(url)}: unknown protocol {proto}:// (not a local path, and no "
                               "fsspec filesystem is installed for it)") from None
-        raise ConfigError(f"{url}: {_text(e)}") from None
+        raise ConfigError(redact(f"{url}: {_first_line(e, url)}")) from None
     except Exception as e:  # a filesystem that checks its settings when created
         raise translate(url, e) from None
     return fs, path
@@ -101,9 +101,17 @@ def _chain(e: BaseException) -> Iterator[BaseException]:
 
 
 def translate(url: str, e: BaseException) -> Exception:
-    """A one-line InputError / ConfigError for what went wrong on ``url``."""
+    """A one-line InputError / ConfigError for what went wrong on ``url``, redacted as a whole:
+    a library's message may quote the URL's secret without its scheme (boto: ``Invalid bucket
+    name "KEY:SECRET@bucket"``), which only a :func:`~.paths.redact` that sees the URL too can
+    find. So ``url`` is the URL as given, not redacted."""
     if isinstance(e, (InputError, ConfigError)):
         return e
+    err = _translate(url, e)
+    return type(err)(redact(str(err)))
+
+
+def _translate(url: str, e: BaseException) -> Exception:
     names = " ".join(type(x).__name__ for x in _chain(e))
     text = " ".join(_text(x) for x in _chain(e))
     low = text.lower()
@@ -117,15 +125,15 @@ def translate(url: str, e: BaseException) -> Exception:
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         if endpoint and protocol(url) in ("s3", "s3a"):
             return InputError(f"{url}: cannot reach the storage endpoint at {endpoint}")
-        return InputError(f"{url}: cannot reach the storage endpoint ({_first_line(e)})")
+        return InputError(f"{url}: cannot reach the storage endpoint ({_first_line(e, url)})")
     if "nosuchbucket" in low or "bucket does not exist" in low or "specified bucket" in low:
         return InputError(f"{url}: no such bucket: {_bucket(url)}")
     if isinstance(e, PermissionError) or "accessdenied" in low or "access denied" in low \
             or "forbidden" in low or "invalidaccesskeyid" in low or "signaturedoesnotmatch" in low:
-        return InputError(f"{url}: access denied ({_first_line(e)})")
+        return InputError(f"{url}: access denied ({_first_line(e, url)})")
     if isinstance(e, FileNotFoundError):
         return InputError(f"no such file or folder: {url}")
-    return InputError(f"{url}: {type(e).__name__}: {_first_line(e)}")
+    return InputError(f"{url}: {type(e).__name__}: {_first_line(e, url)}")
 
 
 _CREDENTIALS_HINT = {
@@ -137,17 +145,19 @@ _CREDENTIALS_HINT["s3a"] = _CREDENTIALS_HINT["s3"]
 _CREDENTIALS_HINT["gcs"] = _CREDENTIALS_HINT["gs"]
 
 
-def _first_line(e: BaseException) -> str:
+def _first_line(e: BaseException, url: str) -> str:
+    """The first message of ``e``'s chain, the secrets of ``url`` hidden in it before it is cut
+    to 300 characters (a cut secret is no longer found)."""
     for x in _chain(e):
-        s = _text(x)
+        s = one_line(redact(str(x), [url]), 300)
         if s:
             return s
     return type(e).__name__
 
 
 def _bucket(url: str) -> str:
-    rest = str(url).partition("://")[2]
-    return rest.split("/", 1)[0]
+    """The bucket of ``url``, after its credentials (``s3://KEY:SE/CRET@bucket/x``: ``bucket``)."""
+    return without_credentials(str(url)).split("/", 1)[0]
 
 
 @contextlib.contextmanager
@@ -203,9 +213,9 @@ def as_oserror(url: str, e: BaseException) -> OSError:
     err = translate(url, e)
     if isinstance(err, ConfigError):
         raise err
-    reason = str(err)
-    if reason.startswith(f"{url}: "):
-        reason = reason[len(url) + 2:]
+    reason, shown = str(err), redact(url)
+    if reason.startswith(f"{shown}: "):
+        reason = reason[len(shown) + 2:]
     return OSError(reason)
 
 
