@@ -188,7 +188,7 @@ class Index:
         if manifest is None:
             manifest = self.empty_manifest()
         else:
-            check_manifest(self.display, manifest, self.config)
+            check_manifest(self.display, manifest, self.config, self.store, self.bloom)
         names = {s["name"] for s in manifest["segments"]}
         for gone in set(self._readers) - names:
             del self._readers[gone]

@@ -1,0 +1,102 @@
+"""The index's edges (issue 29): two first adds of different kinds at once, a Bloom index's
+extra false-positive rate where it is used or grown, absurd rates, an index that is its own
+input, a manifest written by another program, a Redis URL of another service."""
+
+import multiprocessing
+import pytest
+
+from neardup.errors import ConfigError, NeardupError
+from neardup.index import Index
+
+from helpers import fail_message, run_cli, write_jsonl
+
+TEXTS_A = [f"alpha beta gamma delta {i} epsilon zeta eta theta iota kappa {i * 7}" for i in range(40)]
+TEXTS_B = [f"lorem ipsum dolor sit amet {i} consectetur adipiscing elit sed do {i * 3}" for i in range(40)]
+KINDS = [({}, {"kind": "bloom"}), ({"verify": "exact"}, {"verify": "estimate"})]
+
+
+def _first_adds(tries, barrier, results):
+    """A child: for each (location, options, texts) opens the (new) index, waits for the other
+    child, adds; reports what happened. One child does every try: a spawn costs seconds."""
+    for location, options, texts in tries:
+        try:
+            index = Index(location, workers=1, **options)
+            barrier.wait(60)
+            index.add(texts, name="x")
+            results.put((location, "ok", ""))
+        except NeardupError as exc:
+            results.put((location, "refused", str(exc)))
+        except BaseException as exc:  # noqa: BLE001 - a traceback is what the test is about
+            results.put((location, "crash", repr(exc)))
+
+
+def _concurrent_first_adds(make_location, tries):
+    """``tries`` races of two first adds of different kinds (bloom and exact, exact and estimate),
+    each on a new index; every index must end with one of them committed and sound."""
+    plans = ([], [])
+    for t in range(tries):
+        first, second = KINDS[t % len(KINDS)]
+        if t % 4 >= 2:
+            first, second = second, first
+        plans[0].append((make_location(t), first, TEXTS_A))
+        plans[1].append((make_location(t), second, TEXTS_B))
+    ctx = multiprocessing.get_context("spawn")  # fork: unsafe in a process that has run OpenMP
+    barrier, results = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_first_adds, args=(plan, barrier, results)) for plan in plans]
+    for p in procs:
+        p.start()
+    got = {}
+    for _ in range(2 * tries):
+        location, outcome, message = results.get(timeout=300)
+        got.setdefault(location, []).append((outcome, message))
+    for p in procs:
+        p.join(60)
+    for location, outcomes in got.items():
+        outcomes.sort()
+        assert [o for o, _ in outcomes] == ["ok", "refused"], (location, outcomes)
+        assert "\n" not in outcomes[1][1] and "another process" in outcomes[1][1], outcomes
+        _check_usable(location)
+
+
+def _check_usable(location):
+    index = Index(location, must_exist=True)
+    r = index.verify()
+    assert r["problems"] == [] and r["documents"] == 40, r
+    stats = index.stats()
+    assert stats["documents"] == 40
+    index.query(TEXTS_A[:3])
+    if index.store != "bloom":
+        index.compact()
+    index.close()
+
+
+@pytest.mark.slow
+def test_concurrent_first_adds_of_different_kinds_leave_one_usable_folder_index(tmp_path):
+    # before: both committed, and every later stats, query and compact failed with KeyError 'bloom'
+    _concurrent_first_adds(lambda t: str(tmp_path / f"ix{t}"), 20)
+
+
+@pytest.mark.slow
+def test_concurrent_first_adds_of_different_kinds_leave_one_usable_redis_index(redis_url):
+    base = redis_url
+    _concurrent_first_adds(lambda t: f"{base}?prefix=race{t}:", 20)
+
+
+def test_a_writer_refuses_an_index_made_meanwhile_with_another_kind(tmp_path):
+    # the race made deterministic: both opened before either adds
+    location = str(tmp_path / "ix")
+    exact = Index(location)
+    bloom = Index(location, kind="bloom")
+    bloom.add(TEXTS_B, name="b")
+    with pytest.raises(ConfigError, match="is a bloom index .*another process"):
+        exact.add(TEXTS_A, name="a")
+    estimate = Index(str(tmp_path / "iy"), verify="estimate")
+    Index(str(tmp_path / "iy"), verify="exact").add(TEXTS_A, name="a")
+    with pytest.raises(ConfigError, match="is an exact index .*not an exact index keeping signatures"):
+        estimate.add(TEXTS_B, name="b")
+    rate = Index(str(tmp_path / "iz"), kind="bloom", false_positive_rate=1e-6)
+    Index(str(tmp_path / "iz"), kind="bloom", false_positive_rate=1e-7).add(TEXTS_A, name="a")
+    with pytest.raises(ConfigError, match="false_positive_rate 1e-07 .*this one with 1e-06"):
+        rate.add(TEXTS_B, name="b")
+    for name in ("ix", "iy", "iz"):
+        _check_usable(str(tmp_path / name))
