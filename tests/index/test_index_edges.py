@@ -8,7 +8,7 @@ import pytest
 from neardup.errors import ConfigError, NeardupError
 from neardup.index import Index
 
-from helpers import fail_message, run_cli, write_jsonl
+from helpers import run_in_process, write_jsonl
 
 TEXTS_A = [f"alpha beta gamma delta {i} epsilon zeta eta theta iota kappa {i * 7}" for i in range(40)]
 TEXTS_B = [f"lorem ipsum dolor sit amet {i} consectetur adipiscing elit sed do {i * 3}" for i in range(40)]
@@ -100,3 +100,54 @@ def test_a_writer_refuses_an_index_made_meanwhile_with_another_kind(tmp_path):
         rate.add(TEXTS_B, name="b")
     for name in ("ix", "iy", "iz"):
         _check_usable(str(tmp_path / name))
+
+
+def _one_line_failure(*args):
+    code, out, err = run_in_process(*args)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, (code, out, err)
+    return lines[0]
+
+
+def test_an_index_is_refused_as_its_own_input(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    write_jsonl(data / "a.jsonl", TEXTS_A)
+    index = data / "kept.ndx"
+    assert run_in_process("index", "add", index, data / "a.jsonl").returncode == 0
+    before = Index(str(index)).stats()
+    # before: the folder holding the index was read whole, the index's manifest.json with it
+    for inputs in ([data], [index], [index / "manifest.json"], [str(data) + "/*"]):
+        line = _one_line_failure("index", "add", index, *inputs)
+        assert "is, holds or lies inside the input" in line, line
+    with pytest.raises(ConfigError, match="lies inside the input"):
+        Index(str(index)).add(str(data))
+    after = Index(str(index)).stats()
+    assert (after["documents"], after["generation"]) == (before["documents"], before["generation"])
+
+
+def test_index_query_does_not_write_into_the_index_folder(tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", TEXTS_A)
+    index = tmp_path / "ix"
+    assert run_in_process("index", "add", index, tmp_path / "a.jsonl").returncode == 0
+    names = sorted(p.name for p in index.iterdir())
+    line = _one_line_failure("index", "query", index, tmp_path / "a.jsonl", "-o", index / "answers.jsonl")
+    assert "lies inside the index" in line, line
+    assert sorted(p.name for p in index.iterdir()) == names
+    assert Index(str(index)).verify()["problems"] == []
+
+
+def test_another_programs_manifest_is_not_called_a_corrupt_index(tmp_path):
+    folder = tmp_path / "webapp"
+    folder.mkdir()
+    (folder / "manifest.json").write_text('{"name": "My App", "icons": [], "start_url": "/"}')
+    write_jsonl(tmp_path / "a.jsonl", TEXTS_A)
+    for args in (("index", "stats", folder), ("index", "add", folder, tmp_path / "a.jsonl"),
+                 ("index", "query", folder, tmp_path / "a.jsonl")):
+        line = _one_line_failure(*args)
+        # before: "corrupt index ...: the manifest is not readable (KeyError)"
+        assert "is not a neardup index" in line and "corrupt" not in line, line
+    assert (folder / "manifest.json").read_text().startswith('{"name": "My App"')
+    # a manifest of ours that is damaged is still called corrupt
+    (folder / "manifest.json").write_text('{"sha256": "0", "manifest": {"format": "neardup-index"')
+    assert "corrupt index" in _one_line_failure("index", "stats", folder)

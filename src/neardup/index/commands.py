@@ -95,6 +95,8 @@ def query_files(location, inputs: Sequence[str], *, output: Optional[str] = None
         check_output_file(output, inputs=[s.path for s in sources],
                           inside=[i for i in inputs if os.path.isdir(i)], overwrite=overwrite)
     index = Index(location, must_exist=True, **options)
+    if output is not None:
+        index.storage.refuse_output(output, "--output")
     recall = index.recall_note(threshold) if index.store != "bloom" else None  # a bloom index refuses a threshold
     if recall and note is not None:
         note(recall)

@@ -526,9 +526,20 @@ class Index:
         ``neardup dedup`` does. ``name``: the source name recorded with each document
         (default: its file's name, ``<texts>`` or ``<table>``). Returns counts.
         """
+        self._refuse_own_files(data)
         with self.writer() as w:
             w.add(data, ids=ids, name=name, text_column=text_column, id_column=id_column, on_error=on_error)
         return w.result
+
+    def _refuse_own_files(self, data) -> None:
+        """Paths to add that are, hold or lie inside this index are refused before anything is read."""
+        if isinstance(data, (str, os.PathLike)):
+            data = [data]
+        elif not (isinstance(data, (list, tuple)) and data and all(isinstance(d, os.PathLike) for d in data)):
+            return  # texts, or a table (as :func:`.inputs.documents` tells them apart)
+        from .. import io as nio
+        paths = [os.fspath(d) for d in data]
+        self.storage.refuse_as_input(paths, [s.path for s in nio.discover(paths)])
 
     def add_arrays(self, keys: np.ndarray, ids, source, *, signatures: Optional[np.ndarray] = None,
                    shingles: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> dict:
