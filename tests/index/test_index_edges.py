@@ -3,6 +3,9 @@ extra false-positive rate where it is used or grown, absurd rates, an index that
 input, a manifest written by another program, a Redis URL of another service."""
 
 import multiprocessing
+import socket
+import threading
+import time
 import pytest
 
 from neardup.errors import ConfigError, NeardupError
@@ -151,3 +154,57 @@ def test_another_programs_manifest_is_not_called_a_corrupt_index(tmp_path):
     # a manifest of ours that is damaged is still called corrupt
     (folder / "manifest.json").write_text('{"sha256": "0", "manifest": {"format": "neardup-index"')
     assert "corrupt index" in _one_line_failure("index", "stats", folder)
+
+
+class _Service:
+    """A TCP service on a free loopback port that is not Redis: ``greeting`` sent on connect,
+    ``reply`` to whatever the client sends (None: silent)."""
+
+    def __init__(self, greeting=b"", reply=None):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.greeting, self.reply = greeting, reply
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        conns = []
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            conns.append(conn)  # kept open: a silent service does not hang up
+            if self.greeting:
+                conn.sendall(self.greeting)
+            if self.reply is not None:
+                conn.settimeout(10)
+                try:
+                    conn.recv(4096)
+                    conn.sendall(self.reply)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.mark.parametrize("greeting, reply, says", [
+    (b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n", None, "it sent"),
+    (b"", b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", "it sent"),
+    (b"", None, "no answer to PING within"),
+], ids=["ssh", "http", "silent"])
+def test_a_redis_url_of_another_service_is_refused_in_one_line(tmp_path, greeting, reply, says):
+    service = _Service(greeting, reply)
+    write_jsonl(tmp_path / "a.jsonl", TEXTS_A)
+    try:
+        t0 = time.monotonic()
+        for args in (("index", "stats", f"redis://127.0.0.1:{service.port}/0"),
+                     ("index", "add", f"redis://127.0.0.1:{service.port}/0", tmp_path / "a.jsonl")):
+            # before: a traceback and "this is a bug" (a protocol error), or a minute of waiting
+            line = _one_line_failure(*args)
+            assert "does not answer as a Redis server does" in line and says in line, line
+        assert time.monotonic() - t0 < 30
+    finally:
+        service.close()
