@@ -208,3 +208,58 @@ def test_a_redis_url_of_another_service_is_refused_in_one_line(tmp_path, greetin
         assert time.monotonic() - t0 < 30
     finally:
         service.close()
+
+
+# --------------------------------------------------------------------------- a Bloom index's extra false-positive rate
+
+def _random_keys(n, bands, seed):
+    import numpy as np
+    return np.random.default_rng(seed).integers(0, 2 ** 63, size=(n, bands), dtype=np.uint64) * np.uint64(2) + \
+        np.uint64(1)
+
+
+def _bloom_segments(index, segments, docs=5000):
+    import numpy as np
+    sig = np.zeros((docs, index.config.num_perm), np.uint32)
+    for seg in range(segments):
+        index.add_arrays(_random_keys(docs, index.config.bands, seed=seg), [f"d{i}" for i in range(docs)],
+                         f"s{seg}", signatures=sig)
+
+
+def test_absurd_false_positive_rates_are_refused_in_one_line(tmp_path):
+    import time as clock
+    write_jsonl(tmp_path / "a.jsonl", TEXTS_A)
+    t0 = clock.monotonic()
+    # before: accepted; 2,000 documents took 72 s and 9.5 GB
+    line = _one_line_failure("index", "add", tmp_path / "tiny", tmp_path / "a.jsonl", "--kind", "bloom",
+                             "--false-positive-rate", "1e-300")
+    assert "bytes of filters a document" in line and "give at least" in line, line
+    # before: accepted, and a one-segment index answered yes for 49% of unrelated documents
+    line = _one_line_failure("index", "add", tmp_path / "loose", tmp_path / "a.jsonl", "--kind", "bloom",
+                             "--false-positive-rate", "0.05")
+    assert "extra false-positive rate of 0.487" in line and "give at most" in line, line
+    assert clock.monotonic() - t0 < 30
+    assert not (tmp_path / "tiny").exists() and not (tmp_path / "loose").exists()
+    low, high = __import__("neardup.index.bloom", fromlist=["x"]).rate_bounds(13)
+    Index(str(tmp_path / "edge"), kind="bloom", false_positive_rate=high * 0.999)
+    Index(str(tmp_path / "edge"), kind="bloom", false_positive_rate=low * 1.001)
+
+
+def test_an_add_that_would_take_a_bloom_index_past_the_bound_commits_nothing(tmp_path):
+    index = Index(str(tmp_path / "b"), kind="bloom", false_positive_rate=1e-3)
+    _bloom_segments(index, 3)  # 3 x 13 filters at 1e-3: F ~ 3.9%
+    before = index.stats()
+    assert 0.03 < before["extra_false_positive_rate"] < 0.05
+    with pytest.raises(ConfigError, match="this add would leave it with an extra false-positive rate of 0.05"):
+        _bloom_segments(index, 1)
+    after = index.stats()
+    assert (after["segments"], after["generation"]) == (before["segments"], before["generation"])
+    assert index.verify()["problems"] == []
+
+
+def test_index_query_warns_of_a_bloom_index_with_a_high_extra_rate(tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", TEXTS_A)
+    index = Index(str(tmp_path / "b"), kind="bloom", false_positive_rate=1e-3)
+    _bloom_segments(index, 1)
+    code, out, err = run_in_process("index", "query", tmp_path / "b", tmp_path / "a.jsonl")
+    assert code == 0 and "neardup: warning: bloom index" in err and "extra false-positive rate of 1.29e-02" in err, err

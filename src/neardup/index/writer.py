@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError
-from .bloom import BloomBuilder
+from .bloom import BloomBuilder, refuse_rate
 from .inputs import documents
 from .manifest import check_manifest
 from .segments import hashed_documents, SegmentBuilder, new_segment_name
@@ -155,7 +155,9 @@ class IndexWriter:
                 current = index.empty_manifest()
             else:  # read again under the lock (the Redis transaction): another writer may have been first
                 check_manifest(index.display, current, self.config, index.store, index.bloom)
-            return dict(current, generation=current["generation"] + 1, segments=current["segments"] + entries)
+            segments = current["segments"] + entries
+            refuse_rate(index.display, current, "this add would leave it", segments)
+            return dict(current, generation=current["generation"] + 1, segments=segments)
 
         if entries:
             try:
