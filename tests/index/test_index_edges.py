@@ -263,3 +263,26 @@ def test_index_query_warns_of_a_bloom_index_with_a_high_extra_rate(tmp_path):
     _bloom_segments(index, 1)
     code, out, err = run_in_process("index", "query", tmp_path / "b", tmp_path / "a.jsonl")
     assert code == 0 and "neardup: warning: bloom index" in err and "extra false-positive rate of 1.29e-02" in err, err
+
+
+def test_an_index_mixed_by_an_older_race_is_one_line_not_a_keyerror(tmp_path):
+    import json
+    import shutil
+    from neardup.index.storage import manifest_bytes
+    exact, bloom = tmp_path / "exact", tmp_path / "bloom"
+    Index(str(exact)).add(TEXTS_A, name="a")
+    Index(str(bloom), kind="bloom").add(TEXTS_B, name="b")
+    for mixed, into, other in ((tmp_path / "m1", exact, bloom), (tmp_path / "m2", bloom, exact)):
+        shutil.copytree(into, mixed)
+        body = json.loads((mixed / "manifest.json").read_text())["manifest"]
+        for seg in json.loads((other / "manifest.json").read_text())["manifest"]["segments"]:
+            shutil.copytree(other / "segments" / seg["name"], mixed / "segments" / seg["name"])
+            body["segments"].append(seg)  # what the race committed before: both adds
+        (mixed / "manifest.json").write_bytes(manifest_bytes(body))
+        # before: KeyError 'bloom' (a traceback) from stats, query and compact
+        for command in ("stats", "verify", "compact"):
+            line = _one_line_failure("index", command, mixed)
+            assert "segment in a" in line and "build the index again" in line, line
+        write_jsonl(tmp_path / "a.jsonl", TEXTS_A)
+        line = _one_line_failure("index", "query", mixed, tmp_path / "a.jsonl")
+        assert "segment in a" in line, line

@@ -100,6 +100,14 @@ def check_format(location: str, manifest: dict) -> None:
     if manifest["store"] == "bloom" and not isinstance((manifest.get("bloom") or {}).get("false_positive_rate"),
                                                         float):
         raise StorageError(f"corrupt index {location}: its manifest lacks the Bloom filters' false-positive rate")
+    for entry in manifest.get("segments") or []:
+        bloom = isinstance(entry, dict) and isinstance(entry.get("bloom"), dict)
+        if isinstance(entry, dict) and bloom != (manifest["store"] == "bloom"):
+            # what two first adds of different kinds at once committed before they were refused
+            raise StorageError(f"corrupt index {location}: segment {entry.get('name')} is {'a bloom' if bloom else 'an exact'} "
+                               f"segment in {'a bloom' if not bloom else 'an exact'} index (two first adds of different "
+                               f"kinds committed at once, by a neardup before that was refused); nothing can be read "
+                               f"from it: build the index again")
 
 
 def compare(location: str, params: dict, wanted: dict) -> None:
