@@ -158,3 +158,143 @@ def test_stats_json_is_written_once_per_run_even_with_update_index(tmp_path, dum
         assert ("index_update" in stats) == bool(options)
         assert not (out / ".neardup-staging").exists()
     assert stats["index_update"]["added"] == stats["counts"]["kept"] > 0
+
+
+# --------------------------------------------------------------------------- one state of the index per run (issue 29)
+
+def _words(seed: int, n: int = 60):
+    import random
+    rng = random.Random(seed)
+    return " ".join(f"w{rng.randrange(50_000)}" for _ in range(n))
+
+
+# Runs `neardup ARGS` with one read block per input file; after the first block is matched, ACTION
+# changes the index (what another process adding or compacting at that moment does)
+_BETWEEN_BLOCKS = """
+import neardup, neardup.stages.workdir as _w, neardup.stages.against as _ag
+_w.BLOCK_BYTES = 1
+_real, _done = _ag.match_block, []
+def _match_block(*a, **k):
+    out = _real(*a, **k)
+    if not _done:
+        _done.append(1)
+        {action}
+    return out
+_ag.match_block = _match_block
+"""
+
+
+@pytest.fixture
+def late_corpus(tmp_path):
+    """An index of 60 old documents; 6 input files of 10 copies of old documents and 10 of
+    late ones (documents the index does not hold when the run starts)."""
+    from helpers import write_jsonl
+    old = [_words(i) for i in range(60)]
+    late = [_words(1000 + i) for i in range(60)]
+    write_jsonl(tmp_path / "old.jsonl", old)
+    write_jsonl(tmp_path / "late.jsonl", late)
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for f in range(6):
+        write_jsonl(inputs / f"b{f}.jsonl", old[10 * f:10 * f + 10] + late[10 * f:10 * f + 10])
+    idx = tmp_path / "idx"
+    neardup.Index(str(idx)).add(str(tmp_path / "old.jsonl"), name="old")
+    return tmp_path, idx, inputs
+
+
+def _between_blocks(action, *args):
+    import subprocess
+    from helpers import child_env, neardup_command
+    return subprocess.run(neardup_command(*args, setup=_BETWEEN_BLOCKS.format(action=action)),
+                          capture_output=True, text=True, env=child_env(), timeout=300)
+
+
+def test_dedup_against_reads_one_state_of_the_index_while_another_process_adds(late_corpus):
+    tmp, idx, inputs = late_corpus
+    ran = _between_blocks(f"neardup.Index({str(idx)!r}).add({str(tmp / 'late.jsonl')!r}, name='late')",
+                          "dedup", inputs, "-o", tmp / "out", "--against", idx, "--quiet")
+    assert ran.returncode == 0, ran.stderr
+    assert neardup.Index(str(idx)).stats()["documents"] == 120  # the add did commit, mid-run
+    stats = json.loads((tmp / "out" / "stats.json").read_text())
+    # before: blocks 2 to 6 read the index after the add (60 + 50 matched)
+    assert stats["counts"]["removed_against_index"] == 60
+    assert stats["indexes"][0]["matched"] == 60 and stats["indexes"][0]["generation"] == 1
+    assert stats["indexes"][0]["kind"] == "exact"
+
+
+def test_a_compaction_under_dedup_against_is_one_line_and_resume_reads_the_same_state(late_corpus):
+    tmp, idx, inputs = late_corpus
+    neardup.Index(str(idx)).add(str(tmp / "late.jsonl"), name="late")  # 2 segments: a compaction merges them
+    neardup.Index(str(idx)).remove(source="late")
+    ran = _between_blocks(f"neardup.Index({str(idx)!r}).compact()",
+                          "dedup", inputs, "-o", tmp / "out", "--against", idx, "--quiet")
+    lines = [x for x in ran.stderr.splitlines() if x.strip()]
+    assert ran.returncode == 2 and len(lines) == 1 and "was compacted" in lines[0], ran.stderr
+    assert "Traceback" not in ran.stderr
+    # --resume reads the state the run started with: it is gone, and it says so again
+    code = main(["dedup", str(inputs), "-o", str(tmp / "out"), "--against", str(idx), "--quiet", "--resume"])
+    assert code == 2
+    assert main(["dedup", str(inputs), "-o", str(tmp / "out"), "--against", str(idx), "--quiet", "--overwrite"]) == 0
+    stats = json.loads((tmp / "out" / "stats.json").read_text())
+    assert stats["counts"]["removed_against_index"] == 60
+
+
+# --------------------------------------------------------------------------- a Bloom index's extra false-positive rate
+
+def _bloom_index(path, rate, segments, docs=5000):
+    import numpy as np
+    index = neardup.Index(str(path), kind="bloom", false_positive_rate=rate)
+    sig = np.zeros((docs, index.config.num_perm), np.uint32)
+    rng = np.random.default_rng(5)
+    for seg in range(segments):
+        keys = rng.integers(0, 2 ** 63, size=(docs, index.config.bands), dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+        index.add_arrays(keys, [f"d{i}" for i in range(docs)], f"s{seg}", signatures=sig)
+    return index
+
+
+@pytest.fixture
+def unrelated(tmp_path):
+    from helpers import write_jsonl
+    return write_jsonl(tmp_path / "new.jsonl", [_words(5000 + i) for i in range(500)])
+
+
+def test_dedup_against_refuses_a_bloom_index_past_the_bound(tmp_path, unrelated, monkeypatch, capsys):
+    from neardup.index import bloom
+    monkeypatch.setattr(bloom, "REFUSE_RATE", 0.999, raising=False)  # an index as an older neardup would build it
+    _bloom_index(tmp_path / "b", 0.05, 1)  # F ~ 0.49
+    monkeypatch.undo()
+    capsys.readouterr()
+    # before: exit 0, no warning, and 266 of the 500 unrelated documents removed
+    assert main(["dedup", str(unrelated), "-o", str(tmp_path / "out"), "--against", str(tmp_path / "b"),
+                 "--quiet"]) == 2
+    err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert len(err) == 1 and "dedup --against would remove documents by it" in err[0] and "rate of 0.4" in err[0], err
+    assert not (tmp_path / "out" / "stats.json").exists()
+
+
+def test_stats_json_records_a_bloom_index_kind_and_rate_and_update_index_warns(tmp_path, unrelated, capsys):
+    _bloom_index(tmp_path / "b", 1.2e-3, 1)  # F ~ 1.5%: above 1e-4, below the bound
+    res = neardup.dedup(str(unrelated), output=str(tmp_path / "out"), against=[str(tmp_path / "b")],
+                        update_index=True)
+    ix = json.loads((tmp_path / "out" / "stats.json").read_text())["indexes"][0]
+    # before: neither the kind nor the rates were recorded, and nothing warned
+    assert ix["kind"] == "bloom" and ix["false_positive_rate"] == 1.2e-3
+    assert 0.012 < ix["extra_false_positive_rate"] < 0.018 and "extra false-positive rate" in ix["rate_warning"]
+    assert f"warning: {ix['rate_warning']}" in res.summary()
+    update = res.stats["index_update"]  # the update raised F to ~3%: said
+    import re
+    rate = float(re.search(r"extra false-positive rate of ([0-9.e+-]+) ", update["rate_warning"]).group(1))
+    assert update["added"] > 400 and 0.025 < rate < 0.036, update
+    assert "--update-index" in res.summary()
+    # with a third segment (F ~ 4.5%), the update would take it past 5%: it commits nothing, the output is complete
+    _bloom_index(tmp_path / "b", 1.2e-3, 1)
+    before = neardup.Index(str(tmp_path / "b")).stats()
+    from helpers import write_jsonl
+    others = write_jsonl(tmp_path / "others.jsonl", [_words(9000 + i) for i in range(500)])  # not in the index
+    code = main(["dedup", str(others), "-o", str(tmp_path / "out3"), "--against", str(tmp_path / "b"),
+                 "--update-index", "--quiet"])
+    after = neardup.Index(str(tmp_path / "b")).stats()
+    assert 0.04 < before["extra_false_positive_rate"] < 0.05, before
+    err = capsys.readouterr().err
+    assert code == 2 and (tmp_path / "out3" / "stats.json").exists() and "this add would leave it" in err, err
+    assert (after["segments"], after["generation"]) == (before["segments"], before["generation"])

@@ -180,8 +180,9 @@ def run_query(args) -> int:
         n = len(answers.records)
         print(f"{answers.found} of {n} {plural(n, 'document')} {'has' if n == 1 else 'have'} a match in "
               f"{answers.index.display}; wrote {args.output}", file=sys.stderr)
-    if answers.truncation_note:
-        print(f"neardup: warning: {answers.truncation_note}", file=sys.stderr)
+    for warning in (answers.truncation_note, answers.rate_warning):
+        if warning:
+            print(f"neardup: warning: {warning}", file=sys.stderr)
     return 0
 
 

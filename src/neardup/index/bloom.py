@@ -53,6 +53,15 @@ KINDS = ("exact", "bloom")
 INDEX_RATE = 1e-4        # the index-wide extra false-positive rate the default keeps below ...
 DESIGN_SEGMENTS = 100    # ... up to this many segments
 MAX_HASHES = 64
+# Bounds (issue 29). A Bloom index whose F is above REFUSE_RATE answers yes for more than one in
+# twenty documents with no near-duplicate in it: ``dedup --against`` refuses to remove documents
+# by it, an add (``index add``, ``--update-index``) that would take it there commits nothing, and
+# a new index is refused a per-filter rate whose one segment is there already. Above INDEX_RATE
+# every use and every growth warns. A per-filter rate whose filters take more than
+# MAX_FILTER_BYTES a document (a third of what an exact index keeps to verify; the default takes
+# 56) is refused: 1e-300 took 9.5 GB for 2,000 documents.
+REFUSE_RATE = 0.05
+MAX_FILTER_BYTES = 512
 
 
 def kind_of(store: str) -> str:
@@ -74,6 +83,70 @@ def check_rate(rate) -> float:
     if not 0.0 < p < 1.0 or math.isnan(p):
         raise ConfigError(f"false_positive_rate must be between 0 and 1 (exclusive), got {rate!r}")
     return p
+
+
+def bits_per_key(rate: float) -> float:
+    """Bits a key of a filter at ``rate`` takes: ln(1/p) / (ln 2)^2 at the best k; past
+    MAX_HASHES hash functions, the m/n at which k = MAX_HASHES meets the rate."""
+    if math.log2(1.0 / rate) <= MAX_HASHES:
+        return math.log(1.0 / rate) / math.log(2.0) ** 2
+    return -MAX_HASHES / math.log1p(-rate ** (1.0 / MAX_HASHES))
+
+
+def filter_bytes(rate: float, bands: int) -> float:
+    """Bytes of filters a document takes at ``rate`` (b filters of bits_per_key each)."""
+    return bands * bits_per_key(rate) / 8
+
+
+def rate_bounds(bands: int):
+    """(lowest, highest) per-filter rate a new index of ``bands`` bands accepts: the filters of
+    a document within MAX_FILTER_BYTES, one segment's F within REFUSE_RATE."""
+    lo, hi = -330.0, 0.0  # log10 of the rate: filter_bytes falls as it grows
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if filter_bytes(10.0 ** mid, bands) <= MAX_FILTER_BYTES else (mid, hi)
+    return 10.0 ** hi, -math.expm1(math.log1p(-REFUSE_RATE) / bands)
+
+
+def check_new_rate(rate: float, bands: int) -> float:
+    """A new Bloom index's per-filter rate, refused in one line outside :func:`rate_bounds`."""
+    low, high = rate_bounds(bands)
+    if rate < low:
+        size = filter_bytes(rate, bands)
+        raise ConfigError(f"false_positive_rate {rate!r} would take {size:,.0f} bytes of filters a document "
+                          f"({bands} bands; {size * 1e6 / 2 ** 30:,.1f} GiB for 1M documents), above "
+                          f"{MAX_FILTER_BYTES} (an exact index, which verifies, keeps about 1,500): give at least "
+                          f"{low:.1e}")
+    if rate > high:
+        one = -math.expm1(bands * math.log1p(-rate))
+        raise ConfigError(f"false_positive_rate {rate!r} gives even one segment of {bands} filters an extra "
+                          f"false-positive rate of {one:.3f}, above {REFUSE_RATE:g} (that share of documents with "
+                          f"no near-duplicate would be answered yes): give at most {high:.1e}")
+    return rate
+
+
+def rate_note(display: str, manifest: dict) -> Optional[str]:
+    """One line when a Bloom index's F (as its manifest records it) is above INDEX_RATE."""
+    if manifest.get("store") != "bloom":
+        return None
+    f = index_rate(manifest)
+    if f <= INDEX_RATE:
+        return None
+    return (f"bloom index {display} has an extra false-positive rate of {f:.2e} (above {INDEX_RATE:g}; "
+            f"{len(manifest['segments'])} segment(s) of filters at {manifest['bloom']['false_positive_rate']:.2e}): "
+            f"a document with no near-duplicate there is answered yes at that rate")
+
+
+def refuse_rate(display: str, manifest: dict, doing: str, segments=None) -> None:
+    """Refuses ``doing`` when a Bloom index's F (of its manifest, or of ``segments``) is above
+    REFUSE_RATE."""
+    if manifest.get("store") != "bloom":
+        return
+    f = index_rate({"segments": manifest["segments"] if segments is None else segments})
+    if f > REFUSE_RATE:
+        raise ConfigError(f"bloom index {display}: {doing} with an extra false-positive rate of {f:.3f}, above "
+                          f"{REFUSE_RATE:g} (that share of documents with no near-duplicate there is answered yes); "
+                          f"refused: build a new index with a lower --false-positive-rate")
 
 
 def geometry(n: int, rate: float):
@@ -117,7 +190,7 @@ def settings(location: str, manifest: Optional[dict], store: str, rate, bands: i
                               f"{'an exact' if manifest is not None else 'to be an exact'} index")
         return None
     if manifest is None:
-        return {"false_positive_rate": default_rate(bands) if rate is None else check_rate(rate)}
+        return {"false_positive_rate": default_rate(bands) if rate is None else check_new_rate(check_rate(rate), bands)}
     have = manifest["bloom"]
     if rate is not None and check_rate(rate) != have["false_positive_rate"]:
         raise ConfigError(f"index {location} was built with false_positive_rate {have['false_positive_rate']!r} "

@@ -22,7 +22,7 @@ from .. import io as nio
 from ..errors import ConfigError
 from ..io.storage.outfile import check_output_file, publish_with
 from ..io.storage.paths import redact
-from .bloom import INDEX_RATE
+from .bloom import INDEX_RATE, rate_note
 from .core import Index
 from .inputs import source_batches
 from .removal import read_ids_file
@@ -68,11 +68,13 @@ def rate_warning(stats: dict) -> Optional[str]:
 class QueryAnswers:
     """What :func:`query_files` found. ``records``: one per input document, in input order,
     ``{"id", "source", "matches": [{"id", "source", "similarity"}, ...]}`` (an output line of
-    ``neardup index query``); ``truncation_note``: :meth:`Index.truncation_note`."""
+    ``neardup index query``); ``truncation_note``: :meth:`Index.truncation_note`; ``rate_warning``: a Bloom index's extra false-positive
+    rate when above INDEX_RATE."""
 
     index: Index
     records: List[dict]
     truncation_note: Optional[str]
+    rate_warning: Optional[str] = None  # a Bloom index's F above INDEX_RATE (:func:`.bloom.rate_note`)
 
     @property
     def found(self) -> int:
@@ -95,6 +97,8 @@ def query_files(location, inputs: Sequence[str], *, output: Optional[str] = None
         check_output_file(output, inputs=[s.path for s in sources],
                           inside=[i for i in inputs if os.path.isdir(i)], overwrite=overwrite)
     index = Index(location, must_exist=True, **options)
+    if output is not None:
+        index.storage.refuse_output(output, "--output")
     recall = index.recall_note(threshold) if index.store != "bloom" else None  # a bloom index refuses a threshold
     if recall and note is not None:
         note(recall)
@@ -105,7 +109,8 @@ def query_files(location, inputs: Sequence[str], *, output: Optional[str] = None
             records.append({"id": doc_id, "source": source,
                             "matches": [{"id": m.id, "source": m.source, "similarity": m.similarity}
                                         for m in matches]})
-    answers = QueryAnswers(index, records, index.truncation_note())
+    answers = QueryAnswers(index, records, index.truncation_note(),
+                           rate_note(index.display, index.snapshot()) if index.store == "bloom" else None)
     if output is not None:
         _write_answers(output, records, overwrite)
     return answers

@@ -167,6 +167,7 @@ class Index:
         self._hasher: Optional[MinHasher] = None
         self.refresh = float(refresh)
         self._manifest_read = -1e18  # when the manifest was last read (time.monotonic)
+        self._pinned: Optional[dict] = None  # the manifest every lookup reads (:meth:`pin`), or None
         # over every query and match of this object: candidates verified, buckets cut at
         # MAX_BUCKET candidates and the candidates that cut left unverified
         self.counts = {"candidates": 0, "truncated_buckets": 0, "truncated_candidates": 0}
@@ -180,6 +181,8 @@ class Index:
         """The committed manifest, read again when the last read is older than ``refresh``
         seconds (other processes may have added; this one's own writes invalidate it at once),
         so that a stream of single queries does not pay a read (a round trip on Redis) each."""
+        if self._pinned is not None:
+            return self._pinned
         now = time.monotonic()
         if self._manifest is not None and now - self._manifest_read < self.refresh:
             return self._manifest
@@ -188,7 +191,7 @@ class Index:
         if manifest is None:
             manifest = self.empty_manifest()
         else:
-            check_manifest(self.display, manifest, self.config)
+            check_manifest(self.display, manifest, self.config, self.store, self.bloom)
         names = {s["name"] for s in manifest["segments"]}
         for gone in set(self._readers) - names:
             del self._readers[gone]
@@ -197,6 +200,20 @@ class Index:
             del self._dead[gone]
         self._manifest = manifest
         return manifest
+
+    def snapshot(self) -> dict:
+        """The committed manifest as stored now, checked: one state of the index, for :meth:`pin`."""
+        return maintenance.committed_manifest(self)
+
+    def pin(self, manifest: dict) -> None:
+        """From now on, every lookup reads the state ``manifest`` (a :meth:`snapshot`) and no
+        newer one: a reader that opens the index again and again (``dedup --against``, block by
+        block) sees one state of it, whatever commits meanwhile. Adds keep a state's segments;
+        a compaction or a removal deletes some, and a lookup that needs one is a one-line
+        StorageError that says the index changed under the reader."""
+        check_manifest(self.display, manifest, self.config, self.store, self.bloom)
+        self._pinned = self._manifest = manifest
+        self.forget_manifest(segments=True)
 
     def forget_manifest(self, *, segments: bool = False) -> None:
         """Says that the index has changed (this process added, removed or compacted): the next
@@ -371,12 +388,26 @@ class Index:
         try:
             return run()
         except StorageError:
+            if self._pinned is not None:
+                self._gone_from_under_pin()
+                raise
             before = [(e["name"], dead_name(e)) for e in (self._manifest or {}).get("segments", [])]
             self.forget_manifest(segments=True)
             after = [(e["name"], dead_name(e)) for e in self._refresh()["segments"]]
             if after == before:
                 raise
             return run()
+
+    def _gone_from_under_pin(self) -> None:
+        """A lookup of a pinned state failed: when segments or tombstones of that state are no
+        longer committed (a compaction, a removal), says so in one line."""
+        named = {n for e in self._pinned["segments"] for n in (e["name"], dead_name(e)) if n is not None}
+        now = self.storage.read_manifest()
+        have = {n for e in (now or {}).get("segments", []) for n in (e["name"], dead_name(e)) if n is not None}
+        if named - have:
+            raise StorageError(f"index {self.display} was compacted, or had documents removed, while this run read "
+                               f"it: the state it started with (generation {self._pinned['generation']}) is gone; "
+                               f"run again with --overwrite (--resume would read that same state)")
 
     def candidate_probability(self, threshold: Optional[float] = None) -> float:
         """P(candidate) of a pair at ``threshold`` (default: the config's) with this index's bands
@@ -526,9 +557,20 @@ class Index:
         ``neardup dedup`` does. ``name``: the source name recorded with each document
         (default: its file's name, ``<texts>`` or ``<table>``). Returns counts.
         """
+        self._refuse_own_files(data)
         with self.writer() as w:
             w.add(data, ids=ids, name=name, text_column=text_column, id_column=id_column, on_error=on_error)
         return w.result
+
+    def _refuse_own_files(self, data) -> None:
+        """Paths to add that are, hold or lie inside this index are refused before anything is read."""
+        if isinstance(data, (str, os.PathLike)):
+            data = [data]
+        elif not (isinstance(data, (list, tuple)) and data and all(isinstance(d, os.PathLike) for d in data)):
+            return  # texts, or a table (as :func:`.inputs.documents` tells them apart)
+        from .. import io as nio
+        paths = [os.fspath(d) for d in data]
+        self.storage.refuse_as_input(paths, [s.path for s in nio.discover(paths)])
 
     def add_arrays(self, keys: np.ndarray, ids, source, *, signatures: Optional[np.ndarray] = None,
                    shingles: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> dict:

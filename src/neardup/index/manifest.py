@@ -100,6 +100,14 @@ def check_format(location: str, manifest: dict) -> None:
     if manifest["store"] == "bloom" and not isinstance((manifest.get("bloom") or {}).get("false_positive_rate"),
                                                         float):
         raise StorageError(f"corrupt index {location}: its manifest lacks the Bloom filters' false-positive rate")
+    for entry in manifest.get("segments") or []:
+        bloom = isinstance(entry, dict) and isinstance(entry.get("bloom"), dict)
+        if isinstance(entry, dict) and bloom != (manifest["store"] == "bloom"):
+            # what two first adds of different kinds at once committed before they were refused
+            raise StorageError(f"corrupt index {location}: segment {entry.get('name')} is {'a bloom' if bloom else 'an exact'} "
+                               f"segment in {'a bloom' if not bloom else 'an exact'} index (two first adds of different "
+                               f"kinds committed at once, by a neardup before that was refused); nothing can be read "
+                               f"from it: build the index again")
 
 
 def compare(location: str, params: dict, wanted: dict) -> None:
@@ -113,6 +121,33 @@ def compare(location: str, params: dict, wanted: dict) -> None:
                           f"use the index's parameters or another index")
 
 
-def check_manifest(location: str, manifest: dict, config: Config) -> None:
+def check_manifest(location: str, manifest: dict, config: Config, store: Optional[str] = None,
+                   bloom: Optional[dict] = None) -> None:
+    """Refuses a manifest made with other parameters than ``config``'s; with ``store`` (and
+    ``bloom``, a Bloom index's settings), also one of another kind or Bloom rate."""
     check_format(location, manifest)
     compare(location, manifest["params"], params_of(config))
+    if store is not None:
+        check_kind(location, manifest, store, bloom)
+
+
+KEPT = {"exact": "an exact index (shingle fingerprints, --verify exact)",
+        "estimate": "an exact index keeping signatures (--verify estimate)",
+        "bloom": "a bloom index (--kind bloom)"}
+
+
+def check_kind(location: str, manifest: dict, store: str, bloom: Optional[dict]) -> None:
+    """Refuses a manifest whose kind (``store``) or Bloom false-positive rate differ from what
+    this process took the index to be: the first committed add fixes both, and a writer that
+    raced it (two first adds at once, of different kinds) commits nothing."""
+    have = manifest["store"]
+    rate = (manifest.get("bloom") or {}).get("false_positive_rate")
+    want = (bloom or {}).get("false_positive_rate")
+    if have != store:
+        raise ConfigError(f"index {location} is {KEPT[have]} (fixed by its first add, made meanwhile by another "
+                          f"process), not {KEPT[store]}; nothing was written by this one: run it again to use the "
+                          f"index as it is, or use another index")
+    if store == "bloom" and rate != want:
+        raise ConfigError(f"index {location} was built with false_positive_rate {rate!r} (fixed by its first add, "
+                          f"made meanwhile by another process), this one with {want!r}; nothing was written by "
+                          f"this one: run it again without --false-positive-rate, or use another index")

@@ -47,6 +47,7 @@ ORPHAN_AGE_S = 3600        # uncommitted segments older than this are a crashed 
 CONNECT_TIMEOUT_S = 3      # TCP connect, and the TLS handshake of rediss://, per attempt
 COMMAND_TIMEOUT_S = 60     # a silent server during a command
 CONNECT_RETRIES = 1        # attempts after the first: an unreachable server is told in seconds
+SERVICE_TIMEOUT_S = 5      # the first PING's answer: a silent service (not Redis) is told in seconds
 
 
 def _redis_errors(method):
@@ -195,7 +196,7 @@ def parse_url(url: str):
     return plain, redact(urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))), prefix
 
 
-def _client(plain: str):
+def _client(plain: str, command_timeout: float = COMMAND_TIMEOUT_S):
     """A client whose connection attempts, the TLS handshake included, give up within seconds:
     a rediss:// URL to a plain server (silent during the handshake) or an unreachable host is one
     line soon, not a minute of waiting."""
@@ -203,7 +204,7 @@ def _client(plain: str):
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
 
-    kwargs = dict(socket_connect_timeout=CONNECT_TIMEOUT_S, socket_timeout=COMMAND_TIMEOUT_S,
+    kwargs = dict(socket_connect_timeout=CONNECT_TIMEOUT_S, socket_timeout=command_timeout,
                   retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), CONNECT_RETRIES))
     if plain.lower().startswith("rediss://"):
         class HandshakeTimeoutSSLConnection(redis.connection.SSLConnection):
@@ -229,6 +230,29 @@ class RedisStorage(Storage):
         except ValueError as exc:
             raise StorageError(f"bad Redis URL {self.location}: {redact(str(exc))}") from None
         self.manifest_key = self.prefix + "manifest"
+        self._check_service(plain)
+
+    @_redis_errors
+    def _check_service(self, plain: str) -> None:
+        """A PING answered within SERVICE_TIMEOUT_S by PONG, or the URL is refused in one line: a
+        port of another service (an SSH or HTTP banner, one that says nothing) is not a Redis
+        server, and its answer must not end in a protocol error's traceback."""
+        import redis
+        client = _client(plain, command_timeout=SERVICE_TIMEOUT_S)
+        not_redis = (f"{self.location} does not answer as a Redis server does ({{}}): is that port another "
+                     f"service? give redis://HOST:PORT/DB of a Redis server")
+        try:
+            answer = client.ping()
+        except redis.exceptions.TimeoutError:
+            if self.location.lower().startswith("rediss://"):
+                raise  # perhaps a TLS handshake with a plain server: the wrapper says so
+            raise StorageError(not_redis.format(f"no answer to PING within {SERVICE_TIMEOUT_S} s")) from None
+        except (redis.exceptions.InvalidResponse, redis.exceptions.DataError, UnicodeError) as exc:
+            raise StorageError(not_redis.format(f"it sent {_one_line(exc)[:80]}")) from None
+        finally:
+            client.close()
+        if answer is not True:
+            raise StorageError(not_redis.format(f"PING answered {str(answer)[:40]!r}"))
 
     def segment_key(self, name: str, file: str) -> str:
         return f"{self.prefix}seg:{name}:{file}"

@@ -31,12 +31,12 @@ import os
 import re
 import stat
 import zlib
-from typing import Callable, Dict, Iterable, List, Optional, Protocol, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
-from ..errors import StorageError
-from ..io.storage.folder import Folder
+from ..errors import ConfigError, StorageError
+from ..io.storage.folder import Folder, refuse_overlap
 from ..io.storage.paths import redact
 from .removal import object_names
 from .segments import BLOCK_BYTES, BLOCK_SUMS, FILE_DTYPES, checksum, with_block_sums
@@ -57,9 +57,18 @@ def manifest_bytes(body: dict) -> bytes:
 def parse_manifest(raw: bytes, where: str) -> dict:
     try:
         outer = json.loads(raw)
+    except ValueError as exc:
+        raise StorageError(f"corrupt index {where}: the manifest is not readable ({exc.__class__.__name__})") from None
+    if not isinstance(outer, dict) or not {"manifest", "sha256"} <= set(outer):
+        # JSON, but not what neardup writes: another program's file of that name
+        raise StorageError(f"{where} is not a neardup index: its manifest was written by another program (it "
+                           f"holds no neardup manifest); nothing was changed (give a new or empty folder)")
+    try:
         body = outer["manifest"]
         digest = outer["sha256"]
-    except (ValueError, KeyError, TypeError) as exc:
+        if not isinstance(body, dict) or not isinstance(digest, str):
+            raise TypeError(type(body).__name__)
+    except (KeyError, TypeError) as exc:
         raise StorageError(f"corrupt index {where}: the manifest is not readable ({exc.__class__.__name__})") from None
     if hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest() != digest:
         raise StorageError(f"corrupt index {where}: the manifest does not match its checksum")
@@ -152,6 +161,12 @@ class Storage(Protocol):
 
     def drop_orphans(self, manifest: Optional[dict], thorough: bool = False) -> None:
         """Deletes segments no manifest names; ``thorough`` (compaction) may scan the store."""
+
+    def refuse_as_input(self, inputs: Sequence[str], files: Sequence[str]) -> None:
+        """Refuses inputs that are, hold or lie inside the index (its own files read as documents)."""
+
+    def refuse_output(self, path: str, option: str) -> None:
+        """Refuses an output file that would be written inside the index."""
 
     def close(self) -> None:
         pass
@@ -340,6 +355,17 @@ class FolderStorage(Storage):
         self.path = path
         self.folder = Folder.of(path)
         self.location = redact(path)
+
+    def refuse_as_input(self, inputs: Sequence[str], files: Sequence[str]) -> None:
+        """An add whose input is this folder, lies inside it (its manifest, its segments) or holds
+        it (the next add would read the index's own files as documents) is refused in one line."""
+        refuse_overlap("index", self.folder, [os.fspath(i) for i in inputs], [os.fspath(f) for f in files])
+
+    def refuse_output(self, path: str, option: str) -> None:
+        real, mine = os.path.realpath(os.fspath(path)), os.path.realpath(self.path)
+        if real == mine or real.startswith(mine.rstrip(os.sep) + os.sep):
+            raise ConfigError(f"{option} {redact(os.fspath(path))}: lies inside the index {self.location} (only "
+                              f"neardup writes there); name a file outside it")
 
     # reading
     def read_manifest(self) -> Optional[dict]:

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError
-from .bloom import BloomBuilder
+from .bloom import BloomBuilder, refuse_rate
 from .inputs import documents
 from .manifest import check_manifest
 from .segments import hashed_documents, SegmentBuilder, new_segment_name
@@ -46,7 +46,7 @@ class IndexWriter:
         try:
             manifest = self.storage.read_manifest()
             if manifest is not None:
-                check_manifest(self.index.display, manifest, self.config)
+                check_manifest(self.index.display, manifest, self.config, self.index.store, self.index.bloom)
                 self.index.check_files(manifest)  # a lost or truncated file: refused, as by a query
             self.storage.drop_orphans(manifest)
         except BaseException as exc:
@@ -153,9 +153,11 @@ class IndexWriter:
         def update(current):
             if current is None:
                 current = index.empty_manifest()
-            else:
-                check_manifest(index.display, current, self.config)
-            return dict(current, generation=current["generation"] + 1, segments=current["segments"] + entries)
+            else:  # read again under the lock (the Redis transaction): another writer may have been first
+                check_manifest(index.display, current, self.config, index.store, index.bloom)
+            segments = current["segments"] + entries
+            refuse_rate(index.display, current, "this add would leave it", segments)
+            return dict(current, generation=current["generation"] + 1, segments=segments)
 
         if entries:
             try:

@@ -50,10 +50,14 @@ def format_summary(stats: dict, output: str) -> str:
     for ix in stats.get("indexes", []):
         if ix["recall_note"]:
             lines.append(f"  note: {ix['recall_note']}")
+        if ix.get("rate_warning"):
+            lines.append(f"  warning: {ix['rate_warning']}")
         if ix["truncated_buckets"]:
             lines.append(f"  warning: index {ix['index']}: {ix['truncated_buckets']:,} band buckets held more than "
                          f"{ix['max_bucket']:,} documents a segment; {ix['truncated_candidates']:,} candidates in "
                          f"them were not verified (a match among them can be missed)")
+    if (stats.get("index_update") or {}).get("rate_warning"):
+        lines.append(f"  warning: --update-index: {stats['index_update']['rate_warning']}")
     files = stats.get("files") or {}
     if files.get("skipped_binary") or files.get("skipped_empty") or files.get("skipped_not_records") \
             or files.get("links_not_followed") \

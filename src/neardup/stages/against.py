@@ -44,6 +44,38 @@ MATCHED_SCHEMA = pa.schema([("pos", pa.int64()), ("id", pa.string()), ("source",
                             ("similarity", pa.float64())])
 
 
+def snapshot_name(i: int) -> str:
+    """The state of the i-th ``--against`` index that the run reads, in the work dir."""
+    return f"read/against-{i:03d}.manifest.json"
+
+
+def pin_indexes(work: Folder, config) -> None:
+    """Records, before the first block is read, the state (manifest) of every ``--against``
+    index: every block reads that state, whatever commits meanwhile (an add, a compaction), and a
+    resumed run reads the same one (kept in the work dir). A Bloom index whose extra
+    false-positive rate is above ``REFUSE_RATE`` is refused here: it would remove that share of the
+    documents that have no near-duplicate in it."""
+    from ..index import Index
+    from ..index.bloom import refuse_rate
+    for i, location in enumerate(config.against):
+        if work.exists(snapshot_name(i)):
+            continue  # a resumed run: the state it started with
+        with Index(location, config, must_exist=True) as index:
+            manifest = index.snapshot()
+            refuse_rate(index.display, manifest, "dedup --against would remove documents by it")
+        work.write_json(snapshot_name(i), manifest)
+
+
+def pinned(work: Folder, i: int, index) -> dict:
+    """Pins ``index`` (the i-th --against) at the state the run started with; returns that state."""
+    if not work.exists(snapshot_name(i)):  # a run that read its blocks before states were pinned
+        manifest = index.snapshot()
+    else:
+        manifest = work.load_json(snapshot_name(i))
+    index.pin(manifest)
+    return manifest
+
+
 def banding(location, config):
     """(bands, rows) of an index (it must exist; its parameters are checked against the run's)."""
     from ..index import Index
@@ -93,10 +125,12 @@ def match_block(work: Folder, block: int, n: int, config, keys_of: Dict[Tuple[in
         own = fixed_binary_numpy(store.table(block, ["keys"]).column(0), np.uint64, config.bands)
         shingles = store.fingerprints(pos) if exact else None
         signatures = None if exact else store.signatures(pos)
-        for location in config.against:
+        for i, location in enumerate(config.against):
             # opened for the block and closed after it: a call holds nothing between blocks (an
-            # open costs a manifest read, small next to a block's matching)
+            # open costs a manifest read, small next to a block's matching); pinned at the state
+            # the run started with (:func:`pin_indexes`)
             with Index(location, config, must_exist=True) as index:
+                state = pinned(work, i, index)
                 keys = keys_of.get((index.config.bands, index.config.rows), own)
                 m = index.match(keys, signatures=signatures, shingles=shingles, threshold=config.threshold)
                 ids, sources = m.id.to_pylist(), m.source.to_pylist()
@@ -108,7 +142,7 @@ def match_block(work: Folder, block: int, n: int, config, keys_of: Dict[Tuple[in
                     if rank > best_rank[p]:
                         best_rank[p], best_sim[p], best_id[p], best_src[p] = rank, s, ids[i], sources[i]
                 per_index.append({"matched": len(m), "truncated_buckets": m.truncated_buckets,
-                                  "truncated_candidates": m.truncated})
+                                  "truncated_candidates": m.truncated, **kind_of_state(state)})
     hit = np.flatnonzero(best_rank > -1.0)
     work.write_parquet(block_name(block, "against.parquet"),
                        pa.table({"pos": arrow(hit), "id": arrow([best_id[i] for i in hit], pa.string()),
@@ -117,10 +151,24 @@ def match_block(work: Folder, block: int, n: int, config, keys_of: Dict[Tuple[in
     return int(len(hit)), per_index
 
 
+def kind_of_state(manifest: dict) -> dict:
+    """What a block records of the state of an index it read: its generation, its kind and, for
+    a Bloom index, the per-filter rate and the extra false-positive rate F of that state."""
+    from ..index.bloom import index_rate, kind_of
+    out = {"generation": manifest["generation"], "kind": kind_of(manifest["store"]), "store": manifest["store"]}
+    if manifest["store"] == "bloom":
+        out["false_positive_rate"] = manifest["bloom"]["false_positive_rate"]
+        out["extra_false_positive_rate"] = index_rate(manifest)
+    return out
+
+
 def index_stats(config, summaries) -> List[dict]:
     """stats.json's ``indexes``: per ``--against`` index, its bands and rows, P(candidate) of a
     pair at the run's threshold with them, the documents it matched (before the best match over
-    the indexes was taken) and the band buckets cut at ``MAX_BUCKET`` candidates."""
+    the indexes was taken) and the band buckets cut at ``MAX_BUCKET`` candidates; the state read
+    (generation, kind; a Bloom index's false-positive rates, and ``rate_warning`` when its F is
+    above ``INDEX_RATE``)."""
+    from ..index.bloom import INDEX_RATE
     from ..index import Index
     from ..index.core import MAX_BUCKET
     out = []
@@ -131,6 +179,14 @@ def index_stats(config, summaries) -> List[dict]:
                    "recall_note": index.recall_note(config.threshold), "max_bucket": MAX_BUCKET}
         for key in ("matched", "truncated_buckets", "truncated_candidates"):
             row[key] = int(sum(s["against"][i][key] for s in summaries if s.get("against")))
+        states = [s["against"][i] for s in summaries if s.get("against") and "kind" in s["against"][i]]
+        if states:  # every block read the same (pinned) state
+            row.update({k: v for k, v in states[0].items() if k not in row and k not in
+                        ("matched", "truncated_buckets", "truncated_candidates")})
+            f = row.get("extra_false_positive_rate")
+            row["rate_warning"] = (f"bloom index {row['index']} has an extra false-positive rate of {f:.2e} (above "
+                                   f"{INDEX_RATE:g}): about that share of the documents with no near-duplicate "
+                                   f"there were removed by it") if f is not None and f > INDEX_RATE else None
         out.append(row)
     return out
 
@@ -199,5 +255,7 @@ def update_index(run) -> dict:
             else:
                 w.add_arrays(keys, ids, [names[s] for s in source.tolist()], signatures=store.signatures(docs))
             added += len(docs)
+    from ..index.bloom import rate_note
+    note = rate_note(index.display, index.snapshot()) if index.store == "bloom" else None
     index.close()
-    return {"index": redact(cfg.against[0]), "added": added}
+    return {"index": redact(cfg.against[0]), "added": added, **({"rate_warning": note} if note else {})}

@@ -308,6 +308,9 @@ class ReadStage:
     def run(self, run, engine) -> ReadInfo:
         run.forget_corpus()
         blocks = run.work.plan(run.sources)
+        if run.config.against:  # one state of each index for every block, and for a resumed run
+            from .against import pin_indexes
+            pin_indexes(run.work.folder, run.config)
         todo = [b for b in range(len(blocks)) if run.work.block_summary(b) is None]
         task = run.task(engine, with_store=False)
         total = None if run.quiet else nio.estimate_documents(run.sources)
