@@ -319,7 +319,8 @@ class ReadStage:
         with bar("read + signatures", total=total, quiet=run.quiet) as progress:
             summaries = engine.collect(engine.map(partial(read_partition, task=task),
                                                   [(b, blocks[b], spans.get(b)) for b in todo],
-                                                  progress=progress, units=lambda summary: summary["documents"]))
+                                                  progress=progress, units=lambda summary: summary["documents"],
+                                                  concurrent=read_concurrency(engine, spans)))
             progress.total = sum(s["documents"] for s in summaries)  # the estimate is replaced by the true count
             progress.refresh()
         return self.finish(run, engine, len(blocks), len(todo))
@@ -387,6 +388,15 @@ def range_spans(work, engine, task, blocks) -> dict:
                 spans[b] = [first, stop, line]
         work.set_spans(spans)
     return {b: tuple(v) for b, v in spans.items()}
+
+
+def read_concurrency(engine, spans: dict) -> int:
+    """How many blocks an engine that runs its calls one after another reads at once: with the
+    ranges of a split file, several (each range's parsing is one thread; the kernels use every
+    core anyway): a quarter of the cores, at least 2; else 1 (blocks one after another)."""
+    if not spans:
+        return 1
+    return max(2, getattr(engine, "cpus", 1) // 4)
 
 
 def count_range(item, *, task, report=None):
