@@ -146,3 +146,16 @@ def test_local_engine_map_concurrent_keeps_order_and_first_error():
         assert eng.collect(eng.map(lambda i: i, range(6), concurrent=3)) == list(range(6))
         with pytest.raises(ValueError, match="item 2"):
             eng.map(slow, range(5), concurrent=4)
+
+
+def test_file_in_object_storage_split_same_bytes(tmp_path, monkeypatch, s3):
+    """A JSONL file on an S3 server (moto, on loopback) is cut like a local one, each range read
+    by seeking in it (ranged GETs): the bytes of the file read whole."""
+    f = corpus_file(tmp_path / "big.jsonl", crlf=True)
+    url = s3.put("in/big.jsonl", f.read_bytes())
+    every = f.stat().st_size // 4
+    assert ranges_of([url], every, monkeypatch) >= 4
+    whole, split = whole_and_split(tmp_path, monkeypatch, [url], every, on_error="skip", id_column="")
+    a, b = outputs(whole), outputs(split)
+    assert a["stats.json"]["counts"]["removed"] > 0
+    assert [k for k in a if a[k] != b[k]] == []
