@@ -159,3 +159,17 @@ def test_file_in_object_storage_split_same_bytes(tmp_path, monkeypatch, s3):
     a, b = outputs(whole), outputs(split)
     assert a["stats.json"]["counts"]["removed"] > 0
     assert [k for k in a if a[k] != b[k]] == []
+
+
+def test_split_file_of_blank_lines_is_an_empty_file(tmp_path, monkeypatch):
+    """A split file without a record is skipped as empty, as when read whole, though none of its
+    ranges sees the whole file (guard: ``out += ...`` left out of stages.read.skipped_of:
+    stats.json's skipped_empty differs)."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "blank.jsonl").write_bytes(b"\n  \n" * 3000)
+    corpus_file(tmp_path / "in" / "docs.jsonl")
+    assert ranges_of([str(tmp_path / "in" / "blank.jsonl")], 1000, monkeypatch) >= 10
+    whole, split = whole_and_split(tmp_path, monkeypatch, [str(tmp_path / "in")], 1000, on_error="skip")
+    a, b = outputs(whole), outputs(split)
+    assert a["stats.json"]["files"]["skipped_empty"] == 1
+    assert [k for k in a if a[k] != b[k]] == []

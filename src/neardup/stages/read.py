@@ -329,8 +329,9 @@ class ReadStage:
         """Once every block is read: the run's size checks and the duplicate-id check."""
         corpus = run.corpus
         records = corpus.rejected_records()
+        skipped_files = skipped_of(run.work, corpus, records)
         if corpus.n == 0 and not records:
-            skipped = sum(len(s["skipped"]) for s in corpus.summaries)
+            skipped = len(skipped_files)
             why = (f" ({skipped:,} file{'s' if skipped != 1 else ''} skipped: empty, binary, not UTF-8 or .json "
                    f"files of no JSON Lines records; --input-format text reads every file as a document)"
                    if skipped else "")
@@ -353,9 +354,23 @@ class ReadStage:
             empty_rejected = int((counts == 0).sum())
         return ReadInfo(documents=corpus.n, blocks=blocks, blocks_read=blocks_read,
                         per_source=corpus.per_source(len(run.sources)), rejected_records=len(records),
-                        skipped_files=[x for s in corpus.summaries for x in s["skipped"]],
+                        skipped_files=skipped_files,
                         rejected_documents=rejected_docs,
                         empty_kept=int(sum(s["empty"] for s in corpus.summaries)) - empty_rejected)
+
+
+def skipped_of(work, corpus, records) -> List[list]:
+    """[source, reason] of the files that hold no documents (``Batch.skipped``), in source order:
+    the blocks', and a split file none of whose ranges has a record (no document, no rejected
+    line), empty as when read whole (a range never says so: it sees only part of the file)."""
+    out = [x for s in corpus.summaries for x in s["skipped"]]
+    split = {corpus.blocks[b][0] for b in work.ranges()}
+    if split:
+        per_source = corpus.per_source(max(split) + 1)
+        rejected = {r[0] for r in records}
+        out += [[si, nio.EMPTY_FILE] for si in sorted(split) if per_source[si] == 0 and si not in rejected]
+        out.sort(key=lambda x: x[0])
+    return out
 
 
 def read_partition(block_members, *, task, report=None) -> dict:
