@@ -329,7 +329,7 @@ class ReadStage:
         """Once every block is read: the run's size checks and the duplicate-id check."""
         corpus = run.corpus
         records = corpus.rejected_records()
-        skipped_files = skipped_of(run.work, corpus, records)
+        skipped_files = skipped_of(run.work, corpus, records, len(run.sources))
         if corpus.n == 0 and not records:
             skipped = len(skipped_files)
             why = (f" ({skipped:,} file{'s' if skipped != 1 else ''} skipped: empty, binary, not UTF-8 or .json "
@@ -359,14 +359,14 @@ class ReadStage:
                         empty_kept=int(sum(s["empty"] for s in corpus.summaries)) - empty_rejected)
 
 
-def skipped_of(work, corpus, records) -> List[list]:
+def skipped_of(work, corpus, records, n_sources: int) -> List[list]:
     """[source, reason] of the files that hold no documents (``Batch.skipped``), in source order:
     the blocks', and a split file none of whose ranges has a record (no document, no rejected
     line), empty as when read whole (a range never says so: it sees only part of the file)."""
     out = [x for s in corpus.summaries for x in s["skipped"]]
     split = {corpus.blocks[b][0] for b in work.ranges()}
     if split:
-        per_source = corpus.per_source(max(split) + 1)
+        per_source = corpus.per_source(n_sources)
         rejected = {r[0] for r in records}
         out += [[si, nio.EMPTY_FILE] for si in sorted(split) if per_source[si] == 0 and si not in rejected]
         out.sort(key=lambda x: x[0])
