@@ -138,6 +138,24 @@ def test_stdlib_same_bytes(cluster, tmp_path, verify):
     assert_same(local, rayed)
 
 
+@pytest.mark.parametrize("id_column", ["", "id"])
+def test_split_file_same_bytes(cluster, tmp_path, jsonl_corpus, monkeypatch, id_column):
+    """A JSONL file cut into byte ranges (NEARDUP_SPLIT_BYTES), each read by a Ray task, gives the
+    bytes of the local engine reading every file whole (guard: the first lines of the ranges
+    not summed, ``spans[b] = [first, stop, 0]`` in stages.read.range_spans: ids and kept/ differ).
+    part1.jsonl holds the bad lines (rejected with their lines)."""
+    from neardup.io import discover
+    from neardup.stages.workdir import plan_reads
+    every = (jsonl_corpus / "part1.jsonl").stat().st_size // 5
+    options = dict(keep="longest", on_error="skip", id_column=id_column)
+    neardup.dedup(str(jsonl_corpus), output=str(tmp_path / "local"), engine="local", **options)
+    monkeypatch.setenv("NEARDUP_SPLIT_BYTES", str(every))
+    assert len(plan_reads(discover([str(jsonl_corpus)]))[1]) >= 15  # the three plain files, 5+ ranges each
+    res = neardup.dedup(str(jsonl_corpus), output=str(tmp_path / "ray"), engine="ray", **options)
+    assert res.stats["counts"]["rejected"] == 2
+    assert_same(tmp_path / "local", tmp_path / "ray")
+
+
 def test_verify_none_and_output_conversion(cluster, tmp_path, jsonl_corpus):
     local, rayed, _ = both(tmp_path, str(jsonl_corpus), verify="none", output_format="parquet", on_error="skip",
                            threshold=0.7)

@@ -39,9 +39,12 @@ class Engine(Protocol):
     def partitions(self, nbytes: float) -> int:
         """How many partitions it wants for a shuffle of ``nbytes``."""
 
-    def map(self, fn: Callable, items, *, progress=None, units: Optional[Callable] = None) -> Frame:
+    def map(self, fn: Callable, items, *, progress=None, units: Optional[Callable] = None,
+            concurrent: int = 1) -> Frame:
         """``fn(item)`` for every item (a list, or the partitions of a frame), in order. A
-        NeardupError of a call is raised by ``collect`` (the first in item order)."""
+        NeardupError of a call is raised by ``collect`` (the first in item order).
+        ``concurrent``: how many calls an engine that runs them one after another may run at
+        once (threads; a cluster runs them as it can anyway)."""
 
     def shuffle(self, frames, key: str, parts: int) -> Frame:
         """The rows of the tables of ``frames`` (a frame or a list of them) regrouped on the hash

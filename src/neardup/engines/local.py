@@ -89,14 +89,41 @@ class LocalEngine:
     def partitions(self, nbytes: float) -> int:
         return self._partitions
 
-    def map(self, fn: Callable, items: Sequence, *, progress=None, units: Optional[Callable] = None) -> LocalFrame:
+    def map(self, fn: Callable, items: Sequence, *, progress=None, units: Optional[Callable] = None,
+            concurrent: int = 1) -> LocalFrame:
         """``fn(item)`` for every item (a list, or the partitions of a frame), in order; with
-        ``progress``, ``fn(item, report=progress.update)`` reports as it goes."""
+        ``progress``, ``fn(item, report=progress.update)`` reports as it goes. ``concurrent``:
+        calls run by that many threads at once (the ranges of a split file: the parsing of each
+        is one thread), the results and the first error in item order, as one after another."""
+        items = list(items)
+        if concurrent > 1 and len(items) > 1 and not self.workers == 1:
+            return self._map_threads(fn, items, progress, concurrent)
         out = LocalFrame()
         for item in items:
             check_interrupt()
             out.append(fn(item) if progress is None else fn(item, report=progress.update))
         return out
+
+    def _map_threads(self, fn: Callable, items: list, progress, concurrent: int) -> LocalFrame:
+        from concurrent.futures import ThreadPoolExecutor
+
+        lock = threading.Lock()
+
+        def report(n):
+            with lock:
+                progress.update(n)
+
+        def call(item):
+            check_interrupt()
+            with kernel_threads(self.workers):  # numba's settings are per thread: this one's as the run's
+                return fn(item) if progress is None else fn(item, report=report)
+
+        pool = ThreadPoolExecutor(max_workers=min(concurrent, len(items)), thread_name_prefix="neardup-map")
+        try:
+            futures = [pool.submit(call, item) for item in items]
+            return LocalFrame(f.result() for f in futures)  # the first error in item order
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def shuffle(self, frames, key: str, parts: int) -> LocalFrame:
         """The rows of every table of ``frames`` (a frame or a list of them) regrouped: partition

@@ -210,7 +210,8 @@ class RayEngine:
         """Partitions for a shuffle of nbytes: at least one per CPU (and 2), at most MAX_PARTS."""
         return int(max(2, self.cpus, min(MAX_PARTS, math.ceil(nbytes / TARGET_PART_BYTES))))
 
-    def map(self, fn: Callable, items, *, progress=None, units: Optional[Callable] = None) -> RayFrame:
+    def map(self, fn: Callable, items, *, progress=None, units: Optional[Callable] = None,
+            concurrent: int = 1) -> RayFrame:
         import ray.data
 
         if isinstance(items, RayFrame):

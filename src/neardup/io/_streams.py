@@ -189,14 +189,22 @@ def _compressed_chunks(path: str, compression: str, f) -> Iterator[bytes]:
     raise StreamError("corrupt", _detail(err or first))
 
 
-def raw_chunks(path: str, compression: Optional[str]) -> Iterator[bytes]:
-    """Decompressed bytes of a file, in chunks. Raises StreamError or OSError."""
+def raw_chunks(path: str, compression: Optional[str],
+               span: Optional[Tuple[int, int]] = None) -> Iterator[bytes]:
+    """Decompressed bytes of a file, in chunks. Raises StreamError or OSError. ``span``:
+    the bytes [start, end) of an uncompressed file only (a range of a split file)."""
     with _fs.open_input(path) as f:
         if compression is None:
-            while True:
-                chunk = f.read(BLOCK_BYTES)
+            left = None
+            if span is not None:
+                f.seek(span[0])
+                left = span[1] - span[0]
+            while left is None or left > 0:
+                chunk = f.read(BLOCK_BYTES if left is None else min(BLOCK_BYTES, left))
                 if not chunk:
                     return
+                if left is not None:
+                    left -= len(chunk)
                 yield chunk
         elif compression in ("gzip", "zstd"):
             yield from _compressed_chunks(path, compression, f)
@@ -218,9 +226,11 @@ def _strip_bom(chunks: Iterator[bytes]) -> Iterator[bytes]:
 
 
 def iter_blocks(path: str, compression: Optional[str],
-                block_bytes: Optional[int] = None) -> Iterator[bytes]:
+                block_bytes: Optional[int] = None, span: Optional[Tuple[int, int]] = None) -> Iterator[bytes]:
     """Blocks of whole lines (each but possibly the last ends with ``\\n``), about
     ``block_bytes`` each; a UTF-8 byte order mark at the start of the file is dropped.
+    ``span``: only the bytes [start, end) of an uncompressed file, a range of whole lines
+    (:mod:`neardup.io.splits`; the mark is dropped only in the range that starts at 0).
 
     When the stream breaks (StreamError), the complete lines before the break are yielded first,
     then the error is raised: a partial last line is part of the truncation.
@@ -229,7 +239,8 @@ def iter_blocks(path: str, compression: Optional[str],
     parts = []
     size = 0
     try:
-        for chunk in _strip_bom(raw_chunks(path, compression)):
+        chunks = raw_chunks(path, compression, span)
+        for chunk in (_strip_bom(chunks) if span is None or span[0] == 0 else chunks):
             parts.append(chunk)
             size += len(chunk)
             if size < block_bytes:

@@ -76,6 +76,7 @@ class ReadContext:
         self.skip = on_error == "skip"
         self.batch_size = batch_size
         self.by_line = src.format == "jsonl"
+        self.span = None  # (first byte, stop byte, first line): one range of a split file (io.splits)
 
     def where(self, row: Optional[int]) -> str:
         if row is None:

@@ -23,6 +23,7 @@ from .formats import READERS
 from .formats.text import read_local_file, text_document
 from .opening import check_local_file
 from .sources import Source
+from .splits import Span
 from .storage import fs as _fs
 
 # read here, and kept importable from here for the other rooms (stages.write)
@@ -32,7 +33,7 @@ __all__ = ["Batch", "read_source", "read_sources",
 
 def read_source(src: Source, source_index: int = 0, *, text_column: str = "text",
                 id_column: Optional[str] = None, score_column: Optional[str] = None,
-                on_error: str = "fail", batch_size: int = 8192) -> Iterator[Batch]:
+                on_error: str = "fail", batch_size: int = 8192, span: Span = None) -> Iterator[Batch]:
     """Stream the documents of one source as batches of at most ``batch_size``.
 
     Bad input raises :class:`InputError` (one line naming the file and the line or row) with
@@ -40,17 +41,20 @@ def read_source(src: Source, source_index: int = 0, *, text_column: str = "text"
     reading goes on. JSONL line numbers in messages are 1-based (like an editor's), rows in
     ``Batch.rows`` / ``rejected`` are 0-based; Parquet and table messages say ``row N``
     (0-based). A text file (one document) read with ``id_column`` gets its name as id, and
-    with ``score_column`` a NaN score.
+    with ``score_column`` a NaN score. ``span``: (first byte, stop byte, first line) of one range
+    of a split plain JSONL file (:mod:`neardup.io.splits`): only its lines, numbered as in the
+    whole file.
     """
     ctx = _context(src, source_index, text_column=text_column, id_column=id_column, score_column=score_column,
-                   on_error=on_error, batch_size=batch_size)
+                   on_error=on_error, batch_size=batch_size, span=span)
     if src.format not in READERS:
         raise ValueError(f"unknown source format {src.format!r}")
     return _checked(ctx, READERS[src.format])
 
 
 def _context(src: Source, source_index: int, *, text_column: str = "text", id_column: Optional[str] = None,
-             score_column: Optional[str] = None, on_error: str = "fail", batch_size: int = 8192) -> ReadContext:
+             score_column: Optional[str] = None, on_error: str = "fail", batch_size: int = 8192,
+             span: Span = None) -> ReadContext:
     """The checked arguments of :func:`read_source` for ``src`` (its text column chosen)."""
     if on_error not in ON_ERROR_MODES:
         raise ConfigError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
@@ -64,6 +68,7 @@ def _context(src: Source, source_index: int, *, text_column: str = "text", id_co
     if len(candidates) > 1:
         text_column = text_column_of(src, candidates)
     ctx = ReadContext(src, source_index, text_column, id_column, score_column, on_error, int(batch_size))
+    ctx.span = span
     return ctx
 
 

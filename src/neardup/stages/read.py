@@ -27,6 +27,8 @@ from ..kernels.bands import band_keys
 from ..errors import InputError
 from ..kernels.hashing import string_hash
 from ..kernels.minhash import MinHasher, Scratch
+from ..io.opening import cannot_read
+from ..io.splits import count_span, first_lines
 from ..io.storage.folder import Folder
 from ..progress import bar, check_interrupt
 from .corpus import numpy_fixed_binary
@@ -127,13 +129,14 @@ class _Writer:
 def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, members: Sequence[int],
                progress: Optional[Callable[[int], None]] = None,
                finish: Optional[Callable[[int], dict]] = None,
-               signatures: Optional[Callable[[np.ndarray], None]] = None) -> dict:
+               signatures: Optional[Callable[[np.ndarray], None]] = None, span=None) -> dict:
     """Reads the sources ``members`` (indices into ``sources``) as block ``block``; returns its
     summary: documents, documents per source, empty documents (no shingles), rejected records
     [source, row or None, reason], skipped files [source, reason] (``Batch.skipped``). Raises the first bad record's error (on_error='fail').
     ``finish(documents) -> dict``, when given, runs once the block's files are complete and adds
     to the summary, which is written last; ``signatures(sig)``, when given, sees each batch's
-    signatures in document order (see :func:`block_matcher`)."""
+    signatures in document order (see :func:`block_matcher`). ``span``: the block is one range
+    of a split file (:mod:`neardup.io.splits`), ``members`` its one source."""
     exact = config.verify == "exact"
     hasher = MinHasher.from_config(config)
     scratch = Scratch()
@@ -146,7 +149,8 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
             work.atomic_write(block_name(block, "fp" if exact else "sig")) as big_file:
         writer = pa.ipc.new_file(arrow_file, schema)
         big = _Writer(big_file, code=eliasfano.encode if exact else None)
-        _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress, signatures)
+        _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress, signatures,
+                   span)
     if finish is not None:  # e.g. the --against matches: part of the block, done before its summary
         summary.update(finish(summary["documents"]))
     work.write_json(block_name(block, "json"), summary)
@@ -157,7 +161,7 @@ COALESCE_BYTES = 16 << 20  # text bytes of small batches gathered for one call o
 
 
 def _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress,
-               on_signatures=None) -> None:
+               on_signatures=None, span=None) -> None:
     """The documents of ``members`` through the kernels into ``writer`` and ``big``. Batches
     smaller than ``config.batch_size`` (small files: one document each) are gathered, up to
     ``batch_size`` documents or COALESCE_BYTES, into one call of the kernels and one record
@@ -174,7 +178,7 @@ def _read_into(config, hasher, scratch, schema, sources, members, summary, write
 
     batches = nio.read_sources(sources, members, text_column=config.text_column, id_column=config.id_column,
                                score_column=config.score_column, on_error=config.on_error,
-                               batch_size=config.batch_size)
+                               batch_size=config.batch_size, span=span)
     try:
         for batch in prefetch(batches):
             check_interrupt()
@@ -313,10 +317,13 @@ class ReadStage:
             pin_indexes(run.work.folder, run.config)
         todo = [b for b in range(len(blocks)) if run.work.block_summary(b) is None]
         task = run.task(engine, with_store=False)
+        spans = range_spans(run.work, engine, task, blocks)
         total = None if run.quiet else nio.estimate_documents(run.sources)
         with bar("read + signatures", total=total, quiet=run.quiet) as progress:
-            summaries = engine.collect(engine.map(partial(read_partition, task=task), [(b, blocks[b]) for b in todo],
-                                                  progress=progress, units=lambda summary: summary["documents"]))
+            summaries = engine.collect(engine.map(partial(read_partition, task=task),
+                                                  [(b, blocks[b], spans.get(b)) for b in todo],
+                                                  progress=progress, units=lambda summary: summary["documents"],
+                                                  concurrent=read_concurrency(engine, spans)))
             progress.total = sum(s["documents"] for s in summaries)  # the estimate is replaced by the true count
             progress.refresh()
         return self.finish(run, engine, len(blocks), len(todo))
@@ -325,8 +332,9 @@ class ReadStage:
         """Once every block is read: the run's size checks and the duplicate-id check."""
         corpus = run.corpus
         records = corpus.rejected_records()
+        skipped_files = skipped_of(run.work, corpus, records, len(run.sources))
         if corpus.n == 0 and not records:
-            skipped = sum(len(s["skipped"]) for s in corpus.summaries)
+            skipped = len(skipped_files)
             why = (f" ({skipped:,} file{'s' if skipped != 1 else ''} skipped: empty, binary, not UTF-8 or .json "
                    f"files of no JSON Lines records; --input-format text reads every file as a document)"
                    if skipped else "")
@@ -349,17 +357,75 @@ class ReadStage:
             empty_rejected = int((counts == 0).sum())
         return ReadInfo(documents=corpus.n, blocks=blocks, blocks_read=blocks_read,
                         per_source=corpus.per_source(len(run.sources)), rejected_records=len(records),
-                        skipped_files=[x for s in corpus.summaries for x in s["skipped"]],
+                        skipped_files=skipped_files,
                         rejected_documents=rejected_docs,
                         empty_kept=int(sum(s["empty"] for s in corpus.summaries)) - empty_rejected)
 
 
+def skipped_of(work, corpus, records, n_sources: int) -> List[list]:
+    """[source, reason] of the files that hold no documents (``Batch.skipped``), in source order:
+    the blocks', and a split file none of whose ranges has a record (no document, no rejected
+    line), empty as when read whole (a range never says so: it sees only part of the file)."""
+    out = [x for s in corpus.summaries for x in s["skipped"]]
+    split = {corpus.blocks[b][0] for b in work.ranges()}
+    if split:
+        per_source = corpus.per_source(n_sources)
+        rejected = {r[0] for r in records}
+        out += [[si, nio.EMPTY_FILE] for si in sorted(split) if per_source[si] == 0 and si not in rejected]
+        out.sort(key=lambda x: x[0])
+    return out
+
+
 def read_partition(block_members, *, task, report=None) -> dict:
-    """One block of the plan, (block, its sources): read, its summary returned."""
-    block, members = block_members
+    """One block of the plan, (block, its sources, its span: one range of a split file, or
+    None): read, its summary returned."""
+    block, members, span = block_members
     matcher = block_matcher(task.work, task.config, block)
     return read_block(task.work, task.config, task.sources_with_tables(), block, members, progress=report,
-                      finish=matcher and matcher.finish, signatures=matcher and matcher.signatures)
+                      finish=matcher and matcher.finish, signatures=matcher and matcher.signatures, span=span)
+
+
+def range_spans(work, engine, task, blocks) -> dict:
+    """{block: (first byte, stop byte, first line)} of the blocks that are ranges of a split
+    file (:mod:`neardup.io.splits`): each range's newlines counted by a task of its own, the
+    first lines summed up here; kept in the work dir (a resumed run reads them back)."""
+    ranges = work.ranges()
+    if not ranges:
+        return {}
+    spans = work.spans()
+    if spans is None:
+        order = sorted(ranges)
+        counted = engine.collect(engine.map(partial(count_range, task=task),
+                                            [(blocks[b][0], *ranges[b]) for b in order]))
+        by_source: dict = {}
+        for b, c in zip(order, counted):
+            by_source.setdefault(blocks[b][0], []).append((b, c))
+        spans = {}
+        for pieces in by_source.values():
+            for (b, (first, stop, _n)), line in zip(pieces, first_lines([c for _b, c in pieces])):
+                spans[b] = [first, stop, line]
+        work.set_spans(spans)
+    return {b: tuple(v) for b, v in spans.items()}
+
+
+def read_concurrency(engine, spans: dict) -> int:
+    """How many blocks an engine that runs its calls one after another reads at once: with the
+    ranges of a split file, several (each range's parsing is one thread; the kernels use every
+    core anyway): a quarter of the cores, at least 2; else 1 (blocks one after another)."""
+    if not spans:
+        return 1
+    return max(2, getattr(engine, "cpus", 1) // 4)
+
+
+def count_range(item, *, task, report=None):
+    """One range of a split file, (source, nominal start, nominal end): its bytes and newlines
+    (:func:`neardup.io.splits.count_span`)."""
+    si, start, end = item
+    src = task.sources[si]
+    try:
+        return count_span(src.path, start, end)
+    except OSError as e:
+        raise cannot_read(src, e) from None
 
 
 def block_matcher(work: Folder, config, block: int):

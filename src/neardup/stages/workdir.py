@@ -9,7 +9,10 @@ engine runs it, so that a run interrupted under one engine is finished by the ot
 file exists is done and is not read again.
 
     WORK/state.json                 fingerprint of config + inputs, the stages done and their counts
-    WORK/read/plan.json             the blocks: runs of consecutive input files (a file is never split)
+    WORK/read/plan.json             the blocks: runs of consecutive input files, or one range of a
+                                    large plain JSONL file (:mod:`neardup.io.splits`)
+    WORK/read/ranges.json           {block: [nominal start, nominal end]} of the blocks that are ranges
+    WORK/read/spans.json            {block: [first byte, stop byte, first line]} of those, once counted
     WORK/read/block-BBBBBB.arrow    Arrow IPC file, DOCS_SCHEMA: one row per document of the block
     WORK/read/block-BBBBBB.sig      raw uint32, num_perm per document (verify = estimate | none)
     WORK/read/block-BBBBBB.fp       the uint32 shingle fingerprints (the high halves of the
@@ -38,19 +41,20 @@ before it. docs/stages.md describes each stage with its schema.
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
 from ..errors import ConfigError
 from ..kernels.arrays import arrow
 from ..io.storage import fs
+from ..io.splits import nominal_ranges, split_bytes, splittable
 from ..io.storage.folder import Folder
 from .identity import differences, fingerprint
 from .records import STAGE_INFO
 
 STAGES = ("read", "pairs", "clusters", "write")
-LAYOUT_VERSION = 5              # 5: fingerprints Elias-Fano coded, \w+ words, hash_version; 4: typed stage records; 3: .fp
+LAYOUT_VERSION = 6              # 6: large JSONL files split into ranges; 5: fingerprints Elias-Fano coded, \w+ words, hash_version; 4: typed stage records; 3: .fp
 BLOCK_BYTES = 64 << 20          # input bytes per read block (a block holds whole files)
 MAX_DOCUMENTS = 1 << 32         # document indices are packed two to a uint64 in pair codes
 
@@ -86,27 +90,50 @@ def members_table(docs, source, row, cluster, representative, similarity, remove
 
 def plan_blocks(sources: Sequence, block_bytes: Optional[int] = None,
                 file_sizes: Optional[Sequence[Optional[int]]] = None) -> List[List[int]]:
-    """Runs of consecutive sources of about ``block_bytes`` (default BLOCK_BYTES) of input each
-    (a source is never split). The plan depends on the inputs only, so that every engine cuts the
-    same blocks. ``file_sizes``: the size of each source that is a file (None for a table), as
-    :func:`run_identity` found them (a store is not asked again); asked here without it."""
+    """The blocks of :func:`plan_reads` (whole files only when none is larger than the split size)."""
+    return plan_reads(sources, block_bytes, file_sizes)[0]
+
+
+def plan_reads(sources: Sequence, block_bytes: Optional[int] = None,
+               file_sizes: Optional[Sequence[Optional[int]]] = None,
+               split: Optional[int] = None) -> Tuple[List[List[int]], Dict[int, List[int]]]:
+    """``(blocks, ranges)``: runs of consecutive sources of about ``block_bytes`` (default
+    BLOCK_BYTES) of input each, and a plain JSONL file larger than ``split`` (default
+    :func:`neardup.io.splits.split_bytes`) cut into ranges of that size, a block each (``[si]``;
+    ``ranges[block]``: its nominal [start, end)). The plan depends on the inputs only, so that
+    every engine cuts the same blocks. ``file_sizes``: the size of each source that is a file
+    (None for a table), as :func:`run_identity` found them (a store is not asked again); asked
+    here without it."""
     block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
+    split = split_bytes() if split is None else split
     if file_sizes is None:
         infos = fs.infos([s.path for s in sources if s.format != "table"])
         file_sizes = [None if s.format == "table" else infos[s.path].size for s in sources]
     blocks: List[List[int]] = []
+    ranges: Dict[int, List[int]] = {}
     acc = 0
     for si, s in enumerate(sources):
         size = s.table.nbytes if s.format == "table" else file_sizes[si]
+        if s.format != "table" and size > split and splittable(s):
+            for start, end in nominal_ranges(size, split):
+                ranges[len(blocks)] = [start, end]
+                blocks.append([si])
+            blocks.append([])  # the next source starts a block
+            acc = 0
+            continue
         if not blocks or (blocks[-1] and acc + size > block_bytes):
             blocks.append([])
             acc = 0
         blocks[-1].append(si)
         acc += size
-    return blocks
+    if blocks and not blocks[-1]:
+        blocks.pop()
+    return blocks, ranges
 
 
 PLAN = "read/plan.json"
+RANGES = "read/ranges.json"
+SPANS = "read/spans.json"
 
 
 def stage_files(work: Folder, stage: str, prefix: str, ext: str) -> List[str]:
@@ -217,9 +244,27 @@ class WorkDir:
             pass
         inputs = self.state["identity"].get("inputs")  # run_identity's: [name, path, size, mtime] per file
         sizes = None if inputs is None else [None if s.format == "table" else f[2] for s, f in zip(sources, inputs)]
-        blocks = plan_blocks(sources, file_sizes=sizes)
+        blocks, ranges = plan_reads(sources, file_sizes=sizes)
+        self.folder.write_json(RANGES, {str(b): r for b, r in ranges.items()})  # before the plan that needs it
         self.folder.write_json(PLAN, blocks)
         return blocks
+
+    def ranges(self) -> Dict[int, List[int]]:
+        """{block: [nominal start, nominal end]} of the plan's blocks that are ranges of a file."""
+        try:
+            return {int(b): r for b, r in self.folder.load_json(RANGES).items()}
+        except FileNotFoundError:
+            return {}
+
+    def spans(self) -> Optional[Dict[int, List[int]]]:
+        """{block: [first byte, stop byte, first line]} of the ranges, once counted (else None)."""
+        try:
+            return {int(b): r for b, r in self.folder.load_json(SPANS).items()}
+        except FileNotFoundError:
+            return None
+
+    def set_spans(self, spans: Dict[int, List[int]]) -> None:
+        self.folder.write_json(SPANS, {str(b): list(r) for b, r in spans.items()})
 
     def block_summary(self, block: int) -> Optional[dict]:
         try:

@@ -251,7 +251,10 @@ class WriteStage:
         kept_folder = prepare_output(out)
         wanted = wanted_texts(run.info("clusters").top)
         plan = run.work.plan(run.sources)
-        block_of = {si: b for b, members in enumerate(plan) for si in members}
+        block_of: Dict[int, List[int]] = {}  # a split file's rows lie in several blocks
+        for b, members in enumerate(plan):
+            for si in members:
+                block_of.setdefault(si, []).append(b)
         files = [si for si, s in enumerate(run.sources) if s.format != "table"]
         size = max(1, math.ceil(len(files) / (4 * engine.cpus)))
         groups = [files[i:i + size] for i in range(0, len(files), size)]
@@ -293,13 +296,15 @@ def write_kept_partition(item, *, task, kept: Folder, report=None) -> dict:
     return {"written": written, "captured": captured, "kept": n, "files": len(group)}
 
 
-def rows_of_sources(store, block_of: Dict[int, int]) -> Dict[int, np.ndarray]:
-    """The rows of the documents of each source (it lies whole in block ``block_of[si]``), in
-    file order."""
+def rows_of_sources(store, block_of: Dict[int, List[int]]) -> Dict[int, np.ndarray]:
+    """The rows of the documents of each source (it lies in the blocks ``block_of[si]``: one,
+    or the ranges of a split file, in file order), in file order."""
     out: Dict[int, np.ndarray] = {}
     by_block: Dict[int, List[int]] = {}
-    for si, b in block_of.items():
-        by_block.setdefault(b, []).append(si)
+    for si, bs in block_of.items():
+        for b in bs:
+            by_block.setdefault(b, []).append(si)
+    parts: Dict[int, list] = {}  # si -> [(block, rows)]
     for b, group in by_block.items():
         t = store.table(b, ["source", "row"])
         source = to_numpy(t.column("source").combine_chunks())
@@ -311,7 +316,10 @@ def rows_of_sources(store, block_of: Dict[int, int]) -> Dict[int, np.ndarray]:
         bounds = np.searchsorted(source, np.array(group, source.dtype), side="left")
         ends = np.searchsorted(source, np.array(group, source.dtype), side="right")
         for si, lo, hi in zip(group, bounds.tolist(), ends.tolist()):
-            out[si] = row[lo:hi]
+            parts.setdefault(si, []).append((b, row[lo:hi]))
+    for si, pieces in parts.items():
+        pieces.sort(key=lambda p: p[0])
+        out[si] = pieces[0][1] if len(pieces) == 1 else np.concatenate([p[1] for p in pieces])
     return out
 
 

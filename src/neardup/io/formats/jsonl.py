@@ -355,13 +355,16 @@ def _not_records(ctx: ReadContext, data: bytes) -> Optional[str]:
 
 
 def read_jsonl(ctx: ReadContext) -> Iterator[Batch]:
-    """A JSONL file: one document a record line, rows numbered by line (blank lines counted)."""
+    """A JSONL file: one document a record line, rows numbered by line (blank lines counted);
+    with ``ctx.span``, one range of it (lines numbered as in the whole file; a range without
+    records is no empty file)."""
     src = ctx.src
     parser = _JsonlParser(ctx)
-    line0 = 0
+    span = ctx.span
+    line0 = 0 if span is None else span[2]
     records = 0
-    blocks = iter_blocks(src.path, src.compression)
-    check = _json_document(src)
+    blocks = iter_blocks(src.path, src.compression, span=None if span is None else span[:2])
+    check = _json_document(src) and span is None
     try:
         while True:
             try:
@@ -385,7 +388,7 @@ def read_jsonl(ctx: ReadContext) -> Iterator[Batch]:
             yield from ctx.emit(text, rows, ids, scores, bad)
     finally:
         blocks.close()
-    if records == 0:
+    if records == 0 and span is None:
         yield from ctx.skipped(EMPTY_FILE)
 
 
