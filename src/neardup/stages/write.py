@@ -259,7 +259,7 @@ class WriteStage:
         size = max(1, math.ceil(len(files) / (4 * engine.cpus)))
         groups = [files[i:i + size] for i in range(0, len(files), size)]
         items = [(g, {si: block_of[si] for si in g},
-                  removed_parts_of({block_of[si] for si in g}, block_start, width, removed_ranges),
+                  removed_parts_of({b for si in g for b in block_of[si]}, block_start, width, removed_ranges),
                   {si: rejected[si] for si in g if si in rejected}, {si: wanted[si] for si in g if si in wanted})
                  for g in groups]
         written: Dict[int, str] = {}
@@ -275,8 +275,8 @@ class WriteStage:
             progress.set_postfix_str(f"{len(written):,} {plural(len(written), 'file')} written")
         tables = [si for si, s in enumerate(run.sources) if s.format == "table"]
         if tables:  # the removed rows of these tables' blocks only, read here where the tables are
-            dropped = dropped_rows(run.work.folder, removed_parts_of({block_of[si] for si in tables}, block_start,
-                                                                     width, removed_ranges), tables, rejected)
+            parts = removed_parts_of({b for si in tables for b in block_of[si]}, block_start, width, removed_ranges)
+            dropped = dropped_rows(run.work.folder, parts, tables, rejected)
             t_written, _, t_kept = write_kept_group(
                 run.sources, tables, rows_of_sources(run.store, {si: block_of[si] for si in tables}), dropped,
                 kept_folder, run.config)
