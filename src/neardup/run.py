@@ -58,6 +58,9 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
     from .stages.identity import fingerprint, run_identity
     from .stages.workdir import WorkDir
 
+    if config.against:  # every check of the inputs and options that can fail, before a folder is claimed
+        from .stages.against import check_indexes
+        check_indexes(config)
     out = Folder.of(output)
     explicit_work = work_dir is not None
     work_folder = Folder.of(work_dir if explicit_work else default_work_dir(out, config.engine))

@@ -491,3 +491,55 @@ def test_an_http_output_is_not_asked_for_a_bucket(tmp_path, corpus, capsys):
     assert run_cli("dedup", corpus, "-o", "http://u:SECRETPW@127.0.0.1:9/out", "-q") == 2
     line = one_error_line(capsys)
     assert "no such bucket" not in line and "SECRETPW" not in line
+
+
+# --------------------------------------------------------------------------- a check that fails leaves nothing behind
+
+def _make_index(ix, corpus, *options):
+    assert run_cli("index", "add", ix, corpus, *options) == 0
+
+
+@pytest.mark.parametrize("case", ["missing", "other parameters", "other hash version", "verify"])
+def test_a_failed_against_check_leaves_nothing_that_blocks_the_corrected_command(tmp_path, corpus, capsys, case):
+    """Guard: run() checks every --against index (exists, same parameters and hash version,
+    verifies by what the run's --verify computes) before the output or the work dir is claimed
+    (mutation: drop the check_indexes call in run() -> the output and work dir are claimed,
+    the read stage fails, and the corrected command is told "holds another run's work; pass
+    --overwrite"). The message names the command line's options, not the API's arguments."""
+    ix, out, work = tmp_path / "ix", tmp_path / "out", tmp_path / "work"
+    run = ["dedup", corpus, "-o", out, "--work-dir", work, "-q", "--against", ix]
+    if case == "other parameters":
+        _make_index(ix, corpus, "--num-perm", "64")
+    elif case == "other hash version":
+        _make_index(ix, corpus, "--hash-version", "1")
+    elif case == "verify":
+        _make_index(ix, corpus, "--verify", "exact")
+        run += ["--verify", "estimate"]
+    capsys.readouterr()
+    assert run_cli(*run) == 2
+    line = one_error_line(capsys)
+    assert "pass signatures" not in line and "pass shingles" not in line, line
+    if case == "verify":
+        assert "--verify exact" in line, line
+    assert not out.exists() and not work.exists(), (tree(tmp_path))
+    if case == "missing":
+        _make_index(ix, corpus)
+    else:  # the corrected command: an index made with the run's parameters
+        import shutil
+        shutil.rmtree(ix)
+        _make_index(ix, corpus, *(["--verify", "estimate"] if case == "verify" else []))
+    capsys.readouterr()
+    assert run_cli(*run) == 0, capsys.readouterr().err
+
+
+def test_a_run_that_stopped_before_its_first_block_leaves_a_reusable_work_dir(tmp_path, corpus, capsys):
+    """Guard: WorkDir counts as work only a stage done or a block read (mutation: has_work = state is
+    not None and any file beside state.json -> a run that failed on its first record leaves a work
+    dir that refuses the corrected command without --overwrite)."""
+    bad = tmp_path / "data" / "bad.jsonl"
+    bad.write_bytes(b'{"text": "one"}\n{"text": \n' + corpus.read_bytes())
+    out, work = tmp_path / "out", tmp_path / "work"
+    assert run_cli("dedup", bad, "-o", out, "--work-dir", work, "-q") == 2
+    capsys.readouterr()
+    bad.write_bytes(corpus.read_bytes())  # corrected
+    assert run_cli("dedup", bad, "-o", out, "--work-dir", work, "-q") == 0, capsys.readouterr().err
