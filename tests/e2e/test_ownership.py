@@ -378,7 +378,8 @@ def test_a_full_disk_leaves_the_old_result_whole_and_no_temporary_files(tmp_path
     _distinct_documents(big, 3 << 20)  # its kept copy does not fit beside the old result
     assert run_cli("dedup", big, "-o", out, "--work-dir", work, "-q", "--overwrite") == 2
     line = one_error_line(capsys)
-    assert "No space left on device" in line
+    # the path being written is named (mutation: drop naming() in io.storage.local._AtomicLocal)
+    assert f"{out}/.neardup-staging/kept/big.jsonl: No space left on device" in line, line
     assert result_bytes(out) == old
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [".neardup", ".neardup.lock", "clusters.parquet", "kept", "removed.parquet", "report.html", "stats.json",
@@ -390,9 +391,24 @@ def test_a_full_disk_in_the_read_stage_leaves_no_temporary_blocks(tmp_path, corp
     _distinct_documents(big, 12 << 20)  # its work files do not fit
     work = small_disk / "work"
     assert run_cli("dedup", big, "-o", tmp_path / "out", "--work-dir", work, "-q") == 2
-    assert "No space left on device" in one_error_line(capsys)
+    line = one_error_line(capsys)
+    assert f"{work}/read/block-000000.fp: No space left on device" in line, line  # the path being written
     assert not [p for p in work.rglob("*.tmp")]
     assert not (tmp_path / "out" / "stats.json").exists()
+
+
+def test_a_full_disk_while_copying_a_kept_text_file_names_it(tmp_path, small_disk, capsys):
+    """Guard: the copy of a kept text file names the file it was writing when the disk is full
+    (mutation: drop the OSError branch in io.formats.text's copy -> "No space left on device" alone)."""
+    import random
+    rng = random.Random(3)
+    src = tmp_path / "docs" / "big.txt"
+    src.parent.mkdir()
+    src.write_text(" ".join(f"w{rng.randrange(10**6)}" for _ in range(400_000)))  # ~3 MiB
+    out = small_disk / "out"
+    assert run_cli("dedup", src.parent, "-o", out, "--work-dir", tmp_path / "work", "-q") == 2
+    line = one_error_line(capsys)
+    assert f"{out}/.neardup-staging/kept/big.txt: No space left on device" in line, line
 
 
 # --------------------------------------------------------------------------- credentials

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from ...errors import InputError
 from ...kernels.arrays import arrow
+from ..storage.local import naming
 from ..batch import BINARY, NOT_UTF8, Batch, ReadContext
 from ..kernel_copy import SourceError, copy_fd
 from ..opening import cannot_read, open_regular
@@ -154,6 +155,8 @@ def copy_local_text_files(copies: List[Tuple[Source, str]], workers: int = 8) ->
                 copy_fd(fi.fileno(), fo.fileno())
             except SourceError as e:
                 raise InputError(f"{src.name}: cannot read file ({e.reason})") from None
+            except OSError as e:  # the copy's writes (a full disk) name no path: the one line must
+                raise naming(e, dst)
 
     if len(copies) == 1:
         copy(copies[0])
