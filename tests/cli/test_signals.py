@@ -167,3 +167,23 @@ def test_a_signal_during_an_audit_stops_it_before_its_files(tmp_path):
     assert p.returncode == 130, (p.stdout, p.stderr)
     assert "Traceback" not in p.stderr and not out.exists(), p.stderr
     assert "interrupted; nothing was written" in p.stderr, p.stderr
+
+
+def test_a_signal_while_a_run_updates_its_index_leaves_a_result_that_resume_finishes(tmp_path, index_of_one):
+    """A signal during --update-index (the publish has begun: stats.json is gone, kept/ is the new
+    one): exit 130, the index as it was, and --resume finishes the output, whose kept/ is known
+    as neardup's by the staging folder left in place (mutation: remove the staging folder on any
+    failure in run() -> --resume is refused: "kept/b.jsonl was not written by neardup")."""
+    import json
+    before = _index_state(index_of_one)
+    out = tmp_path / "out"
+    args = ["dedup", _corpus(tmp_path, "b.jsonl", seed=2), "-o", out, "--id-column", "id", "--against",
+            index_of_one, "--update-index", "-q"]
+    p = _run(tmp_path, *args, setup=SIGNAL_AT_CALL.format(module="neardup.stages.against", owner="update_index",
+                                                           sig="SIGINT"))
+    assert p.returncode == 130, p.stderr
+    assert _index_state(index_of_one) == before and not (out / "stats.json").exists()
+    from helpers import run_in_process
+    ran = run_in_process(*args, "--resume")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads((out / "stats.json").read_text())["index_update"]["added"] == 300

@@ -509,6 +509,30 @@ def test_an_http_output_is_not_asked_for_a_bucket(tmp_path, corpus, capsys):
     assert "no such bucket" not in line and "SECRETPW" not in line
 
 
+def test_overwrite_never_deletes_a_users_file_in_kept(tmp_path, corpus, capsys):
+    """Guard: a run replaces OUTPUT/kept/ only when every file there is one of the previous
+    result's stats.json kept_files (mutation: drop the _refuse_foreign_kept call in claim_output
+    -> --overwrite deletes the user's notes with the old kept/)."""
+    out = tmp_path / "out"
+    assert run_cli("dedup", corpus, "-o", out, "-q") == 0
+    (out / "kept" / "NOTES.md").write_text("my notes on this run")
+    (out / "kept" / "mine").mkdir()
+    (out / "kept" / "mine" / "extra.jsonl").write_text("{}\n")
+    before = tree(out)
+    capsys.readouterr()
+    assert run_cli("dedup", corpus, "-o", out, "-q", "--overwrite") == 2
+    line = one_error_line(capsys)
+    assert "kept/NOTES.md, kept/mine/extra.jsonl were not written by neardup" in line and "move them out" in line, line
+    assert tree(out) == before
+    (out / "kept" / "NOTES.md").unlink()
+    (out / "kept" / "mine" / "extra.jsonl").unlink()
+    assert run_cli("dedup", corpus, "-o", out, "-q", "--overwrite") == 0  # neardup's own files: replaced
+    # a kept/ in an output folder that holds no result is not neardup's either
+    (out / "stats.json").unlink()
+    assert run_cli("dedup", corpus, "-o", out, "-q", "--overwrite") == 2
+    assert "kept/corpus.jsonl was not written by neardup" in one_error_line(capsys)
+
+
 # --------------------------------------------------------------------------- a check that fails leaves nothing behind
 
 def _make_index(ix, corpus, *options):
