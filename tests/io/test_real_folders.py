@@ -69,6 +69,22 @@ def test_walk_skips_binary_and_non_utf8_files(cwd):
         list(read_source(named))
 
 
+def test_a_named_file_with_a_nul_byte_is_an_error_as_the_readme_says(cwd):
+    """A file named on its own that is valid UTF-8 but holds a NUL byte (a binary, or UTF-16 text
+    of ASCII characters) is an error, or a rejected entry under --on-error skip, as a file that
+    is not UTF-8 is; in a walk it is skipped (mutation: test NUL only when src.walked in
+    io.formats.text.text_document -> the file is read as a document of its bytes)."""
+    put("d/notes.txt", "hello".encode("utf-16-le"))  # valid UTF-8, a NUL after every letter
+    named = discover(["d/notes.txt"])[0]
+    with pytest.raises(InputError, match=r"^d/notes.txt: a binary file, not text \(a NUL byte at byte 1\) \(UTF-16"):
+        list(read_source(named))
+    rejected = [r for b in read_source(named, on_error="skip") for r in b.rejected]
+    assert len(rejected) == 1 and "a NUL byte at byte 1" in rejected[0][-1]
+    ran = neardup("dedup", "d/notes.txt", "-o", "out")
+    assert ran.returncode == 2 and "a NUL byte at byte 1" in ran.stderr, ran.stderr
+    assert [(len(b), b.skipped) for b in read_source(discover(["d"])[0])] == [(0, "binary file (a NUL byte at byte 1)")]
+
+
 def test_binary_files_counted_in_summary_and_stats(cwd):
     put("d/a.txt", words(1))
     put("d/b.txt", words(1))

@@ -46,11 +46,14 @@ def text_document(ctx: ReadContext, data: bytes) -> Iterator[Batch]:
     binary (a NUL byte) or not UTF-8 is skipped (``Batch.skipped``): a folder of code holds
     images and compiled files; a file named on its own is an error (or a rejected entry)."""
     src = ctx.src
-    if src.walked:
-        nul = data.find(b"\0")
-        if nul >= 0:
+    nul = data.find(b"\0")
+    if nul >= 0:
+        if src.walked:
             yield from ctx.skipped(f"{BINARY} (a NUL byte at byte {nul})")
-            return
+        else:  # named: the user asked for it, and its shingles would be a binary's (or UTF-16's) bytes
+            hint = _compressed_hint(data) or " (UTF-16 text must be converted to UTF-8)"
+            yield from ctx.problem(f"a {BINARY}, not text (a NUL byte at byte {nul}){hint}")
+        return
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
