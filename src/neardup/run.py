@@ -26,6 +26,7 @@ from .engines import open_engine
 from .errors import ConfigError, NeardupError
 from .io.storage.folder import Folder, json_bytes, refuse_overlap
 from .io.storage.paths import redact
+from .progress import commit_point
 
 STAGING = ".neardup-staging"  # where a run writes its result before it is moved into the output
 WORK = ".neardup-work"        # the default work dir, inside the output
@@ -109,6 +110,9 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
             if report:
                 from .report.html import write_report
                 write_report(staging, plots="svg", stats=stats)  # inline SVG: no matplotlib start-up in a run
+            # the commit point: a signal that came before stops the run here, the old result whole;
+            # from here on none stops it (the result and the index update are published whole)
+            commit_point()
             publishing = True
             out.publish(staging, _output_files(), STATS, lambda: _complete(ctx, out, stats, failure))
         except BaseException:

@@ -169,21 +169,34 @@ def test_a_signal_during_an_audit_stops_it_before_its_files(tmp_path):
     assert "interrupted; nothing was written" in p.stderr, p.stderr
 
 
-def test_a_signal_while_a_run_updates_its_index_leaves_a_result_that_resume_finishes(tmp_path, index_of_one):
-    """A signal during --update-index (the publish has begun: stats.json is gone, kept/ is the new
-    one): exit 130, the index as it was, and --resume finishes the output, whose kept/ is known
-    as neardup's by the staging folder left in place (mutation: remove the staging folder on any
-    failure in run() -> --resume is refused: "kept/b.jsonl was not written by neardup")."""
+def test_a_signal_once_a_run_publishes_is_no_interruption(tmp_path, index_of_one):
+    """A signal while the run publishes its result and adds its kept documents to the index
+    (--update-index): past the run's commit point, so the result and the index update are made
+    whole and the exit status is 0 (mutation: drop commit_point() before out.publish in run.py
+    -> exit 130 with stats.json gone and the output half published)."""
     import json
-    before = _index_state(index_of_one)
+
+    from neardup.index import Index
     out = tmp_path / "out"
-    args = ["dedup", _corpus(tmp_path, "b.jsonl", seed=2), "-o", out, "--id-column", "id", "--against",
-            index_of_one, "--update-index", "-q"]
-    p = _run(tmp_path, *args, setup=SIGNAL_AT_CALL.format(module="neardup.stages.against", owner="update_index",
-                                                           sig="SIGINT"))
-    assert p.returncode == 130, p.stderr
-    assert _index_state(index_of_one) == before and not (out / "stats.json").exists()
-    from helpers import run_in_process
-    ran = run_in_process(*args, "--resume")
-    assert ran.returncode == 0, ran.stderr
+    p = _run(tmp_path, "dedup", _corpus(tmp_path, "b.jsonl", seed=2), "-o", out, "--id-column", "id", "--against",
+             index_of_one, "--update-index", "-q",
+             setup=SIGNAL_AT_CALL.format(module="neardup.stages.against", owner="update_index", sig="SIGINT"))
+    assert p.returncode == 0, p.stderr
     assert json.loads((out / "stats.json").read_text())["index_update"]["added"] == 300
+    assert Index(index_of_one).stats()["documents"] == 600
+
+
+def test_a_signal_before_a_run_publishes_leaves_the_old_result_whole(tmp_path):
+    """A signal that arrives after the last stage's last check (while report.html is drawn):
+    the run stops at its commit point with 130, the earlier result whole (mutation: drop
+    commit_point() before out.publish in run.py -> the signal goes unnoticed and the result is
+    replaced, exit 0)."""
+    out = tmp_path / "out"
+    src = _corpus(tmp_path, "a.jsonl")
+    from helpers import run_cli
+    assert run_cli("dedup", src, "-o", out, "-q") == 0
+    before = (out / "stats.json").read_bytes()
+    p = _run(tmp_path, "dedup", src, "-o", out, "-q", "--overwrite", "--ngram", "3",
+             setup=SIGNAL_AT_CALL.format(module="neardup.report.html", owner="write_report", sig="SIGINT"))
+    assert p.returncode == 130, p.stderr
+    assert (out / "stats.json").read_bytes() == before

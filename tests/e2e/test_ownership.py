@@ -533,6 +533,30 @@ def test_overwrite_never_deletes_a_users_file_in_kept(tmp_path, corpus, capsys):
     assert "kept/corpus.jsonl was not written by neardup" in one_error_line(capsys)
 
 
+def test_a_publish_cut_short_is_resumed_though_kept_is_checked(tmp_path, corpus, capsys, monkeypatch):
+    """A publish that fails half way (stats.json gone, kept/ the new one: here the disk fails
+    while the index is updated) keeps its staging folder, which marks kept/ as neardup's, so
+    --resume finishes it (mutation: remove the staging folder on any failure in run() ->
+    --resume is refused: "kept/corpus.jsonl was not written by neardup")."""
+    import errno
+
+    import neardup.stages.against as against
+    ix, out = tmp_path / "ix", tmp_path / "out"
+    assert run_cli("index", "add", ix, tmp_path / "data") == 0
+    args = ["dedup", corpus, "-o", out, "-q", "--against", ix, "--update-index"]
+
+    def disk_fails(run):
+        raise OSError(errno.EIO, "Input/output error", str(ix / "segments"))
+    monkeypatch.setattr(against, "update_index", disk_fails)
+    capsys.readouterr()
+    assert run_cli(*args) == 2
+    assert "Input/output error" in one_error_line(capsys)
+    assert not (out / "stats.json").exists() and (out / "kept").exists()
+    monkeypatch.undo()
+    assert run_cli(*args, "--resume") == 0, capsys.readouterr().err
+    assert json.loads((out / "stats.json").read_text())["index_update"]["added"] == 0
+
+
 # --------------------------------------------------------------------------- a check that fails leaves nothing behind
 
 def _make_index(ix, corpus, *options):
