@@ -82,8 +82,8 @@ def neardup_command(*args, setup: str = "", crash_at: Optional[str] = None) -> L
         return [sys.executable, "-m", "neardup", *args]
     if crash_at is not None:
         setup += _KILL_AT.format(point=crash_at)
-    return [sys.executable, "-c", setup + "\nimport sys\nfrom neardup.cli import main\nsys.exit(main(sys.argv[1:]))\n",
-            *args]
+    # main() without arguments reads sys.argv[1:] (ARGS), as the installed ``neardup`` program does
+    return [sys.executable, "-c", setup + "\nimport sys\nfrom neardup.cli import main\nsys.exit(main())\n", *args]
 
 
 _KILL_AT = """

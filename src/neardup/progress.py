@@ -164,17 +164,27 @@ def _tqdm():
 
 # --------------------------------------------------------------------------- Ctrl-C at safe points
 # The command line replaces Python's SIGINT and SIGTERM handlers with one that only raises a flag;
-# the stages check it between batches. A compiled kernel or a C library is never interrupted in
-# the middle (some of them swallow or garble a KeyboardInterrupt raised inside them), and the run
-# stops within one batch, leaving finished stages in the work directory and stopping what it
-# started (a local Ray instance). A second signal interrupts at once.
+# every command checks it at its safe points (between batches, between segments, between the
+# phases of an audit). A compiled kernel or a C library is never interrupted in the middle (some
+# of them swallow or garble a KeyboardInterrupt raised inside them), and the command stops within
+# one batch, leaving finished stages in the work directory and stopping what it started (a local
+# Ray instance). A second signal interrupts at once.
+#
+# A command that commits something (an index's manifest switched, an output file published)
+# calls commit_point() just before: a signal that came before it stops the command there, with
+# nothing committed; one that comes after it is no interruption of the commit: the command
+# finishes, reports and exits 0 (a second signal no longer interrupts). So exit 0 means the
+# commit was made, 130 or 143 that it was not.
 
 _interrupted = False
+_committed = False    # past a commit point: signals are noted, never raised
 signal_received = 0  # the signal number of the last interrupt (SIGINT or SIGTERM), 0 if none
 
 
 def _on_signal(signum, frame):
     global _interrupted, signal_received
+    if _committed:
+        return
     signal_received = signum
     if _interrupted:
         raise KeyboardInterrupt
@@ -183,15 +193,24 @@ def _on_signal(signum, frame):
 
 class interrupt_handler:
     """Context manager: the flag-raising SIGINT and SIGTERM handler while the block runs (main
-    thread only)."""
+    thread only).
+
+    ``to_exit``: the block is the process's last work (the command line run as the program):
+    when it ends, the handler stays, past every commit point, until the process exits, so that a
+    signal during the interpreter's shutdown (which takes a while with numba and pyarrow loaded)
+    cannot turn a reported result into a death by signal (exit 143 after "added 20000
+    documents")."""
 
     SIGNALS = ("SIGINT", "SIGTERM")
+
+    def __init__(self, to_exit: bool = False):
+        self.to_exit = to_exit
 
     def __enter__(self):
         import signal
         import threading
-        global _interrupted, signal_received
-        _interrupted, signal_received = False, 0
+        global _interrupted, _committed, signal_received
+        _interrupted, _committed, signal_received = False, False, 0
         self.previous = {}
         if threading.current_thread() is threading.main_thread():
             for name in self.SIGNALS:
@@ -201,10 +220,13 @@ class interrupt_handler:
 
     def __exit__(self, *exc):
         import signal
-        global _interrupted
+        global _interrupted, _committed
+        if self.to_exit and self.previous:
+            _committed = True  # the command is over: what comes now is no interruption of it
+            return False
         for num, previous in self.previous.items():
             signal.signal(num, previous)
-        _interrupted = False
+        _interrupted = _committed = False
         return False
 
 
@@ -217,3 +239,13 @@ def check_interrupt() -> None:
     """Raises KeyboardInterrupt when Ctrl-C was pressed since the handler was installed."""
     if _interrupted:
         raise KeyboardInterrupt
+
+
+def commit_point() -> None:
+    """Called just before a command commits (switches an index's manifest, publishes its output):
+    raises KeyboardInterrupt when a signal came before (nothing is committed); from here on,
+    until the handler is removed, a signal is noted and never raised: the commit and the
+    command's report run to their end."""
+    global _committed
+    check_interrupt()
+    _committed = True

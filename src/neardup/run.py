@@ -26,6 +26,7 @@ from .engines import open_engine
 from .errors import ConfigError, NeardupError
 from .io.storage.folder import Folder, json_bytes, refuse_overlap
 from .io.storage.paths import redact
+from .progress import commit_point
 
 STAGING = ".neardup-staging"  # where a run writes its result before it is moved into the output
 WORK = ".neardup-work"        # the default work dir, inside the output
@@ -44,8 +45,32 @@ def claim_output(out: Folder, run: str, overwrite: bool, resume: bool) -> None:
         other = " of other inputs or options" if resume else ""
         raise ConfigError(f"output folder {out} holds the results of an earlier run{other}; pass --overwrite "
                           f"(overwrite=True) to replace them, or choose another folder")
+    _refuse_foreign_kept(out)
     if marker.get("run") != run:
         out.set_marker({**marker, "run": run})
+
+
+def _refuse_foreign_kept(out: Folder) -> None:
+    """A run replaces ``OUTPUT/kept/`` whole; it may only when every file there is neardup's: one
+    of the previous result's (its stats.json's ``kept_files``), or, with no stats.json and the
+    staging folder still there, of a publish cut short (its kept/ is the old or the new result).
+    Any other file (a user's notes put beside the kept shards) is refused in one line, before work."""
+    present = out.files_under("kept")
+    if not present:
+        return
+    stats = out.read_json(STATS)
+    if isinstance(stats, dict) and isinstance(stats.get("kept_files"), list):
+        ours = set(stats["kept_files"])
+    elif out.exists(STAGING):
+        return
+    else:
+        ours = set()
+    foreign = [p for p in present if p not in ours]
+    if foreign:
+        shown = ", ".join(f"kept/{p}" for p in foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise ConfigError(f"output folder {out}: {shown} {'was' if len(foreign) == 1 else 'were'} not written by "
+                          f"neardup, and a run replaces kept/ whole; move {'it' if len(foreign) == 1 else 'them'} "
+                          f"out, or choose another folder")
 
 
 def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional[str] = None,
@@ -58,6 +83,9 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
     from .stages.identity import fingerprint, run_identity
     from .stages.workdir import WorkDir
 
+    if config.against:  # every check of the inputs and options that can fail, before a folder is claimed
+        from .stages.against import check_indexes
+        check_indexes(config)
     out = Folder.of(output)
     explicit_work = work_dir is not None
     work_folder = Folder.of(work_dir if explicit_work else default_work_dir(out, config.engine))
@@ -74,6 +102,7 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
         staging.makedirs()
         ctx = Run(config=config, sources=sources, work=work, output=staging, quiet=quiet)
         failure: List[NeardupError] = []
+        publishing = False
         try:
             with open_engine(config, [work.folder.path, out.path] + [s.path for s in sources
                                                                       if s.format != "table"], quiet) as engine:
@@ -81,10 +110,15 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
             if report:
                 from .report.html import write_report
                 write_report(staging, plots="svg", stats=stats)  # inline SVG: no matplotlib start-up in a run
+            # the commit point: a signal that came before stops the run here, the old result whole;
+            # from here on none stops it (the result and the index update are published whole)
+            commit_point()
+            publishing = True
             out.publish(staging, _output_files(), STATS, lambda: _complete(ctx, out, stats, failure))
         except BaseException:
-            with contextlib.suppress(Exception):
-                staging.remove_all()  # the old result (if any) stays whole; nothing half-written is left
+            if not publishing:  # once a publish began, staging stays: it marks kept/ as neardup's
+                with contextlib.suppress(Exception):
+                    staging.remove_all()  # the old result (if any) stays whole; nothing half-written is left
             raise
         if failure:
             raise failure[0]

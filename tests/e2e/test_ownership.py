@@ -378,7 +378,8 @@ def test_a_full_disk_leaves_the_old_result_whole_and_no_temporary_files(tmp_path
     _distinct_documents(big, 3 << 20)  # its kept copy does not fit beside the old result
     assert run_cli("dedup", big, "-o", out, "--work-dir", work, "-q", "--overwrite") == 2
     line = one_error_line(capsys)
-    assert "No space left on device" in line
+    # the path being written is named (mutation: drop naming() in io.storage.local._AtomicLocal)
+    assert f"{out}/.neardup-staging/kept/big.jsonl: No space left on device" in line, line
     assert result_bytes(out) == old
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [".neardup", ".neardup.lock", "clusters.parquet", "kept", "removed.parquet", "report.html", "stats.json",
@@ -390,9 +391,24 @@ def test_a_full_disk_in_the_read_stage_leaves_no_temporary_blocks(tmp_path, corp
     _distinct_documents(big, 12 << 20)  # its work files do not fit
     work = small_disk / "work"
     assert run_cli("dedup", big, "-o", tmp_path / "out", "--work-dir", work, "-q") == 2
-    assert "No space left on device" in one_error_line(capsys)
+    line = one_error_line(capsys)
+    assert f"{work}/read/block-000000.fp: No space left on device" in line, line  # the path being written
     assert not [p for p in work.rglob("*.tmp")]
     assert not (tmp_path / "out" / "stats.json").exists()
+
+
+def test_a_full_disk_while_copying_a_kept_text_file_names_it(tmp_path, small_disk, capsys):
+    """Guard: the copy of a kept text file names the file it was writing when the disk is full
+    (mutation: drop the OSError branch in io.formats.text's copy -> "No space left on device" alone)."""
+    import random
+    rng = random.Random(3)
+    src = tmp_path / "docs" / "big.txt"
+    src.parent.mkdir()
+    src.write_text(" ".join(f"w{rng.randrange(10**6)}" for _ in range(400_000)))  # ~3 MiB
+    out = small_disk / "out"
+    assert run_cli("dedup", src.parent, "-o", out, "--work-dir", tmp_path / "work", "-q") == 2
+    line = one_error_line(capsys)
+    assert f"{out}/.neardup-staging/kept/big.txt: No space left on device" in line, line
 
 
 # --------------------------------------------------------------------------- credentials
@@ -491,3 +507,103 @@ def test_an_http_output_is_not_asked_for_a_bucket(tmp_path, corpus, capsys):
     assert run_cli("dedup", corpus, "-o", "http://u:SECRETPW@127.0.0.1:9/out", "-q") == 2
     line = one_error_line(capsys)
     assert "no such bucket" not in line and "SECRETPW" not in line
+
+
+def test_overwrite_never_deletes_a_users_file_in_kept(tmp_path, corpus, capsys):
+    """Guard: a run replaces OUTPUT/kept/ only when every file there is one of the previous
+    result's stats.json kept_files (mutation: drop the _refuse_foreign_kept call in claim_output
+    -> --overwrite deletes the user's notes with the old kept/)."""
+    out = tmp_path / "out"
+    assert run_cli("dedup", corpus, "-o", out, "-q") == 0
+    (out / "kept" / "NOTES.md").write_text("my notes on this run")
+    (out / "kept" / "mine").mkdir()
+    (out / "kept" / "mine" / "extra.jsonl").write_text("{}\n")
+    before = tree(out)
+    capsys.readouterr()
+    assert run_cli("dedup", corpus, "-o", out, "-q", "--overwrite") == 2
+    line = one_error_line(capsys)
+    assert "kept/NOTES.md, kept/mine/extra.jsonl were not written by neardup" in line and "move them out" in line, line
+    assert tree(out) == before
+    (out / "kept" / "NOTES.md").unlink()
+    (out / "kept" / "mine" / "extra.jsonl").unlink()
+    assert run_cli("dedup", corpus, "-o", out, "-q", "--overwrite") == 0  # neardup's own files: replaced
+    # a kept/ in an output folder that holds no result is not neardup's either
+    (out / "stats.json").unlink()
+    assert run_cli("dedup", corpus, "-o", out, "-q", "--overwrite") == 2
+    assert "kept/corpus.jsonl was not written by neardup" in one_error_line(capsys)
+
+
+def test_a_publish_cut_short_is_resumed_though_kept_is_checked(tmp_path, corpus, capsys, monkeypatch):
+    """A publish that fails half way (stats.json gone, kept/ the new one: here the disk fails
+    while the index is updated) keeps its staging folder, which marks kept/ as neardup's, so
+    --resume finishes it (mutation: remove the staging folder on any failure in run() ->
+    --resume is refused: "kept/corpus.jsonl was not written by neardup")."""
+    import errno
+
+    import neardup.stages.against as against
+    ix, out = tmp_path / "ix", tmp_path / "out"
+    assert run_cli("index", "add", ix, tmp_path / "data") == 0
+    args = ["dedup", corpus, "-o", out, "-q", "--against", ix, "--update-index"]
+
+    def disk_fails(run):
+        raise OSError(errno.EIO, "Input/output error", str(ix / "segments"))
+    monkeypatch.setattr(against, "update_index", disk_fails)
+    capsys.readouterr()
+    assert run_cli(*args) == 2
+    assert "Input/output error" in one_error_line(capsys)
+    assert not (out / "stats.json").exists() and (out / "kept").exists()
+    monkeypatch.undo()
+    assert run_cli(*args, "--resume") == 0, capsys.readouterr().err
+    assert json.loads((out / "stats.json").read_text())["index_update"]["added"] == 0
+
+
+# --------------------------------------------------------------------------- a check that fails leaves nothing behind
+
+def _make_index(ix, corpus, *options):
+    assert run_cli("index", "add", ix, corpus, *options) == 0
+
+
+@pytest.mark.parametrize("case", ["missing", "other parameters", "other hash version", "verify"])
+def test_a_failed_against_check_leaves_nothing_that_blocks_the_corrected_command(tmp_path, corpus, capsys, case):
+    """Guard: run() checks every --against index (exists, same parameters and hash version,
+    verifies by what the run's --verify computes) before the output or the work dir is claimed
+    (mutation: drop the check_indexes call in run() -> the output and work dir are claimed,
+    the read stage fails, and the corrected command is told "holds another run's work; pass
+    --overwrite"). The message names the command line's options, not the API's arguments."""
+    ix, out, work = tmp_path / "ix", tmp_path / "out", tmp_path / "work"
+    run = ["dedup", corpus, "-o", out, "--work-dir", work, "-q", "--against", ix]
+    if case == "other parameters":
+        _make_index(ix, corpus, "--num-perm", "64")
+    elif case == "other hash version":
+        _make_index(ix, corpus, "--hash-version", "1")
+    elif case == "verify":
+        _make_index(ix, corpus, "--verify", "exact")
+        run += ["--verify", "estimate"]
+    capsys.readouterr()
+    assert run_cli(*run) == 2
+    line = one_error_line(capsys)
+    assert "pass signatures" not in line and "pass shingles" not in line, line
+    if case == "verify":
+        assert "--verify exact" in line, line
+    assert not out.exists() and not work.exists(), (tree(tmp_path))
+    if case == "missing":
+        _make_index(ix, corpus)
+    else:  # the corrected command: an index made with the run's parameters
+        import shutil
+        shutil.rmtree(ix)
+        _make_index(ix, corpus, *(["--verify", "estimate"] if case == "verify" else []))
+    capsys.readouterr()
+    assert run_cli(*run) == 0, capsys.readouterr().err
+
+
+def test_a_run_that_stopped_before_its_first_block_leaves_a_reusable_work_dir(tmp_path, corpus, capsys):
+    """Guard: WorkDir counts as work only a stage done or a block read (mutation: has_work = state is
+    not None and any file beside state.json -> a run that failed on its first record leaves a work
+    dir that refuses the corrected command without --overwrite)."""
+    bad = tmp_path / "data" / "bad.jsonl"
+    bad.write_bytes(b'{"text": "one"}\n{"text": \n' + corpus.read_bytes())
+    out, work = tmp_path / "out", tmp_path / "work"
+    assert run_cli("dedup", bad, "-o", out, "--work-dir", work, "-q") == 2
+    capsys.readouterr()
+    bad.write_bytes(corpus.read_bytes())  # corrected
+    assert run_cli("dedup", bad, "-o", out, "--work-dir", work, "-q") == 0, capsys.readouterr().err

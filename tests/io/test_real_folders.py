@@ -69,6 +69,22 @@ def test_walk_skips_binary_and_non_utf8_files(cwd):
         list(read_source(named))
 
 
+def test_a_named_file_with_a_nul_byte_is_an_error_as_the_readme_says(cwd):
+    """A file named on its own that is valid UTF-8 but holds a NUL byte (a binary, or UTF-16 text
+    of ASCII characters) is an error, or a rejected entry under --on-error skip, as a file that
+    is not UTF-8 is; in a walk it is skipped (mutation: test NUL only when src.walked in
+    io.formats.text.text_document -> the file is read as a document of its bytes)."""
+    put("d/notes.txt", "hello".encode("utf-16-le"))  # valid UTF-8, a NUL after every letter
+    named = discover(["d/notes.txt"])[0]
+    with pytest.raises(InputError, match=r"^d/notes.txt: a binary file, not text \(a NUL byte at byte 1\) \(UTF-16"):
+        list(read_source(named))
+    rejected = [r for b in read_source(named, on_error="skip") for r in b.rejected]
+    assert len(rejected) == 1 and "a NUL byte at byte 1" in rejected[0][-1]
+    ran = neardup("dedup", "d/notes.txt", "-o", "out")
+    assert ran.returncode == 2 and "a NUL byte at byte 1" in ran.stderr, ran.stderr
+    assert [(len(b), b.skipped) for b in read_source(discover(["d"])[0])] == [(0, "binary file (a NUL byte at byte 1)")]
+
+
 def test_binary_files_counted_in_summary_and_stats(cwd):
     put("d/a.txt", words(1))
     put("d/b.txt", words(1))
@@ -138,7 +154,7 @@ def test_link_to_a_file_of_the_input_is_read_once(cwd):
     os.symlink("GPL-3", "lic/AAA")  # a link first in order: the file is still read under its own name
     srcs = discover(["lic"])
     assert [s.name for s in srcs] == ["lic/Apache-2.0", "lic/GPL-3"]
-    assert srcs.links == {"read_once": 2, "not_followed": 0}
+    assert srcs.links == {"read_once": 2, "not_followed": 0, "hard_links": 0}
     ran = neardup("dedup", "lic", "-o", "out")
     assert ran.returncode == 0, ran.stderr
     assert "2 symbolic links to files of the input read once" in ran.stderr
@@ -159,7 +175,7 @@ def test_links_leaving_the_input_are_not_followed_unless_asked(cwd):
     os.symlink(str(cwd / "outside" / "secret.txt"), "d/secret.txt")
     os.symlink(str(cwd / "outside" / "more"), "d/more")
     srcs = discover(["d"])
-    assert [s.name for s in srcs] == ["d/a.txt"] and srcs.links == {"read_once": 0, "not_followed": 2}
+    assert [s.name for s in srcs] == ["d/a.txt"] and srcs.links == {"read_once": 0, "not_followed": 2, "hard_links": 0}
     srcs = discover(["d"], follow_symlinks=True)
     assert [s.name for s in srcs] == ["d/a.txt", "d/more/b.txt", "d/secret.txt"]
     # a link into another input is inside the input set
@@ -177,6 +193,27 @@ def test_links_leaving_the_input_are_not_followed_unless_asked(cwd):
     with pytest.raises(InputError, match=r"^folder has no files: e \(1 symbolic link leading out of the inputs "
                                          r"not followed; --follow-symlinks follows them\)$"):
         discover(["e"])
+
+
+def test_hard_links_are_decided_like_symbolic_links_read_once_counted_noted(cwd):
+    """A system folder holds hard-linked files (bzip2, bunzip2 and bzcat are one binary): one file
+    under two paths is read once, under its first path, counted and noted, never "same file
+    reached twice" (mutation: drop the realpath test in io.sources._once -> the walk stops on the
+    error)."""
+    put("bin/bzip2", words(1))
+    os.link("bin/bzip2", "bin/bunzip2")
+    os.link("bin/bzip2", "bin/bzcat")
+    put("bin/zstd", words(2))
+    srcs = discover(["bin"])
+    assert [s.name for s in srcs] == ["bin/bunzip2", "bin/zstd"]
+    assert srcs.links == {"read_once": 0, "not_followed": 0, "hard_links": 2}
+    ran = neardup("dedup", "bin", "-o", "out")
+    assert ran.returncode == 0, ran.stderr
+    assert "2 hard links to files of the input read once" in ran.stderr
+    stats = json.load(open("out/stats.json"))
+    assert stats["files"]["hard_links_read_once"] == 2 and stats["counts"]["input"] == 2
+    # named on the command line, each path of the file is still a name of the same file: read once
+    assert [s.name for s in discover(["bin/bzcat", "bin/bzip2"])] == ["bin/bzcat"]
 
 
 def test_same_file_named_twice_without_a_link_is_still_an_error(cwd):

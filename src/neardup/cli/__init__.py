@@ -6,7 +6,10 @@ no module of this package imports anything else of neardup (tests/cli/test_cli_i
 Each subcommand is a module of this package with a ``register(subparsers)`` function that sets
 ``func`` on its parser; it parses, calls the library, prints. A :class:`NeardupError`
 (bad input, bad options) is printed as one line, ``neardup: error: ...``, with exit status 2;
-Ctrl-C exits with 130 (SIGTERM with 143) after the stage in progress has been abandoned.
+Ctrl-C exits with 130 (SIGTERM with 143) at the command's next safe point, with nothing
+committed (a dedup keeps its finished stages for --resume; an index is left as it was; no output
+file is written); a signal after the command's commit point (an index's manifest switched, the
+output published) is no interruption of it: the command finishes and exits 0.
 """
 
 from __future__ import annotations
@@ -36,11 +39,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Runs the command of ``argv`` (the process's arguments when None) and returns its exit
+    status. Called without ``argv`` (the ``neardup`` program, ``python -m neardup``), it keeps its
+    signal handler until the process exits: a signal after the command's end changes nothing."""
+    args = None
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
         from ..api import interrupt_handler
-        with interrupt_handler():
+        with interrupt_handler(to_exit=argv is None):
             return int(args.func(args) or 0)
     except NeardupError as exc:
         print(f"neardup: error: {_one_line(exc)}", file=sys.stderr)
@@ -58,11 +65,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"neardup: error: {_os_error_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        return _interrupted()
+        return _interrupted(args)
     except SystemError as exc:
         # Ctrl-C inside a compiled kernel surfaces as a SystemError whose context is the interrupt
         if _caused_by_interrupt(exc):
-            return _interrupted()
+            return _interrupted(args)
         raise
     except Exception:  # a bug, not a user's mistake: the whole traceback, and a request to report it
         import traceback
@@ -116,13 +123,21 @@ def _caused_by_interrupt(exc: BaseException) -> bool:
     return False
 
 
-def _interrupted() -> int:
+# what an interrupted command left, in its own words
+LEFT_AS_IT_WAS = {"dedup": "finished stages are kept in the work directory (use --resume)",
+                  "add": "nothing was added: the index is as it was",
+                  "remove": "nothing was removed: the index is as it was",
+                  "compact": "nothing was compacted: the index is as it was"}
+
+
+def _interrupted(args=None) -> int:
     import signal
 
     from ..api import last_signal
     terminated = last_signal() == signal.SIGTERM
-    print(f"neardup: {'terminated' if terminated else 'interrupted'}; finished stages are kept in the work "
-          f"directory (use --resume)", file=sys.stderr)
+    command = getattr(args, "index_command", None) or getattr(args, "command", None)
+    left = LEFT_AS_IT_WAS.get(command, "nothing was written")
+    print(f"neardup: {'terminated' if terminated else 'interrupted'}; {left}", file=sys.stderr)
     return 128 + (signal.SIGTERM if terminated else signal.SIGINT)
 
 

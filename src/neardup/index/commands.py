@@ -22,6 +22,7 @@ from .. import io as nio
 from ..errors import ConfigError
 from ..io.storage.outfile import check_output_file, publish_with
 from ..io.storage.paths import redact
+from ..progress import check_interrupt, commit_point
 from .bloom import INDEX_RATE, rate_note
 from .core import Index
 from .inputs import source_batches
@@ -89,7 +90,10 @@ def query_files(location, inputs: Sequence[str], *, output: Optional[str] = None
     :meth:`Index.query`). ``output``: a ``.jsonl`` or ``.parquet`` file to write them to, checked
     before any work (never an input, an existing file only with ``overwrite``) and written whole.
     ``note`` is given, before the queries run, the line of :meth:`Index.recall_note` when the
-    threshold is below the one the index's bands and rows were chosen for."""
+    threshold is below the one the index's bands and rows were chosen for. Under the command
+    line's signal handler a signal stops the queries at the next batch, before any answer is
+    written; once they are done, the answers are written (or returned to be printed) whatever
+    signal comes."""
     if output is not None and not output.endswith(OUTPUT_SUFFIXES):
         raise ConfigError(f"--output must end in .jsonl or .parquet, got {redact(output)!r}")
     sources = nio.discover(inputs)
@@ -105,12 +109,14 @@ def query_files(location, inputs: Sequence[str], *, output: Optional[str] = None
     records = []
     for texts, ids, source in source_batches(sources, None, text_column, id_column, on_error,
                                              index.config.batch_size, SimpleNamespace(rejected=0)):
+        check_interrupt()
         for doc_id, matches in zip(ids.to_pylist(), index.query(texts, threshold=threshold)):
             records.append({"id": doc_id, "source": source,
                             "matches": [{"id": m.id, "source": m.source, "similarity": m.similarity}
                                         for m in matches]})
     answers = QueryAnswers(index, records, index.truncation_note(),
                            rate_note(index.display, index.snapshot()) if index.store == "bloom" else None)
+    commit_point()  # every answer found: written (or printed) whole from here on
     if output is not None:
         _write_answers(output, records, overwrite)
     return answers

@@ -28,6 +28,7 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from ..errors import ConfigError, StorageError
+from ..progress import check_interrupt, commit_point
 from . import segments as layout
 from .maintenance import committed_manifest
 from .removal import dead_mask, dead_name, live_docs
@@ -129,6 +130,7 @@ def _rows(part: Part, file: str, width: int):
     n = len(part.live)
     step = max(1, min(CHUNK_DOCS, CHUNK_VALUES // max(width, 1)))
     for a in range(0, n, step):
+        check_interrupt()
         b = min(n, a + step)
         rows = s.take((b - a) * width).reshape(b - a, width)
         yield file, rows[part.live[a:b]].ravel()
@@ -246,6 +248,7 @@ def compact(index) -> dict:
             return {"segments_before": len(old), "segments_after": len(old), "removed": 0, "seconds": 0.0}
         new_entries = _merged_entries(index, groups, old)
         try:
+            commit_point()  # a signal before it: nothing compacted (the new segments go); after it: none stops it
             storage.commit(_switch(index, old, new_entries))
         except BaseException:
             storage.drop_segments([e["name"] for e in new_entries if e not in old])
@@ -286,6 +289,7 @@ def _merged_entries(index, groups: Sequence[List[dict]], old: Sequence[dict]) ->
     new_entries: List[dict] = []
     try:
         for group in groups:
+            check_interrupt()  # a group at a time (and a chunk at a time below)
             if len(group) == 1 and not group[0].get("dead"):
                 new_entries.append(group[0])
             elif sum(live_docs(e) for e in group):

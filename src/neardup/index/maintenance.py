@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from ..errors import StorageError
+from ..progress import check_interrupt
 from . import bloom as bloom_tier
 from . import segments as layout
 from .manifest import check_manifest
@@ -76,6 +77,7 @@ def verify(index) -> dict:
     problems: List[str] = []
     checked = 0
     for entry in manifest["segments"]:
+        check_interrupt()  # a segment at a time (it only reads: nothing to leave as it was)
         for part in [entry] + ([entry["dead"]] if entry.get("dead") else []):
             arrays, part_problems, part_bytes = _read_checked(index, part)
             problems.extend(part_problems)

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ConfigError, InputError, StorageError
+from ..progress import check_interrupt, commit_point
 from .manifest import check_manifest
 from .segments import new_segment_name
 
@@ -156,6 +157,7 @@ def _resolve(index, manifest: dict, ids: Optional[pa.Array], sources: Sequence[s
     found_ids: List[pa.Array] = []
     out: Dict[str, np.ndarray] = {}
     for entry in manifest["segments"]:
+        check_interrupt()  # a segment at a time: a signal stops the removal here, nothing removed
         n = int(entry["docs"])
         hit = np.zeros(n, dtype=bool)
         wanted = []
@@ -216,6 +218,7 @@ def remove(index, ids: Optional[Iterable[str]] = None, source=None) -> dict:
             todo, found = _resolve(index, manifest, id_arr, sources)
             written = _write_tombstones(storage, manifest, todo)
             try:
+                commit_point()  # a signal before it: nothing removed (the tombstones go); after it: none stops it
                 if written:
                     storage.commit(_switch(index, manifest, written))
             except _Changed:
@@ -315,6 +318,7 @@ def _remove_bloom_segments(index, sources: Sequence[str]) -> dict:
                 return dict(current, generation=current["generation"] + 1,
                             segments=[e for e in current["segments"] if e["name"] not in drop])
 
+            commit_point()
             try:
                 if drop:
                     storage.commit(update)

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError
+from ..progress import check_interrupt, commit_point
 from .bloom import BloomBuilder, refuse_rate
 from .inputs import documents
 from .manifest import check_manifest
@@ -21,7 +22,10 @@ class IndexWriter:
     runs when the ``with`` block ends without an exception.
 
     Use as a context manager: on an exception nothing becomes visible (the written segments
-    are removed), and a process killed at any moment leaves the index as it was.
+    are removed), and a process killed at any moment leaves the index as it was. Under the
+    command line's signal handler, Ctrl-C or SIGTERM stops an add at the next batch, or at the
+    commit point (just before the manifest switch) at the latest, with nothing committed; one
+    after the commit point lets the commit finish (:func:`neardup.progress.commit_point`).
     ``result`` holds the counts after the commit.
     """
 
@@ -111,6 +115,7 @@ class IndexWriter:
 
     # ------------------------------------------------------------------ segments
     def _append(self, keys, nonempty, ids, source, fp_off, fp, signatures) -> None:
+        check_interrupt()  # a batch at a time: a signal stops the add here, nothing committed
         if self.builder is None:
             if self.index.store == "bloom":
                 self.builder = BloomBuilder(store="bloom", bands=self.config.bands, num_perm=self.config.num_perm,
@@ -159,6 +164,7 @@ class IndexWriter:
             refuse_rate(index.display, current, "this add would leave it", segments)
             return dict(current, generation=current["generation"] + 1, segments=segments)
 
+        commit_point()  # a signal before it: nothing committed (__exit__ removes the segments); after it: none stops it
         if entries:
             try:
                 self.storage.commit(update)

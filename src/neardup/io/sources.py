@@ -68,12 +68,12 @@ INPUT_FORMATS = ("auto", "text")
 class Sources(list):
     """What :func:`discover` found: the :class:`Source` list, and ``links``, what it did with
     symbolic links: ``read_once`` (a link to a file of the input set, which is read once under
-    its own name) and ``not_followed`` (links leading out of the input set, left out unless
-    ``follow_symlinks``)."""
+    its own name), ``not_followed`` (links leading out of the input set, left out unless
+    ``follow_symlinks``), and ``hard_links`` (further paths of a file already found, left out)."""
 
     def __init__(self, items=(), links: Optional[Dict[str, int]] = None):
         super().__init__(items)
-        self.links = dict(links or {"read_once": 0, "not_followed": 0})
+        self.links = {"read_once": 0, "not_followed": 0, "hard_links": 0, **(links or {})}
 
 
 def display_name(path: Any) -> str:
@@ -316,8 +316,9 @@ def discover(inputs: Sequence[str], *, input_format: str = "auto", follow_symlin
     Symbolic links met in a walk: one whose target lies outside the input set (the real paths of
     the inputs) is followed only with ``follow_symlinks``; a file reached both through a link and
     by its own path (or through two links) is read once, under the name reached without a link
-    (the first in order otherwise), counted in the result's ``links``. The same file reached
-    twice without a link (overlapping inputs) is an InputError.
+    (the first in order otherwise), counted in the result's ``links``. Hard links (one file under
+    two paths) are decided alike: read once under the first path, counted in ``links["hard_links"]``.
+    The same path reached twice (overlapping inputs) is an InputError.
 
     ``relpath`` (the name under ``kept/``) is the file's path relative to the longest common
     folder of the inputs' folders (a folder input's own folder, a file's parent folder, a glob's
@@ -337,7 +338,7 @@ def discover(inputs: Sequence[str], *, input_format: str = "auto", follow_symlin
     roots = _real_roots(inputs)
     folders = [os.path.realpath(local) for local in (_fs.os_path(i) for i in inputs if i)
                if local is not None and os.path.isdir(local)]
-    links = {"read_once": 0, "not_followed": 0}
+    links = {"read_once": 0, "not_followed": 0, "hard_links": 0}
     found: List[_Found] = []
     bases: List[str] = []
     for inp in inputs:
@@ -417,8 +418,10 @@ _relative = _paths.relative_to
 
 def _once(found: List[_Found], links: Dict[str, int]) -> List[_Found]:
     """``found`` with each file once: of the entries that reach one file, the one without a
-    symbolic link on the way (else the first) stays, in its place; two entries without a link
-    are the same file named twice, an InputError."""
+    symbolic link on the way (else the first) stays, in its place. Two entries without a link
+    are hard links when their paths differ (the first stays, counted in ``links["hard_links"]``:
+    a system folder holds such files, and reading one twice would only find it a duplicate of
+    itself), else the same path named twice (overlapping inputs), an InputError."""
     keys: List[Any] = []
     first: Dict[Any, int] = {}
     for i, f in enumerate(found):
@@ -439,9 +442,12 @@ def _once(found: List[_Found], links: Dict[str, int]) -> List[_Found]:
             continue
         other = found[j]
         if not (f.via_link or other.via_link):
-            if other.name == f.name:
-                raise InputError(f"same file reached twice: {_SHOW(f.name)}")
-            raise InputError(f"same file reached twice: {_SHOW(other.name)} and {_SHOW(f.name)}")
+            if f.remote or os.path.realpath(f.path) == os.path.realpath(other.path):  # one path named twice
+                if other.name == f.name:
+                    raise InputError(f"same file reached twice: {_SHOW(f.name)}")
+                raise InputError(f"same file reached twice: {_SHOW(other.name)} and {_SHOW(f.name)}")
+            links["hard_links"] += 1  # two names of one file: the first is read
+            continue
         links["read_once"] += 1
         if other.via_link and not f.via_link:
             first[key] = i

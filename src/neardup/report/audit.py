@@ -50,6 +50,7 @@ import numpy as np
 from ..errors import ConfigError, InputError
 from ..config.params import candidate_probability, midpoint
 from ..kernels.sampling import aux_sketch, run_pairs, set_fingerprints
+from ..progress import check_interrupt
 
 __all__ = ["AuditBin", "AuditResult", "audit_texts", "wilson_interval", "format_audit",
            "plot_audit"]
@@ -272,6 +273,7 @@ def audit_texts(texts, config=None, *, sample: int = 5000, bins: int = 10, aux_p
     t0 = time.perf_counter()
     docs = _Documents.of(texts, cfg)
     seconds["signatures"] = time.perf_counter() - t0
+    check_interrupt()  # between the phases (and the probes of the pool): a signal stops the audit there
 
     t0 = time.perf_counter()
     rng = np.random.default_rng([int(cfg.seed), 0xA0D17])  # the pool's, then the sample's draws
@@ -279,6 +281,7 @@ def audit_texts(texts, config=None, *, sample: int = 5000, bins: int = 10, aux_p
     pool = _Pool.of(docs, cfg, rng, n_uniform=n_uniform, aux_perm=aux_perm, probe_positions=probe_positions,
                     run_cap=run_cap)
     seconds["pool"] = time.perf_counter() - t0
+    check_interrupt()
 
     t0 = time.perf_counter()
     chosen, weight = _stratified_sample(pool.estimated, bins, int(sample), rng)
@@ -351,6 +354,7 @@ class _Documents:
         MinHasher = _kernels()[0]
         mh = MinHasher.from_config(cfg)
         sigs = mh.signatures(texts)
+        check_interrupt()
         offsets, hashes = mh.shingle_sets(texts)
         offsets = np.asarray(offsets, dtype=np.int64)
         n = int(sigs.shape[0])
@@ -419,6 +423,7 @@ def _bucket_pairs(aux: np.ndarray, eligible: np.ndarray, rng, *, probe_positions
     values), left < right."""
     bucket_l, bucket_r = [], []
     for pos in range(probe_positions):
+        check_interrupt()
         values = np.ascontiguousarray(aux[eligible, pos])
         order = np.argsort(values, kind="stable").astype(np.int64)
         run_seed = int(rng.integers(0, 1 << 62))

@@ -34,7 +34,9 @@ def audit_files(inputs, config=None, *, sample: int = 5000, bins: int = 10, max_
     ``max_docs`` and ``max_bytes`` are at least 1; ``json_file`` and ``plot`` may be written
     (:func:`_check_targets`); then the texts are read (``notify`` is told, in one line, when a
     bound stopped the reading), audited, and the files written whole. ConfigError or InputError,
-    in one line, on the first thing wrong."""
+    in one line, on the first thing wrong. Under the command line's signal handler a signal stops
+    the reading and the measuring at their safe points (KeyboardInterrupt), before any file is
+    written."""
     from ..config import Config
     from .audit import audit_texts, plot_audit
     from .plots import plot_format, require_matplotlib
@@ -63,6 +65,8 @@ def audit_files(inputs, config=None, *, sample: int = 5000, bins: int = 10, max_
         bound = f"--max-docs {max_docs:,}" if cut == "max_docs" else f"--max-bytes {max_bytes:,}"
         notify(f"audit of the first {len(texts):,} documents ({bound}; the rest is not read)")
     result = audit_texts(texts, config, sample=sample, bins=bins, ids=ids)
+    from ..progress import commit_point
+    commit_point()  # measured: the files are written (and the table printed) whatever signal comes now
     if json_file:
         from ..io.storage.outfile import publish_file
         publish_file(json_file, result.to_json().encode("utf-8"), overwrite=overwrite, option="--json")
@@ -103,6 +107,7 @@ def read_texts(inputs: Sequence[str], *, text_column: str = "text", max_docs: Op
         from ..io import discover, read_source
     except ImportError:
         raise ConfigError("reading files needs neardup.io, which this installation lacks") from None
+    from ..progress import check_interrupt
     sources = discover(list(inputs))
     import pyarrow.compute as pc
     chunks = []
@@ -115,6 +120,7 @@ def read_texts(inputs: Sequence[str], *, text_column: str = "text", max_docs: Op
             break
         for batch in read_source(src, i, text_column=text_column, on_error=on_error,
                                  batch_size=batch_size, id_column=id_column):
+            check_interrupt()
             text = batch.text
             if isinstance(text, pa.ChunkedArray):
                 text = text.combine_chunks()

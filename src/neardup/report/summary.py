@@ -25,6 +25,8 @@ def file_notes(files: dict) -> str:
     if files.get("links_not_followed"):
         parts.append(n(files["links_not_followed"], "symbolic link", "symbolic links")
                      + " leading out of the input not followed (--follow-symlinks)")
+    if files.get("hard_links_read_once"):
+        parts.append(n(files["hard_links_read_once"], "hard link", "hard links") + " to files of the input read once")
     return ", ".join(parts)
 
 
@@ -61,7 +63,7 @@ def format_summary(stats: dict, output: str) -> str:
     files = stats.get("files") or {}
     if files.get("skipped_binary") or files.get("skipped_empty") or files.get("skipped_not_records") \
             or files.get("links_not_followed") \
-            or files.get("links_read_once"):
+            or files.get("links_read_once") or files.get("hard_links_read_once"):
         lines.append("  files: " + file_notes(files))
     if c.get("truncated_buckets"):
         n = c["truncated_buckets"]

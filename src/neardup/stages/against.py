@@ -76,6 +76,32 @@ def pinned(work: Folder, i: int, index) -> dict:
     return manifest
 
 
+# what each kind of index keeps to verify a match, and the --verify values whose read stage gives it
+VERIFIES_BY = {"exact": ("shingle fingerprints", ("exact",)),
+               "estimate": ("signatures", ("estimate", "none"))}
+
+
+def check_indexes(config) -> None:
+    """Before a run writes anything (its output and work dir not yet claimed): every ``--against``
+    index exists, was built with the run's parameters (hash version included), and verifies by
+    what the run's ``--verify`` computes; one line otherwise (ConfigError, StorageError), in the
+    command line's words. A run refused here leaves nothing behind."""
+    from ..errors import ConfigError
+    from ..index import Index
+    from ..index.bloom import refuse_rate
+    for location in config.against:
+        with Index(location, config, must_exist=True) as index:
+            refuse_rate(index.display, index.snapshot(), "dedup --against would remove documents by it")
+            if index.store not in VERIFIES_BY or config.verify in VERIFIES_BY[index.store][1]:
+                continue
+            kept, verifies = VERIFIES_BY[index.store]
+            made = "--verify " + " or --verify ".join(verifies)
+            raise ConfigError(f"index {index.display} keeps {kept} (it was built with --verify "
+                              f"{verifies[0]}), which a run with --verify {config.verify} does not compute: run "
+                              f"with {made} (verify={verifies[0]!r}), or use an index built with --verify "
+                              f"{config.verify}")
+
+
 def banding(location, config):
     """(bands, rows) of an index (it must exist; its parameters are checked against the run's)."""
     from ..index import Index

@@ -179,10 +179,11 @@ class WorkDir:
         marker = self.folder.claim("work-dir", "--work-dir", LAYOUT_VERSION)
         state = self.folder.read_json("state.json")
         state = state if isinstance(state, dict) and isinstance(state.get("done"), dict) else None
-        # work worth keeping: a recorded state and stage files beside it (without a state.json,
-        # e.g. killed while writing the first one, nothing can be resumed: the folder is ours to reuse)
-        has_work = state is not None and any(n != "state.json" and not n.endswith(".tmp")
-                                             for n in self.folder.foreign_names())
+        # work worth keeping: a recorded state with a stage done or a block read. Without them
+        # (no state.json: killed while writing the first one; or a run that stopped before its
+        # first block was whole: a check that failed, a bad first record) nothing can be resumed,
+        # and the folder is ours to reuse without --overwrite
+        has_work = state is not None and bool(state["done"] or self._blocks_read())
         same = (state is not None and marker.get("format") == LAYOUT_VERSION and state.get("layout") == LAYOUT_VERSION
                 and state.get("fingerprint") == self.fingerprint)
         if has_work and not same and not overwrite:
@@ -209,6 +210,10 @@ class WorkDir:
                           "identity": identity}
         self.folder.makedirs()
         self._save()
+
+    def _blocks_read(self) -> bool:
+        """Whether the read stage finished a block (its summary is written last)."""
+        return any(n.startswith("block-") and n.endswith(".json") for n in self.folder.file_names("read"))
 
     def _save(self) -> None:
         self.folder.write_json("state.json", self.state)

@@ -200,7 +200,7 @@ def file_counts(sources: Sequence[nio.Source], skipped_reasons) -> dict:
     """stats.json's ``files``: input files (in-memory tables not counted), those skipped as empty
     or as binary / not UTF-8 or, walked ``.json`` files, as no JSON Lines records
     (:mod:`neardup.io.reader`), and the symbolic links discovery read
-    once or did not follow (:class:`neardup.io.sources.Sources`)."""
+    once or did not follow, and the further paths of hard-linked files it left out (:class:`neardup.io.sources.Sources`)."""
     reasons = list(skipped_reasons)
     links = getattr(sources, "links", {})
     return {"inputs": sum(1 for s in sources if s.format != "table"),
@@ -208,7 +208,8 @@ def file_counts(sources: Sequence[nio.Source], skipped_reasons) -> dict:
             "skipped_binary": sum(1 for r in reasons if r.startswith((BINARY, NOT_UTF8))),
             "skipped_not_records": sum(1 for r in reasons if r.startswith(NOT_RECORDS)),
             "links_read_once": int(links.get("read_once", 0)),
-            "links_not_followed": int(links.get("not_followed", 0))}
+            "links_not_followed": int(links.get("not_followed", 0)),
+            "hard_links_read_once": int(links.get("hard_links", 0))}
 
 
 def run_counts(n_docs: int, read, pairs, clusters, kept: int) -> dict:

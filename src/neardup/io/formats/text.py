@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from ...errors import InputError
 from ...kernels.arrays import arrow
+from ..storage.local import naming
 from ..batch import BINARY, NOT_UTF8, Batch, ReadContext
 from ..kernel_copy import SourceError, copy_fd
 from ..opening import cannot_read, open_regular
@@ -45,11 +46,14 @@ def text_document(ctx: ReadContext, data: bytes) -> Iterator[Batch]:
     binary (a NUL byte) or not UTF-8 is skipped (``Batch.skipped``): a folder of code holds
     images and compiled files; a file named on its own is an error (or a rejected entry)."""
     src = ctx.src
-    if src.walked:
-        nul = data.find(b"\0")
-        if nul >= 0:
+    nul = data.find(b"\0")
+    if nul >= 0:
+        if src.walked:
             yield from ctx.skipped(f"{BINARY} (a NUL byte at byte {nul})")
-            return
+        else:  # named: the user asked for it, and its shingles would be a binary's (or UTF-16's) bytes
+            hint = _compressed_hint(data) or " (UTF-16 text must be converted to UTF-8)"
+            yield from ctx.problem(f"a {BINARY}, not text (a NUL byte at byte {nul}){hint}")
+        return
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -154,6 +158,8 @@ def copy_local_text_files(copies: List[Tuple[Source, str]], workers: int = 8) ->
                 copy_fd(fi.fileno(), fo.fileno())
             except SourceError as e:
                 raise InputError(f"{src.name}: cannot read file ({e.reason})") from None
+            except OSError as e:  # the copy's writes (a full disk) name no path: the one line must
+                raise naming(e, dst)
 
     if len(copies) == 1:
         copy(copies[0])

@@ -141,6 +141,11 @@ class Folder:
             return []
         return [name for name, is_dir in self._files.listdir(path) if not is_dir]
 
+    def files_under(self, sub: str) -> List[str]:
+        """Every file under the subfolder ``sub``, as a path inside it (``a/b.jsonl``), sorted;
+        nothing when it is not there (one listing of the store for a URL)."""
+        return ["/".join(parts) for parts, _ in self._files.file_sizes(self.join(sub))]
+
     def size(self, name: str) -> int:
         return self._files.stat(self.join(name))[0]
 

@@ -52,14 +52,28 @@ class _AtomicLocal:
         return self.f
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        closing = None
         try:
             self.f.close()
-        finally:
-            if exc_type is None:
-                os.replace(self.tmp, self.path)
-            else:
-                with contextlib.suppress(OSError):
-                    os.remove(self.tmp)
+        except OSError as e:  # the last buffered bytes did not fit: the file is not whole
+            closing = e
+        if exc_type is None and closing is None:
+            os.replace(self.tmp, self.path)
+            return
+        with contextlib.suppress(OSError):
+            os.remove(self.tmp)
+        if isinstance(exc, OSError):
+            naming(exc, self.path)  # raised on by the with statement, now with the path
+        elif exc_type is None:
+            raise naming(closing, self.path)
+
+
+def naming(exc: OSError, path: str) -> OSError:
+    """``exc`` with ``path`` as its file name when it has none: a write's OSError (a full disk)
+    carries no path, and the one line printed for it must say where it was writing."""
+    if exc.filename is None:
+        exc.filename = path
+    return exc
 
 
 class LocalFiles:
@@ -157,6 +171,8 @@ class LocalFiles:
             yield f
             f.flush()
             os.fsync(f.fileno())
+        except OSError as e:
+            raise naming(e, local_path(path))
         finally:
             f.close()
 
