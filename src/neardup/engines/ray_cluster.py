@@ -136,12 +136,13 @@ def stalled_message(ray, where: str, waited: float, cpus_then: int, need: int) -
     except Exception:
         nodes = []
     per_node = [int(n.get("Resources", {}).get("CPU", 0)) for n in nodes]
-    offers = (f"it offers {sum(per_node)} CPUs on {len(nodes)} nodes now, at most {max(per_node or [0])} on one "
-              f"({cpus_then} when the run started)")
-    return (f"{where} ran none of neardup's tasks for {waited:.0f} s: {offers}, and a task of the run needs "
-            f"{need} on one node; add nodes with CPUs or lower --workers (a run waits {stall_seconds():g} s for "
-            f"a cluster that runs nothing: {STALL_ENV}); the finished stages are kept in the work directory "
-            f"(use --resume)")
+    most = max(per_node or [0])
+    offers = (f"it offers {sum(per_node)} CPUs now, at most {most} on one of its {len(nodes)} nodes "
+              f"({cpus_then} when the run started), and a task of the run needs {need} on one node")
+    fix = "add nodes with CPUs" + (" or lower --workers" if 0 < most < need else "")
+    return (f"{where} ran none of neardup's tasks for {waited:.0f} s: {offers}; {fix} (a run waits "
+            f"{stall_seconds():g} s for a cluster that runs nothing: {STALL_ENV}); the finished stages are kept "
+            f"in the work directory (use --resume)")
 
 
 WATCHDOG = r"""
