@@ -106,6 +106,23 @@ def _named(fn: Callable) -> Callable:
     return call
 
 
+class _Abandoned(BaseException):
+    """Raised in the helper thread of :meth:`RayEngine._watched` whose results are no longer wanted."""
+
+
+def _abandon(thread: threading.Thread, wait: float = 30.0) -> None:
+    """Ends the iteration of a helper thread whose results are no longer wanted (the run failed or
+    was interrupted), before the engine's exit disconnects from Ray: :class:`_Abandoned` raised in
+    it (Ray Data's loops wait in Python, so it arrives within their next poll) makes Ray Data shut
+    its execution down while still connected. Left running, it would find Ray gone, connect to a
+    cluster again on its own and print Ray's tracebacks after neardup's error."""
+    import ctypes
+    if thread.ident is None or not thread.is_alive():
+        return
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(_Abandoned))
+    thread.join(wait)
+
+
 class RayEngine:
     """An :class:`~.Engine` on a Ray cluster: a local instance started for the run (and stopped
     after it), or the cluster at ``address``, joined. Nothing is started, joined or changed
@@ -298,8 +315,9 @@ class RayEngine:
             except BaseException as exc:  # raised in the caller's thread
                 put(("error", exc))
 
-        threading.Thread(target=pump, name="neardup-ray-results", daemon=True).start()
-        last = time.monotonic()
+        thread = threading.Thread(target=pump, name="neardup-ray-results", daemon=True)
+        thread.start()
+        last, ended = time.monotonic(), False
         try:
             while True:
                 check_interrupt()
@@ -314,6 +332,7 @@ class RayEngine:
                         raise ConfigError(stalled_message(self.ray, where, now - last, self.cpus, self._need))
                     continue
                 last = time.monotonic()
+                ended = kind != "item"
                 if kind == "end":
                     return
                 if kind == "error":
@@ -321,6 +340,8 @@ class RayEngine:
                 yield value
         finally:
             stop.set()
+            if not ended:
+                _abandon(thread)
 
     def share(self, value) -> RayShared:
         if id(value) not in self._shared:
