@@ -270,18 +270,22 @@ class RayEngine:
     def collect(self, frame: RayFrame) -> List:
         """The results of a frame's calls, in order (each call's, as it ends, to the progress)."""
         out = []
-        for table in self._watched(lambda: frame.ds.iter_batches(batch_size=None, batch_format="pyarrow",
-                                                                 prefetch_batches=2)):
-            if OBJECT not in table.column_names:
-                out.append(table)
-                continue
-            for blob in table.column(OBJECT).to_pylist():
-                result = pickle.loads(blob)
-                if isinstance(result, _Failure):
-                    raise result.error
-                if frame.progress is not None:
-                    frame.progress.update(frame.units(result) if frame.units else 1)
-                out.append(result)
+        tables = self._watched(lambda: frame.ds.iter_batches(batch_size=None, batch_format="pyarrow",
+                                                             prefetch_batches=2))
+        try:
+            for table in tables:
+                if OBJECT not in table.column_names:
+                    out.append(table)
+                    continue
+                for blob in table.column(OBJECT).to_pylist():
+                    result = pickle.loads(blob)
+                    if isinstance(result, _Failure):
+                        raise result.error
+                    if frame.progress is not None:
+                        frame.progress.update(frame.units(result) if frame.units else 1)
+                    out.append(result)
+        finally:
+            tables.close()  # now, not when the error's traceback is freed (after Ray is gone)
         return out
 
     def persist(self, frame: RayFrame) -> RayFrame:
