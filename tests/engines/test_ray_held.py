@@ -59,6 +59,16 @@ def test_quiet_holds_every_warning_and_lets_errors_through(ray_handler):
     assert out.getvalue().splitlines() == ["an error", "a warning"]
 
 
+def test_the_last_records_are_kept(ray_handler):
+    lg, out = ray_handler
+    held = HeldWarnings(quiet=True)
+    held.attach()
+    for i in range(HeldWarnings.MAX + 50):
+        lg.warning("warning %d", i)
+    held.release(show=True)
+    assert out.getvalue().splitlines() == [f"warning {i}" for i in range(50, HeldWarnings.MAX + 50)]
+
+
 def test_stall_bound_from_the_environment(monkeypatch):
     monkeypatch.delenv(STALL_ENV, raising=False)
     assert stall_seconds() == STALL_SECONDS == 300

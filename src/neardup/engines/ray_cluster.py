@@ -275,7 +275,7 @@ class Held(logging.Filter):
     PHRASES = ("does not have any available CPUs", "Progress bars disabled",
                "Token authentication is enabled for this Ray cluster")
 
-    def __init__(self, handler: logging.Handler, held: list, everything: bool):
+    def __init__(self, handler: logging.Handler, held, everything: bool):
         super().__init__()
         self.handler, self.held, self.everything = handler, held, everything
 
@@ -288,10 +288,14 @@ class Held(logging.Filter):
 
 class HeldWarnings:
     """The :class:`Held` filters of a run on the handlers of Ray's loggers (``ray`` and ``ray.data``
-    print through their own handlers and do not propagate)."""
+    print through their own handlers and do not propagate). The last ``MAX`` records are kept (a
+    long run under ``--quiet`` may log many)."""
+
+    MAX = 200
 
     def __init__(self, quiet: bool):
-        self.quiet, self.held, self.filters = quiet, [], {}
+        import collections
+        self.quiet, self.held, self.filters = quiet, collections.deque(maxlen=self.MAX), {}
 
     def attach(self) -> None:
         """On every handler of Ray's loggers not yet covered (again after ``ray.init``, which may add some)."""
@@ -307,7 +311,8 @@ class HeldWarnings:
         for handler, flt in self.filters.items():
             handler.removeFilter(flt)
         self.filters = {}
-        held, self.held[:] = list(self.held), []
+        held = list(self.held)
+        self.held.clear()
         for handler, record in held if show else ():
             try:
                 handler.handle(record)
