@@ -1,12 +1,17 @@
 """Joining a Ray cluster started the usual way, and leaving nothing behind.
 
-A head started with ``ray start --head`` (token authentication on, as Ray 2.59+ does where a
+A cluster without authentication (three raylets of ``ray.cluster_utils.Cluster``) is joined as
+one whether a token file exists on the driver's machine or not (in token mode the driver refused
+its workers' calls back: the run hung, silently under --quiet); a run whose tasks cannot be
+scheduled any more (the nodes with CPUs removed mid-run) stops with one line within its bound
+(``NEARDUP_RAY_STALL_SECONDS``) and shows Ray's warnings it held back. A head started with ``ray start --head`` (token authentication on, as Ray 2.59+ does where a
 token exists) is joined with ``--ray-address`` whether the token is found where Ray keeps it or
 not: found, the run gives the local bytes; missing or wrong, one line says what to set, at once
 (Ray itself retries for 20 s and says only "Failed to connect"). A run terminated with SIGTERM
 stops at the next batch, exits 143 and stops the local Ray instance it started (Ray's own
-handler would "drain" for 30 s while the run went on); one killed with SIGKILL leaves no process
-of it behind. Successful runs print none of Ray's misleading warnings.
+handler would "drain" for 30 s while the run went on) and shows Ray's warnings that it held back;
+one killed with SIGKILL leaves no process of it behind. Successful runs print none of Ray's
+misleading warnings.
 """
 
 from __future__ import annotations
@@ -114,6 +119,128 @@ def test_missing_or_wrong_token_is_one_line_that_says_what_to_set(token_head, tm
         assert not (tmp_path / "out" / "stats.json").exists()
 
 
+CLUSTER = r"""
+import sys
+from ray.cluster_utils import Cluster
+NODE = dict(num_cpus=1, object_store_memory=80 << 20)
+c = Cluster(initialize_head=True, connect=False, head_node_args=dict(NODE, num_cpus=0, include_dashboard=False))
+def add():
+    for _ in range(2):
+        c.add_node(**NODE)
+    c.wait_for_nodes()
+add()
+print(c.address, flush=True)
+for line in sys.stdin:
+    if line.strip() == "remove":
+        for node in list(c.worker_nodes):
+            c.remove_node(node)
+    elif line.strip() == "add":
+        add()
+    print("done", flush=True)
+c.shutdown()
+"""
+
+
+class OpenCluster:
+    """A cluster without authentication in a process of its own (a head without CPUs, two nodes
+    of one CPU): ``remove()`` removes the nodes with CPUs, ``add()`` adds two again."""
+
+    def __init__(self, home: Path):
+        env = dict(_env(home), RAY_AUTH_MODE="disabled")
+        self.proc = subprocess.Popen([sys.executable, "-c", CLUSTER], env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.address = self.proc.stdout.readline().strip()
+        assert self.address, "the cluster did not start"
+
+    def _say(self, what: str) -> None:
+        self.proc.stdin.write(what + "\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "done"
+
+    def remove(self) -> None:
+        self._say("remove")
+
+    def add(self) -> None:
+        self._say("add")
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def open_cluster(tmp_path_factory):
+    c = OpenCluster(tmp_path_factory.mktemp("cluster-home"))
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def corpus_6k(tmp_path_factory):
+    """6,000 documents and their output under the local engine."""
+    folder = tmp_path_factory.mktemp("c6k")
+    corpus = _corpus(folder / "c.jsonl", 6000)
+    neardup.dedup(str(corpus), output=str(folder / "local"), quiet=True)
+    return corpus, folder / "local"
+
+
+def test_open_cluster_is_joined_with_or_without_a_token_file(open_cluster, corpus_6k, tmp_path):
+    """Guards join_with_token's probe without a token: turning token mode on wherever a token
+    file exists (the code before) made this run hang (the driver refused its workers' calls)."""
+    corpus, local = corpus_6k
+    empty, with_token = tmp_path / "empty", tmp_path / "token"
+    empty.mkdir()
+    (with_token / ".ray").mkdir(parents=True)
+    (with_token / ".ray" / "auth_token").write_text("b" * 64)
+    for home in (with_token, empty):
+        out = tmp_path / f"out-{home.name}"
+        r = run_process("dedup", corpus, "-o", out, "--engine", "ray", "--ray-address", open_cluster.address,
+                        "--quiet", env=_env(home, NEARDUP_RAY_STALL_SECONDS="120"), timeout=400)
+        assert r.returncode == 0, (home.name, r.stderr[-3000:])
+        assert r.stderr == "", r.stderr[-3000:]
+        assert_same(local, out)
+
+
+def test_a_run_the_cluster_cannot_schedule_stops_with_one_line(open_cluster, corpus_6k, tmp_path):
+    """The nodes with CPUs removed once the run has joined: its tasks can never be scheduled.
+    Before the stall watch the run waited forever (silently under --quiet); now it stops within
+    NEARDUP_RAY_STALL_SECONDS of an idle cluster, in one line that says what is missing, after
+    the warnings of Ray's that it held back (a failed run shows them)."""
+    corpus, _ = corpus_6k
+    work, bound = tmp_path / "work", 10
+    cmd = neardup_command("dedup", corpus, "-o", tmp_path / "out", "--work-dir", work, "--engine", "ray",
+                          "--ray-address", open_cluster.address, "--quiet")
+    proc = subprocess.Popen(cmd, env=child_env(_env(tmp_path, NEARDUP_RAY_STALL_SECONDS=str(bound))),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and proc.poll() is None and not (work / "read").is_dir():
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        open_cluster.remove()
+        removed = time.time()
+        _, err = proc.communicate(timeout=bound + 120)
+        took = time.time() - removed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        open_cluster.add()
+    assert proc.returncode == 2, err[-3000:]
+    assert took < bound + 60, took
+    assert "Traceback" not in err, err[-3000:]
+    errors = [line for line in err.splitlines() if line.startswith("neardup:")]
+    assert errors == [err.strip().splitlines()[-1]], err[-3000:]
+    assert f"the Ray cluster at {open_cluster.address} ran none of neardup's tasks" in errors[0]
+    assert "offers 0 CPUs" in errors[0] and "NEARDUP_RAY_STALL_SECONDS" in errors[0], errors[0]
+    assert "Progress bars disabled" in err, err[-3000:]  # held back, shown since the run failed
+    assert not (tmp_path / "out" / "stats.json").exists()
+
+
 def test_sigterm_stops_the_run_and_the_ray_it_started(tmp_path):
     corpus = _corpus(tmp_path / "c.jsonl", 20000)
     home = tmp_path / "home"
@@ -139,7 +266,10 @@ def test_sigterm_stops_the_run_and_the_ray_it_started(tmp_path):
         pytest.skip("the run finished before the signal arrived")
     assert proc.returncode == 143, err
     assert "terminated" in err and "--resume" in err and "Traceback" not in err, err
-    assert not [m for m in MISLEADING if m in err], err
+    # an interrupted run shows the warnings held back (here the notice that the local instance has
+    # token authentication on), before the last line
+    assert "Token authentication is enabled for this Ray cluster" in err, err
+    assert err.strip().splitlines()[-1].startswith("neardup: terminated"), err
     deadline = time.time() + 30
     while time.time() < deadline and [p for p in ours if _alive(p)]:
         time.sleep(0.5)

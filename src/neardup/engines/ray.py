@@ -25,6 +25,9 @@ from __future__ import annotations
 import logging
 import math
 import pickle
+import queue
+import threading
+import time
 import warnings
 from typing import Callable, Dict, List, Optional
 
@@ -35,8 +38,8 @@ from ..config import default_workers
 from ..errors import ConfigError, NeardupError
 from ..kernels.hashing import kernel_threads, partition_of
 from ..progress import check_interrupt
-from .ray_cluster import (MISLEADING, check_reachable, import_ray, join_with_token,
-                          quiet_misleading, signals_kept, start_watchdog)
+from .ray_cluster import (HeldWarnings, check_reachable, cluster_busy, import_ray, join_with_token,
+                          restore_auth_mode, signals_kept, stall_seconds, stalled_message, start_watchdog)
 
 MAX_RETRIES = 4                 # Ray retries of every task whose worker died
 TARGET_PART_BYTES = 128 << 20   # bytes of shuffled rows per partition (one call)
@@ -103,6 +106,23 @@ def _named(fn: Callable) -> Callable:
     return call
 
 
+class _Abandoned(BaseException):
+    """Raised in the helper thread of :meth:`RayEngine._watched` whose results are no longer wanted."""
+
+
+def _abandon(thread: threading.Thread, wait: float = 30.0) -> None:
+    """Ends the iteration of a helper thread whose results are no longer wanted (the run failed or
+    was interrupted), before the engine's exit disconnects from Ray: :class:`_Abandoned` raised in
+    it (Ray Data's loops wait in Python, so it arrives within their next poll) makes Ray Data shut
+    its execution down while still connected. Left running, it would find Ray gone, connect to a
+    cluster again on its own and print Ray's tracebacks after neardup's error."""
+    import ctypes
+    if thread.ident is None or not thread.is_alive():
+        return
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(_Abandoned))
+    thread.join(wait)
+
+
 class RayEngine:
     """An :class:`~.Engine` on a Ray cluster: a local instance started for the run (and stopped
     after it), or the cluster at ``address``, joined. Nothing is started, joined or changed
@@ -121,7 +141,10 @@ class RayEngine:
         self.ray = None
         self.started = False
         self._watchdog = None
-        self._filtered = set()
+        self._held = HeldWarnings(quiet)
+        self._auth = ()  # RAY_AUTH_MODE before the join, in a tuple once joined
+        self._stall = 0.0
+        self._need = 1  # the most CPUs a task of the run asks for
         self._dc = None
         self._saved = None
         self._loggers: Dict[str, int] = {}
@@ -130,8 +153,8 @@ class RayEngine:
     def __enter__(self) -> "RayEngine":
         try:
             self._start()
-        except BaseException:
-            self.__exit__(None, None, None)
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, exc.__traceback__)
             raise
         return self
 
@@ -140,14 +163,15 @@ class RayEngine:
         from ray.data.context import DataContext, ShuffleStrategy
 
         address, quiet, workers = self.address, self.quiet, self.workers
-        self._filtered = quiet_misleading()  # before ray.init: it logs one of them
+        self._stall = stall_seconds()
+        self._held.attach()  # before ray.init: it logs one of them
         if not ray.is_initialized():
             kwargs = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=not quiet)
             if self.store_env:
                 kwargs["runtime_env"] = {"env_vars": self.store_env}
             if address:
                 check_reachable(address)
-                join_with_token(address)
+                self._auth = (join_with_token(address),)
             if not address:
                 self._watchdog = start_watchdog()
             try:
@@ -180,10 +204,13 @@ class RayEngine:
         for name in ("ray.data", "ray.data._internal.execution.streaming_executor"):
             lg = logging.getLogger(name)
             self._loggers[name] = lg.level
-            lg.setLevel(logging.ERROR if quiet else logging.WARNING)
-        self._filtered |= quiet_misleading()
+            lg.setLevel(logging.WARNING)  # under --quiet held, shown if the run fails
+        self._held.attach()
 
     def __exit__(self, *exc) -> None:
+        """Gives back what ``__enter__`` took; Ray's warnings held during a run that failed (or
+        was interrupted) are shown first."""
+        self._held.release(show=bool(exc) and exc[0] is not None)
         if self._dc is not None:
             dc = self._dc
             (dc.enable_progress_bars, dc.execution_options.preserve_order, dc.shuffle_strategy,
@@ -192,12 +219,12 @@ class RayEngine:
         for name, level in self._loggers.items():
             logging.getLogger(name).setLevel(level)
         self._loggers = {}
-        for handler in self._filtered:
-            handler.removeFilter(MISLEADING)
-        self._filtered = set()
         if self.started:
             self.ray.shutdown()
             self.started = False
+        if self._auth:
+            restore_auth_mode(self._auth[0])
+            self._auth = ()
         self._stop_watchdog()
 
     def _stop_watchdog(self) -> None:
@@ -223,6 +250,7 @@ class RayEngine:
             threads = max(1, min(self.cpus_per_node, self.cpus // max(1, len(items))))
             if self.workers:
                 threads = min(threads, int(self.workers))
+        self._need = max(self._need, threads)
         with warnings.catch_warnings():  # max_retries has no named parameter on map_batches
             warnings.simplefilter("ignore")
             ds = ds.map_batches(_named(fn), fn_kwargs=dict(fn=fn, items=items, threads=threads), batch_size=None,
@@ -243,22 +271,82 @@ class RayEngine:
     def collect(self, frame: RayFrame) -> List:
         """The results of a frame's calls, in order (each call's, as it ends, to the progress)."""
         out = []
-        for table in frame.ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=2):
-            check_interrupt()
-            if OBJECT not in table.column_names:
-                out.append(table)
-                continue
-            for blob in table.column(OBJECT).to_pylist():
-                result = pickle.loads(blob)
-                if isinstance(result, _Failure):
-                    raise result.error
-                if frame.progress is not None:
-                    frame.progress.update(frame.units(result) if frame.units else 1)
-                out.append(result)
+        tables = self._watched(lambda: frame.ds.iter_batches(batch_size=None, batch_format="pyarrow",
+                                                             prefetch_batches=2))
+        try:
+            for table in tables:
+                if OBJECT not in table.column_names:
+                    out.append(table)
+                    continue
+                for blob in table.column(OBJECT).to_pylist():
+                    result = pickle.loads(blob)
+                    if isinstance(result, _Failure):
+                        raise result.error
+                    if frame.progress is not None:
+                        frame.progress.update(frame.units(result) if frame.units else 1)
+                    out.append(result)
+        finally:
+            tables.close()  # now, not when the error's traceback is freed (after Ray is gone)
         return out
 
     def persist(self, frame: RayFrame) -> RayFrame:
-        return RayFrame(frame.ds.materialize(), frame.progress, frame.units)
+        ds, = self._watched(lambda: [frame.ds.materialize()])
+        return RayFrame(ds, frame.progress, frame.units)
+
+    def _watched(self, produce: Callable):
+        """The items of ``produce()`` (Ray Data's iteration, which blocks until the cluster has
+        computed them), taken in a helper thread, so that this one can watch the cluster while
+        it waits: when no item has come and no CPU of the cluster has been held for the run's
+        bound (:func:`~.ray_cluster.stall_seconds`), its tasks cannot be scheduled and never
+        will be (no node with the CPUs a task asks for; the nodes with CPUs lost), and the run
+        stops with one line that says so, instead of waiting forever. Ctrl-C and SIGTERM are
+        noticed while it waits."""
+        items, stop = queue.Queue(maxsize=2), threading.Event()
+
+        def put(entry) -> None:
+            while not stop.is_set():
+                try:
+                    return items.put(entry, timeout=0.5)
+                except queue.Full:
+                    pass
+
+        def pump() -> None:
+            try:
+                for item in produce():
+                    put(("item", item))
+                    if stop.is_set():
+                        return
+                put(("end", None))
+            except BaseException as exc:  # raised in the caller's thread
+                put(("error", exc))
+
+        thread = threading.Thread(target=pump, name="neardup-ray-results", daemon=True)
+        thread.start()
+        last, ended = time.monotonic(), False
+        try:
+            while True:
+                check_interrupt()
+                try:
+                    kind, value = items.get(timeout=1.0)
+                except queue.Empty:
+                    now = time.monotonic()
+                    if cluster_busy(self.ray):
+                        last = now
+                    elif now - last > self._stall:
+                        where = f"the Ray cluster at {self.address}" if self.address else "the local Ray instance"
+                        raise ConfigError(stalled_message(self.ray, where, now - last, self.cpus, self._need))
+                    continue
+                last = time.monotonic()
+                ended = kind != "item"
+                if kind == "end":
+                    return
+                if kind == "error":
+                    raise value
+                yield value
+        finally:
+            stop.set()
+            if not ended:
+                _abandon(thread)
 
     def share(self, value) -> RayShared:
         if id(value) not in self._shared:

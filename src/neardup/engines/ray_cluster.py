@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Optional
 
 from ..errors import ConfigError
+
+AUTH_MODE = "RAY_AUTH_MODE"
 
 def import_ray():
     try:
@@ -38,34 +41,108 @@ def check_reachable(address: str, timeout: float = 10.0) -> None:
                           f"'ray start --head' or check --ray-address") from None
 
 
-def join_with_token(address: str) -> None:
-    """Ray (2.52+) turns token authentication on where it finds a token only for ``ray.init()``
-    without an address; a driver that names the address of a cluster started with ``ray start
-    --head`` (token authentication on by default since Ray 2.59) retries for 20 s and says only
-    "Failed to connect". So: the token is used wherever Ray would find it (``RAY_AUTH_TOKEN``,
-    ``RAY_AUTH_TOKEN_PATH``, ``~/.ray/auth_token``), unless ``RAY_AUTH_MODE`` says otherwise (a
-    driver with a token also joins a cluster without authentication), and a cluster that refuses
-    the driver's token, or the lack of one, is an error at once, in one line that says what to set.
-    The token is never printed."""
+def join_with_token(address: str) -> Optional[str]:
+    """Token authentication exactly when the cluster at ``address`` asks for it. A driver in
+    token mode requires the token of whoever calls it back, so on a cluster without authentication
+    its workers cannot return their results (the run hangs, or fails with ``OwnerDiedError``);
+    one without the token cannot join a cluster with authentication (Ray retries for 20 s and says
+    only "Failed to connect"). So the cluster is asked first without a token: it answers, and
+    the run joins it without one (``RAY_AUTH_MODE=disabled`` for this process, whatever a token
+    file or the environment says); it refuses, and the run joins with the token Ray finds
+    (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH``, ``~/.ray/auth_token``) if the cluster accepts
+    it, or stops at once with one line that says what to set. The token is never printed.
+    Returns ``RAY_AUTH_MODE`` as it was before (None: unset), for :func:`restore_auth_mode`."""
     try:
         from ray._raylet import AuthenticationTokenLoader, Config, GcsClient
         from ray.exceptions import AuthenticationError
     except ImportError:  # a Ray without token authentication
+        return os.environ.get(AUTH_MODE)
+    before = os.environ.get(AUTH_MODE)
+
+    def accepted(mode: str) -> Optional[bool]:  # None: no answer (ray.init says why, as before)
+        os.environ[AUTH_MODE] = mode
+        Config.initialize("")  # Ray read its settings at import; this process now uses ``mode``
+        try:
+            with stderr_silenced():  # the client's C++ log line; the error below says it in words
+                GcsClient(address=address).cluster_id
+            return True
+        except AuthenticationError:
+            return False
+        except Exception:
+            return None
+
+    if accepted("disabled") is not False:
+        return before
+    has = AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True)
+    if has and accepted("token") is not False:
+        return before
+    restore_auth_mode(before)
+    what = "refused this driver's token" if has else "needs a token and this driver has none"
+    raise ConfigError(f"the Ray cluster at {address} uses token authentication and {what}: set "
+                      f"RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the cluster's token (`ray get-auth-token` on "
+                      f"its head node prints it)") from None
+
+
+def restore_auth_mode(before: Optional[str]) -> None:
+    """``RAY_AUTH_MODE`` as it was before :func:`join_with_token` (for a later ``ray.init`` of the
+    same process)."""
+    if os.environ.get(AUTH_MODE) == before:
         return
-    if "RAY_AUTH_MODE" not in os.environ and AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):
-        os.environ["RAY_AUTH_MODE"] = "token"
-        Config.initialize("")  # Ray read its settings at import; this process now sends the token
+    if before is None:
+        os.environ.pop(AUTH_MODE, None)
+    else:
+        os.environ[AUTH_MODE] = before
     try:
-        with stderr_silenced():  # the client's C++ log line; the error below says it in words
-            GcsClient(address=address).cluster_id
-    except AuthenticationError:
-        has = os.environ.get("RAY_AUTH_MODE", "").lower() == "token"
-        what = "refused this driver's token" if has else "needs a token and this driver has none"
-        raise ConfigError(f"the Ray cluster at {address} uses token authentication and {what}: set "
-                          f"RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the cluster's token (`ray get-auth-token` on "
-                          f"its head node prints it) and RAY_AUTH_MODE=token") from None
-    except Exception:  # any other failure to connect: ray.init says it, as before
+        from ray._raylet import Config
+        Config.initialize("")
+    except ImportError:
         pass
+
+
+STALL_ENV = "NEARDUP_RAY_STALL_SECONDS"
+STALL_SECONDS = 300.0
+
+
+def stall_seconds() -> float:
+    """How long a run waits on a cluster that runs none of its tasks (no CPU of it held, no
+    result arriving) before it stops: ``NEARDUP_RAY_STALL_SECONDS``, 300 by default."""
+    value = os.environ.get(STALL_ENV, "").strip()
+    if not value:
+        return STALL_SECONDS
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0 or seconds != seconds or seconds == float("inf"):
+        raise ConfigError(f"{STALL_ENV}={value!r}: give a number of seconds above 0")
+    return seconds
+
+
+def cluster_busy(ray) -> bool:
+    """Some task holds a CPU of the cluster (Ray's own count, kept by its control service: no
+    dashboard needed). A run whose tasks cannot be scheduled (no node with the CPUs a task asks
+    for, every node with CPUs lost) leaves them all free while its results never come."""
+    try:
+        return ray.available_resources().get("CPU", 0) < ray.cluster_resources().get("CPU", 0)
+    except Exception:  # the control service does not answer: nothing is known to run
+        return False
+
+
+def stalled_message(ray, where: str, waited: float, cpus_then: int, need: int) -> str:
+    """The one line of a run stopped because nothing of it ran for ``waited`` seconds: what the
+    cluster offers now, what it offered when the run started, what one task asks for."""
+    try:
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+    except Exception:
+        nodes = []
+    per_node = [int(n.get("Resources", {}).get("CPU", 0)) for n in nodes]
+    most = max(per_node or [0])
+    offers = (f"it offers {sum(per_node)} CPUs now, at most {most} on one of its {len(nodes)} nodes "
+              f"({cpus_then} when the run started), and a task of the run needs {need} on one node")
+    fix = "add nodes with CPUs" + (" or lower --workers" if 0 < most < need else "")
+    return (f"{where} ran none of neardup's tasks for {waited:.0f} s: {offers}; {fix} (a run waits "
+            f"{stall_seconds():g} s for a cluster that runs nothing: {STALL_ENV}); the finished stages are kept "
+            f"in the work directory (use --resume)")
 
 
 WATCHDOG = r"""
@@ -186,27 +263,58 @@ class signals_kept:
         return False
 
 
-class Misleading(logging.Filter):
-    """Ray's warnings that a successful run of neardup makes without anything being wrong: Ray
-    Data's "no available CPUs ... the Dataset job will hang" (a step's tasks hold every CPU while
-    the next step is planned; it runs when they end), "Progress bars disabled" (neardup draws its
-    own), and the notice that a local instance has token authentication on."""
+class Held(logging.Filter):
+    """Holds back, on one of Ray's log handlers, the warnings that a successful run of neardup
+    makes without anything being wrong: Ray Data's "no available CPUs ... the Dataset job will
+    hang" (a step's tasks hold every CPU while the next step is planned; it runs when they end),
+    "Progress bars disabled" (neardup draws its own), the notice that a local instance has token
+    authentication on; under ``--quiet`` every record below ERROR. Held, not dropped: a run that
+    fails or is interrupted shows them (:meth:`HeldWarnings.release`), since there the "will hang"
+    warning may be the one that says why."""
 
     PHRASES = ("does not have any available CPUs", "Progress bars disabled",
                "Token authentication is enabled for this Ray cluster")
 
+    def __init__(self, handler: logging.Handler, held, everything: bool):
+        super().__init__()
+        self.handler, self.held, self.everything = handler, held, everything
+
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        return not any(p in message for p in self.PHRASES)
+        if (self.everything and record.levelno < logging.ERROR) or any(p in record.getMessage() for p in self.PHRASES):
+            self.held.append((self.handler, record))
+            return False
+        return True
 
 
-MISLEADING = Misleading()
+class HeldWarnings:
+    """The :class:`Held` filters of a run on the handlers of Ray's loggers (``ray`` and ``ray.data``
+    print through their own handlers and do not propagate). The last ``MAX`` records are kept (a
+    long run under ``--quiet`` may log many)."""
 
+    MAX = 200
 
-def quiet_misleading() -> set:
-    """Puts the filter on the handlers of Ray's loggers (``ray`` and ``ray.data`` print through their
-    own handlers and do not propagate); returns the handlers, for the engine's exit."""
-    handlers = {h for name in ("ray", "ray.data") for h in logging.getLogger(name).handlers}
-    for handler in handlers:
-        handler.addFilter(MISLEADING)
-    return handlers
+    def __init__(self, quiet: bool):
+        import collections
+        self.quiet, self.held, self.filters = quiet, collections.deque(maxlen=self.MAX), {}
+
+    def attach(self) -> None:
+        """On every handler of Ray's loggers not yet covered (again after ``ray.init``, which may add some)."""
+        for name in ("ray", "ray.data"):
+            for handler in logging.getLogger(name).handlers:
+                if handler not in self.filters:
+                    self.filters[handler] = Held(handler, self.held, self.quiet)
+                    handler.addFilter(self.filters[handler])
+
+    def release(self, show: bool) -> None:
+        """The filters taken off; ``show``: the run failed, the held records are written now (in
+        their order, through their handlers), else they are forgotten."""
+        for handler, flt in self.filters.items():
+            handler.removeFilter(flt)
+        self.filters = {}
+        held = list(self.held)
+        self.held.clear()
+        for handler, record in held if show else ():
+            try:
+                handler.handle(record)
+            except Exception:  # a handler closed by Ray's shutdown: nothing more to show there
+                pass
