@@ -59,16 +59,41 @@ def choose_id_column(sources, id_column: Optional[str]) -> Tuple[Optional[str], 
     return None, False
 
 
-def positional_ids(src: Source, rows: np.ndarray) -> pa.Array:
+def id_values(values, what: str = "id") -> pa.Array:
+    """Ids given as Python values (:meth:`neardup.Index.add`'s ``ids=``, :meth:`Index.remove`'s)
+    as a string array, by the rule of the ids read from files: a string, or an integer written in
+    decimal digits (``1`` and ``"1"`` are then one id, as in an ``id`` field); ``None``, a bool, a
+    float or any other type is refused in one line (never stored as ``"None"`` or ``"True"``)."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        if pa.types.is_string(values.type) or pa.types.is_large_string(values.type) \
+                or pa.types.is_integer(values.type):
+            if values.null_count:
+                raise ConfigError(f"an {what} is None: an id is a string or an integer")
+            return values.cast(pa.string())
+        raise ConfigError(f"{what}s of type {values.type} given: an id is a string or an integer")
+    out = []
+    for v in values:
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+            out.append(str(int(v)))
+        else:
+            shown = "None" if v is None else f"{v!r} (a {type(v).__name__})"
+            raise ConfigError(f"an {what} is {shown}: an id is a string or an integer")
+    return pa.array(out, pa.string())
+
+
+def positional_ids(src: Source, rows: np.ndarray, path: Optional[str] = None) -> pa.Array:
     """The ids of documents of ``src`` at ``rows`` when ids come from positions (the one rule of
     ``neardup dedup`` and of the index): the path of a text file, ``PATH:LINE`` for JSONL (lines
     counted from 1, as in an editor and in neardup's messages) or ``PATH:ROW`` for Parquet, CSV
     and tables (rows counted from 0, as in pyarrow and pandas). PATH is the file's path below the
     root of kept/ (``Source.relpath``: relative to the inputs' longest common folder), so an id
     does not depend on how the path was typed and names the same file as kept/ does; a table's
-    is its name."""
+    is its name. ``path`` replaces PATH (an index's rule: :func:`neardup.index.inputs.index_path`)."""
     rows = np.asarray(rows, dtype=np.int64)
-    path = src.name if src.format == "table" else src.relpath
+    if path is None:
+        path = src.name if src.format == "table" else src.relpath
     if src.format == "text":
         return pa.array([path] * len(rows), pa.string())
     numbers = pa.array(rows + 1 if src.format == "jsonl" else rows).cast(pa.string())
