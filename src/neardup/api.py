@@ -23,7 +23,7 @@ from .config import Config, Execution, Input, Output, Sketch, Similarity, Verifi
 from .errors import ConfigError, NeardupError
 from .index import Index
 from .index.commands import QueryAnswers, add_files, query_files, rate_warning, remove_documents
-from .io.inputs import INDEX_ID_COLUMN, in_memory, kept_of
+from .io.inputs import INDEX_ID_COLUMN, in_memory, kept_of, typed_ids
 from .io.storage.folder import Folder
 from .io.storage.paths import join, redact
 from .kernels.arrays import empty_table
@@ -291,6 +291,8 @@ def _result(kind, tables, source, stats: dict, output: str) -> DedupResult:
         kept = [join(output, "kept", p) for p in stats["kept_files"]]  # as the output was named
     else:
         kept = kept_of(kind, tables, source, removed, rejected)
+        removed = typed_ids(kind, tables, source, removed, ("id", "representative", "cluster"))
+        clusters = typed_ids(kind, tables, source, clusters, ("id", "cluster"))
     return DedupResult(kept=kept, removed=removed, clusters=clusters, rejected=rejected, stats=stats, output=output)
 
 

@@ -40,7 +40,7 @@ def test_against_an_index_of_the_old_dump_keeps_what_one_run_over_both_keeps(tmp
     removed = pq.read_table(tmp_path / "B" / "removed.parquet").to_pylist()
     against = [r for r in removed if r["representative_source"] is not None]
     assert len(against) == stats["counts"]["removed_against_index"]
-    kept_a = {f"a.jsonl:{i + 1}"  # a position in A's kept file, the path below kept/ as dedup names it
+    kept_a = {f"dumpA/a.jsonl:{i + 1}"  # a position in A's kept file: NAME/FILE:LINE, the index's rule with --name
               for i in range(len(_kept_rows(tmp_path / "A", "a.jsonl")))}
     for r in against:  # every representative a real id of the old dump, with its source
         assert r["representative"] in kept_a and r["representative_source"] == "dumpA"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pyarrow.parquet as pq
+import pytest
 
 from helpers import run_in_process as neardup
 
@@ -45,3 +46,28 @@ def test_a_first_record_over_a_mib_keeps_the_id_field(tmp_path):
     ran = neardup("dedup", str(path), "-o", str(out), "--quiet")
     assert ran.returncode == 0, ran.stderr
     assert pq.read_table(out / "removed.parquet").column("id").to_pylist() == ["two"]
+
+
+def test_a_dataframe_index_comes_back_with_its_type():
+    # the index was stringified ('6193'): df[~df.index.isin(removed.id)] silently kept everything
+    import pandas as pd
+    import neardup
+    df = pd.DataFrame({"text": [TEXT, TEXT + " x", "something else " * 20, TEXT]}, index=[6190, 6191, 6192, 6193])
+    result = neardup.dedup(df, threshold=0.8)
+    removed = result.removed.column("id").to_pylist()
+    assert removed == [6191, 6193] and result.removed.column("representative").to_pylist() == [6190, 6190]
+    assert list(df[~df.index.isin(removed)].index) == list(result.kept.index) == [6190, 6192]
+    assert set(result.clusters.column("id").to_pylist()) == {6190, 6191, 6193}
+    # a list's positions as integers, as result.kept gives them
+    texts = [TEXT, TEXT + " x", "something else " * 20]
+    r = neardup.dedup(texts, threshold=0.8)
+    assert r.kept == [0, 2] and r.removed.column("id").to_pylist() == [1]
+
+
+def test_a_dataframe_id_column_of_mixed_types_is_one_line():
+    import pandas as pd
+    import neardup
+    from neardup.errors import ConfigError
+    df = pd.DataFrame({"id": [1, "1", 2], "text": [TEXT, TEXT + " y", "other " * 30]})
+    with pytest.raises(ConfigError, match=r"DataFrame column 'id' mixes int and str values"):
+        neardup.dedup(df)
