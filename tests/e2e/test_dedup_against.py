@@ -158,3 +158,19 @@ def test_stats_json_is_written_once_per_run_even_with_update_index(tmp_path, dum
         assert ("index_update" in stats) == bool(options)
         assert not (out / ".neardup-staging").exists()
     assert stats["index_update"]["added"] == stats["counts"]["kept"] > 0
+
+
+def test_update_index_over_two_dumps_of_one_layout_adds_distinct_ids(tmp_path, dumps):
+    # the run's positional ids (b.jsonl:N, below each dump's folder) would repeat from one dump
+    # to the next; the index names the file as given
+    import shutil
+    idx = str(tmp_path / "idx")
+    for d in ("d1", "d2"):
+        (tmp_path / d).mkdir()
+        shutil.copy(dumps / ("a.jsonl" if d == "d1" else "b.jsonl"), tmp_path / d / "part.jsonl")
+    neardup.Index(idx).add(["a first text of the index, alone here"], ids=["seed"])
+    for d in ("d1", "d2"):
+        res = neardup.dedup(str(tmp_path / d), output=str(tmp_path / ("out-" + d)), against=[idx], update_index=True)
+        assert res.stats["index_update"]["added"] == res.stats["counts"]["kept"] > 0
+    ids = neardup.Index(idx).query([json.loads((tmp_path / "d2" / "part.jsonl").read_text().splitlines()[-1])["text"]])
+    assert any(m.id.startswith(str(tmp_path / "d2" / "part.jsonl") + ":") for m in ids[0])

@@ -71,3 +71,33 @@ def test_a_dataframe_id_column_of_mixed_types_is_one_line():
     df = pd.DataFrame({"id": [1, "1", 2], "text": [TEXT, TEXT + " y", "other " * 30]})
     with pytest.raises(ConfigError, match=r"DataFrame column 'id' mixes int and str values"):
         neardup.dedup(df)
+
+
+def test_a_text_file_named_like_a_records_position_is_refused(tmp_path):
+    # x.jsonl line 3 and the text file "x.jsonl:3" got one id twice
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "x.jsonl").write_text("".join(json.dumps({"text": f"{TEXT} {i}"}) + "\n" for i in range(3)))
+    (folder / "x.jsonl:3").write_text("other words " * 20)
+    ran = neardup("dedup", str(folder), "-o", str(tmp_path / "out"), "--quiet")
+    assert ran.returncode == 2 and "'x.jsonl:3', is also the positional id of record 3 of 'x.jsonl'" in ran.stderr
+    assert len(ran.stderr.strip().splitlines()) == 1
+    ran = neardup("index", "add", str(tmp_path / "idx"), str(folder))
+    assert ran.returncode == 2 and "is also the positional id" in ran.stderr
+
+
+def test_ids_replaced_by_positions_are_said(tmp_path):
+    # a text folder with a JSONL that has ids: positions for every input, said in a note
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(json.dumps({"id": "mine", "text": TEXT}) + "\n")
+    (folder / "README").write_text(TEXT + " readme")
+    ran = neardup("dedup", str(folder), "-o", str(tmp_path / "out"))
+    assert ran.returncode == 0, ran.stderr
+    assert "note: ids are positions" in ran.stderr and "has an 'id' field but" in ran.stderr
+    assert pq.read_table(tmp_path / "out" / "removed.parquet").column("id").to_pylist() in (["README"], ["a.jsonl:1"])
+    ran = neardup("index", "add", str(tmp_path / "idx"), str(folder))
+    assert ran.returncode == 0 and "note: ids are positions" in ran.stderr
+    # the field, asked for: no note, the record's id
+    ran = neardup("dedup", str(folder), "-o", str(tmp_path / "out2"), "--id-column", "id")
+    assert ran.returncode == 0 and "note: ids are positions" not in ran.stderr

@@ -159,6 +159,8 @@ def run_add(args) -> int:
           f"{stats['bytes_per_document']} bytes per document"
           + (f", extra false-positive rate {stats['extra_false_positive_rate']:.2e}" if stats["kind"] == "bloom" else ""),
           file=sys.stderr)
+    for note in result.get("notes", []):
+        print(f"neardup: note: {note}", file=sys.stderr)
     warning = rate_warning(stats)
     if warning:
         print(f"neardup: warning: {warning}", file=sys.stderr)

@@ -39,6 +39,7 @@ class IndexWriter:
         self.rejected = 0
         self._lock = None
         self._t0 = time.perf_counter()
+        self.notes: List[str] = []  # said to the user (the ids a mixed input takes: io.columns.id_note)
         self._ids: List[pa.Array] = []  # the ids of this add, and their sources: checked at the commit
         self._sources: List = []
 
@@ -176,6 +177,8 @@ class IndexWriter:
             index.forget_manifest()
         self.result = {"added": self.added, "empty": self.empty, "rejected": self.rejected,
                        "segments": len(entries), "seconds": round(time.perf_counter() - self._t0, 3)}
+        if self.notes:
+            self.result["notes"] = list(self.notes)
         self.entries = []
 
     def abort(self) -> None:

@@ -5,13 +5,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 from .formats import field_names
 from .sources import Source
 
@@ -50,13 +51,42 @@ def choose_id_column(sources, id_column: Optional[str]) -> Tuple[Optional[str], 
     command and of the API: ``id_column`` when given; ``""`` for positions (``FILE:LINE``,
     ``FILE:ROW``, a text file's path) whatever the input has; else ``id`` when every input has
     such a field (:func:`every_record_has_an_id`); else positions (None)."""
-    if id_column == "":
-        return None, False
-    if id_column is not None:
+    if id_column is not None and id_column != "":
         return id_column, False
-    if every_record_has_an_id(sources):
+    if id_column is None and every_record_has_an_id(sources):
         return "id", True
+    check_positional_ids(sources)
     return None, False
+
+
+_POSITION = re.compile(r"(.*):([0-9]+)")
+
+
+def check_positional_ids(sources) -> None:
+    """Positional ids that two documents would share are refused before any work: a text file
+    whose path (its id) is ``OTHER:N`` while ``OTHER`` is a JSONL, Parquet or CSV file of the
+    same inputs, whose record N has that id too (``x.jsonl`` and a text file ``x.jsonl:3``)."""
+    records = {s.relpath for s in sources if s.format not in ("text", "table")}
+    for s in sources:
+        m = _POSITION.fullmatch(s.relpath) if s.format == "text" else None
+        if m and m.group(1) in records:
+            raise InputError(f"{s.name}: the id of this text file, {s.relpath!r}, is also the positional id of "
+                             f"record {m.group(2)} of {m.group(1)!r} (FILE:LINE, FILE:ROW); rename the file, or "
+                             f"choose an id column (--id-column NAME)")
+
+
+def id_note(sources, id_column: Optional[str]) -> Optional[str]:
+    """A line when ids were not named and some inputs, not all, have an ``id`` field: every input
+    then takes positional ids, and those fields are not the ids (said, never silent)."""
+    if id_column is not None or not sources:
+        return None
+    has = [s for s in sources if "id" in field_names(s)]
+    if not has or len(has) == len(sources):
+        return None
+    lacks = next(s for s in sources if s not in has)
+    return (f"ids are positions (FILE:LINE, FILE:ROW, a text file's path) for every input: {has[0].name} has an "
+            f"'id' field but {lacks.name} has none; --id-column id (id_column='id') takes the field where there "
+            f"is one (a text file's id stays its path)")
 
 
 def id_values(values, what: str = "id") -> pa.Array:
