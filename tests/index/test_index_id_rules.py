@@ -102,3 +102,31 @@ def test_an_ids_file_with_a_byte_order_mark_loses_no_id(tmp_path):
     ran = neardup("index", "remove", str(tmp_path / "idx"), "--ids", str(ids))
     assert ran.returncode == 0, ran.stderr
     assert Index(str(tmp_path / "idx")).query(WORDS[:2]) == [[], []]
+
+
+def test_add_arrays_takes_ids_by_the_same_rule(tmp_path):
+    import numpy as np
+    idx = Index(str(tmp_path / "idx"), verify="estimate")
+    bands, k = idx.config.bands, idx.config.num_perm
+    keys = np.arange(2 * bands, dtype=np.uint64).reshape(2, bands)
+    sig = np.zeros((2, k), np.uint32)
+    with pytest.raises(ConfigError, match="an id is None"):
+        idx.add_arrays(keys, [None, "b"], "s", signatures=sig)
+    with pytest.raises(InputError, match="duplicate id '3'"):
+        idx.add_arrays(keys, [3, "3"], "s", signatures=sig)
+    idx.add_arrays(keys, [3, 4], "s", signatures=sig)  # raised ArrowTypeError
+    assert idx.remove(ids=[4])["removed"] == 1
+
+
+def test_against_an_index_of_the_previous_dump_names_the_indexed_document(tmp_path, monkeypatch):
+    # "ABOUT-NLS removed for ABOUT-NLS": the indexed document had the run's own id
+    monkeypatch.chdir(tmp_path)
+    dump(tmp_path / "dump1", WORDS[:3])
+    dump(tmp_path / "dump2", WORDS[:3])
+    assert neardup("index", "add", "idx", "dump1/").returncode == 0
+    ran = neardup("dedup", "dump2/", "-o", "out", "--against", "idx", "--quiet")
+    assert ran.returncode == 0, ran.stderr
+    import pyarrow.parquet as pq
+    rows = pq.read_table("out/removed.parquet").to_pylist()
+    news = next(r for r in rows if r["id"] == "NEWS")
+    assert news["representative"] == "dump1/NEWS" and news["representative_source"] == "dump1/NEWS"

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ConfigError, InputError
+from ..io.columns import id_values
 from .bloom import BloomBuilder
 from .inputs import documents
 from .manifest import check_manifest
@@ -86,7 +87,7 @@ class IndexWriter:
         documents for ``--update-index``). Call it once per batch; the commit is at close.
 
         keys: (n, bands) uint64 band keys (:func:`neardup.kernels.bands.band_keys`).
-        ids: n ids (list of str or a pyarrow string array).
+        ids: n ids (strings or integers, a list or a pyarrow array; unique, in the add and in the index).
         source: one source name for all, or n names.
         signatures: (n, num_perm) uint32; needed by an ``estimate`` index (and, without
             shingles, to recognise empty documents).
@@ -98,7 +99,7 @@ class IndexWriter:
         if keys.ndim != 2 or keys.shape[1] != cfg.bands:
             raise ConfigError(f"keys must be (documents, {cfg.bands}) uint64 band keys, got shape {keys.shape}")
         n = len(keys)
-        ids = ids if isinstance(ids, (pa.Array, pa.ChunkedArray)) else pa.array(list(ids), pa.string())
+        ids = id_values(ids)  # strings or integers, by the rule of every entry point
         if isinstance(ids, pa.ChunkedArray):
             ids = ids.combine_chunks()
         if len(ids) != n:
