@@ -183,7 +183,7 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
         inputs = _paths_of(source)
         sources = nio.discover(inputs, input_format=config.input_format, follow_symlinks=config.follow_symlinks)
         chosen, auto = nio.choose_id_column(sources, id_column)
-        id_note = nio.id_note(sources, id_column)
+        id_note = nio.id_note(sources, id_column) if chosen is None else None
         if auto:
             config = config.replace(id_column=chosen, id_column_auto=True)
     temporary = output is None

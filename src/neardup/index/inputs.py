@@ -68,10 +68,11 @@ def source_batches(sources, name, text_column, id_column, on_error, batch_size, 
     input has, else positions (``""`` asks for positions); ``indexed``: positions by the index's
     rule (:func:`index_path`), for an add (a query names its documents as dedup does)."""
     from .. import io as nio
-    note = nio.id_note(sources, id_column)
+    given = id_column
+    id_column = nio.choose_id_column(sources, id_column)[0]
+    note = nio.id_note(sources, given) if id_column is None else None
     if note and hasattr(writer, "notes"):
         writer.notes.append(note)
-    id_column = nio.choose_id_column(sources, id_column)[0]
     for si, src in enumerate(sources):
         for batch in nio.read_source(src, si, text_column=text_column, id_column=id_column,
                                      on_error=on_error, batch_size=batch_size):

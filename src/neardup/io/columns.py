@@ -75,18 +75,32 @@ def check_positional_ids(sources) -> None:
                              f"choose an id column (--id-column NAME)")
 
 
+NOTE_PROBES = 64  # files with fields whose first record id_note reads (a probe is a read, a GET remotely)
+
+
 def id_note(sources, id_column: Optional[str]) -> Optional[str]:
-    """A line when ids were not named and some inputs, not all, have an ``id`` field: every input
-    then takes positional ids, and those fields are not the ids (said, never silent)."""
-    if id_column is not None or not sources:
+    """A line when ids were not named, the inputs take positions (call it then only) and some of
+    them, not all, have an ``id`` field (a folder of text files beside a JSONL with ids): those
+    fields are not the ids, said, never silent. Reads the first record of up to
+    :data:`NOTE_PROBES` files with fields (text files have none: no read)."""
+    if id_column is not None:
         return None
-    has = [s for s in sources if "id" in field_names(s)]
-    if not has or len(has) == len(sources):
-        return None
-    lacks = next(s for s in sources if s not in has)
-    return (f"ids are positions (FILE:LINE, FILE:ROW, a text file's path) for every input: {has[0].name} has an "
-            f"'id' field but {lacks.name} has none; --id-column id (id_column='id') takes the field where there "
-            f"is one (a text file's id stays its path)")
+    has = lacks = None
+    probed = 0
+    for s in sources:
+        if s.format == "text":
+            lacks = lacks or s
+        elif probed < NOTE_PROBES:
+            probed += 1
+            if "id" in field_names(s):
+                has = has or s
+            else:
+                lacks = lacks or s
+        if has is not None and lacks is not None:
+            return (f"ids are positions (FILE:LINE, FILE:ROW, a text file's path) for every input: {has.name} "
+                    f"has an 'id' field but {lacks.name} has none; --id-column id (id_column='id') takes the "
+                    f"field where there is one (a text file's id stays its path)")
+    return None
 
 
 def id_values(values, what: str = "id") -> pa.Array:
