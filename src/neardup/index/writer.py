@@ -213,6 +213,7 @@ def write_entry(storage: Storage, arrays: Dict[str, np.ndarray], sources: Sequen
 HOW = (" (positional ids name each file as the add names it: add each dump under its own --name NAME "
        "(name='NAME'), its ids then NAME/FILE:LINE; or choose a unique id column, --id-column NAME)")
 
+
 def _checked_ids(ids) -> pa.Array:
     """The ids of a batch as strings; one with a line break is refused (``neardup index remove
     --ids FILE`` reads one id a line: it could never be removed), as is a null."""
