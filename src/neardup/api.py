@@ -23,7 +23,7 @@ from .config import Config, Execution, Input, Output, Sketch, Similarity, Verifi
 from .errors import ConfigError, NeardupError
 from .index import Index
 from .index.commands import QueryAnswers, add_files, query_files, rate_warning, remove_documents
-from .io.inputs import INDEX_ID_COLUMN, in_memory, kept_of
+from .io.inputs import INDEX_ID_COLUMN, in_memory, kept_of, typed_ids
 from .io.storage.folder import Folder
 from .io.storage.paths import join, redact
 from .kernels.arrays import empty_table
@@ -174,6 +174,7 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
     kind, tables = (None, None) if paths else in_memory(source)
     config = Config(**_id_options(options, id_column, kind, tables)).resolved()
     inputs: Sequence[str] = ()
+    id_note = None
     if kind is not None:
         if sum(t.num_rows for t in tables.values()) == 0:
             return _empty_result(kind, source, config)
@@ -182,6 +183,7 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
         inputs = _paths_of(source)
         sources = nio.discover(inputs, input_format=config.input_format, follow_symlinks=config.follow_symlinks)
         chosen, auto = nio.choose_id_column(sources, id_column)
+        id_note = nio.id_note(sources, id_column) if chosen is None else None
         if auto:
             config = config.replace(id_column=chosen, id_column_auto=True)
     temporary = output is None
@@ -190,6 +192,8 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
     try:
         stats = run(config, sources, output, work_dir=work_dir, resume=resume, quiet=quiet, keep_work=keep_work,
                     overwrite=overwrite or temporary, report=not (temporary and kind is not None), inputs=inputs)
+        if id_note:  # said in the summary and in result.stats, not silent
+            stats.setdefault("notes", []).append(id_note)
         result = _result(kind, tables, source, stats, output)
     finally:
         if temporary and kind is not None:
@@ -291,6 +295,8 @@ def _result(kind, tables, source, stats: dict, output: str) -> DedupResult:
         kept = [join(output, "kept", p) for p in stats["kept_files"]]  # as the output was named
     else:
         kept = kept_of(kind, tables, source, removed, rejected)
+        removed = typed_ids(kind, tables, source, removed, ("id", "representative", "cluster"))
+        clusters = typed_ids(kind, tables, source, clusters, ("id", "cluster"))
     return DedupResult(kept=kept, removed=removed, clusters=clusters, rejected=rejected, stats=stats, output=output)
 
 

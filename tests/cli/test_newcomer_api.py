@@ -83,7 +83,7 @@ def test_13_4_the_output_folder_is_never_read_as_input(tmp_path):
 def test_13_5_a_list_of_texts_returns_the_indexes_kept():
     result = neardup.dedup(TEXTS)
     assert result.kept == [0, 2]
-    assert result.removed.column("id").to_pylist() == ["1", "3"]
+    assert result.removed.column("id").to_pylist() == [1, 3]  # as result.kept gives them: integers
 
 
 def test_13_5_a_list_of_paths_is_still_paths(tmp_path):
@@ -160,7 +160,7 @@ def test_13_3_a_dataframe_id_column_wins_over_its_index():
     assert list(result.kept.index) == [10, 12]
     # without an id column: the index
     result = neardup.dedup(df[["text"]])
-    assert result.removed.column("id").to_pylist() == ["11", "13"]
+    assert result.removed.column("id").to_pylist() == [11, 13]  # the index, with its type
     # positions, asked for
     result = neardup.dedup(df, id_column="")
     assert result.removed.column("id").to_pylist() == ["<table>:1", "<table>:3"]

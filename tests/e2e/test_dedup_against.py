@@ -40,7 +40,7 @@ def test_against_an_index_of_the_old_dump_keeps_what_one_run_over_both_keeps(tmp
     removed = pq.read_table(tmp_path / "B" / "removed.parquet").to_pylist()
     against = [r for r in removed if r["representative_source"] is not None]
     assert len(against) == stats["counts"]["removed_against_index"]
-    kept_a = {f"a.jsonl:{i + 1}"  # a position in A's kept file, the path below kept/ as dedup names it
+    kept_a = {f"dumpA/a.jsonl:{i + 1}"  # a position in A's kept file: NAME/FILE:LINE, the index's rule with --name
               for i in range(len(_kept_rows(tmp_path / "A", "a.jsonl")))}
     for r in against:  # every representative a real id of the old dump, with its source
         assert r["representative"] in kept_a and r["representative_source"] == "dumpA"
@@ -298,3 +298,19 @@ def test_stats_json_records_a_bloom_index_kind_and_rate_and_update_index_warns(t
     err = capsys.readouterr().err
     assert code == 2 and (tmp_path / "out3" / "stats.json").exists() and "this add would leave it" in err, err
     assert (after["segments"], after["generation"]) == (before["segments"], before["generation"])
+
+
+def test_update_index_over_two_dumps_of_one_layout_adds_distinct_ids(tmp_path, dumps):
+    # the run's positional ids (b.jsonl:N, below each dump's folder) would repeat from one dump
+    # to the next; the index names the file as given
+    import shutil
+    idx = str(tmp_path / "idx")
+    for d in ("d1", "d2"):
+        (tmp_path / d).mkdir()
+        shutil.copy(dumps / ("a.jsonl" if d == "d1" else "b.jsonl"), tmp_path / d / "part.jsonl")
+    neardup.Index(idx).add(["a first text of the index, alone here"], ids=["seed"])
+    for d in ("d1", "d2"):
+        res = neardup.dedup(str(tmp_path / d), output=str(tmp_path / ("out-" + d)), against=[idx], update_index=True)
+        assert res.stats["index_update"]["added"] == res.stats["counts"]["kept"] > 0
+    ids = neardup.Index(idx).query([json.loads((tmp_path / "d2" / "part.jsonl").read_text().splitlines()[-1])["text"]])
+    assert any(m.id.startswith(str(tmp_path / "d2" / "part.jsonl") + ":") for m in ids[0])

@@ -206,7 +206,7 @@ def test_cli_add_query_stats_compact(tmp_path, split):
     run("index", "query", ix, b, "--output", out, check_rc=0)  # b's records have an id field: their ids
     t = pq.read_table(out).to_pylist()
     assert len(t) == len(split.b_texts) and t[0]["id"] == split.b_ids[0]
-    assert [m["id"] for m in t[0]["matches"]][:1] == ["b.jsonl:1"]  # JSONL lines from 1, as dedup says
+    assert [m["id"] for m in t[0]["matches"]][:1] == ["dumpB/b.jsonl:1"]  # positions in an index: NAME/FILE:LINE with --name
     for row in t:  # every B document finds itself in dumpB first
         assert row["matches"][0]["source"] == "dumpB" and row["matches"][0]["similarity"] == 1.0
     j = run("index", "query", ix, a, check_rc=0).stdout.splitlines()

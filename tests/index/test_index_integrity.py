@@ -536,9 +536,11 @@ def test_a_write_that_fails_midway_is_one_line_and_leaves_no_temporaries(tmp_pat
     ix = build(tmp_path / "ix", split)
     # the same add once without the cap, so that no compiled kernel's cache is written under it
     warm = build(tmp_path / "warm", split)
-    assert subprocess.run(cli("index", "add", warm, a_file), env=env(), capture_output=True).returncode == 0
+    # the file's positions as ids (--id-column ''): its own ids are the index's already, refused
+    assert subprocess.run(cli("index", "add", warm, a_file, "--id-column", ""), env=env(),
+                          capture_output=True).returncode == 0
     before = tree(ix)
-    p = subprocess.run(cli("index", "add", ix, a_file), env=env(), capture_output=True, text=True,
+    p = subprocess.run(cli("index", "add", ix, a_file, "--id-column", ""), env=env(), capture_output=True, text=True,
                        preexec_fn=_ignore_sigxfsz)
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 1 and f"cannot write index {ix}: File too large" in lines[0], p.stderr

@@ -63,9 +63,10 @@ def test_two_processes_adding_at_once_lose_nothing(url, split, tmp_path):
     code = ("import sys, neardup.index.segments as s; s.MAX_SEGMENT_DOCS = 20; "
             "from neardup.cli import main; sys.exit(main(sys.argv[1:]))")
     procs = []
-    for rounds in range(2):  # each writer commits twice, all at once
+    for ids in ("id", ""):  # each writer commits twice, all at once (the second time with positions: an
+        # id is one document's, so the second add of the file takes ids w{w}/w{w}.jsonl:LINE)
         procs = [subprocess.Popen([sys.executable, "-c", code, "index", "add", url, f, "--name", f"w{w}",
-                                   "--id-column", "id", "--batch-size", "10"], env=env(),
+                                   "--id-column", ids, "--batch-size", "10"], env=env(),
                                   stderr=subprocess.PIPE) for w, f in enumerate(files)]
         for p in procs:
             assert p.wait(timeout=300) == 0, p.stderr.read().decode()
@@ -76,7 +77,7 @@ def test_two_processes_adding_at_once_lose_nothing(url, split, tmp_path):
     res = idx.query(split.b_texts[:4 * n])
     for i, matches in enumerate(res):
         w, j = divmod(i, n)
-        own = [m for m in matches if m.id == f"w{w}-{j}"]
+        own = [m for m in matches if m.id in (f"w{w}-{j}", f"w{w}/w{w}.jsonl:{j + 1}")]
         assert len(own) == 2 and all(m.similarity == 1.0 and m.source == f"w{w}" for m in own)
 
 

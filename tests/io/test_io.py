@@ -399,7 +399,7 @@ def test_text_folder(cwd):
     got = [read_all(s, id_column="id") for s in srcs]
     assert [g[0] for g in got] == [["hello\r\nworld"], [""], ["def f():\n    return 'é'\n"]]
     assert [g[1] for g in got] == [[0], [0], [0]]
-    assert got[1][2] == ["proj/pkg/__init__.py"]  # the id of a text file is its name
+    assert got[1][2] == ["pkg/__init__.py"]  # the id of a text file: its path below the common folder, as by position
 
 
 def test_text_bad_utf8(cwd):
@@ -499,9 +499,10 @@ def test_write_kept_text(cwd):
     assert open("out/notes/a.txt", "rb").read() == "héllo\r\n".encode()
     assert write_kept(src, [], "out/b.txt") == 0 and not os.path.exists("out/b.txt")
     assert write_kept(src, [0], "out/a.jsonl", output_format="jsonl") == 1
-    assert json.loads(open("out/a.jsonl", "rb").read()) == {"id": "notes/a.txt", "text": "héllo\r\n"}
+    # the id as removed.parquet names the file (its path below the inputs' common folder), not as typed
+    assert json.loads(open("out/a.jsonl", "rb").read()) == {"id": "a.txt", "text": "héllo\r\n"}
     assert write_kept(src, [0], "out/a.parquet", output_format="parquet") == 1
-    assert pq.read_table("out/a.parquet").to_pylist() == [{"id": "notes/a.txt", "text": "héllo\r\n"}]
+    assert pq.read_table("out/a.parquet").to_pylist() == [{"id": "a.txt", "text": "héllo\r\n"}]
 
 
 def test_convert_jsonl_to_parquet(cwd, monkeypatch):

@@ -79,8 +79,9 @@ def test_update_index_run_with_every_document_in_the_index(indexed, tmp_path, ca
     page = (out / "report.html").read_text()
     assert "No duplicate clusters in this run: every removed document was removed against an index" in page
     assert "30 documents of this run were removed as near-duplicates of 30 documents already in an index" in page
-    # ids: the path below the inputs' common folder, of this run's file and of the indexed one
-    assert "<code>corpus_copy.jsonl:1</code></td><td>removed</td><td><code>corpus.jsonl:1</code>" in page
+    # ids: this run's, the path below the inputs' common folder; the indexed one's by the index's
+    # rule, the file as the add named it (its source there)
+    assert f"<code>corpus_copy.jsonl:1</code></td><td>removed</td><td><code>{d / 'corpus.jsonl'}:1</code>" in page
     for mode in PLOT_MODES:  # neardup report redraws it, with either kind of picture
         assert cli("report", out, "--plots", mode) == 0
         assert "removed as near-duplicates of 30 documents" in (out / "report.html").read_text()

@@ -45,7 +45,8 @@ def _add_parser(sub2) -> None:
     a.add_argument("index", metavar="INDEX", help=INDEX_HELP)
     a.add_argument("inputs", nargs="+", metavar="INPUT", help="files, folders or globs, read like neardup dedup's")
     a.add_argument("--name", default=None, metavar="SOURCE",
-                   help="source name recorded with every document (default: each document's file name)")
+                   help="source name recorded with every document (default: each document's file name); "
+                        "positional ids then read NAME/FILE:LINE, distinct from another dump's")
     names = _io_args(a)
     g = a.add_argument_group("parameters (for a new index; checked against an existing one)")
     names += add_options(g, Sketch, Similarity, Shingling, given_only=True)
@@ -95,7 +96,8 @@ def _remove_parser(sub2) -> None:
                         formatter_class=HelpFormatter)
     r.add_argument("index", metavar="INDEX", help=INDEX_HELP)
     r.add_argument("--ids", default=None, metavar="FILE",
-                   help="a UTF-8 file of ids to remove, one a line (blank lines are skipped); an id the index "
+                   help="a UTF-8 file of ids to remove, one a line (blank lines and a byte-order mark are "
+                        "skipped); an id the index "
                         "does not hold is counted, not an error")
     r.add_argument("--source", action="append", default=None, metavar="NAME",
                    help="remove every document added under this source name (index add --name, or the input "
@@ -135,7 +137,9 @@ def _inspection_parsers(sub2) -> None:
 
 # where an index reads its input unlike a dedup run: the help of those options here
 INDEX_HELP_OF = {"id_column": "field holding the document id (default: an 'id' field when every input has one, "
-                              "else FILE:LINE / FILE:ROW, or the path for text files; '' for those positions)",
+                              "else positions; '' for positions): an add's name the file as given, FILE:LINE / "
+                              "FILE:ROW or a text file's path (with --name, NAME/FILE:LINE, FILE below the inputs' "
+                              "folder); a query's are dedup's",
                  "workers": "threads for the compiled kernels (default: every core)"}
 
 
@@ -159,6 +163,8 @@ def run_add(args) -> int:
           f"{stats['bytes_per_document']} bytes per document"
           + (f", extra false-positive rate {stats['extra_false_positive_rate']:.2e}" if stats["kind"] == "bloom" else ""),
           file=sys.stderr)
+    for note in result.get("notes", []):
+        print(f"neardup: note: {note}", file=sys.stderr)
     warning = rate_warning(stats)
     if warning:
         print(f"neardup: warning: {warning}", file=sys.stderr)

@@ -552,10 +552,14 @@ class Index:
         ``data``: a path, folder or glob (str or ``os.PathLike``) or a list of ``os.PathLike``
         (read like ``neardup dedup`` reads its inputs), a list of str or a pyarrow string array
         (texts), or a table (``pyarrow.Table``, pandas, Hugging Face ``datasets``) with a
-        ``text_column``. ``ids``: for texts, their ids (default: their positions, "0", "1", ...);
-        files and tables take ids from ``id_column``, or ``NAME:ROW`` / the file name as
-        ``neardup dedup`` does. ``name``: the source name recorded with each document
-        (default: its file's name, ``<texts>`` or ``<table>``). Returns counts.
+        ``text_column``. ``ids``: for texts, their ids, strings or integers (default: their
+        positions, "0", "1", ...); files and tables take ids from ``id_column`` (or an ``id``
+        field every input has, as ``neardup dedup`` does), else positions that name the file as
+        given, ``PATH:LINE`` / ``PATH:ROW`` / a text file's path, or with ``name``
+        ``NAME/FILE:LINE`` (a table: ``NAME:ROW``). ``name``: the source name recorded with each
+        document (default: its file's name, ``<texts>`` or ``<table>``). An id repeated in the
+        add, or that a live document of the index has, is refused (nothing added): see
+        :mod:`neardup.index.inputs`. Returns counts (and ``notes``, said to the user).
         """
         self._refuse_own_files(data)
         with self.writer() as w:

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ConfigError, InputError, StorageError
+from ..io.columns import id_values
 from ..progress import check_interrupt, commit_point
 from .manifest import check_manifest
 from .segments import new_segment_name
@@ -94,12 +95,14 @@ def dead_problems(entry: dict, dead: np.ndarray) -> List[str]:
 
 def read_ids_file(path: str) -> List[str]:
     """The ids of ``neardup index remove --ids FILE``: one a line, UTF-8 (a line's end, \\n or
-    \\r\\n, is no part of its id); blank lines are skipped."""
+    \\r\\n, is no part of its id, nor a byte-order mark at its start); blank lines are skipped."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
     except OSError as exc:
         raise InputError(f"cannot read --ids {path}: {exc.strerror or exc}") from None
+    if raw.startswith(b"\xef\xbb\xbf"):  # a byte-order mark (Notepad's UTF-8) is no part of the first id
+        raw = raw[3:]
     out = []
     for no, line in enumerate(raw.split(b"\n"), 1):
         if line.endswith(b"\r"):
@@ -142,7 +145,7 @@ def _all_found(index, manifest: dict, sources: Sequence[str], found) -> None:
                           f"nothing was removed")
 
 
-def _ids_of(reader, n: int) -> pa.Array:
+def ids_of(reader, n: int) -> pa.Array:
     idoff = np.ascontiguousarray(reader.array("idoff.i64"))
     raw = np.ascontiguousarray(reader.array("id.bin"))
     return pa.LargeStringArray.from_buffers(n, pa.py_buffer(idoff), pa.py_buffer(raw))
@@ -170,7 +173,7 @@ def _resolve(index, manifest: dict, ids: Optional[pa.Array], sources: Sequence[s
         if wanted and n:
             hit |= np.isin(np.asarray(reader.array("src.u32")), np.asarray(wanted, np.uint32))
         if ids is not None and len(ids) and n:
-            seg_ids = _ids_of(reader, n)
+            seg_ids = ids_of(reader, n)
             named = np.asarray(pc.is_in(seg_ids, value_set=ids).to_numpy(zero_copy_only=False), bool)
             found_ids.append(seg_ids.filter(pa.array(named)))
             hit |= named
@@ -202,12 +205,10 @@ def remove(index, ids: Optional[Iterable[str]] = None, source=None) -> dict:
         return _remove_bloom_segments(index, sources)
     id_arr = None
     if ids is not None:
-        id_arr = ids if isinstance(ids, (pa.Array, pa.ChunkedArray)) else pa.array(list(ids), pa.large_string())
+        id_arr = ids if isinstance(ids, (pa.Array, pa.ChunkedArray)) else list(ids)
         if isinstance(id_arr, pa.ChunkedArray):
             id_arr = id_arr.combine_chunks()
-        id_arr = pc.unique(id_arr.cast(pa.large_string()))
-        if id_arr.null_count:
-            raise ConfigError("an id to remove is None")
+        id_arr = pc.unique(id_values(id_arr, "id to remove").cast(pa.large_string()))  # as ids are added
     if id_arr is None and not sources:
         raise ConfigError("nothing to remove: give ids (--ids FILE) or a source name (--source NAME)")
     t0 = time.perf_counter()

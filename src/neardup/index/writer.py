@@ -7,12 +7,15 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
+from ..io.columns import id_values
 from ..progress import check_interrupt, commit_point
 from .bloom import BloomBuilder, refuse_rate
 from .inputs import documents
 from .manifest import check_manifest
+from .removal import dead_mask, ids_of
 from .segments import hashed_documents, SegmentBuilder, new_segment_name
 from .storage import Storage
 
@@ -41,6 +44,9 @@ class IndexWriter:
         self.rejected = 0
         self._lock = None
         self._t0 = time.perf_counter()
+        self.notes: List[str] = []  # said to the user (the ids a mixed input takes: io.columns.id_note)
+        self._ids: List[pa.Array] = []  # the ids of this add, and their sources: checked at the commit
+        self._sources: List = []
 
     def __enter__(self):
         # a new folder index gets its (empty) manifest before any segment: segments without
@@ -85,7 +91,7 @@ class IndexWriter:
         documents for ``--update-index``). Call it once per batch; the commit is at close.
 
         keys: (n, bands) uint64 band keys (:func:`neardup.kernels.bands.band_keys`).
-        ids: n ids (list of str or a pyarrow string array).
+        ids: n ids (strings or integers, a list or a pyarrow array; unique, in the add and in the index).
         source: one source name for all, or n names.
         signatures: (n, num_perm) uint32; needed by an ``estimate`` index (and, without
             shingles, to recognise empty documents).
@@ -97,7 +103,7 @@ class IndexWriter:
         if keys.ndim != 2 or keys.shape[1] != cfg.bands:
             raise ConfigError(f"keys must be (documents, {cfg.bands}) uint64 band keys, got shape {keys.shape}")
         n = len(keys)
-        ids = ids if isinstance(ids, (pa.Array, pa.ChunkedArray)) else pa.array(list(ids), pa.string())
+        ids = id_values(ids)  # strings or integers, by the rule of every entry point
         if isinstance(ids, pa.ChunkedArray):
             ids = ids.combine_chunks()
         if len(ids) != n:
@@ -132,6 +138,10 @@ class IndexWriter:
             if len(names) != n:
                 raise ConfigError(f"{len(names)} source names for {n} documents")
             src = np.array([b.source_index(s) for s in names], dtype=np.uint32)
+        if self.index.store != "bloom":  # a bloom index keeps no ids
+            ids = _checked_ids(ids)
+            self._ids.append(ids)
+            self._sources.append(source)
         b.append(keys, nonempty, ids, src, fp_offsets=fp_off, fp_values=fp,
                  signatures=signatures if self.index.store == "estimate" else None)
         self.added += n
@@ -154,6 +164,8 @@ class IndexWriter:
         self._flush()
         entries = self.entries
         index = self.index
+        if entries and self._ids:
+            check_unique_ids(index, self._ids, self._sources)
 
         def update(current):
             if current is None:
@@ -174,12 +186,15 @@ class IndexWriter:
             index.forget_manifest()
         self.result = {"added": self.added, "empty": self.empty, "rejected": self.rejected,
                        "segments": len(entries), "seconds": round(time.perf_counter() - self._t0, 3)}
+        if self.notes:
+            self.result["notes"] = list(self.notes)
         self.entries = []
 
     def abort(self) -> None:
         """Removes the segments this writer wrote, except any that a manifest names already (a
         commit that failed after its switch)."""
         self.builder = None
+        self._ids, self._sources = [], []
         names = [e["name"] for e in self.entries]
         self.entries = []
         try:
@@ -199,3 +214,67 @@ def write_entry(storage: Storage, arrays: Dict[str, np.ndarray], sources: Sequen
     return {"name": name, "docs": int(len(arrays["src.u32"])), "sources": list(sources),
             "source_docs": [int(c) for c in counts], "files": files,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+# --------------------------------------------------------------------------- one id, one document
+
+HOW = (" (positional ids name each file as the add names it: add each dump under its own --name NAME "
+       "(name='NAME'), its ids then NAME/FILE:LINE; or choose a unique id column, --id-column NAME)")
+
+
+def _checked_ids(ids) -> pa.Array:
+    """The ids of a batch as strings; one with a line break is refused (``neardup index remove
+    --ids FILE`` reads one id a line: it could never be removed), as is a null."""
+    if isinstance(ids, pa.ChunkedArray):
+        ids = ids.combine_chunks()
+    ids = ids.cast(pa.string())
+    if ids.null_count:
+        raise ConfigError("an id is None: an id is a string or an integer")
+    broken = pc.match_substring_regex(ids, "[\r\n]")
+    if pc.any(broken).as_py():
+        bad = ids.filter(broken)[0].as_py()
+        raise InputError(f"id {bad!r} holds a line break: an index refuses it (neardup index remove --ids reads "
+                         f"one id a line, so it could never be removed); nothing was added")
+    return ids
+
+
+def _source_of(ids: List[pa.Array], sources: List, wanted: str) -> str:
+    """The source name of the first document of this add whose id is ``wanted``."""
+    for arr, src in zip(ids, sources):
+        at = pc.index(arr, wanted).as_py()
+        if at >= 0:
+            return src if isinstance(src, str) else list(src)[at]
+    return "?"
+
+
+def check_unique_ids(index, ids: List[pa.Array], sources: List) -> None:
+    """One id, one document, in an index: an add whose ids repeat one another, or repeat the id
+    of a live document of the index (a removed one's id may come back), is refused in one line,
+    nothing added. The ids are compared as text (an integer id is its decimal digits)."""
+    new = pa.chunked_array(ids, pa.string()).combine_chunks()
+    counts = pc.value_counts(new)
+    repeated = counts.filter(pc.greater(counts.field("counts"), 1))
+    if len(repeated):
+        dup = repeated.field("values")[0].as_py()
+        raise InputError(f"duplicate id {dup!r} in the documents added (first in {_source_of(ids, sources, dup)!r}; "
+                         f"ids in an index must be unique){HOW}; nothing was added")
+    unique = pc.unique(new)
+    manifest = index.storage.read_manifest()
+    for entry in (manifest or {}).get("segments", []):
+        n = int(entry["docs"])
+        if not n:
+            continue
+        seg_ids = ids_of(index.storage.open_segment(entry), n)
+        hit = np.asarray(pc.is_in(seg_ids, value_set=unique.cast(pa.large_string())).to_numpy(zero_copy_only=False),
+                         bool)
+        dead = dead_mask(index.storage, entry)
+        if dead is not None:
+            hit &= ~dead
+        if hit.any():
+            at = int(np.flatnonzero(hit)[0])
+            dup = seg_ids[at].as_py()
+            held = entry["sources"][int(np.asarray(index.storage.open_segment(entry).array("src.u32"))[at])]
+            raise InputError(f"id {dup!r} of {_source_of(ids, sources, dup)!r} is already the id of a document of "
+                             f"index {index.display} (source {held!r}); ids in an index must be unique{HOW}; "
+                             f"nothing was added")
+

@@ -12,7 +12,7 @@ the line or row (``on_error="fail"``), or a rejected entry (``on_error="skip"``)
 """
 
 from .batch import BINARY, EMPTY_FILE, NOT_RECORDS, NOT_UTF8, Batch
-from .columns import choose_id_column, every_record_has_an_id, text_column_of, text_columns
+from .columns import choose_id_column, every_record_has_an_id, id_note, text_column_of, text_columns
 from .reader import read_source, read_sources
 from .sources import Source, discover, estimate_documents, output_relpath, output_relpaths, table_source
 from .writer import copy_text_files, write_kept
@@ -24,6 +24,7 @@ __all__ = [
     "NOT_RECORDS",
     "NOT_UTF8",
     "choose_id_column",
+    "id_note",
     "copy_text_files",
     "every_record_has_an_id",
     "Source",

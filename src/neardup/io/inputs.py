@@ -50,8 +50,7 @@ def in_memory(source) -> Tuple[Optional[str], Optional[Dict[str, pa.Table]]]:
     if any((getattr(k, "__module__", "") or "").split(".")[0] == "pandas" for k in type(source).__mro__):
         import pandas as pd
         if isinstance(source, pd.DataFrame):
-            table = pa.Table.from_pandas(source, preserve_index=False)
-            return "pandas", {"<table>": _with_index_ids(table, source.index)}
+            return "pandas", {"<table>": _with_index_ids(_from_pandas(source), source.index)}
     if mod.startswith("datasets") and type(source).__name__ == "DatasetDict":
         return "hf_dict", {name: _hf_table(split) for name, split in source.items()}
     if mod.startswith("datasets") and hasattr(source, "data") and hasattr(source, "select"):
@@ -63,6 +62,49 @@ def in_memory(source) -> Tuple[Optional[str], Optional[Dict[str, pa.Table]]]:
         return "texts", {"<texts>": _with_index_ids(pa.table({"text": pa.array(source, pa.string())}),
                                                     range(len(source)))}
     return None, None
+
+
+def _from_pandas(df) -> pa.Table:
+    """A DataFrame as a pyarrow Table; a column of mixed Python types (ids ``1`` and ``"1"``) is
+    refused in one line naming it (Arrow's own error was a tuple of two messages)."""
+    try:
+        return pa.Table.from_pandas(df, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        column = next((str(c) for c in df.columns if df[c].dtype == object
+                       and len({type(v) for v in df[c] if v is not None}) > 1), None)
+        if column is None:
+            raise ConfigError(f"the DataFrame cannot be read as Arrow columns: {str(exc).splitlines()[0]}") from None
+        kinds = sorted({type(v).__name__ for v in df[column] if v is not None})
+        raise ConfigError(f"DataFrame column {column!r} mixes {' and '.join(kinds)} values: a column holds one type "
+                          f"(an id column: strings or integers; convert it, e.g. df[{column!r}].astype(str))") from None
+
+
+def typed_ids(kind: str, tables: Dict[str, pa.Table], source: Any, table: pa.Table, columns: Sequence[str]) -> pa.Table:
+    """``table`` (removed or clusters) with its id ``columns`` as the user's own ids when the ids
+    were a DataFrame's index or a list's positions (:data:`INDEX_ID_COLUMN`, stored as text):
+    the index's values with its type (``df.index.isin(result.removed["id"])`` holds), a list's
+    positions as integers. A column holding an id of elsewhere (an ``--against`` index's) stays
+    text."""
+    if kind not in ("pandas", "texts"):
+        return table
+    ids = next(iter(tables.values()))
+    if INDEX_ID_COLUMN not in ids.column_names:
+        return table
+    if kind == "texts":
+        values = pa.array(np.arange(ids.num_rows, dtype=np.int64))
+    else:
+        values = pa.array(source.index, from_pandas=True)
+    import pyarrow.compute as pc
+    as_text = ids.column(INDEX_ID_COLUMN).combine_chunks()
+    for name in columns:
+        if name not in table.column_names:
+            continue
+        col = table.column(name).combine_chunks()
+        at = pc.index_in(col, value_set=as_text)
+        if at.null_count != col.null_count:
+            continue  # not all of them the input's ids
+        table = table.set_column(table.column_names.index(name), name, values.take(at))
+    return table
 
 
 def _hf_table(ds) -> pa.Table:

@@ -40,10 +40,10 @@ def read_source(src: Source, source_index: int = 0, *, text_column: str = "text"
     ``on_error="fail"``; with ``on_error="skip"`` it is reported in ``Batch.rejected`` and
     reading goes on. JSONL line numbers in messages are 1-based (like an editor's), rows in
     ``Batch.rows`` / ``rejected`` are 0-based; Parquet and table messages say ``row N``
-    (0-based). A text file (one document) read with ``id_column`` gets its name as id, and
-    with ``score_column`` a NaN score. ``span``: (first byte, stop byte, first line) of one range
-    of a split plain JSONL file (:mod:`neardup.io.splits`): only its lines, numbered as in the
-    whole file.
+    (0-based). A text file (one document) read with ``id_column`` gets as id its path below the
+    inputs' common folder (as by position), and with ``score_column`` a NaN score. ``span``: (first
+    byte, stop byte, first line) of one range of a split plain JSONL file
+    (:mod:`neardup.io.splits`): only its lines, numbered as in the whole file.
     """
     ctx = _context(src, source_index, text_column=text_column, id_column=id_column, score_column=score_column,
                    on_error=on_error, batch_size=batch_size, span=span)

@@ -49,6 +49,8 @@ def format_summary(stats: dict, output: str) -> str:
     if c.get("removed_against_index"):
         n = c["removed_against_index"]
         lines.insert(2, f"  of the removed, {n:,} {plural(n, 'document')} matched a document of the index (--against)")
+    for note in stats.get("notes", []):
+        lines.append(f"  note: {note}")
     for ix in stats.get("indexes", []):
         if ix["recall_note"]:
             lines.append(f"  note: {ix['recall_note']}")

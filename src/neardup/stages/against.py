@@ -253,6 +253,7 @@ def update_index(run) -> dict:
     or matched in an index) to the first index given, as one segment committed at the end (all of
     them or none)."""
     from ..index import Index
+    from ..index.inputs import index_path
     cfg, store = run.config, run.store
     removed = [run.work.folder.read_table(p, columns=["doc", "removed"]) for p in run.work.parts("clusters")]
     dropped = np.unique(np.concatenate([run.excluded_from_pairs()] + [
@@ -269,7 +270,11 @@ def update_index(run) -> dict:
                 continue
             t = store.table(b, ["source", "row", "keys"]).take(arrow(docs - store.block_start[b]))
             source, row = to_numpy(t.column("source")), to_numpy(t.column("row"))
-            ids = document_ids(source, row, store.ids(docs) if with_ids else None, run.sources)
+            # positional ids by the index's rule (the file as named, its source there): runs over
+            # dumps of one layout add distinct ids, where the run's own (FILE:LINE below the
+            # inputs' folder) would repeat and be refused
+            ids = document_ids(source, row, store.ids(docs) if with_ids else None, run.sources,
+                               path_of=lambda src: index_path(src, None))
             if (index.config.bands, index.config.rows) == (cfg.bands, cfg.rows):
                 keys = fixed_binary_numpy(t.column("keys"), np.uint64, cfg.bands)
             else:  # the index's own bands and rows, made at read time

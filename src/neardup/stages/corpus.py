@@ -216,10 +216,11 @@ class DocStore:
 
 
 def document_ids(source: np.ndarray, row: np.ndarray, user_ids: Optional[pa.Array],
-                 sources: Sequence[nio.Source]) -> pa.Array:
+                 sources: Sequence[nio.Source], path_of=None) -> pa.Array:
     """The id of each document (``source`` and ``row`` of each): the user's id column, else its
     position by the one rule of every command (:func:`neardup.io.columns.positional_ids`:
-    ``PATH:LINE``, ``PATH:ROW``, a text file's path)."""
+    ``PATH:LINE``, ``PATH:ROW``, a text file's path); ``path_of(src)``, when given, the PATH of
+    each source (an index's rule for ``--update-index``: :func:`neardup.index.inputs.index_path`)."""
     if user_ids is not None:
         return user_ids.cast(pa.string())
     source = np.asarray(source, dtype=np.int64)
@@ -229,7 +230,8 @@ def document_ids(source: np.ndarray, row: np.ndarray, user_ids: Optional[pa.Arra
     order = np.argsort(source, kind="stable")
     ordered = source[order]
     cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-    pieces = [positional_ids(sources[int(ordered[a])], row[order[a:b]])
+    pieces = [positional_ids(sources[int(ordered[a])], row[order[a:b]],
+                             path_of(sources[int(ordered[a])]) if path_of else None)
               for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)])]
     back = np.empty(len(order), np.int64)
     back[order] = np.arange(len(order))

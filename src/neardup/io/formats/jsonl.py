@@ -394,8 +394,18 @@ def read_jsonl(ctx: ReadContext) -> Iterator[Batch]:
 
 def field_names(src: Source) -> List[str]:
     """The fields of the first record of a JSONL file (none when it has no records or its first
-    line is not an object); an error reading or parsing it is raised."""
-    head = _fs.head(src.path, src.compression)
-    first = next((ln for ln in head.split(b"\n") if ln.strip()), b"")
+    line is not an object); an error reading or parsing it is raised. The first record is read
+    whole, however long (a head of 1 MiB, doubled until it holds the record's end): a first record
+    longer than a fixed probe would hide its ``id`` field and switch every input to positional
+    ids without a word."""
+    size = 1 << 20
+    while True:
+        head = _fs.head(src.path, src.compression, size)
+        lines = head.split(b"\n")
+        complete = len(head) < size  # the whole file: its last line is complete too
+        first = next((ln for i, ln in enumerate(lines) if ln.strip() and (complete or i < len(lines) - 1)), None)
+        if first is not None or complete:
+            break
+        size *= 2
     record = json.loads(first) if first else {}
     return list(record) if isinstance(record, dict) else []

@@ -66,7 +66,7 @@ def text_document(ctx: ReadContext, data: bytes) -> Iterator[Batch]:
         source_index=ctx.source_index,
         rows=np.zeros(1, dtype=np.int64),
         text=arrow([text], type=pa.large_string()),
-        ids=arrow([src.name], type=pa.string()) if ctx.id_column is not None else None,
+        ids=arrow([src.relpath], type=pa.string()) if ctx.id_column is not None else None,
         scores=np.full(1, np.nan) if ctx.score_column is not None else None,
         rejected=[],
     )
@@ -94,7 +94,9 @@ def read_local_file(src: Source) -> bytes:
 def write_kept_text(src: Source, keep: np.ndarray, out_path: str, target: str) -> int:
     """A text file whose ``keep`` is ``[0]`` written to ``out_path`` as ``target`` (nothing is
     written for ``[]``): ``text`` copies it as it is, ``jsonl`` / ``parquet`` write the record
-    ``{"id": src.name, "text": content}``. Returns how many records were written."""
+    ``{"id": ID, "text": content}``, ID the file's id by the one rule of every command (its path
+    below the inputs' common folder, :func:`neardup.io.columns.positional_ids`, as
+    removed.parquet names it), never the path as typed. Returns how many records were written."""
     if len(keep) and (len(keep) > 1 or keep[0] != 0):
         raise ValueError(f"keep_rows of a text file can only be [0] or empty, got {keep[:5].tolist()}")
     if len(keep) == 0:
@@ -114,12 +116,12 @@ def write_kept_text(src: Source, keep: np.ndarray, out_path: str, target: str) -
     content = _read_text_file(src)
     with _fs.atomic_write(out_path) as out:
         if target == "jsonl":
-            line = json.dumps({"id": src.name, "text": content}, ensure_ascii=False) + "\n"
+            line = json.dumps({"id": src.relpath, "text": content}, ensure_ascii=False) + "\n"
             out.write(line.encode("utf-8"))
         else:
             import pyarrow.parquet as pq
 
-            table = pa.table({"id": arrow([src.name], pa.string()),
+            table = pa.table({"id": arrow([src.relpath], pa.string()),
                               "text": arrow([content], pa.string())})
             pq.write_table(table, out)
     return 1
