@@ -56,10 +56,12 @@ def documents(data, ids, name, text_column, id_column, on_error, batch_size, wri
 def index_path(src, name) -> object:
     """The PATH of a positional id of ``src`` added to an index (see the module's docstring):
     ``NAME/FILE`` with a name, else the file's path as given (its source in the index); a
-    table's name stays (None: :func:`positional_ids`'s own)."""
+    table's name stays (None: :func:`positional_ids`'s own). Redacted like the source it names
+    (a name or path holding a URL's credentials is stored as ``user:***@``)."""
+    from ..io.storage.paths import redact
     if src.format == "table":
         return None
-    return f"{name}/{src.relpath}" if name else src.name
+    return redact(f"{name}/{src.relpath}" if name else src.name)
 
 
 def source_batches(sources, name, text_column, id_column, on_error, batch_size, writer, indexed=False):
