@@ -165,7 +165,7 @@ class IndexWriter:
         entries = self.entries
         index = self.index
         if entries and self._ids:
-            check_unique_ids(index, self._ids, self._sources)
+            check_unique_ids(index, self._ids, self._sources, self.config)
 
         def update(current):
             if current is None:
@@ -247,7 +247,7 @@ def _source_of(ids: List[pa.Array], sources: List, wanted: str) -> str:
     return "?"
 
 
-def check_unique_ids(index, ids: List[pa.Array], sources: List) -> None:
+def check_unique_ids(index, ids: List[pa.Array], sources: List, config=None) -> None:
     """One id, one document, in an index: an add whose ids repeat one another, or repeat the id
     of a live document of the index (a removed one's id may come back), is refused in one line,
     nothing added. The ids are compared as text (an integer id is its decimal digits)."""
@@ -260,6 +260,8 @@ def check_unique_ids(index, ids: List[pa.Array], sources: List) -> None:
                          f"ids in an index must be unique){HOW}; nothing was added")
     unique = pc.unique(new)
     manifest = index.storage.read_manifest()
+    if manifest is not None and config is not None:  # another writer's first add, of another kind, came first:
+        check_manifest(index.display, manifest, config, index.store, index.bloom)  # its line, not a KeyError
     for entry in (manifest or {}).get("segments", []):
         n = int(entry["docs"])
         if not n:
