@@ -118,6 +118,7 @@ def test_a_signal_before_an_adds_commit_leaves_the_index_as_it_was(tmp_path, ind
     assert _index_state(index_of_one) == before
 
 
+@pytest.mark.slow  # a Python started per case: the inner loop keeps one of each kind
 @pytest.mark.parametrize("at", ["after_manifest_switch", "exit"])
 def test_a_signal_after_an_adds_commit_is_no_interruption(tmp_path, index_of_one, at):
     """A SIGTERM once the manifest is switched (or while the process shuts down after its report):
@@ -132,6 +133,7 @@ def test_a_signal_after_an_adds_commit_is_no_interruption(tmp_path, index_of_one
     assert Index(index_of_one).stats()["documents"] == 600
 
 
+@pytest.mark.slow  # a Python started per case: the inner loop keeps one of each kind
 def test_a_signal_during_a_remove_or_a_compact_leaves_the_index_as_it_was(tmp_path, index_of_one):
     """remove and compact write their segments (tombstones, merged segments) before one switch:
     a signal before it stops them with nothing changed."""
@@ -148,6 +150,7 @@ def test_a_signal_during_a_remove_or_a_compact_leaves_the_index_as_it_was(tmp_pa
     assert _index_state(index_of_one) == before
 
 
+@pytest.mark.slow  # a Python started per case: the inner loop keeps one of each kind
 def test_a_signal_during_a_query_writes_no_answers(tmp_path, index_of_one):
     """A signal while the queries run: exit 143 at the next batch, no output file."""
     out = tmp_path / "answers.jsonl"
@@ -159,6 +162,7 @@ def test_a_signal_during_a_query_writes_no_answers(tmp_path, index_of_one):
     assert "terminated; nothing was written" in p.stderr, p.stderr  # a query has no stages to --resume
 
 
+@pytest.mark.slow  # a Python started per case: the inner loop keeps one of each kind
 def test_a_signal_during_an_audit_stops_it_before_its_files(tmp_path):
     """A signal while the audit measures: exit 130 between its phases, no --json file written."""
     out = tmp_path / "audit.json"
@@ -186,6 +190,7 @@ def test_a_signal_once_a_run_publishes_is_no_interruption(tmp_path, index_of_one
     assert Index(index_of_one).stats()["documents"] == 600
 
 
+@pytest.mark.slow  # a Python started per case: the inner loop keeps one of each kind
 def test_a_signal_before_a_run_publishes_leaves_the_old_result_whole(tmp_path):
     """A signal that arrives after the last stage's last check (while report.html is drawn):
     the run stops at its commit point with 130, the earlier result whole (mutation: drop

@@ -209,6 +209,7 @@ def _between_blocks(action, *args):
                           capture_output=True, text=True, env=child_env(), timeout=300)
 
 
+@pytest.mark.slow
 def test_dedup_against_reads_one_state_of_the_index_while_another_process_adds(late_corpus):
     tmp, idx, inputs = late_corpus
     ran = _between_blocks(f"neardup.Index({str(idx)!r}).add({str(tmp / 'late.jsonl')!r}, name='late')",
@@ -222,6 +223,7 @@ def test_dedup_against_reads_one_state_of_the_index_while_another_process_adds(l
     assert stats["indexes"][0]["kind"] == "exact"
 
 
+@pytest.mark.slow
 def test_a_compaction_under_dedup_against_is_one_line_and_resume_reads_the_same_state(late_corpus):
     tmp, idx, inputs = late_corpus
     neardup.Index(str(idx)).add(str(tmp / "late.jsonl"), name="late")  # 2 segments: a compaction merges them

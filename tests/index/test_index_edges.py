@@ -193,7 +193,7 @@ class _Service:
 @pytest.mark.parametrize("greeting, reply, says", [
     (b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n", None, "it sent"),
     (b"", b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", "it sent"),
-    (b"", None, "no answer to PING within"),
+    pytest.param(b"", None, "no answer to PING within", marks=pytest.mark.slow),  # waits out the timeouts: 20 s
 ], ids=["ssh", "http", "silent"])
 def test_a_redis_url_of_another_service_is_refused_in_one_line(tmp_path, greeting, reply, says):
     service = _Service(greeting, reply)
