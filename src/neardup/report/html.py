@@ -295,7 +295,7 @@ def _role_html(role: str, rep: Optional[str], sim: Any, head: Optional[str]) -> 
 def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: int, max_side_by_side: int,
                      punctuation: str = Shingling.punctuation, against: bool = False) -> Tuple[str, str]:
     """(size distribution html, largest clusters html) of the clusters of this run."""
-    sized = cluster_sizes(out)
+    sized = cluster_sizes(out, max_clusters)
     if sized is None:
         msg = '<p class="note">No clusters.parquet or removed.parquet in this folder.</p>'
         return msg, msg

@@ -127,9 +127,78 @@ def _cluster_column(out: Path):
     return None
 
 
-def cluster_sizes(out: Path):
+STREAM_BATCH = 1 << 16  # rows of clusters.parquet read at a time for the cluster sizes
+
+
+def _streamed_cluster_sizes(path: Path, flagged: bool, top: Optional[int]):
+    """(ids of the ``top`` largest clusters, sizes largest first) from a clusters.parquet whose
+    rows of one cluster lie together (as neardup writes it: sorted by cluster), read a batch at a
+    time: memory for a batch and a few numbers a cluster, never a string a member (the report of a
+    run is drawn by the driver: issue 28). None when a cluster's rows are not together (two runs
+    of one value; a hash collision says so too): the caller then reads the column whole."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from ..kernels.hashing import string_hash
+
+    cols = ["cluster"] + (["is_representative"] if flagged else [])
+
+    def runs():  # (the batch's non-null cluster values, run starts, kept flags) batch by batch
+        for batch in pq.ParquetFile(path).iter_batches(columns=cols, batch_size=STREAM_BATCH):
+            col = as_strings(batch.column(0))
+            kept = batch.column(1) if flagged else None
+            if col.null_count:
+                valid = pc.is_valid(col)
+                col = col.filter(valid)
+                kept = None if kept is None else kept.filter(valid)
+            if len(col) == 0:
+                continue
+            neq = to_numpy(pc.not_equal(col.slice(1), col.slice(0, len(col) - 1))) if len(col) > 1 else np.zeros(0, bool)
+            starts = np.concatenate(([0], np.flatnonzero(neq) + 1)).astype(np.int64)
+            flags = None if kept is None else to_numpy(pc.and_kleene(kept, pc.is_valid(kept))).astype(np.int64)
+            yield col, starts, flags
+
+    sizes, owns, hashes = [], [], []
+    last = None
+    for col, starts, flags in runs():
+        size = np.diff(np.append(starts, len(col)))
+        own = np.add.reduceat(flags, starts) > 0 if flags is not None else np.ones(len(starts), bool)
+        if last is not None and col[0].as_py() == last:  # the run goes on from the batch before
+            sizes[-1][-1] += size[0]
+            owns[-1][-1] |= own[0]
+            size, own, starts = size[1:], own[1:], starts[1:]
+        sizes.append(size.astype(np.int64))
+        owns.append(own)
+        hashes.append(string_hash(col.take(arrow(starts, pa.int64()))))
+        last = col[len(col) - 1].as_py()
+    if not sizes:
+        return pa.array([], type=pa.string()), np.zeros(0, dtype=np.int64)
+    sizes, owns, hashes = np.concatenate(sizes), np.concatenate(owns), np.concatenate(hashes)
+    if len(np.unique(hashes)) != len(hashes):
+        return None
+    order = np.lexsort((np.arange(len(sizes)), -sizes))
+    if flagged:  # only the clusters with a kept member: the run's own
+        order = order[owns[order]]
+    wanted = order if top is None else order[:top]
+    position = {int(r): i for i, r in enumerate(wanted.tolist())}
+    ids: List[Optional[str]] = [None] * len(wanted)
+    first, last = 0, None
+    for col, starts, _ in runs():
+        if last is not None and col[0].as_py() == last:
+            starts = starts[1:]
+        for k, at in enumerate(starts.tolist()):
+            i = position.get(first + k)
+            if i is not None:
+                ids[i] = col[at].as_py()
+        first += len(starts)
+        last = col[len(col) - 1].as_py()
+    return pa.array(ids, type=pa.string()), sizes[order]
+
+
+def cluster_sizes(out: Path, top: Optional[int] = None):
     """(cluster ids as an Arrow string array, sizes) of the clusters of this run, largest first
-    (ties: first seen first), or None when no cluster file exists.
+    (ties: first seen first), or None when no cluster file exists; ``top``: the ids of the first
+    ``top`` clusters only (the sizes of all).
 
     A cluster of documents removed against an index (``--against``) is not one of them: its
     representative is an indexed document, not a document of this run. In clusters.parquet such
@@ -138,6 +207,11 @@ def cluster_sizes(out: Path):
     """
     import pyarrow as pa
     import pyarrow.compute as pc
+    clusters_path = out / "clusters.parquet"
+    if clusters_path.is_file():
+        streamed = _streamed_cluster_sizes(clusters_path, "is_representative" in schema_names(clusters_path), top)
+        if streamed is not None:
+            return streamed
     found = _cluster_column(out)
     if found is None:
         return None

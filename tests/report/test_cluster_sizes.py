@@ -1,0 +1,80 @@
+"""The report's cluster sizes read clusters.parquet a batch at a time (the report is drawn by the
+driver, which must hold nothing a member: issue 28), and give what the whole column gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from neardup.report import output_folder
+from neardup.report.output_folder import _cluster_column, cluster_sizes
+
+
+def _expected(out):
+    """Sizes and ids from the whole file, by the rule of the docstring: largest first, ties in
+    the order first seen, only the clusters with a kept member."""
+    t = pq.read_table(out / "clusters.parquet").to_pylist()
+    seen, size, own = [], {}, {}
+    for r in t:
+        c = r["cluster"]
+        if c is None:
+            continue
+        if c not in size:
+            seen.append(c)
+            size[c], own[c] = 0, False
+        size[c] += 1
+        own[c] |= bool(r["is_representative"])
+    order = sorted((c for c in seen if own[c]), key=lambda c: (-size[c], seen.index(c)))
+    return order, [size[c] for c in order]
+
+
+def _write(out, rows):
+    out.mkdir(exist_ok=True)
+    pq.write_table(pa.table({"id": [r[0] for r in rows], "cluster": [r[1] for r in rows],
+                             "is_representative": [r[2] for r in rows]}), out / "clusters.parquet")
+
+
+def _rows(rng, clusters=300):
+    rows = []
+    for c in range(clusters):
+        n = int(rng.integers(2, 9))
+        kept = rng.random() > 0.1  # some clusters of documents removed against an index: no kept member
+        rows += [(f"d{c}-{i}", f"c{c:04d}", bool(kept and i == 0)) for i in range(n)]
+    return rows
+
+
+@pytest.mark.parametrize("batch", [7, 64, 1 << 16])
+def test_streamed_sizes_are_those_of_the_whole_column(tmp_path, monkeypatch, batch):
+    rng = np.random.default_rng(3)
+    rows = _rows(rng)
+    rows.insert(5, ("n", None, False))  # a row without a cluster is no cluster
+    _write(tmp_path, rows)
+    monkeypatch.setattr(output_folder, "STREAM_BATCH", batch)  # runs cut by the batches
+    ids, sizes = cluster_sizes(tmp_path, 20)
+    order, want = _expected(tmp_path)
+    assert sizes.tolist() == want
+    assert ids.to_pylist() == order[:20]
+    assert output_folder._streamed_cluster_sizes(tmp_path / "clusters.parquet", True, 20) is not None
+
+
+def test_rows_of_a_cluster_apart_are_read_whole_not_miscounted(tmp_path, monkeypatch):
+    rows = _rows(np.random.default_rng(4), 50)
+    rows.append(("late", "c0001", False))  # cluster c0001's rows not together (not as neardup writes)
+    _write(tmp_path, rows)
+    monkeypatch.setattr(output_folder, "STREAM_BATCH", 16)
+    assert output_folder._streamed_cluster_sizes(tmp_path / "clusters.parquet", True, None) is None
+    ids, sizes = cluster_sizes(tmp_path)
+    order, want = _expected(tmp_path)
+    assert sizes.tolist() == want and ids.to_pylist() == order
+
+
+def test_the_sizes_of_a_real_run(tmp_path):
+    import neardup
+    texts = [f"alpha beta gamma delta epsilon zeta eta theta iota kappa {i // 3} lambda mu" for i in range(60)]
+    neardup.dedup(texts, output=str(tmp_path / "out"), threshold=0.5)
+    ids, sizes = cluster_sizes(tmp_path / "out", 5)
+    order, want = _expected(tmp_path / "out")
+    assert len(want) > 0 and sizes.tolist() == want and ids.to_pylist() == order[:5]
+    assert _cluster_column(tmp_path / "out") is not None
