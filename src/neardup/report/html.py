@@ -399,8 +399,8 @@ def _index_section(out: Path, counts: dict, max_rows: int = 20) -> str:
                     f'{"was" if n_counted == 1 else "were"} removed as near-duplicates of indexed documents; removed.parquet does not say which.</p>')
         return ""
     import pyarrow.compute as pc
-    t = read_parquet(path, ["id", "representative", "similarity", "representative_source"])
-    t = t.filter(pc.is_valid(t["representative_source"]))
+    t = read_parquet(path, ["id", "representative", "similarity", "representative_source"],
+                     keep=lambda b: b.filter(pc.is_valid(b["representative_source"])))  # a batch at a time
     if len(t) == 0:
         return ""
     indexed = len(pc.unique(as_strings(t["representative"])))

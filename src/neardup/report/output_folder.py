@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -51,8 +51,11 @@ def as_recorded(stats: Any) -> dict:
 
 # ---- Parquet --------------------------------------------------------------------------------
 
-def read_parquet(path: Path, columns: Optional[Sequence[str]] = None):
-    """The columns ``columns`` (all when None) of a Parquet file, as a pyarrow Table."""
+def read_parquet(path: Path, columns: Optional[Sequence[str]] = None, keep: Optional[Callable] = None):
+    """The columns ``columns`` (all when None) of a Parquet file, as a pyarrow Table; with
+    ``keep`` (table -> the rows of it wanted), read a batch at a time and only the kept rows
+    held (the few rows of the report's largest clusters out of a file of every member)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
     try:
         schema = pq.read_schema(path)
@@ -62,7 +65,12 @@ def read_parquet(path: Path, columns: Optional[Sequence[str]] = None):
                 raise InputError(f"{redact(path)}: missing column(s) {', '.join(missing)}; "
                                  f"it has {', '.join(schema.names)}")
         # ParquetFile: the dataset reader behind pq.read_table imports pandas
-        return pq.ParquetFile(path).read(columns=list(columns) if columns else None)
+        f = pq.ParquetFile(path)
+        cols = list(columns) if columns else None
+        if keep is None:
+            return f.read(columns=cols)
+        parts = [keep(pa.Table.from_batches([b])) for b in f.iter_batches(columns=cols, batch_size=STREAM_BATCH)]
+        return pa.concat_tables(parts) if parts else f.schema_arrow.empty_table().select(cols or f.schema_arrow.names)
     except InputError:
         raise
     except Exception as exc:  # pyarrow raises several types for a damaged file
@@ -284,12 +292,12 @@ def _member_tables(out: Path, cluster_ids: List[str]):
     removed_path = out / "removed.parquet"
     removed = clusters = None
     if removed_path.is_file():
-        removed = _only(read_parquet(removed_path, ["id", "representative", "cluster", "similarity"]),
-                        "cluster", cluster_ids)
+        removed = read_parquet(removed_path, ["id", "representative", "cluster", "similarity"],
+                               keep=lambda t: _only(t, "cluster", cluster_ids))
     if clusters_path.is_file():
         names = schema_names(clusters_path)
         cols = ["id", "cluster"] + (["is_representative"] if "is_representative" in names else [])
-        clusters = _only(read_parquet(clusters_path, cols), "cluster", cluster_ids)
+        clusters = read_parquet(clusters_path, cols, keep=lambda t: _only(t, "cluster", cluster_ids))
     return removed, clusters
 
 
