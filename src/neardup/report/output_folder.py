@@ -138,6 +138,11 @@ def _cluster_column(out: Path):
 STREAM_BATCH = 1 << 16  # rows of clusters.parquet read at a time for the cluster sizes
 
 
+def _at(col, i: int):
+    """The i-th value of an Arrow array as Python (through a list: a pyarrow scalar imports pandas)."""
+    return col.slice(i, 1).to_pylist()[0]
+
+
 def _streamed_cluster_sizes(path: Path, flagged: bool, top: Optional[int]):
     """(ids of the ``top`` largest clusters, sizes largest first) from a clusters.parquet whose
     rows of one cluster lie together (as neardup writes it: sorted by cluster), read a batch at a
@@ -171,14 +176,14 @@ def _streamed_cluster_sizes(path: Path, flagged: bool, top: Optional[int]):
     for col, starts, flags in runs():
         size = np.diff(np.append(starts, len(col)))
         own = np.add.reduceat(flags, starts) > 0 if flags is not None else np.ones(len(starts), bool)
-        if last is not None and col[0].as_py() == last:  # the run goes on from the batch before
+        if last is not None and _at(col, 0) == last:  # the run goes on from the batch before
             sizes[-1][-1] += size[0]
             owns[-1][-1] |= own[0]
             size, own, starts = size[1:], own[1:], starts[1:]
         sizes.append(size.astype(np.int64))
         owns.append(own)
         hashes.append(string_hash(col.take(arrow(starts, pa.int64()))))
-        last = col[len(col) - 1].as_py()
+        last = _at(col, len(col) - 1)
     if not sizes:
         return pa.array([], type=pa.string()), np.zeros(0, dtype=np.int64)
     sizes, owns, hashes = np.concatenate(sizes), np.concatenate(owns), np.concatenate(hashes)
@@ -189,18 +194,19 @@ def _streamed_cluster_sizes(path: Path, flagged: bool, top: Optional[int]):
         order = order[owns[order]]
     wanted = order if top is None else order[:top]
     position = {int(r): i for i, r in enumerate(wanted.tolist())}
-    ids: List[Optional[str]] = [None] * len(wanted)
+    ids: List = [None] * len(wanted)  # one-value Arrow slices (a Python list to pa.array imports pandas)
     first, last = 0, None
     for col, starts, _ in runs():
-        if last is not None and col[0].as_py() == last:
+        if last is not None and _at(col, 0) == last:
             starts = starts[1:]
         for k, at in enumerate(starts.tolist()):
             i = position.get(first + k)
             if i is not None:
-                ids[i] = col[at].as_py()
+                ids[i] = col.slice(at, 1)
         first += len(starts)
-        last = col[len(col) - 1].as_py()
-    return pa.array(ids, type=pa.string()), sizes[order]
+        last = _at(col, len(col) - 1)
+    found = pa.concat_arrays([x.cast(pa.string()) for x in ids]) if ids else pa.array([], type=pa.string())
+    return found, sizes[order]
 
 
 def cluster_sizes(out: Path, top: Optional[int] = None):
