@@ -255,3 +255,19 @@ def write_dumps(folder):
     (folder / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[:1200]))
     (folder / "b.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[1200:]))
     return folder
+
+
+def outputs(folder) -> dict:
+    """Every output file's bytes (stats.json parsed, without "seconds")."""
+    folder = Path(folder)
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        if p.is_file() and ".neardup-work" not in p.parts:
+            rel = str(p.relative_to(folder))
+            if rel == "stats.json":
+                d = json.loads(p.read_text())
+                d.pop("seconds")
+                out[rel] = d
+            else:
+                out[rel] = p.read_bytes()
+    return out

@@ -23,7 +23,7 @@ import pytest
 
 import neardup
 
-from helpers import run_process
+from helpers import outputs, run_process
 
 import psutil  # noqa: E402  test dependencies: a missing one fails the suite, it is not skipped
 import ray  # noqa: E402
@@ -40,22 +40,6 @@ def cluster(ray_local):
 
 
 # --------------------------------------------------------------------------- helpers
-
-def outputs(folder) -> dict:
-    """Every output file's bytes (stats.json parsed, without "seconds")."""
-    folder = Path(folder)
-    out = {}
-    for p in sorted(folder.rglob("*")):
-        if p.is_file() and ".neardup-work" not in p.parts:
-            rel = str(p.relative_to(folder))
-            if rel == "stats.json":
-                d = json.loads(p.read_text())
-                d.pop("seconds")
-                out[rel] = d
-            else:
-                out[rel] = p.read_bytes()
-    return out
-
 
 def assert_same(local_dir, ray_dir):
     a, b = outputs(local_dir), outputs(ray_dir)

@@ -15,23 +15,9 @@ from neardup.errors import InputError
 from neardup.io import discover
 from neardup.io.splits import count_span, nominal_ranges
 from neardup.stages.workdir import plan_reads
+from helpers import outputs
 
 SPLIT = "NEARDUP_SPLIT_BYTES"
-
-
-def outputs(folder) -> dict:
-    """Every output file's bytes (stats.json parsed, without "seconds")."""
-    out = {}
-    for p in sorted(Path(folder).rglob("*")):
-        if p.is_file() and ".neardup-work" not in p.parts:
-            rel = str(p.relative_to(folder))
-            if rel == "stats.json":
-                d = json.loads(p.read_text())
-                d.pop("seconds")
-                out[rel] = d
-            else:
-                out[rel] = p.read_bytes()
-    return out
 
 
 def corpus_file(path: Path, crlf=False, last_newline=True, long_line=False) -> Path:
