@@ -69,3 +69,35 @@ def test_the_write_stage_driver_reads_no_member_part(ray_local, tmp_path):
     assert stats["counts"]["removed"] == 1200 and members > 6_000_000
     # the driver reads its records (state.json, the plan, block summaries), never the members
     assert read < members / 10, f"the driver read {read:,} bytes; the member parts hold {members:,}"
+
+
+
+
+def test_work_the_cluster_lost_is_one_line_a_bug_is_not(ray_local):
+    """Work the cluster lost (a result whose owner, a Ray process, was killed: Ray raises
+    OwnerDiedError where the engine waits for it) stops the run with one line that says
+    --resume; an exception of neardup's own code in a task stays itself (a bug, its traceback)."""
+    import os
+    import signal
+    import time
+
+    import ray
+    from neardup.errors import StorageError
+
+    @ray.remote
+    class Owner:  # defined here: pickled by value, workers need not import this file
+        def make(self):
+            return [ray.put(b"x" * 1_000_000)], os.getpid()
+
+    def a_bug(table, **_):
+        raise ZeroDivisionError("a bug in a task")
+
+    with RayEngine(workers=2, quiet=True) as engine:
+        refs, pid = ray.get(Owner.remote().make.remote())
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(1)
+        with pytest.raises(StorageError, match=r"lost work it could not recompute \(OwnerDiedError: .*--resume"):
+            list(engine._watched(lambda: [ray.get(refs[0], timeout=60)]))
+        with pytest.raises(Exception) as bug:
+            engine.collect(engine.map(a_bug, [1]))
+    assert not isinstance(bug.value, StorageError) and "a bug in a task" in str(bug.value)

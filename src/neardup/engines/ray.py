@@ -35,11 +35,12 @@ import pyarrow as pa
 
 from ..kernels.arrays import arrow
 from ..config import default_workers
-from ..errors import ConfigError, NeardupError
+from ..errors import ConfigError, NeardupError, StorageError
 from ..kernels.hashing import kernel_threads, partition_of
 from ..progress import check_interrupt
 from .ray_cluster import (HeldWarnings, check_reachable, cluster_busy, import_ray, join_with_token,
-                          restore_auth_mode, signals_kept, stall_seconds, stalled_message, start_watchdog)
+                          lost_work, lost_work_message, restore_auth_mode, signals_kept, stall_seconds,
+                          stalled_message, start_watchdog)
 
 MAX_RETRIES = 4                 # Ray retries of every task whose worker died
 TARGET_PART_BYTES = 128 << 20   # bytes of shuffled rows per partition (one call)
@@ -341,6 +342,10 @@ class RayEngine:
                 if kind == "end":
                     return
                 if kind == "error":
+                    lost = lost_work(self.ray, value)
+                    if lost is not None:
+                        where = f"the Ray cluster at {self.address}" if self.address else "the local Ray instance"
+                        raise StorageError(lost_work_message(where, lost)) from value
                     raise value
                 yield value
         finally:

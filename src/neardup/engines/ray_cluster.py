@@ -145,6 +145,42 @@ def stalled_message(ray, where: str, waited: float, cpus_then: int, need: int) -
             f"in the work directory (use --resume)")
 
 
+
+# Ray's errors for work the cluster lost and could not recompute after its retries: a node or a
+# worker gone, an object whose owner died or whose lineage is gone. Not the run's fault, nor the
+# user's: the finished stages are in the work directory, and --resume goes on from them. (A
+# RayTaskError whose cause is none of these is an exception raised in neardup's own code: a bug,
+# shown with its traceback; so is a RaySystemError, which also says that a worker could not load
+# what a task needs, a different neardup on a node for one.)
+LOST_WORK = ("ObjectLostError", "OwnerDiedError", "ObjectReconstructionFailedError", "ObjectFetchTimedOutError",
+             "NodeDiedError", "WorkerCrashedError", "LocalRayletDiedError", "ActorDiedError",
+             "ActorUnavailableError", "OutOfMemoryError", "TaskUnschedulableError")
+
+
+def lost_work(ray, exc: BaseException) -> Optional[BaseException]:
+    """The error of Ray's in ``exc``'s chain (its causes, its context, a task error's cause)
+    that says the cluster lost work (:data:`LOST_WORK`), or None."""
+    kinds = tuple(k for k in (getattr(ray.exceptions, n, None) for n in LOST_WORK) if isinstance(k, type))
+    seen, todo = set(), [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen or len(seen) > 20:
+            continue
+        seen.add(id(e))
+        if isinstance(e, kinds):
+            return e
+        todo += [e.__cause__, e.__context__, getattr(e, "cause", None)]
+    return None
+
+
+def lost_work_message(where: str, error: BaseException) -> str:
+    """The one line of a run stopped by work its cluster lost (:func:`lost_work`)."""
+    from ..errors import one_line
+    return (f"{where} lost work it could not recompute ({type(error).__name__}: {one_line(error, 200)}); "
+            f"the finished stages are kept in the work directory: run the same command again with "
+            f"--resume once the cluster has its nodes")
+
+
 WATCHDOG = r"""
 import re, sys, threading, time, psutil
 driver, ours, me = psutil.Process(int(sys.argv[1])), {}, psutil.Process()
