@@ -121,7 +121,8 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
 
     source
         What to deduplicate: a path, folder or glob, or a list of them (JSONL ``.jsonl``/``.json``,
-        plain, gzip or zstd; Parquet; any other file is one text document); a pyarrow Table or
+        CSV ``.csv`` and TSV ``.tsv`` with a header line, each plain, gzip or zstd; Parquet; any
+        other file is one text document); a pyarrow Table or
         RecordBatch; a pandas DataFrame (its index is the id of each row); a Hugging Face
         ``datasets.Dataset``, or a ``DatasetDict`` (its splits deduplicated together, a document of
         one split against those of every split); or a list of texts (``["text one", ...]``: the
@@ -248,6 +249,9 @@ def dedup(*args, **kwargs) -> DedupResult:
         except TypeError:  # an error class with other arguments: left as it is
             raise exc from None
         raise error from None
+
+
+dedup.__name__ = dedup.__qualname__ = "dedup"  # help() and repr() name it as the user calls it
 
 
 def in_api_terms(message: str) -> str:

@@ -76,11 +76,10 @@ def test_summary_shows_removals_against_an_index_and_counts_in_plurals():
     assert "of the removed, 1 document matched a document of the index" in text
     assert "3 documents matched" in format_summary(stats_of(removed_against_index=3), "out")
     text = format_summary(stats_of(truncated_buckets=1), "out")
-    assert "1 bucket still had unverified members within the work bound" in text
+    assert "1 band bucket stopped at the work bound of the bucket search" in text
     stats = stats_of(truncated_buckets=2)
     stats["params"]["max_anchor_rounds"] = 1
-    assert "2 buckets still had unverified members after 1 anchor round (--max-anchor-rounds)" in \
-        format_summary(stats, "out")
+    assert "2 band buckets stopped after 1 anchor round (--max-anchor-rounds)" in format_summary(stats, "out")
 
 
 # --------------------------------------------------------------------------- the Python API
@@ -145,3 +144,15 @@ def test_index_commands_count_in_plurals(tmp_path):
     assert code == 0 and "is sound: 1 segment, 1 document," in out, out
     code, _, err = run_in_process("index", "compact", ix)
     assert code == 0 and ": 1 segment -> 1 in" in err, err
+
+
+def test_help_of_dedup_names_it_dedup_and_lists_csv():
+    # issue 30; guards: the line that names the wrapper "dedup" after functools.wraps (which copied
+    # "run_dedup"), and CSV/TSV in the docstring's list of inputs
+    import pydoc
+
+    import neardup
+    text = pydoc.render_doc(neardup.dedup, renderer=pydoc.plaintext)
+    assert "function dedup in module neardup.api" in text and "\ndedup(source" in text
+    assert "run_dedup" not in text
+    assert "CSV ``.csv`` and TSV ``.tsv``" in text
