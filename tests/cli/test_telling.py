@@ -156,3 +156,19 @@ def test_help_of_dedup_names_it_dedup_and_lists_csv():
     assert "function dedup in module neardup.api" in text and "\ndedup(source" in text
     assert "run_dedup" not in text
     assert "CSV ``.csv`` and TSV ``.tsv``" in text
+
+
+def test_lines_in_a_log_say_a_long_stage_is_alive_without_updates():
+    # issue 30: a stage that counts one step at its end (candidates + verify) showed nothing in a
+    # log file until then; guards: the timer thread of _Lines (not started: no line until the end)
+    import time
+    buf = io.StringIO()
+    with _Lines("candidates + verify", total=1, unit="step", every=0.05, file=buf) as bar:
+        time.sleep(0.3)
+        alive = buf.getvalue().splitlines()
+        bar.update(1)
+    assert alive and alive[0].startswith("neardup: candidates + verify: 0/1 steps after 0."), alive
+    lines = buf.getvalue().splitlines()
+    assert lines[-1].startswith("neardup: candidates + verify done: 1 step in")
+    time.sleep(0.15)
+    assert buf.getvalue().splitlines() == lines  # nothing after the "done" line
