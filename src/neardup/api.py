@@ -27,7 +27,7 @@ from .io.inputs import INDEX_ID_COLUMN, in_memory, kept_of, typed_ids
 from .io.storage.folder import Folder
 from .io.storage.paths import join, redact
 from .kernels.arrays import empty_table
-from .progress import compiling, interrupt_handler, last_signal, plural
+from .progress import compile_notice, compiling, interrupt_handler, last_signal, plural
 from .report.audit_files import MAX_BYTES as AUDIT_MAX_BYTES  # the audit's default bound
 from .report.summary import format_summary
 from .run import run
@@ -35,7 +35,7 @@ from .stages.write import CLUSTERS_SCHEMA, REJECTED_SCHEMA, REMOVED_SCHEMA, buil
 
 __all__ = ["dedup", "DedupResult", "Index", "QueryAnswers", "add_files", "query_files", "rate_warning",
            "remove_documents", "report", "audit", "params", "params_text", "AUDIT_MAX_BYTES",
-           "compiling", "interrupt_handler", "last_signal", "plural", "redact"]
+           "compile_notice", "compiling", "interrupt_handler", "last_signal", "plural", "redact"]
 
 
 @dataclass

@@ -144,6 +144,40 @@ class compiling:
         return False
 
 
+class compile_notice:
+    """Context manager: prints ``notice`` on stderr once, when numba starts compiling a kernel
+    inside the block (a miss of its disk cache: the first run of a version, or a kernel this
+    command is the first to call), and nothing when every kernel comes from the cache. For the
+    commands without progress bars (index add, index query, audit); numba's own
+    "numba:compile" event, which fires only past the cache, says when."""
+
+    def __init__(self, notice: str):
+        self.notice = notice
+        self.said = False
+
+    def __enter__(self):
+        from numba.core import event
+        outer = self
+
+        class Listener(event.Listener):
+            def on_start(self, ev):
+                if not outer.said:
+                    outer.said = True
+                    print(outer.notice, file=sys.stderr, flush=True)
+
+            def on_end(self, ev):
+                pass
+
+        self._listener = Listener()
+        event.register("numba:compile", self._listener)
+        return self
+
+    def __exit__(self, *exc):
+        from numba.core import event
+        event.unregister("numba:compile", self._listener)
+        return False
+
+
 _NO_RATE = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}, compiling first]"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 
+from helpers import run_in_process
 from neardup.progress import _Lines, plural
 
 
@@ -172,3 +173,48 @@ def test_lines_in_a_log_say_a_long_stage_is_alive_without_updates():
     assert lines[-1].startswith("neardup: candidates + verify done: 1 step in")
     time.sleep(0.15)
     assert buf.getvalue().splitlines() == lines  # nothing after the "done" line
+
+
+# --------------------------------------------------------------------------- compile notices (issue 30)
+
+def test_compile_notice_is_said_once_when_a_kernel_compiles_and_never_from_the_cache():
+    # guards: the "numba:compile" listener of progress.compile_notice (not registered: no notice)
+    import contextlib
+
+    import numba
+
+    from neardup.progress import compile_notice
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        with compile_notice("neardup: compiling"):
+            numba.njit(lambda x: x + 1)(1)   # a function never compiled before: numba compiles it
+            numba.njit(lambda x: x + 2)(1)
+        numba.njit(lambda x: x + 3)(1)       # outside the block: nothing said
+    assert err.getvalue() == "neardup: compiling\n"
+    err = io.StringIO()
+    f = numba.njit(lambda x: x * 2)
+    f(1)
+    with contextlib.redirect_stderr(err), compile_notice("neardup: compiling"):
+        f(2)                                 # already compiled: no notice
+    assert err.getvalue() == ""
+
+
+def test_index_add_says_when_it_compiles(tmp_path, monkeypatch):
+    # `index add` compiled for a minute without a word; guards: the `with compile_notice()` around
+    # add_files in cli/index.py (and the same wiring in index query and audit)
+    import numba
+
+    import neardup.api as api
+    real = api.add_files
+
+    def compiling_add(*args, **kwargs):  # the real add, after a kernel that numba has to compile
+        numba.njit(lambda x: x - 1)(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api, "add_files", compiling_add)
+    (tmp_path / "a.txt").write_text("one two three four five six seven")
+    code, _, err = run_in_process("index", "add", str(tmp_path / "ix"), str(tmp_path / "a.txt"))
+    assert code == 0 and err.startswith("neardup: compiling the kernels (once per version"), err
+    monkeypatch.setattr(api, "add_files", real)
+    code, _, err = run_in_process("index", "add", str(tmp_path / "ix"), str(tmp_path / "a.txt"), "--name", "b")
+    assert code == 0 and "compiling" not in err, err

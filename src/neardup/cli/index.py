@@ -153,9 +153,11 @@ def _io_args(p) -> List[str]:
 
 def run_add(args) -> int:
     from ..api import add_files, plural, rate_warning
-    index, result = add_files(args.index, args.inputs, name=args.name, text_column=args.text_column,
-                              id_column=args.id_column, on_error=args.on_error, kind=args.kind,
-                              false_positive_rate=args.false_positive_rate, **config_options(args))
+    from .dedup import compile_notice
+    with compile_notice():
+        index, result = add_files(args.index, args.inputs, name=args.name, text_column=args.text_column,
+                                  id_column=args.id_column, on_error=args.on_error, kind=args.kind,
+                                  false_positive_rate=args.false_positive_rate, **config_options(args))
     stats = index.stats()
     print(f"added {result['added']} {plural(result['added'], 'document')} ({result['empty']} empty, "
           f"{result['rejected']} rejected) to {index.display} in {result['seconds']} s: {stats['documents']} "
@@ -173,12 +175,14 @@ def run_add(args) -> int:
 
 def run_query(args) -> int:
     from ..api import plural, query_files
+    from .dedup import compile_notice
     options = config_options(args)
     threshold = options.pop("threshold", None)
-    answers = query_files(args.index, args.inputs, output=args.output, overwrite=args.overwrite,
-                          threshold=threshold, text_column=args.text_column, id_column=args.id_column,
-                          on_error=args.on_error, note=lambda note: print(f"neardup: note: {note}", file=sys.stderr),
-                          **options)
+    with compile_notice():
+        answers = query_files(args.index, args.inputs, output=args.output, overwrite=args.overwrite,
+                              threshold=threshold, text_column=args.text_column, id_column=args.id_column,
+                              on_error=args.on_error,
+                              note=lambda note: print(f"neardup: note: {note}", file=sys.stderr), **options)
     if args.output is None:
         for record in answers.records:
             print(json.dumps(record))
