@@ -335,8 +335,8 @@ def audit(inputs, config: Optional[Config] = None, *, sample: int = 5000, bins: 
     ``config`` (a :class:`~neardup.config.Config`) and keyword ``options`` named like its fields
     give the similarity, sketch, shingling and input options. ``sample`` pairs are checked over
     ``bins`` similarity bins; at most ``max_docs`` documents and ``max_bytes`` bytes of text are
-    read (None: no bound), and ``notify``, when given, is called with one line when a bound stops
-    the reading. ``json_file`` and ``plot`` (.png or .svg, needs matplotlib) are written whole;
+    read (None: no bound), and ``notify``, when given, is called with one line saying so before
+    the reading and one more when a bound stops it. ``json_file`` and ``plot`` (.png or .svg, needs matplotlib) are written whole;
     checked before any work, they are refused when they are inputs or inside an input folder, the
     same file, or exist (unless ``overwrite``)."""
     from .report.audit_files import audit_files
