@@ -77,10 +77,10 @@ def test_summary_shows_removals_against_an_index_and_counts_in_plurals():
     assert "of the removed, 1 document matched a document of the index" in text
     assert "3 documents matched" in format_summary(stats_of(removed_against_index=3), "out")
     text = format_summary(stats_of(truncated_buckets=1), "out")
-    assert "1 band bucket stopped at the work bound of the bucket search" in text
+    assert "note: 1 band bucket searched only in part (the work bound of the bucket search)" in text
     stats = stats_of(truncated_buckets=2)
     stats["params"]["max_anchor_rounds"] = 1
-    assert "2 band buckets stopped after 1 anchor round (--max-anchor-rounds)" in format_summary(stats, "out")
+    assert "2 band buckets searched only in part (--max-anchor-rounds 1)" in format_summary(stats, "out")
 
 
 # --------------------------------------------------------------------------- the Python API

@@ -42,6 +42,6 @@ def test_bucket_note_says_what_it_means_and_what_to_do():
     # guards: the old note ("N buckets still had unverified members ...") without its meaning
     text = format_summary(stats_of({"truncated_buckets": 9}), "out")
     note = [line for line in text.splitlines() if "band bucket" in line]
-    assert note == ["  note: 9 of 40 band buckets stopped at the work bound of the bucket search with members not "
-                    "compared with each other: no false removal; a near-duplicate pair among them is missed only "
-                    "if no other band pairs it ('neardup audit' measures the misses)"]
+    assert note == ["  note: 9 of 40 band buckets searched only in part (the work bound of the bucket search): never "
+                    "a false removal; a near-duplicate pair among their members is missed only if no other band "
+                    "pairs it ('neardup audit' measures the misses)"]

@@ -86,11 +86,10 @@ def bucket_note(n: int, buckets, rounds) -> str:
     band makes it a candidate, which ``neardup audit`` measures. Boilerplate (licence headers)
     makes such buckets."""
     of = f" of {buckets:,}" if buckets else ""
-    bound = (f"after {rounds} anchor {plural(rounds, 'round')} (--max-anchor-rounds)" if rounds
-             else "at the work bound of the bucket search")
-    return (f"{n:,}{of} band {plural(n, 'bucket')} stopped {bound} with members not compared with each "
-            f"other: no false removal; a near-duplicate pair among them is missed only if no other band "
-            f"pairs it ('neardup audit' measures the misses)")
+    bound = (f"--max-anchor-rounds {rounds}" if rounds else "the work bound of the bucket search")
+    return (f"{n:,}{of} band {plural(n, 'bucket')} searched only in part ({bound}): never a false removal; "
+            f"a near-duplicate pair among their members is missed only if no other band pairs it "
+            f"('neardup audit' measures the misses)")
 
 
 def shingle_rule(p: dict) -> str:
