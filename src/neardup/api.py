@@ -27,7 +27,7 @@ from .io.inputs import INDEX_ID_COLUMN, in_memory, kept_of, typed_ids
 from .io.storage.folder import Folder
 from .io.storage.paths import join, redact
 from .kernels.arrays import empty_table
-from .progress import compiling, interrupt_handler, last_signal, plural
+from .progress import compile_notice, compiling, interrupt_handler, last_signal, plural
 from .report.audit_files import MAX_BYTES as AUDIT_MAX_BYTES  # the audit's default bound
 from .report.summary import format_summary
 from .run import run
@@ -35,7 +35,7 @@ from .stages.write import CLUSTERS_SCHEMA, REJECTED_SCHEMA, REMOVED_SCHEMA, buil
 
 __all__ = ["dedup", "DedupResult", "Index", "QueryAnswers", "add_files", "query_files", "rate_warning",
            "remove_documents", "report", "audit", "params", "params_text", "AUDIT_MAX_BYTES",
-           "compiling", "interrupt_handler", "last_signal", "plural", "redact"]
+           "compile_notice", "compiling", "interrupt_handler", "last_signal", "plural", "redact"]
 
 
 @dataclass
@@ -121,7 +121,8 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
 
     source
         What to deduplicate: a path, folder or glob, or a list of them (JSONL ``.jsonl``/``.json``,
-        plain, gzip or zstd; Parquet; any other file is one text document); a pyarrow Table or
+        CSV ``.csv`` and TSV ``.tsv`` with a header line, each plain, gzip or zstd; Parquet; any
+        other file is one text document); a pyarrow Table or
         RecordBatch; a pandas DataFrame (its index is the id of each row); a Hugging Face
         ``datasets.Dataset``, or a ``DatasetDict`` (its splits deduplicated together, a document of
         one split against those of every split); or a list of texts (``["text one", ...]``: the
@@ -250,6 +251,9 @@ def dedup(*args, **kwargs) -> DedupResult:
         raise error from None
 
 
+dedup.__name__ = dedup.__qualname__ = "dedup"  # help() and repr() name it as the user calls it
+
+
 def in_api_terms(message: str) -> str:
     """A message naming command-line flags, in the keywords of :func:`dedup`: ``--text-column``
     -> ``text_column``, a switch like ``--no-nfkc`` -> ``normalize_unicode=False``, ``--overwrite
@@ -331,8 +335,8 @@ def audit(inputs, config: Optional[Config] = None, *, sample: int = 5000, bins: 
     ``config`` (a :class:`~neardup.config.Config`) and keyword ``options`` named like its fields
     give the similarity, sketch, shingling and input options. ``sample`` pairs are checked over
     ``bins`` similarity bins; at most ``max_docs`` documents and ``max_bytes`` bytes of text are
-    read (None: no bound), and ``notify``, when given, is called with one line when a bound stops
-    the reading. ``json_file`` and ``plot`` (.png or .svg, needs matplotlib) are written whole;
+    read (None: no bound), and ``notify``, when given, is called with one line saying so before
+    the reading and one more when a bound stops it. ``json_file`` and ``plot`` (.png or .svg, needs matplotlib) are written whole;
     checked before any work, they are refused when they are inputs or inside an input folder, the
     same file, or exist (unless ``overwrite``)."""
     from .report.audit_files import audit_files

@@ -38,9 +38,11 @@ class _Null:
 class _Lines:
     """A progress "bar" for a stderr that is not a terminal (a log file, CI, a batch job): no
     carriage returns, only whole lines; one when the stage ends, and one every ``every``
-    seconds while it runs."""
+    seconds while it runs, said by a timer thread when no update comes (a stage that counts
+    one step at its end, or a long batch, still shows in a log that it is alive)."""
 
     def __init__(self, desc: str, total=None, unit: str = "doc", every: float = 30.0, file=None):
+        import threading
         import time
         self.desc, self.total, self.unit, self.every = desc, total, unit, every
         self.file = file if file is not None else sys.stderr
@@ -49,6 +51,22 @@ class _Lines:
         self._clock = time.monotonic
         self.start = self._last = self._clock()
         self.closed = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        if every > 0:
+            threading.Thread(target=self._tick, name="neardup-progress", daemon=True).start()
+
+    def _tick(self) -> None:
+        """The timer: a line once ``every`` seconds have passed since the last one."""
+        while True:
+            wait = self._last + self.every - self._clock()
+            if self._stop.wait(max(wait, 0.0)):
+                return
+            with self._lock:
+                now = self._clock()
+                if not self.closed and now - self._last >= self.every:
+                    self._last = now
+                    self._line(False, now)
 
     def _line(self, done: bool, now: float) -> None:
         secs = now - self.start
@@ -66,18 +84,21 @@ class _Lines:
         self.n += n
         if self.total is not None and self.n > self.total:  # an estimated total: never past 100%
             self.total = self.n
-        now = self._clock()
-        if now - self._last >= self.every:
-            self._last = now
-            self._line(False, now)
+        with self._lock:
+            now = self._clock()
+            if now - self._last >= self.every:
+                self._last = now
+                self._line(False, now)
 
     def refresh(self):
         pass
 
     def close(self):
-        if not self.closed:
-            self.closed = True
-            self._line(True, self._clock())
+        self._stop.set()
+        with self._lock:
+            if not self.closed:
+                self.closed = True
+                self._line(True, self._clock())
 
     def __enter__(self):
         return self
@@ -86,6 +107,7 @@ class _Lines:
         if exc_type is None:
             self.close()
         else:  # the error says what happened; no "done" line before it
+            self._stop.set()
             self.closed = True
         return False
 
@@ -119,6 +141,40 @@ class compiling:
     def __exit__(self, *exc):
         global _compiling, _notice
         _compiling, _notice = False, None
+        return False
+
+
+class compile_notice:
+    """Context manager: prints ``notice`` on stderr once, when numba starts compiling a kernel
+    inside the block (a miss of its disk cache: the first run of a version, or a kernel this
+    command is the first to call), and nothing when every kernel comes from the cache. For the
+    commands without progress bars (index add, index query, audit); numba's own
+    "numba:compile" event, which fires only past the cache, says when."""
+
+    def __init__(self, notice: str):
+        self.notice = notice
+        self.said = False
+
+    def __enter__(self):
+        from numba.core import event
+        outer = self
+
+        class Listener(event.Listener):
+            def on_start(self, ev):
+                if not outer.said:
+                    outer.said = True
+                    print(outer.notice, file=sys.stderr, flush=True)
+
+            def on_end(self, ev):
+                pass
+
+        self._listener = Listener()
+        event.register("numba:compile", self._listener)
+        return self
+
+    def __exit__(self, *exc):
+        from numba.core import event
+        event.unregister("numba:compile", self._listener)
         return False
 
 

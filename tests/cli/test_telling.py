@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 
+from helpers import run_in_process
 from neardup.progress import _Lines, plural
 
 
@@ -76,11 +77,10 @@ def test_summary_shows_removals_against_an_index_and_counts_in_plurals():
     assert "of the removed, 1 document matched a document of the index" in text
     assert "3 documents matched" in format_summary(stats_of(removed_against_index=3), "out")
     text = format_summary(stats_of(truncated_buckets=1), "out")
-    assert "1 bucket still had unverified members within the work bound" in text
+    assert "note: 1 band bucket searched only in part (the work bound of the bucket search)" in text
     stats = stats_of(truncated_buckets=2)
     stats["params"]["max_anchor_rounds"] = 1
-    assert "2 buckets still had unverified members after 1 anchor round (--max-anchor-rounds)" in \
-        format_summary(stats, "out")
+    assert "2 band buckets searched only in part (--max-anchor-rounds 1)" in format_summary(stats, "out")
 
 
 # --------------------------------------------------------------------------- the Python API
@@ -145,3 +145,76 @@ def test_index_commands_count_in_plurals(tmp_path):
     assert code == 0 and "is sound: 1 segment, 1 document," in out, out
     code, _, err = run_in_process("index", "compact", ix)
     assert code == 0 and ": 1 segment -> 1 in" in err, err
+
+
+def test_help_of_dedup_names_it_dedup_and_lists_csv():
+    # issue 30; guards: the line that names the wrapper "dedup" after functools.wraps (which copied
+    # "run_dedup"), and CSV/TSV in the docstring's list of inputs
+    import pydoc
+
+    import neardup
+    text = pydoc.render_doc(neardup.dedup, renderer=pydoc.plaintext)
+    assert "function dedup in module neardup.api" in text and "\ndedup(source" in text
+    assert "run_dedup" not in text
+    assert "CSV ``.csv`` and TSV ``.tsv``" in text
+
+
+def test_lines_in_a_log_say_a_long_stage_is_alive_without_updates():
+    # issue 30: a stage that counts one step at its end (candidates + verify) showed nothing in a
+    # log file until then; guards: the timer thread of _Lines (not started: no line until the end)
+    import time
+    buf = io.StringIO()
+    with _Lines("candidates + verify", total=1, unit="step", every=0.05, file=buf) as bar:
+        time.sleep(0.3)
+        alive = buf.getvalue().splitlines()
+        bar.update(1)
+    assert alive and alive[0].startswith("neardup: candidates + verify: 0/1 steps after 0."), alive
+    lines = buf.getvalue().splitlines()
+    assert lines[-1].startswith("neardup: candidates + verify done: 1 step in")
+    time.sleep(0.15)
+    assert buf.getvalue().splitlines() == lines  # nothing after the "done" line
+
+
+# --------------------------------------------------------------------------- compile notices (issue 30)
+
+def test_compile_notice_is_said_once_when_a_kernel_compiles_and_never_from_the_cache():
+    # guards: the "numba:compile" listener of progress.compile_notice (not registered: no notice)
+    import contextlib
+
+    import numba
+
+    from neardup.progress import compile_notice
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        with compile_notice("neardup: compiling"):
+            numba.njit(lambda x: x + 1)(1)   # a function never compiled before: numba compiles it
+            numba.njit(lambda x: x + 2)(1)
+        numba.njit(lambda x: x + 3)(1)       # outside the block: nothing said
+    assert err.getvalue() == "neardup: compiling\n"
+    err = io.StringIO()
+    f = numba.njit(lambda x: x * 2)
+    f(1)
+    with contextlib.redirect_stderr(err), compile_notice("neardup: compiling"):
+        f(2)                                 # already compiled: no notice
+    assert err.getvalue() == ""
+
+
+def test_index_add_says_when_it_compiles(tmp_path, monkeypatch):
+    # `index add` compiled for a minute without a word; guards: the `with compile_notice()` around
+    # add_files in cli/index.py (and the same wiring in index query and audit)
+    import numba
+
+    import neardup.api as api
+    real = api.add_files
+
+    def compiling_add(*args, **kwargs):  # the real add, after a kernel that numba has to compile
+        numba.njit(lambda x: x - 1)(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api, "add_files", compiling_add)
+    (tmp_path / "a.txt").write_text("one two three four five six seven")
+    code, _, err = run_in_process("index", "add", str(tmp_path / "ix"), str(tmp_path / "a.txt"))
+    assert code == 0 and err.startswith("neardup: compiling the kernels (once per version"), err
+    monkeypatch.setattr(api, "add_files", real)
+    code, _, err = run_in_process("index", "add", str(tmp_path / "ix"), str(tmp_path / "a.txt"), "--name", "b")
+    assert code == 0 and "compiling" not in err, err

@@ -200,6 +200,8 @@ def test_cli_add_query_stats_compact(tmp_path, split):
     run("index", "add", ix, b, "--name", "dumpB", "--id-column", "", check_rc=0)  # ids FILE:LINE, asked for
     s = json.loads(run("index", "stats", ix, check_rc=0).stdout)
     assert s["documents"] == len(split.a_texts) + len(split.b_texts)
+    assert s["source_count"] == 2 and "sources" not in s  # bounded by default (issue 30)
+    s = json.loads(run("index", "stats", ix, "--full", check_rc=0).stdout)
     assert s["sources"] == {"dumpA": len(split.a_texts), "dumpB": len(split.b_texts)}
     assert s["segments"] == 2 and s["params"]["ngram"] == 5
     out = str(tmp_path / "q.parquet")
@@ -337,3 +339,23 @@ def test_key_ranges_are_searchsorted_left_and_right(case):
     assert np.array_equal(hi, np.searchsorted(hay, needles, side="right"))
     lo, hi = key_ranges(np.zeros(0, np.uint64), needles)
     assert not lo.any() and not hi.any()
+
+
+def test_stats_are_bounded_whatever_the_number_of_sources(tmp_path):
+    # issue 30: `index stats` printed 5,526 lines after a folder --update-index (a source a file);
+    # guards: maintenance.stats(full=False) giving the count and the 10 largest, not every source
+    from helpers import run_in_process
+    folder = tmp_path / "tree"
+    folder.mkdir()
+    for i in range(12):
+        (folder / f"f{i:02}.txt").write_text(f"file {i} holds words of its own number {i} and more")
+    (tmp_path / "big.jsonl").write_text("".join(f'{{"text": "document {i} of the big file"}}\n' for i in range(3)))
+    ix = str(tmp_path / "ix")
+    assert run_in_process("index", "add", ix, str(folder), str(tmp_path / "big.jsonl")).returncode == 0
+    code, out, _ = run_in_process("index", "stats", ix)
+    s = json.loads(out)
+    assert code == 0 and s["source_count"] == 13 and "sources" not in s
+    assert len(s["largest_sources"]) == 10 and next(iter(s["largest_sources"].items()))[1] == 3
+    assert len(out.splitlines()) < 60
+    s = json.loads(run_in_process("index", "stats", ix, "--full").stdout)
+    assert len(s["sources"]) == 13 and sum(s["sources"].values()) == s["documents"] == 15

@@ -318,10 +318,16 @@ def test_cli_audit_max_bytes(tmp_path, capsys, corpus):
     assert run_cli("audit", str(path), "--sample", "200", "--max-bytes", str(limit), "--json", "-") == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["documents"] == 150
+    # issue 30: which documents are read is said first, before the reading (it was said only when
+    # a bound cut it, after); guards: the notify(sample_line(...)) call in audit_files
+    assert captured.err.splitlines()[0] == (f"neardup: audit: reads the first documents in path order, at most "
+                                            f"100,000 documents and {limit:,} bytes of text (--max-docs, "
+                                            f"--max-bytes change it)"), captured.err
     assert f"audit of the first 150 documents (--max-bytes {limit:,};" in captured.err
     assert run_cli("audit", str(path), "--sample", "200", "--max-bytes", "1K") == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--max-bytes 1,024 stopped the reading" in err, err
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("neardup: audit: reads the first documents") and len(err) == 2
+    assert "--max-bytes 1,024 stopped the reading" in err[1], err
     assert run_cli("audit", str(path), "--max-bytes", "0") == 2
     assert "--max-bytes must be at least 1" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:

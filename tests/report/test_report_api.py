@@ -142,7 +142,9 @@ def test_audit_reads_measures_and_writes_its_files(corpus, tmp_path):
     target = tmp_path / "a.json"
     result = api.audit([str(corpus)], sample=200, bins=5, max_docs=100, json_file=target, notify=told.append,
                        threshold=0.7)
-    assert told == ["audit of the first 100 documents (--max-docs 100; the rest is not read)"]
+    assert told == ["audit: reads the first documents in path order, at most 100 documents and 96M of text "
+                    "(--max-docs, --max-bytes change it)",
+                    "audit of the first 100 documents (--max-docs 100; the rest is not read)"]
     assert result.documents == 100 and result.threshold == 0.7 and len(result.bins) == 5
     assert json.loads(target.read_text()) == json.loads(result.to_json())
     assert result.to_dict()["pairs"]["left_id"][0].startswith("d")  # the inputs' own ids

@@ -491,7 +491,9 @@ def test_audit_json_on_a_full_disk_keeps_the_old_file(audit_corpus, small_disk, 
     target.write_text('{"old": true}')
     fill(small_disk, leave=2048)  # the JSON (about 40 KB) does not fit
     assert cli("audit", audit_corpus, *AUDIT, "--json", target, "--overwrite") == 2
-    err = one_line_error(capsys)
+    told, err = capsys.readouterr().err.split("\n", 1)  # the audit's first line, then the error alone
+    assert told.startswith("neardup: audit: reads the first documents")
+    assert err.startswith("neardup: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
     assert "No space left" in err and str(target) in err
     assert json.loads(target.read_text()) == {"old": True}
     assert leftovers(small_disk) == []

@@ -47,11 +47,13 @@ def register(sub) -> None:
 
 def run_audit(args: argparse.Namespace) -> int:
     from ..api import audit, redact  # not loaded for other commands
+    from .dedup import compile_notice
     to_stdout = args.json == "-"
-    result = audit(args.inputs, Config(**config_options(args)), sample=args.sample, bins=args.bins,
-                   max_docs=args.max_docs, max_bytes=args.max_bytes, json_file=None if to_stdout else args.json,
-                   plot=args.plot, overwrite=args.overwrite,
-                   notify=lambda line: print(f"neardup: {line}", file=sys.stderr))
+    with compile_notice():
+        result = audit(args.inputs, Config(**config_options(args)), sample=args.sample, bins=args.bins,
+                       max_docs=args.max_docs, max_bytes=args.max_bytes, json_file=None if to_stdout else args.json,
+                       plot=args.plot, overwrite=args.overwrite,
+                       notify=lambda line: print(f"neardup: {line}", file=sys.stderr))
     print(result.to_json() if to_stdout else result.summary())
     if args.json and not to_stdout:
         print(f"wrote {redact(args.json)}")

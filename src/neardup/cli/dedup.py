@@ -62,3 +62,10 @@ def kernels_cold() -> bool:
     compile time)."""
     from .. import kernels_cached
     return not kernels_cached()
+
+
+def compile_notice():
+    """For the commands without progress bars (index add, index query, audit): the compile
+    notice, said when a kernel actually starts compiling (:class:`neardup.progress.compile_notice`)."""
+    from ..api import compile_notice
+    return compile_notice(COMPILING_NOTICE)

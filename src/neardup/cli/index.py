@@ -101,7 +101,7 @@ def _remove_parser(sub2) -> None:
                         "does not hold is counted, not an error")
     r.add_argument("--source", action="append", default=None, metavar="NAME",
                    help="remove every document added under this source name (index add --name, or the input "
-                        "file's name, see 'neardup index stats'); a NAME ending in / names every source in that "
+                        "file's name, see 'neardup index stats --full'); a NAME ending in / names every source in that "
                         "folder (dump2/ for dump2/a.jsonl, dump2/b.jsonl); may be given several times; a name "
                         "the index does not have is an error")
     r.set_defaults(func=run_remove)
@@ -110,10 +110,14 @@ def _remove_parser(sub2) -> None:
 def _inspection_parsers(sub2) -> None:
     """stats, verify and compact: an index and nothing else."""
     s = sub2.add_parser("stats", help="documents, segments, sources, bytes per document, parameters",
-                        description="Print, as JSON, what an index holds: documents, segments, documents "
-                                    "per source, bytes in all, per document and per file, and its parameters.",
+                        description="Print, as JSON, what an index holds: documents, segments, the number of "
+                                    "sources and the 10 largest, bytes in all, per document and per file, and its "
+                                    "parameters (a few dozen lines, whatever the number of sources).",
                         formatter_class=HelpFormatter)
     s.add_argument("index", metavar="INDEX", help=INDEX_HELP)
+    s.add_argument("--full", action="store_true",
+                   help="list every source with its documents (\"sources\"; one line a source: an index "
+                        "fed a folder has one per file) instead of the count and the 10 largest")
     s.set_defaults(func=run_stats)
 
     v = sub2.add_parser("verify", help="read every segment file and check it against the manifest",
@@ -153,9 +157,11 @@ def _io_args(p) -> List[str]:
 
 def run_add(args) -> int:
     from ..api import add_files, plural, rate_warning
-    index, result = add_files(args.index, args.inputs, name=args.name, text_column=args.text_column,
-                              id_column=args.id_column, on_error=args.on_error, kind=args.kind,
-                              false_positive_rate=args.false_positive_rate, **config_options(args))
+    from .dedup import compile_notice
+    with compile_notice():
+        index, result = add_files(args.index, args.inputs, name=args.name, text_column=args.text_column,
+                                  id_column=args.id_column, on_error=args.on_error, kind=args.kind,
+                                  false_positive_rate=args.false_positive_rate, **config_options(args))
     stats = index.stats()
     print(f"added {result['added']} {plural(result['added'], 'document')} ({result['empty']} empty, "
           f"{result['rejected']} rejected) to {index.display} in {result['seconds']} s: {stats['documents']} "
@@ -173,12 +179,14 @@ def run_add(args) -> int:
 
 def run_query(args) -> int:
     from ..api import plural, query_files
+    from .dedup import compile_notice
     options = config_options(args)
     threshold = options.pop("threshold", None)
-    answers = query_files(args.index, args.inputs, output=args.output, overwrite=args.overwrite,
-                          threshold=threshold, text_column=args.text_column, id_column=args.id_column,
-                          on_error=args.on_error, note=lambda note: print(f"neardup: note: {note}", file=sys.stderr),
-                          **options)
+    with compile_notice():
+        answers = query_files(args.index, args.inputs, output=args.output, overwrite=args.overwrite,
+                              threshold=threshold, text_column=args.text_column, id_column=args.id_column,
+                              on_error=args.on_error,
+                              note=lambda note: print(f"neardup: note: {note}", file=sys.stderr), **options)
     if args.output is None:
         for record in answers.records:
             print(json.dumps(record))
@@ -216,7 +224,7 @@ def run_remove(args) -> int:
 
 def run_stats(args) -> int:
     from ..api import Index
-    print(json.dumps(Index(args.index, must_exist=True).stats(), indent=2))
+    print(json.dumps(Index(args.index, must_exist=True).stats(full=args.full), indent=2))
     return 0
 
 

@@ -605,9 +605,11 @@ class Index:
         return compaction.compact(self)
 
     # ------------------------------------------------------------------ inspection
-    def stats(self) -> dict:
-        """Documents, segments, documents per source, bytes (total, per document, per file), parameters."""
-        return maintenance.stats(self)
+    def stats(self, full: bool = True) -> dict:
+        """Documents, segments, documents per source, bytes (total, per document, per file),
+        parameters. ``full=False``: the number of sources and the largest ones instead of every
+        one (a bounded answer, whatever the number of sources)."""
+        return maintenance.stats(self, full=full)
 
     def check_files(self, manifest: dict) -> None:
         """Refuses an index one of whose segment files is missing or of another size than its

@@ -29,7 +29,10 @@ def committed_manifest(index) -> dict:
     return manifest
 
 
-def stats(index) -> dict:
+LARGEST_SOURCES = 10  # the sources a bounded stats lists (Index.stats(full=False), `neardup index stats`)
+
+
+def stats(index, full: bool = True) -> dict:
     """See :meth:`neardup.Index.stats`."""
     manifest = committed_manifest(index)
     docs = sum(live_docs(s) for s in manifest["segments"])
@@ -45,7 +48,7 @@ def stats(index) -> dict:
     total = sum(per_file.values())
     out = {"location": index.display, "documents": docs, "segments": len(manifest["segments"]),
            "removed": sum(s["docs"] for s in manifest["segments"]) - docs,
-           "sources": per_source, "bytes": total,
+           **(source_counts(per_source) if not full else {"sources": per_source}), "bytes": total,
            "bytes_per_document": round(total / docs, 1) if docs else None,
            "bytes_per_document_by_file": {f: round(b / docs, 1) for f, b in sorted(per_file.items())} if docs else {},
            "store": manifest["store"], "params": manifest["params"], "generation": manifest["generation"]}
@@ -56,6 +59,13 @@ def stats(index) -> dict:
     else:
         out["kind"] = "exact"
     return out
+
+
+def source_counts(per_source: Dict[str, int]) -> dict:
+    """The sources in a bounded form: how many, and the :data:`LARGEST_SOURCES` holding the most
+    documents (ties in name order), each with its documents."""
+    largest = sorted(per_source.items(), key=lambda kv: (-kv[1], kv[0]))[:LARGEST_SOURCES]
+    return {"source_count": len(per_source), "largest_sources": dict(largest)}
 
 
 def check_files(index, manifest: dict) -> None:

@@ -32,8 +32,8 @@ def audit_files(inputs, config=None, *, sample: int = 5000, bins: int = 10, max_
 
     In this order: ``plot`` names a .png or .svg and matplotlib is there; ``sample``, ``bins``,
     ``max_docs`` and ``max_bytes`` are at least 1; ``json_file`` and ``plot`` may be written
-    (:func:`_check_targets`); then the texts are read (``notify`` is told, in one line, when a
-    bound stopped the reading), audited, and the files written whole. ConfigError or InputError,
+    (:func:`_check_targets`); then the texts are read (``notify`` is told first, in one line, which
+    documents are read and the options that change it, and again when a bound stopped the reading), audited, and the files written whole. ConfigError or InputError,
     in one line, on the first thing wrong. Under the command line's signal handler a signal stops
     the reading and the measuring at their safe points (KeyboardInterrupt), before any file is
     written."""
@@ -53,6 +53,8 @@ def audit_files(inputs, config=None, *, sample: int = 5000, bins: int = 10, max_
     if id_column is None or id_column == "":  # as the dedup does (neardup.io.choose_id_column)
         from ..io import choose_id_column, discover
         id_column = choose_id_column(discover(inputs), id_column)[0]
+    if notify is not None:  # said before the reading: which documents the audit measures
+        notify(sample_line(max_docs, max_bytes))
     limits: dict = {}
     texts, ids = read_texts(inputs, text_column=config.text_column, max_docs=max_docs, on_error=config.on_error,
                             id_column=id_column, with_ids=True, max_bytes=max_bytes, limits=limits)
@@ -73,6 +75,18 @@ def audit_files(inputs, config=None, *, sample: int = 5000, bins: int = 10, max_
     if plot:
         plot_audit(result, plot, overwrite=overwrite)
     return result
+
+
+def sample_line(max_docs: Optional[int], max_bytes: Optional[int]) -> str:
+    """The first line of an audit: the documents it reads (the first ones, in the inputs' sorted
+    path order) and the options that change how many."""
+    bounds = [f"{max_docs:,} documents" if max_docs else "",
+              (f"{max_bytes >> 20:,}M" if max_bytes % (1 << 20) == 0 else f"{max_bytes:,} bytes") + " of text"
+              if max_bytes else ""]
+    if not any(bounds):
+        return "audit of every document of the inputs"
+    return (f"audit: reads the first documents in path order, at most {' and '.join(b for b in bounds if b)} "
+            f"(--max-docs, --max-bytes change it)")
 
 
 def _check_targets(inputs: List[str], json_file, plot, overwrite: bool) -> None:

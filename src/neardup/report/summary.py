@@ -44,7 +44,7 @@ def format_summary(stats: dict, output: str) -> str:
             f"pairs taken unverified {c['verified_pairs']:,} (verify=none: every candidate pair counts)"
             if p["verify"] == "none" else f"verified pairs {c['verified_pairs']:,}"),
         f"  threshold {p['threshold']:g}  k={p['num_perm']}  {p['bands']} bands x {p['rows']} rows  "
-        f"{'char' if p.get('char_ngrams') else 'word'} {p['ngram']}-grams  verify={p['verify']}  keep={p['keep']}",
+        f"{shingle_rule(p)}  verify={p['verify']}  keep={p['keep']}",
     ]
     if c.get("removed_against_index"):
         n = c["removed_against_index"]
@@ -60,19 +60,51 @@ def format_summary(stats: dict, output: str) -> str:
             lines.append(f"  warning: index {ix['index']}: {ix['truncated_buckets']:,} band buckets held more than "
                          f"{ix['max_bucket']:,} documents a segment; {ix['truncated_candidates']:,} candidates in "
                          f"them were not verified (a match among them can be missed)")
-    if (stats.get("index_update") or {}).get("rate_warning"):
-        lines.append(f"  warning: --update-index: {stats['index_update']['rate_warning']}")
+    update = stats.get("index_update") or {}
+    if update:
+        lines.append(f"  --update-index: {update['added']:,} kept {plural(update['added'], 'document')} added to "
+                     f"{redact(update['index'])}")
+    if update.get("rate_warning"):
+        lines.append(f"  warning: --update-index: {update['rate_warning']}")
     files = stats.get("files") or {}
     if files.get("skipped_binary") or files.get("skipped_empty") or files.get("skipped_not_records") \
             or files.get("links_not_followed") \
             or files.get("links_read_once") or files.get("hard_links_read_once"):
         lines.append("  files: " + file_notes(files))
     if c.get("truncated_buckets"):
-        n = c["truncated_buckets"]
-        bound = (f"after {p['max_anchor_rounds']} anchor {plural(p['max_anchor_rounds'], 'round')} (--max-anchor-rounds)"
-                 if p.get("max_anchor_rounds") else "within the work bound of the bucket search")
-        lines.append(f"  note: {n:,} {plural(n, 'bucket')} still had unverified members {bound}")
+        lines.append("  note: " + bucket_note(c["truncated_buckets"], c.get("buckets"), p.get("max_anchor_rounds")))
     if secs:
         lines.append("  seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in secs.items()) + f"  (total {total:.1f})")
     lines.append(f"  output: {redact(output)}/ (kept/, removed.parquet, clusters.parquet, stats.json, report.html)")
     return "\n".join(lines)
+
+
+def bucket_note(n: int, buckets, rounds) -> str:
+    """The note on band buckets whose search stopped with members never compared with each other
+    (:func:`neardup.kernels.bands.find_pairs`): only verified pairs are ever removed, so no false
+    removal comes of it; a near-duplicate pair among those members is missed only when no other
+    band makes it a candidate, which ``neardup audit`` measures. Boilerplate (licence headers)
+    makes such buckets."""
+    of = f" of {buckets:,}" if buckets else ""
+    bound = (f"--max-anchor-rounds {rounds}" if rounds else "the work bound of the bucket search")
+    return (f"{n:,}{of} band {plural(n, 'bucket')} searched only in part ({bound}): never a false removal; "
+            f"a near-duplicate pair among their members is missed only if no other band pairs it "
+            f"('neardup audit' measures the misses)")
+
+
+def shingle_rule(p: dict) -> str:
+    """The shingles in force, in words: "word 5-grams" under the default rule, with what differs
+    from it in brackets ("word 5-grams (punctuation keep, case kept)", "char 7-grams")."""
+    char = bool(p.get("char_ngrams"))
+    differs = []
+    if p.get("punctuation", "split") != "split":
+        differs.append(f"punctuation {p['punctuation']}")
+    if p.get("normalize_unicode") is False:
+        differs.append("no NFKC")
+    if p.get("lowercase") is False:
+        differs.append("case kept")
+    if char and p.get("collapse_whitespace") is False:
+        differs.append("white space kept")
+    if p.get("hash_version", 2) != 2:
+        differs.append(f"hash version {p['hash_version']}")
+    return f"{'char' if char else 'word'} {p['ngram']}-grams" + (f" ({', '.join(differs)})" if differs else "")
