@@ -289,10 +289,16 @@ class Output(Group):
     keep: str = option("first", Text(),
                        "which document of a cluster to keep: first (input order), longest, or score:COLUMN (highest)")
     output_format: str = option("same", Choice(("same", "jsonl", "parquet")), "format of the files in kept/")
+    mark: bool = option(False, Switch(), "keep every document and mark the duplicates: the files go to marked/ "
+                                         "instead of kept/, with the columns duplicate_of, cluster, similarity "
+                                         "and duplicate_reason added (see the README's \"Marks instead of removals\")")
 
     def check(self) -> None:
         if self.keep not in ("first", "longest") and not (self.keep.startswith("score:") and self.score_column):
             raise ConfigError(f"keep must be 'first', 'longest' or 'score:COLUMN', got {self.keep!r}")
+        if self.mark and self.output_format != "same":
+            raise ConfigError(f"--mark writes each input in its own format; it cannot be combined with "
+                              f"--output-format {self.output_format}")
 
     @property
     def score_column(self) -> Optional[str]:
