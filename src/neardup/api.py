@@ -43,7 +43,10 @@ class DedupResult:
     """What :func:`dedup` returns.
 
     kept      the kept documents, of the type given: a pyarrow Table, a pandas DataFrame, a
-              datasets.Dataset; for paths, the list of files written under ``output/kept``
+              polars DataFrame, a datasets.Dataset; for paths, the list of files written under
+              ``output/kept``. With ``mark=True``: every document (but rejected ones), the
+              columns duplicate_of, cluster, similarity, duplicate_reason added (a list of texts
+              gives a pyarrow Table of ``text`` and them); for paths, the files of ``output/marked``
     removed   pyarrow Table: id, representative, cluster, similarity, source
     clusters  pyarrow Table: id, cluster, is_representative
     rejected  pyarrow Table: source, row, reason (empty unless on_error='skip')
@@ -122,7 +125,8 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
     source
         What to deduplicate: a path, folder or glob, or a list of them (JSONL ``.jsonl``/``.json``,
         plain, gzip or zstd; Parquet; any other file is one text document); a pyarrow Table or
-        RecordBatch; a pandas DataFrame (its index is the id of each row); a Hugging Face
+        RecordBatch; a pandas DataFrame (its index is the id of each row); a polars DataFrame (a
+        LazyFrame is refused: collect it); a Hugging Face
         ``datasets.Dataset``, or a ``DatasetDict`` (its splits deduplicated together, a document of
         one split against those of every split); or a list of texts (``["text one", ...]``: the
         result's ``kept`` is then the list of the indexes kept). A list of strings is read as paths
@@ -161,7 +165,8 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
     **options
         Every other field of :class:`neardup.Config`: ngram, char_ngrams, min_recall, seed,
         normalisation switches, max_anchor_rounds, output_format, batch_size, workers,
-        ray_address.
+        ray_address; ``mark=True`` keeps every document and marks the duplicates instead (the
+        README's "Marks instead of removals").
 
     >>> import neardup
     >>> result = neardup.dedup(["the cat sat on the mat today", "the cat sat on the mat today!",
@@ -176,6 +181,10 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
     inputs: Sequence[str] = ()
     id_note = None
     if kind is not None:
+        if config.mark:  # refused before any work (files: when their fields are first seen, in the write)
+            from .io.formats.marked import refuse_marked
+            for name, t in tables.items():
+                refuse_marked("the input" if name in ("<table>", "<texts>") else name, t.column_names)
         if sum(t.num_rows for t in tables.values()) == 0:
             return _empty_result(kind, source, config)
         sources = [nio.table_source(t, name=name) for name, t in tables.items()]
@@ -292,7 +301,14 @@ def _result(kind, tables, source, stats: dict, output: str) -> DedupResult:
     clusters = out.read_table("clusters.parquet")
     rejected = out.read_table("rejected.parquet") if out.exists("rejected.parquet") else empty_table(REJECTED_SCHEMA)
     if kind is None:
-        kept = [join(output, "kept", p) for p in stats["kept_files"]]  # as the output was named
+        marked = "marked_files" in stats
+        kept = [join(output, "marked" if marked else "kept", p)  # as the output was named
+                for p in stats["marked_files" if marked else "kept_files"]]
+    elif "marked_files" in stats:
+        from .stages.mark import marked_result
+        kept = marked_result(kind, tables, source, out, rejected)
+        removed = typed_ids(kind, tables, source, removed, ("id", "representative", "cluster"))
+        clusters = typed_ids(kind, tables, source, clusters, ("id", "cluster"))
     else:
         kept = kept_of(kind, tables, source, removed, rejected)
         removed = typed_ids(kind, tables, source, removed, ("id", "representative", "cluster"))

@@ -93,3 +93,21 @@ def write_marked_source(sources: Sequence[Source], si: int, keep: np.ndarray, me
     rel = output_relpath(src, "jsonl" if src.format == "text" else "same")
     n = write_marked(src, keep, marks, folder.join(rel))
     return rel, n, n - duplicates
+
+
+def marked_result(kind: str, tables: Dict[str, pa.Table], source, out: Folder, rejected: pa.Table):
+    """``DedupResult.kept`` of an in-memory input run with ``mark``: the user's rows (all but the
+    rejected ones) with the marks the run wrote for them (``marked/``'s table files), as the type
+    given (:func:`neardup.io.frames.marked_of`); the ids of a DataFrame's index or a list's
+    positions typed as the user's (:func:`neardup.io.inputs.typed_ids`)."""
+    from ..io.frames import marked_of
+    from ..io.inputs import kept_rows, typed_ids
+    from ..kernels.arrays import empty_table
+    from .write import REMOVED_SCHEMA, table_kept_name
+
+    rows, marks = {}, {}
+    for si, (name, t) in enumerate(tables.items()):
+        rows[name] = kept_rows(t.num_rows, name, empty_table(REMOVED_SCHEMA), rejected)
+        m = out.read_table(f"{MARKED}/{table_kept_name(si, len(tables))}", list(MARK_COLUMNS))
+        marks[name] = typed_ids(kind, tables, source, m, ("duplicate_of", "cluster"))
+    return marked_of(kind, tables, source, rows, marks)

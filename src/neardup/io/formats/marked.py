@@ -44,7 +44,7 @@ def refuse_marked(name: str, fields: Sequence[str]) -> None:
     clash, or an earlier mark be taken for this run's): refused in one line."""
     clash = [c for c in MARK_COLUMNS if c in fields]
     if clash:
-        raise InputError(f"{name}: already has the field {clash[0]!r}, one of the columns --mark adds "
+        raise InputError(f"{name} already has the field {clash[0]!r}, one of the columns --mark adds "
                          f"({', '.join(MARK_COLUMNS)}); rename or drop it, or run without --mark")
 
 
