@@ -74,5 +74,6 @@ def format_summary(stats: dict, output: str) -> str:
         lines.append(f"  note: {n:,} {plural(n, 'bucket')} still had unverified members {bound}")
     if secs:
         lines.append("  seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in secs.items()) + f"  (total {total:.1f})")
-    lines.append(f"  output: {redact(output)}/ (kept/, removed.parquet, clusters.parquet, stats.json, report.html)")
+    folder = "marked/" if "marked_files" in stats else "kept/"  # --mark: every document, marked
+    lines.append(f"  output: {redact(output)}/ ({folder}, removed.parquet, clusters.parquet, stats.json, report.html)")
     return "\n".join(lines)
