@@ -1,7 +1,8 @@
 """``--mark`` / ``dedup(..., mark=True)`` (:mod:`neardup.stages.mark`,
 :mod:`neardup.io.formats.marked`): every document written once, in input order, its own fields
 as they were, with duplicate_of / cluster / similarity / duplicate_reason; in memory, the type
-given with those columns, whose rows with ``duplicate_of`` None are exactly the kept ones."""
+given with those columns, whose rows with ``duplicate_of`` None are exactly the kept ones. (The
+Ray engine's same bytes: tests/engines/test_ray_engine.py, whose Ray instance it shares.)"""
 
 from __future__ import annotations
 
@@ -158,19 +159,3 @@ def test_overwrite_between_mark_and_not(tmp_path):
     assert (tmp_path / "out" / "kept").is_dir() and not (tmp_path / "out" / "marked").exists()
     with pytest.raises(neardup.ConfigError, match="cannot be combined with output_format parquet"):
         neardup.dedup(str(tmp_path / "a.jsonl"), output_format="parquet", mark=True)
-
-
-@pytest.mark.slow
-def test_ray_mark_writes_the_same_bytes_as_local(tmp_path, ray_local):
-    from neardup.testing.synth import generate_corpus
-    texts = generate_corpus(600, seed=3, doc_words=40).texts
-    for i, part in enumerate((texts[:300], texts[300:])):
-        (tmp_path / f"{i}.jsonl").write_text("".join(json.dumps({"text": t, "i": i}) + "\n" for t in part))
-    inputs = [str(tmp_path / "0.jsonl"), str(tmp_path / "1.jsonl")]
-    neardup.dedup(inputs, output=str(tmp_path / "local"), mark=True)
-    neardup.dedup(inputs, output=str(tmp_path / "ray"), mark=True, engine="ray", ray_address=ray_local)
-    a, b = outputs(tmp_path / "local"), outputs(tmp_path / "ray")
-    assert sorted(a) == sorted(b) and "marked/0.jsonl" in a
-    assert [k for k in a if a[k] != b[k]] == []
-    marks = [json.loads(x)["duplicate_of"] for x in (tmp_path / "ray" / "marked" / "1.jsonl").read_text().splitlines()]
-    assert any(marks) and len(marks) == 300
