@@ -159,3 +159,30 @@ def test_overwrite_between_mark_and_not(tmp_path):
     assert (tmp_path / "out" / "kept").is_dir() and not (tmp_path / "out" / "marked").exists()
     with pytest.raises(neardup.ConfigError, match="cannot be combined with output_format parquet"):
         neardup.dedup(str(tmp_path / "a.jsonl"), output_format="parquet", mark=True)
+
+
+_KILL_AFTER_ONE_FILE = """
+import os, signal
+import neardup.stages.mark as mark
+_write = mark.write_marked_source
+def _write_then_die(*args, **kwargs):
+    _write(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+mark.write_marked_source = _write_then_die
+"""
+
+
+@pytest.mark.slow  # a Python started and killed: 3-7 s
+def test_resume_after_a_kill_in_the_marked_write(marked):
+    """A run killed (SIGKILL) once it has written one marked file resumes to the same bytes as
+    a run never killed; nothing of the killed run is in the output before."""
+    import subprocess
+    from helpers import child_env, neardup_command
+    tmp, _, _ = marked
+    out = tmp / "killed"
+    args = ("dedup", tmp / "a.jsonl", "-o", out, "--mark", "--threshold", "0.5", "--quiet")
+    p = subprocess.run(neardup_command(*args, setup=_KILL_AFTER_ONE_FILE), env=child_env(), capture_output=True)
+    assert p.returncode == -9 and not (out / "marked").exists() and not (out / "stats.json").exists()
+    ran = run_in_process(*args, "--resume")
+    assert ran.returncode == 0, ran.stderr
+    assert (out / "marked" / "a.jsonl").read_bytes() == (tmp / "out" / "marked" / "a.jsonl").read_bytes()
