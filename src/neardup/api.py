@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
 
+import numpy as np
 import pyarrow as pa
 
 from . import io as nio
@@ -235,7 +236,7 @@ def _paths_of(source) -> list:
     elif isinstance(source, (list, tuple)) and all(isinstance(s, (str, os.PathLike)) for s in source):
         inputs = [os.fspath(s) for s in source]
     else:
-        raise ConfigError(f"source must be a path, a list of paths or texts, a pyarrow Table, a pandas "
+        raise ConfigError(f"source must be a path, a list of paths or texts, a pyarrow Table, a pandas or polars "
                           f"DataFrame or a datasets.Dataset / DatasetDict; got {type(source).__name__}")
     if not inputs:
         raise ConfigError("no input given")
@@ -289,6 +290,12 @@ def _empty_result(kind: str, source, config: Config) -> "DedupResult":
                             "candidate_pairs", "verified_pairs", "buckets", "truncated_buckets"), 0)
     stats = build_stats(config, [], counts, [], [])
     kept = [] if kind == "texts" else source
+    if config.mark:  # the columns, on no rows
+        from .io.formats.marked import MARKS_SCHEMA
+        from .io.frames import marked_of
+        tables = in_memory(source)[1]
+        kept = marked_of(kind, tables, source, {n: np.zeros(0, np.int64) for n in tables},
+                         {n: empty_table(MARKS_SCHEMA) for n in tables})
     return DedupResult(kept=kept, removed=empty_table(REMOVED_SCHEMA), clusters=empty_table(CLUSTERS_SCHEMA),
                        rejected=empty_table(REJECTED_SCHEMA), stats=stats, output=None)
 

@@ -112,6 +112,19 @@ def test_pandas_and_arrow_marks():
     assert table.column_names == ["text"] + MARKS and table.num_rows == len(TEXTS)
 
 
+def test_dataset_dict_and_empty_inputs():
+    datasets = pytest.importorskip("datasets")
+    pl = pytest.importorskip("polars")
+    dd = datasets.DatasetDict({"a": datasets.Dataset.from_dict({"text": TEXTS[:3]}),
+                               "b": datasets.Dataset.from_dict({"text": TEXTS[3:]})})
+    got = neardup.dedup(dd, threshold=0.5, mark=True).kept
+    assert [r["duplicate_of"] for r in got["b"]] == [None, "a:0", "a:1"]  # a split against the other
+    for empty in (pa.table({"text": pa.array([], pa.string())}), pl.DataFrame({"text": []}, schema={"text": pl.String}),
+                  datasets.Dataset.from_dict({"text": []})):
+        kept = neardup.dedup(empty, mark=True).kept
+        assert list(getattr(kept, "column_names", None) or kept.columns) == ["text"] + MARKS and len(kept) == 0
+
+
 def test_an_input_with_a_mark_column_is_refused(tmp_path):
     with pytest.raises(neardup.InputError, match="already has the field 'cluster'"):
         neardup.dedup(pa.table({"text": TEXTS, "cluster": [1] * 6}), mark=True)

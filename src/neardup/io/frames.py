@@ -78,5 +78,10 @@ def _one(rows: Dict[str, np.ndarray], marks: Dict[str, pa.Table]):
 def _hf_marked(ds, rows: np.ndarray, marks: pa.Table):
     import datasets
     kept = ds if len(rows) == len(ds) else ds.select(rows.tolist())
+    if len(kept) == 0:  # concatenate_datasets leaves an empty one out: the columns put in by hand
+        table = pa.table(kept.flatten_indices().data.table if kept._indices is not None else kept.data.table)
+        for field in marks.schema:
+            table = table.append_column(field, marks.column(field.name))
+        return datasets.Dataset(table)
     return datasets.concatenate_datasets([kept.flatten_indices() if kept._indices is not None else kept,
                                           datasets.Dataset(marks)], axis=1)
