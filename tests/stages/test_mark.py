@@ -199,3 +199,17 @@ def test_resume_after_a_kill_in_the_marked_write(marked):
     ran = run_in_process(*args, "--resume")
     assert ran.returncode == 0, ran.stderr
     assert (out / "marked" / "a.jsonl").read_bytes() == (tmp / "out" / "marked" / "a.jsonl").read_bytes()
+
+
+def test_a_match_in_an_index_is_marked_against_index(tmp_path):
+    (tmp_path / "old.jsonl").write_text(json.dumps({"id": "old", "text": TEXTS[0]}) + "\n")
+    (tmp_path / "new.jsonl").write_text("".join(json.dumps({"id": f"n{i}", "text": t}) + "\n"
+                                                for i, t in enumerate(TEXTS[1:3] + TEXTS[5:])))
+    assert run_in_process("index", "add", tmp_path / "ix", tmp_path / "old.jsonl", "--id-column", "id",
+                          "--threshold", "0.5").returncode == 0
+    res = neardup.dedup(str(tmp_path / "new.jsonl"), output=str(tmp_path / "out"), against=[str(tmp_path / "ix")],
+                        threshold=0.5, mark=True)
+    got = [json.loads(x) for x in (tmp_path / "out" / "marked" / "new.jsonl").read_text().split("\n")[:-1]]
+    assert [(r["duplicate_of"], r["duplicate_reason"]) for r in got] == [
+        (None, None), ("old", "against_index"), ("n0", "near_duplicate")]
+    assert res.stats["counts"]["kept"] == 1
