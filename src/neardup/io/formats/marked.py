@@ -91,11 +91,18 @@ def _with_marks(batches: Iterator[pa.RecordBatch], marks: pa.Table, schema: pa.S
 
 
 def mark_suffixes(marks: pa.Table) -> list:
-    """The bytes each marked JSON object ends with: ``"duplicate_of": ..., ...}``."""
-    cols = [marks.column(c).to_pylist() for c in MARK_COLUMNS]
-    names = [json.dumps(c) for c in MARK_COLUMNS]
-    return [(", ".join(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in zip(names, row)) + "}").encode("utf-8")
-            for row in zip(*cols)]
+    """The bytes each marked JSON object ends with: ``"duplicate_of": ..., ...}`` (as
+    ``json.dumps`` writes the values, ``ensure_ascii=False``; each encoded by its type, not by
+    ``json.dumps`` a value: a tenth of the time)."""
+    from json.encoder import encode_basestring
+
+    def strings(name):
+        return ["null" if v is None else encode_basestring(v) for v in marks.column(name).to_pylist()]
+
+    sim = ["null" if v is None else float.__repr__(v) for v in marks.column("similarity").to_pylist()]
+    form = ", ".join(f"{json.dumps(c)}: {{}}" for c in MARK_COLUMNS) + "}}"
+    return [form.format(*row).encode("utf-8")
+            for row in zip(strings("duplicate_of"), strings("cluster"), sim, strings("duplicate_reason"))]
 
 
 def marked_line(line: bytes, suffix: bytes, name: str, row: int) -> bytes:
