@@ -1,6 +1,7 @@
 """Stage ``write``: the output folder, the same bytes whichever engine ran the stages before.
 
     kept/                 one file per input file (:func:`write_kept_group`, a group of sources at a time)
+    marked/               instead of kept/ with ``--mark``: every document, marked (:mod:`.mark`)
     removed.parquet       REMOVED_SCHEMA, in document order        (:func:`removed_records`)
     clusters.parquet      CLUSTERS_SCHEMA, by cluster, then document (:func:`cluster_records`)
                           (both sorted by range in the engine's calls and stitched: :func:`write_members`)
