@@ -356,7 +356,7 @@ MEMBER_BYTES = 200  # about what a member row weighs in the write stage's shuffl
 CLUSTER_COLUMNS = ["doc", "cluster", "id", "cluster_id", "removed"]
 
 
-def write_members(run, engine) -> Tuple[List[int], int]:
+def write_members(run, engine) -> Tuple[List[int], int, List[int]]:
     """removed.parquet and clusters.parquet without a member row in the driver. The members
     (``clusters/part-*.parquet``) are range-partitioned on a key known in advance, the document
     (removed rows) or the cluster's head document (every member; -1, an index's match, in the
