@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
 
+import numpy as np
 import pyarrow as pa
 
 from . import io as nio
@@ -43,7 +44,10 @@ class DedupResult:
     """What :func:`dedup` returns.
 
     kept      the kept documents, of the type given: a pyarrow Table, a pandas DataFrame, a
-              datasets.Dataset; for paths, the list of files written under ``output/kept``
+              polars DataFrame, a datasets.Dataset; for paths, the list of files written under
+              ``output/kept``. With ``mark=True``: every document (but rejected ones), the
+              columns duplicate_of, cluster, similarity, duplicate_reason added (a list of texts
+              gives a pyarrow Table of ``text`` and them); for paths, the files of ``output/marked``
     removed   pyarrow Table: id, representative, cluster, similarity, source
     clusters  pyarrow Table: id, cluster, is_representative
     rejected  pyarrow Table: source, row, reason (empty unless on_error='skip')
@@ -123,7 +127,8 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
         What to deduplicate: a path, folder or glob, or a list of them (JSONL ``.jsonl``/``.json``,
         CSV ``.csv`` and TSV ``.tsv`` with a header line, each plain, gzip or zstd; Parquet; any
         other file is one text document); a pyarrow Table or
-        RecordBatch; a pandas DataFrame (its index is the id of each row); a Hugging Face
+        RecordBatch; a pandas DataFrame (its index is the id of each row); a polars DataFrame (a
+        LazyFrame is refused: collect it); a Hugging Face
         ``datasets.Dataset``, or a ``DatasetDict`` (its splits deduplicated together, a document of
         one split against those of every split); or a list of texts (``["text one", ...]``: the
         result's ``kept`` is then the list of the indexes kept). A list of strings is read as paths
@@ -162,7 +167,8 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
     **options
         Every other field of :class:`neardup.Config`: ngram, char_ngrams, min_recall, seed,
         normalisation switches, max_anchor_rounds, output_format, batch_size, workers,
-        ray_address.
+        ray_address; ``mark=True`` keeps every document and marks the duplicates instead (the
+        README's "Marks instead of removals").
 
     >>> import neardup
     >>> result = neardup.dedup(["the cat sat on the mat today", "the cat sat on the mat today!",
@@ -177,6 +183,10 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
     inputs: Sequence[str] = ()
     id_note = None
     if kind is not None:
+        if config.mark:  # refused before any work (files: when their fields are first seen, in the write)
+            from .io.formats.marked import refuse_marked
+            for name, t in tables.items():
+                refuse_marked("the input" if name in ("<table>", "<texts>") else name, t.column_names)
         if sum(t.num_rows for t in tables.values()) == 0:
             return _empty_result(kind, source, config)
         sources = [nio.table_source(t, name=name) for name, t in tables.items()]
@@ -227,7 +237,7 @@ def _paths_of(source) -> list:
     elif isinstance(source, (list, tuple)) and all(isinstance(s, (str, os.PathLike)) for s in source):
         inputs = [os.fspath(s) for s in source]
     else:
-        raise ConfigError(f"source must be a path, a list of paths or texts, a pyarrow Table, a pandas "
+        raise ConfigError(f"source must be a path, a list of paths or texts, a pyarrow Table, a pandas or polars "
                           f"DataFrame or a datasets.Dataset / DatasetDict; got {type(source).__name__}")
     if not inputs:
         raise ConfigError("no input given")
@@ -284,6 +294,12 @@ def _empty_result(kind: str, source, config: Config) -> "DedupResult":
                             "candidate_pairs", "verified_pairs", "buckets", "truncated_buckets"), 0)
     stats = build_stats(config, [], counts, [], [])
     kept = [] if kind == "texts" else source
+    if config.mark:  # the columns, on no rows
+        from .io.formats.marked import MARKS_SCHEMA
+        from .io.frames import marked_of
+        tables = in_memory(source)[1]
+        kept = marked_of(kind, tables, source, {n: np.zeros(0, np.int64) for n in tables},
+                         {n: empty_table(MARKS_SCHEMA) for n in tables})
     return DedupResult(kept=kept, removed=empty_table(REMOVED_SCHEMA), clusters=empty_table(CLUSTERS_SCHEMA),
                        rejected=empty_table(REJECTED_SCHEMA), stats=stats, output=None)
 
@@ -296,7 +312,14 @@ def _result(kind, tables, source, stats: dict, output: str) -> DedupResult:
     clusters = out.read_table("clusters.parquet")
     rejected = out.read_table("rejected.parquet") if out.exists("rejected.parquet") else empty_table(REJECTED_SCHEMA)
     if kind is None:
-        kept = [join(output, "kept", p) for p in stats["kept_files"]]  # as the output was named
+        marked = "marked_files" in stats
+        kept = [join(output, "marked" if marked else "kept", p)  # as the output was named
+                for p in stats["marked_files" if marked else "kept_files"]]
+    elif "marked_files" in stats:
+        from .stages.mark import marked_result
+        kept = marked_result(kind, tables, source, out, rejected)
+        removed = typed_ids(kind, tables, source, removed, ("id", "representative", "cluster"))
+        clusters = typed_ids(kind, tables, source, clusters, ("id", "cluster"))
     else:
         kept = kept_of(kind, tables, source, removed, rejected)
         removed = typed_ids(kind, tables, source, removed, ("id", "representative", "cluster"))

@@ -46,30 +46,32 @@ def claim_output(out: Folder, run: str, overwrite: bool, resume: bool) -> None:
         raise ConfigError(f"output folder {out} holds the results of an earlier run{other}; pass --overwrite "
                           f"(overwrite=True) to replace them, or choose another folder")
     _refuse_foreign_kept(out)
+    _refuse_foreign_kept(out, "marked", "marked_files")
     if marker.get("run") != run:
         out.set_marker({**marker, "run": run})
 
 
-def _refuse_foreign_kept(out: Folder) -> None:
+def _refuse_foreign_kept(out: Folder, folder: str = "kept", listed: str = "kept_files") -> None:
     """A run replaces ``OUTPUT/kept/`` whole; it may only when every file there is neardup's: one
     of the previous result's (its stats.json's ``kept_files``), or, with no stats.json and the
     staging folder still there, of a publish cut short (its kept/ is the old or the new result).
-    Any other file (a user's notes put beside the kept shards) is refused in one line, before work."""
-    present = out.files_under("kept")
+    Any other file (a user's notes put beside the kept shards) is refused in one line, before work.
+    The same for ``OUTPUT/marked/`` (``--mark``) and stats.json's ``marked_files``."""
+    present = out.files_under(folder)
     if not present:
         return
     stats = out.read_json(STATS)
-    if isinstance(stats, dict) and isinstance(stats.get("kept_files"), list):
-        ours = set(stats["kept_files"])
+    if isinstance(stats, dict) and isinstance(stats.get(listed), list):
+        ours = set(stats[listed])
     elif out.exists(STAGING):
         return
     else:
         ours = set()
     foreign = [p for p in present if p not in ours]
     if foreign:
-        shown = ", ".join(f"kept/{p}" for p in foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        shown = ", ".join(f"{folder}/{p}" for p in foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise ConfigError(f"output folder {out}: {shown} {'was' if len(foreign) == 1 else 'were'} not written by "
-                          f"neardup, and a run replaces kept/ whole; move {'it' if len(foreign) == 1 else 'them'} "
+                          f"neardup, and a run replaces {folder}/ whole; move {'it' if len(foreign) == 1 else 'them'} "
                           f"out, or choose another folder")
 
 

@@ -106,6 +106,13 @@ def test_jsonl_files_same_bytes(cluster, tmp_path, jsonl_corpus, verify):
     assert_same(local, rayed)
 
 
+def test_mark_same_bytes(cluster, tmp_path, jsonl_corpus):
+    """--mark (issue 31): marked/ (gzip included) and the rest, the local engine's bytes."""
+    local, rayed, stats = both(tmp_path, str(jsonl_corpus), mark=True, on_error="skip")
+    assert stats["counts"]["removed"] > 100 and len(stats["marked_files"]) == 4
+    assert_same(local, rayed)
+
+
 @pytest.mark.parametrize("verify", ["exact", "estimate"])
 def test_parquet_same_bytes(cluster, tmp_path, parquet_corpus, verify):
     local, rayed, stats = both(tmp_path, str(parquet_corpus), verify=verify, keep="score:quality",

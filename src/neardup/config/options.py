@@ -130,6 +130,9 @@ class Option:
         default is True needs one that says what turning it off does, e.g. ``--no-nfkc``).
     cli: False for an option the command line never sets (the API sets it).
     recorded: False for an option left out of stats.json's params (only its result counts).
+    silent_default: True for an option left out of a run's identity and stats.json's params
+        while it has its default: an option added later leaves the fingerprint (and params) of
+        the runs that do not use it as they were (their outputs and work dirs stay their own).
     """
 
     check: Any
@@ -137,6 +140,7 @@ class Option:
     flag: Optional[str] = None
     cli: bool = True
     recorded: bool = True
+    silent_default: bool = False
 
 
 def option(default: Any, check: Any, help: str, **how: Any) -> Any:
@@ -289,10 +293,17 @@ class Output(Group):
     keep: str = option("first", Text(),
                        "which document of a cluster to keep: first (input order), longest, or score:COLUMN (highest)")
     output_format: str = option("same", Choice(("same", "jsonl", "parquet")), "format of the files in kept/")
+    mark: bool = option(False, Switch(), "keep every document and mark the duplicates: the files go to marked/ "
+                                         "instead of kept/, with the columns duplicate_of, cluster, similarity "
+                                         "and duplicate_reason added (see the README's \"Marks instead of removals\")",
+                        silent_default=True)
 
     def check(self) -> None:
         if self.keep not in ("first", "longest") and not (self.keep.startswith("score:") and self.score_column):
             raise ConfigError(f"keep must be 'first', 'longest' or 'score:COLUMN', got {self.keep!r}")
+        if self.mark and self.output_format != "same":
+            raise ConfigError(f"--mark writes each input in its own format; it cannot be combined with "
+                              f"--output-format {self.output_format}")
 
     @property
     def score_column(self) -> Optional[str]:
@@ -411,22 +422,27 @@ class Config:
         choice = choose_params(self.threshold, self.num_perm, min_recall=self.min_recall)
         return self.replace(bands=choice.bands, rows=choice.rows)
 
-    def options(self, *groups: str) -> Dict[str, Any]:
-        """The options of the named groups (default: all), as one flat dict in declaration order."""
+    def options(self, *groups: str, stated: bool = False) -> Dict[str, Any]:
+        """The options of the named groups (default: all), as one flat dict in declaration order
+        (``stated``: less those declared ``silent_default`` that have their default)."""
         return {f.name: getattr(getattr(self, g), f.name)
-                for g in (groups or GROUPS) for f in dataclasses.fields(GROUPS[g])}
+                for g in (groups or GROUPS) for f in dataclasses.fields(GROUPS[g]) if not stated or not _silent(self, g, f)}
 
     def to_dict(self) -> Dict[str, Any]:
         return self.options()
 
     def identity(self) -> Dict[str, Any]:
         """The options that change a run's result: those of every group but :class:`Execution`."""
-        return self.options(*(g for g, kind in GROUPS.items() if kind.identity))
+        return self.options(*(g for g, kind in GROUPS.items() if kind.identity), stated=True)
 
     def recorded(self) -> Dict[str, Any]:
         """stats.json's params: the options of the recorded groups, but those declared unrecorded."""
         return {f.name: getattr(getattr(self, g), f.name) for g, kind in GROUPS.items() if kind.recorded
-                for f in dataclasses.fields(kind) if declaration(f).recorded}
+                for f in dataclasses.fields(kind) if declaration(f).recorded and not _silent(self, g, f)}
+
+
+def _silent(cfg: "Config", group: str, f: dataclasses.Field) -> bool:
+    return declaration(f).silent_default and getattr(getattr(cfg, group), f.name) == f.default
 
 
 GROUPS: Dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(Config)}

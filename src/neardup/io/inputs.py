@@ -39,7 +39,7 @@ def _with_index_ids(table: pa.Table, ids) -> pa.Table:
 
 def in_memory(source) -> Tuple[Optional[str], Optional[Dict[str, pa.Table]]]:
     """(kind, {name: pyarrow Table}) for in-memory inputs, or (None, None) for paths. ``kind``
-    is ``arrow``, ``pandas``, ``hf``, ``hf_dict`` or ``texts``."""
+    is ``arrow``, ``pandas``, ``polars``, ``hf``, ``hf_dict`` or ``texts``."""
     if isinstance(source, pa.Table):
         return "arrow", {"<table>": source}
     if isinstance(source, pa.RecordBatch):
@@ -51,6 +51,10 @@ def in_memory(source) -> Tuple[Optional[str], Optional[Dict[str, pa.Table]]]:
         import pandas as pd
         if isinstance(source, pd.DataFrame):
             return "pandas", {"<table>": _with_index_ids(_from_pandas(source), source.index)}
+    from .frames import polars_input
+    polars = polars_input(source)  # a polars DataFrame: its Arrow table (a LazyFrame is refused)
+    if polars is not None:
+        return polars
     if mod.startswith("datasets") and type(source).__name__ == "DatasetDict":
         return "hf_dict", {name: _hf_table(split) for name, split in source.items()}
     if mod.startswith("datasets") and hasattr(source, "data") and hasattr(source, "select"):
@@ -136,7 +140,7 @@ def _rows_of(table: pa.Table, name: str) -> np.ndarray:
 def kept_of(kind: str, tables: Dict[str, pa.Table], source: Any, removed: pa.Table, rejected: pa.Table):
     """The kept rows of in-memory ``tables`` (of ``kind``, from :func:`in_memory`) as the type
     the user gave: a list of the indexes kept (texts), a Dataset or DatasetDict (``select``), a
-    pandas DataFrame (its own index), or a pyarrow Table."""
+    pandas DataFrame (its own index), a polars DataFrame, or a pyarrow Table."""
     rows = [kept_rows(t.num_rows, name, removed, rejected) for name, t in tables.items()]
     if kind == "texts":
         return rows[0].tolist()
@@ -144,6 +148,9 @@ def kept_of(kind: str, tables: Dict[str, pa.Table], source: Any, removed: pa.Tab
         return source.select(rows[0].tolist())
     if kind == "hf_dict":
         return type(source)({name: source[name].select(r.tolist()) for name, r in zip(tables, rows)})
+    if kind == "polars":
+        from .frames import polars_rows
+        return polars_rows(source, rows[0])
     table = next(iter(tables.values()))
     if INDEX_ID_COLUMN in table.column_names:
         table = table.drop_columns([INDEX_ID_COLUMN])

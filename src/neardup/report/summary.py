@@ -75,7 +75,8 @@ def format_summary(stats: dict, output: str) -> str:
         lines.append("  note: " + bucket_note(c["truncated_buckets"], c.get("buckets"), p.get("max_anchor_rounds")))
     if secs:
         lines.append("  seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in secs.items()) + f"  (total {total:.1f})")
-    lines.append(f"  output: {redact(output)}/ (kept/, removed.parquet, clusters.parquet, stats.json, report.html)")
+    folder = "marked/" if "marked_files" in stats else "kept/"  # --mark: every document, marked
+    lines.append(f"  output: {redact(output)}/ ({folder}, removed.parquet, clusters.parquet, stats.json, report.html)")
     return "\n".join(lines)
 
 

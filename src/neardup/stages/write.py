@@ -1,6 +1,7 @@
 """Stage ``write``: the output folder, the same bytes whichever engine ran the stages before.
 
     kept/                 one file per input file (:func:`write_kept_group`, a group of sources at a time)
+    marked/               instead of kept/ with ``--mark``: every document, marked (:mod:`.mark`)
     removed.parquet       REMOVED_SCHEMA, in document order        (:func:`removed_records`)
     clusters.parquet      CLUSTERS_SCHEMA, by cluster, then document (:func:`cluster_records`)
                           (both sorted by range in the engine's calls and stitched: :func:`write_members`)
@@ -41,7 +42,7 @@ CLUSTERS_SCHEMA = pa.schema([("id", pa.string()), ("cluster", pa.string()), ("is
 REJECTED_SCHEMA = pa.schema([("source", pa.string()), ("row", pa.int64()), ("reason", pa.string())])
 SAMPLE_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string())])
 # a run's result, the files it replaces in the output folder (nothing else there is touched)
-OUTPUT_FILES = ("kept", "removed.parquet", "clusters.parquet", "rejected.parquet", "texts_sample.parquet",
+OUTPUT_FILES = ("kept", "marked", "removed.parquet", "clusters.parquet", "rejected.parquet", "texts_sample.parquet",
                 "report.html", "stats.json")
 
 
@@ -68,10 +69,10 @@ def rejected_table(records: Sequence[Sequence], names: Sequence[str]) -> pa.Tabl
                      "reason": arrow([x for _, _, x in rows], pa.string())}, schema=REJECTED_SCHEMA)
 
 
-def prepare_output(output: Folder) -> Folder:
-    """Makes the output folder and an empty kept/ in it; returns kept/."""
-    output.remove("kept")
-    kept = output.child("kept")
+def prepare_output(output: Folder, name: str = "kept") -> Folder:
+    """Makes the output folder and an empty kept/ (or ``name``: marked/) in it; returns it."""
+    output.remove(name)
+    kept = output.child(name)
     kept.makedirs()
     return kept
 
@@ -94,12 +95,15 @@ def kept_rows(rows: np.ndarray, dropped: np.ndarray) -> np.ndarray:
 def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: Dict[int, np.ndarray],
                      dropped: Dict[int, np.ndarray], kept: Folder, config,
                      wanted: Optional[Dict[int, Dict[int, int]]] = None,
-                     progress: Optional[Callable[[int], None]] = None) -> Tuple[Dict[int, str], Dict[int, str], int]:
+                     progress: Optional[Callable[[int], None]] = None,
+                     marks: Optional[Dict[int, pa.Table]] = None) -> Tuple[Dict[int, str], Dict[int, str], int]:
     """Kept files of a group of sources, in the folder ``kept``: for source si, ``rows[si]`` (its
     documents' rows) less ``dropped[si]`` (removed or rejected), written with
     :func:`neardup.io.write_kept`; in-memory tables as Parquet. ``wanted[si]`` = {row: doc} of
     documents whose text the report shows: caught on the way where the file is copied line by
-    line. Returns (written relpath per source, captured texts by doc, documents written)."""
+    line. With ``config.mark``, every document but the rejected ones is written, with its marks
+    (``marks[si]``: its member rows, :mod:`.mark`), and the count returned is of the kept ones.
+    Returns (written relpath per source, captured texts by doc, documents kept)."""
     written: Dict[int, str] = {}
     n_written = 0
     captured: Dict[int, str] = {}
@@ -111,6 +115,14 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
         src = sources[si]
         all_rows = rows.get(si, np.zeros(0, np.int64))
         keep = kept_rows(all_rows, dropped.get(si, np.zeros(0, np.int64)))
+        if config.mark:
+            from .mark import write_marked_source
+            rel, _, n = write_marked_source(sources, si, keep, (marks or {}).get(si), kept,
+                                            table_kept_name(si, len(sources)))
+            if rel is not None:
+                written[si] = rel
+                n_written += n
+            continue
         if src.format == "table":
             name = table_kept_name(si, len(sources))
             table = src.table.take(arrow(keep, pa.int64()))
@@ -244,12 +256,13 @@ class WriteStage:
     def run(self, run, engine) -> dict:
         out = run.output
         out.makedirs()
-        removed_ranges, width = write_members(run, engine)
+        removed_ranges, width, marks_ranges = write_members(run, engine)
         check_interrupt()
 
         rejected = _rejected_by_source(run)
         block_start = run.corpus.block_start
-        kept_folder = prepare_output(out)
+        mark = run.config.mark
+        kept_folder = prepare_output(out, "marked" if mark else "kept")
         wanted = wanted_texts(run.info("clusters").top)
         plan = run.work.plan(run.sources)
         block_of: Dict[int, List[int]] = {}  # a split file's rows lie in several blocks
@@ -259,9 +272,11 @@ class WriteStage:
         files = [si for si, s in enumerate(run.sources) if s.format != "table"]
         size = max(1, math.ceil(len(files) / (4 * engine.cpus)))
         groups = [files[i:i + size] for i in range(0, len(files), size)]
-        items = [(g, {si: block_of[si] for si in g},
-                  removed_parts_of({b for si in g for b in block_of[si]}, block_start, width, removed_ranges),
-                  {si: rejected[si] for si in g if si in rejected}, {si: wanted[si] for si in g if si in wanted})
+        parts_of = partial(removed_parts_of, block_start=block_start, width=width,
+                           ranges=marks_ranges if mark else removed_ranges, kind="marks" if mark else "removed")
+        items = [(g, {si: block_of[si] for si in g}, parts_of({b for si in g for b in block_of[si]}),
+                  {si: rejected[si] for si in g if si in rejected},
+                  {} if mark else {si: wanted[si] for si in g if si in wanted})
                  for g in groups]
         written: Dict[int, str] = {}
         captured: Dict[int, str] = {}
@@ -276,11 +291,11 @@ class WriteStage:
             progress.set_postfix_str(f"{len(written):,} {plural(len(written), 'file')} written")
         tables = [si for si, s in enumerate(run.sources) if s.format == "table"]
         if tables:  # the removed rows of these tables' blocks only, read here where the tables are
-            parts = removed_parts_of({b for si in tables for b in block_of[si]}, block_start, width, removed_ranges)
-            dropped = dropped_rows(run.work.folder, parts, tables, rejected)
+            parts = parts_of({b for si in tables for b in block_of[si]})
+            dropped, marks = dropped_or_marks(run.work.folder, parts, tables, rejected, mark)
             t_written, _, t_kept = write_kept_group(
                 run.sources, tables, rows_of_sources(run.store, {si: block_of[si] for si in tables}), dropped,
-                kept_folder, run.config)
+                kept_folder, run.config, marks=marks)
             written.update(t_written)
             kept += t_kept
         return finish_write(run, [written[si] for si in sorted(written)], kept, captured)
@@ -291,10 +306,21 @@ def write_kept_partition(item, *, task, kept: Folder, report=None) -> dict:
     hold their blocks' documents, their rejected rows, the rows whose text the report shows)
     -> their kept files."""
     group, block_of, removed_parts, rejected, wanted = item
-    dropped = dropped_rows(task.work, removed_parts, group, rejected)
+    dropped, marks = dropped_or_marks(task.work, removed_parts, group, rejected, task.config.mark)
     written, captured, n = write_kept_group(task.sources, group, rows_of_sources(task.store, block_of), dropped,
-                                            kept, task.config, wanted, progress=report)
+                                            kept, task.config, wanted, progress=report, marks=marks)
     return {"written": written, "captured": captured, "kept": n, "files": len(group)}
+
+
+def dropped_or_marks(work: Folder, parts: Sequence[str], group: Sequence[int], rejected: Dict[int, np.ndarray],
+                     mark: bool) -> Tuple[Dict[int, np.ndarray], Optional[Dict[int, pa.Table]]]:
+    """What each source of ``group`` loses, and (``--mark``) its member rows: without ``mark``
+    its removed and rejected rows (``parts``: removed parts), with it only its rejected rows and
+    the member rows of ``parts`` (marks parts), which say how to mark the others."""
+    if not mark:
+        return dropped_rows(work, parts, group, rejected), None
+    from .mark import member_marks
+    return dropped_rows(work, [], group, rejected), member_marks(work, parts, group)
 
 
 def rows_of_sources(store, block_of: Dict[int, List[int]]) -> Dict[int, np.ndarray]:
@@ -330,7 +356,7 @@ MEMBER_BYTES = 200  # about what a member row weighs in the write stage's shuffl
 CLUSTER_COLUMNS = ["doc", "cluster", "id", "cluster_id", "removed"]
 
 
-def write_members(run, engine) -> Tuple[List[int], int]:
+def write_members(run, engine) -> Tuple[List[int], int, List[int]]:
     """removed.parquet and clusters.parquet without a member row in the driver. The members
     (``clusters/part-*.parquet``) are range-partitioned on a key known in advance, the document
     (removed rows) or the cluster's head document (every member; -1, an index's match, in the
@@ -338,15 +364,16 @@ def write_members(run, engine) -> Tuple[List[int], int]:
     range is sorted by a call and written to the work dir (:func:`write_ranges`); a call then
     stitches each file from its ranges in order (:func:`stitch_output`: streamed, the bytes of
     one sorted table written at once). Returns (the ranges holding removed rows, width): what
-    the kept/ writers need to find theirs."""
+    the kept/ writers need to find theirs. With ``--mark`` every member is written by
+    document too (kind ``marks``: :mod:`.mark`), whose ranges are returned third."""
     run.work.stage_dir("write", fresh=True)
     info = run.info("clusters")
     parts = run.work.parts("clusters")
     n_ranges = max(1, engine.partitions((info.members + info.removed_against_index) * MEMBER_BYTES))
     width = max(1, math.ceil(run.corpus.n / n_ranges))
     work = run.work.folder
-    ranges: Dict[str, List[int]] = {}
-    for kind in ("removed", "clusters"):
+    ranges: Dict[str, List[int]] = {"marks": []}
+    for kind in ("removed", "clusters") + (("marks",) if run.config.mark else ()):
         done: Dict[int, int] = {}
         if parts:
             rows = engine.map(partial(member_rows, work=work, kind=kind, width=width), parts)
@@ -356,15 +383,15 @@ def write_members(run, engine) -> Tuple[List[int], int]:
         ranges[kind] = sorted(done)
     jobs = [(kind, [range_name(kind, r) for r in ranges[kind]]) for kind in ("removed", "clusters")]
     engine.collect(engine.map(partial(stitch_output, task=run.task(engine, with_store=False), out=run.output), jobs))
-    return ranges["removed"], width
+    return ranges["removed"], width, ranges["marks"]
 
 
 def member_rows(name: str, *, work: Folder, kind: str, width: int) -> pa.Table:
     """One members part -> the rows of ``kind`` with their range (column ``range``): the removed
     members (every column) by document, or every member (what clusters.parquet needs) by cluster."""
     t = work.read_table(name)
-    if kind == "removed":
-        t = t.filter(t.column("removed"))
+    if kind in ("removed", "marks"):
+        t = t.filter(t.column("removed") if kind == "removed" else pa.compute.greater_equal(t.column("doc"), 0))
         key = column(t, "doc")
     else:
         t = t.select(CLUSTER_COLUMNS)
@@ -383,7 +410,7 @@ def write_ranges(table: pa.Table, *, work: Folder, kind: str) -> Dict[int, int]:
     out: Dict[int, int] = {}
     for r in np.unique(key).tolist():
         t = table.filter(arrow(key == r))
-        if kind == "removed":
+        if kind in ("removed", "marks"):
             t = t.select(MEMBERS_SCHEMA.names).cast(MEMBERS_SCHEMA).sort_by("doc")
         else:
             t = cluster_records(t.sort_by([("cluster", "ascending"), ("doc", "ascending")]))
@@ -403,14 +430,15 @@ def stitch_output(job, *, task, out: Folder) -> int:
     return out.stitch_parquet("clusters.parquet", CLUSTERS_SCHEMA, task.work, names)
 
 
-def removed_parts_of(blocks, block_start: np.ndarray, width: int, ranges: Sequence[int]) -> List[str]:
+def removed_parts_of(blocks, block_start: np.ndarray, width: int, ranges: Sequence[int],
+                     kind: str = "removed") -> List[str]:
     """The sorted removed parts that may hold documents of ``blocks`` (their documents are
     ``block_start[b]`` .. ``block_start[b + 1] - 1``), of those that exist (``ranges``)."""
     lo, hi = int(block_start[min(blocks)]), int(block_start[max(blocks) + 1])
     if hi <= lo:
         return []
     first, last = lo // width, (hi - 1) // width
-    return [range_name("removed", r) for r in ranges if first <= r <= last]
+    return [range_name(kind, r) for r in ranges if first <= r <= last]
 
 
 def dropped_rows(work: Folder, removed_parts: Sequence[str], group: Sequence[int],
@@ -477,7 +505,10 @@ def finish_write(run, kept_files: List[str], kept: int, texts: Dict[int, str]) -
     else:
         out.parquet_rows("texts_sample.parquet", SAMPLE_SCHEMA).close()
     counts = run_counts(run.corpus.n, read, pairs, clusters, kept)
-    run.stats = build_stats(cfg, run.sources, counts, read.per_source, kept_files, read.skipped_files)
+    run.stats = build_stats(cfg, run.sources, counts, read.per_source, [] if cfg.mark else kept_files,
+                            read.skipped_files)
+    if cfg.mark:  # the files of marked/ (kept/ has none): what a later run may replace
+        run.stats["marked_files"] = kept_files
     if cfg.against:
         from .against import index_stats
         run.stats["indexes"] = index_stats(cfg, run.corpus.summaries)

@@ -8,7 +8,7 @@ that is never closed, which pyarrow takes for a field running to the end of the 
 from __future__ import annotations
 
 import json
-from typing import BinaryIO, Dict, Iterator, List, Optional, Tuple
+from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -423,14 +423,30 @@ def _csv_rows(src: Source, keep: np.ndarray) -> Iterator[pa.RecordBatch]:
         raise ValueError(f"keep_rows has row {int(keep[k])} but {src.name} has {row0} rows")
 
 
-def write_kept_csv(src: Source, keep: np.ndarray, out: BinaryIO, target: str) -> int:
+def _appended(batches: Iterator[pa.RecordBatch], extra: pa.Table, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Each batch with its slice of ``extra`` appended, in order."""
+    at = 0
+    for rb in batches:
+        part = extra.slice(at, rb.num_rows).combine_chunks()
+        at += rb.num_rows
+        yield pa.RecordBatch.from_arrays(list(rb.columns) + [c.combine_chunks() for c in part.columns],
+                                         schema=pa.schema(list(schema) + list(extra.schema)))
+
+
+def write_kept_csv(src: Source, keep: np.ndarray, out: BinaryIO, target: str, extra: Optional[pa.Table] = None,
+                   check: Optional[Callable] = None) -> int:
     """Kept CSV / TSV records as ``target``: the same format (a header, then the records with
     every field quoted; same compression), JSONL (one object of strings per record) or Parquet
-    (string columns)."""
+    (string columns). ``extra`` (a row per kept record: ``--mark``'s columns) is appended to
+    the records, once ``check(name, header)`` has passed."""
     import pyarrow.csv as pcsv
 
     batches = _csv_rows(src, keep)
     schema = next(batches).schema
+    if extra is not None:
+        check(src.name, schema.names)
+        batches = _appended(batches, extra, schema)
+        schema = pa.schema(list(schema) + list(extra.schema))
     if target == "parquet":
         return write_parquet_batches(out, schema, batches, "snappy")
     n = 0
