@@ -46,7 +46,7 @@ def corpus(tmp_path_factory):
     rng.shuffle(records)
     write_jsonl(new / "a.jsonl", records[:7])
     write_jsonl(new / "b.jsonl", records[7:])
-    return {"root": root, "index": index, "new": new, "records": {r["id"]: r for r in records}}
+    return {"root": root, "index": index, "old": old, "new": new, "records": {r["id"]: r for r in records}}
 
 
 def _read(folder):
@@ -134,3 +134,16 @@ def test_one_task_steps_refuse_ranks(corpus, tmp_path):
         _pipeline([NeardupDedup(corpus["new"], tmp_path / "out")], tmp_path, "two", tasks=2)
     with pytest.raises(ConfigError, match="mode"):
         NeardupFilter(corpus["index"], mode="remove")
+
+
+@pytest.mark.slow
+def test_ranks_against_a_redis_index(corpus, against, redis_url, tmp_path):
+    # the same filter and commit on an index on a real redis-server: two ranks read it, one commit adds
+    neardup.Index(redis_url).add(corpus["old"], ids=[f"old-{i}" for i in range(12)], name="old")
+    adds = tmp_path / "adds"
+    _pipeline([JsonlReader(str(corpus["new"])),
+               NeardupFilter(redis_url, additions=adds, exclusion_writer=JsonlWriter(str(tmp_path / "ex"), compression=None)),
+               JsonlWriter(str(tmp_path / "kept"), compression=None)], tmp_path, "redis", tasks=2)
+    assert {d["id"]: d["metadata"]["duplicate_of"] for d in _read(tmp_path / "ex")} == against
+    _pipeline([NeardupCommit(redis_url, adds, name="dump2")], tmp_path, "commit")
+    assert neardup.Index(redis_url).stats()["sources"] == {"old": 12, "dump2": 10}
