@@ -230,9 +230,16 @@ def _one_task(step: PipelineStep, world_size: int) -> None:
 
 def corpus_writer(folder, **kwargs):
     """A datatrove ``JsonlWriter`` that writes the ranks' documents (text, id, metadata) to
-    ``folder`` as ``NNNNN.jsonl.gz``, where :class:`NeardupDedup` reads them."""
+    ``folder`` as ``NNNNN.jsonl.gz``, where :class:`NeardupDedup` reads them. Every id is
+    written, as a string: datatrove's own adapter leaves out a falsy value, so a document whose
+    id is ``0`` (a JSONL ``"id": 0``) would reach ``neardup dedup`` without one."""
     from datatrove.pipeline.writers import JsonlWriter
-    return JsonlWriter(os.fspath(folder), **kwargs)
+    return JsonlWriter(os.fspath(folder), **{"adapter": _corpus_record, **kwargs})
+
+
+def _corpus_record(writer, doc: Document) -> dict:
+    """What :func:`corpus_writer` writes of a document (a module function: ranks pickle it)."""
+    return {"text": doc.text, "id": str(doc.id), "metadata": doc.metadata}
 
 
 class NeardupDedup(PipelineStep):
