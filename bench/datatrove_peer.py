@@ -94,8 +94,18 @@ def _lines(folder: Path) -> int:
     return n
 
 
+QUIET = False  # --quiet: the executors' logs and stats go to their logging_dir only
+
+
 def _run(steps, logs: Path, tasks: int = 1) -> None:
-    LocalPipelineExecutor(steps, tasks=tasks, workers=1, logging_dir=str(logs)).run()
+    import contextlib
+    import io
+    executor = LocalPipelineExecutor(steps, tasks=tasks, workers=1, logging_dir=str(logs))
+    if not QUIET:
+        executor.run()
+        return
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        executor.run()  # datatrove adds a sink on sys.stderr for each task: this one
 
 
 def datatrove_minhash(src: Path, work: Path, tasks: int, config: MinhashConfig) -> dict:
@@ -167,6 +177,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.quiet:
         from loguru import logger
+        global QUIET
+        QUIET = True
         logger.remove()
     _xxhash_of_str()
     header = run_header(sys.argv)
@@ -177,7 +189,7 @@ def main(argv=None) -> int:
         src.mkdir()
         os.symlink(os.path.abspath(corpus["path"]), src / "corpus.jsonl")
         warm_up(work)
-        texts = read_jsonl_texts(Path(corpus["path"]))
+        texts = read_jsonl_texts(Path(corpus["path"]))[0]
         print(f"datatrove_peer: {args.docs:,} documents, tasks={args.tasks}, load {os.getloadavg()[0]:.1f}")
         result = {**header, "corpus": corpus, "tasks": args.tasks,
                   "datatrove_minhash": datatrove_minhash(src, work, args.tasks, MinhashConfig()),
