@@ -149,3 +149,14 @@ def test_ranks_against_a_redis_index(corpus, against, redis_url, tmp_path):
     assert {d["id"]: d["metadata"]["duplicate_of"] for d in _read(tmp_path / "ex")} == against
     _pipeline([NeardupCommit(redis_url, adds, name="dump2")], tmp_path, "commit")
     assert neardup.Index(redis_url).stats()["sources"] == {"old": 12, "dump2": 10}
+
+
+def test_import_neardup_leaves_datatrove_alone():
+    # guards the lazy import (a `from . import datatrove` in neardup/integrations/__init__.py fails it)
+    import subprocess
+    import sys
+    from helpers import child_env
+    code = "import sys, neardup, neardup.integrations; print('datatrove' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
+                       text=True, timeout=120)
+    assert r.stdout.strip() == "False", r.stderr
