@@ -2,6 +2,8 @@
 
     PYTHONPATH=src .venv/bin/python bench/datatrove_peer.py --docs 20000 [--tasks 2] [--quiet]
 
+(needs the bench extra: datatrove, orjson, and tokenizers, which datatrove.pipeline.dedup imports)
+
 The synthetic corpus of N documents (``bench/data/synth_N_s0.jsonl``, planted near-duplicate
 clusters), read by datatrove's ``JsonlReader`` in every pipeline, each pipeline on a
 ``LocalPipelineExecutor`` (``--tasks`` ranks, ``workers=1``: ranks one after the other, in this
