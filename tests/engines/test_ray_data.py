@@ -8,6 +8,7 @@ removed, the kept rows equal (every column, its type and its values, in input or
 
 from __future__ import annotations
 
+import importlib
 import tracemalloc
 
 import pyarrow as pa
@@ -54,7 +55,7 @@ def from_items(ray_local, rows, tmp_path_factory):
     ds = ray.data.from_items(rows, override_num_blocks=4)
     # what a first call imports and loads (modules, kernels: ~30 MB) is not what is measured
     neardup.dedup(["warm up the modules and the kernels", "warm up the modules and the kernels"])
-    import neardup.engines.ray  # noqa: F401
+    importlib.import_module("neardup.engines.ray")
     ray.data.from_items([{"text": "a"}]).write_parquet(str(d / "warm"))
     ray.data.read_parquet(str(d / "warm"))
     tracemalloc.start()
