@@ -92,6 +92,7 @@ def test_the_driver_gathers_no_rows(from_items, rows):
     # driver's Python peak holds every row's pad column (240 x 60 KB = 14 MB; the
     # driver's own peak, Ray Data's bookkeeping, is about 3 MB)
     _, peak, _, _ = from_items
+    print(f"the driver's Python peak: {peak:,} bytes")  # with -s: the measurement of the report
     assert peak < len(rows) * PAD / 2, f"the driver's Python allocations peaked at {peak:,} bytes"
 
 
