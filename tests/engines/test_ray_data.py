@@ -115,3 +115,16 @@ def test_read_parquet_with_an_id_column(ray_local, rows, tmp_path):
 def test_mark_is_refused_for_a_dataset(ray_local):
     with pytest.raises(ConfigError, match="mark is not supported for a Ray Dataset yet"):
         neardup.dedup(ray.data.from_items([{"text": "a"}]), mark=True)
+
+
+def test_an_empty_dataset_keeps_nothing_and_runs_nothing(ray_local):
+    # guards: ray_data.dedup_dataset's `if not files:` (no file written: no run over an empty folder)
+    empty = ray.data.from_items([{"text": "a", "n": 1}]).limit(0)
+    result = neardup.dedup(empty)
+    assert result.kept is empty and result.removed.num_rows == 0 and result.output is None
+
+
+def test_a_kept_format_other_than_parquet_is_refused_before_any_work(ray_local):
+    # guards: the output_format check at the top of dedup_dataset (else a whole run, then no Dataset)
+    with pytest.raises(ConfigError, match="output_format='jsonl'"):
+        neardup.dedup(ray.data.from_items([{"text": "a"}]), output_format="jsonl")

@@ -46,6 +46,9 @@ def dedup_dataset(run_dedup: Callable, ds, output: Optional[str], options: Dict[
         raise ConfigError("mark is not supported for a Ray Dataset yet")
     if options.get("resume"):
         raise ConfigError("resume is not supported for a Ray Dataset: its rows are written anew by every call")
+    if options.get("output_format", "same") not in ("same", "parquet"):
+        raise ConfigError(f"output_format={options['output_format']!r}: a Ray Dataset's kept rows are read back "
+                          f"from Parquet; leave output_format as it is (or 'parquet')")
     options.pop("paths", None)
     options["engine"] = "ray"  # the Dataset's own cluster: the engine joins the Ray that is connected
     rows_dir = tempfile.mkdtemp(prefix="neardup-rows-")
@@ -64,7 +67,7 @@ def dedup_dataset(run_dedup: Callable, ds, output: Optional[str], options: Dict[
             offsets = _offsets(files)
             result.removed = positions(result.removed, offsets, ("id", "representative", "cluster"))
             result.clusters = positions(result.clusters, offsets, ("id", "cluster"))
-        result.kept = read_kept(result.kept)
+        result.kept = read_kept(result.kept, _schema(files[0]))
         return result
     finally:
         shutil.rmtree(rows_dir, ignore_errors=True)
@@ -128,15 +131,14 @@ def positions(table: pa.Table, offsets: Dict[str, int], columns) -> pa.Table:
     return table
 
 
-def read_kept(kept_files: List[str]):
+def read_kept(kept_files: List[str], schema: pa.Schema):
     """The kept rows as a lazy Dataset over the kept/ Parquet files, read in input order (its
-    own context, a copy of the current one, preserves order; the caller's is untouched)."""
+    own context, a copy of the current one, preserves order; the caller's is untouched); none
+    kept (every row rejected): an empty Dataset of the input's ``schema``."""
     import ray.data
-    files = [f for f in kept_files if f.endswith(".parquet")]
-    if not files:
-        raise ConfigError("the output holds no Parquet kept files; a Ray Dataset's kept rows are Parquet "
-                          "(leave output_format as it is)")
-    kept = ray.data.read_parquet(files)
+    if not kept_files:
+        return ray.data.from_arrow(schema.empty_table())
+    kept = ray.data.read_parquet(list(kept_files))
     kept.context.execution_options.preserve_order = True
     return kept
 
