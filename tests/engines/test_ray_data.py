@@ -97,8 +97,9 @@ def test_the_driver_gathers_no_rows(from_items, rows):
 
 
 def test_read_parquet_with_an_id_column(ray_local, rows, tmp_path):
-    # guards: the id rule of an in-memory table (an ``id`` column kept as ids, not positions:
-    # ray_data's ``"id" not in _schema(...)``), and a read_parquet Dataset read in its order
+    # guards: the id rule of an in-memory table, an ``id`` column's values as the ids (with
+    # ``options["id_column"] = ""`` in dedup_dataset, positions always, they are row numbers),
+    # and a read_parquet Dataset of three files read in its order
     data = tmp_path / "data"
     data.mkdir()
     table = pa.Table.from_pylist([{"id": f"doc-{r['n']}", **r} for r in rows]).drop_columns(["pad"])
@@ -108,6 +109,7 @@ def test_read_parquet_with_an_id_column(ray_local, rows, tmp_path):
     removed = cli_run(tmp_path, [data], tmp_path / "cli")
     assert sorted(result.removed.column("id").to_pylist()) == sorted(removed.column("id").to_pylist())
     assert result.removed.num_rows > 20 and result.output == str(tmp_path / "out")
+    assert all(i.startswith("doc-") for i in result.removed.column("id").to_pylist())
     cli_kept = pa.concat_tables(pq.read_table(tmp_path / "cli" / "kept" / f"part-{i}.parquet") for i in range(3))
     assert table_of(result.kept).equals(cli_kept)
 
