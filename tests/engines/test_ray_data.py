@@ -110,6 +110,12 @@ def test_read_parquet_with_an_id_column(ray_local, rows, tmp_path):
     assert sorted(result.removed.column("id").to_pylist()) == sorted(removed.column("id").to_pylist())
     assert result.removed.num_rows > 20 and result.output == str(tmp_path / "out")
     assert all(i.startswith("doc-") for i in result.removed.column("id").to_pylist())
+    # where each removed row was: the Dataset's row number, not a file of the call's, now gone
+    # (guards: dedup_dataset translating removed's source and row whatever the ids)
+    assert result.removed.column("source").unique().to_pylist() == ["<dataset>"]
+    cli_rows = {i: int(p.rsplit("-", 1)[1].split(".")[0]) * 100 + r for i, p, r in zip(
+        removed.column("id").to_pylist(), removed.column("source").to_pylist(), removed.column("row").to_pylist())}
+    assert dict(zip(result.removed.column("id").to_pylist(), result.removed.column("row").to_pylist())) == cli_rows
     cli_kept = pa.concat_tables(pq.read_table(tmp_path / "cli" / "kept" / f"part-{i}.parquet") for i in range(3))
     assert table_of(result.kept).equals(cli_kept)
 

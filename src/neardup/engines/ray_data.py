@@ -62,11 +62,11 @@ def dedup_dataset(run_dedup: Callable, ds, output: Optional[str], options: Dict[
             output = tempfile.mkdtemp(prefix="neardup-")
             _keep_until_exit(output)
         result = run_dedup([rows_dir], output, paths=True, **options)
-        id_column = options.get("id_column")
-        if id_column == "" or (id_column is None and "id" not in _schema(files[0]).names):
-            offsets = _offsets(files)
-            result.removed = positions(result.removed, offsets, ("id", "representative", "cluster"))
-            result.clusters = positions(result.clusters, offsets, ("id", "cluster"))
+        id_column, offsets = options.get("id_column"), _offsets(files)
+        positional = id_column == "" or (id_column is None and "id" not in _schema(files[0]).names)
+        result.removed = positions(result.removed, offsets, ("id", "representative", "cluster") if positional else ())
+        result.clusters = positions(result.clusters, offsets, ("id", "cluster") if positional else ())
+        result.rejected = positions(result.rejected, offsets, ())  # where: the Dataset's row, not a file removed
         result.kept = read_kept(result.kept, _schema(files[0]))
         return result
     finally:
@@ -105,9 +105,10 @@ def _offsets(files: List[str]) -> Dict[str, int]:
 
 
 def positions(table: pa.Table, offsets: Dict[str, int], columns) -> pa.Table:
-    """``table`` (removed or clusters) with its ``columns`` of ids ``FILE:ROW`` (positions in the
-    files written) as the Dataset's row numbers (int64), and its ``source`` columns ``<dataset>``
-    and ``row`` the row number; a column holding an id of elsewhere (an index's) stays as it is."""
+    """``table`` (removed, clusters or rejected) with its ``columns`` of ids ``FILE:ROW``
+    (positions in the files written, which are gone once the call returns) as the Dataset's row
+    numbers (int64), and its ``source`` ``<dataset>`` and ``row`` the row number; a column
+    holding an id of elsewhere (an index's) stays as it is."""
     import pyarrow.compute as pc
     names = pa.array(list(offsets), pa.string())
     starts = pa.array(list(offsets.values()), pa.int64())
