@@ -120,9 +120,15 @@ def test_read_parquet_with_an_id_column(ray_local, rows, tmp_path):
     assert table_of(result.kept).equals(cli_kept)
 
 
-def test_mark_is_refused_for_a_dataset(ray_local):
-    with pytest.raises(ConfigError, match="mark is not supported for a Ray Dataset yet"):
-        neardup.dedup(ray.data.from_items([{"text": "a"}]), mark=True)
+@pytest.mark.parametrize("option, message", [("mark", "mark is not supported for a Ray Dataset yet"),
+                                             ("ray_address", "ray_address: a Ray Dataset is deduplicated in the Ray"),
+                                             ("resume", "resume is not supported for a Ray Dataset")])
+def test_options_a_dataset_cannot_take_are_refused(ray_local, option, message):
+    # guards: each refusal at the top of dedup_dataset (mark: not built for a Dataset yet, ray_address:
+    # a second cluster, resume: a run over rows written anew), before anything is written
+    value = "127.0.0.1:1" if option == "ray_address" else True
+    with pytest.raises(ConfigError, match=message):
+        neardup.dedup(ray.data.from_items([{"text": "a"}]), **{option: value})
 
 
 def test_an_empty_dataset_keeps_nothing_and_runs_nothing(ray_local):

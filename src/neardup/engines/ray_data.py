@@ -44,6 +44,9 @@ def dedup_dataset(run_dedup: Callable, ds, output: Optional[str], options: Dict[
     until this Python process exits (``result.output`` names it; remove it sooner if you like)."""
     if options.pop("mark", False):
         raise ConfigError("mark is not supported for a Ray Dataset yet")
+    if options.get("ray_address"):
+        raise ConfigError("ray_address: a Ray Dataset is deduplicated in the Ray this process is connected to; "
+                          "call ray.init(address=...) before making the Dataset, and leave ray_address out")
     if options.get("resume"):
         raise ConfigError("resume is not supported for a Ray Dataset: its rows are written anew by every call")
     if options.get("output_format", "same") not in ("same", "parquet"):
