@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from . import io as nio
 from .config import Config, Execution, Input, Output, Sketch, Similarity, Verification
+from .engines.ray_data import dedup_dataset, is_ray_dataset
 from .errors import ConfigError, NeardupError
 from .index import Index
 from .index.commands import QueryAnswers, add_files, query_files, rate_warning, remove_documents
@@ -44,10 +45,11 @@ class DedupResult:
     """What :func:`dedup` returns.
 
     kept      the kept documents, of the type given: a pyarrow Table, a pandas DataFrame, a
-              polars DataFrame, a datasets.Dataset; for paths, the list of files written under
-              ``output/kept``. With ``mark=True``: every document (but rejected ones), the
-              columns duplicate_of, cluster, similarity, duplicate_reason added (a list of texts
-              gives a pyarrow Table of ``text`` and them); for paths, the files of ``output/marked``
+              polars DataFrame, a datasets.Dataset, a ray.data.Dataset (see the README's "Ray
+              Data"); for paths, the list of files written under ``output/kept``. With
+              ``mark=True``: every document (but rejected ones), the columns duplicate_of,
+              cluster, similarity, duplicate_reason added (a list of texts gives a pyarrow Table
+              of ``text`` and them); for paths, the files of ``output/marked``
     removed   pyarrow Table: id, representative, cluster, similarity, source
     clusters  pyarrow Table: id, cluster, is_representative
     rejected  pyarrow Table: source, row, reason (empty unless on_error='skip')
@@ -106,7 +108,7 @@ def _size_of(kept) -> str:
     if n is None:
         try:
             n = len(kept)
-        except TypeError:
+        except (TypeError, AttributeError):  # a ray.data.Dataset has no len (count() runs it)
             return f"<{type(kept).__name__}>"
     return f"<{type(kept).__name__}: {n:,} {plural(n, 'row')}>"
 
@@ -130,7 +132,8 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
         RecordBatch; a pandas DataFrame (its index is the id of each row); a polars DataFrame (a
         LazyFrame is refused: collect it); a Hugging Face
         ``datasets.Dataset``, or a ``DatasetDict`` (its splits deduplicated together, a document of
-        one split against those of every split); or a list of texts (``["text one", ...]``: the
+        one split against those of every split); a ``ray.data.Dataset`` (run on Ray in its cluster, ``kept``
+        a Dataset: :mod:`neardup.engines.ray_data`); or a list of texts (``["text one", ...]``: the
         result's ``kept`` is then the list of the indexes kept). A list of strings is read as paths
         when each one names an existing file or folder or matches a glob; with ``paths=True``
         every string is a path (the command line passes that: a missing one is an error).
@@ -176,6 +179,9 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
     >>> result.kept
     [0, 2]
     """
+    if is_ray_dataset(source):  # written to Parquet by Ray tasks, run on Ray: engines/ray_data.py
+        named = {k: v for k, v in locals().items() if k not in ("source", "output", "options")}
+        return dedup_dataset(run_dedup, source, output, {**named, **options})
     options.update(threshold=threshold, num_perm=num_perm, bands=bands, rows=rows, verify=verify, keep=keep,
                    text_column=text_column, id_column=id_column, on_error=on_error, engine=engine)
     kind, tables = (None, None) if paths else in_memory(source)
@@ -238,7 +244,7 @@ def _paths_of(source) -> list:
         inputs = [os.fspath(s) for s in source]
     else:
         raise ConfigError(f"source must be a path, a list of paths or texts, a pyarrow Table, a pandas or polars "
-                          f"DataFrame or a datasets.Dataset / DatasetDict; got {type(source).__name__}")
+                          f"DataFrame, a datasets.Dataset / DatasetDict or a ray.data.Dataset; got {type(source).__name__}")
     if not inputs:
         raise ConfigError("no input given")
     return inputs

@@ -1,0 +1,144 @@
+"""``neardup.dedup(ray_dataset)``: a Ray Data Dataset deduplicated on the Ray engine in the
+cluster it lives in (the module's local one, ``ray_local``), its kept rows a Dataset.
+
+Each Dataset's rows are also written as Parquet and given to the command line: the same documents
+removed, the kept rows equal (every column, its type and its values, in input order). Ids are an
+``id`` column (a Dataset from ``read_parquet``) or the Dataset's row numbers (``from_items``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import tracemalloc
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import neardup
+from neardup.errors import ConfigError
+
+from helpers import run_in_process
+
+import ray  # noqa: E402  a test dependency: missing, the suite fails, it is not skipped
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray,
+              pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]
+
+PAD = 60_000  # bytes of an unused column a row: what a driver gathering rows would hold (14 MB)
+
+
+@pytest.fixture(scope="module")
+def rows():
+    from neardup.testing.synth import generate_corpus
+    texts = generate_corpus(240, seed=5, doc_words=60).texts
+    return [{"text": t, "n": i, "score": i / 3, "pad": f"{i:06d}" + "x" * PAD} for i, t in enumerate(texts)]
+
+
+def table_of(ds) -> pa.Table:
+    """A Dataset's rows as one Arrow table, in its order (for the comparison only)."""
+    return pa.concat_tables(ray.get(ds.to_arrow_refs()))
+
+
+def cli_run(folder, inputs, out) -> pa.Table:
+    """The command line over ``inputs``: its removed.parquet (its kept/ is read by the caller)."""
+    ran = run_in_process("dedup", *inputs, "--output", out, "--threshold", "0.8", "--quiet")
+    assert ran.returncode == 0, ran.stderr
+    return pq.read_table(f"{out}/removed.parquet")
+
+
+@pytest.fixture(scope="module")
+def from_items(ray_local, rows, tmp_path_factory):
+    """dedup of a from_items Dataset (4 blocks, no id column), the driver's Python allocations
+    traced: (result, peak bytes, the command line's removed and kept)."""
+    d = tmp_path_factory.mktemp("items")
+    ds = ray.data.from_items(rows, override_num_blocks=4)
+    # what a first call imports and loads (modules, kernels: ~30 MB) is not what is measured
+    neardup.dedup(["warm up the modules and the kernels", "warm up the modules and the kernels"])
+    importlib.import_module("neardup.engines.ray")
+    ray.data.from_items([{"text": "a"}]).write_parquet(str(d / "warm"))
+    ray.data.read_parquet(str(d / "warm"))
+    tracemalloc.start()
+    try:
+        result = neardup.dedup(ds, threshold=0.8)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    pq.write_table(pa.Table.from_pylist(rows), d / "rows.parquet")
+    removed = cli_run(d, [d / "rows.parquet"], d / "cli")
+    return result, peak, removed, pq.read_table(d / "cli" / "kept" / "rows.parquet")
+
+
+def test_from_items_positions_agree_with_the_cli(from_items):
+    # guards: ray_data.positions adding each file's offset (rows = starts.take(at) + row): without
+    # it the ids of the 2nd to 4th blocks would be rows of the first
+    result, _, removed, cli_kept = from_items
+    cli_ids = sorted(int(i.rsplit(":", 1)[1]) for i in removed.column("id").to_pylist())
+    assert result.removed.num_rows > 20 and max(cli_ids) > 120  # removals in every block
+    assert sorted(result.removed.column("id").to_pylist()) == cli_ids
+    reps = {int(i.rsplit(":", 1)[1]): int(r.rsplit(":", 1)[1])
+            for i, r in zip(removed.column("id").to_pylist(), removed.column("representative").to_pylist())}
+    assert dict(zip(result.removed.column("id").to_pylist(),
+                    result.removed.column("representative").to_pylist())) == reps
+    assert result.removed.column("source").unique().to_pylist() == ["<dataset>"]
+    # the kept rows: every column, its type, its values, in input order
+    assert table_of(result.kept).equals(cli_kept)
+    assert result.stats["counts"]["kept"] == cli_kept.num_rows
+
+
+def test_the_driver_gathers_no_rows(from_items, rows):
+    # guards: ray_data.write_rows writing by Ray tasks (ds.write_parquet): with the rows taken
+    # into the driver first (pq.write_table(pa.Table.from_pylist(ds.take_all()), ...)) the
+    # driver's Python peak holds every row's pad column (240 x 60 KB = 14 MB; the
+    # driver's own peak, Ray Data's bookkeeping, is about 3 MB)
+    _, peak, _, _ = from_items
+    print(f"the driver's Python peak: {peak:,} bytes")  # with -s: the measurement of the report
+    assert peak < len(rows) * PAD / 2, f"the driver's Python allocations peaked at {peak:,} bytes"
+
+
+def test_read_parquet_with_an_id_column(ray_local, rows, tmp_path):
+    # guards: the id rule of an in-memory table, an ``id`` column's values as the ids (with
+    # ``options["id_column"] = ""`` in dedup_dataset, positions always, they are row numbers),
+    # and a read_parquet Dataset of three files read in its order
+    data = tmp_path / "data"
+    data.mkdir()
+    table = pa.Table.from_pylist([{"id": f"doc-{r['n']}", **r} for r in rows]).drop_columns(["pad"])
+    for i, at in enumerate(range(0, table.num_rows, 100)):
+        pq.write_table(table.slice(at, 100), data / f"part-{i}.parquet")
+    result = neardup.dedup(ray.data.read_parquet(str(data)), threshold=0.8, output=str(tmp_path / "out"))
+    removed = cli_run(tmp_path, [data], tmp_path / "cli")
+    assert sorted(result.removed.column("id").to_pylist()) == sorted(removed.column("id").to_pylist())
+    assert result.removed.num_rows > 20 and result.output == str(tmp_path / "out")
+    assert all(i.startswith("doc-") for i in result.removed.column("id").to_pylist())
+    # where each removed row was: the Dataset's row number, not a file of the call's, now gone
+    # (guards: dedup_dataset translating removed's source and row whatever the ids)
+    assert result.removed.column("source").unique().to_pylist() == ["<dataset>"]
+    cli_rows = {i: int(p.rsplit("-", 1)[1].split(".")[0]) * 100 + r for i, p, r in zip(
+        removed.column("id").to_pylist(), removed.column("source").to_pylist(), removed.column("row").to_pylist())}
+    assert dict(zip(result.removed.column("id").to_pylist(), result.removed.column("row").to_pylist())) == cli_rows
+    cli_kept = pa.concat_tables(pq.read_table(tmp_path / "cli" / "kept" / f"part-{i}.parquet") for i in range(3))
+    assert table_of(result.kept).equals(cli_kept)
+
+
+@pytest.mark.parametrize("option, message", [("mark", "mark is not supported for a Ray Dataset yet"),
+                                             ("ray_address", "ray_address: a Ray Dataset is deduplicated in the Ray"),
+                                             ("resume", "resume is not supported for a Ray Dataset")])
+def test_options_a_dataset_cannot_take_are_refused(ray_local, option, message):
+    # guards: each refusal at the top of dedup_dataset (mark: not built for a Dataset yet, ray_address:
+    # a second cluster, resume: a run over rows written anew), before anything is written
+    value = "127.0.0.1:1" if option == "ray_address" else True
+    with pytest.raises(ConfigError, match=message):
+        neardup.dedup(ray.data.from_items([{"text": "a"}]), **{option: value})
+
+
+def test_an_empty_dataset_keeps_nothing_and_runs_nothing(ray_local):
+    # guards: ray_data.dedup_dataset's `if not files:` (no file written: no run over an empty folder)
+    empty = ray.data.from_items([{"text": "a", "n": 1}]).limit(0)
+    result = neardup.dedup(empty)
+    assert result.kept is empty and result.removed.num_rows == 0 and result.output is None
+
+
+def test_a_kept_format_other_than_parquet_is_refused_before_any_work(ray_local):
+    # guards: the output_format check at the top of dedup_dataset (else a whole run, then no Dataset)
+    with pytest.raises(ConfigError, match="output_format='jsonl'"):
+        neardup.dedup(ray.data.from_items([{"text": "a"}]), output_format="jsonl")
