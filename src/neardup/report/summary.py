@@ -18,6 +18,12 @@ def file_notes(files: dict) -> str:
     if files.get("skipped_not_records"):
         parts.append(n(files["skipped_not_records"], ".json file", ".json files")
                      + " of no JSON Lines records skipped (--input-format text reads them as documents)")
+    if files.get("skipped_compressed"):
+        parts.append(n(files["skipped_compressed"], "compressed file", "compressed files")
+                     + " that do not decompress skipped (cut short or damaged)")
+    if files.get("skipped_no_text_field"):
+        parts.append(n(files["skipped_no_text_field"], "data file", "data files")
+                     + " without the text field skipped (--text-column names another)")
     if files.get("skipped_empty"):
         parts.append(n(files["skipped_empty"], "empty data file", "empty data files") + " (no records)")
     if files.get("links_read_once"):
