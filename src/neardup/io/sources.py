@@ -308,10 +308,11 @@ def discover(inputs: Sequence[str], *, input_format: str = "auto", follow_symlin
     Each input is a file, a folder (walked recursively in sorted path order, skipping hidden
     entries and ``__pycache__``) or a glob (``glob.glob(recursive=True)``, sorted; a folder it
     matches is walked like a folder input, except for ``**`` globs, which already match the
-    files inside). With ``input_format="auto"`` the format comes from the extension: ``.jsonl
-    .json`` (optionally ``.gz``, ``.zst``, ``.zstd``) are JSON Lines, ``.parquet .pq`` Parquet,
-    ``.csv .tsv`` (optionally compressed the same way) tables with a header line, anything else
-    one text document per file; with ``input_format="text"`` every file is one text document.
+    files inside). With ``input_format="auto"`` the format comes from the extensions
+    (:func:`detect_format`): ``.jsonl .json`` are JSON Lines, ``.parquet .pq`` Parquet, ``.csv
+    .tsv`` tables with a header line (each optionally ``.gz .zst .zstd .bz2 .xz``), anything else
+    one text document per file (decompressed when its content is compressed); with
+    ``input_format="text"`` every file is one text document.
 
     Symbolic links met in a walk: one whose target lies outside the input set (the real paths of
     the inputs) is followed only with ``follow_symlinks``; a file reached both through a link and

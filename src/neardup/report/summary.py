@@ -69,9 +69,7 @@ def format_summary(stats: dict, output: str) -> str:
     if (stats.get("index_update") or {}).get("rate_warning"):
         lines.append(f"  warning: --update-index: {stats['index_update']['rate_warning']}")
     files = stats.get("files") or {}
-    if files.get("skipped_binary") or files.get("skipped_empty") or files.get("skipped_not_records") \
-            or files.get("links_not_followed") \
-            or files.get("links_read_once") or files.get("hard_links_read_once"):
+    if any(v for k, v in files.items() if k != "inputs"):  # a file skipped, a link read once or not followed
         lines.append("  files: " + file_notes(files))
     if c.get("truncated_buckets"):
         n = c["truncated_buckets"]

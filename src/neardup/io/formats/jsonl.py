@@ -31,7 +31,7 @@ from ...kernels.lines import MAX_NESTING, blank_lines, deep_lines, line_bounds
 from .._streams import StreamError, iter_blocks
 from ..batch import EMPTY_FILE, NO_TEXT_FIELD, NOT_RECORDS, Batch, ReadContext
 from ..opening import cannot_read
-from ..sources import Source
+from ..sources import COMPRESSED_SUFFIXES, Source
 from ..storage import fs as _fs
 
 
