@@ -29,8 +29,8 @@ NO_TEXT_FIELD = "data file without the text field"
 SKIP_KINDS = ((EMPTY_FILE, "skipped_empty", "empty"), (BINARY, "skipped_binary", "binary"),
               (NOT_UTF8, "skipped_binary", "not UTF-8"),
               (COMPRESSED_UNREADABLE, "skipped_compressed", "compressed and unreadable"),
-              (NOT_RECORDS, "skipped_not_records", ".json files of no JSON Lines records"),
-              (NO_TEXT_FIELD, "skipped_no_text_field", "data files without the text field"))
+              (NOT_RECORDS, "skipped_not_records", "not JSON Lines (.json)"),
+              (NO_TEXT_FIELD, "skipped_no_text_field", "without the text field"))
 
 
 def skip_counts(reasons) -> Dict[str, int]:

@@ -370,9 +370,9 @@ def no_documents(sources, skipped_files: Sequence[Sequence], input_format: str) 
     n = len(skipped_files)
     kinds = ", ".join(f"{k:,} {words}" for words, k in counts.items())
     hints = []
-    if input_format != "text" and ".json files of no JSON Lines records" in counts:
+    if input_format != "text" and "not JSON Lines (.json)" in counts:
         hints.append("--input-format text reads every file as a document")
-    if "data files without the text field" in counts:
+    if "without the text field" in counts:
         hints.append("--text-column names the field that holds the text")
     hint = "; " + "; ".join(hints) if hints else ""
     return f"no documents in the input ({n:,} file{'s' if n != 1 else ''} skipped: {kinds}{hint})"
