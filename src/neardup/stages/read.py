@@ -362,18 +362,19 @@ def no_documents(sources, skipped_files: Sequence[Sequence], input_format: str) 
     """The message of a run whose input holds no documents: the one file named alone and why it
     holds none, or how many files were skipped of each kind, and a hint only where one helps
     (never the option the run already has)."""
-    if len(sources) == 1 and skipped_files:
-        return f"no documents in the input: {sources[0].name}: {skipped_files[0][1]}"
     counts = nio.skip_counts(reason for _, reason in skipped_files)
-    if not counts:
-        return "no documents in the input"
-    n = len(skipped_files)
-    kinds = ", ".join(f"{k:,} {words}" for words, k in counts.items())
     hints = []
     if input_format != "text" and "not JSON Lines (.json)" in counts:
         hints.append("--input-format text reads every file as a document")
     if "without the text field" in counts:
         hints.append("--text-column names the field that holds the text")
+    if len(sources) == 1 and skipped_files:
+        hint = f" ({'; '.join(hints)})" if hints else ""
+        return f"no documents in the input: {sources[0].name}: {skipped_files[0][1]}{hint}"
+    if not counts:
+        return "no documents in the input"
+    n = len(skipped_files)
+    kinds = ", ".join(f"{k:,} {words}" for words, k in counts.items())
     hint = "; " + "; ".join(hints) if hints else ""
     return f"no documents in the input ({n:,} file{'s' if n != 1 else ''} skipped: {kinds}{hint})"
 
