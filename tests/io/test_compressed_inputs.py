@@ -134,3 +134,11 @@ def test_empty_file_named_alone_is_named_and_the_same_command_runs_again(cwd):
     put("empty.jsonl", json.dumps({"id": "a", "text": words(1)}) + "\n")
     ran = neardup("dedup", "empty.jsonl", "-o", "out", "-q")
     assert ran.returncode == 0, ran.stderr
+
+
+def test_one_skipped_file_is_named_with_the_hint_that_helps(cwd):
+    put("doc/x.json", '{\n  "a": 1\n}\n')
+    ran = neardup("dedup", "doc", "-o", "out")
+    assert ran.stderr.strip().splitlines()[-1] == (
+        "neardup: error: no documents in the input: doc/x.json: not JSON Lines records (line 1 is not a JSON "
+        "object: one JSON document?) (--input-format text reads every file as a document)")
