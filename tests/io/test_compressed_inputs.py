@@ -51,7 +51,7 @@ def test_gz_man_pages_in_two_languages_deduplicated_with_the_defaults(cwd):
     stats = json.load(open("out/stats.json"))
     assert stats["counts"]["input"] == 10 and stats["counts"]["removed"] == 3
     assert stats["files"]["skipped_binary"] == 1 and stats["files"]["skipped_compressed"] == 1
-    assert "1 compressed file that do not decompress skipped" in ran.stderr
+    assert "1 unreadable compressed file skipped (cut short or damaged)" in ran.stderr
     removed = pq.read_table("out/removed.parquet").to_pylist()
     assert sorted(r["id"] for r in removed) == ["en/man1/p0.1.gz", "en/man1/p1.1.gz", "en/man1/p2.1.gz"]
     assert open("out/kept/de/man1/p0.1.gz", "rb").read() == open("man/de/man1/p0.1.gz", "rb").read()

@@ -19,8 +19,8 @@ def file_notes(files: dict) -> str:
         parts.append(n(files["skipped_not_records"], ".json file", ".json files")
                      + " of no JSON Lines records skipped (--input-format text reads them as documents)")
     if files.get("skipped_compressed"):
-        parts.append(n(files["skipped_compressed"], "compressed file", "compressed files")
-                     + " that do not decompress skipped (cut short or damaged)")
+        parts.append(n(files["skipped_compressed"], "unreadable compressed file", "unreadable compressed files")
+                     + " skipped (cut short or damaged)")
     if files.get("skipped_no_text_field"):
         parts.append(n(files["skipped_no_text_field"], "data file", "data files")
                      + " without the text field skipped (--text-column names another)")
