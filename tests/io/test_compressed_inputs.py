@@ -77,6 +77,13 @@ def test_compressed_text_files_are_read_by_their_magic_bytes(cwd, kind, ext):
     assert texts == [words(1)] and ids == [f"a{ext}"]
 
 
+def test_a_text_that_starts_like_bz2_is_a_text(cwd):
+    text = "BZh91AY is how a bz2 stream starts"
+    assert read_all(discover([put("bz.txt", text)])[0])[0] == [text]
+    write_kept(discover(["bz.txt"])[0], [0], "out/bz.jsonl", output_format="jsonl")
+    assert json.loads(open("out/bz.jsonl").read())["text"] == text
+
+
 @pytest.mark.parametrize("kind,ext", [("bz2", ".bz2"), ("xz", ".xz")])
 def test_jsonl_and_csv_compressed_with_bz2_and_xz(cwd, kind, ext):
     """``x.jsonl.bz2`` is JSONL, ``x.csv.xz`` CSV (the standard library's decoders); the kept

@@ -48,11 +48,14 @@ def text_document(ctx: ReadContext, data: bytes) -> Iterator[Batch]:
         try:
             data = decompress(data, kind)
         except Unreadable as e:
-            if src.walked:
+            if _is_text(data):  # "BZh9..." is a text as well as the start of a bz2 stream
+                kind = None
+            elif src.walked:
                 yield from ctx.skipped(f"{COMPRESSED_UNREADABLE} ({e})")
             else:
                 yield from ctx.problem(f"{COMPRESSED_UNREADABLE} ({e})")
-            return
+            if kind is not None:
+                return
     inside = f" of its {kind} data" if kind else ""
     nul = data.find(b"\0")
     if nul >= 0:
@@ -78,6 +81,17 @@ def text_document(ctx: ReadContext, data: bytes) -> Iterator[Batch]:
         scores=np.full(1, np.nan) if ctx.score_column is not None else None,
         rejected=[],
     )
+
+
+def _is_text(data: bytes) -> bool:
+    """Whether ``data`` is UTF-8 text without a NUL byte (no gzip, zstd or xz header is)."""
+    if b"\0" in data:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def read_local_file(src: Source) -> bytes:
@@ -146,7 +160,8 @@ def _read_text_file(src: Source) -> str:
         try:
             data = decompress(data, kind)
         except Unreadable as e:
-            raise InputError(f"{src.name}: {COMPRESSED_UNREADABLE} ({e})") from None
+            if not _is_text(data):
+                raise InputError(f"{src.name}: {COMPRESSED_UNREADABLE} ({e})") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
