@@ -23,7 +23,7 @@ from typing import List, Optional, Sequence
 from . import io as nio
 from .config import Config
 from .engines import open_engine
-from .errors import ConfigError, NeardupError
+from .errors import ConfigError, InputError, NeardupError
 from .io.storage.folder import Folder, json_bytes, refuse_overlap
 from .io.storage.paths import redact
 from .progress import commit_point
@@ -117,10 +117,16 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
             commit_point()
             publishing = True
             out.publish(staging, _output_files(), STATS, lambda: _complete(ctx, out, stats, failure))
-        except BaseException:
+        except BaseException as exc:
             if not publishing:  # once a publish began, staging stays: it marks kept/ as neardup's
                 with contextlib.suppress(Exception):
                     staging.remove_all()  # the old result (if any) stays whole; nothing half-written is left
+            if isinstance(exc, InputError) and not keep_work:
+                # the input's own verdict (no documents, a bad record): the same command would
+                # stop the same way, and work left behind would refuse the next run (fixed, or
+                # with other options); an interruption or a store's failure keeps it (--resume)
+                with contextlib.suppress(Exception):
+                    work.remove(whole=inside or not explicit_work)
             raise
         if failure:
             raise failure[0]

@@ -406,8 +406,8 @@ def test_text_bad_utf8(cwd):
     src = one(put("notes/a.txt", b"abc\xff rest"))
     assert fail_message(src) == "notes/a.txt: invalid UTF-8 at byte 3"
     assert read_all(src, on_error="skip")[4] == [(None, "invalid UTF-8 at byte 3")]
-    src = one(put("notes/b.txt.gz", gzip.compress(b"text")))
-    assert "gzip-compressed" in fail_message(src)
+    src = one(put("notes/b.txt.gz", gzip.compress(b"abc\xff rest")))  # decompressed, then checked
+    assert fail_message(src) == "notes/b.txt.gz: invalid UTF-8 at byte 3 of its gzip data"
 
 
 # --------------------------------------------------------------------------- write_kept

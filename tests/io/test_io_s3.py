@@ -199,7 +199,7 @@ def _bad_files() -> dict:
         "cut.parquet": good[: len(good) // 2],
         "ints.parquet": parquet_bytes(pa.table({"text": [1, 2]})),
         "bad.txt": b"ok \xff\xfe",
-        "zipped.txt": gzip.compress(b"text"),
+        "zipped.txt": gzip.compress(b"text " * 50)[:20],  # a gzip text file cut short
     }
 
 

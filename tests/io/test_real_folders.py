@@ -102,12 +102,21 @@ def test_binary_files_counted_in_summary_and_stats(cwd):
 
 
 def test_only_binary_files_is_no_documents(cwd):
+    """The message counts each kind of skip and offers no hint that cannot help (--input-format
+    text reads a binary file no better); a .json document's hint only without the option."""
     put("d/x.bin", b"\x00\x01")
+    put("d/y.bin", b"\x00\x02")
     ran = neardup("dedup", "d", "-o", "out")
     assert ran.returncode == 2
+    assert ran.stderr.strip().splitlines()[-1] == "neardup: error: no documents in the input (2 files skipped: 2 binary)"
+    put("d/z.json", '{\n  "a": 1\n}\n')
+    ran = neardup("dedup", "d", "-o", "out")
     assert ran.stderr.strip().splitlines()[-1] == (
-        "neardup: error: no documents in the input (1 file skipped: empty, binary, not UTF-8 or .json files of no "
-        "JSON Lines records; --input-format text reads every file as a document)")
+        "neardup: error: no documents in the input (3 files skipped: 2 binary, 1 not JSON Lines (.json); "
+        "--input-format text reads every file as a document)")
+    # the hint followed: the failed run's work is not in the way (it named id_column_auto before)
+    ran = neardup("dedup", "d", "-o", "out", "--input-format", "text", "-q")
+    assert ran.returncode == 0, ran.stderr
 
 
 def test_walked_json_files_of_no_records_are_skipped_and_counted(cwd):
@@ -136,9 +145,11 @@ def test_walked_json_files_of_no_records_are_skipped_and_counted(cwd):
     # named on its own, or a .jsonl file found by the walk: the strict rules
     with pytest.raises(InputError, match=r"^d/one.json:1: "):
         list(read_source(discover(["d/one.json"])[0]))
-    put("e/one.jsonl", '{"name": "x"}\n')
-    with pytest.raises(InputError, match=r"^e/one.jsonl:1: "):
-        list(read_source(discover(["e"])[0]))
+    put("e/one.jsonl", '{"name": "x"}\n' + json.dumps({"text": "y"}) + "\n")  # walked, first record without text
+    assert [b.skipped for b in read_source(discover(["e"])[0])] == [
+        "data file without the text field (line 1 has no field 'text')"]
+    with pytest.raises(InputError, match=r"^e/one.jsonl:1: "):  # named: the strict rules
+        list(read_source(discover(["e/one.jsonl"])[0]))
     put("f/records.json", json.dumps({"text": words(2)}) + "\n" + '{"name": "x"}\n')
     with pytest.raises(InputError, match=r"^f/records.json:2: "):
         list(read_source(discover(["f"])[0]))
@@ -269,9 +280,9 @@ def test_text_column_may_name_several_fields(cwd):
     assert texts == [words(1), words(2), words(1), words(3), words(5)]  # the first present wins: body in c
     texts = [t for s in srcs[2:] for b in read_source(s, text_column="content,body") for t in b.text.to_pylist()]
     assert texts == [words(4)]
-    # none present: the first is reported missing
+    # none present: the first is reported missing (a file named on its own; a walked one is skipped)
     with pytest.raises(InputError, match=r"^d/b.jsonl:1: text field 'body' is missing"):
-        list(read_source(srcs[1], text_column="body,content"))
+        list(read_source(discover(["d/b.jsonl"])[0], text_column="body,content"))
     for bad in ("body,,text", "body,body", ","):
         with pytest.raises(Exception, match="text_column"):
             list(read_source(srcs[1], text_column=bad))

@@ -11,7 +11,7 @@ it. Bad input is an :class:`~neardup.errors.InputError` whose one-line message n
 the line or row (``on_error="fail"``), or a rejected entry (``on_error="skip"``).
 """
 
-from .batch import BINARY, EMPTY_FILE, NOT_RECORDS, NOT_UTF8, Batch
+from .batch import BINARY, COMPRESSED_UNREADABLE, EMPTY_FILE, NO_TEXT_FIELD, NOT_RECORDS, NOT_UTF8, Batch, skip_counts
 from .columns import choose_id_column, every_record_has_an_id, id_note, text_column_of, text_columns
 from .reader import read_source, read_sources
 from .sources import Source, discover, estimate_documents, output_relpath, output_relpaths, table_source
@@ -22,6 +22,9 @@ __all__ = [
     "Batch",
     "EMPTY_FILE",
     "NOT_RECORDS",
+    "COMPRESSED_UNREADABLE",
+    "NO_TEXT_FIELD",
+    "skip_counts",
     "NOT_UTF8",
     "choose_id_column",
     "id_note",

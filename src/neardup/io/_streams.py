@@ -7,7 +7,8 @@ outside the GIL), which checks the end of the stream: a file that stops before t
 last gzip member / zstd frame raises "Truncated compressed stream" instead of being read short.
 The messages name the last complete line before the break; since pyarrow drops the bytes it
 had decoded in a read that fails, the (rare) error path decodes the stream again up to the break
-to find them (:func:`_tail_before_break`).
+to find them (:func:`_tail_before_break`). bz2 and xz are decoded by the standard library
+(:func:`neardup.io.compressed.stdlib_chunks`), with the same checks.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class StreamError(Exception):
 
     def describe(self, compression: str, complete_lines: int) -> str:
         """The reason text, e.g. ``truncated gzip stream after line 120``."""
-        ext = {"gzip": ".gz", "zstd": ".zst"}.get(compression, "")
+        ext = {"gzip": ".gz", "zstd": ".zst", "bz2": ".bz2", "xz": ".xz"}.get(compression, "")
         if self.kind == "not":
             return (f"not a {compression} file (the name ends in {ext} but the data does not "
                     f"start with a {compression} header)")
@@ -208,6 +209,9 @@ def raw_chunks(path: str, compression: Optional[str],
                 yield chunk
         elif compression in ("gzip", "zstd"):
             yield from _compressed_chunks(path, compression, f)
+        elif compression in ("bz2", "xz"):  # the standard library's decoders
+            from .compressed import stdlib_chunks
+            yield from stdlib_chunks(compression, f)
         else:  # pragma: no cover - Source.compression is validated by discover
             raise ValueError(f"unknown compression {compression!r}")
 

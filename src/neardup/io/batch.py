@@ -22,6 +22,29 @@ EMPTY_FILE = "empty file (no records)"
 BINARY = "binary file"
 NOT_UTF8 = "not UTF-8 text"
 NOT_RECORDS = "not JSON Lines records"
+COMPRESSED_UNREADABLE = "compressed and unreadable"
+NO_TEXT_FIELD = "data file without the text field"
+# Why a file was skipped, by the start of its reason: (reason, the count's name in stats.json's
+# ``files``, the words of a message). Binary and not-UTF-8 files share one count.
+SKIP_KINDS = ((EMPTY_FILE, "skipped_empty", "empty"), (BINARY, "skipped_binary", "binary"),
+              (NOT_UTF8, "skipped_binary", "not UTF-8"),
+              (COMPRESSED_UNREADABLE, "skipped_compressed", "compressed and unreadable"),
+              (NOT_RECORDS, "skipped_not_records", "not JSON Lines (.json)"),
+              (NO_TEXT_FIELD, "skipped_no_text_field", "without the text field"))
+
+
+def skip_counts(reasons) -> Dict[str, int]:
+    """How many of the skip ``reasons`` (``Batch.skipped``) are of each kind, by the words of
+    :data:`SKIP_KINDS` (``{"binary": 3, "empty": 1}``), in that order, kinds of none left out."""
+    out: Dict[str, int] = {}
+    reasons = list(reasons)
+    for start, _, words in SKIP_KINDS:
+        n = sum(1 for r in reasons if r.startswith(start))
+        if n:
+            out[words] = n
+    return out
+
+
 MAX_REASON = 400  # characters of a reason, in a message or a rejected entry
 
 
@@ -41,7 +64,10 @@ class Batch:
     skipped: why the whole file holds no documents, when that is no error (a batch of none):
         ``empty file (no records)``, or, for a file found by a walk (``Source.walked``) read as
         text, ``binary file (...)`` / ``not UTF-8 text (...)``, or for a ``.json`` file found by a
-        walk whose first line is not a record with the text field, ``not JSON Lines records (...)``.
+        walk whose first line is not a record with the text field, ``not JSON Lines records (...)``;
+        a walked file whose compressed data cannot be decompressed, ``compressed and unreadable
+        (...)``; a walked CSV / TSV / Parquet / JSONL file without the text field (a data file of a
+        code tree: a test fixture), ``data file without the text field (...)``.
     """
 
     source_index: int
@@ -109,6 +135,15 @@ class ReadContext:
         batch = self.empty([])
         batch.skipped = reason
         yield batch
+
+    def column_missing(self, reason: str, column: Optional[str]) -> Iterator[Batch]:
+        """A file without a column asked for (``reason``, from the column checks): a walked file
+        without the text column is skipped (``NO_TEXT_FIELD``, counted: a folder of code holds
+        data files of its own, test fixtures), any other case a problem of the file."""
+        if self.src.walked and column == self.text_column:
+            yield from self.skipped(f"{NO_TEXT_FIELD} ({reason})")
+        else:
+            yield from self.problem(reason)
 
     def emit(self, text: pa.Array, rows: np.ndarray, ids: Optional[pa.Array],
              scores: Optional[np.ndarray], bad: Dict[int, str]) -> Iterator[Batch]:

@@ -87,9 +87,33 @@ class ByteSink:
             cctx = zstandard.ZstdCompressor(level=_ZSTD_LEVEL, write_checksum=True, threads=-1)
             self.inner = cctx.stream_writer(self.raw, closefd=False)
             self.write = self.inner.write
+        elif compression in ("bz2", "xz"):  # the standard library's encoders
+            import bz2
+            import lzma
+
+            self.inner = _StdlibWriter(self.raw, bz2.BZ2Compressor() if compression == "bz2"
+                                       else lzma.LZMACompressor())
+            self.write = self.inner.write
         else:
             self.write = self.raw.write
 
     def close(self) -> None:
         if self.inner is not None:
             self.inner.close()
+
+
+class _StdlibWriter:
+    """A bz2 or xz stream (a standard library compressor) written to ``raw``; closing it writes
+    the end of the stream, not closing ``raw``."""
+
+    def __init__(self, raw, compressor):
+        self.raw, self.compressor = raw, compressor
+
+    def write(self, data) -> int:
+        out = self.compressor.compress(data)
+        if out:
+            self.raw.write(out)
+        return len(data)
+
+    def close(self) -> None:
+        self.raw.write(self.compressor.flush())

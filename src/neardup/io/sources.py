@@ -17,21 +17,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..errors import ConfigError, InputError
 from .storage import fs as _fs, paths as _paths
 
-# Longest suffix first: ".jsonl.gz" must win over ".gz".
-_JSONL_SUFFIXES: Tuple[Tuple[str, Optional[str]], ...] = (
-    (".jsonl.zstd", "zstd"),
-    (".jsonl.zst", "zstd"),
-    (".json.zst", "zstd"),
-    (".jsonl.gz", "gzip"),
-    (".json.gz", "gzip"),
-    (".jsonl", None),
-    (".json", None),
-)
-_PARQUET_SUFFIXES = (".parquet", ".pq")
-# CSV / TSV tables with a header line (format "csv" or "tsv"), optionally compressed.
-_TABLE_SUFFIXES: Tuple[Tuple[str, str, Optional[str]], ...] = tuple(
-    (f".{fmt}{ext}", fmt, comp) for fmt in ("csv", "tsv")
-    for ext, comp in ((".zstd", "zstd"), (".zst", "zstd"), (".gz", "gzip"), ("", None)))
+# The compressed kinds, by the name's last suffix (the content's magic bytes decide for a text
+# file: :mod:`neardup.io.compressed`). Longest first: ".zstd" must win over ".zst".
+_COMPRESSIONS: Tuple[Tuple[str, str], ...] = (
+    (".zstd", "zstd"), (".zst", "zstd"), (".gz", "gzip"), (".bz2", "bz2"), (".xz", "xz"))
+COMPRESSED_SUFFIXES = tuple(suffix for suffix, _ in _COMPRESSIONS)
+# The data formats by the suffix before any compression suffix.
+_DATA_SUFFIXES: Dict[str, Tuple[str, ...]] = {
+    "jsonl": (".jsonl", ".json"), "parquet": (".parquet", ".pq"), "csv": (".csv",), "tsv": (".tsv",)}
 OUTPUT_FORMATS = ("same", "jsonl", "parquet")
 
 
@@ -47,7 +40,8 @@ class Source:
     relpath: where its kept records go under ``kept/`` (see :func:`discover`), with the same
         care as ``name``.
     format: ``jsonl``, ``parquet``, ``csv``, ``tsv``, ``text`` (one document per file) or ``table``.
-    compression: ``None``, ``gzip`` or ``zstd`` (JSONL, CSV and TSV only).
+    compression: ``None``, ``gzip``, ``zstd``, ``bz2`` or ``xz``, as the name says (a text
+        file's content decides when it is read: its magic bytes).
     table: the ``pyarrow.Table`` of a ``table`` source.
     walked: found by walking a folder or by a glob, not named: a text file of a walk that is
         binary (a NUL byte) or not UTF-8 is skipped (counted), where a named one is an error.
@@ -95,35 +89,41 @@ def display_name(path: Any) -> str:
 _SHOW = display_name
 
 
+def _compression_of(low: str) -> Tuple[Optional[str], int]:
+    """The compression a lower-case file name says (``.gz``, ``.zst``, ``.zstd``, ``.bz2``,
+    ``.xz``) and the length of its suffix; ``(None, 0)`` for none."""
+    for suffix, compression in _COMPRESSIONS:
+        if low.endswith(suffix):
+            return compression, len(suffix)
+    return None, 0
+
+
 def detect_format(filename: str) -> Tuple[str, Optional[str]]:
-    """``(format, compression)`` for a file name, from its extension (case-insensitive)."""
+    """``(format, compression)`` for a file name, from its extensions (case-insensitive): the
+    compression from the last one (``.gz .zst .zstd .bz2 .xz``), the format from the one
+    before it (``.jsonl .json``, ``.csv``, ``.tsv``, ``.parquet .pq``; a compressed Parquet
+    file is no Parquet file, read as text, skipped as binary); anything else is text
+    (``man1/ls.1.gz``, ``notes.txt.zst``), whose compression its content decides when read."""
     low = filename.lower()
-    for suffix, compression in _JSONL_SUFFIXES:
-        if low.endswith(suffix):
-            return "jsonl", compression
-    if low.endswith(_PARQUET_SUFFIXES):
-        return "parquet", None
-    for suffix, fmt, compression in _TABLE_SUFFIXES:
-        if low.endswith(suffix):
+    compression, cut = _compression_of(low)
+    base = low[: len(low) - cut]
+    for fmt, suffixes in _DATA_SUFFIXES.items():
+        if base.endswith(suffixes) and not (fmt == "parquet" and compression):
             return fmt, compression
-    return "text", None
+    return "text", compression
 
 
 def _data_suffix_len(relpath: str, fmt: str) -> int:
-    """Length of the data extension of ``relpath`` (0 for text files, whose extension is kept)."""
+    """Length of the data extension of ``relpath`` with its compression suffix (0 for text
+    files, whose extension is kept)."""
+    if fmt not in _DATA_SUFFIXES:
+        return 0
     low = relpath.lower()
-    if fmt == "jsonl":
-        for suffix, _ in _JSONL_SUFFIXES:
-            if low.endswith(suffix):
-                return len(suffix)
-    elif fmt == "parquet":
-        for suffix in _PARQUET_SUFFIXES:
-            if low.endswith(suffix):
-                return len(suffix)
-    elif fmt in ("csv", "tsv"):
-        for suffix, _, _ in _TABLE_SUFFIXES:
-            if low.endswith(suffix):
-                return len(suffix)
+    _, cut = _compression_of(low)
+    base = low[: len(low) - cut]
+    for suffix in _DATA_SUFFIXES[fmt]:
+        if base.endswith(suffix):
+            return cut + len(suffix)
     return 0
 
 
@@ -308,10 +308,11 @@ def discover(inputs: Sequence[str], *, input_format: str = "auto", follow_symlin
     Each input is a file, a folder (walked recursively in sorted path order, skipping hidden
     entries and ``__pycache__``) or a glob (``glob.glob(recursive=True)``, sorted; a folder it
     matches is walked like a folder input, except for ``**`` globs, which already match the
-    files inside). With ``input_format="auto"`` the format comes from the extension: ``.jsonl
-    .json`` (optionally ``.gz``, ``.zst``, ``.zstd``) are JSON Lines, ``.parquet .pq`` Parquet,
-    ``.csv .tsv`` (optionally compressed the same way) tables with a header line, anything else
-    one text document per file; with ``input_format="text"`` every file is one text document.
+    files inside). With ``input_format="auto"`` the format comes from the extensions
+    (:func:`detect_format`): ``.jsonl .json`` are JSON Lines, ``.parquet .pq`` Parquet, ``.csv
+    .tsv`` tables with a header line (each optionally ``.gz .zst .zstd .bz2 .xz``), anything else
+    one text document per file (decompressed when its content is compressed); with
+    ``input_format="text"`` every file is one text document.
 
     Symbolic links met in a walk: one whose target lies outside the input set (the real paths of
     the inputs) is followed only with ``follow_symlinks``; a file reached both through a link and

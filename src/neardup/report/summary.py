@@ -18,6 +18,12 @@ def file_notes(files: dict) -> str:
     if files.get("skipped_not_records"):
         parts.append(n(files["skipped_not_records"], ".json file", ".json files")
                      + " of no JSON Lines records skipped (--input-format text reads them as documents)")
+    if files.get("skipped_compressed"):
+        parts.append(n(files["skipped_compressed"], "unreadable compressed file", "unreadable compressed files")
+                     + " skipped (cut short or damaged)")
+    if files.get("skipped_no_text_field"):
+        parts.append(n(files["skipped_no_text_field"], "data file", "data files")
+                     + " without the text field skipped (--text-column names another)")
     if files.get("skipped_empty"):
         parts.append(n(files["skipped_empty"], "empty data file", "empty data files") + " (no records)")
     if files.get("links_read_once"):
@@ -67,9 +73,7 @@ def format_summary(stats: dict, output: str) -> str:
     if update.get("rate_warning"):
         lines.append(f"  warning: --update-index: {update['rate_warning']}")
     files = stats.get("files") or {}
-    if files.get("skipped_binary") or files.get("skipped_empty") or files.get("skipped_not_records") \
-            or files.get("links_not_followed") \
-            or files.get("links_read_once") or files.get("hard_links_read_once"):
+    if any(v for k, v in files.items() if k != "inputs"):  # a file skipped, a link read once or not followed
         lines.append("  files: " + file_notes(files))
     if c.get("truncated_buckets"):
         lines.append("  note: " + bucket_note(c["truncated_buckets"], c.get("buckets"), p.get("max_anchor_rounds")))

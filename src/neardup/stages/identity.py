@@ -47,5 +47,20 @@ def differences(old: Optional[dict], new: dict) -> List[str]:
     if old.get("inputs") != new.get("inputs"):
         out.append("inputs")
     a, b = old.get("config") or {}, new.get("config") or {}
-    out.extend(sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)))
+    out.extend(sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k) and not _internal(k)))
     return out or ["nothing recorded"]
+
+
+def _internal(name: str) -> bool:
+    """Whether ``name`` is an option no user gives (neither a flag nor recorded: neardup's note
+    of how another option was chosen, as ``id_column_auto``); a message names the option it
+    follows instead, which differs too."""
+    import dataclasses
+
+    from ..config.options import GROUPS, OWNER, declaration
+
+    group = OWNER.get(name)
+    if group is None:
+        return False
+    how = next(declaration(f) for f in dataclasses.fields(GROUPS[group]) if f.name == name)
+    return not how.cli and not how.recorded

@@ -334,11 +334,7 @@ class ReadStage:
         records = corpus.rejected_records()
         skipped_files = skipped_of(run.work, corpus, records, len(run.sources))
         if corpus.n == 0 and not records:
-            skipped = len(skipped_files)
-            why = (f" ({skipped:,} file{'s' if skipped != 1 else ''} skipped: empty, binary, not UTF-8 or .json "
-                   f"files of no JSON Lines records; --input-format text reads every file as a document)"
-                   if skipped else "")
-            raise InputError(f"no documents in the input{why}")
+            raise InputError(no_documents(run.sources, skipped_files, run.config.input_format))
         if corpus.n >= MAX_DOCUMENTS:
             raise InputError(f"{corpus.n:,} documents in one run; neardup handles fewer than 2^32 "
                              f"({MAX_DOCUMENTS:,}) per run: split the input and deduplicate against an index")
@@ -360,6 +356,27 @@ class ReadStage:
                         skipped_files=skipped_files,
                         rejected_documents=rejected_docs,
                         empty_kept=int(sum(s["empty"] for s in corpus.summaries)) - empty_rejected)
+
+
+def no_documents(sources, skipped_files: Sequence[Sequence], input_format: str) -> str:
+    """The message of a run whose input holds no documents: the one file named alone and why it
+    holds none, or how many files were skipped of each kind, and a hint only where one helps
+    (never the option the run already has)."""
+    counts = nio.skip_counts(reason for _, reason in skipped_files)
+    hints = []
+    if input_format != "text" and "not JSON Lines (.json)" in counts:
+        hints.append("--input-format text reads every file as a document")
+    if "without the text field" in counts:
+        hints.append("--text-column names the field that holds the text")
+    if len(sources) == 1 and skipped_files:
+        hint = f" ({'; '.join(hints)})" if hints else ""
+        return f"no documents in the input: {sources[0].name}: {skipped_files[0][1]}{hint}"
+    if not counts:
+        return "no documents in the input"
+    n = len(skipped_files)
+    kinds = ", ".join(f"{k:,} {words}" for words, k in counts.items())
+    hint = "; " + "; ".join(hints) if hints else ""
+    return f"no documents in the input ({n:,} file{'s' if n != 1 else ''} skipped: {kinds}{hint})"
 
 
 def skipped_of(work, corpus, records, n_sources: int) -> List[list]:

@@ -28,7 +28,8 @@ from ..kernels.arrays import arrow, to_numpy
 from .. import io as nio
 from .._version import __version__
 from ..io.inputs import INDEX_ID_COLUMN
-from ..io.reader import BINARY, EMPTY_FILE, NOT_RECORDS, NOT_UTF8, text_column_of, text_columns
+from ..io.batch import SKIP_KINDS
+from ..io.reader import text_column_of, text_columns
 from ..io.storage.folder import Folder
 from ..progress import bar, check_interrupt, plural
 from .corpus import column
@@ -209,16 +210,17 @@ def build_stats(cfg, sources: Sequence[nio.Source], counts: dict, per_source, ke
 
 
 def file_counts(sources: Sequence[nio.Source], skipped_reasons) -> dict:
-    """stats.json's ``files``: input files (in-memory tables not counted), those skipped as empty
-    or as binary / not UTF-8 or, walked ``.json`` files, as no JSON Lines records
-    (:mod:`neardup.io.reader`), and the symbolic links discovery read
-    once or did not follow, and the further paths of hard-linked files it left out (:class:`neardup.io.sources.Sources`)."""
+    """stats.json's ``files``: input files (in-memory tables not counted), those skipped by kind
+    (:data:`neardup.io.batch.SKIP_KINDS`: empty, binary / not UTF-8, compressed and unreadable,
+    walked ``.json`` files of no JSON Lines records, walked data files without the text field),
+    and the symbolic links discovery read once or did not follow, and the further paths of
+    hard-linked files it left out (:class:`neardup.io.sources.Sources`)."""
     reasons = list(skipped_reasons)
     links = getattr(sources, "links", {})
-    return {"inputs": sum(1 for s in sources if s.format != "table"),
-            "skipped_empty": sum(1 for r in reasons if r.startswith(EMPTY_FILE)),
-            "skipped_binary": sum(1 for r in reasons if r.startswith((BINARY, NOT_UTF8))),
-            "skipped_not_records": sum(1 for r in reasons if r.startswith(NOT_RECORDS)),
+    out = {"inputs": sum(1 for s in sources if s.format != "table")}
+    for start, key, _ in SKIP_KINDS:
+        out[key] = out.get(key, 0) + sum(1 for r in reasons if r.startswith(start))
+    return {**out,
             "links_read_once": int(links.get("read_once", 0)),
             "links_not_followed": int(links.get("not_followed", 0)),
             "hard_links_read_once": int(links.get("hard_links", 0))}

@@ -53,6 +53,14 @@ def column_problem(ctx: ReadContext, schema: pa.Schema) -> Optional[str]:
     return None
 
 
+def refuse_columns(ctx: ReadContext, schema: pa.Schema, reason: str):
+    """The batches of a file whose columns cannot serve (``reason`` from :func:`column_problem`):
+    a walked file without the text column is skipped and counted, else a problem of the file
+    (:meth:`~neardup.io.batch.ReadContext.column_missing`)."""
+    missing = ctx.text_column if ctx.text_column not in schema.names else None
+    return ctx.column_missing(reason, missing)
+
+
 _TEXT_NAMES = ("content", "contents", "raw_content", "body", "document", "doc", "article", "passage",
                "code", "sentence", "review", "comment", "message", "description", "abstract")
 

@@ -22,7 +22,7 @@ from ..opening import raise_if_environment
 from ..sinks import ByteSink
 from ..sources import Source
 from ..storage import fs as _fs
-from .columnar import arrow_batch, column_problem, wanted_columns
+from .columnar import arrow_batch, column_problem, refuse_columns, wanted_columns
 from .parquet import write_parquet_batches
 
 
@@ -57,6 +57,9 @@ def csv_options(src: Source, column_types: Dict[str, pa.DataType], include: Opti
 
 def csv_stream(src: Source):
     """A pyarrow input stream of the (decompressed) bytes of a CSV / TSV source, local or remote."""
+    if src.compression in ("bz2", "xz"):  # the standard library's decoders (pyarrow has no xz)
+        from ..compressed import StdlibReader
+        return pa.PythonFile(StdlibReader(_fs.open_input(src.path), src.compression), mode="r")
     raw = _fs.os_path(src.path) or _fs.open_input(src.path)
     return pa.input_stream(raw, compression=src.compression)
 
@@ -196,11 +199,14 @@ def read_csv(ctx: ReadContext) -> Iterator[Batch]:
         raise_if_environment(ctx, e)
         yield from ctx.problem(f"cannot read file ({one_line(e)})")
         return
+    if not names:  # not even a header line: an empty file, as one of JSONL or Parquet
+        yield from ctx.skipped(EMPTY_FILE)
+        return
     types = {c: (pa.float64() if c == ctx.score_column else pa.string()) for c in wanted_columns(ctx)}
     schema = pa.schema([(n, types.get(n, pa.string())) for n in names])
     reason = column_problem(ctx, schema)
     if reason:
-        yield from ctx.problem(reason)
+        yield from refuse_columns(ctx, schema, reason)
         return
     reading = _CsvReading(ctx, types)
     while True:

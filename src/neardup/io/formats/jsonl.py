@@ -29,9 +29,9 @@ from ...kernels import jsonl as scanner
 from ...kernels.arrays import arrow, to_numpy
 from ...kernels.lines import MAX_NESTING, blank_lines, deep_lines, line_bounds
 from .._streams import StreamError, iter_blocks
-from ..batch import EMPTY_FILE, NOT_RECORDS, Batch, ReadContext
+from ..batch import EMPTY_FILE, NO_TEXT_FIELD, NOT_RECORDS, Batch, ReadContext
 from ..opening import cannot_read
-from ..sources import Source
+from ..sources import COMPRESSED_SUFFIXES, Source
 from ..storage import fs as _fs
 
 
@@ -330,27 +330,31 @@ def _json_document(src: Source) -> bool:
     """A ``.json`` file (not ``.jsonl``) that a folder walk found: in a folder of code or data it
     is as often one JSON document (package.json, a pretty-printed test fixture) as JSON Lines."""
     name = src.path.rsplit("/", 1)[-1].lower()
-    for ext in (".gz", ".zst", ".zstd"):
+    for ext in COMPRESSED_SUFFIXES:
         if name.endswith(ext):
             name = name[: -len(ext)]
     return src.walked and name.endswith(".json")
 
 
-def _not_records(ctx: ReadContext, data: bytes) -> Optional[str]:
-    """Why a walked ``.json`` file whose first block is ``data`` holds no records of the corpus
-    (its first non-blank line is not a JSON object with the text field), or None. Such a file is
-    skipped and counted, as a binary file is; a later bad line is a bad record as in any file."""
+def _not_records(ctx: ReadContext, data: bytes, document: bool) -> Optional[str]:
+    """Why a walked file whose first block is ``data`` holds no records of the corpus, or None.
+    A ``.json`` file (``document``): its first non-blank line is not a JSON object with the text
+    field; a ``.jsonl`` one: its first record has no text field (a data file of a code tree, not
+    of the corpus). Such a file is skipped and counted, as a binary file is; a later bad line is a
+    bad record as in any file."""
     first = next((ln for ln in data.split(b"\n") if ln.strip()), None)
     if first is None:
         return None
     try:
         record = json.loads(first)
     except (ValueError, RecursionError):
-        return f"{NOT_RECORDS} (line 1 is not a JSON object: one JSON document?)"
+        return f"{NOT_RECORDS} (line 1 is not a JSON object: one JSON document?)" if document else None
     if not isinstance(record, dict):
-        return f"{NOT_RECORDS} (line 1 is a JSON {type(record).__name__}, not an object)"
+        return f"{NOT_RECORDS} (line 1 is a JSON {type(record).__name__}, not an object)" if document else None
     if ctx.text_column not in record:
-        return f"{NOT_RECORDS} (line 1 has no field {ctx.text_column!r})"
+        if document:
+            return f"{NOT_RECORDS} (line 1 has no field {ctx.text_column!r})"
+        return f"{NO_TEXT_FIELD} (line 1 has no field {ctx.text_column!r})"
     return None
 
 
@@ -364,14 +368,15 @@ def read_jsonl(ctx: ReadContext) -> Iterator[Batch]:
     line0 = 0 if span is None else span[2]
     records = 0
     blocks = iter_blocks(src.path, src.compression, span=None if span is None else span[:2])
-    check = _json_document(src) and span is None
+    check = src.walked and span is None
+    document = _json_document(src)
     try:
         while True:
             try:
                 data = next(blocks)
                 if check:
                     check = False
-                    why = _not_records(ctx, data)
+                    why = _not_records(ctx, data, document)
                     if why is not None:
                         yield from ctx.skipped(why)
                         return

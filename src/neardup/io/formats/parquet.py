@@ -15,7 +15,7 @@ from ...kernels.arrays import arrow
 from ..batch import EMPTY_FILE, Batch, ReadContext, one_line
 from ..sources import Source
 from ..storage.tables import parquet_file
-from .columnar import arrow_batch, column_problem, wanted_columns
+from .columnar import arrow_batch, column_problem, refuse_columns, wanted_columns
 
 
 def read_parquet(ctx: ReadContext) -> Iterator[Batch]:
@@ -32,7 +32,7 @@ def read_parquet(ctx: ReadContext) -> Iterator[Batch]:
         return
     reason = column_problem(ctx, schema)
     if reason:
-        yield from ctx.problem(reason)
+        yield from refuse_columns(ctx, schema, reason)
         return
     cols = wanted_columns(ctx)
     row0 = 0

@@ -1,5 +1,6 @@
-"""Text files, one document a file: their reader (a file found by a walk that is binary or not
-UTF-8 is skipped, not an error), and the writer of a kept one (copied whole, or as a record
+"""Text files, one document a file: their reader (a compressed one decompressed, known by its
+magic bytes; a file found by a walk that is binary, not UTF-8 or compressed and unreadable is
+skipped, not an error), and the writer of a kept one (copied whole, or as a record
 ``{"id": NAME, "text": CONTENT}``), with the copy of many kept files at once by a pool of threads."""
 
 from __future__ import annotations
@@ -15,19 +16,12 @@ import pyarrow as pa
 from ...errors import InputError
 from ...kernels.arrays import arrow
 from ..storage.local import naming
-from ..batch import BINARY, NOT_UTF8, Batch, ReadContext
+from ..batch import BINARY, COMPRESSED_UNREADABLE, NOT_UTF8, Batch, ReadContext
+from ..compressed import Unreadable, decompress, kind_of
 from ..kernel_copy import SourceError, copy_fd
 from ..opening import cannot_read, open_regular
 from ..sources import Source
 from ..storage import fs as _fs
-
-
-def _compressed_hint(data: bytes) -> str:
-    if data[:2] == b"\x1f\x8b":
-        return " (it looks gzip-compressed; only .jsonl.gz / .json.gz files are decompressed)"
-    if data[:4] == b"\x28\xb5\x2f\xfd":
-        return " (it looks zstd-compressed; only .jsonl.zst / .json.zst files are decompressed)"
-    return ""
 
 
 def read_text(ctx: ReadContext) -> Iterator[Batch]:
@@ -42,25 +36,42 @@ def read_text(ctx: ReadContext) -> Iterator[Batch]:
 
 
 def text_document(ctx: ReadContext, data: bytes) -> Iterator[Batch]:
-    """The document of a text file whose bytes are ``data``. A file found by a walk that is
-    binary (a NUL byte) or not UTF-8 is skipped (``Batch.skipped``): a folder of code holds
-    images and compiled files; a file named on its own is an error (or a rejected entry)."""
+    """The document of a text file whose bytes are ``data``, decompressed first when they start
+    with the magic bytes of gzip, zstd, bz2 or xz, whatever the file's name
+    (:mod:`neardup.io.compressed`: ``man1/ls.1.gz`` is the text of a man page). A file found by a
+    walk that is binary (a NUL byte), not UTF-8 or compressed and unreadable is skipped
+    (``Batch.skipped``): a folder of code holds images and compiled files; a file named on its
+    own is an error (or a rejected entry)."""
     src = ctx.src
+    kind = kind_of(data)
+    if kind is not None:
+        try:
+            data = decompress(data, kind)
+        except Unreadable as e:
+            if _is_text(data):  # "BZh9..." is a text as well as the start of a bz2 stream
+                kind = None
+            elif src.walked:
+                yield from ctx.skipped(f"{COMPRESSED_UNREADABLE} ({e})")
+            else:
+                yield from ctx.problem(f"{COMPRESSED_UNREADABLE} ({e})")
+            if kind is not None:
+                return
+    inside = f" of its {kind} data" if kind else ""
     nul = data.find(b"\0")
     if nul >= 0:
         if src.walked:
-            yield from ctx.skipped(f"{BINARY} (a NUL byte at byte {nul})")
+            yield from ctx.skipped(f"{BINARY} (a NUL byte at byte {nul}{inside})")
         else:  # named: the user asked for it, and its shingles would be a binary's (or UTF-16's) bytes
-            hint = _compressed_hint(data) or " (UTF-16 text must be converted to UTF-8)"
-            yield from ctx.problem(f"a {BINARY}, not text (a NUL byte at byte {nul}){hint}")
+            hint = "" if kind else " (UTF-16 text must be converted to UTF-8)"
+            yield from ctx.problem(f"a {BINARY}, not text (a NUL byte at byte {nul}{inside}){hint}")
         return
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         if src.walked:
-            yield from ctx.skipped(f"{NOT_UTF8} (invalid UTF-8 at byte {e.start})")
+            yield from ctx.skipped(f"{NOT_UTF8} (invalid UTF-8 at byte {e.start}{inside})")
             return
-        yield from ctx.problem(f"invalid UTF-8 at byte {e.start}" + _compressed_hint(data))
+        yield from ctx.problem(f"invalid UTF-8 at byte {e.start}{inside}")
         return
     yield Batch(
         source_index=ctx.source_index,
@@ -70,6 +81,17 @@ def text_document(ctx: ReadContext, data: bytes) -> Iterator[Batch]:
         scores=np.full(1, np.nan) if ctx.score_column is not None else None,
         rejected=[],
     )
+
+
+def _is_text(data: bytes) -> bool:
+    """Whether ``data`` is UTF-8 text without a NUL byte (no gzip, zstd or xz header is)."""
+    if b"\0" in data:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def read_local_file(src: Source) -> bytes:
@@ -133,6 +155,13 @@ def _read_text_file(src: Source) -> str:
             data = f.read()
     except OSError as e:
         raise InputError(f"{src.name}: cannot read file ({e.strerror or e})") from None
+    kind = kind_of(data)
+    if kind is not None:  # as read: decompressed whatever its name
+        try:
+            data = decompress(data, kind)
+        except Unreadable as e:
+            if not _is_text(data):
+                raise InputError(f"{src.name}: {COMPRESSED_UNREADABLE} ({e})") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

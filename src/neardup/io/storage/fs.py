@@ -212,6 +212,12 @@ def head(path: str, compression: Optional[str] = None, size: int = 1 << 20) -> b
             import zstandard
 
             return zstandard.ZstdDecompressor().decompressobj().decompress(raw)[:size]
+        if compression in ("bz2", "xz"):
+            import bz2
+            import lzma
+
+            d = bz2.BZ2Decompressor() if compression == "bz2" else lzma.LZMADecompressor()
+            return d.decompress(raw, size)
     except Exception:  # not what its name says: the reader will say so
         return b""
     return raw
