@@ -318,9 +318,10 @@ def _result(kind, tables, source, stats: dict, output: str) -> DedupResult:
     clusters = out.read_table("clusters.parquet")
     rejected = out.read_table("rejected.parquet") if out.exists("rejected.parquet") else empty_table(REJECTED_SCHEMA)
     if kind is None:
+        from .stages.write import full_list
         marked = "marked_files" in stats
         kept = [join(output, "marked" if marked else "kept", p)  # as the output was named
-                for p in stats["marked_files" if marked else "kept_files"]]
+                for p in full_list(out, stats, "marked_files" if marked else "kept_files") or []]
     elif "marked_files" in stats:
         from .stages.mark import marked_result
         kept = marked_result(kind, tables, source, out, rejected)

@@ -60,9 +60,11 @@ def _refuse_foreign_kept(out: Folder, folder: str = "kept", listed: str = "kept_
     present = out.files_under(folder)
     if not present:
         return
+    from .stages.write import full_list
     stats = out.read_json(STATS)
-    if isinstance(stats, dict) and isinstance(stats.get(listed), list):
-        ours = set(stats[listed])
+    listing = full_list(out, stats, listed) if isinstance(stats, dict) else None
+    if listing is not None:
+        ours = set(listing)
     elif out.exists(STAGING):
         return
     else:

@@ -9,6 +9,8 @@
     texts_sample.parquet  the largest clusters' texts, for the report
     stats.json            :func:`build_stats` + the seconds per stage (written by the run, last:
                           :mod:`neardup.run`)
+    files.json            only for a run of more than FILE_LIST_LIMIT input or kept files: the
+                          whole lists (stats.json keeps their first FILE_LIST_LIMIT: :func:`bound_lists`)
 
 Every Parquet file is written through :class:`ParquetRows`, whose fixed row groups make the same
 rows give the same bytes however they were batched.
@@ -44,7 +46,38 @@ REJECTED_SCHEMA = pa.schema([("source", pa.string()), ("row", pa.int64()), ("rea
 SAMPLE_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string())])
 # a run's result, the files it replaces in the output folder (nothing else there is touched)
 OUTPUT_FILES = ("kept", "marked", "removed.parquet", "clusters.parquet", "rejected.parquet", "texts_sample.parquet",
-                "report.html", "stats.json")
+                "report.html", "files.json", "stats.json")
+FILES_JSON = "files.json"
+FILE_LIST_LIMIT = 1000     # entries of a file list kept in stats.json; a longer one goes whole to files.json
+FILE_LISTS = ("inputs", "kept_files", "marked_files")
+
+
+def bound_lists(stats: dict, out: Folder, limit: Optional[int] = None) -> dict:
+    """stats.json bounded whatever the number of files: a list of :data:`FILE_LISTS` longer than
+    ``limit`` is written whole to ``out``'s files.json, and stats.json keeps its first ``limit``
+    entries and, under ``lists``, the length of each list moved and the file it is in (a run of
+    27,000 files made a 2.9 MB stats.json). Returns ``stats``, changed in place."""
+    limit = FILE_LIST_LIMIT if limit is None else limit
+    long = {k: stats[k] for k in FILE_LISTS if isinstance(stats.get(k), list) and len(stats[k]) > limit}
+    if not long:
+        return stats
+    out.write_json(FILES_JSON, long, indent=None)
+    stats["lists"] = {"file": FILES_JSON, **{k: len(v) for k, v in long.items()}}
+    for k in long:
+        stats[k] = long[k][:limit]
+    return stats
+
+
+def full_list(out: Folder, stats: dict, key: str) -> Optional[list]:
+    """The whole list ``key`` of a result's stats.json (:func:`bound_lists`): from files.json when
+    it was moved there, else as stats.json has it; None when neither has it."""
+    moved = stats.get("lists")
+    if isinstance(moved, dict) and key in moved:
+        whole = out.read_json(FILES_JSON) if out.exists(FILES_JSON) else None
+        value = whole.get(key) if isinstance(whole, dict) else None
+        return value if isinstance(value, list) else None
+    value = stats.get(key)
+    return value if isinstance(value, list) else None
 
 
 def removed_records(members: pa.Table, names: pa.Array) -> pa.Table:
@@ -514,4 +547,4 @@ def finish_write(run, kept_files: List[str], kept: int, texts: Dict[int, str]) -
     if cfg.against:
         from .against import index_stats
         run.stats["indexes"] = index_stats(cfg, run.corpus.summaries)
-    return run.stats
+    return bound_lists(run.stats, out)
