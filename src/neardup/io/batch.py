@@ -42,6 +42,7 @@ class Batch:
         ``empty file (no records)``, or, for a file found by a walk (``Source.walked``) read as
         text, ``binary file (...)`` / ``not UTF-8 text (...)``, or for a ``.json`` file found by a
         walk whose first line is not a record with the text field, ``not JSON Lines records (...)``.
+    signatures, counts, lengths: set by the signature readers only (``text`` is then empty).
     """
 
     source_index: int
@@ -51,6 +52,11 @@ class Batch:
     scores: Optional[np.ndarray]
     rejected: List[Tuple[Optional[int], str]] = field(default_factory=list)
     skipped: Optional[str] = None
+    # a document given as its MinHash signature (:mod:`.formats.signatures`, no text): the (n, k)
+    # uint32 signatures, their shingle counts (0: empty) and text lengths, taken as they are
+    signatures: Optional[np.ndarray] = None
+    counts: Optional[np.ndarray] = None
+    lengths: Optional[np.ndarray] = None
 
     def __len__(self) -> int:
         return len(self.rows)

@@ -62,7 +62,7 @@ class Source:
     walked: bool = False
 
 
-INPUT_FORMATS = ("auto", "text")
+INPUT_FORMATS = ("auto", "text", "signatures", "rpv2-minhash")
 
 
 class Sources(list):
@@ -116,7 +116,7 @@ def _data_suffix_len(relpath: str, fmt: str) -> int:
         for suffix, _ in _JSONL_SUFFIXES:
             if low.endswith(suffix):
                 return len(suffix)
-    elif fmt == "parquet":
+    elif fmt in ("parquet", "signatures", "rpv2-minhash"):
         for suffix in _PARQUET_SUFFIXES:
             if low.endswith(suffix):
                 return len(suffix)
