@@ -34,7 +34,7 @@ def register(sub) -> None:
                    help="continue an interrupted run from its last finished stage (same inputs and options: "
                         "otherwise refused, saying what differs)")
     g.add_argument("--quiet", "-q", action="store_true", help="no progress bars and no summary")
-    p.set_defaults(func=run_dedup)
+    p.set_defaults(func=run_dedup, verify=None)  # None: exact, or estimate for signature inputs (api)
 
 
 def run_dedup(args) -> int:
