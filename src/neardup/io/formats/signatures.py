@@ -232,7 +232,9 @@ def _rpv2_rows(ctx: ReadContext, rb: pa.RecordBatch, row0: int):
     k = b * width // 4
     sigs = np.zeros((n, k), np.uint32)
     if len(flat):
-        raw = np.frombuffer(flat.buffers()[2], np.uint8)[flat.offsets[0].as_py():flat.offsets[-1].as_py()]
+        kind = np.int64 if pa.types.is_large_binary(flat.type) else np.int32
+        offsets = np.frombuffer(flat.buffers()[1], kind)[flat.offset:flat.offset + len(flat) + 1]
+        raw = np.frombuffer(flat.buffers()[2], np.uint8)[offsets[0]:offsets[-1]]
         sigs[present] = raw.view(">u4").astype(np.uint32).reshape(-1, k)
     counts = present.astype(np.int64)  # 1: has a signature; 0: RPv2 made none (an empty document)
     return sigs, counts, np.zeros(n, np.int64)
