@@ -104,8 +104,8 @@ def differences(theirs: dict, ours: dict) -> List[str]:
 def check_params(sources, config) -> dict:
     """The parameters of neardup signature files, checked: every file's the same, and the run's
     own (it is refused in one line, naming what differs, rather than taking theirs: an option
-    given on the command line is never silently replaced)."""
-    ours = signature_params(config)
+    given on the command line is never silently replaced); ``config`` None: the files' only."""
+    ours = signature_params(config) if config is not None else None
     first = None
     for src in sources:
         params = file_params(src.path, src.name)
@@ -114,7 +114,7 @@ def check_params(sources, config) -> dict:
         elif differences(params, first[1]):
             raise InputError(f"{src.name}: signatures made with other parameters than {first[0]}'s: "
                              f"{', '.join(differences(params, first[1]))}")
-        diff = differences(params, ours)
+        diff = differences(params, ours) if ours is not None else None
         if diff:
             raise ConfigError(f"{src.name}: signatures made with other parameters than this run's: "
                               f"{', '.join(diff)}; run with the parameters they were made with")
