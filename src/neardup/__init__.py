@@ -127,7 +127,7 @@ def warmup() -> None:
 
 def __getattr__(name):
     # the pipeline's API is imported on first use: `import neardup` stays light for the kernels
-    if name in ("dedup", "DedupResult"):
+    if name in ("dedup", "DedupResult", "signatures"):
         from . import api
         return getattr(api, name)
     if name == "Index":
@@ -136,7 +136,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'neardup' has no attribute {name!r}")
 
 
-__all__ = ["dedup", "DedupResult", "Config", "Index", "MinHasher", "NeardupError", "ConfigError", "InputError",
+__all__ = ["dedup", "DedupResult", "signatures", "Config", "Index", "MinHasher", "NeardupError", "ConfigError", "InputError",
            "StorageError",
            "candidate_probability", "midpoint", "false_positive_area", "false_negative_area", "choose_params",
            "warmup", "warmup_wait"]

@@ -32,10 +32,11 @@ from .kernels.arrays import empty_table
 from .progress import compile_notice, compiling, interrupt_handler, last_signal, plural
 from .report.audit_files import MAX_BYTES as AUDIT_MAX_BYTES  # the audit's default bound
 from .report.summary import format_summary
+from .export import signatures
 from .run import run
 from .stages.write import CLUSTERS_SCHEMA, REJECTED_SCHEMA, REMOVED_SCHEMA, build_stats
 
-__all__ = ["dedup", "DedupResult", "Index", "QueryAnswers", "add_files", "query_files", "rate_warning",
+__all__ = ["dedup", "DedupResult", "signatures", "Index", "QueryAnswers", "add_files", "query_files", "rate_warning",
            "remove_documents", "report", "audit", "params", "params_text", "AUDIT_MAX_BYTES",
            "compile_notice", "compiling", "interrupt_handler", "last_signal", "plural", "redact"]
 
@@ -117,7 +118,7 @@ def _size_of(kept) -> str:
 
 def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], output: Optional[str] = None, *,
           threshold: float = Similarity.threshold, num_perm: int = Sketch.num_perm, bands: Optional[int] = None,
-          rows: Optional[int] = None, verify: str = Verification.verify, keep: str = Output.keep,
+          rows: Optional[int] = None, verify: Optional[str] = None, keep: str = Output.keep,
           text_column: str = Input.text_column, id_column: Optional[str] = None, on_error: str = Input.on_error,
           engine: str = Execution.engine, work_dir: Optional[str] = None, resume: bool = False,
           overwrite: bool = False, quiet: bool = True, keep_work: Optional[bool] = None, paths: bool = False,
@@ -148,7 +149,9 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
         MinHash signature length k and LSH banding; bands and rows are chosen from the threshold
         when not given (``neardup params`` shows the choice and its S-curve).
     verify
-        "exact" (Jaccard of the shingle sets), "estimate" (from the signatures) or "none".
+        "exact" (Jaccard of the shingle sets), "estimate" (from the signatures) or "none"; None
+        (the default): "exact", or "estimate" for inputs that are signatures
+        (``input_format="signatures"`` or ``"rpv2-minhash"``: no text, "exact" refused).
     keep
         Which document of a cluster is kept: "first" (input order), "longest", "score:COLUMN".
     text_column, id_column
@@ -182,7 +185,9 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
     if is_ray_dataset(source):  # written to Parquet by Ray tasks, run on Ray: engines/ray_data.py
         named = {k: v for k, v in locals().items() if k not in ("source", "output", "options")}
         return dedup_dataset(run_dedup, source, output, {**named, **options})
-    options.update(threshold=threshold, num_perm=num_perm, bands=bands, rows=rows, verify=verify, keep=keep,
+    signature_input = options.get("input_format") in ("signatures", "rpv2-minhash")
+    options.update(threshold=threshold, num_perm=num_perm, bands=bands, rows=rows, keep=keep,
+                   verify=verify or ("estimate" if signature_input else Verification.verify),
                    text_column=text_column, id_column=id_column, on_error=on_error, engine=engine)
     kind, tables = (None, None) if paths else in_memory(source)
     config = Config(**_id_options(options, id_column, kind, tables)).resolved()
@@ -199,8 +204,11 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
     else:
         inputs = _paths_of(source)
         sources = nio.discover(inputs, input_format=config.input_format, follow_symlinks=config.follow_symlinks)
+        if signature_input:  # signatures, not texts (neardup.export)
+            from .export import signature_run
+            config, id_note = signature_run(config, sources, verify, text_column != Input.text_column)
         chosen, auto = nio.choose_id_column(sources, id_column)
-        id_note = nio.id_note(sources, id_column) if chosen is None else None
+        id_note = "; ".join(filter(None, [id_note, nio.id_note(sources, id_column) if chosen is None else None]))
         if auto:
             config = config.replace(id_column=chosen, id_column_auto=True)
     temporary = output is None

@@ -32,8 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"neardup {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    from . import audit, dedup, index, params, report
-    for module in (dedup, params, report, audit, index):
+    from . import audit, dedup, index, params, report, signatures
+    for module in (dedup, signatures, params, report, audit, index):
         module.register(sub)
     return parser
 

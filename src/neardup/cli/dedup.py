@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 
@@ -34,6 +35,9 @@ def register(sub) -> None:
                    help="continue an interrupted run from its last finished stage (same inputs and options: "
                         "otherwise refused, saying what differs)")
     g.add_argument("--quiet", "-q", action="store_true", help="no progress bars and no summary")
+    for action in p._actions:  # --verify only where given: the API's default is exact, or estimate for signatures
+        if action.dest == "verify":
+            action.default = argparse.SUPPRESS
     p.set_defaults(func=run_dedup)
 
 

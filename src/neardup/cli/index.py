@@ -50,6 +50,7 @@ def _add_parser(sub2) -> None:
     names = _io_args(a)
     g = a.add_argument_group("parameters (for a new index; checked against an existing one)")
     names += add_options(g, Sketch, Similarity, Shingling, given_only=True)
+    names += add_options(a, "input_format", given_only=True)
     g.add_argument("--verify", choices=["exact", "estimate"], default=S,
                    help="what a new index keeps to verify candidates: shingle fingerprints (exact, default) "
                         "or signatures (estimate)")

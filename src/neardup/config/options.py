@@ -277,9 +277,11 @@ class Input(Group):
                            "on a bad record: stop with exit code 2, or skip it (listed in a dedup's "
                            "rejected.parquet)")
     input_format: str = option(
-        "auto", Choice(("auto", "text")),
+        "auto", Choice(("auto", "text", "signatures", "rpv2-minhash")),
         "auto: the format from each file's extension (.jsonl/.json, .parquet, .csv/.tsv, optionally .gz/.zst; "
-        "anything else one text document); text: every file is one plain-text document, whatever its extension")
+        "anything else one text document); text: every file is one plain-text document, whatever its extension; "
+        "signatures: Parquet files of 'neardup signatures'; rpv2-minhash: RedPajama-V2's minhash.parquet "
+        "(both: no text, verified by the estimate)")
     follow_symlinks: bool = option(
         False, Switch(), "in a folder or glob, follow symbolic links that lead out of the inputs (by default they "
                          "are left out and counted; a link to a file of the inputs is always read once)")

@@ -46,7 +46,16 @@ def add_files(location, inputs: Sequence[str], *, name: Optional[str] = None, te
     to the index at ``location``, made when new (``kind``, ``false_positive_rate`` and
     ``options``, :class:`~neardup.config.Config` fields, as :class:`Index` takes them). A missing
     input fails before the index is touched. Returns the index and the add's counts
-    (:meth:`Index.add`)."""
+    (:meth:`Index.add`). ``input_format="signatures"``: the signature files of ``neardup
+    signatures`` instead of texts (:mod:`.signature_inputs`)."""
+    input_format = options.pop("input_format", "auto")
+    if input_format in ("signatures", "rpv2-minhash"):
+        from .signature_inputs import add_signature_files
+        return add_signature_files(location, inputs, input_format=input_format, name=name, id_column=id_column,
+                                   on_error=on_error, kind=kind, false_positive_rate=false_positive_rate,
+                                   options=options)
+    if input_format != "auto":
+        raise ConfigError(f"index add reads --input-format auto or signatures, not {input_format}")
     nio.discover(inputs)
     index = Index(location, kind=kind, false_positive_rate=false_positive_rate, **options)
     result = index.add([InputPath(p) for p in inputs], name=name, text_column=text_column, id_column=id_column,

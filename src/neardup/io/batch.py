@@ -68,6 +68,7 @@ class Batch:
         a walked file whose compressed data cannot be decompressed, ``compressed and unreadable
         (...)``; a walked CSV / TSV / Parquet / JSONL file without the text field (a data file of a
         code tree: a test fixture), ``data file without the text field (...)``.
+    signatures, counts, lengths: set by the signature readers only (``text`` is then empty).
     """
 
     source_index: int
@@ -77,6 +78,11 @@ class Batch:
     scores: Optional[np.ndarray]
     rejected: List[Tuple[Optional[int], str]] = field(default_factory=list)
     skipped: Optional[str] = None
+    # a document given as its MinHash signature (:mod:`.formats.signatures`, no text): the (n, k)
+    # uint32 signatures, their shingle counts (0: empty) and text lengths, taken as they are
+    signatures: Optional[np.ndarray] = None
+    counts: Optional[np.ndarray] = None
+    lengths: Optional[np.ndarray] = None
 
     def __len__(self) -> int:
         return len(self.rows)

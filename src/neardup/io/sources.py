@@ -56,7 +56,7 @@ class Source:
     walked: bool = False
 
 
-INPUT_FORMATS = ("auto", "text")
+INPUT_FORMATS = ("auto", "text", "signatures", "rpv2-minhash")
 
 
 class Sources(list):
@@ -116,6 +116,8 @@ def detect_format(filename: str) -> Tuple[str, Optional[str]]:
 def _data_suffix_len(relpath: str, fmt: str) -> int:
     """Length of the data extension of ``relpath`` with its compression suffix (0 for text
     files, whose extension is kept)."""
+    if fmt in ("signatures", "rpv2-minhash"):  # Parquet files read as signatures
+        fmt = "parquet"
     if fmt not in _DATA_SUFFIXES:
         return 0
     low = relpath.lower()

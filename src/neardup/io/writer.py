@@ -62,7 +62,8 @@ def write_kept(src: Source, keep_rows, out_path: str, *, output_format: str = "s
                 return write_kept_lines(src, keep, out, comp, capture=capture)
             return jsonl_to_parquet(src, keep, out)
 
-    if src.format == "parquet":
+    if src.format in ("parquet", "signatures", "rpv2-minhash"):  # signature files: their rows, as Parquet
+        target = "parquet" if target in ("signatures", "rpv2-minhash") else target
         with _fs.atomic_write(out_path) as out:
             return write_kept_parquet(src, keep, out, target)
 

@@ -215,7 +215,11 @@ def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary,
         ids = pa.concat_arrays([b.ids for b in batches]) if config.id_column is not None else None
         scores = np.concatenate([b.scores for b in batches]) if config.score_column is not None else None
     m = len(text)
-    if exact:
+    lengths = pc.binary_length(text).cast(pa.int64())
+    if batches[0].signatures is not None:  # signatures given, no text (io.formats.signatures; never exact)
+        sig, counts, lengths = given_signatures(batches)
+        big.write(sig)
+    elif exact:
         sig, off, fp = hasher.signatures_and_fingerprints(text, scratch=scratch)
         counts = np.diff(off)
         big.write(off, fp)  # coded in the writer's thread (fp is a new array each batch)
@@ -224,8 +228,7 @@ def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary,
         big.write(sig)
     if on_signatures is not None:
         on_signatures(sig)
-    cols = [arrow(source), arrow(np.asarray(rows, np.int64)),
-            pc.binary_length(text).cast(pa.int64()), arrow(np.asarray(counts, np.int64)),
+    cols = [arrow(source), arrow(np.asarray(rows, np.int64)), lengths, arrow(np.asarray(counts, np.int64)),
             numpy_fixed_binary(band_keys(sig, config.bands, config.rows, config.seed))]
     if config.score_column is not None:
         cols.append(arrow(scores, pa.float64()))
@@ -238,6 +241,14 @@ def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary,
     summary["empty"] += int((np.asarray(counts) == 0).sum())
     if progress is not None:
         progress(m)
+
+
+def given_signatures(batches: List[nio.Batch]):
+    """(signatures, shingle counts, text lengths) of batches read from signature files."""
+    sig = np.concatenate([b.signatures for b in batches]) if len(batches) > 1 else batches[0].signatures
+    counts = np.concatenate([b.counts for b in batches])
+    lengths = arrow(np.concatenate([b.lengths for b in batches]).astype(np.int64))
+    return np.ascontiguousarray(sig, np.uint32), counts, lengths
 
 
 # --------------------------------------------------------------------------- user ids

@@ -8,6 +8,7 @@ has fields, and, where it fits, the writer of its kept records.
 - :mod:`.parquet`: Parquet files
 - :mod:`.text`: text files, one document a file
 - :mod:`.table`: in-memory tables
+- :mod:`.signatures`: MinHash signatures instead of text (neardup's, RedPajama-V2's)
 - :mod:`.columnar`: what the readers of Parquet, CSV / TSV and tables share
 
 A new input format: a module here, its reader in :data:`READERS` and its field names in
@@ -22,13 +23,15 @@ from typing import List
 import pyarrow as pa
 
 from ..sources import Source
-from . import csv, jsonl, parquet, table, text
+from . import csv, jsonl, parquet, signatures, table, text
 
 READERS = {"jsonl": jsonl.read_jsonl, "parquet": parquet.read_parquet, "text": text.read_text,
-           "table": table.read_table, "csv": csv.read_csv, "tsv": csv.read_csv}
+           "table": table.read_table, "csv": csv.read_csv, "tsv": csv.read_csv,
+           **signatures.given_formats()}
 
 FIELD_NAMES = {"jsonl": jsonl.field_names, "parquet": parquet.field_names, "table": table.field_names,
-               "csv": csv.csv_header, "tsv": csv.csv_header}
+               "csv": csv.csv_header, "tsv": csv.csv_header,
+               **dict.fromkeys(signatures.FORMATS, signatures.field_names)}
 
 
 def field_names(src: Source) -> List[str]:
