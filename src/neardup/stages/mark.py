@@ -24,7 +24,6 @@ from ..io.inputs import INDEX_ID_COLUMN
 from ..io.sources import Source, output_relpath
 from ..io.storage.folder import Folder
 from ..kernels.arrays import arrow, to_numpy
-from .workdir import range_name
 
 MARKED = "marked"  # the output's folder of marked files (kept/ holds only kept documents: never both)
 MARK_MEMBER_COLUMNS = ["source", "row", "cluster", "removed", "cluster_id", "representative_id", "similarity"]
