@@ -22,9 +22,9 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from helpers import child_env, free_port, neardup_command, run_process, s3_env
+from helpers import child_env, free_port, neardup_command, run_in_process, run_process, s3_env
 
-pytestmark = pytest.mark.slow  # whole runs through the S3 server, in fresh processes
+pytestmark = pytest.mark.slow  # whole runs through the S3 server (the ones killed or without an extra in fresh processes)
 
 
 def _corpus() -> dict:
@@ -51,7 +51,13 @@ def _corpus() -> dict:
 
 
 def _run(args, env, cwd):
-    r = run_process("dedup", *args, "--quiet", env=env, cwd=cwd, timeout=600)
+    """A whole run in this process (what it writes is the test, not the process), in the
+    environment ``env`` (the s3 fixture's, as a fresh process would get it)."""
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            if os.environ.get(k) != v:
+                mp.setenv(k, v)
+        r = run_in_process("dedup", *args, "--quiet", cwd=cwd)
     assert r.returncode == 0, r.stderr[-3000:]
 
 

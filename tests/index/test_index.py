@@ -16,7 +16,7 @@ from neardup.index import Index
 from neardup.kernels.lookup import fingerprints
 from neardup.kernels.verify import exact_jaccard
 
-from helpers import child_env as env, neardup_command as cli, run_process, write_jsonl
+from helpers import child_env as env, neardup_command as cli, run_in_process, run_process, write_jsonl
 from index_corpus import make_split
 
 
@@ -184,11 +184,16 @@ def test_fingerprint_jaccard_equals_exact_jaccard_on_pairs(split):
 
 # ---------------------------------------------------------------------------- command line
 
-def run(*args, check_rc=None):
-    p = run_process(*args)
+def run(*args, check_rc=None, runner=run_process):
+    p = runner(*args)
     if check_rc is not None:
         assert p.returncode == check_rc, p.stderr
     return p
+
+
+def run_here(*args, check_rc=None):
+    """:func:`run` in this process (a test of what the commands do, not of the process)."""
+    return run(*args, check_rc=check_rc, runner=run_in_process)
 
 
 @pytest.mark.slow
@@ -196,24 +201,24 @@ def test_cli_add_query_stats_compact(tmp_path, split):
     a = write_jsonl(str(tmp_path / "a.jsonl"), split.a_texts, split.a_ids)
     b = write_jsonl(str(tmp_path / "b.jsonl"), split.b_texts, split.b_ids)
     ix = str(tmp_path / "ix")
-    run("index", "add", ix, a, "--name", "dumpA", "--id-column", "id", check_rc=0)
-    run("index", "add", ix, b, "--name", "dumpB", "--id-column", "", check_rc=0)  # ids FILE:LINE, asked for
-    s = json.loads(run("index", "stats", ix, check_rc=0).stdout)
+    run_here("index", "add", ix, a, "--name", "dumpA", "--id-column", "id", check_rc=0)
+    run_here("index", "add", ix, b, "--name", "dumpB", "--id-column", "", check_rc=0)  # ids FILE:LINE, asked for
+    s = json.loads(run_here("index", "stats", ix, check_rc=0).stdout)
     assert s["documents"] == len(split.a_texts) + len(split.b_texts)
     assert s["sources"] == {"dumpA": len(split.a_texts), "dumpB": len(split.b_texts)}
     assert s["segments"] == 2 and s["params"]["ngram"] == 5
     out = str(tmp_path / "q.parquet")
-    run("index", "query", ix, b, "--output", out, check_rc=0)  # b's records have an id field: their ids
+    run_here("index", "query", ix, b, "--output", out, check_rc=0)  # b's records have an id field: their ids
     t = pq.read_table(out).to_pylist()
     assert len(t) == len(split.b_texts) and t[0]["id"] == split.b_ids[0]
     assert [m["id"] for m in t[0]["matches"]][:1] == ["dumpB/b.jsonl:1"]  # positions in an index: NAME/FILE:LINE with --name
     for row in t:  # every B document finds itself in dumpB first
         assert row["matches"][0]["source"] == "dumpB" and row["matches"][0]["similarity"] == 1.0
-    j = run("index", "query", ix, a, check_rc=0).stdout.splitlines()
+    j = run_here("index", "query", ix, a, check_rc=0).stdout.splitlines()
     first = json.loads(j[0])
     assert first["matches"][0] == {"id": "a0", "source": "dumpA", "similarity": 1.0}
-    run("index", "compact", ix, check_rc=0)
-    assert json.loads(run("index", "stats", ix, check_rc=0).stdout)["segments"] == 1
+    run_here("index", "compact", ix, check_rc=0)
+    assert json.loads(run_here("index", "stats", ix, check_rc=0).stdout)["segments"] == 1
 
 
 @pytest.mark.slow
