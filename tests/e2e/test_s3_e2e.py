@@ -210,8 +210,10 @@ def test_output_store_errors_one_line_nothing_written(s3, tmp_path):
     assert "pip install 'neardup[cloud]'" in line
     _one_line_exit_2(run_process(*args, env=env, cwd=tmp_path, block=("fsspec",)),
                      f"{out}: reading and writing s3:// paths needs the cloud extra")
-    _one_line_exit_2(run_process("dedup", "in.jsonl", "--output", "s3://no-such-bucket-here/out", "--quiet",
-                                 env=env, cwd=tmp_path),
+    # (in this process where the environment is this one: the s3 fixture's; the exit status of a
+    # process is the cases' above and below)
+    _one_line_exit_2(run_in_process("dedup", "in.jsonl", "--output", "s3://no-such-bucket-here/out", "--quiet",
+                                    cwd=tmp_path),
                      "s3://no-such-bucket-here/out: no such bucket: no-such-bucket-here")
     port = free_port()
     unreachable = dict(env, AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_MAX_ATTEMPTS="1")
@@ -222,8 +224,8 @@ def test_output_store_errors_one_line_nothing_written(s3, tmp_path):
                     AWS_EC2_METADATA_DISABLED="true")
     _one_line_exit_2(run_process(*args, env=no_creds, cwd=tmp_path), f"{out}: no credentials found (")
     # the local engine keeps its work dir on local disk
-    _one_line_exit_2(run_process("dedup", "in.jsonl", "--output", "out", "--work-dir", s3.url("work"), "--quiet",
-                                 env=env, cwd=tmp_path),
+    _one_line_exit_2(run_in_process("dedup", "in.jsonl", "--output", "out", "--work-dir", s3.url("work"), "--quiet",
+                                    cwd=tmp_path),
                      f"--work-dir {s3.url('work')}: the local engine keeps its work dir on local disk")
     assert s3.keys() == []
     assert sorted(os.listdir(tmp_path)) == ["in.jsonl", "none"] or sorted(os.listdir(tmp_path)) == ["in.jsonl"]

@@ -225,7 +225,7 @@ def test_cli_add_query_stats_compact(tmp_path, split):
 def test_cli_errors_one_line_exit_2_nothing_written(tmp_path, split):
     a = write_jsonl(str(tmp_path / "a.jsonl"), split.a_texts[:30], split.a_ids[:30])
     ix = str(tmp_path / "ix")
-    run("index", "add", ix, a, check_rc=0)
+    run_here("index", "add", ix, a, check_rc=0)
     manifest = open(os.path.join(ix, "manifest.json"), "rb").read()
     segs = sorted(os.listdir(os.path.join(ix, "segments")))
 
@@ -234,42 +234,44 @@ def test_cli_errors_one_line_exit_2_nothing_written(tmp_path, split):
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("neardup: error: ") and pattern in lines[0], p.stderr
 
+    # the exit status and the one line of a process: here, and for an unreachable server below;
+    # the other errors take the same path out of main(), in this process
     one_line(run("index", "add", ix, a, "--ngram", "3"), "ngram 5 (this run: 3)")
-    one_line(run("index", "add", ix, a, "--bands", "4", "--rows", "8"), "bands 13 (this run: 4)")
-    one_line(run("index", "add", ix, str(tmp_path / "missing.jsonl")), "no such file")
+    one_line(run_here("index", "add", ix, a, "--bands", "4", "--rows", "8"), "bands 13 (this run: 4)")
+    one_line(run_here("index", "add", ix, str(tmp_path / "missing.jsonl")), "no such file")
     out = str(tmp_path / "q.jsonl")
-    one_line(run("index", "query", str(tmp_path / "nope"), a, "-o", out), "no index at")
+    one_line(run_here("index", "query", str(tmp_path / "nope"), a, "-o", out), "no index at")
     assert not os.path.exists(out) and not os.path.exists(tmp_path / "nope")
-    one_line(run("index", "stats", str(tmp_path / "nope")), "no index at")
+    one_line(run_here("index", "stats", str(tmp_path / "nope")), "no index at")
     one_line(run("index", "query", "redis://127.0.0.1:1/0", a, "-o", out), "cannot reach Redis")
-    one_line(run("index", "add", "redis://127.0.0.1:1/0", a), "cannot reach Redis")
+    one_line(run_here("index", "add", "redis://127.0.0.1:1/0", a), "cannot reach Redis")
     assert not os.path.exists(out)
     assert open(os.path.join(ix, "manifest.json"), "rb").read() == manifest
     assert sorted(os.listdir(os.path.join(ix, "segments"))) == segs
 
     # a damaged manifest, a lost or truncated segment file: one line each
     bad = str(tmp_path / "bad")
-    run("index", "add", bad, a, check_rc=0)
+    run_here("index", "add", bad, a, check_rc=0)
     mpath = os.path.join(bad, "manifest.json")
     good = open(mpath, "rb").read()
     open(mpath, "wb").write(good.replace(b'"docs": 30', b'"docs": 31'))
-    one_line(run("index", "stats", bad), "does not match its checksum")
+    one_line(run_here("index", "stats", bad), "does not match its checksum")
     open(mpath, "wb").write(good[:40])
-    one_line(run("index", "query", bad, a), "manifest is not readable")
+    one_line(run_here("index", "query", bad, a), "manifest is not readable")
     open(mpath, "wb").write(good)
     seg = os.path.join(bad, "segments", os.listdir(os.path.join(bad, "segments"))[0])
     fp = open(os.path.join(seg, "fp.u32"), "rb").read()
     with open(os.path.join(seg, "fp.u32"), "r+b") as f:
         f.truncate(100)
-    one_line(run("index", "query", bad, a), "file fp.u32 has 100 bytes")
+    one_line(run_here("index", "query", bad, a), "file fp.u32 has 100 bytes")
     open(os.path.join(seg, "fp.u32"), "wb").write(fp)
-    run("index", "query", bad, a, check_rc=0)
+    run_here("index", "query", bad, a, check_rc=0)
     os.remove(os.path.join(seg, "keys.u64"))
-    one_line(run("index", "query", bad, a), "has lost its file keys.u64")
+    one_line(run_here("index", "query", bad, a), "has lost its file keys.u64")
     notix = tmp_path / "notix"
     notix.mkdir()
     (notix / "x.txt").write_text("hello")
-    one_line(run("index", "add", str(notix), a), "is not a neardup index")
+    one_line(run_here("index", "add", str(notix), a), "is not a neardup index")
     assert sorted(os.listdir(notix)) == ["x.txt"]
 
 
