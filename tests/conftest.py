@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:  # pytest's default import mode puts it there; --import-mode=importlib does not
     sys.path.insert(0, HERE)
 
-from helpers import S3, RedisServer, free_port, s3_env  # noqa: E402
+from helpers import S3, SUITE_RAY, RedisServer, free_port, s3_env, stop_suite_ray  # noqa: E402
 
 _ENV_CLEARED = ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL_S3",
                 "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE")
@@ -104,17 +104,23 @@ def s3(s3_server, monkeypatch) -> S3:
 # --------------------------------------------------------------------------- redis-server
 
 @pytest.fixture(scope="module")
-def ray_local():
-    """A local Ray instance (2 CPUs) for the module, as a user without a cluster starts one: its
-    GCS address (for ``--ray-address``). One already connected in this process is used as it is."""
+def ray_local(request):
+    """A local Ray instance (2 CPUs), as a user without a cluster starts one: its GCS address (for
+    ``--ray-address``). One instance serves the modules that ask for it one after the other (a
+    Ray start and stop cost seconds): started by the first, stopped after a module whose next
+    test does not ask (an idle Ray costs CPU too), or by :func:`helpers.stop_suite_ray`. One
+    already connected in this process otherwise is used as it is."""
     import ray
-    started = not ray.is_initialized()
-    if started:
+    if not ray.is_initialized():
         ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
                  log_to_driver=False)
+        SUITE_RAY["started"] = True
     yield ray.get_runtime_context().gcs_address
-    if started:
-        ray.shutdown()
+    items = request.session.items
+    ours = [i for i, item in enumerate(items) if item.module is request.module]
+    following = items[max(ours) + 1:max(ours) + 2] if ours else []
+    if not any("ray_local" in item.fixturenames for item in following):
+        stop_suite_ray()
 
 
 @pytest.fixture(scope="module")

@@ -246,6 +246,20 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/{db}"
 
 
+# --------------------------------------------------------------------------- the suite's local Ray
+
+SUITE_RAY = {"started": False}  # set by the ray_local fixture (tests/conftest.py) when it starts Ray
+
+
+def stop_suite_ray() -> None:
+    """Stops the local Ray instance the ray_local fixture started and keeps for the modules that
+    follow, if it runs: for a module that needs no Ray connected in this process."""
+    if SUITE_RAY["started"]:
+        import ray
+        ray.shutdown()
+        SUITE_RAY["started"] = False
+
+
 def write_dumps(folder):
     """Dump A (a.jsonl) and dump B (b.jsonl) in ``folder``: B holds copies of A's documents
     and of its own (the synthetic corpus of 2,400 documents of 80 words, seed 31, cut in two)."""

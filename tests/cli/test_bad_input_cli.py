@@ -152,8 +152,10 @@ def test_duplicate_ids_skipped(tmp_path):
     (["--keep", "biggest"], ["keep"]),
 ])
 def test_wrong_options_exit_2_with_one_line(tmp_path, args, words):
+    # in this process: the cases differ in their message, not in how the process exits (which
+    # test_missing_input_exit_2 and test_bad_input_real_process_exit_status check in a fresh one)
     lines_file(tmp_path / "a.jsonl", GOOD)
-    res = neardup_process("dedup", "a.jsonl", "--output", tmp_path / "out", *args, cwd=tmp_path)
+    res = neardup("dedup", "a.jsonl", "--output", tmp_path / "out", *args, cwd=tmp_path)
     assert res.returncode == 2
     err = res.stderr.strip().splitlines()
     assert len(err) == 1, res.stderr

@@ -19,7 +19,7 @@ import zstandard
 
 import neardup
 
-from helpers import ROOT, child_env, neardup_command, run_cli, write_jsonl
+from helpers import ROOT, child_env, neardup_command, run_cli, run_in_process, write_jsonl
 
 
 # --------------------------------------------------------------------------- corpora
@@ -289,8 +289,7 @@ def test_resume_after_kill_gives_the_same_output(tmp_path):
     src = _synthetic_jsonl(tmp_path / "big.jsonl", 6000)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     ref = tmp_path / "ref"
-    subprocess.run([sys.executable, "-m", "neardup", "dedup", str(src), "--output", str(ref), "--quiet"],
-                   check=True, env=env)
+    assert run_cli("dedup", src, "--output", ref, "--quiet") == 0  # the reference: in this process
     out = tmp_path / "out"
     work = tmp_path / "work"
     cmd = [sys.executable, "-m", "neardup", "dedup", str(src), "--output", str(out), "--work-dir", str(work),
@@ -409,7 +408,7 @@ def test_console_script_runs_on_the_example_corpus(tmp_path):
 
 
 def test_help_explains_every_option():
-    res = subprocess.run([sys.executable, "-m", "neardup", "dedup", "--help"], capture_output=True, text=True)
+    res = run_in_process("dedup", "--help")  # the text argparse prints: no fresh Python needed
     assert res.returncode == 0
     for opt in ("--threshold", "--num-perm", "--bands", "--rows", "--ngram", "--char-ngrams", "--text-column",
                 "--id-column", "--verify", "--seed", "--keep", "--on-error", "--output-format", "--workers",

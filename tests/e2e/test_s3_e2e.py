@@ -22,9 +22,9 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from helpers import child_env, free_port, neardup_command, run_process, s3_env
+from helpers import child_env, free_port, neardup_command, run_in_process, run_process, s3_env
 
-pytestmark = pytest.mark.slow  # whole runs through the S3 server, in fresh processes
+pytestmark = pytest.mark.slow  # whole runs through the S3 server (the ones killed or without an extra in fresh processes)
 
 
 def _corpus() -> dict:
@@ -51,7 +51,13 @@ def _corpus() -> dict:
 
 
 def _run(args, env, cwd):
-    r = run_process("dedup", *args, "--quiet", env=env, cwd=cwd, timeout=600)
+    """A whole run in this process (what it writes is the test, not the process), in the
+    environment ``env`` (the s3 fixture's, as a fresh process would get it)."""
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            if os.environ.get(k) != v:
+                mp.setenv(k, v)
+        r = run_in_process("dedup", *args, "--quiet", cwd=cwd)
     assert r.returncode == 0, r.stderr[-3000:]
 
 
@@ -204,8 +210,10 @@ def test_output_store_errors_one_line_nothing_written(s3, tmp_path):
     assert "pip install 'neardup[cloud]'" in line
     _one_line_exit_2(run_process(*args, env=env, cwd=tmp_path, block=("fsspec",)),
                      f"{out}: reading and writing s3:// paths needs the cloud extra")
-    _one_line_exit_2(run_process("dedup", "in.jsonl", "--output", "s3://no-such-bucket-here/out", "--quiet",
-                                 env=env, cwd=tmp_path),
+    # (in this process where the environment is this one: the s3 fixture's; the exit status of a
+    # process is the cases' above and below)
+    _one_line_exit_2(run_in_process("dedup", "in.jsonl", "--output", "s3://no-such-bucket-here/out", "--quiet",
+                                    cwd=tmp_path),
                      "s3://no-such-bucket-here/out: no such bucket: no-such-bucket-here")
     port = free_port()
     unreachable = dict(env, AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_MAX_ATTEMPTS="1")
@@ -216,8 +224,8 @@ def test_output_store_errors_one_line_nothing_written(s3, tmp_path):
                     AWS_EC2_METADATA_DISABLED="true")
     _one_line_exit_2(run_process(*args, env=no_creds, cwd=tmp_path), f"{out}: no credentials found (")
     # the local engine keeps its work dir on local disk
-    _one_line_exit_2(run_process("dedup", "in.jsonl", "--output", "out", "--work-dir", s3.url("work"), "--quiet",
-                                 env=env, cwd=tmp_path),
+    _one_line_exit_2(run_in_process("dedup", "in.jsonl", "--output", "out", "--work-dir", s3.url("work"), "--quiet",
+                                    cwd=tmp_path),
                      f"--work-dir {s3.url('work')}: the local engine keeps its work dir on local disk")
     assert s3.keys() == []
     assert sorted(os.listdir(tmp_path)) == ["in.jsonl", "none"] or sorted(os.listdir(tmp_path)) == ["in.jsonl"]

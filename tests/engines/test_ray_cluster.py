@@ -25,6 +25,8 @@ from ray.cluster_utils import Cluster
 import neardup
 from neardup.stages import workdir
 
+from helpers import stop_suite_ray
+
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 NODE = dict(num_cpus=1, object_store_memory=80 << 20)
@@ -33,6 +35,7 @@ OPTIONS = dict(threshold=0.7, id_column="id", quiet=True)
 
 @pytest.fixture(scope="module")
 def cluster():
+    stop_suite_ray()  # the runs here connect to this cluster, not to the suite's local Ray
     if ray.is_initialized():
         pytest.skip("a Ray instance is already connected in this process")
     c = Cluster(initialize_head=True, connect=False,

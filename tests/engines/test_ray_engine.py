@@ -78,6 +78,15 @@ def jsonl_corpus(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def local_skip(tmp_path_factory, jsonl_corpus):
+    """The local engine's output of jsonl_corpus with on_error="skip" (verify "exact", the default):
+    the reference of several tests, made once."""
+    out = tmp_path_factory.mktemp("local-skip") / "out"
+    neardup.dedup(str(jsonl_corpus), output=str(out), on_error="skip")
+    return out
+
+
+@pytest.fixture(scope="module")
 def parquet_corpus(tmp_path_factory):
     from neardup.testing.synth import generate_corpus
     d = tmp_path_factory.mktemp("parquet")
@@ -241,12 +250,11 @@ def test_worker_killed_mid_run_same_output(cluster, tmp_path):
 
 
 @pytest.mark.parametrize("first,second", [("local", "ray"), ("ray", "local"), ("ray", "ray")])
-def test_resume_across_engines(cluster, tmp_path, jsonl_corpus, first, second):
+def test_resume_across_engines(cluster, tmp_path, jsonl_corpus, local_skip, first, second):
     """One work directory for both engines: the stages one engine finished are not run again by
     the other, and the output is the same."""
     opts = dict(verify="exact", on_error="skip")
-    reference = tmp_path / "reference"
-    neardup.dedup(str(jsonl_corpus), output=str(reference), **opts)
+    reference = local_skip  # the local engine's output with opts
     work = tmp_path / "work"
     neardup.dedup(str(jsonl_corpus), output=str(tmp_path / "a"), engine=first, work_dir=str(work), **opts)
     state = json.loads((work / "state.json").read_text())
@@ -292,9 +300,8 @@ def test_resume_in_the_middle_of_the_read_stage(cluster, tmp_path, first, second
 
 # --------------------------------------------------------------------------- command line
 
-def test_cli_engine_ray(cluster, tmp_path, jsonl_corpus):
-    local = tmp_path / "local"
-    neardup.dedup(str(jsonl_corpus), output=str(local), on_error="skip")
+def test_cli_engine_ray(cluster, tmp_path, jsonl_corpus, local_skip):
+    local = local_skip
     # joining this test's cluster
     r = run_process("dedup", jsonl_corpus, "-o", tmp_path / "joined", "--engine", "ray", "--ray-address", cluster,
              "--on-error", "skip", "--quiet")

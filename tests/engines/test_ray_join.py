@@ -241,8 +241,14 @@ def test_a_run_the_cluster_cannot_schedule_stops_with_one_line(open_cluster, cor
     assert not (tmp_path / "out" / "stats.json").exists()
 
 
-def test_sigterm_stops_the_run_and_the_ray_it_started(tmp_path):
-    corpus = _corpus(tmp_path / "c.jsonl", 20000)
+@pytest.fixture(scope="module")
+def corpus_20k(tmp_path_factory):
+    """20,000 documents: a run long enough to be stopped while it runs (made once, read only)."""
+    return _corpus(tmp_path_factory.mktemp("c20k") / "c.jsonl", 20000)
+
+
+def test_sigterm_stops_the_run_and_the_ray_it_started(tmp_path, corpus_20k):
+    corpus = corpus_20k
     home = tmp_path / "home"
     (home / ".ray").mkdir(parents=True)
     (home / ".ray" / "auth_token").write_text("a" * 64)  # a token exists: Ray starts with authentication on
@@ -277,10 +283,10 @@ def test_sigterm_stops_the_run_and_the_ray_it_started(tmp_path):
     assert not (tmp_path / "out" / "stats.json").exists()
 
 
-def test_kill_9_of_the_driver_leaves_no_ray_process_behind(tmp_path):
+def test_kill_9_of_the_driver_leaves_no_ray_process_behind(tmp_path, corpus_20k):
     """Without the watchdog, the dashboard and runtime-env agents of the instance outlive a driver
     killed with SIGKILL by 30-60 s."""
-    corpus = _corpus(tmp_path / "c.jsonl", 20000)
+    corpus = corpus_20k
     cmd = neardup_command("dedup", corpus, "-o", tmp_path / "out", "--engine", "ray", "--workers", "2")
     proc = subprocess.Popen(cmd, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     driver = psutil.Process(proc.pid)

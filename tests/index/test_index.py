@@ -16,7 +16,7 @@ from neardup.index import Index
 from neardup.kernels.lookup import fingerprints
 from neardup.kernels.verify import exact_jaccard
 
-from helpers import child_env as env, neardup_command as cli, run_process, write_jsonl
+from helpers import child_env as env, neardup_command as cli, run_in_process, run_process, write_jsonl
 from index_corpus import make_split
 
 
@@ -184,11 +184,16 @@ def test_fingerprint_jaccard_equals_exact_jaccard_on_pairs(split):
 
 # ---------------------------------------------------------------------------- command line
 
-def run(*args, check_rc=None):
-    p = run_process(*args)
+def run(*args, check_rc=None, runner=run_process):
+    p = runner(*args)
     if check_rc is not None:
         assert p.returncode == check_rc, p.stderr
     return p
+
+
+def run_here(*args, check_rc=None):
+    """:func:`run` in this process (a test of what the commands do, not of the process)."""
+    return run(*args, check_rc=check_rc, runner=run_in_process)
 
 
 @pytest.mark.slow
@@ -196,33 +201,33 @@ def test_cli_add_query_stats_compact(tmp_path, split):
     a = write_jsonl(str(tmp_path / "a.jsonl"), split.a_texts, split.a_ids)
     b = write_jsonl(str(tmp_path / "b.jsonl"), split.b_texts, split.b_ids)
     ix = str(tmp_path / "ix")
-    run("index", "add", ix, a, "--name", "dumpA", "--id-column", "id", check_rc=0)
-    run("index", "add", ix, b, "--name", "dumpB", "--id-column", "", check_rc=0)  # ids FILE:LINE, asked for
-    s = json.loads(run("index", "stats", ix, check_rc=0).stdout)
+    run_here("index", "add", ix, a, "--name", "dumpA", "--id-column", "id", check_rc=0)
+    run_here("index", "add", ix, b, "--name", "dumpB", "--id-column", "", check_rc=0)  # ids FILE:LINE, asked for
+    s = json.loads(run_here("index", "stats", ix, check_rc=0).stdout)
     assert s["documents"] == len(split.a_texts) + len(split.b_texts)
     assert s["source_count"] == 2 and "sources" not in s  # bounded by default (issue 30)
     s = json.loads(run("index", "stats", ix, "--full", check_rc=0).stdout)
     assert s["sources"] == {"dumpA": len(split.a_texts), "dumpB": len(split.b_texts)}
     assert s["segments"] == 2 and s["params"]["ngram"] == 5
     out = str(tmp_path / "q.parquet")
-    run("index", "query", ix, b, "--output", out, check_rc=0)  # b's records have an id field: their ids
+    run_here("index", "query", ix, b, "--output", out, check_rc=0)  # b's records have an id field: their ids
     t = pq.read_table(out).to_pylist()
     assert len(t) == len(split.b_texts) and t[0]["id"] == split.b_ids[0]
     assert [m["id"] for m in t[0]["matches"]][:1] == ["dumpB/b.jsonl:1"]  # positions in an index: NAME/FILE:LINE with --name
     for row in t:  # every B document finds itself in dumpB first
         assert row["matches"][0]["source"] == "dumpB" and row["matches"][0]["similarity"] == 1.0
-    j = run("index", "query", ix, a, check_rc=0).stdout.splitlines()
+    j = run_here("index", "query", ix, a, check_rc=0).stdout.splitlines()
     first = json.loads(j[0])
     assert first["matches"][0] == {"id": "a0", "source": "dumpA", "similarity": 1.0}
-    run("index", "compact", ix, check_rc=0)
-    assert json.loads(run("index", "stats", ix, check_rc=0).stdout)["segments"] == 1
+    run_here("index", "compact", ix, check_rc=0)
+    assert json.loads(run_here("index", "stats", ix, check_rc=0).stdout)["segments"] == 1
 
 
 @pytest.mark.slow
 def test_cli_errors_one_line_exit_2_nothing_written(tmp_path, split):
     a = write_jsonl(str(tmp_path / "a.jsonl"), split.a_texts[:30], split.a_ids[:30])
     ix = str(tmp_path / "ix")
-    run("index", "add", ix, a, check_rc=0)
+    run_here("index", "add", ix, a, check_rc=0)
     manifest = open(os.path.join(ix, "manifest.json"), "rb").read()
     segs = sorted(os.listdir(os.path.join(ix, "segments")))
 
@@ -231,42 +236,44 @@ def test_cli_errors_one_line_exit_2_nothing_written(tmp_path, split):
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("neardup: error: ") and pattern in lines[0], p.stderr
 
+    # the exit status and the one line of a process: here, and for an unreachable server below;
+    # the other errors take the same path out of main(), in this process
     one_line(run("index", "add", ix, a, "--ngram", "3"), "ngram 5 (this run: 3)")
-    one_line(run("index", "add", ix, a, "--bands", "4", "--rows", "8"), "bands 13 (this run: 4)")
-    one_line(run("index", "add", ix, str(tmp_path / "missing.jsonl")), "no such file")
+    one_line(run_here("index", "add", ix, a, "--bands", "4", "--rows", "8"), "bands 13 (this run: 4)")
+    one_line(run_here("index", "add", ix, str(tmp_path / "missing.jsonl")), "no such file")
     out = str(tmp_path / "q.jsonl")
-    one_line(run("index", "query", str(tmp_path / "nope"), a, "-o", out), "no index at")
+    one_line(run_here("index", "query", str(tmp_path / "nope"), a, "-o", out), "no index at")
     assert not os.path.exists(out) and not os.path.exists(tmp_path / "nope")
-    one_line(run("index", "stats", str(tmp_path / "nope")), "no index at")
+    one_line(run_here("index", "stats", str(tmp_path / "nope")), "no index at")
     one_line(run("index", "query", "redis://127.0.0.1:1/0", a, "-o", out), "cannot reach Redis")
-    one_line(run("index", "add", "redis://127.0.0.1:1/0", a), "cannot reach Redis")
+    one_line(run_here("index", "add", "redis://127.0.0.1:1/0", a), "cannot reach Redis")
     assert not os.path.exists(out)
     assert open(os.path.join(ix, "manifest.json"), "rb").read() == manifest
     assert sorted(os.listdir(os.path.join(ix, "segments"))) == segs
 
     # a damaged manifest, a lost or truncated segment file: one line each
     bad = str(tmp_path / "bad")
-    run("index", "add", bad, a, check_rc=0)
+    run_here("index", "add", bad, a, check_rc=0)
     mpath = os.path.join(bad, "manifest.json")
     good = open(mpath, "rb").read()
     open(mpath, "wb").write(good.replace(b'"docs": 30', b'"docs": 31'))
-    one_line(run("index", "stats", bad), "does not match its checksum")
+    one_line(run_here("index", "stats", bad), "does not match its checksum")
     open(mpath, "wb").write(good[:40])
-    one_line(run("index", "query", bad, a), "manifest is not readable")
+    one_line(run_here("index", "query", bad, a), "manifest is not readable")
     open(mpath, "wb").write(good)
     seg = os.path.join(bad, "segments", os.listdir(os.path.join(bad, "segments"))[0])
     fp = open(os.path.join(seg, "fp.u32"), "rb").read()
     with open(os.path.join(seg, "fp.u32"), "r+b") as f:
         f.truncate(100)
-    one_line(run("index", "query", bad, a), "file fp.u32 has 100 bytes")
+    one_line(run_here("index", "query", bad, a), "file fp.u32 has 100 bytes")
     open(os.path.join(seg, "fp.u32"), "wb").write(fp)
-    run("index", "query", bad, a, check_rc=0)
+    run_here("index", "query", bad, a, check_rc=0)
     os.remove(os.path.join(seg, "keys.u64"))
-    one_line(run("index", "query", bad, a), "has lost its file keys.u64")
+    one_line(run_here("index", "query", bad, a), "has lost its file keys.u64")
     notix = tmp_path / "notix"
     notix.mkdir()
     (notix / "x.txt").write_text("hello")
-    one_line(run("index", "add", str(notix), a), "is not a neardup index")
+    one_line(run_here("index", "add", str(notix), a), "is not a neardup index")
     assert sorted(os.listdir(notix)) == ["x.txt"]
 
 

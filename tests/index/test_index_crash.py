@@ -8,9 +8,10 @@ import time
 
 import pytest
 
+import neardup.index.segments as segments
 from neardup.index import Index
 
-from helpers import child_env as env, neardup_command as cli, write_jsonl
+from helpers import child_env as env, neardup_command as cli, run_in_process, write_jsonl
 from index_corpus import make_split
 
 pytestmark = pytest.mark.slow  # index adds killed (kill -9) in fresh processes
@@ -45,7 +46,11 @@ def check_unchanged(ix, before_manifest, probe, before_answers):
 
 
 def check_rerun_adds_once(ix, path, split, name, base_docs):
-    p = subprocess.run(add_cmd(ix, path, name), env=env(), capture_output=True, text=True)
+    # the rerun in this process (the kill needs a process of its own; the rerun does not), with
+    # add_cmd's arguments and small segments
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(segments, "MAX_SEGMENT_DOCS", 100)
+        p = run_in_process("index", "add", ix, path, "--name", name, "--id-column", "id", "--batch-size", "50")
     assert p.returncode == 0, p.stderr
     idx = Index(ix)
     s = idx.stats()

@@ -11,7 +11,7 @@ import pytest
 from neardup.errors import ConfigError
 from neardup.index import Index
 
-from helpers import RedisServer, child_env as env, neardup_command as cli, write_jsonl
+from helpers import RedisServer, child_env as env, neardup_command as cli, run_in_process, write_jsonl
 from index_corpus import make_split
 
 try:
@@ -108,8 +108,7 @@ def test_kill_9_before_the_commit_leaves_the_redis_index_as_before(url, split, t
         assert p.returncode == -signal.SIGKILL
         assert redis.Redis.from_url(url).get("neardup:manifest") == manifest
         assert Index(url).stats()["documents"] == 100
-    p = subprocess.run([sys.executable, "-m", "neardup", "index", "add", url, b, "--name", "B", "--id-column", "id"],
-                       env=env(), capture_output=True, text=True)
+    p = run_in_process("index", "add", url, b, "--name", "B", "--id-column", "id")  # the rerun needs no process
     assert p.returncode == 0, p.stderr
     idx = Index(url)
     assert idx.stats()["sources"] == {"A": 100, "B": len(split.b_texts)}

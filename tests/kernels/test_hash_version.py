@@ -136,6 +136,7 @@ def _distinct_tokens():
     return short + numbered + long
 
 
+@pytest.mark.slow  # 2.9M tokens hashed and counted: 9-13 s, the inner loop's longest test
 def test_no_collisions_among_millions_of_short_tokens():
     """2.9M distinct tokens (every token of up to 4 characters of [a-z0-9_], numbered ones, long
     ones that share their first 16 bytes): no two share a 64-bit hash, and their low and high
