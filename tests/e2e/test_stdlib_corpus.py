@@ -80,7 +80,9 @@ def test_stdlib_against_exact_all_pairs(stdlib_run):
     for pattern in stdlib_inputs():
         all_files += [str(p) for p in Path(STDLIB).glob(pattern.replace(STDLIB + os.sep, ""))]
     rejected = {r["source"] for r in pq.read_table(stdlib_run / "rejected.parquet").to_pylist()}
-    rejected |= {i["name"] for i in stats["inputs"] if i.get("skipped")}
+    # every input of the run (over 1,000 files: stats.json keeps the first 1,000, files.json all)
+    inputs = json.loads((stdlib_run / "files.json").read_text())["inputs"] if "lists" in stats else stats["inputs"]
+    rejected |= {i["name"] for i in inputs if i.get("skipped")}
     small = [f for f in all_files if os.path.getsize(f) < 40_000 and f not in rejected]
     sample = sorted(set(rng.sample([f for f in in_clusters if f in set(small)], k=min(120, len(in_clusters)))) |
                     set(rng.sample(small, k=150)))
