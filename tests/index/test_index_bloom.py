@@ -98,7 +98,7 @@ def test_a_bloom_index_answers_yes_for_every_document_it_was_given(tmp_path, spl
     assert res[-2:] == [[], []]  # an empty document matches nothing
     stats = idx.stats()
     assert stats["kind"] == "bloom" and stats["documents"] == len(split.a_texts) + 1 and stats["segments"] == 2
-    assert stats["bytes_per_document"] <= 64 and stats["extra_false_positive_rate"] < 1e-4
+    assert stats["bytes_per_document"] <= 80 and stats["extra_false_positive_rate"] < 1e-4  # 18 bands (issue 30)
     assert stats["sources"] == {"A": len(split.a_texts) + 1}
     manifest = idx.storage.read_manifest()
     assert [s["bloom"]["keys"] for s in manifest["segments"]] == [300, len(split.a_texts) - 300]  # not the empty
