@@ -245,7 +245,8 @@ def test_a_compaction_under_dedup_against_is_one_line_and_resume_reads_the_same_
 
 def _bloom_index(path, rate, segments, docs=5000):
     import numpy as np
-    index = neardup.Index(str(path), kind="bloom", false_positive_rate=rate)
+    # 13 filters a document (the default before issue 30): the rates below are F ~ 13 * segments * rate
+    index = neardup.Index(str(path), kind="bloom", false_positive_rate=rate, bands=13, rows=7)
     sig = np.zeros((docs, index.config.num_perm), np.uint32)
     rng = np.random.default_rng(5)
     for seg in range(segments):

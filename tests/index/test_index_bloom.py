@@ -60,7 +60,7 @@ def test_a_filter_answers_a_key_it_was_never_given_at_the_rate_of_the_formula(ra
 def test_the_index_wide_extra_rate_of_stats_is_what_queries_measure(tmp_path):
     """Three segments of 13 filters at p = 1e-3: F = 1 - prod (1 - f^k) ~ 39 p; unrelated
     documents (random keys) are answered yes at that rate."""
-    idx = Index(str(tmp_path / "b.ndx"), kind="bloom", false_positive_rate=1e-3)
+    idx = Index(str(tmp_path / "b.ndx"), kind="bloom", false_positive_rate=1e-3, bands=13, rows=7)
     bands = idx.config.bands
     sig = np.zeros((1, idx.config.num_perm), np.uint32)  # not empty
     for seg in range(3):
