@@ -433,7 +433,9 @@ def residual_by_edit(corpus: WordCorpus, a, b, j, removed, threshold=THRESHOLD) 
 # neardup with other options (this checkout)
 VARIANTS = {"neardup-delete": ["--punctuation", "delete"],       # punctuation deleted inside words
             "neardup-keep": ["--punctuation", "keep"],           # symbols and punctuation as tokens
-            "neardup-v1": ["--hash-version", "1"]}               # the per-byte FNV word hash
+            "neardup-v1": ["--hash-version", "1"],               # the per-byte FNV word hash
+            "neardup-recall-0.95": ["--min-recall", "0.95"],     # the defaults before issue 30 (13 x 7)
+            "neardup-recall-0.985": ["--min-recall", "0.985"]}   # 18 x 7, the defaults since issue 30
 
 
 def run_neardup_cli(corpus_path: Path, out: Path, extra: Sequence[str], pythonpath: str) -> dict:

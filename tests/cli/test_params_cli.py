@@ -51,21 +51,21 @@ TOL = 6e-5  # printed with 4 decimals
 def test_default_0_8_128_text(capsys):
     assert run_cli("params", "--threshold", "0.8", "--num-perm", "128") == 0
     out = capsys.readouterr().out
-    b, r, t = 13, 7, 0.8
-    assert "chosen: 13 bands x 7 rows (uses 91 of 128" in out
+    b, r, t = 18, 7, 0.8
+    assert "chosen: 18 bands x 7 rows (uses 126 of 128" in out
     assert "fewest false positives" in out  # ParamChoice.reason
-    assert number_after("midpoint (1/b)^(1/r)", out) == pytest.approx((1 / 13) ** (1 / 7), abs=TOL)
-    assert number_after("P(candidate | J = 0.8)", out) == pytest.approx(1 - (1 - 0.8 ** 7) ** 13, abs=TOL)
+    assert number_after("midpoint (1/b)^(1/r)", out) == pytest.approx((1 / 18) ** (1 / 7), abs=TOL)
+    assert number_after("P(candidate | J = 0.8)", out) == pytest.approx(1 - (1 - 0.8 ** 7) ** 18, abs=TOL)
     assert number_after("false-positive area [0, 0.8]", out) == pytest.approx(fp_area(t, b, r), abs=TOL)
     assert number_after("false-negative area [0.8, 1]", out) == pytest.approx(fn_area(t, b, r), abs=TOL)
     # hand values quoted in the docs
-    assert abs(number_after("P(candidate | J = 0.8)", out) - 0.9531) < TOL
+    assert abs(number_after("P(candidate | J = 0.8)", out) - 0.9855) < TOL
     # P at similarities around the threshold
     found = dict((float(j), float(p)) for j, p in re.findall(r"J = ([0-9.]+)\s+P = ([0-9.]+)", out))
     assert {0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95} <= set(found)
     for s, p in found.items():
         assert p == pytest.approx(p_cand(s, b, r), abs=TOL), s
-    assert re.search(r"J = 0\.8\s+P = 0\.9531\s+<- threshold", out)
+    assert re.search(r"J = 0\.8\s+P = 0\.9855\s+<- threshold", out)
 
 
 def parse_alternatives(out):
@@ -86,7 +86,7 @@ def test_alternatives_table_numbers(capsys):
     assert len(rows) >= 4
     by = {(x["bands"], x["rows"]): x for x in rows}
     # the default pick and the weighted optimiser's pick are always in the table
-    assert "chosen" in by[(13, 7)]["tag"]
+    assert "chosen" in by[(18, 7)]["tag"]
     assert "weighted optimiser" in by[(9, 13)]["tag"]
     assert by[(9, 13)]["p"] == pytest.approx(1 - (1 - 0.8 ** 13) ** 9, abs=TOL)
     assert abs(by[(9, 13)]["p"] - 0.3988) < TOL
@@ -103,7 +103,7 @@ def test_alternatives_table_numbers(capsys):
 def test_terminal_s_curve(capsys):
     assert run_cli("params") == 0  # defaults 0.8 / 128
     out = capsys.readouterr().out
-    plot = out.split("S-curve of 13 bands x 7 rows:")[1].strip("\n").splitlines()
+    plot = out.split("S-curve of 18 bands x 7 rows:")[1].strip("\n").splitlines()
     body = [line for line in plot if re.match(r"^(\d\.\d\d| {4}) \|", line)]
     assert len(body) == 15
     assert all(len(line) == 6 + 60 for line in body)
@@ -114,7 +114,7 @@ def test_terminal_s_curve(capsys):
     col = 6 + round(0.8 * 59)
     assert all(line[col] in "|*" for line in body)
     assert any(line[col] == "|" for line in body)
-    assert "t = threshold 0.8" in out and "m = midpoint 0.693" in out
+    assert "t = threshold 0.8" in out and "m = midpoint 0.662" in out
 
 
 @pytest.mark.parametrize("t,k", [(0.5, 64), (0.9, 256), (0.7, 32)])
@@ -123,7 +123,7 @@ def test_other_points_json_matches_hand_values(capsys, t, k):
     d = json.loads(capsys.readouterr().out)
     b, r = d["bands"], d["rows"]
     assert b * r <= k
-    assert d["p_at_threshold"] >= 0.95  # the default chooser's promise
+    assert d["min_recall"] == 0.985 and d["p_at_threshold"] >= 0.985  # the default chooser's promise
     assert d["midpoint"] == pytest.approx((1 / b) ** (1 / r), rel=1e-12)
     assert d["p_at_threshold"] == pytest.approx(p_cand(t, b, r), rel=1e-12)
     assert d["false_positive_area"] == pytest.approx(fp_area(t, b, r), abs=1e-7)
@@ -131,7 +131,7 @@ def test_other_points_json_matches_hand_values(capsys, t, k):
     for key, p in d["p_at"].items():
         assert p == pytest.approx(p_cand(float(key), b, r), rel=1e-9, abs=1e-15)
     # brute force: no (b', r') with b'r' <= k that reaches the recall has a smaller FP area
-    feasible = [(bb, rr) for bb in range(1, k + 1) for rr in range(1, k // bb + 1) if p_cand(t, bb, rr) >= 0.95]
+    feasible = [(bb, rr) for bb in range(1, k + 1) for rr in range(1, k // bb + 1) if p_cand(t, bb, rr) >= 0.985]
     best = min(simpson(lambda s, bb=bb, rr=rr: p_cand(s, bb, rr), 0.0, t, n=4000) for bb, rr in feasible)
     assert d["false_positive_area"] <= best + 1e-7
 
@@ -143,15 +143,15 @@ def test_json_keys_and_alternatives(capsys):
     for key in ("threshold", "num_perm", "bands", "rows", "midpoint", "p_at_threshold",
                 "false_positive_area", "false_negative_area", "alternatives", "p_at", "method", "reason"):
         assert key in d, key
-    assert (d["threshold"], d["num_perm"], d["bands"], d["rows"], d["method"]) == (0.8, 128, 13, 7, "recall")
+    assert (d["threshold"], d["num_perm"], d["bands"], d["rows"], d["method"]) == (0.8, 128, 18, 7, "recall")
     assert isinstance(d["alternatives"], list) and all(isinstance(a, dict) for a in d["alternatives"])
     pairs = {(a["bands"], a["rows"]): a for a in d["alternatives"]}
-    assert (13, 7) in pairs and (9, 13) in pairs
+    assert (18, 7) in pairs and (9, 13) in pairs
     assert pairs[(9, 13)]["p_at_threshold"] == pytest.approx(1 - (1 - 0.8 ** 13) ** 9, rel=1e-12)
     assert d["weighted"]["bands"] == 9 and d["weighted"]["rows"] == 13
     for a in d["alternatives"]:
         assert a["false_positive_area"] == pytest.approx(fp_area(0.8, a["bands"], a["rows"]), abs=1e-7)
-    assert d["p_at"]["0.8"] == pytest.approx(1 - (1 - 0.8 ** 7) ** 13, rel=1e-12)
+    assert d["p_at"]["0.8"] == pytest.approx(1 - (1 - 0.8 ** 7) ** 18, rel=1e-12)
 
 
 def test_weighted_method_and_given_bands_rows(capsys):

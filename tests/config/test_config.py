@@ -175,17 +175,24 @@ def test_fingerprint_stats_and_index_follow_the_groups(group, f):
 
 
 def test_identity_and_stats_are_what_they_were():
-    """Pinned (last changed by hash_version, issue 19, and max_anchor_rounds None, issue 22): the
+    """Pinned (last changed by hash_version, issue 19, max_anchor_rounds None, issue 22, and the
+    default min_recall 0.985, issue 30, which chooses 18 x 7 at 0.8 instead of 13 x 7): the
     same run has the same fingerprint (an earlier run's work dir and output folder are still its
     own) and the same stats.json params."""
     assert identity_fingerprint(Config().resolved()) == \
+        "18f9c847580224caf8cb782f0f80803d594d124bae974c0feabae53bf68acb39"
+    # the defaults before issue 30's min_recall (0.95: 13 x 7) still make the fingerprints they made
+    assert identity_fingerprint(Config(min_recall=0.95).resolved()) == \
         "4e116cae1a30d8100ddab25ea966ebf43c2f7991675fa8f8f670ab955e6d8a7e"
-    cfg = Config(threshold=0.7, ngram=3, punctuation="keep", keep="longest", against=["x"], workers=3,
-                 id_column="id", id_column_auto=True).resolved()
-    assert identity_fingerprint(cfg) == "6e72dbcc7e1aceb88d89822d65cc63fbe6181785a39898786404e990991b8132"
+    options = dict(threshold=0.7, ngram=3, punctuation="keep", keep="longest", against=["x"], workers=3,
+                   id_column="id", id_column_auto=True)
+    cfg = Config(**options).resolved()
+    assert identity_fingerprint(cfg) == "5874115720b375fa9b83580232f4a23f11394c59b8414ff616e8aec12b886dd3"
+    assert identity_fingerprint(Config(**options, min_recall=0.95).resolved()) == \
+        "6e72dbcc7e1aceb88d89822d65cc63fbe6181785a39898786404e990991b8132"
     params = build_stats(Config().resolved(), [], dict(input=0, kept=0, removed=0, rejected=0), [], [])["params"]
     assert json.dumps(params, sort_keys=True) == (
-        '{"bands": 13, "char_ngrams": false, "collapse_whitespace": true, "follow_symlinks": false, '
+        '{"bands": 18, "char_ngrams": false, "collapse_whitespace": true, "follow_symlinks": false, '
         '"hash_version": 2, "id_column": null, "input_format": "auto", "keep": "first", '
         '"lowercase": true, "max_anchor_rounds": null, "ngram": 5, "normalize_unicode": true, "num_perm": 128, '
         '"on_error": "fail", "output_format": "same", "punctuation": "split", "rows": 7, "seed": 42, '

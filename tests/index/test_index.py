@@ -157,17 +157,17 @@ def test_estimate_store(tmp_path, split):
 
 def test_parameters_recorded_and_mismatch_refused(built, tmp_path):
     idx = Index(built)
-    assert idx.params["ngram"] == 5 and idx.params["bands"] == 13 and idx.params["rows"] == 7
+    assert idx.params["ngram"] == 5 and idx.params["bands"] == 18 and idx.params["rows"] == 7
     with pytest.raises(ConfigError) as e:
         Index(built, ngram=3, seed=1)
     assert "ngram 5 (this run: 3)" in str(e.value) and "seed 42 (this run: 1)" in str(e.value)
     # a whole Config (a dedup run's) keeps its bands and rows for its own pairs: the index's are its own
     ix = Index(built, neardup.Config(threshold=0.7))
-    assert (ix.config.bands, ix.config.rows, ix.config.threshold) == (13, 7, 0.7)
-    with pytest.raises(ConfigError, match="bands 13 .*rows 7"):
+    assert (ix.config.bands, ix.config.rows, ix.config.threshold) == (18, 7, 0.7)
+    with pytest.raises(ConfigError, match="bands 18 .*rows 7"):
         Index(built, bands=17, rows=5)  # options name them: compared
     Index(built, threshold=0.7)  # options: only what is given is compared, and threshold is free
-    assert Index(built, neardup.Config(threshold=0.7, bands=13, rows=7)).config.threshold == 0.7
+    assert Index(built, neardup.Config(threshold=0.7, bands=18, rows=7)).config.threshold == 0.7
 
 
 def test_fingerprint_jaccard_equals_exact_jaccard_on_pairs(split):
@@ -239,7 +239,7 @@ def test_cli_errors_one_line_exit_2_nothing_written(tmp_path, split):
     # the exit status and the one line of a process: here, and for an unreachable server below;
     # the other errors take the same path out of main(), in this process
     one_line(run("index", "add", ix, a, "--ngram", "3"), "ngram 5 (this run: 3)")
-    one_line(run_here("index", "add", ix, a, "--bands", "4", "--rows", "8"), "bands 13 (this run: 4)")
+    one_line(run_here("index", "add", ix, a, "--bands", "4", "--rows", "8"), "bands 18 (this run: 4)")
     one_line(run_here("index", "add", ix, str(tmp_path / "missing.jsonl")), "no such file")
     out = str(tmp_path / "q.jsonl")
     one_line(run_here("index", "query", str(tmp_path / "nope"), a, "-o", out), "no index at")

@@ -237,16 +237,16 @@ def test_absurd_false_positive_rates_are_refused_in_one_line(tmp_path):
     # before: accepted, and a one-segment index answered yes for 49% of unrelated documents
     line = _one_line_failure("index", "add", tmp_path / "loose", tmp_path / "a.jsonl", "--kind", "bloom",
                              "--false-positive-rate", "0.05")
-    assert "extra false-positive rate of 0.487" in line and "give at most" in line, line
+    assert "extra false-positive rate of 0.603" in line and "give at most" in line, line  # 18 filters (0.487 at 13)
     assert clock.monotonic() - t0 < 30
     assert not (tmp_path / "tiny").exists() and not (tmp_path / "loose").exists()
-    low, high = __import__("neardup.index.bloom", fromlist=["x"]).rate_bounds(13)
+    low, high = __import__("neardup.index.bloom", fromlist=["x"]).rate_bounds(18)  # the default bands at 0.8
     Index(str(tmp_path / "edge"), kind="bloom", false_positive_rate=high * 0.999)
     Index(str(tmp_path / "edge"), kind="bloom", false_positive_rate=low * 1.001)
 
 
 def test_an_add_that_would_take_a_bloom_index_past_the_bound_commits_nothing(tmp_path):
-    index = Index(str(tmp_path / "b"), kind="bloom", false_positive_rate=1e-3)
+    index = Index(str(tmp_path / "b"), kind="bloom", false_positive_rate=1e-3, bands=13, rows=7)
     _bloom_segments(index, 3)  # 3 x 13 filters at 1e-3: F ~ 3.9%
     before = index.stats()
     assert 0.03 < before["extra_false_positive_rate"] < 0.05
@@ -259,7 +259,7 @@ def test_an_add_that_would_take_a_bloom_index_past_the_bound_commits_nothing(tmp
 
 def test_index_query_warns_of_a_bloom_index_with_a_high_extra_rate(tmp_path):
     write_jsonl(tmp_path / "a.jsonl", TEXTS_A)
-    index = Index(str(tmp_path / "b"), kind="bloom", false_positive_rate=1e-3)
+    index = Index(str(tmp_path / "b"), kind="bloom", false_positive_rate=1e-3, bands=13, rows=7)  # 13 filters
     _bloom_segments(index, 1)
     code, out, err = run_in_process("index", "query", tmp_path / "b", tmp_path / "a.jsonl")
     assert code == 0 and "neardup: warning: bloom index" in err and "extra false-positive rate of 1.29e-02" in err, err

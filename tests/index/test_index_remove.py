@@ -358,7 +358,7 @@ def test_truncated_buckets_are_counted_and_reported_where_they_happen(tmp_path, 
     assert f"{bands} band buckets held more than 2 documents a segment; {3 * bands} candidates" in err
     assert "recall against it falls" not in err
     assert main(["index", "query", path, str(q), "--threshold", "0.7"]) == 0  # below the index's 0.8
-    assert "13 bands x 7 rows: a pair at similarity 0.7 becomes a candidate with probability 0.673" in \
+    assert "18 bands x 7 rows: a pair at similarity 0.7 becomes a candidate with probability 0.787" in \
         capsys.readouterr().err
     assert main(["dedup", str(q), "-o", str(tmp_path / "out"), "--against", path]) == 0
     err = capsys.readouterr().err

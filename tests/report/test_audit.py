@@ -63,7 +63,7 @@ def result(corpus):
 # ---- agreement with theory -------------------------------------------------------------------
 
 def test_parameters_are_the_dedup_defaults(result):
-    assert (result.bands, result.rows, result.num_perm, result.threshold) == (13, 7, 128, 0.8)
+    assert (result.bands, result.rows, result.num_perm, result.threshold) == (18, 7, 128, 0.8)
     assert result.documents == 3000 and result.empty_documents == 0
     assert result.sampled_pairs <= 3000
 
@@ -84,7 +84,7 @@ def test_measured_rates_agree_with_theory(result):
         # the bin's theory is the mean of 1 - (1 - s^r)^b over its own pairs
         mask = np.minimum((result.pairs["similarity"] * 10 + 1e-9).astype(int), 9) == round(b.lo * 10)
         s = result.pairs["similarity"][mask]
-        assert b.theory == pytest.approx(np.mean(1 - (1 - s ** 7) ** 13), rel=1e-9, abs=1e-15)
+        assert b.theory == pytest.approx(np.mean(1 - (1 - s ** 7) ** 18), rel=1e-9, abs=1e-15)
         assert b.candidates == int(result.pairs["candidate"][mask].sum())
     # the S-curve's steep part is really measured: low below 0.5, high above 0.8
     assert result.bins[4].measured < 0.1 and result.bins[8].measured > 0.9
@@ -98,7 +98,7 @@ def test_miss_rate_consistent_with_theory(result):
     near = result.pairs["similarity"] >= 0.8
     w = result.pairs["weight"][near]
     s = result.pairs["similarity"][near]
-    assert nd["theory"] == pytest.approx(np.dot(w, (1 - s ** 7) ** 13) / w.sum(), rel=1e-9)
+    assert nd["theory"] == pytest.approx(np.dot(w, (1 - s ** 7) ** 18) / w.sum(), rel=1e-9)
     assert 0.0 <= nd["miss_rate"] < 0.05
     assert nd["missed"] == int((~result.pairs["candidate"][near]).sum())
 
@@ -118,7 +118,7 @@ def test_exact_similarity_and_candidates_checked_independently(result, corpus):
         A, B = word_ngrams(texts[a]), word_ngrams(texts[b])
         assert pairs["similarity"][i] == pytest.approx(len(A & B) / len(A | B), abs=1e-12)
         # candidate iff some band of 7 rows is equal (band keys are a hash of the band)
-        bands_equal = any(np.array_equal(sig[a, j * 7:(j + 1) * 7], sig[b, j * 7:(j + 1) * 7]) for j in range(13))
+        bands_equal = any(np.array_equal(sig[a, j * 7:(j + 1) * 7], sig[b, j * 7:(j + 1) * 7]) for j in range(18))
         assert bool(pairs["candidate"][i]) == bands_equal
 
 
@@ -230,7 +230,7 @@ def test_json_is_strict_and_complete(result):
 
 def test_table_text(result):
     text = format_audit(result)
-    assert "13 bands x 7 rows" in text and "[0.90, 1.00]" in text
+    assert "18 bands x 7 rows" in text and "[0.90, 1.00]" in text
     for b in result.bins:
         assert f"{b.measured:.3f}" in text and f"{b.theory:.3f}" in text
     assert "expected share of near-duplicate pairs missed" in text
@@ -252,7 +252,7 @@ def test_cli_audit_jsonl(tmp_path, corpus, capsys):
     out = capsys.readouterr().out
     assert "neardup audit: 800 documents" in out and "exact J" in out
     d = json.loads(out_json.read_text())
-    assert d["documents"] == 800 and d["bands"] == 13 and len(d["bins"]) == 10
+    assert d["documents"] == 800 and d["bands"] == 18 and len(d["bins"]) == 10
     # same as the API on the same 800 texts
     api = audit_texts(texts[:800], sample=1500, seed=42).to_dict()
     assert d["bins"] == json.loads(json.dumps(api["bins"]))
