@@ -39,8 +39,10 @@ Shuffled bytes per document are the measured counts times the row sizes of docs/
 stage table (band rows 24 B per band; 45 B per candidate pair; 24 B per verified pair and
 star step; 200 B per cluster member, twice). Stored bytes: the input twice, the work directory's
 read/ folder written once, and the kept output. Memory per node: C times the largest worker's
-peak, plus the object store's share of the largest shuffle (spilled to disk past 30% of the
-node's memory: said). The work directory grows linearly: its bytes per document times N.
+peak, plus Ray's own processes, plus the object store's share of the largest shuffle (spilled
+to disk past 30% of the node's memory: said): an upper bound, since a worker's RSS counts the
+object store's pages it maps, which the workers of a node share, and the workers of a large
+cluster each hold a smaller share of the corpus than the measured runs' (not checked by a run). The work directory grows linearly: its bytes per document times N.
 
 The exponents are what the measurements say: a stage whose CPU grows faster than the corpus
 (e > 1) is extrapolated as such, and the prediction is only as good as the samples are like the
@@ -127,7 +129,7 @@ class TreePoller(threading.Thread):
                     t = p.cpu_times()
                     self.cpu[p.pid] = t.user + t.system
                     self.rss[p.pid] = max(self.rss.get(p.pid, 0), p.memory_info().rss)
-                    if p.pid not in self.names:
+                    if not self.names.get(p.pid, "").startswith("ray::"):  # a worker renames itself once started
                         self.names[p.pid] = " ".join(p.cmdline()[:3])[:80]
                 except psutil.Error:
                     pass
@@ -200,7 +202,10 @@ def measure_run(label: str, inputs: Sequence[str], engine: str, workers: int, ru
     members = _members(out)
     counts = stats["counts"]
     driver_rss = poller.rss.get(proc.pid, 0)
-    workers_rss = [r for pid, r in poller.rss.items() if pid != proc.pid]
+    # Ray's workers name themselves ray::...; the raylet, GCS and the object store's shared pages
+    # are Ray's own processes (one per node, not one per core)
+    workers_rss = [r for pid, r in poller.rss.items() if pid != proc.pid and poller.names.get(pid, "").startswith("ray::")]
+    ray_rss = [r for pid, r in poller.rss.items() if pid != proc.pid and not poller.names.get(pid, "").startswith("ray::")]
     input_bytes = sum(os.path.getsize(p) for p in inputs)
     res = {
         "label": label, "documents": counts["input"], "inputs": list(inputs), "input_bytes": input_bytes,
@@ -212,7 +217,8 @@ def measure_run(label: str, inputs: Sequence[str], engine: str, workers: int, ru
         "output_bytes": {"kept": tree_bytes(out / "kept"),
                          "removed.parquet": os.path.getsize(out / "removed.parquet"),
                          "clusters.parquet": os.path.getsize(out / "clusters.parquet")},
-        "driver_peak_rss": driver_rss, "largest_other_process_rss": max(workers_rss, default=0),
+        "driver_peak_rss": driver_rss, "largest_worker_rss": max(workers_rss, default=0),
+        "ray_processes_rss": sum(ray_rss),
         "processes": len(poller.cpu),
     }
     log(f"    {wall:.1f} s wall, {res['cpu_s']:.1f} CPU-s, stages "
@@ -295,7 +301,8 @@ def build_model(runs: Sequence[dict]) -> dict:
         verified_pairs_per_doc=per_doc(lambda r: r["counts"]["verified_pairs"] or 0),
         members_per_doc=per_doc(lambda r: r["members"]),
         bands=runs[0]["bands"],
-        worker_peak_rss=max(r["largest_other_process_rss"] for r in runs),
+        worker_peak_rss=max(r.get("largest_worker_rss", 0) for r in runs),
+        node_processes_rss=max(r.get("ray_processes_rss", 0) for r in runs),
         driver_peak_rss=max(r["driver_peak_rss"] for r in runs),
     )
     return model
@@ -338,7 +345,8 @@ def predict(model: dict, docs: int, nodes: int, cores: int, *, network_gbit: flo
     return {
         "docs": docs, "nodes": nodes, "cores": cores, "store": store, "stages": rows,
         "total_s": model["startup_s"] + sum(r["seconds"] for r in rows.values()),
-        "memory_per_node_bytes": cores * model["worker_peak_rss"] + min(largest_shuffle, store_bytes),
+        "memory_per_node_bytes": (cores * model["worker_peak_rss"] + model["node_processes_rss"]
+                                  + min(largest_shuffle, store_bytes)),
         "object_store_spills": largest_shuffle > store_bytes,
         "largest_shuffle_per_node_bytes": largest_shuffle,
         "work_dir_bytes": work_bytes, "driver_peak_rss": model["driver_peak_rss"],
@@ -355,9 +363,9 @@ def print_prediction(p: dict) -> None:
     for s, r in p["stages"].items():
         print(f"  {s:9} {fmt_s(r['cpu_s']):>10} {fmt_s(r['compute_s']):>10} {fmt_s(r['storage_s']):>10} "
               f"{fmt_s(r['shuffle_s']):>10} {fmt_s(r['seconds']):>10}  {r['limit']}")
-    print(f"  total {fmt_s(p['total_s'])}; memory per node {fmt_bytes(p['memory_per_node_bytes'])}"
+    print(f"  total {fmt_s(p['total_s'])}; memory per node at most {fmt_bytes(p['memory_per_node_bytes'])}"
           f"{' (the object store spills to disk)' if p['object_store_spills'] else ''}; work dir "
-          f"{fmt_bytes(p['work_dir_bytes'])}; driver {fmt_bytes(p['driver_peak_rss'])} (flat)")
+          f"{fmt_bytes(p['work_dir_bytes'])}; driver {fmt_bytes(p['driver_peak_rss'])} (the largest measured run's)")
 
 
 def load_runs(path: Path) -> List[dict]:
