@@ -12,6 +12,7 @@ import importlib
 import tracemalloc
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -96,6 +97,21 @@ def test_the_driver_gathers_no_rows(from_items, rows):
     assert peak < len(rows) * PAD / 2, f"the driver's Python allocations peaked at {peak:,} bytes"
 
 
+def test_marks_on_a_dataset_are_the_removals_by_row_number(ray_local, rows, from_items):
+    # guards: _MarkedPositions (marked/'s duplicate_of as the Dataset's row numbers): without it
+    # they are positions in the files written by the call, gone once it returns
+    result, _, _, _ = from_items
+    ds = ray.data.from_items(rows, override_num_blocks=4)
+    marked = table_of(neardup.dedup(ds, threshold=0.8, mark=True).kept)
+    assert marked.num_rows == len(rows) and marked.column("n").to_pylist() == list(range(len(rows)))
+    reps = dict(zip(result.removed.column("id").to_pylist(), result.removed.column("representative").to_pylist()))
+    assert {n: d for n, d in zip(marked.column("n").to_pylist(), marked.column("duplicate_of").to_pylist())
+            if d is not None} == reps
+    kept = marked.filter(pc.is_null(marked.column("duplicate_of"))).drop_columns(
+        ["duplicate_of", "cluster", "similarity", "duplicate_reason"])
+    assert kept.equals(table_of(result.kept))
+
+
 def test_read_parquet_with_an_id_column(ray_local, rows, tmp_path):
     # guards: the id rule of an in-memory table, an ``id`` column's values as the ids (with
     # ``options["id_column"] = ""`` in dedup_dataset, positions always, they are row numbers),
@@ -120,11 +136,10 @@ def test_read_parquet_with_an_id_column(ray_local, rows, tmp_path):
     assert table_of(result.kept).equals(cli_kept)
 
 
-@pytest.mark.parametrize("option, message", [("mark", "mark is not supported for a Ray Dataset yet"),
-                                             ("ray_address", "ray_address: a Ray Dataset is deduplicated in the Ray"),
+@pytest.mark.parametrize("option, message", [("ray_address", "ray_address: a Ray Dataset is deduplicated in the Ray"),
                                              ("resume", "resume is not supported for a Ray Dataset")])
 def test_options_a_dataset_cannot_take_are_refused(ray_local, option, message):
-    # guards: each refusal at the top of dedup_dataset (mark: not built for a Dataset yet, ray_address:
+    # guards: each refusal at the top of dedup_dataset (ray_address:
     # a second cluster, resume: a run over rows written anew), before anything is written
     value = "127.0.0.1:1" if option == "ray_address" else True
     with pytest.raises(ConfigError, match=message):

@@ -42,8 +42,6 @@ def dedup_dataset(run_dedup: Callable, ds, output: Optional[str], options: Dict[
     keywords); returns its DedupResult with ``kept`` a Dataset of the kept rows. With ``output``
     None the output goes into a temporary folder that the returned Dataset reads: it is kept
     until this Python process exits (``result.output`` names it; remove it sooner if you like)."""
-    if options.pop("mark", False):
-        raise ConfigError("mark is not supported for a Ray Dataset yet")
     if options.get("ray_address"):
         raise ConfigError("ray_address: a Ray Dataset is deduplicated in the Ray this process is connected to; "
                           "call ray.init(address=...) before making the Dataset, and leave ray_address out")
@@ -71,6 +69,11 @@ def dedup_dataset(run_dedup: Callable, ds, output: Optional[str], options: Dict[
         result.clusters = positions(result.clusters, offsets, ("id", "cluster") if positional else ())
         result.rejected = positions(result.rejected, offsets, ())  # where: the Dataset's row, not a file removed
         result.kept = read_kept(result.kept, _schema(files[0]))
+        if options.get("mark") and positional and result.stats["counts"]["input"]:
+            # marked/'s ids are positions in the files written (gone once this returns): the
+            # Dataset's row numbers instead, as removed's, by Ray tasks as the rows are read
+            result.kept = result.kept.map_batches(_MarkedPositions(offsets), batch_format="pyarrow",
+                                                  batch_size=None, zero_copy_batch=True)
         return result
     finally:
         shutil.rmtree(rows_dir, ignore_errors=True)
@@ -107,11 +110,22 @@ def _offsets(files: List[str]) -> Dict[str, int]:
     return offsets
 
 
-def positions(table: pa.Table, offsets: Dict[str, int], columns) -> pa.Table:
+class _MarkedPositions:
+    """A block of marked rows with ``duplicate_of`` and ``cluster`` as the Dataset's row numbers
+    (:func:`positions`), its own columns untouched."""
+
+    def __init__(self, offsets: Dict[str, int]):
+        self.offsets = offsets
+
+    def __call__(self, block: pa.Table) -> pa.Table:
+        return positions(block, self.offsets, ("duplicate_of", "cluster"), where=False)
+
+
+def positions(table: pa.Table, offsets: Dict[str, int], columns, where: bool = True) -> pa.Table:
     """``table`` (removed, clusters or rejected) with its ``columns`` of ids ``FILE:ROW``
     (positions in the files written, which are gone once the call returns) as the Dataset's row
-    numbers (int64), and its ``source`` ``<dataset>`` and ``row`` the row number; a column
-    holding an id of elsewhere (an index's) stays as it is."""
+    numbers (int64), and (``where``) its ``source`` ``<dataset>`` and ``row`` the row number; a
+    column holding an id of elsewhere (an index's) stays as it is."""
     import pyarrow.compute as pc
     names = pa.array(list(offsets), pa.string())
     starts = pa.array(list(offsets.values()), pa.int64())
@@ -123,7 +137,7 @@ def positions(table: pa.Table, offsets: Dict[str, int], columns) -> pa.Table:
             continue  # not all of them the Dataset's rows
         rows = pc.add(starts.take(at), pc.struct_field(parts, "row").cast(pa.int64()))
         table = table.set_column(table.column_names.index(name), name, rows)
-    if "source" in table.column_names and "row" in table.column_names:
+    if where and "source" in table.column_names and "row" in table.column_names:
         src = table.column("source").combine_chunks()
         at = pc.index_in(src, value_set=names)
         if at.null_count == src.null_count:
