@@ -136,14 +136,17 @@ def test_read_parquet_with_an_id_column(ray_local, rows, tmp_path):
     assert table_of(result.kept).equals(cli_kept)
 
 
-@pytest.mark.parametrize("option, message", [("ray_address", "ray_address: a Ray Dataset is deduplicated in the Ray"),
+@pytest.mark.parametrize("option, message", [("mark_against", "mark with against is not supported for a Ray Dataset"),
+                                             ("ray_address", "ray_address: a Ray Dataset is deduplicated in the Ray"),
                                              ("resume", "resume is not supported for a Ray Dataset")])
 def test_options_a_dataset_cannot_take_are_refused(ray_local, option, message):
-    # guards: each refusal at the top of dedup_dataset (ray_address:
-    # a second cluster, resume: a run over rows written anew), before anything is written
-    value = "127.0.0.1:1" if option == "ray_address" else True
+    # guards: each refusal at the top of dedup_dataset (mark with against: an index's ids and row
+    # numbers in one column, ray_address: a second cluster, resume: a run over rows written anew),
+    # before anything is written
+    kwargs = {"mark_against": {"mark": True, "against": ["some-index"]}, "ray_address": {"ray_address": "127.0.0.1:1"},
+              "resume": {"resume": True}}[option]
     with pytest.raises(ConfigError, match=message):
-        neardup.dedup(ray.data.from_items([{"text": "a"}]), **{option: value})
+        neardup.dedup(ray.data.from_items([{"text": "a"}]), **kwargs)
 
 
 def test_an_empty_dataset_keeps_nothing_and_runs_nothing(ray_local):

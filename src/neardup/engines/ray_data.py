@@ -45,6 +45,9 @@ def dedup_dataset(run_dedup: Callable, ds, output: Optional[str], options: Dict[
     if options.get("ray_address"):
         raise ConfigError("ray_address: a Ray Dataset is deduplicated in the Ray this process is connected to; "
                           "call ray.init(address=...) before making the Dataset, and leave ray_address out")
+    if options.get("mark") and options.get("against"):
+        raise ConfigError("mark with against is not supported for a Ray Dataset yet: an index's ids and the "
+                          "Dataset's row numbers would share the duplicate_of column")
     if options.get("resume"):
         raise ConfigError("resume is not supported for a Ray Dataset: its rows are written anew by every call")
     if options.get("output_format", "same") not in ("same", "parquet"):
