@@ -17,6 +17,7 @@ from typing import Iterator, Optional, Tuple
 
 import pyarrow as pa
 
+from .compressed import StreamError, stdlib_chunks
 from .storage import fs as _fs
 
 BLOCK_BYTES = 16 << 20  # decompressed bytes per block handed to the parser
@@ -25,30 +26,6 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _BOM = b"\xef\xbb\xbf"
 _AFTER_END = ("incorrect header check", "unknown compression method", "unknown frame descriptor")
-
-
-class StreamError(Exception):
-    """The compressed stream is not what its name says, or it is cut short / damaged.
-
-    kind: ``not`` (no gzip / zstd header), ``truncated`` or ``corrupt``.
-    """
-
-    def __init__(self, kind: str, detail: str = ""):
-        super().__init__(kind, detail)
-        self.kind = kind
-        self.detail = detail
-
-    def describe(self, compression: str, complete_lines: int) -> str:
-        """The reason text, e.g. ``truncated gzip stream after line 120``."""
-        ext = {"gzip": ".gz", "zstd": ".zst", "bz2": ".bz2", "xz": ".xz"}.get(compression, "")
-        if self.kind == "not":
-            return (f"not a {compression} file (the name ends in {ext} but the data does not "
-                    f"start with a {compression} header)")
-        where = f"after line {complete_lines}" if complete_lines else "before the first complete line"
-        if self.kind == "truncated":
-            return f"truncated {compression} stream {where}"
-        detail = f" ({self.detail})" if self.detail else ""
-        return f"corrupt {compression} stream {where}{detail}"
 
 
 def _is_zstd_frame_start(head: bytes) -> bool:
@@ -210,7 +187,6 @@ def raw_chunks(path: str, compression: Optional[str],
         elif compression in ("gzip", "zstd"):
             yield from _compressed_chunks(path, compression, f)
         elif compression in ("bz2", "xz"):  # the standard library's decoders
-            from .compressed import stdlib_chunks
             yield from stdlib_chunks(compression, f)
         else:  # pragma: no cover - Source.compression is validated by discover
             raise ValueError(f"unknown compression {compression!r}")

@@ -16,6 +16,8 @@ from ..errors import ConfigError, InputError
 from .formats import field_names
 from .sources import Source
 
+INDEX_ID_COLUMN = "__neardup_index__"  # ids added to a table (a DataFrame's index, a list's positions); not written out
+
 
 def text_columns(text_column: str) -> List[str]:
     """The text fields to look for, in order: ``text_column`` split at commas (``"body,text"``);

@@ -62,15 +62,38 @@ def decompress(data: bytes, kind: str) -> bytes:
     raise ValueError(f"unknown compression {kind!r}")
 
 
+class StreamError(Exception):
+    """The compressed stream is not what its name says, or it is cut short / damaged.
+
+    kind: ``not`` (no gzip / zstd header), ``truncated`` or ``corrupt``.
+    """
+
+    def __init__(self, kind: str, detail: str = ""):
+        super().__init__(kind, detail)
+        self.kind = kind
+        self.detail = detail
+
+    def describe(self, compression: str, complete_lines: int) -> str:
+        """The reason text, e.g. ``truncated gzip stream after line 120``."""
+        ext = {"gzip": ".gz", "zstd": ".zst", "bz2": ".bz2", "xz": ".xz"}.get(compression, "")
+        if self.kind == "not":
+            return (f"not a {compression} file (the name ends in {ext} but the data does not "
+                    f"start with a {compression} header)")
+        where = f"after line {complete_lines}" if complete_lines else "before the first complete line"
+        if self.kind == "truncated":
+            return f"truncated {compression} stream {where}"
+        detail = f" ({self.detail})" if self.detail else ""
+        return f"corrupt {compression} stream {where}{detail}"
+
+
 def stdlib_chunks(compression: str, f) -> Iterator[bytes]:
     """The decompressed bytes of the bz2 or xz file open as ``f``, in chunks of at most 256 KiB
     (every stream of a file of several, as bzip2 / xz read them). Raises
-    :class:`neardup.io._streams.StreamError`: ``not`` (no such header), ``truncated`` or
+    :class:`StreamError`: ``not`` (no such header), ``truncated`` or
     ``corrupt``."""
     import bz2
     import lzma
 
-    from ._streams import StreamError
 
     new = bz2.BZ2Decompressor if compression == "bz2" else lzma.LZMADecompressor
     data = f.read(_READ_BYTES)
@@ -115,7 +138,6 @@ class StdlibReader:
         self.closed = False
 
     def read(self, n: int = -1) -> bytes:
-        from ._streams import StreamError
 
         try:
             while n is None or n < 0 or len(self.buf) < n:

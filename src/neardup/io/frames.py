@@ -53,7 +53,7 @@ def marked_of(kind: str, tables: Dict[str, pa.Table], source: Any, rows: Dict[st
     if kind == "polars":
         import polars as pl
         return pl.concat([polars_rows(source, r), pl.from_arrow(m)], how="horizontal")
-    from .inputs import INDEX_ID_COLUMN
+    from .columns import INDEX_ID_COLUMN
     table = next(iter(tables.values()))
     if INDEX_ID_COLUMN in table.column_names:
         table = table.drop_columns([INDEX_ID_COLUMN])

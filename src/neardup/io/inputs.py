@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError
+from .columns import INDEX_ID_COLUMN  # noqa: F401  (neardup.io.inputs.INDEX_ID_COLUMN, as before)
 
-INDEX_ID_COLUMN = "__neardup_index__"  # ids added to a table (a DataFrame's index, a list's positions); not written out
 
 
 def looks_like_paths(items: Sequence) -> bool:
