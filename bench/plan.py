@@ -9,6 +9,9 @@
     .venv/bin/python bench/plan.py predict --docs 1B --nodes 16 --cores 32 --store s3
     # 3. check: fit on some measured runs, predict the others, print the error
     .venv/bin/python bench/plan.py check --fit 100k,1M
+    # 4. a cluster of 4 raylets on this machine (ray.cluster_utils.Cluster), checked against one raylet
+    .venv/bin/python bench/plan.py measure --sizes 1M --raylets 4 --output plan_runs_4raylets.json
+    .venv/bin/python bench/plan.py check --fit 1M --against plan_runs_4raylets.json
 
 On a user's cluster, the ten-minute check (docs/scaling.md, "Planning a run"): ``measure --run
 S=SAMPLE --engine ray --ray-address ADDR`` on two samples of the corpus (for example 0.1% and
@@ -43,6 +46,14 @@ peak, plus Ray's own processes, plus the object store's share of the largest shu
 to disk past 30% of the node's memory: said): an upper bound, since a worker's RSS counts the
 object store's pages it maps, which the workers of a node share, and the workers of a large
 cluster each hold a smaller share of the corpus than the measured runs' (not checked by a run). The work directory grows linearly: its bytes per document times N.
+
+``measure --raylets N`` starts a ``ray.cluster_utils.Cluster`` of N raylets on this machine
+(``--raylet-cpus`` each, default the cores over N; ``--raylet-store-mb`` of object store each, no
+authentication), runs every sample joined to it (``--ray-address``), and shuts it down; the
+cluster's processes are counted with the run's (their CPU before the run is not). ``check
+--against FILE`` predicts such runs from a model fitted on the runs of ``--runs`` (one raylet): N
+nodes sharing the machine's cores (compute over all the cores), the object transfers between
+raylets counted as network.
 
 The exponents are what the measurements say: a stage whose CPU grows faster than the corpus
 (e > 1) is extrapolated as such, and the prediction is only as good as the samples are like the
@@ -106,10 +117,15 @@ class TreePoller(threading.Thread):
     """Polls a process tree: per process its latest CPU-seconds and peak RSS; a timeline of the
     tree's CPU-seconds (so that a window's CPU can be read back)."""
 
-    def __init__(self, pid: int, period: float = 0.2):
+    def __init__(self, pid: int, period: float = 0.2, cluster: bool = False):
         super().__init__(daemon=True)
         import psutil
         self.root = psutil.Process(pid)
+        # a cluster this process started (--raylets): its processes are this process's children,
+        # not the run's; their CPU before the run is not the run's (``base``)
+        self.cluster = psutil.Process() if cluster else None
+        self.started = time.time()
+        self.base: Dict[int, float] = {}
         self.period = period
         self.cpu: Dict[int, float] = {}
         self.rss: Dict[int, int] = {}
@@ -122,12 +138,17 @@ class TreePoller(threading.Thread):
         while not self.stop.is_set():
             try:
                 procs = [self.root] + self.root.children(recursive=True)
+                if self.cluster is not None:
+                    seen = {p.pid for p in procs}
+                    procs += [p for p in self.cluster.children(recursive=True) if p.pid not in seen]
             except psutil.Error:
                 procs = []
             for p in procs:
                 try:
                     t = p.cpu_times()
-                    self.cpu[p.pid] = t.user + t.system
+                    if p.pid not in self.cpu and p.pid != self.root.pid and p.create_time() < self.started:
+                        self.base[p.pid] = t.user + t.system  # a process of the cluster, older than the run
+                    self.cpu[p.pid] = t.user + t.system - self.base.get(p.pid, 0.0)
                     self.rss[p.pid] = max(self.rss.get(p.pid, 0), p.memory_info().rss)
                     if not self.names.get(p.pid, "").startswith("ray::"):  # a worker renames itself once started
                         self.names[p.pid] = " ".join(p.cmdline()[:3])[:80]
@@ -172,7 +193,7 @@ def newest_mtime(path: Path) -> Optional[float]:
 
 
 def measure_run(label: str, inputs: Sequence[str], engine: str, workers: int, run_dir: Path,
-                extra: Sequence[str], log=print) -> dict:
+                extra: Sequence[str], log=print, raylets: int = 0) -> dict:
     out, work = run_dir / "out", run_dir / "work"
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
@@ -181,7 +202,7 @@ def measure_run(label: str, inputs: Sequence[str], engine: str, workers: int, ru
     log(f"  {label}: {' '.join(cmd[3:])}")
     t_start = time.time()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    poller = TreePoller(proc.pid)
+    poller = TreePoller(proc.pid, cluster=raylets > 0)
     poller.start()
     stdout, stderr = proc.communicate()
     wall = time.time() - t_start
@@ -220,6 +241,7 @@ def measure_run(label: str, inputs: Sequence[str], engine: str, workers: int, ru
         "driver_peak_rss": driver_rss, "largest_worker_rss": max(workers_rss, default=0),
         "ray_processes_rss": sum(ray_rss),
         "processes": len(poller.cpu),
+        "raylets": raylets,   # 0: a local instance started by the run; N: joined to N raylets (--raylets)
     }
     log(f"    {wall:.1f} s wall, {res['cpu_s']:.1f} CPU-s, stages "
         + ", ".join(f"{s} {stages[s]['seconds']:.1f}s/{stages[s]['cpu_s']:.1f}cpu" for s in STAGES)
@@ -249,23 +271,64 @@ def cmd_measure(args) -> int:
         raise SystemExit("nothing to measure: give --sizes or --run")
     header = run_header(sys.argv)
     print(f"load average at start: {os.getloadavg()}")
-    if not args.no_warmup:   # compile the kernels (and the JSONL scanner) in an untimed run
-        warm = ensure_corpus(2000)
-        wd = DATA_DIR / "plan_warmup"
-        shutil.rmtree(wd, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "neardup", "dedup", warm["path"], "--output", str(wd), "--quiet",
-                        "--engine", args.engine, "--workers", str(args.workers)], check=True,
-                       env=dict(os.environ, **WARMUP_ENV), capture_output=True)
-        shutil.rmtree(wd, ignore_errors=True)
+    cluster = None
     extra = args.neardup_args.split() if args.neardup_args else []
-    runs = [measure_run(label, paths, args.engine, args.workers, DATA_DIR / "plan_run", extra)
-            for label, paths in runs_spec]
+    if args.raylets:
+        if args.engine != "ray":
+            raise SystemExit("--raylets runs the Ray engine: give --engine ray")
+        cluster = start_raylets(args.raylets, args.raylet_cpus or max(1, args.workers // args.raylets),
+                                args.raylet_store_mb)
+        extra += ["--ray-address", cluster.address]
+        header["raylets"] = {"count": args.raylets, "cpus_each": args.raylet_cpus or max(1, args.workers // args.raylets),
+                             "object_store_mb_each": args.raylet_store_mb}
+        print(f"{args.raylets} raylets at {cluster.address}")
+    try:
+        runs = _measure_all(args, runs_spec, extra, cluster)
+    finally:
+        if cluster is not None:
+            cluster.shutdown()
     path = RESULTS_DIR / args.output
     old = json.loads(path.read_text()) if path.exists() and args.append else {"runs": []}
     result = dict(header, load_average_at_end=os.getloadavg(), runs=old["runs"] + runs)
     write_json(path, result)
     print(f"written {path}")
     return 0
+
+
+def start_raylets(count: int, cpus: int, store_mb: int):
+    """A ``ray.cluster_utils.Cluster`` of ``count`` raylets on this machine (the head is one of
+    them), ``cpus`` CPUs and ``store_mb`` MiB of object store each, without authentication; the
+    runs join it with --ray-address (as a driver joins a real cluster), the caller shuts it down.
+    Its processes are this process's children: the runs' CPU counts theirs."""
+    from ray.cluster_utils import Cluster
+    node = dict(num_cpus=cpus, object_store_memory=store_mb << 20)
+    env = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"  # a token file of an earlier `ray start` must not turn it on
+    try:
+        cluster = Cluster(initialize_head=True, connect=False, head_node_args=dict(node, include_dashboard=False))
+        for _ in range(count - 1):
+            cluster.add_node(**node)
+        cluster.wait_for_nodes()
+    finally:
+        if env is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = env
+    return cluster
+
+
+def _measure_all(args, runs_spec, extra: List[str], cluster) -> List[dict]:
+    if not args.no_warmup:   # compile the kernels (and the JSONL scanner) in an untimed run
+        warm = ensure_corpus(2000)
+        wd = DATA_DIR / "plan_warmup"
+        shutil.rmtree(wd, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "neardup", "dedup", warm["path"], "--output", str(wd), "--quiet",
+                        "--engine", args.engine, "--workers", str(args.workers), *extra], check=True,
+                       env=dict(os.environ, **WARMUP_ENV), capture_output=True)
+        shutil.rmtree(wd, ignore_errors=True)
+    return [measure_run(label, paths, args.engine, args.workers, Path(args.run_dir), extra,
+                        raylets=args.raylets if cluster is not None else 0)
+            for label, paths in runs_spec]
 
 
 # --------------------------------------------------------------------------- model
@@ -393,19 +456,24 @@ def cmd_check(args) -> int:
     runs = load_runs(RESULTS_DIR / args.runs)
     fit = set(args.fit.split(","))
     model = build_model([r for r in runs if r["label"] in fit])
+    if args.against:  # the runs to predict from another file (a --raylets measure), every one of them
+        runs, fit = load_runs(RESULTS_DIR / args.against), set()
     rows = []
-    print(f"fitted on {', '.join(sorted(fit))}; predicted against measured (one node, {runs[0]['cores']} cores):")
+    print(f"fitted on {', '.join(sorted(fit or model['fitted_on']))}; predicted against measured:")
     for r in runs:
         if r["label"] in fit:
             continue
-        p = predict(model, r["documents"], 1, r["cores"])
+        # N raylets on one machine: N nodes sharing its cores (the model's compute divides by all
+        # the cores; the shuffle between raylets is counted as network)
+        nodes = max(1, r.get("raylets", 0))
+        p = predict(model, r["documents"], nodes, r["cores"] / nodes)
         err = p["total_s"] / r["wall_s"] - 1
         stage_err = {s: p["stages"][s]["seconds"] / max(r["stages"][s]["seconds"], 1e-9) - 1 for s in STAGES}
-        rows.append({"label": r["label"], "documents": r["documents"], "measured_s": r["wall_s"],
+        rows.append({"label": r["label"], "documents": r["documents"], "nodes": nodes, "measured_s": r["wall_s"],
                      "predicted_s": p["total_s"], "error": err, "stage_error": stage_err,
                      "work_dir_measured": sum(r["stages"][s]["work_bytes"] for s in STAGES),
                      "work_dir_predicted": p["work_dir_bytes"]})
-        print(f"  {r['label']:>5}: measured {r['wall_s']:.1f} s, predicted {p['total_s']:.1f} s ({err:+.0%}); "
+        print(f"  {r['label']:>5} ({nodes} node{'s' if nodes > 1 else ''}, {r['cores']} cores): measured {r['wall_s']:.1f} s, predicted {p['total_s']:.1f} s ({err:+.0%}); "
               + ", ".join(f"{s} {e:+.0%}" for s, e in stage_err.items())
               + f"; work dir {fmt_bytes(rows[-1]['work_dir_measured'])} / {fmt_bytes(p['work_dir_bytes'])}")
     if args.output:
@@ -426,6 +494,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     m.add_argument("--output", default="plan_runs.json", help="file under bench/results/")
     m.add_argument("--append", action="store_true", help="add to the runs already in --output")
     m.add_argument("--no-warmup", action="store_true", help="skip the untimed 2,000-document run")
+    m.add_argument("--run-dir", default=str(DATA_DIR / "plan_run"), help="scratch folder of a run (emptied)")
+    m.add_argument("--raylets", type=int, default=0,
+                   help="start a ray.cluster_utils.Cluster of N raylets on this machine and run joined to it")
+    m.add_argument("--raylet-cpus", type=int, default=0, help="CPUs of each raylet (default: --workers / N, at least 1)")
+    m.add_argument("--raylet-store-mb", type=int, default=1536, help="object store of each raylet, MiB")
     p = sub.add_parser("predict", help="time, memory, work dir and bytes moved for N documents")
     p.add_argument("--docs", required=True, help="documents, e.g. 1B, 250M")
     p.add_argument("--nodes", type=int, default=1)
@@ -441,6 +514,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     c.add_argument("--fit", required=True, help="labels of the runs to fit on, e.g. 100k,1M")
     c.add_argument("--runs", default="plan_runs.json")
     c.add_argument("--output", default=None, help="write the check under bench/results/")
+    c.add_argument("--against", default=None,
+                   help="predict the runs of this file under bench/results/ instead (e.g. a --raylets measure)")
     args = ap.parse_args(argv)
     return {"measure": cmd_measure, "predict": cmd_predict, "check": cmd_check}[args.command](args)
 
