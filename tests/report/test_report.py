@@ -425,3 +425,26 @@ def test_report_says_pairs_are_unverified_under_verify_none(tmp_path):
     (out / "stats.json").write_text(json.dumps(stats))
     page = write_report(out, overwrite=True).read_text(encoding="utf-8")
     assert "pairs taken unverified (verify = none)" in page and "verified pairs</div>" not in page
+
+
+def test_the_page_is_drawn_on_the_system_allocator_and_the_pool_put_back(tmp_path, monkeypatch):
+    """Arrow's allocations of the page come from the system allocator, which gives freed batches
+    back (Arrow's default pool kept them: the driver's peak grew with the corpus, issue 28), and
+    the caller's pool is Arrow's default again afterwards, also when the page fails."""
+    import neardup.report.html as report_html
+    make_output(tmp_path)
+    before = pa.default_memory_pool()
+    seen = []
+    page = report_html._page
+    monkeypatch.setattr(report_html, "_page", lambda *a, **k: (seen.append(pa.default_memory_pool().backend_name),
+                                                                page(*a, **k))[1])
+    write_report(tmp_path, plots="svg")
+    assert seen == ["system"]
+    assert pa.default_memory_pool().backend_name == before.backend_name
+
+    def fails(*a, **k):
+        raise RuntimeError("page")
+    monkeypatch.setattr(report_html, "_page", fails)
+    with pytest.raises(RuntimeError):
+        write_report(tmp_path, plots="svg")
+    assert pa.default_memory_pool().backend_name == before.backend_name
