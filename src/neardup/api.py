@@ -318,12 +318,33 @@ def _empty_result(kind: str, source, config: Config) -> "DedupResult":
                        rejected=empty_table(REJECTED_SCHEMA), stats=stats, output=None)
 
 
+class _ReadOnUse(DedupResult):
+    """The :class:`DedupResult` of a run on paths: ``removed`` and ``clusters`` are read from the
+    output folder when first used, not when the run ends. They hold a row per cluster member,
+    and a caller that wants only the counts or the kept files (the command line) never reads
+    them: the driver's memory stays flat however many documents the run removed (issue 28)."""
+
+    def _table(self, name: str):
+        value = self.__dict__[name]
+        if callable(value):
+            value = self.__dict__[name] = value()
+        return value
+
+    removed = property(lambda self: self._table("_removed"),
+                       lambda self, value: self.__dict__.__setitem__("_removed", value))
+    clusters = property(lambda self: self._table("_clusters"),
+                        lambda self, value: self.__dict__.__setitem__("_clusters", value))
+
+
 def _result(kind, tables, source, stats: dict, output: str) -> DedupResult:
     """The result of a run as the user gave its input: for paths, the kept files; for in-memory
     inputs, the kept rows (those removed.parquet and rejected.parquet do not list)."""
     out = Folder.of(output)
-    removed = out.read_table("removed.parquet")
-    clusters = out.read_table("clusters.parquet")
+    if kind is None:  # read when used (:class:`_ReadOnUse`)
+        removed = functools.partial(out.read_table, "removed.parquet")
+        clusters = functools.partial(out.read_table, "clusters.parquet")
+    else:
+        removed, clusters = out.read_table("removed.parquet"), out.read_table("clusters.parquet")
     rejected = out.read_table("rejected.parquet") if out.exists("rejected.parquet") else empty_table(REJECTED_SCHEMA)
     if kind is None:
         from .stages.write import full_list
@@ -339,7 +360,8 @@ def _result(kind, tables, source, stats: dict, output: str) -> DedupResult:
         kept = kept_of(kind, tables, source, removed, rejected)
         removed = typed_ids(kind, tables, source, removed, ("id", "representative", "cluster"))
         clusters = typed_ids(kind, tables, source, clusters, ("id", "cluster"))
-    return DedupResult(kept=kept, removed=removed, clusters=clusters, rejected=rejected, stats=stats, output=output)
+    made = _ReadOnUse if kind is None else DedupResult
+    return made(kept=kept, removed=removed, clusters=clusters, rejected=rejected, stats=stats, output=output)
 
 
 # --------------------------------------------------------------------------- reports (neardup report, audit, params)

@@ -164,3 +164,20 @@ def test_13_3_a_dataframe_id_column_wins_over_its_index():
     # positions, asked for
     result = neardup.dedup(df, id_column="")
     assert result.removed.column("id").to_pylist() == ["<table>:1", "<table>:3"]
+
+
+def test_a_run_on_paths_reads_its_member_tables_when_they_are_used(tmp_path, monkeypatch):
+    """removed and clusters of a run on paths hold a row per cluster member: read from the
+    output when first used (once), not when the run ends, so that the command line (which uses
+    only the counts) holds none of them (issue 28: the driver's memory flat)."""
+    from neardup.io.storage.folder import Folder
+    path = tmp_path / "a.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(TEXTS)))
+    read = []
+    real = Folder.read_table
+    monkeypatch.setattr(Folder, "read_table", lambda self, name, *a, **k: (read.append(name), real(self, name, *a, **k))[1])
+    result = neardup.dedup(str(path), output=str(tmp_path / "out"))
+    assert "removed.parquet" not in read and "clusters.parquet" not in read
+    assert result.removed.num_rows == 2 and result.clusters.num_rows == 3
+    assert result.removed.num_rows == 2 and read.count("removed.parquet") == 1
+    assert result.removed.equals(pq.read_table(tmp_path / "out" / "removed.parquet"))
