@@ -276,11 +276,10 @@ def cmd_measure(args) -> int:
     if args.raylets:
         if args.engine != "ray":
             raise SystemExit("--raylets runs the Ray engine: give --engine ray")
-        cluster = start_raylets(args.raylets, args.raylet_cpus or max(1, args.workers // args.raylets),
-                                args.raylet_store_mb)
+        cpus = args.raylet_cpus or max(1, args.workers // args.raylets)
+        cluster = start_raylets(args.raylets, cpus, args.raylet_store_mb)
         extra += ["--ray-address", cluster.address]
-        header["raylets"] = {"count": args.raylets, "cpus_each": args.raylet_cpus or max(1, args.workers // args.raylets),
-                             "object_store_mb_each": args.raylet_store_mb}
+        header["raylets"] = {"count": args.raylets, "cpus_each": cpus, "object_store_mb_each": args.raylet_store_mb}
         print(f"{args.raylets} raylets at {cluster.address}")
     try:
         runs = _measure_all(args, runs_spec, extra, cluster)
