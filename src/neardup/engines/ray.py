@@ -195,12 +195,18 @@ class RayEngine:
         self.cpus_per_node = max([c for c in per_node if c > 0] or [1])
         dc = self._dc = DataContext.get_current()
         self._saved = (dc.enable_progress_bars, dc.execution_options.preserve_order, dc.shuffle_strategy,
-                       dc.target_max_block_size)
+                       dc.target_max_block_size, dc.op_resource_reservation_enabled)
         dc.enable_progress_bars = False
         dc.execution_options.preserve_order = True
         # the pull-based sort shuffle puts each partition into exactly one block and needs no actors
         dc.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
         dc.target_max_block_size = 1 << 40  # a partition stays one block, however large
+        # no CPUs reserved per operator: with the reservation (half the CPUs shared out among the
+        # operators of a pipeline), on a node of few CPUs each operator ran one task at a time
+        # (ray.timeline() of a 1M run on 2 CPUs: form_buckets and search_buckets at a parallelism
+        # of 0.97 and 0.94); the operators of neardup's pipelines follow one another, so the one
+        # that has work takes every CPU; backpressure still bounds what is in flight
+        dc.op_resource_reservation_enabled = False
         self._loggers = {}
         for name in ("ray.data", "ray.data._internal.execution.streaming_executor"):
             lg = logging.getLogger(name)
@@ -215,7 +221,7 @@ class RayEngine:
         if self._dc is not None:
             dc = self._dc
             (dc.enable_progress_bars, dc.execution_options.preserve_order, dc.shuffle_strategy,
-             dc.target_max_block_size) = self._saved
+             dc.target_max_block_size, dc.op_resource_reservation_enabled) = self._saved
             self._dc = None
         for name, level in self._loggers.items():
             logging.getLogger(name).setLevel(level)
