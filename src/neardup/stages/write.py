@@ -35,15 +35,12 @@ from ..io.reader import text_column_of, text_columns
 from ..io.storage.folder import Folder
 from ..progress import bar, check_interrupt, plural
 from .corpus import column
+from . import mark as marking  # called through the module: a test's patch of it is seen
+from .outputs import (CLUSTERS_SCHEMA, REJECTED_SCHEMA, REMOVED_SCHEMA, SAMPLE_SCHEMA,  # noqa: F401 (re-exported)
+                      kept_rows, table_kept_name)
 from .workdir import MEMBERS_SCHEMA, range_name
 
 
-REMOVED_SCHEMA = pa.schema([("id", pa.string()), ("representative", pa.string()), ("cluster", pa.string()),
-                            ("similarity", pa.float64()), ("source", pa.string()), ("row", pa.int64()),
-                            ("representative_source", pa.string())])
-CLUSTERS_SCHEMA = pa.schema([("id", pa.string()), ("cluster", pa.string()), ("is_representative", pa.bool_())])
-REJECTED_SCHEMA = pa.schema([("source", pa.string()), ("row", pa.int64()), ("reason", pa.string())])
-SAMPLE_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string())])
 # a run's result, the files it replaces in the output folder (nothing else there is touched)
 OUTPUT_FILES = ("kept", "marked", "removed.parquet", "clusters.parquet", "rejected.parquet", "texts_sample.parquet",
                 "report.html", "files.json", "stats.json")
@@ -111,21 +108,6 @@ def prepare_output(output: Folder, name: str = "kept") -> Folder:
     return kept
 
 
-def table_kept_name(si: int, n_sources: int) -> str:
-    return "table.parquet" if n_sources == 1 else f"table-{si}.parquet"
-
-
-def kept_rows(rows: np.ndarray, dropped: np.ndarray) -> np.ndarray:
-    """``np.setdiff1d(rows, dropped)`` (sorted, without repeats), without its two sorts when
-    ``rows`` is already sorted without repeats (as a source's rows are)."""
-    rows = np.asarray(rows)
-    if len(rows) > 1 and not np.all(rows[1:] > rows[:-1]):
-        return np.setdiff1d(rows, dropped)
-    if len(dropped) == 0:
-        return rows.copy()
-    return rows[~np.isin(rows, dropped)]
-
-
 def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: Dict[int, np.ndarray],
                      dropped: Dict[int, np.ndarray], kept: Folder, config,
                      wanted: Optional[Dict[int, Dict[int, int]]] = None,
@@ -150,8 +132,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
         all_rows = rows.get(si, np.zeros(0, np.int64))
         keep = kept_rows(all_rows, dropped.get(si, np.zeros(0, np.int64)))
         if config.mark:
-            from .mark import write_marked_source
-            rel, _, n = write_marked_source(sources, si, keep, (marks or {}).get(si), kept,
+            rel, _, n = marking.write_marked_source(sources, si, keep, (marks or {}).get(si), kept,
                                             table_kept_name(si, len(sources)))
             if rel is not None:
                 written[si] = rel
@@ -354,8 +335,7 @@ def dropped_or_marks(work: Folder, parts: Sequence[str], group: Sequence[int], r
     the member rows of ``parts`` (marks parts), which say how to mark the others."""
     if not mark:
         return dropped_rows(work, parts, group, rejected), None
-    from .mark import member_marks
-    return dropped_rows(work, [], group, rejected), member_marks(work, parts, group)
+    return dropped_rows(work, [], group, rejected), marking.member_marks(work, parts, group)
 
 
 def rows_of_sources(store, block_of: Dict[int, List[int]]) -> Dict[int, np.ndarray]:
