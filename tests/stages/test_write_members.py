@@ -103,3 +103,45 @@ def test_removed_and_clusters_in_order_from_many_ranges(clustered_run, tmp_path)
     WriteStage().run(run, LocalEngine())  # one range: the sort of every member at once
     assert len(stage_files(run.work.folder, "write", "removed-", ".parquet")) == 1
     assert _output(out) == many  # kept/ too: each writer found its removed rows in the sorted parts
+
+
+class _Engine:
+    """The local engine's calls, but not the local engine: the write stage's steps one after
+    another (as under Ray), not in two threads."""
+
+    def __init__(self):
+        self.inner = LocalEngine()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_members_written_beside_kept_the_same_bytes_and_errors_raised(clustered_run, tmp_path, monkeypatch):
+    """On the local engine, clusters.parquet and removed.parquet are written by a thread while
+    kept/ is written: the same files as one step after another; an error of that thread is the
+    stage's error, raised once kept/ is done (nothing left writing)."""
+    import neardup.stages.write as write
+
+    run = clustered_run
+    out = tmp_path / "out"
+    threads = []
+    real = write.stitch_output
+
+    def stitch(*args, **kwargs):
+        import threading
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(write, "stitch_output", stitch)
+    WriteStage().run(run, LocalEngine())
+    assert threads == ["neardup-members"] * 2
+    together = _output(out)
+    WriteStage().run(run, _Engine())
+    assert threads[2:] == ["MainThread"] * 2 and _output(out) == together
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(write, "stitch_output", broken)
+    with pytest.raises(OSError, match="disk full"):
+        WriteStage().run(run, LocalEngine())

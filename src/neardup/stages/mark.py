@@ -102,7 +102,7 @@ def marked_result(kind: str, tables: Dict[str, pa.Table], source, out: Folder, r
     from ..io.frames import marked_of
     from ..io.inputs import kept_rows, typed_ids
     from ..kernels.arrays import empty_table
-    from .write import REMOVED_SCHEMA, table_kept_name
+    from .outputs import REMOVED_SCHEMA, table_kept_name
 
     rows, marks = {}, {}
     for si, (name, t) in enumerate(tables.items()):

@@ -35,15 +35,12 @@ from ..io.reader import text_column_of, text_columns
 from ..io.storage.folder import Folder
 from ..progress import bar, check_interrupt, plural
 from .corpus import column
+from . import mark as marking  # called through the module: a test's patch of it is seen
+from .outputs import (CLUSTERS_SCHEMA, REJECTED_SCHEMA, REMOVED_SCHEMA, SAMPLE_SCHEMA,  # noqa: F401 (re-exported)
+                      kept_rows, table_kept_name)
 from .workdir import MEMBERS_SCHEMA, range_name
 
 
-REMOVED_SCHEMA = pa.schema([("id", pa.string()), ("representative", pa.string()), ("cluster", pa.string()),
-                            ("similarity", pa.float64()), ("source", pa.string()), ("row", pa.int64()),
-                            ("representative_source", pa.string())])
-CLUSTERS_SCHEMA = pa.schema([("id", pa.string()), ("cluster", pa.string()), ("is_representative", pa.bool_())])
-REJECTED_SCHEMA = pa.schema([("source", pa.string()), ("row", pa.int64()), ("reason", pa.string())])
-SAMPLE_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string())])
 # a run's result, the files it replaces in the output folder (nothing else there is touched)
 OUTPUT_FILES = ("kept", "marked", "removed.parquet", "clusters.parquet", "rejected.parquet", "texts_sample.parquet",
                 "report.html", "files.json", "stats.json")
@@ -111,21 +108,6 @@ def prepare_output(output: Folder, name: str = "kept") -> Folder:
     return kept
 
 
-def table_kept_name(si: int, n_sources: int) -> str:
-    return "table.parquet" if n_sources == 1 else f"table-{si}.parquet"
-
-
-def kept_rows(rows: np.ndarray, dropped: np.ndarray) -> np.ndarray:
-    """``np.setdiff1d(rows, dropped)`` (sorted, without repeats), without its two sorts when
-    ``rows`` is already sorted without repeats (as a source's rows are)."""
-    rows = np.asarray(rows)
-    if len(rows) > 1 and not np.all(rows[1:] > rows[:-1]):
-        return np.setdiff1d(rows, dropped)
-    if len(dropped) == 0:
-        return rows.copy()
-    return rows[~np.isin(rows, dropped)]
-
-
 def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: Dict[int, np.ndarray],
                      dropped: Dict[int, np.ndarray], kept: Folder, config,
                      wanted: Optional[Dict[int, Dict[int, int]]] = None,
@@ -150,8 +132,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
         all_rows = rows.get(si, np.zeros(0, np.int64))
         keep = kept_rows(all_rows, dropped.get(si, np.zeros(0, np.int64)))
         if config.mark:
-            from .mark import write_marked_source
-            rel, _, n = write_marked_source(sources, si, keep, (marks or {}).get(si), kept,
+            rel, _, n = marking.write_marked_source(sources, si, keep, (marks or {}).get(si), kept,
                                             table_kept_name(si, len(sources)))
             if rel is not None:
                 written[si] = rel
@@ -285,15 +266,33 @@ class WriteStage:
     engine's calls (:func:`write_members`: the driver sees counts and names, never a member
     row); kept/ a group of input files a call, each learning its removed rows from the sorted
     parts; in-memory tables here, where they are; then rejected.parquet, texts_sample.parquet
-    and the stats (returned: stats.json is the run's to write, last)."""
+    and the stats (returned: stats.json is the run's to write, last). On the local engine,
+    clusters.parquet's ranges and the stitching of both member files run in a thread while
+    kept/ is written (its lines copied by the kernel): the two cores busy at once, the same
+    bytes; an error there is raised once kept/ is done."""
     name = "write"
 
     def run(self, run, engine) -> dict:
         out = run.output
         out.makedirs()
-        removed_ranges, width, marks_ranges = write_members(run, engine)
+        later: List[Callable[[], None]] = []
+        removed_ranges, width, marks_ranges = write_members(run, engine, later if _in_process(engine) else None)
         check_interrupt()
+        # the local engine: clusters.parquet and removed.parquet written by a thread while this
+        # one writes kept/ (the kernel copies its lines): both cores busy, the same files
+        background = _Background(later[0], engine) if later else None
+        try:
+            kept_files, kept, captured = self._write_kept(run, engine, removed_ranges, width, marks_ranges)
+        finally:
+            if background is not None:
+                background.thread.join()  # nothing written after an error here
+        if background is not None:
+            background.join()
+        return finish_write(run, kept_files, kept, captured)
 
+    def _write_kept(self, run, engine, removed_ranges, width, marks_ranges):
+        """kept/ (or marked/): (its files, the documents kept, the texts caught for the report)."""
+        out = run.output
         rejected = _rejected_by_source(run)
         block_start = run.corpus.block_start
         mark = run.config.mark
@@ -333,7 +332,40 @@ class WriteStage:
                 kept_folder, run.config, marks=marks)
             written.update(t_written)
             kept += t_kept
-        return finish_write(run, [written[si] for si in sorted(written)], kept, captured)
+        return [written[si] for si in sorted(written)], kept, captured
+
+
+def _in_process(engine) -> bool:
+    """Whether the engine's calls run in this process, one after another (the local engine):
+    then the write stage runs two of its steps at once in threads of its own."""
+    from ..engines.local import LocalEngine
+    return isinstance(engine, LocalEngine)
+
+
+class _Background:
+    """``fn()`` in a thread of its own (numba's thread count as the engine's: it is per thread);
+    :meth:`join` waits for it and raises its error. Started at once."""
+
+    def __init__(self, fn: Callable[[], None], engine):
+        import threading
+        from ..kernels.hashing import kernel_threads
+
+        self.error: Optional[BaseException] = None
+
+        def body():
+            try:
+                with kernel_threads(engine.workers):
+                    fn()
+            except BaseException as e:  # noqa: B902 (given to the joining thread)
+                self.error = e
+
+        self.thread = threading.Thread(target=body, name="neardup-members", daemon=True)
+        self.thread.start()
+
+    def join(self) -> None:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
 
 
 def write_kept_partition(item, *, task, kept: Folder, report=None) -> dict:
@@ -354,8 +386,7 @@ def dropped_or_marks(work: Folder, parts: Sequence[str], group: Sequence[int], r
     the member rows of ``parts`` (marks parts), which say how to mark the others."""
     if not mark:
         return dropped_rows(work, parts, group, rejected), None
-    from .mark import member_marks
-    return dropped_rows(work, [], group, rejected), member_marks(work, parts, group)
+    return dropped_rows(work, [], group, rejected), marking.member_marks(work, parts, group)
 
 
 def rows_of_sources(store, block_of: Dict[int, List[int]]) -> Dict[int, np.ndarray]:
@@ -391,7 +422,7 @@ MEMBER_BYTES = 200  # about what a member row weighs in the write stage's shuffl
 CLUSTER_COLUMNS = ["doc", "cluster", "id", "cluster_id", "removed"]
 
 
-def write_members(run, engine) -> Tuple[List[int], int, List[int]]:
+def write_members(run, engine, later: Optional[List[Callable[[], None]]] = None) -> Tuple[List[int], int, List[int]]:
     """removed.parquet and clusters.parquet without a member row in the driver. The members
     (``clusters/part-*.parquet``) are range-partitioned on a key known in advance, the document
     (removed rows) or the cluster's head document (every member; -1, an index's match, in the
@@ -400,7 +431,11 @@ def write_members(run, engine) -> Tuple[List[int], int, List[int]]:
     stitches each file from its ranges in order (:func:`stitch_output`: streamed, the bytes of
     one sorted table written at once). Returns (the ranges holding removed rows, width): what
     the kept/ writers need to find theirs. With ``--mark`` every member is written by
-    document too (kind ``marks``: :mod:`.mark`), whose ranges are returned third."""
+    document too (kind ``marks``: :mod:`.mark`), whose ranges are returned third.
+
+    ``later``: a list to which the work the kept/ writers do not need (clusters.parquet's
+    ranges, the stitching of both files) is appended as one function, not done here: the
+    caller runs it while kept/ is written (:class:`WriteStage`); the files are the same."""
     run.work.stage_dir("write", fresh=True)
     info = run.info("clusters")
     parts = run.work.parts("clusters")
@@ -408,7 +443,8 @@ def write_members(run, engine) -> Tuple[List[int], int, List[int]]:
     width = max(1, math.ceil(run.corpus.n / n_ranges))
     work = run.work.folder
     ranges: Dict[str, List[int]] = {"marks": []}
-    for kind in ("removed", "clusters") + (("marks",) if run.config.mark else ()):
+
+    def sort_ranges(kind: str) -> None:
         done: Dict[int, int] = {}
         if parts:
             rows = engine.map(partial(member_rows, work=work, kind=kind, width=width), parts)
@@ -416,8 +452,19 @@ def write_members(run, engine) -> Tuple[List[int], int, List[int]]:
                                                    engine.shuffle(rows, "range", n_ranges))):
                 done.update(found)
         ranges[kind] = sorted(done)
-    jobs = [(kind, [range_name(kind, r) for r in ranges[kind]]) for kind in ("removed", "clusters")]
-    engine.collect(engine.map(partial(stitch_output, task=run.task(engine, with_store=False), out=run.output), jobs))
+
+    def clusters_and_stitch() -> None:
+        sort_ranges("clusters")
+        jobs = [(kind, [range_name(kind, r) for r in ranges[kind]]) for kind in ("removed", "clusters")]
+        engine.collect(engine.map(partial(stitch_output, task=run.task(engine, with_store=False), out=run.output),
+                                  jobs))
+
+    for kind in ("removed",) + (("marks",) if run.config.mark else ()):
+        sort_ranges(kind)
+    if later is None:
+        clusters_and_stitch()
+    else:
+        later.append(clusters_and_stitch)
     return ranges["removed"], width, ranges["marks"]
 
 

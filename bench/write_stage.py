@@ -1,0 +1,58 @@
+"""The write stage alone, for one or more source trees in one run (interleaved, a fresh process
+each time): a finished work dir given with ``--resume`` reruns only the write stage. Per run:
+stats.json's write seconds and the process's CPU seconds (user + sys, all threads, start-up
+included); the minimum over the repeats, and the load average at each run.
+
+    neardup dedup bench/data/synth_100000_s0.jsonl -o /tmp/ws/out --work-dir /tmp/ws/w100k  # once
+    python bench/write_stage.py bench/data/synth_100000_s0.jsonl --work-dir /tmp/ws/w100k \\
+        --trees /work/main/src src --repeat 3 --out bench/results/write_stage_100k.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+
+
+def one(tree: str, corpus: str, work: str, out: str) -> dict:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    load = os.getloadavg()[0]
+    subprocess.run([sys.executable, "-m", "neardup", "dedup", corpus, "-o", out, "--work-dir", work, "--resume",
+                    "-q"], env={**os.environ, "PYTHONPATH": os.path.abspath(tree)}, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(os.path.join(out, "stats.json")) as f:
+        write = json.load(f)["seconds"]["write"]
+    return {"write_s": write, "cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2),
+            "load": round(load, 2)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("corpus")
+    ap.add_argument("--work-dir", required=True, help="a finished run's work dir (--work-dir of that run)")
+    ap.add_argument("--trees", nargs="+", default=["src"])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    runs = {t: [] for t in a.trees}
+    with tempfile.TemporaryDirectory(prefix="neardup-write-") as tmp:
+        for _ in range(a.repeat):
+            for i, t in enumerate(a.trees):
+                r = one(t, a.corpus, a.work_dir, os.path.join(tmp, f"out{i}"))
+                runs[t].append(r)
+                print(t, r, flush=True)
+    result = {"corpus": a.corpus, "runs": runs,
+              "min": {t: {k: min(r[k] for r in rs) for k in ("write_s", "cpu_s")} for t, rs in runs.items()}}
+    print(json.dumps(result["min"], indent=1))
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
