@@ -36,7 +36,7 @@ trees compared in one run share their floors):
   once written into the page cache (a buffer of min(output bytes, 256 MiB) written in one call,
   again until the output's bytes are written, into ``--scratch``, no fsync).
 - start-up: bare ``python -c pass``; beside it ``python -c "import neardup"`` and a whole
-  ``neardup dedup`` of 10 documents (imports plus loading the cached kernels), each the best of 5.
+  ``neardup dedup`` of 10 documents (imports plus loading the cached kernels), each the best of 3.
 
 Bytes per stage: read in = the input files (their text bytes beside), out = the work dir's
 read/ folder; pairs in = read/, out = pairs/; clusters in = pairs/, out = clusters/; write in =
@@ -357,7 +357,7 @@ def write_floor(nbytes: int, scratch: Path, repeat: int) -> dict:
             "buffer_bytes": size, "seconds": nbytes / copy_bw + nbytes / write_bw}
 
 
-def startup_floor(srcs: List[Path], tiny: Path, scratch: Path, repeat: int = 5) -> dict:
+def startup_floor(srcs: List[Path], tiny: Path, scratch: Path, repeat: int = 3) -> dict:
     def wall(cmd, env=None):
         best = float("inf")
         for _ in range(repeat):
