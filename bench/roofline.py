@@ -108,12 +108,18 @@ def git_commit(path: Path) -> dict:
 
 
 def best_of(fn, repeat: int) -> float:
+    return timed(fn, repeat)[0]
+
+
+def timed(fn, repeat: int):
+    """(best wall seconds, mean CPU seconds of this process, all its threads) of ``repeat`` calls."""
     best = float("inf")
+    cpu0 = time.process_time()
     for _ in range(repeat):
         t0 = time.perf_counter()
         fn()
         best = min(best, time.perf_counter() - t0)
-    return best
+    return best, (time.process_time() - cpu0) / repeat
 
 
 # --------------------------------------------------------------------------- the corpus
@@ -220,18 +226,20 @@ def sort_floor(bands: int, n: int, repeat: int) -> dict:
     def npsort():
         _npsort_bands(work)
 
+    cpus = {}
     for name, fn in (("numba LSD radix", radix), ("np.sort", npsort)):
-        best = float("inf")
+        best, cpu = float("inf"), 0.0
         for _ in range(repeat):
             work[:] = keys
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             fn()
             best = min(best, time.perf_counter() - t0)
+            cpu += (time.process_time() - c0) / repeat
         assert bool(np.all(work[:, 1:] >= work[:, :-1])), name
-        times[name] = best
+        times[name], cpus[name] = best, cpu
     used = min(times, key=times.get)
-    return {"keys": bands * n, "bands": bands, "per_band": n, "seconds_by_method": times, "method": used,
-            "seconds": times[used]}
+    return {"keys": bands * n, "bands": bands, "per_band": n, "seconds_by_method": times,
+            "cpu_seconds_mean_by_method": cpus, "method": used, "seconds": times[used], "cpu_seconds_mean": cpus[used]}
 
 
 def kernel_floor(texts: List[str], params: dict, batch: int, repeat: int) -> dict:
@@ -252,9 +260,7 @@ def kernel_floor(texts: List[str], params: dict, batch: int, repeat: int) -> dic
         for c in chunks:
             hasher.signatures_and_fingerprints(c, scratch=scratch)
 
-    cpu0 = time.process_time()
-    best = best_of(run, repeat)
-    cpu = (time.process_time() - cpu0) / repeat
+    best, cpu = timed(run, repeat)
     # fingerprints of the first documents, one CSR (the pair stage's verification input)
     offs, fps, base = [np.zeros(1, np.int64)], [], 0
     for c in chunks:
@@ -278,8 +284,8 @@ def verify_floor(fp_csr, pairs: int, repeat: int) -> dict:
     left = rng.integers(0, m, pairs)
     right = (left + rng.integers(1, m, pairs)) % m
     exact_jaccard_raw(offsets, fp, left[:10], right[:10])
-    best = best_of(lambda: exact_jaccard_raw(offsets, fp, left, right), repeat)
-    return {"pairs": pairs, "docs_sampled": m, "seconds": best}
+    best, cpu = timed(lambda: exact_jaccard_raw(offsets, fp, left, right), repeat)
+    return {"pairs": pairs, "docs_sampled": m, "seconds": best, "cpu_seconds_mean": cpu}
 
 
 def union_find_floor(n: int, pairs_dir: Path, repeat: int) -> dict:
@@ -294,8 +300,8 @@ def union_find_floor(n: int, pairs_dir: Path, repeat: int) -> dict:
     else:
         left = right = np.zeros(0, np.int64)
     connected_components(10, np.array([0], np.int64), np.array([1], np.int64))
-    best = best_of(lambda: connected_components(n, left, right), repeat)
-    return {"pairs": len(left), "docs": n, "seconds": best, "source": str(pairs_dir)}
+    best, cpu = timed(lambda: connected_components(n, left, right), repeat)
+    return {"pairs": len(left), "docs": n, "seconds": best, "cpu_seconds_mean": cpu, "source": str(pairs_dir)}
 
 
 def read_bandwidth(files: List[str], repeat: int) -> dict:
@@ -428,6 +434,7 @@ def fmt_b(x: Optional[int]) -> str:
 
 
 def table(size: str, tree: dict, floors: dict, corpus: dict) -> str:
+    kcpu = floors.get("kernels_cpu_s", {})
     s, b = tree["summary"], tree["bytes"]
     ex = floors["stage_floor_s"]
     rows = [
@@ -455,6 +462,11 @@ def table(size: str, tree: dict, floors: dict, corpus: dict) -> str:
     lines.append(f"CPU user+sys of the run: best {s['cpu']['best']:.1f} s, median {s['cpu']['median']:.1f} s; "
                  f"peak memory {fmt_b(s['peak_memory_bytes_max'])}; runs: "
                  + ", ".join(f"{w:.2f}" for w in s["wall"]["all"]) + " s wall")
+    if kcpu:
+        lines.append("")
+        lines.append(f"CPU-seconds of the compiled floors: {sum(kcpu.values()):.1f} ("
+                     + ", ".join(f"{k} {v:.2f}" for k, v in kcpu.items()) + f"); the run's best CPU / theirs "
+                     f"{s['cpu']['best'] / sum(kcpu.values()):.1f}×")
     return "\n".join(lines)
 
 
@@ -561,6 +573,10 @@ def main(argv=None) -> int:
                                            f"{wr['page_cache_write_bytes_per_s'] / 1e9:.1f} GB/s")}
         floors["startup"] = {"seconds": startup["python_pass_s"], "basis": "`python -c pass`"}
         floors["stage_floor_s"] = {k: floors[k]["seconds"] for k in (*STAGES, "startup")}
+        # CPU-seconds of the compiled floors (the kernel over the whole corpus, sort, verify,
+        # union-find): against the run's CPU-seconds, a comparison that load does not skew
+        floors["kernels_cpu_s"] = {"read kernel": kernel_cpu_s, "sort": sort["cpu_seconds_mean"],
+                                   "verify": ver["cpu_seconds_mean"], "union-find": uf["cpu_seconds_mean"]}
         entry["floors"] = floors
 
         for src in srcs:
