@@ -288,20 +288,25 @@ def verify_floor(fp_csr, pairs: int, repeat: int) -> dict:
     return {"pairs": pairs, "docs_sampled": m, "seconds": best, "cpu_seconds_mean": cpu}
 
 
-def union_find_floor(n: int, pairs_dir: Path, repeat: int) -> dict:
+def union_find_floor(n: int, pairs_dir: Path, verified: int, repeat: int) -> dict:
+    """Union-find over the run's verified pairs (work dir pairs/, left and right columns); over as
+    many random pairs when that folder has another layout (an older tree's)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
     from neardup.kernels.components import connected_components
-    parts = sorted(pairs_dir.glob("*.parquet"))
-    if parts:
-        t = pq.read_table(parts, columns=["left", "right"]) if len(parts) == 1 else \
-            __import__("pyarrow").concat_tables([pq.read_table(p, columns=["left", "right"]) for p in parts])
+    try:
+        parts = sorted(pairs_dir.glob("*.parquet"))
+        t = pa.concat_tables([pq.read_table(p, columns=["left", "right"]) for p in parts])
         left = t.column("left").to_numpy().astype(np.int64)
         right = t.column("right").to_numpy().astype(np.int64)
-    else:
-        left = right = np.zeros(0, np.int64)
+        source = str(pairs_dir)
+    except Exception:
+        rng = np.random.default_rng(2)
+        left, right = rng.integers(0, n, verified), rng.integers(0, n, verified)
+        source = "random pairs"
     connected_components(10, np.array([0], np.int64), np.array([1], np.int64))
     best, cpu = timed(lambda: connected_components(n, left, right), repeat)
-    return {"pairs": len(left), "docs": n, "seconds": best, "cpu_seconds_mean": cpu, "source": str(pairs_dir)}
+    return {"pairs": len(left), "docs": n, "seconds": best, "cpu_seconds_mean": cpu, "source": source}
 
 
 def read_bandwidth(files: List[str], repeat: int) -> dict:
@@ -538,7 +543,7 @@ def main(argv=None) -> int:
                 r = dedup(src, corpus["files"], out, work)
                 r["bytes"] = folder_bytes(out, work)
                 runs[str(src)].append(r)
-        last = runs[str(srcs[-1])][-1]  # its work dir is still there
+                last = r  # the run whose work dir is still there
         params, counts = last["params"], last["counts"]
 
         log(f"{size}: floors")
@@ -565,7 +570,7 @@ def main(argv=None) -> int:
         floors["pairs"] = {"sort": sort, "verify": ver, "seconds": sort["seconds"] + ver["seconds"],
                            "basis": (f"sort {sort['keys'] / 1e6:.1f}M keys ({sort['method']}) {sort['seconds']:.2f} s"
                                      f" + verify {ver['pairs']:,} pairs {ver['seconds']:.3f} s")}
-        uf = union_find_floor(n, work / "pairs", args.floor_repeat)
+        uf = union_find_floor(n, work / "pairs", int(counts.get("verified_pairs", 0)), args.floor_repeat)
         floors["clusters"] = {"union_find": uf, "seconds": uf["seconds"],
                               "basis": f"union-find over {uf['pairs']:,} verified pairs"}
         wr = write_floor(last["bytes"]["output"], scratch, args.floor_repeat)
