@@ -1,0 +1,620 @@
+"""Where the time goes: each stage of ``neardup dedup`` against its floor on this machine.
+
+    .venv/bin/python bench/roofline.py                                  # 100k and 1M, 3 runs each
+    .venv/bin/python bench/roofline.py --docs 100k --repeat 5
+    .venv/bin/python bench/roofline.py --docs 1M --src /work/wt-base/src,src --output roofline_ab.json
+    .venv/bin/python bench/roofline.py --docs 10M --repeat 1            # needs bench/scale.py's shards
+
+Measured: ``python -m neardup dedup CORPUS --output OUT --work-dir WORK --quiet`` as a subprocess
+(``common.run_measured``: wall, CPU user+sys, peak memory), ``--repeat`` times per source tree after
+an untimed warm-up run of the whole corpus (numba's cache filled, the input in the page cache);
+the stage seconds come from the output's stats.json (``seconds``), start-up is the wall time
+minus the stages. With several ``--src`` trees the runs alternate tree by tree within each
+repeat, so that a load that comes and goes is spread over all of them. Best and median are kept.
+
+Floors, measured by this script in the same run, on the same corpus (each the best of
+``--floor-repeat`` tries; the kernels are this checkout's, whatever ``--src`` says, so that
+trees compared in one run share their floors):
+
+- read: max(kernel, input). kernel = the corpus's text bytes / the rate of neardup's fused
+  tokenise + shingle-hash + MinHash kernel (``MinHasher.signatures_and_fingerprints``, the call the
+  read stage makes, all cores, batches of ``batch_size`` documents) on texts already in memory as a
+  pyarrow large_string array: the first ``--kernel-docs`` documents of the corpus (all of them at
+  100k; the rate is extrapolated to the rest by text bytes). input = the input's bytes at the
+  page-cache read bandwidth (the files read with 64 MiB ``readinto`` calls, after a first read),
+  plus, for zstd inputs, their decompression (shard 0 decompressed, scaled by bytes, divided by the
+  cores). Parsing JSON, band keys and writing the work dir are not in the floor.
+- pairs: sort + verify. sort = ``bands`` × documents uniformly random uint64 keys (band keys are
+  hashes) sorted band by band, the bands spread over the cores (numba LSD radix sort, 11-bit digits,
+  or ``np.sort`` per band when that was faster: the faster one is used and named); verify =
+  ``exact_jaccard_raw`` (the pair stage's verification kernel) over as many random pairs of
+  documents as the run had candidate pairs, on the kernel's fingerprints of the first 50k
+  documents. Reading the band keys and fingerprints back from the work dir is not in the floor.
+- clusters: ``connected_components`` (union-find) over the run's own verified pairs (read from
+  the work dir's pairs/ folder), all documents.
+- write: the output's bytes once through memory (``np.copyto`` bandwidth, 256 MiB buffers) plus
+  once written into the page cache (a buffer of min(output bytes, 256 MiB) written in one call,
+  again until the output's bytes are written, into ``--scratch``, no fsync).
+- start-up: bare ``python -c pass``; beside it ``python -c "import neardup"`` and a whole
+  ``neardup dedup`` of 10 documents (imports plus loading the cached kernels), each the best of 3.
+
+Bytes per stage: read in = the input files (their text bytes beside), out = the work dir's
+read/ folder; pairs in = read/, out = pairs/; clusters in = pairs/, out = clusters/; write in =
+the input + clusters/, out = the output folder (kept/ beside).
+
+``--docs 10M`` (``N M`` with N > 1) runs on bench/scale.py's zstd shards (``--scale-data``, default
+``bench/data/scale_10m``; make them with ``bench/scale.py --generate-only``), shard 0 being the 1M
+corpus letter for letter. Writes ``bench/results/roofline.json`` (``--output``, a name is taken
+under bench/results/) and prints a markdown table per size and tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import numba as nb
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (DATA_DIR, REPO_DIR, RESULTS_DIR, WARMUP_ENV, ensure_corpus, run_header,  # noqa: E402
+                    run_measured, write_json)
+
+STAGES = ("read", "pairs", "clusters", "write")
+SHARD_DOCS = 1_000_000
+VERIFY_DOCS = 50_000
+MIB = 1 << 20
+
+
+def parse_docs(text: str) -> int:
+    t = text.strip().lower().replace("_", "")
+    mult = 1
+    if t.endswith("k"):
+        t, mult = t[:-1], 1000
+    elif t.endswith("m"):
+        t, mult = t[:-1], 1_000_000
+    return int(float(t) * mult)
+
+
+def label(n: int) -> str:
+    return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else (f"{n // 1000}k" if n % 1000 == 0 else str(n))
+
+
+def tree_bytes(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
+
+
+def git_commit(path: Path) -> dict:
+    def git(*a):
+        r = subprocess.run(["git", "-C", str(path), *a], capture_output=True, text=True)
+        return r.stdout.strip() if r.returncode == 0 else None
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None}
+
+
+def best_of(fn, repeat: int) -> float:
+    return timed(fn, repeat)[0]
+
+
+def timed(fn, repeat: int):
+    """(best wall seconds, mean CPU seconds of this process, all its threads) of ``repeat`` calls."""
+    best = float("inf")
+    cpu0 = time.process_time()
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, (time.process_time() - cpu0) / repeat
+
+
+# --------------------------------------------------------------------------- the corpus
+
+def corpus_of(n: int, scale_data: Path, log) -> dict:
+    """Input files and facts of the n-document corpus: bench/data/synth_N_s0.jsonl, or for
+    n a multiple of 1M above 1M, the first n/1M of bench/scale.py's zstd shards."""
+    if n > SHARD_DOCS and n % SHARD_DOCS == 0:
+        from scale import corpus_facts, shard_name
+        k = n // SHARD_DOCS
+        shards = [scale_data / shard_name(i) for i in range(k)]
+        missing = [str(p) for p in shards if not p.exists()]
+        if missing:
+            raise SystemExit(f"missing shards {', '.join(missing)}: make them with "
+                             f"`.venv/bin/python bench/scale.py --generate-only` (or give --scale-data)")
+        facts = corpus_facts(scale_data, k)
+        source = ensure_corpus(SHARD_DOCS, 0, log=log)  # shard k has the source's text bytes
+        return {"files": [str(p) for p in shards], "docs": n, "bytes": facts["bytes"],
+                "uncompressed_bytes": facts["uncompressed_bytes"], "text_bytes": source["text_bytes"] * k,
+                "zstd": True}
+    c = ensure_corpus(n, 0, log=log)
+    return {"files": [c["path"]], "docs": n, "bytes": c["bytes"], "uncompressed_bytes": c["bytes"],
+            "text_bytes": c["text_bytes"], "zstd": False}
+
+
+def _lines(path: str):
+    if path.endswith(".zst"):
+        import io
+        import zstandard
+        with open(path, "rb") as f, zstandard.ZstdDecompressor().stream_reader(f) as r:
+            yield from io.BufferedReader(r, 1 << 20)
+    else:
+        with open(path, "rb") as f:
+            yield from f
+
+
+def head_texts(files: List[str], limit: int) -> List[str]:
+    texts: List[str] = []
+    for path in files:
+        for line in _lines(path):
+            if line.strip():
+                texts.append(json.loads(line)["text"])
+                if len(texts) >= limit:
+                    return texts
+    return texts
+
+
+# --------------------------------------------------------------------------- floors
+
+@nb.njit(cache=True)
+def _radix_sort(keys, tmp):
+    """LSD radix sort of uint64 keys in place (11-bit digits; ``tmp`` as long as ``keys``)."""
+    n = keys.shape[0]
+    src, dst = keys, tmp
+    count = np.empty(2048, np.int64)
+    swapped = False
+    for shift in range(0, 64, 11):
+        count[:] = 0
+        s = np.uint64(shift)
+        for i in range(n):
+            count[(src[i] >> s) & np.uint64(2047)] += 1
+        if count.max() == n:  # every key has this digit: nothing to move
+            continue
+        total = 0
+        for d in range(2048):
+            c = count[d]
+            count[d] = total
+            total += c
+        for i in range(n):
+            d = (src[i] >> s) & np.uint64(2047)
+            dst[count[d]] = src[i]
+            count[d] += 1
+        src, dst = dst, src
+        swapped = not swapped
+    if swapped:
+        keys[:] = src
+
+
+@nb.njit(parallel=True, cache=True)
+def _radix_bands(keys, tmp):
+    for band in nb.prange(keys.shape[0]):
+        _radix_sort(keys[band], tmp[band])
+
+
+@nb.njit(parallel=True, cache=True)
+def _npsort_bands(keys):
+    for band in nb.prange(keys.shape[0]):
+        keys[band] = np.sort(keys[band])
+
+
+def sort_floor(bands: int, n: int, repeat: int) -> dict:
+    rng = np.random.default_rng(0)
+    small = rng.integers(0, 2**63, size=(2, 1000), dtype=np.uint64)
+    _radix_bands(small.copy(), np.empty_like(small))  # compile (or load) before timing
+    _npsort_bands(small.copy())
+    keys = rng.integers(0, 2**64 - 1, size=(bands, n), dtype=np.uint64, endpoint=True)
+    tmp = np.empty_like(keys)
+    times = {}
+    work = np.empty_like(keys)
+
+    def radix():
+        _radix_bands(work, tmp)
+
+    def npsort():
+        _npsort_bands(work)
+
+    cpus = {}
+    for name, fn in (("numba LSD radix", radix), ("np.sort", npsort)):
+        best, cpu = float("inf"), 0.0
+        for _ in range(repeat):
+            work[:] = keys
+            t0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            best = min(best, time.perf_counter() - t0)
+            cpu += (time.process_time() - c0) / repeat
+        assert bool(np.all(work[:, 1:] >= work[:, :-1])), name
+        times[name], cpus[name] = best, cpu
+    used = min(times, key=times.get)
+    return {"keys": bands * n, "bands": bands, "per_band": n, "seconds_by_method": times,
+            "cpu_seconds_mean_by_method": cpus, "method": used, "seconds": times[used], "cpu_seconds_mean": cpus[used]}
+
+
+def kernel_floor(texts: List[str], params: dict, batch: int, repeat: int) -> dict:
+    """Rate of the read stage's kernel call on texts in memory; also keeps fingerprints of the
+    first VERIFY_DOCS documents for the verification floor."""
+    import pyarrow as pa
+    from neardup.kernels.minhash import MinHasher, Scratch
+
+    hasher = MinHasher(int(params["num_perm"]), ngram=int(params["ngram"]), seed=int(params["seed"]),
+                       hash_version=int(params["hash_version"]), punctuation=params["punctuation"])
+    arr = pa.array(texts, type=pa.large_string())
+    nbytes = int(np.diff(np.frombuffer(arr.buffers()[1], np.int64, len(arr) + 1, arr.offset * 8)[[0, -1]])[0])
+    chunks = [arr.slice(i, batch) for i in range(0, len(arr), batch)]
+    scratch = Scratch()
+    hasher.signatures_and_fingerprints(chunks[0][:100], scratch=scratch)  # compile / load the kernel
+
+    def run():
+        for c in chunks:
+            hasher.signatures_and_fingerprints(c, scratch=scratch)
+
+    best, cpu = timed(run, repeat)
+    # fingerprints of the first documents, one CSR (the pair stage's verification input)
+    offs, fps, base = [np.zeros(1, np.int64)], [], 0
+    for c in chunks:
+        if base >= VERIFY_DOCS:
+            break
+        _, off, fp = hasher.signatures_and_fingerprints(c, scratch=scratch)
+        offs.append(off[1:] + offs[-1][-1])
+        fps.append(fp)
+        base += len(c)
+    # cpu_seconds_mean / threads: the wall time on idle cores (a busy machine's floor is its wall best)
+    return {"docs": len(texts), "text_bytes": nbytes, "seconds": best, "cpu_seconds_mean": cpu,
+            "bytes_per_s": nbytes / best, "threads": nb.get_num_threads(),
+            "_fp": (np.concatenate(offs), np.concatenate(fps))}
+
+
+def verify_floor(fp_csr, pairs: int, repeat: int) -> dict:
+    from neardup.kernels.verify import exact_jaccard_raw
+    offsets, fp = fp_csr
+    m = len(offsets) - 1
+    rng = np.random.default_rng(1)
+    left = rng.integers(0, m, pairs)
+    right = (left + rng.integers(1, m, pairs)) % m
+    exact_jaccard_raw(offsets, fp, left[:10], right[:10])
+    best, cpu = timed(lambda: exact_jaccard_raw(offsets, fp, left, right), repeat)
+    return {"pairs": pairs, "docs_sampled": m, "seconds": best, "cpu_seconds_mean": cpu}
+
+
+def union_find_floor(n: int, pairs_dir: Path, verified: int, repeat: int) -> dict:
+    """Union-find over the run's verified pairs (work dir pairs/, left and right columns); over as
+    many random pairs when that folder has another layout (an older tree's)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from neardup.kernels.components import connected_components
+    try:
+        parts = sorted(pairs_dir.glob("*.parquet"))
+        t = pa.concat_tables([pq.read_table(p, columns=["left", "right"]) for p in parts])
+        left = t.column("left").to_numpy().astype(np.int64)
+        right = t.column("right").to_numpy().astype(np.int64)
+        source = str(pairs_dir)
+    except Exception:
+        rng = np.random.default_rng(2)
+        left, right = rng.integers(0, n, verified), rng.integers(0, n, verified)
+        source = "random pairs"
+    connected_components(10, np.array([0], np.int64), np.array([1], np.int64))
+    best, cpu = timed(lambda: connected_components(n, left, right), repeat)
+    return {"pairs": len(left), "docs": n, "seconds": best, "cpu_seconds_mean": cpu, "source": source}
+
+
+def read_bandwidth(files: List[str], repeat: int) -> dict:
+    buf = bytearray(64 * MIB)
+    view = memoryview(buf)
+
+    def read_all():
+        for p in files:
+            with open(p, "rb", buffering=0) as f:
+                while f.readinto(view):
+                    pass
+    read_all()  # into the page cache
+    nbytes = sum(os.path.getsize(p) for p in files)
+    best = best_of(read_all, repeat)
+    return {"bytes": nbytes, "seconds": best, "bytes_per_s": nbytes / best}
+
+
+def zstd_floor(files: List[str], cores: int) -> Optional[dict]:
+    import zstandard
+    first = files[0]
+    t0 = time.perf_counter()
+    out = 0
+    with open(first, "rb") as f, zstandard.ZstdDecompressor().stream_reader(f) as r:
+        while True:
+            chunk = r.read(16 * MIB)
+            if not chunk:
+                break
+            out += len(chunk)
+    s = time.perf_counter() - t0
+    total = sum(os.path.getsize(p) for p in files)
+    return {"shard_seconds": s, "shard_bytes": os.path.getsize(first), "shard_uncompressed_bytes": out,
+            "seconds_all_cores": s * total / os.path.getsize(first) / cores}
+
+
+def write_floor(nbytes: int, scratch: Path, repeat: int) -> dict:
+    size = max(1, min(nbytes, 256 * MIB))
+    a = np.ones(size, np.uint8)
+    b = np.empty_like(a)
+    np.copyto(b, a)
+    copy_s = best_of(lambda: np.copyto(b, a), repeat)
+    copy_bw = size / copy_s
+    path = scratch / "write-floor.bin"
+
+    def write():
+        left = nbytes
+        with open(path, "wb", buffering=0) as f:
+            while left > 0:
+                left -= f.write(memoryview(a)[:min(left, size)])
+    write()
+    os.unlink(path)
+    bests = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        write()
+        bests.append(time.perf_counter() - t0)
+        os.unlink(path)
+    write_bw = nbytes / min(bests)
+    return {"bytes": nbytes, "memcpy_bytes_per_s": copy_bw, "page_cache_write_bytes_per_s": write_bw,
+            "buffer_bytes": size, "seconds": nbytes / copy_bw + nbytes / write_bw}
+
+
+def startup_floor(srcs: List[Path], tiny: Path, scratch: Path, repeat: int = 3) -> dict:
+    def wall(cmd, env=None):
+        best = float("inf")
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            r = subprocess.run(cmd, env=env, capture_output=True)
+            best = min(best, time.perf_counter() - t0)
+            if r.returncode != 0:
+                raise SystemExit(f"{cmd} failed: {r.stderr.decode()[-2000:]}")
+        return best
+    out = {"python_pass_s": wall([sys.executable, "-c", "pass"]), "trees": {}}
+    for src in srcs:
+        env = dict(os.environ, PYTHONPATH=str(src))
+        o = scratch / "tiny-out"
+        shutil.rmtree(o, ignore_errors=True)
+        out["trees"][str(src)] = {
+            "import_neardup_s": wall([sys.executable, "-c", "import neardup"], env),
+            "run_10_docs_s": wall(["sh", "-c", f'rm -rf "{o}" && exec "{sys.executable}" -m neardup dedup '
+                                               f'"{tiny}" --output "{o}" --quiet'], env),
+        }
+    return out
+
+
+# --------------------------------------------------------------------------- measured runs
+
+def dedup(src: Path, files: List[str], out: Path, work: Path, extra_env: Optional[dict] = None) -> dict:
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
+    env = dict(os.environ, PYTHONPATH=str(src), **(extra_env or {}))
+    cmd = [sys.executable, "-m", "neardup", "dedup", *files, "--output", str(out), "--work-dir", str(work),
+           "--quiet"]
+    r = run_measured(cmd, env=env, cwd=REPO_DIR)
+    if r["returncode"] != 0:
+        raise SystemExit(f"{r['command']} failed ({r['returncode']}): {r['stderr_tail']}")
+    stats = json.loads((out / "stats.json").read_text())
+    r["stats_seconds"] = stats["seconds"]
+    r["counts"] = stats["counts"]
+    r["params"] = stats["params"]
+    r["startup_s"] = r["wall_s"] - sum(stats["seconds"].values())
+    return r
+
+
+def folder_bytes(out: Path, work: Path) -> dict:
+    d = {f"work_{s}": tree_bytes(work / s) for s in STAGES}
+    d["output"] = tree_bytes(out)
+    d["output_kept"] = tree_bytes(out / "kept")
+    return d
+
+
+def summarise(runs: List[dict]) -> dict:
+    s = {}
+    for stage in STAGES:
+        xs = [r["stats_seconds"].get(stage, 0.0) for r in runs]
+        s[stage] = {"best": min(xs), "median": statistics.median(xs), "all": xs}
+    for key, f in (("startup", lambda r: r["startup_s"]), ("wall", lambda r: r["wall_s"]),
+                   ("cpu", lambda r: (r["cpu_user_s"] or 0) + (r["cpu_sys_s"] or 0))):
+        xs = [f(r) for r in runs]
+        s[key] = {"best": min(xs), "median": statistics.median(xs), "all": xs}
+    s["peak_memory_bytes_max"] = max(r["peak_memory_bytes"] for r in runs)
+    return s
+
+
+def fmt_b(x: Optional[int]) -> str:
+    if x is None:
+        return "-"
+    if x >= 10 * 2**30:
+        return f"{x / 2**30:.1f} GiB"
+    return f"{x / MIB:,.1f} MiB"
+
+
+def table(size: str, tree: dict, floors: dict, corpus: dict) -> str:
+    kcpu = floors.get("kernels_cpu_s", {})
+    s, b = tree["summary"], tree["bytes"]
+    ex = floors["stage_floor_s"]
+    rows = [
+        ("read", f"{fmt_b(corpus['bytes'])} ({fmt_b(corpus['text_bytes'])} text)", fmt_b(b["work_read"]),
+         floors["read"]["basis"]),
+        ("pairs", fmt_b(b["work_read"]), fmt_b(b["work_pairs"]), floors["pairs"]["basis"]),
+        ("clusters", fmt_b(b["work_pairs"]), fmt_b(b["work_clusters"]), floors["clusters"]["basis"]),
+        ("write", f"{fmt_b(corpus['bytes'])} + {fmt_b(b['work_clusters'])}",
+         f"{fmt_b(b['output'])} ({fmt_b(b['output_kept'])} kept)", floors["write"]["basis"]),
+        ("startup", "-", "-", floors["startup"]["basis"]),
+    ]
+    lines = [f"### {size} documents, {tree['src']} ({(tree['git'].get('commit') or '?')[:10]}"
+             f"{', dirty' if tree['git'].get('dirty') else ''})", "",
+             "| stage | best s | median s | in | out | floor s | floor | best / floor |",
+             "|---|---|---|---|---|---|---|---|"]
+    for stage, i, o, basis in rows:
+        m = s[stage]
+        f = ex[stage]
+        lines.append(f"| {stage} | {m['best']:.2f} | {m['median']:.2f} | {i} | {o} | {f:.3f} | {basis} | "
+                     f"{m['best'] / f:.1f}× |")
+    total_floor = sum(ex.values())
+    lines.append(f"| **whole run** | {s['wall']['best']:.2f} | {s['wall']['median']:.2f} | | | {total_floor:.2f} | "
+                 f"sum of the floors | {s['wall']['best'] / total_floor:.1f}× |")
+    lines.append("")
+    lines.append(f"CPU user+sys of the run: best {s['cpu']['best']:.1f} s, median {s['cpu']['median']:.1f} s; "
+                 f"peak memory {fmt_b(s['peak_memory_bytes_max'])}; runs: "
+                 + ", ".join(f"{w:.2f}" for w in s["wall"]["all"]) + " s wall")
+    if kcpu:
+        lines.append("")
+        lines.append(f"CPU-seconds of the compiled floors: {sum(kcpu.values()):.1f} ("
+                     + ", ".join(f"{k} {v:.2f}" for k, v in kcpu.items()) + f"); the run's best CPU / theirs "
+                     f"{s['cpu']['best'] / sum(kcpu.values()):.1f}×")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 epilog=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--docs", default="100k,1M", help="corpus sizes, comma-separated (100k, 1M, 10M, or numbers)")
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs per size and tree (after one untimed)")
+    ap.add_argument("--floor-repeat", type=int, default=3, help="tries of each floor measurement (best kept)")
+    ap.add_argument("--src", default=str(REPO_DIR / "src"),
+                    help="the src/ folder(s) to run, comma-separated (default: this checkout's)")
+    ap.add_argument("--kernel-docs", type=int, default=250_000,
+                    help="documents the read kernel's floor is measured on (rate extrapolated by bytes)")
+    ap.add_argument("--scratch", type=Path, default=Path("/tmp/roofline"),
+                    help="output, work dir and write-floor file go here (deleted after)")
+    ap.add_argument("--scale-data", type=Path, default=DATA_DIR / "scale_10m", help="bench/scale.py's shards")
+    ap.add_argument("--keep", action="store_true", help="keep the last run's output and work dir")
+    ap.add_argument("--output", default="roofline.json", help="result file name under bench/results/")
+    args = ap.parse_args(argv)
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    srcs = [Path(p).resolve() for p in args.src.split(",") if p]
+    for p in srcs:
+        if not (p / "neardup").is_dir():
+            ap.error(f"{p} has no neardup package")
+    sizes = [parse_docs(x) for x in args.docs.split(",") if x]
+    output = RESULTS_DIR / Path(args.output).name
+    scratch = args.scratch.resolve()
+    scratch.mkdir(parents=True, exist_ok=True)
+    cores = len(os.sched_getaffinity(0))
+
+    result = run_header(sys.argv)
+    result.update(trees={str(p): git_commit(p) for p in srcs}, repeat=args.repeat, floor_repeat=args.floor_repeat,
+                  floor_kernels_from=str(REPO_DIR / "src"), sizes={})
+
+    # warm-up: a 2,000-document run of each tree compiles everything, the JSONL scanner too; its
+    # documents (and the start-up floor's 10) are the head of the first corpus, kept in --scratch
+    corpora = {n: corpus_of(n, args.scale_data.resolve(), log) for n in sizes}
+    head = []
+    for line in _lines(corpora[sizes[0]]["files"][0]):
+        head.append(line)
+        if len(head) >= 2000:
+            break
+    warm, tiny = scratch / "warm.jsonl", scratch / "tiny.jsonl"
+    warm.write_bytes(b"".join(head))
+    tiny.write_bytes(b"".join(head[:10]))
+    for src in srcs:
+        log(f"warm-up, 2,000 documents: {src}")
+        dedup(src, [str(warm)], scratch / "out", scratch / "work", WARMUP_ENV)
+    log("start-up floor")
+    startup = startup_floor(srcs, tiny, scratch)
+    result["startup"] = startup
+
+    for n in sizes:
+        size = label(n)
+        corpus = corpora[n]
+        entry = {"corpus": corpus, "trees": {}}
+        result["sizes"][size] = entry
+        out, work = scratch / "out", scratch / "work"
+        runs: Dict[str, List[dict]] = {str(s): [] for s in srcs}
+        for src in srcs:
+            log(f"{size}: untimed run, {src}")
+            dedup(src, corpus["files"], out, work)
+        for i in range(args.repeat):
+            for src in (srcs if i % 2 == 0 else srcs[::-1]):
+                log(f"{size}: run {i + 1}/{args.repeat}, {src}")
+                r = dedup(src, corpus["files"], out, work)
+                r["bytes"] = folder_bytes(out, work)
+                runs[str(src)].append(r)
+                last = r  # the run whose work dir is still there
+        params, counts = last["params"], last["counts"]
+
+        log(f"{size}: floors")
+        floors: dict = {}
+        read_bw = read_bandwidth(corpus["files"], args.floor_repeat)
+        texts = head_texts(corpus["files"], min(n, args.kernel_docs))
+        from neardup.config import Execution
+        batch = Execution.batch_size  # the read stage's default batch
+        kern = kernel_floor(texts, params, batch, args.floor_repeat)
+        del texts
+        fp_csr = kern.pop("_fp")
+        kernel_s = corpus["text_bytes"] / kern["bytes_per_s"]
+        zstd = zstd_floor(corpus["files"], cores) if corpus["zstd"] else None
+        input_s = read_bw["seconds"] + (zstd["seconds_all_cores"] if zstd else 0.0)
+        kernel_cpu_s = kern["cpu_seconds_mean"] * corpus["text_bytes"] / kern["text_bytes"]
+        floors["read"] = {"kernel": kern, "kernel_seconds_corpus": kernel_s, "kernel_cpu_seconds_corpus": kernel_cpu_s,
+                          "page_cache_read": read_bw,
+                          "zstd": zstd, "input_seconds": input_s, "seconds": max(kernel_s, input_s),
+                          "basis": (f"max(kernel {kernel_s:.2f} s at {kern['bytes_per_s'] / 1e6:.0f} MB/s on "
+                                    f"{kern['threads']} threads ({kernel_cpu_s:.1f} CPU-s), input {input_s:.2f} s)")}
+        sort = sort_floor(int(params["bands"]), n, args.floor_repeat)
+        ver = verify_floor(fp_csr, int(counts.get("candidate_pairs", 0)), args.floor_repeat)
+        del fp_csr
+        floors["pairs"] = {"sort": sort, "verify": ver, "seconds": sort["seconds"] + ver["seconds"],
+                           "basis": (f"sort {sort['keys'] / 1e6:.1f}M keys ({sort['method']}) {sort['seconds']:.2f} s"
+                                     f" + verify {ver['pairs']:,} pairs {ver['seconds']:.3f} s")}
+        uf = union_find_floor(n, work / "pairs", int(counts.get("verified_pairs", 0)), args.floor_repeat)
+        floors["clusters"] = {"union_find": uf, "seconds": uf["seconds"],
+                              "basis": f"union-find over {uf['pairs']:,} verified pairs"}
+        wr = write_floor(last["bytes"]["output"], scratch, args.floor_repeat)
+        floors["write"] = {**wr, "basis": (f"memcpy {wr['memcpy_bytes_per_s'] / 1e9:.1f} GB/s + page-cache write "
+                                           f"{wr['page_cache_write_bytes_per_s'] / 1e9:.1f} GB/s")}
+        floors["startup"] = {"seconds": startup["python_pass_s"], "basis": "`python -c pass`"}
+        floors["stage_floor_s"] = {k: floors[k]["seconds"] for k in (*STAGES, "startup")}
+        # CPU-seconds of the compiled floors (the kernel over the whole corpus, sort, verify,
+        # union-find): against the run's CPU-seconds, a comparison that load does not skew
+        floors["kernels_cpu_s"] = {"read kernel": kernel_cpu_s, "sort": sort["cpu_seconds_mean"],
+                                   "verify": ver["cpu_seconds_mean"], "union-find": uf["cpu_seconds_mean"]}
+        entry["floors"] = floors
+
+        for src in srcs:
+            rs = runs[str(src)]
+            entry["trees"][str(src)] = {
+                "src": str(src), "git": result["trees"][str(src)], "summary": summarise(rs),
+                "bytes": rs[-1]["bytes"], "counts": rs[-1]["counts"], "params": rs[-1]["params"],
+                "runs": [{k: r[k] for k in ("wall_s", "cpu_user_s", "cpu_sys_s", "peak_memory_bytes",
+                                            "stats_seconds", "startup_s")} for r in rs],
+                "ratio_best_over_floor": {k: summarise(rs)[k]["best"] / floors["stage_floor_s"][k]
+                                          for k in (*STAGES, "startup")},
+            }
+        if not args.keep:
+            shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(work, ignore_errors=True)
+        result["load_average_at_end"] = list(os.getloadavg())
+        write_json(output, result)
+
+    result["load_average_at_end"] = list(os.getloadavg())
+    write_json(output, result)
+    print(f"# roofline ({result['date']}, load average {result['machine']['load_average_at_start']} at start, "
+          f"{result['load_average_at_end']} at end)\n")
+    for size, entry in result["sizes"].items():
+        for tree in entry["trees"].values():
+            print(table(size, tree, entry["floors"], entry["corpus"]))
+            print()
+    st = result["startup"]
+    print(f"start-up: `python -c pass` {st['python_pass_s']:.3f} s; " + "; ".join(
+        f"{src}: import neardup {t['import_neardup_s']:.3f} s, a 10-document run {t['run_10_docs_s']:.3f} s"
+        for src, t in st["trees"].items()))
+    print(f"written to {output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
