@@ -6,6 +6,10 @@ the folder to the JSONL file, and the load average around each run (the machine 
 
     python bench/small_files.py                     # 100,000 files, 2 repeats
     python bench/small_files.py --docs 20000 --repeat 1
+    python bench/small_files.py --before /work/main/src --dir /tmp/small   # A/B: a checkout before
+
+With ``--before SRC``, the four runs of a round alternate (files and JSONL of this checkout and of
+the one whose ``src`` folder SRC is), CPU seconds (user + sys of the process tree) beside wall.
 
 Results: bench/results/small_files.json (with the command, the machine and the load).
 """
@@ -51,9 +55,9 @@ def loadavg() -> list:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def run_once(inp: Path, out: Path) -> dict:
+def run_once(inp: Path, out: Path, src: Path = REPO_DIR / "src") -> dict:
     shutil.rmtree(out, ignore_errors=True)
-    env = dict(os.environ, PYTHONPATH=str(REPO_DIR / "src"))
+    env = dict(os.environ, PYTHONPATH=str(src))
     before = loadavg()
     r = run_measured([sys.executable, "-m", "neardup", "dedup", str(inp), "-o", str(out), "-q"], env=env)
     if r["returncode"] != 0:
@@ -71,25 +75,38 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--dir", default=None, help="where to make the corpus (default: a temporary folder)")
+    ap.add_argument("--before", default=None, help="the src folder of a checkout to compare with, run alternating")
     a = ap.parse_args()
     header = run_header(sys.argv)
     base = Path(a.dir) if a.dir else Path(tempfile.mkdtemp(prefix="neardup-small-files-"))
     base.mkdir(parents=True, exist_ok=True)
     if not (base / "one.jsonl").exists():
         make(base, a.docs)
-    runs = {"files": [], "jsonl": []}
-    run_once(base / "one.jsonl", base / "warm")  # the kernels compiled, the files in the page cache
+    srcs = {"": REPO_DIR / "src"}
+    if a.before:
+        srcs["_before"] = Path(a.before).resolve()
+    runs = {kind + tag: [] for tag in srcs for kind in ("files", "jsonl")}
+    for src in srcs.values():
+        run_once(base / "one.jsonl", base / "warm", src)  # the kernels compiled, the files in the page cache
     for _ in range(a.repeat):
-        runs["files"].append(run_once(base / "files", base / "out-files"))
-        runs["jsonl"].append(run_once(base / "one.jsonl", base / "out-jsonl"))
-        assert runs["files"][-1]["removed"] == runs["jsonl"][-1]["removed"]
+        for tag, src in srcs.items():
+            runs["files" + tag].append(run_once(base / "files", base / "out-files", src))
+            runs["jsonl" + tag].append(run_once(base / "one.jsonl", base / "out-jsonl", src))
+            assert runs["files" + tag][-1]["removed"] == runs["jsonl" + tag][-1]["removed"]
     best = {k: min(r["wall_s"] for r in v) for k, v in runs.items()}
-    result = {**header, "docs": a.docs, "runs": runs, "best_wall_s": best,
+    best_cpu = {k: min(r["cpu_s"] for r in v) for k, v in runs.items()}
+    result = {**header, "docs": a.docs, "runs": runs, "best_wall_s": best, "best_cpu_s": best_cpu,
+              "before_src": str(srcs["_before"]) if a.before else None,
               "ratio_files_to_jsonl": round(best["files"] / best["jsonl"], 2),
-              "note": "same documents; a fresh process per run, start-up included; the two kinds alternate "
-                      "in one run so that the machine's load (shared by other work) falls on both alike"}
+              "ratio_files_to_jsonl_cpu": round(best_cpu["files"] / best_cpu["jsonl"], 2),
+              "note": "same documents; a fresh process per run, start-up included; the kinds alternate "
+                      "in one run so that the machine's load (shared by other work) falls on all alike"}
+    if a.before:
+        result["ratio_files_to_jsonl_before"] = round(best["files_before"] / best["jsonl_before"], 2)
+        result["ratio_files_to_jsonl_cpu_before"] = round(best_cpu["files_before"] / best_cpu["jsonl_before"], 2)
     write_json(RESULTS_DIR / "small_files.json", result)
-    print(json.dumps({"best_wall_s": best, "ratio": result["ratio_files_to_jsonl"]}))
+    print(json.dumps({"best_wall_s": best, "best_cpu_s": best_cpu,
+                      **{k: v for k, v in result.items() if k.startswith("ratio")}}))
     if not a.dir:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -325,6 +325,49 @@ def test_read_sources_reads_runs_of_text_files_as_read_source_does(cwd, monkeypa
         list(reader.read_sources(srcs, members))
 
 
+def test_read_sources_groups_plain_text_files_into_batches_of_many_files(cwd, monkeypatch):
+    import gzip
+
+    from neardup.io import reader
+
+    monkeypatch.setattr(reader, "_FILES_AHEAD", 4)
+    monkeypatch.setattr(reader, "_FILES_A_TASK", 2)  # the tasks' bounds fall inside the groups
+    for i in range(12):
+        put(f"d/{i:02d}.txt", words(i))
+    put("d/04b.bin", b"\x00x")
+    put("d/06b.txt", gzip.compress(words(66).encode()))  # compressed: decompressed, read on its own
+    put("d/07b.txt", "caf\xe9".encode("latin-1"))
+    put("d/08b.txt", b"")
+    srcs = discover(["d"])
+    members = list(range(len(srcs)))[1:]
+    def events(bs):  # documents and skipped files, in the order they come
+        return [e for b in bs for e in ([(b.source_index, b.skipped)] if b.skipped else []) + [
+            (int(si), int(r), t) for si, r, t in zip(b.sources if b.sources is not None else [b.source_index] * len(b),
+                                                     b.rows.tolist(), b.text.to_pylist())]]
+    one_by_one = [b for i in members for b in read_source(srcs[i], i, id_column="id")]
+    grouped = list(reader.read_sources(srcs, members, group_files=True, batch_size=3, id_column="id"))
+    assert events(grouped) == events(one_by_one)
+    assert max(len(b) for b in grouped) == 3 and len(grouped) < len(one_by_one)
+    ids = [i for b in grouped if len(b) for i in b.ids.to_pylist()]
+    assert ids == [i for b in one_by_one if len(b) for i in b.ids.to_pylist()]
+    os.remove("d/03.txt")
+    os.mkfifo("d/03.txt")
+    with pytest.raises(InputError, match=r"^d/03.txt: not a regular file \(a named pipe\)$"):
+        list(reader.read_sources(srcs, members, group_files=True))
+
+
+def test_documents_of_each_text_file_counted_in_stats(cwd):
+    for i in range(6):
+        put(f"d/{i}.txt", words(i))
+    put("d/2b.bin", b"\x00x")
+    ran = neardup("dedup", "d", "-o", "out", "-q")
+    assert ran.returncode == 0, ran.stderr
+    stats = json.load(open("out/stats.json"))
+    assert [(i["name"], i["documents"]) for i in stats["inputs"]] == [
+        ("d/0.txt", 1), ("d/1.txt", 1), ("d/2.txt", 1), ("d/2b.bin", 0), ("d/3.txt", 1), ("d/4.txt", 1),
+        ("d/5.txt", 1)]
+
+
 def test_kept_text_files_are_copied_whole(cwd):
     for i in range(30):
         put(f"d/s{i % 3}/{i:02d}.txt", words(i) + ("\n" if i % 2 else ""))

@@ -69,6 +69,9 @@ class Batch:
         (...)``; a walked CSV / TSV / Parquet / JSONL file without the text field (a data file of a
         code tree: a test fixture), ``data file without the text field (...)``.
     signatures, counts, lengths: set by the signature readers only (``text`` is then empty).
+    sources: int32, each row's source index, for a batch of many one-document text files
+        (``read_sources(group_files=True)``; ``source_index`` is then the first row's); None
+        when every row is of ``source_index``.
     """
 
     source_index: int
@@ -83,6 +86,7 @@ class Batch:
     signatures: Optional[np.ndarray] = None
     counts: Optional[np.ndarray] = None
     lengths: Optional[np.ndarray] = None
+    sources: Optional[np.ndarray] = None
 
     def __len__(self) -> int:
         return len(self.rows)

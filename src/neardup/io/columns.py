@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from ..errors import ConfigError, InputError
 from .formats import field_names
+from ..kernels.arrays import arrow
 from .sources import Source
 
 INDEX_ID_COLUMN = "__neardup_index__"  # ids added to a table (a DataFrame's index, a list's positions); not written out
@@ -141,6 +142,6 @@ def positional_ids(src: Source, rows: np.ndarray, path: Optional[str] = None) ->
     if path is None:
         path = src.name if src.format == "table" else src.relpath
     if src.format == "text":
-        return pa.array([path] * len(rows), pa.string())
+        return arrow([path] * len(rows), pa.string())  # (arrow: pa.array imports pandas)
     numbers = pa.array(rows + 1 if src.format == "jsonl" else rows).cast(pa.string())
     return pc.binary_join_element_wise(path + ":", numbers, "").cast(pa.string())

@@ -20,7 +20,7 @@ from ..errors import ConfigError
 from .batch import BINARY, EMPTY_FILE, NOT_RECORDS, NOT_UTF8, ON_ERROR_MODES, Batch, ReadContext
 from .columns import text_column_of, text_columns
 from .formats import READERS
-from .formats.text import read_local_file, text_document
+from .formats.text import files_batch as _files_batch, plain_text, read_local_file, text_document
 from .opening import check_local_file
 from .sources import Source
 from .splits import Span
@@ -78,14 +78,18 @@ def _checked(ctx: ReadContext, reader) -> Iterator[Batch]:
 
 
 _FILES_AHEAD = 512  # small files read ahead by the pool of read_sources
+_FILES_A_TASK = 64  # files one task of the pool reads: a future per file cost more than its read
+_GROUP_BYTES = 16 << 20  # text bytes of one batch of many text files
 
 
-def read_sources(sources, members, **options) -> Iterator[Batch]:
+def read_sources(sources, members, *, group_files: bool = False, **options) -> Iterator[Batch]:
     """:func:`read_source` over ``sources[i]`` for each ``i`` of ``members``, in order (the
     batches' ``source_index`` is ``i``). Runs of local text files (a folder of code, of scraped
     pages: many small files) are opened and read by a pool of threads, up to _FILES_AHEAD files
     ahead, instead of one at a time; the batches, errors and their order are those of
-    :func:`read_source`."""
+    :func:`read_source`. ``group_files``: consecutive text files that are plain UTF-8 text come
+    as one batch of up to ``batch_size`` documents (``Batch.sources`` names each row's source),
+    not one batch a file; any other file of the run comes as :func:`read_source` gives it."""
     members = list(members)
     pool = None
     k = 0
@@ -101,7 +105,7 @@ def read_sources(sources, members, **options) -> Iterator[Batch]:
             if pool is None:
                 from concurrent.futures import ThreadPoolExecutor
                 pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="neardup-read")
-            yield from _pooled_texts(pool, sources, members[k:end], options)
+            yield from _pooled_texts(pool, sources, members[k:end], options, group_files)
             k = end
     finally:
         if pool is not None:
@@ -112,15 +116,66 @@ def _pooled(src: Source) -> bool:
     return src.format == "text" and _fs.os_path(src.path) is not None
 
 
-def _pooled_texts(pool, sources, run: List[int], options: dict) -> Iterator[Batch]:
+def _read_files(files: List[Source]) -> list:
+    """The bytes of each file, or the error reading it raised (raised again in its turn)."""
+    out: list = []
+    for src in files:
+        try:
+            out.append(read_local_file(src))
+        except Exception as e:  # noqa: BLE001  (raised by the consumer in the file's turn)
+            out.append(e)
+    return out
+
+
+def _file_contents(pool, sources, run: List[int]) -> Iterator[tuple]:
+    """``(index, bytes)`` of each file of ``run`` in order, read by ``pool`` _FILES_A_TASK files
+    a task, up to _FILES_AHEAD files ahead; in place of the bytes, the error reading it raised
+    (for the consumer to raise in its turn, after the checks of the options, as read_source)."""
     from collections import deque
 
     ahead: "deque" = deque()
     nxt = 0
     while nxt < len(run) or ahead:
-        while nxt < len(run) and len(ahead) < _FILES_AHEAD:
-            ahead.append((run[nxt], pool.submit(read_local_file, sources[run[nxt]])))
-            nxt += 1
-        si, future = ahead.popleft()
-        ctx = _context(sources[si], si, **options)
-        yield from text_document(ctx, future.result())
+        while nxt < len(run) and len(ahead) * _FILES_A_TASK < _FILES_AHEAD:
+            part = run[nxt:nxt + _FILES_A_TASK]
+            ahead.append((part, pool.submit(_read_files, [sources[i] for i in part])))
+            nxt += len(part)
+        part, future = ahead.popleft()
+        yield from zip(part, future.result())
+
+
+def _pooled_texts(pool, sources, run: List[int], options: dict, group: bool = False) -> Iterator[Batch]:
+    """The batches of the local text files ``run`` (see :func:`read_sources`)."""
+    if not group:
+        for si, data in _file_contents(pool, sources, run):
+            ctx = _context(sources[si], si, **options)
+            if isinstance(data, BaseException):
+                raise data
+            yield from text_document(ctx, data)
+        return
+    checked = False
+    texts: List[bytes] = []
+    which: List[int] = []
+    size = 0
+    batch_size = options.get("batch_size", 8192)
+    for si, data in _file_contents(pool, sources, run):
+        if not checked:  # the options are the same for every file: checked once, as read_source does
+            ctx = _context(sources[si], si, **options)
+            batch_size = ctx.batch_size
+            checked = True
+        if isinstance(data, BaseException):
+            raise data
+        if not plain_text(data):  # compressed, binary or not UTF-8: as read_source reads it, in its turn
+            if texts:
+                yield _files_batch(sources, texts, which, options)
+                texts, which, size = [], [], 0
+            yield from text_document(_context(sources[si], si, **options), data)
+            continue
+        texts.append(data)
+        which.append(si)
+        size += len(data)
+        if len(texts) >= batch_size or size >= _GROUP_BYTES:
+            yield _files_batch(sources, texts, which, options)
+            texts, which, size = [], [], 0
+    if texts:
+        yield _files_batch(sources, texts, which, options)

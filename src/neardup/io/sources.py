@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import errno
+import functools
 import glob
 import os
 import stat
@@ -104,7 +105,19 @@ def detect_format(filename: str) -> Tuple[str, Optional[str]]:
     before it (``.jsonl .json``, ``.csv``, ``.tsv``, ``.parquet .pq``; a compressed Parquet
     file is no Parquet file, read as text, skipped as binary); anything else is text
     (``man1/ls.1.gz``, ``notes.txt.zst``), whose compression its content decides when read."""
+    # every suffix looked at is one dot and letters: the name from its second last dot on decides
+    # (".jsonl.gz", ".txt"), and a folder of 100,000 files holds few kinds of ending
     low = filename.lower()
+    last = low.rfind(".")
+    if last < 0:
+        return "text", None
+    before = low.rfind(".", 0, last)
+    return _format_of_ending(low[before if before >= 0 else last:])
+
+
+
+@functools.lru_cache(maxsize=4096)
+def _format_of_ending(low: str) -> Tuple[str, Optional[str]]:
     compression, cut = _compression_of(low)
     base = low[: len(low) - cut]
     for fmt, suffixes in _DATA_SUFFIXES.items():
@@ -274,9 +287,14 @@ def _first_clash(relpaths: Sequence[str]) -> Optional[Tuple[int, int]]:
             return seen[key], i
         seen[key] = i
     dirs: Dict[str, int] = {}
+    done = set()  # folders whose own folders are in dirs already (files of one folder come together)
     for i, r in enumerate(relpaths):
-        parts = r.casefold().split("/")
-        for k in range(1, len(parts)):
+        head, sep, _ = r.casefold().rpartition("/")
+        if (head, sep) in done:
+            continue
+        done.add((head, sep))
+        parts = head.split("/") if sep else []
+        for k in range(1, len(parts) + 1):
             dirs.setdefault("/".join(parts[:k]), i)
     for i, r in enumerate(relpaths):
         j = dirs.get(r.casefold())
@@ -294,13 +312,17 @@ def _clashing(relpaths: Sequence[str]) -> set:
     for idx in by_key.values():
         if len(idx) > 1:
             out.update(idx)
+    named: Dict[str, List[int]] = {}  # a folder: the relpaths that name one of its folders (or itself)
     for i, r in enumerate(relpaths):
-        parts = r.casefold().split("/")
-        for k in range(1, len(parts)):
-            j = by_key.get("/".join(parts[:k]))
-            if j:
-                out.add(i)
-                out.update(j)
+        head, sep, _ = r.casefold().rpartition("/")
+        hits = named.get((head, sep))
+        if hits is None:
+            parts = head.split("/") if sep else []
+            hits = named[head, sep] = [j for k in range(1, len(parts) + 1)
+                                  for j in by_key.get("/".join(parts[:k]), ())]
+        if hits:
+            out.add(i)
+            out.update(hits)
     return out
 
 

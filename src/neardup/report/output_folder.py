@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError, one_line
 from ..io.storage.paths import redact
-from ..kernels.arrays import arrow, to_numpy
+from ..kernels.arrays import arrow, empty_table, to_numpy
 
 # What happened to a member of a cluster (the ``role`` of :func:`cluster_members`).
 HEAD, KEPT, REMOVED, MEMBER = "head", "kept", "removed", "member"
@@ -70,7 +70,7 @@ def read_parquet(path: Path, columns: Optional[Sequence[str]] = None, keep: Opti
         if keep is None:
             return f.read(columns=cols)
         parts = [keep(pa.Table.from_batches([b])) for b in f.iter_batches(columns=cols, batch_size=STREAM_BATCH)]
-        return pa.concat_tables(parts) if parts else f.schema_arrow.empty_table().select(cols or f.schema_arrow.names)
+        return pa.concat_tables(parts) if parts else empty_table(f.schema_arrow).select(cols or f.schema_arrow.names)
     except InputError:
         raise
     except Exception as exc:  # pyarrow raises several types for a damaged file
@@ -185,7 +185,7 @@ def _streamed_cluster_sizes(path: Path, flagged: bool, top: Optional[int]):
         hashes.append(string_hash(col.take(arrow(starts, pa.int64()))))
         last = _at(col, len(col) - 1)
     if not sizes:
-        return pa.array([], type=pa.string()), np.zeros(0, dtype=np.int64)
+        return arrow([], pa.string()), np.zeros(0, dtype=np.int64)
     sizes, owns, hashes = np.concatenate(sizes), np.concatenate(owns), np.concatenate(hashes)
     if len(np.unique(hashes)) != len(hashes):
         return None
@@ -236,7 +236,7 @@ def cluster_sizes(out: Path, top: Optional[int] = None):
         col = col.filter(valid)
         kept = None if kept is None else _filter(kept, valid)
     if len(col) == 0:
-        return pa.array([], type=pa.string()), np.zeros(0, dtype=np.int64)
+        return arrow([], pa.string()), np.zeros(0, dtype=np.int64)
     enc = pc.dictionary_encode(col)
     codes = np.asarray(to_numpy(enc.indices), dtype=np.int64)
     heads = enc.dictionary

@@ -178,7 +178,7 @@ def _read_into(config, hasher, scratch, schema, sources, members, summary, write
 
     batches = nio.read_sources(sources, members, text_column=config.text_column, id_column=config.id_column,
                                score_column=config.score_column, on_error=config.on_error,
-                               batch_size=config.batch_size, span=span)
+                               batch_size=config.batch_size, span=span, group_files=True)
     try:
         for batch in prefetch(batches):
             check_interrupt()
@@ -207,11 +207,11 @@ def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary,
     if len(batches) == 1:
         b = batches[0]
         text, rows, ids, scores = b.text, b.rows, b.ids, b.scores
-        source = np.full(len(b.text), b.source_index, np.int32)
+        source = _row_sources(b)
     else:
         text = pa.concat_arrays([b.text for b in batches])
         rows = np.concatenate([b.rows for b in batches])
-        source = np.concatenate([np.full(len(b.text), b.source_index, np.int32) for b in batches])
+        source = np.concatenate([_row_sources(b) for b in batches])
         ids = pa.concat_arrays([b.ids for b in batches]) if config.id_column is not None else None
         scores = np.concatenate([b.scores for b in batches]) if config.score_column is not None else None
     m = len(text)
@@ -237,10 +237,26 @@ def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary,
     writer.write_batch(pa.record_batch(cols, schema=schema))
     summary["documents"] += m
     for b in batches:
-        summary["per_source"][str(b.source_index)] += len(b.text)
+        _count_per_source(summary["per_source"], b)
     summary["empty"] += int((np.asarray(counts) == 0).sum())
     if progress is not None:
         progress(m)
+
+
+def _row_sources(b: nio.Batch) -> np.ndarray:
+    """The source index of each row of ``b`` (a batch of many text files names each)."""
+    if b.sources is not None:
+        return b.sources.astype(np.int32, copy=False)
+    return np.full(len(b.text), b.source_index, np.int32)
+
+
+def _count_per_source(per_source: dict, b: nio.Batch) -> None:
+    """The documents of ``b`` added to the summary's count of each source."""
+    if b.sources is None:
+        per_source[str(b.source_index)] += len(b.text)
+        return
+    for si in b.sources.tolist():
+        per_source[str(si)] += 1
 
 
 def given_signatures(batches: List[nio.Batch]):

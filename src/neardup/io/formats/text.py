@@ -83,6 +83,40 @@ def text_document(ctx: ReadContext, data: bytes) -> Iterator[Batch]:
     )
 
 
+def plain_text(data: bytes) -> bool:
+    """Whether the bytes ``data`` of a text file are plain UTF-8 text (not compressed, no NUL
+    byte), taken as they are as its document by :func:`text_document`."""
+    if kind_of(data) is not None or b"\0" in data:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def files_batch(sources: List[Source], contents: List[bytes], which: List[int], options: dict) -> Batch:
+    """One batch of the text files ``sources[i]`` for ``i`` in ``which`` whose bytes are
+    ``contents``, each plain text (:func:`plain_text`): one document a file, as
+    :func:`text_document` makes it (``options`` those of :func:`neardup.io.read_source`), and
+    ``Batch.sources`` naming each row's file."""
+    n = len(contents)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([len(c) for c in contents], out=offsets[1:])
+    text = pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets),
+                                                          pa.py_buffer(b"".join(contents))])
+    return Batch(
+        source_index=which[0],
+        rows=np.zeros(n, dtype=np.int64),
+        text=text,
+        ids=arrow([sources[i].relpath for i in which], type=pa.string())
+        if options.get("id_column") is not None else None,
+        scores=np.full(n, np.nan) if options.get("score_column") is not None else None,
+        rejected=[],
+        sources=np.asarray(which, dtype=np.int32),
+    )
+
+
 def _is_text(data: bytes) -> bool:
     """Whether ``data`` is UTF-8 text without a NUL byte (no gzip, zstd or xz header is)."""
     if b"\0" in data:
@@ -168,33 +202,51 @@ def _read_text_file(src: Source) -> str:
         raise InputError(f"{src.name}: invalid UTF-8 at byte {e.start}") from None
 
 
+_COPIES_A_TASK = 256  # files one task of the copy pool copies: a future per file cost more than its copy
+_OPEN_IN = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+_OPEN_OUT = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)  # open(dst, "wb")
+
+
+def _copy_file(src: Source, dst: str) -> None:
+    """The local text file ``src`` copied whole to the new local file ``dst`` (plain copies:
+    never a link, a kept file shares no inode with an input)."""
+    try:
+        fd = os.open(_fs.local_path(src.path), _OPEN_IN)
+    except OSError as e:
+        raise InputError(f"{src.name}: cannot read file ({e.strerror or e})") from None
+    try:
+        fo = os.open(dst, _OPEN_OUT, 0o666)
+        try:
+            copy_fd(fd, fo)
+        except SourceError as e:
+            raise InputError(f"{src.name}: cannot read file ({e.reason})") from None
+        except OSError as e:  # the copy's writes (a full disk) name no path: the one line must
+            raise naming(e, dst)
+        finally:
+            os.close(fo)
+    finally:
+        os.close(fd)
+
+
+def _copy_files(items: List[Tuple[Source, str]]) -> None:
+    for src, dst in items:
+        _copy_file(src, dst)
+
+
 def copy_local_text_files(copies: List[Tuple[Source, str]], workers: int = 8) -> None:
     """Local text files copied whole to local paths (``(source, destination)``) by a pool of
-    threads (the kernel copies each file: ``sendfile``), their folders made once each (see
-    :func:`neardup.io.writer.copy_text_files`)."""
+    threads, _COPIES_A_TASK files a task (the kernel copies each file: ``sendfile``), their
+    folders made once each (see :func:`neardup.io.writer.copy_text_files`); the first file that
+    fails, in order, raises."""
     if not copies:
         return
     folders = {os.path.dirname(dst) for _, dst in copies}
     for folder in sorted(folders):
         os.makedirs(folder, exist_ok=True)
-
-    def copy(item: Tuple[Source, str]) -> None:
-        src, dst = item
-        try:
-            fd = os.open(_fs.local_path(src.path), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except OSError as e:
-            raise InputError(f"{src.name}: cannot read file ({e.strerror or e})") from None
-        with open(fd, "rb") as fi, open(dst, "wb") as fo:
-            try:
-                copy_fd(fi.fileno(), fo.fileno())
-            except SourceError as e:
-                raise InputError(f"{src.name}: cannot read file ({e.reason})") from None
-            except OSError as e:  # the copy's writes (a full disk) name no path: the one line must
-                raise naming(e, dst)
-
-    if len(copies) == 1:
-        copy(copies[0])
+    if len(copies) <= _COPIES_A_TASK:
+        _copy_files(copies)
         return
+    tasks = [copies[i:i + _COPIES_A_TASK] for i in range(0, len(copies), _COPIES_A_TASK)]
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="neardup-copy") as pool:
-        for _ in pool.map(copy, copies):
+        for _ in pool.map(_copy_files, tasks):
             pass

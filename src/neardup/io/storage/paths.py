@@ -155,10 +155,13 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
     in its URL. The secrets of the URLs ``known`` are hidden so too (a library's message about a
     URL, before the URL is put in front of it). Every path or URL that neardup prints or stores
     passes through here; nothing else of the text changes."""
+    text = str(text)
+    if "://" not in text and not known:  # no URL in it: nothing to hide (a local path, as most are)
+        return text
     secrets: List[str] = []
     for url in known:
         _hide_urls(str(url), secrets)
-    text = _hide_urls(str(text), secrets)
+    text = _hide_urls(text, secrets)
     for piece in sorted({p for s in secrets for p in _pieces(s)}, key=len, reverse=True):
         text = text.replace(piece, "***")
     return text
