@@ -17,7 +17,7 @@ same result).
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, Tuple
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -68,9 +68,9 @@ def make_verifier(store: DocStore, config) -> Callable[[np.ndarray, np.ndarray],
     return verify
 
 
-def locality_chunks(store: DocStore, left: np.ndarray, right: np.ndarray, budget: int = VERIFY_BYTES):
+def locality_chunks(store: DocStore, left: np.ndarray, right: np.ndarray, budget: Optional[int] = None):
     """The pairs (indices into left, right) in chunks whose documents' codes take about
-    ``budget`` bytes: all at once when they fit; else whole connected components of the pairs
+    ``budget`` bytes (default VERIFY_BYTES): all at once when they fit; else whole connected components of the pairs
     (a near-duplicate group and its chance partners) one after another, so that each document is
     read in one chunk, a component larger than the budget cut into pieces of VERIFY_CHUNK pairs.
     Reading a chunk costs a pass over the blocks' codes (nearby documents are read together): a
@@ -78,6 +78,7 @@ def locality_chunks(store: DocStore, left: np.ndarray, right: np.ndarray, budget
     m = len(left)
     if m == 0:
         return []
+    budget = VERIFY_BYTES if budget is None else budget
     docs, inverse = np.unique(np.concatenate([left, right]), return_inverse=True)
     size = code_bytes(store.columns(docs, ["count"])["count"].astype(np.int64))
     if int(size.sum()) <= budget:
