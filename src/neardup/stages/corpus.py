@@ -201,7 +201,8 @@ class DocStore:
     def codes(self, docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The Elias-Fano codes of the fingerprints of ascending docs, undecoded: (starts, data,
         counts), document i's code at ``data[starts[i]:]`` (:func:`neardup.kernels.eliasfano.decode`).
-        Each block's codes are read, then copied into place: one block's held twice at most."""
+        A local block's codes are copied out of its memory map (closed before the next block's);
+        a store's are read in ranged GETs (:meth:`Folder.read_rows`) and copied into place."""
         docs = np.asarray(docs, dtype=np.int64)
         starts = np.empty(len(docs), np.int64)
         counts = np.empty(len(docs), np.int64)

@@ -70,9 +70,10 @@ def make_verifier(store: DocStore, config) -> Callable[[np.ndarray, np.ndarray],
 
 def locality_chunks(store: DocStore, left: np.ndarray, right: np.ndarray, budget: Optional[int] = None):
     """The pairs (indices into left, right) in chunks whose documents' codes take about
-    ``budget`` bytes (default VERIFY_BYTES): all at once when they fit; else whole connected components of the pairs
-    (a near-duplicate group and its chance partners) one after another, so that each document is
-    read in one chunk, a component larger than the budget cut into pieces of VERIFY_CHUNK pairs.
+    ``budget`` bytes (default VERIFY_BYTES): all at once when they fit; else whole connected
+    components of the pairs (a near-duplicate group and its chance partners) one after another,
+    so that each document is read in one chunk, a component larger than the budget cut into
+    pieces of VERIFY_CHUNK pairs.
     Reading a chunk costs a pass over the blocks' codes (nearby documents are read together): a
     chunk of pairs in code order would make every chunk a pass over the whole corpus."""
     m = len(left)
