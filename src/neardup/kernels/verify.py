@@ -19,7 +19,8 @@ from .hashing import GOLDEN
 
 _GOLDEN = np.uint64(GOLDEN)
 
-__all__ = ["estimated_jaccard", "exact_jaccard", "exact_jaccard_raw", "exact_jaccard_coded", "estimated_jaccard_python", "exact_jaccard_python"]
+__all__ = ["estimated_jaccard", "exact_jaccard", "exact_jaccard_raw", "exact_jaccard_coded", "estimated_jaccard_python",
+           "exact_jaccard_python"]
 
 
 @kernel(parallel=True)
