@@ -54,6 +54,7 @@ def make_verifier(store: DocStore, config) -> Callable[[np.ndarray, np.ndarray],
                 docs, inverse = np.unique(np.concatenate([left[sel], right[sel]]), return_inverse=True)
                 starts, data, counts = store.codes(docs)
                 sim[sel] = exact_jaccard_coded(starts, data, counts, inverse[:m], inverse[m:])
+                del starts, data, counts  # before the next chunk's are read: one chunk's held
         else:
             for lo in range(0, len(left), VERIFY_CHUNK):
                 check_interrupt()
