@@ -437,3 +437,33 @@ def test_bucket_runs_of_rows_equal_the_matrix_grouping(n, bands, spread, seed):
                                            rank[doc[shuffled]])
     assert np.array_equal(offsets, want_offsets)
     assert np.array_equal(members, want_members)
+
+
+def test_bucket_runs_equal_a_stable_sort_of_each_band():
+    """The compiled grouping (keys that may repeat, a counting pass on the top bits, small bins
+    by insertion, large ones by merge sort) gives the buckets of a stable argsort of each band:
+    same buckets, same order (band, then ascending key), members in keep order."""
+    rng = np.random.default_rng(5)
+    n = 5000
+    keys = rng.integers(0, 2**64, (n, 3), dtype=np.uint64)
+    keys[rng.integers(0, n, 1500), 0] = keys[rng.integers(0, n, 1500), 0]       # repeats over the whole range
+    keys[:, 1] = (keys[:, 1] >> np.uint64(40)) | np.uint64(0xABC0000000000000)  # one top-bits bin: merge sort
+    keys[rng.integers(0, n, 800), 1] = keys[rng.integers(0, n, 800), 1]
+    keys[rng.random(n) < 0.3, 2] = np.uint64(12345)                             # one big bucket
+    rank = rng.permutation(n)
+    eligible = rng.random(n) > 0.05
+    rows = np.flatnonzero(eligible)
+    perm = rows[np.argsort(rank[rows], kind="stable")]
+    want_members, want_sizes = [], []
+    for j in range(keys.shape[1]):
+        band = keys[perm, j]
+        order = np.argsort(band, kind="stable")
+        sk = band[order]
+        starts = np.flatnonzero(np.concatenate(([True], sk[1:] != sk[:-1])))
+        sizes = np.diff(np.append(starts, len(sk)))
+        want_members.append(perm[order[np.repeat(sizes >= 2, sizes)]])
+        want_sizes.append(sizes[sizes >= 2])
+    offsets, members = bucket_runs(keys, eligible, rank=rank)
+    assert np.array_equal(np.diff(offsets), np.concatenate(want_sizes))
+    assert np.array_equal(members, np.concatenate(want_members))
+    assert (np.diff(offsets) > 2).sum() > 100

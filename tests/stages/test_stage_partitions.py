@@ -194,3 +194,29 @@ def test_a_partition_function_gets_the_task_not_the_run(read_run):
     import pickle
     task = read_run.task(LocalEngine())
     assert len(pickle.dumps(partial(band_rows, task=task, excluded=np.zeros(0, np.int64)))) < 50_000
+
+
+def test_verification_in_small_chunks_gives_the_same_pairs(read_run, monkeypatch):
+    """Exact verification in chunks of whole connected groups of pairs (a budget of a few
+    documents' codes: many chunks, and groups larger than the budget cut by VERIFY_CHUNK) gives
+    every pair the similarity of one chunk of all; every pair in exactly one chunk."""
+    from neardup.kernels.verify import exact_jaccard_raw
+    from neardup.stages import pairs as stage
+    PairsStage().run(read_run, LocalEngine())
+    want = _pairs_of(read_run)
+    rng = np.random.default_rng(1)
+    docs = np.flatnonzero(read_run.corpus.column("count") > 0)
+    left = np.concatenate([[a for a, _, _ in want], rng.choice(docs, 30)]).astype(np.int64)
+    right = np.concatenate([[b for _, b, _ in want], rng.choice(docs, 30)]).astype(np.int64)
+    shuffle = rng.permutation(len(left))  # chunks not in the pairs' order
+    left, right = left[shuffle], right[shuffle]
+    chunks = stage.locality_chunks(read_run.store, left, right, budget=3000)
+    assert len(chunks) > 3 and np.array_equal(np.sort(np.concatenate(chunks)), np.arange(len(left)))
+    offsets, hashes = read_run.store.fingerprints(np.arange(read_run.corpus.n))
+    expected = exact_jaccard_raw(offsets, hashes, left, right)
+    monkeypatch.setattr(stage, "VERIFY_BYTES", 3000)
+    monkeypatch.setattr(stage, "VERIFY_CHUNK", 7)
+    _, sim = stage.make_verifier(read_run.store, read_run.config)(left, right)
+    assert np.array_equal(sim, expected)
+    PairsStage().run(read_run, LocalEngine())
+    assert _pairs_of(read_run) == want

@@ -33,6 +33,7 @@ verifications per member (before pairs repeated across buckets are merged).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Tuple
 
@@ -134,8 +135,11 @@ def bucket_runs(keys, eligible: Optional[np.ndarray] = None,
             # keep order: perm lists the eligible rows in keep order.
             perm = rows[np.argsort(order_key[rows], kind="stable")]
             ids = ids[perm]
-        for j in range(group.shape[1]):
-            _band_buckets(np.asarray(group[:, j], dtype=np.uint64)[perm], ids, all_members, all_sizes)
+        group = np.asarray(group, dtype=np.uint64)
+        for members, sizes in _in_threads(lambda j: _group_column(group, j, perm, ids), group.shape[1]):
+            if len(sizes):
+                all_members.append(members)
+                all_sizes.append(sizes)
         del group
     return _runs_of(all_members, all_sizes)
 
@@ -157,18 +161,147 @@ def bucket_runs_of_rows(band: np.ndarray, key: np.ndarray, doc: np.ndarray,
 
 def _band_buckets(keys: np.ndarray, ids: np.ndarray, all_members: list, all_sizes: list) -> None:
     """The buckets of two or more among one band's ``keys`` (rows in keep order, document
-    ``ids``): appends their members (keep order kept: a stable sort) and sizes."""
+    ``ids``): appends their members (keep order kept) and sizes, buckets in ascending key."""
     if len(keys) == 0:
         return
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    starts = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
-    sizes = np.diff(np.append(starts, len(sorted_keys)))
-    big = sizes >= 2
-    if not big.any():
-        return
-    all_members.append(ids[order[np.repeat(big, sizes)]])
-    all_sizes.append(sizes[big])
+    members, sizes = _group_keys(np.ascontiguousarray(keys, dtype=np.uint64), np.ascontiguousarray(ids, np.int64),
+                                 _radix_bits(len(keys)))
+    if len(sizes):
+        all_members.append(members)
+        all_sizes.append(sizes)
+
+
+def _in_threads(func, count: int) -> list:
+    """[func(0), ..., func(count - 1)], run on up to numba's number of threads (the kernels
+    release the GIL): the bands of a group are grouped side by side."""
+    threads = min(nb.get_num_threads(), count)
+    if threads <= 1:
+        return [func(j) for j in range(count)]
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(func, range(count)))
+
+
+@kernel(nogil=True)
+def _group_column(group, j, perm, ids):
+    """:func:`_group_keys` of column ``j`` of ``group`` taken at rows ``perm``. Most keys are
+    met once: two bitmaps on the key's low bits (seen, seen twice) pass on only the rows whose
+    key may repeat (every row of a repeated key, and a few others), in row order, to the sort."""
+    n = perm.shape[0]
+    fbits = 10
+    while fbits < 27 and (np.int64(1) << fbits) < 16 * n:
+        fbits += 1
+    mask = np.uint64((np.int64(1) << fbits) - 1)
+    seen = np.zeros((np.int64(1) << fbits) >> 6, dtype=np.uint64)
+    twice = np.zeros((np.int64(1) << fbits) >> 6, dtype=np.uint64)
+    keys = np.empty(n, dtype=np.uint64)
+    for i in range(n):
+        k = group[perm[i], j]
+        keys[i] = k
+        h = k & mask
+        w = h >> np.uint64(6)
+        bit = np.uint64(1) << (h & np.uint64(63))
+        if seen[w] & bit:
+            twice[w] |= bit
+        else:
+            seen[w] |= bit
+    m = 0
+    for i in range(n):
+        h = keys[i] & mask
+        if twice[h >> np.uint64(6)] & (np.uint64(1) << (h & np.uint64(63))):
+            keys[m] = keys[i]
+            m += 1
+    sub_ids = np.empty(m, dtype=np.int64)
+    m = 0
+    for i in range(n):
+        h = group[perm[i], j] & mask
+        if twice[h >> np.uint64(6)] & (np.uint64(1) << (h & np.uint64(63))):
+            sub_ids[m] = ids[i]
+            m += 1
+    bits = 1
+    while bits < 20 and (np.int64(4) << bits) < m:
+        bits += 1
+    return _group_keys(keys[:m], sub_ids, bits)
+
+
+def _radix_bits(n: int) -> int:
+    """Bins of the counting pass of :func:`_group_keys`: about 4 keys a bin, at most 2^20 bins."""
+    return int(min(20, max(1, int(n).bit_length() - 2)))
+
+
+INSERTION_MAX = 48  # a bin of more keys (a big bucket, or many) is sorted with a merge sort
+
+
+@kernel(nogil=True)
+def _group_keys(keys, ids, bits):
+    """The runs of two or more equal ``keys`` (rows in keep order) as (members, sizes): the
+    ``ids`` of each run's rows in row order, runs in ascending key. A stable sort: one counting
+    pass on the top ``bits`` bits of the key, then each bin sorted (an insertion sort, or a
+    merge sort when large), so the same order as a stable argsort of the whole band."""
+    n = keys.shape[0]
+    shift = np.uint64(64 - bits)
+    nbins = 1 << bits
+    start = np.zeros(nbins + 1, dtype=np.int64)
+    for i in range(n):
+        start[(keys[i] >> shift) + np.uint64(1)] += 1
+    for b in range(nbins):
+        start[b + 1] += start[b]
+    fill = start[:-1].copy()
+    sk = np.empty(n, dtype=np.uint64)
+    sr = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        b = keys[i] >> shift
+        at = fill[b]
+        sk[at] = keys[i]
+        sr[at] = i
+        fill[b] = at + 1
+    for b in range(nbins):
+        lo = start[b]
+        hi = start[b + 1]
+        if hi - lo <= 1:
+            continue
+        if hi - lo > INSERTION_MAX:
+            order = np.argsort(sk[lo:hi], kind="mergesort")
+            sk[lo:hi] = sk[lo:hi][order]
+            sr[lo:hi] = sr[lo:hi][order]
+            continue
+        for i in range(lo + 1, hi):
+            x = sk[i]
+            r = sr[i]
+            j = i - 1
+            while j >= lo and sk[j] > x:
+                sk[j + 1] = sk[j]
+                sr[j + 1] = sr[j]
+                j -= 1
+            sk[j + 1] = x
+            sr[j + 1] = r
+    runs = 0
+    total = 0
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and sk[j] == sk[i]:
+            j += 1
+        if j - i >= 2:
+            runs += 1
+            total += j - i
+        i = j
+    members = np.empty(total, dtype=np.int64)
+    sizes = np.empty(runs, dtype=np.int64)
+    r = 0
+    k = 0
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and sk[j] == sk[i]:
+            j += 1
+        if j - i >= 2:
+            sizes[r] = j - i
+            r += 1
+            for t in range(i, j):
+                members[k] = ids[sr[t]]
+                k += 1
+        i = j
+    return members, sizes
 
 
 def _runs_of(all_members: list, all_sizes: list) -> Tuple[np.ndarray, np.ndarray]:

@@ -172,40 +172,45 @@ def _load32(data, at):
     return v
 
 
+@kernel(inline="always")
+def decode_one(data, start, n, out, first):
+    """The ``n`` fingerprints of the code at byte ``start`` of ``data`` into out[first:first+n]
+    (bucket order)."""
+    stop = first + n
+    low = _high_bits(n)
+    w = np.uint64(32 - low)
+    mask = (np.uint64(1) << w) - np.uint64(1)
+    lower = start * 8 + n + (np.int64(1) << low)  # bit position of the lower part
+    at = lower >> 3
+    acc = _load32(data, at) >> np.uint64(lower & 7)
+    bits = np.uint64(32 - (lower & 7))
+    at += 4
+    k = first
+    ub = start  # the byte of the upper part being read
+    base = 0    # the bit number of its first bit in the upper part
+    while k < stop:
+        byte = np.int64(data[ub])
+        while byte != 0 and k < stop:  # each 1 bit: the next value, bucket = bit number - values before
+            bucket = np.uint64(base + _LOWEST_ONE[byte] - (k - first))
+            byte &= byte - 1
+            if bits < w:
+                acc |= _load32(data, at) << bits
+                bits += np.uint64(32)
+                at += 4
+            out[k] = np.uint32(((bucket << w) | (acc & mask)) & np.uint64(0xFFFFFFFF))
+            acc >>= w
+            bits -= w
+            k += 1
+        ub += 1
+        base += 8
+
+
 @kernel(parallel=True)
 def _decode_kernel(starts, data, offsets, out):
     for d in nb.prange(len(offsets) - 1):
-        first = offsets[d]
-        stop = offsets[d + 1]
-        n = stop - first
-        if n == 0:
-            continue
-        low = _high_bits(n)
-        w = np.uint64(32 - low)
-        mask = (np.uint64(1) << w) - np.uint64(1)
-        lower = starts[d] * 8 + n + (np.int64(1) << low)  # bit position of the lower part
-        at = lower >> 3
-        acc = _load32(data, at) >> np.uint64(lower & 7)
-        bits = np.uint64(32 - (lower & 7))
-        at += 4
-        k = first
-        ub = starts[d]  # the byte of the upper part being read
-        base = 0        # the bit number of its first bit in the upper part
-        while k < stop:
-            byte = np.int64(data[ub])
-            while byte != 0 and k < stop:  # each 1 bit: the next value, bucket = bit number - values before
-                bucket = np.uint64(base + _LOWEST_ONE[byte] - (k - first))
-                byte &= byte - 1
-                if bits < w:
-                    acc |= _load32(data, at) << bits
-                    bits += np.uint64(32)
-                    at += 4
-                out[k] = np.uint32(((bucket << w) | (acc & mask)) & np.uint64(0xFFFFFFFF))
-                acc >>= w
-                bits -= w
-                k += 1
-            ub += 1
-            base += 8
+        n = offsets[d + 1] - offsets[d]
+        if n > 0:
+            decode_one(data, starts[d], n, out, offsets[d])
 
 
 def decode(starts: np.ndarray, data: np.ndarray, counts: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:

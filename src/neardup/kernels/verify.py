@@ -14,11 +14,13 @@ import numba as nb
 import numpy as np
 
 from .compile import kernel
+from .eliasfano import decode_one
 from .hashing import GOLDEN
 
 _GOLDEN = np.uint64(GOLDEN)
 
-__all__ = ["estimated_jaccard", "exact_jaccard", "exact_jaccard_raw", "estimated_jaccard_python", "exact_jaccard_python"]
+__all__ = ["estimated_jaccard", "exact_jaccard", "exact_jaccard_raw", "exact_jaccard_coded", "estimated_jaccard_python",
+           "exact_jaccard_python"]
 
 
 @kernel(parallel=True)
@@ -171,6 +173,85 @@ def exact_jaccard_raw(offsets: np.ndarray, hashes: np.ndarray, left: np.ndarray,
     if hashes.dtype != np.uint32:
         hashes = np.asarray(hashes, dtype=np.uint64)
     return _exact_raw_kernel(np.asarray(offsets, dtype=np.int64), hashes, left, right)
+
+
+SORT_MOVES = 8  # an insertion sort of a document's fingerprints gives up past this many moves a value
+
+
+@kernel()
+def _sorted_unique(v):
+    """Sorts ``v`` in place (nearly sorted already: the Elias-Fano bucket order, where only the
+    values of one bucket can be out of order) and moves its distinct values to the front; their
+    number."""
+    n = v.shape[0]
+    moves = 0
+    for i in range(1, n):
+        x = v[i]
+        j = i - 1
+        while j >= 0 and v[j] > x:
+            v[j + 1] = v[j]
+            j -= 1
+        v[j + 1] = x
+        moves += i - 1 - j
+        if moves > SORT_MOVES * n:  # many repeats within buckets: an O(n log n) sort
+            v.sort()
+            break
+    u = 0
+    for i in range(n):
+        if u == 0 or v[i] != v[u - 1]:
+            v[u] = v[i]
+            u += 1
+    return u
+
+
+@kernel(parallel=True)
+def _exact_coded_kernel(starts, data, counts, left, right):
+    m = left.shape[0]
+    out = np.empty(m, dtype=np.float64)
+    for p in nb.prange(m):
+        a = left[p]
+        b = right[p]
+        na = counts[a]
+        nb_ = counts[b]
+        if na == 0 or nb_ == 0:
+            out[p] = 0.0
+            continue
+        va = np.empty(na, dtype=np.uint32)
+        vb = np.empty(nb_, dtype=np.uint32)
+        decode_one(data, starts[a], na, va, 0)
+        decode_one(data, starts[b], nb_, vb, 0)
+        ua = _sorted_unique(va)
+        ub = _sorted_unique(vb)
+        i = 0
+        j = 0
+        common = 0
+        while i < ua and j < ub:
+            x = va[i]
+            y = vb[j]
+            if x == y:
+                common += 1
+                i += 1
+                j += 1
+            elif x < y:
+                i += 1
+            else:
+                j += 1
+        out[p] = common / (ua + ub - common)
+    return out
+
+
+def exact_jaccard_coded(starts: np.ndarray, data: np.ndarray, counts: np.ndarray, left: np.ndarray,
+                        right: np.ndarray) -> np.ndarray:
+    """Like :func:`exact_jaccard_raw`, for documents given as Elias-Fano codes of their
+    fingerprints (:mod:`neardup.kernels.eliasfano`: document i's code at ``data[starts[i]:]``,
+    ``counts[i]`` fingerprints): each pair's two documents are decoded when it is verified, so
+    that only the codes are held (a document is in one or two pairs, mostly)."""
+    left = np.asarray(left, dtype=np.int64)
+    right = np.asarray(right, dtype=np.int64)
+    if len(left) == 0:
+        return np.zeros(0, dtype=np.float64)
+    return _exact_coded_kernel(np.ascontiguousarray(starts, dtype=np.int64), np.ascontiguousarray(data, dtype=np.uint8),
+                               np.ascontiguousarray(counts, dtype=np.int64), left, right)
 
 
 def estimated_jaccard_python(sig_a, sig_b) -> float:

@@ -15,6 +15,7 @@ from ..io.columns import positional_ids
 from ..io.storage.folder import Folder
 from ..kernels import eliasfano
 from ..kernels.arrays import arrow, to_numpy, unique
+from ..kernels.ranges import copy_ranges
 from .workdir import WorkDir, block_name
 
 
@@ -196,6 +197,37 @@ class DocStore:
             np.cumsum(eliasfano.code_bytes(counts), out=off[1:])
             self._code_offsets[block] = (counts, off)
         return self._code_offsets[block]
+
+    def codes(self, docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The Elias-Fano codes of the fingerprints of ascending docs, undecoded: (starts, data,
+        counts), document i's code at ``data[starts[i]:]`` (:func:`neardup.kernels.eliasfano.decode`).
+        A local block's codes are copied out of its memory map (closed before the next block's);
+        a store's are read in ranged GETs (:meth:`Folder.read_rows`) and copied into place."""
+        docs = np.asarray(docs, dtype=np.int64)
+        starts = np.empty(len(docs), np.int64)
+        counts = np.empty(len(docs), np.int64)
+        blocks = list(self._by_block(docs))
+        sizes = [int((self._codes(b)[1][local + 1] - self._codes(b)[1][local]).sum()) for b, _, local in blocks]
+        data = np.empty(sum(sizes), np.uint8)
+        base = 0
+        for (b, sel, local), size in zip(blocks, sizes):
+            cnt, off = self._codes(b)
+            counts[sel] = cnt[local]
+            first, stop = off[local], off[local + 1]
+            at = np.zeros(len(local) + 1, np.int64)
+            np.cumsum(stop - first, out=at[1:])
+            if self.work.os_path is not None and size:
+                # a local file: its memory map, the codes copied out and the map closed before the
+                # next block's (only the pages of the codes wanted are touched, no read of the gaps
+                # between them, and one block's mapped at a time)
+                mapped = self.work.map_array(block_name(b, "fp"), np.uint8)
+                copy_ranges(mapped, 0, first, stop, at, 0, len(local), data[base:base + size])
+                del mapped
+            elif size:
+                data[base:base + size] = self.work.read_rows(block_name(b, "fp"), first, stop, np.uint8)[1]
+            starts[sel] = at[:-1] + base
+            base += size
+        return starts, data, counts
 
     def fingerprints(self, docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Shingle fingerprints (uint32, the high halves of the shingle hashes, repeats kept, in

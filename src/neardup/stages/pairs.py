@@ -17,47 +17,93 @@ same result).
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, Tuple
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
 
 from ..kernels.arrays import arrow, empty_table, to_numpy
 from ..kernels.bands import bucket_runs, bucket_runs_of_rows, find_pairs, pair_codes, split_codes
-from ..kernels.components import keep_order
+from ..kernels.components import connected_components, keep_order
+from ..kernels.eliasfano import code_bytes
 from ..progress import bar, check_interrupt
-from ..kernels.verify import estimated_jaccard, exact_jaccard_raw
+from ..kernels.verify import estimated_jaccard, exact_jaccard_coded
 from .corpus import DocStore, column, fixed_binary_numpy
 from .records import PairsInfo
 from .workdir import PAIRS_SCHEMA, part_name, write_record
 
-VERIFY_CHUNK = 1 << 16  # pairs verified at a time: bounds the shingle sets held in memory
+VERIFY_CHUNK = 1 << 16  # pairs verified at a time (verify estimate | none): bounds the signatures held
+VERIFY_BYTES = 256 << 20  # bytes of fingerprint codes held at a time (verify exact)
 
 CHECKED_SCHEMA = pa.schema([("code", pa.uint64()), ("passed", pa.bool_()), ("similarity", pa.float64())])
 
 
 def make_verifier(store: DocStore, config) -> Callable[[np.ndarray, np.ndarray], Tuple[np.ndarray, np.ndarray]]:
     """verify(left, right) -> (passed, similarity) over document indices, for the configured
-    mode; the data of the pairs' documents is read from the store a chunk of pairs at a time."""
+    mode; the data of the pairs' documents is read from the store a chunk of pairs at a time
+    (exact: chunks of whole groups of connected pairs, :func:`locality_chunks`, so that a
+    document's codes are read once)."""
     threshold = config.threshold
 
     def verify(left, right):
         sim = np.empty(len(left), dtype=np.float64)
-        for lo in range(0, len(left), VERIFY_CHUNK):
-            check_interrupt()
-            hi = min(lo + VERIFY_CHUNK, len(left))
-            docs, inverse = np.unique(np.concatenate([left[lo:hi], right[lo:hi]]), return_inverse=True)
-            m = hi - lo
-            if config.verify == "exact":
-                offsets, hashes = store.fingerprints(docs)
-                sim[lo:hi] = exact_jaccard_raw(offsets, hashes, inverse[:m], inverse[m:])
-            else:
+        if config.verify == "exact":
+            for sel in locality_chunks(store, left, right):
+                check_interrupt()
+                m = len(sel)
+                docs, inverse = np.unique(np.concatenate([left[sel], right[sel]]), return_inverse=True)
+                starts, data, counts = store.codes(docs)
+                sim[sel] = exact_jaccard_coded(starts, data, counts, inverse[:m], inverse[m:])
+                del starts, data, counts  # before the next chunk's are read: one chunk's held
+        else:
+            for lo in range(0, len(left), VERIFY_CHUNK):
+                check_interrupt()
+                hi = min(lo + VERIFY_CHUNK, len(left))
+                docs, inverse = np.unique(np.concatenate([left[lo:hi], right[lo:hi]]), return_inverse=True)
+                m = hi - lo
                 sim[lo:hi] = estimated_jaccard(store.signatures(docs), inverse[:m], inverse[m:])
         if config.verify == "none":  # every candidate pair is a duplicate; the estimate is reported
             return np.ones(len(left), dtype=bool), sim
         return sim >= threshold, sim
 
     return verify
+
+
+def locality_chunks(store: DocStore, left: np.ndarray, right: np.ndarray, budget: Optional[int] = None):
+    """The pairs (indices into left, right) in chunks whose documents' codes take about
+    ``budget`` bytes (default VERIFY_BYTES): all at once when they fit; else whole connected
+    components of the pairs (a near-duplicate group and its chance partners) one after another,
+    so that each document is read in one chunk, a component larger than the budget cut into
+    pieces of VERIFY_CHUNK pairs.
+    Reading a chunk costs a pass over the blocks' codes (nearby documents are read together): a
+    chunk of pairs in code order would make every chunk a pass over the whole corpus."""
+    m = len(left)
+    if m == 0:
+        return []
+    budget = VERIFY_BYTES if budget is None else budget
+    docs, inverse = np.unique(np.concatenate([left, right]), return_inverse=True)
+    size = code_bytes(store.columns(docs, ["count"])["count"].astype(np.int64))
+    if int(size.sum()) <= budget:
+        return [np.arange(m)]
+    label = connected_components(len(docs), inverse[:m], inverse[m:])
+    comp_bytes = np.bincount(label, weights=size, minlength=len(docs))
+    order = np.argsort(label[inverse[:m]], kind="stable")
+    pair_label = label[inverse[:m]][order]
+    firsts = np.flatnonzero(np.concatenate(([True], pair_label[1:] != pair_label[:-1])))
+    ends = np.append(firsts[1:], m)
+    held = comp_bytes[pair_label[firsts]]
+    big = held > budget
+    small = np.flatnonzero(~big)
+    # the components that fit, in order, cut where their running bytes pass a multiple of the budget
+    chunk_of = np.zeros(len(firsts), np.int64)
+    chunk_of[small] = (np.cumsum(held[small]) - held[small]) // budget
+    pair_chunk = np.repeat(chunk_of, ends - firsts)
+    keep = np.repeat(~big, ends - firsts)
+    cuts = np.flatnonzero(np.diff(pair_chunk[keep])) + 1
+    chunks = [c for c in np.split(order[keep], cuts) if len(c)]
+    for a, b in zip(firsts[big].tolist(), ends[big].tolist()):
+        chunks.extend(order[lo:min(lo + VERIFY_CHUNK, b)] for lo in range(a, b, VERIFY_CHUNK))
+    return chunks
 
 
 def keep_rank(docs: np.ndarray, store: DocStore, config) -> np.ndarray:

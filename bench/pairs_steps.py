@@ -1,0 +1,113 @@
+"""The pair stage alone, step by step, over the work dir of a finished run, A/B between source
+trees: where its time goes as the corpus grows (issue 32: "the pair stage linear in the corpus").
+
+    python bench/pairs_steps.py --input bench/data/synth_1000000_s0.jsonl --work-dir W \
+        --src /work/main/src --src src [--repeats 2] [--out bench/results/pairs_steps.json]
+
+W is the ``--work-dir`` of an earlier ``neardup dedup INPUT --work-dir W`` with default options
+(the read stage done), INPUT given as it was to that run, from the same folder; each source tree re-runs ``PairsStage.whole`` on it in a process of its
+own, trees interleaved, ``repeats`` times in each process (the first loads the kernels). Per run:
+wall and CPU seconds (the process's user + system, every thread), and those of its steps
+(bucket formation, reading the fingerprints, the Jaccard kernel), and whether its pairs file is
+byte-identical to the first tree's. CPU seconds are the figure to compare on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from common import RESULTS_DIR, run_header, write_json
+
+CHILD = r'''
+import json, resource, sys, time
+from neardup import io as nio
+from neardup.config import Config
+from neardup.io.storage.folder import Folder
+from neardup.stages import corpus as C, pairs as P
+from neardup.stages.context import Run
+from neardup.stages.identity import run_identity
+from neardup.stages.workdir import WorkDir
+
+inp, wd, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
+config = Config().resolved()
+sources = nio.discover([inp], input_format=config.input_format, follow_symlinks=config.follow_symlinks)
+chosen, auto = nio.choose_id_column(sources, None)
+if auto:
+    config = config.replace(id_column=chosen, id_column_auto=True)
+work = WorkDir(Folder.of(wd), run_identity(config, sources), resume=True)
+steps = {}
+
+def timed(owner, name, label):
+    if not hasattr(owner, name):
+        return
+    f = getattr(owner, name)
+    def g(*a, **k):
+        t0, c0 = time.perf_counter(), time.process_time()
+        r = f(*a, **k)
+        s = steps.setdefault(label, [0.0, 0.0, 0])
+        s[0] += time.perf_counter() - t0
+        s[1] += time.process_time() - c0
+        s[2] += 1
+        return r
+    setattr(owner, name, g)
+
+for name in ("bucket_runs", "exact_jaccard_raw", "exact_jaccard_coded", "locality_chunks"):
+    timed(P, name, name)
+for name in ("fingerprints", "codes", "signatures"):
+    timed(C.DocStore, name, "read " + name)
+out = []
+for _ in range(repeats):
+    steps.clear()
+    run = Run(config=config, sources=sources, work=work, output=Folder.of(wd), quiet=True)
+    excluded = run.excluded_from_pairs()
+    t0, c0 = time.perf_counter(), time.process_time()
+    info = P.PairsStage().whole(run, excluded)
+    out.append({"wall_s": round(time.perf_counter() - t0, 3), "cpu_s": round(time.process_time() - c0, 3),
+                "steps": {k: {"wall_s": round(v[0], 3), "cpu_s": round(v[1], 3), "calls": v[2]} for k, v in steps.items()}})
+print(json.dumps({"runs": out, "documents": run.corpus.n, "candidate_pairs": info.candidate_pairs,
+                  "verified_pairs": info.verified_pairs,
+                  "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
+'''
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--input", required=True)
+    ap.add_argument("--work-dir", required=True)
+    ap.add_argument("--src", action="append", required=True, help="a source tree (its src/ folder); give two for A/B")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=1, help="trees interleaved this many times")
+    ap.add_argument("--out", default=str(RESULTS_DIR / "pairs_steps.json"))
+    args = ap.parse_args(argv)
+    part = os.path.join(args.work_dir, "pairs", "part-00000.parquet")
+    result = {**run_header(sys.argv), "input": args.input, "runs": []}
+    reference = None
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            for src in args.src:
+                load = os.getloadavg()[0]
+                proc = subprocess.run([sys.executable, "-c", CHILD, args.input, args.work_dir, str(args.repeats)],
+                                      env={**os.environ, "PYTHONPATH": os.path.abspath(src)},
+                                      capture_output=True, text=True)
+                if proc.returncode:
+                    sys.exit(f"{src}: the run failed:\n{proc.stderr}")
+                row = {"src": src, "round": r, "load_before": load, **json.loads(proc.stdout.strip().splitlines()[-1])}
+                data = open(part, "rb").read()
+                if reference is None:
+                    reference = os.path.join(tmp, "pairs.parquet")
+                    shutil.copy(part, reference)
+                row["pairs_file_same_as_first"] = data == open(reference, "rb").read()
+                result["runs"].append(row)
+                print(json.dumps({k: row[k] for k in ("src", "round", "load_before", "runs", "pairs_file_same_as_first")}),
+                      flush=True)
+    write_json(args.out, result)
+
+
+if __name__ == "__main__":
+    main()
