@@ -13,7 +13,7 @@ to find them (:func:`_tail_before_break`). bz2 and xz are decoded by the standar
 
 from __future__ import annotations
 
-from typing import Iterator, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 import pyarrow as pa
 
@@ -206,7 +206,8 @@ def _strip_bom(chunks: Iterator[bytes]) -> Iterator[bytes]:
 
 
 def iter_blocks(path: str, compression: Optional[str],
-                block_bytes: Optional[int] = None, span: Optional[Tuple[int, int]] = None) -> Iterator[bytes]:
+                block_bytes: Optional[int] = None, span: Optional[Tuple[int, int]] = None,
+                recycle: Optional[List[bytearray]] = None) -> Iterator[bytes]:
     """Blocks of whole lines (each but possibly the last ends with ``\\n``), about
     ``block_bytes`` each; a UTF-8 byte order mark at the start of the file is dropped.
     ``span``: only the bytes [start, end) of an uncompressed file, a range of whole lines
@@ -214,8 +215,17 @@ def iter_blocks(path: str, compression: Optional[str],
 
     When the stream breaks (StreamError), the complete lines before the break are yielded first,
     then the error is raised: a partial last line is part of the truncation.
+
+    ``recycle``: a list the caller puts each block back into once it holds no reference to it
+    (nor a view of it: a numpy array, a pyarrow buffer): the blocks of an uncompressed local file
+    are then ``bytearray`` s read straight into a buffer used again for a later block (no fresh
+    pages to fault in, no copy to join the pieces of a block: a tenth of the read stage's
+    system time). The same blocks, cut at the same places, as without it.
     """
     block_bytes = block_bytes or BLOCK_BYTES
+    if recycle is not None and compression is None and _fs.os_path(path) is not None and BLOCK_BYTES >= 3:
+        yield from _plain_blocks(path, block_bytes, span, recycle)
+        return
     parts = []
     size = 0
     try:
@@ -248,3 +258,99 @@ def iter_blocks(path: str, compression: Optional[str],
         data = b"".join(parts)
         if data:
             yield data
+
+
+def _buffer(recycle: List[bytearray], size: int, keep: bytes) -> bytearray:
+    """A buffer of ``size`` bytes that starts with ``keep``: one put back in ``recycle`` when it
+    can be resized (a buffer still exported, seen by a numpy array or a pyarrow buffer, cannot:
+    it is left alone), else a new one."""
+    while recycle:
+        buf = recycle.pop()
+        try:
+            if len(buf):
+                buf.pop()  # a resize (even to the same size, the check is skipped): refused while exported
+            if len(buf) < size:
+                buf.extend(bytes(size - len(buf)))
+            elif len(buf) > size:
+                del buf[size:]
+        except BufferError:  # still seen through a view: never written again
+            continue
+        buf[:len(keep)] = keep
+        return buf
+    buf = bytearray(size)
+    buf[:len(keep)] = keep
+    return buf
+
+
+def _plain_blocks(path: str, block_bytes: int, span: Optional[Tuple[int, int]],
+                  recycle: List[bytearray]) -> Iterator[bytearray]:
+    """:func:`iter_blocks` of an uncompressed local file, read into buffers used again: reads
+    of BLOCK_BYTES (the pieces of :func:`raw_chunks`) go straight into the buffer after the
+    bytes carried from the previous block; a block is cut after the last newline of its last
+    read once it holds ``block_bytes`` or more, as :func:`iter_blocks` cuts."""
+    read_bytes = BLOCK_BYTES
+    with open(_fs.os_path(path), "rb", buffering=0) as f:
+        left = None
+        if span is not None:
+            f.seek(span[0])
+            left = span[1] - span[0]
+        keep = b""
+        head = 0  # bytes of the first read taken ahead (the mark, or the start of the first line)
+        if span is None or span[0] == 0:  # the byte order mark, as _strip_bom drops it
+            first = _read_full(f, 3 if left is None else min(3, left))
+            if left is not None:
+                left -= len(first)
+            keep = b"" if first == _BOM else first
+            head = len(first)
+        buf = None
+        filled = len(keep)
+        while True:
+            # each read ends where raw_chunks' does; the first one is short by the bytes read ahead
+            want = (read_bytes if left is None else min(read_bytes, left + head)) - head
+            if buf is None:
+                buf = _buffer(recycle, max(filled + want, block_bytes), keep)
+            elif len(buf) < filled + want:
+                buf.extend(bytes(filled + want - len(buf)))
+            got = _readinto_full(f, buf, filled, want) if want > 0 else 0
+            if left is not None:
+                left -= got
+            if got + head == 0:
+                break
+            # the read's bytes in buf: from 0 for the first (the start of the first line with it)
+            start, filled = (0 if head else filled), filled + got
+            head = 0
+            if filled < block_bytes:
+                continue
+            cut = buf.rfind(b"\n", start, filled)
+            if cut < 0:
+                continue
+            keep = bytes(buf[cut + 1:filled])
+            del buf[cut + 1:]
+            yield buf
+            buf, filled = None, len(keep)
+        if filled:
+            del buf[filled:]
+            yield buf
+
+
+def _read_full(f, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        part = f.read(n - len(out))
+        if not part:
+            break
+        out += part
+    return out
+
+
+def _readinto_full(f, buf: bytearray, at: int, n: int) -> int:
+    """Reads up to ``n`` bytes into ``buf[at:]`` (fewer only at the end of the file)."""
+    done = 0
+    with memoryview(buf) as view:
+        while done < n:
+            with view[at + done:at + n] as part:
+                got = f.readinto(part)
+            if not got:
+                break
+            done += got
+    return done

@@ -367,7 +367,10 @@ def read_jsonl(ctx: ReadContext) -> Iterator[Batch]:
     span = ctx.span
     line0 = 0 if span is None else span[2]
     records = 0
-    blocks = iter_blocks(src.path, src.compression, span=None if span is None else span[:2])
+    # the blocks of a plain local file are read into buffers used again: each is put back once
+    # parsed (what the parse makes is copied out of it; a buffer still seen is never reused)
+    recycle: List[bytearray] = []
+    blocks = iter_blocks(src.path, src.compression, span=None if span is None else span[:2], recycle=recycle)
     check = src.walked and span is None
     document = _json_document(src)
     try:
@@ -388,6 +391,9 @@ def read_jsonl(ctx: ReadContext) -> Iterator[Batch]:
             except OSError as e:
                 raise cannot_read(src, e) from None
             n_lines, n_records, text, rows, ids, scores, bad = parser.parse(data, line0)
+            if isinstance(data, bytearray):
+                recycle.append(data)
+            data = None
             line0 += n_lines
             records += n_records
             yield from ctx.emit(text, rows, ids, scores, bad)

@@ -1,0 +1,27 @@
+"""The newlines of a block (:func:`neardup.kernels.lines.newline_positions`), found a word at a
+time: the same positions as a byte-by-byte search at every alignment and density."""
+
+import numpy as np
+
+from neardup.kernels.lines import line_bounds, newline_positions
+
+
+def test_newline_positions_match_a_plain_search_at_every_alignment():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n = int(rng.integers(0, 90))
+        arr = np.where(rng.random(n) < rng.random(), 10, rng.integers(0, 256, n)).astype(np.uint8)
+        raw = arr.tobytes()
+        for pad in range(8):  # the block starts at each offset of a word
+            data = bytearray(b"x" * pad + raw)
+            got = newline_positions(memoryview(data)[pad:].tobytes() if pad else raw)
+            assert got.dtype == np.int64
+            assert got.tolist() == np.flatnonzero(arr == 10).tolist()
+            assert newline_positions(data).tolist() == (np.flatnonzero(arr == 10) + pad).tolist()
+
+
+def test_line_bounds_of_a_block():
+    starts, ends = line_bounds(b'{"a": 1}\n\n{"b": 22}')
+    assert starts.tolist() == [0, 9, 10] and ends.tolist() == [8, 9, 19]
+    starts, ends = line_bounds(b"x" * 20 + b"\n")
+    assert starts.tolist() == [0] and ends.tolist() == [20]
