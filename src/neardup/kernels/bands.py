@@ -136,7 +136,7 @@ def bucket_runs(keys, eligible: Optional[np.ndarray] = None,
             perm = rows[np.argsort(order_key[rows], kind="stable")]
             ids = ids[perm]
         group = np.asarray(group, dtype=np.uint64)
-        for members, sizes in _in_threads(lambda j: _group_column(group, j, perm, ids), group.shape[1]):
+        for members, sizes in _in_threads(lambda j, g=group: _group_column(g, j, perm, ids), group.shape[1]):
             if len(sizes):
                 all_members.append(members)
                 all_sizes.append(sizes)
