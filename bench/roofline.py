@@ -27,7 +27,7 @@ trees compared in one run share their floors):
 - pairs: sort + verify. sort = ``bands`` × documents uniformly random uint64 keys (band keys are
   hashes) sorted band by band, the bands spread over the cores (numba LSD radix sort, 11-bit digits,
   or ``np.sort`` per band when that was faster: the faster one is used and named); verify =
-  ``exact_jaccard_raw`` (the pair stage's verification kernel) over as many random pairs of
+  ``exact_jaccard_raw`` (Jaccard of raw 32-bit fingerprints: a lower bound of the pair stage's ``exact_jaccard_coded``, which also decodes the Elias-Fano codes) over as many random pairs of
   documents as the run had candidate pairs, on the kernel's fingerprints of the first 50k
   documents. Reading the band keys and fingerprints back from the work dir is not in the floor.
 - clusters: ``connected_components`` (union-find) over the run's own verified pairs (read from

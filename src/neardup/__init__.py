@@ -16,7 +16,7 @@ def kernels_cached() -> bool:
         from .kernels import bands, components, minhash, verify
         from .kernels.compile import is_cached
         kernels = (minhash._process_kernel, bands._band_keys_kernel, components._select_kernel,
-                   verify._exact_raw_kernel)
+                   verify._exact_coded_kernel)
         return all(is_cached(k) for k in kernels)
     except Exception:  # numba's cache layout is not public: never fail a run over a message
         return True
