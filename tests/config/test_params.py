@@ -246,3 +246,24 @@ def test_config_valid_and_resolved():
     assert (r.bands, r.rows) == (18, 7)
     given = Config(bands=16, rows=8)
     assert given.resolved() is given
+
+
+def test_recall_choice_is_the_one_by_one_search():
+    """The recall method screens the grid's false-positive areas in one matrix, then compares
+    the few least with false_positive_area: the same choice as comparing every (b, r) with it."""
+    from neardup.config import params as P
+
+    def one_by_one(t, k, min_recall):
+        best_key = best = None
+        for b, r in P._grid(k):
+            if P.candidate_probability(t, b, r) >= min_recall:
+                key = (P.false_positive_area(t, b, r), -(b * r), b)
+                if best_key is None or key < best_key:
+                    best_key, best = key, (b, r)
+        return best
+
+    for t, k, min_recall in ((0.8, 128, DEFAULT_MIN_RECALL), (0.5, 64, 0.9), (0.9, 32, 0.985), (1.0, 16, 0.9)):
+        c = P._choose_params.__wrapped__(t, k, min_recall=min_recall)
+        assert (c.bands, c.rows) == one_by_one(t, k, min_recall), (t, k, min_recall)
+    grid = [(b, r) for b, r in P._grid(128) if P.candidate_probability(0.8, b, r) >= DEFAULT_MIN_RECALL]
+    assert P._least_fp_area(0.8, grid) == [(18, 7)]  # the screen keeps the least, not the grid

@@ -78,3 +78,16 @@ def test_the_sizes_of_a_real_run(tmp_path):
     order, want = _expected(tmp_path / "out")
     assert len(want) > 0 and sizes.tolist() == want and ids.to_pylist() == order[:5]
     assert _cluster_column(tmp_path / "out") is not None
+
+
+def test_run_hash_tells_strings_apart_by_their_bytes():
+    """The hash that tells runs apart (numpy, no compiled kernel): equal strings hash equal, in
+    any array and at any offset of it; different ones (empty, null as empty, prefixes, non-ASCII)
+    differ."""
+    values = ["", "a", "b", "ab", "ba", "aa", "a\x00", "é", "e\u0301", "c0001", "c0010", "x" * 300]
+    h = output_folder._run_hash(pa.array(values))
+    assert len(set(h.tolist())) == len(values)
+    sliced = pa.array(["zz", "q"] + values).slice(2)  # offsets that do not start at 0
+    assert output_folder._run_hash(sliced).tolist() == h.tolist()
+    assert output_folder._run_hash(pa.array([None, "a"])).tolist() == h[:2].tolist()
+    assert output_folder._run_hash(pa.array([], type=pa.string())).size == 0

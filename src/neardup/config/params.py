@@ -149,6 +149,33 @@ def _evaluate(threshold: float, num_perm: int, bands: int, rows: int, method: st
         reason=reason)
 
 
+def _least_fp_area(threshold: float, grid: List[tuple], chunk: int = 64) -> List[tuple]:
+    """The (b, r) of ``grid`` whose false-positive area may be the least: the area of every one
+    computed at once (a matrix of the S-curves at the integration nodes, ``chunk`` curves at a
+    time), those within a relative 1e-9 of the least kept. The matrix sums in another order than
+    :func:`false_positive_area` (a few ulps apart), so the caller compares the few kept with it
+    (exactly as before: the same choice), not the hundreds of the grid one by one (0.1-0.2 s of
+    every run's start-up)."""
+    if len(grid) <= 1 or not threshold > 0:
+        return list(grid)
+    nodes, weights = _gauss_legendre()
+    edges = np.linspace(0.0, threshold, 17)
+    half = 0.5 * (edges[1:] - edges[:-1])
+    xs = (half[:, None] * nodes[None, :] + (0.5 * (edges[:-1] + edges[1:]))[:, None]).ravel()
+    w = (half[:, None] * weights[None, :]).ravel()
+    bands = np.array([b for b, _ in grid], dtype=np.float64)
+    rows = np.array([r for _, r in grid], dtype=np.float64)
+    areas = np.empty(len(grid))
+    with np.errstate(divide="ignore"):
+        for i in range(0, len(grid), chunk):
+            x = np.power(xs[None, :], rows[i:i + chunk, None])
+            p = -np.expm1(bands[i:i + chunk, None] * np.log1p(-x))
+            p = np.where(x >= 1.0, 1.0, p)
+            areas[i:i + chunk] = p @ w
+    least = areas.min()
+    return [g for g, a in zip(grid, areas.tolist()) if a <= least + 1e-9 * abs(least) + 1e-300]
+
+
 def _grid(num_perm: int):
     for b in range(1, num_perm + 1):
         for r in range(1, num_perm // b + 1):
@@ -200,15 +227,18 @@ def _choose_params(threshold: float, num_perm: int, *, min_recall: float = DEFAU
             raise ValueError(f"min_recall must be in (0, 1], got {min_recall}")
         best_key, best = None, None
         fallback_key, fallback = None, None
+        recalling = []
         for b, r in _grid(num_perm):
             p = candidate_probability(threshold, b, r)
             if p >= min_recall:
-                key = (false_positive_area(threshold, b, r), -(b * r), b)
-                if best_key is None or key < best_key:
-                    best_key, best = key, (b, r)
+                recalling.append((b, r))
             fkey = (-p, b)
             if fallback_key is None or fkey < fallback_key:
                 fallback_key, fallback = fkey, (b, r)
+        for b, r in _least_fp_area(threshold, recalling):
+            key = (false_positive_area(threshold, b, r), -(b * r), b)
+            if best_key is None or key < best_key:
+                best_key, best = key, (b, r)
         if best is not None:
             b, r = best
             p = candidate_probability(threshold, b, r)

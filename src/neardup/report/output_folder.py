@@ -143,47 +143,102 @@ def _at(col, i: int):
     return col.slice(i, 1).to_pylist()[0]
 
 
+def _run_hash(strings) -> np.ndarray:
+    """A 64-bit hash of each string of an Arrow string array (a null as the empty string), in
+    numpy over its buffers: a polynomial in the UTF-8 bytes, mixed with the length. Only says
+    whether two runs of clusters.parquet may hold one cluster (a collision sends the caller to
+    the whole column), so the driver, which draws the report, loads no compiled kernel for it."""
+    import pyarrow as pa
+    arr = strings.cast(pa.large_string())
+    n = len(arr)
+    if n == 0:
+        return np.zeros(0, np.uint64)
+    offsets = np.frombuffer(arr.buffers()[1], np.int64, count=n + 1, offset=8 * arr.offset)
+    start, end = int(offsets[0]), int(offsets[-1])
+    data = arr.buffers()[2]
+    raw = (np.frombuffer(data, np.uint8)[start:end] if data is not None else np.zeros(0, np.uint8)).astype(np.uint64)
+    lengths = np.diff(offsets)
+    with np.errstate(over="ignore"):
+        position = np.arange(end - start, dtype=np.int64) - np.repeat(offsets[:-1] - start, lengths)
+        power = np.full(max(int(lengths.max()), 1), np.uint64(0x100000001B3))
+        power[0] = 1
+        power = np.cumprod(power, dtype=np.uint64)  # wraps: arithmetic modulo 2**64
+        terms = (raw + np.uint64(1)) * power[position]
+        h = np.zeros(n, np.uint64)
+        filled = lengths > 0
+        if raw.size:
+            h[filled] = np.add.reduceat(terms, (offsets[:-1] - start)[filled])
+        h ^= lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        h ^= h >> np.uint64(33)
+        h *= np.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> np.uint64(33)
+    return h
+
+
 def _streamed_cluster_sizes(path: Path, flagged: bool, top: Optional[int]):
     """(ids of the ``top`` largest clusters, sizes largest first) from a clusters.parquet whose
-    rows of one cluster lie together (as neardup writes it: sorted by cluster), read a batch at a
-    time: memory for a batch and a few numbers a cluster, never a string a member (the report of a
-    run is drawn by the driver: issue 28). None when a cluster's rows are not together (two runs
-    of one value; a hash collision says so too): the caller then reads the column whole."""
+    rows of one cluster lie together (as neardup writes it: sorted by cluster), read once, a
+    batch at a time: memory for a batch and a few numbers a cluster, never a string a member
+    (the report of a run is drawn by the driver: issue 28); the ids of the ``top`` largest so
+    far (and of the batch's last cluster, which the next batch may go on) are carried from batch
+    to batch. None when a cluster's rows are not together (two runs of one value; a hash
+    collision says so too): the caller then reads the column whole."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
-    from ..kernels.hashing import string_hash
 
     cols = ["cluster"] + (["is_representative"] if flagged else [])
-
-    def runs():  # (the batch's non-null cluster values, run starts, kept flags) batch by batch
-        for batch in pq.ParquetFile(path).iter_batches(columns=cols, batch_size=STREAM_BATCH):
-            col = as_strings(batch.column(0))
-            kept = batch.column(1) if flagged else None
-            if col.null_count:
-                valid = pc.is_valid(col)
-                col = col.filter(valid)
-                kept = None if kept is None else kept.filter(valid)
-            if len(col) == 0:
-                continue
-            neq = to_numpy(pc.not_equal(col.slice(1), col.slice(0, len(col) - 1))) if len(col) > 1 else np.zeros(0, bool)
-            starts = np.concatenate(([0], np.flatnonzero(neq) + 1)).astype(np.int64)
-            flags = None if kept is None else to_numpy(pc.and_kleene(kept, pc.is_valid(kept))).astype(np.int64)
-            yield col, starts, flags
-
     sizes, owns, hashes = [], [], []
-    last = None
-    for col, starts, flags in runs():
-        size = np.diff(np.append(starts, len(col)))
-        own = np.add.reduceat(flags, starts) > 0 if flags is not None else np.ones(len(starts), bool)
+    # the candidates: their run numbers (ascending), sizes and kept flags so far, ids
+    cand = np.zeros(0, np.int64)
+    cand_size, cand_own = np.zeros(0, np.int64), np.zeros(0, bool)
+    cand_ids = pa.array([], type=pa.string())
+    first, last = 0, None  # the run number of the batch's first new run; the last value seen
+    for batch in pq.ParquetFile(path).iter_batches(columns=cols, batch_size=STREAM_BATCH):
+        col = as_strings(batch.column(0))
+        kept = batch.column(1) if flagged else None
+        if col.null_count:
+            valid = pc.is_valid(col)
+            col = col.filter(valid)
+            kept = None if kept is None else kept.filter(valid)
+        if len(col) == 0:
+            continue
+        neq = to_numpy(pc.not_equal(col.slice(1), col.slice(0, len(col) - 1))) if len(col) > 1 else np.zeros(0, bool)
+        starts = np.concatenate(([0], np.flatnonzero(neq) + 1)).astype(np.int64)
+        size = np.diff(np.append(starts, len(col))).astype(np.int64)
+        if kept is not None:
+            flags = to_numpy(pc.and_kleene(kept, pc.is_valid(kept))).astype(np.int64)
+            own = np.add.reduceat(flags, starts) > 0
+        else:
+            own = np.ones(len(starts), bool)
         if last is not None and _at(col, 0) == last:  # the run goes on from the batch before
             sizes[-1][-1] += size[0]
             owns[-1][-1] |= own[0]
+            cand_size[-1] += size[0]  # the batch before's last run: always a candidate, the last
+            cand_own[-1] |= own[0]
             size, own, starts = size[1:], own[1:], starts[1:]
-        sizes.append(size.astype(np.int64))
-        owns.append(own)
-        hashes.append(string_hash(col.take(arrow(starts, pa.int64()))))
         last = _at(col, len(col) - 1)
+        if not len(starts):
+            continue
+        ids = col.take(arrow(starts, pa.int64()))
+        sizes.append(size)
+        owns.append(own)
+        hashes.append(_run_hash(ids))
+        runs = first + np.arange(len(starts), dtype=np.int64)
+        first += len(starts)
+        cand, cand_size, cand_own = (np.concatenate((cand, runs)), np.concatenate((cand_size, size)),
+                                     np.concatenate((cand_own, own)))
+        cand_ids = pa.concat_arrays([cand_ids, ids.cast(pa.string())])
+        if top is not None:  # sizes only grow, and only the last run's: the rest cannot overtake
+            order = np.lexsort((cand, -cand_size))
+            if flagged:
+                order = order[cand_own[order]]
+            keep = np.zeros(len(cand), bool)
+            keep[order[:top]] = True
+            keep[-1] = True
+            at = np.flatnonzero(keep)
+            cand, cand_size, cand_own = cand[at], cand_size[at], cand_own[at]
+            cand_ids = cand_ids.take(arrow(at, pa.int64()))
     if not sizes:
         return arrow([], pa.string()), np.zeros(0, dtype=np.int64)
     sizes, owns, hashes = np.concatenate(sizes), np.concatenate(owns), np.concatenate(hashes)
@@ -193,19 +248,7 @@ def _streamed_cluster_sizes(path: Path, flagged: bool, top: Optional[int]):
     if flagged:  # only the clusters with a kept member: the run's own
         order = order[owns[order]]
     wanted = order if top is None else order[:top]
-    position = {int(r): i for i, r in enumerate(wanted.tolist())}
-    ids: List = [None] * len(wanted)  # one-value Arrow slices (a Python list to pa.array imports pandas)
-    first, last = 0, None
-    for col, starts, _ in runs():
-        if last is not None and _at(col, 0) == last:
-            starts = starts[1:]
-        for k, at in enumerate(starts.tolist()):
-            i = position.get(first + k)
-            if i is not None:
-                ids[i] = col.slice(at, 1)
-        first += len(starts)
-        last = _at(col, len(col) - 1)
-    found = pa.concat_arrays([x.cast(pa.string()) for x in ids]) if ids else pa.array([], type=pa.string())
+    found = cand_ids.take(arrow(np.searchsorted(cand, wanted).astype(np.int64), pa.int64()))
     return found, sizes[order]
 
 
