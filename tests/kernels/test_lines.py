@@ -3,7 +3,7 @@ time: the same positions as a byte-by-byte search at every alignment and density
 
 import numpy as np
 
-from neardup.kernels.lines import line_bounds, newline_positions
+from neardup.kernels.lines import line_bounds, line_bounds_ascii, newline_positions
 
 
 def test_newline_positions_match_a_plain_search_at_every_alignment():
@@ -25,3 +25,19 @@ def test_line_bounds_of_a_block():
     assert starts.tolist() == [0, 9, 10] and ends.tolist() == [8, 9, 19]
     starts, ends = line_bounds(b"x" * 20 + b"\n")
     assert starts.tolist() == [0] and ends.tolist() == [20]
+
+
+def test_line_bounds_ascii_sees_every_byte_at_every_alignment():
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        n = int(rng.integers(0, 90))
+        arr = np.where(rng.random(n) < 0.1, 10, rng.integers(0, 128, n)).astype(np.uint8)
+        if n and rng.random() < 0.7:
+            arr[int(rng.integers(0, n))] |= 0x80  # one byte that is not ASCII, anywhere
+        raw = arr.tobytes()
+        for pad in range(8):
+            data = memoryview(bytearray(b"x" * pad + raw))[pad:].tobytes() if pad else raw
+            starts, ends, is_ascii = line_bounds_ascii(data)
+            want = line_bounds(data)
+            assert starts.tolist() == want[0].tolist() and ends.tolist() == want[1].tolist()
+            assert is_ascii == raw.isascii()

@@ -27,23 +27,29 @@ _NO_WORDS = np.zeros(0, dtype=np.uint64)
 
 @kernel(nogil=True)
 def _newlines(arr, words, shift):
-    """Positions of the newline bytes of arr: ``words`` is arr as aligned uint64 words from
-    byte ``shift`` on (or empty). Two passes, a word at a time: the newlines counted without a
-    branch (the exact test for zero bytes, of the word ^ 0x0A..0A, and a multiply that sums the
-    flags), then found, a word without one skipped whole."""
+    """``(positions, ascii)``: the newline bytes of arr, and whether every byte is below 0x80.
+    ``words`` is arr as aligned uint64 words from byte ``shift`` on (or empty). Two passes, a word
+    at a time: the newlines counted without a branch (the exact test for zero bytes, of the word
+    ^ 0x0A..0A, and a multiply that sums the flags), the high bits of the words gathered beside
+    them (the ASCII test, at no extra pass), then found, a word without one skipped whole."""
     n = arr.shape[0]
     nw = words.shape[0]
     head = min(shift, n) if nw else n
     tail = shift + (nw << 3) if nw else n
     count = np.int64(0)
+    high = np.uint64(0)
     for i in range(head):
         count += np.int64(arr[i] == 10)
+        high |= np.uint64(arr[i])
     for wi in range(nw):
-        x = words[wi] ^ _NEWLINES
+        y = words[wi]
+        high |= y
+        x = y ^ _NEWLINES
         zeros = ~(((x & _LOWS7) + _LOWS7) | x) & _HIGHS
         count += np.int64(((zeros >> np.uint64(7)) * _ONES) >> np.uint64(56))
     for i in range(tail, n):
         count += np.int64(arr[i] == 10)
+        high |= np.uint64(arr[i])
     out = np.empty(count, dtype=np.int64)
     k = 0
     for i in range(head):
@@ -62,23 +68,24 @@ def _newlines(arr, words, shift):
         if arr[i] == 10:
             out[k] = i
             k += 1
-    return out
+    return out, (high & _HIGHS) == 0
 
 
-def newline_positions(data) -> np.ndarray:
-    """int64 offsets of the newline bytes of ``data`` (bytes or bytearray), in order: 8 bytes a
-    step (about 4x the byte-by-byte search, which was a tenth of the read stage's CPU)."""
+def _scan_newlines(data) -> Tuple[np.ndarray, bool]:
     arr = np.frombuffer(data, dtype=np.uint8)
     shift = (-arr.ctypes.data) % 8 if len(arr) else 0
     words = arr[shift:shift + (len(arr) - shift) // 8 * 8].view(np.uint64) if len(arr) > shift + 8 else _NO_WORDS
     return _newlines(arr, words, shift)
 
 
-def line_bounds(data: bytes) -> Tuple[np.ndarray, np.ndarray]:
-    """``(starts, ends)`` of the lines of a block (``ends`` excludes the newline)."""
-    n = len(data)
-    nl = newline_positions(data)
-    if n and data[-1] == 10:
+def newline_positions(data) -> np.ndarray:
+    """int64 offsets of the newline bytes of ``data`` (bytes or bytearray), in order: 8 bytes a
+    step (about 4x the byte-by-byte search, which was a tenth of the read stage's CPU)."""
+    return _scan_newlines(data)[0]
+
+
+def _bounds(n: int, last_is_newline: bool, nl: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    if last_is_newline:
         ends = nl
         starts = np.empty(len(nl), dtype=np.int64)
         if len(nl):
@@ -90,6 +97,18 @@ def line_bounds(data: bytes) -> Tuple[np.ndarray, np.ndarray]:
         starts[0] = 0
         starts[1:] = nl + 1
     return starts.astype(np.int64, copy=False), ends.astype(np.int64, copy=False)
+
+
+def line_bounds(data: bytes) -> Tuple[np.ndarray, np.ndarray]:
+    """``(starts, ends)`` of the lines of a block (``ends`` excludes the newline)."""
+    return _bounds(len(data), bool(len(data)) and data[-1] == 10, newline_positions(data))
+
+
+def line_bounds_ascii(data: bytes) -> Tuple[np.ndarray, np.ndarray, bool]:
+    """``(starts, ends, ascii)``: :func:`line_bounds` and, from the same pass over the bytes,
+    whether they are all ASCII (then valid UTF-8, with no other check)."""
+    nl, is_ascii = _scan_newlines(data)
+    return (*_bounds(len(data), bool(len(data)) and data[-1] == 10, nl), bool(is_ascii))
 
 
 def blank_lines(data: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

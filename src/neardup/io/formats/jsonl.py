@@ -27,7 +27,7 @@ import pyarrow.json as pj
 
 from ...kernels import jsonl as scanner
 from ...kernels.arrays import arrow, to_numpy
-from ...kernels.lines import MAX_NESTING, blank_lines, deep_lines, line_bounds
+from ...kernels.lines import MAX_NESTING, blank_lines, deep_lines, line_bounds_ascii
 from .._streams import StreamError, iter_blocks
 from ..batch import EMPTY_FILE, NO_TEXT_FIELD, NOT_RECORDS, Batch, ReadContext
 from ..opening import cannot_read
@@ -202,13 +202,13 @@ class _JsonlParser:
     def parse(self, data: bytes, line0: int):
         """``(n_lines, n_records, text, rows, ids, scores, bad)`` of one block."""
         ctx = self.ctx
-        starts, ends = line_bounds(data)
+        starts, ends, is_ascii = line_bounds_ascii(data)  # ASCII: valid UTF-8, no check needed
         n_lines = len(starts)
         blank = blank_lines(data, starts, ends)
         good_mask = np.ones(n_lines, dtype=bool)
         good_mask[blank] = False
         bad: Dict[int, str] = {}  # line index in the block -> reason
-        if not _utf8_ok(data):
+        if not is_ascii and not _utf8_ok(data):
             for i in np.flatnonzero(good_mask).tolist():
                 try:
                     data[starts[i]:ends[i]].decode("utf-8")
