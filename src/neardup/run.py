@@ -24,7 +24,7 @@ from . import io as nio
 from .config import Config
 from .engines import open_engine
 from .errors import ConfigError, InputError, NeardupError
-from .io.storage.folder import Folder, json_bytes, refuse_overlap
+from .io.storage.folder import Folder, json_bytes, refuse_overlaps
 from .io.storage.paths import redact
 from .progress import commit_point
 
@@ -149,8 +149,7 @@ def _check_folders(config: Config, out: Folder, work: Folder, inputs: Sequence[s
     if work.os_path is None and config.engine != "ray":
         raise ConfigError(f"--work-dir {work}: the local engine keeps its work dir on local disk; "
                           f"give a local folder (or run with --engine ray, which accepts a URL)")
-    refuse_overlap("output folder", out, inputs, files)
-    refuse_overlap("--work-dir", work, inputs, files)
+    refuse_overlaps([("output folder", out), ("--work-dir", work)], inputs, files)
     if work.path == out.path or work.contains(out):
         raise ConfigError(f"--work-dir {work}: is or holds the output folder {out}; choose another")
     for folder, kind, role in ((out, "output", "output folder"), (work, "work-dir", "--work-dir")):

@@ -381,3 +381,26 @@ def test_kept_text_files_are_copied_whole(cwd):
                 assert not os.path.exists(os.path.join("out/kept", rel))
             else:
                 assert open(os.path.join("out/kept", rel), "rb").read() == open(os.path.join(root, name), "rb").read()
+
+
+def test_prefix_forms_list_a_folder_of_many_files_once_and_keep_its_links(tmp_path):
+    """Guard: prefix_forms gives prefix_form's answer for every path, a folder of many files
+    listed once for its symbolic links (mutation: take every listed name as no link -> the link
+    resolves under its own folder, not its target's)."""
+    import os
+
+    from neardup.io.storage.paths import prefix_form, prefix_forms
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "x").write_text("x")
+    for i in range(20):
+        (tmp_path / "d" / f"f{i}").write_text("f")
+    os.symlink(tmp_path / "e" / "x", tmp_path / "d" / "link")
+    os.symlink(tmp_path / "d", tmp_path / "dl")
+    paths = [str(tmp_path / "d" / f"f{i}") for i in range(20)] + [
+        str(tmp_path / "d" / "link"), str(tmp_path / "dl" / "f3"), str(tmp_path / "d" / ".."),
+        str(tmp_path / "d" / "gone"), "s3://bucket/a/b", "file://" + str(tmp_path / "d" / "f1")]
+    forms = prefix_forms(paths)
+    assert forms == [prefix_form(p) for p in paths]
+    assert forms[20] == str(tmp_path.resolve() / "e" / "x") + "/"

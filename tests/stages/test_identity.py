@@ -11,3 +11,27 @@ def test_differences_name_no_internal_field():
     new = {"inputs": [], "config": {"id_column": None, "id_column_auto": False, "input_format": "text"}}
     assert differences(old, new) == ["id_column", "input_format"]
     assert differences({"inputs": [1], "config": {}}, {"inputs": [2], "config": {}}) == ["inputs"]
+
+
+def test_identity_takes_each_files_size_and_mtime_from_discover_and_sees_a_touched_file(tmp_path):
+    """Guard: run_identity takes the (size, mtime_ns) discover's stat found (mutation: record
+    ``st_ctime_ns`` there, or a size of 0 -> the inputs differ from os.stat's); a file touched
+    (its mtime only) makes the inputs differ, the changed input a resume must see."""
+    import os
+
+    from neardup.config import Config
+    from neardup.io.sources import discover
+    from neardup.stages.identity import run_identity
+
+    for i in range(3):
+        (tmp_path / f"{i}.txt").write_text(f"document {i}")
+        os.utime(tmp_path / f"{i}.txt", ns=(10**18, 10**18 + i))  # an mtime that is not the ctime
+    sources = discover([str(tmp_path)])
+    assert len(sources.file_stats) == 3
+    config = Config()
+    first = run_identity(config, sources)
+    stats = [os.stat(s.path) for s in sources]
+    assert [f[2:] for f in first["inputs"]] == [[st.st_size, st.st_mtime_ns] for st in stats]
+    os.utime(sources[1].path, ns=(stats[1].st_atime_ns, stats[1].st_mtime_ns + 10**9))
+    again = run_identity(config, discover([str(tmp_path)]))
+    assert differences(first, again) == ["inputs"]

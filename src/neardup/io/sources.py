@@ -66,9 +66,13 @@ class Sources(list):
     its own name), ``not_followed`` (links leading out of the input set, left out unless
     ``follow_symlinks``), and ``hard_links`` (further paths of a file already found, left out)."""
 
-    def __init__(self, items=(), links: Optional[Dict[str, int]] = None):
+    def __init__(self, items=(), links: Optional[Dict[str, int]] = None,
+                 file_stats: Optional[Dict[str, Tuple[int, int]]] = None):
         super().__init__(items)
         self.links = {"read_once": 0, "not_followed": 0, "hard_links": 0, **(links or {})}
+        # {path: (size, mtime_ns)} of the local files, as discover's stat found them (the run's
+        # identity takes them from here rather than asking each file again)
+        self.file_stats = file_stats if file_stats is not None else {}
 
 
 def display_name(path: Any) -> str:
@@ -378,7 +382,8 @@ def discover(inputs: Sequence[str], *, input_format: str = "auto", follow_symlin
         _discover_local(local, found, roots, follow_symlinks, links, folders)
         bases.append(_local_base(local))
 
-    found = _once(found, links)
+    file_stats: Dict[str, Tuple[int, int]] = {}
+    found = _once(found, links, file_stats)
     root = _common_folder(bases)
     names = [_SHOW(f.name) for f in found]
     relpaths = [_SHOW(_relative(f.path, root)) for f in found]
@@ -392,7 +397,7 @@ def discover(inputs: Sequence[str], *, input_format: str = "auto", follow_symlin
             f"{names[i]} and {names[j]}"
         )
 
-    out = Sources(links=links)
+    out = Sources(links=links, file_stats=file_stats)
     for f, name, rel in zip(found, names, relpaths):
         fmt, comp = detect_format(_fs.basename(f.path)) if input_format == "auto" else (input_format, None)
         out.append(Source(path=f.path, name=name, relpath=rel, format=fmt, compression=comp, walked=f.walked))
@@ -441,12 +446,14 @@ _common_folder = _paths.common_folder
 _relative = _paths.relative_to
 
 
-def _once(found: List[_Found], links: Dict[str, int]) -> List[_Found]:
+def _once(found: List[_Found], links: Dict[str, int],
+          file_stats: Optional[Dict[str, Tuple[int, int]]] = None) -> List[_Found]:
     """``found`` with each file once: of the entries that reach one file, the one without a
     symbolic link on the way (else the first) stays, in its place. Two entries without a link
     are hard links when their paths differ (the first stays, counted in ``links["hard_links"]``:
     a system folder holds such files, and reading one twice would only find it a duplicate of
-    itself), else the same path named twice (overlapping inputs), an InputError."""
+    itself), else the same path named twice (overlapping inputs), an InputError. ``file_stats``
+    receives each local path's (size, mtime_ns)."""
     keys: List[Any] = []
     first: Dict[Any, int] = {}
     for i, f in enumerate(found):
@@ -460,6 +467,8 @@ def _once(found: List[_Found], links: Dict[str, int]) -> List[_Found]:
             if not stat.S_ISREG(st.st_mode):
                 raise InputError(f"not a regular file: {_SHOW(f.name)}")
             key = (st.st_dev, st.st_ino)
+            if file_stats is not None:
+                file_stats[f.path] = (int(st.st_size), int(st.st_mtime_ns))
         keys.append(key)
         j = first.get(key)
         if j is None:

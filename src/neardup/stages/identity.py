@@ -21,13 +21,17 @@ def run_identity(config, sources) -> dict:
     relevant = config.identity()
     relevant["against"] = [fs.redact(a) for a in relevant.get("against") or ()]  # state.json stores no password
     files = []
-    infos = fs.infos([s.path for s in sources if s.format != "table"])
+    known = getattr(sources, "file_stats", None) or {}  # discover's stat of each local file
+    infos = fs.infos([s.path for s in sources if s.format != "table" and s.path not in known])
     for s in sources:
         if s.format == "table":
             files.append([s.name, "table", int(s.table.num_rows)])
             continue
-        st = infos.get(s.path) or fs.info(s.path)
-        files.append([fs.redact(s.name), fs.redact(s.path), st.size, st.mtime_ns])
+        st = known.get(s.path)
+        if st is None:
+            st = infos.get(s.path) or fs.info(s.path)
+            st = (st.size, st.mtime_ns)
+        files.append([fs.redact(s.name), fs.redact(s.path), st[0], st[1]])
     return {"config": relevant, "inputs": files}
 
 

@@ -9,6 +9,9 @@ engine runs it, so that a run interrupted under one engine is finished by the ot
 file exists is done and is not read again.
 
     WORK/state.json                 fingerprint of config + inputs, the stages done and their counts
+                                    (rewritten as stages finish: it holds the options, not the inputs)
+    WORK/inputs.json                each input's [name, path, size, mtime] (run_identity's), written
+                                    once with the first state.json
     WORK/read/plan.json             the blocks: runs of consecutive input files, or one range of a
                                     large plain JSONL file (:mod:`neardup.io.splits`)
     WORK/read/ranges.json           {block: [nominal start, nominal end]} of the blocks that are ranges
@@ -131,6 +134,7 @@ def plan_reads(sources: Sequence, block_bytes: Optional[int] = None,
     return blocks, ranges
 
 
+INPUTS = "inputs.json"
 PLAN = "read/plan.json"
 RANGES = "read/ranges.json"
 SPANS = "read/spans.json"
@@ -163,6 +167,20 @@ def block_name(block: int, ext: str) -> str:
     return f"read/block-{block:06d}.{ext}"
 
 
+def _record(info) -> dict:
+    """A stage's record (a dataclass of :mod:`.records`: numbers and flat lists of numbers or
+    tuples) as state.json keeps it: ``dataclasses.asdict`` without its copy of each item."""
+    out = {}
+    for f in dataclasses.fields(info):
+        v = getattr(info, f.name)
+        if isinstance(v, list) and all(isinstance(x, (int, float, str, tuple)) for x in v):
+            v = list(v)  # numbers and tuples of them need no copy
+        elif not isinstance(v, (int, float, str, bool, type(None))):
+            v = dataclasses.asdict(info)[f.name]
+        out[f.name] = v
+    return out
+
+
 class WorkDir:
     """The work directory of one run (see the module docstring), a folder neardup owns (marker
     ``.neardup``, kind ``work-dir``, format LAYOUT_VERSION: see :mod:`neardup.io.storage.folder`).
@@ -176,6 +194,9 @@ class WorkDir:
         self.folder = Folder.of(folder)
         self.fingerprint = fingerprint(identity)
         identity = identity if isinstance(identity, dict) else {"fingerprint": identity}
+        # the inputs (100,000 files: ~14 MB of JSON) go to inputs.json once, not into every state.json
+        self.inputs = identity.get("inputs")
+        kept = {k: v for k, v in identity.items() if k != "inputs"}
         marker = self.folder.claim("work-dir", "--work-dir", LAYOUT_VERSION)
         state = self.folder.read_json("state.json")
         state = state if isinstance(state, dict) and isinstance(state.get("done"), dict) else None
@@ -189,7 +210,7 @@ class WorkDir:
         if has_work and not same and not overwrite:
             what = (f"the work of neardup's layout {marker.get('format')} (this version writes {LAYOUT_VERSION})"
                     if marker.get("format") != LAYOUT_VERSION else
-                    "another run's work (differs: " + ", ".join(differences((state or {}).get("identity"),
+                    "another run's work (differs: " + ", ".join(differences(self._stored_identity(state),
                                                                             identity)) + ")")
             if resume:
                 raise ConfigError(f"cannot resume: the work dir {self.folder} holds {what}; run the original "
@@ -207,16 +228,31 @@ class WorkDir:
             if marker.get("format") != LAYOUT_VERSION:
                 self.folder.set_marker({**marker, "format": LAYOUT_VERSION})
             self.state = {"fingerprint": self.fingerprint, "layout": LAYOUT_VERSION, "done": {},
-                          "identity": identity}
+                          "identity": kept}
+            self.folder.makedirs()
+            if self.inputs is not None:
+                self.folder.write_json(INPUTS, self.inputs, indent=None)
         self.folder.makedirs()
         self._save()
+
+    def _stored_identity(self, state: Optional[dict]) -> Optional[dict]:
+        """The identity a state.json records, with its inputs (from inputs.json; inline in the
+        state.json of an older neardup)."""
+        stored = (state or {}).get("identity")
+        if isinstance(stored, dict) and "inputs" not in stored:
+            inputs = self.folder.read_json(INPUTS)
+            if inputs is not None:
+                stored = {**stored, "inputs": inputs}
+        return stored
 
     def _blocks_read(self) -> bool:
         """Whether the read stage finished a block (its summary is written last)."""
         return any(n.startswith("block-") and n.endswith(".json") for n in self.folder.file_names("read"))
 
     def _save(self) -> None:
-        self.folder.write_json("state.json", self.state)
+        # on one line: the C encoder (the read record holds a count per input file: 100,000 of
+        # them took Python's indenting encoder seconds, at each of the five saves)
+        self.folder.write_json("state.json", self.state, indent=None)
 
     def is_done(self, stage: str) -> bool:
         return stage in self.state["done"]
@@ -227,7 +263,7 @@ class WorkDir:
         return STAGE_INFO[stage](**record) if stage in STAGE_INFO else record
 
     def mark_done(self, stage: str, info=None) -> None:
-        self.state["done"][stage] = dataclasses.asdict(info) if dataclasses.is_dataclass(info) else (info or {})
+        self.state["done"][stage] = _record(info) if dataclasses.is_dataclass(info) else (info or {})
         for later in STAGES[STAGES.index(stage) + 1:]:  # a stage done anew invalidates the ones after it
             self.state["done"].pop(later, None)
         self._save()
@@ -247,7 +283,7 @@ class WorkDir:
             return self.folder.load_json(PLAN)
         except FileNotFoundError:
             pass
-        inputs = self.state["identity"].get("inputs")  # run_identity's: [name, path, size, mtime] per file
+        inputs = self.inputs  # run_identity's: [name, path, size, mtime] per file
         sizes = None if inputs is None else [None if s.format == "table" else f[2] for s, f in zip(sources, inputs)]
         blocks, ranges = plan_reads(sources, file_sizes=sizes)
         self.folder.write_json(RANGES, {str(b): r for b, r in ranges.items()})  # before the plan that needs it

@@ -36,7 +36,7 @@ import contextlib
 import json
 import os
 from collections import OrderedDict
-from typing import Callable, Iterator, List, Optional, Sequence
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -44,7 +44,7 @@ import pyarrow as pa
 from ...errors import ConfigError, InputError, NeardupError
 from . import fs, ranges, tables
 from .local import LockedError
-from .paths import has_magic, os_path, prefix_form, redact
+from .paths import has_magic, os_path, prefix_form, prefix_forms, redact
 
 MARKER = ".neardup"
 LOCK = ".neardup.lock"
@@ -387,24 +387,47 @@ class Folder:
 def overlapping(path: Folder, inputs: Sequence[str], files: Sequence[str]) -> Optional[str]:
     """The first input that ``path`` would clash with, or None: ``path`` is an input file, holds
     one of the ``files`` read, or lies inside one of the ``inputs`` as given (a folder)."""
-    folders: dict = {}  # a folder's real path, once per folder (a run may read 100,000 files)
-    mine = prefix_form(path.path, folders)
-    for f in files:
-        if prefix_form(f, folders).startswith(mine):
-            return f
-    for inp in inputs:
-        if has_magic(inp):
-            continue  # a glob: the files it matched are checked above
-        if mine.startswith(prefix_form(inp, folders)):
-            return inp
-    return None
+    return _Overlap(inputs, files).clash(path)
+
+
+class _Overlap:
+    """The inputs and files of a run in the form :func:`overlapping` compares (each file's
+    resolved once, for every folder checked against them: a run may read 100,000 files)."""
+
+    def __init__(self, inputs: Sequence[str], files: Sequence[str]):
+        self.folders: dict = {}  # a folder's real path, once per folder
+        self.inputs = inputs
+        self.files = files
+        self.forms: Optional[List[str]] = None
+
+    def clash(self, path: Folder) -> Optional[str]:
+        folders = self.folders
+        mine = prefix_form(path.path, folders)
+        if self.forms is None:
+            self.forms = prefix_forms(self.files, folders)
+        for f, form in zip(self.files, self.forms):
+            if form.startswith(mine):
+                return f
+        for inp in self.inputs:
+            if has_magic(inp):
+                continue  # a glob: the files it matched are checked above
+            if mine.startswith(prefix_form(inp, folders)):
+                return inp
+        return None
 
 
 def refuse_overlap(role: str, path: Folder, inputs: Sequence[str], files: Sequence[str]) -> None:
-    clash = overlapping(path, inputs, files)
-    if clash is not None:
-        raise ConfigError(f"{role} {path}: is, holds or lies inside the input {redact(clash)}; choose a "
-                          f"folder outside the inputs")
+    refuse_overlaps([(role, path)], inputs, files)
 
 
-__all__ = ["Folder", "LockedError", "MARKER", "LOCK", "json_bytes", "overlapping", "refuse_overlap"]
+def refuse_overlaps(checks: Sequence[Tuple[str, Folder]], inputs: Sequence[str], files: Sequence[str]) -> None:
+    """:func:`refuse_overlap` of each ``(role, folder)`` in order, the files resolved once."""
+    overlap = _Overlap(inputs, files)
+    for role, path in checks:
+        clash = overlap.clash(path)
+        if clash is not None:
+            raise ConfigError(f"{role} {path}: is, holds or lies inside the input {redact(clash)}; choose a "
+                              f"folder outside the inputs")
+
+
+__all__ = ["Folder", "LockedError", "MARKER", "LOCK", "json_bytes", "overlapping", "refuse_overlap", "refuse_overlaps"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import glob as _glob
 import os
 import re
-from typing import Iterable, List, Optional, Tuple
+from typing import Iterable, List, Optional, Sequence, Tuple
 from urllib.parse import unquote
 
 # a scheme of two letters or more ("C://x" stays a Windows path), or fsspec's chained
@@ -87,6 +87,47 @@ def prefix_form(path: str, real_folders: Optional[dict] = None) -> str:
     if real is None:
         real = cache[head] = os.path.realpath(head or ".")
     return os.path.join(real, tail).rstrip(os.sep) + os.sep
+
+
+def prefix_forms(paths: Sequence[str], real_folders: Optional[dict] = None) -> List[str]:
+    """:func:`prefix_form` of each of ``paths``, a folder holding many of them listed once for
+    its symbolic links (rather than one ``lstat`` a file: a run may name 100,000 files)."""
+    cache = real_folders if real_folders is not None else {}
+    split = []
+    per_head: dict = {}
+    for p in paths:
+        if is_url(p):
+            split.append(None)
+            continue
+        head, tail = os.path.split(local_path(p))
+        split.append((head, tail))
+        per_head[head] = per_head.get(head, 0) + 1
+    links: dict = {}  # head -> the names of its symbolic links, for a folder holding many of the paths
+    for head, n in per_head.items():
+        if n >= _LISTED:
+            try:
+                with os.scandir(head or ".") as it:
+                    links[head] = {e.name for e in it if e.is_symlink()}
+            except OSError:
+                pass  # asked file by file
+    out = []
+    for p, ht in zip(paths, split):
+        if ht is None:
+            out.append(prefix_form(p, cache))
+            continue
+        head, tail = ht
+        named = links.get(head)
+        if named is None or tail in ("", ".", "..") or tail in named:
+            out.append(prefix_form(p, cache))
+            continue
+        real = cache.get(head)
+        if real is None:
+            real = cache[head] = os.path.realpath(head or ".")
+        out.append(os.path.join(real, tail).rstrip(os.sep) + os.sep)
+    return out
+
+
+_LISTED = 16  # a folder holding this many of the paths checked is listed once for its links
 
 
 # a URL's start: a scheme (fsspec's chained protocols "simplecache::s3://" too) and "://"
