@@ -91,14 +91,14 @@ def as_strings(col):
     import pyarrow as pa
     import pyarrow.compute as pc
     if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks else pa.array([], type=col.type)
+        col = col.combine_chunks() if col.num_chunks else pa.nulls(0, col.type)
     return col if pa.types.is_string(col.type) else pc.cast(col, pa.string())
 
 
 def _filter(arr, mask):
     import pyarrow as pa
     if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks() if arr.num_chunks else pa.array([], type=arr.type)
+        arr = arr.combine_chunks() if arr.num_chunks else pa.nulls(0, arr.type)
     return arr.filter(mask)
 
 
@@ -192,7 +192,7 @@ def _streamed_cluster_sizes(path: Path, flagged: bool, top: Optional[int]):
     # the candidates: their run numbers (ascending), sizes and kept flags so far, ids
     cand = np.zeros(0, np.int64)
     cand_size, cand_own = np.zeros(0, np.int64), np.zeros(0, bool)
-    cand_ids = pa.array([], type=pa.string())
+    cand_ids = pa.nulls(0, pa.string())  # pa.array([]) would import pandas
     first, last = 0, None  # the run number of the batch's first new run; the last value seen
     for batch in pq.ParquetFile(path).iter_batches(columns=cols, batch_size=STREAM_BATCH):
         col = as_strings(batch.column(0))
