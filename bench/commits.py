@@ -21,14 +21,13 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (DATA_DIR, REPO_DIR, RESULTS_DIR, WARMUP_ENV, ensure_corpus, fmt_bytes, run_header,  # noqa: E402
+from common import (git_state, DATA_DIR, REPO_DIR, RESULTS_DIR, WARMUP_ENV, ensure_corpus, fmt_bytes, run_header,  # noqa: E402
                     write_json)
 from engines import measure, outputs  # noqa: E402
 
@@ -116,8 +115,7 @@ def main(argv=None) -> int:
     trees = {"old": Path(args.old).resolve(), "new": Path(args.new).resolve()}
     result = run_header(sys.argv)
     result.update(engine=args.engine, trees={k: str(v) for k, v in trees.items()},
-                  commits={k: subprocess.run(["git", "-C", str(v), "rev-parse", "HEAD"], capture_output=True,
-                                             text=True).stdout.strip() for k, v in trees.items()}, sizes={})
+                  commits={k: git_state(v)["commit"] for k, v in trees.items()}, sizes={})
     scratch = DATA_DIR / "commits"
     warm = ensure_corpus(2000, log=lambda m: print(m, file=sys.stderr))
     os.environ.update(WARMUP_ENV)  # the warm-ups compile everything (a newer tree's JSONL scanner too)

@@ -55,12 +55,19 @@ def _version(module: str) -> Optional[str]:
         return None
 
 
-def _git(*args: str) -> Optional[str]:
+def _git(*args: str, tree: Path = REPO_DIR) -> Optional[str]:
     try:
-        return subprocess.run(["git", *args], cwd=REPO_DIR, capture_output=True, text=True,
-                              timeout=10).stdout.strip() or None
+        r = subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True, timeout=10)
     except Exception:
         return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def git_state(tree: Path = REPO_DIR) -> dict:
+    """The commit a checkout is at and whether tracked files differ from it (None where unknown)."""
+    status = _git("status", "--porcelain", "--untracked-files=no", tree=tree)
+    return {"commit": _git("rev-parse", "HEAD", tree=tree) or None,
+            "dirty": bool(status) if status is not None else None}
 
 
 def machine_info() -> dict:
@@ -75,7 +82,7 @@ def machine_info() -> dict:
         mem = psutil.virtual_memory().total
     except Exception:
         pass
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    git = git_state()
     return {
         "cpu_model": _cpu_model(),
         "logical_cores": os.cpu_count(),
@@ -86,8 +93,8 @@ def machine_info() -> dict:
         "load_average_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "versions": {name: _version(name) for name in
                      ("neardup", "numpy", "numba", "pyarrow", "datasketch", "rensa", "psutil")},
-        "git_commit": _git("rev-parse", "HEAD"),
-        "git_dirty": bool(status) if status is not None else None,
+        "git_commit": git["commit"],
+        "git_dirty": git["dirty"],
         "thread_env": {k: os.environ[k] for k in ("NUMBA_NUM_THREADS", "RAYON_NUM_THREADS",
                                                   "OMP_NUM_THREADS") if k in os.environ},
     }

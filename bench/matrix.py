@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO_DIR, RESULTS_DIR, run_header, write_json  # noqa: E402
+from common import git_state, REPO_DIR, RESULTS_DIR, run_header, write_json  # noqa: E402
 
 DOCS = 3000
 
@@ -185,8 +185,7 @@ def main(argv=None) -> int:
     trees = {"old": Path(args.old).resolve(), "new": Path(args.new).resolve()}
     result = run_header(sys.argv)
     result["trees"] = {k: str(v) for k, v in trees.items()}
-    result["commits"] = {k: subprocess.run(["git", "-C", str(v), "rev-parse", "HEAD"], capture_output=True,
-                                           text=True).stdout.strip() for k, v in trees.items()}
+    result["commits"] = {k: git_state(v)["commit"] for k, v in trees.items()}
     with tempfile.TemporaryDirectory(prefix="neardup-matrix-") as tmp:
         data = corpus(Path(tmp) / "data")
         got = {}

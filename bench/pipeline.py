@@ -309,7 +309,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                          args.peer_verify, runs_dir, args.timeout))
         gradable = [r for r in recs if "_removed" in r and "error" not in r]
         if gradable and not args.no_quality:
-            log(f"  grading against the truth (exact Jaccard) ...")
+            log("  grading against the truth (exact Jaccard) ...")
             t0 = time.perf_counter()
             texts, _ = read_jsonl_texts(Path(corpora[n]["path"]))
             truth = TruthPairs(texts, load_truth(Path(corpora[n]["truth"]))["cluster_of"])
@@ -362,7 +362,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     result["scaling"] = {"time_1M_over_time_250k": scaling, "linear": 4.0}
 
     peer_n = max([n for n in sizes if n <= args.peer_max_size], default=None)
-    nd_q = rec("neardup", peer_n) if peer_n else None
     largest_nd = max([r for r in records if r["tool"] == "neardup" and "error" not in r],
                      key=lambda r: r["n_docs"], default=None)
     measured = {

@@ -65,7 +65,7 @@ import numba as nb
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (DATA_DIR, REPO_DIR, RESULTS_DIR, WARMUP_ENV, ensure_corpus, run_header,  # noqa: E402
+from common import (git_state, DATA_DIR, REPO_DIR, RESULTS_DIR, WARMUP_ENV, ensure_corpus, run_header,  # noqa: E402
                     run_measured, write_json)
 
 STAGES = ("read", "pairs", "clusters", "write")
@@ -97,14 +97,6 @@ def tree_bytes(path: Path) -> int:
             except OSError:
                 pass
     return total
-
-
-def git_commit(path: Path) -> dict:
-    def git(*a):
-        r = subprocess.run(["git", "-C", str(path), *a], capture_output=True, text=True)
-        return r.stdout.strip() if r.returncode == 0 else None
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None}
 
 
 def best_of(fn, repeat: int) -> float:
@@ -506,7 +498,7 @@ def main(argv=None) -> int:
     cores = len(os.sched_getaffinity(0))
 
     result = run_header(sys.argv)
-    result.update(trees={str(p): git_commit(p) for p in srcs}, repeat=args.repeat, floor_repeat=args.floor_repeat,
+    result.update(trees={str(p): git_state(p) for p in srcs}, repeat=args.repeat, floor_repeat=args.floor_repeat,
                   floor_kernels_from=str(REPO_DIR / "src"), sizes={})
 
     # warm-up: a 2,000-document run of each tree compiles everything, the JSONL scanner too; its

@@ -65,7 +65,7 @@ def _compute(config: Config, sources, id_column: Optional[str]) -> pa.Table:
         lengths = pc.binary_length(batch.text).to_numpy(zero_copy_only=False)
         parts.append(fmt.signature_table(ids, sig, counts, lengths, params))
     if not parts:
-        return fmt.signature_table(pa.array([], pa.string()), np.zeros((0, config.num_perm), np.uint32),
+        return fmt.signature_table(pa.nulls(0, pa.string()), np.zeros((0, config.num_perm), np.uint32),
                                    np.zeros(0), np.zeros(0), params)
     return pa.concat_tables(parts).combine_chunks()
 

@@ -257,7 +257,7 @@ class SegmentBuilder:
         kdoc = np.repeat(doc, self.bands)
         order = np.argsort(keys, kind="stable")
         ids = pa.concat_arrays([a.cast(pa.large_string()) for a in self.ids]) if self.ids else \
-            pa.array([], pa.large_string())
+            pa.nulls(0, pa.large_string())
         n = len(ids)
         idoff, id_bin = string_buffers(ids)
         out = {

@@ -162,5 +162,5 @@ def read_texts(inputs: Sequence[str], *, text_column: str = "text", max_docs: Op
                 break
     if limits is not None:
         limits["cut"] = cut
-    texts = pa.concat_arrays(chunks) if chunks else pa.array([], type=pa.large_string())
+    texts = pa.concat_arrays(chunks) if chunks else pa.nulls(0, pa.large_string())
     return (texts, ids) if with_ids else texts
