@@ -48,13 +48,14 @@ def estimated_jaccard(signatures: np.ndarray, left: np.ndarray, right: np.ndarra
 
 
 @kernel()
-def _intersection(hashes, a0, a1, b0, b1):
+def _merge_count(a, a0, a1, b, b0, b1):
+    """The values common to the ascending, distinct a[a0:a1] and b[b0:b1], in one merge pass."""
     i = a0
     j = b0
     common = 0
     while i < a1 and j < b1:
-        x = hashes[i]
-        y = hashes[j]
+        x = a[i]
+        y = b[j]
         if x == y:
             common += 1
             i += 1
@@ -82,7 +83,7 @@ def _exact_kernel(offsets, hashes, left, right):
         if na == 0 or nb_ == 0:
             out[p] = 0.0
             continue
-        common = _intersection(hashes, a0, a1, b0, b1)
+        common = _merge_count(hashes, a0, a1, hashes, b0, b1)
         out[p] = common / (na + nb_ - common)
     return out
 
@@ -222,20 +223,7 @@ def _exact_coded_kernel(starts, data, counts, left, right):
         decode_one(data, starts[b], nb_, vb, 0)
         ua = _sorted_unique(va)
         ub = _sorted_unique(vb)
-        i = 0
-        j = 0
-        common = 0
-        while i < ua and j < ub:
-            x = va[i]
-            y = vb[j]
-            if x == y:
-                common += 1
-                i += 1
-                j += 1
-            elif x < y:
-                i += 1
-            else:
-                j += 1
+        common = _merge_count(va, 0, ua, vb, 0, ub)
         out[p] = common / (ua + ub - common)
     return out
 
