@@ -180,25 +180,35 @@ SORT_MOVES = 8  # an insertion sort of a document's fingerprints gives up past t
 def _sorted_unique(v):
     """Sorts ``v`` in place (nearly sorted already: the Elias-Fano bucket order, where only the
     values of one bucket can be out of order) and moves its distinct values to the front; their
-    number."""
+    number. One pass: each value goes in order among the distinct ones before it (a repeat is
+    dropped there), or, past SORT_MOVES moves a value, an O(n log n) sort of the whole."""
     n = v.shape[0]
     moves = 0
-    for i in range(1, n):
-        x = v[i]
-        j = i - 1
-        while j >= 0 and v[j] > x:
-            v[j + 1] = v[j]
-            j -= 1
-        v[j + 1] = x
-        moves += i - 1 - j
-        if moves > SORT_MOVES * n:  # many repeats within buckets: an O(n log n) sort
-            v.sort()
-            break
     u = 0
     for i in range(n):
-        if u == 0 or v[i] != v[u - 1]:
-            v[u] = v[i]
+        x = v[i]
+        if u == 0 or v[u - 1] < x:  # the usual case: after every value before
+            v[u] = x
             u += 1
+            continue
+        j = u - 1
+        while j > 0 and v[j - 1] >= x:
+            j -= 1
+        if v[j] == x:
+            continue  # a repeat
+        for t in range(u, j, -1):
+            v[t] = v[t - 1]
+        v[j] = x
+        u += 1
+        moves += u - 1 - j
+        if moves > SORT_MOVES * n:  # many repeats or values within buckets
+            v.sort()
+            u = 0
+            for t in range(n):
+                if u == 0 or v[t] != v[u - 1]:
+                    v[u] = v[t]
+                    u += 1
+            return u
     return u
 
 
