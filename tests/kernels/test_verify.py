@@ -111,3 +111,24 @@ def test_exact_raw_kernel_equals_twin_and_sorted_kernel(docs):
     sets = [set(d) for d in docs]
     s_off, s_hashes = to_csr(sets)
     assert got.tolist() == exact_jaccard(s_off, s_hashes, left, right).tolist()
+
+
+def test_exact_coded_kernel_equals_twin_with_repeats_and_crowded_buckets():
+    # documents as the pipeline keeps them: Elias-Fano codes of uint32 fingerprints, repeats kept;
+    # spread values (about one a bucket), many repeats, and all values in a few buckets (the sort)
+    from neardup.kernels.eliasfano import code_bytes, encode
+    from neardup.kernels.verify import exact_jaccard_coded
+    rng = np.random.default_rng(7)
+    spread = rng.integers(0, 2**32, 300, dtype=np.uint64)
+    pool = rng.integers(0, 2**32, 60, dtype=np.uint64)
+    docs = [spread, np.concatenate([spread[:250], rng.integers(0, 2**32, 40, dtype=np.uint64)]),
+            rng.choice(pool, 400), rng.choice(np.concatenate([pool, spread[:30]]), 500),
+            rng.integers(0, 3000, 200, dtype=np.uint64), rng.integers(1000, 4000, 300, dtype=np.uint64), []]
+    docs = [np.asarray(d, dtype=np.uint32) for d in docs]
+    offsets = np.zeros(len(docs) + 1, dtype=np.int64)
+    np.cumsum([len(d) for d in docs], out=offsets[1:])
+    data = encode(offsets, np.concatenate(docs))
+    starts = np.concatenate(([0], np.cumsum(code_bytes(np.diff(offsets)))[:-1]))
+    left, right = all_pairs(len(docs))
+    got = exact_jaccard_coded(starts, data, np.diff(offsets), left, right)
+    assert got.tolist() == [exact_jaccard_python(docs[a].tolist(), docs[b].tolist()) for a, b in zip(left, right)]

@@ -274,6 +274,19 @@ def _group_keys(keys, ids, bits):
                 j -= 1
             sk[j + 1] = x
             sr[j + 1] = r
+    runs, total = _walk_runs(sk, sr, ids, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), False)
+    members = np.empty(total, dtype=np.int64)
+    sizes = np.empty(runs, dtype=np.int64)
+    _walk_runs(sk, sr, ids, members, sizes, True)
+    return members, sizes
+
+
+@kernel(inline="always")
+def _walk_runs(sk, sr, ids, members, sizes, fill):
+    """The runs of two or more equal keys of sorted ``sk``: their number and members (counted
+    first, then, with ``fill``, written: the ``ids`` of rows ``sr`` of each run into ``members``
+    and its size into ``sizes``)."""
+    n = sk.shape[0]
     runs = 0
     total = 0
     i = 0
@@ -282,26 +295,14 @@ def _group_keys(keys, ids, bits):
         while j < n and sk[j] == sk[i]:
             j += 1
         if j - i >= 2:
+            if fill:
+                sizes[runs] = j - i
+                for t in range(i, j):
+                    members[total + t - i] = ids[sr[t]]
             runs += 1
             total += j - i
         i = j
-    members = np.empty(total, dtype=np.int64)
-    sizes = np.empty(runs, dtype=np.int64)
-    r = 0
-    k = 0
-    i = 0
-    while i < n:
-        j = i + 1
-        while j < n and sk[j] == sk[i]:
-            j += 1
-        if j - i >= 2:
-            sizes[r] = j - i
-            r += 1
-            for t in range(i, j):
-                members[k] = ids[sr[t]]
-                k += 1
-        i = j
-    return members, sizes
+    return runs, total
 
 
 def _runs_of(all_members: list, all_sizes: list) -> Tuple[np.ndarray, np.ndarray]:

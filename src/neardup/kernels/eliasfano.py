@@ -156,7 +156,10 @@ def encode(offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
     return out
 
 
-_LOWEST_ONE = np.array([0] + [(i & -i).bit_length() - 1 for i in range(1, 256)], dtype=np.int64)  # of a byte
+# the bit number of the lowest 1 bit of a 64-bit word x: _DEBRUIJN[((x & -x) * _DEBRUIJN_MUL) >> 58]
+_DEBRUIJN_MUL = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN = np.zeros(64, dtype=np.int64)
+_DEBRUIJN[[((1 << i) * 0x03F79D71B4CB0A89 & 0xFFFFFFFFFFFFFFFF) >> 58 for i in range(64)]] = np.arange(64)
 
 
 @kernel(inline="always")
@@ -167,6 +170,20 @@ def _load32(data, at):
                 | (np.uint64(data[at + 2]) << np.uint64(16)) | (np.uint64(data[at + 3]) << np.uint64(24)))
     v = np.uint64(0)
     for j in range(4):
+        if at + j < len(data):
+            v |= np.uint64(data[at + j]) << np.uint64(8 * j)
+    return v
+
+
+@kernel(inline="always")
+def _load64(data, at):
+    """data[at:at+8] as a little-endian number (zeros past the end)."""
+    v = np.uint64(0)
+    if at + 8 <= len(data):
+        for j in range(8):
+            v |= np.uint64(data[at + j]) << np.uint64(8 * j)
+        return v
+    for j in range(8):
         if at + j < len(data):
             v |= np.uint64(data[at + j]) << np.uint64(8 * j)
     return v
@@ -186,13 +203,14 @@ def decode_one(data, start, n, out, first):
     bits = np.uint64(32 - (lower & 7))
     at += 4
     k = first
-    ub = start  # the byte of the upper part being read
-    base = 0    # the bit number of its first bit in the upper part
+    ub = start  # the first of the 8 bytes of the upper part being read (the bits past its end, of
+    base = 0    # the lower part, are never reached: the n ones come first); the bit number of its first bit
     while k < stop:
-        byte = np.int64(data[ub])
-        while byte != 0 and k < stop:  # each 1 bit: the next value, bucket = bit number - values before
-            bucket = np.uint64(base + _LOWEST_ONE[byte] - (k - first))
-            byte &= byte - 1
+        word = _load64(data, ub)
+        while word != 0 and k < stop:  # each 1 bit: the next value, bucket = bit number - values before
+            bucket = np.uint64(base + _DEBRUIJN[((word & (~word + np.uint64(1))) * _DEBRUIJN_MUL) >> np.uint64(58)]
+                               - (k - first))
+            word &= word - np.uint64(1)
             if bits < w:
                 acc |= _load32(data, at) << bits
                 bits += np.uint64(32)
@@ -201,8 +219,8 @@ def decode_one(data, start, n, out, first):
             acc >>= w
             bits -= w
             k += 1
-        ub += 1
-        base += 8
+        ub += 8
+        base += 64
 
 
 @kernel(parallel=True)

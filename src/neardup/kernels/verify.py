@@ -48,21 +48,19 @@ def estimated_jaccard(signatures: np.ndarray, left: np.ndarray, right: np.ndarra
 
 
 @kernel()
-def _intersection(hashes, a0, a1, b0, b1):
+def _merge_count(a, a0, a1, b, b0, b1):
+    """The values common to the ascending, distinct a[a0:a1] and b[b0:b1], in one merge pass,
+    without branches on the values (which of the two moves on is as good as random: the branches
+    were mispredicted about half the time)."""
     i = a0
     j = b0
     common = 0
     while i < a1 and j < b1:
-        x = hashes[i]
-        y = hashes[j]
-        if x == y:
-            common += 1
-            i += 1
-            j += 1
-        elif x < y:
-            i += 1
-        else:
-            j += 1
+        x = a[i]
+        y = b[j]
+        common += np.int64(x == y)
+        i += np.int64(x <= y)
+        j += np.int64(y <= x)
     return common
 
 
@@ -82,7 +80,7 @@ def _exact_kernel(offsets, hashes, left, right):
         if na == 0 or nb_ == 0:
             out[p] = 0.0
             continue
-        common = _intersection(hashes, a0, a1, b0, b1)
+        common = _merge_count(hashes, a0, a1, hashes, b0, b1)
         out[p] = common / (na + nb_ - common)
     return out
 
@@ -182,25 +180,35 @@ SORT_MOVES = 8  # an insertion sort of a document's fingerprints gives up past t
 def _sorted_unique(v):
     """Sorts ``v`` in place (nearly sorted already: the Elias-Fano bucket order, where only the
     values of one bucket can be out of order) and moves its distinct values to the front; their
-    number."""
+    number. One pass: each value goes in order among the distinct ones before it (a repeat is
+    dropped there), or, past SORT_MOVES moves a value, an O(n log n) sort of the whole."""
     n = v.shape[0]
     moves = 0
-    for i in range(1, n):
-        x = v[i]
-        j = i - 1
-        while j >= 0 and v[j] > x:
-            v[j + 1] = v[j]
-            j -= 1
-        v[j + 1] = x
-        moves += i - 1 - j
-        if moves > SORT_MOVES * n:  # many repeats within buckets: an O(n log n) sort
-            v.sort()
-            break
     u = 0
     for i in range(n):
-        if u == 0 or v[i] != v[u - 1]:
-            v[u] = v[i]
+        x = v[i]
+        if u == 0 or v[u - 1] < x:  # the usual case: after every value before
+            v[u] = x
             u += 1
+            continue
+        j = u - 1
+        while j > 0 and v[j - 1] >= x:
+            j -= 1
+        if v[j] == x:
+            continue  # a repeat
+        for t in range(u, j, -1):
+            v[t] = v[t - 1]
+        v[j] = x
+        u += 1
+        moves += u - 1 - j
+        if moves > SORT_MOVES * n:  # many repeats or values within buckets
+            v.sort()
+            u = 0
+            for t in range(n):
+                if u == 0 or v[t] != v[u - 1]:
+                    v[u] = v[t]
+                    u += 1
+            return u
     return u
 
 
@@ -222,20 +230,7 @@ def _exact_coded_kernel(starts, data, counts, left, right):
         decode_one(data, starts[b], nb_, vb, 0)
         ua = _sorted_unique(va)
         ub = _sorted_unique(vb)
-        i = 0
-        j = 0
-        common = 0
-        while i < ua and j < ub:
-            x = va[i]
-            y = vb[j]
-            if x == y:
-                common += 1
-                i += 1
-                j += 1
-            elif x < y:
-                i += 1
-            else:
-                j += 1
+        common = _merge_count(va, 0, ua, vb, 0, ub)
         out[p] = common / (ua + ub - common)
     return out
 
