@@ -22,11 +22,18 @@ def kernels_cached() -> bool:
         return True
 
 
-from .config import Config  # noqa: E402
 from .errors import ConfigError, InputError, NeardupError, StorageError  # noqa: E402
-from .kernels.minhash import MinHasher  # noqa: E402
-from .config.params import (candidate_probability, choose_params, false_negative_area,  # noqa: E402
-                     false_positive_area, midpoint)
+
+# The public names that need numpy, numba or the pipeline are imported on first use (module
+# __getattr__): `import neardup` is the version and the errors alone (a few ms), so that a
+# command that draws a report or prints the parameters, a Ray driver or a program that only
+# catches neardup's errors does not load numba and the kernels (0.4-0.5 s). Each name, once
+# asked for, is set on the module: later uses are plain attribute reads.
+_LAZY = {"Config": ".config", "MinHasher": ".kernels.minhash",
+         "candidate_probability": ".config.params", "choose_params": ".config.params",
+         "false_negative_area": ".config.params", "false_positive_area": ".config.params",
+         "midpoint": ".config.params",
+         "dedup": ".api", "DedupResult": ".api", "signatures": ".api", "Index": ".index"}
 
 
 # --------------------------------------------------------------------------- first-call warm-up
@@ -126,14 +133,17 @@ def warmup() -> None:
 
 
 def __getattr__(name):
-    # the pipeline's API is imported on first use: `import neardup` stays light for the kernels
-    if name in ("dedup", "DedupResult", "signatures"):
-        from . import api
-        return getattr(api, name)
-    if name == "Index":
-        from .index import Index
-        return Index
-    raise AttributeError(f"module 'neardup' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'neardup' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 
 __all__ = ["dedup", "DedupResult", "signatures", "Config", "Index", "MinHasher", "NeardupError", "ConfigError", "InputError",
