@@ -80,6 +80,26 @@ def _warm_numba_target() -> None:
         cpu_target.target_context.refresh()
 
 
+def _start_numba(blas: bool = True) -> None:
+    """Sets up numba in this thread now (its typing and target contexts, as the first kernel call
+    of the process would): for a program that knows it runs kernels next and has nothing to do
+    meanwhile. ``blas=False``, for a process that runs neardup's kernels alone (the command
+    line): numba's one check for BLAS, made while it sets up, does not import SciPy (0.1-0.2 s
+    when SciPy is installed; numba's ``np.correlate`` then takes its own loop); numba's linear
+    algebra compiled later still imports it. Errors are left to the first kernel call."""
+    import sys
+    block = not blas and "scipy.linalg.cython_blas" not in sys.modules and "numba.np.arraymath" not in sys.modules
+    if block:
+        sys.modules["scipy.linalg.cython_blas"] = None  # an ImportError for numba's check: no BLAS
+    try:
+        _warm_numba_target()  # refreshes the typing context too
+    except Exception:  # the first kernel call does the work instead, and says what is wrong
+        pass
+    finally:
+        if block and sys.modules.get("scipy.linalg.cython_blas", 0) is None:
+            del sys.modules["scipy.linalg.cython_blas"]
+
+
 def _warmup_run() -> None:
     import time
     for step in (_warm_arrow, _warm_numba_typing, _warm_numba_target):
