@@ -22,11 +22,18 @@ def kernels_cached() -> bool:
         return True
 
 
-from .config import Config  # noqa: E402
 from .errors import ConfigError, InputError, NeardupError, StorageError  # noqa: E402
-from .kernels.minhash import MinHasher  # noqa: E402
-from .config.params import (candidate_probability, choose_params, false_negative_area,  # noqa: E402
-                     false_positive_area, midpoint)
+
+# The public names that need numpy, numba or the pipeline are imported on first use (module
+# __getattr__): `import neardup` is the version and the errors alone (a few ms), so that a
+# command that draws a report or prints the parameters, a Ray driver or a program that only
+# catches neardup's errors does not load numba and the kernels (0.4-0.5 s). Each name, once
+# asked for, is set on the module: later uses are plain attribute reads.
+_LAZY = {"Config": ".config", "MinHasher": ".kernels.minhash",
+         "candidate_probability": ".config.params", "choose_params": ".config.params",
+         "false_negative_area": ".config.params", "false_positive_area": ".config.params",
+         "midpoint": ".config.params",
+         "dedup": ".api", "DedupResult": ".api", "signatures": ".api", "Index": ".index"}
 
 
 # --------------------------------------------------------------------------- first-call warm-up
@@ -71,6 +78,26 @@ def _warm_numba_target() -> None:
     from numba.core.registry import cpu_target
     with global_compiler_lock:
         cpu_target.target_context.refresh()
+
+
+def _start_numba(blas: bool = True) -> None:
+    """Sets up numba in this thread now (its typing and target contexts, as the first kernel call
+    of the process would): for a program that knows it runs kernels next and has nothing to do
+    meanwhile. ``blas=False``, for a process that runs neardup's kernels alone (the command
+    line): numba's one check for BLAS, made while it sets up, does not import SciPy (0.1-0.2 s
+    when SciPy is installed; numba's ``np.correlate`` then takes its own loop); numba's linear
+    algebra compiled later still imports it. Errors are left to the first kernel call."""
+    import sys
+    block = not blas and "scipy.linalg.cython_blas" not in sys.modules and "numba.np.arraymath" not in sys.modules
+    if block:
+        sys.modules["scipy.linalg.cython_blas"] = None  # an ImportError for numba's check: no BLAS
+    try:
+        _warm_numba_target()  # refreshes the typing context too
+    except Exception:  # the first kernel call does the work instead, and says what is wrong
+        pass
+    finally:
+        if block and sys.modules.get("scipy.linalg.cython_blas", 0) is None:
+            del sys.modules["scipy.linalg.cython_blas"]
 
 
 def _warmup_run() -> None:
@@ -126,14 +153,17 @@ def warmup() -> None:
 
 
 def __getattr__(name):
-    # the pipeline's API is imported on first use: `import neardup` stays light for the kernels
-    if name in ("dedup", "DedupResult", "signatures"):
-        from . import api
-        return getattr(api, name)
-    if name == "Index":
-        from .index import Index
-        return Index
-    raise AttributeError(f"module 'neardup' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'neardup' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 
 __all__ = ["dedup", "DedupResult", "signatures", "Config", "Index", "MinHasher", "NeardupError", "ConfigError", "InputError",

@@ -62,3 +62,26 @@ def test_the_check_sees_a_private_import(tmp_path, monkeypatch):
     found = [(module, name) for _, module, name in _imports(bad / "x.py")]
     assert ("neardup.io.storage", "fs") in found and ("neardup", "io") in found
     assert _is_module("neardup.io") and not _is_module("neardup.dedup")
+
+
+def test_import_neardup_is_light_and_keeps_every_public_name():
+    """`import neardup` loads neither numpy nor numba (a report, a Ray driver, a program that
+    catches neardup's errors need neither); every name of ``neardup.__all__`` still resolves, to
+    the object of the module that defines it."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers import SRC
+    code = ("import sys, neardup\n"
+            "light = not ({'numpy', 'numba', 'pyarrow'} & set(sys.modules))\n"
+            "from neardup import Config, MinHasher, choose_params, dedup, Index\n"
+            "from neardup.config import Config as C\n"
+            "from neardup.kernels.minhash import MinHasher as M\n"
+            "ok = all(hasattr(neardup, n) for n in neardup.__all__) and set(neardup.__all__) <= set(dir(neardup))\n"
+            "print(light, ok, Config is C and MinHasher is M and neardup.Config is C)\n")
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "True", "True"], r.stdout + r.stderr
+    assert not hasattr(neardup, "no_such_name")

@@ -205,3 +205,40 @@ def test_a_signal_before_a_run_publishes_leaves_the_old_result_whole(tmp_path):
              setup=SIGNAL_AT_CALL.format(module="neardup.report.html", owner="write_report", sig="SIGINT"))
     assert p.returncode == 130, p.stderr
     assert (out / "stats.json").read_bytes() == before
+
+
+# --------------------------------------------------------------------------- the program's own exit
+
+PROGRAM_EXIT_SETUP = """
+import atexit, sys, threading, time
+import neardup.cli
+atexit.register(lambda: open({atexit_file!r}, "w").write("atexit ran"))
+def late():
+    time.sleep(0.3)
+    open({thread_file!r}, "w").write("thread finished")
+exit_now = neardup.cli._exit_now
+def with_a_thread(code):
+    if {thread}:
+        threading.Thread(target=late).start()  # still running when the command is over: not a daemon
+    exit_now(code)
+neardup.cli._exit_now = with_a_thread
+"""
+
+
+@pytest.mark.parametrize("thread", [False, True])
+def test_the_program_ends_its_process_as_the_interpreter_would(tmp_path, thread):
+    """`neardup` ends its own process once the command is over (no module teardown), yet as the
+    interpreter's exit would: every line it printed comes out (stdout to a pipe is buffered), the
+    atexit functions run, and a thread still running (not a daemon) is waited for."""
+    import subprocess
+
+    from helpers import child_env, neardup_command
+    files = {"atexit_file": str(tmp_path / "atexit"), "thread_file": str(tmp_path / "thread")}
+    env = child_env()
+    env.pop("PYTHONUNBUFFERED", None)
+    r = subprocess.run(neardup_command("params", "--threshold", "0.8", setup=PROGRAM_EXIT_SETUP.format(
+        thread=thread, **files)), env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "bands" in r.stdout and r.stdout.endswith("\n"), r.stdout  # the whole table, to its last line
+    assert (tmp_path / "atexit").read_text() == "atexit ran"
+    assert (tmp_path / "thread").exists() is thread

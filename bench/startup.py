@@ -1,0 +1,160 @@
+"""A `neardup dedup` run end to end, start-up included (issue 32): where its wall goes outside
+the work, A/B between source trees, alternated in the same minutes.
+
+    .venv/bin/python bench/startup.py --trees /work/main/src src --docs 100000 --repeat 3
+
+For each repeat and each tree (alternated), a fresh ``python -m neardup dedup CORPUS -o OUT
+--overwrite --quiet``: its wall, its CPU-seconds (user + sys of the process and its children)
+and its stages' seconds (stats.json); the same on the first 10 documents of the corpus (the
+fixed costs: imports, numba's set-up, kernel loading, report, exit). Then, for the last tree, one
+timeline of a run in one process (``--timeline``): the import of neardup, each kernel loaded
+from numba's cache (wall, CPU, thread), each stage, the report, the publish and the work dir's
+removal, with the process's end measured from outside. Writes JSON (``--output``, default
+bench/results/startup.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import DATA_DIR, RESULTS_DIR, run_header, write_json  # noqa: E402
+
+TIMELINE = r"""
+import sys, time, threading
+T0, C0 = time.perf_counter(), time.process_time()
+events, loads = [], []
+def mark(name):
+    events.append((name, round(time.perf_counter() - T0, 4), round(time.process_time() - C0, 4)))
+import neardup
+mark("import neardup")
+from neardup.kernels import compile as kc
+_load = kc._KernelCache.load_overload
+def load(self, sig, tc):
+    t, c = time.perf_counter(), time.process_time()
+    try:
+        return _load(self, sig, tc)
+    finally:
+        loads.append({"kernel": self._func.__module__ + "." + self._func.__name__, "at_s": round(t - T0, 4),
+                      "wall_s": round(time.perf_counter() - t, 4), "cpu_s": round(time.process_time() - c, 4),
+                      "thread": threading.current_thread().name})
+kc._KernelCache.load_overload = load
+def wrap(owner, name, label):
+    f = getattr(owner, name)
+    def w(*a, **k):
+        mark("> " + label)
+        try:
+            return f(*a, **k)
+        finally:
+            mark("< " + label)
+    setattr(owner, name, w)
+import neardup.stages as ns, neardup.report.html as rh
+from neardup.stages.workdir import WorkDir
+from neardup.io.storage.folder import Folder
+wrap(rh, "write_report", "report"); wrap(Folder, "publish", "publish"); wrap(WorkDir, "remove", "work dir removed")
+for st in ns.PIPELINE:
+    wrap(st, "run", "stage " + st.name)
+mark("timeline set up")
+import atexit, json
+DUMP = sys.argv[1]
+@atexit.register
+def _dump():
+    mark("atexit")
+    with open(DUMP, "w") as fh:
+        json.dump({"events": events, "kernel_loads": loads}, fh)
+sys.argv = ["neardup"] + sys.argv[2:]
+from neardup.cli import main
+sys.exit(main())
+"""
+
+
+def run_once(tree: str, corpus: str, out: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "neardup", "dedup", corpus, "-o", out, "--overwrite", "--quiet"],
+                       env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode:
+        raise SystemExit(f"{tree}: exit {r.returncode}\n{r.stderr}")
+    seconds = json.loads((Path(out) / "stats.json").read_text()).get("seconds", {})
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "stages_s": seconds,
+            "outside_stages_s": round(wall - sum(seconds.values()), 3)}
+
+
+def timeline(tree: str, corpus: str, out: str, scratch: Path) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+    dump = scratch / "timeline.json"
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-c", TIMELINE, str(dump), "dedup", corpus, "-o", out, "--overwrite",
+                        "--quiet"], env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if r.returncode:
+        raise SystemExit(f"timeline: exit {r.returncode}\n{r.stderr}")
+    got = json.loads(dump.read_text())
+    got["process_wall_s"] = round(wall, 3)
+    got["kernels_loaded"] = len(got["kernel_loads"])
+    got["kernel_load_wall_s"] = round(sum(k["wall_s"] for k in got["kernel_loads"]), 3)
+    return got
+
+
+def summary(runs: list) -> dict:
+    def best_median(key):
+        xs = sorted(r[key] for r in runs)
+        return {"best": xs[0], "median": xs[len(xs) // 2], "all": [r[key] for r in runs]}
+    return {k: best_median(k) for k in ("wall_s", "cpu_s", "outside_stages_s")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trees", nargs="+", default=["/work/main/src", "src"])
+    ap.add_argument("--docs", type=int, default=100_000)
+    ap.add_argument("--corpus", default=None, help="default: bench/data/synth_DOCS_s0.jsonl")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--scratch", default="/tmp/startup_bench")
+    ap.add_argument("--no-timeline", action="store_true")
+    ap.add_argument("--output", default=str(RESULTS_DIR / "startup.json"))
+    a = ap.parse_args()
+    corpus = a.corpus or str(DATA_DIR / f"synth_{a.docs}_s0.jsonl")
+    scratch = Path(a.scratch)
+    scratch.mkdir(parents=True, exist_ok=True)
+    small = scratch / "first_10.jsonl"
+    with open(corpus, "rb") as src, open(small, "wb") as dst:
+        dst.writelines(line for _, line in zip(range(10), src))
+    with open(corpus, "rb") as fh:  # into the page cache
+        while fh.read(1 << 24):
+            pass
+    result = {**run_header(sys.argv), "corpus": corpus, "load_before": os.getloadavg(), "trees": {}}
+    runs = {t: {"full": [], "ten_docs": []} for t in a.trees}
+    for t in a.trees:  # untimed: each tree's kernels in numba's cache, the files in the page cache
+        run_once(t, str(small), str(scratch / "out"))
+    for i in range(a.repeat):
+        for t in a.trees:
+            runs[t]["full"].append(run_once(t, corpus, str(scratch / "out")))
+            runs[t]["ten_docs"].append(run_once(t, str(small), str(scratch / "out10")))
+            print(f"{i + 1}/{a.repeat} {t}: {runs[t]['full'][-1]}  10 docs: {runs[t]['ten_docs'][-1]}", flush=True)
+    for t in a.trees:
+        result["trees"][t] = {"full": summary(runs[t]["full"]), "ten_docs": summary(runs[t]["ten_docs"]),
+                              "runs": runs[t]}
+    if not a.no_timeline:
+        result["timeline"] = {"tree": a.trees[-1], **timeline(a.trees[-1], corpus, str(scratch / "out"), scratch)}
+    result["load_after"] = os.getloadavg()
+    write_json(Path(a.output), result)
+    for t in a.trees:
+        s = result["trees"][t]
+        print(f"{t}: wall best {s['full']['wall_s']['best']} s, cpu best {s['full']['cpu_s']['best']} s; "
+              f"10 docs wall best {s['ten_docs']['wall_s']['best']} s, cpu best {s['ten_docs']['cpu_s']['best']} s")
+    print("load", result["load_before"], "->", result["load_after"])
+
+
+if __name__ == "__main__":
+    main()
