@@ -172,7 +172,7 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
     tune_malloc()
     exact = config.verify == "exact"
     hasher = MinHasher.from_config(config)
-    scratch = Scratch()
+    scratch = take_scratch()
     schema = docs_schema(config)
     summary = {"documents": 0, "per_source": {str(si): 0 for si in members}, "empty": 0, "rejected": [],
                "skipped": []}
@@ -182,12 +182,42 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
             work.atomic_write(block_name(block, "fp" if exact else "sig")) as big_file:
         writer = pa.ipc.new_file(arrow_file, schema)
         big = _Writer(big_file, code=eliasfano.encode if exact else None)
-        _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress, signatures,
-                   span)
+        try:
+            _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress,
+                       signatures, span)
+        finally:
+            give_back_scratch(scratch)
     if finish is not None:  # e.g. the --against matches: part of the block, done before its summary
         summary.update(finish(summary["documents"]))
     work.write_json(block_name(block, "json"), summary)
     return summary
+
+
+_scratches: List[Scratch] = []  # the kernels' buffers of blocks read before, for the next ones
+_scratches_lock = threading.Lock()
+KEPT_SCRATCHES = 2  # at most this many kept (the local engine reads up to 2 blocks at once)
+
+
+def take_scratch() -> Scratch:
+    """The kernels' working buffers for one block: those a block read before in this process
+    left (their pages already faulted in: a fresh Scratch is ~160 MB of new pages a block, which
+    the kernel zeroes on first touch, about as much CPU as the hashing itself), or new ones."""
+    with _scratches_lock:
+        return _scratches.pop() if _scratches else Scratch()
+
+
+def give_back_scratch(scratch: Scratch) -> None:
+    """``scratch`` kept for the next block (at most KEPT_SCRATCHES; :func:`release_scratches`
+    lets them go)."""
+    with _scratches_lock:
+        if len(_scratches) < KEPT_SCRATCHES:
+            _scratches.append(scratch)
+
+
+def release_scratches() -> None:
+    """The kept buffers given up (the end of the read stage: the next stages need the memory)."""
+    with _scratches_lock:
+        _scratches.clear()
 
 
 COALESCE_BYTES = 16 << 20  # text bytes of small batches gathered for one call of the kernels
@@ -380,10 +410,13 @@ class ReadStage:
         spans = range_spans(run.work, engine, task, blocks)
         total = None if run.quiet else nio.estimate_documents(run.sources)
         with bar("read + signatures", total=total, quiet=run.quiet) as progress:
-            summaries = engine.collect(engine.map(partial(read_partition, task=task),
-                                                  [(b, blocks[b], spans.get(b)) for b in todo],
-                                                  progress=progress, units=lambda summary: summary["documents"],
-                                                  concurrent=read_concurrency(engine, spans)))
+            try:
+                summaries = engine.collect(engine.map(partial(read_partition, task=task),
+                                                      [(b, blocks[b], spans.get(b)) for b in todo],
+                                                      progress=progress, units=lambda summary: summary["documents"],
+                                                      concurrent=read_concurrency(engine, spans)))
+            finally:
+                release_scratches()
             progress.total = sum(s["documents"] for s in summaries)  # the estimate is replaced by the true count
             progress.refresh()
         return self.finish(run, engine, len(blocks), len(todo))
