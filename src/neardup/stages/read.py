@@ -126,6 +126,21 @@ class _Writer:
             raise self._error
 
 
+class _Encoder:
+    """The writer thread's coding of a batch's fingerprints (:func:`eliasfano.encode`) into one
+    buffer used again batch after batch (written out before the next batch is coded): no fresh
+    pages to fault in and zero each batch."""
+
+    def __init__(self):
+        self._buf = np.empty(0, np.uint8)
+
+    def __call__(self, offsets, values) -> np.ndarray:
+        out = eliasfano.encode(offsets, values, into=self._buf)
+        if out.base is not self._buf:  # too small: the larger one kept, with room to grow
+            self._buf = np.empty(out.shape[0] + out.shape[0] // 4, np.uint8)
+        return out
+
+
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 TRIM_BYTES = 256 << 20  # free memory a malloc arena keeps before giving it back to the system
 MMAP_BYTES = 32 << 20  # allocations from this size on are mapped on their own (glibc's largest)
@@ -181,7 +196,7 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
     with work.atomic_write(block_name(block, "arrow")) as arrow_file, \
             work.atomic_write(block_name(block, "fp" if exact else "sig")) as big_file:
         writer = pa.ipc.new_file(arrow_file, schema)
-        big = _Writer(big_file, code=eliasfano.encode if exact else None)
+        big = _Writer(big_file, code=_Encoder() if exact else None)
         try:
             _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress,
                        signatures, span)
