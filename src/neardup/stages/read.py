@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from ..kernels.arrays import arrow, empty_table, to_numpy
 from ..kernels import eliasfano
+from ..kernels import jsonl as jsonl_scanner
 from .. import io as nio
 from ..kernels.bands import band_keys
 from ..errors import InputError
@@ -230,9 +231,11 @@ def give_back_scratch(scratch: Scratch) -> None:
 
 
 def release_scratches() -> None:
-    """The kept buffers given up (the end of the read stage: the next stages need the memory)."""
+    """The kept buffers given up (the end of the read stage: the next stages need the memory):
+    the kernels' and the JSONL texts' (:class:`neardup.kernels.jsonl.TextBuffers`)."""
     with _scratches_lock:
         _scratches.clear()
+    jsonl_scanner.text_buffers.clear()
 
 
 COALESCE_BYTES = 16 << 20  # text bytes of small batches gathered for one call of the kernels
