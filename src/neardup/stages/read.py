@@ -129,17 +129,16 @@ class _Writer:
 
 class _Encoder:
     """The writer thread's coding of a batch's fingerprints (:func:`eliasfano.encode`) into one
-    buffer used again batch after batch (written out before the next batch is coded): no fresh
-    pages to fault in and zero each batch."""
+    buffer of the block's Scratch, used again batch after batch and block after block (each batch
+    is written out before the next is coded; the block's writer is closed before its Scratch goes
+    back): no fresh pages to fault in and zero each batch."""
 
-    def __init__(self):
-        self._buf = np.empty(0, np.uint8)
+    def __init__(self, scratch: Scratch):
+        self._scratch = scratch
 
     def __call__(self, offsets, values) -> np.ndarray:
-        out = eliasfano.encode(offsets, values, into=self._buf)
-        if out.base is not self._buf:  # too small: the larger one kept, with room to grow
-            self._buf = np.empty(out.shape[0] + out.shape[0] // 4, np.uint8)
-        return out
+        need = int(eliasfano.code_bytes(np.diff(offsets)).sum())
+        return eliasfano.encode(offsets, values, into=self._scratch.get("codes", need, np.uint8))
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
@@ -197,7 +196,7 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
     with work.atomic_write(block_name(block, "arrow")) as arrow_file, \
             work.atomic_write(block_name(block, "fp" if exact else "sig")) as big_file:
         writer = pa.ipc.new_file(arrow_file, schema)
-        big = _Writer(big_file, code=_Encoder() if exact else None)
+        big = _Writer(big_file, code=_Encoder(scratch) if exact else None)
         try:
             _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress,
                        signatures, span)
