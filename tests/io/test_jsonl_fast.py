@@ -206,3 +206,28 @@ print(n, J.worth_it(10), J.worth_it(J.COMPILE_FROM_BYTES), bool(J._scan.signatur
         r = subprocess.run([sys.executable, "-c", check], env=dict(env, NEARDUP_JSONL_SCANNER=value),
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0 and r.stdout.strip() == want, r.stdout + r.stderr
+
+
+def test_text_buffers_used_again_only_once_nothing_sees_them(monkeypatch):
+    """A block's texts are gathered into a kept buffer that no array still sees: the texts of a
+    block still held stay as they were while later blocks are read; once they are dropped, their
+    buffer is the next block's."""
+    from neardup.kernels import jsonl as scanner
+    monkeypatch.setattr(scanner, "text_buffers", scanner.TextBuffers())
+    one = b'{"text": "first block \\u00e9", "id": 1}\n{"text": "more", "id": 2}\n'
+    two = b'{"text": "second", "id": "a"}\n{"text": "x\\ny", "id": 3}\n'
+    held, _ = _fast(one)
+    want = held.to_pylist()
+    for _ in range(3):
+        other, _ = _fast(two)
+        assert held.to_pylist() == want and other.to_pylist() == ["second", "x\ny"]
+    first = np.frombuffer(held.buffers()[2], np.uint8).ctypes.data
+    kept = len(scanner.text_buffers._free)
+    assert kept == 3  # the held block's, and two taken in turn by the other (each held while the next was read)
+    del held, other
+    again, _ = _fast(two)
+    assert again.to_pylist() == ["second", "x\ny"]
+    assert np.frombuffer(again.buffers()[2], np.uint8).ctypes.data == first  # the first kept buffer, free now
+    assert len(scanner.text_buffers._free) == kept
+    scanner.text_buffers.clear()
+    assert scanner.text_buffers._free == []

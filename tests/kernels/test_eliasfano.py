@@ -85,3 +85,38 @@ def test_the_code_is_near_the_least_a_lossless_code_takes():
     assert (code_bytes(n) < 4 * n).all()
     n = np.arange(0, 8)
     assert (code_bytes(n) <= 4 * n + 1).all()
+
+
+def _encode_python(d) -> bytes:
+    """The code as the module's docstring writes it, bit by bit (the format the work dir holds)."""
+    n = len(d)
+    if n == 0:
+        return b""
+    low = max(k for k in range(32) if (1 << k) <= n)  # floor(log2 n)
+    if low < 31 and n * (33 - low) + (1 << low) > n * (32 - low) + (2 << low):
+        low += 1
+    w = 32 - low
+    order = sorted(range(n), key=lambda i: (int(d[i]) >> w, i))  # bucket order, text order within
+    sizes = [0] * (1 << low)
+    for v in d:
+        sizes[int(v) >> w] += 1
+    bits = []
+    for c in sizes:
+        bits += [1] * c + [0]
+    for i in order:
+        bits += [(int(d[i]) >> b) & 1 for b in range(w)]
+    bits += [0] * (-len(bits) % 8)
+    return bytes(sum(bits[k + j] << j for j in range(8)) for k in range(0, len(bits), 8))
+
+
+def test_the_bytes_are_the_formats():
+    """Every bit where the format puts it (a change of the coder that keeps the values but moves
+    a bit would change every work dir's bytes), also coded into a buffer given (a view of it)."""
+    docs = [d for d in _documents() if len(d) <= 1000]
+    off, vals = _csr(docs)
+    want = b"".join(_encode_python(d) for d in docs)
+    assert encode(off, vals).tobytes() == want
+    buf = np.full(len(want) + 5, 0xAA, np.uint8)
+    out = encode(off, vals, into=buf)
+    assert out.base is buf and out.tobytes() == want
+    assert encode(off, vals, into=np.empty(len(want) - 1, np.uint8)).tobytes() == want  # too small: its own

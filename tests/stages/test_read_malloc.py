@@ -40,3 +40,49 @@ def test_the_users_setting_is_kept(libc, monkeypatch, var):
     monkeypatch.setenv(var, "1000000")
     read.tune_malloc()
     assert libc.calls == []
+
+
+def test_blocks_share_the_kernels_buffers(tmp_path, monkeypatch):
+    """The blocks read one after another in a process use one Scratch (its pages faulted in
+    once, not once a block), and their files are the bytes that fresh buffers give."""
+    from neardup import Config
+    from neardup import io as nio
+    from neardup.stages.workdir import WorkDir, plan_blocks
+    made = []
+
+    class Counted(read.Scratch):
+        def __init__(self):
+            super().__init__()
+            made.append(self)
+
+    monkeypatch.setattr(read, "Scratch", Counted)
+    monkeypatch.setattr(read, "_scratches", [])
+    for i in range(3):  # the second block's documents longer: its buffers grow, still shared
+        (tmp_path / f"f{i}.jsonl").write_text("".join(f'{{"text": "doc {j} of {i} {"word " * (j + 9 * i)}"}}\n'
+                                                      for j in range(20)))
+    cfg = Config(verify="exact").resolved()
+    sources = nio.discover([str(tmp_path / "*.jsonl")])
+    blocks = plan_blocks(sources, block_bytes=1)
+    files = {}
+    for shared in (True, False):
+        work = WorkDir(str(tmp_path / f"work-{shared}"), "fp", resume=False)
+        for b, members in enumerate(blocks):
+            if not shared:
+                read.release_scratches()
+            read.read_block(work.folder, cfg, sources, b, members)
+            files[shared, b] = (tmp_path / f"work-{shared}" / "read" / f"block-{b:06d}.fp").read_bytes()
+    assert len(made) == 1 + len(blocks)  # one for the shared run, one a block for the other
+    assert all(files[True, b] == files[False, b] and files[True, b] for b in range(len(blocks)))
+    assert len(read._scratches) == 1 and "codes" in read._scratches[0].buffers  # the writer's codes too
+    read.release_scratches()
+    assert read._scratches == []
+
+
+def test_kept_buffers_bounded(monkeypatch):
+    monkeypatch.setattr(read, "_scratches", [])
+    taken = [read.take_scratch() for _ in range(read.KEPT_SCRATCHES + 2)]
+    assert len({id(s) for s in taken}) == len(taken)
+    for s in taken:
+        read.give_back_scratch(s)
+    assert len(read._scratches) == read.KEPT_SCRATCHES
+    assert read.take_scratch() in taken

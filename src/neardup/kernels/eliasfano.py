@@ -20,7 +20,7 @@ alone. A document without shingles has an empty code.
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numba as nb
 import numpy as np
@@ -81,32 +81,44 @@ def _encode_one(values, a0, n, out, at, buckets, order):
         h = np.uint64(v) >> shift
         order[buckets[h]] = v
         buckets[h] += 1
-    # one stream of bits, 32 at a time into out: for each bucket its ones and a zero, then the
-    # low bits of the values in bucket order
+    # one stream of bits, 64 at a time into out. The upper part: the i-th value in bucket order,
+    # of bucket h, is the 1 bit at h + i (the 0 bits that end the buckets are the others)
     acc = np.uint64(0)
     bits = np.uint64(0)
-    prev = 0
-    for h in range(nb_):
-        c = buckets[h] - prev  # buckets[h] is now where bucket h ends
-        prev = buckets[h]
-        while c >= 32:
-            acc |= np.uint64(0xFFFFFFFF) << bits
-            bits += np.uint64(32)
-            c -= 32
-            at = _flush(out, at, acc, bits)
-            acc, bits = _drop(acc, bits)
-        acc |= ((np.uint64(1) << np.uint64(c)) - np.uint64(1)) << bits
-        bits += np.uint64(c + 1)
-        if bits >= 32:
-            at = _flush(out, at, acc, bits)
-            acc, bits = _drop(acc, bits)
+    cur = 0  # bits of the upper part written
+    for i in range(n):
+        p = np.int64(np.uint64(order[i]) >> shift) + i
+        bits += np.uint64(p - cur)  # the zeros before it
+        while bits >= 64:
+            _store64(out, at, acc)
+            at += 8
+            acc = np.uint64(0)
+            bits -= np.uint64(64)
+        acc |= np.uint64(1) << bits
+        bits += np.uint64(1)
+        if bits == 64:
+            _store64(out, at, acc)
+            at += 8
+            acc = np.uint64(0)
+            bits = np.uint64(0)
+        cur = p + 1
+    bits += np.uint64(n + nb_ - cur)  # the zeros that end the last buckets
+    while bits >= 64:
+        _store64(out, at, acc)
+        at += 8
+        acc = np.uint64(0)
+        bits -= np.uint64(64)
+    # the lower part: the low bits of the values in bucket order
     mask = (np.uint64(1) << shift) - np.uint64(1)
     for i in range(n):
-        acc |= (np.uint64(order[i]) & mask) << bits
+        v = np.uint64(order[i]) & mask
+        acc |= v << bits
         bits += shift
-        if bits >= 32:
-            at = _flush(out, at, acc, bits)
-            acc, bits = _drop(acc, bits)
+        if bits >= 64:
+            _store64(out, at, acc)
+            at += 8
+            bits -= np.uint64(64)
+            acc = v >> (shift - bits) if bits else np.uint64(0)
     while bits > 0:
         out[at] = np.uint8(acc & np.uint64(0xFF))
         at += 1
@@ -115,18 +127,10 @@ def _encode_one(values, a0, n, out, at, buckets, order):
 
 
 @kernel(inline="always")
-def _flush(out, at, acc, bits):
-    """The low 32 bits of acc into out[at:at+4] (bits >= 32); the next byte to write."""
-    out[at] = np.uint8(acc & np.uint64(0xFF))
-    out[at + 1] = np.uint8((acc >> np.uint64(8)) & np.uint64(0xFF))
-    out[at + 2] = np.uint8((acc >> np.uint64(16)) & np.uint64(0xFF))
-    out[at + 3] = np.uint8((acc >> np.uint64(24)) & np.uint64(0xFF))
-    return at + 4
-
-
-@kernel(inline="always")
-def _drop(acc, bits):
-    return acc >> np.uint64(32), bits - np.uint64(32)
+def _store64(out, at, acc):
+    """acc into out[at:at+8], lowest byte first."""
+    for j in range(8):
+        out[at + j] = np.uint8((acc >> np.uint64(8 * j)) & np.uint64(0xFF))
 
 
 @kernel(nogil=True)
@@ -142,15 +146,19 @@ def _encode_kernel(offsets, values, starts, out):
             _encode_one(values, offsets[d], n, out, starts[d], buckets, order)
 
 
-def encode(offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
+def encode(offsets: np.ndarray, values: np.ndarray, into: Optional[np.ndarray] = None) -> np.ndarray:
     """The codes of documents given as CSR (``values[offsets[i]:offsets[i+1]]``, uint32
     fingerprints in any order, repeats kept), one after another: uint8. Runs without the GIL, in
-    one thread (the read stage encodes in its writer thread, beside the kernels)."""
+    one thread (the read stage encodes in its writer thread, beside the kernels). ``into``: a
+    uint8 buffer to write them into when it is large enough (the result is then a view of it)."""
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     sizes = code_bytes(np.diff(offsets))
     starts = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=starts[1:])
-    out = np.empty(starts[-1], dtype=np.uint8)
+    if into is not None and into.dtype == np.uint8 and into.shape[0] >= starts[-1]:
+        out = into[:starts[-1]]
+    else:
+        out = np.empty(starts[-1], dtype=np.uint8)
     if len(sizes):
         _encode_kernel(offsets, np.ascontiguousarray(values, dtype=np.uint32), starts, out)
     return out

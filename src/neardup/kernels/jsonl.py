@@ -474,8 +474,8 @@ def _decimal_len(v):
 
 
 @kernel(nogil=True)
-def _gather(data, spans, want_id):
-    """Pass 2: the texts (int64 offsets, bytes) and ids (int32 offsets, bytes) of the lines."""
+def _offsets(spans, want_id):
+    """The offsets of the texts (int64) and ids (int32) of the lines, from their spans."""
     n = spans.shape[0]
     toff = np.zeros(n + 1, dtype=np.int64)
     ioff = np.zeros(n + 1 if want_id else 1, dtype=np.int32)
@@ -485,8 +485,13 @@ def _gather(data, spans, want_id):
         if want_id:
             il = spans[i, 5] if spans[i, 5] >= 0 else _decimal_len(spans[i, 6])
             ioff[i + 1] = ioff[i] + il
-    tdata = np.empty(toff[n], dtype=np.uint8)
-    idata = np.empty(ioff[ioff.shape[0] - 1], dtype=np.uint8)
+    return toff, ioff
+
+
+@kernel(nogil=True)
+def _gather(data, spans, want_id, toff, tdata, ioff, idata):
+    """Pass 2: the texts (bytes into tdata at toff) and ids (into idata at ioff) of the lines."""
+    n = spans.shape[0]
     for i in range(n):
         a, b = spans[i, 0], spans[i, 1]
         if spans[i, 2] < 0:
@@ -512,7 +517,40 @@ def _gather(data, spans, want_id):
                 _decode_into(data, spans[i, 3], spans[i, 4], idata, o)
             else:
                 idata[o:ioff[i + 1]] = data[spans[i, 3]:spans[i, 4]]
-    return toff, tdata, ioff, idata
+
+
+class TextBuffers:
+    """The buffers the texts of blocks are gathered into, used again once nothing sees them (no
+    array, no Arrow buffer: a block's texts live until the kernels have hashed them, a few blocks
+    at a time): a fresh 16 MB a block is as many pages to fault in and zero. Thread-safe; at most
+    KEEP kept, :meth:`clear` lets them go."""
+
+    KEEP = 8
+
+    def __init__(self):
+        import threading
+        self._lock = threading.Lock()
+        self._free: list = []
+
+    def get(self, size: int) -> np.ndarray:
+        """``size`` bytes: a view of a kept buffer nothing else sees, or of a new one."""
+        import sys
+        with self._lock:
+            for buf in self._free:
+                # references: the list's, the loop's and getrefcount's own; a view adds its own
+                if buf.shape[0] >= size and sys.getrefcount(buf) == 3:
+                    return buf[:size]
+            buf = np.empty(size + size // 4, dtype=np.uint8)
+            if len(self._free) < self.KEEP:
+                self._free.append(buf)
+            return buf[:size]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._free.clear()
+
+
+text_buffers = TextBuffers()
 
 
 COMPILE_FROM_BYTES = 1 << 30  # a source this large compiles the scanner when it is not compiled yet
@@ -527,12 +565,12 @@ def worth_it(source_bytes: int) -> bool:
     choice = os.environ.get("NEARDUP_JSONL_SCANNER", "")
     if choice in ("0", "1"):
         return choice == "1"
-    if _scan.signatures and _gather.signatures:
+    if _scan.signatures and _offsets.signatures and _gather.signatures:
         return True
     if source_bytes >= COMPILE_FROM_BYTES:
         return True
     try:  # numba's own check of its index (as neardup.kernels_cached); the layout is not public
-        return is_cached(_scan) and is_cached(_gather)
+        return is_cached(_scan) and is_cached(_offsets) and is_cached(_gather)
     except Exception:
         return False
 
@@ -551,7 +589,10 @@ def extract(data: bytes, starts: np.ndarray, ends: np.ndarray, lines: np.ndarray
     words = arr[shift:shift + (len(arr) - shift) // 8 * 8].view(np.uint64) if len(arr) > shift else _NO_WORDS
     if not _scan(arr, words, shift, starts, ends, lines, text_key, id_key, want_id, spans):
         return None
-    toff, tdata, ioff, idata = _gather(arr, spans, want_id)
+    toff, ioff = _offsets(spans, want_id)
+    tdata = text_buffers.get(int(toff[-1]))
+    idata = np.empty(int(ioff[-1]), dtype=np.uint8)
+    _gather(arr, spans, want_id, toff, tdata, ioff, idata)
     n = len(lines)
     text = pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(toff), pa.py_buffer(tdata)])
     ids = None

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from ..kernels.arrays import arrow, empty_table, to_numpy
 from ..kernels import eliasfano
+from ..kernels import jsonl as jsonl_scanner
 from .. import io as nio
 from ..kernels.bands import band_keys
 from ..errors import InputError
@@ -126,6 +127,20 @@ class _Writer:
             raise self._error
 
 
+class _Encoder:
+    """The writer thread's coding of a batch's fingerprints (:func:`eliasfano.encode`) into one
+    buffer of the block's Scratch, used again batch after batch and block after block (each batch
+    is written out before the next is coded; the block's writer is closed before its Scratch goes
+    back): no fresh pages to fault in and zero each batch."""
+
+    def __init__(self, scratch: Scratch):
+        self._scratch = scratch
+
+    def __call__(self, offsets, values) -> np.ndarray:
+        need = int(eliasfano.code_bytes(np.diff(offsets)).sum())
+        return eliasfano.encode(offsets, values, into=self._scratch.get("codes", need, np.uint8))
+
+
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 TRIM_BYTES = 256 << 20  # free memory a malloc arena keeps before giving it back to the system
 MMAP_BYTES = 32 << 20  # allocations from this size on are mapped on their own (glibc's largest)
@@ -172,7 +187,7 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
     tune_malloc()
     exact = config.verify == "exact"
     hasher = MinHasher.from_config(config)
-    scratch = Scratch()
+    scratch = take_scratch()
     schema = docs_schema(config)
     summary = {"documents": 0, "per_source": {str(si): 0 for si in members}, "empty": 0, "rejected": [],
                "skipped": []}
@@ -181,13 +196,45 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
     with work.atomic_write(block_name(block, "arrow")) as arrow_file, \
             work.atomic_write(block_name(block, "fp" if exact else "sig")) as big_file:
         writer = pa.ipc.new_file(arrow_file, schema)
-        big = _Writer(big_file, code=eliasfano.encode if exact else None)
-        _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress, signatures,
-                   span)
+        big = _Writer(big_file, code=_Encoder(scratch) if exact else None)
+        try:
+            _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress,
+                       signatures, span)
+        finally:
+            give_back_scratch(scratch)
     if finish is not None:  # e.g. the --against matches: part of the block, done before its summary
         summary.update(finish(summary["documents"]))
     work.write_json(block_name(block, "json"), summary)
     return summary
+
+
+_scratches: List[Scratch] = []  # the kernels' buffers of blocks read before, for the next ones
+_scratches_lock = threading.Lock()
+KEPT_SCRATCHES = 2  # at most this many kept (the local engine reads up to 2 blocks at once)
+
+
+def take_scratch() -> Scratch:
+    """The kernels' working buffers for one block: those a block read before in this process
+    left (their pages already faulted in: a fresh Scratch is ~160 MB of new pages a block, which
+    the kernel zeroes on first touch, about as much CPU as the hashing itself), or new ones."""
+    with _scratches_lock:
+        return _scratches.pop() if _scratches else Scratch()
+
+
+def give_back_scratch(scratch: Scratch) -> None:
+    """``scratch`` kept for the next block (at most KEPT_SCRATCHES; :func:`release_scratches`
+    lets them go)."""
+    with _scratches_lock:
+        if len(_scratches) < KEPT_SCRATCHES:
+            _scratches.append(scratch)
+
+
+def release_scratches() -> None:
+    """The kept buffers given up (the end of the read stage: the next stages need the memory):
+    the kernels' and the JSONL texts' (:class:`neardup.kernels.jsonl.TextBuffers`)."""
+    with _scratches_lock:
+        _scratches.clear()
+    jsonl_scanner.text_buffers.clear()
 
 
 COALESCE_BYTES = 16 << 20  # text bytes of small batches gathered for one call of the kernels
@@ -380,10 +427,13 @@ class ReadStage:
         spans = range_spans(run.work, engine, task, blocks)
         total = None if run.quiet else nio.estimate_documents(run.sources)
         with bar("read + signatures", total=total, quiet=run.quiet) as progress:
-            summaries = engine.collect(engine.map(partial(read_partition, task=task),
-                                                  [(b, blocks[b], spans.get(b)) for b in todo],
-                                                  progress=progress, units=lambda summary: summary["documents"],
-                                                  concurrent=read_concurrency(engine, spans)))
+            try:
+                summaries = engine.collect(engine.map(partial(read_partition, task=task),
+                                                      [(b, blocks[b], spans.get(b)) for b in todo],
+                                                      progress=progress, units=lambda summary: summary["documents"],
+                                                      concurrent=read_concurrency(engine, spans)))
+            finally:
+                release_scratches()
             progress.total = sum(s["documents"] for s in summaries)  # the estimate is replaced by the true count
             progress.refresh()
         return self.finish(run, engine, len(blocks), len(todo))
