@@ -116,3 +116,29 @@ def test_output_relpath():
     assert output_relpaths(clash, "same") == ["a.json", "a.jsonl"]
     with pytest.raises(InputError, match="same output name 'a.jsonl'"):
         output_relpaths(clash, "jsonl")
+
+
+def test_relatives_equal_relative_to_for_odd_paths(tmp_path, monkeypatch):
+    """discover's relpaths made with each folder's abspath once equal relative_to's, path by path
+    (the root folder, ``//``, ``..`` and ``.`` parts, a trailing slash, relative paths)."""
+    from neardup.io import sources as S
+
+    monkeypatch.chdir(tmp_path)
+    paths = ["/a", "//x/b", "//c", "///c", "/tmp/../tmp/d", "./e", "f/", "g/.", "h/..", "i/j/../k", "l//m",
+             str(tmp_path / "n" / "o"), "p", "file:///q/r", "s3://b/t/u"]
+    for root in ["/", "/tmp", str(tmp_path), str(tmp_path / "n"), "//x", None]:
+        assert S._relatives(paths, root) == [S._relative(p, root) for p in paths], root
+
+
+def test_discover_gives_the_collector_back_as_it_was(tmp_path):
+    import gc
+
+    (tmp_path / "a.txt").write_text("x")
+    was = gc.isenabled()
+    try:
+        for state in (True, False):
+            (gc.enable if state else gc.disable)()
+            discover([str(tmp_path)])
+            assert gc.isenabled() is state
+    finally:
+        (gc.enable if was else gc.disable)()

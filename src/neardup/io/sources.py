@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import gc
 import glob
 import os
 import stat
@@ -81,6 +82,8 @@ def display_name(path: Any) -> str:
     reads as lone surrogates) written ``\\xNN``, so that the name can be printed, put in JSON and
     in Parquet. A plain name stays as it is."""
     p = str(path)
+    if p.isascii() and "://" not in p:  # a plain local name (most are): nothing to escape or hide
+        return p
     try:
         p.encode("utf-8")
     except UnicodeEncodeError:
@@ -356,6 +359,16 @@ def discover(inputs: Sequence[str], *, input_format: str = "auto", follow_symlin
     InputError, like a missing path, a glob that matches nothing, a folder without files or a
     file reached twice.
     """
+    enabled = gc.isenabled()  # 100,000 files make ~10 objects each, none a cycle: the collector
+    gc.disable()               # would go over them again and again as they are made (a third of the time)
+    try:
+        return _discover(inputs, input_format, follow_symlinks)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _discover(inputs: Sequence[str], input_format: str, follow_symlinks: bool) -> Sources:
     if input_format not in INPUT_FORMATS:
         raise ConfigError(f"input_format must be one of {', '.join(INPUT_FORMATS)}; got {input_format!r}")
     if isinstance(inputs, (str, bytes, os.PathLike)):
@@ -386,10 +399,11 @@ def discover(inputs: Sequence[str], *, input_format: str = "auto", follow_symlin
     found = _once(found, links, file_stats)
     root = _common_folder(bases)
     names = [_SHOW(f.name) for f in found]
-    relpaths = [_SHOW(_relative(f.path, root)) for f in found]
-    for i in sorted(_clashing(relpaths)):
+    relpaths = [_SHOW(rel) for rel in _relatives([f.path for f in found], root)]
+    clashing = _clashing(relpaths)
+    for i in sorted(clashing):
         relpaths[i] = _strip_name(_without_scheme(names[i])) or relpaths[i]
-    clash = _first_clash(relpaths)
+    clash = _first_clash(relpaths) if clashing else None  # none of them collide: none is the first
     if clash is not None:
         i, j = clash
         raise InputError(
@@ -399,9 +413,16 @@ def discover(inputs: Sequence[str], *, input_format: str = "auto", follow_symlin
 
     out = Sources(links=links, file_stats=file_stats)
     for f, name, rel in zip(found, names, relpaths):
-        fmt, comp = detect_format(_fs.basename(f.path)) if input_format == "auto" else (input_format, None)
+        fmt, comp = detect_format(_basename(f.path)) if input_format == "auto" else (input_format, None)
         out.append(Source(path=f.path, name=name, relpath=rel, format=fmt, compression=comp, walked=f.walked))
     return out
+
+
+def _basename(path: str) -> str:
+    """:func:`neardup.io.storage.fs.basename`; a local POSIX path's at once."""
+    if os.sep == "/" and "://" not in path:
+        return path.rpartition("/")[2]
+    return _fs.basename(path)
 
 
 @dataclass(frozen=True)
@@ -446,6 +467,31 @@ _common_folder = _paths.common_folder
 _relative = _paths.relative_to
 
 
+def _relatives(paths: Sequence[str], root: Optional[str]) -> List[str]:
+    """:func:`_relative` of each of ``paths``, the absolute form of each folder made once (a
+    folder of 100,000 files: not one ``abspath`` a file). ``abspath(HEAD/NAME)`` is
+    ``abspath(HEAD) + "/" + NAME`` for a plain NAME when that folder is not the root."""
+    if os.sep != "/" or root is None:
+        return [_relative(p, root) for p in paths]
+    prefix = root.rstrip("/") + "/"
+    heads: Dict[str, Optional[str]] = {}
+    out = []
+    for p in paths:
+        head, sep, name = p.rpartition("/")
+        full = None
+        if head and name not in ("", ".", "..") and ("://" not in p or not _paths.is_url(p)):
+            base = heads.get(head)
+            if base is None:
+                base = heads[head] = os.path.abspath(head)
+            if not base.endswith("/"):  # "/" or "//": abspath keeps what the plain join would not
+                full = base + "/" + name
+        if full is not None and full.startswith(prefix):
+            out.append(full[len(prefix):])
+        else:
+            out.append(_relative(p, root))
+    return out
+
+
 def _once(found: List[_Found], links: Dict[str, int],
           file_stats: Optional[Dict[str, Tuple[int, int]]] = None) -> List[_Found]:
     """``found`` with each file once: of the entries that reach one file, the one without a
@@ -468,7 +514,7 @@ def _once(found: List[_Found], links: Dict[str, int],
                 raise InputError(f"not a regular file: {_SHOW(f.name)}")
             key = (st.st_dev, st.st_ino)
             if file_stats is not None:
-                file_stats[f.path] = (int(st.st_size), int(st.st_mtime_ns))
+                file_stats[f.path] = (st.st_size, st.st_mtime_ns)
         keys.append(key)
         j = first.get(key)
         if j is None:
@@ -538,8 +584,9 @@ def _discover_local(inp: str, found: List[_Found], roots: Sequence[str], follow_
     """Append the files of a local input to ``found`` (see :func:`_walk_folder` for ``roots``,
     ``follow_symlinks``, ``links`` and ``folders``)."""
     def walk(folder: str) -> None:
+        prefix = _join_name(folder, "")  # _join_name(folder, rel) is prefix + rel: made once a folder
         for p, rel, via_link in _walk_folder(folder, roots, follow_symlinks, links, folders):
-            found.append(_Found(p, _join_name(folder, rel), walked=True, via_link=via_link))
+            found.append(_Found(p, prefix + rel, True, via_link))
 
     if os.path.isdir(inp):
         n_before, left_out = len(found), links["not_followed"]

@@ -74,13 +74,18 @@ def write_kept(src: Source, keep_rows, out_path: str, *, output_format: str = "s
     raise ValueError(f"unknown source format {src.format!r}")
 
 
+def _local(path: str) -> bool:
+    """Whether ``path`` is local (:func:`neardup.io.storage.fs.os_path`; no ``://``: at once)."""
+    return "://" not in path or _fs.os_path(path) is not None
+
+
 def copy_text_files(copies: List[Tuple[Source, str]], workers: int = 8) -> None:
     """Kept text files copied whole (``(source, destination)``): local ones to local paths by a
     pool of threads (the kernel copies each file: ``sendfile``), their folders made once each:
     what :func:`write_kept` does for one text file, without its per-file costs (a folder of
     100,000 small files). The destinations lie in a run's staging folder, published whole: no
     file is renamed into place one by one. A file or destination in a store: :func:`write_kept`."""
-    local = [_fs.os_path(src.path) is not None and _fs.os_path(dst) is not None for src, dst in copies]
+    local = [_local(src.path) and _local(dst) for src, dst in copies]
     for (src, dst), here in zip(copies, local):
         if not here:
             write_kept(src, [0], dst)

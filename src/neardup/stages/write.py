@@ -124,11 +124,22 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
     n_written = 0
     captured: Dict[int, str] = {}
     copies: List[Tuple[nio.Source, str]] = []
+    copied_whole = not config.mark and config.output_format == "same"  # a kept text file: copied as it is
     for si in group:
         check_interrupt()
         if progress is not None:
             progress(1)
         src = sources[si]
+        if copied_whole and src.format == "text":  # a folder of many text files: no per-file arrays
+            all_rows = rows.get(si)
+            gone = dropped.get(si)
+            if all_rows is None or len(all_rows) == 0 or (
+                    gone is not None and len(gone) and len(kept_rows(all_rows, gone)) == 0):
+                continue  # nothing could be read from it (all rejected), or a removed text file
+            copies.append((src, kept.join(src.relpath)))  # copied whole, many at a time (below)
+            written[si] = src.relpath
+            n_written += 1
+            continue
         all_rows = rows.get(si, np.zeros(0, np.int64))
         keep = kept_rows(all_rows, dropped.get(si, np.zeros(0, np.int64)))
         if config.mark:
@@ -150,11 +161,6 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
         if len(all_rows) == 0 or (src.format == "text" and len(keep) == 0):
             continue  # nothing could be read from it (all rejected), or a removed text file
         rel = nio.output_relpath(src, config.output_format)
-        if src.format == "text" and config.output_format == "same":
-            copies.append((src, kept.join(rel)))  # copied whole, many at a time (below)
-            written[si] = rel
-            n_written += 1
-            continue
         want = (wanted or {}).get(si, {})
         capture = dict.fromkeys(want) if want and src.format == "jsonl" else None
         n_written += nio.write_kept(src, keep, kept.join(rel), output_format=config.output_format,
@@ -409,7 +415,10 @@ def rows_of_sources(store, block_of: Dict[int, List[int]]) -> Dict[int, np.ndarr
         bounds = np.searchsorted(source, np.array(group, source.dtype), side="left")
         ends = np.searchsorted(source, np.array(group, source.dtype), side="right")
         for si, lo, hi in zip(group, bounds.tolist(), ends.tolist()):
-            parts.setdefault(si, []).append((b, row[lo:hi]))
+            if len(block_of[si]) == 1:  # the file in one block (a folder of many files: each)
+                out[si] = row[lo:hi]
+            else:
+                parts.setdefault(si, []).append((b, row[lo:hi]))
     for si, pieces in parts.items():
         pieces.sort(key=lambda p: p[0])
         out[si] = pieces[0][1] if len(pieces) == 1 else np.concatenate([p[1] for p in pieces])

@@ -85,14 +85,9 @@ def text_document(ctx: ReadContext, data: bytes) -> Iterator[Batch]:
 
 def plain_text(data: bytes) -> bool:
     """Whether the bytes ``data`` of a text file are plain UTF-8 text (not compressed, no NUL
-    byte), taken as they are as its document by :func:`text_document`."""
-    if kind_of(data) is not None or b"\0" in data:
-        return False
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
+    byte), taken as they are as its document by :func:`text_document`: not compressed as
+    :func:`~neardup.io.compressed.kind_of` knows it, and :func:`_is_text`."""
+    return kind_of(data) is None and _is_text(data)
 
 
 def files_batch(sources: List[Source], contents: List[bytes], which: List[int], options: dict) -> Batch:
