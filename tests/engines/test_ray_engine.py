@@ -109,15 +109,19 @@ def stdlib_subset():
 
 # --------------------------------------------------------------------------- same bytes
 
-def test_one_call_on_one_node_or_for_a_small_step():
+def test_one_call_on_one_node_or_for_a_small_step(monkeypatch):
     """A step that would be shuffled runs as one task with a node's cores on a cluster of one
-    node whatever its size, on several nodes only under ONE_CALL_BYTES (no Ray started)."""
+    node whatever its size, on several nodes only under ONE_CALL_BYTES, never with
+    NEARDUP_RAY_ONE_CALL=0 (no Ray started)."""
     from neardup.engines import ray as ray_engine
     engine = RayEngine()
     engine.nodes = 1
     assert engine.one_call(1e12)
     engine.nodes = 4
     assert engine.one_call(ray_engine.ONE_CALL_BYTES) and not engine.one_call(ray_engine.ONE_CALL_BYTES + 1)
+    monkeypatch.setenv("NEARDUP_RAY_ONE_CALL", "0")
+    engine.nodes = 1
+    assert not engine.one_call(1)
 
 
 @pytest.mark.parametrize("verify,shuffled", [("exact", False), ("estimate", False), ("exact", True)])
@@ -125,7 +129,7 @@ def test_jsonl_files_same_bytes(cluster, tmp_path, jsonl_corpus, verify, shuffle
     """On one node the pair and cluster stages run as one task each (``one_call``); shuffled:
     as on a cluster of several nodes, over partitions (three shuffles, then the star steps)."""
     if shuffled:
-        monkeypatch.setattr(RayEngine, "one_call", lambda self, nbytes: False)
+        monkeypatch.setenv("NEARDUP_RAY_ONE_CALL", "0")
     local, rayed, stats = both(tmp_path, str(jsonl_corpus), verify=verify, keep="longest", on_error="skip")
     assert stats["counts"]["removed"] > 100 and stats["counts"]["rejected"] == 2
     assert_same(local, rayed)

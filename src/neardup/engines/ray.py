@@ -13,9 +13,12 @@ network.
 hash of the key, :func:`neardup.kernels.hashing.partition_of`) and sorts on it with boundaries at every
 value: the pull-based sort shuffle puts exactly the rows of one part value into one block, and
 ``map_batches(batch_size=None)`` hands that block to one call (blocks are not split: the largest
-block size is raised for the run). Every task is a pure function of its input and of the work
-directory (retried after a worker dies, it writes the same files); the work directory must be
-visible to every node: a shared file system, or an object-store prefix (``--work-dir s3://...``)
+block size is raised for the run); a shuffle into one partition joins the blocks instead. On a
+cluster of one node (or for a small step) the stages run their whole-corpus paths as one task
+with every core of the node instead of shuffling (:meth:`RayEngine.one_call`). Every task is a
+pure function of its input and of the work directory (retried after a worker dies, it writes
+the same files); the work directory must be visible to every node: a shared file system, or an
+object-store prefix (``--work-dir s3://...``)
 read and written through :mod:`neardup.io.storage.fs`. When neardup starts or joins a cluster it hands
 the store's settings of its environment (``AWS_*``, ...) to the workers.
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import pickle
 import queue
 import threading
@@ -46,6 +50,7 @@ MAX_RETRIES = 4                 # Ray retries of every task whose worker died
 TARGET_PART_BYTES = 128 << 20   # bytes of shuffled rows per partition (one call)
 MAX_PARTS = 4096
 ONE_CALL_BYTES = 256 << 20      # a step of fewer shuffled bytes runs as one call, on a cluster of several nodes
+ONE_CALL_ENV = "NEARDUP_RAY_ONE_CALL"
 OBJECT = "__object__"           # the column of a call's result that is not a table (pickled)
 log = logging.getLogger("neardup.ray")
 
@@ -251,7 +256,10 @@ class RayEngine:
         """One node with CPUs (a shuffle there moves rows between processes of the same machine
         for nothing: the pair stage's three shuffles cost 3.8x the local engine's pass at 1M on
         2 CPUs), or a step under ONE_CALL_BYTES: its whole-corpus path as one task with every
-        core of a node."""
+        core of a node. ``NEARDUP_RAY_ONE_CALL=0``: never (the partitioned path, as a cluster of
+        many nodes runs it: to measure it on one node for bench/plan.py)."""
+        if os.environ.get(ONE_CALL_ENV, "").strip() == "0":  # always shuffled, as on a large cluster
+            return False
         return self.nodes == 1 or nbytes <= ONE_CALL_BYTES
 
     def map(self, fn: Callable, items, *, progress=None, units: Optional[Callable] = None,
@@ -283,7 +291,10 @@ class RayEngine:
             t = t.drop_columns(["part"]) if "part" in t.column_names else t
             return t.append_column("part", arrow(partition_of(t.column(key).to_numpy(), parts)))
 
-        return RayFrame(ds.map_batches(keyed, batch_size=None, batch_format="pyarrow").sort("part", boundaries=list(range(1, parts))))
+        ds = ds.map_batches(keyed, batch_size=None, batch_format="pyarrow")
+        if parts == 1:  # every row to one call: the blocks joined, no sort
+            return RayFrame(ds.repartition(1))
+        return RayFrame(ds.sort("part", boundaries=list(range(1, parts))))
 
     def collect(self, frame: RayFrame) -> List:
         """The results of a frame's calls, in order (each call's, as it ends, to the progress)."""
