@@ -113,6 +113,25 @@ def _named(fn: Callable) -> Callable:
     return call
 
 
+WARM_TASKS = 64  # at most this many warm-up tasks at the start of a run (one per CPU below it)
+
+
+def _warm_worker() -> None:
+    """What a worker's first call pays once: importing the stages (numba, the kernels' modules),
+    numba's typing and target contexts, pyarrow's first array (:mod:`neardup`'s warm-up steps),
+    done while the driver plans the read, not inside the first call. Never fails anything."""
+    try:
+        import neardup
+        import neardup.stages.clusters  # noqa: F401
+        import neardup.stages.pairs  # noqa: F401
+        import neardup.stages.read  # noqa: F401
+        import neardup.stages.write  # noqa: F401
+        for step in (neardup._warm_arrow, neardup._warm_numba_typing, neardup._warm_numba_target):
+            step()
+    except Exception:  # the first call does the work instead
+        pass
+
+
 class _Abandoned(BaseException):
     """Raised in the helper thread of :meth:`RayEngine._watched` whose results are no longer wanted."""
 
@@ -157,6 +176,7 @@ class RayEngine:
         self._saved = None
         self._loggers: Dict[str, int] = {}
         self._shared: Dict[int, RayShared] = {}
+        self._warming: List = []
 
     def __enter__(self) -> "RayEngine":
         try:
@@ -221,6 +241,10 @@ class RayEngine:
             self._loggers[name] = lg.level
             lg.setLevel(logging.WARNING)  # under --quiet held, shown if the run fails
         self._held.attach()
+        # one small task per CPU (up to WARM_TASKS), not waited for: the workers that run the
+        # first calls have imported neardup by then (Ray reuses a job's idle workers)
+        warm = ray.remote(num_cpus=1, max_retries=0)(_warm_worker)
+        self._warming = [warm.remote() for _ in range(min(cpus, WARM_TASKS))]
 
     def __exit__(self, *exc) -> None:
         """Gives back what ``__enter__`` took; Ray's warnings held during a run that failed (or
@@ -234,6 +258,7 @@ class RayEngine:
         for name, level in self._loggers.items():
             logging.getLogger(name).setLevel(level)
         self._loggers = {}
+        self._warming = []
         if self.started:
             self.ray.shutdown()
             self.started = False
