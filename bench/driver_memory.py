@@ -47,12 +47,38 @@ def hwm():
                 return int(line.split()[1]) * 1024
     return None
 rc = 1
+trace = None
+if argv[0] == "--trace":  # where the driver's peak comes from (slows the driver)
+    argv = argv[1:]
+    import threading, time, tracemalloc, traceback
+    tracemalloc.start(8)
+    main_thread = threading.main_thread()
+    trace = {"peak_rss": 0}
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4096
+    def rollup():
+        with open("/proc/self/smaps_rollup") as f:
+            return {l.split(":")[0]: int(l.split()[1]) * 1024 for l in f if l.split()[-1] == "kB"}
+    def poll():
+        while True:
+            r = rss()
+            if r > trace["peak_rss"] + (8 << 20):
+                frame = sys._current_frames().get(main_thread.ident)
+                stack = [f"{fs.filename.split('/src/')[-1]}:{fs.lineno} {fs.name}"
+                         for fs in traceback.extract_stack(frame)[-12:]] if frame else []
+                trace.update(peak_rss=r, traced=tracemalloc.get_traced_memory()[0], stack=stack,
+                             smaps=rollup(), at=time.time())
+                trace["top"] = [f"{st.traceback.format()[-1].strip()} {st.size >> 20} MiB" for st in
+                                tracemalloc.take_snapshot().statistics("traceback")[:8]]
+            time.sleep(0.1)
+    threading.Thread(target=poll, daemon=True).start()
 try:
     from neardup.cli import main
     rc = main(argv)
 finally:
     with open(out, "w") as f:
-        json.dump({"returncode": rc, "driver_vmhwm_bytes": hwm()}, f)
+        json.dump({"returncode": rc, "driver_vmhwm_bytes": hwm(), "trace": trace}, f)
 sys.exit(rc)
 """
 
@@ -85,7 +111,7 @@ def measure(folder: Path, args, env: dict) -> dict:
     out = Path(tempfile.mkdtemp(prefix="driver-memory-"))
     fd, info = tempfile.mkstemp(suffix=".json")
     os.close(fd)
-    cmd = [sys.executable, "-c", WRAPPER, info, "dedup", str(folder), "--output", str(out / "out"),
+    cmd = [sys.executable, "-c", WRAPPER, info, *(["--trace"] if args.trace else []), "dedup", str(folder), "--output", str(out / "out"),
            "--engine", "ray", "--quiet"] + (["--workers", str(args.workers)] if args.workers else [])
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -113,7 +139,8 @@ def measure(folder: Path, args, env: dict) -> dict:
     counts = stats["counts"]
     return {"documents": counts["input"], "removed": counts["removed"], "clusters": counts["clusters"],
             "members": counts["removed"] + counts["clusters"], "wall_s": round(wall, 2),
-            "driver_peak_bytes": result["driver_vmhwm_bytes"], "driver_polled_peak_bytes": polled}
+            "driver_peak_bytes": result["driver_vmhwm_bytes"], "driver_polled_peak_bytes": polled,
+            **({"trace": result["trace"]} if args.trace else {})}
 
 
 def main(argv=None) -> int:
@@ -125,13 +152,17 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=None, help="the local Ray instance's CPUs (default: all)")
     p.add_argument("--pythonpath", default=str(Path(__file__).resolve().parents[1] / "src"),
                    help="the neardup to measure (default: this tree's src)")
+    p.add_argument("--trace", action="store_true",
+                   help="record where the driver was at its peak: its stack, tracemalloc's top sites, smaps_rollup")
+    p.add_argument("--no-warmup", action="store_true", help="skip the untimed run at the smallest size")
     p.add_argument("--output", type=Path, default=RESULTS_DIR / "driver_memory.json")
     args = p.parse_args(argv)
     sizes = [count(s) for s in args.sizes.split(",")]
     env = dict(os.environ, PYTHONPATH=args.pythonpath)
     sys.path.insert(0, args.pythonpath)
     folders = [corpus(n, args) for n in sizes]
-    measure(folders[0], args, env)  # compiles the kernels (and warms the page cache)
+    if not args.no_warmup:
+        measure(folders[0], args, env)  # compiles the kernels (and warms the page cache)
     result = {**run_header(sys.argv), "pythonpath": args.pythonpath, "doc_words": args.doc_words,
               "dup_fraction": args.dup_fraction, "files": args.files, "workers": args.workers, "runs": []}
     for n, folder in zip(sizes, folders):

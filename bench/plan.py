@@ -55,6 +55,12 @@ cluster's processes are counted with the run's (their CPU before the run is not)
 nodes sharing the machine's cores (compute over all the cores), the object transfers between
 raylets counted as network.
 
+On one node the Ray engine runs the pair and cluster stages as one task each (docs/scaling.md,
+"Limits and knobs"); a cluster of several nodes partitions and shuffles them. To fit a model for
+such a cluster from runs on one node, measure with ``NEARDUP_RAY_ONE_CALL=0`` in the
+environment (the partitioned path). ``cpu_by_process`` in each run: the CPU-seconds of the
+driver, of Ray's workers and of each of Ray's own processes.
+
 The exponents are what the measurements say: a stage whose CPU grows faster than the corpus
 (e > 1) is extrapolated as such, and the prediction is only as good as the samples are like the
 corpus (duplicate share, document length). ``check`` states the error on runs not used in the
@@ -241,6 +247,7 @@ def measure_run(label: str, inputs: Sequence[str], engine: str, workers: int, ru
         "driver_peak_rss": driver_rss, "largest_worker_rss": max(workers_rss, default=0),
         "ray_processes_rss": sum(ray_rss),
         "processes": len(poller.cpu),
+        "cpu_by_process": cpu_by_process(poller, proc.pid),
         "raylets": raylets,   # 0: a local instance started by the run; N: joined to N raylets (--raylets)
     }
     log(f"    {wall:.1f} s wall, {res['cpu_s']:.1f} CPU-s, stages "
@@ -248,6 +255,24 @@ def measure_run(label: str, inputs: Sequence[str], engine: str, workers: int, ru
         + f", driver {fmt_bytes(driver_rss)}")
     shutil.rmtree(run_dir, ignore_errors=True)
     return res
+
+
+def cpu_by_process(poller: TreePoller, driver: int) -> Dict[str, float]:
+    """CPU-seconds per kind of process: the driver, Ray's workers (all ``ray::`` processes
+    together), and each of Ray's own by its program (raylet, gcs_server, a helper's script)."""
+    out: Dict[str, float] = {}
+    for pid, cpu in poller.cpu.items():
+        name = poller.names.get(pid, "")
+        if pid == driver:
+            kind = "driver"
+        elif name.startswith("ray::"):
+            kind = "workers"
+        else:
+            words = name.split()
+            prog = next((w for w in words if w.endswith(".py")), words[0] if words else "?")
+            kind = os.path.basename(prog)
+        out[kind] = round(out.get(kind, 0.0) + cpu, 2)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 def _members(out: Path) -> int:
@@ -319,7 +344,7 @@ def start_raylets(count: int, cpus: int, store_mb: int):
 def _measure_all(args, runs_spec, extra: List[str], cluster) -> List[dict]:
     if not args.no_warmup:   # compile the kernels (and the JSONL scanner) in an untimed run
         warm = ensure_corpus(2000)
-        wd = DATA_DIR / "plan_warmup"
+        wd = Path(args.run_dir + "-warmup")  # beside the run's own scratch folder
         shutil.rmtree(wd, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "neardup", "dedup", warm["path"], "--output", str(wd), "--quiet",
                         "--engine", args.engine, "--workers", str(args.workers), *extra], check=True,

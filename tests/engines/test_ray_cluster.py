@@ -158,7 +158,10 @@ def test_three_nodes_work_dir_on_s3_same_bytes(cluster, s3, tmp_path, monkeypatc
 
 def test_nodes_removed_during_read_then_pairs_same_bytes(cluster, s3, tmp_path, monkeypatch):
     """One worker node removed while the read stage runs, the other one while the pair stage
-    runs (the head node, where the driver is connected, stays): the same bytes."""
+    runs (the head node, where the driver is connected, stays): the same bytes. The pair stage
+    partitioned and shuffled (``NEARDUP_RAY_ONE_CALL=0``), as a large cluster runs it: a corpus
+    this small would run it as one task."""
+    monkeypatch.setenv("NEARDUP_RAY_ONE_CALL", "0")
     _, removed = _run_and_compare(cluster, s3, tmp_path, monkeypatch, "kill",
                                   conditions=[read_under_way, pairs_under_way])
     # each node was gone before its stage ended (the stages done when the removal completed)

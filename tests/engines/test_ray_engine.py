@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import neardup
+from neardup.engines.ray import RayEngine
 
 from helpers import outputs, run_process
 
@@ -108,8 +109,27 @@ def stdlib_subset():
 
 # --------------------------------------------------------------------------- same bytes
 
-@pytest.mark.parametrize("verify", ["exact", "estimate"])
-def test_jsonl_files_same_bytes(cluster, tmp_path, jsonl_corpus, verify):
+def test_one_call_on_one_node_or_for_a_small_step(monkeypatch):
+    """A step that would be shuffled runs as one task with a node's cores on a cluster of one
+    node whatever its size, on several nodes only under ONE_CALL_BYTES, never with
+    NEARDUP_RAY_ONE_CALL=0 (no Ray started)."""
+    from neardup.engines import ray as ray_engine
+    engine = RayEngine()
+    engine.nodes = 1
+    assert engine.one_call(1e12)
+    engine.nodes = 4
+    assert engine.one_call(ray_engine.ONE_CALL_BYTES) and not engine.one_call(ray_engine.ONE_CALL_BYTES + 1)
+    monkeypatch.setenv("NEARDUP_RAY_ONE_CALL", "0")
+    engine.nodes = 1
+    assert not engine.one_call(1)
+
+
+@pytest.mark.parametrize("verify,shuffled", [("exact", False), ("estimate", False), ("exact", True)])
+def test_jsonl_files_same_bytes(cluster, tmp_path, jsonl_corpus, verify, shuffled, monkeypatch):
+    """On one node the pair and cluster stages run as one task each (``one_call``); shuffled:
+    as on a cluster of several nodes, over partitions (three shuffles, then the star steps)."""
+    if shuffled:
+        monkeypatch.setenv("NEARDUP_RAY_ONE_CALL", "0")
     local, rayed, stats = both(tmp_path, str(jsonl_corpus), verify=verify, keep="longest", on_error="skip")
     assert stats["counts"]["removed"] > 100 and stats["counts"]["rejected"] == 2
     assert_same(local, rayed)

@@ -39,6 +39,11 @@ class Engine(Protocol):
     def partitions(self, nbytes: float) -> int:
         """How many partitions it wants for a shuffle of ``nbytes``."""
 
+    def one_call(self, nbytes: float) -> bool:
+        """Whether a step it would shuffle as ``nbytes`` (``partitions`` above 1) is better run
+        as one call with every core of a node (the stage's whole-corpus path, in a task): a
+        shuffle only pays where there are other nodes, and for a small step not even there."""
+
     def map(self, fn: Callable, items, *, progress=None, units: Optional[Callable] = None,
             concurrent: int = 1) -> Frame:
         """``fn(item)`` for every item (a list, or the partitions of a frame), in order. A

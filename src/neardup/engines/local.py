@@ -89,6 +89,9 @@ class LocalEngine:
     def partitions(self, nbytes: float) -> int:
         return self._partitions
 
+    def one_call(self, nbytes: float) -> bool:
+        return False  # one partition is the whole path in this process already
+
     def map(self, fn: Callable, items: Sequence, *, progress=None, units: Optional[Callable] = None,
             concurrent: int = 1) -> LocalFrame:
         """``fn(item)`` for every item (a list, or the partitions of a frame), in order; with

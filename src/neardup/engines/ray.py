@@ -13,9 +13,12 @@ network.
 hash of the key, :func:`neardup.kernels.hashing.partition_of`) and sorts on it with boundaries at every
 value: the pull-based sort shuffle puts exactly the rows of one part value into one block, and
 ``map_batches(batch_size=None)`` hands that block to one call (blocks are not split: the largest
-block size is raised for the run). Every task is a pure function of its input and of the work
-directory (retried after a worker dies, it writes the same files); the work directory must be
-visible to every node: a shared file system, or an object-store prefix (``--work-dir s3://...``)
+block size is raised for the run); a shuffle into one partition joins the blocks instead. On a
+cluster of one node (or for a small step) the stages run their whole-corpus paths as one task
+with every core of the node instead of shuffling (:meth:`RayEngine.one_call`). Every task is a
+pure function of its input and of the work directory (retried after a worker dies, it writes
+the same files); the work directory must be visible to every node: a shared file system, or an
+object-store prefix (``--work-dir s3://...``)
 read and written through :mod:`neardup.io.storage.fs`. When neardup starts or joins a cluster it hands
 the store's settings of its environment (``AWS_*``, ...) to the workers.
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import pickle
 import queue
 import threading
@@ -45,6 +49,8 @@ from .ray_cluster import (HeldWarnings, check_reachable, cluster_busy, import_ra
 MAX_RETRIES = 4                 # Ray retries of every task whose worker died
 TARGET_PART_BYTES = 128 << 20   # bytes of shuffled rows per partition (one call)
 MAX_PARTS = 4096
+ONE_CALL_BYTES = 256 << 20      # a step of fewer shuffled bytes runs as one call, on a cluster of several nodes
+ONE_CALL_ENV = "NEARDUP_RAY_ONE_CALL"
 OBJECT = "__object__"           # the column of a call's result that is not a table (pickled)
 log = logging.getLogger("neardup.ray")
 
@@ -107,6 +113,25 @@ def _named(fn: Callable) -> Callable:
     return call
 
 
+WARM_TASKS = 64  # at most this many warm-up tasks at the start of a run (one per CPU below it)
+
+
+def _warm_worker() -> None:
+    """What a worker's first call pays once: importing the stages (numba, the kernels' modules),
+    numba's typing and target contexts, pyarrow's first array (:mod:`neardup`'s warm-up steps),
+    done while the driver plans the read, not inside the first call. Never fails anything."""
+    try:
+        import neardup
+        import neardup.stages.clusters  # noqa: F401
+        import neardup.stages.pairs  # noqa: F401
+        import neardup.stages.read  # noqa: F401
+        import neardup.stages.write  # noqa: F401
+        for step in (neardup._warm_arrow, neardup._warm_numba_typing, neardup._warm_numba_target):
+            step()
+    except Exception:  # the first call does the work instead
+        pass
+
+
 class _Abandoned(BaseException):
     """Raised in the helper thread of :meth:`RayEngine._watched` whose results are no longer wanted."""
 
@@ -139,6 +164,7 @@ class RayEngine:
         self.store_env = dict(store_env or {})
         self.cpus = 0  # known once started
         self.cpus_per_node = 1
+        self.nodes = 1  # nodes with CPUs, known once started
         self.ray = None
         self.started = False
         self._watchdog = None
@@ -150,6 +176,7 @@ class RayEngine:
         self._saved = None
         self._loggers: Dict[str, int] = {}
         self._shared: Dict[int, RayShared] = {}
+        self._warming: List = []
 
     def __enter__(self) -> "RayEngine":
         try:
@@ -193,6 +220,7 @@ class RayEngine:
         self.cpus = cpus
         per_node = [int(n.get("Resources", {}).get("CPU", 0)) for n in ray.nodes() if n.get("Alive")]
         self.cpus_per_node = max([c for c in per_node if c > 0] or [1])
+        self.nodes = max(1, sum(1 for c in per_node if c > 0))
         dc = self._dc = DataContext.get_current()
         self._saved = (dc.enable_progress_bars, dc.execution_options.preserve_order, dc.shuffle_strategy,
                        dc.target_max_block_size, dc.op_resource_reservation_enabled)
@@ -213,6 +241,10 @@ class RayEngine:
             self._loggers[name] = lg.level
             lg.setLevel(logging.WARNING)  # under --quiet held, shown if the run fails
         self._held.attach()
+        # one small task per CPU (up to WARM_TASKS), not waited for: the workers that run the
+        # first calls have imported neardup by then (Ray reuses a job's idle workers)
+        warm = ray.remote(num_cpus=1, max_retries=0)(_warm_worker)
+        self._warming = [warm.remote() for _ in range(min(cpus, WARM_TASKS))]
 
     def __exit__(self, *exc) -> None:
         """Gives back what ``__enter__`` took; Ray's warnings held during a run that failed (or
@@ -226,6 +258,7 @@ class RayEngine:
         for name, level in self._loggers.items():
             logging.getLogger(name).setLevel(level)
         self._loggers = {}
+        self._warming = []
         if self.started:
             self.ray.shutdown()
             self.started = False
@@ -243,6 +276,16 @@ class RayEngine:
     def partitions(self, nbytes: float) -> int:
         """Partitions for a shuffle of nbytes: at least one per CPU (and 2), at most MAX_PARTS."""
         return int(max(2, self.cpus, min(MAX_PARTS, math.ceil(nbytes / TARGET_PART_BYTES))))
+
+    def one_call(self, nbytes: float) -> bool:
+        """One node with CPUs (a shuffle there moves rows between processes of the same machine
+        for nothing: the pair stage's three shuffles cost 3.8x the local engine's pass at 1M on
+        2 CPUs), or a step under ONE_CALL_BYTES: its whole-corpus path as one task with every
+        core of a node. ``NEARDUP_RAY_ONE_CALL=0``: never (the partitioned path, as a cluster of
+        many nodes runs it: to measure it on one node for bench/plan.py)."""
+        if os.environ.get(ONE_CALL_ENV, "").strip() == "0":  # always shuffled, as on a large cluster
+            return False
+        return self.nodes == 1 or nbytes <= ONE_CALL_BYTES
 
     def map(self, fn: Callable, items, *, progress=None, units: Optional[Callable] = None,
             concurrent: int = 1) -> RayFrame:
@@ -273,7 +316,10 @@ class RayEngine:
             t = t.drop_columns(["part"]) if "part" in t.column_names else t
             return t.append_column("part", arrow(partition_of(t.column(key).to_numpy(), parts)))
 
-        return RayFrame(ds.map_batches(keyed, batch_size=None, batch_format="pyarrow").sort("part", boundaries=list(range(1, parts))))
+        ds = ds.map_batches(keyed, batch_size=None, batch_format="pyarrow")
+        if parts == 1:  # every row to one call: the blocks joined, no sort
+            return RayFrame(ds.repartition(1))
+        return RayFrame(ds.sort("part", boundaries=list(range(1, parts))))
 
     def collect(self, frame: RayFrame) -> List:
         """The results of a frame's calls, in order (each call's, as it ends, to the progress)."""

@@ -80,6 +80,11 @@ def merge_counts(parts: Sequence[dict]) -> dict:
 # --------------------------------------------------------------------------- the stage
 
 
+def whole_call(_item, *, run) -> ClustersInfo:
+    """:meth:`ClustersStage.whole` as one call of an engine (a task with every core of a node)."""
+    return ClustersStage().whole(run.in_call())
+
+
 class ClustersStage:
     name = "clusters"
 
@@ -92,6 +97,10 @@ class ClustersStage:
             if parts == 1:
                 with bar("clusters", total=verified, unit="verified pair", quiet=run.quiet) as progress:
                     info = self.whole(run)
+                    progress.update(verified)
+            elif engine.one_call(verified * EDGE_BYTES):  # the same path, in a task
+                with bar("clusters", total=verified, unit="verified pair", quiet=run.quiet) as progress:
+                    info, = engine.collect(engine.map(partial(whole_call, run=run.for_call(engine)), [0]))
                     progress.update(verified)
             else:
                 info = self.by_components(run, engine, parts)

@@ -3,6 +3,7 @@ makes (small and picklable: what a partition's function needs to find its inputs
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -72,6 +73,19 @@ class Run:
         sources = [dataclasses.replace(s, table=engine.share(s.table)) if s.format == "table" else s
                    for s in self.sources]
         return Task(self.config, self.work.folder, sources, self.store if with_store else None)
+
+    def for_call(self, engine) -> "Run":
+        """This run as one call of ``engine`` gets it (small and picklable: the sources' tables as
+        the engine's shared handles, nothing read kept, the inputs' identity left out); the call
+        makes it whole again with :meth:`in_call`."""
+        work = copy.copy(self.work)
+        work.inputs = None  # only a plan not yet made needs them
+        return dataclasses.replace(self, sources=self.task(engine, with_store=False).sources, work=work,
+                                   seconds={}, stats=None, _corpus=None, _store=None)
+
+    def in_call(self) -> "Run":
+        """A run of :meth:`for_call` where the call runs: the in-memory tables fetched."""
+        return dataclasses.replace(self, sources=Task(self.config, self.work.folder, self.sources).sources_with_tables())
 
     def user_ids_wanted(self) -> bool:
         """Whether documents are known by the user's ids (else by position: FILE:LINE, FILE:ROW)."""

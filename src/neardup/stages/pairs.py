@@ -171,6 +171,9 @@ class PairsStage:
         with bar("candidates + verify", total=1, unit="step", quiet=run.quiet) as progress:
             if parts == 1:
                 results = [self.whole(run, excluded)]
+            elif engine.one_call(eligible * cfg.bands * BAND_ROW_BYTES):  # the same path, in a task
+                results = engine.collect(engine.map(partial(whole_call, run=run.for_call(engine), excluded=excluded),
+                                                    [0]))
             else:
                 task = run.task(engine)
                 rows = engine.map(partial(band_rows, task=task, excluded=excluded), range(len(run.corpus.blocks)))
@@ -197,6 +200,11 @@ class PairsStage:
         pairs, candidates = distinct_pairs(checked)
         run.work.folder.write_parquet(part_name("pairs", 0), pairs.cast(PAIRS_SCHEMA))
         return PairsInfo.merge([counts, PairsInfo(candidate_pairs=candidates, verified_pairs=pairs.num_rows)])
+
+
+def whole_call(_item, *, run, excluded: np.ndarray) -> PairsInfo:
+    """:meth:`PairsStage.whole` as one call of an engine (a task with every core of a node)."""
+    return PairsStage().whole(run.in_call(), excluded)
 
 
 def band_rows(block: int, *, task, excluded: np.ndarray) -> pa.Table:
