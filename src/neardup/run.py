@@ -107,10 +107,15 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
         ctx = Run(config=config, sources=sources, work=work, output=staging, quiet=quiet)
         failure: List[NeardupError] = []
         publishing = False
+        removal = None
         try:
             with open_engine(config, [work.folder.path, out.path] + [s.path for s in sources
                                                                       if s.format != "table"], quiet) as engine:
                 stats = run_stages(ctx, engine)
+            if not keep_work and not config.update_index and work.folder.os_path is not None:
+                # nothing reads the work dir from here on (--update-index does): it goes while the
+                # report is drawn and the result published; the run returns once it is gone
+                removal = work.removal(whole=inside or not explicit_work)
             if report:
                 from .report.html import write_report
                 write_report(staging, plots="svg", stats=stats)  # inline SVG: no matplotlib start-up in a run
@@ -120,19 +125,23 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
             publishing = True
             out.publish(staging, _output_files(), STATS, lambda: _complete(ctx, out, stats, failure))
         except BaseException as exc:
+            if removal is not None:
+                removal.join()
             if not publishing:  # once a publish began, staging stays: it marks kept/ as neardup's
                 with contextlib.suppress(Exception):
                     staging.remove_all()  # the old result (if any) stays whole; nothing half-written is left
-            if isinstance(exc, InputError) and not keep_work:
+            if isinstance(exc, InputError) and not keep_work and removal is None:
                 # the input's own verdict (no documents, a bad record): the same command would
                 # stop the same way, and work left behind would refuse the next run (fixed, or
                 # with other options); an interruption or a store's failure keeps it (--resume)
                 with contextlib.suppress(Exception):
                     work.remove(whole=inside or not explicit_work)
             raise
+        if removal is not None:
+            removal.join()
         if failure:
             raise failure[0]
-        if not keep_work:
+        if not keep_work and removal is None:
             work.remove(whole=inside or not explicit_work)
     return stats
 

@@ -111,6 +111,37 @@ def test_the_work_dir_is_gone_after_a_run_unless_asked_for(tmp_path):
     assert (tmp_path / "w" / "state.json").exists()
 
 
+def test_the_work_dir_goes_while_the_report_is_drawn_and_before_the_run_returns(tmp_path, monkeypatch):
+    """state.json first, before the report (a kill from then on leaves no work that a later run
+    would resume or refuse), the rest in a thread joined before the run returns (mutations: no
+    removal started before the report -> state.json seen by the report; no join -> the work
+    dir may outlive the run, made certain here by a slow removal)."""
+    import time
+
+    from neardup.report import html
+    from neardup.stages import workdir
+
+    lines = [json.dumps({"text": " ".join(_words(50, i % 7))}) for i in range(30)]
+    (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
+    work = tmp_path / "out" / ".neardup-work"
+    seen = []
+    real_report, real_remove = html.write_report, workdir.WorkDir.remove
+    monkeypatch.setattr(html, "write_report", lambda *a, **k: seen.append((work / "state.json").exists())
+                        or real_report(*a, **k))
+    monkeypatch.setattr(workdir.WorkDir, "remove", lambda self, whole=True: time.sleep(0.2) or real_remove(self, whole))
+    neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out"))
+    assert seen == [False] and not work.exists()
+    # what a kill leaves (state.json gone, some files left) is no work: the next run, even with
+    # --resume, starts over in it without a refusal
+    (work / "read").mkdir(parents=True)
+    (work / "read" / "block-000000.json").write_text("{}")
+    (work / ".neardup").write_text(json.dumps({"format": workdir.LAYOUT_VERSION, "kind": "work-dir"}))
+    before = (tmp_path / "out" / "stats.json").read_bytes()
+    neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out"), resume=True)
+    assert not work.exists() and json.loads((tmp_path / "out" / "stats.json").read_bytes())["counts"] == \
+        json.loads(before)["counts"]
+
+
 def test_calls_in_two_threads_are_independent(tmp_path):
     from neardup.testing.synth import generate_corpus
     tables = [pa.table({"text": generate_corpus(800, seed=s, doc_words=50).texts}) for s in (1, 2)]

@@ -328,3 +328,29 @@ class WorkDir:
             self.folder.remove_all() if whole else self.folder.empty()
         except OSError:
             pass
+
+    def removal(self, whole: bool = True) -> "Removal":
+        """:meth:`remove` begun now and ended in a thread (:meth:`Removal.join` waits for it):
+        the run's report is drawn meanwhile. state.json goes first, here: from then on the
+        folder holds no work, whatever a kill leaves of the rest (the next run empties it and
+        starts over, with or without --resume; nothing refuses it). The time is the file
+        system's, not the CPU's: 0.6-0.7 s for the ~1.2 GB of a 1M-document run, 0.05 CPU-s."""
+        try:
+            self.folder.remove("state.json")
+        except OSError:
+            pass
+        return Removal(lambda: self.remove(whole))
+
+
+class Removal:
+    """``fn()`` in a thread of its own, started at once; :meth:`join` waits for it (again: at
+    once). Its errors are :meth:`WorkDir.remove`'s to swallow."""
+
+    def __init__(self, fn):
+        import threading
+
+        self.thread = threading.Thread(target=fn, name="neardup-work-removal", daemon=True)
+        self.thread.start()
+
+    def join(self) -> None:
+        self.thread.join()
