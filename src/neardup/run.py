@@ -113,9 +113,9 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
                                                                       if s.format != "table"], quiet) as engine:
                 stats = run_stages(ctx, engine)
             if not keep_work and not config.update_index and work.folder.os_path is not None:
-                # nothing reads the work dir from here on (--update-index does): it goes while the
-                # report is drawn and the result published; the run returns once it is gone
-                removal = work.removal(whole=inside or not explicit_work)
+                # the fingerprints (most of the work dir's bytes; only the pair stage and
+                # --update-index read them) go while the report is drawn and the result published
+                removal = work.removal()
             if report:
                 from .report.html import write_report
                 write_report(staging, plots="svg", stats=stats)  # inline SVG: no matplotlib start-up in a run
@@ -130,7 +130,7 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
             if not publishing:  # once a publish began, staging stays: it marks kept/ as neardup's
                 with contextlib.suppress(Exception):
                     staging.remove_all()  # the old result (if any) stays whole; nothing half-written is left
-            if isinstance(exc, InputError) and not keep_work and removal is None:
+            if isinstance(exc, InputError) and not keep_work:
                 # the input's own verdict (no documents, a bad record): the same command would
                 # stop the same way, and work left behind would refuse the next run (fixed, or
                 # with other options); an interruption or a store's failure keeps it (--resume)
@@ -141,7 +141,7 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
             removal.join()
         if failure:
             raise failure[0]
-        if not keep_work and removal is None:
+        if not keep_work:
             work.remove(whole=inside or not explicit_work)
     return stats
 

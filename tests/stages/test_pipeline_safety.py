@@ -111,11 +111,13 @@ def test_the_work_dir_is_gone_after_a_run_unless_asked_for(tmp_path):
     assert (tmp_path / "w" / "state.json").exists()
 
 
-def test_the_work_dir_goes_while_the_report_is_drawn_and_before_the_run_returns(tmp_path, monkeypatch):
-    """state.json first, before the report (a kill from then on leaves no work that a later run
-    would resume or refuse), the rest in a thread joined before the run returns (mutations: no
-    removal started before the report -> state.json seen by the report; no join -> the work
-    dir may outlive the run, made certain here by a slow removal)."""
+def test_the_fingerprints_go_while_the_report_is_drawn_the_rest_after(tmp_path, monkeypatch):
+    """The read stage's .fp files go in a thread begun before the report and joined before the
+    run returns, the rest of the work dir after the publish; a signal during the report leaves
+    a work dir that --resume finishes (mutations: the removal begun after the report -> no
+    thread and the files there during it; no join -> the thread outlives the run (a slow one
+    here); state.json or the .arrow blocks removed with them -> no resume)."""
+    import threading
     import time
 
     from neardup.report import html
@@ -124,22 +126,39 @@ def test_the_work_dir_goes_while_the_report_is_drawn_and_before_the_run_returns(
     lines = [json.dumps({"text": " ".join(_words(50, i % 7))}) for i in range(30)]
     (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
     work = tmp_path / "out" / ".neardup-work"
-    seen = []
-    real_report, real_remove = html.write_report, workdir.WorkDir.remove
-    monkeypatch.setattr(html, "write_report", lambda *a, **k: seen.append((work / "state.json").exists())
-                        or real_report(*a, **k))
-    monkeypatch.setattr(workdir.WorkDir, "remove", lambda self, whole=True: time.sleep(0.2) or real_remove(self, whole))
+    seen, done = [], []
+    real_report, real_remove = html.write_report, workdir.WorkDir._remove_fingerprints
+
+    def report(*a, **k):
+        seen.append(any(t.name == "neardup-work-removal" for t in threading.enumerate())
+                    or not list(work.glob("read/*.fp")))
+        return real_report(*a, **k)
+
+    def slow(self):
+        time.sleep(0.2)
+        real_remove(self)
+        done.append(1)
+
+    monkeypatch.setattr(html, "write_report", report)
+    monkeypatch.setattr(workdir.WorkDir, "_remove_fingerprints", slow)
     neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out"))
-    assert seen == [False] and not work.exists()
-    # what a kill leaves (state.json gone, some files left) is no work: the next run, even with
-    # --resume, starts over in it without a refusal
-    (work / "read").mkdir(parents=True)
-    (work / "read" / "block-000000.json").write_text("{}")
-    (work / ".neardup").write_text(json.dumps({"format": workdir.LAYOUT_VERSION, "kind": "work-dir"}))
-    before = (tmp_path / "out" / "stats.json").read_bytes()
-    neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out"), resume=True)
-    assert not work.exists() and json.loads((tmp_path / "out" / "stats.json").read_bytes())["counts"] == \
-        json.loads(before)["counts"]
+    assert seen == [True] and done == [1] and not work.exists()
+    fresh = (tmp_path / "out" / "removed.parquet").read_bytes()
+
+    def interrupted(*a, **k):
+        for t in threading.enumerate():
+            if t.name == "neardup-work-removal":
+                t.join()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(html, "write_report", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "o2"))
+    w2 = tmp_path / "o2" / ".neardup-work"
+    assert not list(w2.glob("read/*.fp")) and list(w2.glob("read/*.arrow")) and (w2 / "state.json").exists()
+    monkeypatch.setattr(html, "write_report", real_report)
+    neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "o2"), resume=True)
+    assert (tmp_path / "o2" / "removed.parquet").read_bytes() == fresh and not w2.exists()
 
 
 def test_calls_in_two_threads_are_independent(tmp_path):
