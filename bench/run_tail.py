@@ -1,5 +1,5 @@
 """A run's tail: the seconds from the end of its stages to its return (report.html, the publish,
-the work dir's removal), for one or more source trees, interleaved, a fresh process and a fresh
+the work dir's removal; and of it the seconds the run waited on the work dir's removal), for one or more source trees, interleaved, a fresh process and a fresh
 output (default work dir, removed by the run) each time. Per run: the tail, the whole run's
 wall and CPU seconds (user + sys of the process), whether the work dir outlived the run, the
 load average.
@@ -28,11 +28,24 @@ def timed(*a, **k):
     mark["end"] = time.perf_counter()
     return r
 st.run_stages = timed  # run.py imports it at each call: this one is used
+import neardup.stages.workdir as wd
+blocked = []
+def waited(fn):
+    def inner(*a, **k):
+        t = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            blocked.append(time.perf_counter() - t)
+    return inner
+wd.WorkDir.remove = waited(wd.WorkDir.remove)  # the run waits on these (the removal, its thread)
+if hasattr(wd, "Removal"):
+    wd.Removal.join = waited(wd.Removal.join)
 t0 = time.perf_counter()
 neardup.dedup(corpus, output=out)
 t1 = time.perf_counter()
 ru = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"tail_s": round(t1 - mark["end"], 3), "run_s": round(t1 - t0, 3),
+print(json.dumps({"tail_s": round(t1 - mark["end"], 3), "removal_wait_s": round(sum(blocked), 3), "run_s": round(t1 - t0, 3),
                   "cpu_s": round(ru.ru_utime + ru.ru_stime, 2),
                   "work_left": os.path.exists(os.path.join(out, ".neardup-work")),
                   "load": round(os.getloadavg()[0], 2)}))
@@ -59,7 +72,7 @@ def main() -> None:
             print(t, r, flush=True)
             shutil.rmtree(out, ignore_errors=True)
     result = {"corpus": a.corpus, "runs": runs,
-              "min": {t: {k: min(r[k] for r in rs) for k in ("tail_s", "run_s", "cpu_s")} for t, rs in runs.items()}}
+              "min": {t: {k: min(r[k] for r in rs) for k in ("tail_s", "removal_wait_s", "run_s", "cpu_s")} for t, rs in runs.items()}}
     print(json.dumps(result["min"], indent=1))
     if a.out:
         with open(a.out, "w") as f:

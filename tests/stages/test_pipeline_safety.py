@@ -111,12 +111,13 @@ def test_the_work_dir_is_gone_after_a_run_unless_asked_for(tmp_path):
     assert (tmp_path / "w" / "state.json").exists()
 
 
-def test_the_fingerprints_go_while_the_report_is_drawn_the_rest_after(tmp_path, monkeypatch):
-    """The read stage's .fp files go in a thread begun before the report and joined before the
+def test_the_fingerprints_go_from_the_write_stage_on_the_rest_after(tmp_path, monkeypatch):
+    """The read stage's .fp files go in a thread begun by the write stage and joined before the
     run returns, the rest of the work dir after the publish; a signal during the report leaves
-    a work dir that --resume finishes (mutations: the removal begun after the report -> no
-    thread and the files there during it; no join -> the thread outlives the run (a slow one
-    here); state.json or the .arrow blocks removed with them -> no resume)."""
+    a work dir that --resume finishes (mutations: no removal begun -> no thread and the files
+    there during the report; no join -> the thread outlives the run (a slow one here);
+    state.json or the .arrow blocks removed with them -> no resume; a kept work dir's removed
+    too -> its .fp files gone)."""
     import threading
     import time
 
@@ -135,7 +136,7 @@ def test_the_fingerprints_go_while_the_report_is_drawn_the_rest_after(tmp_path, 
         return real_report(*a, **k)
 
     def slow(self):
-        time.sleep(0.2)
+        time.sleep(0 if done else 0.3)  # the first run: a slow removal
         real_remove(self)
         done.append(1)
 
@@ -159,6 +160,9 @@ def test_the_fingerprints_go_while_the_report_is_drawn_the_rest_after(tmp_path, 
     monkeypatch.setattr(html, "write_report", real_report)
     neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "o2"), resume=True)
     assert (tmp_path / "o2" / "removed.parquet").read_bytes() == fresh and not w2.exists()
+    # a work dir kept (given, or --keep-work) keeps them
+    neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "o3"), work_dir=str(tmp_path / "w3"))
+    assert list((tmp_path / "w3").glob("read/*.fp")) and len(done) == 3  # the three runs before
 
 
 def test_calls_in_two_threads_are_independent(tmp_path):
