@@ -48,6 +48,7 @@ ru = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"tail_s": round(t1 - mark["end"], 3), "removal_wait_s": round(sum(blocked), 3), "run_s": round(t1 - t0, 3),
                   "cpu_s": round(ru.ru_utime + ru.ru_stime, 2),
                   "work_left": os.path.exists(os.path.join(out, ".neardup-work")),
+                  "stages_s": json.load(open(os.path.join(out, "stats.json")))["seconds"],
                   "load": round(os.getloadavg()[0], 2)}))
 """
 
