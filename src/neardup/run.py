@@ -107,6 +107,9 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
         ctx = Run(config=config, sources=sources, work=work, output=staging, quiet=quiet)
         failure: List[NeardupError] = []
         publishing = False
+        # the work dir goes after the run: its fingerprints (most of its bytes) from the write
+        # stage on, in a thread that is joined before the run returns (WorkDir.join_removal)
+        work.disposable = not keep_work and not config.update_index and work.folder.os_path is not None
         try:
             with open_engine(config, [work.folder.path, out.path] + [s.path for s in sources
                                                                       if s.format != "table"], quiet) as engine:
@@ -120,6 +123,7 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
             publishing = True
             out.publish(staging, _output_files(), STATS, lambda: _complete(ctx, out, stats, failure))
         except BaseException as exc:
+            work.join_removal()
             if not publishing:  # once a publish began, staging stays: it marks kept/ as neardup's
                 with contextlib.suppress(Exception):
                     staging.remove_all()  # the old result (if any) stays whole; nothing half-written is left
@@ -130,6 +134,7 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
                 with contextlib.suppress(Exception):
                     work.remove(whole=inside or not explicit_work)
             raise
+        work.join_removal()
         if failure:
             raise failure[0]
         if not keep_work:

@@ -111,6 +111,60 @@ def test_the_work_dir_is_gone_after_a_run_unless_asked_for(tmp_path):
     assert (tmp_path / "w" / "state.json").exists()
 
 
+def test_the_fingerprints_go_from_the_write_stage_on_the_rest_after(tmp_path, monkeypatch):
+    """The read stage's .fp files go in a thread begun by the write stage and joined before the
+    run returns, the rest of the work dir after the publish; a signal during the report leaves
+    a work dir that --resume finishes (mutations: no removal begun -> no thread and the files
+    there during the report; no join -> the thread outlives the run (a slow one here);
+    state.json or the .arrow blocks removed with them -> no resume; a kept work dir's removed
+    too -> its .fp files gone)."""
+    import threading
+    import time
+
+    from neardup.report import html
+    from neardup.stages import workdir
+
+    lines = [json.dumps({"text": " ".join(_words(50, i % 7))}) for i in range(30)]
+    (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
+    work = tmp_path / "out" / ".neardup-work"
+    seen, done = [], []
+    real_report, real_remove = html.write_report, workdir.WorkDir._remove_fingerprints
+
+    def report(*a, **k):
+        seen.append(any(t.name == "neardup-work-removal" for t in threading.enumerate())
+                    or not list(work.glob("read/*.fp")))
+        return real_report(*a, **k)
+
+    def slow(self):
+        time.sleep(0 if done else 0.3)  # the first run: a slow removal
+        real_remove(self)
+        done.append(1)
+
+    monkeypatch.setattr(html, "write_report", report)
+    monkeypatch.setattr(workdir.WorkDir, "_remove_fingerprints", slow)
+    neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "out"))
+    assert seen == [True] and done == [1] and not work.exists()
+    fresh = (tmp_path / "out" / "removed.parquet").read_bytes()
+
+    def interrupted(*a, **k):
+        for t in threading.enumerate():
+            if t.name == "neardup-work-removal":
+                t.join()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(html, "write_report", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "o2"))
+    w2 = tmp_path / "o2" / ".neardup-work"
+    assert not list(w2.glob("read/*.fp")) and list(w2.glob("read/*.arrow")) and (w2 / "state.json").exists()
+    monkeypatch.setattr(html, "write_report", real_report)
+    neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "o2"), resume=True)
+    assert (tmp_path / "o2" / "removed.parquet").read_bytes() == fresh and not w2.exists()
+    # a work dir kept (given, or --keep-work) keeps them
+    neardup.dedup(str(tmp_path / "c.jsonl"), output=str(tmp_path / "o3"), work_dir=str(tmp_path / "w3"))
+    assert list((tmp_path / "w3").glob("read/*.fp")) and len(done) == 3  # the three runs before
+
+
 def test_calls_in_two_threads_are_independent(tmp_path):
     from neardup.testing.synth import generate_corpus
     tables = [pa.table({"text": generate_corpus(800, seed=s, doc_words=50).texts}) for s in (1, 2)]

@@ -328,3 +328,48 @@ class WorkDir:
             self.folder.remove_all() if whole else self.folder.empty()
         except OSError:
             pass
+
+    # set by the run (:mod:`neardup.run`) when the work dir goes after it (no --keep-work, no
+    # --update-index) and is local: then its fingerprints go from the write stage on
+    disposable = False
+    _removal: Optional["Removal"] = None
+
+    def remove_fingerprints_later(self) -> None:
+        """The first part of :meth:`remove`, begun in a thread when the write stage starts (the
+        write stage, the report and the publish run meanwhile; :meth:`join_removal` waits), for
+        a :attr:`disposable` work dir: the read stage's per-document files (``read/block-*.fp``
+        / ``.sig``: ~85% of the work dir's bytes), which only the pair stage, the clusters
+        stage's ``--against`` matching and ``--update-index`` read. What a resume needs stays
+        (read, pairs and clusters are done, and a ``--resume`` redoes only the write stage; a
+        resume with ``--update-index`` is another run's, refused), so an interruption or a kill
+        leaves a resumable work dir, as before. The time is the file system's, not the CPU's:
+        ~0.6 s for the ~1.2 GB of a 1M-document run."""
+        if self.disposable and self._removal is None:
+            self._removal = Removal(self._remove_fingerprints)
+
+    def join_removal(self) -> None:
+        """Waits for :meth:`remove_fingerprints_later`'s thread, if one was started."""
+        if self._removal is not None:
+            self._removal.join()
+
+    def _remove_fingerprints(self) -> None:
+        try:
+            for name in self.folder.file_names("read"):
+                if name.startswith("block-") and name.endswith((".fp", ".sig")):
+                    self.folder.remove(f"read/{name}")
+        except OSError:
+            pass
+
+
+class Removal:
+    """``fn()`` in a thread of its own, started at once; :meth:`join` waits for it (again: at
+    once). ``fn`` swallows its errors, as :meth:`WorkDir.remove` does."""
+
+    def __init__(self, fn):
+        import threading
+
+        self.thread = threading.Thread(target=fn, name="neardup-work-removal", daemon=True)
+        self.thread.start()
+
+    def join(self) -> None:
+        self.thread.join()

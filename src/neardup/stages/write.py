@@ -279,6 +279,7 @@ class WriteStage:
     name = "write"
 
     def run(self, run, engine) -> dict:
+        run.work.remove_fingerprints_later()  # read by no step from here on (a disposable work dir)
         out = run.output
         out.makedirs()
         later: List[Callable[[], None]] = []
