@@ -479,7 +479,7 @@ def _relatives(paths: Sequence[str], root: Optional[str]) -> List[str]:
     for p in paths:
         head, sep, name = p.rpartition("/")
         full = None
-        if head and name not in ("", ".", "..") and ("://" not in p or not _paths.is_url(p)):
+        if head and name not in ("", ".", "..") and ("://" not in p or _paths.os_path(p) is not None):
             base = heads.get(head)
             if base is None:
                 base = heads[head] = os.path.abspath(head)
