@@ -347,3 +347,26 @@ def test_the_watchdog_kills_an_orphan_of_the_instance_and_nothing_else(tmp_path)
         for p in (driver, orphan, other):
             p.kill()
             p.wait()
+
+
+def test_workers_with_another_neardup_are_named_in_one_line(tmp_path):
+    """A cluster whose workers import another neardup than the driver (here: a copy of this one
+    without the pair stage's task function, put first on the workers' PYTHONPATH) stops the run
+    with one line that says so and names both, not with "a bug in neardup" and a traceback."""
+    import shutil
+    other = tmp_path / "other"
+    shutil.copytree(Path(neardup.__file__).parent, other / "neardup",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    pairs = other / "neardup" / "stages" / "pairs.py"
+    pairs.write_text(pairs.read_text().replace("def whole_call(", "def whole_call_gone("))
+    corpus = _corpus(tmp_path / "c.jsonl", 400)
+    code = ("import sys, ray; ray.init(address='local', num_cpus=2, include_dashboard=False, log_to_driver=False, "
+            f"runtime_env={{'env_vars': {{'PYTHONPATH': {str(other)!r}}}}}); "
+            "from neardup.cli import main; sys.exit(main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", code, "dedup", str(corpus), "-o", str(tmp_path / "out"),
+                        "--engine", "ray", "--quiet"], capture_output=True, text=True, env=child_env(), timeout=300)
+    assert r.returncode != 0
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("neardup: error:")]
+    assert len(lines) == 1 and "another neardup than this driver" in lines[0], r.stderr[-3000:]
+    assert str(other) in lines[0] and str(Path(neardup.__file__).parent) in lines[0]
+    assert "bug in neardup" not in r.stderr  # Ray's own log lines held during the run are shown (it failed)

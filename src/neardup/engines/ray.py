@@ -43,7 +43,7 @@ from ..errors import ConfigError, NeardupError, StorageError
 from ..kernels.hashing import kernel_threads, partition_of
 from ..progress import check_interrupt
 from .ray_cluster import (HeldWarnings, check_reachable, cluster_busy, import_ray, join_with_token,
-                          lost_work, lost_work_message, restore_auth_mode, signals_kept, stall_seconds,
+                          lost_work, lost_work_message, other_neardup, restore_auth_mode, signals_kept, stall_seconds,
                           stalled_message, start_watchdog)
 
 MAX_RETRIES = 4                 # Ray retries of every task whose worker died
@@ -116,10 +116,19 @@ def _named(fn: Callable) -> Callable:
 WARM_TASKS = 64  # at most this many warm-up tasks at the start of a run (one per CPU below it)
 
 
-def _warm_worker() -> None:
+def _warm_worker():
     """What a worker's first call pays once: importing the stages (numba, the kernels' modules),
     numba's typing and target contexts, pyarrow's first array (:mod:`neardup`'s warm-up steps),
-    done while the driver plans the read, not inside the first call. Never fails anything."""
+    done while the driver plans the read, not inside the first call. Never fails anything.
+    Returns which neardup the worker imports and where (:func:`~.ray_cluster.code_identity`, the
+    node), for :func:`~.ray_cluster.other_neardup`; None when it cannot tell."""
+    try:
+        import socket
+        from neardup.engines.ray_cluster import code_identity
+        where = f"{socket.gethostname()} ({os.path.dirname(os.path.dirname(os.path.abspath(__file__)))})"
+        answer = (code_identity(), where)
+    except Exception:
+        answer = None
     try:
         import neardup
         import neardup.stages.clusters  # noqa: F401
@@ -130,6 +139,7 @@ def _warm_worker() -> None:
             step()
     except Exception:  # the first call does the work instead
         pass
+    return answer
 
 
 class _Abandoned(BaseException):
@@ -398,6 +408,10 @@ class RayEngine:
                     if lost is not None:
                         where = f"the Ray cluster at {self.address}" if self.address else "the local Ray instance"
                         raise StorageError(lost_work_message(where, lost)) from value
+                    other = other_neardup(self.ray, self._warming) if self._warming and not isinstance(
+                        value, NeardupError) else None
+                    if other is not None:
+                        raise ConfigError(other) from value
                     raise value
                 yield value
         finally:

@@ -151,10 +151,51 @@ def stalled_message(ray, where: str, waited: float, cpus_then: int, need: int) -
 # user's: the finished stages are in the work directory, and --resume goes on from them. (A
 # RayTaskError whose cause is none of these is an exception raised in neardup's own code: a bug,
 # shown with its traceback; so is a RaySystemError, which also says that a worker could not load
-# what a task needs, a different neardup on a node for one.)
+# what a task needs; a task that failed in a worker with another neardup than the driver's is said
+# to be that, in one line: other_neardup.)
 LOST_WORK = ("ObjectLostError", "OwnerDiedError", "ObjectReconstructionFailedError", "ObjectFetchTimedOutError",
              "NodeDiedError", "WorkerCrashedError", "LocalRayletDiedError", "ActorDiedError",
              "ActorUnavailableError", "OutOfMemoryError", "TaskUnschedulableError")
+
+
+_CODE_IDENTITY: Optional[str] = None
+
+
+def code_identity() -> str:
+    """This process's neardup: its version and a digest of its modules' bytes (two checkouts of
+    one version differ), made once per process (~120 files, a few ms)."""
+    global _CODE_IDENTITY
+    if _CODE_IDENTITY is None:
+        import hashlib
+        from pathlib import Path
+        from .. import __version__
+        root = Path(__file__).resolve().parent.parent
+        digest = hashlib.sha1()
+        for path in sorted(root.rglob("*.py")):
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+        _CODE_IDENTITY = f"{__version__} ({digest.hexdigest()[:12]})"
+    return _CODE_IDENTITY
+
+
+def other_neardup(ray, probes, timeout: float = 10.0) -> Optional[str]:
+    """The one line saying that the cluster's workers import another neardup than this driver,
+    from the answers of :func:`~.ray._warm_worker` tasks (``probes``: their object refs, each
+    ``(code_identity, where)``), or None when they run the same one or cannot tell in ``timeout``
+    seconds. A task of the run that fails in a worker with another neardup fails for that reason
+    (a function or module of the driver's that the worker's neardup lacks), not for a bug."""
+    try:
+        ready, _ = ray.wait(list(probes), num_returns=len(probes), timeout=timeout)
+        answers = [a for a in ray.get(ready, timeout=timeout) if a]
+    except Exception:
+        return None
+    ours = code_identity()
+    for theirs, where in answers:
+        if theirs != ours:
+            here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            return (f"the Ray cluster's workers import another neardup than this driver: neardup {theirs} "
+                    f"on {where}, neardup {ours} here ({here}); install the same neardup on every node "
+                    f"and the driver")
+    return None
 
 
 def lost_work(ray, exc: BaseException) -> Optional[BaseException]:
