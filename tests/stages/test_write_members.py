@@ -109,6 +109,8 @@ class _Engine:
     """The local engine's calls, but not the local engine: the write stage's steps one after
     another (as under Ray), not in two threads."""
 
+    in_process = False
+
     def __init__(self):
         self.inner = LocalEngine()
 

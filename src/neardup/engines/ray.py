@@ -166,6 +166,8 @@ class RayEngine:
     or failed half-way. ``store_env``: the settings of the object stores the run touches
     (credentials, endpoints), handed to the workers as the driver has them."""
 
+    in_process = False
+
     def __init__(self, workers: Optional[int] = None, address: Optional[str] = None, quiet: bool = False,
                  store_env: Optional[Dict[str, str]] = None):
         self.workers = workers

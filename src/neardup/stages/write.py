@@ -345,8 +345,7 @@ class WriteStage:
 def _in_process(engine) -> bool:
     """Whether the engine's calls run in this process, one after another (the local engine):
     then the write stage runs two of its steps at once in threads of its own."""
-    from ..engines.local import LocalEngine
-    return isinstance(engine, LocalEngine)
+    return bool(getattr(engine, "in_process", False))
 
 
 class _Background:
