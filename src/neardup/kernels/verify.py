@@ -212,7 +212,7 @@ def _sorted_unique(v):
     return u
 
 
-@kernel(parallel=True, nogil=True)
+@kernel(parallel=True)
 def _exact_coded_kernel(starts, data, counts, left, right):
     m = left.shape[0]
     out = np.empty(m, dtype=np.float64)

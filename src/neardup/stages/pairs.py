@@ -16,8 +16,6 @@ same result).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
 from functools import partial
 from typing import Callable, Optional, Tuple
 
@@ -35,7 +33,7 @@ from .records import PairsInfo
 from .workdir import PAIRS_SCHEMA, part_name, write_record
 
 VERIFY_CHUNK = 1 << 16  # pairs verified at a time (verify estimate | none): bounds the signatures held
-VERIFY_BYTES = 256 << 20  # bytes of fingerprint codes held at a time (verify exact: two chunks of half)
+VERIFY_BYTES = 256 << 20  # bytes of fingerprint codes held at a time (verify exact)
 
 CHECKED_SCHEMA = pa.schema([("code", pa.uint64()), ("passed", pa.bool_()), ("similarity", pa.float64())])
 
@@ -50,22 +48,13 @@ def make_verifier(store: DocStore, config) -> Callable[[np.ndarray, np.ndarray],
     def verify(left, right):
         sim = np.empty(len(left), dtype=np.float64)
         if config.verify == "exact":
-            def read(sel):
+            for sel in locality_chunks(store, left, right):
+                check_interrupt()
+                m = len(sel)
                 docs, inverse = np.unique(np.concatenate([left[sel], right[sel]]), return_inverse=True)
-                return inverse, store.codes(docs)
-
-            chunks = locality_chunks(store, left, right, budget=VERIFY_BYTES // 2)
-            # the next chunk's codes read in a thread while this chunk's are verified (both
-            # kernels release the GIL): two chunks of half the bound held at a time
-            with ThreadPoolExecutor(1) if len(chunks) > 1 else nullcontext() as pool:
-                ahead = None
-                for i, sel in enumerate(chunks):
-                    check_interrupt()
-                    inverse, (starts, data, counts) = ahead.result() if ahead is not None else read(sel)
-                    ahead = pool.submit(read, chunks[i + 1]) if i + 1 < len(chunks) else None
-                    m = len(sel)
-                    sim[sel] = exact_jaccard_coded(starts, data, counts, inverse[:m], inverse[m:])
-                    del starts, data, counts  # before the one after next is read
+                starts, data, counts = store.codes(docs)
+                sim[sel] = exact_jaccard_coded(starts, data, counts, inverse[:m], inverse[m:])
+                del starts, data, counts  # before the next chunk's are read: one chunk's held
         else:
             for lo in range(0, len(left), VERIFY_CHUNK):
                 check_interrupt()
