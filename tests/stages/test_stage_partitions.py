@@ -220,3 +220,22 @@ def test_verification_in_small_chunks_gives_the_same_pairs(read_run, monkeypatch
     assert np.array_equal(sim, expected)
     PairsStage().run(read_run, LocalEngine())
     assert _pairs_of(read_run) == want
+
+
+def test_codes_of_several_blocks_read_in_threads(tmp_path, corpus, monkeypatch):
+    """DocStore.codes copies the local blocks' codes in threads, each into its own place: the
+    codes decode to the fingerprints read block by block (DocStore.fingerprints)."""
+    from neardup.kernels import eliasfano
+    from neardup.stages import workdir as wd
+    monkeypatch.setattr(wd, "BLOCK_BYTES", 1)  # one read block per input file
+    config = Config(on_error="skip").resolved()
+    sources = nio.discover([str(corpus / "a.jsonl"), str(corpus / "b.jsonl")])
+    work = WorkDir(str(tmp_path / "work"), "codes-test")
+    run = Run(config=config, sources=sources, work=work, output=Folder.of(tmp_path / "out"), quiet=True)
+    work.mark_done("read", ReadStage().run(run, LocalEngine()))
+    assert len(run.corpus.blocks) == 2
+    docs = np.flatnonzero(np.random.default_rng(3).random(run.corpus.n) < 0.7)
+    starts, data, counts = run.store.codes(docs)
+    offsets, values = eliasfano.decode(starts, data, counts)
+    want_offsets, want = run.store.fingerprints(docs)
+    assert np.array_equal(offsets, want_offsets) and np.array_equal(values, want)

@@ -27,7 +27,7 @@ def read_groups(starts, ends, gap, span):
     return out[:k + 1]
 
 
-@kernel()
+@kernel(nogil=True)
 def copy_ranges(tmp, base, starts, ends, local, first, stop, out):
     """Ranges i in [first, stop) of ``tmp`` (which starts at item ``base`` of the file),
     ``tmp[starts[i] - base:ends[i] - base]``, into ``out`` at ``local[i]``: a slice copy each

@@ -5,6 +5,7 @@ id of each document (:func:`document_ids`)."""
 from __future__ import annotations
 
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -17,6 +18,8 @@ from ..kernels import eliasfano
 from ..kernels.arrays import arrow, to_numpy, unique
 from ..kernels.ranges import copy_ranges
 from .workdir import WorkDir, block_name
+
+CODE_THREADS = 2  # threads copying the fingerprint codes of local blocks (DocStore.codes)
 
 
 class Corpus:
@@ -201,7 +204,7 @@ class DocStore:
     def codes(self, docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The Elias-Fano codes of the fingerprints of ascending docs, undecoded: (starts, data,
         counts), document i's code at ``data[starts[i]:]`` (:func:`neardup.kernels.eliasfano.decode`).
-        A local block's codes are copied out of its memory map (closed before the next block's);
+        A local block's codes are copied out of its memory map (closed after; CODE_THREADS blocks at a time);
         a store's are read in ranged GETs (:meth:`Folder.read_rows`) and copied into place."""
         docs = np.asarray(docs, dtype=np.int64)
         starts = np.empty(len(docs), np.int64)
@@ -209,24 +212,33 @@ class DocStore:
         blocks = list(self._by_block(docs))
         sizes = [int((self._codes(b)[1][local + 1] - self._codes(b)[1][local]).sum()) for b, _, local in blocks]
         data = np.empty(sum(sizes), np.uint8)
-        base = 0
-        for (b, sel, local), size in zip(blocks, sizes):
+        bases = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).tolist()
+
+        def fill(j):
+            (b, sel, local), size, base = blocks[j], sizes[j], bases[j]
             cnt, off = self._codes(b)
             counts[sel] = cnt[local]
             first, stop = off[local], off[local + 1]
             at = np.zeros(len(local) + 1, np.int64)
             np.cumsum(stop - first, out=at[1:])
             if self.work.os_path is not None and size:
-                # a local file: its memory map, the codes copied out and the map closed before the
-                # next block's (only the pages of the codes wanted are touched, no read of the gaps
-                # between them, and one block's mapped at a time)
+                # a local file: its memory map, the codes copied out and the map closed (only the
+                # pages of the codes wanted are touched, no read of the gaps between them)
                 mapped = self.work.map_array(block_name(b, "fp"), np.uint8)
                 copy_ranges(mapped, 0, first, stop, at, 0, len(local), data[base:base + size])
                 del mapped
             elif size:
                 data[base:base + size] = self.work.read_rows(block_name(b, "fp"), first, stop, np.uint8)[1]
             starts[sel] = at[:-1] + base
-            base += size
+
+        if self.work.os_path is not None and len(blocks) > 1:
+            # local blocks copied in CODE_THREADS threads (the copy releases the GIL; the page
+            # faults of the memory maps are the cost), each block's map closed after its copy
+            with ThreadPoolExecutor(CODE_THREADS) as pool:
+                list(pool.map(fill, range(len(blocks))))
+        else:
+            for j in range(len(blocks)):
+                fill(j)
         return starts, data, counts
 
     def fingerprints(self, docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
