@@ -414,3 +414,37 @@ def test_help_explains_every_option():
                 "--id-column", "--verify", "--seed", "--keep", "--on-error", "--output-format", "--workers",
                 "--work-dir", "--resume", "--quiet", "--engine", "--ray-address"):
         assert opt in res.stdout
+
+
+def test_collector_paused_in_the_run_and_restored(tmp_path, monkeypatch):
+    """Python's garbage collector is off during a run over files and after it as the caller had
+    it: on stays on, off stays off, an error included (api.collector_paused)."""
+    import gc
+    import neardup.api as api
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"{i}.txt").write_text(f"document number {i} " * 20, encoding="utf-8")
+    seen = []
+    real = api.run
+
+    def run(*args, **kwargs):
+        seen.append(gc.isenabled())
+        if kwargs.get("keep_work") == "fail":
+            raise RuntimeError("boom")
+        return real(*args, **{**kwargs, "keep_work": False})
+
+    monkeypatch.setattr(api, "run", run)
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        api.run_dedup(str(folder), str(tmp_path / "o1"), quiet=True)
+        assert gc.isenabled() and seen == [False]
+        with pytest.raises(RuntimeError):
+            api.run_dedup(str(folder), str(tmp_path / "o2"), quiet=True, keep_work="fail")
+        assert gc.isenabled() and seen == [False, False]
+        gc.disable()
+        api.run_dedup(str(folder), str(tmp_path / "o3"), quiet=True)
+        assert not gc.isenabled() and seen == [False, False, False]
+    finally:
+        (gc.enable if was else gc.disable)()
