@@ -232,23 +232,28 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
     return result
 
 
+RUN_GC_THRESHOLD = 200_000  # allocations between two young collections during a run over files
+
+
 @contextlib.contextmanager
 def collector_paused(paused: bool = True):
-    """Python's garbage collector off while the run goes over the discovered files (``paused``:
-    inputs given as paths) and the result reads their list (files.json), back on after it if it
-    was on before (the caller's state as it was, an error or not). The run's per-file objects
-    (sources, paths, relpaths: ~10 a file) make no cycles, and the collector walked them again
-    and again: 1,008 collections, 0.30 CPU-s in a 100,000-file run against 8, 0.07 CPU-s paused
-    (``gc.freeze`` of them: 0.23). A JSONL run makes few objects (17 collections, none full)
-    and no more memory paused."""
-    enabled = paused and gc.isenabled()
-    if enabled:
-        gc.disable()
+    """Python's garbage collector made rare while the run goes over the discovered files
+    (``paused``: inputs given as paths) and the result reads their list (files.json): its young
+    generation collected every :data:`RUN_GC_THRESHOLD` allocations instead of every 700 (or as
+    the caller set it), so that cyclic garbage stays bounded in a long run, and set back exactly
+    as the caller had it afterwards, an error or not. The run's per-file objects (sources, paths,
+    relpaths: ~10 a file) make no cycles, and the collector walked them again and again: 1,008
+    collections, 0.30 CPU-s in a 100,000-file run, against 8 and 0.07 CPU-s with it off
+    (``bench/gc_collections.py``). A collector the caller turned off stays off."""
+    before = gc.get_threshold()
+    relax = paused and 0 < before[0] < RUN_GC_THRESHOLD
+    if relax:
+        gc.set_threshold(RUN_GC_THRESHOLD, *before[1:])
     try:
         yield
     finally:
-        if enabled:
-            gc.enable()
+        if relax:
+            gc.set_threshold(*before)
 
 
 def _id_options(options: dict, id_column: Optional[str], kind: Optional[str], tables) -> dict:

@@ -417,9 +417,12 @@ def test_help_explains_every_option():
 
 
 def test_collector_paused_in_the_run_and_restored(tmp_path, monkeypatch):
-    """Python's garbage collector is off during a run over files and after it as the caller had
-    it: on stays on, off stays off, an error included (api.collector_paused)."""
+    """Python's garbage collector is made rare during a run over files (its young generation's
+    threshold raised, not turned off: cyclic garbage stays bounded) and set back after it exactly
+    as the caller had it, an error included (api.collector_paused); a run over a table is left as
+    it is."""
     import gc
+    import pyarrow as pa
     import neardup.api as api
     folder = tmp_path / "in"
     folder.mkdir()
@@ -429,22 +432,27 @@ def test_collector_paused_in_the_run_and_restored(tmp_path, monkeypatch):
     real = api.run
 
     def run(*args, **kwargs):
-        seen.append(gc.isenabled())
+        seen.append((gc.isenabled(), gc.get_threshold()))
         if kwargs.get("keep_work") == "fail":
             raise RuntimeError("boom")
         return real(*args, **{**kwargs, "keep_work": False})
 
     monkeypatch.setattr(api, "run", run)
-    was = gc.isenabled()
+    was, threshold = gc.isenabled(), gc.get_threshold()
     try:
         gc.enable()
+        gc.set_threshold(700, 11, 12)
         api.run_dedup(str(folder), str(tmp_path / "o1"), quiet=True)
-        assert gc.isenabled() and seen == [False]
+        assert gc.get_threshold() == (700, 11, 12) and gc.isenabled()
+        assert seen == [(True, (api.RUN_GC_THRESHOLD, 11, 12))]
         with pytest.raises(RuntimeError):
             api.run_dedup(str(folder), str(tmp_path / "o2"), quiet=True, keep_work="fail")
-        assert gc.isenabled() and seen == [False, False]
+        assert gc.get_threshold() == (700, 11, 12) and seen[-1] == (True, (api.RUN_GC_THRESHOLD, 11, 12))
+        api.run_dedup(pa.table({"text": ["a b c d e f"] * 3}), None, quiet=True)
+        assert seen[-1] == (True, (700, 11, 12))  # an in-memory input: as the caller has it
         gc.disable()
         api.run_dedup(str(folder), str(tmp_path / "o3"), quiet=True)
-        assert not gc.isenabled() and seen == [False, False, False]
+        assert not gc.isenabled() and gc.get_threshold() == (700, 11, 12)
     finally:
+        gc.set_threshold(*threshold)
         (gc.enable if was else gc.disable)()
