@@ -155,8 +155,10 @@ def test_exit_right_after_import_is_clean():
 def test_the_dedup_program_sets_up_numba_without_scipy_and_freezes_its_start_up(tmp_path):
     """The `neardup dedup` program (not main(argv) called in a program) sets up numba before its
     first kernel without numba's BLAS check, which imports scipy.linalg when SciPy is installed,
-    and moves its start-up objects out of the collector's sight (gc.freeze)."""
-    pytest.importorskip("scipy")
+    and moves its start-up objects out of the collector's sight (gc.freeze). Without SciPy
+    installed (the CI's machine) the freeze is still checked."""
+    import importlib.util
+    has_scipy = importlib.util.find_spec("scipy") is not None
     from helpers import child_env, neardup_command
     lines = [json.dumps({"id": i, "text": f"doc {i % 40} " + "shared words of a near duplicate " * 3})
              for i in range(200)]
@@ -167,5 +169,7 @@ def test_the_dedup_program_sets_up_numba_without_scipy_and_freezes_its_start_up(
     r = subprocess.run(neardup_command("dedup", tmp_path / "c.jsonl", "-o", tmp_path / "out", "--quiet", setup=setup),
                        env=child_env(), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert json.loads((tmp_path / "seen.json").read_text()) == [False, True, True]
+    scipy_loaded, frozen, enabled = json.loads((tmp_path / "seen.json").read_text())
+    assert frozen and enabled
+    assert not scipy_loaded or not has_scipy
     assert json.loads((tmp_path / "out" / "stats.json").read_text())["counts"]["removed"] > 0
