@@ -562,3 +562,15 @@ def similar_pairs(texts: Sequence[str], threshold: float, n: int = NGRAM
         for g in prefix:
             index.setdefault(g, []).append(d)
     return (np.asarray(a_list, np.int64), np.asarray(b_list, np.int64), np.asarray(j_list, np.float64), sets)
+
+
+def summarise_runs(corpus, runs: dict, keys, out=None) -> dict:
+    """A per-tree A/B script's result: its runs (tree -> list of dicts) and, per tree, the least
+    of each of ``keys``; printed, and written to ``out`` when given."""
+    result = {"corpus": corpus, "runs": runs,
+              "min": {t: {k: min(r[k] for r in rs) for k in keys} for t, rs in runs.items()}}
+    print(json.dumps(result["min"], indent=1))
+    if out:
+        with open(out, "w") as f:
+            json.dump(result, f, indent=1)
+    return result

@@ -17,6 +17,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import summarise_runs  # noqa: E402
+
 CHILD = r"""
 import json, os, resource, sys, time
 import neardup, neardup.stages as st
@@ -72,12 +75,7 @@ def main() -> None:
             runs[t].append(r)
             print(t, r, flush=True)
             shutil.rmtree(out, ignore_errors=True)
-    result = {"corpus": a.corpus, "runs": runs,
-              "min": {t: {k: min(r[k] for r in rs) for k in ("tail_s", "removal_wait_s", "run_s", "cpu_s")} for t, rs in runs.items()}}
-    print(json.dumps(result["min"], indent=1))
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(result, f, indent=1)
+    summarise_runs(a.corpus, runs, ("tail_s", "removal_wait_s", "run_s", "cpu_s"), a.out)
 
 
 if __name__ == "__main__":

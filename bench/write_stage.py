@@ -16,6 +16,9 @@ import os
 import resource
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import summarise_runs  # noqa: E402
 import tempfile
 
 
@@ -46,12 +49,7 @@ def main() -> None:
                 r = one(t, a.corpus, a.work_dir, os.path.join(tmp, f"out{i}"))
                 runs[t].append(r)
                 print(t, r, flush=True)
-    result = {"corpus": a.corpus, "runs": runs,
-              "min": {t: {k: min(r[k] for r in rs) for k in ("write_s", "cpu_s")} for t, rs in runs.items()}}
-    print(json.dumps(result["min"], indent=1))
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(result, f, indent=1)
+    summarise_runs(a.corpus, runs, ("write_s", "cpu_s"), a.out)
 
 
 if __name__ == "__main__":
