@@ -302,8 +302,8 @@ def _killed_at(suffix: str, *args) -> None:
 @pytest.mark.parametrize("suffix", [
     "read/block-000000.arrow",        # the read stage publishes a block's files
     "read/block-000000.json",         # ... and its summary (the block is done)
-    "pairs/part-00000.parquet",       # the pairs stage's part file
-    "clusters/part-00000.parquet",    # the clusters stage's part file
+    "pairs/part-00000.arrow",         # the pairs stage's part file
+    "clusters/part-00000.arrow",      # the clusters stage's part file
     os.sep + "state.json",            # a stage is marked done
     ".neardup-staging/stats.json",    # the result is complete in the staging folder
     os.sep + "kept",                  # publish: kept/ moved into the output

@@ -16,7 +16,7 @@ from neardup import io as nio
 from neardup.config import Config
 from neardup.engines.local import LocalEngine
 from neardup.io.storage.folder import Folder
-from neardup.io.storage.tables import ROW_GROUP, stitch_parquet, write_parquet
+from neardup.io.storage.tables import ROW_GROUP, stitch_parquet, write_arrow, write_parquet
 from neardup.stages import Run
 from neardup.stages.clusters import ClustersStage
 from neardup.stages.pairs import PairsStage
@@ -28,16 +28,21 @@ EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "corpu
 
 
 def test_stitched_parts_are_the_bytes_of_the_rows_written_at_once(tmp_path):
-    """Parts of any sizes (row groups of their own) stitched in order: the bytes of the whole
-    table written at once, row groups of exactly ROW_GROUP rows; ``convert`` batch by batch."""
+    """Parts of any sizes (row groups or batches of their own, Parquet or Arrow IPC) stitched in
+    order: the bytes of the whole table written at once, row groups of exactly ROW_GROUP rows;
+    ``convert`` batch by batch."""
     n = ROW_GROUP * 2 + 321
     table = pa.table({"id": pa.array([f"doc-{i}" for i in range(n)]), "x": pa.array(np.arange(n, dtype=np.int64))})
     write_parquet(table, str(tmp_path / "whole.parquet"))
     parts = []
     start = 0
     for i, size in enumerate([1, ROW_GROUP + 7, 0, 5000, n - 1 - ROW_GROUP - 7 - 5000]):
-        path = str(tmp_path / f"part-{i}.parquet")
-        write_parquet(table.slice(start, size), path)
+        if i % 2:  # Arrow IPC, as the work dir's parts, in batches of up to ROW_GROUP rows
+            path = str(tmp_path / f"part-{i}.arrow")
+            write_arrow(table.slice(start, size), path, max_chunksize=ROW_GROUP)
+        else:
+            path = str(tmp_path / f"part-{i}.parquet")
+            write_parquet(table.slice(start, size), path)
         parts.append(path)
         start += size
     assert stitch_parquet(str(tmp_path / "stitched.parquet"), table.schema, parts) == n
@@ -88,8 +93,8 @@ def test_removed_and_clusters_in_order_from_many_ranges(clustered_run, tmp_path)
     names = pa.array([s.name for s in run.sources], pa.string())
 
     stats = WriteStage().run(run, LocalEngine(partitions=12))
-    ranges = stage_files(run.work.folder, "write", "removed-", ".parquet")
-    assert len(ranges) >= 10 and len(stage_files(run.work.folder, "write", "clusters-", ".parquet")) >= 10
+    ranges = stage_files(run.work.folder, "write", "removed-", ".arrow")
+    assert len(ranges) >= 10 and len(stage_files(run.work.folder, "write", "clusters-", ".arrow")) >= 10
     out = tmp_path / "out"
     removed = pq.read_table(out / "removed.parquet")
     want = removed_records(members.filter(members.column("removed")), names)
@@ -101,7 +106,7 @@ def test_removed_and_clusters_in_order_from_many_ranges(clustered_run, tmp_path)
     many = _output(out)
 
     WriteStage().run(run, LocalEngine())  # one range: the sort of every member at once
-    assert len(stage_files(run.work.folder, "write", "removed-", ".parquet")) == 1
+    assert len(stage_files(run.work.folder, "write", "removed-", ".arrow")) == 1
     assert _output(out) == many  # kept/ too: each writer found its removed rows in the sorted parts
 
 

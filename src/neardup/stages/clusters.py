@@ -119,7 +119,7 @@ class ClustersStage:
         user_ids = corpus.ids().take(arrow(docs)) if run.user_ids_wanted() else None
         members, counts = select_partition(docs, attrs, user_ids, left, right,
                                            to_numpy(pairs.column("similarity").combine_chunks()), cfg, run.sources)
-        run.work.folder.write_parquet(part_name("clusters", 0), members)
+        run.work.folder.write_arrow(part_name("clusters", 0), members)
         return ClustersInfo(**counts)
 
     def by_components(self, run, engine, parts: int) -> ClustersInfo:
@@ -148,7 +148,7 @@ class ClustersStage:
 
     def finish(self, run, info: ClustersInfo, engine) -> ClustersInfo:
         """The documents an index holds (``--against``) join the members, removed: a call per
-        block writes its own (``clusters/part-against-BBBBBB.parquet``); the driver gets counts."""
+        block writes its own (``clusters/part-against-BBBBBB.arrow``); the driver gets counts."""
         if not run.config.against:
             return info
         task = run.task(engine)
@@ -162,7 +162,7 @@ def against_members(block: int, *, task, with_ids: bool) -> int:
     """One block's documents an index holds, as removed members (written when there are any)."""
     members = matched_members(task.work, task.store, with_ids, task.sources, blocks=[block])
     if members.num_rows:
-        task.work.write_parquet(f"clusters/part-against-{block:06d}.parquet", members)
+        task.work.write_arrow(f"clusters/part-against-{block:06d}.arrow", members)
     return members.num_rows
 
 
@@ -245,5 +245,5 @@ def select_components(table: pa.Table, *, task, with_ids: bool) -> dict:
     members, counts = select_partition(docs, attrs, store.ids(docs) if with_ids else None, column(pairs, "doc"),
                                        column(pairs, "right"), column(pairs, "similarity", np.float64), cfg,
                                        task.sources)
-    task.work.write_parquet(part_name("clusters", int(column(table, "part")[0])), members)
+    task.work.write_arrow(part_name("clusters", int(column(table, "part")[0])), members)
     return counts

@@ -198,7 +198,7 @@ class PairsStage:
         offsets, members = bucket_runs(corpus.band_keys, eligible, rank=rank, bands=cfg.bands)
         checked, counts = search_partition(offsets, members, make_verifier(run.store, cfg), cfg)
         pairs, candidates = distinct_pairs(checked)
-        run.work.folder.write_parquet(part_name("pairs", 0), pairs.cast(PAIRS_SCHEMA))
+        run.work.folder.write_arrow(part_name("pairs", 0), pairs.cast(PAIRS_SCHEMA))
         return PairsInfo.merge([counts, PairsInfo(candidate_pairs=candidates, verified_pairs=pairs.num_rows)])
 
 
@@ -261,5 +261,5 @@ def distinct_partition(table: pa.Table, *, task) -> PairsInfo:
     pairs, candidates = distinct_pairs(checked)
     if pairs.num_rows:
         part = int(column(table, "part", np.int64)[0])
-        task.work.write_parquet(part_name("pairs", part), pairs.cast(PAIRS_SCHEMA))
+        task.work.write_arrow(part_name("pairs", part), pairs.cast(PAIRS_SCHEMA))
     return PairsInfo(candidate_pairs=candidates, verified_pairs=pairs.num_rows)

@@ -24,15 +24,15 @@ file exists is done and is not read again.
                                     lossless, ~33 - log2(count) bits a fingerprint; a code's
                                     length follows from ``count``) (verify = exact)
     WORK/read/block-BBBBBB.json     the block's summary (written last: the block is done)
-    WORK/pairs/part-PPPPP.parquet   PAIRS_SCHEMA: verified pairs (left < right) of one partition
+    WORK/pairs/part-PPPPP.arrow     PAIRS_SCHEMA: verified pairs (left < right) of one partition
     WORK/pairs/search-PPPPP.json    the counts of one partition's bucket search (``PairsInfo``)
-    WORK/clusters/part-PPPPP.parquet  MEMBERS_SCHEMA: every document of a cluster of two or more
-    WORK/clusters/part-against-BBBBBB.parquet  MEMBERS_SCHEMA: block B's documents an index
+    WORK/clusters/part-PPPPP.arrow    MEMBERS_SCHEMA: every document of a cluster of two or more
+    WORK/clusters/part-against-BBBBBB.arrow  MEMBERS_SCHEMA: block B's documents an index
                                     holds (``--against``), removed
     WORK/clusters/star-RRR-PPPPP.json the count of one partition's large-star step (``StarStep``)
-    WORK/write/removed-RRRRR.parquet  MEMBERS_SCHEMA: the removed members of documents
+    WORK/write/removed-RRRRR.arrow    MEMBERS_SCHEMA: the removed members of documents
                                     [R*W, (R+1)*W) (W: the range width), sorted by document
-    WORK/write/clusters-RRRRR.parquet CLUSTERS_SCHEMA rows of the members whose cluster (its
+    WORK/write/clusters-RRRRR.arrow   CLUSTERS_SCHEMA rows of the members whose cluster (its
                                     head's document) is in [R*W, (R+1)*W), by cluster, then document:
                                     removed.parquet and clusters.parquet are these, stitched in order
 
@@ -57,7 +57,7 @@ from .identity import differences, fingerprint
 from .records import STAGE_INFO
 
 STAGES = ("read", "pairs", "clusters", "write")
-LAYOUT_VERSION = 6              # 6: large JSONL files split into ranges; 5: fingerprints Elias-Fano coded, \w+ words, hash_version; 4: typed stage records; 3: .fp
+LAYOUT_VERSION = 7              # 7: pairs, clusters and write parts Arrow IPC; 6: large JSONL files split into ranges; 5: fingerprints Elias-Fano coded, \w+ words, hash_version; 4: typed stage records; 3: .fp
 BLOCK_BYTES = 64 << 20          # input bytes per read block (a block holds whole files)
 MAX_DOCUMENTS = 1 << 32         # document indices are packed two to a uint64 in pair codes
 
@@ -153,13 +153,13 @@ def write_record(work: Folder, name: str, record) -> None:
 
 def part_name(stage: str, part: int) -> str:
     """A stage's file of one partition (pairs, clusters), relative to the work dir."""
-    return f"{stage}/part-{part:05d}.parquet"
+    return f"{stage}/part-{part:05d}.arrow"
 
 
 def range_name(kind: str, r: int) -> str:
     """The write stage's sorted part of range ``r`` (``kind``: removed, clusters), relative to
     the work dir: in range order by name."""
-    return f"write/{kind}-{r:05d}.parquet"
+    return f"write/{kind}-{r:05d}.arrow"
 
 
 def block_name(block: int, ext: str) -> str:
@@ -315,7 +315,7 @@ class WorkDir:
 
     def parts(self, stage: str) -> List[str]:
         """The names (relative to the work dir) of a stage's part files, sorted."""
-        return stage_files(self.folder, stage, "part-", ".parquet")
+        return stage_files(self.folder, stage, "part-", ".arrow")
 
     def records(self, stage: str, prefix: str, record) -> list:
         """The counts the partitions of a stage wrote beside their data (:func:`write_record`)."""

@@ -433,7 +433,7 @@ CLUSTER_COLUMNS = ["doc", "cluster", "id", "cluster_id", "removed"]
 
 def write_members(run, engine, later: Optional[List[Callable[[], None]]] = None) -> Tuple[List[int], int, List[int]]:
     """removed.parquet and clusters.parquet without a member row in the driver. The members
-    (``clusters/part-*.parquet``) are range-partitioned on a key known in advance, the document
+    (``clusters/part-*.arrow``) are range-partitioned on a key known in advance, the document
     (removed rows) or the cluster's head document (every member; -1, an index's match, in the
     first range): ranges of ``width`` documents, as many as the engine wants partitions. Each
     range is sorted by a call and written to the work dir (:func:`write_ranges`); a call then
@@ -506,7 +506,7 @@ def write_ranges(table: pa.Table, *, work: Folder, kind: str) -> Dict[int, int]:
             t = t.select(MEMBERS_SCHEMA.names).cast(MEMBERS_SCHEMA).sort_by("doc")
         else:
             t = cluster_records(t.sort_by([("cluster", "ascending"), ("doc", "ascending")]))
-        work.write_parquet(range_name(kind, r), t)
+        work.write_arrow(range_name(kind, r), t)
         out[int(r)] = t.num_rows
     return out
 

@@ -215,6 +215,12 @@ class Folder:
     def write_parquet(self, name: str, table: pa.Table) -> None:
         tables.write_parquet(table, self.join(name))
 
+    def write_arrow(self, name: str, table: pa.Table) -> None:
+        """``table`` as an uncompressed Arrow IPC file (a work file read back by neardup alone:
+        no encoding to pay on either side), in record batches of at most ``tables.ROW_GROUP``
+        rows, so that a reader streams it (:func:`.tables.iter_batches`)."""
+        tables.write_arrow(table, self.join(name), max_chunksize=tables.ROW_GROUP)
+
     def parquet_rows(self, name: str, schema: pa.Schema) -> tables.ParquetRows:
         """A Parquet file written as rows stream in (:class:`.tables.ParquetRows`)."""
         return tables.ParquetRows(self.join(name), schema)
@@ -224,7 +230,7 @@ class Folder:
 
     def stitch_parquet(self, name: str, schema: pa.Schema, parts: "Folder", part_names: Sequence[str],
                        convert: Optional[Callable[[pa.Table], pa.Table]] = None) -> int:
-        """The Parquet file ``name`` made of the rows of the Parquet files ``part_names`` of the
+        """The Parquet file ``name`` made of the rows of the files ``part_names`` (Parquet or Arrow IPC) of the
         folder ``parts``, in that order, streamed (:func:`.tables.stitch_parquet`: the same bytes
         as the rows written at once, memory bounded by a few row groups). Returns the rows."""
         return tables.stitch_parquet(self.join(name), schema, [parts.join(p) for p in part_names], convert)

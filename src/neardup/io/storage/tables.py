@@ -11,7 +11,7 @@ fetched). Parquet files are read with pyarrow's own code for local paths.
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Iterator, List, Optional, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -91,25 +91,39 @@ def write_parquet(table: pa.Table, path: str) -> None:
 
 def stitch_parquet(path: str, schema: pa.Schema, parts: Sequence[str],
                    convert: Optional[Callable[[pa.Table], pa.Table]] = None) -> int:
-    """One Parquet file at ``path`` of the rows of the Parquet files ``parts``, in that order
-    (each read a row group at a time, ``convert``-ed batch by batch, written through
+    """One Parquet file at ``path`` of the rows of the files ``parts`` (Parquet or Arrow IPC), in
+    that order (each read a batch at a time, :func:`iter_batches`; ``convert``-ed batch by batch, written through
     :class:`ParquetRows`): the bytes of :func:`write_parquet` of the parts' rows concatenated,
     in memory bounded by a few row groups whatever the total, no sort and nothing per row in
     Python. Returns the rows written."""
     w = ParquetRows(path, schema)
     n = 0
     for part in parts:
-        f = parquet_file(part)
-        try:
-            for batch in f.iter_batches(batch_size=ROW_GROUP):
-                table = pa.Table.from_batches([batch])
-                table = convert(table) if convert is not None else table
-                w.write(table)
-                n += table.num_rows
-        finally:
-            f.close(force=True)  # a remote part: the file parquet_file opened
+        for batch in iter_batches(part):
+            table = pa.Table.from_batches([batch])
+            table = convert(table) if convert is not None else table
+            w.write(table)
+            n += table.num_rows
     w.close()
     return n
+
+
+def iter_batches(path: str) -> Iterator[pa.RecordBatch]:
+    """The record batches of a Parquet file (a row group's worth at a time) or an Arrow IPC file
+    (as written: :meth:`.folder.Folder.write_arrow` caps them at ROW_GROUP rows), one in memory
+    at a time besides the reader's."""
+    if path.endswith(".arrow"):
+        local = os_path(path)
+        with (pa.memory_map(local) if local is not None else open_input(path)) as f:
+            reader = pa.ipc.open_file(f)
+            for i in range(reader.num_record_batches):
+                yield reader.get_batch(i)
+        return
+    f = parquet_file(path)
+    try:
+        yield from f.iter_batches(batch_size=ROW_GROUP)
+    finally:
+        f.close(force=True)  # a remote part: the file parquet_file opened
 
 
 def write_arrow(table: pa.Table, path: str, max_chunksize: Optional[int] = None) -> None:
