@@ -121,7 +121,7 @@ def test_output_relpath():
 def test_relatives_equal_relative_to_for_odd_paths(tmp_path, monkeypatch):
     """discover's relpaths made with each folder's abspath once equal relative_to's, path by path
     (the root folder, ``//``, ``..`` and ``.`` parts, a trailing slash, relative paths)."""
-    from neardup.io import sources as S
+    from neardup.io import discovery as S
 
     monkeypatch.chdir(tmp_path)
     paths = ["/a", "//x/b", "//c", "///c", "/tmp/../tmp/d", "./e", "f/", "g/.", "h/..", "i/j/../k", "l//m",

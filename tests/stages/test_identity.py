@@ -20,7 +20,7 @@ def test_identity_takes_each_files_size_and_mtime_from_discover_and_sees_a_touch
     import os
 
     from neardup.config import Config
-    from neardup.io.sources import discover
+    from neardup.io.discovery import discover
     from neardup.stages.identity import run_identity
 
     for i in range(3):

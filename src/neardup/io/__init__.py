@@ -1,7 +1,7 @@
 """Reading and writing corpus files: JSONL (plain, gzip, zstd), CSV / TSV, Parquet, folders of
 text files and in-memory tables.
 
-:func:`discover` lists the input files (:mod:`.sources`), :func:`read_source` streams their
+:func:`discover` lists the input files (:mod:`.discovery`; :mod:`.sources` says what a source is), :func:`read_source` streams their
 documents as :class:`Batch` es (:mod:`.reader`), :func:`write_kept` writes the kept records of a
 source in a second pass (:mod:`.writer`); each format's reader and writer live in
 :mod:`.formats`, one module a format. Files go through one filesystem layer,
@@ -14,7 +14,8 @@ the line or row (``on_error="fail"``), or a rejected entry (``on_error="skip"``)
 from .batch import BINARY, COMPRESSED_UNREADABLE, EMPTY_FILE, NO_TEXT_FIELD, NOT_RECORDS, NOT_UTF8, Batch, skip_counts
 from .columns import choose_id_column, every_record_has_an_id, id_note, text_column_of, text_columns
 from .reader import read_source, read_sources
-from .sources import Source, discover, estimate_documents, output_relpath, output_relpaths, table_source
+from .discovery import discover
+from .sources import Source, estimate_documents, output_relpath, output_relpaths, table_source
 from .writer import copy_text_files, write_kept
 
 __all__ = [
