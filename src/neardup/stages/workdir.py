@@ -53,6 +53,7 @@ from ..kernels.arrays import arrow
 from ..io.storage import fs
 from ..io.splits import nominal_ranges, split_bytes, splittable
 from ..io.storage.folder import Folder
+from .background import Background
 from .identity import differences, fingerprint
 from .records import STAGE_INFO
 
@@ -332,7 +333,7 @@ class WorkDir:
     # set by the run (:mod:`neardup.run`) when the work dir goes after it (no --keep-work, no
     # --update-index) and is local: then its fingerprints go from the write stage on
     disposable = False
-    _removal: Optional["Removal"] = None
+    _removal: Optional[Background] = None
 
     def remove_fingerprints_later(self) -> None:
         """The first part of :meth:`remove`, begun in a thread when the write stage starts (the
@@ -345,12 +346,13 @@ class WorkDir:
         leaves a resumable work dir, as before. The time is the file system's, not the CPU's:
         ~0.6 s for the ~1.2 GB of a 1M-document run."""
         if self.disposable and self._removal is None:
-            self._removal = Removal(self._remove_fingerprints)
+            self._removal = Background(self._remove_fingerprints, "neardup-work-removal")
 
     def join_removal(self) -> None:
-        """Waits for :meth:`remove_fingerprints_later`'s thread, if one was started."""
+        """Waits for :meth:`remove_fingerprints_later`'s thread, if one was started (it swallows
+        its errors, as :meth:`remove` does: called on a run's error too, it raises nothing)."""
         if self._removal is not None:
-            self._removal.join()
+            self._removal.wait()
 
     def _remove_fingerprints(self) -> None:
         try:
@@ -360,16 +362,3 @@ class WorkDir:
         except OSError:
             pass
 
-
-class Removal:
-    """``fn()`` in a thread of its own, started at once; :meth:`join` waits for it (again: at
-    once). ``fn`` swallows its errors, as :meth:`WorkDir.remove` does."""
-
-    def __init__(self, fn):
-        import threading
-
-        self.thread = threading.Thread(target=fn, name="neardup-work-removal", daemon=True)
-        self.thread.start()
-
-    def join(self) -> None:
-        self.thread.join()

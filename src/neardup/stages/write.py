@@ -38,6 +38,7 @@ from .corpus import column
 from . import mark as marking  # called through the module: a test's patch of it is seen
 from .outputs import (CLUSTERS_SCHEMA, REJECTED_SCHEMA, REMOVED_SCHEMA, SAMPLE_SCHEMA,  # noqa: F401 (re-exported)
                       kept_rows, table_kept_name)
+from .background import Background
 from .workdir import MEMBERS_SCHEMA, range_name
 
 
@@ -287,12 +288,12 @@ class WriteStage:
         check_interrupt()
         # the local engine: clusters.parquet and removed.parquet written by a thread while this
         # one writes kept/ (the kernel copies its lines): both cores busy, the same files
-        background = _Background(later[0], engine) if later else None
+        background = Background(later[0], "neardup-members", threads=engine.workers) if later else None
         try:
             kept_files, kept, captured = self._write_kept(run, engine, removed_ranges, width, marks_ranges)
         finally:
             if background is not None:
-                background.thread.join()  # nothing written after an error here
+                background.wait()  # nothing written after an error here
         if background is not None:
             background.join()
         return finish_write(run, kept_files, kept, captured)
@@ -346,32 +347,6 @@ def _in_process(engine) -> bool:
     """Whether the engine's calls run in this process, one after another (the local engine):
     then the write stage runs two of its steps at once in threads of its own."""
     return bool(getattr(engine, "in_process", False))
-
-
-class _Background:
-    """``fn()`` in a thread of its own (numba's thread count as the engine's: it is per thread);
-    :meth:`join` waits for it and raises its error. Started at once."""
-
-    def __init__(self, fn: Callable[[], None], engine):
-        import threading
-        from ..kernels.hashing import kernel_threads
-
-        self.error: Optional[BaseException] = None
-
-        def body():
-            try:
-                with kernel_threads(engine.workers):
-                    fn()
-            except BaseException as e:  # noqa: B902 (given to the joining thread)
-                self.error = e
-
-        self.thread = threading.Thread(target=body, name="neardup-members", daemon=True)
-        self.thread.start()
-
-    def join(self) -> None:
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
 
 
 def write_kept_partition(item, *, task, kept: Folder, report=None) -> dict:
