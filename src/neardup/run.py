@@ -100,16 +100,16 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
     identity = run_identity(config, sources)
     with out.lock(), (contextlib.nullcontext() if inside else work_folder.lock()):
         claim_output(out, fingerprint(identity), overwrite, resume)
-        work = WorkDir(work_folder, identity, resume=resume, overwrite=overwrite)
+        # the work dir goes after the run: its fingerprints (most of its bytes) from the write
+        # stage on, in a thread that is joined before the run returns (WorkDir.join_removal)
+        work = WorkDir(work_folder, identity, resume=resume, overwrite=overwrite,
+                       disposable=not keep_work and not config.update_index)
         staging = out.child(STAGING)
         staging.remove_all()
         staging.makedirs()
         ctx = Run(config=config, sources=sources, work=work, output=staging, quiet=quiet)
         failure: List[NeardupError] = []
         publishing = False
-        # the work dir goes after the run: its fingerprints (most of its bytes) from the write
-        # stage on, in a thread that is joined before the run returns (WorkDir.join_removal)
-        work.disposable = not keep_work and not config.update_index and work.folder.os_path is not None
         try:
             with open_engine(config, [work.folder.path, out.path] + [s.path for s in sources
                                                                       if s.format != "table"], quiet) as engine:

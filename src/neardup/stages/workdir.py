@@ -191,8 +191,11 @@ class WorkDir:
     that says why (the work of an interrupted run of the same command can be resumed; another
     run's work differs in ...), unless ``overwrite`` says to discard it."""
 
-    def __init__(self, folder, identity, resume: bool = False, overwrite: bool = False):
+    def __init__(self, folder, identity, resume: bool = False, overwrite: bool = False, disposable: bool = False):
         self.folder = Folder.of(folder)
+        # removed after the run (``disposable``: no --keep-work, no --update-index) and local:
+        # its fingerprints go from the write stage on (:meth:`remove_fingerprints_later`)
+        self.disposable = disposable and self.folder.os_path is not None
         self.fingerprint = fingerprint(identity)
         identity = identity if isinstance(identity, dict) else {"fingerprint": identity}
         # the inputs (100,000 files: ~14 MB of JSON) go to inputs.json once, not into every state.json
@@ -330,9 +333,6 @@ class WorkDir:
         except OSError:
             pass
 
-    # set by the run (:mod:`neardup.run`) when the work dir goes after it (no --keep-work, no
-    # --update-index) and is local: then its fingerprints go from the write stage on
-    disposable = False
     _removal: Optional[Background] = None
 
     def remove_fingerprints_later(self) -> None:
