@@ -224,8 +224,13 @@ def test_verification_in_small_chunks_gives_the_same_pairs(read_run, monkeypatch
 
 def test_codes_of_several_blocks_read_in_threads(tmp_path, corpus, monkeypatch):
     """DocStore.codes copies the local blocks' codes in threads, each into its own place: the
-    codes decode to the fingerprints read block by block (DocStore.fingerprints)."""
+    codes decode to the fingerprints read block by block (DocStore.fingerprints). In a call
+    given one core (numba's thread count 1, as in a 1-CPU Ray task) it copies in this thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from neardup.kernels import eliasfano
+    from neardup.kernels.hashing import kernel_threads
+    from neardup.stages import corpus as corpus_module
     from neardup.stages import workdir as wd
     monkeypatch.setattr(wd, "BLOCK_BYTES", 1)  # one read block per input file
     config = Config(on_error="skip").resolved()
@@ -235,7 +240,18 @@ def test_codes_of_several_blocks_read_in_threads(tmp_path, corpus, monkeypatch):
     work.mark_done("read", ReadStage().run(run, LocalEngine()))
     assert len(run.corpus.blocks) == 2
     docs = np.flatnonzero(np.random.default_rng(3).random(run.corpus.n) < 0.7)
-    starts, data, counts = run.store.codes(docs)
-    offsets, values = eliasfano.decode(starts, data, counts)
+    pools = []
+
+    def pool(n):
+        pools.append(n)
+        return ThreadPoolExecutor(n)
+
+    monkeypatch.setattr(corpus_module, "ThreadPoolExecutor", pool)
     want_offsets, want = run.store.fingerprints(docs)
-    assert np.array_equal(offsets, want_offsets) and np.array_equal(values, want)
+    for threads, expected_pools in ((2, [2]), (1, [])):
+        pools.clear()
+        with kernel_threads(threads):
+            starts, data, counts = run.store.codes(docs)
+        offsets, values = eliasfano.decode(starts, data, counts)
+        assert np.array_equal(offsets, want_offsets) and np.array_equal(values, want)
+        assert pools == expected_pools, threads

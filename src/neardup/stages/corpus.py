@@ -22,6 +22,14 @@ from .workdir import WorkDir, block_name
 CODE_THREADS = 2  # threads copying the fingerprint codes of local blocks (DocStore.codes)
 
 
+def code_threads() -> int:
+    """The cores this call may use: numba's thread count in this thread, which the engines set
+    to a call's share (:class:`neardup.kernels.hashing.kernel_threads`: a 1-CPU Ray task's is 1,
+    so that it does not copy in two threads on a core it shares)."""
+    import numba
+    return numba.get_num_threads()
+
+
 class Corpus:
     """The read stage's result as a whole: per-block summaries, document offsets, and the small
     per-document columns (source, row, length, count, keys, score, id) on demand."""
@@ -231,10 +239,11 @@ class DocStore:
                 data[base:base + size] = self.work.read_rows(block_name(b, "fp"), first, stop, np.uint8)[1]
             starts[sel] = at[:-1] + base
 
-        if self.work.os_path is not None and len(blocks) > 1:
+        threads = min(CODE_THREADS, code_threads())
+        if self.work.os_path is not None and len(blocks) > 1 and threads > 1:
             # local blocks copied in CODE_THREADS threads (the copy releases the GIL; the page
             # faults of the memory maps are the cost), each block's map closed after its copy
-            with ThreadPoolExecutor(CODE_THREADS) as pool:
+            with ThreadPoolExecutor(threads) as pool:
                 list(pool.map(fill, range(len(blocks))))
         else:
             for j in range(len(blocks)):
