@@ -238,6 +238,7 @@ def release_scratches() -> None:
 
 
 COALESCE_BYTES = 16 << 20  # text bytes of small batches gathered for one call of the kernels
+ALONE_BYTES = COALESCE_BYTES // 2  # a batch of this many text bytes or more is never gathered
 
 
 def _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress,
@@ -245,7 +246,9 @@ def _read_into(config, hasher, scratch, schema, sources, members, summary, write
     """The documents of ``members`` through the kernels into ``writer`` and ``big``. Batches
     smaller than ``config.batch_size`` (small files: one document each) are gathered, up to
     ``batch_size`` documents or COALESCE_BYTES, into one call of the kernels and one record
-    batch, which cost the same for one document as for thousands."""
+    batch, which cost the same for one document as for thousands. A batch of ALONE_BYTES or
+    more (a 16 MB JSONL block holds ~15 MB of texts) is worth a call by itself: gathered, its
+    texts were copied once more to join them to the next batch's (2.3 GB at 1M documents)."""
     pending: List[nio.Batch] = []
     size = {"docs": 0, "bytes": 0}
 
@@ -268,10 +271,13 @@ def _read_into(config, hasher, scratch, schema, sources, members, summary, write
                 summary["skipped"].append([batch.source_index, batch.skipped])
             if len(batch.text) == 0:
                 continue
+            alone = batch.text.nbytes >= ALONE_BYTES
+            if alone:
+                flush()  # the batches gathered before it, on their own
             pending.append(batch)
             size["docs"] += len(batch.text)
             size["bytes"] += batch.text.nbytes
-            if size["docs"] >= config.batch_size or size["bytes"] >= COALESCE_BYTES:
+            if alone or size["docs"] >= config.batch_size or size["bytes"] >= COALESCE_BYTES:
                 flush()
         flush()
     finally:
