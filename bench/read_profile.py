@@ -4,7 +4,8 @@ faults from getrusage, whose user / system split is sampled and lags), in one pr
 stage with its overlap taken out: the ranges of a split file read one after another, no prefetch thread, the writer's coding and writing done in
 the caller's thread, so that every CPU second between a step's start and end is that step's
 (the kernels' own threads included). Steps nest (``extract`` holds ``_scan``, ``_offsets``,
-``_gather``; ``signatures`` holds ``prepare``, ``_process_kernel``, ``_gather_sets``); ``rest`` is
+``_gather``; ``signatures`` holds ``prepare``, ``_process_kernel``, ``_gather_sets`` or, where the
+kernels' threads code the fingerprints, ``encode_parts``); ``rest`` is
 what no step holds. The sum is more than the real stage's wall time (nothing overlaps here) and
 about its CPU time. Each tree is run in a fresh process (``--trees``, alternating).
 
@@ -90,7 +91,12 @@ class SyncWriter(rd._Writer):
 
 SyncWriter._write = timed("write fp/sig file", lambda self, b: self._f.write(b))
 rd._Writer = SyncWriter
-rd._Encoder.__call__ = timed("eliasfano encode", rd._Encoder.__call__)
+if hasattr(rd, "_Encoder"):  # the writer thread's coding (before the codes came from the kernels' threads)
+    rd._Encoder.__call__ = timed("eliasfano encode", rd._Encoder.__call__)
+if hasattr(mh, "eliasfano"):
+    patch(mh.eliasfano, "encode_parts", "signatures.encode_parts (eliasfano)")
+if hasattr(rd.MinHasher, "signatures_and_codes"):
+    patch(rd.MinHasher, "signatures_and_codes", "signatures (all of it)")
 patch(fj, "iter_blocks", "read blocks (syscalls)", it=True)
 patch(fj, "line_bounds_ascii")
 patch(fj, "blank_lines")

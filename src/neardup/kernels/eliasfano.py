@@ -27,7 +27,7 @@ import numpy as np
 
 from .compile import kernel
 
-__all__ = ["code_bytes", "encode", "decode"]
+__all__ = ["code_bytes", "encode", "encode_parts", "decode"]
 
 
 @kernel(inline="always")
@@ -144,6 +144,35 @@ def _encode_kernel(offsets, values, starts, out):
         n = offsets[d + 1] - offsets[d]
         if n > 0:
             _encode_one(values, offsets[d], n, out, starts[d], buckets, order)
+
+
+_CHUNK = 64  # documents a task of the parallel encoder (its scratch sized for their largest)
+
+
+@kernel(parallel=True)
+def _encode_parts_kernel(values, bound, counts, target, starts, out):
+    nd = counts.shape[0]
+    for c in nb.prange((nd + _CHUNK - 1) // _CHUNK):
+        lo = c * _CHUNK
+        hi = min(nd, lo + _CHUNK)
+        most = 1
+        for i in range(lo, hi):
+            most = max(most, counts[i])
+        buckets = np.empty(2 * most + 2, dtype=np.int64)
+        order = np.empty(most, dtype=np.uint32)
+        for i in range(lo, hi):
+            if counts[i] > 0:
+                _encode_one(values, bound[i], counts[i], out, starts[target[i]], buckets, order)
+
+
+def encode_parts(values: np.ndarray, bound: np.ndarray, counts: np.ndarray, target: np.ndarray,
+                 starts: np.ndarray, out: np.ndarray) -> None:
+    """The codes of documents whose fingerprints lie apart (the fused kernel's output, each
+    document's at ``values[bound[i]:]``, ``counts[i]`` of them) straight into ``out`` at
+    ``starts[target[i]]``: the bytes :func:`encode` makes of them gathered first, without the
+    gathering, on the kernels' threads."""
+    if len(counts):
+        _encode_parts_kernel(values, bound, counts, target, starts, out)
 
 
 def encode(offsets: np.ndarray, values: np.ndarray, into: Optional[np.ndarray] = None) -> np.ndarray:
