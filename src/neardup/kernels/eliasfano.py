@@ -20,7 +20,7 @@ alone. A document without shingles has an empty code.
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Tuple
 
 import numba as nb
 import numpy as np
@@ -175,19 +175,15 @@ def encode_parts(values: np.ndarray, bound: np.ndarray, counts: np.ndarray, targ
         _encode_parts_kernel(values, bound, counts, target, starts, out)
 
 
-def encode(offsets: np.ndarray, values: np.ndarray, into: Optional[np.ndarray] = None) -> np.ndarray:
+def encode(offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
     """The codes of documents given as CSR (``values[offsets[i]:offsets[i+1]]``, uint32
     fingerprints in any order, repeats kept), one after another: uint8. Runs without the GIL, in
-    one thread (the read stage encodes in its writer thread, beside the kernels). ``into``: a
-    uint8 buffer to write them into when it is large enough (the result is then a view of it)."""
+    one thread (the read stage codes with :func:`encode_parts`, on the kernels' threads)."""
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     sizes = code_bytes(np.diff(offsets))
     starts = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=starts[1:])
-    if into is not None and into.dtype == np.uint8 and into.shape[0] >= starts[-1]:
-        out = into[:starts[-1]]
-    else:
-        out = np.empty(starts[-1], dtype=np.uint8)
+    out = np.empty(starts[-1], dtype=np.uint8)
     if len(sizes):
         _encode_kernel(offsets, np.ascontiguousarray(values, dtype=np.uint32), starts, out)
     return out

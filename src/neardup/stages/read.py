@@ -287,7 +287,7 @@ def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary,
         big.write(sig)
     elif exact:
         sig, counts, codes = hasher.signatures_and_codes(text, scratch=scratch)
-        big.write(codes)  # a new array each batch
+        big.write(codes)  # a new array each batch: the writer may still be writing the last one
     else:
         sig, counts = hasher.signatures_and_counts(text)
         big.write(sig)
