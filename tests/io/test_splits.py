@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from neardup.errors import InputError
 from neardup.io import discover, read_source
+from neardup.io import splits
 from neardup.io.splits import count_span, first_lines, nominal_ranges, split_bytes, splittable
 
 BOM = b"\xef\xbb\xbf"
@@ -70,6 +71,21 @@ def test_line_exactly_at_a_boundary_and_a_line_spanning_ranges(tmp_path):
     assert spans[0] == (0, 34, 0)  # range 1's nominal start 17 is a line start: that line stays in range 0
     assert any(a == b for a, b, _ in spans)  # empty ranges under the long line
     assert [s for s in spans if s[0] < s[1]][-1] == (147, len(data), 3)  # the last line, its number
+
+
+def test_a_range_is_counted_in_pieces_of_one_buffer(tmp_path, monkeypatch):
+    """A range longer than the buffer it is read into is counted piece by piece, each read into
+    the same buffer: every newline once (the last piece short). Guards: counting the whole
+    buffer, not the bytes the last read put in (``count_newlines(buf)``), counts the bytes a
+    previous read left there."""
+    monkeypatch.setattr(splits, "_SCAN_BYTES", 7)
+    data = b"".join(b"%d\n" % i + b"x" * (i % 5) for i in range(60))  # text after the last newline
+    p = tmp_path / "a.jsonl"
+    p.write_bytes(data)
+    for start, end in [(0, len(data)), (0, 50), (3, 101), (40, len(data))]:
+        first, stop, newlines = count_span(str(p), start, end)
+        assert newlines == data[first:stop].count(b"\n")
+    assert count_span(str(p), 0, len(data))[2] == 60
 
 
 def read_all(src, **kw):

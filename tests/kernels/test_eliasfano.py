@@ -6,7 +6,7 @@ from math import lgamma, log
 import numpy as np
 import pytest
 
-from neardup.kernels.eliasfano import code_bytes, decode, encode
+from neardup.kernels.eliasfano import code_bytes, decode, encode, encode_parts
 
 
 def _csr(docs):
@@ -111,12 +111,21 @@ def _encode_python(d) -> bytes:
 
 def test_the_bytes_are_the_formats():
     """Every bit where the format puts it (a change of the coder that keeps the values but moves
-    a bit would change every work dir's bytes), also coded into a buffer given (a view of it)."""
+    a bit would change every work dir's bytes), also by the parallel coder of documents that lie
+    apart (encode_parts: here in reverse order, with gaps, each coded at its own place)."""
     docs = [d for d in _documents() if len(d) <= 1000]
     off, vals = _csr(docs)
     want = b"".join(_encode_python(d) for d in docs)
     assert encode(off, vals).tobytes() == want
-    buf = np.full(len(want) + 5, 0xAA, np.uint8)
-    out = encode(off, vals, into=buf)
-    assert out.base is buf and out.tobytes() == want
-    assert encode(off, vals, into=np.empty(len(want) - 1, np.uint8)).tobytes() == want  # too small: its own
+    n = len(docs)
+    counts = np.array([len(d) for d in docs[::-1]], np.int64)  # the part's documents: the last first
+    bound = np.zeros(n + 1, np.int64)
+    np.cumsum(counts + 3, out=bound[1:])
+    apart = np.full(bound[-1], 0xDEADBEEF, np.uint32)
+    for j, d in enumerate(docs[::-1]):
+        apart[bound[j]:bound[j] + len(d)] = d
+    starts = np.zeros(n + 1, np.int64)
+    np.cumsum(code_bytes(np.array([len(d) for d in docs], np.int64)), out=starts[1:])
+    out = np.full(starts[-1], 0xAA, np.uint8)
+    encode_parts(apart, bound, counts, np.arange(n - 1, -1, -1, dtype=np.int64), starts, out)
+    assert out.tobytes() == want

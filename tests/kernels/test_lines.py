@@ -1,9 +1,10 @@
-"""The newlines of a block (:func:`neardup.kernels.lines.newline_positions`), found a word at a
-time: the same positions as a byte-by-byte search at every alignment and density."""
+"""The newlines of a block (:func:`neardup.kernels.lines.newline_positions`,
+:func:`neardup.kernels.lines.count_newlines`), found a word at a time: the same positions and
+counts as a byte-by-byte search at every alignment and density."""
 
 import numpy as np
 
-from neardup.kernels.lines import line_bounds, line_bounds_ascii, newline_positions
+from neardup.kernels.lines import count_newlines, line_bounds, line_bounds_ascii, newline_positions
 
 
 def test_newline_positions_match_a_plain_search_at_every_alignment():
@@ -41,3 +42,16 @@ def test_line_bounds_ascii_sees_every_byte_at_every_alignment():
             want = line_bounds(data)
             assert starts.tolist() == want[0].tolist() and ends.tolist() == want[1].tolist()
             assert is_ascii == raw.isascii()
+
+
+def test_count_newlines_matches_a_plain_count_at_every_alignment_and_size():
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        n = int(rng.integers(0, 90))
+        arr = np.where(rng.random(n) < rng.random(), 10, rng.integers(0, 256, n)).astype(np.uint8)
+        raw = arr.tobytes()
+        for pad in range(8):  # the bytes start at each offset of a word
+            data = bytearray(b"\n" * pad + raw)
+            assert count_newlines(memoryview(data)[pad:].tobytes() if pad else raw) == raw.count(b"\n")
+            size = int(rng.integers(0, len(data) + 1))  # a buffer's first bytes only
+            assert count_newlines(data, size) == data[:size].count(b"\n")

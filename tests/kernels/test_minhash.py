@@ -252,6 +252,30 @@ def test_options_change_signatures():
     assert np.array_equal(base, MinHasher(num_perm=64, ngram=2).signatures(["hello world OUT there!"]))
 
 
+def test_codes_are_the_coded_fingerprints_every_document_at_its_place():
+    """signatures_and_codes gives the counts of signatures_and_fingerprints and the bytes
+    eliasfano.encode makes of its fingerprints, with a scratch and without, for a batch of
+    ASCII documents, documents bailed out of the first pass (their codes from the second part,
+    at their own place), empty ones, and more than one task of the parallel coder (200).
+    Guards: coding a part's document at its own index, not its target's
+    (``starts[i]`` for ``starts[target[i]]``), puts the bailed documents' codes at the front."""
+    from neardup.kernels import eliasfano
+    from neardup.kernels.minhash import Scratch
+    rng = np.random.default_rng(5)
+    words = ["alpha", "beta", "Ｆｕｌｌ", "Ünïcödé", "日本語", "gamma", "delta", "eps"]
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(0, 60)))) for _ in range(200)]
+    texts[3] = ""
+    texts[7] = "   "
+    mh = MinHasher(num_perm=32, ngram=3, seed=11)
+    sigs_fp, off, fp = mh.signatures_and_fingerprints(texts)
+    want = eliasfano.encode(off, fp)
+    for scratch in (None, Scratch()):
+        sigs, counts, codes = mh.signatures_and_codes(texts, scratch=scratch)
+        assert np.array_equal(sigs, sigs_fp)
+        assert counts.tolist() == np.diff(off).tolist()
+        assert codes.dtype == np.uint8 and np.array_equal(codes, want)
+
+
 # Snapshot of the current implementation (seed 42); the property tests above say it is the
 # specified computation, this says it does not drift between versions.
 _PINNED_SETS = [13488867623035705937]

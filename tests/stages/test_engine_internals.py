@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -110,3 +112,35 @@ def test_pread_rows_reads_scattered_ranges_in_groups(tmp_path, monkeypatch):
             want = np.concatenate([data[a:b] for a, b in zip(starts, ends)])
             assert np.array_equal(vals, want)
             assert np.array_equal(np.diff(off), ends - starts)
+
+
+def test_a_large_batch_goes_through_the_kernels_alone(tmp_path, monkeypatch):
+    """Small batches (a file of one short document each) are gathered into one call of the
+    kernels; a batch of ALONE_BYTES of texts or more is not gathered: the small ones before it
+    go on their own, it goes alone (joining it to others would copy its texts), the next ones
+    are gathered again; every document once, in order. Guards: dropping the flush before a
+    large batch joins it to the small ones before it; dropping ``alone or`` from the flush
+    after it joins the next ones to it."""
+    from neardup import io as nio
+    from neardup.config import Config
+    from neardup.stages import read
+    from neardup.stages.workdir import WorkDir, plan_blocks
+    monkeypatch.setattr(read, "ALONE_BYTES", 1000)
+    calls = []
+    process = read._process
+
+    def spy(config, hasher, scratch, schema, batches, *rest, **kw):
+        calls.append([b.text.to_pylist()[0][:2] for b in batches])
+        return process(config, hasher, scratch, schema, batches, *rest, **kw)
+
+    monkeypatch.setattr(read, "_process", spy)
+    kinds = ["s", "s", "B", "s", "B", "B", "s", "s"]
+    for i, k in enumerate(kinds):
+        text = f"{k}{i} " + ("word " * 400 if k == "B" else "short text")
+        (tmp_path / f"f{i}.jsonl").write_text(json.dumps({"text": text}) + "\n")
+    cfg = Config().resolved()
+    sources = nio.discover([str(tmp_path / "*.jsonl")])
+    work = WorkDir(str(tmp_path / "work"), "fp", resume=False)
+    summary = read.read_block(work.folder, cfg, sources, 0, list(range(len(sources))))
+    assert summary["documents"] == len(kinds)
+    assert calls == [["s0", "s1"], ["B2"], ["s3"], ["B4"], ["B5"], ["s6", "s7"]]

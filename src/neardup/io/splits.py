@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from typing import List, Optional, Tuple
 
+from ..kernels.lines import count_newlines
 from .sources import Source
 from .storage import fs as _fs
 
@@ -88,12 +89,14 @@ def count_span(path: str, start: int, end: int) -> Tuple[int, int, int]:
         f.seek(first)
         left = stop - first
         newlines = 0
+        buf = bytearray(min(_SCAN_BYTES, left))  # one buffer read into again: no fresh pages a read
+        view = memoryview(buf)
         while left > 0:
-            chunk = f.read(min(_SCAN_BYTES, left))
-            if not chunk:
+            got = f.readinto(view[:min(len(buf), left)])
+            if not got:
                 break
-            left -= len(chunk)
-            newlines += chunk.count(b"\n")
+            left -= got
+            newlines += count_newlines(buf, got)
     return first, stop, newlines
 
 

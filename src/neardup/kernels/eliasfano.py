@@ -20,14 +20,14 @@ alone. A document without shingles has an empty code.
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Tuple
 
 import numba as nb
 import numpy as np
 
 from .compile import kernel
 
-__all__ = ["code_bytes", "encode", "decode"]
+__all__ = ["code_bytes", "encode", "encode_parts", "decode"]
 
 
 @kernel(inline="always")
@@ -146,19 +146,44 @@ def _encode_kernel(offsets, values, starts, out):
             _encode_one(values, offsets[d], n, out, starts[d], buckets, order)
 
 
-def encode(offsets: np.ndarray, values: np.ndarray, into: Optional[np.ndarray] = None) -> np.ndarray:
+_CHUNK = 64  # documents a task of the parallel encoder (its scratch sized for their largest)
+
+
+@kernel(parallel=True)
+def _encode_parts_kernel(values, bound, counts, target, starts, out):
+    nd = counts.shape[0]
+    for c in nb.prange((nd + _CHUNK - 1) // _CHUNK):
+        lo = c * _CHUNK
+        hi = min(nd, lo + _CHUNK)
+        most = 1
+        for i in range(lo, hi):
+            most = max(most, counts[i])
+        buckets = np.empty(2 * most + 2, dtype=np.int64)
+        order = np.empty(most, dtype=np.uint32)
+        for i in range(lo, hi):
+            if counts[i] > 0:
+                _encode_one(values, bound[i], counts[i], out, starts[target[i]], buckets, order)
+
+
+def encode_parts(values: np.ndarray, bound: np.ndarray, counts: np.ndarray, target: np.ndarray,
+                 starts: np.ndarray, out: np.ndarray) -> None:
+    """The codes of documents whose fingerprints lie apart (the fused kernel's output, each
+    document's at ``values[bound[i]:]``, ``counts[i]`` of them) straight into ``out`` at
+    ``starts[target[i]]``: the bytes :func:`encode` makes of them gathered first, without the
+    gathering, on the kernels' threads."""
+    if len(counts):
+        _encode_parts_kernel(values, bound, counts, target, starts, out)
+
+
+def encode(offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
     """The codes of documents given as CSR (``values[offsets[i]:offsets[i+1]]``, uint32
     fingerprints in any order, repeats kept), one after another: uint8. Runs without the GIL, in
-    one thread (the read stage encodes in its writer thread, beside the kernels). ``into``: a
-    uint8 buffer to write them into when it is large enough (the result is then a view of it)."""
+    one thread (the read stage codes with :func:`encode_parts`, on the kernels' threads)."""
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     sizes = code_bytes(np.diff(offsets))
     starts = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=starts[1:])
-    if into is not None and into.dtype == np.uint8 and into.shape[0] >= starts[-1]:
-        out = into[:starts[-1]]
-    else:
-        out = np.empty(starts[-1], dtype=np.uint8)
+    out = np.empty(starts[-1], dtype=np.uint8)
     if len(sizes):
         _encode_kernel(offsets, np.ascontiguousarray(values, dtype=np.uint32), starts, out)
     return out

@@ -26,12 +26,9 @@ _NO_WORDS = np.zeros(0, dtype=np.uint64)
 
 
 @kernel(nogil=True)
-def _newlines(arr, words, shift):
-    """``(positions, ascii)``: the newline bytes of arr, and whether every byte is below 0x80.
-    ``words`` is arr as aligned uint64 words from byte ``shift`` on (or empty). Two passes, a word
-    at a time: the newlines counted without a branch (the exact test for zero bytes, of the word
-    ^ 0x0A..0A, and a multiply that sums the flags), the high bits of the words gathered beside
-    them (the ASCII test, at no extra pass), then found, a word without one skipped whole."""
+def _count_newlines(arr, words, shift):
+    """``(newlines, high)``: the number of newline bytes of arr, and the OR of its bytes (the
+    ASCII test: its high bit clear). ``words`` as in :func:`_newlines`."""
     n = arr.shape[0]
     nw = words.shape[0]
     head = min(shift, n) if nw else n
@@ -50,6 +47,21 @@ def _newlines(arr, words, shift):
     for i in range(tail, n):
         count += np.int64(arr[i] == 10)
         high |= np.uint64(arr[i])
+    return count, high
+
+
+@kernel(nogil=True)
+def _newlines(arr, words, shift):
+    """``(positions, ascii)``: the newline bytes of arr, and whether every byte is below 0x80.
+    ``words`` is arr as aligned uint64 words from byte ``shift`` on (or empty). Two passes, a word
+    at a time: the newlines counted without a branch (the exact test for zero bytes, of the word
+    ^ 0x0A..0A, and a multiply that sums the flags), the high bits of the words gathered beside
+    them (the ASCII test, at no extra pass), then found, a word without one skipped whole."""
+    n = arr.shape[0]
+    nw = words.shape[0]
+    head = min(shift, n) if nw else n
+    tail = shift + (nw << 3) if nw else n
+    count, high = _count_newlines(arr, words, shift)
     out = np.empty(count, dtype=np.int64)
     k = 0
     for i in range(head):
@@ -71,11 +83,25 @@ def _newlines(arr, words, shift):
     return out, (high & _HIGHS) == 0
 
 
-def _scan_newlines(data) -> Tuple[np.ndarray, bool]:
-    arr = np.frombuffer(data, dtype=np.uint8)
+def _as_words(arr: np.ndarray) -> Tuple[np.ndarray, int]:
+    """(arr as aligned uint64 words from its first 8-aligned byte on, that byte), the kernels'
+    view for 8 bytes a step (no words for a short arr)."""
     shift = (-arr.ctypes.data) % 8 if len(arr) else 0
     words = arr[shift:shift + (len(arr) - shift) // 8 * 8].view(np.uint64) if len(arr) > shift + 8 else _NO_WORDS
-    return _newlines(arr, words, shift)
+    return words, shift
+
+
+def _scan_newlines(data) -> Tuple[np.ndarray, bool]:
+    arr = np.frombuffer(data, dtype=np.uint8)
+    return _newlines(arr, *_as_words(arr))
+
+
+def count_newlines(data, size: Optional[int] = None) -> int:
+    """The newline bytes of ``data`` (bytes, bytearray: its first ``size`` bytes), 8 bytes a step
+    without the GIL (about 4x ``bytes.count``; a split file's ranges are all counted before any
+    is read, a pass over the whole file)."""
+    arr = np.frombuffer(data, dtype=np.uint8, count=len(data) if size is None else size)
+    return int(_count_newlines(arr, *_as_words(arr))[0])
 
 
 def newline_positions(data) -> np.ndarray:

@@ -24,6 +24,7 @@ from typing import Optional, Tuple
 import numba as nb
 import numpy as np
 
+from . import eliasfano
 from . import shingles as _sh
 from .compile import kernel
 from ..config import Shingling, Sketch
@@ -156,13 +157,15 @@ _NO_BOUND = np.zeros(1, dtype=np.int64)
 
 def process(texts, shingling: Shingling, *, seed: int, want_sets: bool, want_sigs: bool,
             a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = None, sort_sets: bool = True,
-            fingerprints: bool = False, scratch: Optional[Scratch] = None):
+            fingerprints: bool = False, scratch: Optional[Scratch] = None, codes: bool = False):
     """Runs the fused kernel over a batch, tokenised as ``shingling`` says; returns (signatures,
     counts, set offsets, set values).
 
     The set values are the 64-bit shingle hashes, or with ``fingerprints`` their high 32 bits
-    (uint32). Documents that are not pure ASCII go through the kernel a second time, normalised
-    (see :func:`neardup.kernels.shingles.prepare`)."""
+    (uint32). With ``codes`` (and ``fingerprints``) the set values are the documents'
+    Elias-Fano codes instead (:mod:`neardup.kernels.eliasfano`, uint8, one after another) and
+    the offsets None. Documents that are not pure ASCII go through the kernel a second time,
+    normalised (see :func:`neardup.kernels.shingles.prepare`)."""
     options = _sh.kernel_options(shingling)
     arr, first = _sh.prepare(texts, shingling)
     n = len(arr)
@@ -206,6 +209,13 @@ def process(texts, shingling: Shingling, *, seed: int, want_sets: bool, want_sig
     parts_counts = [counts.copy() if len(bailed) else counts] + [r[1] for _, r in results[1:]]
     if len(bailed):
         counts[bailed] = results[1][1][1]
+    if codes:
+        starts = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(eliasfano.code_bytes(counts), out=starts[1:])
+        out = np.empty(starts[-1], dtype=np.uint8)  # the caller's to keep (not in the scratch)
+        for (part, r), pc in zip(results, parts_counts):
+            eliasfano.encode_parts(r[2], r[3], pc, part.target, starts, out)
+        return sigs, counts, None, out
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     values = np.empty(offsets[-1], dtype=vtype)  # the caller's to keep (not in the scratch)
@@ -355,6 +365,19 @@ class MinHasher:
                                                a=self.a, b=self.b, sort_sets=False, fingerprints=True,
                                                scratch=scratch)
         return sigs, offsets, values
+
+    def signatures_and_codes(self, texts, scratch: Optional[Scratch] = None
+                             ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(signatures, fingerprint counts, codes): :meth:`signatures_and_fingerprints` with the
+        fingerprints of each document coded as the work dir keeps them (what
+        :func:`neardup.kernels.eliasfano.encode` makes of its offsets and fingerprints, the same
+        bytes), coded on the kernels' threads from their working buffer: no array of the
+        fingerprints gathered, no pass of one thread over them."""
+        with self._threads():
+            sigs, counts, _, codes = process(texts, self.shingling, seed=self.seed, want_sets=True, want_sigs=True,
+                                             a=self.a, b=self.b, sort_sets=False, fingerprints=True,
+                                             scratch=scratch, codes=True)
+        return sigs, counts, codes
 
     def signatures_from_sets(self, offsets: np.ndarray, hashes: np.ndarray) -> np.ndarray:
         """Signatures of documents given as shingle-hash CSR (equal to :meth:`signatures` on their texts)."""

@@ -21,7 +21,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..kernels.arrays import arrow, empty_table, to_numpy
-from ..kernels import eliasfano
 from ..kernels import jsonl as jsonl_scanner
 from .. import io as nio
 from ..kernels.bands import band_keys
@@ -88,12 +87,10 @@ def prefetch(it: Iterator, depth: int = 2) -> Iterator:
 class _Writer:
     """One thread that writes the big column while the kernels compute the next batch (a write
     into the page cache can stall on a slow disk, an upload on the network; queued here, the
-    stall overlaps work). Writes into ``sink``, a binary file it closes, what ``code`` makes of
-    each item queued (default: the array itself); the coding runs in this thread too."""
+    stall overlaps work). Writes into ``sink``, a binary file it closes, each array queued."""
 
-    def __init__(self, sink, depth: int = 16, code: Optional[Callable] = None):
+    def __init__(self, sink, depth: int = 16):
         self._f = sink
-        self._code = code
         self._queue: "queue.Queue" = queue.Queue(maxsize=depth)
         self._error: Optional[BaseException] = None
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -106,18 +103,15 @@ class _Writer:
                 return
             if self._error is None:
                 try:
-                    if self._code is not None:
-                        data = self._code(*data)
                     self._f.write(memoryview(np.ascontiguousarray(data)).cast("B"))
                 except BaseException as exc:  # raised again in the caller's thread
                     self._error = exc
 
-    def write(self, *item) -> None:
-        """Queues ``item``, the arguments of ``code`` (or one array to write as it is); not copied:
-        the caller must not change them afterwards."""
+    def write(self, data: np.ndarray) -> None:
+        """Queues ``data``; not copied: the caller must not change it afterwards."""
         if self._error is not None:
             raise self._error
-        self._queue.put(item if self._code is not None else item[0])
+        self._queue.put(data)
 
     def close(self) -> None:
         self._queue.put(None)
@@ -125,20 +119,6 @@ class _Writer:
         self._f.close()
         if self._error is not None:
             raise self._error
-
-
-class _Encoder:
-    """The writer thread's coding of a batch's fingerprints (:func:`eliasfano.encode`) into one
-    buffer of the block's Scratch, used again batch after batch and block after block (each batch
-    is written out before the next is coded; the block's writer is closed before its Scratch goes
-    back): no fresh pages to fault in and zero each batch."""
-
-    def __init__(self, scratch: Scratch):
-        self._scratch = scratch
-
-    def __call__(self, offsets, values) -> np.ndarray:
-        need = int(eliasfano.code_bytes(np.diff(offsets)).sum())
-        return eliasfano.encode(offsets, values, into=self._scratch.get("codes", need, np.uint8))
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
@@ -196,7 +176,7 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
     with work.atomic_write(block_name(block, "arrow")) as arrow_file, \
             work.atomic_write(block_name(block, "fp" if exact else "sig")) as big_file:
         writer = pa.ipc.new_file(arrow_file, schema)
-        big = _Writer(big_file, code=_Encoder(scratch) if exact else None)
+        big = _Writer(big_file)
         try:
             _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress,
                        signatures, span)
@@ -238,6 +218,7 @@ def release_scratches() -> None:
 
 
 COALESCE_BYTES = 16 << 20  # text bytes of small batches gathered for one call of the kernels
+ALONE_BYTES = COALESCE_BYTES // 2  # a batch of this many text bytes or more is never gathered
 
 
 def _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress,
@@ -245,7 +226,9 @@ def _read_into(config, hasher, scratch, schema, sources, members, summary, write
     """The documents of ``members`` through the kernels into ``writer`` and ``big``. Batches
     smaller than ``config.batch_size`` (small files: one document each) are gathered, up to
     ``batch_size`` documents or COALESCE_BYTES, into one call of the kernels and one record
-    batch, which cost the same for one document as for thousands."""
+    batch, which cost the same for one document as for thousands. A batch of ALONE_BYTES or
+    more (a 16 MB JSONL block holds ~15 MB of texts) is worth a call by itself: gathered, its
+    texts were copied once more to join them to the next batch's (2.3 GB at 1M documents)."""
     pending: List[nio.Batch] = []
     size = {"docs": 0, "bytes": 0}
 
@@ -268,10 +251,13 @@ def _read_into(config, hasher, scratch, schema, sources, members, summary, write
                 summary["skipped"].append([batch.source_index, batch.skipped])
             if len(batch.text) == 0:
                 continue
+            alone = batch.text.nbytes >= ALONE_BYTES
+            if alone:
+                flush()  # the batches gathered before it, on their own
             pending.append(batch)
             size["docs"] += len(batch.text)
             size["bytes"] += batch.text.nbytes
-            if size["docs"] >= config.batch_size or size["bytes"] >= COALESCE_BYTES:
+            if alone or size["docs"] >= config.batch_size or size["bytes"] >= COALESCE_BYTES:
                 flush()
         flush()
     finally:
@@ -300,9 +286,8 @@ def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary,
         sig, counts, lengths = given_signatures(batches)
         big.write(sig)
     elif exact:
-        sig, off, fp = hasher.signatures_and_fingerprints(text, scratch=scratch)
-        counts = np.diff(off)
-        big.write(off, fp)  # coded in the writer's thread (fp is a new array each batch)
+        sig, counts, codes = hasher.signatures_and_codes(text, scratch=scratch)
+        big.write(codes)  # a new array each batch: the writer may still be writing the last one
     else:
         sig, counts = hasher.signatures_and_counts(text)
         big.write(sig)
