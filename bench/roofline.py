@@ -17,8 +17,9 @@ Floors, measured by this script in the same run, on the same corpus (each the be
 trees compared in one run share their floors):
 
 - read: max(kernel, input). kernel = the corpus's text bytes / the rate of neardup's fused
-  tokenise + shingle-hash + MinHash kernel (``MinHasher.signatures_and_fingerprints``, the call the
-  read stage makes, all cores, batches of ``batch_size`` documents) on texts already in memory as a
+  tokenise + shingle-hash + MinHash kernel (``MinHasher.signatures_and_codes``, the call the
+  read stage makes: signatures and the Elias-Fano coded fingerprints the work dir keeps; a tree
+  without it, ``signatures_and_fingerprints``; the call timed is recorded), all cores, batches of ``batch_size`` documents) on texts already in memory as a
   pyarrow large_string array: the first ``--kernel-docs`` documents of the corpus (all of them at
   100k; the rate is extrapolated to the rest by text bytes). input = the input's bytes at the
   page-cache read bandwidth (the files read with 64 MiB ``readinto`` calls, after a first read),
@@ -246,11 +247,12 @@ def kernel_floor(texts: List[str], params: dict, batch: int, repeat: int) -> dic
     nbytes = int(np.diff(np.frombuffer(arr.buffers()[1], np.int64, len(arr) + 1, arr.offset * 8)[[0, -1]])[0])
     chunks = [arr.slice(i, batch) for i in range(0, len(arr), batch)]
     scratch = Scratch()
-    hasher.signatures_and_fingerprints(chunks[0][:100], scratch=scratch)  # compile / load the kernel
+    call = getattr(hasher, "signatures_and_codes", hasher.signatures_and_fingerprints)
+    call(chunks[0][:100], scratch=scratch)  # compile / load the kernel
 
     def run():
         for c in chunks:
-            hasher.signatures_and_fingerprints(c, scratch=scratch)
+            call(c, scratch=scratch)
 
     best, cpu = timed(run, repeat)
     # fingerprints of the first documents, one CSR (the pair stage's verification input)
@@ -263,7 +265,7 @@ def kernel_floor(texts: List[str], params: dict, batch: int, repeat: int) -> dic
         fps.append(fp)
         base += len(c)
     # cpu_seconds_mean / threads: the wall time on idle cores (a busy machine's floor is its wall best)
-    return {"docs": len(texts), "text_bytes": nbytes, "seconds": best, "cpu_seconds_mean": cpu,
+    return {"call": call.__name__, "docs": len(texts), "text_bytes": nbytes, "seconds": best, "cpu_seconds_mean": cpu,
             "bytes_per_s": nbytes / best, "threads": nb.get_num_threads(),
             "_fp": (np.concatenate(offs), np.concatenate(fps))}
 
