@@ -18,7 +18,7 @@ value: the pull-based sort shuffle puts exactly the rows of one part value into 
 ``map_batches(batch_size=None)`` hands that block to one call (blocks are not split: the largest
 block size is raised for the run). Ray Data is imported, and its helper actors started, only by
 a run that needs such a shuffle (a run on one node does not: profile of a 1M run on 2 CPUs,
-bench/results/ray_profile_1m.json: its executor cost the driver ~2 CPU-s, its two actors ~1.1 CPU-s
+bench/results/ray_profile_1m_base.json: its executor cost the driver ~2 CPU-s, its two actors ~1.1 CPU-s
 each, and its first dataset ~3 s before the first task ran). On a
 cluster of one node (or for a small step) the stages run their whole-corpus paths as one task
 with every core of the node instead of shuffling (:meth:`RayEngine.one_call`). Every task is a
@@ -136,6 +136,7 @@ def _task(fn, threads: int, item, joined: bool, *tables):
 
 
 def _same(table: pa.Table) -> pa.Table:
+    """A shuffle's one partition as it is (a shuffle collected without a map of its own)."""
     return table
 
 
@@ -415,9 +416,12 @@ class RayEngine:
                                                                   prefetch_batches=2))
         try:
             for result in results:
-                if frame.refs is None and OBJECT in result.column_names:
+                if frame.refs is None:  # a dataset's block: a table, or the calls' results pickled
+                    if OBJECT not in result.column_names:
+                        out.append(result)
+                        continue
                     objects = [pickle.loads(blob) for blob in result.column(OBJECT).to_pylist()]
-                elif frame.refs is None or isinstance(result, pa.Table):
+                elif isinstance(result, pa.Table):
                     out.append(result)
                     continue
                 else:
