@@ -9,13 +9,15 @@ engine is finished by the other). See docs/scaling.md for the data flow and what
 network.
 
 ``map`` over a list runs one plain Ray task per item (a call over few items gets several kernel
-threads), submitted at once; ``map`` over a frame of such results one task per result, which it
-gets by reference (from the object store of the node that made it). A shuffle into one partition
-is no step of its own: the call that maps it gets every table and joins them. Only a shuffle into
-several partitions is Ray Data's: ``shuffle`` adds the int32 column ``part`` (the hash of the
-key, :func:`neardup.kernels.hashing.partition_of`) and sorts on it with boundaries at every
-value: the pull-based sort shuffle puts exactly the rows of one part value into one block, and
-``map_batches(batch_size=None)`` hands that block to one call (blocks are not split: the largest
+threads), ``map`` over a frame one task per partition of it, which it gets by reference (from the
+object store of the node that made it); the tasks are submitted when the frame is collected. A
+shuffle into one partition is no step of its own: the call that maps it gets every table and
+joins them. Only a shuffle into several partitions is Ray Data's: the maps it takes become Ray
+Data's maps (``map_batches``, from ``from_items`` for a list), as lazy; ``shuffle`` adds the
+int32 column ``part`` (the hash of the key, :func:`neardup.kernels.hashing.partition_of`) and
+sorts on it with boundaries at every value: the pull-based sort shuffle puts exactly the rows of
+one part value into one block, and ``map_batches(batch_size=None)`` hands that block to one call
+(blocks are not split: the largest
 block size is raised for the run). Ray Data is imported, and its helper actors started, only by
 a run that needs such a shuffle (a run on one node does not: profile of a 1M run on 2 CPUs,
 bench/results/ray_profile_1m_base.json: its executor cost the driver ~2 CPU-s, its two actors ~1.1 CPU-s
@@ -62,14 +64,20 @@ OBJECT = "__object__"           # the column of a call's result that is not a ta
 log = logging.getLogger("neardup.ray")
 
 class RayFrame:
-    """A step's partitions (a :class:`~.Frame`): the results of its calls as Ray object refs, in
-    order (``refs``: plain Ray tasks, nothing lazy), or a Ray dataset (``ds``, lazy: what a
-    shuffle into several partitions made); with the progress its collect reports. ``joined``:
-    the refs' tables are one partition (a shuffle into one), joined by the call that maps it."""
+    """A step's partitions (a :class:`~.Frame`), lazy: a Ray dataset (``ds``: what a shuffle into
+    several partitions made, and the maps over it), or a map not run yet (``fn`` over ``source``:
+    a list of items, or a frame, one call per partition of it, with ``threads`` kernel threads
+    a call), run as plain Ray tasks when it is collected (``refs``, their results in order) or as
+    Ray Data's map when a shuffle into several partitions takes it; or (``joined``: frames,
+    ``key``) a shuffle into one partition, which the call that maps it joins. With the progress
+    its collect reports."""
 
-    def __init__(self, ds=None, progress=None, units: Optional[Callable] = None, refs: Optional[List] = None,
-                 joined: bool = False):
-        self.ds, self.progress, self.units, self.refs, self.joined = ds, progress, units, refs, joined
+    def __init__(self, ds=None, progress=None, units: Optional[Callable] = None, *, fn: Optional[Callable] = None,
+                 source=None, threads: int = 1, joined: Optional[List["RayFrame"]] = None, key: str = ""):
+        self.ds, self.progress, self.units = ds, progress, units
+        self.fn, self.source, self.threads = fn, source, threads
+        self.joined, self.key = joined, key
+        self.refs: Optional[List] = None
 
 
 class RayShared:
@@ -91,14 +99,17 @@ class _Failure:
         self.error = error
 
 
-def _call(table: pa.Table, *, fn, threads: int) -> pa.Table:
-    """One call of a map over the partitions of a dataset (a shuffle's): on one partition; a
-    result that is not a table travels pickled in one row."""
-    if "part" in table.column_names and table.num_rows:
+def _call(table: pa.Table, *, fn, items, threads: int) -> pa.Table:
+    """One call of Ray Data's map: on an item (``items`` given: the table holds its index) or on
+    one partition; a result that is not a table travels pickled in one row."""
+    if items is not None and table.num_rows != 1:  # one item a block (from_items, one block each)
+        raise RuntimeError(f"internal error: a call got {table.num_rows} items; please report this bug")
+    arg = items[int(table.column("i")[0].as_py())] if items is not None else table
+    if items is None and "part" in table.column_names and table.num_rows:
         part = table.column("part").combine_chunks()
         if len(part.unique()) != 1:
             raise RuntimeError("internal error: a call got several partitions; please report this bug")
-    result = _apply(fn, table, threads)
+    result = _apply(fn, arg, threads)
     if isinstance(result, pa.Table):
         return result
     return pa.table({OBJECT: pa.array([pickle.dumps(result)], pa.binary())})
@@ -147,7 +158,7 @@ def _named(fn: Callable) -> str:
 
 
 def _named_call(fn: Callable) -> Callable:
-    """:func:`_call` under the name of the stage's function (a map over a dataset)."""
+    """:func:`_call` under the name of the stage's function (Ray Data's map)."""
     def call(table, **kwargs):
         return _call(table, **kwargs)
 
@@ -354,45 +365,77 @@ class RayEngine:
 
     def map(self, fn: Callable, items, *, progress=None, units: Optional[Callable] = None,
             concurrent: int = 1) -> RayFrame:
-        """Plain Ray tasks, submitted now, one per item or per partition of a frame of refs (a
-        dataset's partitions: Ray Data's map). A call's fixed cost is a task's, not a dataset's
-        (its planning, its executor in the driver, its helper actors: on one node no dataset is
-        made at all)."""
+        """A map not run yet (over a dataset: Ray Data's map, as lazy). Collected, its calls run as
+        plain Ray tasks, whose fixed cost is a task's, not a dataset's (its planning, its executor
+        in the driver, its helper actors: on one node no dataset is made at all); taken by a
+        shuffle into several partitions, as Ray Data's map, as before (its results streamed into
+        the sort and freed there, not held in the object store for the whole stage)."""
         if isinstance(items, RayFrame) and items.ds is not None:
-            return self._map_dataset(fn, items, progress, units)
+            return RayFrame(self._data_map(items.ds, fn, None, 1), progress, units)
         if isinstance(items, RayFrame):
             threads = 1
-            args = [(None, True, *items.refs)] if items.joined else [(None, False, ref) for ref in items.refs]
         else:
             items = list(items)
             # with fewer items than CPUs each call gets several kernel threads
             threads = max(1, min(self.cpus_per_node, self.cpus // max(1, len(items))))
             if self.workers:
                 threads = min(threads, int(self.workers))
-            args = [(item, False) for item in items]
         self._need = max(self._need, threads)
-        if self._task is None:
-            self._task = self.ray.remote(_task)  # exported to the cluster once a run
-        task = self._task.options(name=_named(fn), num_cpus=threads, max_retries=MAX_RETRIES)
-        fn_ref = self.ray.put(fn)  # once, not once a task
-        return RayFrame(progress=progress, units=units, refs=[task.remote(fn_ref, threads, *a) for a in args])
+        return RayFrame(progress=progress, units=units, fn=fn, source=items, threads=threads)
 
-    def _map_dataset(self, fn: Callable, frame: RayFrame, progress, units) -> RayFrame:
+    def _refs(self, frame: RayFrame) -> List:
+        """The refs of the results of a map's calls, its tasks submitted (once): one per item, per
+        partition of its source, or one on every table of a shuffle into one partition."""
+        if frame.refs is None:
+            src = frame.source
+            if isinstance(src, RayFrame) and src.joined is not None:
+                args = [(None, True, *[ref for f in src.joined for ref in self._refs(f)])]
+            elif isinstance(src, RayFrame):
+                args = [(None, False, ref) for ref in self._refs(src)]
+            else:
+                args = [(item, False) for item in src]
+            if self._task is None:
+                self._task = self.ray.remote(_task)  # exported to the cluster once a run
+            task = self._task.options(name=_named(frame.fn), num_cpus=frame.threads, max_retries=MAX_RETRIES)
+            fn_ref = self.ray.put(frame.fn)  # once, not once a task
+            frame.refs = [task.remote(fn_ref, frame.threads, *a) for a in args]
+        return frame.refs
+
+    def _dataset(self, frame: RayFrame):
+        """A frame as a Ray dataset, for a shuffle into several partitions: a map not run yet as
+        Ray Data's map over its source's dataset (over a list: ``from_items``, one block an
+        item); one already run (collected), from its results."""
+        ray_data = self._ray_data()
+        if frame.ds is not None:
+            return frame.ds
+        if frame.refs is not None:
+            return ray_data.from_arrow_refs(frame.refs)
+        if frame.joined is not None:
+            return self._sorted([self._dataset(f) for f in frame.joined], frame.key, 1)
+        src = frame.source
+        if isinstance(src, RayFrame):
+            return self._data_map(self._dataset(src), frame.fn, None, frame.threads)
+        ds = ray_data.from_items([{"i": i} for i in range(len(src))], override_num_blocks=max(1, len(src)))
+        return self._data_map(ds, frame.fn, src, frame.threads)
+
+    @staticmethod
+    def _data_map(ds, fn: Callable, items, threads: int):
         with warnings.catch_warnings():  # max_retries has no named parameter on map_batches
             warnings.simplefilter("ignore")
-            ds = frame.ds.map_batches(_named_call(fn), fn_kwargs=dict(fn=fn, threads=1), batch_size=None,
-                                      batch_format="pyarrow", zero_copy_batch=True, num_cpus=1,
-                                      max_retries=MAX_RETRIES)
-        return RayFrame(ds, progress, units)
+            return ds.map_batches(_named_call(fn), fn_kwargs=dict(fn=fn, items=items, threads=threads),
+                                  batch_size=None, batch_format="pyarrow", zero_copy_batch=True, num_cpus=threads,
+                                  max_retries=MAX_RETRIES)
 
     def shuffle(self, frames, key: str, parts: int) -> RayFrame:
-        """Into one partition: the frames' refs, joined by the call that maps them (no dataset);
-        into several: Ray Data's sort shuffle."""
+        """Into one partition: the frames, joined by the call that maps them (no dataset, unless
+        one of them is); into several: Ray Data's sort shuffle."""
         frames = [frames] if isinstance(frames, RayFrame) else list(frames)
         if parts == 1 and all(f.ds is None for f in frames):
-            return RayFrame(refs=[ref for f in frames for ref in f.refs], joined=True)
-        ray_data = self._ray_data()
-        datasets = [f.ds if f.ds is not None else ray_data.from_arrow_refs(f.refs) for f in frames]
+            return RayFrame(joined=frames, key=key)
+        return RayFrame(self._sorted([self._dataset(f) for f in frames], key, parts))
+
+    @staticmethod
+    def _sorted(datasets: List, key: str, parts: int):
         ds = datasets[0].union(*datasets[1:]) if len(datasets) > 1 else datasets[0]
 
         def keyed(t: pa.Table) -> pa.Table:
@@ -401,22 +444,23 @@ class RayEngine:
 
         ds = ds.map_batches(keyed, batch_size=None, batch_format="pyarrow")
         if parts == 1:  # every row to one call: the blocks joined, no sort
-            return RayFrame(ds.repartition(1))
-        return RayFrame(ds.sort("part", boundaries=list(range(1, parts))))
+            return ds.repartition(1)
+        return ds.sort("part", boundaries=list(range(1, parts)))
 
     def collect(self, frame: RayFrame) -> List:
         """The results of a frame's calls, in order (each call's, as it ends, to the progress)."""
-        if frame.refs is not None and frame.joined:  # a shuffle collected as it is: its one partition
+        if frame.joined is not None:  # a shuffle collected as it is: its one partition
             frame = self.map(_same, frame)
         out = []
-        if frame.refs is not None:
-            results = self._watched(lambda: self._results(frame.refs))
+        if frame.ds is None:
+            refs = self._refs(frame)
+            results = self._watched(lambda: self._results(refs))
         else:
             results = self._watched(lambda: frame.ds.iter_batches(batch_size=None, batch_format="pyarrow",
                                                                   prefetch_batches=2))
         try:
             for result in results:
-                if frame.refs is None:  # a dataset's block: a table, or the calls' results pickled
+                if frame.ds is not None:  # a dataset's block: a table, or the calls' results pickled
                     if OBJECT not in result.column_names:
                         out.append(result)
                         continue
@@ -447,7 +491,10 @@ class RayEngine:
 
     def persist(self, frame: RayFrame) -> RayFrame:
         if frame.ds is None:
-            return frame  # its tasks run already; their results stay in the object store
+            if frame.joined is not None:
+                frame = self.map(_same, frame)
+            self._refs(frame)
+            return frame  # its tasks run; their results stay in the object store
         ds, = self._watched(lambda: [frame.ds.materialize()])
         return RayFrame(ds, frame.progress, frame.units)
 
