@@ -371,3 +371,18 @@ def test_unreachable_address_is_a_one_line_error(tmp_path, jsonl_corpus):
     r = run_process("dedup", jsonl_corpus, "-o", tmp_path / "out", "--engine", "ray", "--ray-address", "127.0.0.1:1")
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "cannot reach the Ray cluster" in r.stderr
+
+
+def test_one_node_run_makes_no_dataset(cluster, tmp_path, jsonl_corpus, local_skip):
+    """On one node no shuffle into several partitions is made (the duplicate-id check and the
+    members' ranges into one), so the run's calls are plain tasks and its driver never imports
+    Ray Data (whose executor and helper actors cost ~4 CPU-s and seconds before the first task
+    of a 1M run); the output is the local engine's all the same."""
+    code = ("import sys, neardup\n"
+            f"neardup.dedup({str(jsonl_corpus)!r}, output={str(tmp_path / 'ray')!r}, engine='ray', "
+            f"ray_address={cluster!r}, on_error='skip', quiet=True)\n"
+            "print('ray.data' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "False", r.stdout
+    assert_same(local_skip, tmp_path / "ray")

@@ -208,8 +208,9 @@ def test_open_cluster_is_joined_with_or_without_a_token_file(open_cluster, corpu
 def test_a_run_the_cluster_cannot_schedule_stops_with_one_line(open_cluster, corpus_6k, tmp_path):
     """The nodes with CPUs removed once the run has joined: its tasks can never be scheduled.
     Before the stall watch the run waited forever (silently under --quiet); now it stops within
-    NEARDUP_RAY_STALL_SECONDS of an idle cluster, in one line that says what is missing, after
-    the warnings of Ray's that it held back (a failed run shows them)."""
+    NEARDUP_RAY_STALL_SECONDS of an idle cluster, in one line that says what is missing (a
+    failed run shows the warnings of Ray's it held back first: test_ray_held; this run makes
+    none since its calls are plain tasks, not Ray Data's, whose "Progress bars disabled" was)."""
     corpus, _ = corpus_6k
     work, bound = tmp_path / "work", 10
     cmd = neardup_command("dedup", corpus, "-o", tmp_path / "out", "--work-dir", work, "--engine", "ray",
@@ -237,7 +238,6 @@ def test_a_run_the_cluster_cannot_schedule_stops_with_one_line(open_cluster, cor
     assert errors == [err.strip().splitlines()[-1]], err[-3000:]
     assert f"the Ray cluster at {open_cluster.address} ran none of neardup's tasks" in errors[0]
     assert "offers 0 CPUs" in errors[0] and "NEARDUP_RAY_STALL_SECONDS" in errors[0], errors[0]
-    assert "Progress bars disabled" in err, err[-3000:]  # held back, shown since the run failed
     assert not (tmp_path / "out" / "stats.json").exists()
 
 

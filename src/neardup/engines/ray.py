@@ -8,12 +8,20 @@ outputs are byte for byte the same, and so is the work directory (a run interrup
 engine is finished by the other). See docs/scaling.md for the data flow and what crosses the
 network.
 
-``map`` over a list runs one task per item (a call over few items gets several kernel threads);
-``map`` over a frame runs one task per partition. ``shuffle`` adds the int32 column ``part`` (the
-hash of the key, :func:`neardup.kernels.hashing.partition_of`) and sorts on it with boundaries at every
-value: the pull-based sort shuffle puts exactly the rows of one part value into one block, and
-``map_batches(batch_size=None)`` hands that block to one call (blocks are not split: the largest
-block size is raised for the run); a shuffle into one partition joins the blocks instead. On a
+``map`` over a list runs one plain Ray task per item (a call over few items gets several kernel
+threads), ``map`` over a frame one task per partition of it, which it gets by reference (from the
+object store of the node that made it); the tasks are submitted when the frame is collected. A
+shuffle into one partition is no step of its own: the call that maps it gets every table and
+joins them. Only a shuffle into several partitions is Ray Data's: the maps it takes become Ray
+Data's maps (``map_batches``, from ``from_items`` for a list), as lazy; ``shuffle`` adds the
+int32 column ``part`` (the hash of the key, :func:`neardup.kernels.hashing.partition_of`) and
+sorts on it with boundaries at every value: the pull-based sort shuffle puts exactly the rows of
+one part value into one block, and ``map_batches(batch_size=None)`` hands that block to one call
+(blocks are not split: the largest
+block size is raised for the run). Ray Data is imported, and its helper actors started, only by
+a run that needs such a shuffle (a run on one node does not: profile of a 1M run on 2 CPUs,
+bench/results/ray_profile_1m_base.json: its executor cost the driver ~2 CPU-s, its two actors ~1.1 CPU-s
+each, and its first dataset ~3 s before the first task ran). On a
 cluster of one node (or for a small step) the stages run their whole-corpus paths as one task
 with every core of the node instead of shuffling (:meth:`RayEngine.one_call`). Every task is a
 pure function of its input and of the work directory (retried after a worker dies, it writes
@@ -35,6 +43,7 @@ import time
 import warnings
 from typing import Callable, Dict, List, Optional
 
+import numpy as np
 import pyarrow as pa
 
 from ..kernels.arrays import arrow
@@ -42,7 +51,7 @@ from ..config import default_workers
 from ..errors import ConfigError, NeardupError, StorageError
 from ..kernels.hashing import kernel_threads, partition_of
 from ..progress import check_interrupt
-from .ray_cluster import (HeldWarnings, check_reachable, cluster_busy, import_ray, join_with_token,
+from .ray_cluster import (HeldWarnings, check_reachable, cluster_busy, import_ray, import_ray_data, join_with_token,
                           lost_work, lost_work_message, other_neardup, restore_auth_mode, signals_kept, stall_seconds,
                           stalled_message, start_watchdog)
 
@@ -55,11 +64,20 @@ OBJECT = "__object__"           # the column of a call's result that is not a ta
 log = logging.getLogger("neardup.ray")
 
 class RayFrame:
-    """A step's partitions as a Ray dataset (lazy), with the progress its collect reports (a
-    :class:`~.Frame`)."""
+    """A step's partitions (a :class:`~.Frame`), lazy: a Ray dataset (``ds``: what a shuffle into
+    several partitions made, and the maps over it), or a map not run yet (``fn`` over ``source``:
+    a list of items, or a frame, one call per partition of it, with ``threads`` kernel threads
+    a call), run as plain Ray tasks when it is collected (``refs``, their results in order) or as
+    Ray Data's map when a shuffle into several partitions takes it; or (``joined``: frames,
+    ``key``) a shuffle into one partition, which the call that maps it joins. With the progress
+    its collect reports."""
 
-    def __init__(self, ds, progress=None, units: Optional[Callable] = None):
+    def __init__(self, ds=None, progress=None, units: Optional[Callable] = None, *, fn: Optional[Callable] = None,
+                 source=None, threads: int = 1, joined: Optional[List["RayFrame"]] = None, key: str = ""):
         self.ds, self.progress, self.units = ds, progress, units
+        self.fn, self.source, self.threads = fn, source, threads
+        self.joined, self.key = joined, key
+        self.refs: Optional[List] = None
 
 
 class RayShared:
@@ -82,8 +100,8 @@ class _Failure:
 
 
 def _call(table: pa.Table, *, fn, items, threads: int) -> pa.Table:
-    """One call of a map: on an item (``items`` given: the table holds its index) or on one
-    partition; a result that is not a table travels pickled in one row."""
+    """One call of Ray Data's map: on an item (``items`` given: the table holds its index) or on
+    one partition; a result that is not a table travels pickled in one row."""
     if items is not None and table.num_rows != 1:  # one item a block (from_items, one block each)
         raise RuntimeError(f"internal error: a call got {table.num_rows} items; please report this bug")
     arg = items[int(table.column("i")[0].as_py())] if items is not None else table
@@ -91,25 +109,60 @@ def _call(table: pa.Table, *, fn, items, threads: int) -> pa.Table:
         part = table.column("part").combine_chunks()
         if len(part.unique()) != 1:
             raise RuntimeError("internal error: a call got several partitions; please report this bug")
-    try:
-        with kernel_threads(threads):
-            result = fn(arg)
-    except NeardupError as exc:
-        result = _Failure(exc)
+    result = _apply(fn, arg, threads)
     if isinstance(result, pa.Table):
         return result
     return pa.table({OBJECT: pa.array([pickle.dumps(result)], pa.binary())})
 
 
-def _named(fn: Callable) -> Callable:
-    """:func:`_call` under the name of the stage's function, so that Ray's task names (what
-    ``ray list tasks`` and the dashboard show, a worker's process title) say which step runs."""
-    name = getattr(getattr(fn, "func", fn), "__name__", "call")
+def _apply(fn, arg, threads: int):
+    """``fn(arg)`` with ``threads`` kernel threads; a NeardupError is its result (a _Failure)."""
+    try:
+        with kernel_threads(threads):
+            return fn(arg)
+    except NeardupError as exc:
+        return _Failure(exc)
 
+
+def _task(fn, threads: int, item, joined: bool, *tables):
+    """One call of a map as a plain Ray task: on ``item`` (a map over a list), on one partition
+    (``tables``: one, the result of an earlier call) or (``joined``) on the tables of a shuffle
+    into one partition, joined here (as :meth:`~.LocalEngine.shuffle` joins them: the tables
+    with rows, a column ``part`` of 0s), not by a task of its own that would store them again."""
+    if tables and not joined:
+        arg = tables[0]
+    elif joined:
+        failed = next((t for t in tables if isinstance(t, _Failure)), None)
+        if failed is not None:
+            return failed
+        kept = [t.drop_columns(["part"]) if "part" in t.column_names else t for t in tables]
+        kept = [t for t in kept if t.num_rows] or kept[:1]
+        arg = pa.concat_tables(kept)
+        arg = arg.append_column("part", arrow(np.zeros(arg.num_rows, np.int32)))
+    else:
+        arg = item
+    if isinstance(arg, _Failure):
+        return arg
+    return _apply(fn, arg, threads)
+
+
+def _same(table: pa.Table) -> pa.Table:
+    """A shuffle's one partition as it is (a shuffle collected without a map of its own)."""
+    return table
+
+
+def _named(fn: Callable) -> str:
+    """The name of the stage's function, so that Ray's task names (what ``ray list tasks`` and
+    the dashboard show, a worker's process title) say which step runs."""
+    return getattr(getattr(fn, "func", fn), "__name__", "call")
+
+
+def _named_call(fn: Callable) -> Callable:
+    """:func:`_call` under the name of the stage's function (Ray Data's map)."""
     def call(table, **kwargs):
         return _call(table, **kwargs)
 
-    call.__name__ = call.__qualname__ = name
+    call.__name__ = call.__qualname__ = _named(fn)
     return call
 
 
@@ -185,6 +238,8 @@ class RayEngine:
         self._stall = 0.0
         self._need = 1  # the most CPUs a task of the run asks for
         self._dc = None
+        self._rd = None
+        self._task = None
         self._saved = None
         self._loggers: Dict[str, int] = {}
         self._shared: Dict[int, RayShared] = {}
@@ -200,7 +255,6 @@ class RayEngine:
 
     def _start(self) -> None:
         ray = self.ray = import_ray()
-        from ray.data.context import DataContext, ShuffleStrategy
 
         address, quiet, workers = self.address, self.quiet, self.workers
         self._stall = stall_seconds()
@@ -233,20 +287,6 @@ class RayEngine:
         per_node = [int(n.get("Resources", {}).get("CPU", 0)) for n in ray.nodes() if n.get("Alive")]
         self.cpus_per_node = max([c for c in per_node if c > 0] or [1])
         self.nodes = max(1, sum(1 for c in per_node if c > 0))
-        dc = self._dc = DataContext.get_current()
-        self._saved = (dc.enable_progress_bars, dc.execution_options.preserve_order, dc.shuffle_strategy,
-                       dc.target_max_block_size, dc.op_resource_reservation_enabled)
-        dc.enable_progress_bars = False
-        dc.execution_options.preserve_order = True
-        # the pull-based sort shuffle puts each partition into exactly one block and needs no actors
-        dc.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
-        dc.target_max_block_size = 1 << 40  # a partition stays one block, however large
-        # no CPUs reserved per operator: with the reservation (half the CPUs shared out among the
-        # operators of a pipeline), on a node of few CPUs each operator ran one task at a time
-        # (ray.timeline() of a 1M run on 2 CPUs: form_buckets and search_buckets at a parallelism
-        # of 0.97 and 0.94); the operators of neardup's pipelines follow one another, so the one
-        # that has work takes every CPU; backpressure still bounds what is in flight
-        dc.op_resource_reservation_enabled = False
         self._loggers = {}
         for name in ("ray.data", "ray.data._internal.execution.streaming_executor"):
             lg = logging.getLogger(name)
@@ -266,7 +306,7 @@ class RayEngine:
             dc = self._dc
             (dc.enable_progress_bars, dc.execution_options.preserve_order, dc.shuffle_strategy,
              dc.target_max_block_size, dc.op_resource_reservation_enabled) = self._saved
-            self._dc = None
+            self._dc = self._rd = None
         for name, level in self._loggers.items():
             logging.getLogger(name).setLevel(level)
         self._loggers = {}
@@ -278,6 +318,30 @@ class RayEngine:
             restore_auth_mode(self._auth[0])
             self._auth = ()
         self._stop_watchdog()
+
+    def _ray_data(self):
+        """Ray Data, set up for the run's shuffles the first time one needs it (a run on one node
+        never does: its driver does not import it, nor start its helper actors)."""
+        if self._dc is not None:
+            return self._rd
+        ray_data = self._rd = import_ray_data()
+        from ray.data.context import DataContext, ShuffleStrategy
+        dc = self._dc = DataContext.get_current()
+        self._saved = (dc.enable_progress_bars, dc.execution_options.preserve_order, dc.shuffle_strategy,
+                       dc.target_max_block_size, dc.op_resource_reservation_enabled)
+        dc.enable_progress_bars = False
+        dc.execution_options.preserve_order = True
+        # the pull-based sort shuffle puts each partition into exactly one block and needs no actors
+        dc.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
+        dc.target_max_block_size = 1 << 40  # a partition stays one block, however large
+        # no CPUs reserved per operator: with the reservation (half the CPUs shared out among the
+        # operators of a pipeline), on a node of few CPUs each operator ran one task at a time
+        # (ray.timeline() of a 1M run on 2 CPUs: form_buckets and search_buckets at a parallelism
+        # of 0.97 and 0.94); the operators of neardup's pipelines follow one another, so the one
+        # that has work takes every CPU; backpressure still bounds what is in flight
+        dc.op_resource_reservation_enabled = False
+        self._held.attach()  # Ray Data's handlers, now that it is imported
+        return ray_data
 
     def _stop_watchdog(self) -> None:
         if self._watchdog is not None:
@@ -301,28 +365,78 @@ class RayEngine:
 
     def map(self, fn: Callable, items, *, progress=None, units: Optional[Callable] = None,
             concurrent: int = 1) -> RayFrame:
-        import ray.data
-
+        """A map not run yet (over a dataset: Ray Data's map, as lazy). Collected, its calls run as
+        plain Ray tasks, whose fixed cost is a task's, not a dataset's (its planning, its executor
+        in the driver, its helper actors: on one node no dataset is made at all); taken by a
+        shuffle into several partitions, as Ray Data's map, as before (its results streamed into
+        the sort and freed there, not held in the object store for the whole stage)."""
+        if isinstance(items, RayFrame) and items.ds is not None:
+            return RayFrame(self._data_map(items.ds, fn, None, 1), progress, units)
         if isinstance(items, RayFrame):
-            ds, threads, items = items.ds, 1, None
+            threads = 1
         else:
             items = list(items)
-            ds = ray.data.from_items([{"i": i} for i in range(len(items))], override_num_blocks=max(1, len(items)))
             # with fewer items than CPUs each call gets several kernel threads
             threads = max(1, min(self.cpus_per_node, self.cpus // max(1, len(items))))
             if self.workers:
                 threads = min(threads, int(self.workers))
         self._need = max(self._need, threads)
+        return RayFrame(progress=progress, units=units, fn=fn, source=items, threads=threads)
+
+    def _refs(self, frame: RayFrame) -> List:
+        """The refs of the results of a map's calls, its tasks submitted (once): one per item, per
+        partition of its source, or one on every table of a shuffle into one partition."""
+        if frame.refs is None:
+            src = frame.source
+            if isinstance(src, RayFrame) and src.joined is not None:
+                args = [(None, True, *[ref for f in src.joined for ref in self._refs(f)])]
+            elif isinstance(src, RayFrame):
+                args = [(None, False, ref) for ref in self._refs(src)]
+            else:
+                args = [(item, False) for item in src]
+            if self._task is None:
+                self._task = self.ray.remote(_task)  # exported to the cluster once a run
+            task = self._task.options(name=_named(frame.fn), num_cpus=frame.threads, max_retries=MAX_RETRIES)
+            fn_ref = self.ray.put(frame.fn)  # once, not once a task
+            frame.refs = [task.remote(fn_ref, frame.threads, *a) for a in args]
+        return frame.refs
+
+    def _dataset(self, frame: RayFrame):
+        """A frame as a Ray dataset, for a shuffle into several partitions: a map not run yet as
+        Ray Data's map over its source's dataset (over a list: ``from_items``, one block an
+        item); one already run (collected), from its results."""
+        ray_data = self._ray_data()
+        if frame.ds is not None:
+            return frame.ds
+        if frame.refs is not None:
+            return ray_data.from_arrow_refs(frame.refs)
+        if frame.joined is not None:
+            return self._sorted([self._dataset(f) for f in frame.joined], frame.key, 1)
+        src = frame.source
+        if isinstance(src, RayFrame):
+            return self._data_map(self._dataset(src), frame.fn, None, frame.threads)
+        ds = ray_data.from_items([{"i": i} for i in range(len(src))], override_num_blocks=max(1, len(src)))
+        return self._data_map(ds, frame.fn, src, frame.threads)
+
+    @staticmethod
+    def _data_map(ds, fn: Callable, items, threads: int):
         with warnings.catch_warnings():  # max_retries has no named parameter on map_batches
             warnings.simplefilter("ignore")
-            ds = ds.map_batches(_named(fn), fn_kwargs=dict(fn=fn, items=items, threads=threads), batch_size=None,
-                                batch_format="pyarrow", zero_copy_batch=True, num_cpus=threads,
-                                max_retries=MAX_RETRIES)
-        return RayFrame(ds, progress, units)
+            return ds.map_batches(_named_call(fn), fn_kwargs=dict(fn=fn, items=items, threads=threads),
+                                  batch_size=None, batch_format="pyarrow", zero_copy_batch=True, num_cpus=threads,
+                                  max_retries=MAX_RETRIES)
 
     def shuffle(self, frames, key: str, parts: int) -> RayFrame:
+        """Into one partition: the frames, joined by the call that maps them (no dataset, unless
+        one of them is); into several: Ray Data's sort shuffle."""
         frames = [frames] if isinstance(frames, RayFrame) else list(frames)
-        ds = frames[0].ds.union(*[f.ds for f in frames[1:]]) if len(frames) > 1 else frames[0].ds
+        if parts == 1 and all(f.ds is None for f in frames):
+            return RayFrame(joined=frames, key=key)
+        return RayFrame(self._sorted([self._dataset(f) for f in frames], key, parts))
+
+    @staticmethod
+    def _sorted(datasets: List, key: str, parts: int):
+        ds = datasets[0].union(*datasets[1:]) if len(datasets) > 1 else datasets[0]
 
         def keyed(t: pa.Table) -> pa.Table:
             t = t.drop_columns(["part"]) if "part" in t.column_names else t
@@ -330,31 +444,57 @@ class RayEngine:
 
         ds = ds.map_batches(keyed, batch_size=None, batch_format="pyarrow")
         if parts == 1:  # every row to one call: the blocks joined, no sort
-            return RayFrame(ds.repartition(1))
-        return RayFrame(ds.sort("part", boundaries=list(range(1, parts))))
+            return ds.repartition(1)
+        return ds.sort("part", boundaries=list(range(1, parts)))
 
     def collect(self, frame: RayFrame) -> List:
         """The results of a frame's calls, in order (each call's, as it ends, to the progress)."""
+        if frame.joined is not None:  # a shuffle collected as it is: its one partition
+            frame = self.map(_same, frame)
         out = []
-        tables = self._watched(lambda: frame.ds.iter_batches(batch_size=None, batch_format="pyarrow",
-                                                             prefetch_batches=2))
+        if frame.ds is None:
+            refs = self._refs(frame)
+            results = self._watched(lambda: self._results(refs))
+        else:
+            results = self._watched(lambda: frame.ds.iter_batches(batch_size=None, batch_format="pyarrow",
+                                                                  prefetch_batches=2))
         try:
-            for table in tables:
-                if OBJECT not in table.column_names:
-                    out.append(table)
-                    continue
-                for blob in table.column(OBJECT).to_pylist():
-                    result = pickle.loads(blob)
-                    if isinstance(result, _Failure):
-                        raise result.error
-                    if frame.progress is not None:
-                        frame.progress.update(frame.units(result) if frame.units else 1)
+            for result in results:
+                if frame.ds is not None:  # a dataset's block: a table, or the calls' results pickled
+                    if OBJECT not in result.column_names:
+                        out.append(result)
+                        continue
+                    objects = [pickle.loads(blob) for blob in result.column(OBJECT).to_pylist()]
+                elif isinstance(result, pa.Table):
                     out.append(result)
+                    continue
+                else:
+                    objects = [result]
+                for obj in objects:
+                    if isinstance(obj, _Failure):
+                        raise obj.error
+                    if frame.progress is not None:
+                        frame.progress.update(frame.units(obj) if frame.units else 1)
+                    out.append(obj)
         finally:
-            tables.close()  # now, not when the error's traceback is freed (after Ray is gone)
+            results.close()  # now, not when the error's traceback is freed (after Ray is gone)
         return out
 
+    def _results(self, refs):
+        """The results of ``refs``, in order, each as soon as it is there: waited for in short
+        rounds, so that the thread of :meth:`_watched` that runs this is stopped within one."""
+        ray = self.ray
+        for ref in refs:
+            while not ray.wait([ref], timeout=0.5)[0]:
+                pass
+            yield ray.get(ref)
+
     def persist(self, frame: RayFrame) -> RayFrame:
+        if frame.ds is None:
+            if frame.joined is not None:
+                frame = self.map(_same, frame)
+            self._refs(frame)
+            return frame  # its tasks run; their results stay in the object store
         ds, = self._watched(lambda: [frame.ds.materialize()])
         return RayFrame(ds, frame.progress, frame.units)
 

@@ -21,10 +21,18 @@ AUTH_MODE = "RAY_AUTH_MODE"
 def import_ray():
     try:
         import ray
-        import ray.data  # noqa: F401
     except ImportError as exc:
         raise ConfigError(f"the Ray engine needs Ray: pip install 'neardup[ray]' ({exc})") from None
     return ray
+
+
+def import_ray_data():
+    """Ray Data (its shuffles), imported only by a run that shuffles into several partitions."""
+    try:
+        import ray.data
+    except ImportError as exc:
+        raise ConfigError(f"the Ray engine needs Ray Data: pip install 'neardup[ray]' ({exc})") from None
+    return ray.data
 
 
 def check_reachable(address: str, timeout: float = 10.0) -> None:

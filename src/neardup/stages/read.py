@@ -438,7 +438,9 @@ class ReadStage:
         if run.config.id_column is not None and corpus.n >= 2:
             task = run.task(engine)
             ids = engine.map(partial(id_rows, task=task), range(len(corpus.blocks)))
-            found = engine.collect(engine.map(duplicate_ids_of, engine.shuffle(ids, "key", engine.partitions(corpus.n * 48))))
+            nbytes = corpus.n * 48
+            parts = 1 if engine.one_call(nbytes) else engine.partitions(nbytes)  # one node: no shuffle to pay
+            found = engine.collect(engine.map(duplicate_ids_of, engine.shuffle(ids, "key", parts)))
             dups = pa.concat_tables(found) if found else empty_table(DUP_SCHEMA)
             rejected_docs = duplicate_id_rejections(dups, partial(_where, store), run.sources, run.config.on_error,
                                                     found_column=run.config.id_column_auto)
