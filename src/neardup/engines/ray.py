@@ -25,6 +25,8 @@ the store's settings of its environment (``AWS_*``, ...) to the workers.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import logging
 import math
 import os
@@ -140,6 +142,23 @@ def _warm_worker():
     except Exception:  # the first call does the work instead
         pass
     return answer
+
+
+def release_driver_memory() -> None:
+    """Gives back to the system what the driver freed since the last step: Ray Data's
+    executors, datasets and plans of the steps before are cyclic garbage that holds ObjectRefs
+    (and the run raises the collector's threshold, :func:`neardup.api.collector_paused`, so it
+    waits), and a shuffle's pieces under Ray's inline limit (100 KB) live in the driver's own
+    memory store while a ref holds them; what they free stays in glibc's arenas (Ray's threads
+    allocate in several) unless trimmed. Measured (``bench/driver_memory.py``, shuffled path, 615
+    refs left at the end of the write stage, 2 after a collection): the driver's peak at 3M
+    documents 393 -> 368 MiB. Called before each step's results are awaited and once Ray is
+    gone, before the report is drawn; not per task."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (macOS, musl): the collection alone
+        pass
 
 
 class _Abandoned(BaseException):
@@ -274,6 +293,7 @@ class RayEngine:
         if self.started:
             self.ray.shutdown()
             self.started = False
+        release_driver_memory()  # what Ray held in this process, before the report is drawn here
         if self._auth:
             restore_auth_mode(self._auth[0])
             self._auth = ()
@@ -335,6 +355,7 @@ class RayEngine:
 
     def collect(self, frame: RayFrame) -> List:
         """The results of a frame's calls, in order (each call's, as it ends, to the progress)."""
+        release_driver_memory()  # the steps before: their refs and pieces, before this one's arrive
         out = []
         tables = self._watched(lambda: frame.ds.iter_batches(batch_size=None, batch_format="pyarrow",
                                                              prefetch_batches=2))
@@ -355,6 +376,7 @@ class RayEngine:
         return out
 
     def persist(self, frame: RayFrame) -> RayFrame:
+        release_driver_memory()
         ds, = self._watched(lambda: [frame.ds.materialize()])
         return RayFrame(ds, frame.progress, frame.units)
 
