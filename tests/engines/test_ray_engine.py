@@ -107,6 +107,38 @@ def stdlib_subset():
     return [g for g in globs if list(Path("/").glob(g.lstrip("/")))]
 
 
+# --------------------------------------------------------------------------- the driver's memory
+
+def test_each_step_starts_without_the_refs_of_the_steps_before(cluster):
+    """Ray Data's executors and datasets of a finished step are cyclic garbage holding its
+    ObjectRefs (and with them the shuffle pieces Ray keeps inline in the driver); the driver
+    collects them before it awaits a step's results, even with the collector off, so the refs
+    it holds stay as many from step to step (issue 28)."""
+    import gc
+    from ray._private.worker import global_worker
+    from neardup.engines import ray as ray_engine
+    held = []
+    release = ray_engine.release_driver_memory
+
+    def keyed_rows(i: int) -> pa.Table:  # nested: pickled by value (the workers cannot import tests)
+        return pa.table({"key": pa.array(range(i * 100, i * 100 + 100), pa.int64())})
+
+    def counted():
+        release()
+        held.append(len(global_worker.core_worker.get_all_reference_counts()))
+
+    gc.disable()
+    try:
+        with pytest.MonkeyPatch.context() as mp, RayEngine() as engine:
+            mp.setattr(ray_engine, "release_driver_memory", counted)
+            for _ in range(4):
+                tables = engine.collect(engine.shuffle(engine.map(keyed_rows, range(6)), "key", 3))
+                assert sum(t.num_rows for t in tables) == 600
+    finally:
+        gc.enable()
+    assert held[3] <= held[1], held  # [0]: before the first step; the last: at the exit
+
+
 # --------------------------------------------------------------------------- same bytes
 
 def test_one_call_on_one_node_or_for_a_small_step(monkeypatch):

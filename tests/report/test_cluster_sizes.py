@@ -91,3 +91,14 @@ def test_run_hash_tells_strings_apart_by_their_bytes():
     assert output_folder._run_hash(sliced).tolist() == h.tolist()
     assert output_folder._run_hash(pa.array([None, "a"])).tolist() == h[:2].tolist()
     assert output_folder._run_hash(pa.array([], type=pa.string())).size == 0
+
+
+def test_similarity_note_counts_the_finite_similarities(tmp_path):
+    """The histogram's note: the similarities recorded (NaN, none recorded, left out), their
+    min / median / max, and those below the threshold (read before the array is clipped in place)."""
+    from neardup.report import html
+    pq.write_table(pa.table({"similarity": pa.array([0.5, float("nan"), 0.8, 1.0, None], pa.float64())}),
+                   tmp_path / "removed.parquet")
+    page = html._similarity_histogram(tmp_path, html._Figures("svg"), 0.7)
+    assert ("3 removed documents with a similarity: min 0.500, median 0.800, max 1.000; "
+            "1 below the threshold") in page

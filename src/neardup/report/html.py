@@ -246,29 +246,37 @@ def _similarity_histogram(out: Path, figs: _Figures, threshold: Optional[float])
     path = out / "removed.parquet"
     if not path.is_file():
         return '<p class="note">No removed.parquet in this folder.</p>'
-    col = read_parquet(path, ["similarity"])["similarity"]
-    sims = np.asarray(to_numpy(col) if hasattr(col, "to_numpy") else col, dtype=np.float64)
-    sims = sims[np.isfinite(sims)]
+    sims = _similarities(path)
     if sims.size == 0:
         return '<p class="note">No similarities recorded (no removed documents, or verification was off).</p>'
     lo = float(np.floor(min(sims.min(), threshold if threshold is not None else 1.0) * 20) / 20)
     lo = min(max(lo, 0.0), 0.95)
     nbins = int(round((1.0 - lo) / 0.01))
     edges = np.linspace(lo, 1.0, nbins + 1)
-    counts, _ = np.histogram(np.clip(sims, 0.0, 1.0), bins=edges)
+    q = np.quantile(sims, [0.0, 0.5, 1.0])
+    below = int(np.sum(sims < threshold)) if threshold is not None else 0
+    counts, _ = np.histogram(np.clip(sims, 0.0, 1.0, out=sims), bins=edges)  # in place: sims not used after
     labels = [f"{e:.2f}" for e in edges[:-1]]
     marker = None
     if threshold is not None and lo <= threshold <= 1.0:
         marker = (int(round((threshold - lo) / 0.01)), f"threshold {threshold:g}")
     chart = figs.bars(labels, counts.tolist(), title="Similarity of removed documents to their representative",
                       xlabel="similarity (bin start)", ylabel="removed documents", marker=marker)
-    q = np.quantile(sims, [0.0, 0.5, 1.0])
-    below = int(np.sum(sims < threshold)) if threshold is not None else 0
     note = (f'<p class="note">{sims.size:,} removed documents with a similarity: min {q[0]:.3f}, '
             f'median {q[1]:.3f}, max {q[2]:.3f}'
             + (f"; {below:,} below the threshold (kept in a cluster through another member)"
                if below else "") + ".</p>")
     return f'<div class="fig">{chart}</div>{note}'
+
+
+def _similarities(path: Path) -> np.ndarray:
+    """The finite similarities of removed.parquet as one float64 array, the Arrow column freed
+    before the copy that drops the rest is made (one removed document's number each: the
+    report is drawn by the driver, issue 28)."""
+    col = read_parquet(path, ["similarity"])["similarity"]
+    sims = np.asarray(to_numpy(col) if hasattr(col, "to_numpy") else col, dtype=np.float64)
+    del col
+    return sims[np.isfinite(sims)]
 
 
 def _punctuation_of(params: dict) -> str:

@@ -241,10 +241,14 @@ def _streamed_cluster_sizes(path: Path, flagged: bool, top: Optional[int]):
             cand_ids = cand_ids.take(arrow(at, pa.int64()))
     if not sizes:
         return arrow([], pa.string()), np.zeros(0, dtype=np.int64)
-    sizes, owns, hashes = np.concatenate(sizes), np.concatenate(owns), np.concatenate(hashes)
-    if len(np.unique(hashes)) != len(hashes):
+    # a few numbers a cluster, one array at a time (the driver's peak at 3M documents: issue 28)
+    hashes = np.concatenate(hashes)
+    hashes.sort()
+    if np.any(hashes[1:] == hashes[:-1]):
         return None
-    order = np.lexsort((np.arange(len(sizes)), -sizes))
+    del hashes
+    sizes, owns = np.concatenate(sizes), np.concatenate(owns)
+    order = np.argsort(-sizes, kind="stable")  # largest first, ties first seen first
     if flagged:  # only the clusters with a kept member: the run's own
         order = order[owns[order]]
     wanted = order if top is None else order[:top]
