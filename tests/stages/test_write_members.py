@@ -110,27 +110,14 @@ def test_removed_and_clusters_in_order_from_many_ranges(clustered_run, tmp_path)
     assert _output(out) == many  # kept/ too: each writer found its removed rows in the sorted parts
 
 
-class _Engine:
-    """The local engine's calls, but not the local engine: the write stage's steps one after
-    another (as under Ray), not in two threads."""
-
-    in_process = False
-
-    def __init__(self):
-        self.inner = LocalEngine()
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-
 def test_members_written_beside_kept_the_same_bytes_and_errors_raised(clustered_run, tmp_path, monkeypatch):
-    """On the local engine, clusters.parquet and removed.parquet are written by a thread while
-    kept/ is written: the same files as one step after another; an error of that thread is the
-    stage's error, raised once kept/ is done (nothing left writing)."""
+    """clusters.parquet and removed.parquet are written (on Ray: awaited) by a thread while kept/
+    is written (the files the same as one step after another: the test before, and the Ray
+    engine's tests against the local engine); an error of that thread is the stage's error,
+    raised once kept/ is done (nothing left writing)."""
     import neardup.stages.write as write
 
     run = clustered_run
-    out = tmp_path / "out"
     threads = []
     real = write.stitch_output
 
@@ -142,9 +129,6 @@ def test_members_written_beside_kept_the_same_bytes_and_errors_raised(clustered_
     monkeypatch.setattr(write, "stitch_output", stitch)
     WriteStage().run(run, LocalEngine())
     assert threads == ["neardup-members"] * 2
-    together = _output(out)
-    WriteStage().run(run, _Engine())
-    assert threads[2:] == ["MainThread"] * 2 and _output(out) == together
 
     def broken(*args, **kwargs):
         raise OSError("disk full")

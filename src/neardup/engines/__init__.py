@@ -31,7 +31,6 @@ class Engine(Protocol):
     manager: whatever it acquires, it acquires in ``__enter__`` and gives back in ``__exit__``)."""
 
     cpus: int  # the CPUs it schedules on
-    in_process: bool  # its calls run in this process, one after another (a stage may then use threads of its own)
 
     def __enter__(self) -> "Engine": ...
 

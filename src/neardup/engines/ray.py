@@ -240,8 +240,6 @@ class RayEngine:
     or failed half-way. ``store_env``: the settings of the object stores the run touches
     (credentials, endpoints), handed to the workers as the driver has them."""
 
-    in_process = False
-
     def __init__(self, workers: Optional[int] = None, address: Optional[str] = None, quiet: bool = False,
                  store_env: Optional[Dict[str, str]] = None):
         self.workers = workers
@@ -262,6 +260,9 @@ class RayEngine:
         self._rd = None
         self._task = None
         self._saved = None
+        # a stage may wait for two steps at once from two threads (the write stage: kept/ and
+        # the member files): what is set up once a run is set up under this lock
+        self._setup = threading.Lock()
         self._loggers: Dict[str, int] = {}
         self._shared: Dict[int, RayShared] = {}
         self._warming: List = []
@@ -346,9 +347,15 @@ class RayEngine:
         never does: its driver does not import it, nor start its helper actors)."""
         if self._dc is not None:
             return self._rd
-        ray_data = self._rd = import_ray_data()
+        with self._setup:
+            if self._dc is None:
+                self._set_up_ray_data()
+        return self._rd
+
+    def _set_up_ray_data(self) -> None:
+        ray_data = import_ray_data()
         from ray.data.context import DataContext, ShuffleStrategy
-        dc = self._dc = DataContext.get_current()
+        dc = DataContext.get_current()
         self._saved = (dc.enable_progress_bars, dc.execution_options.preserve_order, dc.shuffle_strategy,
                        dc.target_max_block_size, dc.op_resource_reservation_enabled)
         dc.enable_progress_bars = False
@@ -363,7 +370,7 @@ class RayEngine:
         # that has work takes every CPU; backpressure still bounds what is in flight
         dc.op_resource_reservation_enabled = False
         self._held.attach()  # Ray Data's handlers, now that it is imported
-        return ray_data
+        self._rd, self._dc = ray_data, dc  # set up: seen by another thread only now
 
     def _stop_watchdog(self) -> None:
         if self._watchdog is not None:
@@ -416,8 +423,9 @@ class RayEngine:
                 args = [(None, False, ref) for ref in self._refs(src)]
             else:
                 args = [(item, False) for item in src]
-            if self._task is None:
-                self._task = self.ray.remote(_task)  # exported to the cluster once a run
+            with self._setup:
+                if self._task is None:
+                    self._task = self.ray.remote(_task)  # exported to the cluster once a run
             task = self._task.options(name=_named(frame.fn), num_cpus=frame.threads, max_retries=MAX_RETRIES)
             fn_ref = self.ray.put(frame.fn)  # once, not once a task
             frame.refs = [task.remote(fn_ref, frame.threads, *a) for a in args]

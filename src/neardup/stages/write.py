@@ -273,10 +273,12 @@ class WriteStage:
     engine's calls (:func:`write_members`: the driver sees counts and names, never a member
     row); kept/ a group of input files a call, each learning its removed rows from the sorted
     parts; in-memory tables here, where they are; then rejected.parquet, texts_sample.parquet
-    and the stats (returned: stats.json is the run's to write, last). On the local engine,
-    clusters.parquet's ranges and the stitching of both member files run in a thread while
-    kept/ is written (its lines copied by the kernel): the two cores busy at once, the same
-    bytes; an error there is raised once kept/ is done."""
+    and the stats (returned: stats.json is the run's to write, last). clusters.parquet's ranges
+    and the stitching of both member files run in a thread while kept/ is written: on the local
+    engine the kernel copying kept lines and the stitching keep two cores busy at once; on Ray
+    the driver waits for both steps' tasks at once, and the cluster runs them side by side
+    (each file group's kept task and the stitching tasks), not one step after the other. The
+    same bytes; an error there is raised once kept/ is done."""
     name = "write"
 
     def run(self, run, engine) -> dict:
@@ -284,10 +286,10 @@ class WriteStage:
         out = run.output
         out.makedirs()
         later: List[Callable[[], None]] = []
-        removed_ranges, width, marks_ranges = write_members(run, engine, later if _in_process(engine) else None)
+        removed_ranges, width, marks_ranges = write_members(run, engine, later)
         check_interrupt()
-        # the local engine: clusters.parquet and removed.parquet written by a thread while this
-        # one writes kept/ (the kernel copies its lines): both cores busy, the same files
+        # clusters.parquet and removed.parquet written (locally) or awaited (Ray) by a thread
+        # while this one writes or awaits kept/: the same files
         background = Background(later[0], "neardup-members", threads=engine.workers) if later else None
         try:
             kept_files, kept, captured = self._write_kept(run, engine, removed_ranges, width, marks_ranges)
@@ -341,12 +343,6 @@ class WriteStage:
             written.update(t_written)
             kept += t_kept
         return [written[si] for si in sorted(written)], kept, captured
-
-
-def _in_process(engine) -> bool:
-    """Whether the engine's calls run in this process, one after another (the local engine):
-    then the write stage runs two of its steps at once in threads of its own."""
-    return bool(getattr(engine, "in_process", False))
 
 
 def write_kept_partition(item, *, task, kept: Folder, report=None) -> dict:
