@@ -133,19 +133,6 @@ def _store64(out, at, acc):
         out[at + j] = np.uint8((acc >> np.uint64(8 * j)) & np.uint64(0xFF))
 
 
-@kernel(nogil=True)
-def _encode_kernel(offsets, values, starts, out):
-    most = 1
-    for d in range(len(offsets) - 1):
-        most = max(most, offsets[d + 1] - offsets[d])
-    buckets = np.empty(2 * most + 2, dtype=np.int64)  # 2^L <= 2n buckets, and one more
-    order = np.empty(most, dtype=np.uint32)
-    for d in range(len(offsets) - 1):
-        n = offsets[d + 1] - offsets[d]
-        if n > 0:
-            _encode_one(values, offsets[d], n, out, starts[d], buckets, order)
-
-
 _CHUNK = 64  # documents a task of the parallel encoder (its scratch sized for their largest)
 
 
@@ -177,15 +164,15 @@ def encode_parts(values: np.ndarray, bound: np.ndarray, counts: np.ndarray, targ
 
 def encode(offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
     """The codes of documents given as CSR (``values[offsets[i]:offsets[i+1]]``, uint32
-    fingerprints in any order, repeats kept), one after another: uint8. Runs without the GIL, in
-    one thread (the read stage codes with :func:`encode_parts`, on the kernels' threads)."""
+    fingerprints in any order, repeats kept), one after another: uint8 (:func:`encode_parts`
+    of documents that lie together, in order)."""
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    sizes = code_bytes(np.diff(offsets))
-    starts = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=starts[1:])
+    counts = np.diff(offsets)
+    starts = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(code_bytes(counts), out=starts[1:])
     out = np.empty(starts[-1], dtype=np.uint8)
-    if len(sizes):
-        _encode_kernel(offsets, np.ascontiguousarray(values, dtype=np.uint32), starts, out)
+    encode_parts(np.ascontiguousarray(values, dtype=np.uint32), offsets[:-1], counts,
+                 np.arange(len(counts), dtype=np.int64), starts, out)
     return out
 
 
