@@ -159,9 +159,30 @@ def read_kept(kept_files: List[str], schema: pa.Schema):
     import ray.data
     if not kept_files:
         return ray.data.from_arrow(schema.empty_table())
-    kept = ray.data.read_parquet(list(kept_files))
+    kept = read_parquet_in_order(list(kept_files))
     kept.context.execution_options.preserve_order = True
     return kept
+
+
+def read_parquet_in_order(paths):
+    """``ray.data.read_parquet(paths)`` by Ray's V1 Parquet reader, whose rows come in the order
+    of the files (a folder's sorted by name) and of their rows. Ray 2.60's default reader (V2)
+    yields the files of one read task in a varying order, preserve_order set or not: the rows of
+    three 100-row files came back as files 2, 1, 3 or 1, 3, 2 in 2-3 of 40 reads of the same
+    Dataset, so a kept Dataset read by it would not be the same rows in the same order each time.
+    The choice is the Dataset's own (its context, copied when it is made); the caller's current
+    context is put back."""
+    import ray.data
+    from ray.data.context import DataContext
+    ctx = DataContext.get_current()
+    before = getattr(ctx, "use_datasource_v2", None)
+    if before is None:
+        return ray.data.read_parquet(paths)  # a Ray without the V2 reader
+    ctx.use_datasource_v2 = False
+    try:
+        return ray.data.read_parquet(paths)
+    finally:
+        ctx.use_datasource_v2 = before
 
 
 def _keep_until_exit(folder: str) -> None:
