@@ -396,16 +396,13 @@ def test_find_pairs_connects_every_similar_pair_of_a_bucket_when_similarity_is_t
                     assert comp[a] == comp[b]
 
 
-@pytest.mark.parametrize("group_bands", [None, 5, 1])
-def test_bucket_runs_reading_a_few_bands_at_a_time_gives_the_same_buckets(monkeypatch, group_bands):
-    """bucket_runs over a keys function (band_group bands in memory at a time: GROUP_BYTES of
-    keys, at least BAND_GROUP bands) gives exactly the buckets of the whole matrix, with
-    eligibility, ids and a keep rank, and asks for each band once."""
-    from neardup.kernels import bands as B
+def test_bucket_runs_reading_a_few_bands_at_a_time_gives_the_same_buckets():
+    """bucket_runs over a keys function (BAND_GROUP bands in memory at a time) gives exactly the
+    buckets of the whole matrix, with eligibility, ids and a keep rank, and asks for each band
+    once."""
+    from neardup.kernels.bands import BAND_GROUP
     rng = np.random.default_rng(3)
-    n, bands = 3000, 2 * B.BAND_GROUP + 3
-    if group_bands is not None:
-        monkeypatch.setattr(B, "GROUP_BYTES", 8 * n * group_bands)
+    n, bands = 3000, 2 * BAND_GROUP + 3
     keys = rng.integers(0, 40, size=(n, bands)).astype(np.uint64)   # many collisions
     eligible = rng.random(n) > 0.1
     rank = rng.permutation(n)
@@ -421,21 +418,7 @@ def test_bucket_runs_reading_a_few_bands_at_a_time_gives_the_same_buckets(monkey
     assert len(want[1]) > n  # the case has buckets in every band
     covered = [j for a, b in asked for j in range(a, b)]
     assert covered == list(range(bands))
-    step = {None: bands, 5: 5, 1: B.BAND_GROUP}[group_bands]  # all of them fit; 5; never fewer than BAND_GROUP
-    assert [b - a for a, b in asked] == [min(step, bands - a) for a in range(0, bands, step)]
-    asked.clear()  # n not known before the first read: BAND_GROUP at a time
-    got = bucket_runs(get, bands=bands)
-    want = bucket_runs(keys)
-    assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
-    assert all(b - a <= B.BAND_GROUP for a, b in asked)
-
-
-def test_band_group_holds_group_bytes_of_keys_and_at_least_band_group_bands():
-    from neardup.kernels.bands import BAND_GROUP, GROUP_BYTES, band_group
-    assert band_group(1_000_000, 18) == 18                  # 144 MB: every band at once
-    assert band_group(10_000_000, 13) == BAND_GROUP          # 80 MB a band: the fewest
-    assert band_group(2_000_000, 30) * 8 * 2_000_000 <= GROUP_BYTES
-    assert band_group(0, 3) == 3 and band_group(5, 1) == 1
+    assert all(b - a <= BAND_GROUP for a, b in asked)
 
 
 @PROPS

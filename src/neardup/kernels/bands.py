@@ -95,16 +95,7 @@ def band_keys_python(signature, bands: int, rows: int, seed: int = Sketch.seed):
     return out
 
 
-BAND_GROUP = 4  # the fewest bands of keys in memory at once when bucket_runs reads them through a function
-GROUP_BYTES = 256 << 20  # ... and more, up to this many bytes of keys (every band of 1M documents at once)
-
-
-def band_group(n: int, bands: int) -> int:
-    """The bands :func:`bucket_runs` reads at a time through a keys function, for ``n`` rows: as
-    many as GROUP_BYTES of keys hold, at least BAND_GROUP. Each read of a few bands passes over
-    every band's keys (a document's keys lie together in the work dir): at 1M documents and 18
-    bands, reading them 4 at a time took 0.18 s of the pair stage, one after another."""
-    return int(max(1, min(bands, max(BAND_GROUP, GROUP_BYTES // max(1, 8 * n)))))
+BAND_GROUP = 4  # bands of keys in memory at once when bucket_runs reads them through a function
 
 
 def bucket_runs(keys, eligible: Optional[np.ndarray] = None,
@@ -120,26 +111,21 @@ def bucket_runs(keys, eligible: Optional[np.ndarray] = None,
 
     ``keys`` is the (n, bands) uint64 matrix, or a function ``keys(first, stop)`` giving the
     (n, stop - first) keys of bands first..stop-1, with ``bands`` their number: then only
-    :func:`band_group` bands are in memory at a time (a pipeline reads them from its work
-    directory; the whole matrix of 10,000,000 documents and 13 bands is 1 GB, and it was copied
-    twice), BAND_GROUP when n is not known before the first read (no ``eligible``, ``doc_ids``
-    or ``rank``).
+    BAND_GROUP bands are in memory at a time (a pipeline reads them from its work directory;
+    the whole matrix of 10,000,000 documents and 13 bands is 1 GB, and it was copied twice).
     """
     if callable(keys):
         if bands is None:
             raise ValueError("bucket_runs: bands is needed with a keys function")
         get, nbands = keys, int(bands)
-        known = next((len(x) for x in (eligible, doc_ids, rank) if x is not None), None)
-        step = BAND_GROUP if known is None else band_group(known, nbands)
     else:
         matrix = np.asarray(keys, dtype=np.uint64)
         get, nbands = (lambda first, stop: matrix[:, first:stop]), matrix.shape[1]
-        step = max(1, nbands)  # views of the matrix: nothing read
     all_members = []
     all_sizes = []
     perm = ids = None
-    for first in range(0, nbands, step):
-        group = get(first, min(first + step, nbands))
+    for first in range(0, nbands, BAND_GROUP):
+        group = get(first, min(first + BAND_GROUP, nbands))
         if perm is None:
             n = group.shape[0]
             ids = np.arange(n, dtype=np.int64) if doc_ids is None else np.asarray(doc_ids, dtype=np.int64)
