@@ -354,3 +354,31 @@ def test_range_copier_goes_on_in_python_where_the_compiled_loop_stops(tmp_path, 
     finally:
         os.close(fd_in)
         os.close(fd_out)
+
+
+def test_without_copy_file_range_in_the_c_library_the_python_loop_copies(tmp_path, monkeypatch):
+    """Where the C library lacks copy_file_range the compiled loop is never compiled (a kernel
+    calling a function the linker cannot find stops the process): RangeCopier's own loop copies."""
+    from neardup.io import kernel_copy
+    from neardup.kernels import filecopy
+
+    called = []
+
+    def never(*a, **k):
+        called.append(a)
+        return 0, 0
+
+    monkeypatch.setattr(filecopy, "available", lambda: False)
+    monkeypatch.setattr(filecopy, "copy_file_ranges", never)
+    monkeypatch.setattr(kernel_copy, "_compiled", [])
+    assert kernel_copy._compiled_loop() is None and not called
+    data = bytes(range(256)) * 8
+    (tmp_path / "in").write_bytes(data)
+    fd_in = os.open(tmp_path / "in", os.O_RDONLY)
+    fd_out = os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        RangeCopier(fd_in, fd_out, "in").copy([3, 1000], [40, 2000])
+    finally:
+        os.close(fd_in)
+        os.close(fd_out)
+    assert (tmp_path / "out").read_bytes() == data[3:40] + data[1000:2000]

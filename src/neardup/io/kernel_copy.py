@@ -30,9 +30,11 @@ def _compiled_loop():
     it cannot be (a C library without ``copy_file_range``): the Python loop does the copy."""
     if not _compiled:
         try:
-            from ..kernels.filecopy import copy_file_ranges
-            copy_file_ranges(-1, -1, [0], [1])  # loads it; a bad descriptor copies nothing
-            _compiled.append(copy_file_ranges)
+            from ..kernels.filecopy import available, copy_file_ranges
+            usable = available()
+            if usable:
+                copy_file_ranges(-1, -1, [0], [1])  # loads it; a bad descriptor copies nothing
+            _compiled.append(copy_file_ranges if usable else None)
         except Exception:  # noqa: BLE001 (numba or the linker: any failure means the Python loop)
             _compiled.append(None)
     return _compiled[0]

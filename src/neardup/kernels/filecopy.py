@@ -14,7 +14,7 @@ from numba import types
 
 from .compile import kernel
 
-__all__ = ["copy_file_ranges"]
+__all__ = ["available", "copy_file_ranges"]
 
 # ssize_t copy_file_range(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
 # unsigned int flags) of the C library, the pointers passed as addresses
@@ -35,6 +35,16 @@ def _copy_ranges_kernel(fd_in, fd_out, starts, ends, offset):
             if n <= 0:
                 return i, offset[0] - starts[i]
     return starts.shape[0], 0
+
+
+def available() -> bool:
+    """Whether the C library this process runs with has ``copy_file_range`` (glibc 2.27, musl
+    1.1.24 and later): a kernel that calls a function the linker cannot find stops the process."""
+    import ctypes
+    try:
+        return hasattr(ctypes.CDLL(None), "copy_file_range")
+    except OSError:
+        return False
 
 
 def copy_file_ranges(fd_in: int, fd_out: int, starts: np.ndarray, ends: np.ndarray):
