@@ -291,3 +291,94 @@ def test_a_read_error_while_copying_is_an_input_error(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "pread", broken)
     with pytest.raises(InputError, match=r"cannot read file \(Input/output error\)"):
         _ranges(tmp_path, src, _text_rows(LINES), "rw")
+
+
+@pytest.mark.skipif(not hasattr(os, "copy_file_range"), reason="no os.copy_file_range here")
+def test_compiled_loop_copies_the_ranges_and_stops_where_a_call_does(tmp_path):
+    """The compiled copy_file_range loop (what RangeCopier runs first): the bytes of the ranges,
+    appended in order at the output's position; short where the input ends or a call fails,
+    with how far it got."""
+    from neardup.io import kernel_copy
+    from neardup.kernels.filecopy import copy_file_ranges
+
+    assert kernel_copy._compiled_loop() is copy_file_ranges  # the C library has copy_file_range
+    rng = np.random.default_rng(3)
+    data = rng.integers(0, 256, 200_000, dtype=np.uint8).tobytes()
+    (tmp_path / "in").write_bytes(data)
+    cuts = np.sort(rng.choice(len(data), 400, replace=False))
+    starts, ends = cuts[0::2], cuts[1::2]
+    fd_in = os.open(tmp_path / "in", os.O_RDONLY)
+    fd_out = os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd_out, b"head")
+        assert copy_file_ranges(fd_in, fd_out, starts, ends) == (len(starts), 0)
+        assert os.lseek(fd_in, 0, os.SEEK_CUR) == 0  # the input's position untouched
+        # past the end of the input: the whole ranges before, the part of the next one
+        assert copy_file_ranges(fd_in, fd_out, [5, len(data) - 3], [9, len(data) + 4]) == (1, 3)
+        assert copy_file_ranges(fd_in, -1, [0], [10]) == (0, 0)  # a call that fails
+    finally:
+        os.close(fd_in)
+        os.close(fd_out)
+    want = b"head" + b"".join(data[a:b] for a, b in zip(starts, ends)) + data[5:9] + data[-3:]
+    assert (tmp_path / "out").read_bytes() == want
+
+
+@pytest.mark.skipif(not hasattr(os, "copy_file_range"), reason="no os.copy_file_range here")
+def test_range_copier_goes_on_in_python_where_the_compiled_loop_stops(tmp_path, monkeypatch):
+    """RangeCopier hands the ranges to the compiled loop, and from where it stopped goes on with
+    its own loop, which learns why (here: the output refuses the bytes, a bad descriptor)."""
+    from neardup.io import kernel_copy
+
+    data = bytes(range(256)) * 40
+    (tmp_path / "in").write_bytes(data)
+    seen = []
+    real = kernel_copy._compiled_loop()
+
+    def loop(fd_in, fd_out, starts, ends):
+        seen.append(len(starts))
+        return real(fd_in, fd_out, starts, ends)
+
+    monkeypatch.setattr(kernel_copy, "_compiled", [loop])
+    fd_in = os.open(tmp_path / "in", os.O_RDONLY)
+    fd_out = os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        RangeCopier(fd_in, fd_out, "in").copy([0, 300, 5000], [100, 900, 5100])
+        assert seen == [3]
+        assert (tmp_path / "out").read_bytes() == data[:100] + data[300:900] + data[5000:5100]
+        ro = os.open(tmp_path / "out", os.O_RDONLY)
+        try:
+            with pytest.raises(OSError):  # EBADF: not a copy_file_range matter; every way refuses
+                RangeCopier(fd_in, ro, "in").copy([0], [10])
+        finally:
+            os.close(ro)
+    finally:
+        os.close(fd_in)
+        os.close(fd_out)
+
+
+def test_without_copy_file_range_in_the_c_library_the_python_loop_copies(tmp_path, monkeypatch):
+    """Where the C library lacks copy_file_range the compiled loop is never compiled (a kernel
+    calling a function the linker cannot find stops the process): RangeCopier's own loop copies."""
+    from neardup.io import kernel_copy
+    from neardup.kernels import filecopy
+
+    called = []
+
+    def never(*a, **k):
+        called.append(a)
+        return 0, 0
+
+    monkeypatch.setattr(filecopy, "available", lambda: False)
+    monkeypatch.setattr(filecopy, "copy_file_ranges", never)
+    monkeypatch.setattr(kernel_copy, "_compiled", [])
+    assert kernel_copy._compiled_loop() is None and not called
+    data = bytes(range(256)) * 8
+    (tmp_path / "in").write_bytes(data)
+    fd_in = os.open(tmp_path / "in", os.O_RDONLY)
+    fd_out = os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        RangeCopier(fd_in, fd_out, "in").copy([3, 1000], [40, 2000])
+    finally:
+        os.close(fd_in)
+        os.close(fd_out)
+    assert (tmp_path / "out").read_bytes() == data[3:40] + data[1000:2000]

@@ -21,6 +21,23 @@ _NO_SENDFILE = frozenset(getattr(errno, n) for n in (
     "EINVAL", "ENOSYS", "EOPNOTSUPP", "ENOTSUP", "EBADF", "EPERM", "ENOTSOCK", "EIO")
     if hasattr(errno, n))
 _RW_BYTES = 1 << 20
+_OS_COPY_FILE_RANGE = getattr(os, "copy_file_range", None)
+_compiled: list = []  # [the compiled loop, or None where it cannot be had], once known
+
+
+def _compiled_loop():
+    """:func:`neardup.kernels.filecopy.copy_file_ranges`, loaded (or compiled) once; None where
+    it cannot be (a C library without ``copy_file_range``): the Python loop does the copy."""
+    if not _compiled:
+        try:
+            from ..kernels.filecopy import available, copy_file_ranges
+            usable = available()
+            if usable:
+                copy_file_ranges(-1, -1, [0], [1])  # loads it; a bad descriptor copies nothing
+            _compiled.append(copy_file_ranges if usable else None)
+        except Exception:  # noqa: BLE001 (numba or the linker: any failure means the Python loop)
+            _compiled.append(None)
+    return _compiled[0]
 
 
 class RangeCopier:
@@ -38,6 +55,17 @@ class RangeCopier:
 
     def copy(self, starts: List[int], ends: List[int]) -> None:
         cfr = getattr(os, "copy_file_range", None)
+        if self.way == "copy_file_range" and cfr is _OS_COPY_FILE_RANGE and len(starts):
+            # the ranges in one compiled loop that does not hold Python's lock (a thread copying
+            # beside one that holds it waited for it after every range); from where it stopped
+            # (a failure, the end of the input) the loop below goes on, and learns why
+            loop = _compiled_loop()
+            if loop is not None:
+                done, part = loop(self.fd_in, self.fd_out, starts, ends)
+                if done == len(starts):
+                    return
+                starts, ends = list(starts[done:]), list(ends[done:])
+                starts[0] += part
         fd_in, fd_out = self.fd_in, self.fd_out
         for a, b in zip(starts, ends):
             while a < b:
