@@ -108,15 +108,13 @@ class ClustersStage:
 
     def whole(self, run) -> ClustersInfo:
         """Every verified pair as one partition, in this process."""
-        cfg, corpus = run.config, run.corpus
+        cfg, store = run.config, run.store
         pairs = _pairs_table(run.work.folder, run.work.parts("pairs"))
         left, right = column(pairs, "left"), column(pairs, "right")
         docs = unique(np.concatenate([left, right]))
-        attrs = {"source": corpus.column("source")[docs], "row": corpus.column("row")[docs],
-                 "length": corpus.column("length")[docs]}
-        if cfg.score_column:
-            attrs["score"] = corpus.column("score")[docs]
-        user_ids = corpus.ids().take(arrow(docs)) if run.user_ids_wanted() else None
+        # the members' columns and ids gathered block by block, not the whole corpus's first
+        attrs = store.columns(docs, ["source", "row", "length"] + (["score"] if cfg.score_column else []))
+        user_ids = store.ids(docs) if run.user_ids_wanted() else None
         members, counts = select_partition(docs, attrs, user_ids, left, right,
                                            to_numpy(pairs.column("similarity").combine_chunks()), cfg, run.sources)
         run.work.folder.write_arrow(part_name("clusters", 0), members)
