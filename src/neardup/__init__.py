@@ -96,6 +96,10 @@ def _start_numba(blas: bool = True) -> None:
         from .kernels import compile
         if not blas:
             compile.skip_blas_check()
+            with compile._blas_check_skipped():
+                # the module of numba's array functions, which the environments of several
+                # kernels name (the clusters stage's first): imported here without the check
+                import numba.np.arraymath  # noqa: F401
         with global_compiler_lock:
             rtsys.initialize(cpu_target.target_context)
     except Exception:  # the first kernel call does the work instead, and says what is wrong
