@@ -97,9 +97,11 @@ def _start_numba(blas: bool = True) -> None:
         if not blas:
             compile.skip_blas_check()
             with compile._blas_check_skipped():
-                # the module of numba's array functions, which the environments of several
-                # kernels name (the clusters stage's first): imported here without the check
+                # the modules of numba's array functions and ufuncs, which the environments of
+                # the kernels of a run name (the clusters stage's selection first; the refresh
+                # imported them before): here, arraymath without the check
                 import numba.np.arraymath  # noqa: F401
+                import numba.np.npyimpl  # noqa: F401
         with global_compiler_lock:
             rtsys.initialize(cpu_target.target_context)
     except Exception:  # the first kernel call does the work instead, and says what is wrong
