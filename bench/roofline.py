@@ -31,8 +31,14 @@ trees compared in one run share their floors):
   ``exact_jaccard_raw`` (Jaccard of raw 32-bit fingerprints: a lower bound of the pair stage's ``exact_jaccard_coded``, which also decodes the Elias-Fano codes) over as many random pairs of
   documents as the run had candidate pairs, on the kernel's fingerprints of the first 50k
   documents. Reading the band keys and fingerprints back from the work dir is not in the floor.
-- clusters: ``connected_components`` (union-find) over the run's own verified pairs (read from
-  the work dir's pairs/ folder), all documents.
+- clusters: what the stage must do at the machine's pace: its input, the work dir's pairs/ files,
+  read at the page-cache read bandwidth; the member set made (a mark per document, the pairs
+  renumbered into it) and ``select_representatives`` run over it (the union-find and the chain
+  guard, compiled and warm) on the run's own verified pairs; its output, the work dir's
+  clusters/ files (bytes of the run's last repeat), written at the page-cache write bandwidth.
+  Gathering the members' columns and ids from the read stage's files is not in it. (A bare union-find
+  over the pairs, the floor before, is kept beside as ``union_find``: it leaves out the chain
+  guard, the input and the output the stage cannot do without.)
 - write: the output's bytes once through memory (``np.copyto`` bandwidth, 256 MiB buffers) plus
   once written into the page cache (a buffer of min(output bytes, 256 MiB) written in one call,
   again until the output's bytes are written, into ``--scratch``, no fsync).
@@ -285,14 +291,9 @@ def verify_floor(fp_csr, pairs: int, repeat: int) -> dict:
 def union_find_floor(n: int, pairs_dir: Path, verified: int, repeat: int) -> dict:
     """Union-find over the run's verified pairs (work dir pairs/, left and right columns); over as
     many random pairs when that folder has another layout (an older tree's)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
     from neardup.kernels.components import connected_components
     try:
-        parts = sorted(pairs_dir.glob("*.parquet"))
-        t = pa.concat_tables([pq.read_table(p, columns=["left", "right"]) for p in parts])
-        left = t.column("left").to_numpy().astype(np.int64)
-        right = t.column("right").to_numpy().astype(np.int64)
+        left, right, _ = verified_pairs(pairs_dir)  # TypeError when there are none
         source = str(pairs_dir)
     except Exception:
         rng = np.random.default_rng(2)
@@ -301,6 +302,51 @@ def union_find_floor(n: int, pairs_dir: Path, verified: int, repeat: int) -> dic
     connected_components(10, np.array([0], np.int64), np.array([1], np.int64))
     best, cpu = timed(lambda: connected_components(n, left, right), repeat)
     return {"pairs": len(left), "docs": n, "seconds": best, "cpu_seconds_mean": cpu, "source": source}
+
+
+def verified_pairs(pairs_dir: Path):
+    """(left, right, similarity) of the run's verified pairs (work dir pairs/: Arrow IPC part
+    files; Parquet in an older tree's), or None when the folder holds neither."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    tables = [pa.ipc.open_file(pa.memory_map(str(p))).read_all().select(["left", "right", "similarity"])
+              for p in sorted(pairs_dir.glob("*.arrow"))]
+    tables += [pq.read_table(p, columns=["left", "right", "similarity"]) for p in sorted(pairs_dir.glob("*.parquet"))]
+    if not tables:
+        return None
+    t = pa.concat_tables(tables)
+    return tuple(t.column(c).to_numpy().astype(np.int64 if c != "similarity" else np.float64)
+                 for c in ("left", "right", "similarity"))
+
+
+def clusters_floor(work: Path, repeat: int, read_bps: float, write_bps: float) -> Optional[dict]:
+    """The clusters stage's necessary work (see the module): select_representatives over the
+    run's verified pairs renumbered to their member set, plus pairs/ read and clusters/ written
+    at the page-cache bandwidths. None when the work dir has no pairs files."""
+    from neardup.kernels.components import select_representatives
+    pairs = verified_pairs(work / "pairs")
+    if pairs is None:
+        return None
+    left, right, sim = pairs
+
+    n = int(max(left.max(), right.max())) + 1 if len(left) else 0
+
+    def select():  # the member set and the pairs' positions in it by a mark per document, O(n + pairs)
+        seen = np.zeros(n, dtype=np.bool_)
+        seen[left] = True
+        seen[right] = True
+        at = np.cumsum(seen, dtype=np.int64) - 1
+        select_representatives(int(seen.sum()), at[left], at[right], sim)
+    select()  # loaded
+    compute_s, cpu = timed(select, repeat)
+    in_bytes, out_bytes = dir_size(work / "pairs"), dir_size(work / "clusters")
+    io_s = in_bytes / read_bps + out_bytes / write_bps
+    return {"pairs": len(left), "select_seconds": compute_s, "cpu_seconds_mean": cpu, "pairs_bytes": in_bytes,
+            "clusters_bytes": out_bytes, "io_seconds": io_s, "seconds": compute_s + io_s}
+
+
+def dir_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
 
 
 def read_bandwidth(files: List[str], repeat: int) -> dict:
@@ -565,9 +611,17 @@ def main(argv=None) -> int:
                            "basis": (f"sort {sort['keys'] / 1e6:.1f}M keys ({sort['method']}) {sort['seconds']:.2f} s"
                                      f" + verify {ver['pairs']:,} pairs {ver['seconds']:.3f} s")}
         uf = union_find_floor(n, work / "pairs", int(counts.get("verified_pairs", 0)), args.floor_repeat)
-        floors["clusters"] = {"union_find": uf, "seconds": uf["seconds"],
-                              "basis": f"union-find over {uf['pairs']:,} verified pairs"}
         wr = write_floor(last["bytes"]["output"], scratch, args.floor_repeat)
+        cl = clusters_floor(work, args.floor_repeat, read_bw["bytes_per_s"], wr["page_cache_write_bytes_per_s"])
+        if cl is None:  # no pairs files (an older tree's layout): the bare union-find
+            floors["clusters"] = {"union_find": uf, "seconds": uf["seconds"],
+                                  "basis": f"union-find over {uf['pairs']:,} verified pairs"}
+        else:
+            floors["clusters"] = {"union_find": uf, "necessary": cl, "seconds": cl["seconds"],
+                                  "basis": (f"union-find + chain guard over {cl['pairs']:,} verified pairs, members "
+                                            f"renumbered, {cl['select_seconds']:.3f} s + pairs/ read and clusters/ "
+                                            f"written at page-cache bandwidth {cl['io_seconds']:.3f} s (bare union-find "
+                                            f"{uf['seconds']:.4f} s)")}
         floors["write"] = {**wr, "basis": (f"memcpy {wr['memcpy_bytes_per_s'] / 1e9:.1f} GB/s + page-cache write "
                                            f"{wr['page_cache_write_bytes_per_s'] / 1e9:.1f} GB/s")}
         floors["startup"] = {"seconds": startup["python_pass_s"], "basis": "`python -c pass`"}

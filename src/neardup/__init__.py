@@ -81,23 +81,31 @@ def _warm_numba_target() -> None:
 
 
 def _start_numba(blas: bool = True) -> None:
-    """Sets up numba in this thread now (its typing and target contexts, as the first kernel call
-    of the process would): for a program that knows it runs kernels next and has nothing to do
-    meanwhile. ``blas=False``, for a process that runs neardup's kernels alone (the command
-    line): numba's one check for BLAS, made while it sets up, does not import SciPy (0.1-0.2 s
-    when SciPy is installed; numba's ``np.correlate`` then takes its own loop); numba's linear
-    algebra compiled later still imports it. Errors are left to the first kernel call."""
-    import sys
-    block = not blas and "scipy.linalg.cython_blas" not in sys.modules and "numba.np.arraymath" not in sys.modules
-    if block:
-        sys.modules["scipy.linalg.cython_blas"] = None  # an ImportError for numba's check: no BLAS
+    """Sets up numba in this thread now, as the process's first kernel load would: its target
+    context and its runtime (NRT); kernels then load from the cache without numba's contexts
+    refreshed (:func:`neardup.kernels.compile._load`). For a program that knows it runs kernels
+    next. ``blas=False``, for a process that runs neardup's kernels alone (the command line): the
+    kernels it loads do not make numba check for BLAS, which imports SciPy (0.1-0.2 s when SciPy
+    is installed; see :func:`neardup.kernels.compile.skip_blas_check`). Errors are left to the
+    first kernel call."""
     try:
-        _warm_numba_target()  # refreshes the typing context too
+        from numba.core.compiler_lock import global_compiler_lock
+        from numba.core.registry import cpu_target
+        from numba.core.runtime import rtsys
+
+        from .kernels import compile
+        if not blas:
+            compile.skip_blas_check()
+            with compile._blas_check_skipped():
+                # the modules of numba's array functions and ufuncs, which the environments of
+                # the kernels of a run name (the clusters stage's selection first; the refresh
+                # imported them before): here, arraymath without the check
+                import numba.np.arraymath  # noqa: F401
+                import numba.np.npyimpl  # noqa: F401
+        with global_compiler_lock:
+            rtsys.initialize(cpu_target.target_context)
     except Exception:  # the first kernel call does the work instead, and says what is wrong
         pass
-    finally:
-        if block and sys.modules.get("scipy.linalg.cython_blas", 0) is None:
-            del sys.modules["scipy.linalg.cython_blas"]
 
 
 def _warmup_run() -> None:

@@ -13,6 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -188,3 +189,71 @@ def test_the_read_plan_takes_the_sizes_the_run_identity_found(tmp_path, monkeypa
     monkeypatch.setattr(workdir.fs, "infos", asked)
     monkeypatch.setattr(workdir.fs, "info", asked)
     assert work.plan(sources) == [[0], [1, 2]]
+
+
+def test_a_cached_kernel_loads_without_numba_refreshing_its_contexts():
+    """A kernel in numba's disk cache is rebuilt from its object code without numba's typing and
+    target contexts refreshed (every registry of numba imported and installed: 0.1-0.3 s of a
+    process); it runs as compiled. The first process may compile it (numba refreshes then)."""
+    code = """
+        import json
+        import numpy as np
+        import numba.core.base
+        calls = []
+        real = numba.core.base.BaseContext.refresh
+        def refresh(self):
+            calls.append(1)
+            return real(self)
+        numba.core.base.BaseContext.refresh = refresh
+        from neardup.kernels.components import select_representatives
+        sel = select_representatives(5, np.array([0, 1, 3]), np.array([1, 2, 4]), np.array([0.9, 0.9, 0.8]))
+        print(json.dumps({"refreshed": len(calls), "removed": sel.removed.tolist(), "cluster": sel.cluster.tolist()}))
+    """
+    r = _python(code)  # compiles the kernels when they are not cached yet
+    assert r.returncode == 0, r.stderr
+    r = _python(code)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"refreshed": 0, "removed": [False, True, False, False, True],
+                                    "cluster": [0, 0, 0, 3, 3]}
+
+
+def test_a_kernel_linking_an_unknown_symbol_is_loaded_the_way_numba_does():
+    """Where the object code needs a symbol LLVM does not know yet (one a registry module of numba
+    adds), or is not ELF, the contexts are refreshed before the kernel is rebuilt, as numba does."""
+    code = """
+        import json
+        import numpy as np
+        import numba.core.base
+        from neardup.kernels import compile
+        calls = []
+        real = numba.core.base.BaseContext.refresh
+        def refresh(self):
+            calls.append(1)
+            return real(self)
+        numba.core.base.BaseContext.refresh = refresh
+        real_undefined = compile.undefined_symbols
+        compile.undefined_symbols = lambda obj: real_undefined(obj) + ["neardup_no_such_symbol"]
+        from neardup.kernels.components import connected_components
+        labels = connected_components(4, np.array([0, 2]), np.array([1, 3]))
+        print(json.dumps({"refreshed": len(calls) > 0, "labels": labels.tolist()}))
+    """
+    _python(code)  # compiled, when not cached yet
+    r = _python(code)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"refreshed": True, "labels": [0, 0, 2, 2]}
+
+
+def test_undefined_symbols_of_a_kernels_object_code():
+    from neardup.kernels import compile
+    from neardup.kernels.components import _components_kernel, connected_components
+    connected_components(3, np.array([0]), np.array([1]))  # compiled or loaded: in the cache now
+    files = _components_kernel._cache.files()._cache_file
+    entries = [files.load(key) for key in files._load_index()]
+    assert entries
+    for data in entries:
+        _name, kind, (obj, _bitcode) = data[0]
+        names = compile.undefined_symbols(obj)
+        assert "PyArg_UnpackTuple" in names  # numba's wrapper unpacks the arguments
+        assert not any(n.startswith("_ZN") and "_components_kernel" in n for n in names)  # defined in it
+    assert compile.undefined_symbols(b"\xcf\xfa\xed\xfe" + bytes(60)) is None  # Mach-O: not read
+    assert compile.undefined_symbols(b"") is None

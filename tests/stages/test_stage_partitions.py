@@ -255,3 +255,18 @@ def test_codes_of_several_blocks_read_in_threads(tmp_path, corpus, monkeypatch):
         offsets, values = eliasfano.decode(starts, data, counts)
         assert np.array_equal(offsets, want_offsets) and np.array_equal(values, want)
         assert pools == expected_pools, threads
+
+
+def test_members_of_pairs_are_their_sorted_documents_and_positions():
+    """The clusters stage's member set in one pass over marks: the same as sorting the pairs'
+    documents and searching each pair's in them."""
+    from neardup.stages.clusters import members_of
+    rng = np.random.default_rng(5)
+    for n, m in ((1, 1), (10, 3), (1000, 200), (50_000, 30_000)):
+        left = rng.integers(0, n, m).astype(np.int64)
+        right = rng.integers(0, n, m).astype(np.int64)
+        docs, (li, ri) = members_of(left, right, n)
+        want = np.unique(np.concatenate([left, right]))
+        assert np.array_equal(docs, want) and docs.dtype == want.dtype
+        assert np.array_equal(li, np.searchsorted(want, left)) and np.array_equal(ri, np.searchsorted(want, right))
+        assert np.array_equal(docs[li], left) and np.array_equal(docs[ri], right)

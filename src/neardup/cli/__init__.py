@@ -57,10 +57,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 def _program_start(args) -> None:
     """What the ``neardup`` program does once its arguments are parsed and the library imported
     (not when ``main(argv)`` is called in another program): a command that runs the kernels in
-    this process (:data:`KERNEL_COMMANDS`; ``dedup`` on the local engine) sets up numba
-    (:func:`neardup._start_numba`) now rather than in its first kernel call, without the
-    BLAS check (none of neardup's kernels uses BLAS: 0.1 s less when SciPy is installed); then
-    the objects made so far, modules and numba's registries, are moved out of the garbage
+    this process (:data:`KERNEL_COMMANDS`; ``dedup`` on the local engine) sets up numba's runtime
+    (:func:`neardup._start_numba`) and has its kernels loaded without numba's check for BLAS
+    (none of neardup's kernels uses BLAS; the check imports SciPy when it is installed: 0.1 s);
+    then the objects made so far, modules and numba's registries, are moved out of the garbage
     collector's sight (``gc.freeze``): the collector ran over them again and again while they
     were made (0.05-0.1 s), and each full collection of the run would walk them again."""
     import gc

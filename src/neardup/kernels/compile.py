@@ -1,4 +1,5 @@
-"""neardup's numba kernels: where numba keeps their compiled code, and numba's threads.
+"""neardup's numba kernels: where numba keeps their compiled code, how it is loaded, and numba's
+threads.
 
 Nothing here acts at import: a kernel's cache folder is chosen, made and read when the kernel is
 first compiled or loaded, and numba's threads are started by the first block of kernel calls
@@ -9,9 +10,12 @@ other numba code keeps its cache where it was.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
+import struct
+import sys
 import threading
 
 import numba as nb
@@ -115,7 +119,11 @@ class _KernelCache(caching._Cache):
     def load_overload(self, sig, target_context):
         if self._parallel:  # numba starts its threads when it compiles or loads a parallel kernel
             start_threads()
-        return self.files().load_overload(sig, target_context)
+        with _blas_check_skipped():  # the kernel's environment may import numba.np.arraymath
+            loaded = _load(self.files(), sig, target_context)
+            if loaded is None:  # numba compiles it next, its contexts refreshed first: here, as the rest
+                target_context.refresh()
+            return loaded
 
     def save_overload(self, sig, data):
         self.files().save_overload(sig, data)
@@ -136,6 +144,102 @@ def is_cached(dispatcher) -> bool:
     numba would ignore counts as missing). numba's cache layout is not public: callers that
     only print a message catch what this raises."""
     return bool(dispatcher._cache.files()._cache_file._load_index())
+
+
+# --------------------------------------------------------------------------- loading a kernel
+# numba's own load (FunctionCache.load_overload) first refreshes its target context: it imports
+# and installs every typing and lowering registry numba has (0.1-0.3 s, most of numba's set-up in
+# a process) though rebuilding a kernel from its object code lowers nothing. Of that set-up the
+# object code needs numba's runtime (NRT: initialised here, 20 ms) and the symbols it links
+# against: numba's C helpers and CPython's (registered when numba is imported), its thread pool's
+# (when a parallel kernel starts the threads, above). :func:`_resolved` reads the object's
+# undefined symbols (ELF: a table read, well under a millisecond): one that LLVM cannot resolve
+# (a symbol a registry module adds, or an object in another format) and the context is
+# refreshed first, as numba does. A kernel that is not in the cache is compiled by numba, which
+# refreshes the contexts itself.
+
+
+def _load(files, sig, target_context):
+    """numba's ``FunctionCache.load_overload`` without the refresh it needs not."""
+    try:
+        load = files._cache_file.load
+        index_key, rebuild, guard = files._index_key, files._impl.rebuild, files._guard_against_spurious_io_errors
+        enabled = files._enabled
+    except AttributeError:  # another numba's internals: its own load
+        return files.load_overload(sig, target_context)
+    if not enabled:
+        return None
+    from numba.core.runtime import rtsys
+    rtsys.initialize(target_context)  # once per process
+    with guard():
+        data = load(index_key(sig, target_context.codegen()))
+        if data is None:
+            return None
+        if not _resolved(data, target_context):
+            target_context.refresh()
+        return rebuild(target_context, data)
+    return None  # the guard swallowed an error (numba's behaviour: compiled anew)
+
+
+def _resolved(data, target_context) -> bool:
+    """Whether every symbol the cached kernel's object code links against is known to LLVM."""
+    try:
+        _name, kind, (object_code, _bitcode) = data[0]
+        names = undefined_symbols(object_code) if kind == "object" else None
+        if names is None:
+            return False
+        import llvmlite.binding as ll
+        engine = target_context.codegen()._engine
+        return all(ll.address_of_symbol(n) or engine.is_symbol_defined(n) for n in names)
+    except Exception:  # a layout this code does not know: numba's way
+        return False
+
+
+def undefined_symbols(obj: bytes):
+    """The undefined symbols of an ELF64 little-endian relocatable object (numba's object code on
+    Linux x86-64 and aarch64); None for any other format."""
+    if len(obj) < 64 or obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
+        return None
+    shoff, = struct.unpack_from("<Q", obj, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", obj, shoff + i * shentsize) for i in range(shnum)]
+    names = []
+    for _, sh_type, _, _, offset, size, link, _, _, entsize in sections:
+        if sh_type != 2:  # SHT_SYMTAB
+            continue
+        strings = sections[link][4]
+        for at in range(offset, offset + size, entsize or 24):
+            name, _, _, shndx = struct.unpack_from("<IBBH", obj, at)
+            if name and shndx == 0:  # SHN_UNDEF
+                start = strings + name
+                names.append(obj[start:obj.index(b"\0", start)].decode("ascii", "replace"))
+    return names
+
+
+# numba checks once, when numba.np.arraymath is first imported, whether SciPy's BLAS is there
+# (it then imports scipy.linalg: 0.1-0.2 s). A kernel whose environment names that module imports
+# it when it is loaded. A process that runs neardup's kernels alone (the command line: none of
+# them uses BLAS) skips the check (:func:`skip_blas_check`); numba's np.correlate then takes its
+# own loop, and numba's linear algebra compiled later still imports SciPy.
+_blas_check = True
+
+
+def skip_blas_check() -> None:
+    global _blas_check
+    _blas_check = False
+
+
+@contextlib.contextmanager
+def _blas_check_skipped():
+    block = (not _blas_check and "scipy.linalg.cython_blas" not in sys.modules
+             and "numba.np.arraymath" not in sys.modules)
+    if block:
+        sys.modules["scipy.linalg.cython_blas"] = None  # an ImportError for numba's check: no BLAS
+    try:
+        yield
+    finally:
+        if block and sys.modules.get("scipy.linalg.cython_blas", 0) is None:
+            del sys.modules["scipy.linalg.cython_blas"]
 
 
 # --------------------------------------------------------------------------- numba's threads

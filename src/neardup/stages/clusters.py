@@ -38,14 +38,14 @@ TOP_MEMBERS = 5        # members shown of each
 
 def select_partition(docs: np.ndarray, attrs: Dict[str, np.ndarray], user_ids: Optional[pa.Array],
                      left: np.ndarray, right: np.ndarray, similarity: np.ndarray, config,
-                     sources: Sequence[nio.Source]) -> Tuple[pa.Table, dict]:
+                     sources: Sequence[nio.Source], positions=None) -> Tuple[pa.Table, dict]:
     """``docs``: the partition's documents, ascending, with their ``attrs`` (source, row, length,
-    score) and user ids; ``left``/``right``: its verified pairs (document indices).
+    score) and user ids; ``left``/``right``: its verified pairs (document indices);
+    ``positions``: their positions in ``docs`` when the caller has them (:func:`members_of`).
     Returns the members (MEMBERS_SCHEMA, document order) and the counts with the partition's
     largest clusters, ``top``: [{"head", "size", "members": [[doc, id, source, row], ...]}]."""
     m = len(docs)
-    li = np.searchsorted(docs, left)
-    ri = np.searchsorted(docs, right)
+    li, ri = positions if positions is not None else (np.searchsorted(docs, left), np.searchsorted(docs, right))
     rank = keep_order(m, config.keep, lengths=attrs.get("length"), scores=attrs.get("score"))
     sel = select_representatives(m, li, ri, similarity, rank)
     source = attrs["source"].astype(np.int32)
@@ -108,17 +108,16 @@ class ClustersStage:
 
     def whole(self, run) -> ClustersInfo:
         """Every verified pair as one partition, in this process."""
-        cfg, corpus = run.config, run.corpus
+        cfg, store = run.config, run.store
         pairs = _pairs_table(run.work.folder, run.work.parts("pairs"))
         left, right = column(pairs, "left"), column(pairs, "right")
-        docs = unique(np.concatenate([left, right]))
-        attrs = {"source": corpus.column("source")[docs], "row": corpus.column("row")[docs],
-                 "length": corpus.column("length")[docs]}
-        if cfg.score_column:
-            attrs["score"] = corpus.column("score")[docs]
-        user_ids = corpus.ids().take(arrow(docs)) if run.user_ids_wanted() else None
+        docs, positions = members_of(left, right, run.corpus.n)
+        # the members' columns and ids gathered block by block, not the whole corpus's first
+        attrs = store.columns(docs, ["source", "row", "length"] + (["score"] if cfg.score_column else []))
+        user_ids = store.ids(docs) if run.user_ids_wanted() else None
         members, counts = select_partition(docs, attrs, user_ids, left, right,
-                                           to_numpy(pairs.column("similarity").combine_chunks()), cfg, run.sources)
+                                           to_numpy(pairs.column("similarity").combine_chunks()), cfg, run.sources,
+                                           positions)
         run.work.folder.write_arrow(part_name("clusters", 0), members)
         return ClustersInfo(**counts)
 
@@ -164,6 +163,19 @@ def against_members(block: int, *, task, with_ids: bool) -> int:
     if members.num_rows:
         task.work.write_arrow(f"clusters/part-against-{block:06d}.arrow", members)
     return members.num_rows
+
+
+def members_of(left: np.ndarray, right: np.ndarray, n: int) -> Tuple[np.ndarray, Tuple[np.ndarray, np.ndarray]]:
+    """The documents of the pairs, ascending, and the positions of ``left`` and ``right`` among
+    them: by a mark per document of the corpus (``n`` of them; O(n + pairs), where sorting the
+    pairs' documents and searching them took O(pairs log pairs))."""
+    seen = np.zeros(n, dtype=np.bool_)
+    seen[left] = True
+    seen[right] = True
+    docs = np.flatnonzero(seen)
+    at = np.cumsum(seen, dtype=np.int64)
+    at -= 1
+    return docs, (at[left], at[right])
 
 
 def _pairs_table(work, names: List[str]) -> pa.Table:
