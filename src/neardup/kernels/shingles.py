@@ -609,6 +609,10 @@ class TextSpans:
         return pa.Array.from_buffers(pa.large_string(), len(starts), [None, pa.py_buffer(offsets), pa.py_buffer(out)])
 
 
+    def to_pylist(self) -> list:
+        return self.to_arrow().to_pylist()
+
+
 @kernel(nogil=True)
 def _gather_spans(data, starts, ends, offsets, out):
     for i in range(starts.shape[0]):
