@@ -14,7 +14,9 @@ slower path.
 It runs without the GIL (in the reading thread, beside the hashing kernels): validating a line
 is one pass over its bytes (the text's runs of plain bytes 8 at a time, as aligned 64-bit
 words), copying the text out a second one (a plain copy when the text has no escape); about
-2-2.8 times less CPU than pyarrow's JSON reader on the benchmark corpus.
+2-2.8 times less CPU than pyarrow's JSON reader on the benchmark corpus. The read stage asks for
+no copy at all (``in_place``): each text is left where it lies in the block, a text with escapes
+decoded over its own bytes, and the kernels hash the spans (:class:`neardup.kernels.shingles.TextSpans`).
 """
 
 from __future__ import annotations
