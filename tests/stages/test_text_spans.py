@@ -125,3 +125,29 @@ def test_a_run_gives_the_same_bytes_as_with_the_texts_gathered(tmp_path, monkeyp
         got[spans] = outputs(out)
     assert got[True] == got[False]
     assert json.loads(json.dumps(got[True]["stats.json"]))["counts"]["removed"] > 0
+
+
+def test_a_run_that_read_spans_leaves_the_scanner_worth_it(tmp_path):
+    """The scanner counts as compiled (numba's cache) after a run that read spans of texts
+    without escapes (which never compiles the kernels of escapes or of gathered texts): the next
+    run on a small input reads with it, not with pyarrow."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers import SRC
+
+    p = tmp_path / "c.jsonl"
+    p.write_text("".join(json.dumps({"id": i, "text": f"words {i}"}) + "\n" for i in range(30)))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=SRC)
+    read = f"""
+from neardup.io import Source, read_source
+src = Source(path={str(p)!r}, name="c.jsonl", relpath="c.jsonl", format="jsonl")
+print(sum(len(b) for b in read_source(src, id_column="id", text_spans=True)))
+"""
+    r = subprocess.run([sys.executable, "-c", read], env=dict(env, NEARDUP_JSONL_SCANNER="1"),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.split() == ["30"], r.stderr
+    check = "from neardup.kernels import jsonl as J; print(J.worth_it(10))"
+    r = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "True", r.stdout + r.stderr

@@ -599,12 +599,13 @@ def worth_it(source_bytes: int) -> bool:
     choice = os.environ.get("NEARDUP_JSONL_SCANNER", "")
     if choice in ("0", "1"):
         return choice == "1"
-    if _scan.signatures and _offsets.signatures and (_gather.signatures or _in_place.signatures):
+    # the kernels every block runs (the ones after them, by the block: _in_place, _gather_ids, _gather)
+    if _scan.signatures and _offsets.signatures:
         return True
     if source_bytes >= COMPILE_FROM_BYTES:
         return True
     try:  # numba's own check of its index (as neardup.kernels_cached); the layout is not public
-        return is_cached(_scan) and is_cached(_offsets) and (is_cached(_gather) or is_cached(_in_place))
+        return is_cached(_scan) and is_cached(_offsets)
     except Exception:
         return False
 
