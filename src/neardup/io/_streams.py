@@ -260,23 +260,29 @@ def iter_blocks(path: str, compression: Optional[str],
             yield data
 
 
+KEPT_BUFFERS = 8  # buffers a reader keeps for reuse (the blocks of texts still hashed among them)
+
+
 def _buffer(recycle: List[bytearray], size: int, keep: bytes) -> bytearray:
-    """A buffer of ``size`` bytes that starts with ``keep``: one put back in ``recycle`` when it
-    can be resized (a buffer still exported, seen by a numpy array or a pyarrow buffer, cannot:
-    it is left alone), else a new one."""
-    while recycle:
-        buf = recycle.pop()
+    """A buffer of ``size`` bytes that starts with ``keep``: one put back in ``recycle`` that can
+    be resized, or a new one. A buffer still exported (seen by a numpy array or a pyarrow buffer:
+    the texts of its block not yet hashed) cannot be: it stays in ``recycle`` for a later block
+    (never written while seen), up to KEPT_BUFFERS of them."""
+    for k in range(len(recycle) - 1, -1, -1):
+        buf = recycle[k]
         try:
             if len(buf):
                 buf.pop()  # a resize (even to the same size, the check is skipped): refused while exported
-            if len(buf) < size:
-                buf.extend(bytes(size - len(buf)))
-            elif len(buf) > size:
-                del buf[size:]
-        except BufferError:  # still seen through a view: never written again
+        except BufferError:  # still seen through a view: left alone
             continue
+        del recycle[k]
+        if len(buf) < size:
+            buf.extend(bytes(size - len(buf)))
+        elif len(buf) > size:
+            del buf[size:]
         buf[:len(keep)] = keep
         return buf
+    del recycle[:max(0, len(recycle) - KEPT_BUFFERS + 1)]  # the oldest still seen let go
     buf = bytearray(size)
     buf[:len(keep)] = keep
     return buf

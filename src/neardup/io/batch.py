@@ -56,7 +56,9 @@ class Batch:
     rows: int64, each document's row in its source: the 0-based line index in the (decompressed)
         file for JSONL (blank lines count as lines but are never documents), the 0-based row for
         Parquet and tables, 0 for a text file.
-    text: ``pa.large_string()`` without nulls, one per row.
+    text: ``pa.large_string()`` without nulls, one per row; for a reader asked for them
+        (``read_source(text_spans=True)``), possibly a :class:`neardup.kernels.shingles.TextSpans`
+        (the same strings, where they lie in the block read: ``to_arrow()`` makes the array).
     ids: ``pa.string()`` values of the id column (integers as decimal strings), or None.
     scores: float64 values of the score column (NaN where null), or None.
     rejected: ``(row, reason)`` of the records skipped in this batch (``on_error="skip"``);
@@ -113,6 +115,9 @@ class ReadContext:
         self.batch_size = batch_size
         self.by_line = src.format == "jsonl"
         self.span = None  # (first byte, stop byte, first line): one range of a split file (io.splits)
+        # the texts of a JSONL block may come as spans of the block (neardup.kernels.shingles.TextSpans,
+        # for the kernels: no copy) instead of an Arrow array: the read stage's choice, no other reader's
+        self.text_spans = False
 
     def where(self, row: Optional[int]) -> str:
         if row is None:
@@ -167,7 +172,7 @@ class ReadContext:
             if rejected:
                 yield self.empty(rejected)
             return
-        if text.type != pa.large_string():
+        if text.type != pa.large_string():  # (TextSpans are large strings)
             text = text.cast(pa.large_string())
         if ids is not None and ids.type != pa.string():
             ids = ids.cast(pa.string())

@@ -33,7 +33,8 @@ __all__ = ["Batch", "read_source", "read_sources",
 
 def read_source(src: Source, source_index: int = 0, *, text_column: str = "text",
                 id_column: Optional[str] = None, score_column: Optional[str] = None,
-                on_error: str = "fail", batch_size: int = 8192, span: Span = None) -> Iterator[Batch]:
+                on_error: str = "fail", batch_size: int = 8192, span: Span = None,
+                text_spans: bool = False) -> Iterator[Batch]:
     """Stream the documents of one source as batches of at most ``batch_size``.
 
     Bad input raises :class:`InputError` (one line naming the file and the line or row) with
@@ -43,10 +44,12 @@ def read_source(src: Source, source_index: int = 0, *, text_column: str = "text"
     (0-based). A text file (one document) read with ``id_column`` gets as id its path below the
     inputs' common folder (as by position), and with ``score_column`` a NaN score. ``span``: (first
     byte, stop byte, first line) of one range of a split plain JSONL file
-    (:mod:`neardup.io.splits`): only its lines, numbered as in the whole file.
+    (:mod:`neardup.io.splits`): only its lines, numbered as in the whole file. ``text_spans``: a
+    JSONL reader may hand out the texts as :class:`neardup.kernels.shingles.TextSpans` (see
+    ``Batch.text``; the read stage's, for the kernels).
     """
     ctx = _context(src, source_index, text_column=text_column, id_column=id_column, score_column=score_column,
-                   on_error=on_error, batch_size=batch_size, span=span)
+                   on_error=on_error, batch_size=batch_size, span=span, text_spans=text_spans)
     if src.format not in READERS:
         raise ValueError(f"unknown source format {src.format!r}")
     return _checked(ctx, READERS[src.format])
@@ -54,7 +57,7 @@ def read_source(src: Source, source_index: int = 0, *, text_column: str = "text"
 
 def _context(src: Source, source_index: int, *, text_column: str = "text", id_column: Optional[str] = None,
              score_column: Optional[str] = None, on_error: str = "fail", batch_size: int = 8192,
-             span: Span = None) -> ReadContext:
+             span: Span = None, text_spans: bool = False) -> ReadContext:
     """The checked arguments of :func:`read_source` for ``src`` (its text column chosen)."""
     if on_error not in ON_ERROR_MODES:
         raise ConfigError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
@@ -69,6 +72,7 @@ def _context(src: Source, source_index: int, *, text_column: str = "text", id_co
         text_column = text_column_of(src, candidates)
     ctx = ReadContext(src, source_index, text_column, id_column, score_column, on_error, int(batch_size))
     ctx.span = span
+    ctx.text_spans = bool(text_spans)
     return ctx
 
 

@@ -14,7 +14,9 @@ slower path.
 It runs without the GIL (in the reading thread, beside the hashing kernels): validating a line
 is one pass over its bytes (the text's runs of plain bytes 8 at a time, as aligned 64-bit
 words), copying the text out a second one (a plain copy when the text has no escape); about
-2-2.8 times less CPU than pyarrow's JSON reader on the benchmark corpus.
+2-2.8 times less CPU than pyarrow's JSON reader on the benchmark corpus. The read stage asks for
+no copy at all (``in_place``): each text is left where it lies in the block, a text with escapes
+decoded over its own bytes, and the kernels hash the spans (:class:`neardup.kernels.shingles.TextSpans`).
 """
 
 from __future__ import annotations
@@ -489,6 +491,29 @@ def _offsets(spans, want_id):
 
 
 @kernel(nogil=True)
+def _put_id(data, spans, i, ioff, idata):
+    """The id of line i into idata at ioff[i]: an integer in decimal, a string decoded."""
+    o = ioff[i]
+    if spans[i, 5] < 0:  # an integer, in decimal
+        v = spans[i, 6]
+        e = ioff[i + 1]
+        if v < 0:
+            idata[o] = 45
+            v = -v
+        k = e - 1
+        while True:
+            idata[k] = 48 + v % 10
+            v //= 10
+            k -= 1
+            if v == 0:
+                break
+    elif spans[i, 6]:
+        _decode_into(data, spans[i, 3], spans[i, 4], idata, o)
+    else:
+        idata[o:ioff[i + 1]] = data[spans[i, 3]:spans[i, 4]]
+
+
+@kernel(nogil=True)
 def _gather(data, spans, want_id, toff, tdata, ioff, idata):
     """Pass 2: the texts (bytes into tdata at toff) and ids (into idata at ioff) of the lines."""
     n = spans.shape[0]
@@ -499,24 +524,33 @@ def _gather(data, spans, want_id, toff, tdata, ioff, idata):
         else:
             _decode_into(data, a, b, tdata, toff[i])
         if want_id:
-            o = ioff[i]
-            if spans[i, 5] < 0:  # an integer, in decimal
-                v = spans[i, 6]
-                e = ioff[i + 1]
-                if v < 0:
-                    idata[o] = 45
-                    v = -v
-                k = e - 1
-                while True:
-                    idata[k] = 48 + v % 10
-                    v //= 10
-                    k -= 1
-                    if v == 0:
-                        break
-            elif spans[i, 6]:
-                _decode_into(data, spans[i, 3], spans[i, 4], idata, o)
-            else:
-                idata[o:ioff[i + 1]] = data[spans[i, 3]:spans[i, 4]]
+            _put_id(data, spans, i, ioff, idata)
+
+
+@kernel(nogil=True)
+def _gather_ids(data, spans, ioff, idata):
+    """The ids of the lines alone (into idata at ioff)."""
+    for i in range(spans.shape[0]):
+        _put_id(data, spans, i, ioff, idata)
+
+
+@kernel(nogil=True)
+def _in_place(data, spans, want_id, starts, ends, ioff, idata):
+    """Pass 2 without a copy of the texts: each text stays where it is in ``data``, a text with
+    escapes decoded over its own bytes (the decoded string is never longer than its JSON: an
+    escape of 2, 6 or 12 bytes stands for 1, 1-3 or 4; the bytes are written behind the ones
+    read). starts[i], ends[i]: where text i is then; the ids into idata at ioff, as
+    :func:`_gather` puts them (before a text is decoded: the id is elsewhere on the line)."""
+    n = spans.shape[0]
+    for i in range(n):
+        if want_id:
+            _put_id(data, spans, i, ioff, idata)
+        a, b = spans[i, 0], spans[i, 1]
+        starts[i] = a
+        if spans[i, 2] < 0:
+            ends[i] = b
+        else:
+            ends[i] = _decode_into(data, a, b, data, a)
 
 
 class TextBuffers:
@@ -565,20 +599,24 @@ def worth_it(source_bytes: int) -> bool:
     choice = os.environ.get("NEARDUP_JSONL_SCANNER", "")
     if choice in ("0", "1"):
         return choice == "1"
-    if _scan.signatures and _offsets.signatures and _gather.signatures:
+    # the kernels every block runs (the ones after them, by the block: _in_place, _gather_ids, _gather)
+    if _scan.signatures and _offsets.signatures:
         return True
     if source_bytes >= COMPILE_FROM_BYTES:
         return True
     try:  # numba's own check of its index (as neardup.kernels_cached); the layout is not public
-        return is_cached(_scan) and is_cached(_offsets) and is_cached(_gather)
+        return is_cached(_scan) and is_cached(_offsets)
     except Exception:
         return False
 
 
-def extract(data: bytes, starts: np.ndarray, ends: np.ndarray, lines: np.ndarray, text_column: str,
-            id_column: Optional[str]) -> Optional[Tuple[pa.Array, Optional[pa.Array]]]:
+def extract(data, starts: np.ndarray, ends: np.ndarray, lines: np.ndarray, text_column: str,
+            id_column: Optional[str], in_place: bool = False) -> Optional[Tuple[object, Optional[pa.Array]]]:
     """``(text, ids)`` of the lines ``lines`` of a block (large_string, string or None), or
-    None when any of them is not an unremarkable record (see the module)."""
+    None when any of them is not an unremarkable record (see the module). With ``in_place`` the
+    texts are a :class:`neardup.kernels.shingles.TextSpans` of the block itself (no copy; the
+    escapes of a text decoded over its bytes: ``data`` must then be writable, a ``bytearray``,
+    unless no text has an escape, and is changed) instead of an Arrow array; the same strings."""
     arr = np.frombuffer(data, dtype=np.uint8)
     lines = np.asarray(lines, dtype=np.int64)
     want_id = id_column is not None
@@ -589,12 +627,27 @@ def extract(data: bytes, starts: np.ndarray, ends: np.ndarray, lines: np.ndarray
     words = arr[shift:shift + (len(arr) - shift) // 8 * 8].view(np.uint64) if len(arr) > shift else _NO_WORDS
     if not _scan(arr, words, shift, starts, ends, lines, text_key, id_key, want_id, spans):
         return None
-    toff, ioff = _offsets(spans, want_id)
-    tdata = text_buffers.get(int(toff[-1]))
-    idata = np.empty(int(ioff[-1]), dtype=np.uint8)
-    _gather(arr, spans, want_id, toff, tdata, ioff, idata)
     n = len(lines)
-    text = pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(toff), pa.py_buffer(tdata)])
+    escapes = in_place and bool((spans[:, 2] >= 0).any())
+    if escapes and not arr.flags.writeable:
+        in_place = False  # escapes to decode in a buffer that cannot be written: copied out
+    toff, ioff = _offsets(spans, want_id)
+    idata = np.empty(int(ioff[-1]), dtype=np.uint8)
+    if in_place:
+        from .shingles import TextSpans
+        if escapes:
+            tstarts = np.empty(n, dtype=np.int64)
+            tends = np.empty(n, dtype=np.int64)
+            _in_place(arr, spans, want_id, tstarts, tends, ioff, idata)
+        else:  # each text as it stands (the buffer may be read-only: bytes)
+            tstarts, tends = spans[:, 0].copy(), spans[:, 1].copy()
+            if want_id:
+                _gather_ids(arr, spans, ioff, idata)
+        text = TextSpans(arr, tstarts, tends)
+    else:
+        tdata = text_buffers.get(int(toff[-1]))
+        _gather(arr, spans, want_id, toff, tdata, ioff, idata)
+        text = pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(toff), pa.py_buffer(tdata)])
     ids = None
     if want_id:
         ids = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(ioff), pa.py_buffer(idata)])

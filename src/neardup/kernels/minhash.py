@@ -76,7 +76,7 @@ def _sort_unique(seg):
 
 
 @kernel(parallel=True)
-def _process_kernel(offsets, data, docs, table, n, options, lower_ascii, bail, h0,
+def _process_kernel(starts, ends, data, docs, table, n, options, lower_ascii, bail, h0,
                     a, b, want_sets, sort_sets, fp_shift, want_sigs, bound, values):
     """One pass per document: tokens -> shingle hashes -> (sorted unique set) -> signature.
 
@@ -87,7 +87,8 @@ def _process_kernel(offsets, data, docs, table, n, options, lower_ascii, bail, h
     counts are of distinct shingles; otherwise they are in text order with repeats (the
     signature is the same either way). With ``bail``, a document that is not pure ASCII is left
     alone (count -1; see :func:`neardup.kernels.shingles.prepare`). ``options`` are the tokenizer's
-    (:func:`neardup.kernels.shingles.kernel_options`).
+    (:func:`neardup.kernels.shingles.kernel_options`). Document d is ``data[starts[d]:ends[d]]``
+    (an Arrow array's offsets without their last and first, or the spans of a block's texts).
     """
     nd = docs.shape[0]
     k = a.shape[0]
@@ -96,8 +97,8 @@ def _process_kernel(offsets, data, docs, table, n, options, lower_ascii, bail, h
     counts = np.zeros(nd, dtype=np.int64)
     for i in nb.prange(nd):
         d = docs[i]
-        start = offsets[d]
-        end = offsets[d + 1]
+        start = starts[d]
+        end = ends[d]
         units = np.empty(end - start + 8, dtype=np.uint64)  # the tokenizer's room (see _units)
         if common:  # the defaults as constants: the compiler folds the other modes' branches away
             m = _sh._units(data, start, end, table, _sh.DEFAULT_OPTIONS, True, True, units)
@@ -180,13 +181,13 @@ def process(texts, shingling: Shingling, *, seed: int, want_sets: bool, want_sig
     def run(pi, part):
         if want_sets:
             bound = np.zeros(len(part.docs) + 1, dtype=np.int64)
-            np.cumsum(part.offsets[part.docs + 1] - part.offsets[part.docs] + 1, out=bound[1:])
+            np.cumsum(part.ends[part.docs] - part.starts[part.docs] + 1, out=bound[1:])
             values = (scratch.get(f"values{pi}", int(bound[-1]), vtype) if scratch is not None
                       else np.empty(int(bound[-1]), dtype=vtype))
         else:
             bound, values = _NO_BOUND, (_NO_FP if fingerprints else _NO_VALUES)
-        sigs, counts = _process_kernel(part.offsets, part.data, part.docs, table, int(shingling.ngram), options,
-                                       bool(part.lower_ascii), bool(part.bail), h0, a, b, bool(want_sets),
+        sigs, counts = _process_kernel(part.starts, part.ends, part.data, part.docs, table, int(shingling.ngram),
+                                       options, bool(part.lower_ascii), bool(part.bail), h0, a, b, bool(want_sets),
                                        bool(sort_sets), shift, bool(want_sigs), bound, values)
         return sigs, counts, values, bound
 

@@ -60,7 +60,7 @@ from __future__ import annotations
 import sys
 import unicodedata
 from functools import lru_cache
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -564,21 +564,90 @@ def _shingles_of(units, m, n, h0, out):
     return s
 
 
+class TextSpans:
+    """Documents that are spans of one byte buffer: document i is ``data[starts[i]:ends[i]]``
+    (UTF-8), the buffer a block of the input as read (:func:`neardup.kernels.jsonl.extract`
+    with ``in_place``: the JSON strings' escapes decoded where they stand). The kernels hash
+    them where they are (:func:`prepare`), no copy gathers them; :meth:`to_arrow` makes the
+    ``large_string`` array of them for anything else. Holds a view of the buffer (which the
+    reader therefore never reuses while it lives)."""
+
+    __slots__ = ("data", "starts", "ends")
+
+    def __init__(self, data: np.ndarray, starts: np.ndarray, ends: np.ndarray):
+        self.data, self.starts, self.ends = data, starts, ends
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @property
+    def type(self) -> pa.DataType:
+        return pa.large_string()
+
+    @property
+    def nbytes(self) -> int:
+        """What :meth:`to_arrow`'s array holds (its offsets and its bytes): what batching counts."""
+        return 8 * len(self.starts) + int((self.ends - self.starts).sum())
+
+    def lengths(self) -> np.ndarray:
+        """The byte length of each document (int64)."""
+        return self.ends - self.starts
+
+    def slice(self, offset: int, length: int) -> "TextSpans":
+        return TextSpans(self.data, self.starts[offset:offset + length], self.ends[offset:offset + length])
+
+    def to_arrow(self, docs: Optional[np.ndarray] = None) -> pa.Array:
+        """The documents (``docs`` of them: positions, in that order) as a large_string array."""
+        starts, ends = self.starts, self.ends
+        if docs is not None:
+            docs = np.asarray(docs, np.int64)
+            starts, ends = starts[docs], ends[docs]
+        offsets = np.zeros(len(starts) + 1, dtype=np.int64)
+        np.cumsum(ends - starts, out=offsets[1:])
+        out = np.empty(int(offsets[-1]), dtype=np.uint8)
+        _gather_spans(self.data, np.ascontiguousarray(starts), np.ascontiguousarray(ends), offsets, out)
+        return pa.Array.from_buffers(pa.large_string(), len(starts), [None, pa.py_buffer(offsets), pa.py_buffer(out)])
+
+
+    def to_pylist(self) -> list:
+        return self.to_arrow().to_pylist()
+
+
+@kernel(nogil=True)
+def _gather_spans(data, starts, ends, offsets, out):
+    for i in range(starts.shape[0]):
+        out[offsets[i]:offsets[i + 1]] = data[starts[i]:ends[i]]
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a``: the kernels see the spans' arrays as they see an Arrow array's
+    (read-only buffers), so one compiled version serves both."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 class Part:
-    """Documents ready for the kernels: UTF-8 buffers, which of them to process (``docs``),
-    where their results go (``target``), whether the kernel lower-cases ASCII itself, and
-    whether it leaves a document that is not pure ASCII for a second, normalised part
-    (``bail``)."""
+    """Documents ready for the kernels: UTF-8 buffers (document d is ``data[starts[d]:ends[d]]``),
+    which of them to process (``docs``), where their results go (``target``), whether the kernel
+    lower-cases ASCII itself, and whether it leaves a document that is not pure ASCII for a
+    second, normalised part (``bail``)."""
 
-    __slots__ = ("offsets", "data", "docs", "target", "lower_ascii", "bail")
+    __slots__ = ("starts", "ends", "data", "docs", "target", "lower_ascii", "bail")
 
-    def __init__(self, offsets, data, docs, target, lower_ascii, bail=False):
-        self.offsets, self.data, self.docs, self.target = offsets, data, docs, target
+    def __init__(self, starts, ends, data, docs, target, lower_ascii, bail=False):
+        self.starts, self.ends, self.data, self.docs, self.target = starts, ends, data, docs, target
         self.lower_ascii, self.bail = lower_ascii, bail
 
 
-def prepare(texts, shingling: Shingling) -> Tuple[pa.Array, Part]:
-    """The batch as one Arrow array and the first part for the kernels: every document as it is.
+def _arrow_part(arr: pa.Array, docs, target, lower_ascii, bail=False) -> Part:
+    offsets, data = arrow_buffers(arr)
+    return Part(offsets[:-1], offsets[1:], data, docs, target, lower_ascii, bail)
+
+
+def prepare(texts, shingling: Shingling) -> Tuple[object, Part]:
+    """The batch as one Arrow array (or the :class:`TextSpans` it came as) and the first part for
+    the kernels: every document as it is.
 
     NFKC leaves ASCII unchanged and lower-casing ASCII is a byte operation, so documents that
     are pure ASCII need no normalising: the kernel lower-cases A-Z while hashing. When the text
@@ -587,17 +656,24 @@ def prepare(texts, shingling: Shingling) -> Tuple[pa.Array, Part]:
     second part of those alone, through Arrow's utf8_normalize / utf8_lower. The result is the
     same as normalising everything first, at a fraction of the cost on mostly-ASCII corpora.
     """
-    arr = to_arrow_strings(texts)
-    offsets, data = arrow_buffers(arr)
-    everything = np.arange(len(arr), dtype=np.int64)
     needs = bool(shingling.normalize_unicode or shingling.lowercase)
-    return arr, Part(offsets, data, everything, everything, bool(shingling.lowercase) and needs, bail=needs)
+    if isinstance(texts, TextSpans):
+        everything = np.arange(len(texts), dtype=np.int64)
+        starts = _read_only(np.ascontiguousarray(texts.starts, np.int64))
+        ends = _read_only(np.ascontiguousarray(texts.ends, np.int64))
+        return texts, Part(starts, ends, _read_only(texts.data), everything, everything,
+                           bool(shingling.lowercase) and needs, bail=needs)
+    arr = to_arrow_strings(texts)
+    everything = np.arange(len(arr), dtype=np.int64)
+    return arr, _arrow_part(arr, everything, everything, bool(shingling.lowercase) and needs, bail=needs)
 
 
-def normalised_part(arr: pa.Array, docs: np.ndarray, shingling: Shingling) -> Part:
-    """The documents ``docs`` of ``arr`` normalised, as a part whose results go to ``docs``."""
-    sub = arr if len(docs) == len(arr) else arr.take(pa.array(docs))
-    o2, d2 = arrow_buffers(normalize(sub, shingling))
-    return Part(o2, d2, np.arange(len(docs), dtype=np.int64), np.asarray(docs, np.int64), False)
-
-
+def normalised_part(arr, docs: np.ndarray, shingling: Shingling) -> Part:
+    """The documents ``docs`` of ``arr`` (an Arrow array or :class:`TextSpans`) normalised, as a
+    part whose results go to ``docs``."""
+    if isinstance(arr, TextSpans):
+        sub = arr.to_arrow(docs)
+    else:
+        sub = arr if len(docs) == len(arr) else arr.take(pa.array(docs))
+    return _arrow_part(normalize(sub, shingling), np.arange(len(docs), dtype=np.int64),
+                       np.asarray(docs, np.int64), False)

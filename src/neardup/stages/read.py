@@ -27,6 +27,7 @@ from ..kernels.bands import band_keys
 from ..errors import InputError
 from ..kernels.hashing import string_hash
 from ..kernels.minhash import MinHasher, Scratch
+from ..kernels.shingles import TextSpans
 from ..io.opening import cannot_read
 from ..io.splits import count_span, first_lines
 from ..io.storage.folder import Folder
@@ -217,6 +218,9 @@ def release_scratches() -> None:
     jsonl_scanner.text_buffers.clear()
 
 
+# the texts of plain JSONL blocks hashed where they lie in the block read (no copy gathers them:
+# kernels.shingles.TextSpans); False: gathered into an Arrow array first (the tests compare both)
+TEXT_SPANS = True
 COALESCE_BYTES = 16 << 20  # text bytes of small batches gathered for one call of the kernels
 ALONE_BYTES = COALESCE_BYTES // 2  # a batch of this many text bytes or more is never gathered
 
@@ -241,7 +245,7 @@ def _read_into(config, hasher, scratch, schema, sources, members, summary, write
 
     batches = nio.read_sources(sources, members, text_column=config.text_column, id_column=config.id_column,
                                score_column=config.score_column, on_error=config.on_error,
-                               batch_size=config.batch_size, span=span, group_files=True)
+                               batch_size=config.batch_size, span=span, group_files=True, text_spans=TEXT_SPANS)
     try:
         for batch in prefetch(batches):
             check_interrupt()
@@ -275,13 +279,14 @@ def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary,
         text, rows, ids, scores = b.text, b.rows, b.ids, b.scores
         source = _row_sources(b)
     else:
-        text = pa.concat_arrays([b.text for b in batches])
+        text = pa.concat_arrays([_arrow_text(b.text) for b in batches])
         rows = np.concatenate([b.rows for b in batches])
         source = np.concatenate([_row_sources(b) for b in batches])
         ids = pa.concat_arrays([b.ids for b in batches]) if config.id_column is not None else None
         scores = np.concatenate([b.scores for b in batches]) if config.score_column is not None else None
     m = len(text)
-    lengths = pc.binary_length(text).cast(pa.int64())
+    lengths = (arrow(text.lengths()) if isinstance(text, TextSpans)
+               else pc.binary_length(text).cast(pa.int64()))
     if batches[0].signatures is not None:  # signatures given, no text (io.formats.signatures; never exact)
         sig, counts, lengths = given_signatures(batches)
         big.write(sig)
@@ -306,6 +311,11 @@ def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary,
     summary["empty"] += int((np.asarray(counts) == 0).sum())
     if progress is not None:
         progress(m)
+
+
+def _arrow_text(text) -> pa.Array:
+    """A batch's texts as an Arrow array (:class:`TextSpans` gathered: batches coalesced)."""
+    return text.to_arrow() if isinstance(text, TextSpans) else text
 
 
 def _row_sources(b: nio.Batch) -> np.ndarray:

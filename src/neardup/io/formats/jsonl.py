@@ -223,7 +223,8 @@ class _JsonlParser:
         fast = None
         if self.fast and len(good) and not bad and ctx.score_column is None:
             # the plain case, every line a simple record: compiled, no Python objects
-            fast = scanner.extract(data, starts, ends, good, ctx.text_column, ctx.id_column)
+            fast = scanner.extract(data, starts, ends, good, ctx.text_column, ctx.id_column,
+                                   in_place=ctx.text_spans)
         if fast is not None:
             text, ids = fast
         elif len(good):
