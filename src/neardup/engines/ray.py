@@ -55,7 +55,7 @@ from ..kernels.hashing import kernel_threads, partition_of
 from ..progress import check_interrupt
 from .ray_cluster import (HeldWarnings, check_reachable, cluster_busy, import_ray, import_ray_data, join_with_token,
                           lost_work, lost_work_message, other_neardup, restore_auth_mode, signals_kept, stall_seconds,
-                          stalled_message, start_watchdog)
+                          stalled_message, start_local, start_watchdog, stop_local)
 
 MAX_RETRIES = 4                 # Ray retries of every task whose worker died
 TARGET_PART_BYTES = 128 << 20   # bytes of shuffled rows per partition (one call)
@@ -252,6 +252,7 @@ class RayEngine:
         self.ray = None
         self.started = False
         self._watchdog = None
+        self._node = None  # the local instance's node, started by start_local
         self._held = HeldWarnings(quiet)
         self._auth = ()  # RAY_AUTH_MODE before the join, in a tuple once joined
         self._stall = 0.0
@@ -295,7 +296,9 @@ class RayEngine:
                     if address:
                         ray.init(address=address, **kwargs)
                     else:
-                        ray.init(address="local", num_cpus=default_workers(workers), **kwargs)
+                        self._node = start_local(ray, default_workers(workers), log_monitor=not quiet, **kwargs)
+                        if self._node is None:
+                            ray.init(address="local", num_cpus=default_workers(workers), **kwargs)
             except (ConnectionError, ValueError, RuntimeError) as exc:
                 self._stop_watchdog()
                 where = f"the Ray cluster at {address}" if address else "a local Ray instance"
@@ -333,9 +336,14 @@ class RayEngine:
             logging.getLogger(name).setLevel(level)
         self._loggers = {}
         self._warming = []
-        if self.started:
-            self.ray.shutdown()
-            self.started = False
+        try:
+            if self.started:
+                self.ray.shutdown()
+                self.started = False
+        finally:
+            if self._node is not None:  # a local instance of start_local: the driver is disconnected now
+                node, self._node = self._node, None
+                stop_local(node)
         release_driver_memory()  # what Ray held in this process, before the report is drawn here
         if self._auth:
             restore_auth_mode(self._auth[0])
