@@ -171,10 +171,13 @@ def _named_call(fn: Callable) -> Callable:
 WARM_TASKS = 64  # at most this many warm-up tasks at the start of a run (one per CPU below it)
 
 
-def _warm_worker():
+def _warm_worker(blas: bool = True):
     """What a worker's first call pays once: importing the stages (numba, the kernels' modules),
     numba's typing and target contexts, pyarrow's first array (:mod:`neardup`'s warm-up steps),
-    done while the driver plans the read, not inside the first call. Never fails anything.
+    done while the driver plans the read, not inside the first call. ``blas=False`` (a worker of
+    the local instance the run started, which runs neardup's tasks alone): numba sets up without
+    its check for BLAS, which imports SciPy (none of neardup's kernels uses BLAS), as the
+    command line's local engine does (:func:`neardup._start_numba`). Never fails anything.
     Returns which neardup the worker imports and where (:func:`~.ray_cluster.code_identity`, the
     node), for :func:`~.ray_cluster.other_neardup`; None when it cannot tell."""
     try:
@@ -190,8 +193,12 @@ def _warm_worker():
         import neardup.stages.pairs  # noqa: F401
         import neardup.stages.read  # noqa: F401
         import neardup.stages.write  # noqa: F401
-        for step in (neardup._warm_arrow, neardup._warm_numba_typing, neardup._warm_numba_target):
-            step()
+        neardup._warm_arrow()
+        if blas:
+            neardup._warm_numba_typing()
+            neardup._warm_numba_target()
+        else:
+            neardup._start_numba(blas=False)
     except Exception:  # the first call does the work instead
         pass
     return answer
@@ -321,7 +328,7 @@ class RayEngine:
         # one small task per CPU (up to WARM_TASKS), not waited for: the workers that run the
         # first calls have imported neardup by then (Ray reuses a job's idle workers)
         warm = ray.remote(num_cpus=1, max_retries=0)(_warm_worker)
-        self._warming = [warm.remote() for _ in range(min(cpus, WARM_TASKS))]
+        self._warming = [warm.remote(not (self.started and not self.address)) for _ in range(min(cpus, WARM_TASKS))]
 
     def __exit__(self, *exc) -> None:
         """Gives back what ``__enter__`` took; Ray's warnings held during a run that failed (or

@@ -312,7 +312,7 @@ def of_the_instance(p):  # an orphan of this instance: its arguments name the se
 
 gone = threading.Event()
 threading.Thread(target=lambda: (sys.stdin.buffer.read(), gone.set()), daemon=True).start()
-while not gone.wait(0.2):  # the pipe closes when the driver ends or dies, however it dies
+while not gone.wait(0.5):  # the pipe closes when the driver ends or dies, however it dies
     note([driver])
 # The driver is gone; a worker the raylet started in the last moments may not be noted yet, and the
 # raylet may start one more while it dies: sweep until two rounds in a row find nothing alive.
@@ -331,7 +331,7 @@ while quiet < 2 and time.time() < deadline:
             pass
     quiet = 0 if alive else quiet + 1
     if quiet < 2:
-        time.sleep(0.25)
+        time.sleep(0.1)
 """
 
 
@@ -339,13 +339,14 @@ def start_watchdog():
     """The processes of the local instance this run started, killed when the driver is gone. Ray
     ties its GCS server and raylet to the driver's life, but its dashboard and runtime-env agents
     (~180 MB) outlive a driver killed with SIGKILL by 30-60 s. A small process, started before the
-    instance, notes the driver's descendants that are Ray's five times a second and reads a pipe of
+    instance, notes the driver's descendants that are Ray's twice a second and reads a pipe of
     which the driver holds the other end; the pipe closes when the driver ends or is killed, and the
     watchdog then kills those of the noted processes that are still there, their descendants, and
-    any process whose arguments name the instance's session (a worker started in the last fifth of
-    a second, orphaned), in rounds until two find nothing alive (psutil checks each one's start
-    time, so a reused process id is never touched). Needs psutil (a dependency of Ray);
-    without it, no watchdog."""
+    any process whose arguments name the instance's session (a worker started in the last half
+    second, orphaned), in rounds 0.1 s apart until two find nothing alive (psutil checks each one's start
+    time, so a reused process id is never touched). Twice a second, not five times: the sweep by
+    session finds what the notes miss, and the polls (a walk of /proc each) cost 0.01 CPU-s a
+    second of the run. Needs psutil (a dependency of Ray); without it, no watchdog."""
     import importlib.util
     import subprocess
     import sys
