@@ -78,3 +78,35 @@ def test_own_instance_with_and_without_token_auth_gives_the_local_bytes(tmp_path
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert_same(tmp_path / "local", tmp_path / "ray")
+
+
+KEPT = r"""
+import json, os, time
+import ray
+from neardup.engines.ray import RayEngine
+
+def pid_after(seconds):
+    time.sleep(seconds)
+    return os.getpid()
+
+with RayEngine(2, quiet=True) as engine:
+    config = ray._private.state.state.get_system_config()
+    first = engine.collect(engine.map(pid_after, [0.5, 0.5]))
+    then = []
+    for _ in range(2):
+        engine.collect(engine.map(pid_after, [3.0]))  # one call, both CPUs: the other worker idles
+        then += engine.collect(engine.map(pid_after, [0.5, 0.5]))
+print(json.dumps({"first": first, "then": then, "config": config}))
+"""
+
+
+def test_own_instance_keeps_its_idle_workers():
+    """Ray kills a worker idle for a second (when it does depends on its timing: here, while a
+    call with both CPUs runs on the other worker) and starts new ones for the next tasks, each
+    importing Ray and neardup again (2 of the 4 workers of a 1M run on 2 CPUs); the run's own
+    instance keeps its workers: the setting reaches the cluster, and no worker is replaced."""
+    out = subprocess.run([sys.executable, "-c", KEPT], env=child_env(), capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["config"].get("kill_idle_workers_interval_ms") == 0, res["config"]
+    assert set(res["then"]) <= set(res["first"]), res

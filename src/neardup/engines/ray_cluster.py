@@ -119,7 +119,9 @@ def start_local(ray, cpus: int, log_monitor: bool, **kwargs):
     ``ray.init`` waits until it has published its address before it starts the raylet), the
     autoscaler's monitor (which, at the end, outlives its SIGTERM: ``ray.shutdown`` waits 1 s for
     it, then kills it), and the log monitor (which sends the workers' output to the driver: kept
-    unless ``log_monitor`` is False, as under ``--quiet``). Measured on 2 busy CPUs
+    unless ``log_monitor`` is False, as under ``--quiet``); and its idle workers are not killed
+    (a run's are as many as the node's CPUs; Ray killed one in the pair stage and started two more
+    for the write stage: 2 of 4 workers started for nothing). Measured on 2 busy CPUs
     (``bench/ray_startup.py``): ``ray.init`` 4.6 -> 3.8 s, the shutdown 1.6 -> 0.1-0.3 s, Ray's
     processes 0.9 CPU-s fewer. Token authentication is set up as ``ray.init`` sets it up for a
     new instance (on by default in Ray 2.60, a token made if there is none)."""
@@ -137,7 +139,10 @@ def start_local(ray, cpus: int, log_monitor: bool, **kwargs):
         def start_api_server(self, *args, **kw):  # no dashboard head: nothing of neardup's asks it anything
             self._webui_url = None
 
-    system_config: dict = {}
+    # the raylet kills a worker idle for 1 s (the second one, while the pair stage's one call holds
+    # both CPUs of a 2-CPU node), then starts two fresh ones for the write stage's tasks, each paying
+    # Ray's import again (and neardup's, unwarmed): the instance's workers are the run's, kept
+    system_config: dict = {"kill_idle_workers_interval_ms": 0}
     enable_token_auth_by_default()
     ensure_token_if_auth_enabled(system_config, create_token_if_missing=True)
     params = RayParams(num_cpus=cpus, include_dashboard=False, no_monitor=True, include_log_monitor=log_monitor,
