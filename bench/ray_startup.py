@@ -76,7 +76,7 @@ def main() -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--output", type=Path, default=RESULTS_DIR / "ray_startup.json")
+    p.add_argument("--output", type=Path, default=RESULTS_DIR / "ray_startup.json", help="file (under bench/results/)")
     args = p.parse_args()
     runs = {"ray.init": [], "lean": []}
     for r in range(args.rounds):
@@ -93,7 +93,8 @@ def main() -> int:
                      for k in ("enter_s", "first_tasks_s", "exit_s", "total_s", "cpu_s")} for way, rs in runs.items()}
     for way, s in summary.items():
         print(f"median {way:8s} {s}")
-    write_json(args.output, {**run_header(sys.argv), "workers": args.workers, "runs": runs, "medians": summary})
+    path = args.output if args.output.is_absolute() else RESULTS_DIR / args.output
+    write_json(path, {**run_header(sys.argv), "workers": args.workers, "runs": runs, "medians": summary})
     return 0
 
 

@@ -40,8 +40,8 @@ HELPERS = {"dashboard head": "dashboard/dashboard.py", "monitor": "autoscaler/_p
 
 
 def _started(quiet: str, **env) -> dict:
-    out = subprocess.run([sys.executable, "-c", PROBE, quiet], env=child_env(dict(os.environ, **env)), capture_output=True,
-                         text=True, timeout=240)
+    out = subprocess.run([sys.executable, "-c", PROBE, quiet], env=child_env(dict(os.environ, **env)),
+                         capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
     res = json.loads(out.stdout.strip().splitlines()[-1])
     res["helpers"] = {k for k, v in HELPERS.items() if any(v in n for n in res["names"])}

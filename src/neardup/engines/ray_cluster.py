@@ -121,9 +121,10 @@ def start_local(ray, cpus: int, log_monitor: bool, **kwargs):
     it, then kills it), and the log monitor (which sends the workers' output to the driver: kept
     unless ``log_monitor`` is False, as under ``--quiet``); and its idle workers are not killed
     (a run's are as many as the node's CPUs; Ray killed one in the pair stage and started two more
-    for the write stage: 2 of 4 workers started for nothing). Measured on 2 busy CPUs
-    (``bench/ray_startup.py``): ``ray.init`` 4.6 -> 3.8 s, the shutdown 1.6 -> 0.1-0.3 s, Ray's
-    processes 0.9 CPU-s fewer. Token authentication is set up as ``ray.init`` sets it up for a
+    for the write stage: 2 of 4 workers started for nothing). Measured on 2 busy CPUs (load 6,
+    ``bench/ray_startup.py``, medians of 3; bench/results/ray5_startup.json): the engine's start
+    3.6 -> 2.3 s, its first tasks 1.1 -> 0.9 s, its stop 1.7 -> 0.7 s; 4.95 -> 3.51 CPU-s of the
+    driver and the instance's processes (10 -> 7). Token authentication is set up as ``ray.init`` sets it up for a
     new instance (on by default in Ray 2.60, a token made if there is none)."""
     if os.environ.get(LEAN_ENV, "").strip() == "0":
         return None
