@@ -146,8 +146,11 @@ def start_local(ray, cpus: int, log_monitor: bool, **kwargs):
     system_config: dict = {"kill_idle_workers_interval_ms": 0}
     enable_token_auth_by_default()
     ensure_token_if_auth_enabled(system_config, create_token_if_missing=True)
-    params = RayParams(num_cpus=cpus, include_dashboard=False, no_monitor=True, include_log_monitor=log_monitor,
-                       _system_config=system_config)
+    try:
+        params = RayParams(num_cpus=cpus, include_dashboard=False, no_monitor=True, include_log_monitor=log_monitor,
+                           _system_config=system_config)
+    except TypeError:  # a Ray whose parameters differ: its own start
+        return None
     node = LeanNode(params, head=True, shutdown_at_exit=False, spawn_reaper=True, ray_init_cluster=True)
     try:
         ray.init(address=node.address, **kwargs)
