@@ -298,7 +298,7 @@ def test_kill_9_of_the_driver_leaves_no_ray_process_behind(tmp_path, corpus_20k)
             break
         time.sleep(0.2)
     assert len(ours) >= 2, "the run never started its Ray instance's agents"
-    time.sleep(1)  # the watchdog notes them five times a second
+    time.sleep(1)  # the watchdog notes them twice a second
     ours = driver.children(recursive=True)
     proc.kill()
     proc.wait(timeout=60)

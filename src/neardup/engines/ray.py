@@ -55,7 +55,7 @@ from ..kernels.hashing import kernel_threads, partition_of
 from ..progress import check_interrupt
 from .ray_cluster import (HeldWarnings, check_reachable, cluster_busy, import_ray, import_ray_data, join_with_token,
                           lost_work, lost_work_message, other_neardup, restore_auth_mode, signals_kept, stall_seconds,
-                          stalled_message, start_watchdog)
+                          stalled_message, start_local, start_watchdog, stop_local)
 
 MAX_RETRIES = 4                 # Ray retries of every task whose worker died
 TARGET_PART_BYTES = 128 << 20   # bytes of shuffled rows per partition (one call)
@@ -171,10 +171,13 @@ def _named_call(fn: Callable) -> Callable:
 WARM_TASKS = 64  # at most this many warm-up tasks at the start of a run (one per CPU below it)
 
 
-def _warm_worker():
+def _warm_worker(blas: bool = True):
     """What a worker's first call pays once: importing the stages (numba, the kernels' modules),
     numba's typing and target contexts, pyarrow's first array (:mod:`neardup`'s warm-up steps),
-    done while the driver plans the read, not inside the first call. Never fails anything.
+    done while the driver plans the read, not inside the first call. ``blas=False`` (a worker of
+    the local instance the run started, which runs neardup's tasks alone): numba sets up without
+    its check for BLAS, which imports SciPy (none of neardup's kernels uses BLAS), as the
+    command line's local engine does (:func:`neardup._start_numba`). Never fails anything.
     Returns which neardup the worker imports and where (:func:`~.ray_cluster.code_identity`, the
     node), for :func:`~.ray_cluster.other_neardup`; None when it cannot tell."""
     try:
@@ -190,8 +193,12 @@ def _warm_worker():
         import neardup.stages.pairs  # noqa: F401
         import neardup.stages.read  # noqa: F401
         import neardup.stages.write  # noqa: F401
-        for step in (neardup._warm_arrow, neardup._warm_numba_typing, neardup._warm_numba_target):
-            step()
+        neardup._warm_arrow()
+        if blas:
+            neardup._warm_numba_typing()
+            neardup._warm_numba_target()
+        else:
+            neardup._start_numba(blas=False)
     except Exception:  # the first call does the work instead
         pass
     return answer
@@ -252,6 +259,7 @@ class RayEngine:
         self.ray = None
         self.started = False
         self._watchdog = None
+        self._node = None  # the local instance's node, started by start_local
         self._held = HeldWarnings(quiet)
         self._auth = ()  # RAY_AUTH_MODE before the join, in a tuple once joined
         self._stall = 0.0
@@ -295,7 +303,9 @@ class RayEngine:
                     if address:
                         ray.init(address=address, **kwargs)
                     else:
-                        ray.init(address="local", num_cpus=default_workers(workers), **kwargs)
+                        self._node = start_local(ray, default_workers(workers), log_monitor=not quiet, **kwargs)
+                        if self._node is None:
+                            ray.init(address="local", num_cpus=default_workers(workers), **kwargs)
             except (ConnectionError, ValueError, RuntimeError) as exc:
                 self._stop_watchdog()
                 where = f"the Ray cluster at {address}" if address else "a local Ray instance"
@@ -318,7 +328,7 @@ class RayEngine:
         # one small task per CPU (up to WARM_TASKS), not waited for: the workers that run the
         # first calls have imported neardup by then (Ray reuses a job's idle workers)
         warm = ray.remote(num_cpus=1, max_retries=0)(_warm_worker)
-        self._warming = [warm.remote() for _ in range(min(cpus, WARM_TASKS))]
+        self._warming = [warm.remote(not (self.started and not self.address)) for _ in range(min(cpus, WARM_TASKS))]
 
     def __exit__(self, *exc) -> None:
         """Gives back what ``__enter__`` took; Ray's warnings held during a run that failed (or
@@ -333,9 +343,14 @@ class RayEngine:
             logging.getLogger(name).setLevel(level)
         self._loggers = {}
         self._warming = []
-        if self.started:
-            self.ray.shutdown()
-            self.started = False
+        try:
+            if self.started:
+                self.ray.shutdown()
+                self.started = False
+        finally:
+            if self._node is not None:  # a local instance of start_local: the driver is disconnected now
+                node, self._node = self._node, None
+                stop_local(node)
         release_driver_memory()  # what Ray held in this process, before the report is drawn here
         if self._auth:
             restore_auth_mode(self._auth[0])

@@ -107,6 +107,65 @@ def restore_auth_mode(before: Optional[str]) -> None:
         pass
 
 
+LEAN_ENV = "NEARDUP_RAY_LEAN"
+
+
+def start_local(ray, cpus: int, log_monitor: bool, **kwargs):
+    """The local instance of a run, started the lean way, and the driver connected to it (``ray.init``
+    with ``kwargs``); returns its node, for :func:`stop_local`; None: started by
+    ``ray.init(address="local")`` as before (``NEARDUP_RAY_LEAN=0``, or a Ray whose internals
+    differ). Ray's own start of a local instance also starts three Python processes that a run of
+    neardup never uses: the dashboard's head (started even with ``include_dashboard=False``, and
+    ``ray.init`` waits until it has published its address before it starts the raylet), the
+    autoscaler's monitor (which, at the end, outlives its SIGTERM: ``ray.shutdown`` waits 1 s for
+    it, then kills it), and the log monitor (which sends the workers' output to the driver: kept
+    unless ``log_monitor`` is False, as under ``--quiet``); and its idle workers are not killed
+    (a run's are as many as the node's CPUs; Ray killed one in the pair stage and started two more
+    for the write stage: 2 of 4 workers started for nothing). Measured on 2 busy CPUs (load 6,
+    ``bench/ray_startup.py``, medians of 3; bench/results/ray5_startup.json): the engine's start
+    3.6 -> 2.3 s, its first tasks 1.1 -> 0.9 s, its stop 1.7 -> 0.7 s; 4.95 -> 3.51 CPU-s of the
+    driver and the instance's processes (10 -> 7). Token authentication is set up as ``ray.init`` sets it up for a
+    new instance (on by default in Ray 2.60, a token made if there is none)."""
+    if os.environ.get(LEAN_ENV, "").strip() == "0":
+        return None
+    try:
+        from ray._private.authentication.authentication_token_setup import (enable_token_auth_by_default,
+                                                                            ensure_token_if_auth_enabled)
+        from ray._private.node import Node
+        from ray._private.parameter import RayParams
+    except ImportError:
+        return None
+
+    class LeanNode(Node):
+        def start_api_server(self, *args, **kw):  # no dashboard head: nothing of neardup's asks it anything
+            self._webui_url = None
+
+    # the raylet kills a worker idle for 1 s (the second one, while the pair stage's one call holds
+    # both CPUs of a 2-CPU node), then starts two fresh ones for the write stage's tasks, each paying
+    # Ray's import again (and neardup's, unwarmed): the instance's workers are the run's, kept
+    system_config: dict = {"kill_idle_workers_interval_ms": 0}
+    enable_token_auth_by_default()
+    ensure_token_if_auth_enabled(system_config, create_token_if_missing=True)
+    try:
+        params = RayParams(num_cpus=cpus, include_dashboard=False, no_monitor=True, include_log_monitor=log_monitor,
+                           _system_config=system_config)
+    except TypeError:  # a Ray whose parameters differ: its own start
+        return None
+    node = LeanNode(params, head=True, shutdown_at_exit=False, spawn_reaper=True, ray_init_cluster=True)
+    try:
+        ray.init(address=node.address, **kwargs)
+    except BaseException:
+        stop_local(node)
+        raise
+    return node
+
+
+def stop_local(node) -> None:
+    """The processes of a node of :func:`start_local` stopped (the driver disconnected before)."""
+    if node is not None:
+        node.kill_all_processes(check_alive=False, allow_graceful=True)
+
+
 STALL_ENV = "NEARDUP_RAY_STALL_SECONDS"
 STALL_SECONDS = 300.0
 
@@ -262,7 +321,7 @@ def of_the_instance(p):  # an orphan of this instance: its arguments name the se
 
 gone = threading.Event()
 threading.Thread(target=lambda: (sys.stdin.buffer.read(), gone.set()), daemon=True).start()
-while not gone.wait(0.2):  # the pipe closes when the driver ends or dies, however it dies
+while not gone.wait(0.5):  # the pipe closes when the driver ends or dies, however it dies
     note([driver])
 # The driver is gone; a worker the raylet started in the last moments may not be noted yet, and the
 # raylet may start one more while it dies: sweep until two rounds in a row find nothing alive.
@@ -281,7 +340,7 @@ while quiet < 2 and time.time() < deadline:
             pass
     quiet = 0 if alive else quiet + 1
     if quiet < 2:
-        time.sleep(0.25)
+        time.sleep(0.1)
 """
 
 
@@ -289,13 +348,14 @@ def start_watchdog():
     """The processes of the local instance this run started, killed when the driver is gone. Ray
     ties its GCS server and raylet to the driver's life, but its dashboard and runtime-env agents
     (~180 MB) outlive a driver killed with SIGKILL by 30-60 s. A small process, started before the
-    instance, notes the driver's descendants that are Ray's five times a second and reads a pipe of
+    instance, notes the driver's descendants that are Ray's twice a second and reads a pipe of
     which the driver holds the other end; the pipe closes when the driver ends or is killed, and the
     watchdog then kills those of the noted processes that are still there, their descendants, and
-    any process whose arguments name the instance's session (a worker started in the last fifth of
-    a second, orphaned), in rounds until two find nothing alive (psutil checks each one's start
-    time, so a reused process id is never touched). Needs psutil (a dependency of Ray);
-    without it, no watchdog."""
+    any process whose arguments name the instance's session (a worker started in the last half
+    second, orphaned), in rounds 0.1 s apart until two find nothing alive (psutil checks each one's start
+    time, so a reused process id is never touched). Twice a second, not five times: the sweep by
+    session finds what the notes miss, and the polls (a walk of /proc each) cost 0.01 CPU-s a
+    second of the run. Needs psutil (a dependency of Ray); without it, no watchdog."""
     import importlib.util
     import subprocess
     import sys

@@ -1,0 +1,112 @@
+"""The local Ray instance a run starts for itself: without the dashboard's head, the autoscaler's
+monitor and (under ``--quiet``) the log monitor, which a run never uses (``ray.init`` starts
+them, and waits for the dashboard's head before it starts the raylet; ``ray.shutdown`` waits 1 s
+for the monitor to exit); with the log monitor when the run is not quiet (the workers' output is
+shown); ``NEARDUP_RAY_LEAN=0`` starts it with ``ray.init`` as before. Each way, the engine leaves
+no process of the instance behind, and with token authentication on (Ray's default for a new
+instance) or off (``RAY_AUTH_MODE=disabled``) a run gives the local engine's bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import neardup
+
+from helpers import child_env
+from test_ray_engine import assert_same, jsonl_corpus  # noqa: F401  (a fixture)
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
+
+PROBE = r"""
+import json, sys, psutil
+from neardup.engines.ray import RayEngine
+me = psutil.Process()
+with RayEngine(2, quiet=sys.argv[1] == "quiet") as engine:
+    assert engine.collect(engine.map(abs, [-1, -2])) == [1, 2]
+    started = [p for p in me.children(recursive=True)]
+    names = [" ".join(p.cmdline()) for p in started]
+left = [p.pid for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+print(json.dumps({"names": names, "left": left}))
+"""
+
+HELPERS = {"dashboard head": "dashboard/dashboard.py", "monitor": "autoscaler/_private/monitor.py",
+           "log monitor": "log_monitor.py"}
+
+
+def _started(quiet: str, **env) -> dict:
+    out = subprocess.run([sys.executable, "-c", PROBE, quiet], env=child_env(dict(os.environ, **env)),
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    res["helpers"] = {k for k, v in HELPERS.items() if any(v in n for n in res["names"])}
+    return res
+
+
+def test_own_instance_starts_none_of_the_helpers_a_quiet_run_does_not_use():
+    res = _started("quiet")
+    assert res["helpers"] == set(), res["names"]
+    assert any("raylet" in n for n in res["names"]) and any("gcs_server" in n for n in res["names"])
+    assert res["left"] == []
+
+
+def test_own_instance_of_a_run_that_is_not_quiet_keeps_the_log_monitor():
+    res = _started("loud")
+    assert res["helpers"] == {"log monitor"}, res["names"]
+    assert res["left"] == []
+
+
+def test_lean_off_starts_the_instance_with_ray_init():
+    res = _started("quiet", NEARDUP_RAY_LEAN="0")
+    assert res["helpers"] == {"dashboard head", "monitor", "log monitor"}, res["names"]
+    assert res["left"] == []
+
+
+@pytest.mark.parametrize("auth", ["token", "disabled"])
+def test_own_instance_with_and_without_token_auth_gives_the_local_bytes(tmp_path, jsonl_corpus, auth):
+    neardup.dedup(str(jsonl_corpus), output=str(tmp_path / "local"), engine="local", quiet=True, workers=2,
+                  on_error="skip")
+    env = child_env(dict(os.environ, RAY_AUTH_MODE=auth))
+    code = ("import sys, neardup; neardup.dedup(sys.argv[1], output=sys.argv[2], engine='ray', quiet=True, "
+            "workers=2, on_error='skip')")
+    out = subprocess.run([sys.executable, "-c", code, str(jsonl_corpus), str(tmp_path / "ray")], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert_same(tmp_path / "local", tmp_path / "ray")
+
+
+KEPT = r"""
+import json, os, time
+import ray
+from neardup.engines.ray import RayEngine
+
+def pid_after(seconds):
+    time.sleep(seconds)
+    return os.getpid()
+
+with RayEngine(2, quiet=True) as engine:
+    config = ray._private.state.state.get_system_config()
+    first = engine.collect(engine.map(pid_after, [0.5, 0.5]))
+    then = []
+    for _ in range(2):
+        engine.collect(engine.map(pid_after, [3.0]))  # one call, both CPUs: the other worker idles
+        then += engine.collect(engine.map(pid_after, [0.5, 0.5]))
+print(json.dumps({"first": first, "then": then, "config": config}))
+"""
+
+
+def test_own_instance_keeps_its_idle_workers():
+    """Ray kills a worker idle for a second (when it does depends on its timing: here, while a
+    call with both CPUs runs on the other worker) and starts new ones for the next tasks, each
+    importing Ray and neardup again (2 of the 4 workers of a 1M run on 2 CPUs); the run's own
+    instance keeps its workers: the setting reaches the cluster, and no worker is replaced."""
+    out = subprocess.run([sys.executable, "-c", KEPT], env=child_env(), capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["config"].get("kill_idle_workers_interval_ms") == 0, res["config"]
+    assert set(res["then"]) <= set(res["first"]), res
