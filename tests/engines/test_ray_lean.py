@@ -109,4 +109,6 @@ def test_own_instance_keeps_its_idle_workers():
     assert out.returncode == 0, out.stderr[-3000:]
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res["config"].get("kill_idle_workers_interval_ms") == 0, res["config"]
-    assert set(res["then"]) <= set(res["first"]), res
+    # two CPUs, two workers at most unless one was replaced (the first two calls may also have
+    # run on one worker, started first: a set of the first calls' workers alone is not the bound)
+    assert len(set(res["first"] + res["then"])) <= 2, res
