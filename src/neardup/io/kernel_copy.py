@@ -119,16 +119,22 @@ class SourceError(Exception):
 
 def copy_fd(fd_in: int, fd_out: int) -> None:
     """The whole of ``fd_in`` appended to ``fd_out``: ``sendfile`` (in the kernel), else reads
-    and writes; a read error is a :class:`SourceError`."""
+    and writes; a read error is a :class:`SourceError`. A call asks for one byte more than is
+    left of the size ``fstat`` gave: when it copies less, but all of that size, the end of the
+    file is met (a small file: one call, not a second one to be told so); a shorter copy (a full
+    disk) goes on, and its next call says why."""
     size = os.fstat(fd_in).st_size
     copied = 0
     if hasattr(os, "sendfile"):
         try:
             while True:
-                n = os.sendfile(fd_out, fd_in, copied, max(size - copied, 1 << 20))
+                asked = max(size - copied + 1, 1 << 20)
+                n = os.sendfile(fd_out, fd_in, copied, asked)
                 if n == 0:
                     return
                 copied += n
+                if n < asked and copied >= size:
+                    return
         except OSError as e:
             if e.errno not in _NO_SENDFILE:
                 raise

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from functools import partial
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -126,6 +127,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
     captured: Dict[int, str] = {}
     copies: List[Tuple[nio.Source, str]] = []
     copied_whole = not config.mark and config.output_format == "same"  # a kept text file: copied as it is
+    kept_prefix = kept.path.rstrip("/") + "/" if kept.os_path is not None and os.sep == "/" else None
     for si in group:
         check_interrupt()
         if progress is not None:
@@ -134,10 +136,13 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
         if copied_whole and src.format == "text":  # a folder of many text files: no per-file arrays
             all_rows = rows.get(si)
             gone = dropped.get(si)
-            if all_rows is None or len(all_rows) == 0 or (
-                    gone is not None and len(gone) and len(kept_rows(all_rows, gone)) == 0):
+            if all_rows is None or len(all_rows) == 0 or (gone is not None and len(gone) and (
+                    int(all_rows[0]) in gone.tolist() if len(all_rows) == 1  # one document: no np.isin
+                    else len(kept_rows(all_rows, gone)) == 0)):
                 continue  # nothing could be read from it (all rejected), or a removed text file
-            copies.append((src, kept.join(src.relpath)))  # copied whole, many at a time (below)
+            rel = src.relpath  # kept.join(rel) of a local kept/ without its per-file checks
+            dst = kept_prefix + rel if kept_prefix is not None and not rel.startswith("/") else kept.join(rel)
+            copies.append((src, dst))  # copied whole, many at a time (below)
             written[si] = src.relpath
             n_written += 1
             continue

@@ -87,7 +87,11 @@ def plain_text(data: bytes) -> bool:
     """Whether the bytes ``data`` of a text file are plain UTF-8 text (not compressed, no NUL
     byte), taken as they are as its document by :func:`text_document`: not compressed as
     :func:`~neardup.io.compressed.kind_of` knows it, and :func:`_is_text`."""
-    return kind_of(data) is None and _is_text(data)
+    if kind_of(data) is not None:
+        return False
+    if data.isascii():  # most files: UTF-8 as they are, no str made to tell (a NUL is ASCII)
+        return b"\0" not in data
+    return _is_text(data)
 
 
 def files_batch(sources: List[Source], contents: List[bytes], which: List[int], options: dict) -> Batch:
@@ -129,12 +133,16 @@ def read_local_file(src: Source) -> bytes:
     fd, size = open_regular(src)
     try:
         parts = []
-        size = max(size, 0) + 1  # one more: the end is seen at once
+        want = max(size, 0) + 1  # one more than its size: the end is seen at once
+        got = 0
         while True:
-            chunk = os.read(fd, max(size, 1 << 16))
+            chunk = os.read(fd, max(want, 1 << 16))
             if not chunk:
                 break
             parts.append(chunk)
+            got += len(chunk)
+            if got >= want - 1 and len(chunk) < max(want, 1 << 16):
+                break  # all of its size, and less than asked: the end (no empty read to tell it)
         return parts[0] if len(parts) == 1 else b"".join(parts)
     except OSError as e:
         raise cannot_read(src, e) from None
@@ -197,7 +205,7 @@ def _read_text_file(src: Source) -> str:
         raise InputError(f"{src.name}: invalid UTF-8 at byte {e.start}") from None
 
 
-_COPIES_A_TASK = 256  # files one task of the copy pool copies: a future per file cost more than its copy
+_COPIES_A_TASK = 256  # files a thread of the copy pool copies at least: a thread per few files cost more
 _OPEN_IN = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 _OPEN_OUT = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)  # open(dst, "wb")
 
@@ -230,18 +238,26 @@ def _copy_files(items: List[Tuple[Source, str]]) -> None:
 
 def copy_local_text_files(copies: List[Tuple[Source, str]], workers: int = 8) -> None:
     """Local text files copied whole to local paths (``(source, destination)``) by a pool of
-    threads, _COPIES_A_TASK files a task (the kernel copies each file: ``sendfile``), their
-    folders made once each (see :func:`neardup.io.writer.copy_text_files`); the first file that
-    fails, in order, raises."""
+    threads (the kernel copies each file: ``sendfile``), their folders made once each (see
+    :func:`neardup.io.writer.copy_text_files`); the first file that fails, in order, raises.
+    Each thread copies one span of the list, in order: the spans start in different folders, so
+    that the threads seldom wait for one another's lock on a folder they all add files to (256
+    files a task in turn had all of them in one folder); a span ends at its first failure."""
     if not copies:
         return
-    folders = {os.path.dirname(dst) for _, dst in copies}
+    if os.sep == "/":  # dirname(HEAD/NAME) depends on HEAD alone: one call a folder, not one a file
+        folders = {os.path.dirname(head + "/x") for head in {dst.rpartition("/")[0] for _, dst in copies}}
+    else:
+        folders = {os.path.dirname(dst) for _, dst in copies}
     for folder in sorted(folders):
         os.makedirs(folder, exist_ok=True)
-    if len(copies) <= _COPIES_A_TASK:
+    n = len(copies)
+    spans = min(workers, -(-n // _COPIES_A_TASK))
+    if spans <= 1:
         _copy_files(copies)
         return
-    tasks = [copies[i:i + _COPIES_A_TASK] for i in range(0, len(copies), _COPIES_A_TASK)]
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="neardup-copy") as pool:
-        for _ in pool.map(_copy_files, tasks):
-            pass
+    bounds = [n * k // spans for k in range(spans + 1)]
+    with ThreadPoolExecutor(max_workers=spans, thread_name_prefix="neardup-copy") as pool:
+        done = [pool.submit(_copy_files, copies[a:b]) for a, b in zip(bounds, bounds[1:])]
+        for future in done:
+            future.result()

@@ -23,13 +23,18 @@ _SCHEME = re.compile(r"((?:[A-Za-z][A-Za-z0-9+.\-]*::)*[A-Za-z][A-Za-z0-9+.\-]+)
 def is_url(path: str) -> bool:
     """Whether ``path`` names something outside the local file system (``scheme://...``);
     ``file://`` URLs are local."""
-    m = _SCHEME.match(str(path))
+    path = str(path)
+    if "://" not in path:  # a plain local path (every file of a folder of 100,000): no pattern to match
+        return False
+    m = _SCHEME.match(path)
     return m is not None and m.group(1).lower() not in ("file", "local")
 
 
 def local_path(path: str) -> str:
     """A local path without its ``file://`` prefix (the path itself when it has none)."""
     p = str(path)
+    if "://" not in p:  # neither prefix: no lower-case copy made to tell
+        return p
     for prefix in ("file://", "local://"):
         if p.lower().startswith(prefix):
             return p[len(prefix):]
