@@ -191,11 +191,8 @@ def test_the_read_plan_takes_the_sizes_the_run_identity_found(tmp_path, monkeypa
     assert work.plan(sources) == [[0], [1, 2]]
 
 
-def test_a_cached_kernel_loads_without_numba_refreshing_its_contexts():
-    """A kernel in numba's disk cache is rebuilt from its object code without numba's typing and
-    target contexts refreshed (every registry of numba imported and installed: 0.1-0.3 s of a
-    process); it runs as compiled. The first process may compile it (numba refreshes then)."""
-    code = """
+# a child's prelude: numba's context refreshes counted in ``calls``
+COUNT_REFRESHES = """
         import json
         import numpy as np
         import numba.core.base
@@ -205,6 +202,14 @@ def test_a_cached_kernel_loads_without_numba_refreshing_its_contexts():
             calls.append(1)
             return real(self)
         numba.core.base.BaseContext.refresh = refresh
+"""
+
+
+def test_a_cached_kernel_loads_without_numba_refreshing_its_contexts():
+    """A kernel in numba's disk cache is rebuilt from its object code without numba's typing and
+    target contexts refreshed (every registry of numba imported and installed: 0.1-0.3 s of a
+    process); it runs as compiled. The first process may compile it (numba refreshes then)."""
+    code = COUNT_REFRESHES + """
         from neardup.kernels.components import select_representatives
         sel = select_representatives(5, np.array([0, 1, 3]), np.array([1, 2, 4]), np.array([0.9, 0.9, 0.8]))
         print(json.dumps({"refreshed": len(calls), "removed": sel.removed.tolist(), "cluster": sel.cluster.tolist()}))
@@ -220,17 +225,8 @@ def test_a_cached_kernel_loads_without_numba_refreshing_its_contexts():
 def test_a_kernel_linking_an_unknown_symbol_is_loaded_the_way_numba_does():
     """Where the object code needs a symbol LLVM does not know yet (one a registry module of numba
     adds), or is not ELF, the contexts are refreshed before the kernel is rebuilt, as numba does."""
-    code = """
-        import json
-        import numpy as np
-        import numba.core.base
+    code = COUNT_REFRESHES + """
         from neardup.kernels import compile
-        calls = []
-        real = numba.core.base.BaseContext.refresh
-        def refresh(self):
-            calls.append(1)
-            return real(self)
-        numba.core.base.BaseContext.refresh = refresh
         real_undefined = compile.undefined_symbols
         compile.undefined_symbols = lambda obj: real_undefined(obj) + ["neardup_no_such_symbol"]
         from neardup.kernels.components import connected_components
