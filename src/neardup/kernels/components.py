@@ -59,9 +59,13 @@ def connected_components(n: int, left: np.ndarray, right: np.ndarray) -> np.ndar
     """Label of every document: the smallest document index of its connected component."""
     left = np.asarray(left, dtype=np.int64)
     right = np.asarray(right, dtype=np.int64)
+    _check_pairs(n, left, right)
+    return _components_kernel(int(n), left, right)
+
+
+def _check_pairs(n: int, left: np.ndarray, right: np.ndarray) -> None:
     if len(left) and (min(left.min(), right.min()) < 0 or max(left.max(), right.max()) >= n):
         raise ValueError("pair indices must lie in [0, n)")
-    return _components_kernel(int(n), left, right)
 
 
 def keep_order(n: int, keep: str = Output.keep, lengths: Optional[np.ndarray] = None,
@@ -109,7 +113,9 @@ class Selection:
 
 
 @kernel()
-def _select_kernel(n, left, right, sim, rank, labels):
+def _select_kernel(n, left, right, sim, rank):
+    # the components in the same kernel: one kernel to load in a process, not two
+    labels = _components_kernel(n, left, right)
     # adjacency in CSR, both directions
     deg = np.zeros(n + 1, dtype=np.int64)
     for p in range(left.shape[0]):
@@ -178,8 +184,8 @@ def select_representatives(n: int, left: np.ndarray, right: np.ndarray, similari
     right = np.require(right, np.int64, "CW")
     sim = np.require(similarity, np.float64, "CW")
     rank = np.arange(n, dtype=np.int64) if rank is None else np.require(rank, np.int64, "CW")
-    labels = connected_components(n, left, right)
-    cluster, rep, rsim, removed = _select_kernel(int(n), left, right, sim, rank, labels)
+    _check_pairs(n, left, right)
+    cluster, rep, rsim, removed = _select_kernel(int(n), left, right, sim, rank)
     return Selection(cluster=cluster, representative=rep, similarity=rsim, removed=removed)
 
 

@@ -19,7 +19,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..kernels.arrays import arrow, empty_table, to_numpy, unique
 from .. import io as nio
@@ -56,18 +55,34 @@ def select_partition(docs: np.ndarray, attrs: Dict[str, np.ndarray], user_ids: O
     rep = np.where(removed, sel.representative, 0)
     members = members_table(docs, source, row, docs[head], np.where(removed, docs[rep], -1), sel.similarity, removed,
                             ids, ids.take(arrow(head)),
-                            pc.if_else(arrow(removed), ids.take(arrow(rep)), pa.nulls(m, pa.string())),
+                            ids.take(_where_valid(rep, removed)),  # a null index takes a null: kept members
                             pa.nulls(m, pa.string()))
-    heads, sizes = np.unique(head, return_counts=True)
+    # every member is in a cluster of two or more: its head is one of the m positions
+    sizes = np.bincount(head, minlength=m)
+    heads = np.flatnonzero(sizes)
+    sizes = sizes[heads]
     best = heads[np.lexsort((heads, -sizes))][:TOP_CLUSTERS]
+    shown_members = np.flatnonzero(np.isin(head, best))  # the members of the largest clusters, in one pass
     top: List[dict] = []
     for h in best.tolist():
-        ms = np.flatnonzero(head == h)
+        ms = shown_members[head[shown_members] == h]
         shown = np.concatenate([[h], ms[ms != h]])[:TOP_MEMBERS]
         top.append({"head": int(docs[h]), "size": int(len(ms)),
                     "members": [[int(docs[i]), ids[i].as_py(), int(source[i]), int(row[i])] for i in shown.tolist()]})
     counts = {"members": m, "removed": int(removed.sum()), "clusters": int(len(heads)), "top": top}
     return members, counts
+
+
+def _where_valid(values: np.ndarray, valid: np.ndarray) -> pa.Array:
+    """``values`` (int64) as an Arrow array, null where not ``valid`` (built from buffers: no pandas)."""
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    bits = np.packbits(valid, bitorder="little")
+    return pa.Array.from_buffers(pa.int64(), len(values), [pa.py_buffer(bits), pa.py_buffer(values)])
+
+
+def member_columns(config) -> List[str]:
+    """The columns of the read stage's shards the selection reads of each member."""
+    return ["source", "row", "length"] + (["score"] if config.score_column else [])
 
 
 def merge_counts(parts: Sequence[dict]) -> dict:
@@ -113,8 +128,7 @@ class ClustersStage:
         left, right = column(pairs, "left"), column(pairs, "right")
         docs, positions = members_of(left, right, run.corpus.n)
         # the members' columns and ids gathered block by block, not the whole corpus's first
-        attrs = store.columns(docs, ["source", "row", "length"] + (["score"] if cfg.score_column else []))
-        user_ids = store.ids(docs) if run.user_ids_wanted() else None
+        attrs, user_ids = store.columns_and_ids(docs, member_columns(cfg), run.user_ids_wanted())
         members, counts = select_partition(docs, attrs, user_ids, left, right,
                                            to_numpy(pairs.column("similarity").combine_chunks()), cfg, run.sources,
                                            positions)
@@ -253,8 +267,8 @@ def select_components(table: pa.Table, *, task, with_ids: bool) -> dict:
     docs = unique(column(table, "doc")[kind == 0])
     pairs = table.filter(arrow(kind == 1))
     cfg, store = task.config, task.store
-    attrs = store.columns(docs, ["source", "row", "length"] + (["score"] if cfg.score_column else []))
-    members, counts = select_partition(docs, attrs, store.ids(docs) if with_ids else None, column(pairs, "doc"),
+    attrs, user_ids = store.columns_and_ids(docs, member_columns(cfg), with_ids)
+    members, counts = select_partition(docs, attrs, user_ids, column(pairs, "doc"),
                                        column(pairs, "right"), column(pairs, "similarity", np.float64), cfg,
                                        task.sources)
     task.work.write_arrow(part_name("clusters", int(column(table, "part")[0])), members)
