@@ -270,3 +270,37 @@ def test_members_of_pairs_are_their_sorted_documents_and_positions():
         assert np.array_equal(docs, want) and docs.dtype == want.dtype
         assert np.array_equal(li, np.searchsorted(want, left)) and np.array_equal(ri, np.searchsorted(want, right))
         assert np.array_equal(docs[li], left) and np.array_equal(docs[ri], right)
+
+
+def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch):
+    """The clusters stage's one read of each block (DocStore.columns_and_ids) gives what
+    DocStore.columns and DocStore.ids give, for document sets over both blocks, one block, none;
+    without ids, None for them."""
+    from neardup.stages import workdir as wd
+    monkeypatch.setattr(wd, "BLOCK_BYTES", 1)  # one read block per input file
+    config = Config(on_error="skip", keep="score:score", id_column="id").resolved()
+    sources = nio.discover([str(corpus / "a.jsonl"), str(corpus / "b.jsonl")])
+    work = WorkDir(str(tmp_path / "work"), "members-test")
+    run = Run(config=config, sources=sources, work=work, output=Folder.of(tmp_path / "out"), quiet=True)
+    work.mark_done("read", ReadStage().run(run, LocalEngine()))
+    assert len(run.corpus.blocks) == 2
+    rng = np.random.default_rng(11)
+    first = int(run.corpus.block_start[1])
+    columns = ["source", "row", "length", "score"]
+    for docs in (np.flatnonzero(rng.random(run.corpus.n) < 0.4), np.arange(first, run.corpus.n),
+                 np.array([0, first - 1]), np.zeros(0, np.int64)):
+        values, ids = run.store.columns_and_ids(docs, columns, True)
+        want = run.store.columns(docs, columns)
+        for c in columns:
+            assert np.array_equal(values[c], want[c]) and values[c].dtype == want[c].dtype, c
+        assert ids.equals(run.store.ids(docs))
+        assert run.store.columns_and_ids(docs, columns, False)[1] is None
+
+
+def test_rows_by_chunk_picks_each_chunks_rows():
+    """The rows of a chunked column are found in the chunk that holds them, numbered inside it."""
+    from neardup.stages.corpus import _rows_by_chunk
+    column = pa.chunked_array([pa.array(np.arange(a, b)) for a, b in ((0, 5), (5, 5), (5, 12), (12, 20))])
+    for rows in (np.array([0, 4, 5, 11, 12, 19]), np.array([6, 7]), np.arange(20), np.zeros(0, np.int64)):
+        got = [chunk.take(pa.array(r)).to_numpy() for chunk, r in _rows_by_chunk(column, rows)]
+        assert np.array_equal(np.concatenate(got) if got else np.zeros(0, np.int64), rows)
