@@ -33,7 +33,7 @@ trees compared in one run share their floors):
   documents. Reading the band keys and fingerprints back from the work dir is not in the floor.
 - clusters: what the stage must do at the machine's pace: its input, the work dir's pairs/ files,
   read at the page-cache read bandwidth; the member set made (a mark per document, the pairs
-  renumbered into it) and ``select_representatives`` run over it (the union-find and the chain
+  renumbered into it by each member's position written at its index) and ``select_representatives`` run over it (the union-find and the chain
   guard, compiled and warm) on the run's own verified pairs; its output, the work dir's
   clusters/ files (bytes of the run's last repeat), written at the page-cache write bandwidth.
   Gathering the members' columns and ids from the read stage's files is not in it. (A bare union-find
@@ -331,12 +331,15 @@ def clusters_floor(work: Path, repeat: int, read_bps: float, write_bps: float) -
 
     n = int(max(left.max(), right.max())) + 1 if len(left) else 0
 
-    def select():  # the member set and the pairs' positions in it by a mark per document, O(n + pairs)
+    def select():  # the member set and the pairs' positions in it by a mark per document, O(n + pairs);
+        # each member's position written at its index (the stage's way: no running count over n)
         seen = np.zeros(n, dtype=np.bool_)
         seen[left] = True
         seen[right] = True
-        at = np.cumsum(seen, dtype=np.int64) - 1
-        select_representatives(int(seen.sum()), at[left], at[right], sim)
+        docs = np.flatnonzero(seen)
+        at = np.empty(n, dtype=np.int32)
+        at[docs] = np.arange(len(docs), dtype=np.int32)
+        select_representatives(len(docs), at[left].astype(np.int64), at[right].astype(np.int64), sim)
     select()  # loaded
     compute_s, cpu = timed(select, repeat)
     in_bytes, out_bytes = dir_size(work / "pairs"), dir_size(work / "clusters")
