@@ -267,3 +267,25 @@ def test_recall_choice_is_the_one_by_one_search():
         assert (c.bands, c.rows) == one_by_one(t, k, min_recall), (t, k, min_recall)
     grid = [(b, r) for b, r in P._grid(128) if P.candidate_probability(0.8, b, r) >= DEFAULT_MIN_RECALL]
     assert P._least_fp_area(0.8, grid) == [(18, 7)]  # the screen keeps the least, not the grid
+
+
+def test_recall_chooser_equals_the_search_of_every_curve():
+    """The chooser weighs only the fewest bands of each r that reach min_recall (more bands of
+    the same r only add false positives): the same choice, to the last bit, as the search over
+    every (b, r) with b * r <= k (its FP areas by the chooser's own integrator), the fallback
+    (no (b, r) reaches min_recall) included."""
+    from neardup.config.params import _choose_params
+    for t in (0.5, 0.8, 0.95):
+        for k in (16, 128):
+            for recall in (0.5, DEFAULT_MIN_RECALL, 0.999999):
+                grid = [(b, r) for b in range(1, k + 1) for r in range(1, k // b + 1)]
+                probs = {g: candidate_probability(t, *g) for g in grid}
+                recalling = [g for g in grid if probs[g] >= recall]
+                if recalling:
+                    want = min(recalling, key=lambda g: (false_positive_area(t, *g), -(g[0] * g[1]), g[0]))
+                else:
+                    want = min(grid, key=lambda g: (-probs[g], g[0]))
+                _choose_params.cache_clear()
+                c = choose_params(t, k, min_recall=recall)
+                assert (c.bands, c.rows) == want, (t, k, recall)
+                assert c.p_at_threshold == probs[want]
