@@ -85,7 +85,7 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=1, help="trees interleaved this many times")
     ap.add_argument("--out", default=str(RESULTS_DIR / "pairs_steps.json"))
     args = ap.parse_args(argv)
-    part = os.path.join(args.work_dir, "pairs", "part-00000.parquet")
+    part = os.path.join(args.work_dir, "pairs", "part-00000.arrow")
     result = {**run_header(sys.argv), "input": args.input, "runs": []}
     reference = None
     with tempfile.TemporaryDirectory() as tmp:

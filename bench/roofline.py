@@ -30,7 +30,16 @@ trees compared in one run share their floors):
   or ``np.sort`` per band when that was faster: the faster one is used and named); verify =
   ``exact_jaccard_raw`` (Jaccard of raw 32-bit fingerprints: a lower bound of the pair stage's ``exact_jaccard_coded``, which also decodes the Elias-Fano codes) over as many random pairs of
   documents as the run had candidate pairs, on the kernel's fingerprints of the first 50k
-  documents. Reading the band keys and fingerprints back from the work dir is not in the floor.
+  documents; plus its input, what the stage cannot do without reading: the band keys of the
+  eligible documents (bands x 8 bytes each) and the Elias-Fano codes of the candidate documents
+  (every document sharing a band key with another; their code bytes by their fingerprint counts),
+  both from the last run's work dir, at the cheaper of the two ways to get page-cache bytes into
+  a process, each measured here on the work dir's read/ files (the last run's, just written):
+  ``read()`` into a reused 64 MiB buffer (a copy), or a memory map with every page touched once
+  (the page faults, no copy). An ideal reader pays the cheaper one and no more (the run's own
+  kernels then read the bytes, as the sort and verify floors read theirs from memory); the
+  allocation of buffers, a gather of the keys into columns and any second pass are not in it.
+  (The floor before, sort + verify alone, is kept beside as ``compute_seconds``.)
 - clusters: what the stage must do at the machine's pace: its input, the work dir's pairs/ files,
   read at the page-cache read bandwidth; the member set made (a mark per document, the pairs
   renumbered into it by each member's position written at its index) and ``select_representatives`` run over it (the union-find and the chain
@@ -286,6 +295,64 @@ def verify_floor(fp_csr, pairs: int, repeat: int) -> dict:
     exact_jaccard_raw(offsets, fp, left[:10], right[:10])
     best, cpu = timed(lambda: exact_jaccard_raw(offsets, fp, left, right), repeat)
     return {"pairs": pairs, "docs_sampled": m, "seconds": best, "cpu_seconds_mean": cpu}
+
+
+def pairs_input_floor(work: Path, bands: int, repeat: int) -> Optional[dict]:
+    """The pair stage's input (see the module): the eligible documents' band keys and the
+    candidate documents' codes, from the work dir's read/ Arrow blocks (keys, count); the cost of
+    their bytes at the cheaper of read() and page-faulting a memory map, both measured on the
+    read/ files. None when the blocks have another layout (an older tree's)."""
+    import pyarrow as pa
+    from neardup.kernels.eliasfano import code_bytes
+    blocks = sorted((work / "read").glob("block-*.arrow"))
+    files = blocks + sorted((work / "read").glob("block-*.fp"))
+    if not blocks:
+        return None
+    keys, counts = [], []
+    try:
+        for p in blocks:
+            with pa.memory_map(str(p)) as f:
+                t = pa.ipc.open_file(f).read_all().select(["keys", "count"])
+            for chunk in t.column("keys").chunks:
+                raw = np.frombuffer(chunk.buffers()[1], np.uint8)[chunk.offset * bands * 8:][:len(chunk) * bands * 8]
+                keys.append(raw.view(np.uint64).reshape(-1, bands).copy())
+            counts.append(t.column("count").to_numpy().astype(np.int64))
+    except (KeyError, ValueError, pa.ArrowInvalid):
+        return None
+    keys, counts = np.concatenate(keys), np.concatenate(counts)
+    eligible = np.flatnonzero(counts > 0)
+    candidate = np.zeros(len(counts), bool)  # shares the key of one band with another eligible document
+    for j in range(bands):
+        k = keys[eligible, j]
+        order = np.argsort(k, kind="stable")
+        same = k[order][1:] == k[order][:-1]
+        candidate[eligible[order[1:][same]]] = True
+        candidate[eligible[order[:-1][same]]] = True
+    del keys
+    key_bytes = len(eligible) * bands * 8
+    codes = int(code_bytes(counts[candidate]).sum())
+    read = read_bandwidth([str(p) for p in files], repeat)
+    file_bytes = read["bytes"]
+
+    def touch():  # every page of every file faulted in through a fresh map, nothing copied
+        s = 0
+        for p in files:
+            if p.stat().st_size:
+                m = np.memmap(p, np.uint8, mode="r")
+                s += int(m[::4096].sum())
+                del m
+        return s
+    touch()
+    mmap_s, _ = timed(touch, repeat)
+    mmap_bps = file_bytes / mmap_s
+    in_bytes = key_bytes + codes
+    best_bps = max(read["bytes_per_s"], mmap_bps)
+    return {"eligible_documents": int(len(eligible)), "candidate_documents": int(candidate.sum()),
+            "key_bytes": key_bytes, "code_bytes": codes, "bytes": in_bytes, "read_files_bytes": file_bytes,
+            "read_bytes_per_s": read["bytes_per_s"], "mmap_fault_bytes_per_s": mmap_bps,
+            "way": "read()" if read["bytes_per_s"] >= mmap_bps else "mmap faults",
+            "seconds_at_read": in_bytes / read["bytes_per_s"], "seconds_at_mmap": in_bytes / mmap_bps,
+            "seconds": in_bytes / best_bps}
 
 
 def union_find_floor(n: int, pairs_dir: Path, verified: int, repeat: int) -> dict:
@@ -610,9 +677,21 @@ def main(argv=None) -> int:
         sort = sort_floor(int(params["bands"]), n, args.floor_repeat)
         ver = verify_floor(fp_csr, int(counts.get("candidate_pairs", 0)), args.floor_repeat)
         del fp_csr
-        floors["pairs"] = {"sort": sort, "verify": ver, "seconds": sort["seconds"] + ver["seconds"],
-                           "basis": (f"sort {sort['keys'] / 1e6:.1f}M keys ({sort['method']}) {sort['seconds']:.2f} s"
-                                     f" + verify {ver['pairs']:,} pairs {ver['seconds']:.3f} s")}
+        compute_s = sort["seconds"] + ver["seconds"]
+        pin = pairs_input_floor(work, int(params["bands"]), args.floor_repeat)
+        basis = (f"sort {sort['keys'] / 1e6:.1f}M keys ({sort['method']}) {sort['seconds']:.2f} s"
+                 f" + verify {ver['pairs']:,} pairs {ver['seconds']:.3f} s")
+        if pin is None:  # no read/ blocks of this layout (an older tree's): compute alone
+            floors["pairs"] = {"sort": sort, "verify": ver, "compute_seconds": compute_s, "seconds": compute_s,
+                               "basis": basis}
+        else:
+            floors["pairs"] = {"sort": sort, "verify": ver, "input": pin, "compute_seconds": compute_s,
+                               "seconds": compute_s + pin["seconds"],
+                               "basis": (f"{basis} + input {fmt_b(pin['bytes'])} (keys of {pin['eligible_documents']:,}"
+                                         f" documents, codes of {pin['candidate_documents']:,}) by {pin['way']} "
+                                         f"{pin['seconds']:.3f} s (read() {pin['seconds_at_read']:.3f} s, mmap "
+                                         f"faults {pin['seconds_at_mmap']:.3f} s; sort + verify alone "
+                                         f"{compute_s:.3f} s)")}
         uf = union_find_floor(n, work / "pairs", int(counts.get("verified_pairs", 0)), args.floor_repeat)
         wr = write_floor(last["bytes"]["output"], scratch, args.floor_repeat)
         cl = clusters_floor(work, args.floor_repeat, read_bw["bytes_per_s"], wr["page_cache_write_bytes_per_s"])

@@ -129,3 +129,15 @@ def test_the_bytes_are_the_formats():
     out = np.full(starts[-1], 0xAA, np.uint8)
     encode_parts(apart, bound, counts, np.arange(n - 1, -1, -1, dtype=np.int64), starts, out)
     assert out.tobytes() == want
+
+
+def test_the_lowest_one_bit_of_every_word():
+    """The decoder's bucket numbers come from the lowest 1 bit of each word of the upper part:
+    the bit number for every single bit, and for words with bits above it (the top bit too)."""
+    from neardup.kernels.eliasfano import _lowest_bit
+    rng = np.random.default_rng(5)
+    for i in range(64):
+        low = 1 << i
+        for word in (low, low | (1 << 63), low | (int(rng.integers(0, 2**63)) << 1 << i) & (2**64 - 1)):
+            word = (word | low) & (2**64 - 1)
+            assert _lowest_bit(np.uint64(word)) == (word & -word).bit_length() - 1 == i
