@@ -159,3 +159,34 @@ def test_split_file_of_blank_lines_is_an_empty_file(tmp_path, monkeypatch):
     a, b = outputs(whole), outputs(split)
     assert a["stats.json"]["files"]["skipped_empty"] == 1
     assert [k for k in a if a[k] != b[k]] == []
+
+
+def test_a_read_stopped_between_ranges_resumes_to_the_same_bytes(tmp_path, monkeypatch):
+    """A run whose read stage stops after some ranges of a split file are read (their rows
+    numbered from 0, their lines in their summaries) resumes with the others: the first lines
+    summed over the ranges of both runs, the same bytes as the file read whole. Guard: a
+    summary's ``lines`` left out (``if batch.lines is not None`` never true in _read_into)."""
+    import neardup.stages.read as rd
+    f = corpus_file(tmp_path / "big.jsonl")
+    every = f.stat().st_size // 7
+    monkeypatch.delenv(SPLIT, raising=False)
+    neardup.dedup([str(f)], output=str(tmp_path / "whole"), on_error="skip", id_column="")
+    monkeypatch.setenv(SPLIT, str(every))
+    real = rd.read_block
+
+    def stop_at_block_4(work, config, sources, block, *a, **k):
+        if block == 4:
+            raise RuntimeError("stopped here")
+        return real(work, config, sources, block, *a, **k)
+
+    monkeypatch.setattr(rd, "read_block", stop_at_block_4)
+    work = tmp_path / "work"
+    with pytest.raises(RuntimeError, match="stopped here"):
+        neardup.dedup([str(f)], output=str(tmp_path / "split"), on_error="skip", id_column="", work_dir=str(work))
+    assert (work / "read" / "block-000002.json").exists() and not (work / "read" / "block-000004.json").exists()
+    monkeypatch.setattr(rd, "read_block", real)
+    neardup.dedup([str(f)], output=str(tmp_path / "split"), on_error="skip", id_column="", work_dir=str(work),
+                  resume=True)
+    a, b = outputs(tmp_path / "whole"), outputs(tmp_path / "split")
+    assert a["stats.json"]["counts"]["rejected"] == 1
+    assert [k for k in a if a[k] != b[k]] == []
