@@ -55,28 +55,3 @@ def test_count_newlines_matches_a_plain_count_at_every_alignment_and_size():
             assert count_newlines(memoryview(data)[pad:].tobytes() if pad else raw) == raw.count(b"\n")
             size = int(rng.integers(0, len(data) + 1))  # a buffer's first bytes only
             assert count_newlines(data, size) == data[:size].count(b"\n")
-
-
-def test_newlines_found_in_one_pass_or_two_at_the_edge_of_its_room():
-    """The one pass holds len // ONE_PASS_LINE + 16 positions; a block with more newlines is
-    searched again in two passes: at, one below and one above that many, the same positions
-    and ASCII flag. Guard: ``if k == cap`` tested after the write (``k > cap``) in
-    _newlines_once writes one past its room (checked here: the room's end is compared)."""
-    from neardup.kernels import lines
-    rng = np.random.default_rng(3)
-    for n in (0, 7, 100, 1000, 5000):
-        cap = n // lines.ONE_PASS_LINE + 16
-        for count in (cap - 1, cap, cap + 1, min(n, 3 * cap)):
-            if count < 0 or count > n:
-                continue
-            arr = rng.integers(32, 127, n).astype(np.uint8)
-            arr[rng.choice(n, count, replace=False)] = 10
-            for pad in (0, 3):
-                data = memoryview(bytearray(b"x" * pad + arr.tobytes()))[pad:].tobytes() if pad else arr.tobytes()
-                a = np.frombuffer(data, np.uint8)
-                out = np.full(cap + 1, -7, np.int64)
-                found, _high = lines._newlines_once(a, *lines._as_words(a), out[:cap])
-                assert out[cap] == -7  # nothing written past the room
-                assert found == (count if count <= cap else -1)
-                starts, ends, is_ascii = line_bounds_ascii(data)
-                assert ends[:count].tolist() == np.flatnonzero(arr == 10).tolist() and is_ascii

@@ -83,51 +83,6 @@ def _newlines(arr, words, shift):
     return out, (high & _HIGHS) == 0
 
 
-@kernel(nogil=True)
-def _newlines_once(arr, words, shift, out):
-    """``(found, high)``: :func:`_newlines`' positions written into ``out`` in one pass over the
-    bytes (a word tested, its bytes searched only when it holds a newline), ``found`` of them,
-    the OR of the bytes beside; found -1 once ``out`` is full (then :func:`_newlines` is
-    asked: two passes, the count first, for a block of many short lines)."""
-    n = arr.shape[0]
-    nw = words.shape[0]
-    head = min(shift, n) if nw else n
-    tail = shift + (nw << 3) if nw else n
-    cap = out.shape[0]
-    k = 0
-    high = np.uint64(0)
-    for i in range(head):
-        high |= np.uint64(arr[i])
-        if arr[i] == 10:
-            if k == cap:
-                return -1, high
-            out[k] = i
-            k += 1
-    for wi in range(nw):
-        y = words[wi]
-        high |= y
-        x = y ^ _NEWLINES
-        if ((x - _ONES) & ~x & _HIGHS) != 0:
-            base = shift + (wi << 3)
-            for i in range(base, base + 8):
-                if arr[i] == 10:
-                    if k == cap:
-                        return -1, high
-                    out[k] = i
-                    k += 1
-    for i in range(tail, n):
-        high |= np.uint64(arr[i])
-        if arr[i] == 10:
-            if k == cap:
-                return -1, high
-            out[k] = i
-            k += 1
-    return k, high
-
-
-ONE_PASS_LINE = 48  # the one pass holds up to a newline every this many bytes on average
-
-
 def _as_words(arr: np.ndarray) -> Tuple[np.ndarray, int]:
     """(arr as aligned uint64 words from its first 8-aligned byte on, that byte), the kernels'
     view for 8 bytes a step (no words for a short arr)."""
@@ -138,12 +93,7 @@ def _as_words(arr: np.ndarray) -> Tuple[np.ndarray, int]:
 
 def _scan_newlines(data) -> Tuple[np.ndarray, bool]:
     arr = np.frombuffer(data, dtype=np.uint8)
-    words, shift = _as_words(arr)
-    out = np.empty(len(arr) // ONE_PASS_LINE + 16, dtype=np.int64)
-    found, high = _newlines_once(arr, words, shift, out)
-    if found < 0:  # more newlines than room: the count first
-        return _newlines(arr, words, shift)
-    return out[:found].copy() if found < len(out) // 2 else out[:found], (high & _HIGHS) == 0
+    return _newlines(arr, *_as_words(arr))
 
 
 def count_newlines(data, size: Optional[int] = None) -> int:
