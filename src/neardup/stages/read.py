@@ -423,7 +423,7 @@ class ReadStage:
             pin_indexes(run.work.folder, run.config)
         todo = [b for b in range(len(blocks)) if run.work.block_summary(b) is None]
         task = run.task(engine, with_store=False)
-        spans = range_spans(run.work, engine, task, blocks)
+        spans = range_spans(run.work)
         total = None if run.quiet else nio.estimate_documents(run.sources)
         with bar("read + signatures", total=total, quiet=run.quiet) as progress:
             try:
@@ -515,7 +515,7 @@ def read_partition(block_members, *, task, report=None) -> dict:
                       finish=matcher and matcher.finish, signatures=matcher and matcher.signatures, span=span)
 
 
-def range_spans(work, engine, task, blocks) -> dict:
+def range_spans(work) -> dict:
     """{block: (nominal start, nominal end)} of the blocks that are ranges of a split file
     (:mod:`neardup.io.splits`): each is read by its own task, which finds its first and stop
     bytes and numbers its rows from 0 (no pass over the file before the ranges are read: the
