@@ -112,7 +112,10 @@ patch(mh, "_process_kernel", "signatures._process_kernel")
 patch(mh, "_gather_sets", "signatures._gather_sets")
 patch(sh, "prepare", "signatures.prepare")
 patch(rd, "band_keys")
-patch(rd, "count_range", "count newlines of split ranges")
+if hasattr(rd, "count_range"):  # the pass before the ranges were read (their rows numbered from 0 since)
+    patch(rd, "count_range", "count newlines of split ranges")
+if hasattr(rd, "range_bytes"):
+    patch(rd, "range_bytes", "range bounds of split ranges")
 patch(rd.nio, "estimate_documents")
 patch(rd, "read_block", "read_block (all of it)")
 patch(rd, "_read_into", "_read_into (all of it)")
@@ -164,8 +167,9 @@ def main() -> None:
         for tree in a.trees:
             env = dict(os.environ, PYTHONPATH=os.path.abspath(tree), NEARDUP_JSONL_SCANNER="1")
             load = open("/proc/loadavg").read().split()[:3]
-            p = subprocess.run([sys.executable, "-c", _CHILD, a.input], env=env, check=True,
-                               capture_output=True, text=True)
+            p = subprocess.run([sys.executable, "-c", _CHILD, a.input], env=env, capture_output=True, text=True)
+            if p.returncode:
+                sys.exit(f"{tree}: the profiled run failed:\n{p.stderr[-3000:]}")
             line = next(x for x in p.stdout.splitlines() if x.startswith("PROFILE "))
             rec = json.loads(line[len("PROFILE "):])
             rec.update(tree=tree, repeat=i, load_before=load)

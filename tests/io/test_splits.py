@@ -135,6 +135,58 @@ def test_a_bad_line_in_a_later_range_is_named_by_its_line(tmp_path):
         read_all(src, span=hit)
 
 
+@pytest.mark.parametrize("crlf,last_newline,bom", [(False, True, False), (True, False, True)])
+def test_ranges_numbered_from_zero_add_up_to_the_file(tmp_path, crlf, last_newline, bom):
+    """The read stage's ranges: a span whose first line is None numbers its rows from 0 and its
+    last batch holds its lines; :func:`splits.range_lines` sums them into each range's first
+    line, which added to its rows gives the file's rows. Guard: ``end.lines = line0`` off by
+    the blank lines (``= records``) in read_jsonl, or a range's own lines in its base
+    (``base[b] = at.get(si, 0) + lines``): rows differ."""
+    rng = np.random.default_rng(5)
+    lines = [json.dumps({"id": f"x{i}", "text": "w " * int(rng.integers(0, 40))}).encode() for i in range(150)]
+    lines[40:40] = [b"", b"   ", b"not json", b""]
+    data = lines_file(lines, crlf, last_newline, bom)
+    p = tmp_path / "a.jsonl"
+    p.write_bytes(data)
+    src = discover([str(p)])[0]
+    kw = dict(id_column="id", on_error="skip", batch_size=7)
+    whole = read_all(src, **kw)
+    for every in (97, 700):
+        nominal = nominal_ranges(len(data), every)
+        parts, summaries = [], []
+        for s, e in nominal:
+            first, stop = splits.line_span(str(p), s, e)
+            assert (first, stop) == count_span(str(p), s, e)[:2]
+            batches = list(read_source(src, span=(first, stop, None), **kw))
+            assert batches[-1].lines is not None and all(b.lines is None for b in batches[:-1])
+            summaries.append({"lines": batches[-1].lines})
+            parts.append(batches)
+        bases = splits.range_lines([[0]] * len(nominal), summaries, range(len(nominal)))
+        # (an empty range after a last line without a newline may start a line later: no rows)
+        assert [base for base, (a, b, _l) in zip(bases, spans_of(p, len(data), every)) if a < b] == \
+            [line for a, b, line in spans_of(p, len(data), every) if a < b]
+        rows = [r + base for bs, base in zip(parts, bases) for b in bs for r in b.rows.tolist()]
+        rejected = [r + base for bs, base in zip(parts, bases) for b in bs for r, _ in b.rejected]
+        assert rows == whole[0] and rejected == whole[3]
+
+
+def test_a_bad_line_in_a_range_numbered_from_zero_is_named_by_its_line(tmp_path):
+    """A range read with its rows numbered from 0 still names the file's line in its error
+    (the newlines before the range counted then). Guard: ``return 0`` for the base in
+    ReadContext.line_base."""
+    lines = [json.dumps({"text": f"doc {i}"}).encode() for i in range(100)]
+    lines[77] = b'{"text": broken'
+    data = lines_file(lines)
+    p = tmp_path / "a.jsonl"
+    p.write_bytes(data)
+    src = discover([str(p)])[0]
+    spans = spans_of(p, len(data), 300)
+    first, stop, _line = [s for s in spans if s[0] <= data.index(b"broken") < s[1]][0]
+    assert first > 0
+    with pytest.raises(InputError, match=r"a\.jsonl:78: broken JSON"):
+        read_all(src, span=(first, stop, None))
+
+
 def test_a_range_without_records_is_no_empty_file(tmp_path):
     """A range of blank lines reports nothing (an 'empty file' there would count the file as
     skipped)."""

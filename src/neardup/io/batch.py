@@ -74,6 +74,9 @@ class Batch:
     sources: int32, each row's source index, for a batch of many one-document text files
         (``read_sources(group_files=True)``; ``source_index`` is then the first row's); None
         when every row is of ``source_index``.
+    lines: set on the last batch (of none) of a range of a split JSONL file read with its rows
+        numbered from 0 (a span whose first line is None): the lines of the range, blank ones
+        included (the next range's rows start that many lines later).
     """
 
     source_index: int
@@ -89,6 +92,7 @@ class Batch:
     counts: Optional[np.ndarray] = None
     lengths: Optional[np.ndarray] = None
     sources: Optional[np.ndarray] = None
+    lines: Optional[int] = None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -115,6 +119,7 @@ class ReadContext:
         self.batch_size = batch_size
         self.by_line = src.format == "jsonl"
         self.span = None  # (first byte, stop byte, first line): one range of a split file (io.splits)
+        self._line_base: Optional[int] = None
         # the texts of a JSONL block may come as spans of the block (neardup.kernels.shingles.TextSpans,
         # for the kernels: no copy) instead of an Arrow array: the read stage's choice, no other reader's
         self.text_spans = False
@@ -123,8 +128,23 @@ class ReadContext:
         if row is None:
             return f"{self.src.name}: "
         if self.by_line:
-            return f"{self.src.name}:{row + 1}: "
+            return f"{self.src.name}:{row + self.line_base() + 1}: "
         return f"{self.src.name}: row {row}: "
+
+    def line_base(self) -> int:
+        """What to add to a row for the file's line: the newlines before the range of a span
+        read with its rows numbered from 0 (first line None; counted here, once: messages
+        only), else 0."""
+        if self.span is None or self.span[2] is not None:
+            return 0
+        if self._line_base is None:
+            from .opening import cannot_read
+            from .splits import lines_before
+            try:
+                self._line_base = lines_before(self.src.path, self.span[0])
+            except OSError as e:
+                raise cannot_read(self.src, e) from None
+        return self._line_base
 
     def error(self, row: Optional[int], reason: str) -> InputError:
         return InputError(redact(self.where(row)) + one_line(reason))

@@ -7,9 +7,14 @@ after the first newline at or after its nominal start (range 0 at 0) and ends wh
 range starts (the last at the end of the file). A line is therefore read by exactly one range,
 and a range may be empty (one line longer than a range spans it and the next).
 
-Rows stay line numbers of the whole file (ids ``FILE:LINE``, errors, kept/): before the ranges
-are read, each range's newlines are counted by a task of its own (:func:`count_span`, a pass
-over the bytes at memory speed, ranges in parallel), which gives every range its first line.
+Rows stay line numbers of the whole file (ids ``FILE:LINE``, errors, kept/), without a pass of
+their own over the bytes: a range is read with its rows numbered from its first line (a span
+``(first, stop, None)``), the lines it holds counted by its parse; once every range is read,
+each one's first line is the sum of the lines of those before it, which the readers of the read
+stage's blocks add to its rows (:class:`neardup.stages.corpus.Corpus`). An error that stops the
+run names the line of the whole file: the newlines before the range are counted then
+(:func:`lines_before`; an error's cost only). :func:`count_span` gives a range's bytes and
+newlines in one call (a span whose first line is known: ``read_source`` of one range).
 
 A gzip or zstd file cannot be cut by byte range (a range of a compressed stream decodes to
 nothing): it is read whole by one task, as is a ``.json`` file found by a folder walk (whether it
@@ -78,26 +83,44 @@ def _line_start(f, nominal: int) -> int:
         at += len(chunk)
 
 
-def count_span(path: str, start: int, end: int) -> Tuple[int, int, int]:
-    """``(first, stop, newlines)`` of the range of nominal span [start, end) of a plain file:
-    the bytes [first, stop) it reads (see the module docstring) and the newlines in them.
-    OSError when the file cannot be read."""
+def line_span(path: str, start: int, end: int) -> Tuple[int, int]:
+    """``(first, stop)``: the bytes [first, stop) that the range of nominal span [start, end) of
+    a plain file reads (see the module docstring): two seeks, no pass over the range. OSError
+    when the file cannot be read."""
     with _fs.open_input(path) as f:
         first = _line_start(f, start)
         stop = _line_start(f, end)
-        stop = max(stop, first)
-        f.seek(first)
-        left = stop - first
-        newlines = 0
-        buf = bytearray(min(_SCAN_BYTES, left))  # one buffer read into again: no fresh pages a read
-        view = memoryview(buf)
-        while left > 0:
-            got = f.readinto(view[:min(len(buf), left)])
-            if not got:
-                break
-            left -= got
-            newlines += count_newlines(buf, got)
-    return first, stop, newlines
+    return first, max(stop, first)
+
+
+def _newlines_in(f, first: int, stop: int) -> int:
+    f.seek(first)
+    left = stop - first
+    newlines = 0
+    buf = bytearray(min(_SCAN_BYTES, left))  # one buffer read into again: no fresh pages a read
+    view = memoryview(buf)
+    while left > 0:
+        got = f.readinto(view[:min(len(buf), left)])
+        if not got:
+            break
+        left -= got
+        newlines += count_newlines(buf, got)
+    return newlines
+
+
+def lines_before(path: str, first: int) -> int:
+    """The newlines of a plain file before byte ``first`` (a range's first byte): its first
+    line, 0-based. OSError when the file cannot be read."""
+    with _fs.open_input(path) as f:
+        return _newlines_in(f, 0, first)
+
+
+def count_span(path: str, start: int, end: int) -> Tuple[int, int, int]:
+    """``(first, stop, newlines)`` of the range of nominal span [start, end) of a plain file:
+    :func:`line_span` and the newlines in [first, stop). OSError when the file cannot be read."""
+    first, stop = line_span(path, start, end)
+    with _fs.open_input(path) as f:
+        return first, stop, _newlines_in(f, first, stop)
 
 
 def first_lines(counted: List[Tuple[int, int, int]]) -> List[int]:
@@ -111,4 +134,23 @@ def first_lines(counted: List[Tuple[int, int, int]]) -> List[int]:
     return out
 
 
-Span = Optional[Tuple[int, int, int]]  # (first byte, stop byte, first line) of a range; None: whole
+# (first byte, stop byte, first line) of a range; None: the whole file. A first line None: the
+# range's rows numbered from 0 (the read stage's; an error's message still names the file's line)
+Span = Optional[Tuple[int, int, Optional[int]]]
+
+
+def range_lines(blocks, summaries, ranges) -> List[int]:
+    """The first line of each block's rows (0 but for the ranges of a split file read with rows
+    numbered from 0): per split file, the sum of the ``lines`` (:func:`neardup.io.read_source`'s
+    count, in the block summary) of the ranges before, in block order (file order). ``blocks``:
+    the read plan; ``summaries``: the blocks' summaries; ``ranges``: the blocks that are ranges."""
+    base = [0] * len(blocks)
+    at: dict = {}
+    for b in sorted(ranges):
+        lines = summaries[b].get("lines")
+        if lines is None:  # rows of the whole file (a span with its first line)
+            continue
+        si = blocks[b][0]
+        base[b] = at.get(si, 0)
+        at[si] = base[b] + lines
+    return base

@@ -57,7 +57,8 @@ class Run:
     @property
     def store(self) -> DocStore:
         if self._store is None:
-            self._store = DocStore(self.work.folder, self.corpus.block_start, self.config.num_perm)
+            self._store = DocStore(self.work.folder, self.corpus.block_start, self.config.num_perm,
+                                   self.corpus.row_base)
         return self._store
 
     def forget_corpus(self) -> None:

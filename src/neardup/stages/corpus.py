@@ -10,9 +10,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import io as nio
 from ..io.columns import positional_ids
+from ..io.splits import range_lines
 from ..io.storage.folder import Folder
 from ..kernels import eliasfano
 from ..kernels.arrays import arrow, to_numpy, unique
@@ -44,10 +46,14 @@ class Corpus:
         counts = np.array([s["documents"] for s in self.summaries], dtype=np.int64)
         self.block_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         self.n = int(self.block_start[-1])
+        # the ranges of a split file number their rows from 0: each one's first line, added to
+        # its rows wherever they are read (:func:`neardup.io.splits.range_lines`)
+        self.row_base = np.asarray(range_lines(blocks, self.summaries, work.ranges()), np.int64)
         self._columns: Dict[str, np.ndarray] = {}
 
     def table(self, block: int, columns: Optional[List[str]] = None) -> pa.Table:
-        return self.work.folder.read_table(block_name(block, "arrow"), columns)
+        return with_row_base(self.work.folder.read_table(block_name(block, "arrow"), columns),
+                             int(self.row_base[block]))
 
     def column(self, name: str) -> np.ndarray:
         """One numeric column over every document (kept in memory after the first call), made
@@ -91,8 +97,10 @@ class Corpus:
     def rejected_records(self) -> List[list]:
         """[source, row or None, reason] of every record that could not be read, in file order."""
         out = []
-        for s in self.summaries:
-            out.extend(s["rejected"])
+        for b, s in enumerate(self.summaries):
+            base = int(self.row_base[b])
+            out.extend(s["rejected"] if not base else
+                       [[si, row if row is None else row + base, reason] for si, row, reason in s["rejected"]])
         return out
 
     def per_source(self, n_sources: int) -> List[int]:
@@ -101,6 +109,15 @@ class Corpus:
             for si, n in s["per_source"].items():
                 out[int(si)] += n
         return out
+
+
+def with_row_base(table: pa.Table, base: int) -> pa.Table:
+    """``table`` (columns of a block's Arrow file) with ``base`` added to its ``row`` column,
+    if it has one (a range of a split file: its rows numbered from 0 there)."""
+    if not base or "row" not in table.column_names:
+        return table
+    i = table.column_names.index("row")
+    return table.set_column(i, "row", pc.add(table.column(i), pa.scalar(base, pa.int64())))
 
 
 def column(table: pa.Table, name: str, dtype=np.int64) -> np.ndarray:
@@ -138,10 +155,12 @@ class DocStore:
 
     REMOTE_TABLES = 8  # columns of Arrow shards kept in memory when the work dir is remote (one GET each otherwise)
 
-    def __init__(self, work: Folder, block_start: np.ndarray, num_perm: int):
+    def __init__(self, work: Folder, block_start: np.ndarray, num_perm: int,
+                 row_base: Optional[np.ndarray] = None):
         self.work = work
         self.block_start = np.asarray(block_start, dtype=np.int64)
         self.num_perm = num_perm
+        self.row_base = None if row_base is None else np.asarray(row_base, np.int64)  # Corpus.row_base
         self._code_offsets: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
         self._tables: "OrderedDict[int, pa.Table]" = OrderedDict()
 
@@ -172,7 +191,8 @@ class DocStore:
             yield b, sel, docs[sel] - self.block_start[b]
 
     def table(self, block: int, columns: List[str]) -> pa.Table:
-        return self.work.arrow_columns(block_name(block, "arrow"), columns, self._tables, self.REMOTE_TABLES)
+        t = self.work.arrow_columns(block_name(block, "arrow"), columns, self._tables, self.REMOTE_TABLES)
+        return t if self.row_base is None else with_row_base(t, int(self.row_base[block]))
 
     def columns(self, docs: np.ndarray, columns: List[str]) -> Dict[str, np.ndarray]:
         """Numeric columns of ascending ``docs``."""

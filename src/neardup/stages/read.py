@@ -29,7 +29,7 @@ from ..kernels.hashing import string_hash
 from ..kernels.minhash import MinHasher, Scratch
 from ..kernels.shingles import TextSpans
 from ..io.opening import cannot_read
-from ..io.splits import count_span, first_lines
+from ..io.splits import line_span
 from ..io.storage.folder import Folder
 from ..progress import bar, check_interrupt
 from .corpus import numpy_fixed_binary
@@ -160,7 +160,9 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
                signatures: Optional[Callable[[np.ndarray], None]] = None, span=None) -> dict:
     """Reads the sources ``members`` (indices into ``sources``) as block ``block``; returns its
     summary: documents, documents per source, empty documents (no shingles), rejected records
-    [source, row or None, reason], skipped files [source, reason] (``Batch.skipped``). Raises the first bad record's error (on_error='fail').
+    [source, row or None, reason], skipped files [source, reason] (``Batch.skipped``), and for a
+    range read with its rows numbered from 0 (``span`` (first, stop, None)) its ``lines``
+    (:func:`neardup.io.splits.range_lines`). Raises the first bad record's error (on_error='fail').
     ``finish(documents) -> dict``, when given, runs once the block's files are complete and adds
     to the summary, which is written last; ``signatures(sig)``, when given, sees each batch's
     signatures in document order (see :func:`block_matcher`). ``span``: the block is one range
@@ -253,6 +255,8 @@ def _read_into(config, hasher, scratch, schema, sources, members, summary, write
                 summary["rejected"].append([batch.source_index, row, reason])
             if batch.skipped is not None:
                 summary["skipped"].append([batch.source_index, batch.skipped])
+            if batch.lines is not None:  # a range's rows numbered from 0: its lines, for the next ranges'
+                summary["lines"] = batch.lines
             if len(batch.text) == 0:
                 continue
             alone = batch.text.nbytes >= ALONE_BYTES
@@ -419,7 +423,7 @@ class ReadStage:
             pin_indexes(run.work.folder, run.config)
         todo = [b for b in range(len(blocks)) if run.work.block_summary(b) is None]
         task = run.task(engine, with_store=False)
-        spans = range_spans(run.work, engine, task, blocks)
+        spans = range_spans(run.work)
         total = None if run.quiet else nio.estimate_documents(run.sources)
         with bar("read + signatures", total=total, quiet=run.quiet) as progress:
             try:
@@ -501,35 +505,22 @@ def skipped_of(work, corpus, records, n_sources: int) -> List[list]:
 
 
 def read_partition(block_members, *, task, report=None) -> dict:
-    """One block of the plan, (block, its sources, its span: one range of a split file, or
-    None): read, its summary returned."""
+    """One block of the plan, (block, its sources, its range: the nominal span of one range of
+    a split file, or None): read, its summary returned (a range's rows numbered from 0)."""
     block, members, span = block_members
+    if span is not None:
+        span = (*range_bytes(task.sources[members[0]], *span), None)
     matcher = block_matcher(task.work, task.config, block)
     return read_block(task.work, task.config, task.sources_with_tables(), block, members, progress=report,
                       finish=matcher and matcher.finish, signatures=matcher and matcher.signatures, span=span)
 
 
-def range_spans(work, engine, task, blocks) -> dict:
-    """{block: (first byte, stop byte, first line)} of the blocks that are ranges of a split
-    file (:mod:`neardup.io.splits`): each range's newlines counted by a task of its own, the
-    first lines summed up here; kept in the work dir (a resumed run reads them back)."""
-    ranges = work.ranges()
-    if not ranges:
-        return {}
-    spans = work.spans()
-    if spans is None:
-        order = sorted(ranges)
-        counted = engine.collect(engine.map(partial(count_range, task=task),
-                                            [(blocks[b][0], *ranges[b]) for b in order]))
-        by_source: dict = {}
-        for b, c in zip(order, counted):
-            by_source.setdefault(blocks[b][0], []).append((b, c))
-        spans = {}
-        for pieces in by_source.values():
-            for (b, (first, stop, _n)), line in zip(pieces, first_lines([c for _b, c in pieces])):
-                spans[b] = [first, stop, line]
-        work.set_spans(spans)
-    return {b: tuple(v) for b, v in spans.items()}
+def range_spans(work) -> dict:
+    """{block: (nominal start, nominal end)} of the blocks that are ranges of a split file
+    (:mod:`neardup.io.splits`): each is read by its own task, which finds its first and stop
+    bytes and numbers its rows from 0 (no pass over the file before the ranges are read: the
+    first lines are summed from the block summaries' ``lines`` once every range is read)."""
+    return {b: tuple(r) for b, r in work.ranges().items()}
 
 
 def read_concurrency(engine, spans: dict) -> int:
@@ -541,13 +532,11 @@ def read_concurrency(engine, spans: dict) -> int:
     return max(2, getattr(engine, "cpus", 1) // 4)
 
 
-def count_range(item, *, task, report=None):
-    """One range of a split file, (source, nominal start, nominal end): its bytes and newlines
-    (:func:`neardup.io.splits.count_span`)."""
-    si, start, end = item
-    src = task.sources[si]
+def range_bytes(src, start: int, end: int) -> Tuple[int, int]:
+    """(first byte, stop byte) of the range of nominal span [start, end) of ``src``
+    (:func:`neardup.io.splits.line_span`)."""
     try:
-        return count_span(src.path, start, end)
+        return line_span(src.path, start, end)
     except OSError as e:
         raise cannot_read(src, e) from None
 

@@ -58,7 +58,7 @@ from .identity import differences, fingerprint
 from .records import STAGE_INFO
 
 STAGES = ("read", "pairs", "clusters", "write")
-LAYOUT_VERSION = 7              # 7: pairs, clusters and write parts Arrow IPC; 6: large JSONL files split into ranges; 5: fingerprints Elias-Fano coded, \w+ words, hash_version; 4: typed stage records; 3: .fp
+LAYOUT_VERSION = 8              # 8: a range of a split file numbers its rows from 0 (summary "lines"); 7: pairs, clusters and write parts Arrow IPC; 6: large JSONL files split into ranges; 5: fingerprints Elias-Fano coded, \w+ words, hash_version; 4: typed stage records; 3: .fp
 BLOCK_BYTES = 64 << 20          # input bytes per read block (a block holds whole files)
 MAX_DOCUMENTS = 1 << 32         # document indices are packed two to a uint64 in pair codes
 

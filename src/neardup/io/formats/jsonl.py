@@ -361,12 +361,13 @@ def _not_records(ctx: ReadContext, data: bytes, document: bool) -> Optional[str]
 
 def read_jsonl(ctx: ReadContext) -> Iterator[Batch]:
     """A JSONL file: one document a record line, rows numbered by line (blank lines counted);
-    with ``ctx.span``, one range of it (lines numbered as in the whole file; a range without
-    records is no empty file)."""
+    with ``ctx.span``, one range of it (lines numbered as in the whole file, or, with a first
+    line None, from the range's first line, its last batch saying how many it holds: ``Batch.lines``;
+    a range without records is no empty file)."""
     src = ctx.src
     parser = _JsonlParser(ctx)
     span = ctx.span
-    line0 = 0 if span is None else span[2]
+    line0 = 0 if span is None or span[2] is None else span[2]
     records = 0
     # the blocks of a plain local file are read into buffers used again: each is put back once
     # parsed (what the parse makes is copied out of it; a buffer still seen is never reused)
@@ -387,7 +388,7 @@ def read_jsonl(ctx: ReadContext) -> Iterator[Batch]:
             except StopIteration:
                 break
             except StreamError as e:
-                yield from ctx.problem(e.describe(src.compression or "", line0))
+                yield from ctx.problem(e.describe(src.compression or "", line0 + ctx.line_base()))
                 return
             except OSError as e:
                 raise cannot_read(src, e) from None
@@ -402,6 +403,10 @@ def read_jsonl(ctx: ReadContext) -> Iterator[Batch]:
         blocks.close()
     if records == 0 and span is None:
         yield from ctx.skipped(EMPTY_FILE)
+    if span is not None and span[2] is None:
+        end = ctx.empty([])
+        end.lines = line0
+        yield end
 
 
 def field_names(src: Source) -> List[str]:
