@@ -16,7 +16,8 @@ from hypothesis.extra import numpy as hnp
 
 from neardup.config import Config
 from neardup.errors import ConfigError
-from neardup.kernels.minhash import EMPTY_VALUE, MinHasher, minhash_python, permutations, sort_unique_sets
+from neardup.kernels.minhash import (EMPTY_VALUE, MinHasher, _minhash_into, minhash_python, permutations,
+                                     sort_unique_sets)
 from neardup.kernels.shingles_python import shingle_hashes_python, shingles_python
 
 PROPS = settings(max_examples=60, deadline=None)
@@ -32,7 +33,7 @@ hash_sets = st.lists(st.lists(st.integers(0, 2**64 - 1), max_size=40, unique=Tru
 
 
 @PROPS
-@given(sets=hash_sets, num_perm=st.sampled_from([1, 7, 64, 128]), seed=st.integers(0, 2**32))
+@given(sets=hash_sets, num_perm=st.sampled_from([1, 7, 64, 100, 128]), seed=st.integers(0, 2**32))
 def test_signatures_from_sets_equal_numpy_twin(sets, num_perm, seed):
     mh = MinHasher(num_perm=num_perm, seed=seed)
     offsets = np.zeros(len(sets) + 1, dtype=np.int64)
@@ -42,6 +43,20 @@ def test_signatures_from_sets_equal_numpy_twin(sets, num_perm, seed):
     assert sigs.shape == (len(sets), num_perm) and sigs.dtype == np.uint32
     for i, s in enumerate(sets):
         assert np.array_equal(sigs[i], minhash_python(np.array(s, dtype=np.uint64), mh.a, mh.b))
+
+
+@PROPS
+@given(k=st.sampled_from([1, 15, 16, 17, 31, 100, 128, 130]), s=st.integers(0, 70), seed=st.integers(0, 2**32))
+def test_vector_loop_equals_numpy_twin(k, s, seed):
+    """The kernel's loop (16 permutations a vector, the last block masked) against the twin, for
+    k and shingle counts around multiples of 16; nothing is written past the k values."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 2**32, max(s, 1), dtype=np.uint64).astype(np.uint32)
+    a, b = permutations(k, seed)
+    out = np.zeros(k + 16, dtype=np.uint32)
+    _minhash_into(x, s, a, b, out[:k])
+    assert np.array_equal(out[:k], minhash_python(x[:s].astype(np.uint64), a, b))
+    assert not out[k:].any()
 
 
 @PROPS
