@@ -1,6 +1,7 @@
 """MinHash signatures: kernel == numpy twin, determinism (also across processes), shapes and inputs."""
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -53,10 +54,58 @@ def test_vector_loop_equals_numpy_twin(k, s, seed):
     rng = np.random.default_rng(seed)
     x = rng.integers(0, 2**32, max(s, 1), dtype=np.uint64).astype(np.uint32)
     a, b = permutations(k, seed)
-    out = np.zeros(k + 16, dtype=np.uint32)
+    out = np.full(k + 16, 7, dtype=np.uint32)
     _minhash_into(x, s, a, b, out[:k])
     assert np.array_equal(out[:k], minhash_python(x[:s].astype(np.uint64), a, b))
-    assert not out[k:].any()
+    assert (out[k:] == 7).all()
+
+
+CPU_CHILD = textwrap.dedent("""
+    import json
+    import numpy as np
+    from neardup.kernels import minhash as m
+    rng = np.random.default_rng(5)
+    offsets = np.concatenate([[0], np.cumsum(rng.integers(0, 60, 40))]).astype(np.int64)
+    hashes = rng.integers(0, 2**64, int(offsets[-1]), dtype=np.uint64)
+    mh = m.MinHasher(num_perm=100, seed=3)
+    sigs = mh.signatures_from_sets(offsets, hashes)
+    equal = all(np.array_equal(sigs[i], m.minhash_python(hashes[offsets[i]:offsets[i + 1]], mh.a, mh.b))
+                for i in range(len(offsets) - 1))
+    kernel = m._signatures_from_hashes_kernel
+    loaded = sum(kernel.stats.cache_hits.values())
+    asm = "" if loaded else "\\n".join(kernel.inspect_asm().values())
+    print(json.dumps({"equal": equal, "loaded": loaded, "zmm": "zmm" in asm}))
+""")
+
+
+def _host_features():
+    import llvmlite.binding as ll
+    import numba  # noqa: F401  (initialises LLVM's native target)
+    return ll.get_host_cpu_features()
+
+
+@pytest.mark.slow  # three fresh Python processes that compile a kernel
+@pytest.mark.skipif(not _host_features().get("avx512f", False), reason="the host has no AVX-512")
+def test_vector_loop_without_avx512_and_the_cache_keeps_the_builds_apart(tmp_path):
+    """The kernel is 512 bits wide on this CPU; compiled for one without AVX-512 (numba told the
+    CPU's name and features) it gives the same signatures in narrower registers, and numba's cache
+    (keyed on the CPU) hands neither build to the other."""
+    features = _host_features()
+    for name in features:
+        if name.startswith(("avx512", "avx10", "amx", "evex512")):
+            features[name] = False
+    base = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")}
+    base["NUMBA_CACHE_DIR"] = str(tmp_path)
+    without = dict(base, NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES=features.flatten())
+
+    def child(env):
+        out = subprocess.run([sys.executable, "-c", CPU_CHILD], capture_output=True, text=True, timeout=300,
+                             check=True, env=env)
+        return json.loads(out.stdout.splitlines()[-1])
+
+    assert child(base) == {"equal": True, "loaded": 0, "zmm": True}
+    assert child(without) == {"equal": True, "loaded": 0, "zmm": False}  # compiled anew, not the cached one
+    assert child(without) == {"equal": True, "loaded": 1, "zmm": False}  # then its own build from the cache
 
 
 @PROPS
