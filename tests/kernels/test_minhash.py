@@ -156,6 +156,21 @@ def test_signatures_equal_signatures_from_shingle_sets(texts, ngram, char_ngrams
     assert np.array_equal(so, offsets) and np.array_equal(sv, hashes)
 
 
+def test_signatures_of_documents_that_overflow_a_groups_room():
+    """The fused kernel computes signatures a group of documents at a time, from a bounded room of
+    their shingle hashes: documents that fill it, one bigger than it, empty and non-ASCII ones
+    between, all equal to the signatures of their shingle sets."""
+    from neardup.kernels.minhash import _GROUP, _GROUP_ROOM
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(5000)]
+    sizes = [10, 0, _GROUP_ROOM // 3, 7, _GROUP_ROOM + 50, 3, _GROUP_ROOM // 2, 1] * (_GROUP // 4)
+    texts = [" ".join(rng.choice(words, size)) for size in sizes]
+    texts[5] = "naïve café " + texts[5]
+    mh = MinHasher(num_perm=100, ngram=3, seed=11)
+    offsets, hashes = mh.shingle_sets(texts)
+    assert np.array_equal(mh.signatures(texts), mh.signatures_from_sets(offsets, hashes))
+
+
 def test_raw_shingles_are_in_text_order_and_sort_unique_sets_of_a_subset():
     mh = MinHasher(num_perm=8, ngram=2)
     texts = ["a b a b a", "", "x y z", "b a"]

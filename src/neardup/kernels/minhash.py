@@ -74,8 +74,19 @@ def _sort_unique(seg):
 # A 512-bit MinHash loop right after the tokenizer's scalar code starts slow (the CPU powers its
 # wide units up again after some microseconds without them): per document (~3 us of tokenising
 # between) that cost about a third of the loop's time, measured; in groups it is paid once a group.
-# The group's shingle hashes (4 bytes each) stay in the L2 cache.
+# The group's shingle hashes (4 bytes each) stay in the L2 cache; a group's room for them is
+# bounded: when it is full, the signatures so far are computed first.
 _GROUP = 64
+_GROUP_ROOM = 1 << 15  # shingle hashes (uint32) a group keeps at most: 64 documents of 512 words
+
+
+@kernel(inline="always")
+def _signatures_of(xs, at, counts, lo, first, last, a, b, sigs):
+    """The signatures of documents first..last-1 (but those left alone) from their shingle hashes
+    in xs, document i's at xs[at[i - lo]:]."""
+    for i in range(first, last):
+        if counts[i] >= 0:
+            _minhash_into(xs[at[i - lo]:at[i - lo] + counts[i]], counts[i], a, b, sigs[i])
 
 
 @kernel(parallel=True)
@@ -102,17 +113,14 @@ def _process_kernel(starts, ends, data, docs, table, n, options, lower_ascii, ba
     for g in nb.prange((nd + _GROUP - 1) // _GROUP):
         lo = g * _GROUP
         hi = min(lo + _GROUP, nd)
-        room = 1
-        if want_sigs:
-            for i in range(lo, hi):
-                room += ends[docs[i]] - starts[docs[i]] + 8
-        xs = np.empty(room, dtype=np.uint32)  # the group's shingle hashes, low halves
-        at = np.zeros(hi - lo + 1, dtype=np.int64)
+        xs = np.empty(_GROUP_ROOM if want_sigs else 0, dtype=np.uint32)  # shingle hashes, low halves
+        at = np.zeros(hi - lo, dtype=np.int64)  # where each document's are in xs
+        pending = lo  # the first document whose signature is still to come
+        fill = 0
         for i in range(lo, hi):
             d = docs[i]
             start = starts[d]
             end = ends[d]
-            at[i - lo + 1] = at[i - lo]
             units = np.empty(end - start + 8, dtype=np.uint64)  # the tokenizer's room (see _units)
             if common:  # the defaults as constants: the compiler folds the other modes' branches away
                 m = _sh._units(data, start, end, table, _sh.DEFAULT_OPTIONS, True, True, units)
@@ -133,15 +141,19 @@ def _process_kernel(starts, ends, data, docs, table, n, options, lower_ascii, ba
                 for j in range(s):
                     values[base + j] = units[j] >> fp_shift
             if want_sigs:
-                base = at[i - lo]
+                if fill + s > xs.shape[0]:  # the room is full: the signatures so far first
+                    _signatures_of(xs, at, counts, lo, pending, i, a, b, sigs)
+                    pending = i
+                    fill = 0
+                    if s > xs.shape[0]:  # a document bigger than the room: a room of its size
+                        xs = np.empty(s, dtype=np.uint32)
+                at[i - lo] = fill
                 for j in range(s):
-                    xs[base + j] = np.uint32(units[j] & _MASK32)
-                at[i - lo + 1] = base + s
+                    xs[fill + j] = np.uint32(units[j] & _MASK32)
+                fill += s
             counts[i] = s
         if want_sigs:
-            for i in range(lo, hi):
-                if counts[i] >= 0:
-                    _minhash_into(xs[at[i - lo]:at[i - lo + 1]], counts[i], a, b, sigs[i])
+            _signatures_of(xs, at, counts, lo, pending, hi, a, b, sigs)
     return sigs, counts
 
 
