@@ -1,6 +1,7 @@
 """MinHash signatures: kernel == numpy twin, determinism (also across processes), shapes and inputs."""
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -16,7 +17,8 @@ from hypothesis.extra import numpy as hnp
 
 from neardup.config import Config
 from neardup.errors import ConfigError
-from neardup.kernels.minhash import EMPTY_VALUE, MinHasher, minhash_python, permutations, sort_unique_sets
+from neardup.kernels.minhash import (EMPTY_VALUE, MinHasher, _minhash_into, minhash_python, permutations,
+                                     sort_unique_sets)
 from neardup.kernels.shingles_python import shingle_hashes_python, shingles_python
 
 PROPS = settings(max_examples=60, deadline=None)
@@ -32,7 +34,7 @@ hash_sets = st.lists(st.lists(st.integers(0, 2**64 - 1), max_size=40, unique=Tru
 
 
 @PROPS
-@given(sets=hash_sets, num_perm=st.sampled_from([1, 7, 64, 128]), seed=st.integers(0, 2**32))
+@given(sets=hash_sets, num_perm=st.sampled_from([1, 7, 64, 100, 128]), seed=st.integers(0, 2**32))
 def test_signatures_from_sets_equal_numpy_twin(sets, num_perm, seed):
     mh = MinHasher(num_perm=num_perm, seed=seed)
     offsets = np.zeros(len(sets) + 1, dtype=np.int64)
@@ -42,6 +44,68 @@ def test_signatures_from_sets_equal_numpy_twin(sets, num_perm, seed):
     assert sigs.shape == (len(sets), num_perm) and sigs.dtype == np.uint32
     for i, s in enumerate(sets):
         assert np.array_equal(sigs[i], minhash_python(np.array(s, dtype=np.uint64), mh.a, mh.b))
+
+
+@PROPS
+@given(k=st.sampled_from([1, 15, 16, 17, 31, 100, 128, 130]), s=st.integers(0, 70), seed=st.integers(0, 2**32))
+def test_vector_loop_equals_numpy_twin(k, s, seed):
+    """The kernel's loop (16 permutations a vector, the last block masked) against the twin, for
+    k and shingle counts around multiples of 16; nothing is written past the k values."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 2**32, max(s, 1), dtype=np.uint64).astype(np.uint32)
+    a, b = permutations(k, seed)
+    out = np.full(k + 16, 7, dtype=np.uint32)
+    _minhash_into(x, s, a, b, out[:k])
+    assert np.array_equal(out[:k], minhash_python(x[:s].astype(np.uint64), a, b))
+    assert (out[k:] == 7).all()
+
+
+CPU_CHILD = textwrap.dedent("""
+    import json
+    import numpy as np
+    from neardup.kernels import minhash as m
+    rng = np.random.default_rng(5)
+    offsets = np.concatenate([[0], np.cumsum(rng.integers(0, 60, 40))]).astype(np.int64)
+    hashes = rng.integers(0, 2**64, int(offsets[-1]), dtype=np.uint64)
+    mh = m.MinHasher(num_perm=100, seed=3)
+    sigs = mh.signatures_from_sets(offsets, hashes)
+    equal = all(np.array_equal(sigs[i], m.minhash_python(hashes[offsets[i]:offsets[i + 1]], mh.a, mh.b))
+                for i in range(len(offsets) - 1))
+    kernel = m._signatures_from_hashes_kernel
+    loaded = sum(kernel.stats.cache_hits.values())
+    asm = "" if loaded else "\\n".join(kernel.inspect_asm().values())
+    print(json.dumps({"equal": equal, "loaded": loaded, "zmm": "zmm" in asm}))
+""")
+
+
+def _host_features():
+    import llvmlite.binding as ll
+    import numba  # noqa: F401  (initialises LLVM's native target)
+    return ll.get_host_cpu_features()
+
+
+@pytest.mark.slow  # three fresh Python processes that compile a kernel
+@pytest.mark.skipif(not _host_features().get("avx512f", False), reason="the host has no AVX-512")
+def test_vector_loop_without_avx512_and_the_cache_keeps_the_builds_apart(tmp_path):
+    """The kernel is 512 bits wide on this CPU; compiled for one without AVX-512 (numba told the
+    CPU's name and features) it gives the same signatures in narrower registers, and numba's cache
+    (keyed on the CPU) hands neither build to the other."""
+    features = _host_features()
+    for name in features:
+        if name.startswith(("avx512", "avx10", "amx", "evex512")):
+            features[name] = False
+    base = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")}
+    base["NUMBA_CACHE_DIR"] = str(tmp_path)
+    without = dict(base, NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES=features.flatten())
+
+    def child(env):
+        out = subprocess.run([sys.executable, "-c", CPU_CHILD], capture_output=True, text=True, timeout=300,
+                             check=True, env=env)
+        return json.loads(out.stdout.splitlines()[-1])
+
+    assert child(base) == {"equal": True, "loaded": 0, "zmm": True}
+    assert child(without) == {"equal": True, "loaded": 0, "zmm": False}  # compiled anew, not the cached one
+    assert child(without) == {"equal": True, "loaded": 1, "zmm": False}  # then its own build from the cache
 
 
 @PROPS
@@ -90,6 +154,21 @@ def test_signatures_equal_signatures_from_shingle_sets(texts, ngram, char_ngrams
             shingle_hashes_python(t or "", seed=7, **opts)
     so, sv = sort_unique_sets(raw_offsets, raw)
     assert np.array_equal(so, offsets) and np.array_equal(sv, hashes)
+
+
+def test_signatures_of_documents_that_overflow_a_groups_room():
+    """The fused kernel computes signatures a group of documents at a time, from a bounded room of
+    their shingle hashes: documents that fill it, one bigger than it, empty and non-ASCII ones
+    between, all equal to the signatures of their shingle sets."""
+    from neardup.kernels.minhash import _GROUP, _GROUP_ROOM
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(5000)]
+    sizes = [10, 0, _GROUP_ROOM // 3, 7, _GROUP_ROOM + 50, 3, _GROUP_ROOM // 2, 1] * (_GROUP // 4)
+    texts = [" ".join(rng.choice(words, size)) for size in sizes]
+    texts[5] = "naïve café " + texts[5]
+    mh = MinHasher(num_perm=100, ngram=3, seed=11)
+    offsets, hashes = mh.shingle_sets(texts)
+    assert np.array_equal(mh.signatures(texts), mh.signatures_from_sets(offsets, hashes))
 
 
 def test_raw_shingles_are_in_text_order_and_sort_unique_sets_of_a_subset():

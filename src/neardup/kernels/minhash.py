@@ -7,9 +7,9 @@ over k permutations is then an unbiased estimate of J with variance J(1 - J)/k.
 
 Permutations. Each shingle's 64-bit hash h is reduced to x = h mod 2^32 and permuted by
 pi_i(x) = (a_i * x + b_i) mod 2^32 with a_i odd (a bijection of 32-bit values). Because x is
-already a well-mixed hash, pi_i(x) is uniform; the min is taken in 32-bit lanes, which lets
-the compiler vectorise the inner loop (about 5x faster than 64-bit multiply-shift and 30x faster
-than arithmetic modulo 2^61 - 1 on the same machine). The tests check the estimator's bias and
+already a well-mixed hash, pi_i(x) is uniform; the min is taken in 32-bit lanes, 16
+permutations a vector (:mod:`neardup.kernels.lanes`; about 5x faster than 64-bit multiply-shift
+and 30x faster than arithmetic modulo 2^61 - 1 on the same machine, before the explicit vectors). The tests check the estimator's bias and
 variance against exact Jaccard. a_i, b_i come from numpy's PCG64 seeded with ``seed``: the same
 values on every machine and every numpy version.
 
@@ -30,6 +30,7 @@ from .compile import kernel
 from ..config import Shingling, Sketch
 from ..errors import ConfigError
 from .hashing import kernel_threads
+from .lanes import minhash_lanes
 
 __all__ = ["MinHasher", "permutations", "minhash_python", "EMPTY_VALUE", "shingle_counts", "shingle_sets"]
 
@@ -48,16 +49,10 @@ def permutations(num_perm: int, seed: int) -> Tuple[np.ndarray, np.ndarray]:
 
 @kernel()
 def _minhash_into(x, s, a, b, out):
-    """out[i] = min_j (a[i] * x[j] + b[i]) mod 2^32 over the first s values of x (uint32)."""
-    k = a.shape[0]
-    for i in range(k):
-        ai = a[i]
-        bi = b[i]
-        mn = np.uint32(0xFFFFFFFF)
-        for j in range(s):
-            v = np.uint32(ai * x[j] + bi)
-            mn = min(mn, v)
-        out[i] = mn
+    """out[i] = min_j (a[i] * x[j] + b[i]) mod 2^32 over the first s values of x (uint32): 16
+    permutations at a time in explicit vectors, 512 bits wide where the CPU has AVX-512
+    (:mod:`neardup.kernels.lanes`)."""
+    minhash_lanes(x, s, a, b, out)
 
 
 @kernel(inline="always")
@@ -75,10 +70,30 @@ def _sort_unique(seg):
     return s
 
 
+# Documents tokenised one after another before their signatures are computed one after another.
+# A 512-bit MinHash loop right after the tokenizer's scalar code starts slow (the CPU powers its
+# wide units up again after some microseconds without them): per document (~3 us of tokenising
+# between) that cost about a third of the loop's time, measured; in groups it is paid once a group.
+# The group's shingle hashes (4 bytes each) stay in the L2 cache; a group's room for them is
+# bounded: when it is full, the signatures so far are computed first.
+_GROUP = 64
+_GROUP_ROOM = 1 << 15  # shingle hashes (uint32) a group keeps at most: 64 documents of 512 words
+
+
+@kernel(inline="always")
+def _signatures_of(xs, at, counts, lo, first, last, a, b, sigs):
+    """The signatures of documents first..last-1 (but those left alone) from their shingle hashes
+    in xs, document i's at xs[at[i - lo]:]."""
+    for i in range(first, last):
+        if counts[i] >= 0:
+            _minhash_into(xs[at[i - lo]:at[i - lo] + counts[i]], counts[i], a, b, sigs[i])
+
+
 @kernel(parallel=True)
 def _process_kernel(starts, ends, data, docs, table, n, options, lower_ascii, bail, h0,
                     a, b, want_sets, sort_sets, fp_shift, want_sigs, bound, values):
-    """One pass per document: tokens -> shingle hashes -> (sorted unique set) -> signature.
+    """One pass per document: tokens -> shingle hashes -> (sorted unique set) -> signature; the
+    signatures of each :data:`_GROUP` documents after their tokens.
 
     Returns (signatures, shingle counts). With ``want_sets`` the shingle hashes of document i,
     shifted right by ``fp_shift`` (0: the 64-bit hashes; 32 into a uint32 ``values``: their
@@ -95,35 +110,50 @@ def _process_kernel(starts, ends, data, docs, table, n, options, lower_ascii, ba
     common = options == _sh.DEFAULT_OPTIONS and lower_ascii and bail
     sigs = np.empty((nd if want_sigs else 0, k), dtype=np.uint32)
     counts = np.zeros(nd, dtype=np.int64)
-    for i in nb.prange(nd):
-        d = docs[i]
-        start = starts[d]
-        end = ends[d]
-        units = np.empty(end - start + 8, dtype=np.uint64)  # the tokenizer's room (see _units)
-        if common:  # the defaults as constants: the compiler folds the other modes' branches away
-            m = _sh._units(data, start, end, table, _sh.DEFAULT_OPTIONS, True, True, units)
-        else:
-            m = _sh._units(data, start, end, table, options, lower_ascii, bail, units)
-        if m < 0:
-            counts[i] = -1
-            continue
-        # shingles overwrite the units in place: shingle j only reads units j..j+n-1
-        if n == _DEFAULT_NGRAM:  # the default n as a constant: the shingle loop unrolled
-            s = _sh._shingles_of(units, m, _DEFAULT_NGRAM, h0, units)
-        else:
-            s = _sh._shingles_of(units, m, n, h0, units)
-        if want_sets:
-            if sort_sets:
-                s = _sort_unique(units[:s])
-            base = bound[i]
-            for j in range(s):
-                values[base + j] = units[j] >> fp_shift
+    for g in nb.prange((nd + _GROUP - 1) // _GROUP):
+        lo = g * _GROUP
+        hi = min(lo + _GROUP, nd)
+        xs = np.empty(_GROUP_ROOM if want_sigs else 0, dtype=np.uint32)  # shingle hashes, low halves
+        at = np.zeros(hi - lo, dtype=np.int64)  # where each document's are in xs
+        pending = lo  # the first document whose signature is still to come
+        fill = 0
+        for i in range(lo, hi):
+            d = docs[i]
+            start = starts[d]
+            end = ends[d]
+            units = np.empty(end - start + 8, dtype=np.uint64)  # the tokenizer's room (see _units)
+            if common:  # the defaults as constants: the compiler folds the other modes' branches away
+                m = _sh._units(data, start, end, table, _sh.DEFAULT_OPTIONS, True, True, units)
+            else:
+                m = _sh._units(data, start, end, table, options, lower_ascii, bail, units)
+            if m < 0:
+                counts[i] = -1
+                continue
+            # shingles overwrite the units in place: shingle j only reads units j..j+n-1
+            if n == _DEFAULT_NGRAM:  # the default n as a constant: the shingle loop unrolled
+                s = _sh._shingles_of(units, m, _DEFAULT_NGRAM, h0, units)
+            else:
+                s = _sh._shingles_of(units, m, n, h0, units)
+            if want_sets:
+                if sort_sets:
+                    s = _sort_unique(units[:s])
+                base = bound[i]
+                for j in range(s):
+                    values[base + j] = units[j] >> fp_shift
+            if want_sigs:
+                if fill + s > xs.shape[0]:  # the room is full: the signatures so far first
+                    _signatures_of(xs, at, counts, lo, pending, i, a, b, sigs)
+                    pending = i
+                    fill = 0
+                    if s > xs.shape[0]:  # a document bigger than the room: a room of its size
+                        xs = np.empty(s, dtype=np.uint32)
+                at[i - lo] = fill
+                for j in range(s):
+                    xs[fill + j] = np.uint32(units[j] & _MASK32)
+                fill += s
+            counts[i] = s
         if want_sigs:
-            x = np.empty(max(s, 1), dtype=np.uint32)
-            for j in range(s):
-                x[j] = np.uint32(units[j] & _MASK32)
-            _minhash_into(x, s, a, b, sigs[i])
-        counts[i] = s
+            _signatures_of(xs, at, counts, lo, pending, hi, a, b, sigs)
     return sigs, counts
 
 
@@ -151,6 +181,11 @@ class Scratch:
         return buf[:size]
 
 
+def _coefficients(a, b):
+    """The permutations' coefficients as the MinHash kernel takes them: contiguous uint32."""
+    return np.ascontiguousarray(a, dtype=np.uint32), np.ascontiguousarray(b, dtype=np.uint32)
+
+
 _NO_VALUES = np.zeros(0, dtype=np.uint64)
 _NO_FP = np.zeros(0, dtype=np.uint32)
 _NO_BOUND = np.zeros(1, dtype=np.int64)
@@ -173,6 +208,7 @@ def process(texts, shingling: Shingling, *, seed: int, want_sets: bool, want_sig
     if a is None:
         a = np.zeros(0, dtype=np.uint32)
         b = np.zeros(0, dtype=np.uint32)
+    a, b = _coefficients(a, b)
     table = _sh.char_classes()
     h0 = _sh.seed_state(seed)
     vtype = np.uint32 if fingerprints else np.uint64
@@ -186,9 +222,14 @@ def process(texts, shingling: Shingling, *, seed: int, want_sets: bool, want_sig
                       else np.empty(int(bound[-1]), dtype=vtype))
         else:
             bound, values = _NO_BOUND, (_NO_FP if fingerprints else _NO_VALUES)
-        sigs, counts = _process_kernel(part.starts, part.ends, part.data, part.docs, table, int(shingling.ngram),
-                                       options, bool(part.lower_ascii), bool(part.bail), h0, a, b, bool(want_sets),
-                                       bool(sort_sets), shift, bool(want_sigs), bound, values)
+        chunk = nb.get_parallel_chunksize()  # the caller's chunk of documents, in groups (a per-thread setting)
+        nb.set_parallel_chunksize(max(1, chunk // _GROUP) if chunk else 0)
+        try:
+            sigs, counts = _process_kernel(part.starts, part.ends, part.data, part.docs, table, int(shingling.ngram),
+                                           options, bool(part.lower_ascii), bool(part.bail), h0, a, b,
+                                           bool(want_sets), bool(sort_sets), shift, bool(want_sigs), bound, values)
+        finally:
+            nb.set_parallel_chunksize(chunk)
         return sigs, counts, values, bound
 
     results = [(first, run(0, first))]
@@ -384,7 +425,7 @@ class MinHasher:
         """Signatures of documents given as shingle-hash CSR (equal to :meth:`signatures` on their texts)."""
         with self._threads():
             return _signatures_from_hashes_kernel(np.asarray(offsets, np.int64), np.asarray(hashes, np.uint64),
-                                                  self.a, self.b)
+                                                  *_coefficients(self.a, self.b))
 
 
 def minhash_python(hashes, a: np.ndarray, b: np.ndarray) -> np.ndarray:
