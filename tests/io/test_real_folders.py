@@ -404,3 +404,33 @@ def test_prefix_forms_list_a_folder_of_many_files_once_and_keep_its_links(tmp_pa
     forms = prefix_forms(paths)
     assert forms == [prefix_form(p) for p in paths]
     assert forms[20] == str(tmp_path.resolve() / "e" / "x") + "/"
+
+
+def test_overlap_by_folder_names_the_first_file_the_per_file_rule_names(tmp_path):
+    """Guard: refuse_overlaps asks each folder of the files, not each file, and names the file
+    that the rule file by file names: the first whose form starts with the folder checked
+    (mutation: the folder's last file, not its first -> another file named)."""
+    import os
+
+    from neardup.io.storage.folder import Folder, overlapping
+    from neardup.io.storage.paths import prefix_form
+
+    for sub in ("a", "b", "a/c"):
+        (tmp_path / sub).mkdir()
+    for sub, n in (("a", 20), ("b", 20), ("a/c", 3)):
+        for i in range(n):
+            (tmp_path / sub / f"f{i:02d}").write_text("x")
+    os.symlink(tmp_path / "b" / "f05", tmp_path / "a" / "link")
+    os.symlink(tmp_path / "a", tmp_path / "al")
+    files = ([str(tmp_path / "b" / f"f{i:02d}") for i in range(19, -1, -1)]
+             + [str(tmp_path / "a" / f"f{i:02d}") for i in range(19, -1, -1)]
+             + [str(tmp_path / "a" / "link"), str(tmp_path / "a" / "c" / "f01"), str(tmp_path / "al" / "f03")])
+    checked = [tmp_path, tmp_path / "a", tmp_path / "b", tmp_path / "a" / "c", tmp_path / "al",
+               tmp_path / "b" / "f05", tmp_path / "a" / "f07", tmp_path / "a" / "link",
+               tmp_path / "a" / "c" / "f01", tmp_path / "elsewhere", tmp_path / "a" / "f0"]
+    for path in checked:
+        mine = prefix_form(str(path))
+        expected = next((f for f in files if prefix_form(f).startswith(mine)), None)
+        assert overlapping(Folder(str(path)), [], files) == expected, path
+    assert overlapping(Folder(str(tmp_path / "b")), [], files) == files[0]
+    assert overlapping(Folder(str(tmp_path / "b" / "f05")), [], files) == str(tmp_path / "b" / "f05")

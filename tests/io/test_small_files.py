@@ -90,3 +90,39 @@ def test_copies_of_many_files_raise_the_first_failure_in_order(cwd, monkeypatch)
                                   b"\xfd7zXZ\x00", b"(\xb5/\xfd", b"\x1f\x8b"])
 def test_plain_text_decides_as_the_rule_says(data):
     assert plain_text(data) == (kind_of(data) is None and _is_text(data))
+
+
+def _folder_of_files(n: int = 12):
+    for i in range(n):
+        put(f"d/{i // 5}/{i:02d}.txt", f"text {i} " * i)  # 00.txt empty
+    put("d/big.txt", "y" * (3 << 20))  # more than one sendfile call of the compiled loop
+    srcs = discover(["d"])
+    return [(s, os.path.abspath(os.path.join("out", s.relpath))) for s in srcs]
+
+
+def test_copies_run_in_the_compiled_loop_without_a_python_call_a_file(cwd, monkeypatch):
+    copies = _folder_of_files()
+    if text_format._compiled_copier() is None:
+        pytest.skip("no compiled copy loop here")
+    opened = []
+    real = os.open
+    monkeypatch.setattr(text_format.os, "open", lambda *a, **k: opened.append(a[0]) or real(*a, **k))
+    copy_local_text_files(copies, workers=2)
+    assert all(open(dst, "rb").read() == open(s.path, "rb").read() for s, dst in copies)
+    assert opened == []  # every file copied by the compiled loop
+
+
+def test_files_after_one_the_compiled_loop_cannot_copy_are_copied_one_by_one(cwd, monkeypatch):
+    copies = _folder_of_files()
+    calls = []
+
+    def fails_at_third(items):  # as a file system where the compiled loop's copy fails
+        calls.append(len(items))
+        for src, dst in items[:2]:
+            text_format._copy_file(src, dst)
+        return min(2, len(items))
+
+    monkeypatch.setattr(text_format, "_copier", [fails_at_third])
+    copy_local_text_files(copies, workers=1)
+    assert calls == [len(copies)]  # tried once, not again for each file after the third
+    assert all(open(dst, "rb").read() == open(s.path, "rb").read() for s, dst in copies)

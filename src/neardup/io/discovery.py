@@ -14,8 +14,7 @@ import gc
 import glob
 import os
 import stat
-from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, InputError
 from .sources import _SHOW, INPUT_FORMATS, Source, Sources, _first_clash, _clashing, _strip_name, detect_format
@@ -207,8 +206,10 @@ def _basename(path: str) -> str:
     return _fs.basename(path)
 
 
-@dataclass(frozen=True)
-class _Found:
+class _Found(NamedTuple):
+    """A file found (a tuple: one is made a file of a folder of 100,000, and a frozen dataclass
+    took 2.5 times as long to make)."""
+
     path: str            # to open
     name: str            # as shown
     walked: bool = False  # found by a walk or a glob

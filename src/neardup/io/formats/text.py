@@ -232,13 +232,54 @@ def _copy_file(src: Source, dst: str) -> None:
 
 
 def _copy_files(items: List[Tuple[Source, str]]) -> None:
-    for src, dst in items:
+    """``items`` copied in order (see :func:`_copy_file`): by the compiled loop of
+    :func:`neardup.kernels.filecopy.copy_files` where it can; from a file it could not copy on,
+    one by one here (which raises what went wrong, naming the file, or copies it the way the
+    file system allows: the compiled loop is not tried again for each file)."""
+    copier = _compiled_copier()
+    k = copier(items) if copier is not None else 0
+    for src, dst in items[k:]:
         _copy_file(src, dst)
+
+
+_copier: list = []  # [the compiled loop's caller, or None], once known
+
+
+def _compiled_copier():
+    """:func:`_copy_compiled` where the compiled copy loop runs (Linux, numba), else None."""
+    if not _copier:
+        fn = None
+        try:
+            from ...kernels.filecopy import copy_files, files_available
+            if files_available():
+                copy_files(np.zeros(1, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64), 0, 0)  # loads it
+                fn = _copy_compiled
+        except Exception:  # noqa: BLE001 (numba or the C library: the Python loop copies)
+            fn = None
+        _copier.append(fn)
+    return _copier[0]
+
+
+def _copy_compiled(items: List[Tuple[Source, str]]) -> int:
+    """How many of ``items`` (from the first) the compiled loop copied whole: all of them, or
+    up to the first that failed (or whose path holds a NUL byte, which no path can)."""
+    from ...kernels.filecopy import copy_files
+
+    paths = [os.fsencode(_fs.local_path(src.path)) for src, _ in items]
+    n = len(paths)
+    paths.extend(os.fsencode(dst) for _, dst in items)
+    blob = b"\0".join(paths) + b"\0"
+    if blob.count(b"\0") != len(paths):  # a NUL inside a path: os.open refuses it, and says so
+        return 0
+    starts = np.zeros(len(paths), np.int64)  # where each path starts in the blob
+    np.cumsum(np.fromiter((len(p) + 1 for p in paths), np.int64, len(paths) - 1), out=starts[1:])
+    return copy_files(np.frombuffer(blob, np.uint8), starts[:n], starts[n:], _OPEN_IN, _OPEN_OUT)
 
 
 def copy_local_text_files(copies: List[Tuple[Source, str]], workers: int = 8) -> None:
     """Local text files copied whole to local paths (``(source, destination)``) by a pool of
-    threads (the kernel copies each file: ``sendfile``), their folders made once each (see
+    threads (the kernel copies each file: ``sendfile``, in a compiled loop without Python's
+    lock where it can), their folders made once each (see
     :func:`neardup.io.writer.copy_text_files`); the first file that fails, in order, raises.
     Each thread copies one span of the list, in order: the spans start in different folders, so
     that the threads seldom wait for one another's lock on a folder they all add files to (256

@@ -44,7 +44,7 @@ import pyarrow as pa
 from ...errors import ConfigError, InputError, NeardupError
 from . import fs, ranges, tables
 from .local import LockedError
-from .paths import has_magic, os_path, prefix_form, prefix_forms, redact
+from .paths import has_magic, os_path, prefix_form, prefix_form_groups, redact
 
 MARKER = ".neardup"
 LOCK = ".neardup.lock"
@@ -398,22 +398,37 @@ def overlapping(path: Folder, inputs: Sequence[str], files: Sequence[str]) -> Op
 
 class _Overlap:
     """The inputs and files of a run in the form :func:`overlapping` compares (each file's
-    resolved once, for every folder checked against them: a run may read 100,000 files)."""
+    resolved once, for every folder checked against them: a run may read 100,000 files; the
+    files grouped by folder, so that a check asks each folder, not each file)."""
 
     def __init__(self, inputs: Sequence[str], files: Sequence[str]):
         self.folders: dict = {}  # a folder's real path, once per folder
         self.inputs = inputs
         self.files = files
-        self.forms: Optional[List[str]] = None
+        self.forms: Optional[tuple] = None
 
     def clash(self, path: Folder) -> Optional[str]:
         folders = self.folders
         mine = prefix_form(path.path, folders)
         if self.forms is None:
-            self.forms = prefix_forms(self.files, folders)
-        for f, form in zip(self.files, self.forms):
-            if form.startswith(mine):
-                return f
+            self.forms = prefix_form_groups(self.files, folders)
+        groups, others = self.forms
+        first = None  # the first file whose form starts with mine: a file of it, or it itself
+        for folder, (i, names) in groups.items():
+            if folder.startswith(mine):  # each file of the folder: the folder's first
+                hit: Optional[int] = i
+            elif mine.startswith(folder):  # a file of the folder is mine (a name holds no separator)
+                hit = names.get(mine[len(folder):-1])
+            else:
+                continue
+            if hit is not None and (first is None or hit < first):
+                first = hit
+        for i, form in others:
+            if (first is None or i < first) and form.startswith(mine):
+                first = i
+                break
+        if first is not None:
+            return self.files[first]
         for inp in self.inputs:
             if has_magic(inp):
                 continue  # a glob: the files it matched are checked above

@@ -97,6 +97,41 @@ def prefix_form(path: str, real_folders: Optional[dict] = None) -> str:
 def prefix_forms(paths: Sequence[str], real_folders: Optional[dict] = None) -> List[str]:
     """:func:`prefix_form` of each of ``paths``, a folder holding many of them listed once for
     its symbolic links (rather than one ``lstat`` a file: a run may name 100,000 files)."""
+    return [form if tail is None else form + tail + os.sep for form, tail in _prefix_parts(paths, real_folders)]
+
+
+def prefix_form_groups(paths: Sequence[str], real_folders: Optional[dict] = None
+                       ) -> Tuple[dict, List[Tuple[int, str]]]:
+    """:func:`prefix_forms` of ``paths`` by folder: ``({FOLDER: (i, {NAME: i})}, [(i, FORM)])``,
+    the form of ``paths[i]`` being ``FOLDER + NAME + os.sep`` (FOLDER a real folder ending in
+    its separator, NAME without one; ``i`` the first path of that folder, of that name), or
+    FORM for the others (a URL, a symbolic link, a file of a folder holding few of the paths).
+    Whether one of 100,000 files lies in a folder is then a question a folder, not a file."""
+    groups: dict = {}
+    others: List[Tuple[int, str]] = []
+    for i, (form, tail) in enumerate(_prefix_parts(paths, real_folders)):
+        if tail is None:
+            others.append((i, form))
+            continue
+        group = groups.get(form)
+        if group is None:
+            groups[form] = (i, {tail: i})
+        else:
+            group[1].setdefault(tail, i)
+    return groups, others
+
+
+def _split(p: str) -> Tuple[str, str]:
+    """``os.path.split(p)``; at once for a plain POSIX path (one ``/`` before the name)."""
+    if os.sep == "/":
+        j = p.rfind("/")
+        if j > 0 and p[j - 1] != "/":
+            return p[:j], p[j + 1:]
+    return os.path.split(p)
+
+
+def _prefix_parts(paths: Sequence[str], real_folders: Optional[dict]) -> List[Tuple[str, Optional[str]]]:
+    """``(FORM, None)`` or ``(FOLDER, NAME)`` of each of ``paths`` (see :func:`prefix_form_groups`)."""
     cache = real_folders if real_folders is not None else {}
     split = []
     per_head: dict = {}
@@ -104,7 +139,7 @@ def prefix_forms(paths: Sequence[str], real_folders: Optional[dict] = None) -> L
         if is_url(p):
             split.append(None)
             continue
-        head, tail = os.path.split(local_path(p))
+        head, tail = _split(local_path(p))
         split.append((head, tail))
         per_head[head] = per_head.get(head, 0) + 1
     links: dict = {}  # head -> the names of its symbolic links, for a folder holding many of the paths
@@ -115,20 +150,24 @@ def prefix_forms(paths: Sequence[str], real_folders: Optional[dict] = None) -> L
                     links[head] = {e.name for e in it if e.is_symlink()}
             except OSError:
                 pass  # asked file by file
-    out = []
+    out: List[Tuple[str, Optional[str]]] = []
+    folders: dict = {}  # head -> its real path ending in the separator
     for p, ht in zip(paths, split):
         if ht is None:
-            out.append(prefix_form(p, cache))
+            out.append((prefix_form(p, cache), None))
             continue
         head, tail = ht
         named = links.get(head)
         if named is None or tail in ("", ".", "..") or tail in named:
-            out.append(prefix_form(p, cache))
+            out.append((prefix_form(p, cache), None))
             continue
-        real = cache.get(head)
-        if real is None:
-            real = cache[head] = os.path.realpath(head or ".")
-        out.append(os.path.join(real, tail).rstrip(os.sep) + os.sep)
+        folder = folders.get(head)
+        if folder is None:
+            real = cache.get(head)
+            if real is None:
+                real = cache[head] = os.path.realpath(head or ".")
+            folder = folders[head] = os.path.join(real, "")  # os.path.join(real, tail) is folder + tail
+        out.append((folder, tail))
     return out
 
 
