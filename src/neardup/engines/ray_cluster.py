@@ -223,8 +223,8 @@ class agents_replaced:
 
     def __enter__(self):
         from ray._private import services
-        self.services, self.original = services, services.start_ray_process
-        if not self.agents:
+        self.services, self.original = services, getattr(services, "start_ray_process", None)
+        if not self.agents or self.original is None:  # a Ray that starts its raylet otherwise: its own agents
             return self
         flags = {f"--{agent}_command=": self.command(agent) for agent in self.agents}
 
@@ -238,7 +238,8 @@ class agents_replaced:
         return self
 
     def __exit__(self, *exc):
-        self.services.start_ray_process = self.original
+        if self.original is not None:
+            self.services.start_ray_process = self.original
         return False
 
 
