@@ -143,36 +143,3 @@ def test_own_instance_keeps_its_idle_workers():
     # two CPUs, two workers at most unless one was replaced (the first two calls may also have
     # run on one worker, started first: a set of the first calls' workers alone is not the bound)
     assert len(set(res["first"] + res["then"])) <= 2, res
-
-
-BESIDE = r"""
-import json, threading, time
-from neardup.engines.ray import RayEngine
-
-def span(seconds):
-    start = time.time()
-    time.sleep(seconds)
-    return [start, time.time()]
-
-with RayEngine(2, quiet=True) as engine:
-    engine.collect(engine.map(span, [0.0, 0.0]))  # both workers up
-    out = {}
-    other = threading.Thread(target=lambda: out.update(long=engine.collect(engine.map(span, [3.0]))))
-    other.start()
-    time.sleep(0.5)
-    out["short"] = engine.collect(engine.map(span, [0.0]))
-    other.join()
-print(json.dumps(out))
-"""
-
-
-def test_own_instance_runs_a_call_with_every_core_beside_another_threads_calls():
-    """A map of one item gets every core's kernel threads; on the run's own instance its task
-    asks Ray for one CPU, so that the calls of another thread's step run beside it, as under the
-    local engine (the write stage: the kept file beside the member files), not after it."""
-    out = subprocess.run([sys.executable, "-c", BESIDE], env=child_env(), capture_output=True, text=True, timeout=240)
-    assert out.returncode == 0, out.stderr[-3000:]
-    res = json.loads(out.stdout.strip().splitlines()[-1])
-    (long_start, long_end), = res["long"]
-    (short_start, _), = res["short"]
-    assert long_start < short_start < long_end, res

@@ -424,18 +424,8 @@ class RayEngine:
             threads = max(1, min(self.cpus_per_node, self.cpus // max(1, len(items))))
             if self.workers:
                 threads = min(threads, int(self.workers))
-        self._need = max(self._need, self.reserved(threads))
+        self._need = max(self._need, threads)
         return RayFrame(progress=progress, units=units, fn=fn, source=items, threads=threads)
-
-    def reserved(self, threads: int) -> int:
-        """The CPUs a plain task with ``threads`` kernel threads asks Ray for: its threads on a
-        cluster it shares; one on the local instance the run started (whose CPUs are the run's
-        alone), as the local engine runs a call with every core while another thread's calls run
-        beside it. There, the write stage's one call that writes the kept file (mostly one
-        thread: a copy of the kept lines) no longer holds both CPUs of a 2-CPU node while the
-        member files' calls, collected from another thread, wait for it (ray.timeline() of a 1M
-        run: the second kind's write_ranges started only when write_kept_partition ended)."""
-        return 1 if self._node is not None or (self.started and not self.address) else threads
 
     def _refs(self, frame: RayFrame) -> List:
         """The refs of the results of a map's calls, its tasks submitted (once): one per item, per
@@ -451,8 +441,7 @@ class RayEngine:
             with self._setup:
                 if self._task is None:
                     self._task = self.ray.remote(_task)  # exported to the cluster once a run
-            task = self._task.options(name=_named(frame.fn), num_cpus=self.reserved(frame.threads),
-                                      max_retries=MAX_RETRIES)
+            task = self._task.options(name=_named(frame.fn), num_cpus=frame.threads, max_retries=MAX_RETRIES)
             fn_ref = self.ray.put(frame.fn)  # once, not once a task
             frame.refs = [task.remote(fn_ref, frame.threads, *a) for a in args]
         return frame.refs
