@@ -1,8 +1,9 @@
 """The start and stop of the Ray engine's own local instance: how long ``RayEngine.__enter__``
 takes, then the first task (one per CPU, each a trivial call), then ``__exit__``; which processes
 the instance started and their CPU-seconds (the driver's own included). Each round runs the engine
-twice in fresh processes, alternating: Ray's own start (``NEARDUP_RAY_LEAN=0``: ``ray.init(address=
-"local")``) and neardup's lean one (:func:`neardup.engines.ray_cluster.start_local`).
+three times in fresh processes, alternating: Ray's own start (``NEARDUP_RAY_LEAN=0``: ``ray.init(address=
+"local")``), neardup's lean one with the raylet's own agents (``NEARDUP_RAY_AGENTS=ray``) and the lean
+one as a run starts it, with stand-ins for the agents (:func:`neardup.engines.ray_cluster.start_local`).
 
     PYTHONPATH=$PWD/src .venv/bin/python bench/ray_startup.py [--rounds 3] [--workers 2] [--output FILE]
 
@@ -78,21 +79,24 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--output", type=Path, default=RESULTS_DIR / "ray_startup.json", help="file (under bench/results/)")
     args = p.parse_args()
-    runs = {"ray.init": [], "lean": []}
+    ways = {"ray.init": {"NEARDUP_RAY_LEAN": "0"}, "lean, Ray's agents": {"NEARDUP_RAY_AGENTS": "ray"},
+            "lean": {}}
+    runs = {way: [] for way in ways}
     for r in range(args.rounds):
-        for way, lean in (("ray.init", "0"), ("lean", "1")):
-            env = dict(os.environ, NEARDUP_RAY_LEAN=lean)
+        for way, settings in ways.items():
+            env = {k: v for k, v in os.environ.items() if k not in ("NEARDUP_RAY_LEAN", "NEARDUP_RAY_AGENTS")}
+            env.update(settings)
             out = subprocess.run([sys.executable, "-c", ONE, str(args.workers)], env=env, capture_output=True,
                                  text=True, check=True)
             run = json.loads(out.stdout.strip().splitlines()[-1])
             runs[way].append(run)
-            print(f"round {r + 1} {way:8s} enter {run['enter_s']:.2f} s, first tasks {run['first_tasks_s']:.2f} s, "
+            print(f"round {r + 1} {way:18s} enter {run['enter_s']:.2f} s, first tasks {run['first_tasks_s']:.2f} s, "
                   f"exit {run['exit_s']:.2f} s, total {run['total_s']:.2f} s, {run['cpu_s']:.2f} CPU-s "
                   f"({run['processes']} processes) load {run['load']:.1f}  {run['cpu_by_kind']}", flush=True)
     summary = {way: {k: round(statistics.median(r[k] for r in rs), 3)
                      for k in ("enter_s", "first_tasks_s", "exit_s", "total_s", "cpu_s")} for way, rs in runs.items()}
     for way, s in summary.items():
-        print(f"median {way:8s} {s}")
+        print(f"median {way:18s} {s}")
     path = args.output if args.output.is_absolute() else RESULTS_DIR / args.output
     write_json(path, {**run_header(sys.argv), "workers": args.workers, "runs": runs, "medians": summary})
     return 0

@@ -27,24 +27,32 @@ PROBE = r"""
 import json, sys, psutil
 from neardup.engines.ray import RayEngine
 me = psutil.Process()
-with RayEngine(2, quiet=sys.argv[1] == "quiet") as engine:
+store_env = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
+with RayEngine(2, quiet=sys.argv[1] == "quiet", store_env=store_env) as engine:
     assert engine.collect(engine.map(abs, [-1, -2])) == [1, 2]
     started = [p for p in me.children(recursive=True)]
     names = [" ".join(p.cmdline()) for p in started]
+    scripts = [next((a for a in p.cmdline()[:6] if a.endswith(".py")), "") for p in started]  # what each one runs
 left = [p.pid for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-print(json.dumps({"names": names, "left": left}))
+print(json.dumps({"names": names, "scripts": scripts, "left": left}))
 """
 
 HELPERS = {"dashboard head": "dashboard/dashboard.py", "monitor": "autoscaler/_private/monitor.py",
            "log monitor": "log_monitor.py"}
+# the script each runs, or the name it gives itself once started
+AGENTS = {"dashboard agent": ("dashboard/agent.py", "ray::DashboardAgent"),
+          "runtime-env agent": ("runtime_env/agent/main.py", "ray::RuntimeEnvAgent"),
+          "stand-in": ("engines/ray_agent.py", "-")}
 
 
-def _started(quiet: str, **env) -> dict:
-    out = subprocess.run([sys.executable, "-c", PROBE, quiet], env=child_env(dict(os.environ, **env)),
+def _started(quiet: str, *args: str, **env) -> dict:
+    out = subprocess.run([sys.executable, "-c", PROBE, quiet, *args], env=child_env(dict(os.environ, **env)),
                          capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
     res = json.loads(out.stdout.strip().splitlines()[-1])
     res["helpers"] = {k for k, v in HELPERS.items() if any(v in n for n in res["names"])}
+    res["agents"] = sorted(k for k, (script, name) in AGENTS.items() for n, s in zip(res["names"], res["scripts"])
+                           if s.endswith(script) or n.startswith(name))
     return res
 
 
@@ -52,6 +60,29 @@ def test_own_instance_starts_none_of_the_helpers_a_quiet_run_does_not_use():
     res = _started("quiet")
     assert res["helpers"] == set(), res["names"]
     assert any("raylet" in n for n in res["names"]) and any("gcs_server" in n for n in res["names"])
+    assert res["left"] == []
+
+
+def test_own_instance_runs_stand_ins_for_the_raylets_agents():
+    """The raylet registers its node only once its two agents have written their ports (each
+    imports Ray first: ~1.5 s on 2 busy CPUs); the run's own instance gives it ray_agent.py
+    instead, twice: tasks run, and nothing is left behind."""
+    res = _started("quiet")
+    assert res["agents"] == ["stand-in", "stand-in"], res["names"]
+    assert res["left"] == []
+
+
+def test_own_instance_of_a_run_with_a_runtime_env_keeps_rays_runtime_env_agent():
+    """A run that hands an object store's settings to the workers (a runtime environment) needs
+    Ray's runtime-env agent, which sets it up; the workers see the settings."""
+    res = _started("quiet", json.dumps({"NEARDUP_TEST_STORE_SETTING": "1"}))
+    assert res["agents"] == ["runtime-env agent", "stand-in"], res["names"]
+    assert res["left"] == []
+
+
+def test_rays_own_agents_on_request():
+    res = _started("quiet", NEARDUP_RAY_AGENTS="ray")
+    assert res["agents"] == ["dashboard agent", "runtime-env agent"], res["names"]
     assert res["left"] == []
 
 

@@ -124,8 +124,10 @@ def start_local(ray, cpus: int, log_monitor: bool, **kwargs):
     for the write stage: 2 of 4 workers started for nothing). Measured on 2 busy CPUs (load 6,
     ``bench/ray_startup.py``, medians of 3; bench/results/ray5_startup.json): the engine's start
     3.6 -> 2.3 s, its first tasks 1.1 -> 0.9 s, its stop 1.7 -> 0.7 s; 4.95 -> 3.51 CPU-s of the
-    driver and the instance's processes (10 -> 7). Token authentication is set up as ``ray.init`` sets it up for a
-    new instance (on by default in Ray 2.60, a token made if there is none)."""
+    driver and the instance's processes (10 -> 7). The raylet's two agents, which it waits for
+    before it registers the node, are stand-ins (:func:`lean_agents`): the node is up in ~1.0 s
+    instead of ~2.6 s on 2 busy CPUs. Token authentication is set up as ``ray.init`` sets it up
+    for a new instance (on by default in Ray 2.60, a token made if there is none)."""
     if os.environ.get(LEAN_ENV, "").strip() == "0":
         return None
     try:
@@ -136,9 +138,15 @@ def start_local(ray, cpus: int, log_monitor: bool, **kwargs):
     except ImportError:
         return None
 
+    stubbed = lean_agents(kwargs.get("runtime_env"))
+
     class LeanNode(Node):
         def start_api_server(self, *args, **kw):  # no dashboard head: nothing of neardup's asks it anything
             self._webui_url = None
+
+        def start_raylet(self, *args, **kw):  # its agents replaced by ray_agent.py (lean_agents)
+            with agents_replaced(self._session_dir, self._node_id, stubbed):
+                return super().start_raylet(*args, **kw)
 
     # the raylet kills a worker idle for 1 s (the second one, while the pair stage's one call holds
     # both CPUs of a 2-CPU node), then starts two fresh ones for the write stage's tasks, each paying
@@ -158,6 +166,81 @@ def start_local(ray, cpus: int, log_monitor: bool, **kwargs):
         stop_local(node)
         raise
     return node
+
+
+AGENTS_ENV = "NEARDUP_RAY_AGENTS"
+# the raylet's agents, by the flag that gives the raylet its command, with the ports each writes
+# into the session folder before the raylet registers its node
+AGENT_PORTS = {"dashboard_agent": ("metrics_agent_port", "metrics_export_port", "dashboard_agent_listen_port"),
+               "runtime_env_agent": ("runtime_env_agent_port",)}
+
+
+def lean_agents(runtime_env) -> tuple:
+    """The agents of the raylet that the lean instance replaces by :mod:`.ray_agent` (a script
+    that writes the ports the raylet waits for, as "not served", and serves nothing): the
+    dashboard agent always (the instance has no dashboard), the runtime-env agent where the run
+    has no runtime environment (``runtime_env``: what the driver gives ``ray.init``; none unless
+    it hands an object store's settings to the workers) and Ray is not told to use one by the
+    environment. ``NEARDUP_RAY_AGENTS=ray``: Ray's own agents, as before. Measured on 2 CPUs
+    (bench/ray_startup.py): see :func:`start_local`."""
+    if os.environ.get(AGENTS_ENV, "").strip().lower() == "ray":
+        return ()
+    if runtime_env or job_runtime_env():
+        return ("dashboard_agent",)
+    return ("dashboard_agent", "runtime_env_agent")
+
+
+def job_runtime_env() -> bool:
+    """Whether Ray may give the run's job a runtime environment of its own making: a hook
+    (``RAY_RUNTIME_ENV_HOOK``), a job's settings in the environment, or a driver under ``uv run``
+    (Ray then runs the workers through uv); True where this Ray cannot be asked."""
+    if any(os.environ.get(v) for v in ("RAY_RUNTIME_ENV_HOOK", "RAY_JOB_CONFIG_JSON_ENV_VAR")):
+        return True
+    try:
+        from ray._private import ray_constants
+        if not ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV:
+            return False
+        from ray._private.runtime_env.uv_runtime_env_hook import _get_uv_run_cmdline
+        return bool(_get_uv_run_cmdline())
+    except Exception:
+        return True
+
+
+class agents_replaced:
+    """While the raylet is started (``services.start_raylet``, which builds its command), the
+    commands of the ``agents`` it starts are :mod:`.ray_agent`'s (this module's ``start_ray_process``
+    rewrites the raylet's ``--NAME_command=`` arguments; put back after)."""
+
+    def __init__(self, session_dir: str, node_id: str, agents):
+        self.session_dir, self.node_id, self.agents = session_dir, node_id, tuple(agents)
+
+    def command(self, agent: str) -> str:
+        import subprocess
+        import sys
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ray_agent.py")
+        return subprocess.list2cmdline([sys.executable, "-S", "-E", "-s", script, f"--session-dir={self.session_dir}",
+                                        f"--node-id={self.node_id}", f"--ports={','.join(AGENT_PORTS[agent])}"])
+
+    def __enter__(self):
+        from ray._private import services
+        self.services, self.original = services, getattr(services, "start_ray_process", None)
+        if not self.agents or self.original is None:  # a Ray that starts its raylet otherwise: its own agents
+            return self
+        flags = {f"--{agent}_command=": self.command(agent) for agent in self.agents}
+
+        def start_ray_process(command, *args, **kw):
+            if any(str(a).startswith("--dashboard_agent_command=") for a in command):  # the raylet's
+                command = [next((flag + new for flag, new in flags.items() if str(a).startswith(flag)), a)
+                           for a in command]
+            return self.original(command, *args, **kw)
+
+        services.start_ray_process = start_ray_process
+        return self
+
+    def __exit__(self, *exc):
+        if self.original is not None:
+            self.services.start_ray_process = self.original
+        return False
 
 
 def stop_local(node) -> None:
