@@ -33,14 +33,18 @@ def test_in_memory_of_a_path_does_not_import_pandas():
     assert r.stdout.strip() == "False"
 
 
-def test_a_whole_dedup_run_does_not_import_pandas(tmp_path):
+@pytest.mark.parametrize("split", [False, True])
+def test_a_whole_dedup_run_does_not_import_pandas(tmp_path, split):
     """pyarrow imports pandas (0.2-0.4 s) on its first list or scalar conversion, Parquet dataset
-    read or to_numpy: a run from a JSONL file to its report uses none of them."""
+    read or to_numpy: a run from a JSONL file to its report uses none of them, nor does one whose
+    file is read as byte ranges (their rows moved by each range's first line where they are read)."""
     lines = [json.dumps({"id": i, "text": f"doc {i % 40} " + "shared words of a near duplicate " * 3})
              for i in range(200)]
     (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
     r = _python(f"""
-        import sys
+        import os, sys
+        if {split!r}:
+            os.environ["NEARDUP_SPLIT_BYTES"] = "4096"
         from neardup.cli import main
         code = main(["dedup", {str(tmp_path / "c.jsonl")!r}, "--output", {str(tmp_path / "out")!r}, "--quiet"])
         print(code, "pandas" in sys.modules)
