@@ -48,6 +48,13 @@ def skip_counts(reasons) -> Dict[str, int]:
 MAX_REASON = 400  # characters of a reason, in a message or a rejected entry
 
 
+def cannot_read(src: Source, e: BaseException) -> InputError:
+    """The file cannot be read (no permission, an I/O error, the store): an error whatever
+    ``on_error`` says, since skipping it would give a result without the whole input."""
+    reason = e.strerror if isinstance(e, OSError) and e.strerror else one_line(e)
+    return InputError(redact(f"{src.name}: cannot read file ({reason})"))
+
+
 @dataclass
 class Batch:
     """Up to ``batch_size`` documents of one source.
@@ -138,7 +145,6 @@ class ReadContext:
         if self.span is None or self.span[2] is not None:
             return 0
         if self._line_base is None:
-            from .opening import cannot_read
             from .splits import lines_before
             try:
                 self._line_base = lines_before(self.src.path, self.span[0])

@@ -9,16 +9,9 @@ import os
 import stat
 
 from ..errors import InputError
-from .batch import ReadContext, one_line
+from .batch import ReadContext, cannot_read, one_line  # cannot_read: here for its callers
 from .sources import Source
 from .storage import fs as _fs
-
-
-def cannot_read(src: Source, e: BaseException) -> InputError:
-    """The file cannot be read (no permission, an I/O error, the store): an error whatever
-    ``on_error`` says, since skipping it would give a result without the whole input."""
-    reason = e.strerror if isinstance(e, OSError) and e.strerror else one_line(e)
-    return InputError(_fs.redact(f"{src.name}: cannot read file ({reason})"))
 
 
 def raise_if_environment(ctx: ReadContext, e: BaseException) -> None:
