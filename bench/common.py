@@ -574,3 +574,15 @@ def summarise_runs(corpus, runs: dict, keys, out=None) -> dict:
         with open(out, "w") as f:
             json.dump(result, f, indent=1)
     return result
+
+
+def tree_bytes(path: Path) -> int:
+    """Bytes of the files under ``path`` (a file that vanishes while it walks: not counted)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total

@@ -81,7 +81,7 @@ import numba as nb
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (git_state, DATA_DIR, REPO_DIR, RESULTS_DIR, WARMUP_ENV, ensure_corpus, run_header,  # noqa: E402
+from common import (git_state, tree_bytes, DATA_DIR, REPO_DIR, RESULTS_DIR, WARMUP_ENV, ensure_corpus, run_header,  # noqa: E402
                     run_measured, write_json)
 
 STAGES = ("read", "pairs", "clusters", "write")
@@ -102,17 +102,6 @@ def parse_docs(text: str) -> int:
 
 def label(n: int) -> str:
     return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else (f"{n // 1000}k" if n % 1000 == 0 else str(n))
-
-
-def tree_bytes(path: Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.path.getsize(os.path.join(root, f))
-            except OSError:
-                pass
-    return total
 
 
 def best_of(fn, repeat: int) -> float:
