@@ -255,6 +255,18 @@ def test_codes_of_several_blocks_read_in_threads(tmp_path, corpus, monkeypatch):
         offsets, values = eliasfano.decode(starts, data, counts)
         assert np.array_equal(offsets, want_offsets) and np.array_equal(values, want)
         assert pools == expected_pools, threads
+    # a room kept across calls: a smaller read is a view of it (its stale bytes past the end not
+    # seen), a larger one replaces it, the codes the same either way
+    room = [None]
+    few = docs[: len(docs) // 3]
+    few_offsets, few_values = run.store.fingerprints(few)
+    for chunk, (wo, wv), grows in ((docs, (want_offsets, want), True), (few, (few_offsets, few_values), False),
+                                   (docs, (want_offsets, want), False)):
+        before = room[0]
+        starts, data, counts = run.store.codes(chunk, room)
+        assert (room[0] is not before) is grows and np.shares_memory(data, room[0])
+        offsets, values = eliasfano.decode(starts, data, counts)
+        assert np.array_equal(offsets, wo) and np.array_equal(values, wv)
 
 
 def test_members_of_pairs_are_their_sorted_documents_and_positions():

@@ -263,17 +263,27 @@ class DocStore:
             self._code_offsets[block] = (counts, off)
         return self._code_offsets[block]
 
-    def codes(self, docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def codes(self, docs: np.ndarray, room: Optional[list] = None) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The Elias-Fano codes of the fingerprints of ascending docs, undecoded: (starts, data,
         counts), document i's code at ``data[starts[i]:]`` (:func:`neardup.kernels.eliasfano.decode`).
         A local block's codes are copied out of its memory map (closed after; CODE_THREADS blocks at a time);
-        a store's are read in ranged GETs (:meth:`Folder.read_rows`) and copied into place."""
+        a store's are read in ranged GETs (:meth:`Folder.read_rows`) and copied into place.
+        ``room``: ``[buffer or None]``, kept by a caller that reads chunk after chunk: ``data`` is a
+        view of the buffer when it is large enough (its pages are not faulted in and zeroed again),
+        else the buffer is let go before a larger one is made and put there (one held at a time)."""
         docs = np.asarray(docs, dtype=np.int64)
         starts = np.empty(len(docs), np.int64)
         counts = np.empty(len(docs), np.int64)
         blocks = list(self._by_block(docs))
         sizes = [int((self._codes(b)[1][local + 1] - self._codes(b)[1][local]).sum()) for b, _, local in blocks]
-        data = np.empty(sum(sizes), np.uint8)
+        total = sum(sizes)
+        if room is None:
+            data = np.empty(total, np.uint8)
+        else:
+            if room[0] is None or len(room[0]) < total:
+                room[0] = None  # let go before the larger one is made
+                room[0] = np.empty(total, np.uint8)
+            data = room[0][:total]
         bases = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).tolist()
 
         def fill(j):

@@ -48,13 +48,14 @@ def make_verifier(store: DocStore, config) -> Callable[[np.ndarray, np.ndarray],
     def verify(left, right):
         sim = np.empty(len(left), dtype=np.float64)
         if config.verify == "exact":
+            room = [None]  # the largest chunk's code buffer so far, reused by the next chunk
             for sel in locality_chunks(store, left, right):
                 check_interrupt()
                 m = len(sel)
                 docs, inverse = np.unique(np.concatenate([left[sel], right[sel]]), return_inverse=True)
-                starts, data, counts = store.codes(docs)
+                starts, data, counts = store.codes(docs, room)
                 sim[sel] = exact_jaccard_coded(starts, data, counts, inverse[:m], inverse[m:])
-                del starts, data, counts  # before the next chunk's are read: one chunk's held
+                del starts, data, counts  # before the next chunk's are read: one chunk's held (in the room)
         else:
             for lo in range(0, len(left), VERIFY_CHUNK):
                 check_interrupt()
