@@ -193,8 +193,9 @@ def test_stdlib_same_bytes(cluster, tmp_path, verify):
 @pytest.mark.parametrize("id_column", ["", "id"])
 def test_split_file_same_bytes(cluster, tmp_path, jsonl_corpus, monkeypatch, id_column):
     """A JSONL file cut into byte ranges (NEARDUP_SPLIT_BYTES), each read by a Ray task, gives the
-    bytes of the local engine reading every file whole (guard: the first lines of the ranges
-    not summed, ``spans[b] = [first, stop, 0]`` in stages.read.range_spans: ids and kept/ differ).
+    bytes of the local engine reading every file whole (guard: the lines of the ranges before
+    not summed, ``base[b] = 0`` in io.splits.range_lines: rows name other lines, and the kept
+    writer reads lines that are not the documents' and fails).
     part1.jsonl holds the bad lines (rejected with their lines)."""
     from neardup.io import discover
     from neardup.stages.workdir import plan_reads

@@ -120,8 +120,11 @@ def test_reading_the_ranges_reads_the_file(tmp_path, id_column, crlf, last_newli
         assert tuple(sum((p[k] for p in parts), []) for k in range(4)) == whole
 
 
-def test_a_bad_line_in_a_later_range_is_named_by_its_line(tmp_path):
-    """The error names the file's line, not the range's (guard: ``line0 = 0`` in read_jsonl)."""
+@pytest.mark.parametrize("numbered_from_zero", [False, True])
+def test_a_bad_line_in_a_later_range_is_named_by_its_line(tmp_path, numbered_from_zero):
+    """The error names the file's line, not the range's (guard: ``line0 = 0`` in read_jsonl),
+    also for a range read with its rows numbered from 0 (the newlines before the range counted
+    then; guard: ``return 0`` for the base in ReadContext.line_base)."""
     lines = [json.dumps({"text": f"doc {i}"}).encode() for i in range(100)]
     lines[77] = b'{"text": broken'
     data = lines_file(lines)
@@ -130,7 +133,9 @@ def test_a_bad_line_in_a_later_range_is_named_by_its_line(tmp_path):
     src = discover([str(p)])[0]
     spans = spans_of(p, len(data), 300)
     hit = [s for s in spans if s[0] <= data.index(b"broken") < s[1]][0]
-    assert hit != spans[0]
+    assert hit != spans[0] and hit[0] > 0
+    if numbered_from_zero:
+        hit = (hit[0], hit[1], None)
     with pytest.raises(InputError, match=r"a\.jsonl:78: broken JSON"):
         read_all(src, span=hit)
 
@@ -168,23 +173,6 @@ def test_ranges_numbered_from_zero_add_up_to_the_file(tmp_path, crlf, last_newli
         rows = [r + base for bs, base in zip(parts, bases) for b in bs for r in b.rows.tolist()]
         rejected = [r + base for bs, base in zip(parts, bases) for b in bs for r, _ in b.rejected]
         assert rows == whole[0] and rejected == whole[3]
-
-
-def test_a_bad_line_in_a_range_numbered_from_zero_is_named_by_its_line(tmp_path):
-    """A range read with its rows numbered from 0 still names the file's line in its error
-    (the newlines before the range counted then). Guard: ``return 0`` for the base in
-    ReadContext.line_base."""
-    lines = [json.dumps({"text": f"doc {i}"}).encode() for i in range(100)]
-    lines[77] = b'{"text": broken'
-    data = lines_file(lines)
-    p = tmp_path / "a.jsonl"
-    p.write_bytes(data)
-    src = discover([str(p)])[0]
-    spans = spans_of(p, len(data), 300)
-    first, stop, _line = [s for s in spans if s[0] <= data.index(b"broken") < s[1]][0]
-    assert first > 0
-    with pytest.raises(InputError, match=r"a\.jsonl:78: broken JSON"):
-        read_all(src, span=(first, stop, None))
 
 
 def test_a_range_without_records_is_no_empty_file(tmp_path):

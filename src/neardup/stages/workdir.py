@@ -15,7 +15,6 @@ file exists is done and is not read again.
     WORK/read/plan.json             the blocks: runs of consecutive input files, or one range of a
                                     large plain JSONL file (:mod:`neardup.io.splits`)
     WORK/read/ranges.json           {block: [nominal start, nominal end]} of the blocks that are ranges
-    WORK/read/spans.json            {block: [first byte, stop byte, first line]} of those, once counted
     WORK/read/block-BBBBBB.arrow    Arrow IPC file, DOCS_SCHEMA: one row per document of the block
     WORK/read/block-BBBBBB.sig      raw uint32, num_perm per document (verify = estimate | none)
     WORK/read/block-BBBBBB.fp       the uint32 shingle fingerprints (the high halves of the
@@ -138,9 +137,6 @@ def plan_reads(sources: Sequence, block_bytes: Optional[int] = None,
 INPUTS = "inputs.json"
 PLAN = "read/plan.json"
 RANGES = "read/ranges.json"
-SPANS = "read/spans.json"
-
-
 def stage_files(work: Folder, stage: str, prefix: str, ext: str) -> List[str]:
     """The names (relative to the work dir) of a stage's files ``PREFIX*EXT``, sorted."""
     return [f"{stage}/{f}" for f in work.file_names(stage) if f.startswith(prefix) and f.endswith(ext)]
@@ -300,16 +296,6 @@ class WorkDir:
             return {int(b): r for b, r in self.folder.load_json(RANGES).items()}
         except FileNotFoundError:
             return {}
-
-    def spans(self) -> Optional[Dict[int, List[int]]]:
-        """{block: [first byte, stop byte, first line]} of the ranges, once counted (else None)."""
-        try:
-            return {int(b): r for b, r in self.folder.load_json(SPANS).items()}
-        except FileNotFoundError:
-            return None
-
-    def set_spans(self, spans: Dict[int, List[int]]) -> None:
-        self.folder.write_json(SPANS, {str(b): list(r) for b, r in spans.items()})
 
     def block_summary(self, block: int) -> Optional[dict]:
         try:
