@@ -141,3 +141,16 @@ def test_the_lowest_one_bit_of_every_word():
         for word in (low, low | (1 << 63), low | (int(rng.integers(0, 2**63)) << 1 << i) & (2**64 - 1)):
             word = (word | low) & (2**64 - 1)
             assert _lowest_bit(np.uint64(word)) == (word & -word).bit_length() - 1 == i
+
+
+def test_the_bytes_of_every_count_near_a_power_of_two():
+    """Each count up to 70 and around the powers of two up to 1,025 (where the upper part, up to
+    3n bits, is longest against n and ends anywhere in a 64-bit word), one document each, in
+    one call and alone: the format's bytes (the coder streams the upper part's words, then the
+    low bits packed on from the bit where the upper part ends)."""
+    rng = np.random.default_rng(11)
+    counts = list(range(1, 71)) + [c + d for c in (127, 255, 511, 1023) for d in (0, 1, 2)]
+    docs = [rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32) for n in counts]
+    want = [_encode_python(d) for d in docs]
+    assert encode(*_csr(docs)).tobytes() == b"".join(want)
+    assert [encode(*_csr([d])).tobytes() for d in docs[::-1]] == want[::-1]

@@ -63,62 +63,50 @@ def code_bytes(counts: np.ndarray) -> np.ndarray:
 
 
 @kernel()
-def _encode_one(values, a0, n, out, at, buckets, order):
-    """The code of values[a0:a0+n] into out[at:...]; ``buckets`` (>= 2^L + 1 entries) and ``order``
-    (>= n) are scratch."""
+def _encode_one(values, a0, n, out, at, buckets, order, upper_words):
+    """The code of values[a0:a0+n] into out[at:...]; ``buckets`` (>= 2^L + 1 entries), ``order``
+    (uint32, >= n) and ``upper_words`` (uint64, >= n / 16 + 2: the upper part has at most 3n
+    bits) are scratch.
+
+    One pass places each value, in text order, at its rank q in bucket order (its bucket h's
+    next place): its 1 bit of the upper part at h + q, set where it falls in the zeroed
+    ``upper_words`` (no branch), its low bits at order[q]. A second pass streams the code out 64
+    bits at a time: the upper part's words, then the low bits packed after them."""
     low = _high_bits(n)
-    w = 32 - low
+    w = np.uint64(32 - low)
     nb_ = np.int64(1) << low
-    shift = np.uint64(w)
-    for h in range(nb_ + 1):
-        buckets[h] = 0
+    upper = np.uint64(n + nb_)
+    k_upper = upper >> np.uint64(6)  # the upper part's whole words; the lower part starts in the next
+    upper_words[:k_upper + np.uint64(1)] = 0
+    buckets[:nb_ + 1] = 0
     for i in range(n):
-        buckets[(np.uint64(values[a0 + i]) >> shift) + 1] += 1
+        buckets[(np.uint64(values[a0 + i]) >> w) + np.uint64(1)] += 1
     for h in range(nb_):
         buckets[h + 1] += buckets[h]
+    mask = (np.uint64(1) << w) - np.uint64(1)
+    s63 = np.uint64(63)
     for i in range(n):
-        v = values[a0 + i]
-        h = np.uint64(v) >> shift
-        order[buckets[h]] = v
-        buckets[h] += 1
-    # one stream of bits, 64 at a time into out. The upper part: the i-th value in bucket order,
-    # of bucket h, is the 1 bit at h + i (the 0 bits that end the buckets are the others)
-    acc = np.uint64(0)
-    bits = np.uint64(0)
-    cur = 0  # bits of the upper part written
+        v = np.uint64(values[a0 + i])
+        h = v >> w
+        q = buckets[h]
+        buckets[h] = q + 1
+        p = h + np.uint64(q)
+        upper_words[p >> np.uint64(6)] |= np.uint64(1) << (p & s63)
+        order[q] = np.uint32(v & mask)
+    for j in range(k_upper):
+        _store64(out, at + 8 * j, upper_words[j])
+    at += 8 * np.int64(k_upper)
+    acc = upper_words[k_upper]
+    bits = upper & s63
     for i in range(n):
-        p = np.int64(np.uint64(order[i]) >> shift) + i
-        bits += np.uint64(p - cur)  # the zeros before it
-        while bits >= 64:
-            _store64(out, at, acc)
-            at += 8
-            acc = np.uint64(0)
-            bits -= np.uint64(64)
-        acc |= np.uint64(1) << bits
-        bits += np.uint64(1)
-        if bits == 64:
-            _store64(out, at, acc)
-            at += 8
-            acc = np.uint64(0)
-            bits = np.uint64(0)
-        cur = p + 1
-    bits += np.uint64(n + nb_ - cur)  # the zeros that end the last buckets
-    while bits >= 64:
-        _store64(out, at, acc)
-        at += 8
-        acc = np.uint64(0)
-        bits -= np.uint64(64)
-    # the lower part: the low bits of the values in bucket order
-    mask = (np.uint64(1) << shift) - np.uint64(1)
-    for i in range(n):
-        v = np.uint64(order[i]) & mask
+        v = np.uint64(order[i])
         acc |= v << bits
-        bits += shift
+        bits += w
         if bits >= 64:
             _store64(out, at, acc)
             at += 8
             bits -= np.uint64(64)
-            acc = v >> (shift - bits) if bits else np.uint64(0)
+            acc = v >> (w - bits)  # its bits that did not fit (none: v >> w = 0)
     while bits > 0:
         out[at] = np.uint8(acc & np.uint64(0xFF))
         at += 1
@@ -147,9 +135,10 @@ def _encode_parts_kernel(values, bound, counts, target, starts, out):
             most = max(most, counts[i])
         buckets = np.empty(2 * most + 2, dtype=np.int64)
         order = np.empty(most, dtype=np.uint32)
+        upper_words = np.empty(most // 16 + 2, dtype=np.uint64)
         for i in range(lo, hi):
             if counts[i] > 0:
-                _encode_one(values, bound[i], counts[i], out, starts[target[i]], buckets, order)
+                _encode_one(values, bound[i], counts[i], out, starts[target[i]], buckets, order, upper_words)
 
 
 def encode_parts(values: np.ndarray, bound: np.ndarray, counts: np.ndarray, target: np.ndarray,
