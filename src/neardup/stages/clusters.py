@@ -102,8 +102,8 @@ def in_thread(gather: Callable[[], Columns]) -> Callable[[], Columns]:
     """``gather()`` started in a thread of its own (:class:`Background`); the function returned
     waits for its result (raising its error). The members' columns and ids are read block by block
     by Python and Arrow calls, the selection's kernel releases the GIL: on two cores the one is
-    done while the other runs (at 1M documents, 12-20 ms of gathering beside 15-20 of loading
-    and running the kernel)."""
+    done while the other runs (at 1M documents, under load: ~16 CPU-ms of gathering beside ~8 of
+    loading the kernel and ~10 of running it)."""
     result: List[Columns] = []
     job = Background(lambda: result.append(gather()), "neardup-members")
 
