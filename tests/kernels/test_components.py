@@ -260,3 +260,17 @@ def test_large_star_counts_the_nodes_not_yet_in_a_star():
     # small-star links every node of a node's smaller side to their minimum
     hi, lo = small_star(np.array([3, 3]), np.array([1, 2]))
     assert sorted(zip(hi.tolist(), lo.tolist())) == [(2, 1), (3, 1)]
+
+
+
+def test_select_representatives_takes_ranks_of_any_values():
+    """The kernel orders by ranks in [0, n) (a counting sort): a caller's ranks outside it (negative,
+    n or more, far apart) select as their dense equivalents, ties included, as the twin does."""
+    edges = [(0, 1), (1, 2), (2, 3), (3, 4), (0, 4)]
+    sims = [0.9, 0.8, 1.0, 0.85, 0.9]
+    for wild, dense in (([-5, 10 ** 12, 7, -5, 8], [0, 3, 1, 0, 2]), ([50, 40, 30, 20, 10], [4, 3, 2, 1, 0]),
+                        ([5, 5, 5, 5, 6], [0, 0, 0, 0, 1])):
+        got = selection_lists(select_representatives(5, *arrays(edges), np.array(sims), np.array(wild)))
+        want = select_representatives_python(5, edges, sims, dense)
+        assert got[0] == want[0] and got[1] == want[1] and got[3] == want[3]
+        assert same_with_nan(got[2], want[2])

@@ -19,6 +19,7 @@ from neardup.kernels.hashing import partition_of
 from neardup.io.storage.folder import Folder
 from neardup.stages import Run
 from neardup.stages.clusters import ClustersStage
+from neardup.stages.corpus import DocStore
 from neardup.stages.workdir import WorkDir
 from neardup.stages.pairs import PairsStage, band_rows, form_buckets
 from neardup.stages.read import ReadStage
@@ -284,10 +285,12 @@ def test_members_of_pairs_are_their_sorted_documents_and_positions():
         assert np.array_equal(docs[li], left) and np.array_equal(docs[ri], right)
 
 
-def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch):
+@pytest.mark.parametrize("row_base", [None, [7, 1000]])
+def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch, row_base):
     """The clusters stage's one read of each block (DocStore.columns_and_ids) gives what
     DocStore.columns and DocStore.ids give, for document sets over both blocks, one block, none;
-    without ids, None for them."""
+    without ids, None for them. With a row base (the ranges of a split file: rows numbered from
+    0 in each), the rows taken have it added as the whole block's rows have."""
     from neardup.stages import workdir as wd
     monkeypatch.setattr(wd, "BLOCK_BYTES", 1)  # one read block per input file
     config = Config(on_error="skip", keep="score:score", id_column="id").resolved()
@@ -296,23 +299,16 @@ def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch):
     run = Run(config=config, sources=sources, work=work, output=Folder.of(tmp_path / "out"), quiet=True)
     work.mark_done("read", ReadStage().run(run, LocalEngine()))
     assert len(run.corpus.blocks) == 2
+    store = run.store if row_base is None else DocStore(work.folder, run.corpus.block_start, config.num_perm,
+                                                        np.array(row_base))
     rng = np.random.default_rng(11)
     first = int(run.corpus.block_start[1])
     columns = ["source", "row", "length", "score"]
     for docs in (np.flatnonzero(rng.random(run.corpus.n) < 0.4), np.arange(first, run.corpus.n),
                  np.array([0, first - 1]), np.zeros(0, np.int64)):
-        values, ids = run.store.columns_and_ids(docs, columns, True)
-        want = run.store.columns(docs, columns)
+        values, ids = store.columns_and_ids(docs, columns, True)
+        want = store.columns(docs, columns)
         for c in columns:
             assert np.array_equal(values[c], want[c]) and values[c].dtype == want[c].dtype, c
-        assert ids.equals(run.store.ids(docs))
-        assert run.store.columns_and_ids(docs, columns, False)[1] is None
-
-
-def test_rows_by_chunk_picks_each_chunks_rows():
-    """The rows of a chunked column are found in the chunk that holds them, numbered inside it."""
-    from neardup.stages.corpus import _rows_by_chunk
-    column = pa.chunked_array([pa.array(np.arange(a, b)) for a, b in ((0, 5), (5, 5), (5, 12), (12, 20))])
-    for rows in (np.array([0, 4, 5, 11, 12, 19]), np.array([6, 7]), np.arange(20), np.zeros(0, np.int64)):
-        got = [chunk.take(pa.array(r)).to_numpy() for chunk, r in _rows_by_chunk(column, rows)]
-        assert np.array_equal(np.concatenate(got) if got else np.zeros(0, np.int64), rows)
+        assert ids.equals(store.ids(docs))
+        assert store.columns_and_ids(docs, columns, False)[1] is None

@@ -112,9 +112,10 @@ class Selection:
         return int(len(np.unique(c)))
 
 
-@kernel()
+@kernel(nogil=True)
 def _select_kernel(n, left, right, sim, rank):
-    # the components in the same kernel: one kernel to load in a process, not two
+    # the components in the same kernel: one kernel to load in a process, not two; without the
+    # GIL: the clusters stage gathers the members' columns in a thread meanwhile
     labels = _components_kernel(n, left, right)
     # adjacency in CSR, both directions
     deg = np.zeros(n + 1, dtype=np.int64)
@@ -135,12 +136,22 @@ def _select_kernel(n, left, right, sim, rank):
         nbr[fill[b]] = a
         nsim[fill[b]] = sim[p]
         fill[b] += 1
-    # visit documents with edges in keep order
+    # visit documents with edges in keep order: by rank (in [0, n)), ties to the earlier document,
+    # a counting sort (numba's merge sort took 9 ms of the 1M corpus's 214,229 members, sorted or not)
     has = np.zeros(n, dtype=np.bool_)
+    at = np.zeros(n + 1, dtype=np.int64)
     for i in range(n):
         has[i] = deg[i + 1] > deg[i]
+        if has[i]:
+            at[rank[i] + 1] += 1
+    for i in range(n):
+        at[i + 1] += at[i]
+    order = np.empty(at[n], dtype=np.int64)
+    for i in range(n):
+        if has[i]:
+            order[at[rank[i]]] = i
+            at[rank[i]] += 1
     members = np.flatnonzero(has)
-    order = members[np.argsort(rank[members], kind="mergesort")]  # stable: ties to the earlier document
     status = np.zeros(n, dtype=np.int8)  # 0 undecided, 1 kept, 2 removed
     rep = np.full(n, -1, dtype=np.int64)
     rsim = np.full(n, np.nan, dtype=np.float64)
@@ -184,6 +195,8 @@ def select_representatives(n: int, left: np.ndarray, right: np.ndarray, similari
     right = np.require(right, np.int64, "CW")
     sim = np.require(similarity, np.float64, "CW")
     rank = np.arange(n, dtype=np.int64) if rank is None else np.require(rank, np.int64, "CW")
+    if n and (rank.min() < 0 or rank.max() >= n):  # a caller's own ranks: made dense, the same order and ties
+        rank = np.unique(rank, return_inverse=True)[1].astype(np.int64).reshape(n)
     _check_pairs(n, left, right)
     cluster, rep, rsim, removed = _select_kernel(int(n), left, right, sim, rank)
     return Selection(cluster=cluster, representative=rep, similarity=rsim, removed=removed)
