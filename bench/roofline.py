@@ -27,7 +27,8 @@ trees compared in one run share their floors):
   cores). Parsing JSON, band keys and writing the work dir are not in the floor.
 - pairs: sort + verify. sort = ``bands`` × documents uniformly random uint64 keys (band keys are
   hashes) sorted band by band, the bands spread over the cores (numba LSD radix sort, 11-bit digits,
-  or ``np.sort`` per band when that was faster: the faster one is used and named); verify =
+  the counts of all digits from one pass over the keys, or ``np.sort`` per band when that was
+  faster: the faster one is used and named); verify =
   ``exact_jaccard_raw`` (Jaccard of raw 32-bit fingerprints: a lower bound of the pair stage's ``exact_jaccard_coded``, which also decodes the Elias-Fano codes) over as many random pairs of
   documents as the run had candidate pairs, on the kernel's fingerprints of the first 50k
   documents; plus its input, what the stage cannot do without reading: the band keys of the
@@ -39,7 +40,11 @@ trees compared in one run share their floors):
   (the page faults, no copy). An ideal reader pays the cheaper one and no more (the run's own
   kernels then read the bytes, as the sort and verify floors read theirs from memory); the
   allocation of buffers, a gather of the keys into columns and any second pass are not in it.
-  (The floor before, sort + verify alone, is kept beside as ``compute_seconds``.)
+  (The floor before, sort + verify alone, is kept beside as ``compute_seconds``.) The pairs floor
+  is measured in samples spread over the run, one after each round of timed runs (each the best
+  of ``--floor-repeat`` tries of each part), so that it meets the load the stage met: its figure
+  is the best of each part over every sample, summed (the most demanding), the samples' totals
+  (best, median, worst, spread) beside (``samples``).
 - clusters: what the stage must do at the machine's pace: its input, the work dir's pairs/ files,
   read at the page-cache read bandwidth; the member set made (a mark per document, the pairs
   renumbered into it by each member's position written at its index) and ``select_representatives`` run over it (the union-find and the chain
@@ -168,27 +173,31 @@ def head_texts(files: List[str], limit: int) -> List[str]:
 
 @nb.njit(cache=True)
 def _radix_sort(keys, tmp):
-    """LSD radix sort of uint64 keys in place (11-bit digits; ``tmp`` as long as ``keys``)."""
+    """LSD radix sort of uint64 keys in place (11-bit digits; ``tmp`` as long as ``keys``): the
+    counts of all six digits from one pass over the keys (they do not change from pass to pass),
+    then a scatter pass per digit that is not the same in every key."""
     n = keys.shape[0]
+    count = np.zeros((6, 2048), np.int64)
+    for i in range(n):
+        k = keys[i]
+        for d in range(6):
+            count[d, (k >> np.uint64(11 * d)) & np.uint64(2047)] += 1
     src, dst = keys, tmp
-    count = np.empty(2048, np.int64)
     swapped = False
-    for shift in range(0, 64, 11):
-        count[:] = 0
-        s = np.uint64(shift)
-        for i in range(n):
-            count[(src[i] >> s) & np.uint64(2047)] += 1
-        if count.max() == n:  # every key has this digit: nothing to move
+    for d in range(6):
+        c = count[d]
+        if c.max() == n:  # every key has this digit: nothing to move
             continue
         total = 0
-        for d in range(2048):
-            c = count[d]
-            count[d] = total
-            total += c
+        for v in range(2048):
+            x = c[v]
+            c[v] = total
+            total += x
+        s = np.uint64(11 * d)
         for i in range(n):
-            d = (src[i] >> s) & np.uint64(2047)
-            dst[count[d]] = src[i]
-            count[d] += 1
+            v = (src[i] >> s) & np.uint64(2047)
+            dst[c[v]] = src[i]
+            c[v] += 1
         src, dst = dst, src
         swapped = not swapped
     if swapped:
@@ -207,46 +216,18 @@ def _npsort_bands(keys):
         keys[band] = np.sort(keys[band])
 
 
-def sort_floor(bands: int, n: int, repeat: int) -> dict:
-    rng = np.random.default_rng(0)
-    small = rng.integers(0, 2**63, size=(2, 1000), dtype=np.uint64)
-    _radix_bands(small.copy(), np.empty_like(small))  # compile (or load) before timing
-    _npsort_bands(small.copy())
-    keys = rng.integers(0, 2**64 - 1, size=(bands, n), dtype=np.uint64, endpoint=True)
-    tmp = np.empty_like(keys)
-    times = {}
-    work = np.empty_like(keys)
-
-    def radix():
-        _radix_bands(work, tmp)
-
-    def npsort():
-        _npsort_bands(work)
-
-    cpus = {}
-    for name, fn in (("numba LSD radix", radix), ("np.sort", npsort)):
-        best, cpu = float("inf"), 0.0
-        for _ in range(repeat):
-            work[:] = keys
-            t0, c0 = time.perf_counter(), time.process_time()
-            fn()
-            best = min(best, time.perf_counter() - t0)
-            cpu += (time.process_time() - c0) / repeat
-        assert bool(np.all(work[:, 1:] >= work[:, :-1])), name
-        times[name], cpus[name] = best, cpu
-    used = min(times, key=times.get)
-    return {"keys": bands * n, "bands": bands, "per_band": n, "seconds_by_method": times,
-            "cpu_seconds_mean_by_method": cpus, "method": used, "seconds": times[used], "cpu_seconds_mean": cpus[used]}
+def hasher_of(params: dict):
+    from neardup.kernels.minhash import MinHasher
+    return MinHasher(int(params["num_perm"]), ngram=int(params["ngram"]), seed=int(params["seed"]),
+                     hash_version=int(params["hash_version"]), punctuation=params["punctuation"])
 
 
 def kernel_floor(texts: List[str], params: dict, batch: int, repeat: int) -> dict:
-    """Rate of the read stage's kernel call on texts in memory; also keeps fingerprints of the
-    first VERIFY_DOCS documents for the verification floor."""
+    """Rate of the read stage's kernel call on texts in memory."""
     import pyarrow as pa
-    from neardup.kernels.minhash import MinHasher, Scratch
+    from neardup.kernels.minhash import Scratch
 
-    hasher = MinHasher(int(params["num_perm"]), ngram=int(params["ngram"]), seed=int(params["seed"]),
-                       hash_version=int(params["hash_version"]), punctuation=params["punctuation"])
+    hasher = hasher_of(params)
     arr = pa.array(texts, type=pa.large_string())
     nbytes = int(np.diff(np.frombuffer(arr.buffers()[1], np.int64, len(arr) + 1, arr.offset * 8)[[0, -1]])[0])
     chunks = [arr.slice(i, batch) for i in range(0, len(arr), batch)]
@@ -259,42 +240,116 @@ def kernel_floor(texts: List[str], params: dict, batch: int, repeat: int) -> dic
             call(c, scratch=scratch)
 
     best, cpu = timed(run, repeat)
-    # fingerprints of the first documents, one CSR (the pair stage's verification input)
-    offs, fps, base = [np.zeros(1, np.int64)], [], 0
-    for c in chunks:
-        if base >= VERIFY_DOCS:
-            break
-        _, off, fp = hasher.signatures_and_fingerprints(c, scratch=scratch)
-        offs.append(off[1:] + offs[-1][-1])
-        fps.append(fp)
-        base += len(c)
     # cpu_seconds_mean / threads: the wall time on idle cores (a busy machine's floor is its wall best)
     return {"call": call.__name__, "docs": len(texts), "text_bytes": nbytes, "seconds": best, "cpu_seconds_mean": cpu,
-            "bytes_per_s": nbytes / best, "threads": nb.get_num_threads(),
-            "_fp": (np.concatenate(offs), np.concatenate(fps))}
+            "bytes_per_s": nbytes / best, "threads": nb.get_num_threads()}
 
 
-def verify_floor(fp_csr, pairs: int, repeat: int) -> dict:
-    from neardup.kernels.verify import exact_jaccard_raw
-    offsets, fp = fp_csr
-    m = len(offsets) - 1
-    rng = np.random.default_rng(1)
-    left = rng.integers(0, m, pairs)
-    right = (left + rng.integers(1, m, pairs)) % m
-    exact_jaccard_raw(offsets, fp, left[:10], right[:10])
-    best, cpu = timed(lambda: exact_jaccard_raw(offsets, fp, left, right), repeat)
-    return {"pairs": pairs, "docs_sampled": m, "seconds": best, "cpu_seconds_mean": cpu}
+def verify_fingerprints(files: List[str], params: dict):
+    """The kernel's fingerprints of the corpus's first VERIFY_DOCS documents, one CSR (offsets,
+    uint32): the verification floor's documents."""
+    import pyarrow as pa
+    _, offsets, fp = hasher_of(params).signatures_and_fingerprints(
+        pa.array(head_texts(files, VERIFY_DOCS), type=pa.large_string()))
+    return offsets, fp
 
 
-def pairs_input_floor(work: Path, bands: int, repeat: int) -> Optional[dict]:
-    """The pair stage's input (see the module): the eligible documents' band keys and the
-    candidate documents' codes, from the work dir's read/ Arrow blocks (keys, count); the cost of
-    their bytes at the cheaper of read() and page-faulting a memory map, both measured on the
-    read/ files. None when the blocks have another layout (an older tree's)."""
+class PairsFloor:
+    """The pair stage's floor (see the module): sort + verify + input, measured in samples spread
+    over the run (one after each round of timed runs, so that the floor and the stage meet the
+    same load), each sample the best of ``repeat`` tries of each part. :meth:`result`: the best
+    of each part over every sample, summed (the most demanding figure: never more than the best
+    sample's total), and the spread of the samples' totals."""
+
+    def __init__(self, bands: int, n: int, fp_csr, repeat: int):
+        from neardup.kernels.verify import exact_jaccard_raw
+        self.verify_kernel = exact_jaccard_raw
+        small = np.random.default_rng(0).integers(0, 2**63, size=(2, 1000), dtype=np.uint64)
+        _radix_bands(small.copy(), np.empty_like(small))  # compile (or load) before timing
+        _npsort_bands(small.copy())
+        self.bands, self.n = bands, n
+        self.offsets, self.fp = fp_csr
+        self.input_bytes = None  # the work dir's, found at the first sample (the runs' work dirs hold the same bytes)
+        self.samples: List[dict] = []
+        self.repeat = repeat
+
+    def sort(self, repeat: int) -> dict:
+        # the keys made for each sample (not held while the stage runs: 4.3 GB at 10M), the same each time
+        keys = np.random.default_rng(0).integers(0, 2**64 - 1, size=(self.bands, self.n), dtype=np.uint64,
+                                                 endpoint=True)
+        tmp, work = np.empty_like(keys), np.empty_like(keys)
+        times, cpus = {}, {}
+        for name, fn in (("numba LSD radix", lambda: _radix_bands(work, tmp)), ("np.sort", lambda: _npsort_bands(work))):
+            best, cpu = float("inf"), 0.0
+            for _ in range(repeat):
+                work[:] = keys
+                t0, c0 = time.perf_counter(), time.process_time()
+                fn()
+                best = min(best, time.perf_counter() - t0)
+                cpu += (time.process_time() - c0) / repeat
+            assert bool(np.all(work[:, 1:] >= work[:, :-1])), name
+            times[name], cpus[name] = best, cpu
+        used = min(times, key=times.get)
+        return {"keys": self.bands * self.n, "bands": self.bands, "per_band": self.n, "seconds_by_method": times,
+                "cpu_seconds_mean_by_method": cpus, "method": used, "seconds": times[used],
+                "cpu_seconds_mean": cpus[used]}
+
+    def verify(self, pairs: int, repeat: int) -> dict:
+        m = len(self.offsets) - 1
+        rng = np.random.default_rng(1)
+        left = rng.integers(0, m, pairs)
+        right = (left + rng.integers(1, m, pairs)) % m
+        self.verify_kernel(self.offsets, self.fp, left[:10], right[:10])
+        best, cpu = timed(lambda: self.verify_kernel(self.offsets, self.fp, left, right), repeat)
+        return {"pairs": pairs, "docs_sampled": m, "seconds": best, "cpu_seconds_mean": cpu}
+
+    def sample(self, work: Path, candidate_pairs: int) -> dict:
+        repeat = self.repeat
+        if self.input_bytes is None:
+            self.input_bytes = pairs_input_bytes(work, self.bands)
+        s = {"sort": self.sort(repeat), "verify": self.verify(candidate_pairs, repeat),
+             "input": None if self.input_bytes is None else pairs_input_floor(work, self.input_bytes, repeat),
+             "load_average": os.getloadavg()[0]}
+        s["seconds"] = sum(s[k]["seconds"] for k in ("sort", "verify", "input") if s[k])
+        self.samples.append(s)
+        return s
+
+    def result(self) -> dict:
+        best = {k: min((s[k] for s in self.samples), key=lambda x: x["seconds"]) if self.samples[0][k] else None
+                for k in ("sort", "verify", "input")}
+        compute_s = best["sort"]["seconds"] + best["verify"]["seconds"]
+        totals = [s["seconds"] for s in self.samples]
+        spread = {"samples": len(totals), "tries_each": self.repeat, "totals": totals, "best": min(totals),
+                  "median": statistics.median(totals), "worst": max(totals),
+                  "spread": (max(totals) - min(totals)) / min(totals),
+                  "load_averages": [s["load_average"] for s in self.samples]}
+        sort, ver, pin = best["sort"], best["verify"], best["input"]
+        basis = (f"sort {sort['keys'] / 1e6:.1f}M keys ({sort['method']}) {sort['seconds']:.2f} s"
+                 f" + verify {ver['pairs']:,} pairs {ver['seconds']:.3f} s")
+        out = {"sort": sort, "verify": ver, "compute_seconds": compute_s, "samples": spread}
+        if pin is None:  # no read/ blocks of this layout (an older tree's): compute alone
+            return {**out, "seconds": compute_s, "basis": basis + self.spread_text(spread)}
+        return {**out, "input": pin, "seconds": compute_s + pin["seconds"],
+                "basis": (f"{basis} + input {fmt_b(pin['bytes'])} (keys of {pin['eligible_documents']:,}"
+                          f" documents, codes of {pin['candidate_documents']:,}) by {pin['way']} "
+                          f"{pin['seconds']:.3f} s (read() {pin['seconds_at_read']:.3f} s, mmap "
+                          f"faults {pin['seconds_at_mmap']:.3f} s; sort + verify alone "
+                          f"{compute_s:.3f} s)" + self.spread_text(spread))}
+
+    @staticmethod
+    def spread_text(spread: dict) -> str:
+        return (f"; the best part of {spread['samples']} samples each; the samples' totals "
+                f"{spread['best']:.3f}-{spread['worst']:.3f} s (median {spread['median']:.3f}, "
+                f"spread {100 * spread['spread']:.0f}%)")
+
+
+def pairs_input_bytes(work: Path, bands: int) -> Optional[dict]:
+    """What the pair stage must read (see the module): the eligible documents' band keys and the
+    candidate documents' codes, from the work dir's read/ Arrow blocks (keys, count). None when
+    the blocks have another layout (an older tree's)."""
     import pyarrow as pa
     from neardup.kernels.eliasfano import code_bytes
     blocks = sorted((work / "read").glob("block-*.arrow"))
-    files = blocks + sorted((work / "read").glob("block-*.fp"))
     if not blocks:
         return None
     keys, counts = [], []
@@ -317,9 +372,16 @@ def pairs_input_floor(work: Path, bands: int, repeat: int) -> Optional[dict]:
         same = k[order][1:] == k[order][:-1]
         candidate[eligible[order[1:][same]]] = True
         candidate[eligible[order[:-1][same]]] = True
-    del keys
     key_bytes = len(eligible) * bands * 8
     codes = int(code_bytes(counts[candidate]).sum())
+    return {"eligible_documents": int(len(eligible)), "candidate_documents": int(candidate.sum()),
+            "key_bytes": key_bytes, "code_bytes": codes, "bytes": key_bytes + codes}
+
+
+def pairs_input_floor(work: Path, need: dict, repeat: int) -> dict:
+    """The cost of the pair stage's input bytes (``need``, :func:`pairs_input_bytes`) at the
+    cheaper of read() and page-faulting a memory map, both measured on the work dir's read/ files."""
+    files = sorted((work / "read").glob("block-*.arrow")) + sorted((work / "read").glob("block-*.fp"))
     read = read_bandwidth([str(p) for p in files], repeat)
     file_bytes = read["bytes"]
 
@@ -334,10 +396,9 @@ def pairs_input_floor(work: Path, bands: int, repeat: int) -> Optional[dict]:
     touch()
     mmap_s, _ = timed(touch, repeat)
     mmap_bps = file_bytes / mmap_s
-    in_bytes = key_bytes + codes
+    in_bytes = need["bytes"]
     best_bps = max(read["bytes_per_s"], mmap_bps)
-    return {"eligible_documents": int(len(eligible)), "candidate_documents": int(candidate.sum()),
-            "key_bytes": key_bytes, "code_bytes": codes, "bytes": in_bytes, "read_files_bytes": file_bytes,
+    return {**need, "read_files_bytes": file_bytes,
             "read_bytes_per_s": read["bytes_per_s"], "mmap_fault_bytes_per_s": mmap_bps,
             "way": "read()" if read["bytes_per_s"] >= mmap_bps else "mmap faults",
             "seconds_at_read": in_bytes / read["bytes_per_s"], "seconds_at_mmap": in_bytes / mmap_bps,
@@ -635,7 +696,9 @@ def main(argv=None) -> int:
         runs: Dict[str, List[dict]] = {str(s): [] for s in srcs}
         for src in srcs:
             log(f"{size}: untimed run, {src}")
-            dedup(src, corpus["files"], out, work)
+            params = dedup(src, corpus["files"], out, work)["params"]
+        pairs_floor = PairsFloor(int(params["bands"]), n, verify_fingerprints(corpus["files"], params),
+                                 args.floor_repeat)
         for i in range(args.repeat):
             for src in (srcs if i % 2 == 0 else srcs[::-1]):
                 log(f"{size}: run {i + 1}/{args.repeat}, {src}")
@@ -643,6 +706,8 @@ def main(argv=None) -> int:
                 r["bytes"] = folder_bytes(out, work)
                 runs[str(src)].append(r)
                 last = r  # the run whose work dir is still there
+            log(f"{size}: pairs floor, sample {i + 1}/{args.repeat}")
+            pairs_floor.sample(work, int(last["counts"].get("candidate_pairs", 0)))
         params, counts = last["params"], last["counts"]
 
         log(f"{size}: floors")
@@ -653,7 +718,6 @@ def main(argv=None) -> int:
         batch = Execution.batch_size  # the read stage's default batch
         kern = kernel_floor(texts, params, batch, args.floor_repeat)
         del texts
-        fp_csr = kern.pop("_fp")
         kernel_s = corpus["text_bytes"] / kern["bytes_per_s"]
         zstd = zstd_floor(corpus["files"], cores) if corpus["zstd"] else None
         input_s = read_bw["seconds"] + (zstd["seconds_all_cores"] if zstd else 0.0)
@@ -663,24 +727,9 @@ def main(argv=None) -> int:
                           "zstd": zstd, "input_seconds": input_s, "seconds": max(kernel_s, input_s),
                           "basis": (f"max(kernel {kernel_s:.2f} s at {kern['bytes_per_s'] / 1e6:.0f} MB/s on "
                                     f"{kern['threads']} threads ({kernel_cpu_s:.1f} CPU-s), input {input_s:.2f} s)")}
-        sort = sort_floor(int(params["bands"]), n, args.floor_repeat)
-        ver = verify_floor(fp_csr, int(counts.get("candidate_pairs", 0)), args.floor_repeat)
-        del fp_csr
-        compute_s = sort["seconds"] + ver["seconds"]
-        pin = pairs_input_floor(work, int(params["bands"]), args.floor_repeat)
-        basis = (f"sort {sort['keys'] / 1e6:.1f}M keys ({sort['method']}) {sort['seconds']:.2f} s"
-                 f" + verify {ver['pairs']:,} pairs {ver['seconds']:.3f} s")
-        if pin is None:  # no read/ blocks of this layout (an older tree's): compute alone
-            floors["pairs"] = {"sort": sort, "verify": ver, "compute_seconds": compute_s, "seconds": compute_s,
-                               "basis": basis}
-        else:
-            floors["pairs"] = {"sort": sort, "verify": ver, "input": pin, "compute_seconds": compute_s,
-                               "seconds": compute_s + pin["seconds"],
-                               "basis": (f"{basis} + input {fmt_b(pin['bytes'])} (keys of {pin['eligible_documents']:,}"
-                                         f" documents, codes of {pin['candidate_documents']:,}) by {pin['way']} "
-                                         f"{pin['seconds']:.3f} s (read() {pin['seconds_at_read']:.3f} s, mmap "
-                                         f"faults {pin['seconds_at_mmap']:.3f} s; sort + verify alone "
-                                         f"{compute_s:.3f} s)")}
+        floors["pairs"] = pairs_floor.result()
+        sort, ver = floors["pairs"]["sort"], floors["pairs"]["verify"]
+        del pairs_floor
         uf = union_find_floor(n, work / "pairs", int(counts.get("verified_pairs", 0)), args.floor_repeat)
         wr = write_floor(last["bytes"]["output"], scratch, args.floor_repeat)
         cl = clusters_floor(work, args.floor_repeat, read_bw["bytes_per_s"], wr["page_cache_write_bytes_per_s"])
