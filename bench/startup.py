@@ -11,6 +11,15 @@ timeline of a run in one process (``--timeline``): the import of neardup, each k
 from numba's cache (wall, CPU, thread), each stage, the report, the publish and the work dir's
 removal, with the process's end measured from outside. Writes JSON (``--output``, default
 bench/results/startup.json).
+
+Python's bytecode: an installed neardup (pip compiles it at install) and the peers' packages
+start from their .pyc files; a source tree run with ``PYTHONDONTWRITEBYTECODE=1`` and no
+__pycache__ compiles every module of neardup at each start (~100 modules, 1.1 G instructions).
+``--bytecode cached`` runs every tree as installed: its bytecode written once under
+``SCRATCH/pycache`` (``PYTHONPYCACHEPREFIX``, the trees untouched) by the untimed first run and
+read by the timed ones; ``--bytecode both`` runs each tree both ways, alternated ("TREE
+(bytecode cached)"); the default, ``env``, as the environment says. The result records it
+(``bytecode``).
 """
 
 from __future__ import annotations
@@ -75,8 +84,18 @@ sys.exit(main())
 """
 
 
-def run_once(tree: str, corpus: str, out: str) -> dict:
+def child_env(tree: str, pycache) -> dict:
+    """The environment of a run of ``tree``: its sources first on the path; with ``pycache``,
+    its bytecode kept there (written when missing, read after)."""
     env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+    if pycache:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = os.path.abspath(pycache)
+    return env
+
+
+def run_once(tree: str, corpus: str, out: str, pycache=None) -> dict:
+    env = child_env(tree, pycache)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "neardup", "dedup", corpus, "-o", out, "--overwrite", "--quiet"],
@@ -91,8 +110,8 @@ def run_once(tree: str, corpus: str, out: str) -> dict:
             "outside_stages_s": round(wall - sum(seconds.values()), 3)}
 
 
-def timeline(tree: str, corpus: str, out: str, scratch: Path) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+def timeline(tree: str, corpus: str, out: str, scratch: Path, pycache=None) -> dict:
+    env = child_env(tree, pycache)
     dump = scratch / "timeline.json"
     t = time.perf_counter()
     r = subprocess.run([sys.executable, "-c", TIMELINE, str(dump), "dedup", corpus, "-o", out, "--overwrite",
@@ -122,6 +141,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--scratch", default="/tmp/startup_bench")
     ap.add_argument("--no-timeline", action="store_true")
+    ap.add_argument("--bytecode", choices=("env", "cached", "both"), default="env",
+                    help="cached: each tree's bytecode kept, as an installed package has it; env: as the environment "
+                         "says (PYTHONDONTWRITEBYTECODE=1 compiles every module at each start); both, alternated")
     ap.add_argument("--output", default=str(RESULTS_DIR / "startup.json"))
     a = ap.parse_args()
     corpus = a.corpus or str(DATA_DIR / f"synth_{a.docs}_s0.jsonl")
@@ -133,25 +155,32 @@ def main() -> None:
     with open(corpus, "rb") as fh:  # into the page cache
         while fh.read(1 << 24):
             pass
-    result = {**run_header(sys.argv), "corpus": corpus, "load_before": os.getloadavg(), "trees": {}}
-    runs = {t: {"full": [], "ten_docs": []} for t in a.trees}
-    for t in a.trees:  # untimed: each tree's kernels in numba's cache, the files in the page cache
-        run_once(t, str(small), str(scratch / "out"))
+    pycache = str(scratch / "pycache")
+    env_bytecode = "compiled at each start" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "as __pycache__ holds it"
+    variants = [(t if mode == "env" else f"{t} (bytecode cached)", t, pycache if mode == "cached" else None)
+                for t in a.trees for mode in (("env", "cached") if a.bytecode == "both" else (a.bytecode,))]
+    result = {**run_header(sys.argv), "corpus": corpus, "load_before": os.getloadavg(),
+              "bytecode": {"env": env_bytecode, "cached": f"kept in {pycache}"}, "trees": {}}
+    runs = {key: {"full": [], "ten_docs": []} for key, _, _ in variants}
+    for _, t, pyc in variants:  # untimed: kernels in numba's cache, bytecode written, the files in the page cache
+        run_once(t, str(small), str(scratch / "out"), pyc)
     for i in range(a.repeat):
-        for t in a.trees:
-            runs[t]["full"].append(run_once(t, corpus, str(scratch / "out")))
-            runs[t]["ten_docs"].append(run_once(t, str(small), str(scratch / "out10")))
-            print(f"{i + 1}/{a.repeat} {t}: {runs[t]['full'][-1]}  10 docs: {runs[t]['ten_docs'][-1]}", flush=True)
-    for t in a.trees:
-        result["trees"][t] = {"full": summary(runs[t]["full"]), "ten_docs": summary(runs[t]["ten_docs"]),
-                              "runs": runs[t]}
+        for key, t, pyc in variants:
+            runs[key]["full"].append(run_once(t, corpus, str(scratch / "out"), pyc))
+            runs[key]["ten_docs"].append(run_once(t, str(small), str(scratch / "out10"), pyc))
+            print(f"{i + 1}/{a.repeat} {key}: {runs[key]['full'][-1]}  10 docs: {runs[key]['ten_docs'][-1]}",
+                  flush=True)
+    for key in runs:
+        result["trees"][key] = {"full": summary(runs[key]["full"]), "ten_docs": summary(runs[key]["ten_docs"]),
+                                "runs": runs[key]}
     if not a.no_timeline:
-        result["timeline"] = {"tree": a.trees[-1], **timeline(a.trees[-1], corpus, str(scratch / "out"), scratch)}
+        key, t, pyc = variants[-1]
+        result["timeline"] = {"tree": key, **timeline(t, corpus, str(scratch / "out"), scratch, pyc)}
     result["load_after"] = os.getloadavg()
     write_json(Path(a.output), result)
-    for t in a.trees:
-        s = result["trees"][t]
-        print(f"{t}: wall best {s['full']['wall_s']['best']} s, cpu best {s['full']['cpu_s']['best']} s; "
+    for key in runs:
+        s = result["trees"][key]
+        print(f"{key}: wall best {s['full']['wall_s']['best']} s, cpu best {s['full']['cpu_s']['best']} s; "
               f"10 docs wall best {s['ten_docs']['wall_s']['best']} s, cpu best {s['ten_docs']['cpu_s']['best']} s")
     print("load", result["load_before"], "->", result["load_after"])
 

@@ -25,8 +25,6 @@ from . import io as nio
 from .config import Config, Execution, Input, Output, Sketch, Similarity, Verification
 from .engines.ray_data import dedup_dataset, is_ray_dataset
 from .errors import ConfigError, NeardupError
-from .index import Index
-from .index.commands import QueryAnswers, add_files, query_files, rate_warning, remove_documents
 from .io.inputs import INDEX_ID_COLUMN, in_memory, kept_of, typed_ids
 from .io.storage.folder import Folder
 from .io.storage.paths import join, redact
@@ -41,6 +39,22 @@ from .stages.write import CLUSTERS_SCHEMA, REJECTED_SCHEMA, REMOVED_SCHEMA, buil
 __all__ = ["dedup", "DedupResult", "signatures", "Index", "QueryAnswers", "add_files", "query_files", "rate_warning",
            "remove_documents", "report", "audit", "params", "params_text", "AUDIT_MAX_BYTES",
            "compile_notice", "compiling", "interrupt_handler", "last_signal", "plural", "redact"]
+
+# The index's names are imported on first use (module __getattr__): a dedup without --against
+# opens no index, and the index's modules are 15-25 ms of the command line's start-up.
+_INDEX_NAMES = {"Index": ".index", "QueryAnswers": ".index.commands", "add_files": ".index.commands",
+                "query_files": ".index.commands", "rate_warning": ".index.commands",
+                "remove_documents": ".index.commands"}
+
+
+def __getattr__(name):
+    module = _INDEX_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(module, __package__), name)
+    globals()[name] = value
+    return value
 
 
 @dataclass

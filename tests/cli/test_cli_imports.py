@@ -8,6 +8,8 @@ import ast
 import importlib
 from pathlib import Path
 
+import pytest
+
 import neardup
 
 PUBLIC = {"neardup", "neardup.api", "neardup.config", "neardup.errors"}
@@ -41,6 +43,19 @@ def _is_module(name: str) -> bool:
         return False
 
 
+def _fresh_python(code: str) -> list:
+    """What ``code`` prints, run in a fresh Python on this checkout's sources, in words."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers import SRC
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.split()
+
+
 def test_cli_imports_only_the_public_api():
     wrong = []
     for path in sorted(CLI.glob("*.py")):
@@ -68,11 +83,6 @@ def test_import_neardup_is_light_and_keeps_every_public_name():
     """`import neardup` loads neither numpy nor numba (a report, a Ray driver, a program that
     catches neardup's errors need neither); every name of ``neardup.__all__`` still resolves, to
     the object of the module that defines it."""
-    import os
-    import subprocess
-    import sys
-
-    from helpers import SRC
     code = ("import sys, neardup\n"
             "light = not ({'numpy', 'numba', 'pyarrow'} & set(sys.modules))\n"
             "from neardup import Config, MinHasher, choose_params, dedup, Index\n"
@@ -80,8 +90,23 @@ def test_import_neardup_is_light_and_keeps_every_public_name():
             "from neardup.kernels.minhash import MinHasher as M\n"
             "ok = all(hasattr(neardup, n) for n in neardup.__all__) and set(neardup.__all__) <= set(dir(neardup))\n"
             "print(light, ok, Config is C and MinHasher is M and neardup.Config is C)\n")
-    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["True", "True", "True"], r.stdout + r.stderr
+    assert _fresh_python(code) == ["True", "True", "True"]
     assert not hasattr(neardup, "no_such_name")
+
+
+def test_neardup_api_imports_the_index_on_first_use():
+    """``import neardup.api`` (the command line's import) leaves the index's modules out (15-25 ms
+    of a dedup's start-up: a run without --against opens no index); its index names still
+    resolve, to the objects of the modules that define them, and take part in ``import *``."""
+    code = ("import sys, neardup.api as api\n"
+            "light = not any(m.startswith('neardup.index') for m in sys.modules)\n"
+            "from neardup.api import add_files\n"
+            "import neardup.index, neardup.index.commands as c\n"
+            "same = api.Index is neardup.index.Index and add_files is c.add_files and api.QueryAnswers is c.QueryAnswers\n"
+            "names = {}\n"
+            "exec('from neardup.api import *', names)\n"
+            "print(light, same, set(api.__all__) <= set(names))\n")
+    assert _fresh_python(code) == ["True", "True", "True"]
+    import neardup.api
+    with pytest.raises(AttributeError, match="no_such_name"):
+        neardup.api.no_such_name

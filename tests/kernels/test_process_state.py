@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -227,8 +228,8 @@ def test_a_kernel_linking_an_unknown_symbol_is_loaded_the_way_numba_does():
     adds), or is not ELF, the contexts are refreshed before the kernel is rebuilt, as numba does."""
     code = COUNT_REFRESHES + """
         from neardup.kernels import compile
-        real_undefined = compile.undefined_symbols
-        compile.undefined_symbols = lambda obj: real_undefined(obj) + ["neardup_no_such_symbol"]
+        real_symbols = compile.elf_symbols
+        compile.elf_symbols = lambda obj: (real_symbols(obj)[0] + ["neardup_no_such_symbol"], real_symbols(obj)[1])
         from neardup.kernels.components import connected_components
         labels = connected_components(4, np.array([0, 2]), np.array([1, 3]))
         print(json.dumps({"refreshed": len(calls) > 0, "labels": labels.tolist()}))
@@ -239,17 +240,64 @@ def test_a_kernel_linking_an_unknown_symbol_is_loaded_the_way_numba_does():
     assert json.loads(r.stdout) == {"refreshed": True, "labels": [0, 0, 2, 2]}
 
 
-def test_undefined_symbols_of_a_kernels_object_code():
+@pytest.mark.parametrize("kernel", ["components._components_kernel", "hashing._fnv1a_kernel",
+                                    "components._select_kernel"])
+def test_the_symbols_of_a_kernels_object_code(kernel):
+    """The object code's undefined names (what it links against) and its defined names: the set
+    numba's own rebuild reads from the kernel's bitcode, which the load takes from the object
+    code instead (:func:`neardup.kernels.compile._rebuilt`)."""
+    import importlib
+
+    import llvmlite.binding as ll
+    from numba.core.codegen import JitEngine
+
     from neardup.kernels import compile
-    from neardup.kernels.components import _components_kernel, connected_components
+    from neardup.kernels.components import connected_components, select_representatives
+    from neardup.kernels.hashing import string_hash
     connected_components(3, np.array([0]), np.array([1]))  # compiled or loaded: in the cache now
-    files = _components_kernel._cache.files()._cache_file
+    select_representatives(3, np.array([0]), np.array([1]), np.array([0.9]))
+    string_hash(pa.array(["a b"]))
+    module, name = kernel.split(".")
+    files = getattr(importlib.import_module(f"neardup.kernels.{module}"), name)._cache.files()._cache_file
     entries = [files.load(key) for key in files._load_index()]
     assert entries
     for data in entries:
-        _name, kind, (obj, _bitcode) = data[0]
-        names = compile.undefined_symbols(obj)
-        assert "PyArg_UnpackTuple" in names  # numba's wrapper unpacks the arguments
-        assert not any(n.startswith("_ZN") and "_components_kernel" in n for n in names)  # defined in it
-    assert compile.undefined_symbols(b"\xcf\xfa\xed\xfe" + bytes(60)) is None  # Mach-O: not read
-    assert compile.undefined_symbols(b"") is None
+        _name, kind, (obj, bitcode) = data[0]
+        undefined, defined = compile.elf_symbols(obj)
+        assert "PyArg_UnpackTuple" in undefined  # numba's wrapper unpacks the arguments
+        assert not any(n.startswith("_ZN") and name in n for n in undefined)  # defined in it
+        numbas = type("Engine", (), {"_defined_symbols": set()})()
+        JitEngine._load_defined_symbols(numbas, ll.parse_bitcode(bitcode))
+        assert defined == numbas._defined_symbols
+        assert any(name in n for n in defined)
+    assert compile.elf_symbols(b"\xcf\xfa\xed\xfe" + bytes(60)) is None  # Mach-O: not read
+    assert compile.elf_symbols(b"") is None
+
+
+def test_a_loaded_kernel_links_into_a_kernel_compiled_later():
+    """A kernel loaded from the cache is rebuilt by neardup's load (its bitcode not parsed); a
+    function compiled afterwards that calls it links it (the bitcode parsed then) and computes
+    what the kernel computes alone."""
+    code = """
+        import json
+        import numba
+        import numpy as np
+        from neardup.kernels import compile
+        from neardup.kernels.hashing import _fnv1a_kernel
+        offsets, data = np.array([0, 3, 3, 8], np.int64), np.frombuffer(b"abcdefgh", np.uint8)
+        alone = _fnv1a_kernel(offsets, data).tolist()
+        library = next(iter(_fnv1a_kernel.overloads.values())).library
+        lazy = isinstance(library, compile._ObjectLibrary) and library._shared is None
+
+        @numba.njit
+        def flipped(offsets, data):
+            return _fnv1a_kernel(offsets, data) ^ np.uint64(1)
+
+        linked = (flipped(offsets, data) ^ np.uint64(1)).tolist()
+        print(json.dumps({"lazy": lazy, "parsed": library._shared is not None, "same": linked == alone,
+                          "known": compile._known_rebuild()}))
+    """
+    _python(code)  # compiled, when not cached yet
+    r = _python(code)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"lazy": True, "parsed": True, "same": True, "known": True}
