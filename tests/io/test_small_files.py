@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import os
 
+import numpy as np
 import pytest
 
 from neardup.errors import InputError
@@ -126,3 +127,87 @@ def test_files_after_one_the_compiled_loop_cannot_copy_are_copied_one_by_one(cwd
     copy_local_text_files(copies, workers=1)
     assert calls == [len(copies)]  # tried once, not again for each file after the third
     assert all(open(dst, "rb").read() == open(s.path, "rb").read() for s, dst in copies)
+
+
+def _reads_and_opens(monkeypatch):
+    """The files Python's own ``os.open`` opens for reading (the compiled loop opens none)."""
+    opened = []
+    real = os.open
+    monkeypatch.setattr(text_format.os, "open", lambda p, *a, **k: opened.append(p) or real(p, *a, **k))
+    return opened
+
+
+def test_plain_files_are_read_by_the_compiled_loop_not_one_by_one(cwd, monkeypatch):
+    from neardup.io import reader
+
+    if not text_format._compiled_reader():
+        pytest.skip("no compiled read loop here")
+    for i in range(30):
+        put(f"d/{i // 10}/{i:02d}.txt", f"text {i} " * (i + 1))
+    put("d/3/cafe.txt", "caf\u00e9 au lait")  # UTF-8 beyond ASCII: read by the loop, Python's rule decides
+    srcs = discover(["d"])
+    opened = _reads_and_opens(monkeypatch)
+    batches = list(reader.read_sources(srcs, range(len(srcs)), group_files=True))
+    assert [t for b in batches for t in b.text.to_pylist()] == [open(s.path, encoding="utf-8").read() for s in srcs]
+    assert opened == []
+
+
+def test_files_the_compiled_loop_does_not_read_whole_are_read_one_by_one(cwd, monkeypatch):
+    monkeypatch.setattr(text_format, "_TASK_BYTES", 100)  # the buffer holds the first files only
+    put("d/a.txt", "a" * 40)
+    put("d/b.txt", "")  # empty: one by one
+    put("d/c.txt", "BZh91 is a text")  # starts as bz2 does: the rule decides
+    put("d/d.txt", "d" * 30)  # fits in what is left
+    put("d/e.txt", "e" * 50)  # does not: one by one
+    put("d/f.bin", b"\0binary")  # read by the loop: not plain text, given back as it is
+    srcs = discover(["d"])
+    opened = _reads_and_opens(monkeypatch)
+    read = text_format.read_local_files(list(srcs))
+    starts = [0] + read.ends[:-1].tolist()
+    got = [read.others[i] if i in read.others else read.data[starts[i]:read.ends[i]].tobytes()
+           for i in range(len(srcs))]
+    assert got == [open(s.path, "rb").read() for s in srcs]
+    assert set(read.others) == ({1, 2, 4, 5} if text_format._compiled_reader() else set(range(6)))
+    if text_format._compiled_reader():
+        assert opened == ["d/b.txt", "d/e.txt"]
+
+
+@pytest.mark.parametrize("sizes", [[5, 5, 5, 5, 5, 5, 5], [1, 30, 2, 2, 2, 40, 0, 3, 3, 3, 3, 3], [50, 50, 1, 1], [6, 6, 4, 8, 4, 0]])
+def test_plain_files_end_a_batch_at_its_size_or_its_bytes_as_one_by_one(cwd, monkeypatch, sizes):
+    from neardup.io import reader
+
+    monkeypatch.setattr(reader, "_GROUP_BYTES", 12)
+    monkeypatch.setattr(reader, "_FILES_A_TASK", 3)
+    for i, n in enumerate(sizes):
+        put(f"d/{i:02d}.txt", "x" * n)
+    srcs = discover(["d"])
+    expected, batch, size = [], [], 0  # the rule: a batch ends at its 4th file, or at the file that brings it to 12 bytes
+    for i, n in enumerate(sizes):
+        batch.append(i)
+        size += n
+        if len(batch) >= 4 or size >= 12:
+            expected.append(batch)
+            batch, size = [], 0
+    expected += [batch] if batch else []
+    batches = list(reader.read_sources(srcs, range(len(srcs)), group_files=True, batch_size=4))
+    assert [b.sources.tolist() for b in batches] == expected
+    assert [len(t) for b in batches for t in b.text.to_pylist()] == sizes
+
+
+def test_the_compiled_loop_leaves_what_is_no_regular_file_of_its_size_to_the_caller(cwd):
+    from neardup.kernels.fileread import read_files, reading_available
+
+    if not reading_available():
+        pytest.skip("no compiled read loop here")
+    put("a.txt", "plain")
+    put("b.txt", "BZh9")
+    os.mkfifo("pipe")
+    put("c.txt", "caf\u00e9")
+    put("e.txt", "")
+    names = [b"a.txt", b"missing", b"pipe", b"b.txt", b"c.txt", b"e.txt", b"."]
+    blob = np.frombuffer(b"\0".join(names) + b"\0", np.uint8)
+    at = np.cumsum([0] + [len(p) + 1 for p in names[:-1]])
+    data, ends, clean = read_files(blob, at, text_format._OPEN_READ, 100)
+    assert data.tobytes() == b"plainBZh9caf\xc3\xa9"
+    assert ends.tolist() == [5, 5, 5, 9, 14, 14, 14]
+    assert clean.tolist() == [True, False, False, False, False, False, False]

@@ -12,7 +12,7 @@ skipped file (:mod:`neardup.io.batch`) and the column rules (:mod:`neardup.io.co
 
 from __future__ import annotations
 
-from typing import Iterator, List, Optional
+from typing import Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from ..errors import ConfigError
 from .batch import BINARY, EMPTY_FILE, NOT_RECORDS, NOT_UTF8, ON_ERROR_MODES, Batch, ReadContext
 from .columns import text_column_of, text_columns
 from .formats import READERS
-from .formats.text import files_batch as _files_batch, plain_text, read_local_file, text_document
+from .formats.text import FilesRead, files_batch as _files_batch, plain_text, read_local_files, text_document
 from .opening import check_local_file
 from .sources import Source
 from .splits import Span
@@ -82,7 +82,7 @@ def _checked(ctx: ReadContext, reader) -> Iterator[Batch]:
 
 
 _FILES_AHEAD = 512  # small files read ahead by the pool of read_sources
-_FILES_A_TASK = 64  # files one task of the pool reads: a future per file cost more than its read
+_FILES_A_TASK = 128  # files one task of the pool reads (read_local_files): a future per file cost more than its read
 _GROUP_BYTES = 16 << 20  # text bytes of one batch of many text files
 
 
@@ -120,21 +120,10 @@ def _pooled(src: Source) -> bool:
     return src.format == "text" and _fs.os_path(src.path) is not None
 
 
-def _read_files(files: List[Source]) -> list:
-    """The bytes of each file, or the error reading it raised (raised again in its turn)."""
-    out: list = []
-    for src in files:
-        try:
-            out.append(read_local_file(src))
-        except Exception as e:  # noqa: BLE001  (raised by the consumer in the file's turn)
-            out.append(e)
-    return out
-
-
-def _file_contents(pool, sources, run: List[int]) -> Iterator[tuple]:
-    """``(index, bytes)`` of each file of ``run`` in order, read by ``pool`` _FILES_A_TASK files
-    a task, up to _FILES_AHEAD files ahead; in place of the bytes, the error reading it raised
-    (for the consumer to raise in its turn, after the checks of the options, as read_source)."""
+def _file_parts(pool, sources, run: List[int]) -> Iterator[Tuple[List[int], FilesRead]]:
+    """``(part, read)`` for each part of ``run`` in order, ``read`` its files as
+    :func:`~neardup.io.formats.text.read_local_files` reads them, by ``pool`` _FILES_A_TASK files
+    a task, up to _FILES_AHEAD files ahead."""
     from collections import deque
 
     ahead: "deque" = deque()
@@ -142,10 +131,22 @@ def _file_contents(pool, sources, run: List[int]) -> Iterator[tuple]:
     while nxt < len(run) or ahead:
         while nxt < len(run) and len(ahead) * _FILES_A_TASK < _FILES_AHEAD:
             part = run[nxt:nxt + _FILES_A_TASK]
-            ahead.append((part, pool.submit(_read_files, [sources[i] for i in part])))
+            ahead.append((part, pool.submit(read_local_files, [sources[i] for i in part])))
             nxt += len(part)
         part, future = ahead.popleft()
-        yield from zip(part, future.result())
+        yield part, future.result()
+
+
+def _file_contents(pool, sources, run: List[int]) -> Iterator[tuple]:
+    """``(index, bytes)`` of each file of ``run`` in order (see :func:`_file_parts`); in place of
+    the bytes, the error reading it raised (for the consumer to raise in its turn, after the
+    checks of the options, as read_source)."""
+    for part, read in _file_parts(pool, sources, run):
+        for k, si in enumerate(part):
+            if k in read.others:
+                yield si, read.others[k]
+            else:
+                yield si, read.data[read.ends[k - 1] if k else 0:read.ends[k]].tobytes()
 
 
 def _pooled_texts(pool, sources, run: List[int], options: dict, group: bool = False) -> Iterator[Batch]:
@@ -157,29 +158,67 @@ def _pooled_texts(pool, sources, run: List[int], options: dict, group: bool = Fa
                 raise data
             yield from text_document(ctx, data)
         return
-    checked = False
-    texts: List[bytes] = []
-    which: List[int] = []
-    size = 0
-    batch_size = options.get("batch_size", 8192)
-    for si, data in _file_contents(pool, sources, run):
-        if not checked:  # the options are the same for every file: checked once, as read_source does
-            ctx = _context(sources[si], si, **options)
-            batch_size = ctx.batch_size
-            checked = True
-        if isinstance(data, BaseException):
-            raise data
-        if not plain_text(data):  # compressed, binary or not UTF-8: as read_source reads it, in its turn
-            if texts:
-                yield _files_batch(sources, texts, which, options)
-                texts, which, size = [], [], 0
-            yield from text_document(_context(sources[si], si, **options), data)
-            continue
-        texts.append(data)
-        which.append(si)
-        size += len(data)
-        if len(texts) >= batch_size or size >= _GROUP_BYTES:
-            yield _files_batch(sources, texts, which, options)
-            texts, which, size = [], [], 0
-    if texts:
-        yield _files_batch(sources, texts, which, options)
+    # the options are the same for every file: checked once, before any file's error, as read_source does
+    gathered = _Gathered(sources, options, _context(sources[run[0]], run[0], **options).batch_size)
+    for part, read in _file_parts(pool, sources, run):
+        which = np.asarray(part, np.int64)
+        starts = np.concatenate(([0], read.ends[:-1]))
+        k = 0  # the first file of part not yet gathered
+        for i in sorted(read.others) + [len(part)]:
+            if i > k:  # files k..i-1: plain, one after another in read.data
+                yield from gathered.add(read.data[starts[k]:read.ends[i - 1]], read.ends[k:i] - starts[k:i],
+                                        which[k:i])
+            if i == len(part):
+                break
+            data = read.others[i]
+            if isinstance(data, BaseException):
+                raise data
+            if plain_text(data):
+                yield from gathered.add(np.frombuffer(data, np.uint8), np.array([len(data)]), which[i:i + 1])
+            else:  # compressed, binary or not UTF-8: as read_source reads it, in its turn
+                yield from gathered.flush()
+                yield from text_document(_context(sources[part[i]], part[i], **options), data)
+            k = i + 1
+    yield from gathered.flush()
+
+
+class _Gathered:
+    """Plain text files gathered into batches (:func:`~neardup.io.formats.text.files_batch`): a
+    batch ends with its ``batch_size``-th file, or with the file that brings its bytes to
+    _GROUP_BYTES."""
+
+    def __init__(self, sources, options: dict, batch_size: int):
+        self.sources, self.options, self.batch_size = sources, options, batch_size
+        self.data: list = []
+        self.lengths: list = []
+        self.which: list = []
+        self.count = self.size = 0
+
+    def add(self, data: np.ndarray, lengths: np.ndarray, which: np.ndarray) -> Iterator[Batch]:
+        """Files whose bytes are ``data``, one after another, ``lengths`` bytes each, the sources
+        ``which``, added in order; the batches they complete."""
+        ends = np.cumsum(lengths)
+        a = 0
+        while a < len(lengths):
+            base = int(ends[a - 1]) if a else 0
+            last = min(a + self.batch_size - self.count - 1,  # the file that completes the batch
+                       int(np.searchsorted(ends, base + _GROUP_BYTES - self.size)))
+            b = min(last + 1, len(lengths))
+            self.data.append(data[base:ends[b - 1]])
+            self.lengths.append(lengths[a:b])
+            self.which.append(which[a:b])
+            self.count += b - a
+            self.size += int(ends[b - 1]) - base
+            if last < len(lengths):
+                yield from self.flush()
+            a = b
+
+    def flush(self) -> Iterator[Batch]:
+        """The batch of the files gathered, if any."""
+        if self.count:
+            one = len(self.data) == 1
+            yield _files_batch(self.sources, self.data[0] if one else np.concatenate(self.data),
+                               self.lengths[0] if one else np.concatenate(self.lengths),
+                               self.which[0] if one else np.concatenate(self.which), self.options)
+            self.data, self.lengths, self.which = [], [], []
+            self.count = self.size = 0

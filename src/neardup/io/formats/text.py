@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -94,18 +94,18 @@ def plain_text(data: bytes) -> bool:
     return _is_text(data)
 
 
-def files_batch(sources: List[Source], contents: List[bytes], which: List[int], options: dict) -> Batch:
-    """One batch of the text files ``sources[i]`` for ``i`` in ``which`` whose bytes are
-    ``contents``, each plain text (:func:`plain_text`): one document a file, as
-    :func:`text_document` makes it (``options`` those of :func:`neardup.io.read_source`), and
-    ``Batch.sources`` naming each row's file."""
-    n = len(contents)
+def files_batch(sources: List[Source], data, lengths: np.ndarray, which: np.ndarray, options: dict) -> Batch:
+    """One batch of the text files ``sources[i]`` for ``i`` in ``which`` whose bytes are ``data``
+    (a bytes-like object), one file after another, ``lengths`` bytes each, each plain text
+    (:func:`plain_text`): one document a file, as :func:`text_document` makes it (``options``
+    those of :func:`neardup.io.read_source`), and ``Batch.sources`` naming each row's file."""
+    n = len(lengths)
     offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum([len(c) for c in contents], out=offsets[1:])
-    text = pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets),
-                                                          pa.py_buffer(b"".join(contents))])
+    np.cumsum(lengths, out=offsets[1:])
+    text = pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(
+        memoryview(data).toreadonly())])  # read-only, as any Arrow array's texts: the kernels' compiled type
     return Batch(
-        source_index=which[0],
+        source_index=int(which[0]),
         rows=np.zeros(n, dtype=np.int64),
         text=text,
         ids=arrow([sources[i].relpath for i in which], type=pa.string())
@@ -148,6 +148,81 @@ def read_local_file(src: Source) -> bytes:
         raise cannot_read(src, e) from None
     finally:
         os.close(fd)
+
+
+class FilesRead(NamedTuple):
+    """What :func:`read_local_files` read of a list of files: ``others``, by their place in the
+    list, the files that are not plain text (:func:`plain_text`) or were read one by one: the
+    bytes of each, or the error reading it raised; ``data`` the bytes of the files read by the
+    compiled loop, one after another, file i's ``data[ends[i - 1]:ends[i]]`` (from 0 for the
+    first) for each file not in ``others``: those of files one after another that are not in
+    ``others`` lie one after another in ``data``."""
+
+    data: np.ndarray
+    ends: np.ndarray
+    others: Dict[int, Any]
+
+
+_TASK_BYTES = 4 << 20  # the buffer of one call of the compiled loop (a file that does not fit: one by one)
+_OPEN_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)  # as open_regular
+
+
+def read_local_files(files: List[Source]) -> FilesRead:
+    """The local text files ``files`` read (see :class:`FilesRead`): by the compiled loop of
+    :func:`neardup.kernels.fileread.read_files` where it runs (each file checked to be a regular
+    file and read with one ``read`` call, without Python's lock, up to _TASK_BYTES in all); the
+    others, and those it did not read whole, by :func:`read_local_file`, which raises what went
+    wrong, naming the file. An error is given back in ``others``, not raised (the caller raises
+    it in the file's turn)."""
+    n = len(files)
+    data, ends = np.zeros(0, np.uint8), np.zeros(n, np.int64)
+    clean = np.zeros(n, np.bool_)
+    if n and _compiled_reader():
+        from ...kernels.fileread import read_files
+
+        paths = [_fs.local_path(src.path) for src in files]
+        joined = "\0".join(paths) + "\0"
+        if joined.isascii():  # a byte a character: the paths encoded at once
+            blob, lengths = joined.encode(), [len(p) for p in paths]
+        else:
+            encoded = [os.fsencode(p) for p in paths]
+            blob, lengths = b"\0".join(encoded) + b"\0", [len(p) for p in encoded]
+        if blob.count(b"\0") == n:  # a NUL inside a path: os.open refuses it, and says so (read_local_file)
+            at = np.zeros(n, np.int64)  # where each path starts in the blob
+            np.cumsum(np.array(lengths[:-1], np.int64) + 1, out=at[1:])
+            data, ends, clean = read_files(np.frombuffer(blob, np.uint8), at, _OPEN_READ, _TASK_BYTES)
+    others: Dict[int, Any] = {}
+    for i in np.flatnonzero(~clean).tolist():
+        start = int(ends[i - 1]) if i else 0
+        if ends[i] > start:  # read whole: plain or not as the rule says
+            content = data[start:ends[i]].tobytes()
+            if not plain_text(content):
+                others[i] = content
+            continue
+        try:
+            others[i] = read_local_file(files[i])
+        except Exception as e:  # noqa: BLE001  (raised by the consumer in the file's turn)
+            others[i] = e
+    return FilesRead(data, ends, others)
+
+
+_reader: list = []  # [whether the compiled read loop runs here], once known
+
+
+def _compiled_reader() -> bool:
+    """Whether the compiled read loop of :mod:`neardup.kernels.fileread` runs here (Linux,
+    numba), loaded on the first call."""
+    if not _reader:
+        ok = False
+        try:
+            from ...kernels.fileread import read_files, reading_available
+            if reading_available():
+                read_files(np.zeros(1, np.uint8), np.zeros(0, np.int64), _OPEN_READ, 0)
+                ok = True
+        except Exception:  # noqa: BLE001 (numba or the C library: files are read one by one)
+            ok = False
+        _reader.append(ok)
+    return _reader[0]
 
 
 def write_kept_text(src: Source, keep: np.ndarray, out_path: str, target: str) -> int:
