@@ -23,6 +23,7 @@ def kernels_cached() -> bool:
 
 
 from .errors import ConfigError, InputError, NeardupError, StorageError  # noqa: E402
+from ._lazy import lazy_names as _lazy_names  # noqa: E402
 
 # The public names that need numpy, numba or the pipeline are imported on first use (module
 # __getattr__): `import neardup` is the version and the errors alone (a few ms), so that a
@@ -160,14 +161,7 @@ def warmup() -> None:
     _warmup_thread.start()
 
 
-def __getattr__(name):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'neardup' has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = _lazy_names(globals(), _LAZY)
 
 
 def __dir__():

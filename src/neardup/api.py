@@ -28,6 +28,7 @@ from .errors import ConfigError, NeardupError
 from .io.inputs import INDEX_ID_COLUMN, in_memory, kept_of, typed_ids
 from .io.storage.folder import Folder
 from .io.storage.paths import join, redact
+from ._lazy import lazy_names as _lazy_names
 from .kernels.arrays import empty_table
 from .progress import compile_notice, compiling, interrupt_handler, last_signal, plural
 from .report.audit_files import MAX_BYTES as AUDIT_MAX_BYTES  # the audit's default bound
@@ -46,15 +47,7 @@ _INDEX_NAMES = {"Index": ".index", "QueryAnswers": ".index.commands", "add_files
                 "query_files": ".index.commands", "rate_warning": ".index.commands",
                 "remove_documents": ".index.commands"}
 
-
-def __getattr__(name):
-    module = _INDEX_NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(module, __package__), name)
-    globals()[name] = value
-    return value
+__getattr__ = _lazy_names(globals(), _INDEX_NAMES)
 
 
 @dataclass

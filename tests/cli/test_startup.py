@@ -178,3 +178,19 @@ def test_the_dedup_program_sets_up_numba_without_scipy_and_freezes_its_start_up(
     assert frozen and enabled
     assert not scipy_loaded or not has_scipy
     assert json.loads((tmp_path / "out" / "stats.json").read_text())["counts"]["removed"] > 0
+
+
+def test_lazy_names_resolve_once_and_refuse_unknown_names():
+    """neardup's and neardup.api's module ``__getattr__`` (neardup._lazy): a listed name is
+    imported on first use and kept in the module's globals; any other name is the usual
+    AttributeError, naming the module."""
+    from neardup._lazy import lazy_names
+
+    space = {"__name__": "pkg.mod", "__package__": "neardup"}
+    getattr_ = lazy_names(space, {"InputError": ".errors"})
+    from neardup.errors import InputError
+
+    assert getattr_("InputError") is InputError
+    assert space["InputError"] is InputError
+    with pytest.raises(AttributeError, match=r"module 'pkg.mod' has no attribute 'Missing'"):
+        getattr_("Missing")
