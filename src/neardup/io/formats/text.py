@@ -180,17 +180,9 @@ def read_local_files(files: List[Source]) -> FilesRead:
     if n and _compiled_reader():
         from ...kernels.fileread import read_files
 
-        paths = [_fs.local_path(src.path) for src in files]
-        joined = "\0".join(paths) + "\0"
-        if joined.isascii():  # a byte a character: the paths encoded at once
-            blob, lengths = joined.encode(), [len(p) for p in paths]
-        else:
-            encoded = [os.fsencode(p) for p in paths]
-            blob, lengths = b"\0".join(encoded) + b"\0", [len(p) for p in encoded]
-        if blob.count(b"\0") == n:  # a NUL inside a path: os.open refuses it, and says so (read_local_file)
-            at = np.zeros(n, np.int64)  # where each path starts in the blob
-            np.cumsum(np.array(lengths[:-1], np.int64) + 1, out=at[1:])
-            data, ends, clean = read_files(np.frombuffer(blob, np.uint8), at, _OPEN_READ, _TASK_BYTES)
+        blob = _path_blob([_fs.local_path(src.path) for src in files])
+        if blob is not None:  # else a NUL inside a path: read_local_file says so
+            data, ends, clean = read_files(blob[0], blob[1], _OPEN_READ, _TASK_BYTES)
     others: Dict[int, Any] = {}
     for i in np.flatnonzero(~clean).tolist():
         start = int(ends[i - 1]) if i else 0
@@ -340,15 +332,29 @@ def _copy_compiled(items: List[Tuple[Source, str]]) -> int:
     up to the first that failed (or whose path holds a NUL byte, which no path can)."""
     from ...kernels.filecopy import copy_files
 
-    paths = [os.fsencode(_fs.local_path(src.path)) for src, _ in items]
-    n = len(paths)
-    paths.extend(os.fsencode(dst) for _, dst in items)
-    blob = b"\0".join(paths) + b"\0"
-    if blob.count(b"\0") != len(paths):  # a NUL inside a path: os.open refuses it, and says so
+    n = len(items)
+    blob = _path_blob([_fs.local_path(src.path) for src, _ in items] + [dst for _, dst in items])
+    if blob is None:  # a NUL inside a path: os.open refuses it, and says so
         return 0
-    starts = np.zeros(len(paths), np.int64)  # where each path starts in the blob
-    np.cumsum(np.fromiter((len(p) + 1 for p in paths), np.int64, len(paths) - 1), out=starts[1:])
-    return copy_files(np.frombuffer(blob, np.uint8), starts[:n], starts[n:], _OPEN_IN, _OPEN_OUT)
+    data, starts = blob
+    return copy_files(data, starts[:n], starts[n:], _OPEN_IN, _OPEN_OUT)
+
+
+def _path_blob(paths: List[str]):
+    """The paths as the compiled loops take them: ``(bytes, starts)``, their file-system bytes
+    one after another, each ended by a NUL (uint8), and where each starts; None where a path
+    holds a NUL itself (no file has such a path)."""
+    joined = "\0".join(paths) + "\0"
+    if joined.isascii():  # a byte a character: the paths encoded at once
+        blob, lengths = joined.encode(), [len(p) for p in paths]
+    else:
+        encoded = [os.fsencode(p) for p in paths]
+        blob, lengths = b"\0".join(encoded) + b"\0", [len(p) for p in encoded]
+    if blob.count(b"\0") != len(paths):
+        return None
+    starts = np.zeros(len(paths), np.int64)
+    np.cumsum(np.array(lengths[:-1], np.int64) + 1, out=starts[1:])
+    return np.frombuffer(blob, np.uint8), starts
 
 
 def copy_local_text_files(copies: List[Tuple[Source, str]], workers: int = 8) -> None:
