@@ -159,21 +159,23 @@ def test_the_reader_uses_it_and_still_names_the_bad_line(tmp_path):
         list(read_source(src, id_column="id"))
 
 
-def test_plain_runs_skipped_8_bytes_at_a_time_stop_at_every_special_byte():
-    """The text is scanned in aligned 8-byte words: a quote, a backslash escape or a control
-    character (escaped) at any offset, and a raw control byte anywhere, must be seen."""
+def test_plain_runs_skipped_64_bytes_at_a_time_stop_at_every_special_byte():
+    """The strings are scanned 64 bytes at a time (kernels.lanes.string_stop): a quote, a
+    backslash escape or a control character (escaped) at any offset of a vector, and a raw
+    control byte anywhere, must be seen; near the end of the block (less than a vector left)
+    the scan goes on byte by byte."""
     lines, texts = [], []
-    for k in range(40):
+    for k in range(0, 150, 3):
         for special in ('"', "\\", "\n", "\x1f", "é", "\U0001F600"):
-            t = "a" * k + special + "b" * (70 - k) + special * (k % 3)
+            t = "a" * k + special + "b" * (140 - k) + special * (k % 3)
             texts.append(t)
             lines.append(json.dumps({"id": k, "text": t}, ensure_ascii=bool(k % 2)))
-    for lead in range(8):  # the block's start shifted against the words
+    for lead in range(0, 64, 7):  # the block's start shifted against the vectors
         data = (" " * lead + ("\n" + " " * lead).join(lines) + "\n").encode("utf-8")
         got = _fast(data)
         assert got is not None and got[0].to_pylist() == texts
-    for k in range(40):  # a raw control byte at every offset sends the block to the slower path
-        bad = ('{"id": 1, "text": "' + "a" * k + "\x01" + "b" * 70 + '"}').encode()
+    for k in range(150):  # a raw control byte at every offset sends the block to the slower path
+        bad = ('{"id": 1, "text": "' + "a" * k + "\x01" + "b" * 140 + '"}').encode()
         assert _fast(bad + b"\n") is None
 
 

@@ -1,5 +1,7 @@
-"""The MinHash loop written with explicit 16-lane vectors, so that it runs 512 bits wide on a CPU
-with AVX-512 while the rest of the process keeps numba's settings.
+"""Loops written with explicit vectors, so that they run 512 bits wide on a CPU with AVX-512 while
+the rest of the process keeps numba's settings: the MinHash loop (16 lanes of 32 bits) and
+:func:`byte_mask`, 64 bytes compared at once (the scans of JSON Lines blocks for newlines and for
+the ends of strings).
 
 On a CPU with AVX-512, LLVM's cost model prefers 256-bit vectors (the ``prefer-256-bit`` tuning
 of Intel's AVX-512 models): numba's auto-vectorised loops use ymm registers. For the MinHash loop
@@ -82,3 +84,55 @@ def minhash_lanes(typingctx, x, s, a, b, out):
         return context.get_dummy_value()
 
     return types.void(x, s, a, b, out), codegen
+
+
+BYTE_LANES = 64  # bytes compared at once by :func:`byte_mask` (one zmm with AVX-512BW)
+
+
+def _is_byte_vector(t) -> bool:
+    return isinstance(t, types.Array) and t.ndim == 1 and t.layout == "C" and t.dtype == types.uint8
+
+
+@intrinsic
+def byte_mask(typingctx, data, p, c1, c2, below):
+    """The bytes of data[p:p+64] that are ``c1``, ``c2`` or below ``below`` (unsigned; 0: none),
+    as the bits of a uint64 (bit j: byte p + j). ``data`` a 1-d contiguous uint8 array, 0 <= p,
+    p + 64 <= len(data) (not checked).
+
+    One unaligned load of a ``<64 x i8>``, three compares, their lanes as the bits of one 64-bit
+    word: a ``vpcmpb`` each into a mask register with AVX-512BW (two halves and ``vpmovmskb``
+    with AVX2); the constants folded where the caller's are."""
+    if not _is_byte_vector(data) or not all(isinstance(t, types.Integer) for t in (p, c1, c2, below)):
+        raise TypingError("byte_mask takes (data, p, c1, c2, below): a 1-d contiguous uint8 array and integers")
+
+    def codegen(context, builder, signature, args):
+        tdata = signature.args[0]
+        arr = context.make_array(tdata)(context, builder, args[0])
+        i8, i64 = ir.IntType(8), ir.IntType(64)
+        vec = ir.VectorType(i8, BYTE_LANES)
+        pos = context.cast(builder, args[1], signature.args[1], types.intp)
+        c1_, c2_, below_ = (_splat(builder, builder.trunc(context.cast(builder, v, t, types.int64), i8), vec)
+                            for v, t in zip(args[2:], signature.args[2:]))
+        v = builder.load(builder.bitcast(builder.gep(arr.data, [pos]), vec.as_pointer()), align=1)
+        hits = builder.or_(builder.or_(builder.icmp_unsigned("==", v, c1_), builder.icmp_unsigned("==", v, c2_)),
+                           builder.icmp_unsigned("<", v, below_))
+        return builder.bitcast(hits, i64)
+
+    return types.uint64(data, p, c1, c2, below), codegen
+
+
+
+@intrinsic
+def lowest_bit(typingctx, word):
+    """The bit number of the lowest 1 bit of a uint64 (64 for 0): one ``tzcnt``."""
+    if not isinstance(word, types.Integer):
+        raise TypingError("lowest_bit takes an integer")
+
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        cttz = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64, ir.IntType(1)]),
+                                              "llvm.cttz.i64")
+        value = context.cast(builder, args[0], signature.args[0], types.uint64)
+        return builder.call(cttz, [value, ir.Constant(ir.IntType(1), 0)])
+
+    return types.int64(word), codegen

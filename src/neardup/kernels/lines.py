@@ -13,6 +13,7 @@ from typing import Iterator, Optional, Tuple
 import numpy as np
 
 from .compile import kernel
+from .lanes import BYTE_LANES, byte_mask, lowest_bit
 
 _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark (pyarrow's CSV reader skips it)
 _WS = b" \t\r"
@@ -28,7 +29,8 @@ _NO_WORDS = np.zeros(0, dtype=np.uint64)
 @kernel(nogil=True)
 def _count_newlines(arr, words, shift):
     """``(newlines, high)``: the number of newline bytes of arr, and the OR of its bytes (the
-    ASCII test: its high bit clear). ``words`` as in :func:`_newlines`."""
+    ASCII test: its high bit clear). ``words`` is arr as aligned uint64 words from byte ``shift``
+    on, or empty (:func:`_as_words`)."""
     n = arr.shape[0]
     nw = words.shape[0]
     head = min(shift, n) if nw else n
@@ -50,37 +52,46 @@ def _count_newlines(arr, words, shift):
     return count, high
 
 
+_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
 @kernel(nogil=True)
-def _newlines(arr, words, shift):
+def _newlines(arr):
     """``(positions, ascii)``: the newline bytes of arr, and whether every byte is below 0x80.
-    ``words`` is arr as aligned uint64 words from byte ``shift`` on (or empty). Two passes, a word
-    at a time: the newlines counted without a branch (the exact test for zero bytes, of the word
-    ^ 0x0A..0A, and a multiply that sums the flags), the high bits of the words gathered beside
-    them (the ASCII test, at no extra pass), then found, a word without one skipped whole."""
+    One pass, 64 bytes a step (:func:`neardup.kernels.lanes.byte_mask`): each newline's bit
+    taken from the step's mask, the bytes of 0x80 and above gathered beside (the ASCII test);
+    the last bytes (less than a vector) one by one. The room for the positions, a line of 64
+    bytes on average at first, doubles when full."""
     n = arr.shape[0]
-    nw = words.shape[0]
-    head = min(shift, n) if nw else n
-    tail = shift + (nw << 3) if nw else n
-    count, high = _count_newlines(arr, words, shift)
-    out = np.empty(count, dtype=np.int64)
+    out = np.empty(n // BYTE_LANES + 16, dtype=np.int64)
     k = 0
-    for i in range(head):
+    high = np.uint64(0)
+    p = 0
+    while p + BYTE_LANES <= n:
+        m = byte_mask(arr, p, 10, 10, 0)
+        high |= byte_mask(arr, p, 0, 0, 128) ^ _ALL
+        while m != 0:
+            if k == out.shape[0]:
+                out = _grown(out)
+            out[k] = p + lowest_bit(m)
+            k += 1
+            m &= m - np.uint64(1)
+        p += BYTE_LANES
+    for i in range(p, n):
+        high |= np.uint64(arr[i] >= 128)
         if arr[i] == 10:
+            if k == out.shape[0]:
+                out = _grown(out)
             out[k] = i
             k += 1
-    for wi in range(nw):
-        w = words[wi] ^ _NEWLINES
-        if ((w - _ONES) & ~w & _HIGHS) != 0:
-            base = shift + (wi << 3)
-            for i in range(base, base + 8):
-                if arr[i] == 10:
-                    out[k] = i
-                    k += 1
-    for i in range(tail, n):
-        if arr[i] == 10:
-            out[k] = i
-            k += 1
-    return out, (high & _HIGHS) == 0
+    return out[:k].copy(), high == 0
+
+
+@kernel(nogil=True)
+def _grown(out):
+    bigger = np.empty(2 * out.shape[0], dtype=out.dtype)
+    bigger[:out.shape[0]] = out
+    return bigger
 
 
 def _as_words(arr: np.ndarray) -> Tuple[np.ndarray, int]:
@@ -92,8 +103,7 @@ def _as_words(arr: np.ndarray) -> Tuple[np.ndarray, int]:
 
 
 def _scan_newlines(data) -> Tuple[np.ndarray, bool]:
-    arr = np.frombuffer(data, dtype=np.uint8)
-    return _newlines(arr, *_as_words(arr))
+    return _newlines(np.frombuffer(data, dtype=np.uint8))
 
 
 def count_newlines(data, size: Optional[int] = None) -> int:
@@ -105,8 +115,9 @@ def count_newlines(data, size: Optional[int] = None) -> int:
 
 
 def newline_positions(data) -> np.ndarray:
-    """int64 offsets of the newline bytes of ``data`` (bytes or bytearray), in order: 8 bytes a
-    step (about 4x the byte-by-byte search, which was a tenth of the read stage's CPU)."""
+    """int64 offsets of the newline bytes of ``data`` (bytes or bytearray), in order: 64 bytes a
+    step (:func:`_newlines`; 8 bytes a step was about 4x the byte-by-byte search, which was a
+    tenth of the read stage's CPU)."""
     return _scan_newlines(data)[0]
 
 

@@ -1,0 +1,87 @@
+"""kernels.lanes.byte_mask and lowest_bit, and the JSONL scanner's 64-byte skip over a string's
+plain bytes built on them (kernels.jsonl._string_stop), against byte-by-byte definitions at every
+offset around the vectors' edges."""
+
+import numba as nb
+import numpy as np
+
+from neardup.kernels.jsonl import _string_stop
+from neardup.kernels.lanes import BYTE_LANES, byte_mask, lowest_bit
+
+
+@nb.njit(cache=False)
+def _mask(data, p, c1, c2, below):
+    return byte_mask(data, p, c1, c2, below)
+
+
+@nb.njit(cache=False)
+def _lowest(word):
+    return lowest_bit(word)
+
+
+def test_byte_mask_bit_j_is_byte_p_plus_j():
+    rng = np.random.default_rng(3)
+    data = rng.integers(0, 256, 5 * BYTE_LANES, dtype=np.uint8)
+    data[::7] = 34
+    for c1, c2, below in ((34, 92, 32), (10, 10, 0), (0, 0, 128), (255, 1, 0)):
+        for p in range(0, len(data) - BYTE_LANES + 1, 5):
+            block = data[p:p + BYTE_LANES]
+            hits = (block == c1) | (block == c2) | (block < below)
+            want = sum(1 << int(j) for j in np.flatnonzero(hits))
+            assert int(_mask(data, p, c1, c2, below)) == want, (c1, c2, below, p)
+
+
+def test_lowest_bit():
+    assert _lowest(np.uint64(0)) == 64
+    for j in range(64):
+        assert _lowest(np.uint64(1 << j)) == j
+        assert _lowest(np.uint64(((1 << 64) - 1) >> j << j)) == j
+
+
+def _reference(data: np.ndarray, p: int, end: int) -> int:
+    for q in range(p, end):
+        if data[q] in (34, 92) or data[q] < 32:
+            return q
+    return end
+
+
+def _check(data: np.ndarray, p: int, end: int) -> None:
+    got = _string_stop(data, p, end)
+    want = _reference(data, p, end)
+    # the vectors never load past the data: its last bytes are left to the caller (got <= want)
+    if got != want:
+        assert got < want and got + BYTE_LANES > len(data), (p, end, got, want)
+        assert _reference(data, got, end) == want
+
+
+def test_string_stop_at_every_offset_before_and_past_the_end():
+    size = 4 * BYTE_LANES + 9
+    for special in (34, 92, 0, 10, 31):
+        for at in range(size):
+            data = np.full(size, ord("a"), dtype=np.uint8)
+            data[at] = special
+            for p in (0, 1, 63, 64, 65):
+                for end in (at, at + 1, at + 5, size - 1, size):
+                    if p <= end <= size:
+                        _check(data, p, end)
+
+
+def test_string_stop_passes_plain_bytes_beside_the_stops():
+    """Space, '!' and '#' beside the quote, '[' and ']' beside the backslash, DEL, bytes >= 0x80."""
+    plain = np.array([32, 33, 35, 91, 93, 127, 128, 255], dtype=np.uint8)
+    data = np.resize(plain, 3 * BYTE_LANES)
+    assert _string_stop(data, 0, len(data) - BYTE_LANES) == len(data) - BYTE_LANES
+
+
+def test_string_stop_random_blocks():
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        size = int(rng.integers(1, 400))
+        data = rng.integers(32, 256, size, dtype=np.uint8)
+        data[data == 34] = 35
+        data[data == 92] = 93
+        for _ in range(int(rng.integers(0, 4))):
+            data[rng.integers(0, size)] = rng.choice([34, 92, 0, 9, 13])
+        p = int(rng.integers(0, size + 1))
+        end = int(rng.integers(p, size + 1))
+        _check(data, p, end)
