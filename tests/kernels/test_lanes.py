@@ -1,12 +1,12 @@
-"""kernels.lanes.byte_mask and lowest_bit, and the JSONL scanner's 64-byte skip over a string's
-plain bytes built on them (kernels.jsonl._string_stop), against byte-by-byte definitions at every
-offset around the vectors' edges."""
+"""kernels.lanes.byte_mask, lowest_bit and store64, and the JSONL scanner's 64-byte skip over a
+string's plain bytes built on them (kernels.jsonl._string_stop), against byte-by-byte definitions
+at every offset around the vectors' edges."""
 
 import numba as nb
 import numpy as np
 
 from neardup.kernels.jsonl import _string_stop
-from neardup.kernels.lanes import BYTE_LANES, byte_mask, lowest_bit
+from neardup.kernels.lanes import BYTE_LANES, byte_mask, lowest_bit, store64
 
 
 @nb.njit(cache=False)
@@ -85,3 +85,18 @@ def test_string_stop_random_blocks():
         p = int(rng.integers(0, size + 1))
         end = int(rng.integers(p, size + 1))
         _check(data, p, end)
+
+
+@nb.njit(cache=False)
+def _store(out, at, value):
+    store64(out, at, value)
+
+
+def test_store64_writes_eight_bytes_lowest_first_at_any_offset_and_no_other():
+    value = 0x0123456789ABCDEF
+    for at in range(17):
+        out = np.full(32, 0xEE, dtype=np.uint8)
+        _store(out, at, np.uint64(value))
+        want = np.full(32, 0xEE, dtype=np.uint8)
+        want[at:at + 8] = np.frombuffer(value.to_bytes(8, "little"), dtype=np.uint8)
+        assert out.tolist() == want.tolist(), at

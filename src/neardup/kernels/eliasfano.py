@@ -26,6 +26,7 @@ import numba as nb
 import numpy as np
 
 from .compile import kernel
+from .lanes import store64
 
 __all__ = ["code_bytes", "encode", "encode_parts", "decode"]
 
@@ -94,7 +95,7 @@ def _encode_one(values, a0, n, out, at, buckets, order, upper_words):
         upper_words[p >> np.uint64(6)] |= np.uint64(1) << (p & s63)
         order[q] = np.uint32(v & mask)
     for j in range(k_upper):
-        _store64(out, at + 8 * j, upper_words[j])
+        store64(out, at + 8 * j, upper_words[j])
     at += 8 * np.int64(k_upper)
     acc = upper_words[k_upper]
     bits = upper & s63
@@ -103,7 +104,7 @@ def _encode_one(values, a0, n, out, at, buckets, order, upper_words):
         acc |= v << bits
         bits += w
         if bits >= 64:
-            _store64(out, at, acc)
+            store64(out, at, acc)
             at += 8
             bits -= np.uint64(64)
             acc = v >> (w - bits)  # its bits that did not fit (none: v >> w = 0)
@@ -112,13 +113,6 @@ def _encode_one(values, a0, n, out, at, buckets, order, upper_words):
         at += 1
         acc >>= np.uint64(8)
         bits -= min(bits, np.uint64(8))
-
-
-@kernel(inline="always")
-def _store64(out, at, acc):
-    """acc into out[at:at+8], lowest byte first."""
-    for j in range(8):
-        out[at + j] = np.uint8((acc >> np.uint64(8 * j)) & np.uint64(0xFF))
 
 
 _CHUNK = 64  # documents a task of the parallel encoder (its scratch sized for their largest)

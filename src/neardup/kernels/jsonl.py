@@ -13,8 +13,9 @@ slower path.
 
 It runs without the GIL (in the reading thread, beside the hashing kernels): validating a line
 is one pass over its bytes (a string's runs of plain bytes 64 at a time, in explicit vectors:
-:func:`neardup.kernels.lanes.byte_mask`), copying the text out a second one (a plain copy when the text has no escape); about
-2-2.8 times less CPU than pyarrow's JSON reader on the benchmark corpus. The read stage asks for
+:func:`neardup.kernels.lanes.byte_mask`), copying the text out a second one (a plain copy when
+the text has no escape); about 2-2.8 times less CPU than pyarrow's JSON reader on the benchmark
+corpus with 8 bytes a step, 2.4 times less again with 64. The read stage asks for
 no copy at all (``in_place``): each text is left where it lies in the block, a text with escapes
 decoded over its own bytes, and the kernels hash the spans (:class:`neardup.kernels.shingles.TextSpans`).
 """

@@ -23,6 +23,8 @@ its index key): a machine without AVX-512 compiles its own copy, it is never han
 
 from __future__ import annotations
 
+import sys
+
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
@@ -136,3 +138,25 @@ def lowest_bit(typingctx, word):
         return builder.call(cttz, [value, ir.Constant(ir.IntType(1), 0)])
 
     return types.int64(word), codegen
+
+
+@intrinsic
+def store64(typingctx, out, at, value):
+    """out[at:at+8] = value, lowest byte first: one unaligned 64-bit store (a byte swap before it
+    on a big-endian CPU), where numba's code for eight byte stores was eight shifts, masks and
+    stores. ``out`` a 1-d contiguous uint8 array, 0 <= at, at + 8 <= len(out) (not checked)."""
+    if not _is_byte_vector(out) or not isinstance(at, types.Integer) or not isinstance(value, types.Integer):
+        raise TypingError("store64 takes (out, at, value): a 1-d contiguous uint8 array and two integers")
+
+    def codegen(context, builder, signature, args):
+        arr = context.make_array(signature.args[0])(context, builder, args[0])
+        i64 = ir.IntType(64)
+        pos = context.cast(builder, args[1], signature.args[1], types.intp)
+        v = context.cast(builder, args[2], signature.args[2], types.uint64)
+        if sys.byteorder == "big":
+            bswap = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64]), "llvm.bswap.i64")
+            v = builder.call(bswap, [v])
+        builder.store(v, builder.bitcast(builder.gep(arr.data, [pos]), i64.as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return types.void(out, at, value), codegen
