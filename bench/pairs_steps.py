@@ -59,7 +59,7 @@ def timed(owner, name, label):
 
 for name in ("bucket_runs", "exact_jaccard_raw", "exact_jaccard_coded", "locality_chunks"):
     timed(P, name, name)
-for name in ("fingerprints", "codes", "signatures"):
+for name in ("fingerprints", "codes", "mapped_codes", "signatures"):
     timed(C.DocStore, name, "read " + name)
 out = []
 for _ in range(repeats):

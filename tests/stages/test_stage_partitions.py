@@ -198,7 +198,7 @@ def test_a_partition_function_gets_the_task_not_the_run(read_run):
 
 
 def test_verification_in_small_chunks_gives_the_same_pairs(read_run, monkeypatch):
-    """Exact verification in chunks of whole connected groups of pairs (a budget of a few
+    """Exact verification of a remote work dir in chunks of whole connected groups of pairs (a budget of a few
     documents' codes: many chunks, and groups larger than the budget cut by VERIFY_CHUNK) gives
     every pair the similarity of one chunk of all; every pair in exactly one chunk."""
     from neardup.kernels.verify import exact_jaccard_raw
@@ -217,13 +217,29 @@ def test_verification_in_small_chunks_gives_the_same_pairs(read_run, monkeypatch
     expected = exact_jaccard_raw(offsets, hashes, left, right)
     monkeypatch.setattr(stage, "VERIFY_BYTES", 3000)
     monkeypatch.setattr(stage, "VERIFY_CHUNK", 7)
-    _, sim = stage.make_verifier(read_run.store, read_run.config)(left, right)
+    with monkeypatch.context() as remote:  # the chunks are a remote work dir's (a local one's codes are read in place)
+        remote.setattr(Folder, "os_path", property(lambda self: None))
+        _, sim = stage.make_verifier(read_run.store, read_run.config)(left, right)
     assert np.array_equal(sim, expected)
     PairsStage().run(read_run, LocalEngine())
     assert _pairs_of(read_run) == want
 
 
-def test_codes_of_several_blocks_read_in_threads(tmp_path, corpus, monkeypatch):
+@pytest.fixture
+def two_block_run(tmp_path, corpus, monkeypatch):
+    """A run whose read stage is done, one read block per input file (two blocks)."""
+    from neardup.stages import workdir as wd
+    monkeypatch.setattr(wd, "BLOCK_BYTES", 1)
+    config = Config(on_error="skip").resolved()
+    sources = nio.discover([str(corpus / "a.jsonl"), str(corpus / "b.jsonl")])
+    work = WorkDir(str(tmp_path / "work"), "two-blocks")
+    run = Run(config=config, sources=sources, work=work, output=Folder.of(tmp_path / "out"), quiet=True)
+    work.mark_done("read", ReadStage().run(run, LocalEngine()))
+    assert len(run.corpus.blocks) == 2
+    return run
+
+
+def test_codes_of_several_blocks_read_in_threads(two_block_run, monkeypatch):
     """DocStore.codes copies the local blocks' codes in threads, each into its own place: the
     codes decode to the fingerprints read block by block (DocStore.fingerprints). In a call
     given one core (numba's thread count 1, as in a 1-CPU Ray task) it copies in this thread."""
@@ -232,14 +248,7 @@ def test_codes_of_several_blocks_read_in_threads(tmp_path, corpus, monkeypatch):
     from neardup.kernels import eliasfano
     from neardup.kernels.hashing import kernel_threads
     from neardup.stages import corpus as corpus_module
-    from neardup.stages import workdir as wd
-    monkeypatch.setattr(wd, "BLOCK_BYTES", 1)  # one read block per input file
-    config = Config(on_error="skip").resolved()
-    sources = nio.discover([str(corpus / "a.jsonl"), str(corpus / "b.jsonl")])
-    work = WorkDir(str(tmp_path / "work"), "codes-test")
-    run = Run(config=config, sources=sources, work=work, output=Folder.of(tmp_path / "out"), quiet=True)
-    work.mark_done("read", ReadStage().run(run, LocalEngine()))
-    assert len(run.corpus.blocks) == 2
+    run = two_block_run
     docs = np.flatnonzero(np.random.default_rng(3).random(run.corpus.n) < 0.7)
     pools = []
 
@@ -268,6 +277,55 @@ def test_codes_of_several_blocks_read_in_threads(tmp_path, corpus, monkeypatch):
         assert (room[0] is not before) is grows and np.shares_memory(data, room[0])
         offsets, values = eliasfano.decode(starts, data, counts)
         assert np.array_equal(offsets, wo) and np.array_equal(values, wv)
+
+
+def test_exact_verification_of_a_local_work_dir_reads_the_codes_in_place(two_block_run, monkeypatch):
+    """A local work dir's codes are verified where they lie, in the blocks' memory-mapped .fp
+    files (DocStore.mapped_codes), never copied together (DocStore.codes): pairs within and
+    across the two blocks get the Jaccard of their fingerprints, in chunks of VERIFY_CHUNK pairs."""
+    from neardup.kernels.verify import exact_jaccard_raw
+    from neardup.stages import corpus as corpus_module
+    from neardup.stages import pairs as stage
+    run, config = two_block_run, two_block_run.config
+    PairsStage().run(run, LocalEngine())
+    found = _pairs_of(run)  # near-duplicates, some across the blocks
+    rng = np.random.default_rng(4)
+    docs = np.flatnonzero(run.corpus.column("count") > 0)
+    left = np.concatenate([[a for a, _, _ in found], rng.choice(docs, 400)]).astype(np.int64)
+    right = np.concatenate([[b for _, b, _ in found], rng.choice(docs, 400)]).astype(np.int64)
+    first_of_b = run.store.block_start[1]
+    assert any(a < first_of_b <= b for a, b, _ in found)
+    offsets, hashes = run.store.fingerprints(np.arange(run.corpus.n))
+    expected = exact_jaccard_raw(offsets, hashes, left, right)
+
+    def copied(*_args, **_kwargs):
+        raise AssertionError("the codes were copied together")
+
+    monkeypatch.setattr(corpus_module.DocStore, "codes", copied)
+    monkeypatch.setattr(stage, "VERIFY_CHUNK", 64)
+    passed, sim = stage.make_verifier(run.store, run.config)(left, right)
+    assert np.array_equal(sim, expected) and np.array_equal(passed, expected >= config.threshold)
+    assert passed[:len(found)].all()
+
+
+def test_pair_stage_reads_a_local_work_dir_in_place(two_block_run, monkeypatch):
+    """On a local work dir the pair stage reads the band keys and the codes where they lie (the
+    blocks' memory-mapped files: Corpus.key_parts, DocStore.mapped_codes), never gathered or
+    copied (Corpus.band_keys, DocStore.codes); the pairs are those of a remote work dir's path."""
+    from neardup.stages import corpus as corpus_module
+    run = two_block_run
+    with monkeypatch.context() as remote:
+        remote.setattr(Folder, "os_path", property(lambda self: None))
+        PairsStage().run(run, LocalEngine())
+    want = _pairs_of(run)
+
+    def gathered(*_args, **_kwargs):
+        raise AssertionError("read through a copy")
+
+    monkeypatch.setattr(corpus_module.Corpus, "band_keys", gathered)
+    monkeypatch.setattr(corpus_module.DocStore, "codes", gathered)
+    PairsStage().run(run, LocalEngine())
+    assert _pairs_of(run) == want and len(want) > 10
 
 
 def test_members_of_pairs_are_their_sorted_documents_and_positions():

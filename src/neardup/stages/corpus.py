@@ -73,6 +73,15 @@ class Corpus:
             self._columns[name] = np.concatenate(views).astype(empty.dtype, copy=False) if views else empty
         return self._columns[name]
 
+    def key_parts(self) -> List[np.ndarray]:
+        """The band keys of every document where they lie: a (rows, bands) uint64 view of each
+        chunk of each block's key column, in document order (of its memory-mapped file when the
+        work dir is local: nothing read until used; :func:`neardup.kernels.bands.bucket_runs`)."""
+        if "keys" in self._columns:
+            return [self._columns["keys"]]
+        return [fixed_binary_numpy(chunk, np.uint64, self.config.bands)
+                for b in range(len(self.blocks)) for chunk in self.table(b, ["keys"]).column(0).chunks]
+
     def band_keys(self, first: int, stop: int) -> np.ndarray:
         """The (n, stop - first) uint64 keys of bands first..stop-1 of every document, read block
         by block (not kept: :func:`neardup.kernels.bands.bucket_runs` asks for a few bands at a time)."""
@@ -315,6 +324,26 @@ class DocStore:
             for j in range(len(blocks)):
                 fill(j)
         return starts, data, counts
+
+    def mapped_codes(self, docs: np.ndarray) -> Tuple[np.ndarray, List[np.ndarray], np.ndarray, np.ndarray]:
+        """The Elias-Fano codes of ascending docs where they lie, for a local work dir: (starts,
+        maps, counts, block), document i's code at ``maps[block[i]][starts[i]:]``, ``maps`` the
+        memory maps of the .fp files of the blocks holding any of them (closed when let go).
+        Nothing is copied (no buffer of the codes made and its pages faulted in and zeroed, as
+        :meth:`codes` does); the pages of the files are the page cache's, mapped (counted in the
+        process's resident set while mapped)."""
+        docs = np.asarray(docs, dtype=np.int64)
+        starts = np.empty(len(docs), np.int64)
+        counts = np.empty(len(docs), np.int64)
+        block = np.empty(len(docs), np.int64)
+        maps = []
+        for b, sel, local in self._by_block(docs):
+            cnt, off = self._codes(b)
+            counts[sel] = cnt[local]
+            starts[sel] = off[local]
+            block[sel] = len(maps)
+            maps.append(self.work.map_array(block_name(b, "fp"), np.uint8))
+        return starts, maps, counts, block
 
     def fingerprints(self, docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Shingle fingerprints (uint32, the high halves of the shingle hashes, repeats kept, in
