@@ -212,6 +212,7 @@ class PairsStage:
         # a local work dir's keys read where they lie (its blocks' memory-mapped files); a remote one's a few bands at a time
         keys = corpus.key_parts() if run.work.folder.os_path is not None else corpus.band_keys
         offsets, members = bucket_runs(keys, eligible, rank=rank, bands=cfg.bands)
+        del keys  # the key maps closed before the codes are mapped
         checked, counts = search_partition(offsets, members, make_verifier(run.store, cfg), cfg)
         pairs, candidates = distinct_pairs(checked)
         run.work.folder.write_arrow(part_name("pairs", 0), pairs.cast(PAIRS_SCHEMA))
