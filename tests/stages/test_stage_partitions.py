@@ -2,6 +2,7 @@
 directly, and the same work cut into P partitions by the local engine (the distributed path of
 every stage, in one process, without Ray): the outputs are those of one partition, byte for byte."""
 
+import itertools
 import json
 import os
 from functools import partial
@@ -281,9 +282,11 @@ def test_codes_of_several_blocks_read_in_threads(two_block_run, monkeypatch):
 
 def test_exact_verification_of_a_local_work_dir_reads_the_codes_in_place(two_block_run, monkeypatch):
     """A local work dir's codes are verified where they lie, in the blocks' memory-mapped .fp
-    files (DocStore.mapped_codes), never copied together (DocStore.codes): pairs within and
-    across the two blocks get the Jaccard of their fingerprints, in chunks of VERIFY_CHUNK pairs."""
-    from neardup.kernels.verify import exact_jaccard_raw
+    files (DocStore.code_map), never copied together (DocStore.codes): pairs within and across
+    the two blocks get the Jaccard of their fingerprints, in chunks of VERIFY_CHUNK pairs; with a
+    budget of one block's file, a step at a time maps no more than two blocks (the group's and a
+    later one), each step's maps closed before the next's are made."""
+    from neardup.kernels.verify import exact_jaccard_coded, exact_jaccard_raw
     from neardup.stages import corpus as corpus_module
     from neardup.stages import pairs as stage
     run, config = two_block_run, two_block_run.config
@@ -307,10 +310,33 @@ def test_exact_verification_of_a_local_work_dir_reads_the_codes_in_place(two_blo
     assert np.array_equal(sim, expected) and np.array_equal(passed, expected >= config.threshold)
     assert passed[:len(found)].all()
 
+    import weakref
+    live, most = [], [0]
+    code_map = corpus_module.DocStore.code_map
+
+    def counted(self, block):
+        mapped = code_map(self, block)
+        live[:] = [r for r in live if r() is not None] + [weakref.ref(mapped)]
+        most[0] = max(most[0], len(live))
+        return mapped
+
+    def kernel(*args, **kwargs):
+        live[:] = [r for r in live if r() is not None]
+        held.append(len(live))
+        return exact_jaccard_coded(*args, **kwargs)
+
+    held = []
+    monkeypatch.setattr(corpus_module.DocStore, "code_map", counted)
+    monkeypatch.setattr(stage, "exact_jaccard_coded", kernel)
+    monkeypatch.setattr(stage, "VERIFY_BYTES", 1)  # groups of one block: steps (0), (0, 1), (1)
+    _, sim = stage.make_verifier(run.store, run.config)(left, right)
+    assert np.array_equal(sim, expected) and most[0] == 2
+    assert [n for n, _ in itertools.groupby(held)] == [1, 2, 1]  # block 0's map closed before the last step
+
 
 def test_pair_stage_reads_a_local_work_dir_in_place(two_block_run, monkeypatch):
     """On a local work dir the pair stage reads the band keys and the codes where they lie (the
-    blocks' memory-mapped files: Corpus.key_parts, DocStore.mapped_codes), never gathered or
+    blocks' memory-mapped files: Corpus.key_parts, DocStore.code_map), never gathered or
     copied (Corpus.band_keys, DocStore.codes); the pairs are those of a remote work dir's path."""
     from neardup.stages import corpus as corpus_module
     run = two_block_run
@@ -326,6 +352,30 @@ def test_pair_stage_reads_a_local_work_dir_in_place(two_block_run, monkeypatch):
     monkeypatch.setattr(corpus_module.DocStore, "codes", gathered)
     PairsStage().run(run, LocalEngine())
     assert _pairs_of(run) == want and len(want) > 10
+
+
+def test_block_windows_bound_the_files_mapped_and_take_every_pair_once(monkeypatch):
+    """Pairs between blocks in steps whose blocks' files fit the budget: each pair in one step,
+    the step's blocks holding both its documents; a group's blocks kept through its steps, then
+    each later block with them for a step; None when the later blocks would be mapped too often."""
+    from neardup.stages import pairs as stage
+    rng = np.random.default_rng(5)
+    sizes = {0: 30, 1: 30, 2: 25, 4: 30, 5: 10, 7: 30}  # blocks 3 and 6 hold none of the documents
+    present = np.array(sorted(sizes))
+    first, second = rng.choice(present, 500), rng.choice(present, 500)
+    steps = stage.block_windows(first, second, sizes, budget=90)  # groups (0, 1), (2, 4), (5, 7)
+    assert [blocks for blocks, _ in steps] == [[0, 1], [0, 1, 2], [0, 1, 4], [0, 1, 5], [0, 1, 7], [2, 4], [2, 4, 5],
+                                               [2, 4, 7], [5, 7]]
+    taken = np.concatenate([sel for _, sel in steps])
+    assert np.array_equal(np.sort(taken), np.arange(500))
+    for blocks, sel in steps:
+        assert sum(sizes[b] for b in blocks) <= 90 and np.isin(first[sel], blocks).all() and np.isin(second[sel], blocks).all()
+    whole = stage.block_windows(first, second, sizes, budget=10**9)
+    assert len(whole) == 1 and whole[0][0] == present.tolist()
+    monkeypatch.setattr(stage, "IN_PLACE_PASSES", 3)
+    assert stage.block_windows(first, second, sizes, budget=90) is not None  # the files mapped 290 / 155 times over
+    assert stage.block_windows(first, second, sizes, budget=31) is None  # a group per block: 545 / 155 times
+    assert stage.block_windows(first[:0], second[:0], sizes) == []
 
 
 def test_members_of_pairs_are_their_sorted_documents_and_positions():

@@ -247,7 +247,7 @@ def exact_jaccard_coded(starts: np.ndarray, data, counts: np.ndarray, left: np.n
 
     ``data`` is one uint8 array, or with ``block`` a list of them, document i's code at
     ``data[block[i]][starts[i]:]``: the blocks' files memory-mapped where they lie, the codes
-    read in place (:meth:`neardup.stages.corpus.DocStore.mapped_codes`), not copied together."""
+    read in place (:meth:`neardup.stages.corpus.DocStore.code_map`), not copied together."""
     left = np.asarray(left, dtype=np.int64)
     right = np.asarray(right, dtype=np.int64)
     if len(left) == 0:

@@ -325,25 +325,29 @@ class DocStore:
                 fill(j)
         return starts, data, counts
 
-    def mapped_codes(self, docs: np.ndarray) -> Tuple[np.ndarray, List[np.ndarray], np.ndarray, np.ndarray]:
-        """The Elias-Fano codes of ascending docs where they lie, for a local work dir: (starts,
-        maps, counts, block), document i's code at ``maps[block[i]][starts[i]:]``, ``maps`` the
-        memory maps of the .fp files of the blocks holding any of them (closed when let go).
-        Nothing is copied (no buffer of the codes made and its pages faulted in and zeroed, as
-        :meth:`codes` does); the pages of the files are the page cache's, mapped (counted in the
-        process's resident set while mapped)."""
+    def code_places(self, docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray, Dict[int, int]]:
+        """Where the Elias-Fano codes of ascending docs lie, for a local work dir: (block, starts,
+        counts, sizes), document i's code at byte ``starts[i]`` of block ``block[i]``'s .fp file
+        (:meth:`code_map`), ``counts[i]`` fingerprints; ``sizes`` the bytes of the file of each
+        block holding any of them. Nothing is read but the blocks' counts."""
         docs = np.asarray(docs, dtype=np.int64)
+        block = np.empty(len(docs), np.int64)
         starts = np.empty(len(docs), np.int64)
         counts = np.empty(len(docs), np.int64)
-        block = np.empty(len(docs), np.int64)
-        maps = []
+        sizes = {}
         for b, sel, local in self._by_block(docs):
             cnt, off = self._codes(b)
+            block[sel] = b
             counts[sel] = cnt[local]
             starts[sel] = off[local]
-            block[sel] = len(maps)
-            maps.append(self.work.map_array(block_name(b, "fp"), np.uint8))
-        return starts, maps, counts, block
+            sizes[b] = int(off[-1])
+        return block, starts, counts, sizes
+
+    def code_map(self, block: int) -> np.ndarray:
+        """A local block's .fp file memory-mapped (closed when let go): its codes read where they
+        lie, no buffer made and filled (:meth:`codes`); the file's pages are the page cache's,
+        counted in the process's resident set while mapped and touched."""
+        return self.work.map_array(block_name(block, "fp"), np.uint8)
 
     def fingerprints(self, docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Shingle fingerprints (uint32, the high halves of the shingle hashes, repeats kept, in

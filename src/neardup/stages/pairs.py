@@ -17,7 +17,7 @@ same result).
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +33,8 @@ from .records import PairsInfo
 from .workdir import PAIRS_SCHEMA, part_name, write_record
 
 VERIFY_CHUNK = 1 << 16  # pairs verified at a time (verify estimate | none: bounds the signatures held; exact: Ctrl-C heard)
-VERIFY_BYTES = 256 << 20  # bytes of fingerprint codes held at a time (verify exact, a remote work dir)
+VERIFY_BYTES = 256 << 20  # bytes of fingerprint codes held (copied) or of the blocks' code files mapped at a time (verify exact)
+IN_PLACE_PASSES = 6  # a local work dir's codes read in place while that maps its code files at most this many times over
 
 CHECKED_SCHEMA = pa.schema([("code", pa.uint64()), ("passed", pa.bool_()), ("similarity", pa.float64())])
 
@@ -41,34 +42,18 @@ CHECKED_SCHEMA = pa.schema([("code", pa.uint64()), ("passed", pa.bool_()), ("sim
 def make_verifier(store: DocStore, config) -> Callable[[np.ndarray, np.ndarray], Tuple[np.ndarray, np.ndarray]]:
     """verify(left, right) -> (passed, similarity) over document indices, for the configured
     mode; the data of the pairs' documents is read from the store a chunk of pairs at a time.
-    Exact, on a local work dir: the codes read where they lie, in the blocks' memory-mapped files
-    (:meth:`DocStore.mapped_codes`: at 1M documents, 0.3-0.8 CPU-s less than copying them
-    together, the copy's buffer of ~256 MB made and its pages zeroed); on a remote one, copied in
-    chunks of whole groups of connected pairs (:func:`locality_chunks`), so that a document's
-    codes are read once."""
+    Exact, on a local work dir of few blocks: the codes read where they lie, in the blocks'
+    memory-mapped files, a window of them at a time (:func:`block_windows`: at 1M documents,
+    0.3-0.5 CPU-s less than copying them, the copy's buffer of ~256 MB made and its pages zeroed);
+    else copied in chunks of whole groups of connected pairs (:func:`locality_chunks`), so that a
+    document's codes are read once."""
     threshold = config.threshold
 
     def verify(left, right):
         sim = np.empty(len(left), dtype=np.float64)
-        if config.verify == "exact" and store.work.os_path is not None:
-            m = len(left)
-            docs, inverse = np.unique(np.concatenate([left, right]), return_inverse=True)
-            starts, maps, counts, block = store.mapped_codes(docs)
-            for lo in range(0, m, VERIFY_CHUNK):
-                check_interrupt()
-                hi = min(lo + VERIFY_CHUNK, m)
-                sim[lo:hi] = exact_jaccard_coded(starts, maps, counts, inverse[lo:hi], inverse[m + lo:m + hi],
-                                                 block=block)
-            del maps  # the maps closed
-        elif config.verify == "exact":
-            room = [None]  # the largest chunk's code buffer so far, reused by the next chunk
-            for sel in locality_chunks(store, left, right):
-                check_interrupt()
-                m = len(sel)
-                docs, inverse = np.unique(np.concatenate([left[sel], right[sel]]), return_inverse=True)
-                starts, data, counts = store.codes(docs, room)
-                sim[sel] = exact_jaccard_coded(starts, data, counts, inverse[:m], inverse[m:])
-                del starts, data, counts  # before the next chunk's are read: one chunk's held (in the room)
+        if config.verify == "exact":
+            if not (store.work.os_path is not None and verify_in_place(store, left, right, sim)):
+                verify_copied(store, left, right, sim)
         else:
             for lo in range(0, len(left), VERIFY_CHUNK):
                 check_interrupt()
@@ -81,6 +66,86 @@ def make_verifier(store: DocStore, config) -> Callable[[np.ndarray, np.ndarray],
         return sim >= threshold, sim
 
     return verify
+
+
+def verify_in_place(store: DocStore, left: np.ndarray, right: np.ndarray, out: np.ndarray) -> bool:
+    """The exact similarity of each pair into ``out``, read from a local work dir's code files
+    where they lie, in the steps of :func:`block_windows` (the files of one step mapped, the
+    others' maps closed: at most VERIFY_BYTES of them at a time); False, ``out`` untouched, when
+    the steps would map the files too many times over."""
+    m = len(left)
+    docs, inverse = np.unique(np.concatenate([left, right]), return_inverse=True)
+    block, starts, counts, sizes = store.code_places(docs)
+    steps = block_windows(block[inverse[:m]], block[inverse[m:]], sizes)
+    if steps is None:
+        return False
+    maps = {}
+    nothing = np.zeros(0, np.uint8)
+    for blocks, sel in steps:
+        for b in [b for b in maps if b not in blocks]:
+            del maps[b]  # closed: its pages leave the resident set
+        maps.update((b, store.code_map(b)) for b in blocks if b not in maps)
+        data = [maps.get(b, nothing) for b in range(max(sizes) + 1)]
+        for lo in range(0, len(sel), VERIFY_CHUNK):
+            check_interrupt()
+            part = sel[lo:lo + VERIFY_CHUNK]
+            out[part] = exact_jaccard_coded(starts, data, counts, inverse[part], inverse[m + part], block=block)
+        del data
+    return True
+
+
+def verify_copied(store: DocStore, left: np.ndarray, right: np.ndarray, out: np.ndarray) -> None:
+    """The exact similarity of each pair into ``out``, the codes copied out of the store a chunk
+    at a time (:func:`locality_chunks`)."""
+    room = [None]  # the largest chunk's code buffer so far, reused by the next chunk
+    for sel in locality_chunks(store, left, right):
+        check_interrupt()
+        m = len(sel)
+        docs, inverse = np.unique(np.concatenate([left[sel], right[sel]]), return_inverse=True)
+        starts, data, counts = store.codes(docs, room)
+        out[sel] = exact_jaccard_coded(starts, data, counts, inverse[:m], inverse[m:])
+        del starts, data, counts  # before the next chunk's are read: one chunk's held (in the room)
+
+
+def block_windows(first: np.ndarray, second: np.ndarray, sizes: Dict[int, int],
+                  budget: Optional[int] = None) -> Optional[List[Tuple[List[int], np.ndarray]]]:
+    """Pairs of documents lying in the blocks ``first[i]`` and ``second[i]``, whose code files
+    take ``sizes[block]`` bytes, in steps ``(blocks, pairs)`` whose files take at most ``budget``
+    bytes together (default VERIFY_BYTES; two blocks when two are larger), so that the codes are
+    read where they lie with no more than that of them mapped. The blocks, in order, form groups
+    taking up to ``budget`` less the largest block; for each group, a step of the pairs inside it,
+    then one of those between it and each later block (the group's blocks kept mapped through its
+    steps, the later block mapped for its step alone). None when the steps would map the files
+    more than IN_PLACE_PASSES times over (the later blocks are mapped once for each group before
+    them: with many blocks, copying the codes is cheaper, :func:`locality_chunks`)."""
+    if len(first) == 0:
+        return []
+    budget = VERIFY_BYTES if budget is None else budget
+    present = sorted(sizes)
+    room = budget - max(sizes.values())
+    group_of = np.zeros(present[-1] + 1, np.int64)
+    members: List[List[int]] = [[]]
+    held = 0
+    for b in present:
+        if members[-1] and held + sizes[b] > room:
+            members.append([])
+            held = 0
+        members[-1].append(b)
+        group_of[b] = len(members) - 1
+        held += sizes[b]
+    low, high = np.minimum(first, second), np.maximum(first, second)
+    group = group_of[low]
+    later = np.where(group_of[high] == group, -1, high)  # the later block of a pair between groups, or -1
+    key = group * (len(group_of) + 1) + later + 1
+    order = np.argsort(key, kind="stable")
+    bounds = np.flatnonzero(np.diff(key[order])) + 1
+    steps = []
+    mapped = sum(sizes.values())  # each group's files mapped once, each later block's once per step
+    for sel in np.split(order, bounds):
+        g, b = int(group[sel[0]]), int(later[sel[0]])
+        steps.append((members[g] + ([b] if b >= 0 else []), sel))
+        mapped += sizes[b] if b >= 0 else 0
+    return steps if mapped <= IN_PLACE_PASSES * sum(sizes.values()) else None
 
 
 def locality_chunks(store: DocStore, left: np.ndarray, right: np.ndarray, budget: Optional[int] = None):
