@@ -333,6 +333,18 @@ def test_exact_verification_of_a_local_work_dir_reads_the_codes_in_place(two_blo
     assert np.array_equal(sim, expected) and most[0] == 2
     assert [n for n, _ in itertools.groupby(held)] == [1, 2, 1]  # block 0's map closed before the last step
 
+    # no more of the files mapped at a time than the codes wanted (a copy's buffer): a few documents'
+    # codes take less than a block's file, so a block a group, as with the budget of one byte
+    monkeypatch.undo()
+    monkeypatch.setattr(corpus_module.DocStore, "code_map", counted)
+    monkeypatch.setattr(stage, "exact_jaccard_coded", kernel)
+    held.clear()
+    a, b = docs[docs < first_of_b][:2], docs[docs >= first_of_b][:2]
+    few_left, few_right = np.array([a[0], a[0], b[0]]), np.array([a[1], b[0], b[1]])
+    _, sim = stage.make_verifier(run.store, run.config)(few_left, few_right)
+    assert np.array_equal(sim, exact_jaccard_raw(offsets, hashes, few_left, few_right))
+    assert [n for n, _ in itertools.groupby(held)] == [1, 2, 1]
+
 
 def test_pair_stage_reads_a_local_work_dir_in_place(two_block_run, monkeypatch):
     """On a local work dir the pair stage reads the band keys and the codes where they lie (the
