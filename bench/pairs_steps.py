@@ -57,9 +57,9 @@ def timed(owner, name, label):
         return r
     setattr(owner, name, g)
 
-for name in ("bucket_runs", "exact_jaccard_raw", "exact_jaccard_coded", "locality_chunks"):
+for name in ("bucket_runs", "exact_jaccard_raw", "exact_jaccard_coded", "locality_chunks", "block_windows"):
     timed(P, name, name)
-for name in ("fingerprints", "codes", "signatures"):
+for name in ("fingerprints", "codes", "code_places", "signatures"):
     timed(C.DocStore, name, "read " + name)
 out = []
 for _ in range(repeats):

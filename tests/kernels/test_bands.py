@@ -141,6 +141,26 @@ def test_bucket_runs_in_keep_order(case, use_eligible, data):
     assert all(rank[a] < rank[b] for a, b in zip(left.tolist(), right.tolist()))
 
 
+@PROPS
+@given(case=small_keys, use_eligible=st.booleans(), data=st.data())
+def test_bucket_runs_of_keys_in_parts_equal_the_matrix(case, use_eligible, data):
+    """Keys given as a list of row ranges (each block's key column where it lies, read in place
+    by address, band by band): the same buckets, members and order as the whole matrix; rows of
+    a wider array (a column of it) read at its row stride."""
+    rows, elig = case
+    n = len(rows)
+    bands = len(rows[0]) if rows else 1
+    keys = np.array(rows, dtype=np.uint64).reshape(n, bands)
+    eligible = np.array(elig, dtype=bool) if use_eligible else None
+    rank = np.array(data.draw(st.permutations(range(n))), dtype=np.int64) if n else np.zeros(0, np.int64)
+    cuts = sorted(data.draw(st.lists(st.integers(0, n), max_size=3)))
+    wide = np.concatenate([keys, np.full((n, 1), 7, np.uint64)], axis=1)  # rows of bands + 1 values
+    parts = [p[:, :bands] for p in np.split(wide, cuts)]
+    want = bucket_runs(keys, eligible, rank=rank)
+    got = bucket_runs(parts, eligible, rank=rank)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
 def test_bucket_runs_rank_example():
     keys = np.array([[7], [7], [7], [1]], dtype=np.uint64)
     offsets, members = bucket_runs(keys, rank=np.array([2, 0, 1, 3]))

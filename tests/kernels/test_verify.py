@@ -132,3 +132,27 @@ def test_exact_coded_kernel_equals_twin_with_repeats_and_crowded_buckets():
     left, right = all_pairs(len(docs))
     got = exact_jaccard_coded(starts, data, np.diff(offsets), left, right)
     assert got.tolist() == [exact_jaccard_python(docs[a].tolist(), docs[b].tolist()) for a, b in zip(left, right)]
+
+
+def test_exact_coded_kernel_reads_each_document_from_its_own_array():
+    """Codes lying in several arrays (the blocks' memory-mapped files), document i's in
+    ``data[block[i]]`` at ``starts[i]``: each pair's two documents read from their own arrays,
+    the same similarities as one array of them all."""
+    from neardup.kernels.eliasfano import code_bytes, encode
+    from neardup.kernels.verify import exact_jaccard_coded
+    rng = np.random.default_rng(11)
+    base = rng.integers(0, 2**32, 200, dtype=np.uint64)
+    docs = [np.asarray(np.concatenate([base[: rng.integers(20, 200)], rng.integers(0, 2**32, rng.integers(0, 60))]),
+                       dtype=np.uint32) for _ in range(12)]
+    block = np.array([i % 3 for i in range(len(docs))], dtype=np.int64)
+    arrays, starts = [], np.zeros(len(docs), dtype=np.int64)
+    for b in range(3):
+        mine = np.flatnonzero(block == b)
+        offsets = np.zeros(len(mine) + 1, dtype=np.int64)
+        np.cumsum([len(docs[i]) for i in mine], out=offsets[1:])
+        arrays.append(encode(offsets, np.concatenate([docs[i] for i in mine])))
+        starts[mine] = np.concatenate(([0], np.cumsum(code_bytes(np.diff(offsets)))[:-1]))
+    counts = np.array([len(d) for d in docs], dtype=np.int64)
+    left, right = all_pairs(len(docs))
+    got = exact_jaccard_coded(starts, arrays, counts, left, right, block=block)
+    assert got.tolist() == [exact_jaccard_python(docs[a].tolist(), docs[b].tolist()) for a, b in zip(left, right)]

@@ -2,6 +2,7 @@
 directly, and the same work cut into P partitions by the local engine (the distributed path of
 every stage, in one process, without Ray): the outputs are those of one partition, byte for byte."""
 
+import itertools
 import json
 import os
 from functools import partial
@@ -198,7 +199,7 @@ def test_a_partition_function_gets_the_task_not_the_run(read_run):
 
 
 def test_verification_in_small_chunks_gives_the_same_pairs(read_run, monkeypatch):
-    """Exact verification in chunks of whole connected groups of pairs (a budget of a few
+    """Exact verification of a remote work dir in chunks of whole connected groups of pairs (a budget of a few
     documents' codes: many chunks, and groups larger than the budget cut by VERIFY_CHUNK) gives
     every pair the similarity of one chunk of all; every pair in exactly one chunk."""
     from neardup.kernels.verify import exact_jaccard_raw
@@ -217,13 +218,29 @@ def test_verification_in_small_chunks_gives_the_same_pairs(read_run, monkeypatch
     expected = exact_jaccard_raw(offsets, hashes, left, right)
     monkeypatch.setattr(stage, "VERIFY_BYTES", 3000)
     monkeypatch.setattr(stage, "VERIFY_CHUNK", 7)
-    _, sim = stage.make_verifier(read_run.store, read_run.config)(left, right)
+    with monkeypatch.context() as remote:  # the chunks are a remote work dir's (a local one's codes are read in place)
+        remote.setattr(Folder, "os_path", property(lambda self: None))
+        _, sim = stage.make_verifier(read_run.store, read_run.config)(left, right)
     assert np.array_equal(sim, expected)
     PairsStage().run(read_run, LocalEngine())
     assert _pairs_of(read_run) == want
 
 
-def test_codes_of_several_blocks_read_in_threads(tmp_path, corpus, monkeypatch):
+@pytest.fixture
+def two_block_run(tmp_path, corpus, monkeypatch):
+    """A run whose read stage is done, one read block per input file (two blocks)."""
+    from neardup.stages import workdir as wd
+    monkeypatch.setattr(wd, "BLOCK_BYTES", 1)
+    config = Config(on_error="skip").resolved()
+    sources = nio.discover([str(corpus / "a.jsonl"), str(corpus / "b.jsonl")])
+    work = WorkDir(str(tmp_path / "work"), "two-blocks")
+    run = Run(config=config, sources=sources, work=work, output=Folder.of(tmp_path / "out"), quiet=True)
+    work.mark_done("read", ReadStage().run(run, LocalEngine()))
+    assert len(run.corpus.blocks) == 2
+    return run
+
+
+def test_codes_of_several_blocks_read_in_threads(two_block_run, monkeypatch):
     """DocStore.codes copies the local blocks' codes in threads, each into its own place: the
     codes decode to the fingerprints read block by block (DocStore.fingerprints). In a call
     given one core (numba's thread count 1, as in a 1-CPU Ray task) it copies in this thread."""
@@ -232,14 +249,7 @@ def test_codes_of_several_blocks_read_in_threads(tmp_path, corpus, monkeypatch):
     from neardup.kernels import eliasfano
     from neardup.kernels.hashing import kernel_threads
     from neardup.stages import corpus as corpus_module
-    from neardup.stages import workdir as wd
-    monkeypatch.setattr(wd, "BLOCK_BYTES", 1)  # one read block per input file
-    config = Config(on_error="skip").resolved()
-    sources = nio.discover([str(corpus / "a.jsonl"), str(corpus / "b.jsonl")])
-    work = WorkDir(str(tmp_path / "work"), "codes-test")
-    run = Run(config=config, sources=sources, work=work, output=Folder.of(tmp_path / "out"), quiet=True)
-    work.mark_done("read", ReadStage().run(run, LocalEngine()))
-    assert len(run.corpus.blocks) == 2
+    run = two_block_run
     docs = np.flatnonzero(np.random.default_rng(3).random(run.corpus.n) < 0.7)
     pools = []
 
@@ -268,6 +278,116 @@ def test_codes_of_several_blocks_read_in_threads(tmp_path, corpus, monkeypatch):
         assert (room[0] is not before) is grows and np.shares_memory(data, room[0])
         offsets, values = eliasfano.decode(starts, data, counts)
         assert np.array_equal(offsets, wo) and np.array_equal(values, wv)
+
+
+def test_exact_verification_of_a_local_work_dir_reads_the_codes_in_place(two_block_run, monkeypatch):
+    """A local work dir's codes are verified where they lie, in the blocks' memory-mapped .fp
+    files (DocStore.code_map), never copied together (DocStore.codes): pairs within and across
+    the two blocks get the Jaccard of their fingerprints, in chunks of VERIFY_CHUNK pairs; with a
+    budget of one block's file, a step at a time maps no more than two blocks (the group's and a
+    later one), each step's maps closed before the next's are made."""
+    from neardup.kernels.verify import exact_jaccard_coded, exact_jaccard_raw
+    from neardup.stages import corpus as corpus_module
+    from neardup.stages import pairs as stage
+    run, config = two_block_run, two_block_run.config
+    PairsStage().run(run, LocalEngine())
+    found = _pairs_of(run)  # near-duplicates, some across the blocks
+    rng = np.random.default_rng(4)
+    docs = np.flatnonzero(run.corpus.column("count") > 0)
+    left = np.concatenate([[a for a, _, _ in found], rng.choice(docs, 400)]).astype(np.int64)
+    right = np.concatenate([[b for _, b, _ in found], rng.choice(docs, 400)]).astype(np.int64)
+    first_of_b = run.store.block_start[1]
+    assert any(a < first_of_b <= b for a, b, _ in found)
+    offsets, hashes = run.store.fingerprints(np.arange(run.corpus.n))
+    expected = exact_jaccard_raw(offsets, hashes, left, right)
+
+    def copied(*_args, **_kwargs):
+        raise AssertionError("the codes were copied together")
+
+    monkeypatch.setattr(corpus_module.DocStore, "codes", copied)
+    monkeypatch.setattr(stage, "VERIFY_CHUNK", 64)
+    passed, sim = stage.make_verifier(run.store, run.config)(left, right)
+    assert np.array_equal(sim, expected) and np.array_equal(passed, expected >= config.threshold)
+    assert passed[:len(found)].all()
+
+    import weakref
+    live, most = [], [0]
+    code_map = corpus_module.DocStore.code_map
+
+    def counted(self, block):
+        mapped = code_map(self, block)
+        live[:] = [r for r in live if r() is not None] + [weakref.ref(mapped)]
+        most[0] = max(most[0], len(live))
+        return mapped
+
+    def kernel(*args, **kwargs):
+        live[:] = [r for r in live if r() is not None]
+        held.append(len(live))
+        return exact_jaccard_coded(*args, **kwargs)
+
+    held = []
+    monkeypatch.setattr(corpus_module.DocStore, "code_map", counted)
+    monkeypatch.setattr(stage, "exact_jaccard_coded", kernel)
+    monkeypatch.setattr(stage, "VERIFY_BYTES", 1)  # groups of one block: steps (0), (0, 1), (1)
+    _, sim = stage.make_verifier(run.store, run.config)(left, right)
+    assert np.array_equal(sim, expected) and most[0] == 2
+    assert [n for n, _ in itertools.groupby(held)] == [1, 2, 1]  # block 0's map closed before the last step
+
+    # no more of the files mapped at a time than the codes wanted (a copy's buffer): a few documents'
+    # codes take less than a block's file, so a block a group, as with the budget of one byte
+    monkeypatch.undo()
+    monkeypatch.setattr(corpus_module.DocStore, "code_map", counted)
+    monkeypatch.setattr(stage, "exact_jaccard_coded", kernel)
+    held.clear()
+    a, b = docs[docs < first_of_b][:2], docs[docs >= first_of_b][:2]
+    few_left, few_right = np.array([a[0], a[0], b[0]]), np.array([a[1], b[0], b[1]])
+    _, sim = stage.make_verifier(run.store, run.config)(few_left, few_right)
+    assert np.array_equal(sim, exact_jaccard_raw(offsets, hashes, few_left, few_right))
+    assert [n for n, _ in itertools.groupby(held)] == [1, 2, 1]
+
+
+def test_pair_stage_reads_a_local_work_dir_in_place(two_block_run, monkeypatch):
+    """On a local work dir the pair stage reads the band keys and the codes where they lie (the
+    blocks' memory-mapped files: Corpus.key_parts, DocStore.code_map), never gathered or
+    copied (Corpus.band_keys, DocStore.codes); the pairs are those of a remote work dir's path."""
+    from neardup.stages import corpus as corpus_module
+    run = two_block_run
+    with monkeypatch.context() as remote:
+        remote.setattr(Folder, "os_path", property(lambda self: None))
+        PairsStage().run(run, LocalEngine())
+    want = _pairs_of(run)
+
+    def gathered(*_args, **_kwargs):
+        raise AssertionError("read through a copy")
+
+    monkeypatch.setattr(corpus_module.Corpus, "band_keys", gathered)
+    monkeypatch.setattr(corpus_module.DocStore, "codes", gathered)
+    PairsStage().run(run, LocalEngine())
+    assert _pairs_of(run) == want and len(want) > 10
+
+
+def test_block_windows_bound_the_files_mapped_and_take_every_pair_once(monkeypatch):
+    """Pairs between blocks in steps whose blocks' files fit the budget: each pair in one step,
+    the step's blocks holding both its documents; a group's blocks kept through its steps, then
+    each later block with them for a step; None when the later blocks would be mapped too often."""
+    from neardup.stages import pairs as stage
+    rng = np.random.default_rng(5)
+    sizes = {0: 30, 1: 30, 2: 25, 4: 30, 5: 10, 7: 30}  # blocks 3 and 6 hold none of the documents
+    present = np.array(sorted(sizes))
+    first, second = rng.choice(present, 500), rng.choice(present, 500)
+    steps = stage.block_windows(first, second, sizes, budget=90)  # groups (0, 1), (2, 4), (5, 7)
+    assert [blocks for blocks, _ in steps] == [[0, 1], [0, 1, 2], [0, 1, 4], [0, 1, 5], [0, 1, 7], [2, 4], [2, 4, 5],
+                                               [2, 4, 7], [5, 7]]
+    taken = np.concatenate([sel for _, sel in steps])
+    assert np.array_equal(np.sort(taken), np.arange(500))
+    for blocks, sel in steps:
+        assert sum(sizes[b] for b in blocks) <= 90 and np.isin(first[sel], blocks).all() and np.isin(second[sel], blocks).all()
+    whole = stage.block_windows(first, second, sizes, budget=10**9)
+    assert len(whole) == 1 and whole[0][0] == present.tolist()
+    monkeypatch.setattr(stage, "IN_PLACE_PASSES", 3)
+    assert stage.block_windows(first, second, sizes, budget=90) is not None  # the files mapped 290 / 155 times over
+    assert stage.block_windows(first, second, sizes, budget=31) is None  # a group per block: 545 / 155 times
+    assert stage.block_windows(first[:0], second[:0], sizes) == []
 
 
 def test_members_of_pairs_are_their_sorted_documents_and_positions():

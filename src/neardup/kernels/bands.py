@@ -42,6 +42,7 @@ import numpy as np
 
 from .compile import kernel
 from .arrays import unique
+from .pointers import uint64_at
 from ..config import Sketch
 from .hashing import GOLDEN, MASK64, SPLITMIX_M1, SPLITMIX_M2, fmix64, fmix64_py
 
@@ -109,11 +110,16 @@ def bucket_runs(keys, eligible: Optional[np.ndarray] = None,
     empty ones); ``doc_ids`` maps rows of ``keys`` to document indices (default: 0..n-1); ``rank``
     is indexed like the rows of ``keys``.
 
-    ``keys`` is the (n, bands) uint64 matrix, or a function ``keys(first, stop)`` giving the
-    (n, stop - first) keys of bands first..stop-1, with ``bands`` their number: then only
-    BAND_GROUP bands are in memory at a time (a pipeline reads them from its work directory;
-    the whole matrix of 10,000,000 documents and 13 bands is 1 GB, and it was copied twice).
+    ``keys`` is the (n, bands) uint64 matrix; or a list of (n_i, bands) uint64 arrays whose rows,
+    one after another, are the n rows (each block's key column where it lies, memory-mapped: each
+    band's keys read there by the kernel, nothing gathered; at 1M documents, 0.35 CPU-s of
+    copies less); or a function ``keys(first, stop)`` giving the (n, stop - first) keys of bands
+    first..stop-1, with ``bands`` their number: then only BAND_GROUP bands are in memory at a
+    time (a pipeline reads them from a remote work directory; the whole matrix of 10,000,000
+    documents and 13 bands is 1 GB, and it was copied twice).
     """
+    if isinstance(keys, list):
+        return _bucket_runs_in_place(keys, eligible, doc_ids, rank)
     if callable(keys):
         if bands is None:
             raise ValueError("bucket_runs: bands is needed with a keys function")
@@ -127,20 +133,42 @@ def bucket_runs(keys, eligible: Optional[np.ndarray] = None,
     for first in range(0, nbands, BAND_GROUP):
         group = get(first, min(first + BAND_GROUP, nbands))
         if perm is None:
-            n = group.shape[0]
-            ids = np.arange(n, dtype=np.int64) if doc_ids is None else np.asarray(doc_ids, dtype=np.int64)
-            order_key = ids if rank is None else np.asarray(rank, dtype=np.int64)
-            rows = np.arange(n, dtype=np.int64) if eligible is None else np.flatnonzero(eligible)
-            # Keep order first, so that a stable sort on the key keeps each bucket's members in
-            # keep order: perm lists the eligible rows in keep order.
-            perm = rows[np.argsort(order_key[rows], kind="stable")]
-            ids = ids[perm]
+            perm, ids = _keep_perm(group.shape[0], eligible, doc_ids, rank)
         group = np.asarray(group, dtype=np.uint64)
         for members, sizes in _in_threads(lambda j, g=group: _group_column(g, j, perm, ids), group.shape[1]):
             if len(sizes):
                 all_members.append(members)
                 all_sizes.append(sizes)
         del group
+    return _runs_of(all_members, all_sizes)
+
+
+def _keep_perm(n: int, eligible, doc_ids, rank) -> Tuple[np.ndarray, np.ndarray]:
+    """(perm, ids): the eligible rows in keep order, and their document indices. Keep order
+    first, so that a stable sort on the key keeps each bucket's members in keep order."""
+    ids = np.arange(n, dtype=np.int64) if doc_ids is None else np.asarray(doc_ids, dtype=np.int64)
+    order_key = ids if rank is None else np.asarray(rank, dtype=np.int64)
+    rows = np.arange(n, dtype=np.int64) if eligible is None else np.flatnonzero(eligible)
+    perm = rows[np.argsort(order_key[rows], kind="stable")]
+    return perm, ids[perm]
+
+
+def _bucket_runs_in_place(parts: list, eligible, doc_ids, rank) -> Tuple[np.ndarray, np.ndarray]:
+    """:func:`bucket_runs` of keys given as a list of (n_i, bands) arrays, read where they lie:
+    the address of each row (in keep order) handed to the kernel, the arrays held meanwhile."""
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return _runs_of([], [])
+    if any(p.dtype != np.uint64 or p.strides[1] != 8 for p in parts):
+        raise ValueError("bucket_runs: each part of the keys must be (n, bands) uint64 with its bands side by side")
+    rows = np.concatenate([p.ctypes.data + np.arange(len(p), dtype=np.int64) * p.strides[0] for p in parts])
+    perm, ids = _keep_perm(len(rows), eligible, doc_ids, rank)
+    at = rows[perm]
+    all_members, all_sizes = [], []
+    for members, sizes in _in_threads(lambda j: _group_rows(at, j, ids), parts[0].shape[1]):
+        if len(sizes):
+            all_members.append(members)
+            all_sizes.append(sizes)
     return _runs_of(all_members, all_sizes)
 
 
@@ -183,31 +211,49 @@ def _in_threads(func, count: int) -> list:
 
 @kernel(nogil=True)
 def _group_column(group, j, perm, ids):
-    """:func:`_group_keys` of column ``j`` of ``group`` taken at rows ``perm``. Most keys are
-    met once: two bitmaps on the key's low bits (seen, seen twice) pass on only the rows whose
-    key may repeat (every row of a repeated key, and a few others), in row order, to the sort.
-    The column is read from ``group`` once (its keys gathered in keep order as the bitmaps are
-    filled): a second strided read of the group for the ids cost a third of the kernel's time."""
+    """:func:`_group_keys` of column ``j`` of ``group`` taken at rows ``perm`` (see :func:`_group_gathered`)."""
     n = perm.shape[0]
+    keys = np.empty(n, dtype=np.uint64)
+    for i in range(n):
+        keys[i] = group[perm[i], j]
+    return _group_gathered(keys, ids)
+
+
+@kernel(nogil=True)
+def _group_rows(rows, j, ids):
+    """:func:`_group_keys` of band ``j`` of the rows of keys at the addresses ``rows`` (in keep
+    order; see :func:`_group_gathered`)."""
+    n = rows.shape[0]
+    keys = np.empty(n, dtype=np.uint64)
+    offset = np.int64(8) * j
+    for i in range(n):
+        keys[i] = uint64_at(rows[i] + offset)
+    return _group_gathered(keys, ids)
+
+
+@kernel(inline="always")
+def _group_gathered(keys, ids):
+    """:func:`_group_keys` of one band's ``keys`` (rows in keep order, document ``ids``; ``keys``
+    overwritten). Most keys are met once: two bitmaps on the key's low bits (seen, seen twice)
+    pass on only the rows whose key may repeat (every row of a repeated key, and a few others),
+    in row order, to the sort."""
+    n = keys.shape[0]
     fbits = 10
     while fbits < 27 and (np.int64(1) << fbits) < 16 * n:
         fbits += 1
     mask = np.uint64((np.int64(1) << fbits) - 1)
     seen = np.zeros((np.int64(1) << fbits) >> 6, dtype=np.uint64)
     twice = np.zeros((np.int64(1) << fbits) >> 6, dtype=np.uint64)
-    keys = np.empty(n, dtype=np.uint64)
     for i in range(n):
-        k = group[perm[i], j]
-        keys[i] = k
-        h = k & mask
+        h = keys[i] & mask
         w = h >> np.uint64(6)
         bit = np.uint64(1) << (h & np.uint64(63))
         if seen[w] & bit:
             twice[w] |= bit
         else:
             seen[w] |= bit
-    sub_ids = np.empty(n, dtype=np.int64)  # the rows' ids beside their keys, in the same pass (the
-    m = 0                                   # column is read once: a strided pass over the group)
+    sub_ids = np.empty(n, dtype=np.int64)
+    m = 0
     for i in range(n):
         k = keys[i]
         h = k & mask

@@ -10,11 +10,14 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numba as nb
 import numpy as np
 
 from .compile import kernel
 from .eliasfano import decode_one
+from .pointers import bytes_at
 from .hashing import GOLDEN
 
 _GOLDEN = np.uint64(GOLDEN)
@@ -213,7 +216,7 @@ def _sorted_unique(v):
 
 
 @kernel(parallel=True)
-def _exact_coded_kernel(starts, data, counts, left, right):
+def _exact_coded_kernel(addresses, sizes, block, starts, counts, left, right):
     m = left.shape[0]
     out = np.empty(m, dtype=np.float64)
     for p in nb.prange(m):
@@ -226,8 +229,8 @@ def _exact_coded_kernel(starts, data, counts, left, right):
             continue
         va = np.empty(na, dtype=np.uint32)
         vb = np.empty(nb_, dtype=np.uint32)
-        decode_one(data, starts[a], na, va, 0)
-        decode_one(data, starts[b], nb_, vb, 0)
+        decode_one(bytes_at(addresses[block[a]], sizes[block[a]]), starts[a], na, va, 0)
+        decode_one(bytes_at(addresses[block[b]], sizes[block[b]]), starts[b], nb_, vb, 0)
         ua = _sorted_unique(va)
         ub = _sorted_unique(vb)
         common = _merge_count(va, 0, ua, vb, 0, ub)
@@ -235,18 +238,28 @@ def _exact_coded_kernel(starts, data, counts, left, right):
     return out
 
 
-def exact_jaccard_coded(starts: np.ndarray, data: np.ndarray, counts: np.ndarray, left: np.ndarray,
-                        right: np.ndarray) -> np.ndarray:
+def exact_jaccard_coded(starts: np.ndarray, data, counts: np.ndarray, left: np.ndarray, right: np.ndarray,
+                        block: Optional[np.ndarray] = None) -> np.ndarray:
     """Like :func:`exact_jaccard_raw`, for documents given as Elias-Fano codes of their
     fingerprints (:mod:`neardup.kernels.eliasfano`: document i's code at ``data[starts[i]:]``,
     ``counts[i]`` fingerprints): each pair's two documents are decoded when it is verified, so
-    that only the codes are held (a document is in one or two pairs, mostly)."""
+    that only the codes are held (a document is in one or two pairs, mostly).
+
+    ``data`` is one uint8 array, or with ``block`` a list of them, document i's code at
+    ``data[block[i]][starts[i]:]``: the blocks' files memory-mapped where they lie, the codes
+    read in place (:meth:`neardup.stages.corpus.DocStore.code_map`), not copied together."""
     left = np.asarray(left, dtype=np.int64)
     right = np.asarray(right, dtype=np.int64)
     if len(left) == 0:
         return np.zeros(0, dtype=np.float64)
-    return _exact_coded_kernel(np.ascontiguousarray(starts, dtype=np.int64), np.ascontiguousarray(data, dtype=np.uint8),
-                               np.ascontiguousarray(counts, dtype=np.int64), left, right)
+    if block is None:
+        data, block = [data], np.zeros(len(counts), dtype=np.int64)
+    arrays = [np.ascontiguousarray(a, dtype=np.uint8) for a in data]  # held until the kernel returns
+    addresses = np.array([a.ctypes.data for a in arrays], dtype=np.int64)
+    sizes = np.array([len(a) for a in arrays], dtype=np.int64)
+    return _exact_coded_kernel(addresses, sizes, np.ascontiguousarray(block, dtype=np.int64),
+                               np.ascontiguousarray(starts, dtype=np.int64), np.ascontiguousarray(counts, dtype=np.int64),
+                               left, right)
 
 
 def estimated_jaccard_python(sig_a, sig_b) -> float:

@@ -73,6 +73,15 @@ class Corpus:
             self._columns[name] = np.concatenate(views).astype(empty.dtype, copy=False) if views else empty
         return self._columns[name]
 
+    def key_parts(self) -> List[np.ndarray]:
+        """The band keys of every document where they lie: a (rows, bands) uint64 view of each
+        chunk of each block's key column, in document order (of its memory-mapped file when the
+        work dir is local: nothing read until used; :func:`neardup.kernels.bands.bucket_runs`)."""
+        if "keys" in self._columns:
+            return [self._columns["keys"]]
+        return [fixed_binary_numpy(chunk, np.uint64, self.config.bands)
+                for b in range(len(self.blocks)) for chunk in self.table(b, ["keys"]).column(0).chunks]
+
     def band_keys(self, first: int, stop: int) -> np.ndarray:
         """The (n, stop - first) uint64 keys of bands first..stop-1 of every document, read block
         by block (not kept: :func:`neardup.kernels.bands.bucket_runs` asks for a few bands at a time)."""
@@ -315,6 +324,30 @@ class DocStore:
             for j in range(len(blocks)):
                 fill(j)
         return starts, data, counts
+
+    def code_places(self, docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray, Dict[int, int]]:
+        """Where the Elias-Fano codes of ascending docs lie, for a local work dir: (block, starts,
+        counts, sizes), document i's code at byte ``starts[i]`` of block ``block[i]``'s .fp file
+        (:meth:`code_map`), ``counts[i]`` fingerprints; ``sizes`` the bytes of the file of each
+        block holding any of them. Nothing is read but the blocks' counts."""
+        docs = np.asarray(docs, dtype=np.int64)
+        block = np.empty(len(docs), np.int64)
+        starts = np.empty(len(docs), np.int64)
+        counts = np.empty(len(docs), np.int64)
+        sizes = {}
+        for b, sel, local in self._by_block(docs):
+            cnt, off = self._codes(b)
+            block[sel] = b
+            counts[sel] = cnt[local]
+            starts[sel] = off[local]
+            sizes[b] = int(off[-1])
+        return block, starts, counts, sizes
+
+    def code_map(self, block: int) -> np.ndarray:
+        """A local block's .fp file memory-mapped (closed when let go): its codes read where they
+        lie, no buffer made and filled (:meth:`codes`); the file's pages are the page cache's,
+        counted in the process's resident set while mapped and touched."""
+        return self.work.map_array(block_name(block, "fp"), np.uint8)
 
     def fingerprints(self, docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Shingle fingerprints (uint32, the high halves of the shingle hashes, repeats kept, in

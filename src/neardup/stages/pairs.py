@@ -17,7 +17,7 @@ same result).
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -32,30 +32,32 @@ from .corpus import DocStore, column, fixed_binary_numpy
 from .records import PairsInfo
 from .workdir import PAIRS_SCHEMA, part_name, write_record
 
-VERIFY_CHUNK = 1 << 16  # pairs verified at a time (verify estimate | none): bounds the signatures held
-VERIFY_BYTES = 256 << 20  # bytes of fingerprint codes held at a time (verify exact)
+VERIFY_CHUNK = 1 << 16  # pairs verified at a time (verify estimate | none: bounds the signatures held; exact: Ctrl-C heard)
+VERIFY_BYTES = 256 << 20  # bytes of fingerprint codes held (copied) or of the blocks' code files mapped at a time (verify exact)
+# a local work dir's codes read in place while that maps its code files at most this many times over: a
+# pass over them cost ~0.08 CPU-s per GB of files in page faults, and the kernel reads mapped pages a
+# little slower; copying cost ~0.7-0.9 CPU-s per GB of codes (40 % of the files at 1M) and its buffer
+# (1M: 35 blocks, 3 passes, in place; 2M: ~5.5; 10M: ~25, copied)
+IN_PLACE_PASSES = 4
 
 CHECKED_SCHEMA = pa.schema([("code", pa.uint64()), ("passed", pa.bool_()), ("similarity", pa.float64())])
 
 
 def make_verifier(store: DocStore, config) -> Callable[[np.ndarray, np.ndarray], Tuple[np.ndarray, np.ndarray]]:
     """verify(left, right) -> (passed, similarity) over document indices, for the configured
-    mode; the data of the pairs' documents is read from the store a chunk of pairs at a time
-    (exact: chunks of whole groups of connected pairs, :func:`locality_chunks`, so that a
-    document's codes are read once)."""
+    mode; the data of the pairs' documents is read from the store a chunk of pairs at a time.
+    Exact, on a local work dir of few blocks: the codes read where they lie, in the blocks'
+    memory-mapped files, a window of them at a time (:func:`block_windows`: at 1M documents,
+    0.3-0.5 CPU-s less than copying them, the copy's buffer of ~256 MB made and its pages zeroed);
+    else copied in chunks of whole groups of connected pairs (:func:`locality_chunks`), so that a
+    document's codes are read once."""
     threshold = config.threshold
 
     def verify(left, right):
         sim = np.empty(len(left), dtype=np.float64)
         if config.verify == "exact":
-            room = [None]  # the largest chunk's code buffer so far, reused by the next chunk
-            for sel in locality_chunks(store, left, right):
-                check_interrupt()
-                m = len(sel)
-                docs, inverse = np.unique(np.concatenate([left[sel], right[sel]]), return_inverse=True)
-                starts, data, counts = store.codes(docs, room)
-                sim[sel] = exact_jaccard_coded(starts, data, counts, inverse[:m], inverse[m:])
-                del starts, data, counts  # before the next chunk's are read: one chunk's held (in the room)
+            if not (store.work.os_path is not None and verify_in_place(store, left, right, sim)):
+                verify_copied(store, left, right, sim)
         else:
             for lo in range(0, len(left), VERIFY_CHUNK):
                 check_interrupt()
@@ -68,6 +70,88 @@ def make_verifier(store: DocStore, config) -> Callable[[np.ndarray, np.ndarray],
         return sim >= threshold, sim
 
     return verify
+
+
+def verify_in_place(store: DocStore, left: np.ndarray, right: np.ndarray, out: np.ndarray) -> bool:
+    """The exact similarity of each pair into ``out``, read from a local work dir's code files
+    where they lie, in the steps of :func:`block_windows` (the files of one step mapped, the
+    others' maps closed: at a time, no more bytes of them than the codes wanted, which a copy
+    would hold, and VERIFY_BYTES at most; two blocks at the least); False, ``out`` untouched,
+    when the steps would map the files too many times over."""
+    m = len(left)
+    docs, inverse = np.unique(np.concatenate([left, right]), return_inverse=True)
+    block, starts, counts, sizes = store.code_places(docs)
+    budget = min(VERIFY_BYTES, int(code_bytes(counts).sum()))  # 100k documents: 47 MB of codes in 120 MB of files
+    steps = block_windows(block[inverse[:m]], block[inverse[m:]], sizes, budget)
+    if steps is None:
+        return False
+    maps = {}
+    nothing = np.zeros(0, np.uint8)
+    for blocks, sel in steps:
+        for b in [b for b in maps if b not in blocks]:
+            del maps[b]  # closed: its pages leave the resident set
+        maps.update((b, store.code_map(b)) for b in blocks if b not in maps)
+        data = [maps.get(b, nothing) for b in range(max(sizes) + 1)]
+        for lo in range(0, len(sel), VERIFY_CHUNK):
+            check_interrupt()
+            part = sel[lo:lo + VERIFY_CHUNK]
+            out[part] = exact_jaccard_coded(starts, data, counts, inverse[part], inverse[m + part], block=block)
+        del data
+    return True
+
+
+def verify_copied(store: DocStore, left: np.ndarray, right: np.ndarray, out: np.ndarray) -> None:
+    """The exact similarity of each pair into ``out``, the codes copied out of the store a chunk
+    at a time (:func:`locality_chunks`)."""
+    room = [None]  # the largest chunk's code buffer so far, reused by the next chunk
+    for sel in locality_chunks(store, left, right):
+        check_interrupt()
+        m = len(sel)
+        docs, inverse = np.unique(np.concatenate([left[sel], right[sel]]), return_inverse=True)
+        starts, data, counts = store.codes(docs, room)
+        out[sel] = exact_jaccard_coded(starts, data, counts, inverse[:m], inverse[m:])
+        del starts, data, counts  # before the next chunk's are read: one chunk's held (in the room)
+
+
+def block_windows(first: np.ndarray, second: np.ndarray, sizes: Dict[int, int],
+                  budget: Optional[int] = None) -> Optional[List[Tuple[List[int], np.ndarray]]]:
+    """Pairs of documents lying in the blocks ``first[i]`` and ``second[i]``, whose code files
+    take ``sizes[block]`` bytes, in steps ``(blocks, pairs)`` whose files take at most ``budget``
+    bytes together (default VERIFY_BYTES; two blocks when two are larger), so that the codes are
+    read where they lie with no more than that of them mapped. The blocks, in order, form groups
+    taking up to ``budget`` less the largest block; for each group, a step of the pairs inside it,
+    then one of those between it and each later block (the group's blocks kept mapped through its
+    steps, the later block mapped for its step alone). None when the steps would map the files
+    more than IN_PLACE_PASSES times over (the later blocks are mapped once for each group before
+    them: with many blocks, copying the codes is cheaper, :func:`locality_chunks`)."""
+    if len(first) == 0:
+        return []
+    budget = VERIFY_BYTES if budget is None else budget
+    present = sorted(sizes)
+    room = budget - max(sizes.values())
+    group_of = np.zeros(present[-1] + 1, np.int64)
+    members: List[List[int]] = [[]]
+    held = 0
+    for b in present:
+        if members[-1] and held + sizes[b] > room:
+            members.append([])
+            held = 0
+        members[-1].append(b)
+        group_of[b] = len(members) - 1
+        held += sizes[b]
+    low, high = np.minimum(first, second), np.maximum(first, second)
+    group = group_of[low]
+    later = np.where(group_of[high] == group, -1, high)  # the later block of a pair between groups, or -1
+    key = group * (len(group_of) + 1) + later + 1
+    order = np.argsort(key, kind="stable")
+    bounds = np.flatnonzero(np.diff(key[order])) + 1
+    steps = []
+    mapped = sum(sizes.values())  # each group's files mapped once, each later block's once per step
+    for sel in np.split(order, bounds):
+        g, b = int(group[sel[0]]), int(later[sel[0]])
+        steps.append((members[g] + ([b] if b >= 0 else []), sel))
+        mapped += sizes[b] if b >= 0 else 0
+    return steps if mapped <= IN_PLACE_PASSES * sum(sizes.values()) else None
 
 
 def locality_chunks(store: DocStore, left: np.ndarray, right: np.ndarray, budget: Optional[int] = None):
@@ -189,14 +273,17 @@ class PairsStage:
         return PairsInfo.merge(results)
 
     def whole(self, run, excluded: np.ndarray) -> PairsInfo:
-        """Every bucket of the corpus as one partition, in this process: the band keys are read a
-        few bands at a time (:func:`neardup.kernels.bands.bucket_runs`), never as rows."""
+        """Every bucket of the corpus as one partition, in this process: the band keys are read
+        where they lie, or a few bands at a time (:func:`neardup.kernels.bands.bucket_runs`), never as rows."""
         cfg, corpus = run.config, run.corpus
         eligible = corpus.column("count") > 0
         eligible[excluded] = False
         rank = keep_order(corpus.n, cfg.keep, lengths=corpus.column("length") if cfg.keep == "longest" else None,
                           scores=corpus.column("score") if cfg.score_column else None)
-        offsets, members = bucket_runs(corpus.band_keys, eligible, rank=rank, bands=cfg.bands)
+        # a local work dir's keys read where they lie (its blocks' memory-mapped files); a remote one's a few bands at a time
+        keys = corpus.key_parts() if run.work.folder.os_path is not None else corpus.band_keys
+        offsets, members = bucket_runs(keys, eligible, rank=rank, bands=cfg.bands)
+        del keys  # the key maps closed before the codes are mapped
         checked, counts = search_partition(offsets, members, make_verifier(run.store, cfg), cfg)
         pairs, candidates = distinct_pairs(checked)
         run.work.folder.write_arrow(part_name("pairs", 0), pairs.cast(PAIRS_SCHEMA))
