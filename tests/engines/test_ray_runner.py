@@ -55,6 +55,26 @@ def test_wanted_unless_shuffled_or_turned_off(monkeypatch, env, shuffled, expect
     assert ray_runner.wanted(shuffled) is expected
 
 
+class FakeRay:
+    """What :func:`ray_runner.start` asks of Ray: ``remote(Runner)``, its ``options``, then
+    ``remote(*arguments)`` (answered with the arguments)."""
+
+    def remote(self, *args):
+        return self if args == (Runner,) else args
+
+    def options(self, **options):
+        self.given = options
+        return self
+
+
+def test_the_runner_holds_the_cpus_and_each_call_keeps_its_own_retries():
+    fake = FakeRay()
+    assert ray_runner.start(fake, 3, 4) == (3,)
+    # restarted however often its process dies (no bound shared by the run's calls), each call
+    # retried 4 times as a task would be; the node's CPUs held, as many calls at once
+    assert fake.given == {"num_cpus": 3, "max_concurrency": 3, "max_restarts": -1, "max_task_retries": 4}
+
+
 MEET = r"""
 import json, os, sys, time
 import psutil, ray

@@ -9,7 +9,7 @@ every CPU of the node and runs up to that many calls at once in its threads, eac
 kernel threads it asks for (:class:`Runner`), as the local engine's threads do (the read stage's
 ranges, one thread each). A joined cluster is the user's: its workers are used as before. The
 actor is restarted by Ray if its process dies, and the calls it was running are retried (each
-call is a pure function of its input and of the work directory).
+call is a pure function of its input and of the work directory), each as often as a task would be.
 """
 
 from __future__ import annotations
@@ -52,8 +52,9 @@ class Runner:
 
 def start(ray, cpus: int, retries: int):
     """The run's :class:`Runner`, holding the ``cpus`` of the node (nothing else of Ray's is
-    scheduled there meanwhile), restarted up to ``retries`` times if its process dies, the calls
-    it was running retried as often."""
-    actor = ray.remote(Runner).options(num_cpus=cpus, max_concurrency=cpus, max_restarts=retries,
+    scheduled there meanwhile). Restarted whenever its process dies, and each call it was running
+    retried up to ``retries`` times: a call's retries are its own, as a plain task's are (a bound
+    on the restarts would be shared by every call of the run, however long)."""
+    actor = ray.remote(Runner).options(num_cpus=cpus, max_concurrency=cpus, max_restarts=-1,
                                        max_task_retries=retries)
     return actor.remote(cpus)
