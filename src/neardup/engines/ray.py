@@ -23,7 +23,9 @@ a run that needs such a shuffle (a run on one node does not: profile of a 1M run
 bench/results/ray_profile_1m_base.json: its executor cost the driver ~2 CPU-s, its two actors ~1.1 CPU-s
 each, and its first dataset ~3 s before the first task ran). On a
 cluster of one node (or for a small step) the stages run their whole-corpus paths as one task
-with every core of the node instead of shuffling (:meth:`RayEngine.one_call`). Every task is a
+with every core of the node instead of shuffling (:meth:`RayEngine.one_call`); on the instance a
+run starts for itself (one node) every call runs in one worker process, in its threads
+(:mod:`.ray_runner`), not in a worker per CPU. Every task is a
 pure function of its input and of the work directory (retried after a worker dies, it writes
 the same files); the work directory must be visible to every node: a shared file system, or an
 object-store prefix (``--work-dir s3://...``)
@@ -53,6 +55,7 @@ from ..config import default_workers
 from ..errors import ConfigError, NeardupError, StorageError
 from ..kernels.hashing import kernel_threads, partition_of
 from ..progress import check_interrupt
+from . import ray_runner
 from .ray_cluster import (HeldWarnings, check_reachable, cluster_busy, import_ray, import_ray_data, join_with_token,
                           lost_work, lost_work_message, other_neardup, restore_auth_mode, signals_kept, stall_seconds,
                           stalled_message, start_local, start_watchdog, stop_local)
@@ -267,6 +270,7 @@ class RayEngine:
         self._dc = None
         self._rd = None
         self._task = None
+        self._runner = None  # the one worker process of the run's own instance (ray_runner)
         self._saved = None
         # a stage may wait for two steps at once from two threads (the write stage: kept/ and
         # the member files): what is set up once a run is set up under this lock
@@ -303,7 +307,8 @@ class RayEngine:
                     if address:
                         ray.init(address=address, **kwargs)
                     else:
-                        self._node = start_local(ray, default_workers(workers), log_monitor=not quiet, **kwargs)
+                        self._node = start_local(ray, default_workers(workers), log_monitor=not quiet,
+                                                 one_worker=self._runner_wanted(), **kwargs)
                         if self._node is None:
                             ray.init(address="local", num_cpus=default_workers(workers), **kwargs)
             except (ConnectionError, ValueError, RuntimeError) as exc:
@@ -325,10 +330,21 @@ class RayEngine:
             self._loggers[name] = lg.level
             lg.setLevel(logging.WARNING)  # under --quiet held, shown if the run fails
         self._held.attach()
+        own = self.started and not self.address  # the instance started for the run: no one else's work
+        if own and self.nodes == 1 and self._runner_wanted():  # every call in one process (ray_runner)
+            self._runner = ray_runner.start(ray, cpus, MAX_RETRIES)
+            warm = self._runner.run.options(name=_named(_warm_worker), max_task_retries=0)
+            self._warming = [warm.remote(1, _warm_worker, False)]
+            return
         # one small task per CPU (up to WARM_TASKS), not waited for: the workers that run the
         # first calls have imported neardup by then (Ray reuses a job's idle workers)
         warm = ray.remote(num_cpus=1, max_retries=0)(_warm_worker)
-        self._warming = [warm.remote(not (self.started and not self.address)) for _ in range(min(cpus, WARM_TASKS))]
+        self._warming = [warm.remote(not own) for _ in range(min(cpus, WARM_TASKS))]
+
+    @staticmethod
+    def _runner_wanted() -> bool:
+        """Whether the run's own instance, of one node, runs its calls in one process (:mod:`.ray_runner`)."""
+        return ray_runner.wanted(os.environ.get(ONE_CALL_ENV, "").strip() == "0")
 
     def __exit__(self, *exc) -> None:
         """Gives back what ``__enter__`` took; Ray's warnings held during a run that failed (or
@@ -343,6 +359,7 @@ class RayEngine:
             logging.getLogger(name).setLevel(level)
         self._loggers = {}
         self._warming = []
+        self._runner = None
         try:
             if self.started:
                 self.ray.shutdown()
@@ -438,11 +455,15 @@ class RayEngine:
                 args = [(None, False, ref) for ref in self._refs(src)]
             else:
                 args = [(item, False) for item in src]
+            fn_ref = self.ray.put(frame.fn)  # once, not once a task
+            if self._runner is not None:
+                run = self._runner.run.options(name=_named(frame.fn))
+                frame.refs = [run.remote(frame.threads, _task, fn_ref, frame.threads, *a) for a in args]
+                return frame.refs
             with self._setup:
                 if self._task is None:
                     self._task = self.ray.remote(_task)  # exported to the cluster once a run
             task = self._task.options(name=_named(frame.fn), num_cpus=frame.threads, max_retries=MAX_RETRIES)
-            fn_ref = self.ray.put(frame.fn)  # once, not once a task
             frame.refs = [task.remote(fn_ref, frame.threads, *a) for a in args]
         return frame.refs
 

@@ -110,7 +110,7 @@ def restore_auth_mode(before: Optional[str]) -> None:
 LEAN_ENV = "NEARDUP_RAY_LEAN"
 
 
-def start_local(ray, cpus: int, log_monitor: bool, **kwargs):
+def start_local(ray, cpus: int, log_monitor: bool, one_worker: bool = False, **kwargs):
     """The local instance of a run, started the lean way, and the driver connected to it (``ray.init``
     with ``kwargs``); returns its node, for :func:`stop_local`; None: started by
     ``ray.init(address="local")`` as before (``NEARDUP_RAY_LEAN=0``, or a Ray whose internals
@@ -127,7 +127,12 @@ def start_local(ray, cpus: int, log_monitor: bool, **kwargs):
     driver and the instance's processes (10 -> 7). The raylet's two agents, which it waits for
     before it registers the node, are stand-ins (:func:`lean_agents`): the node is up in ~1.0 s
     instead of ~2.6 s on 2 busy CPUs. Token authentication is set up as ``ray.init`` sets it up
-    for a new instance (on by default in Ray 2.60, a token made if there is none)."""
+    for a new instance (on by default in Ray 2.60, a token made if there is none). ``one_worker``:
+    the run's calls go to one process (:mod:`.ray_runner`), so no idle worker per CPU is started
+    when the driver connects (each would import Ray for nothing), and Ray's memory monitor is off:
+    it kills a worker when the node's memory in use (other programs' included) passes 95%, and an
+    actor's calls killed so are not retried (a run failed on a shared machine whose others held
+    22.6 of 23.5 GB), where the local engine's process runs on."""
     if os.environ.get(LEAN_ENV, "").strip() == "0":
         return None
     try:
@@ -152,6 +157,8 @@ def start_local(ray, cpus: int, log_monitor: bool, **kwargs):
     # both CPUs of a 2-CPU node), then starts two fresh ones for the write stage's tasks, each paying
     # Ray's import again (and neardup's, unwarmed): the instance's workers are the run's, kept
     system_config: dict = {"kill_idle_workers_interval_ms": 0}
+    if one_worker:
+        system_config.update(prestart_worker_first_driver=False, memory_monitor_refresh_ms=0)
     enable_token_auth_by_default()
     ensure_token_if_auth_enabled(system_config, create_token_if_missing=True)
     try:

@@ -1,0 +1,63 @@
+"""The one worker process of a run's own Ray instance on one node: every call of the run in
+threads of that process, as the local engine runs them in its own.
+
+Plain Ray tasks of one CPU each run in as many worker processes as the node has CPUs, and each
+of them pays Ray's start and neardup's imports (~1.4 CPU-s a worker on 2 CPUs, ray7's profile of
+2,000 documents: 4.4 CPU-s on Ray against 0.8 locally). On the instance a run starts for itself
+(no other job uses it) and only one node, the run's calls go instead to one actor that holds
+every CPU of the node and runs up to that many calls at once in its threads, each with the
+kernel threads it asks for (:class:`Runner`), as the local engine reads a split file's ranges in
+its threads. Measured on 2 loaded CPUs (bench/results/ray8_runner_2k_perf.json, all processes
+of the run, medians of 5): 2,000 documents 3.79 -> 3.11 CPU-s (page faults 145k -> 111k), the
+workers' memory one process of ~950 MB at 1M documents instead of two of ~820 MB. A joined
+cluster is the user's: its workers are used as before. The
+actor is restarted by Ray if its process dies, and the calls it was running are retried (each
+call is a pure function of its input and of the work directory), each as often as a task would be.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+ENV = "NEARDUP_RAY_RUNNER"
+
+
+def wanted(shuffles_on_one_node: bool) -> bool:
+    """Whether a run's own instance of one node runs its calls in one :class:`Runner`: unless the
+    run's steps are shuffled there (Ray Data, which schedules its own tasks on the node's CPUs:
+    ``NEARDUP_RAY_ONE_CALL=0``) or ``NEARDUP_RAY_RUNNER=0`` (a worker per CPU, as before)."""
+    return not shuffles_on_one_node and os.environ.get(ENV, "").strip() != "0"
+
+
+class Runner:
+    """An actor (``max_concurrency``: the node's CPUs) that runs ``fn(*args)`` for each call of
+    :meth:`run`, at most ``cpus`` CPUs' worth at once: a call that asks for ``threads`` waits
+    until that many are free (calls of two steps in flight at once, as the write stage's, share
+    the CPUs as Ray's scheduler would share them between tasks)."""
+
+    def __init__(self, cpus: int):
+        self.cpus = self.free = cpus
+        self.changed = threading.Condition()
+
+    def run(self, threads: int, fn, *args):
+        threads = min(threads, self.cpus)
+        with self.changed:
+            self.changed.wait_for(lambda: self.free >= threads)
+            self.free -= threads
+        try:
+            return fn(*args)
+        finally:
+            with self.changed:
+                self.free += threads
+                self.changed.notify_all()
+
+
+def start(ray, cpus: int, retries: int):
+    """The run's :class:`Runner`, holding the ``cpus`` of the node (nothing else of Ray's is
+    scheduled there meanwhile). Restarted whenever its process dies, and each call it was running
+    retried up to ``retries`` times: a call's retries are its own, as a plain task's are (a bound
+    on the restarts would be shared by every call of the run, however long)."""
+    actor = ray.remote(Runner).options(num_cpus=cpus, max_concurrency=cpus, max_restarts=-1,
+                                       max_task_retries=retries)
+    return actor.remote(cpus)

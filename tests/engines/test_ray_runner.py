@@ -1,0 +1,165 @@
+"""The one worker process of a run's own Ray instance (:mod:`neardup.engines.ray_runner`): a call
+waits for the CPUs it asks for; on the instance a run starts for itself the calls run at once in
+one process, on a joined cluster in Ray's workers as before; a run whose one process is killed
+while it reads gives the local engine's bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+
+import neardup
+from neardup.engines import ray_runner
+from neardup.engines.ray_runner import Runner
+
+from helpers import child_env, neardup_command
+
+
+def test_a_call_waits_until_the_cpus_it_asks_for_are_free():
+    runner, release, ran = Runner(2), threading.Event(), []
+    holders = [threading.Thread(target=runner.run, args=(1, release.wait, 60)) for _ in range(2)]
+    for t in holders:
+        t.start()
+    while runner.free:  # both CPUs taken by the calls of one thread each
+        time.sleep(0.01)
+    wide = threading.Thread(target=runner.run, args=(2, ran.append, "both CPUs"))
+    wide.start()
+    wide.join(0.3)
+    assert ran == [] and wide.is_alive()
+    release.set()
+    wide.join(60)
+    for t in holders:
+        t.join(60)
+    assert ran == ["both CPUs"] and runner.free == 2
+
+
+def test_more_threads_than_cpus_take_every_cpu_and_wait_for_nothing_else():
+    runner = Runner(2)
+    assert runner.run(8, lambda: runner.free) == 0
+    assert runner.free == 2
+
+
+@pytest.mark.parametrize("env,shuffled,expected", [("", False, True), ("0", False, False), ("", True, False),
+                                                   ("1", False, True)])
+def test_wanted_unless_shuffled_or_turned_off(monkeypatch, env, shuffled, expected):
+    monkeypatch.setenv(ray_runner.ENV, env)
+    assert ray_runner.wanted(shuffled) is expected
+
+
+class FakeRay:
+    """What :func:`ray_runner.start` asks of Ray: ``remote(Runner)``, its ``options``, then
+    ``remote(*arguments)`` (answered with the arguments)."""
+
+    def remote(self, *args):
+        return self if args == (Runner,) else args
+
+    def options(self, **options):
+        self.given = options
+        return self
+
+
+def test_the_runner_holds_the_cpus_and_each_call_keeps_its_own_retries():
+    fake = FakeRay()
+    assert ray_runner.start(fake, 3, 4) == (3,)
+    # restarted however often its process dies (no bound shared by the run's calls), each call
+    # retried 4 times as a task would be; the node's CPUs held, as many calls at once
+    assert fake.given == {"num_cpus": 3, "max_concurrency": 3, "max_restarts": -1, "max_task_retries": 4}
+
+
+MEET = r"""
+import json, os, sys, time
+import psutil, ray
+from neardup.engines.ray import RayEngine
+
+def meet(arg):  # returns once both calls have started (or after 60 s): they ran at the same time
+    folder, i = arg
+    open(os.path.join(folder, str(i)), "w").close()
+    deadline = time.time() + 60
+    while len(os.listdir(folder)) < 2 and time.time() < deadline:
+        time.sleep(0.01)
+    return os.getpid(), len(os.listdir(folder)) == 2
+
+address = sys.argv[2] or None
+with RayEngine(2, address=address, quiet=True) as engine:
+    out = engine.collect(engine.map(meet, [(sys.argv[1], 0), (sys.argv[1], 1)]))
+    workers = [p for p in psutil.Process().children(recursive=True) if p.cmdline()[:1] > [""]
+               and p.cmdline()[0].startswith("ray::")]  # the workers of an instance started here
+    config = ray._private.state.state.get_system_config()
+print(json.dumps({"pids": sorted({p for p, _ in out}), "met": all(m for _, m in out), "workers": len(workers),
+                  "config": {k: config.get(k) for k in ("prestart_worker_first_driver", "memory_monitor_refresh_ms")}}))
+"""
+
+
+def _meet(tmp_path, address: str = "", **env) -> dict:
+    folder = tmp_path / "meet"
+    folder.mkdir()
+    out = subprocess.run([sys.executable, "-c", MEET, str(folder), address], env=child_env(dict(os.environ, **env)),
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_own_instance_runs_calls_at_once_in_one_process(tmp_path):
+    res = _meet(tmp_path)
+    assert res["met"] and len(res["pids"]) == 1, res
+    assert res["workers"] == 1, res  # no idle worker per CPU started beside it
+    # nor Ray's memory monitor, which would kill that process (its calls not retried) on a node
+    # whose memory others fill
+    assert res["config"] == {"prestart_worker_first_driver": False, "memory_monitor_refresh_ms": 0}, res
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_own_instance_with_the_runner_off_runs_a_worker_per_cpu(tmp_path):
+    res = _meet(tmp_path, **{ray_runner.ENV: "0"})
+    assert res["met"] and len(res["pids"]) == 2 and res["workers"] == 2, res
+    assert res["config"] == {"prestart_worker_first_driver": None, "memory_monitor_refresh_ms": None}, res
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_a_joined_cluster_runs_calls_in_its_own_workers(tmp_path, ray_local):
+    res = _meet(tmp_path, ray_local)
+    assert res["met"] and len(res["pids"]) == 2, res
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_the_one_process_killed_while_it_reads_gives_the_local_bytes(tmp_path):
+    from neardup.testing.synth import generate_corpus
+    from test_ray_engine import assert_same
+    d = tmp_path / "in"
+    d.mkdir()
+    texts = generate_corpus(8000, seed=14).texts
+    for i in range(8):
+        (d / f"p{i}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[i::8]))
+    neardup.dedup(str(d), output=str(tmp_path / "local"), quiet=True)
+    proc = subprocess.Popen(neardup_command("dedup", d, "-o", tmp_path / "ray", "--engine", "ray", "--quiet",
+                                            "--workers", "2", "--batch-size", "256"),
+                            env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killed = []
+    while proc.poll() is None and not killed:
+        for p in psutil.Process(proc.pid).children(recursive=True):
+            try:
+                if " ".join(p.cmdline()).startswith("ray::read_partition"):
+                    p.send_signal(signal.SIGKILL)
+                    killed.append(p.pid)
+                    break
+            except psutil.Error:
+                pass
+        time.sleep(0.002)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert killed, "the run's process was not killed while it read"
+    assert_same(tmp_path / "local", tmp_path / "ray")
