@@ -16,7 +16,7 @@ import gc
 import os
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Union
+from typing import Any, List, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -229,7 +229,7 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
                         overwrite=overwrite or temporary, report=not (temporary and kind is not None), inputs=inputs)
             if id_note:  # said in the summary and in result.stats, not silent
                 stats.setdefault("notes", []).append(id_note)
-            result = _result(kind, tables, source, stats, output)  # the kept files' list: files.json read
+            result = _result(kind, tables, source, stats, output)
     finally:
         if temporary and kind is not None:
             import shutil
@@ -353,21 +353,24 @@ def _empty_result(kind: str, source, config: Config) -> "DedupResult":
 
 
 class _ReadOnUse(DedupResult):
-    """The :class:`DedupResult` of a run on paths: ``removed`` and ``clusters`` are read from the
-    output folder when first used, not when the run ends. They hold a row per cluster member,
-    and a caller that wants only the counts or the kept files (the command line) never reads
-    them: the driver's memory stays flat however many documents the run removed (issue 28)."""
+    """The :class:`DedupResult` of a run on paths: ``removed``, ``clusters`` and ``kept`` are
+    read from the output folder when first used, not when the run ends. The tables hold a row
+    per cluster member, and a caller that wants only the counts (the command line) never reads
+    them: the driver's memory stays flat however many documents the run removed (issue 28);
+    the list of kept files, a path per file (100,000 files: files.json read back and a path
+    joined a file, 0.15 CPU-s), is made for a caller that asks for it."""
 
-    def _table(self, name: str):
+    def _on_use(self, name: str):
         value = self.__dict__[name]
         if callable(value):
             value = self.__dict__[name] = value()
         return value
 
-    removed = property(lambda self: self._table("_removed"),
+    removed = property(lambda self: self._on_use("_removed"),
                        lambda self, value: self.__dict__.__setitem__("_removed", value))
-    clusters = property(lambda self: self._table("_clusters"),
+    clusters = property(lambda self: self._on_use("_clusters"),
                         lambda self, value: self.__dict__.__setitem__("_clusters", value))
+    kept = property(lambda self: self._on_use("_kept"), lambda self, value: self.__dict__.__setitem__("_kept", value))
 
 
 def _result(kind, tables, source, stats: dict, output: str) -> DedupResult:
@@ -381,10 +384,7 @@ def _result(kind, tables, source, stats: dict, output: str) -> DedupResult:
         removed, clusters = out.read_table("removed.parquet"), out.read_table("clusters.parquet")
     rejected = out.read_table("rejected.parquet") if out.exists("rejected.parquet") else empty_table(REJECTED_SCHEMA)
     if kind is None:
-        from .stages.write import full_list
-        marked = "marked_files" in stats
-        kept = [join(output, "marked" if marked else "kept", p)  # as the output was named
-                for p in full_list(out, stats, "marked_files" if marked else "kept_files") or []]
+        kept = functools.partial(_kept_paths, out, stats, output)
     elif "marked_files" in stats:
         from .stages.mark import marked_result
         kept = marked_result(kind, tables, source, out, rejected)
@@ -396,6 +396,15 @@ def _result(kind, tables, source, stats: dict, output: str) -> DedupResult:
         clusters = typed_ids(kind, tables, source, clusters, ("id", "cluster"))
     made = _ReadOnUse if kind is None else DedupResult
     return made(kept=kept, removed=removed, clusters=clusters, rejected=rejected, stats=stats, output=output)
+
+
+def _kept_paths(out: Folder, stats: dict, output: str) -> List[str]:
+    """The kept (or marked) files of a run on paths, under ``output`` as it was named (their
+    list from files.json when stats.json holds its first entries only)."""
+    from .stages.write import full_list
+    marked = "marked_files" in stats
+    return [join(output, "marked" if marked else "kept", p)
+            for p in full_list(out, stats, "marked_files" if marked else "kept_files") or []]
 
 
 # --------------------------------------------------------------------------- reports (neardup report, audit, params)

@@ -99,11 +99,12 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
         keep_work = explicit_work
     identity = run_identity(config, sources)
     with out.lock(), (contextlib.nullcontext() if inside else work_folder.lock()):
-        claim_output(out, fingerprint(identity), overwrite, resume)
+        run_fingerprint = fingerprint(identity)  # once: the output's and the work dir's
+        claim_output(out, run_fingerprint, overwrite, resume)
         # the work dir goes after the run: its fingerprints (most of its bytes) from the write
         # stage on, in a thread that is joined before the run returns (WorkDir.join_removal)
         work = WorkDir(work_folder, identity, resume=resume, overwrite=overwrite,
-                       disposable=not keep_work and not config.update_index)
+                       disposable=not keep_work and not config.update_index, run_fingerprint=run_fingerprint)
         staging = out.child(STAGING)
         staging.remove_all()
         staging.makedirs()

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from neardup.errors import InputError
 from neardup.io import discover, write_kept
+from neardup.io.compiled import compiled_loop
 from neardup.io.formats import jsonl_kept, jsonl_ranges
 from neardup.io.kept_rows import keep_array
 from neardup.io.kernel_copy import RangeCopier
@@ -338,7 +339,7 @@ def test_range_copier_goes_on_in_python_where_the_compiled_loop_stops(tmp_path, 
         seen.append(len(starts))
         return real(fd_in, fd_out, starts, ends)
 
-    monkeypatch.setattr(kernel_copy, "_compiled", [loop])
+    monkeypatch.setattr(kernel_copy, "_compiled_loop", lambda: loop)
     fd_in = os.open(tmp_path / "in", os.O_RDONLY)
     fd_out = os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT, 0o644)
     try:
@@ -370,7 +371,7 @@ def test_without_copy_file_range_in_the_c_library_the_python_loop_copies(tmp_pat
 
     monkeypatch.setattr(filecopy, "available", lambda: False)
     monkeypatch.setattr(filecopy, "copy_file_ranges", never)
-    monkeypatch.setattr(kernel_copy, "_compiled", [])
+    monkeypatch.setattr(kernel_copy, "_compiled_loop", compiled_loop("filecopy", "copy_file_ranges", "available"))
     assert kernel_copy._compiled_loop() is None and not called
     data = bytes(range(256)) * 8
     (tmp_path / "in").write_bytes(data)

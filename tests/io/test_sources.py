@@ -142,3 +142,24 @@ def test_discover_gives_the_collector_back_as_it_was(tmp_path):
             assert gc.isenabled() is state
     finally:
         (gc.enable if was else gc.disable)()
+
+
+@pytest.mark.parametrize("input_format", ["auto", "text"])
+def test_discover_makes_the_sources_the_constructor_makes(cwd, input_format):
+    """discover makes its Sources without the frozen dataclass's __init__ (make_source): equal to
+    Source(...), the same fields in the same order (pickled the same), frozen still. Mutation:
+    ``table=None`` left out, or two fields swapped in make_source -> not the same."""
+    import dataclasses
+    import pickle
+
+    for p in ["data/a.txt", "data/b/c.jsonl.gz", "data/d.parquet"]:
+        put(p, b"x")
+    srcs = discover(["data"], input_format=input_format)
+    made = [Source(path=s.path, name=s.name, relpath=s.relpath, format=s.format, compression=s.compression,
+                   walked=s.walked) for s in srcs]
+    assert [s.format for s in srcs] == (["text", "jsonl", "parquet"] if input_format == "auto" else ["text"] * 3)
+    assert srcs == made and all(s.walked for s in srcs)
+    assert [list(vars(s).items()) for s in srcs] == [list(vars(s).items()) for s in made]
+    assert pickle.dumps(list(srcs)) == pickle.dumps(made)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        srcs[0].path = "other"

@@ -17,7 +17,7 @@ import stat
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, InputError
-from .sources import _SHOW, INPUT_FORMATS, Source, Sources, _first_clash, _clashing, _strip_name, detect_format
+from .sources import _SHOW, INPUT_FORMATS, Sources, _first_clash, _clashing, _strip_name, detect_format, make_source
 from .storage import fs as _fs, paths as _paths
 
 
@@ -192,10 +192,11 @@ def _discover(inputs: Sequence[str], input_format: str, follow_symlinks: bool) -
             f"{names[i]} and {names[j]}"
         )
 
+    auto = input_format == "auto"
     out = Sources(links=links, file_stats=file_stats)
     for f, name, rel in zip(found, names, relpaths):
-        fmt, comp = detect_format(_basename(f.path)) if input_format == "auto" else (input_format, None)
-        out.append(Source(path=f.path, name=name, relpath=rel, format=fmt, compression=comp, walked=f.walked))
+        fmt, comp = detect_format(_basename(f.path)) if auto else (input_format, None)
+        out.append(make_source(f.path, name, rel, fmt, comp, f.walked))
     return out
 
 
@@ -285,27 +286,30 @@ def _once(found: List[_Found], links: Dict[str, int],
     receives each local path's (size, mtime_ns)."""
     keys: List[Any] = []
     first: Dict[Any, int] = {}
+    twice = False  # a file reached twice: found less the others
+    stat_of, regular = os.stat, stat.S_ISREG
     for i, f in enumerate(found):
+        path = f.path
         if f.remote:
-            key: Any = ("url", f.path.rstrip("/"))
+            key: Any = ("url", path.rstrip("/"))
         else:
             try:
-                st = os.stat(f.path)
+                st = stat_of(path)
             except OSError as e:
                 raise InputError(f"cannot read {_SHOW(f.name)} ({e.strerror or e})") from None
-            if not stat.S_ISREG(st.st_mode):
+            if not regular(st.st_mode):
                 raise InputError(f"not a regular file: {_SHOW(f.name)}")
             key = (st.st_dev, st.st_ino)
             if file_stats is not None:
-                file_stats[f.path] = (st.st_size, st.st_mtime_ns)
+                file_stats[path] = (st.st_size, st.st_mtime_ns)
         keys.append(key)
-        j = first.get(key)
-        if j is None:
-            first[key] = i
+        j = first.setdefault(key, i)
+        if j == i:
             continue
+        twice = True
         other = found[j]
         if not (f.via_link or other.via_link):
-            if f.remote or os.path.realpath(f.path) == os.path.realpath(other.path):  # one path named twice
+            if f.remote or os.path.realpath(path) == os.path.realpath(other.path):  # one path named twice
                 if other.name == f.name:
                     raise InputError(f"same file reached twice: {_SHOW(f.name)}")
                 raise InputError(f"same file reached twice: {_SHOW(other.name)} and {_SHOW(f.name)}")
@@ -314,7 +318,7 @@ def _once(found: List[_Found], links: Dict[str, int],
         links["read_once"] += 1
         if other.via_link and not f.via_link:
             first[key] = i
-    return [f for i, f in enumerate(found) if first[keys[i]] == i]
+    return [f for i, f in enumerate(found) if first[keys[i]] == i] if twice else found
 
 
 _without_scheme = _paths.without_credentials

@@ -10,6 +10,7 @@ import os
 from typing import List, Optional
 
 from ..errors import InputError
+from .compiled import compiled_loop
 
 
 # copy_file_range / sendfile failures that mean "not here" (another file system, an old kernel,
@@ -22,22 +23,9 @@ _NO_SENDFILE = frozenset(getattr(errno, n) for n in (
     if hasattr(errno, n))
 _RW_BYTES = 1 << 20
 _OS_COPY_FILE_RANGE = getattr(os, "copy_file_range", None)
-_compiled: list = []  # [the compiled loop, or None where it cannot be had], once known
-
-
-def _compiled_loop():
-    """:func:`neardup.kernels.filecopy.copy_file_ranges`, loaded (or compiled) once; None where
-    it cannot be (a C library without ``copy_file_range``): the Python loop does the copy."""
-    if not _compiled:
-        try:
-            from ..kernels.filecopy import available, copy_file_ranges
-            usable = available()
-            if usable:
-                copy_file_ranges(-1, -1, [0], [1])  # loads it; a bad descriptor copies nothing
-            _compiled.append(copy_file_ranges if usable else None)
-        except Exception:  # noqa: BLE001 (numba or the linker: any failure means the Python loop)
-            _compiled.append(None)
-    return _compiled[0]
+# neardup.kernels.filecopy.copy_file_ranges, loaded once; None where it cannot be (a C library
+# without copy_file_range): the Python loop does the copy (a bad descriptor copies nothing)
+_compiled_loop = compiled_loop("filecopy", "copy_file_ranges", "available", -1, -1, [0], [1])
 
 
 class RangeCopier:

@@ -17,6 +17,7 @@ from ...errors import InputError
 from ...kernels.arrays import arrow
 from ..storage.local import naming
 from ..batch import BINARY, COMPRESSED_UNREADABLE, NOT_UTF8, Batch, ReadContext
+from ..compiled import compiled_loop
 from ..compressed import Unreadable, decompress, kind_of
 from ..kernel_copy import SourceError, copy_fd
 from ..opening import cannot_read, open_regular
@@ -165,6 +166,9 @@ class FilesRead(NamedTuple):
 
 _TASK_BYTES = 4 << 20  # the buffer of one call of the compiled loop (a file that does not fit: one by one)
 _OPEN_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)  # as open_regular
+# neardup.kernels.fileread.read_files where it runs (Linux, numba), else None: files read one by one
+_compiled_reader = compiled_loop("fileread", "read_files", "reading_available",
+                                 np.zeros(1, np.uint8), np.zeros(0, np.int64), _OPEN_READ, 0)
 
 
 def read_local_files(files: List[Source]) -> FilesRead:
@@ -177,9 +181,8 @@ def read_local_files(files: List[Source]) -> FilesRead:
     n = len(files)
     data, ends = np.zeros(0, np.uint8), np.zeros(n, np.int64)
     clean = np.zeros(n, np.bool_)
-    if n and _compiled_reader():
-        from ...kernels.fileread import read_files
-
+    read_files = _compiled_reader() if n else None
+    if read_files is not None:
         blob = _path_blob([_fs.local_path(src.path) for src in files])
         if blob is not None:  # else a NUL inside a path: read_local_file says so
             data, ends, clean = read_files(blob[0], blob[1], _OPEN_READ, _TASK_BYTES)
@@ -196,25 +199,6 @@ def read_local_files(files: List[Source]) -> FilesRead:
         except Exception as e:  # noqa: BLE001  (raised by the consumer in the file's turn)
             others[i] = e
     return FilesRead(data, ends, others)
-
-
-_reader: list = []  # [whether the compiled read loop runs here], once known
-
-
-def _compiled_reader() -> bool:
-    """Whether the compiled read loop of :mod:`neardup.kernels.fileread` runs here (Linux,
-    numba), loaded on the first call."""
-    if not _reader:
-        ok = False
-        try:
-            from ...kernels.fileread import read_files, reading_available
-            if reading_available():
-                read_files(np.zeros(1, np.uint8), np.zeros(0, np.int64), _OPEN_READ, 0)
-                ok = True
-        except Exception:  # noqa: BLE001 (numba or the C library: files are read one by one)
-            ok = False
-        _reader.append(ok)
-    return _reader[0]
 
 
 def write_kept_text(src: Source, keep: np.ndarray, out_path: str, target: str) -> int:
@@ -275,6 +259,9 @@ def _read_text_file(src: Source) -> str:
 _COPIES_A_TASK = 256  # files a thread of the copy pool copies at least: a thread per few files cost more
 _OPEN_IN = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 _OPEN_OUT = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)  # open(dst, "wb")
+# neardup.kernels.filecopy.copy_files where it runs (Linux, numba), else None: files copied one by one
+_compiled_copier = compiled_loop("filecopy", "copy_files", "files_available",
+                                 np.zeros(1, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64), 0, 0)
 
 
 def _copy_file(src: Source, dst: str) -> None:
@@ -303,35 +290,15 @@ def _copy_files(items: List[Tuple[Source, str]]) -> None:
     :func:`neardup.kernels.filecopy.copy_files` where it can; from a file it could not copy on,
     one by one here (which raises what went wrong, naming the file, or copies it the way the
     file system allows: the compiled loop is not tried again for each file)."""
-    copier = _compiled_copier()
-    k = copier(items) if copier is not None else 0
+    copy_files = _compiled_copier()
+    k = _copy_compiled(copy_files, items) if copy_files is not None else 0
     for src, dst in items[k:]:
         _copy_file(src, dst)
 
 
-_copier: list = []  # [the compiled loop's caller, or None], once known
-
-
-def _compiled_copier():
-    """:func:`_copy_compiled` where the compiled copy loop runs (Linux, numba), else None."""
-    if not _copier:
-        fn = None
-        try:
-            from ...kernels.filecopy import copy_files, files_available
-            if files_available():
-                copy_files(np.zeros(1, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64), 0, 0)  # loads it
-                fn = _copy_compiled
-        except Exception:  # noqa: BLE001 (numba or the C library: the Python loop copies)
-            fn = None
-        _copier.append(fn)
-    return _copier[0]
-
-
-def _copy_compiled(items: List[Tuple[Source, str]]) -> int:
-    """How many of ``items`` (from the first) the compiled loop copied whole: all of them, or
-    up to the first that failed (or whose path holds a NUL byte, which no path can)."""
-    from ...kernels.filecopy import copy_files
-
+def _copy_compiled(copy_files, items: List[Tuple[Source, str]]) -> int:
+    """How many of ``items`` (from the first) the compiled loop ``copy_files`` copied whole: all
+    of them, or up to the first that failed (or whose path holds a NUL byte, which no path can)."""
     n = len(items)
     blob = _path_blob([_fs.local_path(src.path) for src, _ in items] + [dst for _, dst in items])
     if blob is None:  # a NUL inside a path: os.open refuses it, and says so
