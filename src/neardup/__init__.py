@@ -90,9 +90,7 @@ def _start_numba(blas: bool = True) -> None:
     is installed; see :func:`neardup.kernels.compile.skip_blas_check`). Errors are left to the
     first kernel call."""
     try:
-        from numba.core.compiler_lock import global_compiler_lock
         from numba.core.registry import cpu_target
-        from numba.core.runtime import rtsys
 
         from .kernels import compile
         if not blas:
@@ -103,8 +101,7 @@ def _start_numba(blas: bool = True) -> None:
                 # imported them before): here, arraymath without the check
                 import numba.np.arraymath  # noqa: F401
                 import numba.np.npyimpl  # noqa: F401
-        with global_compiler_lock:
-            rtsys.initialize(cpu_target.target_context)
+        compile.start_runtime(cpu_target.target_context)
     except Exception:  # the first kernel call does the work instead, and says what is wrong
         pass
 

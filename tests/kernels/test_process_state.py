@@ -301,3 +301,58 @@ def test_a_loaded_kernel_links_into_a_kernel_compiled_later():
     r = _python(code)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == {"lazy": True, "parsed": True, "same": True, "known": True}
+
+
+def test_numbas_runtime_is_rebuilt_from_the_cache(tmp_path):
+    """numba's runtime (NRT: its reference counts and atomics, which the kernels link against)
+    is compiled by the first process and kept in the kernels' cache; the next one rebuilds it
+    from its object code (numba's compile of it not called). Kernels loaded from the cache and a
+    function compiled afterwards (linking NRT: it allocates and frees arrays and a list) compute
+    what they compute with numba's own runtime; a cache file that is not the runtime's is
+    compiled over."""
+    code = """
+        import json, os
+        import numba
+        import numpy as np
+        from numba.core.runtime import nrtdynmod, rtsys
+        from neardup.kernels import compile
+        from neardup.kernels.hashing import _fnv1a_kernel
+        compiled = []
+        real = nrtdynmod.create_nrt_module
+        nrtdynmod.create_nrt_module = lambda ctx: (compiled.append(1), real(ctx))[1]
+        offsets, data = np.array([0, 3, 3, 8], np.int64), np.frombuffer(b"abcdefgh", np.uint8)
+        hashes = _fnv1a_kernel(offsets, data).tolist()
+
+        @numba.njit
+        def allocates(n):
+            a = np.arange(n)
+            b = [a[i] * 2 for i in range(n)]
+            return a.sum() + len(b) + b[-1]
+
+        names = [f for f in os.listdir(compile.cache_dir()) if f.startswith("nrt-")]
+        print(json.dumps({"compiled": len(compiled), "rebuilt": isinstance(rtsys.library, compile._ObjectLibrary),
+                          "hashes": hashes, "allocates": int(allocates(10)), "files": len(names),
+                          "leaks": rtsys.get_allocation_stats().alloc - rtsys.get_allocation_stats().free}))
+    """
+    cache = str(tmp_path / "numba")
+    runs = [_python(code, NUMBA_CACHE_DIR=cache, NUMBA_NRT_STATS="1") for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    first, second = (json.loads(r.stdout) for r in runs)
+    def fnv1a(b: bytes) -> int:
+        h = 0xCBF29CE484222325
+        for c in b:
+            h = ((h ^ c) * 0x100000001B3) % 2 ** 64
+        return h
+    want = {"hashes": [fnv1a(b"abc"), fnv1a(b""), fnv1a(b"defgh")], "allocates": 45 + 10 + 18, "files": 1,
+            "leaks": 0}
+    assert first == {**want, "compiled": 1, "rebuilt": False}
+    assert second == {**want, "compiled": 0, "rebuilt": True}
+    # a damaged file (cut short) is not taken: compiled again, and written whole again
+    nrt, = Path(cache).rglob("nrt-*.bin")
+    nrt.write_bytes(nrt.read_bytes()[:-1])
+    r = _python(code, NUMBA_CACHE_DIR=cache, NUMBA_NRT_STATS="1")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {**want, "compiled": 1, "rebuilt": False}
+    r = _python(code, NUMBA_CACHE_DIR=cache, NUMBA_NRT_STATS="1")
+    assert json.loads(r.stdout) == {**want, "compiled": 0, "rebuilt": True}

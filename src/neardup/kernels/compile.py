@@ -18,6 +18,7 @@ import struct
 import sys
 import threading
 
+import llvmlite
 import llvmlite.binding as ll
 import numba as nb
 from numba.core import caching
@@ -178,8 +179,7 @@ def _load(files, sig, target_context):
         return files.load_overload(sig, target_context)
     if not enabled:
         return None
-    from numba.core.runtime import rtsys
-    rtsys.initialize(target_context)  # once per process
+    start_runtime(target_context)  # once per process
     with guard():
         data = load(index_key(sig, target_context.codegen()))
         if data is None:
@@ -195,13 +195,14 @@ def _resolved(data, target_context) -> bool:
     try:
         _name, kind, (object_code, _bitcode) = data[0]
         symbols = elf_symbols(object_code) if kind == "object" else None
-        if symbols is None:
-            return False
-        names = symbols[0]
-        engine = target_context.codegen()._engine
-        return all(ll.address_of_symbol(n) or engine.is_symbol_defined(n) for n in names)
+        return symbols is not None and _linkable(symbols[0], target_context.codegen())
     except Exception:  # a layout this code does not know: numba's way
         return False
+
+
+def _linkable(undefined, codegen) -> bool:
+    engine = codegen._engine
+    return all(ll.address_of_symbol(n) or engine.is_symbol_defined(n) for n in undefined)
 
 
 def elf_symbols(obj: bytes):
@@ -268,12 +269,7 @@ def _rebuilt(target_context, data):
         return None
     for fn in reload_init or ():
         fn()
-    # numba's CPUCodeLibrary._unserialize, its bitcode left to _ObjectLibrary
-    library = _ObjectLibrary(codegen, name, bitcode)
-    library.enable_object_caching()
-    library._set_compiled_object(object_code)
-    library._finalize_final_module()
-    codegen._engine._defined_symbols |= symbols[1]
+    library = _object_library(codegen, name, object_code, bitcode, symbols[1])
     cfunc = target_context.get_executable(library, fndesc, env)
     cres = CompileResult(target_context=target_context, typing_context=target_context.typing_context,
                          library=library, environment=env, entry_point=cfunc, fndesc=fndesc,
@@ -283,6 +279,17 @@ def _rebuilt(target_context, data):
     for referenced in referenced_envs:
         library.codegen.set_env(referenced.env_name, referenced)
     return cres
+
+
+def _object_library(codegen, name: str, object_code: bytes, bitcode: bytes, defined) -> _ObjectLibrary:
+    """numba's CPUCodeLibrary._unserialize of object code, its bitcode left to _ObjectLibrary and
+    the names it defines (``defined``) read from its symbol table."""
+    library = _ObjectLibrary(codegen, name, bitcode)
+    library.enable_object_caching()
+    library._set_compiled_object(object_code)
+    library._finalize_final_module()
+    codegen._engine._defined_symbols |= defined
+    return library
 
 
 # numba's rebuild as :func:`_rebuilt` follows it: a fingerprint of the names, variables and
@@ -301,6 +308,96 @@ def _known_rebuild() -> bool:
     except AttributeError:
         return False
     return hashlib.sha1(seen.encode()).hexdigest()[:16] == _NUMBA_REBUILD
+
+
+# --------------------------------------------------------------------------- numba's runtime
+# numba compiles its runtime's functions (NRT: reference counts, atomics; the kernels link
+# against them) with LLVM in every process, when the runtime starts: 20 ms of CPU in each run,
+# the same code each time for one numba on one machine. :func:`start_runtime` keeps their
+# object code in :func:`cache_dir` (written by the first process that compiles them) and
+# rebuilds the library from it as a cached kernel is rebuilt (:func:`_object_library`; the
+# runtime's start then takes 3 ms); numba compiles them as before where that cannot be done
+# (another codegen or rebuild, a damaged file, a symbol LLVM does not know, a folder that cannot
+# be written).
+
+
+def start_runtime(target_context) -> None:
+    """numba's ``rtsys.initialize(target_context)`` (once per process: numba's runtime started,
+    NRT's symbols registered), its library of NRT functions rebuilt from neardup's cache when it
+    is there: numba's own initialize runs, with :func:`_runtime_library` in place of numba's
+    compile of that library for the moment it runs (numba's compiler lock held: numba calls it
+    there only)."""
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.runtime import nrtdynmod, rtsys
+    if getattr(rtsys, "_init", False):
+        return
+    with global_compiler_lock:
+        compile_nrt = nrtdynmod.compile_nrt_functions
+        nrtdynmod.compile_nrt_functions = functools.partial(_runtime_library, compile_nrt)
+        try:
+            rtsys.initialize(target_context)
+        finally:
+            nrtdynmod.compile_nrt_functions = compile_nrt
+
+
+def _runtime_library(compile_nrt, target_context):
+    """The library of NRT's functions: rebuilt from its object code kept in the cache, else
+    compiled as numba does (``compile_nrt``, numba's own, where this code does not know numba's
+    codegen or rebuild) and its object code kept for the next process."""
+    from numba.core.runtime import nrtdynmod
+    codegen = target_context.codegen()
+    if codegen._library_class is not JITCodeLibrary or not _known_rebuild():
+        return compile_nrt(target_context)
+    path = _runtime_path(codegen)
+    library = _cached_runtime(path, codegen)
+    if library is not None:
+        return library
+    ir_module, library = nrtdynmod.create_nrt_module(target_context)  # numba's compile_nrt_functions,
+    library.enable_object_caching()                                   # its object code kept
+    library.add_ir_module(ir_module)
+    library.finalize()
+    _name, _kind, (object_code, bitcode) = library.serialize_using_object_code()
+    with contextlib.suppress(OSError):  # a folder that cannot be written: compiled in each process
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(temporary, "wb") as f:
+            f.write(_RUNTIME_MAGIC + struct.pack("<QQ", len(object_code), len(bitcode)) + object_code + bitcode)
+        os.replace(temporary, path)
+    return library
+
+
+_RUNTIME_MAGIC = b"neardup-nrt-1\0"
+
+
+def _runtime_path(codegen) -> str:
+    """The runtime's cache file: named for llvmlite's version and the codegen's target (triple,
+    CPU, features); numba's version is in :func:`cache_dir`'s name."""
+    key = hashlib.sha1(repr((ll.llvm_version_info, llvmlite.__version__, codegen.magic_tuple())).encode())
+    return os.path.join(cache_dir(), f"nrt-{key.hexdigest()[:16]}.bin")
+
+
+def _cached_runtime(path: str, codegen):
+    """The runtime's library rebuilt from ``path``; None when the file is missing or not one this
+    code wrote, or its object code links against a symbol LLVM does not know."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    head = len(_RUNTIME_MAGIC) + 16
+    if len(data) < head or not data.startswith(_RUNTIME_MAGIC):
+        return None
+    n_object, n_bitcode = struct.unpack_from("<QQ", data, len(_RUNTIME_MAGIC))
+    if head + n_object + n_bitcode != len(data):
+        return None
+    object_code, bitcode = data[head:head + n_object], data[head + n_object:]
+    try:
+        symbols = elf_symbols(object_code)
+        if symbols is None or not _linkable(symbols[0], codegen):
+            return None
+    except (struct.error, IndexError, ValueError):  # a damaged symbol table
+        return None
+    return _object_library(codegen, "nrt", object_code, bitcode, symbols[1])
 
 
 # numba checks once, when numba.np.arraymath is first imported, whether SciPy's BLAS is there
