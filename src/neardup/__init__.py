@@ -95,12 +95,6 @@ def _start_numba(blas: bool = True) -> None:
         from .kernels import compile
         if not blas:
             compile.skip_blas_check()
-            with compile._blas_check_skipped():
-                # the modules of numba's array functions and ufuncs, which the environments of
-                # the kernels of a run name (the clusters stage's selection first; the refresh
-                # imported them before): here, arraymath without the check
-                import numba.np.arraymath  # noqa: F401
-                import numba.np.npyimpl  # noqa: F401
         compile.start_runtime(cpu_target.target_context)
     except Exception:  # the first kernel call does the work instead, and says what is wrong
         pass

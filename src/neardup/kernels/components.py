@@ -146,16 +146,25 @@ def _select_kernel(n, left, right, sim, rank):
             at[rank[i] + 1] += 1
     for i in range(n):
         at[i + 1] += at[i]
+    # loops, not np.flatnonzero / np.full / array comparisons: those make the cached kernel's
+    # environment import numba.np.arraymath and npyimpl when it is loaded (~46 ms a run)
     order = np.empty(at[n], dtype=np.int64)
+    members = np.empty(at[n], dtype=np.int64)
+    m = 0
     for i in range(n):
         if has[i]:
             order[at[rank[i]]] = i
             at[rank[i]] += 1
-    members = np.flatnonzero(has)
+            members[m] = i
+            m += 1
     status = np.zeros(n, dtype=np.int8)  # 0 undecided, 1 kept, 2 removed
-    rep = np.full(n, -1, dtype=np.int64)
-    rsim = np.full(n, np.nan, dtype=np.float64)
-    head = np.full(n, -1, dtype=np.int64)  # label -> primary representative
+    rep = np.empty(n, dtype=np.int64)
+    rsim = np.empty(n, dtype=np.float64)
+    head = np.empty(n, dtype=np.int64)  # label -> primary representative
+    for i in range(n):
+        rep[i] = -1
+        rsim[i] = np.nan
+        head[i] = -1
     for t in range(order.shape[0]):
         d = order[t]
         best = -1
@@ -176,11 +185,15 @@ def _select_kernel(n, left, right, sim, rank):
             status[d] = 1
         if head[labels[d]] < 0:
             head[labels[d]] = d
-    cluster = np.full(n, -1, dtype=np.int64)
+    cluster = np.empty(n, dtype=np.int64)
+    removed = np.empty(n, dtype=np.bool_)
+    for i in range(n):
+        cluster[i] = -1
+        removed[i] = status[i] == 2
     for i in range(members.shape[0]):
         d = members[i]
         cluster[d] = head[labels[d]]
-    return cluster, rep, rsim, status == 2
+    return cluster, rep, rsim, removed
 
 
 def select_representatives(n: int, left: np.ndarray, right: np.ndarray, similarity: np.ndarray,
