@@ -54,3 +54,66 @@ def test_in_thread_gathers_while_the_caller_goes_on_and_gives_its_result_or_erro
         raise OSError("a block file is gone")
     with pytest.raises(OSError, match="a block file is gone"):
         in_thread(fails)()
+
+
+def test_load_selection_loads_the_overload_the_stage_calls(tmp_path):
+    """The kernel load started at the stage's start is of the selection it then makes: after
+    load_selection, the stage's selection over its own arrays (pairs read back from an Arrow file,
+    their positions from members_of) adds no signature to the kernel (none compiled or loaded
+    again on the stage's path)."""
+    import pyarrow as pa
+
+    from neardup.kernels.components import _select_kernel
+    from neardup.stages.clusters import load_selection, members_of, select_partition
+    from neardup.stages.corpus import column
+
+    if not hasattr(_select_kernel, "signatures"):
+        pytest.skip("numba's JIT is off")
+    load_selection()
+    loaded = list(_select_kernel.signatures)
+    path = str(tmp_path / "pairs.arrow")
+    with pa.OSFile(path, "wb") as f, pa.ipc.new_file(f, pa.schema([("left", pa.int64()), ("right", pa.int64()),
+                                                                 ("similarity", pa.float64())])) as w:
+        w.write_table(pa.table({"left": [0, 4, 4], "right": [3, 9, 7], "similarity": [0.9, 0.85, 1.0]}))
+    with pa.memory_map(path) as f:
+        pairs = pa.ipc.open_file(f).read_all()
+    left, right = column(pairs, "left"), column(pairs, "right")
+    docs, positions = members_of(left, right, 10)
+    attrs = {"source": np.zeros(len(docs), np.int32), "row": docs.copy()}
+    members, counts = select_partition(docs, lambda: (attrs, pa.array([str(d) for d in docs])), left, right,
+                                       column(pairs, "similarity", np.float64), Config(keep="first"), [], positions)
+    assert counts["removed"] == 3 and members.num_rows == 5
+    assert list(_select_kernel.signatures) == loaded and len(loaded) == 1
+
+
+def test_the_whole_stage_loads_the_selection_kernel_in_a_thread_of_its_own(tmp_path, monkeypatch):
+    """ClustersStage.whole has the kernel loaded in a thread of its own while it reads the pairs,
+    and waits for it: an error of the load is the stage's."""
+    import os
+
+    import neardup.stages.clusters as cl
+    from neardup import io as nio
+    from neardup.engines.local import LocalEngine
+    from neardup.io.storage.folder import Folder
+    from neardup.stages import Run
+    from neardup.stages.pairs import PairsStage
+    from neardup.stages.read import ReadStage
+    from neardup.stages.workdir import WorkDir
+
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "corpus.jsonl")
+    config = Config().resolved()
+    work = WorkDir(str(tmp_path / "work"), "load-test")
+    run = Run(config=config, sources=nio.discover([example]), work=work, output=Folder.of(tmp_path / "out"),
+              quiet=True)
+    for stage in (ReadStage(), PairsStage()):
+        work.mark_done(stage.name, stage.run(run, LocalEngine()))
+    threads = []
+
+    def load():
+        threads.append(threading.current_thread())
+        raise RuntimeError("the kernel did not load")
+
+    monkeypatch.setattr(cl, "load_selection", load)
+    with pytest.raises(RuntimeError, match="the kernel did not load"):
+        cl.ClustersStage().whole(run)
+    assert len(threads) == 1 and threads[0] is not threading.current_thread()

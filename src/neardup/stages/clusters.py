@@ -113,6 +113,14 @@ def in_thread(gather: Callable[[], Columns]) -> Callable[[], Columns]:
     return wait
 
 
+def load_selection() -> None:
+    """The kernel of :func:`~neardup.kernels.components.select_representatives` loaded from
+    numba's disk cache (compiled when it is not there), by a selection over two documents with
+    the argument types of every selection: for :meth:`ClustersStage.whole`, in a thread of its
+    own while the pairs are read and their documents found."""
+    select_representatives(2, np.zeros(1, np.int64), np.ones(1, np.int64), np.ones(1))
+
+
 def _where_valid(values: np.ndarray, valid: np.ndarray) -> pa.Array:
     """``values`` (int64) as an Arrow array, null where not ``valid`` (built from buffers: no pandas)."""
     values = np.ascontiguousarray(values, dtype=np.int64)
@@ -166,6 +174,8 @@ class ClustersStage:
     def whole(self, run) -> ClustersInfo:
         """Every verified pair as one partition, in this process."""
         cfg, store = run.config, run.store
+        # the selection's kernel loaded meanwhile (its first call waits for it, under numba's lock)
+        loading = Background(load_selection, "neardup-selection-kernel")
         pairs = _pairs_table(run.work.folder, run.work.parts("pairs"))
         left, right = column(pairs, "left"), column(pairs, "right")
         docs, positions = members_of(left, right, run.corpus.n)
@@ -175,6 +185,7 @@ class ClustersStage:
         members, counts = select_partition(docs, columns, left, right,
                                            to_numpy(pairs.column("similarity").combine_chunks()), cfg, run.sources,
                                            positions)
+        loading.join()
         run.work.folder.write_arrow(part_name("clusters", 0), members)
         return ClustersInfo(**counts)
 
