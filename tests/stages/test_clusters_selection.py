@@ -117,3 +117,26 @@ def test_the_whole_stage_loads_the_selection_kernel_in_a_thread_of_its_own(tmp_p
     with pytest.raises(RuntimeError, match="the kernel did not load"):
         cl.ClustersStage().whole(run)
     assert len(threads) == 1 and threads[0] is not threading.current_thread()
+
+
+def test_select_partition_takes_the_representatives_ids_in_a_thread(monkeypatch):
+    """The representatives' ids (null for kept members) are taken in a thread of their own while
+    the rest of the members' columns are made; they are those of a take in the caller's."""
+    import pyarrow as pa
+
+    import neardup.stages.clusters as cl
+
+    threads = []
+    real = cl.in_thread
+
+    def recorded(fn, name="neardup-members"):
+        return real(lambda: (threads.append(threading.current_thread()), fn())[1], name)
+
+    monkeypatch.setattr(cl, "in_thread", recorded)
+    left, right, sim = np.array([0, 4, 4, 12]), np.array([3, 9, 7, 13]), np.array([0.9, 0.85, 1.0, 0.95])
+    docs, positions = cl.members_of(left, right, 14)
+    ids = pa.array([f"id{d}" for d in docs])
+    attrs = {"source": np.zeros(len(docs), np.int32), "row": docs.copy()}
+    members, _ = cl.select_partition(docs, lambda: (attrs, ids), left, right, sim, Config(keep="first"), [], positions)
+    assert [t for t in threads if t is not threading.current_thread()]
+    assert members.column("representative_id").to_pylist() == [None, "id0", None, "id4", "id4", None, "id12"]
