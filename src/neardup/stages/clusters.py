@@ -107,8 +107,8 @@ def in_thread(gather: Callable[[], T], name: str = "neardup-members") -> Callabl
     waits for its result (raising its error). The members' columns and ids are read block by block
     by Python and Arrow calls, the selection's kernel releases the GIL: on two cores the one is
     done while the other runs (at 1M documents, under load: ~16 CPU-ms of gathering beside ~8 of
-    loading the kernel and ~10 of running it; with the shards kept open by the store, ~10 beside
-    the kernel's ~8). So is the representatives' ids' take (:func:`select_partition`)."""
+    loading the kernel and ~10 of running it). So is the representatives' ids' take
+    (:func:`select_partition`)."""
     result: List[T] = []
     job = Background(lambda: result.append(gather()), name)
 

@@ -168,7 +168,6 @@ class DocStore:
         self.row_base = None if row_base is None else np.asarray(row_base, np.int64)  # Corpus.row_base
         self._code_offsets: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
         self._tables: "OrderedDict[int, pa.Table]" = OrderedDict()
-        self._mapped: Dict[int, pa.Table] = {}  # a local work dir's shards, opened once (:meth:`table`)
 
     @classmethod
     def of_block(cls, work: Folder, block: int, n: int, num_perm: int) -> "DocStore":
@@ -180,8 +179,7 @@ class DocStore:
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_tables"] = OrderedDict()  # caches, not sent to Ray tasks
-        state["_mapped"] = {}
+        state["_tables"] = OrderedDict()  # a cache, not sent to Ray tasks
         return state
 
     def source_rows(self, block: int, si: int) -> np.ndarray:
@@ -199,18 +197,8 @@ class DocStore:
 
     def table(self, block: int, columns: List[str], rows: Optional[np.ndarray] = None) -> pa.Table:
         """``columns`` of a block's shard; ``rows``: of those rows alone (taken before the row
-        base is added: a copy of them, not of the block's whole row column). A local shard is
-        memory-mapped whole the first time and kept (its columns are views of the page cache): the
-        read stage's id check, the pairs stage's code offsets, the clusters stage's members and the
-        write stage's rows open each shard once, not once each (opening one, its footer and record
-        batches read, took ~0.3-0.7 ms: 35 shards at 1M documents, each stage)."""
-        if self.work.os_path is None:
-            t = self.work.arrow_columns(block_name(block, "arrow"), columns, self._tables, self.REMOTE_TABLES)
-        else:
-            shard = self._mapped.get(block)
-            if shard is None:
-                shard = self._mapped[block] = self.work.read_table(block_name(block, "arrow"))
-            t = shard.select(columns)
+        base is added: a copy of them, not of the block's whole row column)."""
+        t = self.work.arrow_columns(block_name(block, "arrow"), columns, self._tables, self.REMOTE_TABLES)
         if rows is not None:
             t = t.take(arrow(rows))
         return t if self.row_base is None else with_row_base(t, int(self.row_base[block]))
