@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from functools import partial
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +33,6 @@ from .workdir import PAIRS_SCHEMA, members_table, part_name, write_record
 MAX_CC_ROUNDS = 200
 
 Columns = Tuple[Dict[str, np.ndarray], Optional[pa.Array]]  # members' columns and user ids (DocStore.columns_and_ids)
-T = TypeVar("T")
 
 TOP_CLUSTERS = 20      # clusters shown in the report
 TOP_MEMBERS = 5        # members shown of each
@@ -56,17 +55,16 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
     rank = keep_order(m, config.keep, lengths=by.get("length"), scores=by.get("score"))
     sel = select_representatives(m, li, ri, similarity, rank)
     attrs, user_ids = columns()
-    source = attrs["source"].astype(np.int32, copy=False)
-    row = attrs["row"].astype(np.int64, copy=False)
+    source = attrs["source"].astype(np.int32)
+    row = attrs["row"].astype(np.int64)
     ids = document_ids(source, row, user_ids, sources)
     head = sel.cluster
     removed = sel.removed
     rep = np.where(removed, sel.representative, 0)
-    # the representatives' ids (a null index takes a null: kept members) taken in a thread while
-    # the rest is made: Arrow's take releases the GIL (a take with null indices: ~3.4 ms of 1M's
-    # 214,229 members, 1 without)
-    rep_ids = in_thread(partial(ids.take, _where_valid(rep, removed)), "neardup-representative-ids")
-    cluster_ids = ids.take(arrow(head))
+    members = members_table(docs, source, row, docs[head], np.where(removed, docs[rep], -1), sel.similarity, removed,
+                            ids, ids.take(arrow(head)),
+                            ids.take(_where_valid(rep, removed)),  # a null index takes a null: kept members
+                            pa.nulls(m, pa.string()))
     best, sizes, clusters = largest_clusters(head, TOP_CLUSTERS)
     marked = np.zeros(m, dtype=np.bool_)
     marked[best] = True
@@ -78,8 +76,6 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
         top.append({"head": int(docs[h]), "size": int(sizes[h]),
                     "members": [[int(docs[i]), ids[i].as_py(), int(source[i]), int(row[i])] for i in shown.tolist()]})
     counts = {"members": m, "removed": int(removed.sum()), "clusters": clusters, "top": top}
-    members = members_table(docs, source, row, docs[head], np.where(removed, docs[rep], -1), sel.similarity, removed,
-                            ids, cluster_ids, rep_ids(), pa.nulls(m, pa.string()))
     return members, counts
 
 
@@ -102,28 +98,19 @@ def largest_clusters(head: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray, 
     return candidates[np.argsort(-sizes[candidates], kind="stable")][:k], sizes, clusters
 
 
-def in_thread(gather: Callable[[], T], name: str = "neardup-members") -> Callable[[], T]:
+def in_thread(gather: Callable[[], Columns]) -> Callable[[], Columns]:
     """``gather()`` started in a thread of its own (:class:`Background`); the function returned
     waits for its result (raising its error). The members' columns and ids are read block by block
     by Python and Arrow calls, the selection's kernel releases the GIL: on two cores the one is
     done while the other runs (at 1M documents, under load: ~16 CPU-ms of gathering beside ~8 of
-    loading the kernel and ~10 of running it). So is the representatives' ids' take
-    (:func:`select_partition`)."""
-    result: List[T] = []
-    job = Background(lambda: result.append(gather()), name)
+    loading the kernel and ~10 of running it)."""
+    result: List[Columns] = []
+    job = Background(lambda: result.append(gather()), "neardup-members")
 
-    def wait() -> T:
+    def wait() -> Columns:
         job.join()
         return result[0]
     return wait
-
-
-def load_selection() -> None:
-    """The kernel of :func:`~neardup.kernels.components.select_representatives` loaded from
-    numba's disk cache (compiled when it is not there), by a selection over two documents with
-    the argument types of every selection: for :meth:`ClustersStage.whole`, in a thread of its
-    own while the pairs are read and their documents found."""
-    select_representatives(2, np.zeros(1, np.int64), np.ones(1, np.int64), np.ones(1))
 
 
 def _where_valid(values: np.ndarray, valid: np.ndarray) -> pa.Array:
@@ -179,8 +166,6 @@ class ClustersStage:
     def whole(self, run) -> ClustersInfo:
         """Every verified pair as one partition, in this process."""
         cfg, store = run.config, run.store
-        # the selection's kernel loaded meanwhile (its first call waits for it, under numba's lock)
-        loading = Background(load_selection, "neardup-selection-kernel")
         pairs = _pairs_table(run.work.folder, run.work.parts("pairs"))
         left, right = column(pairs, "left"), column(pairs, "right")
         docs, positions = members_of(left, right, run.corpus.n)
@@ -190,7 +175,6 @@ class ClustersStage:
         members, counts = select_partition(docs, columns, left, right,
                                            to_numpy(pairs.column("similarity").combine_chunks()), cfg, run.sources,
                                            positions)
-        loading.join()
         run.work.folder.write_arrow(part_name("clusters", 0), members)
         return ClustersInfo(**counts)
 
