@@ -21,6 +21,11 @@ import time
 import numpy as np
 import pytest
 
+# A child run with a HOME of its own (the Ray clusters of test_ray_join, whose workers would find
+# no kernel cache there and compile every kernel again, ~40 CPU-s a process) uses the suite's
+# kernel cache: the folder neardup uses by default. Tests of the cache's place set it themselves.
+os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "neardup", "numba"))
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:  # pytest's default import mode puts it there; --import-mode=importlib does not
     sys.path.insert(0, HERE)

@@ -359,14 +359,15 @@ def test_the_watchdog_kills_an_orphan_of_the_instance_and_nothing_else(tmp_path)
 
 def test_workers_with_another_neardup_are_named_in_one_line(tmp_path):
     """A cluster whose workers import another neardup than the driver (here: a copy of this one
-    without the pair stage's task function, put first on the workers' PYTHONPATH) stops the run
-    with one line that says so and names both, not with "a bug in neardup" and a traceback."""
+    without the read stage's task function, put first on the workers' PYTHONPATH) stops the run
+    with one line that says so and names both, not with "a bug in neardup" and a traceback. (The
+    read stage's, so that the copy fails before it compiles its kernels: it has no cache.)"""
     import shutil
     other = tmp_path / "other"
     shutil.copytree(Path(neardup.__file__).parent, other / "neardup",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    pairs = other / "neardup" / "stages" / "pairs.py"
-    pairs.write_text(pairs.read_text().replace("def whole_call(", "def whole_call_gone("))
+    read = other / "neardup" / "stages" / "read.py"
+    read.write_text(read.read_text().replace("def read_partition(", "def read_partition_gone("))
     corpus = _corpus(tmp_path / "c.jsonl", 400)
     code = ("import sys, ray; ray.init(address='local', num_cpus=2, include_dashboard=False, log_to_driver=False, "
             f"runtime_env={{'env_vars': {{'PYTHONPATH': {str(other)!r}}}}}); "
