@@ -131,7 +131,8 @@ def test_prefixes_keep_indexes_apart_in_one_database(url, split):
 
 def test_rediss_to_a_plain_server_fails_within_seconds(redis_server, capsys):
     """TLS to a server that does not speak it: the handshake gets no answer; the connect timeout
-    (3 s an attempt, one retry) ends it, not the 60 s of a command's timeout."""
+    (3 s, not retried: the first PING's client retries only a refused or dropped connection) ends
+    it, not the 60 s of a command's timeout."""
     from neardup.cli import main
     from neardup.errors import StorageError
     url = f"rediss://127.0.0.1:{redis_server.port}/0"

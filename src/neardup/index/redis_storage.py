@@ -196,16 +196,18 @@ def parse_url(url: str):
     return plain, redact(urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))), prefix
 
 
-def _client(plain: str, command_timeout: float = COMMAND_TIMEOUT_S):
+def _client(plain: str, command_timeout: float = COMMAND_TIMEOUT_S, retry_timeouts: bool = True):
     """A client whose connection attempts, the TLS handshake included, give up within seconds:
     a rediss:// URL to a plain server (silent during the handshake) or an unreachable host is one
-    line soon, not a minute of waiting."""
+    line soon, not a minute of waiting. ``retry_timeouts=False``: a timeout is not retried (only a
+    refused or dropped connection is), so that a wait said to last N seconds lasts N seconds."""
     import redis
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
 
+    retried = {} if retry_timeouts else {"supported_errors": (redis.exceptions.ConnectionError,)}
     kwargs = dict(socket_connect_timeout=CONNECT_TIMEOUT_S, socket_timeout=command_timeout,
-                  retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), CONNECT_RETRIES))
+                  retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), CONNECT_RETRIES, **retried))
     if plain.lower().startswith("rediss://"):
         class HandshakeTimeoutSSLConnection(redis.connection.SSLConnection):
             def _connect(self):
@@ -238,7 +240,7 @@ class RedisStorage(Storage):
         port of another service (an SSH or HTTP banner, one that says nothing) is not a Redis
         server, and its answer must not end in a protocol error's traceback."""
         import redis
-        client = _client(plain, command_timeout=SERVICE_TIMEOUT_S)
+        client = _client(plain, command_timeout=SERVICE_TIMEOUT_S, retry_timeouts=False)
         not_redis = (f"{self.location} does not answer as a Redis server does ({{}}): is that port another "
                      f"service? give redis://HOST:PORT/DB of a Redis server")
         try:
