@@ -63,9 +63,11 @@ def test_line_exactly_at_a_boundary_and_a_line_spanning_ranges(tmp_path):
     """A range whose nominal start is the first byte of a line starts after that line's end (the
     first newline at or after the start); a line longer than several ranges leaves them empty."""
     first = b'{"text": "aaaa"}'  # 16 bytes + newline: the second line starts at 17
-    data = first + b"\n" + b'{"text": "bbbb"}\n' + b'{"text": "' + b"c" * 100 + b'"}\n' + b'{"text": "d"}\n'
+    data = first + b"\n" + b'{"text": "bbbb"}\n' + b'{"text": "' + b"c" * 100 + b'"}\n' + b'{"text": "d' + \
+        b"d" * 9 + b'"}\n'
     p = tmp_path / "a.jsonl"
     p.write_bytes(data)
+    assert len(data) == 10 * 17  # ten ranges of 17 bytes: range k's nominal start is 17 * k
     spans = spans_of(p, len(data), 17)
     check_spans(data, spans)
     assert spans[0] == (0, 34, 0)  # range 1's nominal start 17 is a line start: that line stays in range 0
@@ -200,4 +202,7 @@ def test_what_is_split(tmp_path, monkeypatch):
     monkeypatch.setenv("NEARDUP_SPLIT_BYTES", "nope")
     assert split_bytes() == 64 << 20
     assert nominal_ranges(10, 10) == [(0, 10)]
-    assert nominal_ranges(25, 10) == [(0, 10), (10, 20), (20, 25)]
+    # equal ranges, an even number of them: no short last range, none read alone at the end
+    assert nominal_ranges(25, 10) == [(0, 6), (6, 12), (12, 18), (18, 25)]
+    assert nominal_ranges(20, 10) == [(0, 10), (10, 20)]
+    assert nominal_ranges(229, 64) == [(0, 57), (57, 114), (114, 171), (171, 229)]

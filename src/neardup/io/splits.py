@@ -2,9 +2,9 @@
 
 One input file used to be one task: a 100 GB JSONL file was read by one core while the rest of
 the cluster waited. A plain (uncompressed) JSONL file larger than :func:`split_bytes` is cut into
-ranges of about that many bytes: range k's nominal span is [k * R, (k + 1) * R); it starts just
-after the first newline at or after its nominal start (range 0 at 0) and ends where the next
-range starts (the last at the end of the file). A line is therefore read by exactly one range,
+an even number of ranges of equal size, at most that many bytes each (:func:`nominal_ranges`): a
+range starts just after the first newline at or after its nominal start (range 0 at 0) and ends
+where the next range starts (the last at the end of the file). A line is therefore read by exactly one range,
 and a range may be empty (one line longer than a range spans it and the next).
 
 Rows stay line numbers of the whole file (ids ``FILE:LINE``, errors, kept/), without a pass of
@@ -59,11 +59,17 @@ def splittable(src: Source) -> bool:
 
 
 def nominal_ranges(size: int, every: int) -> List[Tuple[int, int]]:
-    """The nominal byte ranges of a file of ``size`` bytes cut every ``every`` bytes (one range,
-    the whole file, when it is not larger than ``every``)."""
+    """The nominal byte ranges of a file of ``size`` bytes cut into ranges of at most ``every``
+    bytes: one range, the whole file, when it is not larger than ``every``; else an even number n
+    of ranges (the fewest of at most ``every`` bytes, one more when that is odd) of equal size,
+    range k's span [k * size // n, (k + 1) * size // n). Equal and even: ranges are read two at a
+    time (:func:`neardup.stages.read.read_concurrency`), and a short last range, or one range
+    left alone at the end, would leave one parsing thread at work while the other has none."""
     if size <= every:
         return [(0, size)]
-    return [(k, min(k + every, size)) for k in range(0, size, every)]
+    n = -(-size // every)
+    n += n % 2
+    return [(k * size // n, (k + 1) * size // n) for k in range(n)]
 
 
 def _line_start(f, nominal: int) -> int:
