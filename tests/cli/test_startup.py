@@ -200,3 +200,34 @@ def test_lazy_names_resolve_once_and_refuse_unknown_names():
     assert space["InputError"] is InputError
     with pytest.raises(AttributeError, match=r"module 'pkg.mod' has no attribute 'Missing'"):
         getattr_("Missing")
+
+
+def test_the_program_imports_numba_without_yaml_and_scipy_unless_a_numba_config_is_there(tmp_path):
+    """The `neardup` program imports numba with scipy and yaml hidden (numba goes without them:
+    its SciPy version check and its config file reader); both stay importable afterwards. In a
+    working folder with a .numba_config.yaml numba reads it, as without neardup: yaml is not
+    hidden there."""
+    import importlib.util
+    from helpers import child_env, neardup_command
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"text": f"doc {i} " + "some words " * 5}) + "\n"
+                                              for i in range(20)))
+    seen = tmp_path / "seen.json"
+    setup = (f"import atexit, importlib.util, json, sys\n"
+             f"def _seen():\n"
+             f"    loaded = [m for m in ('yaml', 'scipy') if sys.modules.get(m) is not None]\n"
+             f"    importable = [m for m in ('yaml', 'scipy') if importlib.util.find_spec(m) is not None]\n"
+             f"    open({str(seen)!r}, 'w').write(json.dumps([loaded, importable]))\n"
+             f"atexit.register(_seen)\n")
+    installed = [m for m in ("yaml", "scipy") if importlib.util.find_spec(m) is not None]
+    work = tmp_path / "cwd"
+    work.mkdir()
+    for config_file in (False, True):
+        if config_file:
+            (work / ".numba_config.yaml").write_text("# read by numba\n")
+        r = subprocess.run(neardup_command("dedup", tmp_path / "c.jsonl", "-o", tmp_path / "out", "--quiet",
+                                           "--overwrite", setup=setup),
+                           cwd=work, env=child_env(), capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        loaded, importable = json.loads(seen.read_text())
+        assert importable == installed
+        assert loaded == (["yaml"] if config_file and "yaml" in installed else [])

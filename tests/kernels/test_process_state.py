@@ -356,3 +356,45 @@ def test_numbas_runtime_is_rebuilt_from_the_cache(tmp_path):
     assert json.loads(r.stdout) == {**want, "compiled": 1, "rebuilt": False}
     r = _python(code, NUMBA_CACHE_DIR=cache, NUMBA_NRT_STATS="1")
     assert json.loads(r.stdout) == {**want, "compiled": 0, "rebuilt": True}
+
+
+def test_a_cached_kernel_loads_without_importing_the_modules_of_its_environments():
+    """A kernel loaded from the cache whose functions call numba's array allocation (their
+    environments name numba.np.arrayobj) does not import that module (~25 ms: numba's string and
+    hashing modules with it); it computes as compiled, and a function compiled afterwards that
+    calls it (numba then imports the module) computes the same. Environments of modules already
+    imported are numba's own, with their module's globals."""
+    code = """
+        import json, sys
+        import numba
+        import numpy as np
+        from numba.core.environment import Environment
+        from neardup.kernels import lines
+        data = np.frombuffer(b"a\\nbb\\n\\nccc", np.uint8)
+        nl, ascii_ = lines._newlines(data)
+        envs = [e for e in list(Environment._memo.values()) if e.env_name]
+        by_module = {}
+        for e in envs:
+            by_module.setdefault(e.globals.get("__name__"), set()).add(e.globals is vars(sys.modules[e.globals["__name__"]])
+                                                                       if e.globals.get("__name__") in sys.modules
+                                                                       else len(e.globals))
+        loaded = "numba.np.arrayobj" in sys.modules
+
+        @numba.njit
+        def twice(data):
+            nl, ascii_ = lines._newlines(data)
+            return np.concatenate((nl, nl))
+
+        again = twice(data).tolist()
+        print(json.dumps({"imported": loaded, "newlines": nl.tolist(), "again": again,
+                          "arrayobj": sorted(by_module.get("numba.np.arrayobj", ())),
+                          "own": sorted(by_module.get("neardup.kernels.lines", ()))}))
+    """
+    _python(code)  # compiled, when not cached yet
+    r = _python(code)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["imported"] is False
+    assert out["arrayobj"] == [1]  # the module's name alone
+    assert out["own"] == [True]  # the kernel module's own globals
+    assert out["newlines"] == [1, 4, 5] and out["again"] == [1, 4, 5, 1, 4, 5]

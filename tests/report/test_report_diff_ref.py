@@ -164,3 +164,46 @@ def test_word_diff_html_long_texts_identical():
     for a, b in pairs:
         for max_words in (600, 50):
             assert word_diff_html(a, b, max_words=max_words) == ref_word_diff_html(a, b, max_words=max_words)
+
+
+ASCII = "abcXYZ019 \t\n.,;-'\"<>&_+=|$^`~\x00\x07"
+
+
+@pytest.mark.parametrize("punctuation", ["split", "delete", "keep"])
+def test_ascii_texts_same_as_reference(punctuation):
+    """ASCII texts (the numpy path of the words-and-separators ones, under "split") cut up as the
+    reference does, the first ``limit`` words as the first of its words."""
+    from neardup.report.diff import _diff_units
+    rng = random.Random(5)
+    texts = ["", " ", "a", "Word", "  two  words ", "don't stop-me now", "x" * 50 + " y"]
+    texts += ["".join(rng.choice(ASCII) for _ in range(rng.randint(0, 120))) for _ in range(400)]
+    texts += [" ".join(rng.choice(["Alpha", "beta", "GAMMA", "d3lta", "e_f"]) for _ in range(rng.randint(1, 40)))
+              for _ in range(100)]
+    for t in texts:
+        want = ref_diff_units(t, punctuation=punctuation)
+        assert diff_units(t, punctuation=punctuation) == want, repr(t)
+        for limit in (0, 1, 3):
+            assert _diff_units(t, punctuation, limit) == want[:limit], (repr(t), limit)
+
+
+def test_a_text_diffed_again_is_cut_up_once(monkeypatch):
+    """word_diff_html's ``units``: the words of a text diffed again are taken from it, the HTML as
+    without; the report keeps one for a cluster's pairs (its representative cut up once)."""
+    import neardup.report.diff as diff
+    from neardup.report import html as report_html
+    calls = []
+    cut = diff._diff_units
+    monkeypatch.setattr(diff, "_diff_units", lambda text, *a: calls.append(text) or cut(text, *a))
+    head, members = "the head text of a cluster", ["the head text of the cluster", "a head text of a cluster",
+                                                   "the head text of a cluster too"]
+    units: dict = {}
+    for m in members:
+        assert word_diff_html(head, m, units=units) == ref_word_diff_html(head, m)
+    assert sorted(calls) == sorted([head] + members)
+    calls.clear()
+    entry = {"representative": "h", "members": ["h", "m0", "m1", "m2"],
+             "info": {"h": (report_html.HEAD, None, None),
+                      **{f"m{i}": (report_html.REMOVED, "h", 0.9) for i in range(3)}}}
+    texts = {"h": head, **{f"m{i}": m for i, m in enumerate(members)}}
+    pairs = report_html._pairs_html(entry, texts, 3, "split")
+    assert len(pairs) == 3 and sorted(calls) == sorted([head] + members)

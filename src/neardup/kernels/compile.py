@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import io
 import os
+import pickle
 import struct
 import sys
 import threading
@@ -172,7 +174,8 @@ def is_cached(dispatcher) -> bool:
 def _load(files, sig, target_context):
     """numba's ``FunctionCache.load_overload`` without the refresh it needs not."""
     try:
-        load = files._cache_file.load
+        cache_file = files._cache_file
+        index, data_path = cache_file._load_index, cache_file._data_path
         index_key, rebuild, guard = files._index_key, files._impl.rebuild, files._guard_against_spurious_io_errors
         enabled = files._enabled
     except AttributeError:  # another numba's internals: its own load
@@ -181,13 +184,54 @@ def _load(files, sig, target_context):
         return None
     start_runtime(target_context)  # once per process
     with guard():
-        data = load(index_key(sig, target_context.codegen()))
+        data = _cached_data(index, data_path, index_key(sig, target_context.codegen()))
         if data is None:
             return None
         if not _resolved(data, target_context):
             target_context.refresh()
         return _rebuilt(target_context, data) or rebuild(target_context, data)
     return None  # the guard swallowed an error (numba's behaviour: compiled anew)
+
+
+def _cached_data(index, data_path, key):
+    """numba's ``_CacheFile.load`` of the kernel of ``key`` (None where the index has none, or
+    its file cannot be read), unpickled by :class:`_KernelUnpickler`."""
+    name = index().get(key)
+    if name is None:
+        return None
+    try:
+        with open(data_path(name), "rb") as f:
+            return _KernelUnpickler(io.BytesIO(f.read())).load()
+    except OSError:
+        return None
+
+
+# A kernel's cached data holds the environments of its functions and of the functions of numba's
+# it calls (array allocation, sorting): numba rebuilds each with its module's globals, importing
+# the module (numba.np.arrayobj, which imports numba's string and hashing modules: ~25 ms of
+# the first kernel load of a run, on the read stage's path). No-python code never reads an
+# environment's globals (only numba's object mode does); what it reads, the constants, is in the
+# data. :func:`_environment` gives such an environment a dict holding the module's name alone
+# where the module is not imported, as a kernel compiled without it would need; numba's own
+# rebuild otherwise (and for every environment numba rebuilds itself: other programs' functions).
+
+class _KernelUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        if (module, name) == ("numba.core.environment", "_rebuild_env"):
+            return _environment
+        return super().find_class(module, name)
+
+
+def _environment(modname, consts, env_name):
+    """numba's ``_rebuild_env``, without importing ``modname`` where it is not imported."""
+    from numba.core.environment import Environment, _rebuild_env, lookup_environment
+    if not modname or modname in sys.modules or lookup_environment(env_name) is not None:
+        return _rebuild_env(modname, consts, env_name)
+    env = Environment({"__name__": modname})
+    env.consts[:] = consts
+    env.env_name = env_name
+    Environment._memo[env_name] = env
+    return env
 
 
 def _resolved(data, target_context) -> bool:

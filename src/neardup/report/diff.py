@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import difflib
 import html
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -43,7 +43,8 @@ def _diff_units(text: str, punctuation: str, limit: Optional[int]) -> List[Tuple
     """:func:`diff_units`, the first ``limit`` tokens only when limit is not None.
 
     The characters are classed in one numpy lookup and cut into tokens by one regular expression
-    over a string of class letters (one per character); only the tokens cost Python work.
+    over a string of class letters (one per character), or for an ASCII text of words and
+    separators alone (:func:`_ascii_words`) by numpy; only the tokens cost Python work.
     """
     import re
     import unicodedata
@@ -57,8 +58,12 @@ def _diff_units(text: str, punctuation: str, limit: Optional[int]) -> List[Tuple
         return []
     cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
     lut = np.frombuffer(_DIFF_LETTERS[punctuation], dtype=np.uint8)
-    classes = lut[char_classes()[cps]].tobytes().decode("ascii")
-    matches = _DIFF_TOKEN[punctuation].finditer(classes)
+    letters = lut[char_classes()[cps]]
+    if text.isascii():
+        words = _ascii_words(text, letters, limit)
+        if words is not None:
+            return words
+    matches = _DIFF_TOKEN[punctuation].finditer(letters.tobytes().decode("ascii"))
     if limit is not None:
         matches = islice(matches, limit)
     out: List[Tuple[str, int, int]] = []
@@ -72,8 +77,26 @@ def _diff_units(text: str, punctuation: str, limit: Optional[int]) -> List[Tuple
     return out
 
 
-def word_diff_html(left: str, right: str, *, max_words: int = 600,
-                   punctuation: str = Shingling.punctuation) -> Tuple[str, str]:
+_WORD, _SEPARATOR = ord("W"), ord("S")
+
+
+def _ascii_words(text: str, letters: np.ndarray, limit: Optional[int]) -> Optional[List[Tuple[str, int, int]]]:
+    """The tokens of an ASCII ``text`` whose characters are all word characters or separators
+    (``letters``: their class letters; punctuation "split"): each run of word characters, its key
+    the run in lower case, found with numpy rather than a match each; None for any other text."""
+    word = letters == _WORD
+    if np.count_nonzero(word) + np.count_nonzero(letters == _SEPARATOR) != len(letters):
+        return None
+    edges = np.flatnonzero(np.diff(word.view(np.int8), prepend=0, append=0)).tolist()
+    starts, ends = edges[0::2], edges[1::2]
+    if limit is not None:
+        starts, ends = starts[:limit], ends[:limit]
+    lower = text.lower()
+    return [(lower[start:end], start, end) for start, end in zip(starts, ends)]
+
+
+def word_diff_html(left: str, right: str, *, max_words: int = 600, punctuation: str = Shingling.punctuation,
+                   units: Optional[Dict[str, list]] = None) -> Tuple[str, str]:
     """Word-level diff of two texts, HTML-escaped, with the words of the tokenizer.
 
     Returns (left_html, right_html): words of ``left`` missing from ``right`` are wrapped in
@@ -81,9 +104,12 @@ def word_diff_html(left: str, right: str, *, max_words: int = 600,
     (white space, punctuation) is shown as written. Words are those of :func:`diff_units`, so a
     Chinese or Japanese sentence is compared character by character and only the changed
     characters are marked. Texts longer than ``max_words`` words are cut there (a note says so).
+    ``units``: a dict, kept by the caller across calls of the same ``max_words`` and
+    ``punctuation``, where the words of each text are kept: a text diffed again (a cluster's
+    representative against each of its members) is cut up once.
     """
     # one token past the cut says whether there is a cut; the rest of a long text is never cut up
-    ua, ub = _diff_units(left, punctuation, max_words + 1), _diff_units(right, punctuation, max_words + 1)
+    ua, ub = _units(left, punctuation, max_words + 1, units), _units(right, punctuation, max_words + 1, units)
     cut_a, cut_b = len(ua) > max_words, len(ub) > max_words
     ua, ub = ua[:max_words], ub[:max_words]
     sm = difflib.SequenceMatcher(None, [u[0] for u in ua], [u[0] for u in ub], autojunk=False)
@@ -96,6 +122,16 @@ def word_diff_html(left: str, right: str, *, max_words: int = 600,
     note = ' <span class="note">[... cut at {} words]</span>'.format(max_words)
     return (_render_diff(left, ua, changed_a, "del", cut_a) + (note if cut_a else ""),
             _render_diff(right, ub, changed_b, "ins", cut_b) + (note if cut_b else ""))
+
+
+def _units(text: str, punctuation: str, limit: int, kept: Optional[Dict[str, list]]) -> list:
+    """:func:`_diff_units` of ``text``, from ``kept`` where it holds them (put there otherwise)."""
+    if kept is None:
+        return _diff_units(text, punctuation, limit)
+    found = kept.get(text)
+    if found is None:
+        found = kept[text] = _diff_units(text, punctuation, limit)
+    return found
 
 
 def _render_diff(text: str, units, changed, tag: str, cut: bool) -> str:

@@ -381,12 +381,13 @@ def _pairs_html(entry: dict, texts: dict, max_side_by_side: int, punctuation: st
     own representative, a kept one (chain guard) with the cluster's representative."""
     head, info = entry["representative"], entry["info"]
     pairs = []
+    units: dict = {}  # the words of each text, cut up once (the representative is diffed with each member)
     for m in [m for m in entry["members"] if m != head][:max_side_by_side]:
         role, rep, sim = info[m]
         left_id = rep if role == REMOVED and rep is not None else head
         if left_id is None or m not in texts or left_id not in texts:
             continue
-        left, right = word_diff_html(texts[left_id], texts[m], punctuation=punctuation)
+        left, right = word_diff_html(texts[left_id], texts[m], punctuation=punctuation, units=units)
         s_txt = f", similarity {sim:.3f}" if isinstance(sim, float) and math.isfinite(sim) else ""
         what = {REMOVED: "removed", KEPT: "kept (chain guard)"}.get(role, "member")
         pairs.append(
