@@ -456,7 +456,7 @@ def clusters_floor(work: Path, repeat: int, read_bps: float, write_bps: float) -
         docs = np.flatnonzero(seen)
         at = np.empty(n, dtype=np.int32)
         at[docs] = np.arange(len(docs), dtype=np.int32)
-        select_representatives(len(docs), at[left].astype(np.int64), at[right].astype(np.int64), sim)
+        select_representatives(len(docs), at[left], at[right], sim)  # int32 positions, as the stage gives them
     select()  # loaded
     compute_s, cpu = timed(select, repeat)
     in_bytes, out_bytes = dir_size(work / "pairs"), dir_size(work / "clusters")

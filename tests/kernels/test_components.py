@@ -167,6 +167,28 @@ def test_representative_is_the_most_similar_kept_document():
     assert sel.representative[2] == 1
 
 
+def test_selection_indices_are_int32_and_checked_before_the_cast():
+    """The kernel's index arrays are int32 when the documents and pairs fit (half the memory to
+    fault in): its results too. A pair's index too large for int32 is refused, not wrapped into
+    the range by the cast."""
+    sel = select_representatives(5, np.array([0, 3, 1]), np.array([1, 4, 2]), np.array([0.9, 0.8, 0.85]))
+    assert sel.cluster.dtype == np.int32 and sel.representative.dtype == np.int32
+    assert sel.cluster.tolist() == [0, 0, 0, 3, 3] and sel.representative.tolist() == [-1, 0, -1, -1, 3]
+    with pytest.raises(ValueError):
+        select_representatives(3, np.array([2 ** 32 + 1]), np.array([1]), np.array([0.9]))
+
+
+def test_input_order_and_a_permutation_visit_alike():
+    """keep first (rank i of document i) is visited as it is, any other rank by a counting sort:
+    a rank that reverses two documents of a pair keeps the other one, input order the first."""
+    first = select_representatives(4, [0, 2], [1, 3], [0.9, 0.9])
+    assert first.removed.tolist() == [False, True, False, True]
+    swapped = select_representatives(4, [0, 2], [1, 3], [0.9, 0.9], rank=np.array([1, 0, 2, 3]))
+    assert swapped.removed.tolist() == [True, False, False, True]
+    assert swapped.representative.tolist() == [1, -1, -1, 2] and swapped.cluster.tolist() == [1, 1, 2, 2]
+    assert keep_order(4).tolist() == [0, 1, 2, 3]
+
+
 def test_keep_order_changes_who_is_kept():
     # a star around 2; keeping the longest keeps 2 and removes the rest
     lengths = np.array([10, 20, 99, 5])

@@ -403,6 +403,7 @@ def test_members_of_pairs_are_their_sorted_documents_and_positions():
         assert np.array_equal(docs, want) and docs.dtype == want.dtype
         assert np.array_equal(li, np.searchsorted(want, left)) and np.array_equal(ri, np.searchsorted(want, right))
         assert np.array_equal(docs[li], left) and np.array_equal(docs[ri], right)
+        assert li.dtype == ri.dtype == np.int32  # what the selection's kernel takes, not copied
 
 
 @pytest.mark.parametrize("row_base", [None, [7, 1000]])

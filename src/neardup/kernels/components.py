@@ -42,7 +42,9 @@ def _find(parent, x):
 
 @kernel()
 def _components_kernel(n, left, right):
-    parent = np.arange(n, dtype=np.int64)
+    parent = np.empty(n, left.dtype)  # the pairs' index type (select_representatives: int32 when it can)
+    for x in range(n):
+        parent[x] = x
     for p in range(left.shape[0]):
         a = _find(parent, left[p])
         b = _find(parent, right[p])
@@ -73,8 +75,8 @@ def keep_order(n: int, keep: str = Output.keep, lengths: Optional[np.ndarray] = 
     """Rank of every document in keep order (0 = kept first)."""
     idx = np.arange(n, dtype=np.int64)
     if keep == "first":
-        order = idx
-    elif keep == "longest":
+        return idx  # the order is the rank (no second array of n written through a permutation)
+    if keep == "longest":
         if lengths is None:
             raise ValueError("keep='longest' needs the document lengths")
         order = np.lexsort((idx, -np.asarray(lengths, dtype=np.int64)))
@@ -97,6 +99,7 @@ class Selection:
 
     cluster[i]          primary representative of its cluster (-1 when in no cluster of 2+)
     representative[i]   the kept document it duplicates (-1 when kept)
+                        (both int32 when the documents and pairs fit, else int64)
     similarity[i]       its verified similarity to representative[i] (NaN when kept)
     removed[i]          bool
     """
@@ -115,61 +118,71 @@ class Selection:
 @kernel(nogil=True)
 def _select_kernel(n, left, right, sim, rank):
     # the components in the same kernel: one kernel to load in a process, not two; without the
-    # GIL: the clusters stage gathers the members' columns in a thread meanwhile
+    # GIL: the clusters stage gathers the members' columns in a thread meanwhile. Every index
+    # array is of the pairs' index type (int32 when it can: half the pages to fault in and fill)
+    # and no array is made that another can stand for: at 1M documents (214,229 members), 8 MB
+    # in nine arrays where fifteen arrays of int64 indices took 22 MB
+    idx = left.dtype
     labels = _components_kernel(n, left, right)
-    # adjacency in CSR, both directions
-    deg = np.zeros(n + 1, dtype=np.int64)
+    # adjacency in CSR, both directions: document i's edges at [deg[i + 1], deg[i + 2]) once each
+    # edge is put at the end of its documents' room, moving that end down (no second array of ends)
+    deg = np.zeros(n + 2, idx)
     for p in range(left.shape[0]):
         deg[left[p] + 1] += 1
         deg[right[p] + 1] += 1
     for i in range(n):
-        deg[i + 1] += deg[i]
-    fill = deg[:-1].copy()
-    nbr = np.empty(deg[n], dtype=np.int64)
-    nsim = np.empty(deg[n], dtype=np.float64)
+        deg[i + 1] += deg[i]  # the end of document i's room
+    deg[n + 1] = deg[n]
+    nbr = np.empty(deg[n], idx)
+    nsim = np.empty(deg[n], np.float64)
     for p in range(left.shape[0]):
         a = left[p]
         b = right[p]
-        nbr[fill[a]] = b
-        nsim[fill[a]] = sim[p]
-        fill[a] += 1
-        nbr[fill[b]] = a
-        nsim[fill[b]] = sim[p]
-        fill[b] += 1
-    # visit documents with edges in keep order: by rank (in [0, n)), ties to the earlier document,
-    # a counting sort (numba's merge sort took 9 ms of the 1M corpus's 214,229 members, sorted or not)
-    has = np.zeros(n, dtype=np.bool_)
-    at = np.zeros(n + 1, dtype=np.int64)
-    for i in range(n):
-        has[i] = deg[i + 1] > deg[i]
-        if has[i]:
-            at[rank[i] + 1] += 1
-    for i in range(n):
-        at[i + 1] += at[i]
-    # loops, not np.flatnonzero / np.full / array comparisons: those make the cached kernel's
+        deg[a + 1] -= 1
+        nbr[deg[a + 1]] = b
+        nsim[deg[a + 1]] = sim[p]
+        deg[b + 1] -= 1
+        nbr[deg[b + 1]] = a
+        nsim[deg[b + 1]] = sim[p]
+    # documents visited in keep order: by rank (in [0, n)), ties to the earlier document. Input
+    # order (``keep first``: rank i of document i) is visited as it is; any other by a counting
+    # sort (numba's merge sort took 9 ms of the 1M corpus's 214,229 members, sorted or not).
+    # Loops, not np.flatnonzero / np.full / array comparisons: those make the cached kernel's
     # environment import numba.np.arraymath and npyimpl when it is loaded (~46 ms a run)
-    order = np.empty(at[n], dtype=np.int64)
-    members = np.empty(at[n], dtype=np.int64)
-    m = 0
+    plain = True
     for i in range(n):
-        if has[i]:
-            order[at[rank[i]]] = i
-            at[rank[i]] += 1
-            members[m] = i
-            m += 1
-    status = np.zeros(n, dtype=np.int8)  # 0 undecided, 1 kept, 2 removed
-    rep = np.empty(n, dtype=np.int64)
-    rsim = np.empty(n, dtype=np.float64)
-    head = np.empty(n, dtype=np.int64)  # label -> primary representative
+        if rank[i] != i:
+            plain = False
+            break
+    order = np.empty(0 if plain else n, idx)
+    visits = n
+    if not plain:
+        at = np.zeros(n + 1, idx)
+        for i in range(n):
+            if deg[i + 2] > deg[i + 1]:
+                at[rank[i] + 1] += 1
+        for i in range(n):
+            at[i + 1] += at[i]
+        visits = at[n]  # the documents with an edge
+        for i in range(n):
+            if deg[i + 2] > deg[i + 1]:
+                order[at[rank[i]]] = i
+                at[rank[i]] += 1
+    status = np.zeros(n, np.int8)  # 0 undecided, 1 kept, 2 removed
+    rep = np.empty(n, idx)
+    rsim = np.empty(n, np.float64)
+    head = np.empty(n, idx)  # label -> primary representative
     for i in range(n):
         rep[i] = -1
         rsim[i] = np.nan
         head[i] = -1
-    for t in range(order.shape[0]):
-        d = order[t]
+    for t in range(visits):
+        d = t if plain else order[t]
+        if deg[d + 2] == deg[d + 1]:  # no edge: in no cluster
+            continue
         best = -1
         best_sim = -1.0
-        for e in range(deg[d], deg[d + 1]):
+        for e in range(deg[d + 1], deg[d + 2]):
             u = nbr[e]
             if status[u] == 1:
                 s = nsim[e]
@@ -185,15 +198,11 @@ def _select_kernel(n, left, right, sim, rank):
             status[d] = 1
         if head[labels[d]] < 0:
             head[labels[d]] = d
-    cluster = np.empty(n, dtype=np.int64)
-    removed = np.empty(n, dtype=np.bool_)
-    for i in range(n):
-        cluster[i] = -1
+    removed = np.empty(n, np.bool_)
+    for i in range(n):  # each document's label becomes its cluster's primary representative
         removed[i] = status[i] == 2
-    for i in range(members.shape[0]):
-        d = members[i]
-        cluster[d] = head[labels[d]]
-    return cluster, rep, rsim, removed
+        labels[i] = head[labels[i]] if deg[i + 2] > deg[i + 1] else -1
+    return labels, rep, rsim, removed
 
 
 def select_representatives(n: int, left: np.ndarray, right: np.ndarray, similarity: np.ndarray,
@@ -203,14 +212,17 @@ def select_representatives(n: int, left: np.ndarray, right: np.ndarray, similari
     ``rank`` is the keep order from :func:`keep_order` (default: input order).
     """
     # writable, contiguous arrays: numba types a read-only array (Arrow's zero-copy to_numpy) apart
-    # and would compile the kernel again for it on first use
-    left = np.require(left, np.int64, "CW")
-    right = np.require(right, np.int64, "CW")
+    # and would compile the kernel again for it on first use; indices as int32 when the documents
+    # and both ends of every pair fit (the kernel's index arrays take their type)
+    left, right = np.asarray(left), np.asarray(right)
+    _check_pairs(n, left, right)  # before the cast, which would wrap an index too large for int32
+    index = np.int32 if max(n, 2 * len(left) + 2) < 2 ** 31 else np.int64
+    left = np.require(left, index, "CW")
+    right = np.require(right, index, "CW")
     sim = np.require(similarity, np.float64, "CW")
     rank = np.arange(n, dtype=np.int64) if rank is None else np.require(rank, np.int64, "CW")
     if n and (rank.min() < 0 or rank.max() >= n):  # a caller's own ranks: made dense, the same order and ties
         rank = np.unique(rank, return_inverse=True)[1].astype(np.int64).reshape(n)
-    _check_pairs(n, left, right)
     cluster, rep, rsim, removed = _select_kernel(int(n), left, right, sim, rank)
     return Selection(cluster=cluster, representative=rep, similarity=rsim, removed=removed)
 

@@ -226,14 +226,15 @@ def members_of(left: np.ndarray, right: np.ndarray, n: int) -> Tuple[np.ndarray,
     """The documents of the pairs, ascending, and the positions of ``left`` and ``right`` among
     them: by a mark per document of the corpus (``n`` of them; O(n + pairs), where sorting the
     pairs' documents and searching them took O(pairs log pairs)), then each document's position
-    written at its index (the members' entries only: a running count over all ``n`` cost 3x more)."""
+    written at its index (the members' entries only: a running count over all ``n`` cost 3x more),
+    of that index's type (int32 up to 2**31 members: what the selection's kernel takes, not copied)."""
     seen = np.zeros(n, dtype=np.bool_)
     seen[left] = True
     seen[right] = True
     docs = np.flatnonzero(seen)
     at = np.empty(n, dtype=np.int32 if len(docs) < 2 ** 31 else np.int64)  # only the members' entries are read
     at[docs] = np.arange(len(docs), dtype=at.dtype)
-    return docs, (at[left].astype(np.int64), at[right].astype(np.int64))
+    return docs, (at[left], at[right])
 
 
 def _pairs_table(work, names: List[str]) -> pa.Table:

@@ -1,0 +1,97 @@
+"""The clusters stage alone, trees alternating: each tree's finished 1M work dir (made once, kept)
+resumed with pairs, clusters and write undone (the pair stage before it, so that the process has
+loaded numba and its kernels as in a whole run); the clusters stage's CPU (user+sys of the
+process over the stage), page faults and wall, and the CPU of its steps (thread CPU-ms of each
+call: the members' gather runs in a thread of its own).
+
+    .venv/bin/python bench/clusters_resume.py 4 main=/work/main/src mine=src --out clusters_resume.json
+
+Work dirs and outputs: $CR_DIR/w_NAME and $CR_DIR/o_NAME (default /tmp/clusters_resume).
+"""
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+
+_CHILD = r"""
+import json, resource, sys, time
+steps = {}
+def timed(owner, name):
+    f = getattr(owner, name)
+    def call(*a, **k):
+        w, c = time.perf_counter(), time.thread_time()
+        try:
+            return f(*a, **k)
+        finally:
+            s = steps.setdefault(name, [0.0, 0.0])
+            s[0] += (time.perf_counter() - w) * 1e3
+            s[1] += (time.thread_time() - c) * 1e3
+    setattr(owner, name, call)
+import neardup.stages as st
+import neardup.stages.clusters as cl
+from neardup.stages.corpus import DocStore
+for name in ("members_of", "keep_order", "select_representatives", "largest_clusters"):
+    timed(cl, name)
+timed(DocStore, "columns_and_ids")
+stage = st.PIPELINE[2]
+run_stage, res = stage.run, {}
+def run(run, engine):
+    a, w = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    try:
+        return run_stage(run, engine)
+    finally:
+        b = resource.getrusage(resource.RUSAGE_SELF)
+        res.update(cpu=b.ru_utime + b.ru_stime - a.ru_utime - a.ru_stime, minflt=b.ru_minflt - a.ru_minflt,
+                   wall=time.perf_counter() - w)
+stage.run = run
+from neardup.cli import main
+main(sys.argv[1:])
+print("CLUSTERS " + json.dumps({**res, "steps": {k: [round(x, 2) for x in v] for k, v in steps.items()}}))
+"""
+
+
+def main() -> None:
+    rounds = int(sys.argv[1])
+    args = sys.argv[2:]
+    out_name = None
+    if "--out" in args:
+        out_name = args[args.index("--out") + 1]
+        args = args[:args.index("--out")]
+    trees = dict(a.split("=", 1) for a in args)
+    root = os.environ.get("CR_DIR", "/tmp/clusters_resume")
+    corpus = "bench/data/synth_1000000_s0.jsonl"
+    for name, src in trees.items():
+        w = f"{root}/w_{name}"
+        if not os.path.exists(w + "/state.full.json"):
+            subprocess.run([sys.executable, "-m", "neardup", "dedup", corpus, "-o", f"{root}/o_{name}", "--work-dir", w,
+                            "-q", "--overwrite"], env=dict(os.environ, PYTHONPATH=os.path.abspath(src)), check=True)
+            shutil.copy(w + "/state.json", w + "/state.full.json")
+    runs = {name: [] for name in trees}
+    for r in range(rounds):
+        for name, src in (list(trees.items()) if r % 2 == 0 else list(trees.items())[::-1]):
+            w = f"{root}/w_{name}"
+            with open(w + "/state.full.json") as f:
+                state = json.load(f)
+            for k in ("pairs", "clusters", "write"):
+                state["done"].pop(k, None)
+            with open(w + "/state.json", "w") as f:
+                json.dump(state, f)
+            p = subprocess.run([sys.executable, "-c", _CHILD, "dedup", corpus, "-o", f"{root}/o_{name}", "--work-dir", w,
+                                "-q", "--overwrite", "--resume"], env=dict(os.environ, PYTHONPATH=os.path.abspath(src)),
+                               check=True, capture_output=True, text=True)
+            line = json.loads(next(x for x in p.stdout.splitlines() if x.startswith("CLUSTERS "))[9:])
+            line["load"] = os.getloadavg()[0]
+            runs[name].append(line)
+            print(name, json.dumps(line), flush=True)
+    summary = {name: {k: statistics.median(x[k] for x in v) for k in ("cpu", "minflt", "wall", "load")}
+               for name, v in runs.items()}
+    print(json.dumps(summary, indent=1))
+    if out_name:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", out_name), "w") as f:
+            json.dump({"command": " ".join(sys.argv), "trees": trees, "summary": summary, "runs": runs}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
