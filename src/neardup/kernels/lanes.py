@@ -123,7 +123,6 @@ def byte_mask(typingctx, data, p, c1, c2, below):
     return types.uint64(data, p, c1, c2, below), codegen
 
 
-
 @intrinsic
 def lowest_bit(typingctx, word):
     """The bit number of the lowest 1 bit of a uint64 (64 for 0): one ``tzcnt``."""
@@ -136,6 +135,20 @@ def lowest_bit(typingctx, word):
                                               "llvm.cttz.i64")
         value = context.cast(builder, args[0], signature.args[0], types.uint64)
         return builder.call(cttz, [value, ir.Constant(ir.IntType(1), 0)])
+
+    return types.int64(word), codegen
+
+
+@intrinsic
+def bit_count(typingctx, word):
+    """The 1 bits of a uint64: one ``popcnt``."""
+    if not isinstance(word, types.Integer):
+        raise TypingError("bit_count takes an integer")
+
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        ctpop = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64]), "llvm.ctpop.i64")
+        return builder.call(ctpop, [context.cast(builder, args[0], signature.args[0], types.uint64)])
 
     return types.int64(word), codegen
 
@@ -160,3 +173,43 @@ def store64(typingctx, out, at, value):
         return context.get_dummy_value()
 
     return types.void(out, at, value), codegen
+
+
+
+def _load_codegen(bits):
+    """The code of data[at:at+bits/8] as a little-endian number: one unaligned load (a byte swap
+    after it on a big-endian CPU)."""
+    word = ir.IntType(bits)
+
+    def codegen(context, builder, signature, args):
+        arr = context.make_array(signature.args[0])(context, builder, args[0])
+        pos = context.cast(builder, args[1], signature.args[1], types.intp)
+        v = builder.load(builder.bitcast(builder.gep(arr.data, [pos]), word.as_pointer()), align=1)
+        if sys.byteorder == "big":
+            bswap = cgutils.get_or_insert_function(builder.module, ir.FunctionType(word, [word]), f"llvm.bswap.i{bits}")
+            v = builder.call(bswap, [v])
+        return v
+
+    return codegen
+
+
+def _check_load(name, data, at):
+    if not _is_byte_vector(data) or not isinstance(at, types.Integer):
+        raise TypingError(f"{name} takes (data, at): a 1-d contiguous uint8 array and an integer")
+
+
+@intrinsic
+def load64(typingctx, data, at):
+    """data[at:at+8] as a uint64, lowest byte first (the reverse of :func:`store64`): one
+    unaligned 64-bit load, where numba's code for eight byte loads was eight loads, shifts and
+    ORs. ``data`` a 1-d contiguous uint8 array, 0 <= at, at + 8 <= len(data) (not checked)."""
+    _check_load("load64", data, at)
+    return types.uint64(data, at), _load_codegen(64)
+
+
+@intrinsic
+def load32(typingctx, data, at):
+    """data[at:at+4] as a uint32, lowest byte first: :func:`load64` of four bytes
+    (at + 4 <= len(data), not checked)."""
+    _check_load("load32", data, at)
+    return types.uint32(data, at), _load_codegen(32)
