@@ -131,16 +131,18 @@ def test_the_bytes_are_the_formats():
     assert out.tobytes() == want
 
 
-def test_the_lowest_one_bit_of_every_word():
-    """The decoder's bucket numbers come from the lowest 1 bit of each word of the upper part:
-    the bit number for every single bit, and for words with bits above it (the top bit too)."""
-    from neardup.kernels.eliasfano import _lowest_bit
-    rng = np.random.default_rng(5)
-    for i in range(64):
-        low = 1 << i
-        for word in (low, low | (1 << 63), low | (int(rng.integers(0, 2**63)) << 1 << i) & (2**64 - 1)):
-            word = (word | low) & (2**64 - 1)
-            assert _lowest_bit(np.uint64(word)) == (word & -word).bit_length() - 1 == i
+def test_the_decoders_loads_read_zeros_past_the_end_of_the_data():
+    """A code that ends its data (the last of a block's file): the loads of its last bytes take
+    the bytes there and zeros past the end, never the bytes after it in memory (0xFF here)."""
+    from neardup.kernels.eliasfano import _load32, _load64
+    memory = np.full(32, 0xFF, np.uint8)
+    memory[:20] = np.arange(1, 21)
+    for n in range(21):
+        data = memory[:n]
+        for at in range(n):
+            for load, k in ((_load64, 8), (_load32, 4)):
+                want = int.from_bytes(data[at:at + k].tobytes().ljust(k, b"\0"), "little")
+                assert int(load(data, at)) == want, (load, n, at)
 
 
 def test_the_bytes_of_every_count_near_a_power_of_two():

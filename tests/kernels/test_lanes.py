@@ -1,4 +1,4 @@
-"""kernels.lanes.byte_mask, lowest_bit and store64, and the JSONL scanner's 64-byte skip over a
+"""kernels.lanes.byte_mask, lowest_bit, bit_count, store64, load64 and load32, and the JSONL scanner's 64-byte skip over a
 string's plain bytes built on them (kernels.jsonl._string_stop), against byte-by-byte definitions
 at every offset around the vectors' edges."""
 
@@ -6,7 +6,7 @@ import numba as nb
 import numpy as np
 
 from neardup.kernels.jsonl import _string_stop
-from neardup.kernels.lanes import BYTE_LANES, byte_mask, lowest_bit, store64
+from neardup.kernels.lanes import BYTE_LANES, bit_count, byte_mask, load32, load64, lowest_bit, store64
 
 
 @nb.njit(cache=False)
@@ -36,6 +36,18 @@ def test_lowest_bit():
     for j in range(64):
         assert _lowest(np.uint64(1 << j)) == j
         assert _lowest(np.uint64(((1 << 64) - 1) >> j << j)) == j
+
+
+@nb.njit(cache=False)
+def _ones(word):
+    return bit_count(word)
+
+
+def test_bit_count():
+    rng = np.random.default_rng(6)
+    for word in [0, 1, 1 << 63, (1 << 64) - 1] + [int(w) for w in rng.integers(0, 2**63, 50, dtype=np.uint64)]:
+        word = (word << 1 | word & 1) & ((1 << 64) - 1)  # the top bit too
+        assert _ones(np.uint64(word)) == bin(word).count("1"), word
 
 
 def _reference(data: np.ndarray, p: int, end: int) -> int:
@@ -100,3 +112,19 @@ def test_store64_writes_eight_bytes_lowest_first_at_any_offset_and_no_other():
         want = np.full(32, 0xEE, dtype=np.uint8)
         want[at:at + 8] = np.frombuffer(value.to_bytes(8, "little"), dtype=np.uint8)
         assert out.tolist() == want.tolist(), at
+
+
+@nb.njit(cache=False)
+def _loads(data, at):
+    return load64(data, at), load32(data, at)
+
+
+def test_load64_and_load32_read_their_bytes_lowest_first_at_any_offset():
+    data = np.random.default_rng(4).integers(0, 256, 24, dtype=np.uint8)
+    for at in range(17):
+        word, half = _loads(data, at)
+        assert int(word) == int.from_bytes(data[at:at + 8].tobytes(), "little"), at
+        assert int(half) == int.from_bytes(data[at:at + 4].tobytes(), "little"), at
+        out = np.zeros(24, dtype=np.uint8)
+        _store(out, at, np.uint64(word))
+        assert out[at:at + 8].tolist() == data[at:at + 8].tolist()  # store64's reverse

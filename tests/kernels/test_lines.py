@@ -1,5 +1,5 @@
 """The newlines of a block (:func:`neardup.kernels.lines.newline_positions`,
-:func:`neardup.kernels.lines.count_newlines`), found 64 bytes or a word at a time: the same
+:func:`neardup.kernels.lines.count_newlines`), found 64 bytes at a time: the same
 positions and counts as a byte-by-byte search at every alignment and density (blocks of up to
 five vectors: their last bytes, less than one, searched one by one; a block of newlines only
 outgrows the room first made for their positions)."""
@@ -49,7 +49,7 @@ def test_line_bounds_ascii_sees_every_byte_at_every_alignment():
 def test_count_newlines_matches_a_plain_count_at_every_alignment_and_size():
     rng = np.random.default_rng(2)
     for _ in range(300):
-        n = int(rng.integers(0, 90))
+        n = int(rng.integers(0, 300))  # up to four vectors and their last bytes
         arr = np.where(rng.random(n) < rng.random(), 10, rng.integers(0, 256, n)).astype(np.uint8)
         raw = arr.tobytes()
         for pad in range(8):  # the bytes start at each offset of a word

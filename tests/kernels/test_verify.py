@@ -156,3 +156,23 @@ def test_exact_coded_kernel_reads_each_document_from_its_own_array():
     left, right = all_pairs(len(docs))
     got = exact_jaccard_coded(starts, arrays, counts, left, right, block=block)
     assert got.tolist() == [exact_jaccard_python(docs[a].tolist(), docs[b].tolist()) for a, b in zip(left, right)]
+
+
+def test_exact_coded_kernel_over_several_tasks_of_pairs():
+    """More pairs than one task of the kernel takes (_PAIR_CHUNK), of documents of many sizes:
+    each task's buffers made for its own largest documents, every pair's similarity set, the
+    twin's."""
+    from neardup.kernels.eliasfano import code_bytes, encode
+    from neardup.kernels.verify import _PAIR_CHUNK, exact_jaccard_coded
+    rng = np.random.default_rng(13)
+    base = rng.integers(0, 2**32, 900, dtype=np.uint64)
+    docs = [np.asarray(np.concatenate([base[: rng.integers(1, 120)], rng.integers(0, 2**32, rng.integers(0, 30))]),
+                       dtype=np.uint32) for _ in range(30)] + [base.astype(np.uint32)]
+    offsets = np.zeros(len(docs) + 1, dtype=np.int64)
+    np.cumsum([len(d) for d in docs], out=offsets[1:])
+    data = encode(offsets, np.concatenate(docs))
+    starts = np.concatenate(([0], np.cumsum(code_bytes(np.diff(offsets)))[:-1]))
+    left, right = all_pairs(len(docs))
+    assert len(left) > 2 * _PAIR_CHUNK
+    got = exact_jaccard_coded(starts, data, np.diff(offsets), left, right)
+    assert got.tolist() == [exact_jaccard_python(docs[a].tolist(), docs[b].tolist()) for a, b in zip(left, right)]

@@ -366,6 +366,31 @@ def test_pair_stage_reads_a_local_work_dir_in_place(two_block_run, monkeypatch):
     assert _pairs_of(run) == want and len(want) > 10
 
 
+def test_pair_stage_places_the_codes_by_the_corpus_counts(two_block_run, monkeypatch):
+    """The pair stage finds where each code lies from the count column the corpus holds
+    (DocStore.hold_counts), no block's count column read again: the pairs are those found
+    reading the blocks' counts; a store sent to a task does not carry the column."""
+    import pickle
+
+    from neardup.stages import corpus as corpus_module
+    run = two_block_run
+    with monkeypatch.context() as unheld:
+        unheld.setattr(corpus_module.DocStore, "hold_counts", lambda self, counts: None)
+        PairsStage().run(run, LocalEngine())
+    want = _pairs_of(run)
+    run._store = None  # a store that has read no block's counts
+    table = corpus_module.DocStore.table
+
+    def no_counts(self, block, columns, rows=None):
+        assert "count" not in columns, "a block's count column read again"
+        return table(self, block, columns, rows)
+
+    monkeypatch.setattr(corpus_module.DocStore, "table", no_counts)
+    PairsStage().run(run, LocalEngine())
+    assert _pairs_of(run) == want and len(want) > 10
+    assert pickle.loads(pickle.dumps(run.store))._counts is None
+
+
 def test_block_windows_bound_the_files_mapped_and_take_every_pair_once(monkeypatch):
     """Pairs between blocks in steps whose blocks' files fit the budget: each pair in one step,
     the step's blocks holding both its documents; a group's blocks kept through its steps, then

@@ -26,7 +26,7 @@ import numba as nb
 import numpy as np
 
 from .compile import kernel
-from .lanes import store64
+from .lanes import load32, load64, lowest_bit, store64
 
 __all__ = ["code_bytes", "encode", "encode_parts", "decode"]
 
@@ -159,54 +159,29 @@ def encode(offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
     return out
 
 
-# the bit number of the lowest 1 bit of a 64-bit word x: _DEBRUIJN[((x & -x) * _DEBRUIJN_MUL) >> 58]
-_DEBRUIJN_MUL = np.uint64(0x03F79D71B4CB0A89)
-_DEBRUIJN = np.zeros(64, dtype=np.int64)
-_DEBRUIJN[[((1 << i) * 0x03F79D71B4CB0A89 & 0xFFFFFFFFFFFFFFFF) >> 58 for i in range(64)]] = np.arange(64)
-
-try:  # numba's count-trailing-zeros intrinsic (one instruction); the de Bruijn table where it is missing
-    from numba.cpython.unsafe.numbers import trailing_zeros as _trailing_zeros
-except ImportError:  # pragma: no cover - a numba without it
-    _trailing_zeros = None
-
-if _trailing_zeros is not None:
-    @kernel(inline="always")
-    def _lowest_bit(word):
-        """The bit number of the lowest 1 bit of a non-zero uint64 (verification decodes 660
-        fingerprints a pair: the instruction took 4% off the kernel's time, the table lookup
-        and multiply)."""
-        return np.int64(_trailing_zeros(word))
-else:  # pragma: no cover
-    @kernel(inline="always")
-    def _lowest_bit(word):
-        return _DEBRUIJN[((word & (~word + np.uint64(1))) * _DEBRUIJN_MUL) >> np.uint64(58)]
+@kernel(inline="always")
+def _tail(data, at, k):
+    """data[at:at+k] as a little-endian number, zeros past the end (the last bytes of data)."""
+    v = np.uint64(0)
+    for j in range(min(k, len(data) - at)):
+        v |= np.uint64(data[at + j]) << np.uint64(8 * j)
+    return v
 
 
 @kernel(inline="always")
 def _load32(data, at):
     """data[at:at+4] as a little-endian number (zeros past the end)."""
     if at + 4 <= len(data):
-        return (np.uint64(data[at]) | (np.uint64(data[at + 1]) << np.uint64(8))
-                | (np.uint64(data[at + 2]) << np.uint64(16)) | (np.uint64(data[at + 3]) << np.uint64(24)))
-    v = np.uint64(0)
-    for j in range(4):
-        if at + j < len(data):
-            v |= np.uint64(data[at + j]) << np.uint64(8 * j)
-    return v
+        return np.uint64(load32(data, at))
+    return _tail(data, at, 4)
 
 
 @kernel(inline="always")
 def _load64(data, at):
     """data[at:at+8] as a little-endian number (zeros past the end)."""
-    v = np.uint64(0)
     if at + 8 <= len(data):
-        for j in range(8):
-            v |= np.uint64(data[at + j]) << np.uint64(8 * j)
-        return v
-    for j in range(8):
-        if at + j < len(data):
-            v |= np.uint64(data[at + j]) << np.uint64(8 * j)
-    return v
+        return load64(data, at)
+    return _tail(data, at, 8)
 
 
 @kernel(inline="always")
@@ -228,7 +203,7 @@ def decode_one(data, start, n, out, first):
     while k < stop:
         word = _load64(data, ub)
         while word != 0 and k < stop:  # each 1 bit: the next value, bucket = bit number - values before
-            bucket = np.uint64(base + _lowest_bit(word) - (k - first))
+            bucket = np.uint64(base + lowest_bit(word) - (k - first))
             word &= word - np.uint64(1)
             if bits < w:
                 acc |= _load32(data, at) << bits

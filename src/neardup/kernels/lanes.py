@@ -1,7 +1,9 @@
 """Loops written with explicit vectors, so that they run 512 bits wide on a CPU with AVX-512 while
 the rest of the process keeps numba's settings: the MinHash loop (16 lanes of 32 bits) and
 :func:`byte_mask`, 64 bytes compared at once (the scans of JSON Lines blocks for newlines and for
-the ends of strings).
+the ends of strings). Beside them, the one instruction where numba's code for the same was
+several: the lowest 1 bit and the 1 bits of a word (:func:`lowest_bit`, :func:`bit_count`), and
+a word of bytes loaded or stored at any offset (:func:`load64`, :func:`load32`, :func:`store64`).
 
 On a CPU with AVX-512, LLVM's cost model prefers 256-bit vectors (the ``prefer-256-bit`` tuning
 of Intel's AVX-512 models): numba's auto-vectorised loops use ymm registers. For the MinHash loop
@@ -123,21 +125,46 @@ def byte_mask(typingctx, data, p, c1, c2, below):
     return types.uint64(data, p, c1, c2, below), codegen
 
 
+def _word_codegen(name, *flags):
+    """The code of LLVM's ``llvm.NAME.i64`` of an integer taken as a uint64 (``flags``: its
+    constant i1 arguments after the word)."""
+    def codegen(context, builder, signature, args):
+        i64, i1 = ir.IntType(64), ir.IntType(1)
+        f = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64] + [i1] * len(flags)),
+                                           f"llvm.{name}.i64")
+        value = context.cast(builder, args[0], signature.args[0], types.uint64)
+        return builder.call(f, [value] + [ir.Constant(i1, x) for x in flags])
+
+    return codegen
+
+
+def _check_word(name, word):
+    if not isinstance(word, types.Integer):
+        raise TypingError(f"{name} takes an integer")
+
 
 @intrinsic
 def lowest_bit(typingctx, word):
     """The bit number of the lowest 1 bit of a uint64 (64 for 0): one ``tzcnt``."""
-    if not isinstance(word, types.Integer):
-        raise TypingError("lowest_bit takes an integer")
+    _check_word("lowest_bit", word)
+    return types.int64(word), _word_codegen("cttz", 0)
 
-    def codegen(context, builder, signature, args):
-        i64 = ir.IntType(64)
-        cttz = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64, ir.IntType(1)]),
-                                              "llvm.cttz.i64")
-        value = context.cast(builder, args[0], signature.args[0], types.uint64)
-        return builder.call(cttz, [value, ir.Constant(ir.IntType(1), 0)])
 
-    return types.int64(word), codegen
+@intrinsic
+def bit_count(typingctx, word):
+    """The 1 bits of a uint64: one ``popcnt``."""
+    _check_word("bit_count", word)
+    return types.int64(word), _word_codegen("ctpop")
+
+
+def _little_endian(builder, value, word):
+    """``value`` (an integer of type ``word``) as memory holds it lowest byte first: itself, or
+    byte-swapped on a big-endian CPU (a swap undoes itself: for loads and stores alike)."""
+    if sys.byteorder == "big":
+        bswap = cgutils.get_or_insert_function(builder.module, ir.FunctionType(word, [word]),
+                                               f"llvm.bswap.i{word.width}")
+        return builder.call(bswap, [value])
+    return value
 
 
 @intrinsic
@@ -152,11 +179,44 @@ def store64(typingctx, out, at, value):
         arr = context.make_array(signature.args[0])(context, builder, args[0])
         i64 = ir.IntType(64)
         pos = context.cast(builder, args[1], signature.args[1], types.intp)
-        v = context.cast(builder, args[2], signature.args[2], types.uint64)
-        if sys.byteorder == "big":
-            bswap = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64]), "llvm.bswap.i64")
-            v = builder.call(bswap, [v])
+        v = _little_endian(builder, context.cast(builder, args[2], signature.args[2], types.uint64), i64)
         builder.store(v, builder.bitcast(builder.gep(arr.data, [pos]), i64.as_pointer()), align=1)
         return context.get_dummy_value()
 
     return types.void(out, at, value), codegen
+
+
+def _load_codegen(bits):
+    """The code of data[at:at+bits/8] as a little-endian number: one unaligned load (a byte swap
+    after it on a big-endian CPU)."""
+    word = ir.IntType(bits)
+
+    def codegen(context, builder, signature, args):
+        arr = context.make_array(signature.args[0])(context, builder, args[0])
+        pos = context.cast(builder, args[1], signature.args[1], types.intp)
+        return _little_endian(builder, builder.load(builder.bitcast(builder.gep(arr.data, [pos]), word.as_pointer()),
+                                                    align=1), word)
+
+    return codegen
+
+
+def _check_load(name, data, at):
+    if not _is_byte_vector(data) or not isinstance(at, types.Integer):
+        raise TypingError(f"{name} takes (data, at): a 1-d contiguous uint8 array and an integer")
+
+
+@intrinsic
+def load64(typingctx, data, at):
+    """data[at:at+8] as a uint64, lowest byte first (the reverse of :func:`store64`): one
+    unaligned 64-bit load, where numba's code for eight byte loads was eight loads, shifts and
+    ORs. ``data`` a 1-d contiguous uint8 array, 0 <= at, at + 8 <= len(data) (not checked)."""
+    _check_load("load64", data, at)
+    return types.uint64(data, at), _load_codegen(64)
+
+
+@intrinsic
+def load32(typingctx, data, at):
+    """data[at:at+4] as a uint32, lowest byte first: :func:`load64` of four bytes
+    (at + 4 <= len(data), not checked)."""
+    _check_load("load32", data, at)
+    return types.uint32(data, at), _load_codegen(32)

@@ -277,6 +277,7 @@ class PairsStage:
         where they lie, or a few bands at a time (:func:`neardup.kernels.bands.bucket_runs`), never as rows."""
         cfg, corpus = run.config, run.corpus
         eligible = corpus.column("count") > 0
+        run.store.hold_counts(corpus.column("count"))  # the codes' places found without the blocks' files
         eligible[excluded] = False
         rank = keep_order(corpus.n, cfg.keep, lengths=corpus.column("length") if cfg.keep == "longest" else None,
                           scores=corpus.column("score") if cfg.score_column else None)
