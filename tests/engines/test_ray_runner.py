@@ -71,8 +71,50 @@ def test_the_runner_holds_the_cpus_and_each_call_keeps_its_own_retries():
     fake = FakeRay()
     assert ray_runner.start(fake, 3, 4) == (3,)
     # restarted however often its process dies (no bound shared by the run's calls), each call
-    # retried 4 times as a task would be; the node's CPUs held, as many calls at once
-    assert fake.given == {"num_cpus": 3, "max_concurrency": 3, "max_restarts": -1, "max_task_retries": 4}
+    # retried 4 times as a task would be; the node's CPUs held, as many calls at once and one
+    # more that holds none (the warm-up)
+    assert fake.given == {"num_cpus": 3, "max_concurrency": 4, "max_restarts": -1, "max_task_retries": 4}
+
+
+def test_the_warm_up_holds_no_cpu_and_runs_while_every_cpu_is_held():
+    """The warm-up is a call that asks for no CPU (it kept the second read call waiting when it
+    held one), not retried; such a call runs while the CPUs are all held."""
+    fake = FakeRay()
+    fake.run = fake
+    assert ray_runner.warm_up(fake, "_warm_worker", print, False) == (0, print, False)
+    assert fake.given == {"name": "_warm_worker", "max_task_retries": 0}
+    runner, release = Runner(2), threading.Event()
+    holder = threading.Thread(target=runner.run, args=(2, release.wait, 60))
+    holder.start()
+    while runner.free:
+        time.sleep(0.01)
+    try:
+        assert runner.run(0, lambda: "warm") == "warm"
+    finally:
+        release.set()
+        holder.join(60)
+
+
+def test_a_split_files_ranges_run_two_at_once_each_with_every_cores_kernel_threads():
+    """As the local engine reads them (:func:`neardup.stages.read.read_concurrency` ranges at
+    once, each with every core's kernel threads), not with one kernel thread each."""
+    from neardup.engines.ray import RayEngine, _task
+    assert ray_runner.concurrent_calls(2, 2) == (2, 1)
+    assert ray_runner.concurrent_calls(8, 2) == (8, 4)
+    assert ray_runner.concurrent_calls(2, 4) == (2, 1)
+    engine = RayEngine(2)
+    engine.cpus = engine.cpus_per_node = 2
+    frame = engine.map(print, range(35))
+    assert (frame.threads, frame.share) == (1, 1)  # no runner: a task of one CPU each, as before
+    engine._runner = fake = FakeRay()
+    fake.run, fake.put = fake, lambda value: "ref"
+    engine.ray = fake
+    frame = engine.map(print, range(3), concurrent=2)
+    assert (frame.threads, frame.share) == (2, 1)
+    # each call holds one CPU of the runner and runs with two kernel threads
+    assert [call[:4] for call in engine._refs(frame)] == [(1, _task, "ref", 2)] * 3
+    frame = engine.map(print, range(35))
+    assert (frame.threads, frame.share) == (1, 1)
 
 
 MEET = r"""
