@@ -205,3 +205,35 @@ def test_the_one_process_killed_while_it_reads_gives_the_local_bytes(tmp_path):
     assert proc.returncode == 0, err[-3000:]
     assert killed, "the run's process was not killed while it read"
     assert_same(tmp_path / "local", tmp_path / "ray")
+
+
+def test_the_drivers_collection_runs_once_a_steps_calls_are_submitted(monkeypatch):
+    """Each step's calls are submitted first, then the driver's garbage collected while they run
+    (before their results are fetched), not the calls kept waiting for it."""
+    from neardup.engines import ray as ray_engine
+    events = []
+
+    class Ray(FakeRay):
+        def put(self, value):
+            return "ref"
+
+        def wait(self, refs, timeout=None):
+            return refs, []
+
+        def get(self, ref):
+            events.append("result")
+            return ref[0]
+
+    fake = Ray()
+    fake.run = fake
+    remote = fake.remote
+    fake.remote = lambda *args: events.append("submitted") or remote(*args)
+    monkeypatch.setattr(ray_engine, "release_driver_memory", lambda: events.append("collected"))
+    engine = ray_engine.RayEngine(2)
+    engine.cpus = engine.cpus_per_node = 2
+    engine.ray, engine._runner = fake, fake
+    assert engine.collect(engine.map(print, ["a", "b"])) == [1, 1]
+    assert events == ["submitted", "submitted", "collected", "result", "result"]
+    events.clear()
+    engine.persist(engine.map(print, ["c"]))
+    assert events == ["submitted", "collected"]
