@@ -137,7 +137,8 @@ with RayEngine(2, address=address, quiet=True) as engine:
                and p.cmdline()[0].startswith("ray::")]  # the workers of an instance started here
     config = ray._private.state.state.get_system_config()
 print(json.dumps({"pids": sorted({p for p, _ in out}), "met": all(m for _, m in out), "workers": len(workers),
-                  "config": {k: config.get(k) for k in ("prestart_worker_first_driver", "memory_monitor_refresh_ms")}}))
+                  "config": {k: config.get(k) for k in ("prestart_worker_first_driver", "memory_monitor_refresh_ms",
+                                                                 "enable_worker_prestart")}}))
 """
 
 
@@ -155,10 +156,11 @@ def _meet(tmp_path, address: str = "", **env) -> dict:
 def test_own_instance_runs_calls_at_once_in_one_process(tmp_path):
     res = _meet(tmp_path)
     assert res["met"] and len(res["pids"]) == 1, res
-    assert res["workers"] == 1, res  # no idle worker per CPU started beside it
+    assert res["workers"] == 1, res  # no idle worker per CPU started beside it (one prestarted: the runner's)
     # nor Ray's memory monitor, which would kill that process (its calls not retried) on a node
     # whose memory others fill
-    assert res["config"] == {"prestart_worker_first_driver": False, "memory_monitor_refresh_ms": 0}, res
+    assert res["config"] == {"prestart_worker_first_driver": False, "memory_monitor_refresh_ms": 0,
+                             "enable_worker_prestart": True}, res
 
 
 @pytest.mark.slow
@@ -166,7 +168,8 @@ def test_own_instance_runs_calls_at_once_in_one_process(tmp_path):
 def test_own_instance_with_the_runner_off_runs_a_worker_per_cpu(tmp_path):
     res = _meet(tmp_path, **{ray_runner.ENV: "0"})
     assert res["met"] and len(res["pids"]) == 2 and res["workers"] == 2, res
-    assert res["config"] == {"prestart_worker_first_driver": None, "memory_monitor_refresh_ms": None}, res
+    assert res["config"] == {"prestart_worker_first_driver": None, "memory_monitor_refresh_ms": None,
+                             "enable_worker_prestart": None}, res
 
 
 @pytest.mark.slow
@@ -237,3 +240,21 @@ def test_the_drivers_collection_runs_once_a_steps_calls_are_submitted(monkeypatc
     events.clear()
     engine.persist(engine.map(print, ["c"]))
     assert events == ["submitted", "collected"]
+
+
+def test_the_raylet_prestarts_one_worker_for_the_runner(monkeypatch):
+    """The raylet of the run's own instance starts one worker as it starts (the runner's, which
+    then imports Ray while the driver connects), not one per CPU; its agents' commands as before."""
+    pytest.importorskip("ray")
+    from ray._private import services
+    from neardup.engines.ray_cluster import agents_replaced
+    started = []
+    monkeypatch.setattr(services, "start_ray_process", lambda command, *a, **kw: started.append(command))
+    raylet = ["raylet", "--dashboard_agent_command=ray's", "--num_prestart_python_workers=8", "--other=1"]
+    with agents_replaced("/tmp/s", "n", (), prestart=1):
+        services.start_ray_process(raylet)
+        services.start_ray_process(["gcs_server", "--num_prestart_python_workers=8"])  # not the raylet's
+    with agents_replaced("/tmp/s", "n", ()):
+        services.start_ray_process(raylet)
+    assert started == [["raylet", "--dashboard_agent_command=ray's", "--num_prestart_python_workers=1", "--other=1"],
+                       ["gcs_server", "--num_prestart_python_workers=8"], raylet]

@@ -129,7 +129,11 @@ def start_local(ray, cpus: int, log_monitor: bool, one_worker: bool = False, **k
     instead of ~2.6 s on 2 busy CPUs. Token authentication is set up as ``ray.init`` sets it up
     for a new instance (on by default in Ray 2.60, a token made if there is none). ``one_worker``:
     the run's calls go to one process (:mod:`.ray_runner`), so no idle worker per CPU is started
-    when the driver connects (each would import Ray for nothing), and Ray's memory monitor is off:
+    when the driver connects (each would import Ray for nothing): the raylet starts one worker as
+    it starts (``enable_worker_prestart``, its ``--num_prestart_python_workers`` 1 instead of the
+    CPUs: :class:`agents_replaced`; not for a run with a runtime environment, which that worker
+    would lack), which imports Ray while the driver connects and becomes the runner (Ray's timeline of a 100k run on 2 CPUs at load 20: the runner's first call began 0.25 s
+    after the driver had connected, 2.6-3.9 s without it); and Ray's memory monitor is off:
     it kills a worker when the node's memory in use (other programs' included) passes 95%, and an
     actor's calls killed so are not retried (a run failed on a shared machine whose others held
     22.6 of 23.5 GB), where the local engine's process runs on."""
@@ -144,13 +148,15 @@ def start_local(ray, cpus: int, log_monitor: bool, one_worker: bool = False, **k
         return None
 
     stubbed = lean_agents(kwargs.get("runtime_env"))
+    # a worker started before the job's runtime environment is known cannot take the job's calls
+    prestart = one_worker and not (kwargs.get("runtime_env") or job_runtime_env())
 
     class LeanNode(Node):
         def start_api_server(self, *args, **kw):  # no dashboard head: nothing of neardup's asks it anything
             self._webui_url = None
 
         def start_raylet(self, *args, **kw):  # its agents replaced by ray_agent.py (lean_agents)
-            with agents_replaced(self._session_dir, self._node_id, stubbed):
+            with agents_replaced(self._session_dir, self._node_id, stubbed, prestart=1 if prestart else None):
                 return super().start_raylet(*args, **kw)
 
     # the raylet kills a worker idle for 1 s (the second one, while the pair stage's one call holds
@@ -158,7 +164,8 @@ def start_local(ray, cpus: int, log_monitor: bool, one_worker: bool = False, **k
     # Ray's import again (and neardup's, unwarmed): the instance's workers are the run's, kept
     system_config: dict = {"kill_idle_workers_interval_ms": 0}
     if one_worker:
-        system_config.update(prestart_worker_first_driver=False, memory_monitor_refresh_ms=0)
+        system_config.update(prestart_worker_first_driver=False, memory_monitor_refresh_ms=0,
+                             enable_worker_prestart=prestart)
     enable_token_auth_by_default()
     ensure_token_if_auth_enabled(system_config, create_token_if_missing=True)
     try:
@@ -242,10 +249,13 @@ def job_runtime_env() -> bool:
 class agents_replaced:
     """While the raylet is started (``services.start_raylet``, which builds its command), the
     commands of the ``agents`` it starts are :mod:`.ray_agent`'s (this module's ``start_ray_process``
-    rewrites the raylet's ``--NAME_command=`` arguments; put back after)."""
+    rewrites the raylet's ``--NAME_command=`` arguments; put back after), and with ``prestart``
+    the workers it starts as it starts (when ``enable_worker_prestart`` is on) that many, not one
+    per CPU."""
 
-    def __init__(self, session_dir: str, node_id: str, agents):
+    def __init__(self, session_dir: str, node_id: str, agents, prestart: Optional[int] = None):
         self.session_dir, self.node_id, self.agents = session_dir, node_id, tuple(agents)
+        self.prestart = prestart
 
     def command(self, agent: str) -> str:
         import subprocess
@@ -257,9 +267,11 @@ class agents_replaced:
     def __enter__(self):
         from ray._private import services
         self.services, self.original = services, getattr(services, "start_ray_process", None)
-        if not self.agents or self.original is None:  # a Ray that starts its raylet otherwise: its own agents
-            return self
         flags = {f"--{agent}_command=": self.command(agent) for agent in self.agents}
+        if self.prestart is not None:
+            flags["--num_prestart_python_workers="] = str(self.prestart)
+        if not flags or self.original is None:  # a Ray that starts its raylet otherwise: as it does
+            return self
 
         def start_ray_process(command, *args, **kw):
             if any(str(a).startswith("--dashboard_agent_command=") for a in command):  # the raylet's
