@@ -132,8 +132,9 @@ def start_local(ray, cpus: int, log_monitor: bool, one_worker: bool = False, **k
     when the driver connects (each would import Ray for nothing): the raylet starts one worker as
     it starts (``enable_worker_prestart``, its ``--num_prestart_python_workers`` 1 instead of the
     CPUs: :class:`agents_replaced`; not for a run with a runtime environment, which that worker
-    would lack), which imports Ray while the driver connects and becomes the runner (Ray's timeline of a 100k run on 2 CPUs at load 20: the runner's first call began 0.25 s
-    after the driver had connected, 2.6-3.9 s without it); and Ray's memory monitor is off:
+    would lack), which imports Ray while the driver connects and becomes the runner (Ray's
+    timeline of a 100k run on 2 CPUs at load 20: the runner's first call began 0.25 s after the
+    driver had connected, 2.6-3.9 s without it); and Ray's memory monitor is off:
     it kills a worker when the node's memory in use (other programs' included) passes 95%, and an
     actor's calls killed so are not retried (a run failed on a shared machine whose others held
     22.6 of 23.5 GB), where the local engine's process runs on."""
@@ -420,7 +421,7 @@ def lost_work_message(where: str, error: BaseException) -> str:
 MARK_ENV = "NEARDUP_RAY_DRIVER"  # in the environment of every process of a run's own instance: the driver's id
 
 WATCHDOG = r"""
-import os, re, sys, time, psutil
+import re, sys, time, psutil
 driver, ours, me = psutil.Process(int(sys.argv[1])), {}, psutil.Process()
 SESSION = re.compile(r"session_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_\d+_%d\b" % driver.pid)  # Ray's name for it
 MARK = ("MARK_ENV", str(driver.pid))
@@ -479,8 +480,9 @@ def start_watchdog():
     themselves ``ray::...`` included) or whose arguments name the instance's session, and their
     descendants, in rounds 0.1 s apart until two find nothing alive (psutil checks each one's
     start time, so a reused process id is never touched). Nothing runs in it while the driver
-    lives (it noted the driver's descendants twice a second before: a walk of /proc each, ~0.1
-    CPU-s of a 1M run). Needs psutil (a dependency of Ray); without it, no watchdog."""
+    lives (it noted the driver's descendants twice a second before, a walk of /proc each: most of
+    its 0.12 CPU-s in a 1M run, bench/results/plan_runs42_r2.json). Needs psutil (a dependency of
+    Ray); without it, no watchdog."""
     import importlib.util
     import subprocess
     import sys
