@@ -357,6 +357,48 @@ def test_the_watchdog_kills_an_orphan_of_the_instance_and_nothing_else(tmp_path)
             p.wait()
 
 
+def test_the_watchdog_kills_what_carries_the_drivers_mark_and_nothing_else(tmp_path):
+    """A process of the instance that renamed itself (Ray's workers and agents: ``ray::...``, no
+    session in their arguments) and was orphaned is found by the driver's mark in its environment
+    (:class:`~neardup.engines.ray_cluster.instance_marked`); one with another driver's mark, or
+    with none, is left alone."""
+    from neardup.engines import ray_cluster
+    sleeper = [sys.executable, "-c", "import time, sys; time.sleep(120)"]
+    driver = subprocess.Popen(sleeper)
+    watchdog = subprocess.Popen([sys.executable, "-c", ray_cluster.WATCHDOG, str(driver.pid)], stdin=subprocess.PIPE)
+    time.sleep(0.5)  # the watchdog's start time comes before the orphan's
+
+    def started(mark):
+        env = dict(os.environ, **({ray_cluster.MARK_ENV: mark} if mark else {}))
+        return subprocess.Popen(sleeper, env=env, start_new_session=True)
+
+    orphan, other, unmarked = started(str(driver.pid)), started(f"{driver.pid}1"), started(None)
+    try:
+        driver.kill()
+        driver.wait()
+        watchdog.stdin.close()
+        watchdog.wait(timeout=30)
+        assert orphan.wait(timeout=10) == -signal.SIGKILL
+        assert other.poll() is None and unmarked.poll() is None, "a process without the driver's mark was killed"
+    finally:
+        for p in (driver, orphan, other, unmarked):
+            p.kill()
+            p.wait()
+
+
+def test_the_instance_is_marked_only_while_it_starts(monkeypatch):
+    """The driver's mark is in the environment while the instance starts, as it was afterwards."""
+    from neardup.engines import ray_cluster
+    monkeypatch.delenv(ray_cluster.MARK_ENV, raising=False)
+    with ray_cluster.instance_marked():
+        assert os.environ[ray_cluster.MARK_ENV] == str(os.getpid())
+    assert ray_cluster.MARK_ENV not in os.environ
+    monkeypatch.setenv(ray_cluster.MARK_ENV, "7")
+    with ray_cluster.instance_marked():
+        pass
+    assert os.environ[ray_cluster.MARK_ENV] == "7"
+
+
 def test_workers_with_another_neardup_are_named_in_one_line(tmp_path):
     """A cluster whose workers import another neardup than the driver (here: a copy of this one
     without the read stage's task function, put first on the workers' PYTHONPATH) stops the run

@@ -71,8 +71,50 @@ def test_the_runner_holds_the_cpus_and_each_call_keeps_its_own_retries():
     fake = FakeRay()
     assert ray_runner.start(fake, 3, 4) == (3,)
     # restarted however often its process dies (no bound shared by the run's calls), each call
-    # retried 4 times as a task would be; the node's CPUs held, as many calls at once
-    assert fake.given == {"num_cpus": 3, "max_concurrency": 3, "max_restarts": -1, "max_task_retries": 4}
+    # retried 4 times as a task would be; the node's CPUs held, as many calls at once and one
+    # more that holds none (the warm-up)
+    assert fake.given == {"num_cpus": 3, "max_concurrency": 4, "max_restarts": -1, "max_task_retries": 4}
+
+
+def test_the_warm_up_holds_no_cpu_and_runs_while_every_cpu_is_held():
+    """The warm-up is a call that asks for no CPU (it kept the second read call waiting when it
+    held one), not retried; such a call runs while the CPUs are all held."""
+    fake = FakeRay()
+    fake.run = fake
+    assert ray_runner.warm_up(fake, "_warm_worker", print, False) == (0, print, False)
+    assert fake.given == {"name": "_warm_worker", "max_task_retries": 0}
+    runner, release = Runner(2), threading.Event()
+    holder = threading.Thread(target=runner.run, args=(2, release.wait, 60))
+    holder.start()
+    while runner.free:
+        time.sleep(0.01)
+    try:
+        assert runner.run(0, lambda: "warm") == "warm"
+    finally:
+        release.set()
+        holder.join(60)
+
+
+def test_a_split_files_ranges_run_two_at_once_each_with_every_cores_kernel_threads():
+    """As the local engine reads them (:func:`neardup.stages.read.read_concurrency` ranges at
+    once, each with every core's kernel threads), not with one kernel thread each."""
+    from neardup.engines.ray import RayEngine, _task
+    assert ray_runner.concurrent_calls(2, 2) == (2, 1)
+    assert ray_runner.concurrent_calls(8, 2) == (8, 4)
+    assert ray_runner.concurrent_calls(2, 4) == (2, 1)
+    engine = RayEngine(2)
+    engine.cpus = engine.cpus_per_node = 2
+    frame = engine.map(print, range(35))
+    assert (frame.threads, frame.share) == (1, 1)  # no runner: a task of one CPU each, as before
+    engine._runner = fake = FakeRay()
+    fake.run, fake.put = fake, lambda value: "ref"
+    engine.ray = fake
+    frame = engine.map(print, range(3), concurrent=2)
+    assert (frame.threads, frame.share) == (2, 1)
+    # each call holds one CPU of the runner and runs with two kernel threads
+    assert [call[:4] for call in engine._refs(frame)] == [(1, _task, "ref", 2)] * 3
+    frame = engine.map(print, range(35))
+    assert (frame.threads, frame.share) == (1, 1)
 
 
 MEET = r"""
@@ -95,7 +137,8 @@ with RayEngine(2, address=address, quiet=True) as engine:
                and p.cmdline()[0].startswith("ray::")]  # the workers of an instance started here
     config = ray._private.state.state.get_system_config()
 print(json.dumps({"pids": sorted({p for p, _ in out}), "met": all(m for _, m in out), "workers": len(workers),
-                  "config": {k: config.get(k) for k in ("prestart_worker_first_driver", "memory_monitor_refresh_ms")}}))
+                  "config": {k: config.get(k) for k in ("prestart_worker_first_driver", "memory_monitor_refresh_ms",
+                                                                 "enable_worker_prestart")}}))
 """
 
 
@@ -113,10 +156,11 @@ def _meet(tmp_path, address: str = "", **env) -> dict:
 def test_own_instance_runs_calls_at_once_in_one_process(tmp_path):
     res = _meet(tmp_path)
     assert res["met"] and len(res["pids"]) == 1, res
-    assert res["workers"] == 1, res  # no idle worker per CPU started beside it
+    assert res["workers"] == 1, res  # no idle worker per CPU started beside it (one prestarted: the runner's)
     # nor Ray's memory monitor, which would kill that process (its calls not retried) on a node
     # whose memory others fill
-    assert res["config"] == {"prestart_worker_first_driver": False, "memory_monitor_refresh_ms": 0}, res
+    assert res["config"] == {"prestart_worker_first_driver": False, "memory_monitor_refresh_ms": 0,
+                             "enable_worker_prestart": True}, res
 
 
 @pytest.mark.slow
@@ -124,7 +168,8 @@ def test_own_instance_runs_calls_at_once_in_one_process(tmp_path):
 def test_own_instance_with_the_runner_off_runs_a_worker_per_cpu(tmp_path):
     res = _meet(tmp_path, **{ray_runner.ENV: "0"})
     assert res["met"] and len(res["pids"]) == 2 and res["workers"] == 2, res
-    assert res["config"] == {"prestart_worker_first_driver": None, "memory_monitor_refresh_ms": None}, res
+    assert res["config"] == {"prestart_worker_first_driver": None, "memory_monitor_refresh_ms": None,
+                             "enable_worker_prestart": None}, res
 
 
 @pytest.mark.slow
@@ -163,3 +208,53 @@ def test_the_one_process_killed_while_it_reads_gives_the_local_bytes(tmp_path):
     assert proc.returncode == 0, err[-3000:]
     assert killed, "the run's process was not killed while it read"
     assert_same(tmp_path / "local", tmp_path / "ray")
+
+
+def test_the_drivers_collection_runs_once_a_steps_calls_are_submitted(monkeypatch):
+    """Each step's calls are submitted first, then the driver's garbage collected while they run
+    (before their results are fetched), not the calls kept waiting for it."""
+    from neardup.engines import ray as ray_engine
+    events = []
+
+    class Ray(FakeRay):
+        def put(self, value):
+            return "ref"
+
+        def wait(self, refs, timeout=None):
+            return refs, []
+
+        def get(self, ref):
+            events.append("result")
+            return ref[0]
+
+    fake = Ray()
+    fake.run = fake
+    remote = fake.remote
+    fake.remote = lambda *args: events.append("submitted") or remote(*args)
+    monkeypatch.setattr(ray_engine, "release_driver_memory", lambda: events.append("collected"))
+    engine = ray_engine.RayEngine(2)
+    engine.cpus = engine.cpus_per_node = 2
+    engine.ray, engine._runner = fake, fake
+    assert engine.collect(engine.map(print, ["a", "b"])) == [1, 1]
+    assert events == ["submitted", "submitted", "collected", "result", "result"]
+    events.clear()
+    engine.persist(engine.map(print, ["c"]))
+    assert events == ["submitted", "collected"]
+
+
+def test_the_raylet_prestarts_one_worker_for_the_runner(monkeypatch):
+    """The raylet of the run's own instance starts one worker as it starts (the runner's, which
+    then imports Ray while the driver connects), not one per CPU; its agents' commands as before."""
+    pytest.importorskip("ray")
+    from ray._private import services
+    from neardup.engines.ray_cluster import agents_replaced
+    started = []
+    monkeypatch.setattr(services, "start_ray_process", lambda command, *a, **kw: started.append(command))
+    raylet = ["raylet", "--dashboard_agent_command=ray's", "--num_prestart_python_workers=8", "--other=1"]
+    with agents_replaced("/tmp/s", "n", (), prestart=1):
+        services.start_ray_process(raylet)
+        services.start_ray_process(["gcs_server", "--num_prestart_python_workers=8"])  # not the raylet's
+    with agents_replaced("/tmp/s", "n", ()):
+        services.start_ray_process(raylet)
+    assert started == [["raylet", "--dashboard_agent_command=ray's", "--num_prestart_python_workers=1", "--other=1"],
+                       ["gcs_server", "--num_prestart_python_workers=8"], raylet]

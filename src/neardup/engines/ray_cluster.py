@@ -129,7 +129,12 @@ def start_local(ray, cpus: int, log_monitor: bool, one_worker: bool = False, **k
     instead of ~2.6 s on 2 busy CPUs. Token authentication is set up as ``ray.init`` sets it up
     for a new instance (on by default in Ray 2.60, a token made if there is none). ``one_worker``:
     the run's calls go to one process (:mod:`.ray_runner`), so no idle worker per CPU is started
-    when the driver connects (each would import Ray for nothing), and Ray's memory monitor is off:
+    when the driver connects (each would import Ray for nothing): the raylet starts one worker as
+    it starts (``enable_worker_prestart``, its ``--num_prestart_python_workers`` 1 instead of the
+    CPUs: :class:`agents_replaced`; not for a run with a runtime environment, which that worker
+    would lack), which imports Ray while the driver connects and becomes the runner (Ray's
+    timeline of a 100k run on 2 CPUs at load 20: the runner's first call began 0.25 s after the
+    driver had connected, 2.6-3.9 s without it); and Ray's memory monitor is off:
     it kills a worker when the node's memory in use (other programs' included) passes 95%, and an
     actor's calls killed so are not retried (a run failed on a shared machine whose others held
     22.6 of 23.5 GB), where the local engine's process runs on."""
@@ -144,13 +149,15 @@ def start_local(ray, cpus: int, log_monitor: bool, one_worker: bool = False, **k
         return None
 
     stubbed = lean_agents(kwargs.get("runtime_env"))
+    # a worker started before the job's runtime environment is known cannot take the job's calls
+    prestart = one_worker and not (kwargs.get("runtime_env") or job_runtime_env())
 
     class LeanNode(Node):
         def start_api_server(self, *args, **kw):  # no dashboard head: nothing of neardup's asks it anything
             self._webui_url = None
 
         def start_raylet(self, *args, **kw):  # its agents replaced by ray_agent.py (lean_agents)
-            with agents_replaced(self._session_dir, self._node_id, stubbed):
+            with agents_replaced(self._session_dir, self._node_id, stubbed, prestart=1 if prestart else None):
                 return super().start_raylet(*args, **kw)
 
     # the raylet kills a worker idle for 1 s (the second one, while the pair stage's one call holds
@@ -158,7 +165,8 @@ def start_local(ray, cpus: int, log_monitor: bool, one_worker: bool = False, **k
     # Ray's import again (and neardup's, unwarmed): the instance's workers are the run's, kept
     system_config: dict = {"kill_idle_workers_interval_ms": 0}
     if one_worker:
-        system_config.update(prestart_worker_first_driver=False, memory_monitor_refresh_ms=0)
+        system_config.update(prestart_worker_first_driver=False, memory_monitor_refresh_ms=0,
+                             enable_worker_prestart=prestart)
     enable_token_auth_by_default()
     ensure_token_if_auth_enabled(system_config, create_token_if_missing=True)
     try:
@@ -242,10 +250,13 @@ def job_runtime_env() -> bool:
 class agents_replaced:
     """While the raylet is started (``services.start_raylet``, which builds its command), the
     commands of the ``agents`` it starts are :mod:`.ray_agent`'s (this module's ``start_ray_process``
-    rewrites the raylet's ``--NAME_command=`` arguments; put back after)."""
+    rewrites the raylet's ``--NAME_command=`` arguments; put back after), and with ``prestart``
+    the workers it starts as it starts (when ``enable_worker_prestart`` is on) that many, not one
+    per CPU."""
 
-    def __init__(self, session_dir: str, node_id: str, agents):
+    def __init__(self, session_dir: str, node_id: str, agents, prestart: Optional[int] = None):
         self.session_dir, self.node_id, self.agents = session_dir, node_id, tuple(agents)
+        self.prestart = prestart
 
     def command(self, agent: str) -> str:
         import subprocess
@@ -257,9 +268,11 @@ class agents_replaced:
     def __enter__(self):
         from ray._private import services
         self.services, self.original = services, getattr(services, "start_ray_process", None)
-        if not self.agents or self.original is None:  # a Ray that starts its raylet otherwise: its own agents
-            return self
         flags = {f"--{agent}_command=": self.command(agent) for agent in self.agents}
+        if self.prestart is not None:
+            flags["--num_prestart_python_workers="] = str(self.prestart)
+        if not flags or self.original is None:  # a Ray that starts its raylet otherwise: as it does
+            return self
 
         def start_ray_process(command, *args, **kw):
             if any(str(a).startswith("--dashboard_agent_command=") for a in command):  # the raylet's
@@ -405,46 +418,42 @@ def lost_work_message(where: str, error: BaseException) -> str:
             f"--resume once the cluster has its nodes")
 
 
+MARK_ENV = "NEARDUP_RAY_DRIVER"  # in the environment of every process of a run's own instance: the driver's id
+
 WATCHDOG = r"""
-import re, sys, threading, time, psutil
+import re, sys, time, psutil
 driver, ours, me = psutil.Process(int(sys.argv[1])), {}, psutil.Process()
 SESSION = re.compile(r"session_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_\d+_%d\b" % driver.pid)  # Ray's name for it
+MARK = ("MARK_ENV", str(driver.pid))
 
 
-def rays(p):  # a process of Ray's, started after this one (never one of the caller's own, nor this one)
+def of_the_instance(p):  # started after this one, with the driver's mark in its environment (every process
+    # the instance started: they inherit it) or the session in its arguments (a process started otherwise)
     try:
-        return p.pid != me.pid and p.create_time() >= me.create_time() and (p.name().startswith("ray::") or
-                                                        any("/ray/" in a for a in p.cmdline()[:3]))
+        if p.pid == me.pid or p.create_time() < me.create_time():
+            return False
+        if any(SESSION.search(a) for a in p.cmdline()):
+            return True
+        return p.environ().get(MARK[0]) == MARK[1]
     except psutil.Error:
         return False
 
 
-def note(roots):
+def note(roots):  # the descendants of the instance's processes
     for root in roots:
         try:  # a root that is gone is skipped: its process id may be another process's by now
             if root.is_running():
-                ours.update((p.pid, p) for p in root.children(recursive=True) if p.pid not in ours and rays(p))
+                ours.update((p.pid, p) for p in root.children(recursive=True) if p.pid not in ours)
         except psutil.Error:
             pass
 
 
-def of_the_instance(p):  # an orphan of this instance: its arguments name the session the driver started
-    try:
-        return p.pid != me.pid and p.create_time() >= me.create_time() and any(SESSION.search(a) for a in p.cmdline())
-    except psutil.Error:
-        return False
-
-
-gone = threading.Event()
-threading.Thread(target=lambda: (sys.stdin.buffer.read(), gone.set()), daemon=True).start()
-while not gone.wait(0.5):  # the pipe closes when the driver ends or dies, however it dies
-    note([driver])
-# The driver is gone; a worker the raylet started in the last moments may not be noted yet, and the
-# raylet may start one more while it dies: sweep until two rounds in a row find nothing alive.
+sys.stdin.buffer.read()  # returns when the pipe closes: the driver ended or died, however it died
+# Sweep until two rounds in a row find nothing alive (the raylet may start one more worker while it dies).
 quiet, deadline = 0, time.time() + 10
 while quiet < 2 and time.time() < deadline:
-    note(list(ours.values()))
     ours.update((p.pid, p) for p in psutil.process_iter() if p.pid not in ours and of_the_instance(p))
+    note(list(ours.values()))
     alive = []
     for p in ours.values():
         try:
@@ -457,21 +466,23 @@ while quiet < 2 and time.time() < deadline:
     quiet = 0 if alive else quiet + 1
     if quiet < 2:
         time.sleep(0.1)
-"""
+""".replace("MARK_ENV", MARK_ENV)
 
 
 def start_watchdog():
     """The processes of the local instance this run started, killed when the driver is gone. Ray
     ties its GCS server and raylet to the driver's life, but its dashboard and runtime-env agents
     (~180 MB) outlive a driver killed with SIGKILL by 30-60 s. A small process, started before the
-    instance, notes the driver's descendants that are Ray's twice a second and reads a pipe of
-    which the driver holds the other end; the pipe closes when the driver ends or is killed, and the
-    watchdog then kills those of the noted processes that are still there, their descendants, and
-    any process whose arguments name the instance's session (a worker started in the last half
-    second, orphaned), in rounds 0.1 s apart until two find nothing alive (psutil checks each one's start
-    time, so a reused process id is never touched). Twice a second, not five times: the sweep by
-    session finds what the notes miss, and the polls (a walk of /proc each) cost 0.01 CPU-s a
-    second of the run. Needs psutil (a dependency of Ray); without it, no watchdog."""
+    instance, blocks on a pipe of which the driver holds the other end; the pipe closes when the
+    driver ends or is killed, and the watchdog then kills every process started after it whose
+    environment carries the driver's mark (:data:`MARK_ENV`, set while the instance starts:
+    :class:`instance_marked`; the instance's processes inherit it, workers and agents that renamed
+    themselves ``ray::...`` included) or whose arguments name the instance's session, and their
+    descendants, in rounds 0.1 s apart until two find nothing alive (psutil checks each one's
+    start time, so a reused process id is never touched). Nothing runs in it while the driver
+    lives (it noted the driver's descendants twice a second before, a walk of /proc each: most of
+    its 0.12 CPU-s in a 1M run, bench/results/plan_runs42_r2.json). Needs psutil (a dependency of
+    Ray); without it, no watchdog."""
     import importlib.util
     import subprocess
     import sys
@@ -479,6 +490,24 @@ def start_watchdog():
         return None
     return subprocess.Popen([sys.executable, "-c", WATCHDOG, str(os.getpid())], stdin=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+class instance_marked:
+    """The driver's mark (:data:`MARK_ENV`: its process id) in this process's environment while
+    the block starts the run's own instance, which its processes inherit (and theirs), for the
+    watchdog; the environment as it was afterwards."""
+
+    def __enter__(self):
+        self.before = os.environ.get(MARK_ENV)
+        os.environ[MARK_ENV] = str(os.getpid())
+        return self
+
+    def __exit__(self, *exc):
+        if self.before is None:
+            os.environ.pop(MARK_ENV, None)
+        else:
+            os.environ[MARK_ENV] = self.before
+        return False
 
 
 class stderr_silenced:

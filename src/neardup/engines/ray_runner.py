@@ -30,17 +30,29 @@ def wanted(shuffles_on_one_node: bool) -> bool:
     return not shuffles_on_one_node and os.environ.get(ENV, "").strip() != "0"
 
 
+def concurrent_calls(cpus: int, concurrent: int) -> tuple:
+    """(kernel threads, CPUs held) of each call of a map whose calls the local engine runs
+    ``concurrent`` at once, each with every core's kernel threads (the ranges of a split file:
+    each range's parsing is one thread, :func:`neardup.stages.read.read_concurrency`): run so in
+    the one worker process too, ``concurrent`` calls at once, each holding its share of the CPUs
+    and every core's kernel threads (which the other call's parsing leaves idle), not one kernel
+    thread each."""
+    return cpus, max(1, cpus // max(1, concurrent))
+
+
 class Runner:
-    """An actor (``max_concurrency``: the node's CPUs) that runs ``fn(*args)`` for each call of
-    :meth:`run`, at most ``cpus`` CPUs' worth at once: a call that asks for ``threads`` waits
-    until that many are free (calls of two steps in flight at once, as the write stage's, share
-    the CPUs as Ray's scheduler would share them between tasks)."""
+    """An actor (``max_concurrency``: the node's CPUs, and one more for a call that holds none:
+    :func:`warm_up`) that runs ``fn(*args)`` for each call of :meth:`run`, at most ``cpus``
+    CPUs' worth at once: a call that asks for ``threads`` waits until that many are free (calls
+    of two steps in flight at once, as the write stage's, share the CPUs as Ray's scheduler would
+    share them between tasks)."""
 
     def __init__(self, cpus: int):
         self.cpus = self.free = cpus
         self.changed = threading.Condition()
 
     def run(self, threads: int, fn, *args):
+        """``fn(*args)`` once ``threads`` of the CPUs are free (held while it runs)."""
         threads = min(threads, self.cpus)
         with self.changed:
             self.changed.wait_for(lambda: self.free >= threads)
@@ -58,6 +70,15 @@ def start(ray, cpus: int, retries: int):
     scheduled there meanwhile). Restarted whenever its process dies, and each call it was running
     retried up to ``retries`` times: a call's retries are its own, as a plain task's are (a bound
     on the restarts would be shared by every call of the run, however long)."""
-    actor = ray.remote(Runner).options(num_cpus=cpus, max_concurrency=cpus, max_restarts=-1,
+    actor = ray.remote(Runner).options(num_cpus=cpus, max_concurrency=cpus + 1, max_restarts=-1,
                                        max_task_retries=retries)
     return actor.remote(cpus)
+
+
+def warm_up(runner, name: str, fn, *args):
+    """``fn(*args)`` in the runner's process as a call that holds none of its CPUs (it runs in the
+    one thread of the actor beside the CPUs' own), not retried: the worker's warm-up (imports,
+    numba's set-up), which the first calls would otherwise wait for. Holding a CPU, it kept the
+    second read call of a run waiting until it ended (Ray's timeline of a 100k run on 2 loaded
+    CPUs: the second ``read_partition`` started when ``_warm_worker`` ended, 6.4 s after the first)."""
+    return runner.run.options(name=name, max_task_retries=0).remote(0, fn, *args)
