@@ -139,9 +139,16 @@ def positional_ids(src: Source, rows: np.ndarray, path: Optional[str] = None) ->
     does not depend on how the path was typed and names the same file as kept/ does; a table's
     is its name. ``path`` replaces PATH (an index's rule: :func:`neardup.index.inputs.index_path`)."""
     rows = np.asarray(rows, dtype=np.int64)
-    if path is None:
-        path = src.name if src.format == "table" else src.relpath
+    path = id_path(src, path)
     if src.format == "text":
         return arrow([path] * len(rows), pa.string())  # (arrow: pa.array imports pandas)
     numbers = pa.array(rows + 1 if src.format == "jsonl" else rows).cast(pa.string())
     return pc.binary_join_element_wise(path + ":", numbers, "").cast(pa.string())
+
+
+def id_path(src: Source, path: Optional[str] = None) -> str:
+    """PATH of the ids of ``src`` (:func:`positional_ids`), a text file's whole id: ``path``
+    where given, else a table's name or the file's path below the inputs' common folder."""
+    if path is not None:
+        return path
+    return src.name if src.format == "table" else src.relpath
