@@ -70,6 +70,8 @@ def check_positional_ids(sources) -> None:
     whose path (its id) is ``OTHER:N`` while ``OTHER`` is a JSONL, Parquet or CSV file of the
     same inputs, whose record N has that id too (``x.jsonl`` and a text file ``x.jsonl:3``)."""
     records = {s.relpath for s in sources if s.format not in ("text", "table")}
+    if not records:  # no id of a record to share (a folder of text files: 100,000 paths not matched)
+        return
     for s in sources:
         m = _POSITION.fullmatch(s.relpath) if s.format == "text" else None
         if m and m.group(1) in records:
