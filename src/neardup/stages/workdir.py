@@ -290,7 +290,7 @@ class WorkDir:
         sizes = None if inputs is None else [None if s.format == "table" else f[2] for s, f in zip(sources, inputs)]
         blocks, ranges = plan_reads(sources, file_sizes=sizes)
         self.folder.write_json(RANGES, {str(b): r for b, r in ranges.items()})  # before the plan that needs it
-        self.folder.write_json(PLAN, blocks)
+        self.folder.write_json(PLAN, blocks, indent=None)  # on one line: the C encoder (100,000 files: 0.02 s)
         return blocks
 
     def ranges(self) -> Dict[int, List[int]]:
