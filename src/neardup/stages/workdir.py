@@ -53,7 +53,7 @@ from ..io.storage import fs
 from ..io.splits import nominal_ranges, split_bytes, splittable
 from ..io.storage.folder import Folder
 from .background import Background
-from .identity import differences, fingerprint
+from .identity import differences, encoded, fingerprint
 from .records import STAGE_INFO
 
 STAGES = ("read", "pairs", "clusters", "write")
@@ -234,7 +234,7 @@ class WorkDir:
                           "identity": kept}
             self.folder.makedirs()
             if self.inputs is not None:
-                self.folder.write_json(INPUTS, self.inputs, indent=None)
+                self.folder.write_bytes(INPUTS, (encoded(self.inputs) + "\n").encode())  # as write_json(indent=None)
         self.folder.makedirs()
         self._save()
 
