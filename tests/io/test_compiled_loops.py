@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from neardup.io import kernel_copy
+import sys
+
+import neardup.kernels
+from neardup.io import compiled, kernel_copy
 from neardup.io.compiled import compiled_loop
 from neardup.io.formats import text as text_format
 
@@ -30,7 +33,7 @@ def _fake_kernel(monkeypatch, available=True, fails=False):
 
 
 def test_the_kernel_is_loaded_on_the_first_call_by_one_warm_call_and_kept(monkeypatch):
-    loaded = compiled_loop("filecopy", "copy_files", "files_available", 1, [0])
+    loaded = compiled_loop(compiled.filecopy, "copy_files", "files_available", 1, [0])
     loop, calls = _fake_kernel(monkeypatch)
     assert calls == []  # nothing loaded before the first call
     assert loaded() is loop
@@ -41,7 +44,7 @@ def test_the_kernel_is_loaded_on_the_first_call_by_one_warm_call_and_kept(monkey
 
 @pytest.mark.parametrize("available, fails", [(False, False), (True, True)])
 def test_no_kernel_where_the_c_library_lacks_it_or_loading_fails(monkeypatch, available, fails):
-    loaded = compiled_loop("filecopy", "copy_files", "files_available", 7)
+    loaded = compiled_loop(compiled.filecopy, "copy_files", "files_available", 7)
     _, calls = _fake_kernel(monkeypatch, available=available, fails=fails)
     assert loaded() is None
     assert calls == ([] if not available else [(7,)])  # never called where the C library lacks it
@@ -56,3 +59,15 @@ def test_the_three_loops_are_the_kernels_of_their_modules_where_they_run():
             (text_format._compiled_copier, filecopy, "copy_files", "files_available"),
             (text_format._compiled_reader, fileread, "read_files", "reading_available")]:
         assert loaded() is (getattr(kernels, name) if getattr(kernels, available)() else None)
+
+
+@pytest.mark.parametrize("loader, other", [(compiled.filecopy, "fileread"), (compiled.fileread, None)])
+def test_a_loop_imports_its_own_module_alone(monkeypatch, loader, other):
+    # both kernel modules were imported whatever loop was loaded (a JSONL run imported fileread)
+    for name in ("filecopy", "fileread"):
+        monkeypatch.delitem(sys.modules, f"neardup.kernels.{name}", raising=False)
+        monkeypatch.delattr(neardup.kernels, name, raising=False)
+    kernels = loader()
+    assert kernels is sys.modules[f"neardup.kernels.{loader.__name__}"]
+    if other is not None:
+        assert f"neardup.kernels.{other}" not in sys.modules

@@ -101,3 +101,20 @@ def test_ids_replaced_by_positions_are_said(tmp_path):
     # the field, asked for: no note, the record's id
     ran = neardup("dedup", str(folder), "-o", str(tmp_path / "out2"), "--id-column", "id")
     assert ran.returncode == 0 and "note: ids are positions" not in ran.stderr
+
+
+def test_text_files_alone_are_not_matched_against_record_positions(monkeypatch):
+    # no JSONL, Parquet or CSV input: no record id a text file's path could repeat, and the
+    # paths of 100,000 files were matched against FILE:N one by one for nothing
+    from neardup.io import columns
+    from neardup.io.sources import make_source
+
+    class Refuses:
+        def fullmatch(self, text):
+            raise AssertionError(f"matched {text!r}")
+
+    monkeypatch.setattr(columns, "_POSITION", Refuses())
+    texts = [make_source(f"/in/x.jsonl:{i}", f"/in/x.jsonl:{i}", f"x.jsonl:{i}", "text", None, True) for i in range(3)]
+    columns.check_positional_ids(texts)  # nothing to refuse, nothing matched
+    with pytest.raises(AssertionError, match="matched"):  # with a JSONL input, each path is matched
+        columns.check_positional_ids(texts + [make_source("/in/x.jsonl", "/in/x.jsonl", "x.jsonl", "jsonl", None, True)])

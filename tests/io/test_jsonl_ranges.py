@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from neardup.errors import InputError
-from neardup.io import discover, write_kept
+from neardup.io import compiled, discover, write_kept
 from neardup.io.compiled import compiled_loop
 from neardup.io.formats import jsonl_kept, jsonl_ranges
 from neardup.io.kept_rows import keep_array
@@ -371,7 +371,7 @@ def test_without_copy_file_range_in_the_c_library_the_python_loop_copies(tmp_pat
 
     monkeypatch.setattr(filecopy, "available", lambda: False)
     monkeypatch.setattr(filecopy, "copy_file_ranges", never)
-    monkeypatch.setattr(kernel_copy, "_compiled_loop", compiled_loop("filecopy", "copy_file_ranges", "available"))
+    monkeypatch.setattr(kernel_copy, "_compiled_loop", compiled_loop(compiled.filecopy, "copy_file_ranges", "available"))
     assert kernel_copy._compiled_loop() is None and not called
     data = bytes(range(256)) * 8
     (tmp_path / "in").write_bytes(data)

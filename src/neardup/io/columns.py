@@ -70,6 +70,8 @@ def check_positional_ids(sources) -> None:
     whose path (its id) is ``OTHER:N`` while ``OTHER`` is a JSONL, Parquet or CSV file of the
     same inputs, whose record N has that id too (``x.jsonl`` and a text file ``x.jsonl:3``)."""
     records = {s.relpath for s in sources if s.format not in ("text", "table")}
+    if not records:  # no id of a record to share (a folder of text files: 100,000 paths not matched)
+        return
     for s in sources:
         m = _POSITION.fullmatch(s.relpath) if s.format == "text" else None
         if m and m.group(1) in records:
@@ -139,9 +141,16 @@ def positional_ids(src: Source, rows: np.ndarray, path: Optional[str] = None) ->
     does not depend on how the path was typed and names the same file as kept/ does; a table's
     is its name. ``path`` replaces PATH (an index's rule: :func:`neardup.index.inputs.index_path`)."""
     rows = np.asarray(rows, dtype=np.int64)
-    if path is None:
-        path = src.name if src.format == "table" else src.relpath
+    path = id_path(src, path)
     if src.format == "text":
         return arrow([path] * len(rows), pa.string())  # (arrow: pa.array imports pandas)
     numbers = pa.array(rows + 1 if src.format == "jsonl" else rows).cast(pa.string())
     return pc.binary_join_element_wise(path + ":", numbers, "").cast(pa.string())
+
+
+def id_path(src: Source, path: Optional[str] = None) -> str:
+    """PATH of the ids of ``src`` (:func:`positional_ids`), a text file's whole id: ``path``
+    where given, else a table's name or the file's path below the inputs' common folder."""
+    if path is not None:
+        return path
+    return src.name if src.format == "table" else src.relpath

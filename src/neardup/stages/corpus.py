@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import io as nio
-from ..io.columns import positional_ids
+from ..io.columns import id_path, positional_ids
 from ..io.splits import range_lines
 from ..io.storage.folder import Folder
 from ..kernels import eliasfano
@@ -394,9 +394,20 @@ def document_ids(source: np.ndarray, row: np.ndarray, user_ids: Optional[pa.Arra
     order = np.argsort(source, kind="stable")
     ordered = source[order]
     cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-    pieces = [positional_ids(sources[int(ordered[a])], row[order[a:b]],
-                             path_of(sources[int(ordered[a])]) if path_of else None)
-              for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)])]
+    pieces: list = []
+    files: List[str] = []  # the ids of text files in a row: one array, not one a file (100,000 files)
+    for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)]):
+        src = sources[int(ordered[a])]
+        path = path_of(src) if path_of else None
+        if src.format == "text":
+            files += [id_path(src, path)] * (b - a)  # (positional_ids' rule)
+            continue
+        if files:
+            pieces.append(arrow(files, pa.string()))
+            files = []
+        pieces.append(positional_ids(src, row[order[a:b]], path))
+    if files:
+        pieces.append(arrow(files, pa.string()))
     back = np.empty(len(order), np.int64)
     back[order] = np.arange(len(order))
     return pa.concat_arrays(pieces).take(arrow(back))

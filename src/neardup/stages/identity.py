@@ -6,9 +6,10 @@ marker keeps the fingerprint.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from ..io.storage import fs
 
@@ -32,14 +33,31 @@ def run_identity(config, sources) -> dict:
             st = infos.get(s.path) or fs.info(s.path)
             st = (st.size, st.mtime_ns)
         files.append([fs.redact(s.name), fs.redact(s.path), st[0], st[1]])
-    return {"config": relevant, "inputs": files}
+    return {"config": relevant, "inputs": Inputs(files)}
+
+
+class Inputs(list):
+    """The inputs of a run's identity, ``[name, path, size, mtime]`` each, their JSON made once
+    (:func:`encoded`) for the fingerprint and the work dir's inputs.json (100,000 files: 0.08
+    CPU-s each time). Made whole by :func:`run_identity`, never changed after."""
+
+    @functools.cached_property
+    def json(self) -> str:
+        return json.dumps(self, sort_keys=True)
+
+
+def encoded(value: Any) -> str:
+    """``json.dumps(value, sort_keys=True)``; the JSON of :class:`Inputs` made once."""
+    return value.json if isinstance(value, Inputs) else json.dumps(value, sort_keys=True)
 
 
 def fingerprint(identity) -> str:
-    """The hash of a run's identity (:func:`run_identity`; a string is taken as a fingerprint)."""
+    """The hash of a run's identity (:func:`run_identity`; a string is taken as a fingerprint):
+    of ``json.dumps(identity, sort_keys=True)``, written a key at a time (:func:`encoded`)."""
     if isinstance(identity, str):
         return identity
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+    text = "{" + ", ".join(f"{json.dumps(k)}: {encoded(identity[k])}" for k in sorted(identity)) + "}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def differences(old: Optional[dict], new: dict) -> List[str]:

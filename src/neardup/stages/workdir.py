@@ -53,7 +53,7 @@ from ..io.storage import fs
 from ..io.splits import nominal_ranges, split_bytes, splittable
 from ..io.storage.folder import Folder
 from .background import Background
-from .identity import differences, fingerprint
+from .identity import differences, encoded, fingerprint
 from .records import STAGE_INFO
 
 STAGES = ("read", "pairs", "clusters", "write")
@@ -234,7 +234,7 @@ class WorkDir:
                           "identity": kept}
             self.folder.makedirs()
             if self.inputs is not None:
-                self.folder.write_json(INPUTS, self.inputs, indent=None)
+                self.folder.write_bytes(INPUTS, (encoded(self.inputs) + "\n").encode())  # as write_json(indent=None)
         self.folder.makedirs()
         self._save()
 
@@ -290,7 +290,7 @@ class WorkDir:
         sizes = None if inputs is None else [None if s.format == "table" else f[2] for s, f in zip(sources, inputs)]
         blocks, ranges = plan_reads(sources, file_sizes=sizes)
         self.folder.write_json(RANGES, {str(b): r for b, r in ranges.items()})  # before the plan that needs it
-        self.folder.write_json(PLAN, blocks)
+        self.folder.write_json(PLAN, blocks, indent=None)  # on one line: the C encoder (100,000 files: 0.02 s)
         return blocks
 
     def ranges(self) -> Dict[int, List[int]]:
