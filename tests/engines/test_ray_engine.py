@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import gzip
 import json
-import signal
+import os
 import subprocess
 import sys
 import sysconfig
-import threading
 import time
 from pathlib import Path
 
@@ -252,17 +251,30 @@ def test_errors_are_the_local_engines(cluster, tmp_path):
 
 # --------------------------------------------------------------------------- fault tolerance, resume
 
-def _ray_workers():
-    """This test's Ray worker processes (children of the raylet this process started)."""
-    out = []
-    for p in psutil.Process().children(recursive=True):
+# Kills, from a process of its own, the first worker of PARENT's that runs a task named like each
+# target in turn; prints each command line it killed. (A thread of the driver's could not: the
+# driver's garbage collection runs while its calls run, holding the GIL, and reads of 1,000
+# documents can start and end within it.)
+KILLER = r"""
+import signal, sys, time
+import psutil
+parent, targets = psutil.Process(int(sys.argv[1])), sys.argv[2:]
+while targets:
+    for p in parent.children(recursive=True):
         try:
             cmd = " ".join(p.cmdline())
         except psutil.Error:
             continue
-        if cmd.startswith("ray::") and not cmd.startswith("ray::IDLE"):
-            out.append((p, cmd))
-    return out
+        if cmd.startswith("ray::") and not cmd.startswith("ray::IDLE") and targets[0] in cmd:
+            try:
+                p.send_signal(signal.SIGKILL)
+            except psutil.Error:
+                continue
+            print(cmd.strip(), flush=True)
+            targets.pop(0)
+            break
+    time.sleep(0.002)
+"""
 
 
 def test_worker_killed_mid_run_same_output(cluster, tmp_path):
@@ -274,30 +286,15 @@ def test_worker_killed_mid_run_same_output(cluster, tmp_path):
         (d / f"p{i}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[i::8]))
     local = tmp_path / "local"
     neardup.dedup(str(d), output=str(local))
-    killed = []
-    stop = threading.Event()
-
-    def killer():
-        targets = ("read_partition", "search_buckets")  # a read task, then a pair search
-        while not stop.is_set() and len(killed) < len(targets):
-            want = targets[len(killed)]
-            for p, cmd in _ray_workers():
-                if want in cmd:
-                    try:
-                        p.send_signal(signal.SIGKILL)
-                        killed.append(cmd.strip())
-                    except psutil.Error:
-                        pass
-                    break
-            time.sleep(0.002)
-
-    t = threading.Thread(target=killer, daemon=True)
-    t.start()
+    # a read task, then a pair search
+    killer = subprocess.Popen([sys.executable, "-c", KILLER, str(os.getpid()), "read_partition", "search_buckets"],
+                              stdout=subprocess.PIPE, text=True)
     try:
+        time.sleep(0.5)  # the killer has imported psutil
         neardup.dedup(str(d), output=str(tmp_path / "ray"), engine="ray", batch_size=256)
     finally:
-        stop.set()
-        t.join()
+        killer.kill()
+        killed = killer.communicate()[0].split("\n")[:-1]
     assert killed, "no Ray worker was running a task to kill"
     assert_same(local, tmp_path / "ray")
 
