@@ -223,6 +223,7 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
     temporary = output is None
     if temporary:
         output = tempfile.mkdtemp(prefix="neardup-")
+    failed = True
     try:
         with collector_paused(kind is None):
             stats = run(config, sources, output, work_dir=work_dir, resume=resume, quiet=quiet, keep_work=keep_work,
@@ -230,8 +231,11 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
             if id_note:  # said in the summary and in result.stats, not silent
                 stats.setdefault("notes", []).append(id_note)
             result = _result(kind, tables, source, stats, output)
+        failed = False
     finally:
-        if temporary and kind is not None:
+        # a temporary output goes after an in-memory input's run (its result holds the rows) and
+        # after any failed run; a path input's result names its output, which stays
+        if temporary and (failed or kind is not None):
             import shutil
             shutil.rmtree(output, ignore_errors=True)
     if temporary and kind is not None:

@@ -33,6 +33,26 @@ def test_13_1_in_memory_calls_leave_nothing_on_disk(tmp_path, monkeypatch):
     assert _neardup_temps() == before
 
 
+def test_13_1_a_failed_run_over_paths_leaves_no_temporary_output(tmp_path, monkeypatch):
+    # guards: api.run_dedup removing its temporary output after a failed run over paths (it was
+    # left, .neardup and .neardup.lock in it), never an output the caller gave nor a good run's
+    temps = tmp_path / "tmp"
+    temps.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temps))  # a temp folder of this test's own
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"text": TEXTS[0]}) + "\n{not json\n")
+    with pytest.raises(neardup.NeardupError, match="bad.jsonl"):
+        neardup.dedup(str(bad))
+    assert _neardup_temps() == set()
+    given = tmp_path / "out"
+    with pytest.raises(neardup.NeardupError, match="bad.jsonl"):
+        neardup.dedup(str(bad), output=str(given))
+    assert (given / ".neardup").exists()  # the caller's folder stays, as the command line leaves it
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
+    result = neardup.dedup(str(tmp_path / "c.jsonl"))
+    assert _neardup_temps() == {os.path.basename(result.output)}  # a good run's output is its result's
+
+
 def test_13_1_in_memory_call_with_output_writes_there(tmp_path):
     result = neardup.dedup(pa.table({"text": TEXTS}), output=str(tmp_path / "out"))
     assert result.output == str(tmp_path / "out") and (tmp_path / "out" / "removed.parquet").exists()

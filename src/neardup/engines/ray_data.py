@@ -41,7 +41,8 @@ def dedup_dataset(run_dedup: Callable, ds, output: Optional[str], options: Dict[
     """:func:`neardup.api.run_dedup` over the rows of the Dataset ``ds`` (``options``: its other
     keywords); returns its DedupResult with ``kept`` a Dataset of the kept rows. With ``output``
     None the output goes into a temporary folder that the returned Dataset reads: it is kept
-    until this Python process exits (``result.output`` names it; remove it sooner if you like)."""
+    until this Python process exits (``result.output`` names it; remove it sooner if you like), and
+    removed at once if the call fails."""
     if options.get("ray_address"):
         raise ConfigError("ray_address: a Ray Dataset is deduplicated in the Ray this process is connected to; "
                           "call ray.init(address=...) before making the Dataset, and leave ray_address out")
@@ -56,6 +57,7 @@ def dedup_dataset(run_dedup: Callable, ds, output: Optional[str], options: Dict[
     options.pop("paths", None)
     options["engine"] = "ray"  # the Dataset's own cluster: the engine joins the Ray that is connected
     rows_dir = tempfile.mkdtemp(prefix="neardup-rows-")
+    temporary = None  # the output folder made here: kept until exit once the call returns, removed if it fails
     try:
         files = write_rows(ds, rows_dir)
         if not files:  # an empty Dataset: nothing to run, nothing removed
@@ -63,8 +65,7 @@ def dedup_dataset(run_dedup: Callable, ds, output: Optional[str], options: Dict[
             result.kept = ds
             return result
         if output is None:
-            output = tempfile.mkdtemp(prefix="neardup-")
-            _keep_until_exit(output)
+            output = temporary = tempfile.mkdtemp(prefix="neardup-")
         result = run_dedup([rows_dir], output, paths=True, **options)
         id_column, offsets = options.get("id_column"), _offsets(files)
         positional = id_column == "" or (id_column is None and "id" not in _schema(files[0]).names)
@@ -77,7 +78,13 @@ def dedup_dataset(run_dedup: Callable, ds, output: Optional[str], options: Dict[
             # Dataset's row numbers instead, as removed's, by Ray tasks as the rows are read
             result.kept = result.kept.map_batches(_MarkedPositions(offsets), batch_format="pyarrow",
                                                   batch_size=None, zero_copy_batch=True)
+        if temporary is not None:
+            _keep_until_exit(temporary)
         return result
+    except BaseException:
+        if temporary is not None:
+            shutil.rmtree(temporary, ignore_errors=True)
+        raise
     finally:
         shutil.rmtree(rows_dir, ignore_errors=True)
 
