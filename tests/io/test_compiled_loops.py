@@ -33,7 +33,7 @@ def _fake_kernel(monkeypatch, available=True, fails=False):
 
 
 def test_the_kernel_is_loaded_on_the_first_call_by_one_warm_call_and_kept(monkeypatch):
-    loaded = compiled_loop(compiled.filecopy, "copy_files", "files_available", 1, [0])
+    loaded = compiled_loop("filecopy", "copy_files", "files_available", 1, [0])
     loop, calls = _fake_kernel(monkeypatch)
     assert calls == []  # nothing loaded before the first call
     assert loaded() is loop
@@ -44,7 +44,7 @@ def test_the_kernel_is_loaded_on_the_first_call_by_one_warm_call_and_kept(monkey
 
 @pytest.mark.parametrize("available, fails", [(False, False), (True, True)])
 def test_no_kernel_where_the_c_library_lacks_it_or_loading_fails(monkeypatch, available, fails):
-    loaded = compiled_loop(compiled.filecopy, "copy_files", "files_available", 7)
+    loaded = compiled_loop("filecopy", "copy_files", "files_available", 7)
     _, calls = _fake_kernel(monkeypatch, available=available, fails=fails)
     assert loaded() is None
     assert calls == ([] if not available else [(7,)])  # never called where the C library lacks it
@@ -61,13 +61,21 @@ def test_the_three_loops_are_the_kernels_of_their_modules_where_they_run():
         assert loaded() is (getattr(kernels, name) if getattr(kernels, available)() else None)
 
 
-@pytest.mark.parametrize("loader, other", [(compiled.filecopy, "fileread"), (compiled.fileread, None)])
-def test_a_loop_imports_its_own_module_alone(monkeypatch, loader, other):
+@pytest.mark.parametrize("module, other", [("filecopy", "fileread"), ("fileread", None)])
+def test_a_loop_imports_its_own_module_alone(monkeypatch, module, other):
     # both kernel modules were imported whatever loop was loaded (a JSONL run imported fileread)
     for name in ("filecopy", "fileread"):
         monkeypatch.delitem(sys.modules, f"neardup.kernels.{name}", raising=False)
         monkeypatch.delattr(neardup.kernels, name, raising=False)
-    kernels = loader()
-    assert kernels is sys.modules[f"neardup.kernels.{loader.__name__}"]
+    loops = compiled.kernels(module)
+    assert loops is sys.modules[f"neardup.kernels.{module}"]
     if other is not None:
         assert f"neardup.kernels.{other}" not in sys.modules
+
+
+def test_a_loop_of_an_unknown_module_is_refused_not_left_to_python():
+    # guards: compiled_loop importing its module outside the try that turns a failure into None
+    # (a misspelt module would have made every call the slow Python loop, silently)
+    loaded = compiled_loop("filecopies", "copy_files", "files_available")
+    with pytest.raises(ValueError, match="'filecopies'"):
+        loaded()

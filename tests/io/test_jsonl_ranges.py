@@ -371,7 +371,7 @@ def test_without_copy_file_range_in_the_c_library_the_python_loop_copies(tmp_pat
 
     monkeypatch.setattr(filecopy, "available", lambda: False)
     monkeypatch.setattr(filecopy, "copy_file_ranges", never)
-    monkeypatch.setattr(kernel_copy, "_compiled_loop", compiled_loop(compiled.filecopy, "copy_file_ranges", "available"))
+    monkeypatch.setattr(kernel_copy, "_compiled_loop", compiled_loop("filecopy", "copy_file_ranges", "available"))
     assert kernel_copy._compiled_loop() is None and not called
     data = bytes(range(256)) * 8
     (tmp_path / "in").write_bytes(data)

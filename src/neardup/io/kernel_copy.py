@@ -10,7 +10,7 @@ import os
 from typing import List, Optional
 
 from ..errors import InputError
-from .compiled import compiled_loop, filecopy
+from .compiled import compiled_loop
 
 
 # copy_file_range / sendfile failures that mean "not here" (another file system, an old kernel,
@@ -25,7 +25,7 @@ _RW_BYTES = 1 << 20
 _OS_COPY_FILE_RANGE = getattr(os, "copy_file_range", None)
 # neardup.kernels.filecopy.copy_file_ranges, loaded once; None where it cannot be (a C library
 # without copy_file_range): the Python loop does the copy (a bad descriptor copies nothing)
-_compiled_loop = compiled_loop(filecopy, "copy_file_ranges", "available", -1, -1, [0], [1])
+_compiled_loop = compiled_loop("filecopy", "copy_file_ranges", "available", -1, -1, [0], [1])
 
 
 class RangeCopier:

@@ -17,7 +17,7 @@ from ...errors import InputError
 from ...kernels.arrays import arrow
 from ..storage.local import naming
 from ..batch import BINARY, COMPRESSED_UNREADABLE, NOT_UTF8, Batch, ReadContext
-from ..compiled import compiled_loop, filecopy, fileread
+from ..compiled import compiled_loop
 from ..compressed import Unreadable, decompress, kind_of
 from ..kernel_copy import SourceError, copy_fd
 from ..opening import cannot_read, open_regular
@@ -167,7 +167,7 @@ class FilesRead(NamedTuple):
 _TASK_BYTES = 4 << 20  # the buffer of one call of the compiled loop (a file that does not fit: one by one)
 _OPEN_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)  # as open_regular
 # neardup.kernels.fileread.read_files where it runs (Linux, numba), else None: files read one by one
-_compiled_reader = compiled_loop(fileread, "read_files", "reading_available",
+_compiled_reader = compiled_loop("fileread", "read_files", "reading_available",
                                  np.zeros(1, np.uint8), np.zeros(0, np.int64), _OPEN_READ, 0)
 
 
@@ -260,7 +260,7 @@ _COPIES_A_TASK = 256  # files a thread of the copy pool copies at least: a threa
 _OPEN_IN = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 _OPEN_OUT = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)  # open(dst, "wb")
 # neardup.kernels.filecopy.copy_files where it runs (Linux, numba), else None: files copied one by one
-_compiled_copier = compiled_loop(filecopy, "copy_files", "files_available",
+_compiled_copier = compiled_loop("filecopy", "copy_files", "files_available",
                                  np.zeros(1, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64), 0, 0)
 
 
