@@ -212,3 +212,27 @@ def test_the_compiled_loop_leaves_what_is_no_regular_file_of_its_size_to_the_cal
     assert data.tobytes() == b"plainBZh9caf\xc3\xa9"
     assert ends.tolist() == [5, 5, 5, 9, 14, 14, 14]
     assert clean.tolist() == [True, False, False, False, False, False, False]
+
+
+@pytest.mark.parametrize("loaded, module, name", [("_compiled_reader", "fileread", "_read_files_kernel"),
+                                                  ("_compiled_copier", "filecopy", "_copy_files_kernel")])
+def test_the_warm_call_compiles_the_version_the_files_use(cwd, monkeypatch, loaded, module, name):
+    # guards: the warm calls' names read-only, as _path_blob gives them: with a writable array
+    # each loop compiled a second version at the first real call (~1.5 CPU-s on a first run)
+    from numba import typeof
+
+    from neardup.io.compiled import kernels
+
+    loops = kernels(module)
+    real, types = getattr(loops, name), []
+    monkeypatch.setattr(loops, name, lambda *a: types.append(tuple(typeof(x) for x in a)) or real(*a))
+    getattr(text_format, loaded).cache_clear()  # loaded again: its warm call goes through the recorder
+    try:
+        if getattr(text_format, loaded)() is None:
+            pytest.skip("no compiled loop here")
+        copies = _folder_of_files()
+        text_format.read_local_files([s for s, _ in copies])
+        copy_local_text_files(copies, workers=1)
+    finally:
+        getattr(text_format, loaded).cache_clear()
+    assert len(types) >= 2 and len(set(types)) == 1, types

@@ -151,3 +151,30 @@ print(sum(len(b) for b in read_source(src, id_column="id", text_spans=True)))
     check = "from neardup.kernels import jsonl as J; print(J.worth_it(10))"
     r = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "True", r.stdout + r.stderr
+
+
+def test_the_kernel_is_given_one_type_of_part_whatever_the_texts_came_as():
+    # guards: arrow_buffers' read-only views. Arrow's own buffers can be written, those over bytes
+    # cannot, the spans' are made read-only: _process_kernel compiled a version for each (a JSONL
+    # run, a folder of text files: ~10 CPU-s more on a machine's first runs)
+    from numba import typeof
+
+    from neardup.config import Shingling
+    from neardup.kernels.shingles import prepare
+
+    texts = TEXTS * 3
+    own = pa.array(texts, pa.large_string())
+    assert own.buffers()[2].is_mutable
+    offsets = np.cumsum([0] + [len(t.encode()) for t in texts], dtype=np.int64)
+    over_bytes = pa.Array.from_buffers(pa.large_string(), len(texts), [
+        None, pa.py_buffer(offsets.tobytes()), pa.py_buffer("".join(texts).encode())])
+    assert not over_bytes.buffers()[2].is_mutable
+    block = ("\n".join(_lines(texts, False)) + "\n").encode()
+    starts, ends = line_bounds(block)
+    spans, _ = extract(bytearray(block), starts, ends, np.arange(len(starts)), "text", "id", in_place=True)
+    assert isinstance(spans, TextSpans)
+    kinds = set()
+    for source in (own, over_bytes, spans):
+        part = prepare(source, Shingling())[1]
+        kinds.add(tuple(typeof(a) for a in (part.starts, part.ends, part.data)))
+    assert len(kinds) == 1, kinds

@@ -211,12 +211,14 @@ def normalize(texts, shingling: Shingling = Shingling()) -> pa.Array:
 
 
 def arrow_buffers(arr: pa.Array) -> Tuple[np.ndarray, np.ndarray]:
-    """(offsets int64[n+1], data uint8) of a large_string array, zero-copy, honouring slices."""
+    """(offsets int64[n+1], data uint8) of a large_string array, zero-copy, honouring slices,
+    both read-only (:func:`_read_only`: whether Arrow made the buffers mutable or not, the kernels
+    see one type, and compile once)."""
     bufs = arr.buffers()
     n = len(arr)
     offsets = np.frombuffer(bufs[1], dtype=np.int64, count=arr.offset + n + 1)[arr.offset:]
     data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    return offsets, data
+    return _read_only(offsets), _read_only(data)
 
 
 def seed_state(seed: int) -> np.uint64:
@@ -621,7 +623,7 @@ def _gather_spans(data, starts, ends, offsets, out):
 
 def _read_only(a: np.ndarray) -> np.ndarray:
     """A read-only view of ``a``: the kernels see the spans' arrays as they see an Arrow array's
-    (read-only buffers), so one compiled version serves both."""
+    (:func:`arrow_buffers`), so one compiled version serves both."""
     v = a.view()
     v.flags.writeable = False
     return v

@@ -166,9 +166,10 @@ class FilesRead(NamedTuple):
 
 _TASK_BYTES = 4 << 20  # the buffer of one call of the compiled loop (a file that does not fit: one by one)
 _OPEN_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)  # as open_regular
-# neardup.kernels.fileread.read_files where it runs (Linux, numba), else None: files read one by one
+# neardup.kernels.fileread.read_files where it runs (Linux, numba), else None: files read one by one;
+# warmed with the types of the real calls (names read-only, as _path_blob gives them): compiled once
 _compiled_reader = compiled_loop("fileread", "read_files", "reading_available",
-                                 np.zeros(1, np.uint8), np.zeros(0, np.int64), _OPEN_READ, 0)
+                                 np.frombuffer(b"\0", np.uint8), np.zeros(0, np.int64), _OPEN_READ, 0)
 
 
 def read_local_files(files: List[Source]) -> FilesRead:
@@ -259,9 +260,10 @@ def _read_text_file(src: Source) -> str:
 _COPIES_A_TASK = 256  # files a thread of the copy pool copies at least: a thread per few files cost more
 _OPEN_IN = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 _OPEN_OUT = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)  # open(dst, "wb")
-# neardup.kernels.filecopy.copy_files where it runs (Linux, numba), else None: files copied one by one
+# neardup.kernels.filecopy.copy_files where it runs (Linux, numba), else None: files copied one by one;
+# warmed with the types of the real calls (names read-only, as _path_blob gives them): compiled once
 _compiled_copier = compiled_loop("filecopy", "copy_files", "files_available",
-                                 np.zeros(1, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64), 0, 0)
+                                 np.frombuffer(b"\0", np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64), 0, 0)
 
 
 def _copy_file(src: Source, dst: str) -> None:
