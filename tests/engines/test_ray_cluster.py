@@ -5,8 +5,8 @@ byte, and stays so when a whole node is removed during the read stage or during 
 (its running tasks are retried elsewhere, its object-store blocks rebuilt from their lineage).
 
 The read stage is cut into one block per input file here (``workdir.BLOCK_BYTES`` lowered in the
-driver, which makes the plan), so that it has tasks to lose. A node is removed from a thread as
-soon as the work dir shows the stage running: the read stage's first block summary, then the
+driver, which makes the plan), so that it has tasks to lose. A node is removed from a process of
+its own as soon as the work dir shows the stage running: the read stage's first block summary, then the
 read stage recorded as done in state.json (the pair stage starts then). One run loses both worker
 nodes, one a stage, and finishes on the head node.
 """
@@ -14,9 +14,8 @@ nodes, one a stage, and finishes on the head node.
 from __future__ import annotations
 
 import json
-import threading
-import time
-from functools import partial
+import subprocess
+import sys
 
 import pytest
 import ray
@@ -90,27 +89,66 @@ def _local_tree(folder) -> dict:
     return out
 
 
-def _remove_nodes_when(cluster, conditions, stages_done, done: threading.Event, removed: list):
-    """A thread that removes one worker node as each of ``conditions`` (polled on the work dir,
-    in order) becomes true; ``removed`` gets the stages done (``stages_done()``) once each node
-    is gone."""
-    def watch():
-        todo = list(conditions)
-        while todo and not done.is_set():
-            try:
-                ready = todo[0]()
-            except Exception:  # the work dir is not there yet
-                ready = False
-            if ready:
-                todo.pop(0)
-                node = next(iter(cluster.worker_nodes), None)
-                if node is not None:
-                    cluster.remove_node(node)
-                    removed.append(stages_done())
-            time.sleep(0.05)
-    t = threading.Thread(target=watch, daemon=True)
-    t.start()
-    return t
+# Removes, from a process of its own, one worker node as each condition (polled on the work dir
+# on S3, in order) becomes true: the node's processes ended as Cluster.remove_node ends them (the
+# raylet first; each asked to stop, then killed after 10 s); prints the stages done (state.json)
+# once each node is gone. (A thread of the driver's would be held up by the driver's garbage
+# collection, which runs while its calls run, holding the GIL, as the worker-killing test's was.)
+#   argv: S3 endpoint, bucket, the work dir's key (ending in /), then CONDITION:PID,PID,... a node;
+#   prints "ready" once it polls
+REMOVER = r"""
+import json, sys, time
+import boto3, psutil
+endpoint, bucket, work = sys.argv[1:4]
+s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                  aws_access_key_id="testing", aws_secret_access_key="testing")
+print("ready", flush=True)
+
+def done():
+    return sorted(json.loads(s3.get_object(Bucket=bucket, Key=work + "state.json")["Body"].read())["done"])
+
+def read_under_way():  # the read stage has written the summary of a block (and has more to read)
+    found = s3.list_objects_v2(Bucket=bucket, Prefix=work + "read/block-").get("Contents", [])
+    return any(o["Key"].endswith(".json") for o in found)
+
+def pairs_under_way():  # the read stage is recorded as done: the pair stage is running
+    return "read" in done()
+
+def gone(p):
+    try:
+        return p.status() == psutil.STATUS_ZOMBIE  # the driver, their parent, reaps them later
+    except psutil.NoSuchProcess:
+        return True
+
+for node in sys.argv[4:]:
+    condition, pids = node.split(":")
+    while True:
+        try:
+            if globals()[condition]():
+                break
+        except Exception:  # the work dir is not there yet
+            pass
+        time.sleep(0.05)
+    for pid in map(int, pids.split(",")):
+        try:
+            p = psutil.Process(pid)
+            p.terminate()
+        except psutil.NoSuchProcess:
+            continue
+        end = time.monotonic() + 10
+        while not gone(p) and time.monotonic() < end:
+            time.sleep(0.01)
+        if not gone(p):
+            p.kill()
+    print(json.dumps(done()), flush=True)
+"""
+
+
+def _node_pids(node) -> str:
+    """The processes of a Ray node of ``cluster_utils.Cluster``, the raylet first (as
+    ``Node.kill_all_processes`` ends them)."""
+    kinds = sorted(node.all_processes, key=lambda kind: kind != "raylet")
+    return ",".join(str(info.process.pid) for kind in kinds for info in node.all_processes[kind])
 
 
 def _run_and_compare(cluster, s3, tmp_path, monkeypatch, name: str, conditions=()):
@@ -120,35 +158,30 @@ def _run_and_compare(cluster, s3, tmp_path, monkeypatch, name: str, conditions=(
     local = tmp_path / "local"
     neardup.dedup(s3.url("in/"), output=str(local), engine="local", **OPTIONS)
     work = s3.url(f"{name}/work")
-    done, removed = threading.Event(), []
-    watcher = _remove_nodes_when(cluster, [partial(c, s3, work) for c in conditions],
-                                 lambda: sorted(json.loads(s3.get(_key(work, "state.json")))["done"]), done, removed)
+    nodes = list(cluster.worker_nodes)[:len(conditions)]
+    remover = subprocess.Popen([sys.executable, "-c", REMOVER, s3.endpoint, s3.bucket, _key(work, ""),
+                                *(f"{c}:{_node_pids(n)}" for c, n in zip(conditions, nodes))],
+                               stdout=subprocess.PIPE, text=True)
     try:
+        assert remover.stdout.readline() == "ready\n"
         res = neardup.dedup(s3.url("in/"), output=s3.url(f"{name}/out"), engine="ray", ray_address=cluster.address,
                             work_dir=work, **OPTIONS)
     finally:
-        done.set()
-        watcher.join(timeout=60)
+        remover.kill()
+        removed = [json.loads(line) for line in remover.communicate()[0].split("\n")[:-1]]  # after "ready"
+        alive = [node.any_processes_alive() for node in nodes[:len(removed)]]  # reaps those that ended
+        for node in nodes[:len(removed)]:  # the Cluster's account of them
+            cluster.remove_node(node)
     assert res.stats["counts"]["removed"] > 100
     got, want = _tree(s3, f"{name}/out/"), _local_tree(local)
     assert sorted(got) == sorted(want)
     assert [k for k in want if got[k] != want[k]] == []
-    assert len(removed) == len(conditions), "a node was not removed during the run"
+    assert len(removed) == len(conditions) and not any(alive), "a node was not removed during the run"
     return res, removed
 
 
 def _key(work: str, name: str) -> str:
     return work.split("/", 3)[3] + "/" + name
-
-
-def read_under_way(s3, work: str) -> bool:
-    """The read stage has written the summary of a block (and has more to read)."""
-    return any(k.endswith(".json") for k in s3.keys(_key(work, "read/block-")))
-
-
-def pairs_under_way(s3, work: str) -> bool:
-    """The read stage is recorded as done: the pair stage is running."""
-    return "read" in json.loads(s3.get(_key(work, "state.json")))["done"]
 
 
 def test_three_nodes_work_dir_on_s3_same_bytes(cluster, s3, tmp_path, monkeypatch):
@@ -163,6 +196,6 @@ def test_nodes_removed_during_read_then_pairs_same_bytes(cluster, s3, tmp_path, 
     this small would run it as one task."""
     monkeypatch.setenv("NEARDUP_RAY_ONE_CALL", "0")
     _, removed = _run_and_compare(cluster, s3, tmp_path, monkeypatch, "kill",
-                                  conditions=[read_under_way, pairs_under_way])
+                                  conditions=["read_under_way", "pairs_under_way"])
     # each node was gone before its stage ended (the stages done when the removal completed)
     assert "read" not in removed[0] and removed[1] == ["read"], removed
