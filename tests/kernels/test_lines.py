@@ -57,3 +57,29 @@ def test_count_newlines_matches_a_plain_count_at_every_alignment_and_size():
             assert count_newlines(memoryview(data)[pad:].tobytes() if pad else raw) == raw.count(b"\n")
             size = int(rng.integers(0, len(data) + 1))  # a buffer's first bytes only
             assert count_newlines(data, size) == data[:size].count(b"\n")
+
+
+def test_the_read_kernels_get_one_type_whether_the_block_is_bytes_or_a_bytearray(monkeypatch):
+    # guards: the read-only views (kernels.arrays.read_only) the read kernels are given: a reader's
+    # bytearray and bytes (a compressed input, S3, the tests) each compiled a version of them
+    import json
+
+    from numba import typeof
+
+    from neardup.kernels import jsonl, lines
+
+    types = {}
+    for module, name in [(lines, "_newlines"), (lines, "_count_newlines"), (jsonl, "_scan"), (jsonl, "_gather"),
+                         (jsonl, "_gather_ids")]:
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name:
+                            types.setdefault(_name, set()).add(tuple(typeof(x) for x in a)) or _real(*a))
+    text = "".join(json.dumps({"id": f"d{i}", "text": f"words {i} and more"}) + "\n" for i in range(20)).encode()
+    for block in (text, bytearray(text)):
+        starts, ends = line_bounds(block)
+        assert count_newlines(block) == 20
+        everything = np.arange(len(starts))
+        assert jsonl.extract(block, starts, ends, everything, "text", "id")[0].to_pylist()[3] == "words 3 and more"
+        assert jsonl.extract(block, starts, ends, everything, "text", "id", in_place=True)[1].to_pylist()[3] == "d3"
+    assert sorted(types) == ["_count_newlines", "_gather", "_gather_ids", "_newlines", "_scan"]
+    assert {name: len(kinds) for name, kinds in types.items()} == dict.fromkeys(types, 1), types

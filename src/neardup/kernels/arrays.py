@@ -8,6 +8,9 @@ import pandas (0.2-0.4 s) the first time one of them runs.
 integer array with a hash table first when no index, inverse or count is asked for, which
 measured 15-25 times slower than a sort on this machine (1,000,000 random uint64: 1.7-3.0 s
 against 0.11 s; numpy 2.4.6).
+
+``read_only`` is the view of a buffer that the kernels only read: a kernel compiles a version
+for each type it is given, a read-only array and a writable one two.
 """
 
 from __future__ import annotations
@@ -15,7 +18,15 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["unique", "arrow", "to_numpy", "empty_table"]
+__all__ = ["unique", "arrow", "to_numpy", "empty_table", "read_only"]
+
+
+def read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a``, as the kernels are given every buffer they only read (bytes,
+    Arrow's, a reader's bytearray): one type, so that each kernel compiles one version."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
 
 
 def unique(a) -> np.ndarray:

@@ -28,6 +28,7 @@ from typing import Optional, Tuple
 import numpy as np
 import pyarrow as pa
 
+from .arrays import read_only
 from .compile import is_cached, kernel
 from .lanes import BYTE_LANES, byte_mask, lowest_bit
 
@@ -611,12 +612,13 @@ def extract(data, starts: np.ndarray, ends: np.ndarray, lines: np.ndarray, text_
     escapes of a text decoded over its bytes: ``data`` must then be writable, a ``bytearray``,
     unless no text has an escape, and is changed) instead of an Arrow array; the same strings."""
     arr = np.frombuffer(data, dtype=np.uint8)
+    block = read_only(arr)  # what the kernels only read, bytes or a bytearray: one type
     lines = np.asarray(lines, dtype=np.int64)
     want_id = id_column is not None
     text_key = np.frombuffer(text_column.encode("utf-8"), dtype=np.uint8)
     id_key = np.frombuffer((id_column or "").encode("utf-8"), dtype=np.uint8)
     spans = np.zeros((len(lines), 7), dtype=np.int64)
-    if not _scan(arr, starts, ends, lines, text_key, id_key, want_id, spans):
+    if not _scan(block, starts, ends, lines, text_key, id_key, want_id, spans):
         return None
     n = len(lines)
     escapes = in_place and bool((spans[:, 2] >= 0).any())
@@ -633,11 +635,11 @@ def extract(data, starts: np.ndarray, ends: np.ndarray, lines: np.ndarray, text_
         else:  # each text as it stands (the buffer may be read-only: bytes)
             tstarts, tends = spans[:, 0].copy(), spans[:, 1].copy()
             if want_id:
-                _gather_ids(arr, spans, ioff, idata)
+                _gather_ids(block, spans, ioff, idata)
         text = TextSpans(arr, tstarts, tends)
     else:
         tdata = text_buffers.get(int(toff[-1]))
-        _gather(arr, spans, want_id, toff, tdata, ioff, idata)
+        _gather(block, spans, want_id, toff, tdata, ioff, idata)
         text = pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(toff), pa.py_buffer(tdata)])
     ids = None
     if want_id:

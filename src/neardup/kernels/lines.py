@@ -12,6 +12,7 @@ from typing import Iterator, Optional, Tuple
 
 import numpy as np
 
+from .arrays import read_only
 from .compile import kernel
 from .lanes import BYTE_LANES, bit_count, byte_mask, lowest_bit
 
@@ -77,14 +78,15 @@ def _grown(out):
 
 
 def _scan_newlines(data) -> Tuple[np.ndarray, bool]:
-    return _newlines(np.frombuffer(data, dtype=np.uint8))
+    return _newlines(read_only(np.frombuffer(data, dtype=np.uint8)))  # bytes or a bytearray: one type
 
 
 def count_newlines(data, size: Optional[int] = None) -> int:
     """The newline bytes of ``data`` (bytes, bytearray: its first ``size`` bytes), 64 bytes a step
     without the GIL (a split file's ranges are all counted before any is read, a pass over the
     whole file)."""
-    return int(_count_newlines(np.frombuffer(data, dtype=np.uint8, count=len(data) if size is None else size)))
+    block = np.frombuffer(data, dtype=np.uint8, count=len(data) if size is None else size)
+    return int(_count_newlines(read_only(block)))  # bytes or a bytearray: one type
 
 
 def newline_positions(data) -> np.ndarray:

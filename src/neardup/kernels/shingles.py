@@ -67,7 +67,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .compile import kernel
-from .arrays import arrow
+from .arrays import arrow, read_only
 from ..config import PUNCTUATION_MODES, Shingling
 from .hashing import GOLDEN, MASK64, fmix64, fmix64_py
 
@@ -212,13 +212,13 @@ def normalize(texts, shingling: Shingling = Shingling()) -> pa.Array:
 
 def arrow_buffers(arr: pa.Array) -> Tuple[np.ndarray, np.ndarray]:
     """(offsets int64[n+1], data uint8) of a large_string array, zero-copy, honouring slices,
-    both read-only (:func:`_read_only`: whether Arrow made the buffers mutable or not, the kernels
-    see one type, and compile once)."""
+    both read-only (:func:`neardup.kernels.arrays.read_only`: whether Arrow made the buffers
+    mutable or not, the kernels see one type, the spans' too, and compile once)."""
     bufs = arr.buffers()
     n = len(arr)
     offsets = np.frombuffer(bufs[1], dtype=np.int64, count=arr.offset + n + 1)[arr.offset:]
     data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    return _read_only(offsets), _read_only(data)
+    return read_only(offsets), read_only(data)
 
 
 def seed_state(seed: int) -> np.uint64:
@@ -621,14 +621,6 @@ def _gather_spans(data, starts, ends, offsets, out):
         out[offsets[i]:offsets[i + 1]] = data[starts[i]:ends[i]]
 
 
-def _read_only(a: np.ndarray) -> np.ndarray:
-    """A read-only view of ``a``: the kernels see the spans' arrays as they see an Arrow array's
-    (:func:`arrow_buffers`), so one compiled version serves both."""
-    v = a.view()
-    v.flags.writeable = False
-    return v
-
-
 class Part:
     """Documents ready for the kernels: UTF-8 buffers (document d is ``data[starts[d]:ends[d]]``),
     which of them to process (``docs``), where their results go (``target``), whether the kernel
@@ -661,9 +653,9 @@ def prepare(texts, shingling: Shingling) -> Tuple[object, Part]:
     needs = bool(shingling.normalize_unicode or shingling.lowercase)
     if isinstance(texts, TextSpans):
         everything = np.arange(len(texts), dtype=np.int64)
-        starts = _read_only(np.ascontiguousarray(texts.starts, np.int64))
-        ends = _read_only(np.ascontiguousarray(texts.ends, np.int64))
-        return texts, Part(starts, ends, _read_only(texts.data), everything, everything,
+        starts = read_only(np.ascontiguousarray(texts.starts, np.int64))
+        ends = read_only(np.ascontiguousarray(texts.ends, np.int64))
+        return texts, Part(starts, ends, read_only(texts.data), everything, everything,
                            bool(shingling.lowercase) and needs, bail=needs)
     arr = to_arrow_strings(texts)
     everything = np.arange(len(arr), dtype=np.int64)
