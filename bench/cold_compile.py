@@ -1,7 +1,9 @@
 """The first runs on a fresh machine (CI, a user's first day): every kernel compiled, numba's
 cache empty (``NUMBA_CACHE_DIR`` a new empty folder for each tree and round). The steps, each a
-fresh ``neardup`` process sharing that cache: a JSONL file, a folder of small text files (read
-and copied by the compiled file loops), a list of texts in memory. For each source tree,
+fresh ``neardup`` process sharing that cache: a JSONL file, the same gzipped (its blocks bytes,
+the plain file's a reader's bytearray), both read by the compiled JSONL scanner as an input of
+1 GiB or more is (``NEARDUP_JSONL_SCANNER=1``), a folder of small text files (read and copied by
+the compiled file loops), a list of texts in memory. For each source tree,
 alternating: CPU seconds (user + sys of the processes) of each step, and the compiled versions
 numba wrote (``.nbc`` files: one a kernel and argument types); the load average beside each.
 
@@ -13,6 +15,7 @@ Results: bench/results/cold_compile.json (with the command, the machine and the 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import resource
@@ -38,9 +41,16 @@ def _small_files(folder: str, corpus: str, n: int) -> str:
     return folder
 
 
-def _steps(work: str, corpus: str, small: str):
+def _gzipped(path: str, corpus: str) -> str:
+    with open(corpus, "rb") as f, gzip.open(path, "wb") as out:
+        out.write(f.read())
+    return path
+
+
+def _steps(work: str, corpus: str, gzipped: str, small: str):
     neardup = [sys.executable, "-m", "neardup", "dedup", "--quiet", "--overwrite"]
     return {"jsonl": neardup + [corpus, "-o", os.path.join(work, "jsonl")],
+            "jsonl_gz": neardup + [gzipped, "-o", os.path.join(work, "jsonl_gz")],
             "small_files": neardup + [small, "-o", os.path.join(work, "small")],
             "texts": [sys.executable, "-c", _TEXTS]}
 
@@ -60,14 +70,16 @@ def main() -> None:
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="cold-compile-") as scratch:
         small = _small_files(os.path.join(scratch, "small"), a.corpus, a.files)
+        gzipped = _gzipped(os.path.join(scratch, "corpus.jsonl.gz"), a.corpus)
         runs = []
         for r in range(a.rounds):
             for tree in a.trees:
                 cache, work = (os.path.join(scratch, f"{what}-{r}-{len(runs)}") for what in ("cache", "out"))
                 os.makedirs(cache)
-                env = {**os.environ, "PYTHONPATH": os.path.abspath(tree), "NUMBA_CACHE_DIR": cache}
+                env = {**os.environ, "PYTHONPATH": os.path.abspath(tree), "NUMBA_CACHE_DIR": cache,
+                       "NEARDUP_JSONL_SCANNER": "1"}
                 run = {"tree": tree, "round": r + 1, "load": os.getloadavg(), "cpu_s": {}}
-                for step, cmd in _steps(work, a.corpus, small).items():
+                for step, cmd in _steps(work, a.corpus, gzipped, small).items():
                     before = _children_cpu()
                     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
                     run["cpu_s"][step] = round(_children_cpu() - before, 2)
