@@ -117,7 +117,8 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
                 stats = run_stages(ctx, engine)
             if report:
                 from .report.html import write_report
-                write_report(staging, plots="svg", stats=stats)  # inline SVG: no matplotlib start-up in a run
+                # inline SVG: no matplotlib start-up in a run; kept/ as the write stage counted it
+                write_report(staging, plots="svg", stats=stats, kept=ctx.kept_tally)
             # the commit point: a signal that came before stops the run here, the old result whole;
             # from here on none stops it (the result and the index update are published whole)
             commit_point()

@@ -383,13 +383,14 @@ def test_kept_text_files_are_copied_whole(cwd):
                 assert open(os.path.join("out/kept", rel), "rb").read() == open(os.path.join(root, name), "rb").read()
 
 
-def test_prefix_forms_list_a_folder_of_many_files_once_and_keep_its_links(tmp_path):
-    """Guard: prefix_forms gives prefix_form's answer for every path, a folder of many files
-    listed once for its symbolic links (mutation: take every listed name as no link -> the link
-    resolves under its own folder, not its target's)."""
+def test_prefix_form_groups_list_a_folder_of_many_files_once_and_keep_its_links(tmp_path):
+    """Guard: prefix_form_groups gives prefix_form's answer for every path, a folder of many
+    files listed once for its symbolic links (mutation: take every listed name as no link -> the
+    link resolves under its own folder, not its target's), the first path of each form (two
+    names of one folder, one path twice), the others in order."""
     import os
 
-    from neardup.io.storage.paths import prefix_form, prefix_forms
+    from neardup.io.storage.paths import prefix_form, prefix_form_groups
 
     (tmp_path / "d").mkdir()
     (tmp_path / "e").mkdir()
@@ -400,10 +401,20 @@ def test_prefix_forms_list_a_folder_of_many_files_once_and_keep_its_links(tmp_pa
     os.symlink(tmp_path / "d", tmp_path / "dl")
     paths = [str(tmp_path / "d" / f"f{i}") for i in range(20)] + [
         str(tmp_path / "d" / "link"), str(tmp_path / "dl" / "f3"), str(tmp_path / "d" / ".."),
-        str(tmp_path / "d" / "gone"), "s3://bucket/a/b", "file://" + str(tmp_path / "d" / "f1")]
-    forms = prefix_forms(paths)
-    assert forms == [prefix_form(p) for p in paths]
+        str(tmp_path / "d" / "gone"), "s3://bucket/a/b", "file://" + str(tmp_path / "d" / "f1"),
+        str(tmp_path / "d" / "f2"), str(tmp_path / "d" / ".." / "e" / "x"), str(tmp_path / "d" / "link")] + [
+        str(tmp_path / "dl" / f"n{i}") for i in range(16)] + [str(tmp_path / "d" / "n0")]  # d by a second name
+    groups, others = prefix_form_groups(paths)
+    forms = {i: form for i, form in others}
+    for folder, (first, names) in groups.items():
+        assert first == min(names.values())
+        forms.update((i, folder + name + os.sep) for name, i in names.items())
+    for i, p in enumerate(paths):  # each path's form, or (a path of a folder's name met before) an earlier one's
+        assert forms[i] == prefix_form(p) if i in forms else prefix_form(p) in [forms[j] for j in forms if j < i]
+    assert sorted(forms) == [i for i in range(len(paths)) if i not in (21, 25, 26, 28, 45)]  # met before
+    assert [i for i, _ in others] == sorted(i for i, _ in others)
     assert forms[20] == str(tmp_path.resolve() / "e" / "x") + "/"
+    assert len(groups) == 1 and list(groups.values())[0][0] == 0  # d, and dl/f3 under it
 
 
 def test_overlap_by_folder_names_the_first_file_the_per_file_rule_names(tmp_path):

@@ -57,7 +57,7 @@ def test_a_copy_that_stops_short_of_the_size_goes_on(cwd, monkeypatch):
 
     monkeypatch.setattr(kernel_copy.os, "sendfile", short)
     with open("a.bin", "rb") as fi, open("b.bin", "wb") as fo:
-        kernel_copy.copy_fd(fi.fileno(), fo.fileno())
+        assert kernel_copy.copy_fd(fi.fileno(), fo.fileno()) == 3000  # the bytes copied, every call's
     assert open("b.bin", "rb").read() == data
     assert len(calls) == 5  # 4 short ones up to 3000 bytes, then the end
 
@@ -108,9 +108,10 @@ def test_copies_run_in_the_compiled_loop_without_a_python_call_a_file(cwd, monke
     opened = []
     real = os.open
     monkeypatch.setattr(text_format.os, "open", lambda *a, **k: opened.append(a[0]) or real(*a, **k))
-    copy_local_text_files(copies, workers=2)
+    copied = copy_local_text_files(copies, workers=2)
     assert all(open(dst, "rb").read() == open(s.path, "rb").read() for s, dst in copies)
     assert opened == []  # every file copied by the compiled loop
+    assert copied == sum(os.path.getsize(s.path) for s, _ in copies)  # 3 MiB of one in several calls
 
 
 def test_files_after_one_the_compiled_loop_cannot_copy_are_copied_one_by_one(cwd, monkeypatch):
@@ -119,15 +120,14 @@ def test_files_after_one_the_compiled_loop_cannot_copy_are_copied_one_by_one(cwd
 
     def fails_at_third(items):  # as a file system where the compiled loop's copy fails
         calls.append(len(items))
-        for src, dst in items[:2]:
-            text_format._copy_file(src, dst)
-        return min(2, len(items))
+        return min(2, len(items)), sum(text_format._copy_file(src, dst) for src, dst in items[:2])
 
     monkeypatch.setattr(text_format, "_compiled_copier", lambda: "the loop")
     monkeypatch.setattr(text_format, "_copy_compiled", lambda loop, items: fails_at_third(items))
-    copy_local_text_files(copies, workers=1)
+    copied = copy_local_text_files(copies, workers=1)
     assert calls == [len(copies)]  # tried once, not again for each file after the third
     assert all(open(dst, "rb").read() == open(s.path, "rb").read() for s, dst in copies)
+    assert copied == sum(os.path.getsize(s.path) for s, _ in copies)  # the loop's bytes and the others'
 
 
 def _reads_and_opens(monkeypatch):

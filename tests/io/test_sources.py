@@ -40,6 +40,22 @@ def test_discover_folder_sorted_recursive_skips_hidden(cwd):
     assert [s.name for s in discover(["."])][:2] == ["a/b/c.txt", "a/z.txt"]
 
 
+def test_a_walk_is_in_the_order_of_the_path_components_not_of_the_paths(cwd):
+    """The walk, depth first through each folder sorted by name, is the order of the path
+    components with nothing sorted after it: "a/x" before "a-b/x" ('-' sorts before '/'), a
+    folder reached by a link (outside) in its place (mutation: the walk's folders unsorted, or the paths
+    sorted as strings -> another order)."""
+    names = ["a/x", "a/y/z", "a-b/x", "a.txt", "a0", "b/a", "b-/c", "Q", "\u00e9/1", "z/a-b/c", "z/a/c"]
+    for name in reversed(names):
+        put(f"d/{name}", b"x")
+    put("e/x", b"x")
+    put("e/y/z", b"x")
+    os.symlink(os.path.abspath("e"), "d/link")
+    found = [s.relpath for s in discover(["d"], follow_symlinks=True)]
+    expected = sorted(names + ["link/x", "link/y/z"], key=lambda r: r.split("/"))
+    assert found == expected and found[:3] == ["Q", "a/x", "a/y/z"]
+
+
 def test_discover_globs(cwd):
     for p in ["d/2.jsonl", "d/1.jsonl", "d/x.txt", "d/sub/3.jsonl", "e/4.jsonl"]:
         put(p, b"{}\n")

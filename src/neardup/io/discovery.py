@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import gc
 import glob
+import operator
 import os
 import stat
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -59,13 +60,15 @@ def _walk_folder(folder: str, roots: Sequence[str] = (), follow_symlinks: bool =
     anyway is not followed (counted in ``links["read_once"]``); any other link (to a file or a
     folder) whose target lies outside ``roots`` (the real paths of the input set) is followed
     only with ``follow_symlinks``, else counted in ``links["not_followed"]``; a folder is walked
-    once (a link cycle ends)."""
+    once (a link cycle ends). The walk goes depth first through each folder's entries sorted by
+    name: the order of the path components itself (of two files, the one whose first differing
+    component sorts first is met first, whatever lies below), so nothing is sorted afterwards."""
     if links is None:
         links = {"read_once": 0, "not_followed": 0}
-    found: List[Tuple[Tuple[str, ...], str, bool]] = []
+    found: List[Tuple[str, str, bool]] = []
     seen_dirs = set()
 
-    def walk(path: str, parts: Tuple[str, ...], via_link: bool) -> None:
+    def walk(path: str, rel: str, via_link: bool) -> None:
         try:
             st = os.stat(path)
         except OSError as e:
@@ -75,13 +78,13 @@ def _walk_folder(folder: str, roots: Sequence[str] = (), follow_symlinks: bool =
             return
         seen_dirs.add(key)
         try:
-            entries = sorted(os.scandir(path), key=lambda e: e.name)
+            entries = sorted(os.scandir(path), key=_name)
         except OSError as e:
             raise InputError(f"cannot read folder {_SHOW(_posix(path))} ({e.strerror or e})") from None
         for entry in entries:
-            if _skip_name(entry.name):
+            name = entry.name
+            if _skip_name(name):
                 continue
-            sub = parts + (entry.name,)
             try:
                 is_dir = entry.is_dir()  # follows links; False for a broken one
                 is_file = entry.is_file()
@@ -97,14 +100,16 @@ def _walk_folder(folder: str, roots: Sequence[str] = (), follow_symlinks: bool =
                     links["not_followed"] += 1
                     continue
             if is_dir:
-                walk(entry.path, sub, via_link or is_link)
+                walk(entry.path, rel + name + "/", via_link or is_link)
             elif is_file:
-                found.append((sub, entry.path, via_link or is_link))
+                found.append((entry.path, rel + name, via_link or is_link))
             # other things (sockets, named pipes, devices, broken links) are not documents
 
-    walk(folder, (), False)
-    found.sort(key=lambda t: t[0])
-    return [(path, "/".join(parts), via_link) for parts, path, via_link in found]
+    walk(folder, "", False)
+    return found
+
+
+_name = operator.attrgetter("name")
 
 
 def _join_name(base: str, rel: str) -> str:

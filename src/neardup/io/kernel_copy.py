@@ -105,12 +105,12 @@ class SourceError(Exception):
         self.reason = reason
 
 
-def copy_fd(fd_in: int, fd_out: int) -> None:
+def copy_fd(fd_in: int, fd_out: int) -> int:
     """The whole of ``fd_in`` appended to ``fd_out``: ``sendfile`` (in the kernel), else reads
-    and writes; a read error is a :class:`SourceError`. A call asks for one byte more than is
-    left of the size ``fstat`` gave: when it copies less, but all of that size, the end of the
-    file is met (a small file: one call, not a second one to be told so); a shorter copy (a full
-    disk) goes on, and its next call says why."""
+    and writes; a read error is a :class:`SourceError`. Returns the bytes copied. A call asks
+    for one byte more than is left of the size ``fstat`` gave: when it copies less, but all of
+    that size, the end of the file is met (a small file: one call, not a second one to be told
+    so); a shorter copy (a full disk) goes on, and its next call says why."""
     size = os.fstat(fd_in).st_size
     copied = 0
     if hasattr(os, "sendfile"):
@@ -119,10 +119,10 @@ def copy_fd(fd_in: int, fd_out: int) -> None:
                 asked = max(size - copied + 1, 1 << 20)
                 n = os.sendfile(fd_out, fd_in, copied, asked)
                 if n == 0:
-                    return
+                    return copied
                 copied += n
                 if n < asked and copied >= size:
-                    return
+                    return copied
         except OSError as e:
             if e.errno not in _NO_SENDFILE:
                 raise
@@ -132,7 +132,7 @@ def copy_fd(fd_in: int, fd_out: int) -> None:
         except OSError as e:
             raise SourceError(e.strerror or str(e)) from None
         if not data:
-            return
+            return copied
         view = memoryview(data)
         while view:
             view = view[os.write(fd_out, view):]

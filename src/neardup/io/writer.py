@@ -79,14 +79,17 @@ def _local(path: str) -> bool:
     return "://" not in path or _fs.os_path(path) is not None
 
 
-def copy_text_files(copies: List[Tuple[Source, str]], workers: int = 8) -> None:
+def copy_text_files(copies: List[Tuple[Source, str]], workers: int = 8) -> Optional[int]:
     """Kept text files copied whole (``(source, destination)``): local ones to local paths by a
     pool of threads (the kernel copies each file: ``sendfile``), their folders made once each:
     what :func:`write_kept` does for one text file, without its per-file costs (a folder of
     100,000 small files). The destinations lie in a run's staging folder, published whole: no
-    file is renamed into place one by one. A file or destination in a store: :func:`write_kept`."""
+    file is renamed into place one by one. A file or destination in a store: :func:`write_kept`.
+    Returns the bytes copied; None when a file went to or came from a store (not counted: a
+    request a file to learn it)."""
     local = [_local(src.path) and _local(dst) for src, dst in copies]
     for (src, dst), here in zip(copies, local):
         if not here:
             write_kept(src, [0], dst)
-    copy_local_text_files([item for item, here in zip(copies, local) if here], workers)
+    copied = copy_local_text_files([item for item, here in zip(copies, local) if here], workers)
+    return copied if all(local) else None

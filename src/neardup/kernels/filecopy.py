@@ -9,6 +9,8 @@ ranges) took 1.4 s of wall time for 1.2 s of CPU time, where a copy alone took 0
 
 from __future__ import annotations
 
+from typing import Tuple
+
 import numpy as np
 from numba import types
 
@@ -48,12 +50,13 @@ _SENDFILE_BYTES = 1 << 20
 
 
 @kernel(nogil=True)
-def _copy_files_kernel(names, src_at, dst_at, flags_in, flags_out, mode):
+def _copy_files_kernel(names, src_at, dst_at, flags_in, flags_out, mode, copied):
     """Files copied whole, one after another: file i from the NUL-terminated path at
     ``names[src_at[i]:]`` to the one at ``names[dst_at[i]:]`` (created or truncated), by
-    ``sendfile`` until it copies nothing (the end). Returns the files copied whole; a call that
-    fails (-1: the path, the copy, a full disk) stops the loop at that file, its destination
-    maybe made, for the caller to copy it again and learn why."""
+    ``sendfile`` until it copies nothing (the end). Returns the files copied whole, and adds
+    their bytes to ``copied[0]``; a call that fails (-1: the path, the copy, a full disk) stops
+    the loop at that file, its destination maybe made, for the caller to copy it again and learn
+    why (its bytes not counted)."""
     offset = np.zeros(1, np.int64)
     for i in range(src_at.shape[0]):
         fd_in = _open(names[src_at[i]:].ctypes.data, np.int32(flags_in), np.uint32(0))
@@ -76,6 +79,7 @@ def _copy_files_kernel(names, src_at, dst_at, flags_in, flags_out, mode):
         _close(fd_in)
         if not ok:
             return i
+        copied[0] += offset[0]  # sendfile moved it past what it copied
     return src_at.shape[0]
 
 
@@ -94,15 +98,17 @@ def files_available() -> bool:
 
 
 def copy_files(names: np.ndarray, src_at: np.ndarray, dst_at: np.ndarray, flags_in: int, flags_out: int,
-               mode: int = 0o666) -> int:
+               mode: int = 0o666) -> Tuple[int, int]:
     """Whole files copied by the kernel of the operating system in one compiled loop that does
     not hold Python's lock (see :func:`_copy_files_kernel`): a loop of ``os.open``,
     ``os.sendfile`` and ``os.close`` in Python threads gave the lock up and took it back five
     times a file, and the threads copying 90,000 small files waited for it more than they
-    copied. Returns how many files were copied whole, in order: short of all of them at the
-    first that failed, for the caller to copy again and learn why."""
-    return int(_copy_files_kernel(names, np.ascontiguousarray(src_at, np.int64),
-                                  np.ascontiguousarray(dst_at, np.int64), int(flags_in), int(flags_out), int(mode)))
+    copied. Returns how many files were copied whole, in order (short of all of them at the
+    first that failed, for the caller to copy again and learn why), and their bytes."""
+    copied = np.zeros(1, np.int64)
+    done = _copy_files_kernel(names, np.ascontiguousarray(src_at, np.int64), np.ascontiguousarray(dst_at, np.int64),
+                              int(flags_in), int(flags_out), int(mode), copied)
+    return int(done), int(copied[0])
 
 
 def available() -> bool:

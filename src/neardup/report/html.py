@@ -474,11 +474,13 @@ def _bounded(value: Any) -> Any:
     return value
 
 
-def _kept_note(out: Path) -> str:
+def _kept_note(out: Path, tally: Optional[Tuple[int, int]] = None) -> str:
+    """The line on kept/: its files and bytes, ``tally`` where the run that wrote them gives
+    them (kept/ is then not listed: a stat a file), else as kept/ holds them."""
     kept = out / "kept"
     if not kept.is_dir():
         return ""
-    count, size = _files_below(str(kept))
+    count, size = tally if tally is not None else _files_below(str(kept))
     return (f'<p class="note">Kept documents: {count:,} {plural(count, "file")}, {size / 1e6:,.1f} MB in '
             f'<code>kept/</code>.</p>')
 
@@ -499,19 +501,21 @@ def _files_below(folder: str) -> Tuple[int, int]:
 
 
 def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, max_members: int = 8,
-                  max_side_by_side: int = 3, stats: Optional[dict] = None) -> str:
+                  max_side_by_side: int = 3, stats: Optional[dict] = None,
+                  kept: Optional[Tuple[int, int]] = None) -> str:
     """The report of a dedup output folder (a path, a URL or a :class:`~neardup.io.storage.folder.Folder`)
     as one HTML string (see :func:`write_report`). ``stats``: the run's stats (what its stats.json
     holds or will hold); given, stats.json is not read, and the page is the one that stats.json
-    would give."""
+    would give. ``kept``: the files and bytes of its kept/, as the run that wrote it counted
+    them; given, kept/ is not listed (100,000 files: a stat each), the page the same."""
     folder = Folder.of(output_dir)
     folder.require_folder()
     recorded = None if stats is None else as_recorded(stats)
     names = _REPORT_INPUTS if recorded is None else _REPORT_INPUTS[1:]
     with folder.local_view(names, sizes_only=("kept",)) as local, _arrow_memory_returned():
         out = Path(local)
-        return _page(out, load_stats(out) if recorded is None else recorded, plots,
-                     max_clusters=max_clusters, max_members=max_members, max_side_by_side=max_side_by_side)
+        return _page(out, load_stats(out) if recorded is None else recorded, plots, max_clusters=max_clusters,
+                     max_members=max_members, max_side_by_side=max_side_by_side, kept=kept)
 
 
 @contextlib.contextmanager
@@ -532,13 +536,14 @@ def _arrow_memory_returned():
 
 
 def write_report(output_dir, output=None, *, plots: str = "auto", overwrite: bool = False,
-                 stats: Optional[dict] = None) -> Union[Path, str]:
+                 stats: Optional[dict] = None, kept: Optional[Tuple[int, int]] = None) -> Union[Path, str]:
     """Write ``report.html`` (or ``output``) for a dedup output folder and return its path (a
     Path, or the URL of a report written to a store).
 
     ``output_dir``: a path, a URL or a :class:`~neardup.io.storage.folder.Folder`. The folder must
     hold ``stats.json``, unless ``stats`` gives its content (a run writes its report before its
-    stats.json: then stats.json is not read); ``removed.parquet``, ``clusters.parquet``,
+    stats.json: then stats.json is not read; ``kept``, its kept/'s files and bytes: then kept/ is
+    not listed); ``removed.parquet``, ``clusters.parquet``,
     ``texts_sample.parquet``, ``rejected.parquet`` and ``kept/`` are used when present. The file is
     self-contained: inline CSS, images as base64 PNG (matplotlib) or inline SVG (without it), no
     scripts, no external links. ``plots``: ``auto`` (matplotlib when installed), ``matplotlib``
@@ -560,11 +565,12 @@ def write_report(output_dir, output=None, *, plots: str = "auto", overwrite: boo
     owned = same_file(path, default)  # the folder's own report: neardup's to replace
     check_output_file(path, inputs=[fs.join(given, n) for n in _REPORT_INPUTS], inside=[fs.join(given, "kept")],
                       overwrite=overwrite or owned, option="--output", remote_ok=True)
-    text = render_report(folder, plots=plots, stats=stats)
+    text = render_report(folder, plots=plots, stats=stats, kept=kept)
     return publish_file(path, text.encode("utf-8"), overwrite=overwrite or owned, option="--output")
 
 
-def _page(out: Path, stats: dict, plots: str, *, max_clusters: int, max_members: int, max_side_by_side: int) -> str:
+def _page(out: Path, stats: dict, plots: str, *, max_clusters: int, max_members: int, max_side_by_side: int,
+          kept: Optional[Tuple[int, int]] = None) -> str:
     """The page of the output folder ``out`` (a local directory) and its stats."""
     counts = stats.get("counts") if isinstance(stats.get("counts"), dict) else {}
     params = stats.get("params") if isinstance(stats.get("params"), dict) else {}
@@ -578,7 +584,7 @@ def _page(out: Path, stats: dict, plots: str, *, max_clusters: int, max_members:
     # timings): the same run gives the same bytes.
     sections.append(f'<h1>neardup report</h1><div class="sub">{_inputs_line(stats)}</div>')
     sections.append(_section_counts(counts, params.get("verify")))
-    sections.append(_kept_note(out))
+    sections.append(_kept_note(out, kept))
     sections.append("<h2>Parameters</h2>")
     sections.append(_parameters_html(params, resolved))
     if seconds:

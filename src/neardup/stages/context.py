@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -45,6 +45,7 @@ class Run:
     quiet: bool = False
     seconds: Dict[str, float] = field(default_factory=dict)
     stats: Optional[dict] = None
+    kept_tally: Optional[Tuple[int, int]] = None  # kept/'s files and bytes, as the write stage wrote them
     _corpus: Optional[Corpus] = field(default=None, repr=False)
     _store: Optional[DocStore] = field(default=None, repr=False)
 

@@ -114,16 +114,20 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
                      dropped: Dict[int, np.ndarray], kept: Folder, config,
                      wanted: Optional[Dict[int, Dict[int, int]]] = None,
                      progress: Optional[Callable[[int], None]] = None,
-                     marks: Optional[Dict[int, pa.Table]] = None) -> Tuple[Dict[int, str], Dict[int, str], int]:
+                     marks: Optional[Dict[int, pa.Table]] = None
+                     ) -> Tuple[Dict[int, str], Dict[int, str], int, Optional[int]]:
     """Kept files of a group of sources, in the folder ``kept``: for source si, ``rows[si]`` (its
     documents' rows) less ``dropped[si]`` (removed or rejected), written with
     :func:`neardup.io.write_kept`; in-memory tables as Parquet. ``wanted[si]`` = {row: doc} of
     documents whose text the report shows: caught on the way where the file is copied line by
     line. With ``config.mark``, every document but the rejected ones is written, with its marks
     (``marks[si]``: its member rows, :mod:`.mark`), and the count returned is of the kept ones.
-    Returns (written relpath per source, captured texts by doc, documents kept)."""
+    Returns (written relpath per source, captured texts by doc, documents kept, the bytes of the
+    files written: what the report says of kept/ without listing it; None with ``config.mark``
+    or a kept/ in a store)."""
     written: Dict[int, str] = {}
     n_written = 0
+    sized = [] if kept.os_path is not None and not config.mark else None  # files written, not copied
     captured: Dict[int, str] = {}
     copies: List[Tuple[nio.Source, str]] = []
     copied_whole = not config.mark and config.output_format == "same"  # a kept text file: copied as it is
@@ -161,6 +165,8 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
             if INDEX_ID_COLUMN in table.column_names:
                 table = table.drop_columns([INDEX_ID_COLUMN])
             kept.write_parquet(name, table)
+            if sized is not None:
+                sized.append(name)
             written[si] = name
             n_written += len(keep)
             continue
@@ -176,9 +182,12 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
         for row, line in (capture or {}).items():
             if line is not None:
                 captured[want[row]] = json.loads(line)[column]
+        if sized is not None:
+            sized.append(rel)
         written[si] = rel
-    nio.copy_text_files(copies)
-    return written, captured, n_written
+    copied = nio.copy_text_files(copies)
+    nbytes = None if sized is None or copied is None else copied + sum(kept.size(rel) for rel in sized)
+    return written, captured, n_written, nbytes
 
 
 def fetch_texts(sources: Sequence[nio.Source], config, wanted: Dict[int, Dict[int, int]]) -> Dict[int, str]:
@@ -297,16 +306,18 @@ class WriteStage:
         # while this one writes or awaits kept/: the same files
         background = Background(later[0], "neardup-members", threads=engine.workers) if later else None
         try:
-            kept_files, kept, captured = self._write_kept(run, engine, removed_ranges, width, marks_ranges)
+            kept_files, kept, captured, nbytes = self._write_kept(run, engine, removed_ranges, width, marks_ranges)
         finally:
             if background is not None:
                 background.wait()  # nothing written after an error here
         if background is not None:
             background.join()
+        run.kept_tally = None if nbytes is None else (len(kept_files), nbytes)
         return finish_write(run, kept_files, kept, captured)
 
     def _write_kept(self, run, engine, removed_ranges, width, marks_ranges):
-        """kept/ (or marked/): (its files, the documents kept, the texts caught for the report)."""
+        """kept/ (or marked/): (its files, the documents kept, the texts caught for the report,
+        the bytes of its files or None: :func:`write_kept_group`)."""
         out = run.output
         rejected = _rejected_by_source(run)
         block_start = run.corpus.block_start
@@ -330,6 +341,7 @@ class WriteStage:
         written: Dict[int, str] = {}
         captured: Dict[int, str] = {}
         kept = 0
+        nbytes: Optional[int] = 0
         with bar("write kept", total=len(files), unit="input file", quiet=run.quiet) as progress:
             task = run.task(engine)
             for r in engine.collect(engine.map(partial(write_kept_partition, task=task, kept=kept_folder),
@@ -337,17 +349,24 @@ class WriteStage:
                 written.update(r["written"])
                 captured.update(r["captured"])
                 kept += r["kept"]
+                nbytes = _added(nbytes, r["bytes"])
             progress.set_postfix_str(f"{len(written):,} {plural(len(written), 'file')} written")
         tables = [si for si, s in enumerate(run.sources) if s.format == "table"]
         if tables:  # the removed rows of these tables' blocks only, read here where the tables are
             parts = parts_of({b for si in tables for b in block_of[si]})
             dropped, marks = dropped_or_marks(run.work.folder, parts, tables, rejected, mark)
-            t_written, _, t_kept = write_kept_group(
+            t_written, _, t_kept, t_bytes = write_kept_group(
                 run.sources, tables, rows_of_sources(run.store, {si: block_of[si] for si in tables}), dropped,
                 kept_folder, run.config, marks=marks)
             written.update(t_written)
             kept += t_kept
-        return [written[si] for si in sorted(written)], kept, captured
+            nbytes = _added(nbytes, t_bytes)
+        return [written[si] for si in sorted(written)], kept, captured, nbytes
+
+
+def _added(total: Optional[int], more: Optional[int]) -> Optional[int]:
+    """A sum of byte counts, None once one of them is (not known)."""
+    return None if total is None or more is None else total + more
 
 
 def write_kept_partition(item, *, task, kept: Folder, report=None) -> dict:
@@ -356,9 +375,9 @@ def write_kept_partition(item, *, task, kept: Folder, report=None) -> dict:
     -> their kept files."""
     group, block_of, removed_parts, rejected, wanted = item
     dropped, marks = dropped_or_marks(task.work, removed_parts, group, rejected, task.config.mark)
-    written, captured, n = write_kept_group(task.sources, group, rows_of_sources(task.store, block_of), dropped,
-                                            kept, task.config, wanted, progress=report, marks=marks)
-    return {"written": written, "captured": captured, "kept": n, "files": len(group)}
+    written, captured, n, nbytes = write_kept_group(task.sources, group, rows_of_sources(task.store, block_of),
+                                                    dropped, kept, task.config, wanted, progress=report, marks=marks)
+    return {"written": written, "captured": captured, "kept": n, "files": len(group), "bytes": nbytes}
 
 
 def dropped_or_marks(work: Folder, parts: Sequence[str], group: Sequence[int], rejected: Dict[int, np.ndarray],

@@ -266,9 +266,9 @@ _compiled_copier = compiled_loop("filecopy", "copy_files", "files_available",
                                  np.frombuffer(b"\0", np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64), 0, 0)
 
 
-def _copy_file(src: Source, dst: str) -> None:
+def _copy_file(src: Source, dst: str) -> int:
     """The local text file ``src`` copied whole to the new local file ``dst`` (plain copies:
-    never a link, a kept file shares no inode with an input)."""
+    never a link, a kept file shares no inode with an input); returns its bytes."""
     try:
         fd = os.open(_fs.local_path(src.path), _OPEN_IN)
     except OSError as e:
@@ -276,7 +276,7 @@ def _copy_file(src: Source, dst: str) -> None:
     try:
         fo = os.open(dst, _OPEN_OUT, 0o666)
         try:
-            copy_fd(fd, fo)
+            return copy_fd(fd, fo)
         except SourceError as e:
             raise InputError(f"{src.name}: cannot read file ({e.reason})") from None
         except OSError as e:  # the copy's writes (a full disk) name no path: the one line must
@@ -287,24 +287,26 @@ def _copy_file(src: Source, dst: str) -> None:
         os.close(fd)
 
 
-def _copy_files(items: List[Tuple[Source, str]]) -> None:
+def _copy_files(items: List[Tuple[Source, str]]) -> int:
     """``items`` copied in order (see :func:`_copy_file`): by the compiled loop of
     :func:`neardup.kernels.filecopy.copy_files` where it can; from a file it could not copy on,
     one by one here (which raises what went wrong, naming the file, or copies it the way the
-    file system allows: the compiled loop is not tried again for each file)."""
+    file system allows: the compiled loop is not tried again for each file). Returns their bytes."""
     copy_files = _compiled_copier()
-    k = _copy_compiled(copy_files, items) if copy_files is not None else 0
+    k, copied = _copy_compiled(copy_files, items) if copy_files is not None else (0, 0)
     for src, dst in items[k:]:
-        _copy_file(src, dst)
+        copied += _copy_file(src, dst)
+    return copied
 
 
-def _copy_compiled(copy_files, items: List[Tuple[Source, str]]) -> int:
-    """How many of ``items`` (from the first) the compiled loop ``copy_files`` copied whole: all
-    of them, or up to the first that failed (or whose path holds a NUL byte, which no path can)."""
+def _copy_compiled(copy_files, items: List[Tuple[Source, str]]) -> Tuple[int, int]:
+    """How many of ``items`` (from the first) the compiled loop ``copy_files`` copied whole (all
+    of them, or up to the first that failed, or whose path holds a NUL byte, which no path can),
+    and their bytes."""
     n = len(items)
     blob = _path_blob([_fs.local_path(src.path) for src, _ in items] + [dst for _, dst in items])
     if blob is None:  # a NUL inside a path: os.open refuses it, and says so
-        return 0
+        return 0, 0
     data, starts = blob
     return copy_files(data, starts[:n], starts[n:], _OPEN_IN, _OPEN_OUT)
 
@@ -326,16 +328,17 @@ def _path_blob(paths: List[str]):
     return np.frombuffer(blob, np.uint8), starts
 
 
-def copy_local_text_files(copies: List[Tuple[Source, str]], workers: int = 8) -> None:
+def copy_local_text_files(copies: List[Tuple[Source, str]], workers: int = 8) -> int:
     """Local text files copied whole to local paths (``(source, destination)``) by a pool of
     threads (the kernel copies each file: ``sendfile``, in a compiled loop without Python's
     lock where it can), their folders made once each (see
     :func:`neardup.io.writer.copy_text_files`); the first file that fails, in order, raises.
     Each thread copies one span of the list, in order: the spans start in different folders, so
     that the threads seldom wait for one another's lock on a folder they all add files to (256
-    files a task in turn had all of them in one folder); a span ends at its first failure."""
+    files a task in turn had all of them in one folder); a span ends at its first failure.
+    Returns the bytes copied."""
     if not copies:
-        return
+        return 0
     if os.sep == "/":  # dirname(HEAD/NAME) depends on HEAD alone: one call a folder, not one a file
         folders = {os.path.dirname(head + "/x") for head in {dst.rpartition("/")[0] for _, dst in copies}}
     else:
@@ -345,10 +348,8 @@ def copy_local_text_files(copies: List[Tuple[Source, str]], workers: int = 8) ->
     n = len(copies)
     spans = min(workers, -(-n // _COPIES_A_TASK))
     if spans <= 1:
-        _copy_files(copies)
-        return
+        return _copy_files(copies)
     bounds = [n * k // spans for k in range(spans + 1)]
     with ThreadPoolExecutor(max_workers=spans, thread_name_prefix="neardup-copy") as pool:
         done = [pool.submit(_copy_files, copies[a:b]) for a, b in zip(bounds, bounds[1:])]
-        for future in done:
-            future.result()
+        return sum(future.result() for future in done)

@@ -94,81 +94,68 @@ def prefix_form(path: str, real_folders: Optional[dict] = None) -> str:
     return os.path.join(real, tail).rstrip(os.sep) + os.sep
 
 
-def prefix_forms(paths: Sequence[str], real_folders: Optional[dict] = None) -> List[str]:
-    """:func:`prefix_form` of each of ``paths``, a folder holding many of them listed once for
-    its symbolic links (rather than one ``lstat`` a file: a run may name 100,000 files)."""
-    return [form if tail is None else form + tail + os.sep for form, tail in _prefix_parts(paths, real_folders)]
-
-
 def prefix_form_groups(paths: Sequence[str], real_folders: Optional[dict] = None
                        ) -> Tuple[dict, List[Tuple[int, str]]]:
-    """:func:`prefix_forms` of ``paths`` by folder: ``({FOLDER: (i, {NAME: i})}, [(i, FORM)])``,
+    """:func:`prefix_form` of each of ``paths``, by folder: ``({FOLDER: (i, {NAME: i})}, [(i, FORM)])``,
     the form of ``paths[i]`` being ``FOLDER + NAME + os.sep`` (FOLDER a real folder ending in
     its separator, NAME without one; ``i`` the first path of that folder, of that name), or
-    FORM for the others (a URL, a symbolic link, a file of a folder holding few of the paths).
-    Whether one of 100,000 files lies in a folder is then a question a folder, not a file."""
-    groups: dict = {}
+    FORM for the others (a URL, a symbolic link, a file of a folder holding few of the paths),
+    in the order of the paths. Whether one of 100,000 files lies in a folder is then a question
+    a folder, not a file; and the paths are taken apart in one pass, the rest done a folder at
+    a time: a folder holding many of them is listed once for its symbolic links (rather than
+    one ``lstat`` a file) and resolved once."""
+    cache = real_folders if real_folders is not None else {}
+    urls = "://" in "\0".join(paths)  # a URL or a file:// path among them: each one asked
+    by_head: dict = {}  # a folder as named -> {NAME: its first path}
     others: List[Tuple[int, str]] = []
-    for i, (form, tail) in enumerate(_prefix_parts(paths, real_folders)):
-        if tail is None:
-            others.append((i, form))
+    for i, p in enumerate(paths):
+        if urls:
+            if is_url(p):
+                others.append((i, prefix_form(p, cache)))
+                continue
+            p = local_path(p)
+        head, _, tail = p.rpartition("/")
+        if not head or head[-1] == "/" or os.sep != "/":  # "/NAME", "HEAD//NAME", Windows: as os.path.split
+            head, tail = os.path.split(p)
+        names = by_head.get(head)
+        if names is None:
+            names = by_head[head] = {}
+        names.setdefault(tail, i)
+    groups: dict = {}
+    for head, names in by_head.items():
+        for tail in _asked_alone(head, names):
+            i = names.pop(tail)
+            others.append((i, prefix_form(paths[i], cache)))
+        if not names:
             continue
-        group = groups.get(form)
+        real = cache.get(head)
+        if real is None:
+            real = cache[head] = os.path.realpath(head or ".")
+        folder = os.path.join(real, "")  # os.path.join(real, tail) is folder + tail
+        group = groups.get(folder)
         if group is None:
-            groups[form] = (i, {tail: i})
-        else:
-            group[1].setdefault(tail, i)
+            groups[folder] = (next(iter(names.values())), names)
+            continue
+        seen = group[1]  # the folder named another way before (a link to it): each name's first path
+        for tail, i in names.items():
+            if seen.setdefault(tail, i) > i:
+                seen[tail] = i
+    others.sort()
     return groups, others
 
 
-def _split(p: str) -> Tuple[str, str]:
-    """``os.path.split(p)``; at once for a plain POSIX path (one ``/`` before the name)."""
-    if os.sep == "/":
-        j = p.rfind("/")
-        if j > 0 and p[j - 1] != "/":
-            return p[:j], p[j + 1:]
-    return os.path.split(p)
-
-
-def _prefix_parts(paths: Sequence[str], real_folders: Optional[dict]) -> List[Tuple[str, Optional[str]]]:
-    """``(FORM, None)`` or ``(FOLDER, NAME)`` of each of ``paths`` (see :func:`prefix_form_groups`)."""
-    cache = real_folders if real_folders is not None else {}
-    split = []
-    per_head: dict = {}
-    for p in paths:
-        if is_url(p):
-            split.append(None)
-            continue
-        head, tail = _split(local_path(p))
-        split.append((head, tail))
-        per_head[head] = per_head.get(head, 0) + 1
-    links: dict = {}  # head -> the names of its symbolic links, for a folder holding many of the paths
-    for head, n in per_head.items():
-        if n >= _LISTED:
-            try:
-                with os.scandir(head or ".") as it:
-                    links[head] = {e.name for e in it if e.is_symlink()}
-            except OSError:
-                pass  # asked file by file
-    out: List[Tuple[str, Optional[str]]] = []
-    folders: dict = {}  # head -> its real path ending in the separator
-    for p, ht in zip(paths, split):
-        if ht is None:
-            out.append((prefix_form(p, cache), None))
-            continue
-        head, tail = ht
-        named = links.get(head)
-        if named is None or tail in ("", ".", "..") or tail in named:
-            out.append((prefix_form(p, cache), None))
-            continue
-        folder = folders.get(head)
-        if folder is None:
-            real = cache.get(head)
-            if real is None:
-                real = cache[head] = os.path.realpath(head or ".")
-            folder = folders[head] = os.path.join(real, "")  # os.path.join(real, tail) is folder + tail
-        out.append((folder, tail))
-    return out
+def _asked_alone(head: str, names: dict) -> set:
+    """The names of ``names`` (the paths of the folder ``head``) whose form :func:`prefix_form`
+    gives one by one: ``.`` and ``..`` (or none), the symbolic links, and every one of a folder
+    holding few of the paths or that cannot be listed."""
+    alone = names.keys() & ("", ".", "..")
+    if len(names) < _LISTED:
+        return set(names)
+    try:
+        with os.scandir(head or ".") as it:
+            return alone | (names.keys() & {e.name for e in it if e.is_symlink()})
+    except OSError:
+        return set(names)
 
 
 _LISTED = 16  # a folder holding this many of the paths checked is listed once for its links
