@@ -41,16 +41,49 @@ def test_member_columns_are_those_the_keep_order_reads():
     assert member_columns(Config(keep="score:q")) == ["source", "row", "score"]
 
 
-def test_in_thread_gathers_while_the_caller_goes_on_and_gives_its_result_or_error():
-    """The gathering runs beside the caller: it sees what the caller does after starting it
-    (an event set before the result is asked for); its result is given as often as asked, its
-    error raised in the caller."""
-    caller_went_on = threading.Event()
-    wait = in_thread(lambda: caller_went_on.wait(10))
-    caller_went_on.set()
-    assert wait() is True and wait() is True
+class _Gathering:
+    """A MemberColumns of four blocks: the thread that takes block 0 holds it until ``release``."""
 
-    def fails():
-        raise OSError("a block file is gone")
+    def __init__(self, shared=True, error=None):
+        self.shared, self.error = shared, error
+        self.left = iter(range(4))
+        self.by = {}
+        self.holding, self.release = threading.Event(), threading.Event()
+
+    def take(self):
+        for j in self.left:
+            self.by[j] = threading.current_thread().name
+            if j == 0:
+                self.holding.set()
+                self.release.wait(10)
+                if self.error:
+                    raise self.error
+        if threading.current_thread().name != "neardup-members":  # the caller: the thread may go on
+            self.release.set()
+
+    def result(self):
+        return dict(self.by)
+
+
+def test_in_thread_the_caller_takes_the_blocks_left_and_gets_the_result_or_error():
+    """The gathering runs beside the caller; a caller asking for the result while the thread is
+    still on a block takes the blocks no one has taken (a local work dir's), then has the result
+    of every block, as often as asked; the thread's error is raised in the caller."""
+    gathering = _Gathering()
+    wait = in_thread(gathering)
+    assert gathering.holding.wait(10)
+    by = wait()
+    assert by[0] == "neardup-members" and [by[j] for j in (1, 2, 3)] == [threading.current_thread().name] * 3
+    assert wait() is by
+
+    remote = _Gathering(shared=False)  # a remote work dir's cache is one thread's: the caller waits
+    wait = in_thread(remote)
+    assert remote.holding.wait(10)
+    remote.release.set()
+    assert set(wait().values()) == {"neardup-members"}
+
+    failing = _Gathering(error=OSError("a block file is gone"))
+    wait = in_thread(failing)
+    assert failing.holding.wait(10)
     with pytest.raises(OSError, match="a block file is gone"):
-        in_thread(fails)()
+        wait()

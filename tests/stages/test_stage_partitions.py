@@ -19,8 +19,8 @@ from neardup.engines.local import LocalEngine, LocalFrame
 from neardup.kernels.hashing import partition_of
 from neardup.io.storage.folder import Folder
 from neardup.stages import Run
-from neardup.stages.clusters import ClustersStage
-from neardup.stages.corpus import DocStore
+from neardup.stages.clusters import ClustersStage, in_thread
+from neardup.stages.corpus import DocStore, MemberColumns
 from neardup.stages.workdir import WorkDir
 from neardup.stages.pairs import PairsStage, band_rows, form_buckets
 from neardup.stages.read import ReadStage
@@ -458,3 +458,5 @@ def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch, row
             assert np.array_equal(values[c], want[c]) and values[c].dtype == want[c].dtype, c
         assert ids.equals(store.ids(docs))
         assert store.columns_and_ids(docs, columns, False)[1] is None
+        shared_values, shared_ids = in_thread(MemberColumns(store, docs, columns, True))()  # two threads taking
+        assert all(np.array_equal(shared_values[c], values[c]) for c in columns) and shared_ids.equals(ids)

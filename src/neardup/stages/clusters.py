@@ -26,7 +26,7 @@ from ..kernels.components import keep_order, large_star, select_representatives,
 from ..progress import bar, check_interrupt
 from .against import matched_members
 from .background import Background
-from .corpus import column, document_ids
+from .corpus import MemberColumns, column, document_ids
 from .records import ClustersInfo, StarStep
 from .workdir import PAIRS_SCHEMA, members_table, part_name, write_record
 
@@ -54,21 +54,22 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
     by = columns()[0] if config.keep != "first" else {}  # the lengths or scores the keep order reads
     rank = keep_order(m, config.keep, lengths=by.get("length"), scores=by.get("score"))
     sel = select_representatives(m, li, ri, similarity, rank)
-    attrs, user_ids = columns()
-    source = attrs["source"].astype(np.int32)
-    row = attrs["row"].astype(np.int64)
-    ids = document_ids(source, row, user_ids, sources)
+    # what needs no column first: a gathering thread may not be done yet
     head = sel.cluster
     removed = sel.removed
     rep = np.where(removed, sel.representative, 0)
-    members = members_table(docs, source, row, docs[head], np.where(removed, docs[rep], -1), sel.similarity, removed,
-                            ids, ids.take(arrow(head)),
-                            ids.take(_where_valid(rep, removed)),  # a null index takes a null: kept members
-                            pa.nulls(m, pa.string()))
+    cluster, representative = docs[head], np.where(removed, docs[rep], -1)
+    head_at, rep_at = arrow(head), _where_valid(rep, removed)  # a null index takes a null: kept members
     best, sizes, clusters = largest_clusters(head, TOP_CLUSTERS)
     marked = np.zeros(m, dtype=np.bool_)
     marked[best] = True
     shown_members = np.flatnonzero(marked[head])  # the members of the largest clusters, in one pass
+    attrs, user_ids = columns()
+    source = attrs["source"].astype(np.int32)
+    row = attrs["row"].astype(np.int64)
+    ids = document_ids(source, row, user_ids, sources)
+    members = members_table(docs, source, row, cluster, representative, sel.similarity, removed,
+                            ids, ids.take(head_at), ids.take(rep_at), pa.nulls(m, pa.string()))
     top: List[dict] = []
     for h in best.tolist():
         ms = shown_members[head[shown_members] == h]
@@ -98,17 +99,22 @@ def largest_clusters(head: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray, 
     return candidates[np.argsort(-sizes[candidates], kind="stable")][:k], sizes, clusters
 
 
-def in_thread(gather: Callable[[], Columns]) -> Callable[[], Columns]:
-    """``gather()`` started in a thread of its own (:class:`Background`); the function returned
-    waits for its result (raising its error). The members' columns and ids are read block by block
-    by Python and Arrow calls, the selection's kernel releases the GIL: on two cores the one is
-    done while the other runs (at 1M documents, under load: ~16 CPU-ms of gathering beside ~8 of
-    loading the kernel and ~10 of running it)."""
+def in_thread(gathering: MemberColumns) -> Callable[[], Columns]:
+    """``gathering`` (:class:`MemberColumns`) started in a thread of its own (:class:`Background`);
+    the function returned gives its result (raising its error), once every block is read: the
+    caller's thread takes the blocks not yet taken (of a local work dir), so that a caller that
+    asks once the selection's kernel is done (which releases the GIL) gathers beside the thread
+    rather than waiting for it (at 1M documents, under load: ~25 CPU-ms of gathering beside ~10
+    of the kernel, on two cores)."""
+    job = Background(gathering.take, "neardup-members")
     result: List[Columns] = []
-    job = Background(lambda: result.append(gather()), "neardup-members")
 
     def wait() -> Columns:
-        job.join()
+        if not result:
+            if gathering.shared:
+                gathering.take()
+            job.join()
+            result.append(gathering.result())
         return result[0]
     return wait
 
@@ -171,7 +177,7 @@ class ClustersStage:
         docs, positions = members_of(left, right, run.corpus.n)
         # the members' columns and ids gathered block by block (not the whole corpus's first),
         # while the selection is made
-        columns = in_thread(partial(store.columns_and_ids, docs, member_columns(cfg), run.user_ids_wanted()))
+        columns = in_thread(MemberColumns(store, docs, member_columns(cfg), run.user_ids_wanted()))
         members, counts = select_partition(docs, columns, left, right,
                                            to_numpy(pairs.column("similarity").combine_chunks()), cfg, run.sources,
                                            positions)
@@ -312,7 +318,7 @@ def select_components(table: pa.Table, *, task, with_ids: bool) -> dict:
     docs = unique(column(table, "doc")[kind == 0])
     pairs = table.filter(arrow(kind == 1))
     cfg, store = task.config, task.store
-    columns = in_thread(partial(store.columns_and_ids, docs, member_columns(cfg), with_ids))
+    columns = in_thread(MemberColumns(store, docs, member_columns(cfg), with_ids))
     members, counts = select_partition(docs, columns, column(pairs, "doc"),
                                        column(pairs, "right"), column(pairs, "similarity", np.float64), cfg,
                                        task.sources)

@@ -226,29 +226,10 @@ class DocStore:
     def columns_and_ids(self, docs: np.ndarray, columns: List[str],
                         with_ids: bool) -> Tuple[Dict[str, np.ndarray], Optional[pa.Array]]:
         """:meth:`columns` and, ``with_ids``, :meth:`ids` of ascending ``docs`` (the same values),
-        each block's file opened once for both, the documents of a block found by a binary search
-        (they are a run of ``docs``) and taken from all its columns at once, before the row base is
-        added: no column of a block copied whole, no pass over ``docs`` per block (at 1M documents,
-        214,229 cluster members over 35 blocks: ~12 ms against 33 for :meth:`columns` then
-        :meth:`ids`; ~15 ms against ~17 picking each record batch's rows one column at a time
-        with the row base added to the whole block, under load)."""
-        docs = np.asarray(docs, dtype=np.int64)
-        bounds = np.searchsorted(docs, self.block_start).tolist()
-        out: Dict[str, list] = {c: [] for c in columns}
-        parts: List[pa.Array] = []
-        for b in range(len(bounds) - 1):
-            if bounds[b] == bounds[b + 1]:
-                continue
-            local = docs[bounds[b]:bounds[b + 1]] - self.block_start[b]
-            t = self.table(b, columns + ["id"] if with_ids else columns, local)
-            for c in columns:
-                out[c].append(to_numpy(t.column(c)))
-            if with_ids:
-                parts.extend(t.column("id").chunks)
-        values = {c: (np.concatenate(v) if v else np.zeros(0)) for c, v in out.items()}
-        if not with_ids:
-            return values, None
-        return values, (pa.concat_arrays(parts) if parts else arrow([], pa.string()))
+        read by :class:`MemberColumns` in this thread alone."""
+        gathering = MemberColumns(self, docs, columns, with_ids)
+        gathering.take()
+        return gathering.result()
 
     def ids(self, docs: np.ndarray) -> pa.Array:
         parts = []
@@ -377,6 +358,47 @@ class DocStore:
         if len(vals) == 1:  # one block (the usual case): no second copy of the hashes
             return np.concatenate(offs), vals[0]
         return np.concatenate(offs), (np.concatenate(vals) if vals else np.zeros(0, np.uint32))
+
+
+class MemberColumns:
+    """The columns and ids of ascending ``docs`` (:meth:`DocStore.columns_and_ids`), read block
+    by block by whichever threads call :meth:`take`: the clusters stage's thread that gathers
+    them while the selection's kernel runs, and the stage's own thread once it asks for them
+    before they are all read (:func:`neardup.stages.clusters.in_thread`): the opens and takes
+    release the GIL, the page faults of the blocks' memory maps are the cost (at 1M documents
+    under load: ~25 thread-CPU-ms of gathering beside ~10 of the kernel). Each block's file is
+    opened once for its columns and ids, its documents found by a binary search (they are a run
+    of ``docs``) and taken from all its columns at once, before the row base is added: no column
+    of a block copied whole, no pass over ``docs`` per block (214,229 cluster members over 35
+    blocks: ~12 ms against 33 for :meth:`DocStore.columns` then :meth:`DocStore.ids`; ~15 ms
+    against ~17 picking each record batch's rows one column at a time with the row base added
+    to the whole block, under load)."""
+
+    def __init__(self, store: DocStore, docs: np.ndarray, columns: List[str], with_ids: bool):
+        self.store, self.columns, self.with_ids = store, columns, with_ids
+        self.docs = np.asarray(docs, dtype=np.int64)
+        self.bounds = np.searchsorted(self.docs, store.block_start).tolist()
+        self.blocks = [b for b in range(len(self.bounds) - 1) if self.bounds[b] < self.bounds[b + 1]]
+        self.tables: List[Optional[pa.Table]] = [None] * len(self.blocks)
+        self._left = iter(range(len(self.blocks)))
+        self.shared = store.work.os_path is not None  # a remote work dir's tables are cached: one thread's
+
+    def take(self) -> None:
+        """The blocks no thread has taken yet, each taken by one thread (``next`` holds the GIL)."""
+        wanted = self.columns + ["id"] if self.with_ids else self.columns
+        for j in self._left:
+            b = self.blocks[j]
+            local = self.docs[self.bounds[b]:self.bounds[b + 1]] - self.store.block_start[b]
+            self.tables[j] = self.store.table(b, wanted, local)
+
+    def result(self) -> Tuple[Dict[str, np.ndarray], Optional[pa.Array]]:
+        """The values of every column and the ids (None without), once every :meth:`take` is done."""
+        values = {c: (np.concatenate([to_numpy(t.column(c)) for t in self.tables]) if self.tables else np.zeros(0))
+                  for c in self.columns}
+        if not self.with_ids:
+            return values, None
+        parts = [chunk for t in self.tables for chunk in t.column("id").chunks]
+        return values, (pa.concat_arrays(parts) if parts else arrow([], pa.string()))
 
 
 def document_ids(source: np.ndarray, row: np.ndarray, user_ids: Optional[pa.Array],
