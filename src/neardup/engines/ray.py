@@ -35,6 +35,7 @@ the store's settings of its environment (``AWS_*``, ...) to the workers.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import gc
 import logging
@@ -54,7 +55,7 @@ from ..kernels.arrays import arrow
 from ..config import default_workers
 from ..errors import ConfigError, NeardupError, StorageError
 from ..kernels.hashing import kernel_threads, partition_of
-from ..progress import check_interrupt
+from ..progress import check_interrupt, last_work
 from . import ray_runner
 from .ray_cluster import (HeldWarnings, check_reachable, cluster_busy, import_ray, import_ray_data, instance_marked,
                           join_with_token, lost_work, lost_work_message, other_neardup, restore_auth_mode, signals_kept,
@@ -362,6 +363,13 @@ class RayEngine:
         self._loggers = {}
         self._warming = []
         self._runner = None
+        if exc[0] is None and self._node is not None and last_work():
+            self._stop_while_the_program_ends()
+            return
+        self._stop()
+
+    def _stop(self) -> None:
+        """Disconnected from Ray, the instance the run started stopped, the watchdog gone."""
         try:
             if self.started:
                 self.ray.shutdown()
@@ -375,6 +383,19 @@ class RayEngine:
             restore_auth_mode(self._auth[0])
             self._auth = ()
         self._stop_watchdog()
+
+    def _stop_while_the_program_ends(self) -> None:
+        """:meth:`_stop` of a run's own instance in a helper thread, while the ``neardup`` program
+        (which exits after the run: :func:`~neardup.progress.last_work`) draws the report and
+        publishes the result, and joined when the process exits (an ``atexit`` function, which the
+        program runs before it ends): nothing of Ray's is left behind when it has exited. The stop
+        is mostly waiting: Ray's disconnect of the driver (~0.26 s, 5 ms of CPU), the instance's
+        processes and the watchdog ending (~0.1 s each); the program waited for it before the
+        report. A library call (``neardup.dedup``) stops it before it returns, as before: its
+        caller may start Ray again at once."""
+        thread = threading.Thread(target=self._stop, name="neardup-ray-stop", daemon=True)
+        thread.start()
+        atexit.register(thread.join)
 
     def _ray_data(self):
         """Ray Data, set up for the run's shuffles the first time one needs it (a run on one node
