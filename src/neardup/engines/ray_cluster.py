@@ -311,6 +311,38 @@ def stop_local(node) -> None:
         node.kill_all_processes(check_alive=False, allow_graceful=True)
 
 
+def instance_processes(watchdog) -> list:
+    """The processes this one started (the instance's, their workers), less the ``watchdog``
+    (a ``Popen``, or None), for :func:`end_processes`: taken before the instance is stopped, while
+    its workers are still the raylet's children (once it is gone they are nobody's)."""
+    import psutil
+    try:
+        return [p for p in psutil.Process().children(recursive=True) if watchdog is None or p.pid != watchdog.pid]
+    except psutil.Error:
+        return []
+
+
+def end_processes(procs, timeout: float = 10.0) -> None:
+    """``procs`` (psutil processes) killed if still alive and waited for until each one has ended
+    (a zombie has: its parent, gone, cannot reap it; psutil compares each one's start time, so a
+    reused process id is left alone): a worker notices the raylet's end only at its next check."""
+    import time
+
+    import psutil
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    for p in procs:
+        try:
+            while p.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+                time.sleep(0.002)
+        except psutil.Error:  # gone (reaped)
+            pass
+
+
 STALL_ENV = "NEARDUP_RAY_STALL_SECONDS"
 STALL_SECONDS = 300.0
 
