@@ -235,6 +235,7 @@ def _tqdm():
 _interrupted = False
 _committed = False    # past a commit point: signals are noted, never raised
 signal_received = 0  # the signal number of the last interrupt (SIGINT or SIGTERM), 0 if none
+_last_work = False   # under interrupt_handler(to_exit=True): the process ends after the command
 
 
 def _on_signal(signum, frame):
@@ -265,8 +266,9 @@ class interrupt_handler:
     def __enter__(self):
         import signal
         import threading
-        global _interrupted, _committed, signal_received
+        global _interrupted, _committed, signal_received, _last_work
         _interrupted, _committed, signal_received = False, False, 0
+        _last_work = self.to_exit
         self.previous = {}
         if threading.current_thread() is threading.main_thread():
             for name in self.SIGNALS:
@@ -276,14 +278,22 @@ class interrupt_handler:
 
     def __exit__(self, *exc):
         import signal
-        global _interrupted, _committed
+        global _interrupted, _committed, _last_work
         if self.to_exit and self.previous:
             _committed = True  # the command is over: what comes now is no interruption of it
             return False
         for num, previous in self.previous.items():
             signal.signal(num, previous)
-        _interrupted = _committed = False
+        _interrupted = _committed = _last_work = False
         return False
+
+
+def last_work() -> bool:
+    """Whether the command running is the process's last work (the command line run as the
+    program: ``interrupt_handler(to_exit=True)``): what only a caller of the library needs once a
+    call returns (a Ray instance stopped before it returns) may be finished while the command
+    ends, or at the process's exit."""
+    return _last_work
 
 
 def last_signal() -> int:

@@ -34,7 +34,7 @@ with RayEngine(2, quiet=sys.argv[1] == "quiet", store_env=store_env) as engine:
     names = [" ".join(p.cmdline()) for p in started]
     scripts = [next((a for a in p.cmdline()[:6] if a.endswith(".py")), "") for p in started]  # what each one runs
 left = [p.pid for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-print(json.dumps({"names": names, "scripts": scripts, "left": left}))
+print(json.dumps({"names": names, "scripts": scripts, "left": left, "aiohttp": "aiohttp" in sys.modules}))
 """
 
 HELPERS = {"dashboard head": "dashboard/dashboard.py", "monitor": "autoscaler/_private/monitor.py",
@@ -70,6 +70,8 @@ def test_own_instance_runs_stand_ins_for_the_raylets_agents():
     res = _started("quiet")
     assert res["agents"] == ["stand-in", "stand-in"], res["names"]
     assert res["left"] == []
+    # nor does the driver check the dashboard's dependencies for them (it imports aiohttp)
+    assert not res["aiohttp"]
 
 
 def test_own_instance_of_a_run_with_a_runtime_env_keeps_rays_runtime_env_agent():
@@ -84,6 +86,7 @@ def test_rays_own_agents_on_request():
     res = _started("quiet", NEARDUP_RAY_AGENTS="ray")
     assert res["agents"] == ["dashboard agent", "runtime-env agent"], res["names"]
     assert res["left"] == []
+    assert res["aiohttp"]  # Ray's check of the dashboard's dependencies, which its agent's flags need
 
 
 def test_own_instance_of_a_run_that_is_not_quiet_keeps_the_log_monitor():

@@ -252,7 +252,11 @@ class agents_replaced:
     commands of the ``agents`` it starts are :mod:`.ray_agent`'s (this module's ``start_ray_process``
     rewrites the raylet's ``--NAME_command=`` arguments; put back after), and with ``prestart``
     the workers it starts as it starts (when ``enable_worker_prestart`` is on) that many, not one
-    per CPU."""
+    per CPU. With the dashboard agent replaced, Ray's check of the dashboard's dependencies is
+    not made: it only chooses a flag of that agent's command (``--minimal``), and it imports
+    aiohttp (and makes two SSL contexts, reading the system's certificates) in the driver before
+    the raylet starts: 0.3-0.7 s of the driver's CPU in the start of every run (cProfile of
+    ``RayEngine.__enter__`` on 2 loaded CPUs), which nothing else of a run imports."""
 
     def __init__(self, session_dir: str, node_id: str, agents, prestart: Optional[int] = None):
         self.session_dir, self.node_id, self.agents = session_dir, node_id, tuple(agents)
@@ -266,8 +270,12 @@ class agents_replaced:
                                         f"--node-id={self.node_id}", f"--ports={','.join(AGENT_PORTS[agent])}"])
 
     def __enter__(self):
-        from ray._private import services
+        from ray._private import services, utils
         self.services, self.original = services, getattr(services, "start_ray_process", None)
+        self.utils, self.checked = utils, None
+        if "dashboard_agent" in self.agents and hasattr(utils, "get_dashboard_dependency_error"):
+            self.checked = utils.get_dashboard_dependency_error
+            utils.get_dashboard_dependency_error = _no_dependency_error
         flags = {f"--{agent}_command=": self.command(agent) for agent in self.agents}
         if self.prestart is not None:
             flags["--num_prestart_python_workers="] = str(self.prestart)
@@ -286,13 +294,53 @@ class agents_replaced:
     def __exit__(self, *exc):
         if self.original is not None:
             self.services.start_ray_process = self.original
+        if self.checked is not None:
+            self.utils.get_dashboard_dependency_error = self.checked
         return False
+
+
+def _no_dependency_error():
+    """Ray's check of the dashboard's dependencies, for a raylet whose dashboard agent is a stand-in:
+    none missing (the agent's flags are not used)."""
+    return None
 
 
 def stop_local(node) -> None:
     """The processes of a node of :func:`start_local` stopped (the driver disconnected before)."""
     if node is not None:
         node.kill_all_processes(check_alive=False, allow_graceful=True)
+
+
+def instance_processes(watchdog) -> list:
+    """The processes this one started (the instance's, their workers), less the ``watchdog``
+    (a ``Popen``, or None), for :func:`end_processes`: taken before the instance is stopped, while
+    its workers are still the raylet's children (once it is gone they are nobody's)."""
+    import psutil
+    try:
+        return [p for p in psutil.Process().children(recursive=True) if watchdog is None or p.pid != watchdog.pid]
+    except psutil.Error:
+        return []
+
+
+def end_processes(procs, timeout: float = 10.0) -> None:
+    """``procs`` (psutil processes) killed if still alive and waited for until each one has ended
+    (a zombie has: its parent, gone, cannot reap it; psutil compares each one's start time, so a
+    reused process id is left alone): a worker notices the raylet's end only at its next check."""
+    import time
+
+    import psutil
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    for p in procs:
+        try:
+            while p.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+                time.sleep(0.002)
+        except psutil.Error:  # gone (reaped)
+            pass
 
 
 STALL_ENV = "NEARDUP_RAY_STALL_SECONDS"
