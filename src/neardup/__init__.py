@@ -81,16 +81,14 @@ def _warm_numba_target() -> None:
         cpu_target.target_context.refresh()
 
 
-def _start_numba(blas: bool = True, ahead=()) -> None:
+def _start_numba(blas: bool = True) -> None:
     """Sets up numba in this thread now, as the process's first kernel load would: its target
     context and its runtime (NRT); kernels then load from the cache without numba's contexts
     refreshed (:func:`neardup.kernels.compile._load`). For a program that knows it runs kernels
     next. ``blas=False``, for a process that runs neardup's kernels alone (the command line): the
     kernels it loads do not make numba check for BLAS, which imports SciPy (0.1-0.2 s when SciPy
-    is installed; see :func:`neardup.kernels.compile.skip_blas_check`). ``ahead``: the kernels it
-    calls next ((module, name), as :data:`_DEDUP_KERNELS`), loaded from numba's cache in a thread
-    meanwhile (:func:`neardup.kernels.compile.load_ahead`). Errors are left to the first kernel
-    call."""
+    is installed; see :func:`neardup.kernels.compile.skip_blas_check`). Errors are left to the
+    first kernel call."""
     try:
         from numba.core.registry import cpu_target
 
@@ -98,28 +96,8 @@ def _start_numba(blas: bool = True, ahead=()) -> None:
         if not blas:
             compile.skip_blas_check()
         compile.start_runtime(cpu_target.target_context)
-        if ahead:
-            compile.load_ahead(ahead)
     except Exception:  # the first kernel call does the work instead, and says what is wrong
         pass
-
-
-# The kernels a dedup of JSONL text on the local engine calls, in the order of their first calls:
-# the read stage's (each block's lines; the JSONL scanner's, where it is compiled, else the
-# nesting check of pyarrow's reader; MinHash, the fingerprints' codes, the band keys), the pairs
-# stage's (the buckets, the exact Jaccard), the clusters stage's, the write stage's copy. Loaded
-# ahead by the ``neardup dedup`` program (:func:`_start_numba`) where numba's cache holds them; a
-# run that calls one not listed (--verify estimate's) loads it at its first call, and one it does
-# not call (no pair to verify) costs its load (1-15 ms) in that thread.
-_DEDUP_KERNELS = (
-    ("neardup.kernels.lines", "_newlines"), ("neardup.kernels.jsonl", "_scan"), ("neardup.kernels.jsonl", "_offsets"),
-    ("neardup.kernels.jsonl", "_gather_ids"), ("neardup.kernels.lines", "_deep_lines"),
-    ("neardup.kernels.minhash", "_process_kernel"), ("neardup.kernels.eliasfano", "_code_bytes_kernel"),
-    ("neardup.kernels.eliasfano", "_encode_parts_kernel"), ("neardup.kernels.bands", "_band_keys_kernel"),
-    ("neardup.kernels.hashing", "_fnv1a_kernel"), ("neardup.kernels.bands", "_group_rows"),
-    ("neardup.kernels.bands", "_all_pairs"), ("neardup.kernels.verify", "_exact_coded_kernel"),
-    ("neardup.kernels.components", "_select_kernel"), ("neardup.kernels.filecopy", "_copy_ranges_kernel"),
-)
 
 
 def _warmup_run() -> None:

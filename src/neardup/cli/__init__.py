@@ -102,17 +102,16 @@ def _program_start(args) -> None:
     (not when ``main(argv)`` is called in another program): a command that runs the kernels in
     this process (:data:`KERNEL_COMMANDS`; ``dedup`` on the local engine) sets up numba's runtime
     (:func:`neardup._start_numba`) and has its kernels loaded without numba's check for BLAS
-    (none of neardup's kernels uses BLAS; the check imports SciPy when it is installed: 0.1 s),
-    ``dedup``'s loaded from numba's cache in a thread while the run is planned and its first
-    blocks parsed (:data:`neardup._DEDUP_KERNELS`); then the objects made so far, modules and numba's registries, are moved out of the garbage
+    (none of neardup's kernels uses BLAS; the check imports SciPy when it is installed: 0.1 s);
+    then the objects made so far, modules and numba's registries, are moved out of the garbage
     collector's sight (``gc.freeze``): the collector ran over them again and again while they
     were made (0.05-0.1 s), and each full collection of the run would walk them again."""
     import gc
     try:
         command = (getattr(args, "command", None), getattr(args, "index_command", None))
         if command in KERNEL_COMMANDS and getattr(args, "engine", "local") == "local":
-            from .. import _DEDUP_KERNELS, _start_numba
-            _start_numba(blas=False, ahead=_DEDUP_KERNELS if command == ("dedup", None) else ())
+            from .. import _start_numba
+            _start_numba(blas=False)
     finally:
         gc.freeze()
         gc.enable()

@@ -152,67 +152,6 @@ def is_cached(dispatcher) -> bool:
     return bool(dispatcher._cache.files()._cache_file._load_index())
 
 
-# --------------------------------------------------------------------------- loading ahead
-# A run loads each kernel at its first call, in the thread that calls it: the read stage's
-# kernels in its map threads once the first block is parsed (the second thread waiting on numba's
-# compiler lock for the kernel the first is loading), the later stages' in the main thread. A
-# program that knows which kernels it calls next has them loaded by :func:`load_ahead` in a
-# thread of their own, started before its work is planned: numba's compiler lock and the
-# dispatchers' own checks make a call that meets a kernel being loaded wait for it, and a kernel
-# already loaded is not loaded again. Only what numba's disk cache holds is loaded: a kernel that
-# is not there is compiled by its first call, as before (a fresh install's first run is the same).
-
-
-def load_cached(dispatcher) -> int:
-    """Loads into ``dispatcher`` (a :func:`kernel`) each signature numba's disk cache holds for
-    it and it has not loaded, as numba's ``Dispatcher.compile`` does on a cache hit, and none that
-    would have to be compiled; returns how many were loaded."""
-    from numba.core.compiler_lock import global_compiler_lock
-    cache = getattr(dispatcher, "_cache", None)
-    if not isinstance(cache, _KernelCache):
-        return 0
-    files = cache.files()
-    codegen = dispatcher.targetctx.codegen()
-    loaded = 0
-    for key in list(files._cache_file._load_index()):
-        sig = key[0]
-        if key != files._index_key(sig, codegen):  # another machine's or an older source's entry
-            continue
-        with global_compiler_lock:
-            if tuple(sig) in dispatcher.overloads:
-                continue
-            cres = cache.load_overload(sig, dispatcher.targetctx)
-            if cres is None:
-                continue
-            dispatcher._cache_hits[sig] += 1
-            if not cres.objectmode:
-                dispatcher.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
-            dispatcher.add_overload(cres)
-            loaded += 1
-    return loaded
-
-
-def load_ahead(kernels) -> threading.Thread:
-    """Starts a daemon thread that loads ``kernels`` ((module, name) of :func:`kernel`
-    dispatchers, in the order they will be called) from numba's disk cache
-    (:func:`load_cached`). Their modules are imported first, in the caller's thread (an import
-    in the new thread could meet one of the caller's: most are imported already, the write
-    stage's copy kernel's is not). Errors are left to the kernel's first call."""
-    import importlib
-    dispatchers = [getattr(importlib.import_module(module), name) for module, name in kernels]
-
-    def run():
-        for dispatcher in dispatchers:
-            try:
-                load_cached(dispatcher)
-            except Exception:  # numba's cache layout is not public: the first call loads it instead
-                pass
-
-    thread = threading.Thread(target=run, name="neardup-kernels", daemon=True)
-    thread.start()
-    return thread
-
-
 # --------------------------------------------------------------------------- loading a kernel
 # numba's own load (FunctionCache.load_overload) first refreshes its target context: it imports
 # and installs every typing and lowering registry numba has (0.1-0.3 s, most of numba's set-up in
@@ -547,9 +486,8 @@ def start_threads() -> None:
     its threads; so the variable is set just for that moment, never at import, and removed
     afterwards: the process's environment is as it was. (A process that had already started
     numba's threads, or loaded libgomp for another library, keeps the policy it started with.)
-    A local run gets here before it starts its reading thread (the ``neardup dedup`` program
-    from its thread that loads the kernels ahead, while the main thread plans the run): no
-    thread of neardup's reads the variable meanwhile, nor starts a process.
+    A local run gets here before it starts its reading thread: no thread of neardup's reads the
+    environment meanwhile.
     """
     with _start_lock:
         try:
