@@ -60,13 +60,21 @@ def main(argv: Optional[List[str]] = None) -> int:
 # and yaml, to read a numba config file in the working folder (NUMBA_CONFIG_FILE: numba reads it
 # when it is imported and when it compiles). 3.5 and 9 ms of each run's start-up.
 NUMBA_CONFIG_FILE = ".numba_config.yaml"
+# numpy's OpenBLAS starts a thread for every other core when numba imports numpy, and each one
+# spins for ~0.1 s before it sleeps (measured: 75 ms of CPU of a 100k run, 7% of a 10-document
+# run's), though the program makes no BLAS call worth a thread (the parameter choice's products
+# are of a few hundred numbers). The variables OpenBLAS reads for its count; one set is kept.
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 
 
 def _import_numba() -> None:
     """The ``neardup`` program's import of numba (every command imports it, through the library)
     with scipy hidden, and yaml unless the working folder has a numba config file (numba then
     reads it, as it would): an ImportError to numba, which goes without them; importable again
-    afterwards. Nothing is done where numba is imported already."""
+    afterwards; and numpy's OpenBLAS loaded with one thread (:data:`BLAS_THREAD_VARIABLES`:
+    ``OPENBLAS_NUM_THREADS=1`` while numba imports numpy, then removed: the process's environment,
+    which its children inherit, is as it was) unless the environment sets a count. Nothing is
+    done where numba is imported already."""
     import os
     if "numba" in sys.modules:
         return
@@ -74,11 +82,16 @@ def _import_numba() -> None:
     hidden = [name for name in spares if name not in sys.modules]
     for name in hidden:
         sys.modules[name] = None  # type: ignore[assignment]
+    one_blas_thread = "numpy" not in sys.modules and not any(v in os.environ for v in BLAS_THREAD_VARIABLES)
+    if one_blas_thread:
+        os.environ[BLAS_THREAD_VARIABLES[0]] = "1"
     try:
         import numba  # noqa: F401
     except ImportError:  # the library's import says what is wrong, as without this
         pass
     finally:
+        if one_blas_thread:
+            os.environ.pop(BLAS_THREAD_VARIABLES[0], None)
         for name in hidden:
             if name in sys.modules and sys.modules[name] is None:
                 del sys.modules[name]
