@@ -431,12 +431,14 @@ def test_members_of_pairs_are_their_sorted_documents_and_positions():
         assert li.dtype == ri.dtype == np.int32  # what the selection's kernel takes, not copied
 
 
-@pytest.mark.parametrize("row_base", [None, [7, 1000]])
-def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch, row_base):
+@pytest.mark.parametrize("row_base, runs", [(None, True), ([7, 1000], True), ([7, 1000], False)])
+def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch, row_base, runs):
     """The clusters stage's one read of each block (DocStore.columns_and_ids) gives what
     DocStore.columns and DocStore.ids give, for document sets over both blocks, one block, none;
     without ids, None for them. With a row base (the ranges of a split file: rows numbered from
-    0 in each), the rows taken have it added as the whole block's rows have."""
+    0 in each), the rows taken have it added as the whole block's rows have. The sources and
+    rows found from the blocks' runs (add_row_runs) are those of their
+    files; without runs (a work dir of a version that kept none) they are read there."""
     from neardup.stages import workdir as wd
     monkeypatch.setattr(wd, "BLOCK_BYTES", 1)  # one read block per input file
     config = Config(on_error="skip", keep="score:score", id_column="id").resolved()
@@ -445,8 +447,9 @@ def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch, row
     run = Run(config=config, sources=sources, work=work, output=Folder.of(tmp_path / "out"), quiet=True)
     work.mark_done("read", ReadStage().run(run, LocalEngine()))
     assert len(run.corpus.blocks) == 2
+    assert [len(r) for r in run.corpus.row_runs] == [1, 1]  # (the bad line is a.jsonl's last)
     store = run.store if row_base is None else DocStore(work.folder, run.corpus.block_start, config.num_perm,
-                                                        np.array(row_base))
+                                                        np.array(row_base), run.corpus.row_runs if runs else None)
     rng = np.random.default_rng(11)
     first = int(run.corpus.block_start[1])
     columns = ["source", "row", "length", "score"]
@@ -460,3 +463,42 @@ def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch, row
         assert store.columns_and_ids(docs, columns, False)[1] is None
         shared_values, shared_ids = in_thread(MemberColumns(store, docs, columns, True))()  # two threads taking
         assert all(np.array_equal(shared_values[c], values[c]) for c in columns) and shared_ids.equals(ids)
+
+
+@pytest.mark.parametrize("cap", [1024, 3])
+def test_row_runs_give_each_documents_source_and_row(tmp_path, monkeypatch, cap):
+    """A block of two JSONL files, the first with a bad line and a blank line amid its records:
+    its summary's runs (a run from each gap, and one for the second file) give every document's
+    source and row as the block's file has them (rows after a gap go on from the gap's line);
+    over the cap (corpus.ROW_RUNS), the summary keeps none and the store finds none."""
+    from neardup.stages import corpus as corpus_module
+    monkeypatch.setattr(corpus_module, "ROW_RUNS", cap)
+    d = tmp_path / "in"
+    d.mkdir()
+    lines = [json.dumps({"text": f"document number {i} of the first file"}) for i in range(9)]
+    (d / "a.jsonl").write_text("\n".join(lines[:3] + ["{not json"] + lines[3:6] + [""] + lines[6:]) + "\n")
+    (d / "b.jsonl").write_text("\n".join(json.dumps({"text": f"second file {i}"}) for i in range(4)) + "\n")
+    config = Config(on_error="skip").resolved()
+    work = WorkDir(str(tmp_path / "work"), "runs-test")
+    run = Run(config=config, sources=nio.discover([str(d / "a.jsonl"), str(d / "b.jsonl")]), work=work,
+              output=Folder.of(tmp_path / "out"), quiet=True)
+    work.mark_done("read", ReadStage().run(run, LocalEngine()))
+    assert run.corpus.n == 13 and len(run.corpus.blocks) == 1
+    found = run.store.source_rows_of(0, np.arange(13))
+    if cap == 3:
+        assert run.corpus.row_runs == [None] and found is None
+        return
+    assert run.corpus.row_runs[0].tolist() == [[0, 0, 0], [3, 0, 4], [6, 0, 8], [9, 1, 0]]
+    table = run.corpus.table(0, ["source", "row"])
+    assert np.array_equal(found[0], table.column("source").to_numpy()) and found[0].dtype == np.int32
+    assert np.array_equal(found[1], table.column("row").to_numpy()) and found[1].dtype == np.int64
+
+
+def test_row_runs_go_on_across_batches():
+    """A batch whose first document goes on from the last batch's run adds no run of its own."""
+    from neardup.stages.corpus import add_row_runs
+    summary = {"documents": 0, "runs": []}
+    for source, rows in (([0, 0, 0], [5, 6, 7]), ([0, 0], [8, 10]), ([1], [0])):
+        add_row_runs(summary, np.array(source, np.int32), np.array(rows))
+        summary["documents"] += len(rows)
+    assert summary["runs"] == [[0, 0, 5], [4, 0, 10], [5, 1, 0]]

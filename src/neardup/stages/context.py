@@ -59,7 +59,7 @@ class Run:
     def store(self) -> DocStore:
         if self._store is None:
             self._store = DocStore(self.work.folder, self.corpus.block_start, self.config.num_perm,
-                                   self.corpus.row_base)
+                                   self.corpus.row_base, self.corpus.row_runs)
         return self._store
 
     def forget_corpus(self) -> None:

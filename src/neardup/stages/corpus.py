@@ -22,6 +22,7 @@ from ..kernels.ranges import copy_ranges
 from .workdir import WorkDir, block_name
 
 CODE_THREADS = 2  # threads copying the fingerprint codes of local blocks (DocStore.codes)
+ROW_RUNS = 1024  # runs of (source, row) a block's summary keeps at most (add_row_runs): more, none kept
 
 
 def code_threads() -> int:
@@ -49,6 +50,9 @@ class Corpus:
         # the ranges of a split file number their rows from 0: each one's first line, added to
         # its rows wherever they are read (:func:`neardup.io.splits.range_lines`)
         self.row_base = np.asarray(range_lines(blocks, self.summaries, work.ranges()), np.int64)
+        # each block's runs of (source, row) (add_row_runs), None where its summary has none
+        self.row_runs = [None if s.get("runs") is None else np.asarray(s["runs"], np.int64).reshape(-1, 3)
+                         for s in self.summaries]
         self._columns: Dict[str, np.ndarray] = {}
 
     def table(self, block: int, columns: Optional[List[str]] = None) -> pa.Table:
@@ -134,6 +138,25 @@ def with_row_base(table: pa.Table, base: int) -> pa.Table:
     return table.set_column(i, "row", arrow(to_numpy(rows).astype(np.int64) + np.int64(base)))
 
 
+def add_row_runs(summary: dict, source: np.ndarray, rows: np.ndarray) -> None:
+    """A batch's documents (the ``source`` and ``row`` of each, the batch's first document
+    ``summary["documents"]`` of its block) added to the summary's ``runs``: [document, source,
+    row] of each run's first document, a run's rows going on by one a document in one source
+    (a JSONL file: a run from each rejected record or blank line to the next); None once there
+    are more than ROW_RUNS (many small files), as in a work dir of a version that kept none. The
+    clusters stage finds its members' sources and rows from them (:meth:`DocStore.source_rows_of`)
+    rather than reading those columns of every block."""
+    runs = summary.get("runs")
+    if runs is None or not len(rows):
+        return
+    source, rows = np.asarray(source, np.int64), np.asarray(rows, np.int64)
+    starts = np.concatenate([[0], np.flatnonzero((source[1:] != source[:-1]) | (rows[1:] != rows[:-1] + 1)) + 1])
+    new = np.stack([starts + summary["documents"], source[starts], rows[starts]], axis=1).tolist()
+    if runs and new[0][1] == runs[-1][1] and new[0][2] - runs[-1][2] == new[0][0] - runs[-1][0]:
+        new = new[1:]  # the last batch's run goes on
+    summary["runs"] = runs + new if len(runs) + len(new) <= ROW_RUNS else None
+
+
 def column(table: pa.Table, name: str, dtype=np.int64) -> np.ndarray:
     """One column of a table as a numpy array of ``dtype`` (one copy at most)."""
     return to_numpy(table.column(name).combine_chunks()).astype(dtype, copy=False)
@@ -170,11 +193,12 @@ class DocStore:
     REMOTE_TABLES = 8  # columns of Arrow shards kept in memory when the work dir is remote (one GET each otherwise)
 
     def __init__(self, work: Folder, block_start: np.ndarray, num_perm: int,
-                 row_base: Optional[np.ndarray] = None):
+                 row_base: Optional[np.ndarray] = None, row_runs: Optional[List[Optional[np.ndarray]]] = None):
         self.work = work
         self.block_start = np.asarray(block_start, dtype=np.int64)
         self.num_perm = num_perm
         self.row_base = None if row_base is None else np.asarray(row_base, np.int64)  # Corpus.row_base
+        self.row_runs = row_runs  # Corpus.row_runs
         self._code_offsets: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
         self._counts: Optional[np.ndarray] = None  # every document's, when held (:meth:`hold_counts`)
         self._tables: "OrderedDict[int, pa.Table]" = OrderedDict()
@@ -198,6 +222,16 @@ class DocStore:
         t = self.table(block, ["source", "row"])
         mask = to_numpy(t.column("source")) == si
         return to_numpy(t.column("row"))[mask]
+
+    def source_rows_of(self, block: int, local: np.ndarray) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+        """The source (int32) and row (int64, the row base added) of a block's documents ``local``
+        (ascending) from its runs (:func:`add_row_runs`), no file read; None when it has none."""
+        runs = None if self.row_runs is None else self.row_runs[block]
+        if runs is None:
+            return None
+        k = np.searchsorted(runs[:, 0], local, side="right") - 1
+        base = 0 if self.row_base is None else self.row_base[block]
+        return runs[k, 1].astype(np.int32), runs[k, 2] + (local - runs[k, 0]) + base
 
     def _by_block(self, docs: np.ndarray):
         docs = np.asarray(docs, dtype=np.int64)
@@ -366,8 +400,10 @@ class MemberColumns:
     them while the selection's kernel runs, and the stage's own thread once it asks for them
     before they are all read (:func:`neardup.stages.clusters.in_thread`): the opens and takes
     release the GIL, the page faults of the blocks' memory maps are the cost (at 1M documents
-    under load: ~25 thread-CPU-ms of gathering beside ~10 of the kernel). Each block's file is
-    opened once for its columns and ids, its documents found by a binary search (they are a run
+    under load: ~25 thread-CPU-ms of gathering beside ~10 of the kernel). The sources and rows
+    come from the block's runs (:meth:`DocStore.source_rows_of`) where its summary has them
+    (12 of the 21.9 MB of pages of the 1M corpus's members not touched); each block's file is
+    opened once for the other columns and ids, its documents found by a binary search (they are a run
     of ``docs``) and taken from all its columns at once, before the row base is added: no column
     of a block copied whole, no pass over ``docs`` per block (214,229 cluster members over 35
     blocks: ~12 ms against 33 for :meth:`DocStore.columns` then :meth:`DocStore.ids`; ~15 ms
@@ -379,25 +415,31 @@ class MemberColumns:
         self.docs = np.asarray(docs, dtype=np.int64)
         self.bounds = np.searchsorted(self.docs, store.block_start).tolist()
         self.blocks = [b for b in range(len(self.bounds) - 1) if self.bounds[b] < self.bounds[b + 1]]
-        self.tables: List[Optional[pa.Table]] = [None] * len(self.blocks)
+        self.values: List[Optional[dict]] = [None] * len(self.blocks)  # each block's values by column
         self._left = iter(range(len(self.blocks)))
         self.shared = store.work.os_path is not None  # a remote work dir's tables are cached: one thread's
 
     def take(self) -> None:
-        """The blocks no thread has taken yet, each taken by one thread (``next`` holds the GIL)."""
-        wanted = self.columns + ["id"] if self.with_ids else self.columns
+        """The blocks no thread has taken yet, each taken by one thread (``next`` holds the GIL):
+        the sources and rows from the block's runs where it has them, the rest of its file."""
         for j in self._left:
             b = self.blocks[j]
             local = self.docs[self.bounds[b]:self.bounds[b + 1]] - self.store.block_start[b]
-            self.tables[j] = self.store.table(b, wanted, local)
+            found = self.store.source_rows_of(b, local) if "source" in self.columns else None
+            values = {} if found is None else dict(zip(("source", "row"), found))
+            wanted = [c for c in self.columns if c not in values] + (["id"] if self.with_ids else [])
+            if wanted:
+                t = self.store.table(b, wanted, local)
+                values.update((c, t.column(c) if c == "id" else to_numpy(t.column(c))) for c in wanted)
+            self.values[j] = values
 
     def result(self) -> Tuple[Dict[str, np.ndarray], Optional[pa.Array]]:
         """The values of every column and the ids (None without), once every :meth:`take` is done."""
-        values = {c: (np.concatenate([to_numpy(t.column(c)) for t in self.tables]) if self.tables else np.zeros(0))
+        values = {c: (np.concatenate([t[c] for t in self.values]) if self.values else np.zeros(0))
                   for c in self.columns}
         if not self.with_ids:
             return values, None
-        parts = [chunk for t in self.tables for chunk in t.column("id").chunks]
+        parts = [chunk for t in self.values for chunk in t["id"].chunks]
         return values, (pa.concat_arrays(parts) if parts else arrow([], pa.string()))
 
 

@@ -32,7 +32,7 @@ from ..io.opening import cannot_read
 from ..io.splits import line_span
 from ..io.storage.folder import Folder
 from ..progress import bar, check_interrupt
-from .corpus import numpy_fixed_binary
+from .corpus import add_row_runs, numpy_fixed_binary
 from .records import ReadInfo
 from .workdir import MAX_DOCUMENTS, block_name, docs_schema
 
@@ -160,7 +160,8 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
                signatures: Optional[Callable[[np.ndarray], None]] = None, span=None) -> dict:
     """Reads the sources ``members`` (indices into ``sources``) as block ``block``; returns its
     summary: documents, documents per source, empty documents (no shingles), rejected records
-    [source, row or None, reason], skipped files [source, reason] (``Batch.skipped``), and for a
+    [source, row or None, reason], skipped files [source, reason] (``Batch.skipped``), the runs
+    of its documents' sources and rows (:func:`neardup.stages.corpus.add_row_runs`), and for a
     range read with its rows numbered from 0 (``span`` (first, stop, None)) its ``lines``
     (:func:`neardup.io.splits.range_lines`). Raises the first bad record's error (on_error='fail').
     ``finish(documents) -> dict``, when given, runs once the block's files are complete and adds
@@ -173,7 +174,7 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
     scratch = take_scratch()
     schema = docs_schema(config)
     summary = {"documents": 0, "per_source": {str(si): 0 for si in members}, "empty": 0, "rejected": [],
-               "skipped": []}
+               "skipped": [], "runs": []}
     # each file appears under its name only when complete, at the end of the with (a temporary
     # name renamed; an upload completed); a failure (a full disk, a bad record) leaves neither
     with work.atomic_write(block_name(block, "arrow")) as arrow_file, \
@@ -309,6 +310,7 @@ def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary,
     if config.id_column is not None:
         cols.append(ids.cast(pa.string()))
     writer.write_batch(pa.record_batch(cols, schema=schema))
+    add_row_runs(summary, source, rows)
     summary["documents"] += m
     for b in batches:
         _count_per_source(summary["per_source"], b)
