@@ -87,3 +87,32 @@ def test_in_thread_the_caller_takes_the_blocks_left_and_gets_the_result_or_error
     assert failing.holding.wait(10)
     with pytest.raises(OSError, match="a block file is gone"):
         wait()
+
+def _ipc_bytes(array):
+    import io
+    import pyarrow as pa
+    out = io.BytesIO()
+    with pa.ipc.new_file(out, pa.schema([("x", array.type)])) as writer:
+        writer.write_batch(pa.record_batch([array], ["x"]))
+    return out.getvalue()
+
+
+@settings(max_examples=200, deadline=None)
+@given(lengths=st.lists(st.integers(0, 12), min_size=1, max_size=60), m=st.integers(0, 80),
+       share=st.floats(0, 1), nulls=st.booleans(), seed=st.integers(0, 2 ** 32 - 1))
+def test_taken_where_is_a_take_with_null_indices(lengths, m, share, nulls, seed):
+    """The representatives' ids (taken_where): the array a take with null indices where not
+    valid gives, and the same bytes in an Arrow IPC file (the clusters stage's work file), from
+    ids of any lengths (empty ones), a slice of a larger array, with nulls of their own or none."""
+    import pyarrow as pa
+    from neardup.stages.clusters import taken_where
+    rng = np.random.default_rng(seed)
+    values = ["x" * k + str(i) * (k > 0) for i, k in enumerate(lengths)]
+    ids = pa.array(["lead"] + values, mask=np.array([False] + [nulls and k == 3 for k in lengths]))[1:]
+    at = rng.integers(0, len(ids), m)
+    valid = rng.random(m) < share
+    indices = pa.Array.from_buffers(pa.int64(), m, [pa.py_buffer(np.packbits(valid, bitorder="little")),
+                                                    pa.py_buffer(np.ascontiguousarray(at, np.int64))])
+    want, got = ids.take(indices), taken_where(ids, at, valid)
+    got.validate(full=True)
+    assert got.equals(want) and _ipc_bytes(got) == _ipc_bytes(want)

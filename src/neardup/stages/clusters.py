@@ -59,7 +59,7 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
     removed = sel.removed
     rep = np.where(removed, sel.representative, 0)
     cluster, representative = docs[head], np.where(removed, docs[rep], -1)
-    head_at, rep_at = arrow(head), _where_valid(rep, removed)  # a null index takes a null: kept members
+    head_at = arrow(head)
     best, sizes, clusters = largest_clusters(head, TOP_CLUSTERS)
     marked = np.zeros(m, dtype=np.bool_)
     marked[best] = True
@@ -69,7 +69,7 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
     row = attrs["row"].astype(np.int64)
     ids = document_ids(source, row, user_ids, sources)
     members = members_table(docs, source, row, cluster, representative, sel.similarity, removed,
-                            ids, ids.take(head_at), ids.take(rep_at), pa.nulls(m, pa.string()))
+                            ids, ids.take(head_at), taken_where(ids, rep, removed), pa.nulls(m, pa.string()))
     top: List[dict] = []
     for h in best.tolist():
         ms = shown_members[head[shown_members] == h]
@@ -119,11 +119,24 @@ def in_thread(gathering: MemberColumns) -> Callable[[], Columns]:
     return wait
 
 
-def _where_valid(values: np.ndarray, valid: np.ndarray) -> pa.Array:
-    """``values`` (int64) as an Arrow array, null where not ``valid`` (built from buffers: no pandas)."""
-    values = np.ascontiguousarray(values, dtype=np.int64)
-    bits = np.packbits(valid, bitorder="little")
-    return pa.Array.from_buffers(pa.int64(), len(values), [pa.py_buffer(bits), pa.py_buffer(values)])
+def taken_where(ids: pa.Array, at: np.ndarray, valid: np.ndarray) -> pa.Array:
+    """``ids`` (strings) taken at ``at``, null where not ``valid`` (the representatives' ids of
+    the members, null for the kept): the same array as a take with null indices there, made by
+    taking the valid ones alone and spreading their offsets, each null an empty slot (at 1M
+    documents, 107,349 of 214,229 members removed: ~1.5 ms against ~3.5 under load). A take of
+    ids with nulls of their own is the take with null indices (what its null slots hold is
+    the take's)."""
+    where = np.flatnonzero(valid)
+    taken = ids.take(arrow(at[where]))
+    if taken.null_count or taken.type != pa.string():
+        return ids.take(pa.Array.from_buffers(pa.int64(), len(at), [pa.py_buffer(np.packbits(valid, bitorder="little")),
+                                                                   pa.py_buffer(np.ascontiguousarray(at, np.int64))]))
+    lengths = np.zeros(len(at), np.int32)
+    lengths[where] = np.diff(np.frombuffer(taken.buffers()[1], np.int32, len(where) + 1))
+    offsets = np.zeros(len(at) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(at), [pa.py_buffer(np.packbits(valid, bitorder="little")),
+                                                        pa.py_buffer(offsets), taken.buffers()[2]])
 
 
 def member_columns(config) -> List[str]:
