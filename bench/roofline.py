@@ -49,8 +49,11 @@ trees compared in one run share their floors):
   read at the page-cache read bandwidth; the member set made (a mark per document, the pairs
   renumbered into it by each member's position written at its index) and ``select_representatives`` run over it (the union-find and the chain
   guard, compiled and warm) on the run's own verified pairs; its output, the work dir's
-  clusters/ files (bytes of the run's last repeat), written at the page-cache write bandwidth.
-  Gathering the members' columns and ids from the read stage's files is not in it. (A bare union-find
+  clusters/ files (bytes of the run's last repeat), written at the page-cache write bandwidth;
+  and the members' ids: every page of the read stage's ``id`` column of each block holding a
+  member, at the cheaper of page faults through fresh memory maps and ``pread``, both measured
+  here on those bytes (their sources and rows come from the blocks' summaries: not in it; the
+  gather's opens and takes are not in it either). (A bare union-find
   over the pairs, the floor before, is kept beside as ``union_find``: it leaves out the chain
   guard, the input and the output the stage cannot do without.)
 - write: the output's bytes once through memory (``np.copyto`` bandwidth, 256 MiB buffers) plus
@@ -461,8 +464,60 @@ def clusters_floor(work: Path, repeat: int, read_bps: float, write_bps: float) -
     compute_s, cpu = timed(select, repeat)
     in_bytes, out_bytes = dir_size(work / "pairs"), dir_size(work / "clusters")
     io_s = in_bytes / read_bps + out_bytes / write_bps
+    ids = member_ids_floor(work, left, right, repeat)
     return {"pairs": len(left), "select_seconds": compute_s, "cpu_seconds_mean": cpu, "pairs_bytes": in_bytes,
-            "clusters_bytes": out_bytes, "io_seconds": io_s, "seconds": compute_s + io_s}
+            "clusters_bytes": out_bytes, "io_seconds": io_s, "member_ids": ids,
+            "seconds": compute_s + io_s + ids["seconds"]}
+
+
+def member_ids_floor(work: Path, left: np.ndarray, right: np.ndarray, repeat: int) -> dict:
+    """The members' columns the clusters stage cannot do without: their ids (user ids, the
+    read stage's ``id`` column; their sources and rows come from the blocks' summaries), every
+    page of the id buffers of each block holding a member (at 21 % of documents members, every
+    page holds some), got at the cheaper of faulting them in through fresh memory maps and
+    ``pread`` into a buffer, each measured here on those bytes. Nothing without an id column."""
+    import pyarrow as pa
+    starts = [0]
+    for p in sorted((work / "read").glob("block-*.json")):
+        starts.append(starts[-1] + json.loads(p.read_text())["documents"])
+    held = set((np.searchsorted(starts, np.concatenate([left, right]), side="right") - 1).tolist())
+    ranges = []  # (path, offset, size) of each id buffer of the blocks holding members
+    for b, p in enumerate(sorted((work / "read").glob("block-*.arrow"))):
+        if b not in held or not p.stat().st_size:
+            continue
+        with pa.memory_map(str(p)) as f:
+            whole = f.read_buffer(f.size())
+            f.seek(0)
+            table = pa.ipc.open_file(f).read_all()
+            if "id" not in table.column_names:
+                return {"bytes": 0, "seconds": 0.0, "way": "no id column"}
+            ranges += [(str(p), buf.address - whole.address, buf.size)
+                       for chunk in table.column("id").chunks for buf in chunk.buffers() if buf is not None]
+    size = sum(r[2] for r in ranges)
+    room = bytearray(max((r[2] for r in ranges), default=0))
+
+    def faults():  # every page of each buffer faulted in through a fresh map of its file
+        s = 0
+        for path in sorted({r[0] for r in ranges}):
+            m = np.memmap(path, np.uint8, mode="r")
+            s += sum(int(m[off:off + n:4096].sum()) for q, off, n in ranges if q == path)
+            del m
+        return s
+
+    def reads():
+        for path in sorted({r[0] for r in ranges}):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                for q, off, n in ranges:
+                    if q == path:
+                        os.preadv(fd, [memoryview(room)[:n]], off)
+            finally:
+                os.close(fd)
+    faults()
+    mmap_s, _ = timed(faults, repeat)
+    read_s, _ = timed(reads, repeat)
+    return {"bytes": size, "blocks": len(held), "mmap_fault_seconds": mmap_s, "read_seconds": read_s,
+            "way": "mmap faults" if mmap_s <= read_s else "read()", "seconds": min(mmap_s, read_s)}
 
 
 def dir_size(path: Path) -> int:
@@ -740,8 +795,10 @@ def main(argv=None) -> int:
             floors["clusters"] = {"union_find": uf, "necessary": cl, "seconds": cl["seconds"],
                                   "basis": (f"union-find + chain guard over {cl['pairs']:,} verified pairs, members "
                                             f"renumbered, {cl['select_seconds']:.3f} s + pairs/ read and clusters/ "
-                                            f"written at page-cache bandwidth {cl['io_seconds']:.3f} s (bare union-find "
-                                            f"{uf['seconds']:.4f} s)")}
+                                            f"written at page-cache bandwidth {cl['io_seconds']:.3f} s + the members' "
+                                            f"ids, {cl['member_ids']['bytes'] / 1e6:.1f} MB of read/ pages by "
+                                            f"{cl['member_ids']['way']} {cl['member_ids']['seconds']:.3f} s (bare "
+                                            f"union-find {uf['seconds']:.4f} s)")}
         floors["write"] = {**wr, "basis": (f"memcpy {wr['memcpy_bytes_per_s'] / 1e9:.1f} GB/s + page-cache write "
                                            f"{wr['page_cache_write_bytes_per_s'] / 1e9:.1f} GB/s")}
         floors["startup"] = {"seconds": startup["python_pass_s"], "basis": "`python -c pass`"}
