@@ -136,3 +136,27 @@ def test_members_written_beside_kept_the_same_bytes_and_errors_raised(clustered_
     monkeypatch.setattr(write, "stitch_output", broken)
     with pytest.raises(OSError, match="disk full"):
         WriteStage().run(run, LocalEngine())
+
+
+def test_one_range_sorted_beside_kept(clustered_run, tmp_path, monkeypatch):
+    """Every removed row in one range: the kept/ writers read their removed rows from the
+    members parts (those not removed left out), and the removed range is sorted by the thread
+    that writes clusters.parquet, beside kept/: the same files as many ranges sorted first."""
+    import threading
+
+    import neardup.stages.write as write
+
+    run = clustered_run
+    WriteStage().run(run, LocalEngine(partitions=4))
+    many = _output(tmp_path / "out")
+    sorted_by = []
+    real = write.write_ranges
+
+    def write_ranges(table, *, work, kind):
+        sorted_by.append((kind, threading.current_thread().name))
+        return real(table, work=work, kind=kind)
+
+    monkeypatch.setattr(write, "write_ranges", write_ranges)
+    WriteStage().run(run, LocalEngine())
+    assert sorted_by == [("removed", "neardup-members"), ("clusters", "neardup-members")]
+    assert _output(tmp_path / "out") == many

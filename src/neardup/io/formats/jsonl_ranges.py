@@ -13,6 +13,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from ...errors import InputError
+from ...kernels.lines import newline_positions
 from .._streams import BLOCK_BYTES
 from ..kernel_copy import RangeCopier
 from ..kept_rows import block_rows, run_bounds
@@ -21,21 +22,6 @@ from ..storage import fs as _fs
 
 
 _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark starting a file is not part of line 0 (as in _streams)
-_LONG_LINE = 1024  # bytes a line on average, from which newlines are found one by one
-
-
-def _newlines(buf: bytearray, size: int, long_lines: bool) -> np.ndarray:
-    """Offsets of the newlines in ``buf[:size]``: with memchr one by one when lines are long
-    (fewer passes over the bytes), else with numpy."""
-    if not long_lines:
-        return np.flatnonzero(np.frombuffer(buf, dtype=np.uint8, count=size) == 10)
-    out = []
-    find = buf.find
-    i = find(b"\n", 0, size)
-    while i >= 0:
-        out.append(i)
-        i = find(b"\n", i + 1, size)
-    return np.array(out, dtype=np.int64)
 
 
 def _kept_byte_ranges(f, keep: np.ndarray, name: str,
@@ -65,7 +51,6 @@ def _kept_byte_ranges(f, keep: np.ndarray, name: str,
     line0 = k = 0
     eof = False
     last_capture = max(capture) if capture else -1
-    long_lines = False
     while (k < len(keep) or line0 <= last_capture) and not eof:
         if filled == len(buf):  # one line longer than the buffer: a larger one
             bigger = bytearray(2 * len(buf))
@@ -83,7 +68,9 @@ def _kept_byte_ranges(f, keep: np.ndarray, name: str,
             raise InputError(f"{name}: cannot read file ({e.strerror or e})") from None
         finally:
             view.release()
-        ends = _newlines(buf, filled, long_lines)
+        # the newlines of the bytes read, 64 bytes a step without the GIL (a memchr per line
+        # from Python cost 0.24 CPU-s over the 2.3 GB of 1M documents, this 0.15)
+        ends = newline_positions(memoryview(buf)[:filled])
         used = int(ends[-1]) + 1 if len(ends) else 0
         partial = eof and filled > used  # the last line, without a newline
         if partial:
@@ -105,7 +92,6 @@ def _kept_byte_ranges(f, keep: np.ndarray, name: str,
             yield (starts[idx[first]] + pos).tolist(), (run_ends + pos).tolist(), newline
         k = hi
         line0 += n
-        long_lines = used >= _LONG_LINE * n
         rest = filled - used
         if rest:
             buf[:rest] = buf[used:filled]
