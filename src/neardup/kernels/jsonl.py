@@ -11,6 +11,12 @@ surrogate escape, no nesting deeper than 64. So the records it accepts are read 
 pyarrow and ``json.loads`` read them, and every message about a bad line stays the one of the
 slower path.
 
+:func:`scan_block` makes the same first pass over a whole block with its lines found as they are
+scanned (a line's bytes, once its newline is found, are in the cache for its scan): the reader's
+pass over a block of plain records, where the lines' bounds were a pass of their own before it
+(at 1M documents, the parse 1.09 -> 0.79 CPU-s). A block with a line it hands back (a blank one, a
+bad one) is read as before: its lines found, the blank ones left out, then :func:`extract`.
+
 It runs without the GIL (in the reading thread, beside the hashing kernels): validating a line
 is one pass over its bytes (a string's runs of plain bytes 64 at a time, in explicit vectors:
 :func:`neardup.kernels.lanes.byte_mask`), copying the text out a second one (a plain copy when
