@@ -252,6 +252,7 @@ _BLOCKS = [
     # lines longer than a vector, a non-ASCII byte past the first 64 of a line and in its last bytes
     ('{"id": 6, "text": "' + "w " * 70 + '\u00e9"}\n{"id": 7, "text": "' + "v " * 40 + '"}\n').encode(),
     ('{"id": 8, "text": "' + "u " * 40 + '"}\n{"id": 9, "text": "\u00e9"}').encode(),
+    "".join(json.dumps({"id": i, "text": f"t{i}"}) + "\n" for i in range(70)).encode(),  # the room for lines grown
 ]
 
 
