@@ -197,7 +197,7 @@ from neardup.io import Source, read_source
 from neardup.kernels import jsonl as J
 src = Source(path={str(p)!r}, name="c.jsonl", relpath="c.jsonl", format="jsonl")
 n = sum(len(b) for b in read_source(src, id_column="id"))
-print(n, J.worth_it(10), J.worth_it(J.COMPILE_FROM_BYTES), bool(J._scan.signatures))
+print(n, J.worth_it(10), J.worth_it(J.COMPILE_FROM_BYTES), bool(J._scan_block.signatures))
 """
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=SRC)
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
@@ -233,3 +233,72 @@ def test_text_buffers_used_again_only_once_nothing_sees_them(monkeypatch):
     assert len(scanner.text_buffers._free) == kept
     scanner.text_buffers.clear()
     assert scanner.text_buffers._free == []
+
+
+def _two_passes(block: bytes, text="text", id_column="id"):
+    """The lines' bounds, ASCII flag, and extract's texts and ids of a block, as two passes make them."""
+    from neardup.kernels.lines import line_bounds_ascii
+    starts, ends, is_ascii = line_bounds_ascii(block)
+    fast = extract(block, starts, ends, np.arange(len(starts)), text, id_column)
+    return starts, ends, is_ascii, fast
+
+
+_BLOCKS = [
+    b'{"id": 1, "text": "a b c"}\n{"id": 2, "text": "d e"}\n',
+    b'{"id": 1, "text": "no newline at the end"}',
+    b'{"id": "x", "text": "crlf"}\r\n{"text": "spaces after", "id": 7}   \n',
+    '{"id": 3, "text": "caf\u00e9 na\u00efve"}\n{"id": 4, "text": "plain"}\n'.encode(),
+    b'{"id": 5, "text": "esc \\"q\\" \\u00e9 \\n"}\n',
+    # lines longer than a vector, a non-ASCII byte past the first 64 of a line and in its last bytes
+    ('{"id": 6, "text": "' + "w " * 70 + '\u00e9"}\n{"id": 7, "text": "' + "v " * 40 + '"}\n').encode(),
+    ('{"id": 8, "text": "' + "u " * 40 + '"}\n{"id": 9, "text": "\u00e9"}').encode(),
+    "".join(json.dumps({"id": i, "text": f"t{i}"}) + "\n" for i in range(70)).encode(),  # the room for lines grown
+]
+
+
+@pytest.mark.parametrize("block", _BLOCKS)
+def test_scan_block_finds_the_lines_and_spans_of_two_passes(block):
+    from neardup.kernels.jsonl import scan_block
+    starts, ends, is_ascii, (text, ids) = _two_passes(block)
+    for data in (block, bytearray(block)):
+        scanned = scan_block(data, "text", "id")
+        assert scanned is not None
+        assert scanned.starts.tolist() == starts.tolist() and scanned.ends.tolist() == ends.tolist()
+        assert scanned.ascii == is_ascii
+        t, i = scanned.extract()
+        assert t.to_pylist() == text.to_pylist() and i.to_pylist() == ids.to_pylist()
+
+
+@pytest.mark.parametrize("block", [b"", b"\n", b'{"id": 1, "text": "a"}\n\n{"id": 2, "text": "b"}\n',
+                                   b'{"id": 1, "text": "a"}\n{"id": 2}\n', b'{"id": 1, "text": "a"}\n[1]\n',
+                                   b'{"id": 1, "text": "a"}\n{"id": 2, "text": "b"}\n{"id": 3, "text": "c"},\n'])
+def test_scan_block_hands_back_a_block_with_any_line_not_a_plain_record(block):
+    from neardup.kernels.jsonl import scan_block
+    assert scan_block(block, "text", "id") is None
+
+
+def _parse(block: bytes, fused: bool, monkeypatch, text_spans=False):
+    from neardup.kernels import jsonl as scanner
+    ctx = ReadContext(Source(path="x", name="x", relpath="x", format="jsonl"), 0, "text", "id", None, "skip", 100)
+    ctx.text_spans = text_spans
+    p = _JsonlParser(ctx)
+    p.fast = True
+    with monkeypatch.context() as m:
+        if not fused:
+            m.setattr(scanner, "scan_block", lambda *a: None)
+        n_lines, n_records, text, rows, ids, scores, bad = p.parse(block, 10)
+    texts = text.to_pylist()
+    return n_lines, n_records, texts, rows.tolist(), ids.to_pylist(), scores, bad, p.seen_record
+
+
+@pytest.mark.parametrize("block", _BLOCKS + [
+    b'{"id": 1, "text": "a"}\n\n{"id": 2, "text": "b"}\n',  # a blank line: the two passes
+    b'{"id": 1, "text": "a"}\n{"id": 2}\n{"id": 3, "text": "c"}\n',  # a bad line
+    b'{"id": 1, "text": "ok \xc3\xa9"}\n{"id": 2, "text": "bad \xff byte"}\n',  # invalid UTF-8
+    b'{"id": 1, "text": "' + b"x" * 80 + b'"}\n{"id": 2, "text": "' + b"y" * 70 + b'\xe9' + b"z" * 90 + b'"}\n',
+])
+@pytest.mark.parametrize("text_spans", [False, True])
+def test_a_block_parses_the_same_with_its_lines_found_while_scanned(block, text_spans, monkeypatch):
+    # the fused pass (kernels.jsonl.scan_block) or the line bounds first, then the scan: the same
+    # lines, rows, texts, ids and rejected lines (invalid UTF-8 found though the block is scanned)
+    assert _parse(block, True, monkeypatch, text_spans) == _parse(block, False, monkeypatch, text_spans)

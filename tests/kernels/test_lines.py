@@ -70,7 +70,7 @@ def test_the_read_kernels_get_one_type_whether_the_block_is_bytes_or_a_bytearray
 
     types = {}
     for module, name in [(lines, "_newlines"), (lines, "_count_newlines"), (jsonl, "_scan"), (jsonl, "_gather"),
-                         (jsonl, "_gather_ids")]:
+                         (jsonl, "_gather_ids"), (jsonl, "_scan_block")]:
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name:
                             types.setdefault(_name, set()).add(tuple(typeof(x) for x in a)) or _real(*a))
@@ -81,5 +81,6 @@ def test_the_read_kernels_get_one_type_whether_the_block_is_bytes_or_a_bytearray
         everything = np.arange(len(starts))
         assert jsonl.extract(block, starts, ends, everything, "text", "id")[0].to_pylist()[3] == "words 3 and more"
         assert jsonl.extract(block, starts, ends, everything, "text", "id", in_place=True)[1].to_pylist()[3] == "d3"
-    assert sorted(types) == ["_count_newlines", "_gather", "_gather_ids", "_newlines", "_scan"]
+        assert jsonl.scan_block(block, "text", "id").extract()[0].to_pylist()[3] == "words 3 and more"
+    assert sorted(types) == ["_count_newlines", "_gather", "_gather_ids", "_newlines", "_scan", "_scan_block"]
     assert {name: len(kinds) for name, kinds in types.items()} == dict.fromkeys(types, 1), types

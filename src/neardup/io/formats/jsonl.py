@@ -202,6 +202,14 @@ class _JsonlParser:
     def parse(self, data: bytes, line0: int):
         """``(n_lines, n_records, text, rows, ids, scores, bad)`` of one block."""
         ctx = self.ctx
+        # the plain case, every line a simple record: its lines found and scanned in one pass
+        scanned = (scanner.scan_block(data, ctx.text_column, ctx.id_column)
+                   if self.fast and ctx.score_column is None else None)
+        if scanned is not None and (scanned.ascii or _utf8_ok(data)):
+            n = len(scanned.starts)  # at least one: the block is not empty
+            self.seen_record = True
+            text, ids = scanned.extract(in_place=ctx.text_spans)
+            return n, n, text, np.arange(line0, line0 + n, dtype=np.int64), ids, None, {}
         starts, ends, is_ascii = line_bounds_ascii(data)  # ASCII: valid UTF-8, no check needed
         n_lines = len(starts)
         blank = blank_lines(data, starts, ends)
@@ -222,7 +230,7 @@ class _JsonlParser:
         keep = good
         fast = None
         if self.fast and len(good) and not bad and ctx.score_column is None:
-            # the plain case, every line a simple record: compiled, no Python objects
+            # every line but the blank ones a simple record: compiled, no Python objects
             fast = scanner.extract(data, starts, ends, good, ctx.text_column, ctx.id_column,
                                    in_place=ctx.text_spans)
         if fast is not None:
