@@ -139,6 +139,36 @@ def test_the_program_leaves_no_process_of_its_instance_behind(tmp_path):
     assert (tmp_path / "out" / "stats.json").exists() and (tmp_path / "out" / "report.html").exists()
 
 
+OUT_OF_FILES = """
+import atexit, os, resource
+from neardup.engines.ray import RayEngine
+from neardup.progress import interrupt_handler
+limits = resource.getrlimit(resource.RLIMIT_NOFILE)
+with interrupt_handler(to_exit=True):  # as the program runs a command: the stop in its helper thread
+    with RayEngine(1, quiet=True) as engine:
+        atexit.register(resource.setrlimit, resource.RLIMIT_NOFILE, limits)  # runs after the stop's join
+        fd = os.open(os.devnull, os.O_RDONLY)
+        os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (fd, limits[1]))  # no file descriptor left to open
+print("run done", flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_a_failed_stop_in_the_programs_helper_thread_is_one_line_and_the_run_succeeds():
+    """The helper thread's stop fails for real (the driver has no file descriptor left when it
+    lists the instance's processes): one line on stderr, what failed and how to end what may
+    remain, no thread's traceback; the exit status is the run's."""
+    out = subprocess.run([sys.executable, "-c", OUT_OF_FILES], env=child_env(), capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and out.stdout == "run done\n", out.stderr[-3000:]
+    said = [line for line in out.stderr.splitlines() if "stopping the run's own Ray instance failed" in line]
+    assert len(said) == 1 and "Too many open files" in said[0] and "ray stop" in said[0], out.stderr[-3000:]
+    assert said[0].startswith("neardup: warning: ")
+    assert "Traceback" not in out.stderr and "Exception in thread" not in out.stderr, out.stderr[-3000:]
+
+
 def _alive(p) -> bool:
     try:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE

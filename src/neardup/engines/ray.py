@@ -43,6 +43,7 @@ import math
 import os
 import pickle
 import queue
+import sys
 import threading
 import time
 import warnings
@@ -403,9 +404,20 @@ class RayEngine:
         instance's processes ending; the program waited for it before the report. A library call
         (``neardup.dedup``) stops it before it returns, as before: its caller may start Ray
         again at once."""
-        thread = threading.Thread(target=self._stop, args=(True,), name="neardup-ray-stop", daemon=True)
+        thread = threading.Thread(target=self._stop_in_the_program, name="neardup-ray-stop", daemon=True)
         thread.start()
         atexit.register(thread.join)
+
+    def _stop_in_the_program(self) -> None:
+        """:meth:`_stop` in the program's helper thread. The run has succeeded by then (its output
+        written, its exit status kept): a failure of the stop is one line on stderr, not the
+        thread's traceback."""
+        try:
+            self._stop(True)
+        except Exception as e:  # noqa: BLE001 -- any failure: the run's result stands
+            print(f"neardup: warning: stopping the run's own Ray instance failed ({type(e).__name__}: {e}); "
+                  "its processes may remain: its watchdog ends them when this program exits, or end them "
+                  "with `ray stop` (which stops every local Ray instance of this user)", file=sys.stderr)
 
     def _ray_data(self):
         """Ray Data, set up for the run's shuffles the first time one needs it (a run on one node

@@ -41,7 +41,7 @@ import numba as nb
 import numpy as np
 
 from .compile import kernel
-from .arrays import unique
+from .arrays import read_only, unique
 from .pointers import uint64_at
 from ..config import Sketch
 from .hashing import GOLDEN, MASK64, SPLITMIX_M1, SPLITMIX_M2, fmix64, fmix64_py
@@ -80,7 +80,7 @@ def band_keys(signatures: np.ndarray, bands: int, rows: int, seed: int = Sketch.
         raise ValueError("signatures must be a 2-d array (documents x num_perm)")
     if bands < 1 or rows < 1 or bands * rows > sigs.shape[1]:
         raise ValueError(f"bands x rows = {bands} x {rows} does not fit signatures of {sigs.shape[1]} values")
-    return _band_keys_kernel(sigs, int(bands), int(rows), _band_seed(seed))
+    return _band_keys_kernel(read_only(sigs), int(bands), int(rows), _band_seed(seed))  # one version, read-only or not
 
 
 def band_keys_python(signature, bands: int, rows: int, seed: int = Sketch.seed):

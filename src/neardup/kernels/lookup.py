@@ -7,6 +7,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .arrays import read_only
 from .compile import kernel
 from .hashing import GOLDEN, fmix64
 
@@ -54,9 +55,11 @@ def fingerprints(offsets: np.ndarray, hashes: np.ndarray, sorted_sets: bool = Fa
     """
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     hashes = np.asarray(hashes)
+    # read-only views (a work dir's maps are, a stage's arrays are not): one version a dtype;
+    # uint32 fingerprints and uint64 hashes are two
     if hashes.dtype == np.uint32:
-        return _high_sorted_unique(offsets, np.ascontiguousarray(hashes), bool(sorted_sets), np.uint32(0))
-    hashes = np.ascontiguousarray(hashes, dtype=np.uint64)
+        return _high_sorted_unique(offsets, read_only(np.ascontiguousarray(hashes)), bool(sorted_sets), np.uint32(0))
+    hashes = read_only(np.ascontiguousarray(hashes, dtype=np.uint64))
     return _high_sorted_unique(offsets, hashes, bool(sorted_sets), np.uint64(32))
 
 
@@ -185,15 +188,15 @@ def build_filters(keys: np.ndarray, bits: int, hashes: int) -> np.ndarray:
 
 
 def bits_set(words: np.ndarray) -> np.ndarray:
-    return _bits_set(np.ascontiguousarray(words, dtype=np.uint64))
+    return _bits_set(read_only(np.ascontiguousarray(words, dtype=np.uint64)))  # one version, a map or not
 
 
 def test_filters(keys: np.ndarray, active: np.ndarray, words: np.ndarray, bits: int, hashes: int,
                  found: np.ndarray) -> None:
     """Sets found[d] for every active document d with a band key present in its band's filter."""
-    if len(keys):
-        _test_bits(np.ascontiguousarray(keys, dtype=np.uint64), np.ascontiguousarray(active, dtype=np.bool_),
-                   words, np.int64(bits), np.int64(hashes), found)
+    if len(keys):  # keys and words read-only views, whoever made them: one compiled version
+        _test_bits(read_only(np.ascontiguousarray(keys, dtype=np.uint64)), np.ascontiguousarray(active, dtype=np.bool_),
+                   read_only(np.ascontiguousarray(words, dtype=np.uint64)), np.int64(bits), np.int64(hashes), found)
 
 
 test_filters.__test__ = False  # not a pytest test

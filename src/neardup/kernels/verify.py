@@ -244,7 +244,8 @@ def _exact_coded_kernel(addresses, sizes, block, starts, counts, left, right):
             decode_one(bytes_at(addresses[block[b]], sizes[block[b]]), starts[b], nb_, vb, 0)
             ua = _sorted_unique(va[:na])
             ub = _sorted_unique(vb[:nb_])
-            common = _merge_count(va, 0, ua, vb, 0, ub)
+            # int64 bounds, as _exact_kernel's (a 0 would compile a version for Literal[int](0))
+            common = _merge_count(va, np.int64(0), ua, vb, np.int64(0), ub)
             out[p] = common / (ua + ub - common)
     return out
 

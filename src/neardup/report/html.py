@@ -30,8 +30,8 @@ from ..config.params import (DEFAULT_MIN_RECALL, candidate_probability, choose_p
                               false_positive_area, midpoint)
 from ..progress import plural
 from .diff import word_diff_html
-from .output_folder import (HEAD, KEPT, REMOVED, as_recorded, as_strings, cluster_members, cluster_sizes,
-                            load_stats, read_parquet, sample_texts, schema_names)
+from .output_folder import (HEAD, KEPT, REMOVED, KeptTally, as_recorded, as_strings, cluster_members,
+                            cluster_sizes, load_stats, read_parquet, sample_texts, schema_names)
 
 __all__ = ["render_report", "write_report", "REPORT_NAME"]
 
@@ -474,7 +474,7 @@ def _bounded(value: Any) -> Any:
     return value
 
 
-def _kept_note(out: Path, tally: Optional[Tuple[int, int]] = None) -> str:
+def _kept_note(out: Path, tally: Optional[KeptTally] = None) -> str:
     """The line on kept/: its files and bytes, ``tally`` where the run that wrote them gives
     them (kept/ is then not listed: a stat a file), else as kept/ holds them."""
     kept = out / "kept"
@@ -502,7 +502,7 @@ def _files_below(folder: str) -> Tuple[int, int]:
 
 def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, max_members: int = 8,
                   max_side_by_side: int = 3, stats: Optional[dict] = None,
-                  kept: Optional[Tuple[int, int]] = None) -> str:
+                  kept: Optional[KeptTally] = None) -> str:
     """The report of a dedup output folder (a path, a URL or a :class:`~neardup.io.storage.folder.Folder`)
     as one HTML string (see :func:`write_report`). ``stats``: the run's stats (what its stats.json
     holds or will hold); given, stats.json is not read, and the page is the one that stats.json
@@ -536,7 +536,7 @@ def _arrow_memory_returned():
 
 
 def write_report(output_dir, output=None, *, plots: str = "auto", overwrite: bool = False,
-                 stats: Optional[dict] = None, kept: Optional[Tuple[int, int]] = None) -> Union[Path, str]:
+                 stats: Optional[dict] = None, kept: Optional[KeptTally] = None) -> Union[Path, str]:
     """Write ``report.html`` (or ``output``) for a dedup output folder and return its path (a
     Path, or the URL of a report written to a store).
 
@@ -570,7 +570,7 @@ def write_report(output_dir, output=None, *, plots: str = "auto", overwrite: boo
 
 
 def _page(out: Path, stats: dict, plots: str, *, max_clusters: int, max_members: int, max_side_by_side: int,
-          kept: Optional[Tuple[int, int]] = None) -> str:
+          kept: Optional[KeptTally] = None) -> str:
     """The page of the output folder ``out`` (a local directory) and its stats."""
     counts = stats.get("counts") if isinstance(stats.get("counts"), dict) else {}
     params = stats.get("params") if isinstance(stats.get("params"), dict) else {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -47,6 +47,13 @@ def as_recorded(stats: Any) -> dict:
     if not isinstance(stats, dict):
         raise ConfigError(f"stats must be a dict (the content of stats.json), got {type(stats).__name__}")
     return json.loads(json.dumps(stats, sort_keys=True))
+
+
+class KeptTally(NamedTuple):
+    """kept/'s files and their bytes as the run that wrote them counted them, which the report
+    shows instead of listing kept/ (a stat a file)."""
+    files: int
+    bytes: int
 
 
 # ---- Parquet --------------------------------------------------------------------------------

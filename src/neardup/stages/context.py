@@ -6,13 +6,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import numpy as np
 
 from .. import io as nio
 from ..io.storage.folder import Folder
 from ..kernels.arrays import unique
+from ..report.output_folder import KeptTally
 from .against import matched_docs
 from .corpus import Corpus, DocStore
 from .workdir import WorkDir
@@ -45,7 +46,7 @@ class Run:
     quiet: bool = False
     seconds: Dict[str, float] = field(default_factory=dict)
     stats: Optional[dict] = None
-    kept_tally: Optional[Tuple[int, int]] = None  # kept/'s files and bytes, as the write stage wrote them
+    kept_tally: Optional[KeptTally] = None  # kept/'s files and bytes, as the write stage wrote them
     _corpus: Optional[Corpus] = field(default=None, repr=False)
     _store: Optional[DocStore] = field(default=None, repr=False)
 

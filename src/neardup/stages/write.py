@@ -35,6 +35,7 @@ from ..io.batch import SKIP_KINDS
 from ..io.reader import text_column_of, text_columns
 from ..io.storage.folder import Folder
 from ..progress import bar, check_interrupt, plural
+from ..report.output_folder import KeptTally
 from .corpus import column
 from . import mark as marking  # called through the module: a test's patch of it is seen
 from .outputs import (CLUSTERS_SCHEMA, REJECTED_SCHEMA, REMOVED_SCHEMA, SAMPLE_SCHEMA,  # noqa: F401 (re-exported)
@@ -312,7 +313,7 @@ class WriteStage:
                 background.wait()  # nothing written after an error here
         if background is not None:
             background.join()
-        run.kept_tally = None if nbytes is None else (len(kept_files), nbytes)
+        run.kept_tally = None if nbytes is None else KeptTally(len(kept_files), nbytes)
         return finish_write(run, kept_files, kept, captured)
 
     def _write_kept(self, run, engine, removed_ranges, width, marks_ranges):

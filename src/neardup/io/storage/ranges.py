@@ -16,6 +16,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 import pyarrow as pa
 
+from ...kernels.arrays import read_only
 from ...kernels.ranges import copy_ranges, read_groups
 from ...errors import NeardupError
 from . import fs
@@ -66,7 +67,7 @@ def read_rows(path: str, starts: np.ndarray, ends: np.ndarray, dtype) -> Tuple[n
             if os.preadv(fd, [target], lo * size) != (hi - lo) * size:
                 raise NeardupError(f"work directory damaged: short read in {path}; run without --resume")
             if not whole:
-                copy_ranges(tmp, lo, starts, ends, local, first, stop, buf)
+                copy_ranges(read_only(tmp), lo, starts, ends, local, first, stop, buf)  # as a map is: one version
     finally:
         os.close(fd)
     return local, buf
