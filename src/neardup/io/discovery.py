@@ -229,7 +229,7 @@ def _sources(found: List[_Found], bases: List[str], input_format: str, links: Di
 # neardup.kernels.filestat.stat_files where it runs (Linux, numba), else None: os.stat a file
 _compiled_stat = compiled_loop("filestat", "stat_files", "stat_available",
                                np.frombuffer(b"\0", np.uint8), np.zeros(0, np.int64))
-_STAT_BESIDE_FROM = 2000  # files found from which their stats are taken by the compiled loop in a thread
+_STAT_BESIDE_FROM = 10_000  # files found from which their stats are taken in a thread (below: its load costs more)
 
 
 class _StatsBeside:
