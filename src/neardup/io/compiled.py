@@ -12,11 +12,14 @@ from typing import Any, Callable, Optional
 
 def kernels(module: str) -> ModuleType:
     """The module of compiled loops ``module`` imported, and no other: ``"filecopy"``
-    (:mod:`neardup.kernels.filecopy`) or ``"fileread"`` (:mod:`neardup.kernels.fileread`)."""
+    (:mod:`neardup.kernels.filecopy`), ``"fileread"`` (:mod:`neardup.kernels.fileread`) or
+    ``"filestat"`` (:mod:`neardup.kernels.filestat`)."""
     if module == "filecopy":
         from ..kernels import filecopy as loops
     elif module == "fileread":
         from ..kernels import fileread as loops
+    elif module == "filestat":
+        from ..kernels import filestat as loops
     else:
         raise ValueError(f"no compiled loops of files named {module!r}")
     return loops

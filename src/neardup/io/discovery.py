@@ -15,9 +15,13 @@ import glob
 import operator
 import os
 import stat
+import threading
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+import numpy as np
+
 from ..errors import ConfigError, InputError
+from .compiled import compiled_loop
 from .sources import _SHOW, INPUT_FORMATS, Sources, _first_clash, _clashing, _strip_name, detect_format, make_source
 from .storage import fs as _fs, paths as _paths
 
@@ -182,7 +186,24 @@ def _discover(inputs: Sequence[str], input_format: str, follow_symlinks: bool) -
         bases.append(_local_base(local))
 
     file_stats: Dict[str, Tuple[int, int]] = {}
-    found = _once(found, links, file_stats)
+    stats = _StatsBeside(found)  # each file's stat in a compiled loop, beside the sources made here
+    try:
+        out = _sources(found, bases, input_format, links, file_stats)
+        refused: Optional[InputError] = None
+    except InputError as e:  # two names clash: unless a file's stat says something first (below)
+        out, refused = None, e
+    if not stats.each_once(file_stats):  # a link, a hard link, a remote or unreadable file: one by one
+        found = _once(found, links, file_stats)
+        return _sources(found, bases, input_format, links, file_stats)
+    if refused is not None:
+        raise refused
+    return out
+
+
+def _sources(found: List[_Found], bases: List[str], input_format: str, links: Dict[str, int],
+             file_stats: Dict[str, Tuple[int, int]]) -> Sources:
+    """The sources of the files ``found`` (each once), their names under ``kept/`` relative to
+    the common folder of ``bases``; names that would clash refused (an InputError)."""
     root = _common_folder(bases)
     names = [_SHOW(f.name) for f in found]
     relpaths = [_SHOW(rel) for rel in _relatives([f.path for f in found], root)]
@@ -203,6 +224,57 @@ def _discover(inputs: Sequence[str], input_format: str, follow_symlinks: bool) -
         fmt, comp = detect_format(_basename(f.path)) if auto else (input_format, None)
         out.append(make_source(f.path, name, rel, fmt, comp, f.walked))
     return out
+
+
+# neardup.kernels.filestat.stat_files where it runs (Linux, numba), else None: os.stat a file
+_compiled_stat = compiled_loop("filestat", "stat_files", "stat_available",
+                               np.frombuffer(b"\0", np.uint8), np.zeros(0, np.int64))
+_STAT_BESIDE_FROM = 10_000  # files found from which their stats are taken in a thread (below: its load costs more)
+
+
+class _StatsBeside:
+    """The stat of every file found (all local, ASCII paths: a folder's files), by the compiled
+    loop of :func:`neardup.kernels.filestat.stat_files` in a thread of its own, which does not
+    hold Python's lock: the sources are made meanwhile, on the caller's thread, as if each file
+    were found once (the usual folder), and :meth:`each_once` says whether they were."""
+
+    def __init__(self, found: List[_Found]):
+        self.paths = [f.path for f in found]
+        self.stats = None
+        self.thread = None
+        if len(found) < _STAT_BESIDE_FROM or any(f.remote for f in found):
+            return
+        joined = "\0".join(self.paths) + "\0"
+        if not joined.isascii() or joined.count("\0") != len(self.paths):  # a byte a character, no NUL inside
+            return
+        self.blob = np.frombuffer(joined.encode(), np.uint8)
+        self.at = np.zeros(len(self.paths), np.int64)
+        np.cumsum(np.array([len(p) + 1 for p in self.paths[:-1]], np.int64), out=self.at[1:])
+        self.thread = threading.Thread(target=self._stat, name="neardup-stat", daemon=True)
+        self.thread.start()
+
+    def _stat(self) -> None:
+        stat_files = _compiled_stat()
+        if stat_files is not None:
+            self.stats = stat_files(self.blob, self.at)
+
+    def each_once(self, file_stats: Dict[str, Tuple[int, int]]) -> bool:
+        """Whether every file was stat'ed, is a regular file, and is reached once (no two of one
+        device and inode); if so, ``file_stats`` gets each one's (size, mtime_ns), as
+        :func:`_once` would record them."""
+        if self.thread is None:
+            return False
+        self.thread.join()
+        if self.stats is None:
+            return False
+        mode, size, mtime_ns, dev, ino = self.stats
+        if not np.all((mode & 0o170000) == stat.S_IFREG):  # S_IFMT(mode) of each
+            return False
+        order = np.lexsort((ino, dev))
+        if np.any((dev[order][1:] == dev[order][:-1]) & (ino[order][1:] == ino[order][:-1])):
+            return False
+        file_stats.update(zip(self.paths, zip(size.tolist(), mtime_ns.tolist())))
+        return True
 
 
 def _basename(path: str) -> str:
