@@ -258,3 +258,41 @@ def test_the_raylet_prestarts_one_worker_for_the_runner(monkeypatch):
         services.start_ray_process(raylet)
     assert started == [["raylet", "--dashboard_agent_command=ray's", "--num_prestart_python_workers=1", "--other=1"],
                        ["gcs_server", "--num_prestart_python_workers=8"], raylet]
+
+
+KEPT = r"""
+import sys
+from neardup import io as nio
+from neardup.config import Config
+from neardup.engines.ray import RayEngine
+from neardup.io.storage.folder import Folder
+from neardup.stages import Run
+from neardup.stages.read import ReadStage
+from neardup.stages.workdir import WorkDir
+
+def kept(_):  # in the run's one worker process: the kernels' buffers the read left there
+    from neardup.stages import read
+    return len(read._scratches)
+
+folder, corpus = sys.argv[1], sys.argv[2]
+run = Run(config=Config(engine="ray").resolved(), sources=nio.discover([corpus]),
+          work=WorkDir(folder + "/work", "kept-test"), output=Folder.of(folder + "/out"), quiet=True)
+with RayEngine(2, quiet=True) as engine:
+    info = ReadStage().run(run, engine)
+    print(info.documents, *engine.collect(engine.map(kept, [None])))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_the_read_leaves_no_buffers_in_the_runners_process(tmp_path):
+    """The kernels' buffers that the read's calls kept for one another are let go where those
+    calls ran (the runner's process) once the stage has read every block, not held there through
+    the later stages (the driver's own release does not reach them)."""
+    corpus = tmp_path / "in.jsonl"
+    corpus.write_text("".join(json.dumps({"text": f"document number {i} of the corpus, word{i % 7}"}) + "\n"
+                              for i in range(50)))
+    out = subprocess.run([sys.executable, "-c", KEPT, str(tmp_path), str(corpus)], env=child_env(),
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[-2:] == ["50", "0"], out.stdout
