@@ -328,10 +328,16 @@ def test_exact_verification_of_a_local_work_dir_reads_the_codes_in_place(two_blo
     held = []
     monkeypatch.setattr(corpus_module.DocStore, "code_map", counted)
     monkeypatch.setattr(stage, "exact_jaccard_coded", kernel)
-    monkeypatch.setattr(stage, "VERIFY_BYTES", 1)  # groups of one block: steps (0), (0, 1), (1)
+    monkeypatch.setattr(stage, "VERIFY_BYTES", 1)  # groups of one block: one step (0, 1), each block's own pairs in it
     _, sim = stage.make_verifier(run.store, run.config)(left, right)
     assert np.array_equal(sim, expected) and most[0] == 2
-    assert [n for n, _ in itertools.groupby(held)] == [1, 2, 1]  # block 0's map closed before the last step
+    assert [n for n, _ in itertools.groupby(held)] == [2]
+    # no pair across the blocks: steps (0) and (1), block 0's map closed before the second
+    within = (left < first_of_b) == (right < first_of_b)
+    held.clear()
+    _, sim = stage.make_verifier(run.store, run.config)(left[within], right[within])
+    assert np.array_equal(sim, expected[within]) and [n for n, _ in itertools.groupby(held)] == [1]
+    assert len(held) >= 2 and within.sum() < len(within)
 
     # no more of the files mapped at a time than the codes wanted (a copy's buffer): a few documents'
     # codes take less than a block's file, so a block a group, as with the budget of one byte
@@ -343,7 +349,7 @@ def test_exact_verification_of_a_local_work_dir_reads_the_codes_in_place(two_blo
     few_left, few_right = np.array([a[0], a[0], b[0]]), np.array([a[1], b[0], b[1]])
     _, sim = stage.make_verifier(run.store, run.config)(few_left, few_right)
     assert np.array_equal(sim, exact_jaccard_raw(offsets, hashes, few_left, few_right))
-    assert [n for n, _ in itertools.groupby(held)] == [1, 2, 1]
+    assert held == [2]  # one step, one kernel call: each block's own pair goes with the pair across them
 
 
 def test_pair_stage_reads_a_local_work_dir_in_place(two_block_run, monkeypatch):
@@ -401,12 +407,22 @@ def test_block_windows_bound_the_files_mapped_and_take_every_pair_once(monkeypat
     present = np.array(sorted(sizes))
     first, second = rng.choice(present, 500), rng.choice(present, 500)
     steps = stage.block_windows(first, second, sizes, budget=90)  # groups (0, 1), (2, 4), (5, 7)
-    assert [blocks for blocks, _ in steps] == [[0, 1], [0, 1, 2], [0, 1, 4], [0, 1, 5], [0, 1, 7], [2, 4], [2, 4, 5],
-                                               [2, 4, 7], [5, 7]]
+    # a group's own pairs go with its first step with a later block; the last group's stay apart
+    assert [blocks for blocks, _ in steps] == [[0, 1, 2], [0, 1, 4], [0, 1, 5], [0, 1, 7], [2, 4, 5], [2, 4, 7], [5, 7]]
     taken = np.concatenate([sel for _, sel in steps])
     assert np.array_equal(np.sort(taken), np.arange(500))
     for blocks, sel in steps:
         assert sum(sizes[b] for b in blocks) <= 90 and np.isin(first[sel], blocks).all() and np.isin(second[sel], blocks).all()
+    # blocks larger than the room of a group (100k documents: 4 blocks of 26 MB, 47 MB of codes):
+    # a group per block, and a block's own pairs with the first step that maps it: a step per two
+    # blocks, two blocks mapped at a time, as before
+    even = {b: 26 for b in range(4)}
+    low, high = rng.choice(4, 400), rng.choice(4, 400)
+    steps = stage.block_windows(low, high, even, budget=47)
+    assert [blocks for blocks, _ in steps] == [[0, 1], [0, 2], [0, 3], [1, 2], [1, 3], [2, 3]]
+    assert np.array_equal(np.sort(np.concatenate([sel for _, sel in steps])), np.arange(400))
+    for blocks, sel in steps:
+        assert np.isin(low[sel], blocks).all() and np.isin(high[sel], blocks).all()
     whole = stage.block_windows(first, second, sizes, budget=10**9)
     assert len(whole) == 1 and whole[0][0] == present.tolist()
     monkeypatch.setattr(stage, "IN_PLACE_PASSES", 3)

@@ -119,9 +119,10 @@ def block_windows(first: np.ndarray, second: np.ndarray, sizes: Dict[int, int],
     take ``sizes[block]`` bytes, in steps ``(blocks, pairs)`` whose files take at most ``budget``
     bytes together (default VERIFY_BYTES; two blocks when two are larger), so that the codes are
     read where they lie with no more than that of them mapped. The blocks, in order, form groups
-    taking up to ``budget`` less the largest block; for each group, a step of the pairs inside it,
-    then one of those between it and each later block (the group's blocks kept mapped through its
-    steps, the later block mapped for its step alone). None when the steps would map the files
+    taking up to ``budget`` less the largest block; for each group, a step of the pairs between it
+    and each later block (the group's blocks kept mapped through its steps, the later block mapped
+    for its step alone); the pairs inside a group go with the first step that maps its blocks
+    (:func:`_inside_pairs_joined`), or make a step of their own. None when the steps would map the files
     more than IN_PLACE_PASSES times over (the later blocks are mapped once for each group before
     them: with many blocks, copying the codes is cheaper, :func:`locality_chunks`)."""
     if len(first) == 0:
@@ -146,12 +147,35 @@ def block_windows(first: np.ndarray, second: np.ndarray, sizes: Dict[int, int],
     order = np.argsort(key, kind="stable")
     bounds = np.flatnonzero(np.diff(key[order])) + 1
     steps = []
+    inside = []  # the steps of the pairs inside a group
     mapped = sum(sizes.values())  # each group's files mapped once, each later block's once per step
     for sel in np.split(order, bounds):
         g, b = int(group[sel[0]]), int(later[sel[0]])
         steps.append((members[g] + ([b] if b >= 0 else []), sel))
         mapped += sizes[b] if b >= 0 else 0
-    return steps if mapped <= IN_PLACE_PASSES * sum(sizes.values()) else None
+        if b < 0:
+            inside.append(len(steps) - 1)
+    if mapped > IN_PLACE_PASSES * sum(sizes.values()):
+        return None
+    return _inside_pairs_joined(steps, inside)
+
+
+def _inside_pairs_joined(steps: List[Tuple[List[int], np.ndarray]], inside: List[int]
+                         ) -> List[Tuple[List[int], np.ndarray]]:
+    """``steps`` with the pairs of each step of ``inside`` (a group's own pairs) moved into the
+    first step between groups that maps every block of that group (an earlier group's step with
+    a one-block group's block, else the group's first step with a later block), where there is
+    one: the same files mapped at a time, one kernel call fewer each (100k documents, 4 blocks
+    of one group each: 6 steps instead of 10)."""
+    steps = list(steps)
+    joined = set()
+    for i in inside:
+        blocks = set(steps[i][0])
+        host = next((j for j, (bl, _) in enumerate(steps) if j not in inside and blocks.issubset(bl)), None)
+        if host is not None:
+            steps[host] = (steps[host][0], np.concatenate((steps[host][1], steps[i][1])))
+            joined.add(i)
+    return [step for i, step in enumerate(steps) if i not in joined]
 
 
 def locality_chunks(store: DocStore, left: np.ndarray, right: np.ndarray, budget: Optional[int] = None):
