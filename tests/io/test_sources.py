@@ -179,3 +179,25 @@ def test_discover_makes_the_sources_the_constructor_makes(cwd, input_format):
     assert pickle.dumps(list(srcs)) == pickle.dumps(made)
     with pytest.raises(dataclasses.FrozenInstanceError):
         srcs[0].path = "other"
+
+
+def _clashing_by_pairs(relpaths):
+    """The definition: equal ignoring case, or one a folder of the other."""
+    keys = [r.casefold() for r in relpaths]
+    return {i for i, a in enumerate(keys) for j, b in enumerate(keys)
+            if i != j and (a == b or b.startswith(a + "/") or a.startswith(b + "/"))}
+
+
+@pytest.mark.parametrize("relpaths", [
+    ["a/b.txt", "a/c.txt", "d/e/f.txt", "g.txt"],          # none: the sets' answer
+    ["a/b.txt", "A/B.txt", "c.txt"],                         # equal ignoring case
+    ["a/b", "a/b/c.txt", "x/y.txt"],                         # a file named as another's folder
+    ["d", "d/e/f/g.txt", "d/e/h.txt", "z.txt"],              # a file named as a folder further up
+    ["p/q/r.txt", "p/Q", "p/q/s.txt"],                       # a deeper one, ignoring case
+    [], ["one.txt"],
+])
+def test_clashing_names_are_those_of_the_definition(relpaths):
+    """Mutation: the sets' check without the folders (``unique.isdisjoint(folders)`` -> True)
+    answers none for the folder cases."""
+    from neardup.io.sources import _clashing
+    assert _clashing(relpaths) == _clashing_by_pairs(relpaths)
