@@ -187,14 +187,15 @@ def _discover(inputs: Sequence[str], input_format: str, follow_symlinks: bool) -
 
     file_stats: Dict[str, Tuple[int, int]] = {}
     stats = _StatsBeside(found)  # each file's stat in a compiled loop, beside the sources made here
+    if stats.thread is None:  # few files, a remote one or a path not ASCII: one by one, the sources made once
+        return _sources(_once(found, links, file_stats), bases, input_format, links, file_stats)
     try:
         out = _sources(found, bases, input_format, links, file_stats)
         refused: Optional[InputError] = None
     except InputError as e:  # two names clash: unless a file's stat says something first (below)
         out, refused = None, e
-    if not stats.each_once(file_stats):  # a link, a hard link, a remote or unreadable file: one by one
-        found = _once(found, links, file_stats)
-        return _sources(found, bases, input_format, links, file_stats)
+    if not stats.each_once(file_stats):  # a link, a hard link, an unreadable file: one by one
+        return _sources(_once(found, links, file_stats), bases, input_format, links, file_stats)
     if refused is not None:
         raise refused
     return out

@@ -131,7 +131,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
     sized = [] if kept.os_path is not None and not config.mark else None  # files written, not copied
     captured: Dict[int, str] = {}
     copies: List[Tuple[nio.Source, str]] = []
-    copied_whole = not config.mark and config.output_format == "same"  # a kept text file: copied as it is
+    copied_whole = copies_whole(config)
     kept_prefix = kept.path.rstrip("/") + "/" if kept.os_path is not None and os.sep == "/" else None
     for si in group:
         check_interrupt()
@@ -370,12 +370,17 @@ class WriteStage:
         return [written[si] for si in sorted(written)], kept, captured, nbytes
 
 
+def copies_whole(config) -> bool:
+    """Whether kept/ gets a kept text file as it stands (copied whole: no marks, the input's format)."""
+    return not config.mark and config.output_format == "same"
+
+
 def text_copied_whole(sources: Sequence[nio.Source], files: Sequence[int], config) -> bool:
     """Whether every input file is a text file that kept/ gets whole (a folder of many small
     text files): their groups are one a core, not four (each file the same work: nothing to
     balance), so that fewer pools of copy threads start (a thread start waits for a core: at
     100,000 files, 82 starts held the stage ~0.2 s, 34 ~0.1 s; the stage 0.82 -> 0.79 s, load 1.3)."""
-    return not config.mark and config.output_format == "same" and all(sources[si].format == "text" for si in files)
+    return copies_whole(config) and all(sources[si].format == "text" for si in files)
 
 
 def _added(total: Optional[int], more: Optional[int]) -> Optional[int]:
