@@ -262,19 +262,19 @@ def test_scan_block_finds_the_lines_and_spans_of_two_passes(block):
     starts, ends, is_ascii, (text, ids) = _two_passes(block)
     for data in (block, bytearray(block)):
         scanned = scan_block(data, "text", "id")
-        assert scanned is not None
-        assert scanned.starts.tolist() == starts.tolist() and scanned.ends.tolist() == ends.tolist()
+        assert len(scanned) == len(starts)
         assert scanned.ascii == is_ascii
         t, i = scanned.extract()
         assert t.to_pylist() == text.to_pylist() and i.to_pylist() == ids.to_pylist()
 
 
-@pytest.mark.parametrize("block", [b"", b"\n", b'{"id": 1, "text": "a"}\n\n{"id": 2, "text": "b"}\n',
-                                   b'{"id": 1, "text": "a"}\n{"id": 2}\n', b'{"id": 1, "text": "a"}\n[1]\n',
-                                   b'{"id": 1, "text": "a"}\n{"id": 2, "text": "b"}\n{"id": 3, "text": "c"},\n'])
-def test_scan_block_hands_back_a_block_with_any_line_not_a_plain_record(block):
+@pytest.mark.parametrize("block, stop", [
+    (b"", 0), (b"\n", 0), (b'{"id": 1, "text": "a"}\n\n{"id": 2, "text": "b"}\n', 1),
+    (b'{"id": 1, "text": "a"}\n{"id": 2}\n', 1), (b'{"id": 1, "text": "a"}\n[1]\n', 1),
+    (b'{"id": 1, "text": "a"}\n{"id": 2, "text": "b"}\n{"id": 3, "text": "c"},\n{"id": 4}\n', 2)])
+def test_scan_block_hands_back_the_first_line_not_a_plain_record(block, stop):
     from neardup.kernels.jsonl import scan_block
-    assert scan_block(block, "text", "id") is None
+    assert scan_block(block, "text", "id") == stop
 
 
 def _parse(block: bytes, fused: bool, monkeypatch, text_spans=False):
@@ -302,3 +302,17 @@ def test_a_block_parses_the_same_with_its_lines_found_while_scanned(block, text_
     # the fused pass (kernels.jsonl.scan_block) or the line bounds first, then the scan: the same
     # lines, rows, texts, ids and rejected lines (invalid UTF-8 found though the block is scanned)
     assert _parse(block, True, monkeypatch, text_spans) == _parse(block, False, monkeypatch, text_spans)
+
+
+@pytest.mark.parametrize("block, extracted", [
+    (b'{"id": 1, "text": "a"}\n{"id": 2}\n{"id": 3, "text": "c"}\n', False),  # extract would stop there too
+    (b'{"id": 1, "text": "a"}\n \n{"id": 3, "text": "c"}\n', True),  # a blank line: the others are records
+])
+def test_a_block_scan_block_stopped_in_is_extracted_only_past_a_blank_line(block, extracted, monkeypatch):
+    from neardup.kernels import jsonl as scanner
+    calls = []
+    real = scanner.extract
+    monkeypatch.setattr(scanner, "extract", lambda *a, **k: calls.append(real(*a, **k)) or calls[-1])
+    _, _, texts, rows, _, _, bad, _ = _parse(block, True, monkeypatch)
+    assert texts == ["a", "c"] and rows == [10, 12]
+    assert [c is not None for c in calls] == ([True] if extracted else [])

@@ -29,7 +29,7 @@ decoded over its own bytes, and the kernels hash the spans (:class:`neardup.kern
 from __future__ import annotations
 
 import os
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
@@ -431,7 +431,7 @@ def _line_end(data, p, high):
 
 @kernel(nogil=True)
 def _grown_rows(a, rows):
-    """A copy of ``a`` (one or two dimensions) with room for twice its rows, its first ``rows`` kept."""
+    """A copy of ``a`` with room for twice its rows, its first ``rows`` kept."""
     out = np.zeros((2 * a.shape[0],) + a.shape[1:], dtype=a.dtype)
     out[:rows] = a[:rows]
     return out
@@ -441,14 +441,11 @@ def _grown_rows(a, rows):
 def _scan_block(data, text_key, id_key, want_id):
     """:func:`_scan` of every line of a whole block, each line found as it is scanned (its
     bytes, once its newline is found, in the cache for its scan: one pass over the block where
-    the lines' bounds first were another). Returns (True, starts, ends, spans, whether the
-    block is all ASCII) when every line is an unremarkable record; (False, ...) at the first
-    that is not (the rest of the block not looked at)."""
+    the lines' bounds first were another). Returns (-1, spans, whether the block is all ASCII)
+    when every line is an unremarkable record; (the number of the first that is not, ...) at
+    that line (the rest of the block not looked at)."""
     n = data.shape[0]
-    room = n // 1024 + 16
-    starts = np.empty(room, dtype=np.int64)
-    ends = np.empty(room, dtype=np.int64)
-    spans = np.zeros((room, 7), dtype=np.int64)
+    spans = np.zeros((n // 1024 + 16, 7), dtype=np.int64)
     stack = np.empty(MAX_DEPTH, dtype=np.uint8)
     keybuf = np.empty(256, dtype=np.uint8)
     high = np.uint64(0)
@@ -456,15 +453,13 @@ def _scan_block(data, text_key, id_key, want_id):
     i = 0
     while p < n:
         e, high = _line_end(data, p, high)
-        if i == starts.shape[0]:
-            starts, ends, spans = _grown_rows(starts, i), _grown_rows(ends, i), _grown_rows(spans, i)
-        starts[i] = p
-        ends[i] = e
+        if i == spans.shape[0]:
+            spans = _grown_rows(spans, i)
         if not _scan_line(data, p, e, text_key, id_key, want_id, spans, i, stack, keybuf):
-            return False, starts[:0], ends[:0], spans[:0], False
+            return i, spans[:0], False
         i += 1
         p = e + 1
-    return True, starts[:i], ends[:i], spans[:i], high == 0
+    return -1, spans[:i], high == 0
 
 
 @kernel(nogil=True)
@@ -699,32 +694,35 @@ def _keys(text_column: str, id_column: Optional[str]):
 
 class ScannedBlock:
     """A block whose every line is an unremarkable record (:func:`scan_block`): its lines'
-    bounds (``starts``, ``ends``: ``neardup.kernels.lines.line_bounds``'s), whether it is all
-    ASCII (``ascii``), and what :func:`extract` makes of it (:meth:`extract`)."""
+    number (``len(spans)``), whether it is all ASCII (``ascii``), and what :func:`extract`
+    makes of it (:meth:`extract`)."""
 
-    __slots__ = ("data", "starts", "ends", "ascii", "spans", "want_id")
+    __slots__ = ("data", "ascii", "spans", "want_id")
 
-    def __init__(self, data, starts, ends, ascii, spans, want_id):
-        self.data, self.starts, self.ends, self.ascii = data, starts, ends, ascii
-        self.spans, self.want_id = spans, want_id
+    def __init__(self, data, ascii, spans, want_id):
+        self.data, self.ascii, self.spans, self.want_id = data, ascii, spans, want_id
+
+    def __len__(self) -> int:
+        return len(self.spans)
 
     def extract(self, in_place: bool = False) -> Tuple[object, Optional[pa.Array]]:
         """:func:`extract` of every line of the block (its first pass already made)."""
         return _texts_and_ids(self.data, self.spans, self.want_id, in_place)
 
 
-def scan_block(data, text_column: str, id_column: Optional[str]) -> Optional[ScannedBlock]:
-    """The lines of a whole block found and scanned in one pass (:func:`_scan_block`), or None
-    when any line is not an unremarkable record (a blank one among them: the caller then finds
-    the lines, leaves the blank ones out and calls :func:`extract`, whose first pass stops at
-    the same bad line). For a block of records, the lines and spans that
-    ``neardup.kernels.lines.line_bounds_ascii`` and :func:`extract` make, without the pass of
-    the line bounds over the block before the scan."""
-    if not len(data):  # one blank line, as the lines of an empty block are counted
-        return None
+def scan_block(data, text_column: str, id_column: Optional[str]) -> Union[ScannedBlock, int]:
+    """The lines of a whole block found and scanned in one pass (:func:`_scan_block`), or the
+    number of its first line that is not an unremarkable record (0 for an empty block: one blank
+    line, as the lines of an empty block are counted). The caller then finds the lines and leaves
+    the blank ones out; :func:`extract` of the others would stop at that same line unless it is a
+    blank one (the lines after it not scanned yet), so only then is it worth calling. For a block
+    of records, the lines and spans that ``neardup.kernels.lines.line_bounds_ascii`` and
+    :func:`extract` make, without the pass of the line bounds over the block before the scan."""
+    if not len(data):
+        return 0
     text_key, id_key, want_id = _keys(text_column, id_column)
-    ok, starts, ends, spans, ascii = _scan_block(_block(data), text_key, id_key, want_id)
-    return ScannedBlock(data, starts, ends, bool(ascii), spans, want_id) if ok else None
+    stop, spans, ascii = _scan_block(_block(data), text_key, id_key, want_id)
+    return ScannedBlock(data, bool(ascii), spans, want_id) if stop < 0 else int(stop)
 
 
 def _texts_and_ids(data, spans: np.ndarray, want_id: bool, in_place: bool):

@@ -205,8 +205,8 @@ class _JsonlParser:
         # the plain case, every line a simple record: its lines found and scanned in one pass
         scanned = (scanner.scan_block(data, ctx.text_column, ctx.id_column)
                    if self.fast and ctx.score_column is None else None)
-        if scanned is not None and (scanned.ascii or _utf8_ok(data)):
-            n = len(scanned.starts)  # at least one: the block is not empty
+        if isinstance(scanned, scanner.ScannedBlock) and (scanned.ascii or _utf8_ok(data)):
+            n = len(scanned)  # at least one: the block is not empty
             self.seen_record = True
             text, ids = scanned.extract(in_place=ctx.text_spans)
             return n, n, text, np.arange(line0, line0 + n, dtype=np.int64), ids, None, {}
@@ -229,7 +229,9 @@ class _JsonlParser:
         text = ids = scores = None
         keep = good
         fast = None
-        if self.fast and len(good) and not bad and ctx.score_column is None:
+        # the line scan_block stopped at, unless a blank one, would stop extract too
+        stopped = isinstance(scanned, int) and good_mask[scanned]
+        if self.fast and len(good) and not bad and ctx.score_column is None and not stopped:
             # every line but the blank ones a simple record: compiled, no Python objects
             fast = scanner.extract(data, starts, ends, good, ctx.text_column, ctx.id_column,
                                    in_place=ctx.text_spans)
