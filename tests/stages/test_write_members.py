@@ -160,3 +160,17 @@ def test_one_range_sorted_beside_kept(clustered_run, tmp_path, monkeypatch):
     WriteStage().run(run, LocalEngine())
     assert sorted_by == [("removed", "neardup-members"), ("clusters", "neardup-members")]
     assert _output(tmp_path / "out") == many
+
+
+def test_write_members_names_the_parts_of_each_blocks_removed_rows(clustered_run):
+    """What the kept/ writers are handed (one path for them): the members parts when the removed
+    range is sorted beside kept/, else the sorted removed parts of the blocks' documents."""
+    from neardup.stages.write import write_members
+
+    run = clustered_run
+    blocks = set(range(len(run.corpus.block_start) - 1))
+    later = []
+    assert write_members(run, LocalEngine(), later)(blocks) == run.work.parts("clusters") and len(later) == 1
+    parts_of = write_members(run, LocalEngine(partitions=12))
+    assert parts_of(blocks) == stage_files(run.work.folder, "write", "removed-", ".arrow")
+    assert len(parts_of(blocks)) >= 10

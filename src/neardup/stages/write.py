@@ -22,7 +22,7 @@ import json
 import math
 import os
 from functools import partial
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -301,13 +301,13 @@ class WriteStage:
         out = run.output
         out.makedirs()
         later: List[Callable[[], None]] = []
-        removed_ranges, width, marks_ranges = write_members(run, engine, later)
+        parts_of = write_members(run, engine, later)
         check_interrupt()
         # clusters.parquet and removed.parquet written (locally) or awaited (Ray) by a thread
         # while this one writes or awaits kept/: the same files
         background = Background(later[0], "neardup-members", threads=engine.workers) if later else None
         try:
-            kept_files, kept, captured, nbytes = self._write_kept(run, engine, removed_ranges, width, marks_ranges)
+            kept_files, kept, captured, nbytes = self._write_kept(run, engine, parts_of)
         finally:
             if background is not None:
                 background.wait()  # nothing written after an error here
@@ -316,12 +316,12 @@ class WriteStage:
         run.kept_tally = None if nbytes is None else KeptTally(len(kept_files), nbytes)
         return finish_write(run, kept_files, kept, captured)
 
-    def _write_kept(self, run, engine, removed_ranges, width, marks_ranges):
+    def _write_kept(self, run, engine, parts_of):
         """kept/ (or marked/): (its files, the documents kept, the texts caught for the report,
-        the bytes of its files or None: :func:`write_kept_group`)."""
+        the bytes of its files or None: :func:`write_kept_group`). ``parts_of``: blocks -> the
+        parts that hold their removed (or marks) rows (:func:`write_members`)."""
         out = run.output
         rejected = _rejected_by_source(run)
-        block_start = run.corpus.block_start
         mark = run.config.mark
         kept_folder = prepare_output(out, "marked" if mark else "kept")
         wanted = wanted_texts(run.info("clusters").top)
@@ -334,12 +334,6 @@ class WriteStage:
         per_core = 1 if text_copied_whole(run.sources, files, run.config) else 4
         size = max(1, math.ceil(len(files) / (per_core * engine.cpus)))
         groups = [files[i:i + size] for i in range(0, len(files), size)]
-        if removed_ranges is None and not mark:  # one range: the members parts hold the removed rows (write_members)
-            def parts_of(_blocks, members_parts=run.work.parts("clusters")):
-                return members_parts
-        else:
-            parts_of = partial(removed_parts_of, block_start=block_start, width=width,
-                               ranges=marks_ranges if mark else removed_ranges, kind="marks" if mark else "removed")
         items = [(g, {si: block_of[si] for si in g}, parts_of({b for si in g for b in block_of[si]}),
                   {si: rejected[si] for si in g if si in rejected},
                   {} if mark else {si: wanted[si] for si in g if si in wanted})
@@ -446,23 +440,24 @@ CLUSTER_COLUMNS = ["doc", "cluster", "id", "cluster_id", "removed"]
 
 
 def write_members(run, engine, later: Optional[List[Callable[[], None]]] = None
-                  ) -> Tuple[Optional[List[int]], int, List[int]]:
+                  ) -> Callable[[Set[int]], List[str]]:
     """removed.parquet and clusters.parquet without a member row in the driver. The members
     (``clusters/part-*.arrow``) are range-partitioned on a key known in advance, the document
     (removed rows) or the cluster's head document (every member; -1, an index's match, in the
     first range): ranges of ``width`` documents, as many as the engine wants partitions. Each
     range is sorted by a call and written to the work dir (:func:`write_ranges`); a call then
     stitches each file from its ranges in order (:func:`stitch_output`: streamed, the bytes of
-    one sorted table written at once). Returns (the ranges holding removed rows, width): what
-    the kept/ writers need to find theirs. With ``--mark`` every member is written by
-    document too (kind ``marks``: :mod:`.mark`), whose ranges are returned third.
+    one sorted table written at once). Returns what the kept/ writers need to find their
+    removed rows: blocks -> the sorted parts that may hold them (:func:`removed_parts_of`).
+    With ``--mark`` every member is written by document too (kind ``marks``: :mod:`.mark`),
+    and the parts returned are those.
 
     ``later``: a list to which the work the kept/ writers do not need (clusters.parquet's
     ranges, the stitching of both files) is appended as one function, not done here: the
     caller runs it while kept/ is written (:class:`WriteStage`); the files are the same. When
     every removed row falls in one range (and without ``--mark``), the removed range is sorted
-    there too, and the ranges returned are None: the kept/ writers read their removed rows from
-    the members parts themselves (the copy of kept lines starts without waiting for that sort:
+    there too, and the parts returned are the members parts: the kept/ writers read their removed
+    rows from them (the copy of kept lines starts without waiting for that sort:
     at 1M documents, ~0.17 CPU-s of reading, filtering, sorting and writing 107,000 member rows
     moved beside it)."""
     run.work.stage_dir("write", fresh=True)
@@ -491,14 +486,15 @@ def write_members(run, engine, later: Optional[List[Callable[[], None]]] = None
 
     if later is not None and n_ranges == 1 and not run.config.mark:
         later.append(lambda: (sort_ranges("removed"), clusters_and_stitch()))
-        return None, width, []
+        return lambda _blocks: parts
     for kind in ("removed",) + (("marks",) if run.config.mark else ()):
         sort_ranges(kind)
     if later is None:
         clusters_and_stitch()
     else:
         later.append(clusters_and_stitch)
-    return ranges["removed"], width, ranges["marks"]
+    kind = "marks" if run.config.mark else "removed"
+    return partial(removed_parts_of, block_start=run.corpus.block_start, width=width, ranges=ranges[kind], kind=kind)
 
 
 def member_rows(name: str, *, work: Folder, kind: str, width: int) -> pa.Table:
