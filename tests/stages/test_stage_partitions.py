@@ -518,3 +518,29 @@ def test_row_runs_go_on_across_batches():
         add_row_runs(summary, np.array(source, np.int32), np.array(rows))
         summary["documents"] += len(rows)
     assert summary["runs"] == [[0, 0, 5], [4, 0, 10], [5, 1, 0]]
+
+
+def test_a_work_dir_whose_summaries_have_no_runs_is_finished_the_same(tmp_path, corpus):
+    """A work dir read by a version whose block summaries kept no ``runs`` (layout 8 before them:
+    LAYOUT_VERSION was not bumped for them) is finished with the same output files: the clusters
+    stage reads those blocks' sources and rows instead."""
+    from neardup.stages import workdir as wd
+    from neardup.stages.write import WriteStage
+    config = Config(on_error="skip", keep="score:score", id_column="id").resolved()
+    sources = nio.discover([str(corpus / "a.jsonl"), str(corpus / "b.jsonl")])
+    outputs = []
+    for runs in (True, False):
+        work = WorkDir(str(tmp_path / f"work{runs}"), "runs-test")
+        run = Run(config=config, sources=sources, work=work, output=Folder.of(tmp_path / f"out{runs}"), quiet=True)
+        work.mark_done("read", ReadStage().run(run, LocalEngine()))
+        if not runs:
+            for b in range(len(run.corpus.blocks)):
+                summary = work.block_summary(b)
+                del summary["runs"]
+                work.folder.write_json(wd.block_name(b, "json"), summary)
+            run = Run(config=config, sources=sources, work=work, output=run.output, quiet=True)
+            assert run.corpus.row_runs == [None] * len(run.corpus.blocks)
+        for stage in (PairsStage(), ClustersStage(), WriteStage()):
+            work.mark_done(stage.name, stage.run(run, LocalEngine()))
+        outputs.append({k: v for k, v in _files(tmp_path / f"out{runs}").items() if k != "stats.json"})
+    assert outputs[0] == outputs[1] and "clusters.parquet" in outputs[0]

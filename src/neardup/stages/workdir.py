@@ -58,6 +58,8 @@ from .records import STAGE_INFO
 
 STAGES = ("read", "pairs", "clusters", "write")
 LAYOUT_VERSION = 8              # 8: a range of a split file numbers its rows from 0 (summary "lines"); 7: pairs, clusters and write parts Arrow IPC; 6: large JSONL files split into ranges; 5: fingerprints Elias-Fano coded, \w+ words, hash_version; 4: typed stage records; 3: .fp
+# not bumped for the block summaries' optional "runs" (corpus.add_row_runs): a layout-8 dir read
+# before them has none, and the clusters stage then reads its blocks' sources and rows (tested)
 BLOCK_BYTES = 64 << 20          # input bytes per read block (a block holds whole files)
 MAX_DOCUMENTS = 1 << 32         # document indices are packed two to a uint64 in pair codes
 
