@@ -46,6 +46,15 @@ def _splitmix(state):
     return state, z ^ (z >> _S31)
 
 
+@kernel(inline="always")
+def _run_end(order, values, i):
+    """The end of the run of equal ``values`` (in the order ``order``) that starts at ``i``."""
+    j = i + 1
+    while j < order.shape[0] and values[order[j]] == values[order[i]]:
+        j += 1
+    return j
+
+
 @kernel()
 def run_pairs(order, values, cap, seed):
     """Pairs of documents with equal ``values`` (``order`` sorts them): every pair of a run of
@@ -54,9 +63,7 @@ def run_pairs(order, values, cap, seed):
     total = 0
     i = 0
     while i < n:
-        j = i + 1
-        while j < n and values[order[j]] == values[order[i]]:
-            j += 1
+        j = _run_end(order, values, i)
         c = j - i
         if c >= 2:
             m = c * (c - 1) // 2
@@ -68,9 +75,7 @@ def run_pairs(order, values, cap, seed):
     p = 0
     i = 0
     while i < n:
-        j = i + 1
-        while j < n and values[order[j]] == values[order[i]]:
-            j += 1
+        j = _run_end(order, values, i)
         c = j - i
         if c >= 2:
             m = c * (c - 1) // 2
