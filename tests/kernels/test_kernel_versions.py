@@ -6,6 +6,7 @@ where both are real (uint32 fingerprints and uint64 shingle hashes)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from numba.core import types
 
 from neardup.kernels.bands import _band_keys_kernel, band_keys
@@ -84,3 +85,59 @@ def test_merge_count_one_version_a_dtype_no_literal_bounds():
     assert np.array_equal(coded, exact_jaccard(set_offsets, np.concatenate(sets), left, right))
     assert not [s for s in _merge_count.signatures if any(isinstance(t, types.Literal) for t in s)]
     assert len({s[0].dtype for s in _merge_count.signatures}) == len(_merge_count.signatures)
+
+
+def test_key_ranges_one_version_for_read_only_and_writable_keys():
+    from neardup.kernels.lookup import _key_ranges, key_ranges
+    keys = np.sort(RNG.integers(0, 50, 200, dtype=np.uint64))
+    needles = np.arange(0, 60, 3, dtype=np.uint64)
+    got = [key_ranges(k, needles) for k in (keys, _frozen(keys))]
+    assert all(np.array_equal(a, b) for a, b in zip(got[0], got[1]))
+    assert _key_ranges.signatures and not _mutable_args(_key_ranges, 0)
+
+
+def test_block_kernels_one_version_for_bytes_and_a_bytearray():
+    # lines.deep_lines and TextSpans.to_arrow: a reader's bytearray and bytes read the same way
+    from neardup.kernels.lines import _deep_lines, deep_lines, line_bounds
+    from neardup.kernels.shingles import TextSpans, _gather_spans
+    text = b'{"a": ' + b"[" * 6 + b"]" * 6 + b'}\n{"b": [[1]]}\n'
+    for block in (text, bytearray(text)):
+        starts, ends = line_bounds(block)
+        assert deep_lines(block, starts, ends, np.arange(len(starts)), limit=3).tolist() == [0]
+        spans = TextSpans(np.frombuffer(block, np.uint8), starts, ends)
+        assert spans.to_arrow().to_pylist() == text.decode().splitlines()
+    assert _deep_lines.signatures and not _mutable_args(_deep_lines, 0)
+    assert _gather_spans.signatures and not _mutable_args(_gather_spans, 0)
+
+
+@pytest.mark.slow  # compiles the scanner's kernels (~15 s): nested ones list their versions only when compiled
+def test_jsonl_decoding_one_version_whatever_it_decodes_into(tmp_path):
+    # an escaped key (into the scanner's key buffer at 0), an escaped text (gathered, or decoded
+    # over the block's own bytes) and an escaped string id (int32 offsets): one _decode_into
+    import os
+    import subprocess
+    import sys
+
+    from helpers import SRC
+
+    code = r"""
+import numpy as np
+from neardup.kernels import jsonl
+from neardup.kernels.lines import line_bounds
+block = b'{"t\\u0065xt": "caf\\u00e9 \\ud83d\\ude00", "id": "d\\u00e9"}\n{"text": "x\\ny", "id": 7}\n'
+for in_place in (False, True):
+    starts, ends = line_bounds(block)
+    text, ids = jsonl.extract(bytearray(block), starts, ends, np.arange(len(starts)), "text", "id",
+                              in_place=in_place)
+    assert text.to_pylist() == ["caf\u00e9 \U0001F600", "x\ny"], text.to_pylist()
+    assert ids.to_pylist() == ["d\u00e9", "7"]
+for k in (jsonl._decode_into, jsonl._put_utf8, jsonl._hex4):
+    print(k.__name__, ";".join(str(s) for s in k.signatures))
+"""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=SRC)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    sigs = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+    assert sigs["_decode_into"] == ("(Array(uint8, 1, 'C', True, aligned=True), int64, int64, "
+                                    "Array(uint8, 1, 'C', False, aligned=True), int64)"), sigs
+    assert ";" not in sigs["_put_utf8"] and sigs["_hex4"] == "(Array(uint8, 1, 'C', True, aligned=True), int64, int64)"

@@ -211,7 +211,9 @@ def _in_threads(func, count: int) -> list:
 
 @kernel(nogil=True)
 def _group_column(group, j, perm, ids):
-    """:func:`_group_keys` of column ``j`` of ``group`` taken at rows ``perm`` (see :func:`_group_gathered`)."""
+    """:func:`_group_keys` of column ``j`` of ``group`` taken at rows ``perm`` (see :func:`_group_gathered`).
+    Two versions, on purpose: ``group`` a fresh (C-contiguous) array of a few bands, or a slice
+    of bands of a whole key matrix in memory (any layout), read where it lies, not copied."""
     n = perm.shape[0]
     keys = np.empty(n, dtype=np.uint64)
     for i in range(n):

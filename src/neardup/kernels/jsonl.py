@@ -324,9 +324,11 @@ def _key_of(data, p, q, esc, kn, keybuf, text_key, id_key, want_id):
     if esc:
         if kn > keybuf.shape[0]:
             return -1, -1
-        _decode_into(data, p + 1, q - 1, keybuf, 0)
-        is_text = _key_is(keybuf, 0, kn, text_key)
-        is_id = want_id and _key_is(keybuf, 0, kn, id_key)
+        at = np.int64(0)  # not the constant: it would compile versions for Literal[int](0)
+        # (_key_is: a version for the key buffer, one for the block, on purpose)
+        _decode_into(data, p + 1, q - 1, keybuf, at)
+        is_text = _key_is(keybuf, at, kn, text_key)
+        is_id = want_id and _key_is(keybuf, at, kn, id_key)
     else:
         is_text = _key_is(data, p + 1, q - 1, text_key)
         is_id = want_id and _key_is(data, p + 1, q - 1, id_key)
@@ -549,7 +551,7 @@ def _offsets(spans, want_id):
 @kernel(nogil=True)
 def _put_id(data, spans, i, ioff, idata):
     """The id of line i into idata at ioff[i]: an integer in decimal, a string decoded."""
-    o = ioff[i]
+    o = np.int64(ioff[i])  # int32 offsets: as int64, the one version of _decode_into
     if spans[i, 5] < 0:  # an integer, in decimal
         v = spans[i, 6]
         e = ioff[i + 1]
@@ -591,22 +593,23 @@ def _gather_ids(data, spans, ioff, idata):
 
 
 @kernel(nogil=True)
-def _in_place(data, spans, want_id, starts, ends, ioff, idata):
+def _in_place(block, data, spans, want_id, starts, ends, ioff, idata):
     """Pass 2 without a copy of the texts: each text stays where it is in ``data``, a text with
     escapes decoded over its own bytes (the decoded string is never longer than its JSON: an
     escape of 2, 6 or 12 bytes stands for 1, 1-3 or 4; the bytes are written behind the ones
     read). starts[i], ends[i]: where text i is then; the ids into idata at ioff, as
-    :func:`_gather` puts them (before a text is decoded: the id is elsewhere on the line)."""
+    :func:`_gather` puts them (before a text is decoded: the id is elsewhere on the line).
+    ``block``: ``data`` read-only, read through (the versions of the kernels that read, one)."""
     n = spans.shape[0]
     for i in range(n):
         if want_id:
-            _put_id(data, spans, i, ioff, idata)
+            _put_id(block, spans, i, ioff, idata)
         a, b = spans[i, 0], spans[i, 1]
         starts[i] = a
         if spans[i, 2] < 0:
             ends[i] = b
         else:
-            ends[i] = _decode_into(data, a, b, data, a)
+            ends[i] = _decode_into(block, a, b, data, a)
 
 
 class TextBuffers:
@@ -740,7 +743,7 @@ def _texts_and_ids(data, spans: np.ndarray, want_id: bool, in_place: bool):
         if escapes:
             tstarts = np.empty(n, dtype=np.int64)
             tends = np.empty(n, dtype=np.int64)
-            _in_place(arr, spans, want_id, tstarts, tends, ioff, idata)
+            _in_place(block, arr, spans, want_id, tstarts, tends, ioff, idata)
         else:  # each text as it stands (the buffer may be read-only: bytes)
             tstarts, tends = spans[:, 0].copy(), spans[:, 1].copy()
             if want_id:

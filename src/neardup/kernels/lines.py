@@ -189,7 +189,7 @@ def deep_lines(data: bytes, starts: np.ndarray, ends: np.ndarray, lines: np.ndar
     arr = np.frombuffer(data, dtype=np.uint8)
     if len(data) <= limit or np.count_nonzero((arr | 0x20) == 0x7B) <= limit:  # '{' and '['
         return np.empty(0, dtype=np.int64)
-    return _deep_lines(arr, starts, ends, np.ascontiguousarray(lines, dtype=np.int64), limit)
+    return _deep_lines(read_only(arr), starts, ends, np.ascontiguousarray(lines, dtype=np.int64), limit)
 
 
 # --------------------------------------------------------------------------- CSV quotes

@@ -113,7 +113,7 @@ def key_ranges(sorted_keys: np.ndarray, needles: np.ndarray):
     lo = np.empty(len(needles), np.int64)
     hi = np.empty(len(needles), np.int64)
     if len(needles) and len(sorted_keys):
-        _key_ranges(np.asarray(sorted_keys), needles, lo, hi)
+        _key_ranges(read_only(np.asarray(sorted_keys)), needles, lo, hi)
     else:
         lo[:] = 0
         hi[:] = 0

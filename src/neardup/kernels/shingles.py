@@ -607,7 +607,7 @@ class TextSpans:
         offsets = np.zeros(len(starts) + 1, dtype=np.int64)
         np.cumsum(ends - starts, out=offsets[1:])
         out = np.empty(int(offsets[-1]), dtype=np.uint8)
-        _gather_spans(self.data, np.ascontiguousarray(starts), np.ascontiguousarray(ends), offsets, out)
+        _gather_spans(read_only(self.data), np.ascontiguousarray(starts), np.ascontiguousarray(ends), offsets, out)
         return pa.Array.from_buffers(pa.large_string(), len(starts), [None, pa.py_buffer(offsets), pa.py_buffer(out)])
 
 
