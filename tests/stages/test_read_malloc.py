@@ -86,3 +86,23 @@ def test_kept_buffers_bounded(monkeypatch):
         read.give_back_scratch(s)
     assert len(read._scratches) == read.KEPT_SCRATCHES
     assert read.take_scratch() in taken
+
+
+def test_kept_buffers_go_once_the_process_reads_no_block(monkeypatch):
+    """A process that takes no scratch for KEPT_IDLE_S lets its kept ones go (a Ray worker of
+    several, which the driver's one release call does not reach); taking one calls that off."""
+    monkeypatch.setattr(read, "Scratch", object)
+    monkeypatch.setattr(read, "KEPT_IDLE_S", 0.05)
+    read.release_scratches()
+    first, second = read.take_scratch(), read.take_scratch()
+    read.give_back_scratch(first)
+    read.give_back_scratch(second)
+    assert read._scratches == [first, second]
+    idle = read._idle_release
+    assert read.take_scratch() is second  # the idle release called off
+    idle.join(5)
+    assert read._scratches == [first]
+    read.give_back_scratch(second)
+    idle = read._idle_release
+    idle.join(5)  # no block for KEPT_IDLE_S: both let go
+    assert read._scratches == [] and read._idle_release is None

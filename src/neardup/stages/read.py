@@ -195,6 +195,8 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
 _scratches: List[Scratch] = []  # the kernels' buffers of blocks read before, for the next ones
 _scratches_lock = threading.Lock()
 KEPT_SCRATCHES = 2  # at most this many kept (the local engine reads up to 2 blocks at once)
+KEPT_IDLE_S = 2.0  # a process that takes no scratch for this long lets its kept ones go
+_idle_release: Optional[threading.Timer] = None  # release_scratches, once the process is idle
 
 
 def take_scratch() -> Scratch:
@@ -202,21 +204,38 @@ def take_scratch() -> Scratch:
     left (their pages already faulted in: a fresh Scratch is ~160 MB of new pages a block, which
     the kernel zeroes on first touch, about as much CPU as the hashing itself), or new ones."""
     with _scratches_lock:
+        _cancel_idle_release()
         return _scratches.pop() if _scratches else Scratch()
 
 
 def give_back_scratch(scratch: Scratch) -> None:
-    """``scratch`` kept for the next block (at most KEPT_SCRATCHES; :func:`release_scratches`
-    lets them go)."""
+    """``scratch`` kept for the next block (at most KEPT_SCRATCHES), until :func:`release_scratches`
+    or KEPT_IDLE_S without a block: a Ray worker process that read blocks (several of them on a
+    cluster, one a CPU) lets its own go once the read stage is over, where no call of the driver's
+    can reach each of them (:func:`released_in_calls` reaches one)."""
+    global _idle_release
     with _scratches_lock:
         if len(_scratches) < KEPT_SCRATCHES:
             _scratches.append(scratch)
+        _cancel_idle_release()
+        _idle_release = threading.Timer(KEPT_IDLE_S, release_scratches)
+        _idle_release.daemon = True
+        _idle_release.start()
+
+
+def _cancel_idle_release() -> None:
+    """The pending idle release called off (the lock held)."""
+    global _idle_release
+    if _idle_release is not None:
+        _idle_release.cancel()
+        _idle_release = None
 
 
 def release_scratches(_item=None) -> None:
     """The kept buffers given up (the end of the read stage: the next stages need the memory):
     the kernels' and the JSONL texts' (:class:`neardup.kernels.jsonl.TextBuffers`)."""
     with _scratches_lock:
+        _cancel_idle_release()
         _scratches.clear()
     jsonl_scanner.text_buffers.clear()
 
@@ -226,7 +245,9 @@ def released_in_calls(engine) -> None:
     run's one worker process (:mod:`neardup.engines.ray_runner`) they were kept through the later
     stages, the driver's own release not reaching them (1M documents on 2 CPUs, load 16-18: the
     worker's peak RSS, in the pair stage's call, 906 and 955 -> 871 and 867 MiB); on the local
-    engine, this process again."""
+    engine, this process again. With several worker processes (a cluster's, one a CPU) this call
+    reaches one of them; the others let theirs go KEPT_IDLE_S after their last block
+    (:func:`give_back_scratch`)."""
     engine.collect(engine.map(release_scratches, [None]))
 
 
