@@ -603,7 +603,13 @@ def id_rows(block: int, *, task) -> pa.Table:
 
 
 def duplicate_ids_of(table: pa.Table) -> pa.Table:
-    """One partition of id rows (every document of an id is in it): :func:`duplicate_ids`."""
+    """One partition of id rows (every document of an id is in it): :func:`duplicate_ids`, unless
+    the rows' keys (their ids' hashes, :func:`id_rows`) are all distinct, the usual case: the
+    documents of an id share its key, so distinct keys are distinct ids, and the sort by id is
+    not needed (a sort of 64-bit keys: 0.6 ms at 100,000 documents, the sort by id 4 ms)."""
     if table.num_rows == 0:
+        return empty_table(DUP_SCHEMA)
+    keys = np.sort(to_numpy(table.column("key").combine_chunks()))
+    if not (keys[1:] == keys[:-1]).any():
         return empty_table(DUP_SCHEMA)
     return duplicate_ids(to_numpy(table.column("doc").combine_chunks()), table.column("id").combine_chunks())
