@@ -136,7 +136,9 @@ with RayEngine(2, address=address, quiet=True) as engine:
     workers = [p for p in psutil.Process().children(recursive=True) if p.cmdline()[:1] > [""]
                and p.cmdline()[0].startswith("ray::")]  # the workers of an instance started here
     config = ray._private.state.state.get_system_config()
+    nice = sorted({p.nice() for p in workers})
 print(json.dumps({"pids": sorted({p for p, _ in out}), "met": all(m for _, m in out), "workers": len(workers),
+                  "nice": nice, "niceness": config.get("worker_niceness"),
                   "config": {k: config.get(k) for k in ("prestart_worker_first_driver", "memory_monitor_refresh_ms",
                                                                  "enable_worker_prestart")}}))
 """
@@ -161,6 +163,9 @@ def test_own_instance_runs_calls_at_once_in_one_process(tmp_path):
     # whose memory others fill
     assert res["config"] == {"prestart_worker_first_driver": False, "memory_monitor_refresh_ms": 0,
                              "enable_worker_prestart": True}, res
+    # at the run's priority, not Ray's nice 15 for workers (the other programs of the machine took
+    # the CPUs from it)
+    assert res["nice"] == [os.nice(0)] and res["niceness"] == 0, res
 
 
 @pytest.mark.slow
@@ -168,6 +173,7 @@ def test_own_instance_runs_calls_at_once_in_one_process(tmp_path):
 def test_own_instance_with_the_runner_off_runs_a_worker_per_cpu(tmp_path):
     res = _meet(tmp_path, **{ray_runner.ENV: "0"})
     assert res["met"] and len(res["pids"]) == 2 and res["workers"] == 2, res
+    assert res["nice"] == [os.nice(0)], res
     assert res["config"] == {"prestart_worker_first_driver": None, "memory_monitor_refresh_ms": None,
                              "enable_worker_prestart": None}, res
 

@@ -162,8 +162,12 @@ def start_local(ray, cpus: int, log_monitor: bool, one_worker: bool = False, **k
 
     # the raylet kills a worker idle for 1 s (the second one, while the pair stage's one call holds
     # both CPUs of a 2-CPU node), then starts two fresh ones for the write stage's tasks, each paying
-    # Ray's import again (and neardup's, unwarmed): the instance's workers are the run's, kept
-    system_config: dict = {"kill_idle_workers_interval_ms": 0}
+    # Ray's import again (and neardup's, unwarmed): the instance's workers are the run's, kept.
+    # Ray starts its workers at nice 15 (its daemons stay responsive beside other jobs' tasks); the
+    # instance's workers do the run's work and run it at the run's priority, as the local engine's
+    # process does: at nice 15 every process at 0 comes first (the driver, the daemons; where the
+    # kernel does not group a session's processes, sched_autogroup off, any program of the machine)
+    system_config: dict = {"kill_idle_workers_interval_ms": 0, "worker_niceness": 0}
     if one_worker:
         system_config.update(prestart_worker_first_driver=False, memory_monitor_refresh_ms=0,
                              enable_worker_prestart=prestart)
