@@ -201,3 +201,38 @@ def test_clashing_names_are_those_of_the_definition(relpaths):
     answers none for the folder cases."""
     from neardup.io.sources import _clashing
     assert _clashing(relpaths) == _clashing_by_pairs(relpaths)
+
+
+def test_relatives_made_once_a_folder_equal_relative_to(tmp_path, monkeypatch):
+    """_relatives takes each folder's relative form once, where the folder changes (and from its
+    cache when a folder comes back): path by path as relative_to makes it, for the files of
+    folders inside and outside the root, one after another and interleaved, the plain and the
+    odd names of one folder. Mutations: the folder taken again only for the first path
+    (``head != last`` -> ``last is None``), or "." and ".." names joined as plain ones -> unequal."""
+    from neardup.io import discovery as S
+
+    monkeypatch.chdir(tmp_path)
+    paths = ["/r/a/1", "/r/a/2", "/r/b/3", "/r/a/4", "/r/a/.", "/r/a/..", "/r/a/5", "/s/6", "/s/7", "/r/8",
+             "/r/b/9", "rel/10", "rel/11", "s3://b/t/12", "s3://b/t/13", "file:///r/a/14", "/r/a/15"]
+    for root in ["/r", "/r/a", "/", str(tmp_path), "/s"]:
+        assert S._relatives(paths, root) == [S._relative(p, root) for p in paths], root
+
+
+def test_walk_makes_the_found_the_named_tuple_makes(tmp_path):
+    """_walk_folder makes each _Found as a plain tuple (no named tuple's __new__ a file): equal to
+    the _Found made by its constructor, field by field (the name prefixed, walked, via a link or
+    not, not remote). Mutations: ``via_link`` and ``walked`` swapped in the tuple, or the walk
+    started from "" instead of ``prefix`` -> unequal."""
+    from neardup.io import discovery as S
+
+    d = tmp_path / "d"
+    (d / "a").mkdir(parents=True)
+    (d / "a" / "b.txt").write_text("x")
+    (d / "c.txt").write_text("y")
+    (d / "l.txt").symlink_to(d / "c.txt")  # a link to a file inside the inputs: followed, via a link
+    got = S._walk_folder(str(d), roots=[os.path.realpath(d)], follow_symlinks=False, prefix="P/")
+    want = [S._Found(str(d / "a" / "b.txt"), "P/a/b.txt", walked=True),
+            S._Found(str(d / "c.txt"), "P/c.txt", walked=True),
+            S._Found(str(d / "l.txt"), "P/l.txt", walked=True, via_link=True)]
+    assert got == want
+    assert [f._asdict() for f in got] == [f._asdict() for f in want] and all(type(f) is S._Found for f in got)

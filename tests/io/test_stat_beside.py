@@ -70,14 +70,14 @@ def test_a_file_gone_before_its_stat_says_so_before_a_clash(cwd, beside, monkeyp
     put("d/x.txt", "two")
     with pytest.raises(InputError, match="would be written to the same output name"):
         discover(["d"])
-    real = discovery._Found
+    real = discovery._walk_folder
 
-    def found_gone(path, *a, **k):  # the first file vanishes right after the walk met it
-        if path.endswith("X.txt") and os.path.exists(path):
-            os.remove(path)
-        return real(path, *a, **k)
+    def walked_then_gone(*a, **k):  # the first file vanishes right after the walk met it
+        found = real(*a, **k)
+        os.remove("d/X.txt")
+        return found
 
-    monkeypatch.setattr(discovery, "_Found", found_gone)
+    monkeypatch.setattr(discovery, "_walk_folder", walked_then_gone)
     with pytest.raises(InputError, match=r"^cannot read d/X.txt \("):
         discover(["d"])
 

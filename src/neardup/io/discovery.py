@@ -57,19 +57,20 @@ def _walked_anyway(target: str, folders: Sequence[str]) -> bool:
 
 def _walk_folder(folder: str, roots: Sequence[str] = (), follow_symlinks: bool = True,
                  links: Optional[Dict[str, int]] = None,
-                 folders: Sequence[str] = ()) -> List[Tuple[str, str, bool]]:
-    """Regular files under ``folder`` as ``(path, relpath, via_link)``, hidden entries and
-    ``__pycache__`` skipped, sorted by path components; ``via_link``: a symbolic link is on the
-    way. A link to a folder that one of ``folders`` (the real paths of the folder inputs) walks
-    anyway is not followed (counted in ``links["read_once"]``); any other link (to a file or a
-    folder) whose target lies outside ``roots`` (the real paths of the input set) is followed
-    only with ``follow_symlinks``, else counted in ``links["not_followed"]``; a folder is walked
-    once (a link cycle ends). The walk goes depth first through each folder's entries sorted by
-    name: the order of the path components itself (of two files, the one whose first differing
-    component sorts first is met first, whatever lies below), so nothing is sorted afterwards."""
+                 folders: Sequence[str] = (), prefix: str = "") -> List[_Found]:
+    """Regular files under ``folder`` as walked :class:`_Found` (``name``: ``prefix`` and the
+    path relative to ``folder``), hidden entries and ``__pycache__`` skipped, sorted by path
+    components; ``via_link``: a symbolic link is on the way. A link to a folder that one of
+    ``folders`` (the real paths of the folder inputs) walks anyway is not followed (counted in
+    ``links["read_once"]``); any other link (to a file or a folder) whose target lies outside
+    ``roots`` (the real paths of the input set) is followed only with ``follow_symlinks``, else
+    counted in ``links["not_followed"]``; a folder is walked once (a link cycle ends). The walk
+    goes depth first through each folder's entries sorted by name: the order of the path
+    components itself (of two files, the one whose first differing component sorts first is met
+    first, whatever lies below), so nothing is sorted afterwards."""
     if links is None:
         links = {"read_once": 0, "not_followed": 0}
-    found: List[Tuple[str, str, bool]] = []
+    found: List[_Found] = []
     seen_dirs = set()
 
     def walk(path: str, rel: str, via_link: bool) -> None:
@@ -105,15 +106,16 @@ def _walk_folder(folder: str, roots: Sequence[str] = (), follow_symlinks: bool =
                     continue
             if is_dir:
                 walk(entry.path, rel + name + "/", via_link or is_link)
-            elif is_file:
-                found.append((entry.path, rel + name, via_link or is_link))
+            elif is_file:  # made as a tuple, without the named tuple's __new__ (a Python call a file)
+                found.append(_new_tuple(_Found, (entry.path, rel + name, True, via_link or is_link, False)))
             # other things (sockets, named pipes, devices, broken links) are not documents
 
-    walk(folder, "", False)
+    walk(folder, prefix, False)
     return found
 
 
 _name = operator.attrgetter("name")
+_new_tuple = tuple.__new__
 
 
 def _join_name(base: str, rel: str) -> str:
@@ -330,28 +332,38 @@ _relative = _paths.relative_to
 
 
 def _relatives(paths: Sequence[str], root: Optional[str]) -> List[str]:
-    """:func:`_relative` of each of ``paths``, the absolute form of each folder made once (a
-    folder of 100,000 files: not one ``abspath`` a file). ``abspath(HEAD/NAME)`` is
-    ``abspath(HEAD) + "/" + NAME`` for a plain NAME when that folder is not the root."""
+    """:func:`_relative` of each of ``paths``, made once a folder (a folder of 100,000 files: not
+    one ``abspath`` a file, nor one comparison with ``root``): a plain NAME in folder HEAD is
+    ``HEAD/NAME``'s relative form as the folder's (:func:`_below`) plus NAME (files of a folder
+    come one after another: the folder looked up again only where it changes)."""
     if os.sep != "/" or root is None:
         return [_relative(p, root) for p in paths]
     prefix = root.rstrip("/") + "/"
     heads: Dict[str, Optional[str]] = {}
     out = []
+    last, below = None, None
     for p in paths:
-        head, sep, name = p.rpartition("/")
-        full = None
-        if head and name not in ("", ".", "..") and ("://" not in p or _paths.os_path(p) is not None):
-            base = heads.get(head)
-            if base is None:
-                base = heads[head] = os.path.abspath(head)
-            if not base.endswith("/"):  # "/" or "//": abspath keeps what the plain join would not
-                full = base + "/" + name
-        if full is not None and full.startswith(prefix):
-            out.append(full[len(prefix):])
-        else:
-            out.append(_relative(p, root))
+        head, _, name = p.rpartition("/")
+        if head != last:
+            below = heads[head] if head in heads else heads.setdefault(head, _below(head, p, prefix))
+            last = head
+        out.append(below + name if below is not None and name not in ("", ".", "..") else _relative(p, root))
     return out
+
+
+def _below(head: str, path: str, prefix: str) -> Optional[str]:
+    """What :func:`_relative` makes of the folder ``head`` of ``path`` (``HEAD/NAME``, NAME plain)
+    relative to the folder ``prefix`` (ended by ``/``), ``/`` at its end, for any plain NAME:
+    ``abspath(HEAD/NAME)`` is ``abspath(HEAD) + "/" + NAME`` when that folder is not the root;
+    None where that rule does not hold or the folder is not inside (each path on its own). Of
+    the paths of one folder, each is a URL or none ("://" cannot span a NAME, which holds no ``/``)."""
+    if not head or ("://" in path and _paths.os_path(path) is None):
+        return None
+    base = os.path.abspath(head)
+    if base.endswith("/"):  # "/" or "//": abspath keeps what the plain join would not
+        return None
+    base += "/"
+    return base[len(prefix):] if base.startswith(prefix) else None
 
 
 def _once(found: List[_Found], links: Dict[str, int],
@@ -448,10 +460,8 @@ def _discover_local(inp: str, found: List[_Found], roots: Sequence[str], follow_
                     links: Dict[str, int], folders: Sequence[str]) -> None:
     """Append the files of a local input to ``found`` (see :func:`_walk_folder` for ``roots``,
     ``follow_symlinks``, ``links`` and ``folders``)."""
-    def walk(folder: str) -> None:
-        prefix = _join_name(folder, "")  # _join_name(folder, rel) is prefix + rel: made once a folder
-        for p, rel, via_link in _walk_folder(folder, roots, follow_symlinks, links, folders):
-            found.append(_Found(p, prefix + rel, True, via_link))
+    def walk(folder: str) -> None:  # _join_name(folder, rel) is _join_name(folder, "") + rel
+        found.extend(_walk_folder(folder, roots, follow_symlinks, links, folders, _join_name(folder, "")))
 
     if os.path.isdir(inp):
         n_before, left_out = len(found), links["not_followed"]
