@@ -117,6 +117,18 @@ def _program_start(args) -> None:
         gc.enable()
 
 
+def _start_ray(args) -> None:
+    """A ``dedup`` on the Ray engine that starts its own local instance (no ``--ray-address``; every
+    path local: an object store's settings would go to the workers) has it started now, while
+    the program imports the rest and finds its inputs (:func:`neardup._start_ray`)."""
+    if getattr(args, "command", None) != "dedup" or getattr(args, "engine", None) != "ray" or args.ray_address:
+        return
+    if any("://" in str(path) for path in (*args.inputs, args.output, args.work_dir or "")):
+        return
+    from .. import _start_ray
+    _start_ray(args.workers, args.quiet)
+
+
 KERNEL_COMMANDS = {("dedup", None), ("signatures", None), ("audit", None), ("index", "add"), ("index", "query")}
 
 
@@ -158,6 +170,8 @@ def _main(argv: Optional[List[str]], program: bool = False) -> int:
         try:
             parser = build_parser()
             args = parser.parse_args(argv)
+            if program:
+                _start_ray(args)
             from ..api import interrupt_handler
         finally:
             if program:

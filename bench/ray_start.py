@@ -1,0 +1,96 @@
+"""The start of the ``neardup`` program on the Ray engine (its own local instance), source trees
+alternating (``--src A,B``: A B A B ...): ``start_s``, from the process's start to the first task
+submitted (as ``bench/ray_tail.py`` times it), the driver's CPU-seconds, and the CPU-seconds of
+every process of the run (the driver, the instance's GCS server, raylet, agents and workers, the
+watchdog): this script is their subreaper (``PR_SET_CHILD_SUBREAPER``), so that each one, however
+orphaned, is reaped here and counted in ``RUSAGE_CHILDREN``.
+
+    .venv/bin/python bench/ray_start.py --src $PWD/src,/work/main/src --size 100k --rounds 5
+
+Wall spans include waiting for a core on a loaded machine (the load average is kept with each
+run); CPU-seconds are the measure there. Writes bench/results/ray_start.json (``--output``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import DATA_DIR, RESULTS_DIR, run_header, write_json  # noqa: E402
+from ray_tail import PROGRAM, SIZES  # noqa: E402
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def reap_all(timeout: float = 30.0) -> None:
+    """Waits for every descendant (the orphans this process adopted included) to end and reaps it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.05)
+
+
+def one(src: str, corpus: Path, out: Path, workers: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=src)
+    cmd = [sys.executable, "-c", PROGRAM, "dedup", str(corpus), "-o", str(out), "--overwrite", "--engine", "ray",
+           "--workers", str(workers), "--quiet"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    load = os.getloadavg()[0]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    reap_all()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{src}: neardup exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("RAY_TAIL "))
+    every = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return dict(json.loads(line[len("RAY_TAIL "):]), all_cpu_s=every, load=load)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--src", required=True, help="source trees, comma-separated (PYTHONPATH of each run)")
+    p.add_argument("--size", default="100k", choices=sorted(SIZES))
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--output", default="ray_start.json", help="file under bench/results/")
+    args = p.parse_args()
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise SystemExit("prctl(PR_SET_CHILD_SUBREAPER) failed: Linux only")
+    corpus = DATA_DIR / f"synth_{SIZES[args.size]}_s0.jsonl"
+    trees = [s.strip() for s in args.src.split(",") if s.strip()]
+    scratch = Path(tempfile.mkdtemp(prefix="ray_start_"))
+    runs = {t: [] for t in trees}
+    keys = ("start_s", "driver_cpu_s", "all_cpu_s")
+    try:
+        for r in range(args.rounds):
+            for t in trees:
+                res = one(t, corpus, scratch / "out", args.workers)
+                runs[t].append(res)
+                print(f"round {r + 1} {t}: start {res['start_s']:.2f} s, driver {res['driver_cpu_s']:.2f} CPU-s, "
+                      f"all processes {res['all_cpu_s']:.2f} CPU-s (load {res['load']:.1f})", flush=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    medians = {t: {k: round(statistics.median(x[k] for x in rs), 3) for k in keys} for t, rs in runs.items()}
+    for t, m in medians.items():
+        print(f"{t}: median " + ", ".join(f"{k} {v}" for k, v in m.items()))
+    write_json(RESULTS_DIR / args.output, dict(run_header(sys.argv), size=args.size, workers=args.workers,
+                                               runs=runs, medians=medians))
+
+
+if __name__ == "__main__":
+    main()
