@@ -29,8 +29,9 @@ def early(monkeypatch):
     monkeypatch.setattr(ray_cluster, "stop_local", stopped.append)
     ready = threading.Event()
     ready.set()
+    held = ray_cluster.HeldWarnings(quiet=True)
     monkeypatch.setattr(ray_cluster, "_early", {"key": KEY, "ready": ready, "result": {"node": "node"},
-                                                "watchdog": "watchdog"})
+                                                "watchdog": "watchdog", "held": held})
     return stopped
 
 
@@ -57,10 +58,47 @@ def test_a_node_no_engine_took_is_stopped_at_exit(early):
     assert early == ["node"]
 
 
+@pytest.mark.parametrize("argv, expected", [
+    (["dedup", "in.jsonl", "-o", "out", "--engine", "ray"], (None, False)),
+    (["dedup", "in.jsonl", "-o", "out", "--engine=ray", "--workers", "3", "-q"], (3, True)),
+    (["dedup", "in.jsonl", "--workers=4", "--quiet", "-o", "out", "--engine", "ray"], (4, True)),
+    (["dedup", "in.jsonl", "-o", "out"], None),
+    (["dedup", "in.jsonl", "-o", "out", "--engine", "local"], None),
+    (["dedup", "in.jsonl", "-o", "out", "--engine", "ray", "--ray-address", "h:6379"], None),
+    (["dedup", "in.jsonl", "-o", "out", "--engine", "ray", "--ray-address=auto"], None),
+    (["dedup", "s3://b/in.jsonl", "-o", "out", "--engine", "ray"], None),
+    (["dedup", "in.jsonl", "-o", "out", "--engine", "ray", "--workers", "many"], None),
+    (["audit", "in.jsonl", "--engine", "ray"], None),
+    ([], None)])
+def test_the_command_lines_that_start_their_instance_first(monkeypatch, argv, expected):
+    import neardup
+    from neardup import cli
+    calls = []
+    monkeypatch.setattr(neardup, "_start_ray", lambda workers, quiet: calls.append((workers, quiet)))
+    cli._start_ray(argv)
+    assert calls == ([expected] if expected else [])
+
+
+@pytest.mark.parametrize("env, expected", [({}, {"OPENBLAS_NUM_THREADS": "1"}), ({"OMP_NUM_THREADS": "4"}, {}),
+                                           ({"OPENBLAS_NUM_THREADS": "8"}, {})])
+def test_the_instance_loads_openblas_with_one_thread_unless_told(monkeypatch, env, expected):
+    for name in ray_cluster.BLAS_THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(ray_cluster, "arena_env", lambda: {"MALLOC_ARENA_MAX": "2"})
+    assert ray_cluster.instance_env() == {"MALLOC_ARENA_MAX": "2", **expected}
+
+
 RUN = r"""
 import json, sys
 import neardup.engines.ray_cluster as C
 taken = []
+start_early = C.start_early
+def first(*a, **k):  # what the program has imported when it starts its instance
+    taken.append("numba" in sys.modules)
+    return start_early(*a, **k)
+C.start_early = first
 early_node = C.early_node
 def spy(key):
     taken.append("ready" in C._early)
@@ -85,8 +123,10 @@ def test_the_program_starts_its_instance_early_and_gives_the_local_bytes(tmp_pat
                                        "--quiet", "--on-error", "skip", setup=RUN), env=child_env(), capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr
+    assert "Token authentication" not in r.stderr  # Ray's notice, held under --quiet as the engine holds it
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("EARLY "))
-    assert json.loads(line[6:]) == [True, True]  # started before the engine, and taken by it
+    # started before numba's import and the engine's start, and taken by the engine
+    assert json.loads(line[6:]) == [False, True, True]
     assert_same(local, ray_out)
 
 

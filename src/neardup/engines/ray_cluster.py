@@ -146,7 +146,7 @@ def start_local(ray, cpus: int, log_monitor: bool, one_worker: bool = False, **k
     node = early_node((cpus, log_monitor, stubbed, one_worker, prestart))
     if node is None:
         try:
-            node = lean_node(cpus, log_monitor, stubbed, one_worker, prestart)
+            node = lean_node(cpus, log_monitor, stubbed, one_worker, prestart, instance_env())
         except ImportError:
             return None
         if node is None:
@@ -159,10 +159,10 @@ def start_local(ray, cpus: int, log_monitor: bool, one_worker: bool = False, **k
     return node
 
 
-def lean_node(cpus: int, log_monitor: bool, stubbed: tuple, one_worker: bool, prestart: bool):
+def lean_node(cpus: int, log_monitor: bool, stubbed: tuple, one_worker: bool, prestart: bool, env: dict):
     """The node of :func:`start_local`, started (its GCS server and raylet running; no driver
     connected): ``stubbed``, the agents replaced (:func:`lean_agents`); ``one_worker`` and
-    ``prestart`` as there. None: a Ray whose parameters differ; ImportError: whose internals do."""
+    ``prestart`` as there; ``env``, what its processes' environment adds (:func:`instance_env`). None: a Ray whose parameters differ; ImportError: whose internals do."""
     from ray._private.authentication.authentication_token_setup import (enable_token_auth_by_default,
                                                                         ensure_token_if_auth_enabled)
     from ray._private.node import Node
@@ -187,7 +187,7 @@ def lean_node(cpus: int, log_monitor: bool, stubbed: tuple, one_worker: bool, pr
     ensure_token_if_auth_enabled(system_config, create_token_if_missing=True)
     try:
         params = RayParams(num_cpus=cpus, include_dashboard=False, no_monitor=True, include_log_monitor=log_monitor,
-                           _system_config=system_config, env_vars=arena_env())
+                           _system_config=system_config, env_vars=env)
     except TypeError:  # a Ray whose parameters differ: its own start
         return None
     return LeanNode(params, head=True, shutdown_at_exit=False, spawn_reaper=True, ray_init_cluster=True)
@@ -219,12 +219,15 @@ def start_early(cpus: int, log_monitor: bool, one_worker: bool) -> bool:
     import atexit
     import threading
     stubbed, prestart = lean_agents(None), one_worker and not job_runtime_env()
+    env = instance_env()  # now: the program's import of numba changes its environment for a while
     watchdog, result, ready = start_watchdog(), {}, threading.Event()
+    held = HeldWarnings(quiet=not log_monitor)  # the engine's own are attached when it starts
+    held.attach()
 
     def start():
         try:
             with instance_marked():  # for the watchdog, in every process of the instance
-                result["node"] = lean_node(cpus, log_monitor, stubbed, one_worker, prestart)
+                result["node"] = lean_node(cpus, log_monitor, stubbed, one_worker, prestart, env)
         except BaseException:  # noqa: BLE001 -- the engine starts its node itself, and says what fails
             result["node"] = None
         ready.set()
@@ -234,7 +237,7 @@ def start_early(cpus: int, log_monitor: bool, one_worker: bool) -> bool:
 
     thread = threading.Thread(target=start, name="neardup-ray-start", daemon=True)
     _early.update(key=(cpus, log_monitor, stubbed, one_worker, prestart), ready=ready, result=result,
-                  watchdog=watchdog)
+                  watchdog=watchdog, held=held)
     thread.start()
     atexit.register(_stop_early)
     return True
@@ -248,6 +251,7 @@ def early_node(key: tuple):
     if ready is None:
         return None
     ready.wait()
+    _early.pop("held").release(show=False)  # what Ray said while it started: the token notice, held by the engine too
     node = _early.pop("result").get("node")
     if _early.pop("key") != key:
         stop_local(node)
@@ -261,6 +265,19 @@ def _stop_early() -> None:
     ready = _early.get("ready")
     if ready is not None and ready.is_set():
         early_node(None)
+
+
+# numpy's OpenBLAS starts a thread for every other core, each spinning ~0.1 s before it sleeps (the
+# program loads it with one: neardup.cli._import_numba); the variables it reads for its count
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def instance_env() -> dict:
+    """What the environment of the local instance's processes (the raylet, and so its workers)
+    adds to this process's: :func:`arena_env`, and one OpenBLAS thread (``OPENBLAS_NUM_THREADS=1``)
+    unless the environment sets a count: no kernel of neardup uses BLAS."""
+    blas = {} if any(v in os.environ for v in BLAS_THREAD_VARIABLES) else {BLAS_THREAD_VARIABLES[0]: "1"}
+    return {**arena_env(), **blas}
 
 
 ARENA_ENV = "MALLOC_ARENA_MAX"
