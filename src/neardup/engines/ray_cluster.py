@@ -251,7 +251,9 @@ def early_node(key: tuple):
     if ready is None:
         return None
     ready.wait()
-    _early.pop("held").release(show=False)  # what Ray said while it started: the token notice, held by the engine too
+    # what Ray logged while it started (the notice of token authentication), handed to the engine:
+    # its filters, on the same handlers since before this call, hold it again (shown if the run fails)
+    _early.pop("held").release(show=True)
     node = _early.pop("result").get("node")
     if _early.pop("key") != key:
         stop_local(node)
@@ -264,6 +266,7 @@ def _stop_early() -> None:
     (one still starting is left to the watchdog, which ends it once this process is gone)."""
     ready = _early.get("ready")
     if ready is not None and ready.is_set():
+        _early["held"].release(show=False)
         early_node(None)
 
 
