@@ -100,21 +100,6 @@ def _start_numba(blas: bool = True) -> None:
         pass
 
 
-def _start_ray(workers, quiet: bool) -> None:
-    """Starts the local Ray instance of a run on the Ray engine now, in a thread, for a program
-    that knows it starts one next (the command line, once its arguments are parsed: ``dedup
-    --engine ray`` without ``--ray-address``, all its paths local): its processes start while
-    this one imports the pipeline and finds its inputs, and the engine takes the instance
-    (:func:`neardup.engines.ray_cluster.start_early`). Errors are left to the engine's start."""
-    try:
-        from .config import default_workers
-        from .engines.ray_cluster import start_early
-        from .engines.ray_runner import wanted_here
-        start_early(default_workers(workers), log_monitor=not quiet, one_worker=wanted_here())
-    except Exception:  # the engine starts its instance itself, and says what is wrong
-        pass
-
-
 def _warmup_run() -> None:
     import time
     for step in (_warm_arrow, _warm_numba_typing, _warm_numba_target):

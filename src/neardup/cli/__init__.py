@@ -59,7 +59,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     if program:
         import gc
         gc.disable()  # until _program_start: the imports make objects that live as long as the process
-        _start_ray(sys.argv[1:])
         _import_numba()
     code = _main(argv, program)
     if program:
@@ -127,27 +126,6 @@ def _program_start(args) -> None:
     finally:
         gc.freeze()
         gc.enable()
-
-
-def _start_ray(argv: List[str]) -> None:
-    """A ``dedup`` on the Ray engine that starts its own local instance (``--engine ray``, no
-    ``--ray-address``, no path of an object store, whose settings would go to the workers) has it
-    started first, while the program imports numba and the rest and finds its inputs
-    (:func:`neardup._start_ray`). Told by the words of the command line (the parser imports numpy,
-    which must come after :func:`_import_numba`'s set-up): a run they do not describe exactly
-    (an abbreviated option) starts its instance when its engine starts, as before; one whose
-    engine starts it with other settings stops this one first."""
-    if not argv or argv[0] != "dedup" or any("://" in a or a.startswith("--ray-address") for a in argv):
-        return
-    pairs = list(zip(argv, argv[1:] + [""]))
-    if not any(a == "--engine=ray" or (a == "--engine" and b == "ray") for a, b in pairs):
-        return
-    workers = next((b for a, b in pairs if a == "--workers"), None)
-    workers = next((a.split("=", 1)[1] for a in argv if a.startswith("--workers=")), workers)
-    if workers is not None and not workers.isdigit():
-        return
-    from .. import _start_ray
-    _start_ray(int(workers) if workers else None, "--quiet" in argv or "-q" in argv)
 
 
 KERNEL_COMMANDS = {("dedup", None), ("signatures", None), ("audit", None), ("index", "add"), ("index", "query")}

@@ -67,7 +67,7 @@ MAX_RETRIES = 4                 # Ray retries of every task whose worker died
 TARGET_PART_BYTES = 128 << 20   # bytes of shuffled rows per partition (one call)
 MAX_PARTS = 4096
 ONE_CALL_BYTES = 256 << 20      # a step of fewer shuffled bytes runs as one call, on a cluster of several nodes
-ONE_CALL_ENV = ray_runner.ONE_CALL_ENV
+ONE_CALL_ENV = "NEARDUP_RAY_ONE_CALL"
 OBJECT = "__object__"           # the column of a call's result that is not a table (pickled)
 log = logging.getLogger("neardup.ray")
 
@@ -349,7 +349,7 @@ class RayEngine:
     @staticmethod
     def _runner_wanted() -> bool:
         """Whether the run's own instance, of one node, runs its calls in one process (:mod:`.ray_runner`)."""
-        return ray_runner.wanted_here()
+        return ray_runner.wanted(os.environ.get(ONE_CALL_ENV, "").strip() == "0")
 
     def __exit__(self, *exc) -> None:
         """Gives back what ``__enter__`` took; Ray's warnings held during a run that failed (or

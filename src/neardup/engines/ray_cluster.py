@@ -140,33 +140,17 @@ def start_local(ray, cpus: int, log_monitor: bool, one_worker: bool = False, **k
     22.6 of 23.5 GB), where the local engine's process runs on."""
     if os.environ.get(LEAN_ENV, "").strip() == "0":
         return None
+    try:
+        from ray._private.authentication.authentication_token_setup import (enable_token_auth_by_default,
+                                                                            ensure_token_if_auth_enabled)
+        from ray._private.node import Node
+        from ray._private.parameter import RayParams
+    except ImportError:
+        return None
+
     stubbed = lean_agents(kwargs.get("runtime_env"))
     # a worker started before the job's runtime environment is known cannot take the job's calls
     prestart = one_worker and not (kwargs.get("runtime_env") or job_runtime_env())
-    node = early_node((cpus, log_monitor, stubbed, one_worker, prestart))
-    if node is None:
-        try:
-            node = lean_node(cpus, log_monitor, stubbed, one_worker, prestart, instance_env())
-        except ImportError:
-            return None
-        if node is None:
-            return None
-    try:
-        ray.init(address=node.address, **kwargs)
-    except BaseException:
-        stop_local(node)
-        raise
-    return node
-
-
-def lean_node(cpus: int, log_monitor: bool, stubbed: tuple, one_worker: bool, prestart: bool, env: dict):
-    """The node of :func:`start_local`, started (its GCS server and raylet running; no driver
-    connected): ``stubbed``, the agents replaced (:func:`lean_agents`); ``one_worker`` and
-    ``prestart`` as there; ``env``, what its processes' environment adds (:func:`instance_env`). None: a Ray whose parameters differ; ImportError: whose internals do."""
-    from ray._private.authentication.authentication_token_setup import (enable_token_auth_by_default,
-                                                                        ensure_token_if_auth_enabled)
-    from ray._private.node import Node
-    from ray._private.parameter import RayParams
 
     class LeanNode(Node):
         def start_api_server(self, *args, **kw):  # no dashboard head: nothing of neardup's asks it anything
@@ -191,100 +175,16 @@ def lean_node(cpus: int, log_monitor: bool, stubbed: tuple, one_worker: bool, pr
     ensure_token_if_auth_enabled(system_config, create_token_if_missing=True)
     try:
         params = RayParams(num_cpus=cpus, include_dashboard=False, no_monitor=True, include_log_monitor=log_monitor,
-                           _system_config=system_config, env_vars=env)
+                           _system_config=system_config, env_vars=arena_env())
     except TypeError:  # a Ray whose parameters differ: its own start
         return None
-    return LeanNode(params, head=True, shutdown_at_exit=False, spawn_reaper=True, ray_init_cluster=True)
-
-
-# the local instance of the ``neardup`` program's run, started ahead of its engine (start_early):
-# the start's key, its thread, its result, its watchdog, until the engine takes them
-_early: dict = {}
-
-
-def start_early(cpus: int, log_monitor: bool, one_worker: bool) -> bool:
-    """Starts the node of :func:`start_local` now, in a thread, for a program that knows its run
-    starts a local instance (the ``neardup`` program, once its arguments are parsed): the GCS
-    server, the raylet and its first worker (which imports Ray) start on the node's other cores
-    while this process imports the rest of neardup, finds its inputs and plans the run; the
-    engine's :func:`start_local` takes the node (:func:`early_node`) and connects, and its
-    :func:`start_watchdog` takes the watchdog started here before the node. A node the engine
-    does not take (the run failed before, or it starts with other settings) is stopped at the
-    process's exit, or by the watchdog. Ray is imported here, in the calling thread (its import is
-    the process's own CPU-bound work either way). False: nothing started (``NEARDUP_RAY_LEAN=0``,
-    no Ray, or started already)."""
-    if _early or os.environ.get(LEAN_ENV, "").strip() == "0":
-        return False
+    node = LeanNode(params, head=True, shutdown_at_exit=False, spawn_reaper=True, ray_init_cluster=True)
     try:
-        import ray  # noqa: F401
-        import ray._private.node  # noqa: F401
-    except ImportError:
-        return False
-    import atexit
-    import threading
-    stubbed, prestart = lean_agents(None), one_worker and not job_runtime_env()
-    env = instance_env()  # now: the program's import of numba changes its environment for a while
-    watchdog, result, ready = start_watchdog(), {}, threading.Event()
-    held = HeldWarnings(quiet=not log_monitor)  # the engine's own are attached when it starts
-    held.attach()
-
-    def start():
-        try:
-            with instance_marked():  # for the watchdog, in every process of the instance
-                result["node"] = lean_node(cpus, log_monitor, stubbed, one_worker, prestart, env)
-        except BaseException:  # noqa: BLE001 -- the engine starts its node itself, and says what fails
-            result["node"] = None
-        ready.set()
-        # Ray starts the GCS server and the raylet with PR_SET_PDEATHSIG, which Linux sends when the
-        # thread that started them ends, not the process: this thread lasts as long as the process
-        threading.Event().wait()
-
-    thread = threading.Thread(target=start, name="neardup-ray-start", daemon=True)
-    _early.update(key=(cpus, log_monitor, stubbed, one_worker, prestart), ready=ready, result=result,
-                  watchdog=watchdog, held=held)
-    thread.start()
-    atexit.register(_stop_early)
-    return True
-
-
-def early_node(key: tuple):
-    """The node :func:`start_early` started (waited for), if it was started with ``key``
-    (:func:`start_local`'s cpus, log_monitor, agents stubbed, one_worker, prestart); None if
-    there is none, or it failed, or it was started otherwise (then stopped)."""
-    ready = _early.pop("ready", None)
-    if ready is None:
-        return None
-    ready.wait()
-    # what Ray logged while it started (the notice of token authentication), handed to the engine:
-    # its filters, on the same handlers since before this call, hold it again (shown if the run fails)
-    _early.pop("held").release(show=True)
-    node = _early.pop("result").get("node")
-    if _early.pop("key") != key:
+        ray.init(address=node.address, **kwargs)
+    except BaseException:
         stop_local(node)
-        return None
+        raise
     return node
-
-
-def _stop_early() -> None:
-    """At exit: a node of :func:`start_early` that no engine took, stopped if its start has ended
-    (one still starting is left to the watchdog, which ends it once this process is gone)."""
-    ready = _early.get("ready")
-    if ready is not None and ready.is_set():
-        _early["held"].release(show=False)
-        early_node(None)
-
-
-# numpy's OpenBLAS starts a thread for every other core, each spinning ~0.1 s before it sleeps (the
-# program loads it with one: neardup.cli._import_numba); the variables it reads for its count
-BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
-
-
-def instance_env() -> dict:
-    """What the environment of the local instance's processes (the raylet, and so its workers)
-    adds to this process's: :func:`arena_env`, and one OpenBLAS thread (``OPENBLAS_NUM_THREADS=1``)
-    unless the environment sets a count: no kernel of neardup uses BLAS."""
-    blas = {} if any(v in os.environ for v in BLAS_THREAD_VARIABLES) else {BLAS_THREAD_VARIABLES[0]: "1"}
-    return {**arena_env(), **blas}
 
 
 ARENA_ENV = "MALLOC_ARENA_MAX"
@@ -634,10 +534,7 @@ def start_watchdog():
     start time, so a reused process id is never touched). Nothing runs in it while the driver
     lives (it noted the driver's descendants twice a second before, a walk of /proc each: most of
     its 0.12 CPU-s in a 1M run, bench/results/plan_runs42_r2.json). Needs psutil (a dependency of
-    Ray); without it, no watchdog. The watchdog of :func:`start_early`, where there is one, is
-    returned instead (it was started before that node)."""
-    if _early.get("watchdog") is not None:
-        return _early.pop("watchdog")
+    Ray); without it, no watchdog."""
     import importlib.util
     import subprocess
     import sys

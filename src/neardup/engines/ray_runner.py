@@ -21,7 +21,6 @@ import os
 import threading
 
 ENV = "NEARDUP_RAY_RUNNER"
-ONE_CALL_ENV = "NEARDUP_RAY_ONE_CALL"  # 0: a run's steps shuffled by Ray Data even on one node (ray.py)
 
 
 def wanted(shuffles_on_one_node: bool) -> bool:
@@ -29,11 +28,6 @@ def wanted(shuffles_on_one_node: bool) -> bool:
     run's steps are shuffled there (Ray Data, which schedules its own tasks on the node's CPUs:
     ``NEARDUP_RAY_ONE_CALL=0``) or ``NEARDUP_RAY_RUNNER=0`` (a worker per CPU, as before)."""
     return not shuffles_on_one_node and os.environ.get(ENV, "").strip() != "0"
-
-
-def wanted_here() -> bool:
-    """:func:`wanted` for this process's environment (``NEARDUP_RAY_ONE_CALL=0`` shuffles on one node)."""
-    return wanted(os.environ.get(ONE_CALL_ENV, "").strip() == "0")
 
 
 def concurrent_calls(cpus: int, concurrent: int) -> tuple:
