@@ -28,6 +28,7 @@ from ..kernels.components import connected_components, keep_order
 from ..kernels.eliasfano import code_bytes
 from ..progress import bar, check_interrupt
 from ..kernels.verify import estimated_jaccard, exact_jaccard_coded
+from .clusters import load_ahead
 from .corpus import DocStore, column, fixed_binary_numpy
 from .records import PairsInfo
 from .workdir import PAIRS_SCHEMA, part_name, write_record
@@ -294,7 +295,9 @@ class PairsStage:
                                                     engine.shuffle(checked, "code", pair_parts)))
                 results += run.work.records("pairs", "search-", PairsInfo)  # each search's counts
             progress.update(1)
-        return PairsInfo.merge(results)
+        info = PairsInfo.merge(results)
+        load_ahead(engine, info.verified_pairs)  # the clusters stage's kernel, beside the stages' switch
+        return info
 
     def whole(self, run, excluded: np.ndarray) -> PairsInfo:
         """Every bucket of the corpus as one partition, in this process: the band keys are read

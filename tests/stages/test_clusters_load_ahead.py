@@ -1,0 +1,46 @@
+"""The selection's kernel is loaded ahead, at the pair stage's end, where the clusters stage will
+run it in this process, and typed as the stage's own call is (no second version compiled)."""
+
+import json
+import subprocess
+
+import numpy as np
+
+from tests.helpers import child_env, neardup_command, write_jsonl
+
+_SETUP = """
+import atexit, json, threading
+from neardup.kernels.components import _select_kernel
+from neardup.stages.clusters import ClustersStage
+seen = {}
+stage_run = ClustersStage.run
+def run(self, run, engine):
+    # at the stage's start: the kernel loaded, or its load under way
+    seen["ahead"] = bool(_select_kernel.overloads) or any(t.name == "neardup-kernel-load" for t in threading.enumerate())
+    info = stage_run(self, run, engine)
+    seen["versions"] = len(_select_kernel.overloads)
+    return info
+ClustersStage.run = run
+atexit.register(lambda: print("SEEN " + json.dumps(seen)))
+"""
+
+
+def _seen(tmp_path, docs):
+    src = tmp_path / "in.jsonl"
+    write_jsonl(src, docs)
+    p = subprocess.run(neardup_command("dedup", src, "-o", tmp_path / "out", "-q", setup=_SETUP),
+                       capture_output=True, text=True, env=child_env(), timeout=300)
+    assert p.returncode == 0, p.stderr
+    return json.loads(next(x for x in p.stdout.splitlines() if x.startswith("SEEN "))[5:])
+
+
+def test_the_pair_stage_loads_the_selection_kernel_ahead_in_its_one_version(tmp_path):
+    text = " ".join(f"word{i}" for i in range(60))
+    seen = _seen(tmp_path, [text, text + " end", "something else entirely, quite different", text + " more"])
+    assert seen == {"ahead": True, "versions": 1}
+
+
+def test_nothing_is_loaded_ahead_without_verified_pairs(tmp_path):
+    rng = np.random.default_rng(0)
+    docs = [" ".join(f"w{x}" for x in rng.integers(0, 10 ** 6, 40)) for _ in range(4)]
+    assert _seen(tmp_path, docs) == {"ahead": False, "versions": 0}
