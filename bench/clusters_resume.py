@@ -20,7 +20,9 @@ _CHILD = r"""
 import json, resource, sys, time
 steps = {}
 def timed(owner, name):
-    f = getattr(owner, name)
+    f = getattr(owner, name, None)
+    if f is None:  # a step an older tree has not
+        return
     def call(*a, **k):
         w, c = time.perf_counter(), time.thread_time()
         try:
@@ -38,7 +40,8 @@ for name in ("members_of", "keep_order", "select_representatives", "largest_clus
     timed(cl, name)
 timed(MemberColumns, "take")  # both threads' blocks: the gathering thread's and the stage's own
 timed(MemberColumns, "result")
-timed(Folder, "write_arrow")  # the members file
+timed(Folder, "write_arrow")  # the members file (a tree before write_members)
+timed(cl, "write_members")  # the members file made and written by tables (the stage's thread's part: its makes)
 stage = st.PIPELINE[2]
 run_stage, res = stage.run, {}
 def run(run, engine):
