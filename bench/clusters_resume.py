@@ -8,6 +8,8 @@ would start (it is not measured here: no 2.3 GB of kept/ written each round).
     .venv/bin/python bench/clusters_resume.py 4 main=/work/main/src mine=src --out clusters_resume.json
 
 Work dirs and outputs: $CR_DIR/w_NAME and $CR_DIR/o_NAME (default /tmp/clusters_resume).
+CR_AGAIN=K: the stage run K times more in the same process after the first, warm (``again``:
+[wall ms, CPU ms] of each; its best is what a loaded machine says of the stage's wall).
 """
 import json
 import os
@@ -17,12 +19,10 @@ import subprocess
 import sys
 
 _CHILD = r"""
-import json, resource, sys, time
+import json, os, resource, sys, time
 steps = {}
 def timed(owner, name):
-    f = getattr(owner, name, None)
-    if f is None:  # a step an older tree has not
-        return
+    f = getattr(owner, name)
     def call(*a, **k):
         w, c = time.perf_counter(), time.thread_time()
         try:
@@ -40,10 +40,10 @@ for name in ("members_of", "keep_order", "select_representatives", "largest_clus
     timed(cl, name)
 timed(MemberColumns, "take")  # both threads' blocks: the gathering thread's and the stage's own
 timed(MemberColumns, "result")
-timed(Folder, "write_arrow")  # the members file (a tree before write_members)
-timed(cl, "write_members")  # the members file made and written by tables (the stage's thread's part: its makes)
+timed(Folder, "write_arrow")  # the members file
 stage = st.PIPELINE[2]
 run_stage, res = stage.run, {}
+again = int(os.environ.get("CR_AGAIN", "0"))
 def run(run, engine):
     steps.clear()  # the pair stage's calls (its files written) are not the clusters stage's
     a, w = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
@@ -53,6 +53,12 @@ def run(run, engine):
         b = resource.getrusage(resource.RUSAGE_SELF)
         res.update(cpu=b.ru_utime + b.ru_stime - a.ru_utime - a.ru_stime, minflt=b.ru_minflt - a.ru_minflt,
                    wall=time.perf_counter() - w)
+        for _ in range(again):  # the stage again in the same process (warm): its wall and CPU each time
+            a, w = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+            run_stage(run, engine)
+            b = resource.getrusage(resource.RUSAGE_SELF)
+            res.setdefault("again", []).append([round((time.perf_counter() - w) * 1e3, 2),
+                                                round((b.ru_utime + b.ru_stime - a.ru_utime - a.ru_stime) * 1e3, 2)])
 stage.run = run
 def stop(run, engine):
     raise KeyboardInterrupt  # the write stage not run: the command ends there (exit status 130)
@@ -96,7 +102,11 @@ def main() -> None:
             line["load"] = os.getloadavg()[0]
             runs[name].append(line)
             print(name, json.dumps(line), flush=True)
-    summary = {name: {k: statistics.median(x[k] for x in v) for k in ("cpu", "minflt", "wall", "load")}
+    summary = {name: {**{k: statistics.median(x[k] for x in v) for k in ("cpu", "minflt", "wall", "load")},
+                      **({"again_best_wall_ms": min(a[0] for x in v for a in x["again"]),
+                          "again_median_wall_ms": statistics.median(a[0] for x in v for a in x["again"]),
+                          "again_median_cpu_ms": statistics.median(a[1] for x in v for a in x["again"])}
+                         if all(x.get("again") for x in v) else {})}
                for name, v in runs.items()}
     print(json.dumps(summary, indent=1))
     if out_name:

@@ -4,16 +4,12 @@ members' columns it reads, and their gathering in a thread while the selection i
 import threading
 
 import numpy as np
-import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup.config import Config
-from neardup.io.storage.folder import Folder
-from neardup.io.storage.tables import ROW_GROUP
-from neardup.stages.clusters import in_thread, largest_clusters, member_columns, write_members
-from neardup.stages.workdir import members_table
+from neardup.stages.clusters import in_thread, largest_clusters, member_columns
 
 
 @settings(max_examples=200, deadline=None)
@@ -120,36 +116,3 @@ def test_taken_where_is_a_take_with_null_indices(lengths, m, share, nulls, seed)
     want, got = ids.take(indices), taken_where(ids, at, valid)
     got.validate(full=True)
     assert got.equals(want) and _ipc_bytes(got) == _ipc_bytes(want)
-
-
-def _members(m: int, seed: int):
-    rng = np.random.default_rng(seed)
-    docs = np.sort(rng.choice(10 * m + 1, m, replace=False)).astype(np.int64)
-    removed = rng.random(m) < 0.5
-    ids = pa.array([f"doc-{d}" for d in docs.tolist()], pa.string())
-    return members_table(docs, rng.integers(0, 3, m, dtype=np.int32), docs * 2, docs, np.where(removed, docs, -1),
-                         np.where(removed, 0.9, np.nan), removed, ids, ids, pa.nulls(m, pa.string()),
-                         pa.nulls(m, pa.string()))
-
-
-@pytest.mark.parametrize("m", [0, 5, ROW_GROUP, 2 * ROW_GROUP + 17])
-def test_write_members_writes_the_file_write_arrow_writes(tmp_path, m):
-    """The members written table by table, each while the next is made: the bytes of the whole
-    table written at once (record batches of ROW_GROUP rows)."""
-    work = Folder(str(tmp_path))
-    members = _members(m, m)
-    work.write_arrow("whole.arrow", members)
-    write_members(work, "parts.arrow", (members.slice(a, ROW_GROUP) for a in range(0, m, ROW_GROUP)))
-    assert (tmp_path / "parts.arrow").read_bytes() == (tmp_path / "whole.arrow").read_bytes()
-    assert work.read_table("parts.arrow").column("id").equals(members.column("id"))
-
-
-def test_write_members_leaves_no_file_when_the_tables_were_not_all_made(tmp_path):
-    members = _members(100, 1)
-
-    def made():
-        yield members.slice(0, 50)
-        raise ValueError("boom")
-    with pytest.raises(ValueError, match="boom"):
-        write_members(Folder(str(tmp_path)), "members.arrow", made())
-    assert list(tmp_path.iterdir()) == []

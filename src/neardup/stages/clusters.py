@@ -14,23 +14,21 @@ order and ties are those of the whole corpus, and runs the chain-guarded selecti
 from __future__ import annotations
 
 import dataclasses
-import queue
 from functools import partial
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
 
 from ..kernels.arrays import arrow, empty_table, to_numpy, unique
 from .. import io as nio
-from ..io.storage.tables import ROW_GROUP
 from ..kernels.components import keep_order, large_star, select_representatives, small_star, star_labels
 from ..progress import bar, check_interrupt
 from .against import matched_members
 from .background import Background
 from .corpus import MemberColumns, column, document_ids
 from .records import ClustersInfo, StarStep
-from .workdir import MEMBERS_SCHEMA, PAIRS_SCHEMA, members_table, part_name, write_record
+from .workdir import PAIRS_SCHEMA, members_table, part_name, write_record
 
 MAX_CC_ROUNDS = 200
 
@@ -42,18 +40,15 @@ TOP_MEMBERS = 5        # members shown of each
 
 def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.ndarray, right: np.ndarray,
                      similarity: np.ndarray, config, sources: Sequence[nio.Source],
-                     positions=None) -> Tuple[Iterator[pa.Table], dict]:
+                     positions=None) -> Tuple[pa.Table, dict]:
     """``docs``: the partition's documents, ascending; ``columns()``: their columns
     (:func:`member_columns`) and user ids (:meth:`DocStore.columns_and_ids`), asked for once the
     selection is made, unless the keep order needs them first (``longest``, ``score:COLUMN``): a
     caller that gathers them in a thread (:func:`in_thread`) has them gathered while the
     selection's kernel runs; ``left``/``right``: its verified pairs (document indices);
     ``positions``: their positions in ``docs`` when the caller has them (:func:`members_of`).
-    Returns the members (MEMBERS_SCHEMA, document order) as tables of up to ``tables.ROW_GROUP``
-    rows, each made when asked for (the ids of its clusters and representatives taken then: a
-    caller that writes one while the next is made, :func:`write_members`, has the write beside the
-    takes), and the counts with the partition's largest clusters,
-    ``top``: [{"head", "size", "members": [[doc, id, source, row], ...]}]."""
+    Returns the members (MEMBERS_SCHEMA, document order) and the counts with the partition's
+    largest clusters, ``top``: [{"head", "size", "members": [[doc, id, source, row], ...]}]."""
     m = len(docs)
     li, ri = positions if positions is not None else (np.searchsorted(docs, left), np.searchsorted(docs, right))
     by = columns()[0] if config.keep != "first" else {}  # the lengths or scores the keep order reads
@@ -73,14 +68,8 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
     source = attrs["source"].astype(np.int32)
     row = attrs["row"].astype(np.int64)
     ids = document_ids(source, row, user_ids, sources)
-
-    def members() -> Iterator[pa.Table]:
-        for a in range(0, m, ROW_GROUP):
-            at = slice(a, a + ROW_GROUP)
-            part = ids.slice(a, ROW_GROUP)
-            yield members_table(docs[at], source[at], row[at], cluster[at], representative[at], sel.similarity[at],
-                                removed[at], part, ids.take(head_at.slice(a, ROW_GROUP)),
-                                taken_where(ids, rep[at], removed[at]), pa.nulls(len(part), pa.string()))
+    members = members_table(docs, source, row, cluster, representative, sel.similarity, removed,
+                            ids, ids.take(head_at), taken_where(ids, rep, removed), pa.nulls(m, pa.string()))
     top: List[dict] = []
     for h in best.tolist():
         ms = shown_members[head[shown_members] == h]
@@ -88,7 +77,7 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
         top.append({"head": int(docs[h]), "size": int(sizes[h]),
                     "members": [[int(docs[i]), ids[i].as_py(), int(source[i]), int(row[i])] for i in shown.tolist()]})
     counts = {"members": m, "removed": int(removed.sum()), "clusters": clusters, "top": top}
-    return members(), counts
+    return members, counts
 
 
 def largest_clusters(head: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray, int]:
@@ -128,35 +117,6 @@ def in_thread(gathering: MemberColumns) -> Callable[[], Columns]:
             result.append(gathering.result())
         return result[0]
     return wait
-
-
-def write_members(work, name: str, tables: Iterable[pa.Table]) -> None:
-    """The members ``tables`` written as the Arrow IPC file ``name`` of the work dir (uncompressed,
-    a record batch a table, as :meth:`Folder.write_arrow` writes a table of them), each by a thread
-    of its own while the caller's thread makes the next (:func:`select_partition`: the ids' takes
-    beside the page-cache copies of the write, which release the GIL). An error on either side
-    leaves no file."""
-    made: "queue.Queue" = queue.Queue()
-
-    def write() -> None:
-        with work.atomic_write(name) as f, pa.ipc.new_file(f, MEMBERS_SCHEMA) as w:
-            for table in iter(made.get, None):
-                if table is _FAILED:
-                    raise RuntimeError("the members were not all made")  # the file is not whole: none is left
-                w.write_table(table)
-    job = Background(write, "neardup-members-write")
-    end = _FAILED
-    try:
-        for table in tables:
-            made.put(table)
-        end = None
-    finally:
-        made.put(end)
-        job.wait()
-    job.join()
-
-
-_FAILED = object()  # what write_members's writer is given when the tables were not all made
 
 
 def load_ahead(engine, verified: int) -> Optional[Background]:
@@ -247,7 +207,7 @@ class ClustersStage:
         members, counts = select_partition(docs, columns, left, right,
                                            to_numpy(pairs.column("similarity").combine_chunks()), cfg, run.sources,
                                            positions)
-        write_members(run.work.folder, part_name("clusters", 0), members)
+        run.work.folder.write_arrow(part_name("clusters", 0), members)
         return ClustersInfo(**counts)
 
     def by_components(self, run, engine, parts: int) -> ClustersInfo:
@@ -388,5 +348,5 @@ def select_components(table: pa.Table, *, task, with_ids: bool) -> dict:
     members, counts = select_partition(docs, columns, column(pairs, "doc"),
                                        column(pairs, "right"), column(pairs, "similarity", np.float64), cfg,
                                        task.sources)
-    write_members(task.work, part_name("clusters", int(column(table, "part")[0])), members)
+    task.work.write_arrow(part_name("clusters", int(column(table, "part")[0])), members)
     return counts
