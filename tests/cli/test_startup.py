@@ -209,8 +209,7 @@ def test_the_program_imports_numba_without_yaml_and_scipy_unless_a_numba_config_
     hidden there."""
     import importlib.util
     from helpers import child_env, neardup_command
-    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"text": f"doc {i} " + "some words " * 5}) + "\n"
-                                              for i in range(20)))
+    _small_corpus(tmp_path / "c.jsonl", distinct=20)
     seen = tmp_path / "seen.json"
     setup = (f"import atexit, importlib.util, json, sys\n"
              f"def _seen():\n"
@@ -239,8 +238,7 @@ def test_the_dedup_program_does_not_search_the_installed_packages_for_numba_exte
     a run, its kernels loaded or compiled, never reads the entry points. main(argv) called in
     another program leaves numba's search alone."""
     from helpers import child_env, neardup_command
-    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"text": f"doc {i % 7} " + "some words " * 5}) + "\n"
-                                              for i in range(20)))
+    _small_corpus(tmp_path / "c.jsonl", distinct=7)
     seen = tmp_path / "seen.json"
     setup = (f"import atexit, importlib.metadata, json\n"
              f"calls = []\n"
@@ -260,3 +258,9 @@ def test_the_dedup_program_does_not_search_the_installed_packages_for_numba_exte
     r = subprocess.run([sys.executable, "-c", library], env=child_env(), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert json.loads(seen.read_text()) >= 1
+
+
+def _small_corpus(path, distinct: int) -> None:
+    """20 short documents, ``distinct`` of them different (the rest near duplicates of those)."""
+    path.write_text("".join(json.dumps({"text": f"doc {i % distinct} " + "some words " * 5}) + "\n"
+                            for i in range(20)))
