@@ -6,8 +6,9 @@ stage's first copy thread's).
 
 A call that meets a kernel being loaded waits for it on numba's compiler lock, then finds it
 loaded; a kernel already loaded is not loaded again. Only what numba's disk cache holds for this
-machine is loaded (each kernel keeps one compiled version: the one the run calls): a kernel not
-there is compiled by its first call, as before, never here. The clusters stage's selection kernel
+machine, and only a kernel it holds in one version (the one the run calls: a run calls each
+kernel with one set of types); a kernel not there is compiled by its first call, as before, never
+here, and one held in several versions is loaded by its first call, as before. The clusters stage's selection kernel
 is loaded by that stage itself, and the read stage's by its map threads as they start.
 """
 
@@ -37,7 +38,8 @@ def load_ahead(kernels: Sequence[Tuple[str, str]] = LATER_KERNELS) -> threading.
     def run():
         for dispatcher in dispatchers:
             try:
-                for sig in cached_signatures(dispatcher):
+                sig = cached_signature(dispatcher)
+                if sig is not None:
                     dispatcher.compile(sig)  # numba's own path: a cache hit is loaded, under its lock
             except Exception:  # numba's cache layout is not public: the first call loads it instead
                 pass
@@ -47,14 +49,17 @@ def load_ahead(kernels: Sequence[Tuple[str, str]] = LATER_KERNELS) -> threading.
     return thread
 
 
-def cached_signatures(dispatcher) -> list:
-    """The signatures numba's disk cache holds compiled for ``dispatcher`` as it is, on this
+def cached_signature(dispatcher):
+    """The signature numba's disk cache holds compiled for ``dispatcher`` as it is, on this
     machine (its index, as numba reads it, less the entries of another machine's CPU or of
-    another version of the function, which numba would compile over), not loaded yet."""
+    another version of the function, which numba would compile over), when it holds one and it
+    is not loaded yet; else None. A kernel the cache holds in several versions (one called with
+    read-only arrays and one with writable ones, as tests do) is left to its first call, which
+    loads the one it needs, not every version."""
     cache = getattr(dispatcher, "_cache", None)
     if cache is None or not hasattr(cache, "files"):
-        return []
+        return None
     files = cache.files()
     codegen = dispatcher.targetctx.codegen()
-    return [key[0] for key in files._cache_file._load_index()
-            if key == files._index_key(key[0], codegen) and tuple(key[0]) not in dispatcher.overloads]
+    held = [key[0] for key in files._cache_file._load_index() if key == files._index_key(key[0], codegen)]
+    return held[0] if len(held) == 1 and tuple(held[0]) not in dispatcher.overloads else None
