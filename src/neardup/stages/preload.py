@@ -6,10 +6,11 @@ stage's first copy thread's).
 
 A call that meets a kernel being loaded waits for it on numba's compiler lock, then finds it
 loaded; a kernel already loaded is not loaded again. Only what numba's disk cache holds for this
-machine, and only a kernel it holds in one version (the one the run calls: a run calls each
-kernel with one set of types); a kernel not there is compiled by its first call, as before, never
-here, and one held in several versions is loaded by its first call, as before. The clusters stage's selection kernel
-is loaded by that stage itself, and the read stage's by its map threads as they start.
+machine is loaded, and only a kernel it holds in one version (the one the run calls: a run calls
+each kernel with one set of types); a kernel not there is compiled by its first call, as before,
+never here, and one held in several versions is loaded by its first call, as before. The
+clusters stage's selection kernel is loaded by that stage itself, and the read stage's by its
+map threads as they start.
 """
 
 from __future__ import annotations
