@@ -209,8 +209,7 @@ def test_the_program_imports_numba_without_yaml_and_scipy_unless_a_numba_config_
     hidden there."""
     import importlib.util
     from helpers import child_env, neardup_command
-    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"text": f"doc {i} " + "some words " * 5}) + "\n"
-                                              for i in range(20)))
+    _small_corpus(tmp_path / "c.jsonl", distinct=20)
     seen = tmp_path / "seen.json"
     setup = (f"import atexit, importlib.util, json, sys\n"
              f"def _seen():\n"
@@ -231,3 +230,37 @@ def test_the_program_imports_numba_without_yaml_and_scipy_unless_a_numba_config_
         loaded, importable = json.loads(seen.read_text())
         assert importable == installed
         assert loaded == (["yaml"] if config_file and "yaml" in installed else [])
+
+
+def test_the_dedup_program_does_not_search_the_installed_packages_for_numba_extensions(tmp_path):
+    """numba looks for third-party extensions (every installed distribution's entry points) at the
+    first kernel call; the `neardup dedup` program marks them loaded (its kernels use none), so
+    a run, its kernels loaded or compiled, never reads the entry points. main(argv) called in
+    another program leaves numba's search alone."""
+    from helpers import child_env, neardup_command
+    _small_corpus(tmp_path / "c.jsonl", distinct=7)
+    seen = tmp_path / "seen.json"
+    setup = (f"import atexit, importlib.metadata, json\n"
+             f"calls = []\n"
+             f"_entry_points = importlib.metadata.entry_points\n"
+             f"def _counted(*a, **k):\n"
+             f"    calls.append(1)\n"
+             f"    return _entry_points(*a, **k)\n"
+             f"importlib.metadata.entry_points = _counted\n"
+             f"atexit.register(lambda: open({str(seen)!r}, 'w').write(json.dumps(len(calls))))\n")
+    r = subprocess.run(neardup_command("dedup", tmp_path / "c.jsonl", "-o", tmp_path / "out", "--quiet", setup=setup),
+                       env=child_env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(seen.read_text()) == 0
+    assert json.loads((tmp_path / "out" / "stats.json").read_text())["counts"]["removed"] > 0
+    library = (setup + f"from neardup.cli import main\n"
+               f"main(['dedup', {str(tmp_path / 'c.jsonl')!r}, '-o', {str(tmp_path / 'lib')!r}, '--quiet'])\n")
+    r = subprocess.run([sys.executable, "-c", library], env=child_env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(seen.read_text()) >= 1
+
+
+def _small_corpus(path, distinct: int) -> None:
+    """20 short documents, ``distinct`` of them different (the rest near duplicates of those)."""
+    path.write_text("".join(json.dumps({"text": f"doc {i % distinct} " + "some words " * 5}) + "\n"
+                            for i in range(20)))

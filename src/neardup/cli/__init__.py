@@ -113,7 +113,8 @@ def _program_start(args) -> None:
     (not when ``main(argv)`` is called in another program): a command that runs the kernels in
     this process (:data:`KERNEL_COMMANDS`; ``dedup`` on the local engine) sets up numba's runtime
     (:func:`neardup._start_numba`) and has its kernels loaded without numba's check for BLAS
-    (none of neardup's kernels uses BLAS; the check imports SciPy when it is installed: 0.1 s);
+    (none of neardup's kernels uses BLAS; the check imports SciPy when it is installed: 0.1 s)
+    and without numba's search for third-party extensions (:func:`_skip_numba_extensions`);
     then the objects made so far, modules and numba's registries, are moved out of the garbage
     collector's sight (``gc.freeze``): the collector ran over them again and again while they
     were made (0.05-0.1 s), and each full collection of the run would walk them again."""
@@ -123,9 +124,24 @@ def _program_start(args) -> None:
         if command in KERNEL_COMMANDS and getattr(args, "engine", "local") == "local":
             from .. import _start_numba
             _start_numba(blas=False)
+            _skip_numba_extensions()
     finally:
         gc.freeze()
         gc.enable()
+
+
+def _skip_numba_extensions() -> None:
+    """Marks numba's third-party extensions (the ``numba_extensions`` entry points of installed
+    packages) as loaded, for a program that runs neardup's kernels alone: numba looks for them at
+    the process's first kernel call (on the read stage's path) by reading the metadata of every
+    installed distribution (``importlib.metadata.entry_points()``: 5 CPU-ms with 120 installed,
+    more with more), and neardup's kernels use none. Nothing is done where numba has looked
+    already; a numba without the flag ignores it."""
+    try:
+        from numba.core import entrypoints
+    except ImportError:  # the first kernel call says what is wrong
+        return
+    entrypoints._already_initialized = True
 
 
 KERNEL_COMMANDS = {("dedup", None), ("signatures", None), ("audit", None), ("index", "add"), ("index", "query")}

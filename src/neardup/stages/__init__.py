@@ -20,6 +20,7 @@ decides only where the calls run and how rows move; it knows nothing of the stag
     corpus    the read stage's result as a whole, any documents' data read back, their ids
     context   the run as the stages see it (Run in the driver, Task in every call)
     against   --against and --update-index: the persistent index met by the read stage
+    preload   the later stages' kernels loaded from numba's cache while the read stage runs
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ..progress import check_interrupt
 from .clusters import ClustersStage
 from .context import Run, Task
 from .pairs import PairsStage
+from .preload import load_ahead
 from .read import ReadStage
 from .write import WriteStage
 
@@ -53,17 +55,24 @@ def run_stages(run: Run, engine) -> dict:
     write stage always); returns the stats (what stats.json will hold, with the seconds of each
     stage): writing it is the run's last step (:mod:`neardup.run`)."""
     redo = False
-    for stage in PIPELINE:
-        check_interrupt()
-        if not redo and stage.name != "write" and run.work.is_done(stage.name):
-            run.seconds[stage.name] = 0.0
-            continue
-        redo = True
-        t0 = time.perf_counter()
-        record = stage.run(run, engine)
-        run.seconds[stage.name] = round(time.perf_counter() - t0, 3)
-        if stage.name != "write":
-            run.work.mark_done(stage.name, record)
+    loading = None
+    try:
+        for stage in PIPELINE:
+            check_interrupt()
+            if not redo and stage.name != "write" and run.work.is_done(stage.name):
+                run.seconds[stage.name] = 0.0
+                continue
+            redo = True
+            if stage.name == "read" and run.config.engine == "local":
+                loading = load_ahead()  # the later stages' kernels, while the read stage runs
+            t0 = time.perf_counter()
+            record = stage.run(run, engine)
+            run.seconds[stage.name] = round(time.perf_counter() - t0, 3)
+            if stage.name != "write":
+                run.work.mark_done(stage.name, record)
+    finally:
+        if loading is not None:
+            loading.join()
     run.stats["seconds"] = dict(run.seconds)
     run.work.mark_done("write", {})
     return run.stats

@@ -1,0 +1,58 @@
+"""The later stages' kernels loaded from numba's cache in a thread while the read stage runs
+(neardup.stages.preload)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from helpers import child_env
+
+pytestmark = pytest.mark.slow  # fresh Pythons, each a small run (the first may compile the kernels)
+
+PROBE = textwrap.dedent("""
+    import json, sys, threading
+    from neardup.kernels import compile as kc
+    loads = []
+    _load = kc._KernelCache.load_overload
+    def load(self, sig, target_context):
+        loads.append([self._func.__module__, self._func.__name__, threading.current_thread().name])
+        return _load(self, sig, target_context)
+    kc._KernelCache.load_overload = load
+    import importlib
+    from neardup.stages.preload import LATER_KERNELS
+    def versions(module, name):
+        files = getattr(importlib.import_module(module), name)._cache.files()
+        return len(files._cache_file._load_index())
+    held = {f"{m}.{n}": versions(m, n) for m, n in LATER_KERNELS}
+    import neardup
+    neardup.dedup(sys.argv[1], output=sys.argv[2], overwrite=True)
+    print(json.dumps([loads, held]))
+""")
+
+
+def test_the_later_stages_kernels_are_loaded_once_in_their_own_thread(tmp_path):
+    """A local run (a fresh process, the kernels in numba's cache) loads each kernel of
+    LATER_KERNELS that the cache holds in one version once, in the thread ``neardup-kernels``,
+    not at its first call in the stage's thread; one held in several versions (the test suite
+    calls some kernels with other types) only at its first call, the version it needs; the read
+    stage's own kernels stay its map threads'. The output is complete."""
+    from neardup.stages.preload import LATER_KERNELS
+    lines = [json.dumps({"id": i, "text": f"doc {i % 40} " + "shared words of a near duplicate " * 3})
+             for i in range(200)]
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("\n".join(lines) + "\n")
+    for _ in range(2):  # the first may compile the kernels (compiled where they are first called)
+        r = subprocess.run([sys.executable, "-c", PROBE, str(corpus), str(tmp_path / "out")],
+                           env=child_env(), capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    loads, held = json.loads(r.stdout.strip().splitlines()[-1])
+    ahead = [(m, n) for m, n in LATER_KERNELS if held[f"{m}.{n}"] == 1]
+    assert ahead  # the test suite compiles other versions of a few kernels, not of all
+    assert sorted((m, n) for m, n, t in loads if t == "neardup-kernels") == sorted(ahead)
+    assert not [(m, n) for m, n, t in loads if (m, n) in ahead and t != "neardup-kernels"]
+    assert json.loads((tmp_path / "out" / "stats.json").read_text())["counts"]["removed"] > 0
