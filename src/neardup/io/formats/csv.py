@@ -17,6 +17,7 @@ from ...errors import InputError
 from ...kernels.lines import OpenQuote as _OpenQuote
 from ...kernels.lines import csv_open_quote
 from ..batch import EMPTY_FILE, MAX_REASON, Batch, ReadContext, one_line
+from ..forward_file import ForwardFile
 from ..kept_rows import kept_batches, unreadable
 from ..opening import raise_if_environment
 from ..sinks import ByteSink
@@ -113,14 +114,13 @@ def _end_marked(stream, limit: Optional[int] = None):
     return _EndMarked(stream, limit)
 
 
-class _EndMarked:
+class _EndMarked(ForwardFile):
     """The first ``limit`` bytes of ``stream``, then _CSV_TAIL, as a Python file."""
 
     def __init__(self, stream, limit: int):
         self.stream = stream
         self.left = limit
         self.tail = _CSV_TAIL.encode()
-        self.closed = False
 
     def read(self, n: Optional[int] = -1) -> bytes:
         """Up to ``n`` bytes (all when negative), fewer only at the end: pyarrow takes a short
@@ -142,15 +142,6 @@ class _EndMarked:
             parts.append(self.tail[:k])
             self.tail = self.tail[k:]
         return parts[0] if len(parts) == 1 else b"".join(parts)
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        self.closed = True
 
 
 def _csv_open_quote(src: Source) -> Optional[_OpenQuote]:
