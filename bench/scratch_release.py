@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -132,6 +132,8 @@ def main() -> None:
     print(json.dumps(out, indent=1))
     with open(args.out, "a") as f:
         f.write(json.dumps(out) + "\n")
+    shutil.rmtree(tmp)
+    shutil.rmtree(LOGS)
 
 
 if __name__ == "__main__":
