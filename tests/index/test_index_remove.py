@@ -428,3 +428,50 @@ def test_a_removal_racing_another_on_redis_starts_over_and_loses_neither(url, sp
     ids = {i for i, _ in matched(Index(url).query(split.a_texts))}
     assert not ids & set(mine + theirs) and set(seg1[20:]) <= ids
     assert Index(url).stats()["removed"] == 20
+
+
+def _files(path):
+    return sorted(os.path.relpath(os.path.join(d, f), path) for d, _, fs in os.walk(path) for f in fs
+                  if not f.startswith(".neardup") and f != "lock")
+
+
+@pytest.mark.parametrize("kind", ["plain", "bloom"])
+def test_a_removal_the_index_changed_under_is_started_over_then_given_up(tmp_path, split, monkeypatch, kind):
+    """Another writer's change found at the commit (_Changed): the removal undoes its writes and
+    starts over (twice here, then it goes through: the result of a removal never interrupted);
+    ATTEMPTS times in a row, a StorageError, the index as it was. For the id index's tombstones
+    and a bloom index's dropped segments alike (removal._retried). Mutation: ``continue`` ->
+    ``break`` in _retried -> no result (or no error)."""
+    from neardup.errors import StorageError
+    from neardup.index import removal
+
+    options = {} if kind == "plain" else dict(kind="bloom")
+    paths = {}
+    for name in ("calm", "changed", "always"):
+        paths[name] = str(tmp_path / name)
+        idx = Index(paths[name], **options)
+        idx.add(split.a_texts[:100], ids=split.a_ids[:100], name="A")
+        idx.add(split.a_texts[100:200], ids=split.a_ids[100:200], name="B")
+    what = dict(source="B") if kind == "bloom" else dict(ids=split.a_ids[::7][:20], source="B")
+    want = Index(paths["calm"]).remove(**what)
+    for name, changes in (("changed", 2), ("always", removal.ATTEMPTS)):
+        idx = Index(paths[name])
+        before = (open(os.path.join(paths[name], "manifest.json"), "rb").read(), _files(paths[name]))
+        commit, left = idx.storage.commit, [changes]
+
+        def changed(update, commit=commit, left=left):
+            if left[0]:
+                left[0] -= 1
+                raise removal._Changed()
+            return commit(update)
+
+        monkeypatch.setattr(idx.storage, "commit", changed)
+        if changes < removal.ATTEMPTS:
+            got = idx.remove(**what)
+            assert {k: v for k, v in got.items() if k != "seconds"} == \
+                {k: v for k, v in want.items() if k != "seconds"} and left == [0]
+            assert len(_files(paths[name])) == len(_files(paths["calm"]))  # no tombstone of an attempt left
+        else:
+            with pytest.raises(StorageError, match=rf"kept changing under the removal \({changes} attempts\)"):
+                idx.remove(**what)
+            assert (open(os.path.join(paths[name], "manifest.json"), "rb").read(), _files(paths[name])) == before

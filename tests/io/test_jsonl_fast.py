@@ -262,7 +262,7 @@ def test_scan_block_finds_the_lines_and_spans_of_two_passes(block):
     starts, ends, is_ascii, (text, ids) = _two_passes(block)
     for data in (block, bytearray(block)):
         scanned = scan_block(data, "text", "id")
-        assert len(scanned) == len(starts)
+        assert scanned.stop is None and len(scanned) == len(starts)
         assert scanned.ascii == is_ascii
         t, i = scanned.extract()
         assert t.to_pylist() == text.to_pylist() and i.to_pylist() == ids.to_pylist()
@@ -274,7 +274,8 @@ def test_scan_block_finds_the_lines_and_spans_of_two_passes(block):
     (b'{"id": 1, "text": "a"}\n{"id": 2, "text": "b"}\n{"id": 3, "text": "c"},\n{"id": 4}\n', 2)])
 def test_scan_block_hands_back_the_first_line_not_a_plain_record(block, stop):
     from neardup.kernels.jsonl import scan_block
-    assert scan_block(block, "text", "id") == stop
+    scanned = scan_block(block, "text", "id")
+    assert scanned.stop == stop and len(scanned) == 0
 
 
 def _parse(block: bytes, fused: bool, monkeypatch, text_spans=False):

@@ -204,18 +204,24 @@ def test_clashing_names_are_those_of_the_definition(relpaths):
 
 
 def test_relatives_made_once_a_folder_equal_relative_to(tmp_path, monkeypatch):
-    """_relatives takes each folder's relative form once, where the folder changes (and from its
-    cache when a folder comes back): path by path as relative_to makes it, for the files of
-    folders inside and outside the root, one after another and interleaved, the plain and the
-    odd names of one folder. Mutations: the folder taken again only for the first path
-    (``head != last`` -> ``last is None``), or "." and ".." names joined as plain ones -> unequal."""
+    """_relatives takes each folder's relative form once (from its cache when the folder comes
+    back): path by path as relative_to makes it, for the files of folders inside and outside
+    the root, one after another and interleaved, the plain and the odd names of one folder; one
+    _below a folder. Mutations: the folder's form not kept (``below = heads[head] = _below(..)``
+    -> ``below = _below(..)``) -> _below called again; "." and ".." names joined as plain ones
+    -> unequal."""
     from neardup.io import discovery as S
 
     monkeypatch.chdir(tmp_path)
     paths = ["/r/a/1", "/r/a/2", "/r/b/3", "/r/a/4", "/r/a/.", "/r/a/..", "/r/a/5", "/s/6", "/s/7", "/r/8",
              "/r/b/9", "rel/10", "rel/11", "s3://b/t/12", "s3://b/t/13", "file:///r/a/14", "/r/a/15"]
+    calls = []
+    below = S._below
+    monkeypatch.setattr(S, "_below", lambda head, *a: calls.append(head) or below(head, *a))
     for root in ["/r", "/r/a", "/", str(tmp_path), "/s"]:
+        calls.clear()
         assert S._relatives(paths, root) == [S._relative(p, root) for p in paths], root
+        assert sorted(calls) == sorted({p.rpartition("/")[0] for p in paths}), root
 
 
 def test_walk_makes_the_found_the_named_tuple_makes(tmp_path):

@@ -141,3 +141,19 @@ for k in (jsonl._decode_into, jsonl._put_utf8, jsonl._hex4):
     assert sigs["_decode_into"] == ("(Array(uint8, 1, 'C', True, aligned=True), int64, int64, "
                                     "Array(uint8, 1, 'C', False, aligned=True), int64)"), sigs
     assert ";" not in sigs["_put_utf8"] and sigs["_hex4"] == "(Array(uint8, 1, 'C', True, aligned=True), int64, int64)"
+
+
+def test_find_one_version_a_pair_index_type():
+    """components._find is called with an int64 at each of its call sites: one version for the
+    int64 pairs (connected_components) and one for the int32 ones (select_representatives), no
+    third for an int32 x. The union-find compiled afresh here (the cached kernel does not compile
+    _find in this process). Mutation: ``np.int64(left[p])`` -> ``left[p]`` -> an (int32[:], int32) version."""
+    from numba import njit
+
+    from neardup.kernels import components
+
+    for dtype in (np.int64, np.int32):
+        left, right = np.array([0, 2, 1], dtype), np.array([1, 3, 3], dtype)
+        assert njit(components._components_kernel.py_func)(4, left, right).tolist() == [0, 0, 0, 0]
+    assert {(s[0].dtype, s[1]) for s in components._find.signatures} == {(types.int64, types.int64),
+                                                                        (types.int32, types.int64)}

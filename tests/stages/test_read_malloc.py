@@ -3,6 +3,8 @@ glibc's thresholds raised, a setting the user made with glibc's variables kept."
 
 import ctypes
 import sys
+import threading
+import time
 
 import pytest
 
@@ -88,21 +90,48 @@ def test_kept_buffers_bounded(monkeypatch):
     assert read.take_scratch() in taken
 
 
+def _watchers():
+    return [t for t in threading.enumerate() if t.name == "neardup-idle-scratches"]
+
+
+def _until(done, seconds=10.0):
+    end = time.monotonic() + seconds
+    while not done() and time.monotonic() < end:
+        time.sleep(0.01)
+    return done()
+
+
 def test_kept_buffers_go_once_the_process_reads_no_block(monkeypatch):
     """A process that takes no scratch for KEPT_IDLE_S lets its kept ones go (a Ray worker of
-    several, which the driver's one release call does not reach); taking one calls that off."""
+    several, which the driver's one release call does not reach); taking one calls that off; one
+    watcher thread a process, however many blocks it reads. Mutations: a watcher started a block
+    (``_watcher is None or ...`` -> ``True``) -> more than one; the deadline kept when a block
+    takes one (``_kept_until = None`` left out of take_scratch) -> the taken block's kept one goes."""
     monkeypatch.setattr(read, "Scratch", object)
     monkeypatch.setattr(read, "KEPT_IDLE_S", 0.05)
     read.release_scratches()
-    first, second = read.take_scratch(), read.take_scratch()
-    read.give_back_scratch(first)
-    read.give_back_scratch(second)
-    assert read._scratches == [first, second]
-    idle = read._idle_release
-    assert read.take_scratch() is second  # the idle release called off
-    idle.join(5)
-    assert read._scratches == [first]
-    read.give_back_scratch(second)
-    idle = read._idle_release
-    idle.join(5)  # no block for KEPT_IDLE_S: both let go
-    assert read._scratches == [] and read._idle_release is None
+    for _ in range(3):
+        first, second = read.take_scratch(), read.take_scratch()
+        read.give_back_scratch(first)
+        read.give_back_scratch(second)
+        assert read._scratches == [first, second]
+        assert read.take_scratch() is second  # the idle release called off
+        time.sleep(4 * read.KEPT_IDLE_S)
+        assert read._scratches == [first]
+        read.give_back_scratch(second)
+        assert _until(lambda: read._scratches == [])  # no block for KEPT_IDLE_S: both let go
+        assert read._kept_until is None
+    assert len(_watchers()) == 1
+
+
+def test_no_idle_release_where_the_read_stage_runs(monkeypatch):
+    """Where the read stage runs (the local engine's process) its end releases the scratches
+    (``released_at_the_end``): the blocks read meanwhile arm no idle release. Mutation: the
+    ``if _stages_here: return`` of give_back_scratch left out -> a deadline set."""
+    monkeypatch.setattr(read, "Scratch", object)
+    read.release_scratches()
+    with read.released_at_the_end():
+        scratch = read.take_scratch()
+        read.give_back_scratch(scratch)
+        assert read._scratches == [scratch] and read._kept_until is None
+    assert read._scratches == [] and read._stages_here == 0

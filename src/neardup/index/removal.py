@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -213,34 +213,48 @@ def remove(index, ids: Optional[Iterable[str]] = None, source=None) -> dict:
         raise ConfigError("nothing to remove: give ids (--ids FILE) or a source name (--source NAME)")
     t0 = time.perf_counter()
     storage = index.storage
-    with storage.writer():
+
+    def attempt(manifest: dict) -> dict:
+        todo, found = _resolve(index, manifest, id_arr, sources)
+        written = _write_tombstones(storage, manifest, todo)
+        try:
+            commit_point()  # a signal before it: nothing removed (the tombstones go); after it: none stops it
+            if written:
+                storage.commit(_switch(index, manifest, written))
+        except _Changed:
+            storage.drop_segments([d["name"] for d in written.values()])
+            raise
+        except BaseException:  # a tombstone the manifest names already stays (a switch that failed after)
+            with contextlib.suppress(Exception):
+                named = object_names(storage.read_manifest())
+                storage.drop_segments([d["name"] for d in written.values() if d["name"] not in named])
+            raise
+        replaced = [dead_name(e) for e in manifest["segments"] if e["name"] in written and dead_name(e)]
+        storage.drop_segments(replaced)
+        return {"removed": int(sum(len(p) for p in todo.values())),
+                "ids_given": 0 if id_arr is None else len(id_arr),
+                "ids_found": found,
+                "segments": len(written)}
+
+    return dict(_retried(index, attempt), seconds=round(time.perf_counter() - t0, 3))
+
+
+def _retried(index, attempt: Callable[[dict], dict]) -> dict:
+    """``attempt(manifest)`` on the index's current manifest, under its writer lock, started over
+    while it raises _Changed (another writer changed the same segments meanwhile, and the attempt
+    undid its own writes), ATTEMPTS times at most; the index's cached manifest then forgotten."""
+    with index.storage.writer():
         for _attempt in range(ATTEMPTS):
-            manifest = _current(index)
-            todo, found = _resolve(index, manifest, id_arr, sources)
-            written = _write_tombstones(storage, manifest, todo)
             try:
-                commit_point()  # a signal before it: nothing removed (the tombstones go); after it: none stops it
-                if written:
-                    storage.commit(_switch(index, manifest, written))
+                out = attempt(_current(index))
             except _Changed:
-                storage.drop_segments([d["name"] for d in written.values()])
                 continue
-            except BaseException:  # a tombstone the manifest names already stays (a switch that failed after)
-                with contextlib.suppress(Exception):
-                    named = object_names(storage.read_manifest())
-                    storage.drop_segments([d["name"] for d in written.values() if d["name"] not in named])
-                raise
-            replaced = [dead_name(e) for e in manifest["segments"] if e["name"] in written and dead_name(e)]
-            storage.drop_segments(replaced)
             break
         else:
             raise StorageError(f"index {index.display} kept changing under the removal ({ATTEMPTS} attempts); "
                                f"nothing was removed: try again")
     index.forget_manifest(segments=True)
-    return {"removed": int(sum(len(p) for p in todo.values())),
-            "ids_given": 0 if id_arr is None else len(id_arr),
-            "ids_found": found,
-            "segments": len(written), "seconds": round(time.perf_counter() - t0, 3)}
+    return out
 
 
 def _write_tombstones(storage, manifest: dict, todo: Dict[str, np.ndarray]) -> Dict[str, dict]:
@@ -287,49 +301,41 @@ def _remove_bloom_segments(index, sources: Sequence[str]) -> dict:
     separated: refused, nothing removed."""
     t0 = time.perf_counter()
     storage = index.storage
-    with storage.writer():
-        for _attempt in range(ATTEMPTS):
-            manifest = _current(index)
-            found, drop, removed = set(), [], 0
-            for entry in manifest["segments"]:
-                named = [[s for s in sources if source_matches(s, name)] for name in entry["sources"]]
-                for m in named:
-                    found.update(m)
-                if not any(named):
-                    continue
-                others = [name for name, m, c in zip(entry["sources"], named, entry["source_docs"]) if not m and c]
-                if others:
-                    mine = [name for name, m in zip(entry["sources"], named) if m]
-                    raise ConfigError(
-                        f"index {index.display} is a bloom index: its segment {entry['name']} holds the documents "
-                        f"of {mine[0]!r} and of {others[0]!r}"
-                        f"{f' (and {len(others) - 1} more)' if len(others) > 1 else ''} in the same filters, which "
-                        f"cannot be separated; nothing was removed (remove all of the segment's sources together, "
-                        f"or rebuild the index from the documents to keep)")
-                drop.append(entry["name"])
-                removed += int(entry["docs"])
-            _all_found(index, manifest, sources, found)
 
-            def update(current, seen=manifest, drop=set(drop)):
-                if current is None:
-                    raise StorageError(f"index {index.display} vanished during the removal")
-                check_manifest(index.display, current, index.config)
-                if [e["name"] for e in current["segments"]] != [e["name"] for e in seen["segments"]]:
-                    raise _Changed()
-                return dict(current, generation=current["generation"] + 1,
-                            segments=[e for e in current["segments"] if e["name"] not in drop])
-
-            commit_point()
-            try:
-                if drop:
-                    storage.commit(update)
-            except _Changed:
+    def attempt(manifest: dict) -> dict:
+        found, drop, removed = set(), [], 0
+        for entry in manifest["segments"]:
+            named = [[s for s in sources if source_matches(s, name)] for name in entry["sources"]]
+            for m in named:
+                found.update(m)
+            if not any(named):
                 continue
-            storage.drop_segments(drop)
-            break
-        else:
-            raise StorageError(f"index {index.display} kept changing under the removal ({ATTEMPTS} attempts); "
-                               f"nothing was removed: try again")
-    index.forget_manifest(segments=True)
-    return {"removed": removed, "ids_given": 0, "ids_found": 0, "segments": len(drop),
-            "seconds": round(time.perf_counter() - t0, 3)}
+            others = [name for name, m, c in zip(entry["sources"], named, entry["source_docs"]) if not m and c]
+            if others:
+                mine = [name for name, m in zip(entry["sources"], named) if m]
+                raise ConfigError(
+                    f"index {index.display} is a bloom index: its segment {entry['name']} holds the documents "
+                    f"of {mine[0]!r} and of {others[0]!r}"
+                    f"{f' (and {len(others) - 1} more)' if len(others) > 1 else ''} in the same filters, which "
+                    f"cannot be separated; nothing was removed (remove all of the segment's sources together, "
+                    f"or rebuild the index from the documents to keep)")
+            drop.append(entry["name"])
+            removed += int(entry["docs"])
+        _all_found(index, manifest, sources, found)
+
+        def update(current, seen=manifest, drop=set(drop)):
+            if current is None:
+                raise StorageError(f"index {index.display} vanished during the removal")
+            check_manifest(index.display, current, index.config)
+            if [e["name"] for e in current["segments"]] != [e["name"] for e in seen["segments"]]:
+                raise _Changed()
+            return dict(current, generation=current["generation"] + 1,
+                        segments=[e for e in current["segments"] if e["name"] not in drop])
+
+        commit_point()
+        if drop:
+            storage.commit(update)
+        storage.drop_segments(drop)
+        return {"removed": removed, "ids_given": 0, "ids_found": 0, "segments": len(drop)}
+
+    return dict(_retried(index, attempt), seconds=round(time.perf_counter() - t0, 3))

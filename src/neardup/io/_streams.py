@@ -18,6 +18,7 @@ from typing import Iterator, List, Optional, Tuple
 import pyarrow as pa
 
 from .compressed import StreamError, stdlib_chunks
+from .forward_file import ForwardFile
 from .storage import fs as _fs
 
 BLOCK_BYTES = 16 << 20  # decompressed bytes per block handed to the parser
@@ -35,12 +36,11 @@ def _is_zstd_frame_start(head: bytes) -> bool:
     return len(head) >= 4 and head[1:4] == b"\x2a\x4d\x18" and (head[0] & 0xF0) == 0x50
 
 
-class _Limited:
+class _Limited(ForwardFile):
     """The first ``limit`` bytes of a binary file (to decode a stream without its padding)."""
 
     def __init__(self, f, limit: int):
         self.f, self.left = f, limit
-        self.closed = False
 
     def read(self, n: int = -1) -> bytes:
         n = self.left if n is None or n < 0 else min(n, self.left)
@@ -48,11 +48,8 @@ class _Limited:
         self.left -= len(data)
         return data
 
-    def readable(self) -> bool:
-        return True
-
     def close(self) -> None:
-        self.closed = True
+        super().close()
         self.f.close()
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import io
 from typing import Iterator, Optional
 
+from .forward_file import ForwardFile
+
 MAGIC = (("gzip", b"\x1f\x8b"), ("zstd", b"\x28\xb5\x2f\xfd"), ("bz2", b"BZh"), ("xz", b"\xfd7zXZ\x00"))
 _READ_BYTES = 256 << 10
 
@@ -127,7 +129,7 @@ def stdlib_chunks(compression: str, f) -> Iterator[bytes]:
             raise StreamError("truncated")
 
 
-class StdlibReader:
+class StdlibReader(ForwardFile):
     """A binary file of the decompressed bytes of a bz2 or xz file (for pyarrow's CSV reader,
     wrapped in ``pyarrow.PythonFile``): a damaged or cut stream raises ValueError saying so."""
 
@@ -135,7 +137,6 @@ class StdlibReader:
         self.raw, self.compression = raw, compression
         self.chunks = stdlib_chunks(compression, raw)
         self.buf = b""
-        self.closed = False
 
     def read(self, n: int = -1) -> bytes:
 
@@ -153,14 +154,8 @@ class StdlibReader:
             out, self.buf = self.buf[:n], self.buf[n:]
         return out
 
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
     def close(self) -> None:
-        self.closed = True
+        super().close()
         self.chunks.close()
         self.raw.close()
 

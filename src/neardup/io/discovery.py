@@ -335,18 +335,18 @@ def _relatives(paths: Sequence[str], root: Optional[str]) -> List[str]:
     """:func:`_relative` of each of ``paths``, made once a folder (a folder of 100,000 files: not
     one ``abspath`` a file, nor one comparison with ``root``): a plain NAME in folder HEAD is
     ``HEAD/NAME``'s relative form as the folder's (:func:`_below`) plus NAME (files of a folder
-    come one after another: the folder looked up again only where it changes)."""
+    come one after another, or back: each folder's made once, kept in ``heads``)."""
     if os.sep != "/" or root is None:
         return [_relative(p, root) for p in paths]
     prefix = root.rstrip("/") + "/"
     heads: Dict[str, Optional[str]] = {}
     out = []
-    last, below = None, None
     for p in paths:
         head, _, name = p.rpartition("/")
-        if head != last:
-            below = heads[head] if head in heads else heads.setdefault(head, _below(head, p, prefix))
-            last = head
+        try:
+            below = heads[head]
+        except KeyError:
+            below = heads[head] = _below(head, p, prefix)
         out.append(below + name if below is not None and name not in ("", ".", "..") else _relative(p, root))
     return out
 

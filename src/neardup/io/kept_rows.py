@@ -1,11 +1,18 @@
-"""The rows to keep, as the writers of kept records take them: checked (:func:`keep_array`), and
-found in a block of lines (:func:`block_rows`, :func:`run_bounds`)."""
+"""The rows to keep, as the writers of kept records take them: checked (:func:`keep_array`),
+found in a block of lines (:func:`block_rows`, :func:`run_bounds`) or taken from a table's
+record batches (:func:`kept_batches`)."""
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Iterable, Iterator
 
+import numpy as np
+import pyarrow as pa
+
+from ..errors import InputError
+from ..kernels.arrays import arrow
 from ..kernels.lines import blank_lines
+from .batch import one_line
 
 
 def keep_array(keep_rows) -> np.ndarray:
@@ -41,3 +48,34 @@ def run_bounds(idx: np.ndarray):
     """(first, last) positions in ``idx`` of each run of consecutive values."""
     cut = np.flatnonzero(np.diff(idx) != 1) + 1
     return np.concatenate(([0], cut)), np.concatenate((cut, [len(idx)])) - 1
+
+
+def kept_batches(batches: Iterable[pa.RecordBatch], keep: np.ndarray, name: str, kind: str) -> Iterator[pa.RecordBatch]:
+    """The rows ``keep`` of the record batches of the file ``name`` (a ``kind`` file: "CSV",
+    "Parquet"), in order, a batch whole where all its rows are kept; none read past the last
+    kept one. The reader's error (an Arrow error, an OSError, a ValueError) is an InputError that
+    says after which row; a kept row past the end of the file, a ValueError."""
+    batches = iter(batches)
+    row0 = 0
+    k = 0
+    while k < len(keep):
+        try:
+            rb = next(batches)
+        except StopIteration:
+            break
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise unreadable(name, kind, row0, e) from None
+        n = rb.num_rows
+        hi = int(np.searchsorted(keep, row0 + n))
+        if hi > k:
+            idx = keep[k:hi] - row0
+            yield rb if len(idx) == n else rb.take(arrow(idx))
+        k = hi
+        row0 += n
+    if k < len(keep):
+        raise ValueError(f"keep_rows has row {int(keep[k])} but {name} has {row0} rows")
+
+
+def unreadable(name: str, kind: str, row0: int, e: Exception) -> InputError:
+    """The error for the file ``name`` that its reader failed in after ``row0`` rows."""
+    return InputError(f"{name}: not a readable {kind} file (after row {row0}: {one_line(e)})")

@@ -34,6 +34,8 @@ __all__ = ["connected_components", "large_star", "small_star", "star_labels", "s
 
 @kernel()
 def _find(parent, x):
+    # x an int64 at every call site: one version a type of ``parent`` (the pairs' index type:
+    # int64, or int32 in select_representatives), not one more a type of x
     while parent[x] != x:
         parent[x] = parent[parent[x]]
         x = parent[x]
@@ -46,8 +48,8 @@ def _components_kernel(n, left, right):
     for x in range(n):
         parent[x] = x
     for p in range(left.shape[0]):
-        a = _find(parent, left[p])
-        b = _find(parent, right[p])
+        a = _find(parent, np.int64(left[p]))
+        b = _find(parent, np.int64(right[p]))
         if a < b:
             parent[b] = a
         elif b < a:

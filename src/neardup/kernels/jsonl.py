@@ -29,7 +29,7 @@ decoded over its own bytes, and the kernels hash the spans (:class:`neardup.kern
 from __future__ import annotations
 
 import os
-from typing import Optional, Tuple, Union
+from typing import Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -696,14 +696,16 @@ def _keys(text_column: str, id_column: Optional[str]):
 
 
 class ScannedBlock:
-    """A block whose every line is an unremarkable record (:func:`scan_block`): its lines'
-    number (``len(spans)``), whether it is all ASCII (``ascii``), and what :func:`extract`
-    makes of it (:meth:`extract`)."""
+    """What :func:`scan_block` found in a block: ``stop``, the number of its first line that is
+    not an unremarkable record (0 for an empty block: one blank line, as the lines of an empty
+    block are counted), None when every line is one; and then its lines' number
+    (``len(spans)``), whether it is all ASCII (``ascii``), and what :func:`extract` makes of it
+    (:meth:`extract`)."""
 
-    __slots__ = ("data", "ascii", "spans", "want_id")
+    __slots__ = ("data", "ascii", "spans", "want_id", "stop")
 
-    def __init__(self, data, ascii, spans, want_id):
-        self.data, self.ascii, self.spans, self.want_id = data, ascii, spans, want_id
+    def __init__(self, data, ascii, spans, want_id, stop=None):
+        self.data, self.ascii, self.spans, self.want_id, self.stop = data, ascii, spans, want_id, stop
 
     def __len__(self) -> int:
         return len(self.spans)
@@ -713,19 +715,18 @@ class ScannedBlock:
         return _texts_and_ids(self.data, self.spans, self.want_id, in_place)
 
 
-def scan_block(data, text_column: str, id_column: Optional[str]) -> Union[ScannedBlock, int]:
-    """The lines of a whole block found and scanned in one pass (:func:`_scan_block`), or the
-    number of its first line that is not an unremarkable record (0 for an empty block: one blank
-    line, as the lines of an empty block are counted). The caller then finds the lines and leaves
-    the blank ones out; :func:`extract` of the others would stop at that same line unless it is a
-    blank one (the lines after it not scanned yet), so only then is it worth calling. For a block
-    of records, the lines and spans that ``neardup.kernels.lines.line_bounds_ascii`` and
+def scan_block(data, text_column: str, id_column: Optional[str]) -> ScannedBlock:
+    """The lines of a whole block found and scanned in one pass (:func:`_scan_block`), or where
+    that stopped (``ScannedBlock.stop``). The caller then finds the lines and leaves the blank
+    ones out; :func:`extract` of the others would stop at that same line unless it is a blank one
+    (the lines after it not scanned yet), so only then is it worth calling. For a block of
+    records, the lines and spans that ``neardup.kernels.lines.line_bounds_ascii`` and
     :func:`extract` make, without the pass of the line bounds over the block before the scan."""
-    if not len(data):
-        return 0
     text_key, id_key, want_id = _keys(text_column, id_column)
+    if not len(data):
+        return ScannedBlock(data, True, np.zeros((0, 7), dtype=np.int64), want_id, stop=0)
     stop, spans, ascii = _scan_block(_block(data), text_key, id_key, want_id)
-    return ScannedBlock(data, bool(ascii), spans, want_id) if stop < 0 else int(stop)
+    return ScannedBlock(data, bool(ascii), spans, want_id, stop=None if stop < 0 else int(stop))
 
 
 def _texts_and_ids(data, spans: np.ndarray, want_id: bool, in_place: bool):

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 import queue
 import threading
+import time
+from contextlib import contextmanager
 from functools import partial
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
@@ -196,15 +198,19 @@ _scratches: List[Scratch] = []  # the kernels' buffers of blocks read before, fo
 _scratches_lock = threading.Lock()
 KEPT_SCRATCHES = 2  # at most this many kept (the local engine reads up to 2 blocks at once)
 KEPT_IDLE_S = 2.0  # a process that takes no scratch for this long lets its kept ones go
-_idle_release: Optional[threading.Timer] = None  # release_scratches, once the process is idle
+_kept_until: Optional[float] = None  # when they go (time.monotonic()), unless a block takes one first
+_idle = threading.Condition(_scratches_lock)  # wakes this process's one watcher (_let_go_when_idle)
+_watcher: Optional[threading.Thread] = None
+_stages_here = 0  # read stages running in this process (ReadStage.run): each releases them at its end
 
 
 def take_scratch() -> Scratch:
     """The kernels' working buffers for one block: those a block read before in this process
     left (their pages already faulted in: a fresh Scratch is ~160 MB of new pages a block, which
     the kernel zeroes on first touch, about as much CPU as the hashing itself), or new ones."""
+    global _kept_until
     with _scratches_lock:
-        _cancel_idle_release()
+        _kept_until = None
         return _scratches.pop() if _scratches else Scratch()
 
 
@@ -212,32 +218,53 @@ def give_back_scratch(scratch: Scratch) -> None:
     """``scratch`` kept for the next block (at most KEPT_SCRATCHES), until :func:`release_scratches`
     or KEPT_IDLE_S without a block: a Ray worker process that read blocks (several of them on a
     cluster, one a CPU) lets its own go once the read stage is over, where no call of the driver's
-    can reach each of them (:func:`released_in_calls` reaches one)."""
-    global _idle_release
+    can reach each of them (:func:`released_in_calls` reaches one). One watcher thread a process
+    sees to that; none where the read stage itself runs (the local engine: its end releases them)."""
+    global _kept_until, _watcher
     with _scratches_lock:
         if len(_scratches) < KEPT_SCRATCHES:
             _scratches.append(scratch)
-        _cancel_idle_release()
-        _idle_release = threading.Timer(KEPT_IDLE_S, release_scratches)
-        _idle_release.daemon = True
-        _idle_release.start()
+        if _stages_here:
+            return
+        _kept_until = time.monotonic() + KEPT_IDLE_S
+        if _watcher is None or not _watcher.is_alive():  # not alive: the process forked since
+            _watcher = threading.Thread(target=_let_go_when_idle, name="neardup-idle-scratches", daemon=True)
+            _watcher.start()
+        _idle.notify()
 
 
-def _cancel_idle_release() -> None:
-    """The pending idle release called off (the lock held)."""
-    global _idle_release
-    if _idle_release is not None:
-        _idle_release.cancel()
-        _idle_release = None
+def _let_go_when_idle() -> None:
+    """The watcher: :func:`release_scratches` each time KEPT_IDLE_S pass without a block."""
+    while True:
+        with _idle:
+            while _kept_until is None or time.monotonic() < _kept_until:
+                _idle.wait(None if _kept_until is None else _kept_until - time.monotonic())
+        release_scratches()
 
 
 def release_scratches(_item=None) -> None:
     """The kept buffers given up (the end of the read stage: the next stages need the memory):
     the kernels' and the JSONL texts' (:class:`neardup.kernels.jsonl.TextBuffers`)."""
+    global _kept_until
     with _scratches_lock:
-        _cancel_idle_release()
+        _kept_until = None
         _scratches.clear()
     jsonl_scanner.text_buffers.clear()
+
+
+@contextmanager
+def released_at_the_end():
+    """A read stage running in this process: the scratches its blocks leave here are released
+    at its end (:func:`release_scratches`), not by the idle watcher (:func:`give_back_scratch`)."""
+    global _stages_here
+    with _scratches_lock:
+        _stages_here += 1
+    try:
+        yield
+    finally:
+        with _scratches_lock:
+            _stages_here -= 1
+        release_scratches()
 
 
 def released_in_calls(engine) -> None:
@@ -458,13 +485,11 @@ class ReadStage:
         spans = range_spans(run.work)
         total = None if run.quiet else nio.estimate_documents(run.sources)
         with bar("read + signatures", total=total, quiet=run.quiet) as progress:
-            try:
+            with released_at_the_end():
                 summaries = engine.collect(engine.map(partial(read_partition, task=task),
                                                       [(b, blocks[b], spans.get(b)) for b in todo],
                                                       progress=progress, units=lambda summary: summary["documents"],
                                                       concurrent=read_concurrency(engine, spans)))
-            finally:
-                release_scratches()
             released_in_calls(engine)
             progress.total = sum(s["documents"] for s in summaries)  # the estimate is replaced by the true count
             progress.refresh()

@@ -14,10 +14,11 @@ import numpy as np
 import pyarrow as pa
 
 from ...errors import InputError
-from ...kernels.arrays import arrow
 from ...kernels.lines import OpenQuote as _OpenQuote
 from ...kernels.lines import csv_open_quote
 from ..batch import EMPTY_FILE, MAX_REASON, Batch, ReadContext, one_line
+from ..forward_file import ForwardFile
+from ..kept_rows import kept_batches, unreadable
 from ..opening import raise_if_environment
 from ..sinks import ByteSink
 from ..sources import Source
@@ -113,14 +114,13 @@ def _end_marked(stream, limit: Optional[int] = None):
     return _EndMarked(stream, limit)
 
 
-class _EndMarked:
+class _EndMarked(ForwardFile):
     """The first ``limit`` bytes of ``stream``, then _CSV_TAIL, as a Python file."""
 
     def __init__(self, stream, limit: int):
         self.stream = stream
         self.left = limit
         self.tail = _CSV_TAIL.encode()
-        self.closed = False
 
     def read(self, n: Optional[int] = -1) -> bytes:
         """Up to ``n`` bytes (all when negative), fewer only at the end: pyarrow takes a short
@@ -142,15 +142,6 @@ class _EndMarked:
             parts.append(self.tail[:k])
             self.tail = self.tail[k:]
         return parts[0] if len(parts) == 1 else b"".join(parts)
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        self.closed = True
 
 
 def _csv_open_quote(src: Source) -> Optional[_OpenQuote]:
@@ -401,32 +392,16 @@ def _csv_rows(src: Source, keep: np.ndarray) -> Iterator[pa.RecordBatch]:
         stream = csv_stream(src)
     except (pa.ArrowException, OSError, ValueError) as e:
         raise InputError(f"{src.name}: cannot read file ({one_line(e)})") from None
-    row0 = 0
-    k = 0
     try:
-        # the records the reader rejected for their number of fields are skipped here too
-        reader = pcsv.open_csv(stream, *csv_options(src, {n: pa.string() for n in names},
-                                                     invalid_row_handler=skip_invalid_csv_row))
+        try:  # the records the reader rejected for their number of fields are skipped here too
+            reader = pcsv.open_csv(stream, *csv_options(src, {n: pa.string() for n in names},
+                                                         invalid_row_handler=skip_invalid_csv_row))
+        except (pa.ArrowException, OSError) as e:
+            raise unreadable(src.name, src.format.upper(), 0, e) from None
         yield pa.RecordBatch.from_pylist([], schema=reader.schema)
-        while k < len(keep):
-            try:
-                rb = reader.read_next_batch()
-            except StopIteration:
-                break
-            n = rb.num_rows
-            hi = int(np.searchsorted(keep, row0 + n))
-            if hi > k:
-                idx = keep[k:hi] - row0
-                yield rb if len(idx) == n else rb.take(arrow(idx))
-            k = hi
-            row0 += n
-    except (pa.ArrowException, OSError) as e:
-        raise InputError(f"{src.name}: not a readable {src.format.upper()} file "
-                         f"(after row {row0}: {one_line(e)})") from None
+        yield from kept_batches(reader, keep, src.name, src.format.upper())
     finally:
         stream.close()
-    if k < len(keep):
-        raise ValueError(f"keep_rows has row {int(keep[k])} but {src.name} has {row0} rows")
 
 
 def _appended(batches: Iterator[pa.RecordBatch], extra: pa.Table, schema: pa.Schema) -> Iterator[pa.RecordBatch]:

@@ -205,7 +205,8 @@ class _JsonlParser:
         # the plain case, every line a simple record: its lines found and scanned in one pass
         scanned = (scanner.scan_block(data, ctx.text_column, ctx.id_column)
                    if self.fast and ctx.score_column is None else None)
-        if isinstance(scanned, scanner.ScannedBlock) and (scanned.ascii or _utf8_ok(data)):
+        stop = None if scanned is None else scanned.stop  # its first line not a simple record
+        if scanned is not None and stop is None and (scanned.ascii or _utf8_ok(data)):
             n = len(scanned)  # at least one: the block is not empty
             self.seen_record = True
             text, ids = scanned.extract(in_place=ctx.text_spans)
@@ -230,7 +231,7 @@ class _JsonlParser:
         keep = good
         fast = None
         # the line scan_block stopped at, unless a blank one, would stop extract too
-        stopped = isinstance(scanned, int) and good_mask[scanned]
+        stopped = stop is not None and good_mask[stop]
         if self.fast and len(good) and not bad and ctx.score_column is None and not stopped:
             # every line but the blank ones a simple record: compiled, no Python objects
             fast = scanner.extract(data, starts, ends, good, ctx.text_column, ctx.id_column,

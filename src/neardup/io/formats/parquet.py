@@ -11,8 +11,8 @@ import numpy as np
 import pyarrow as pa
 
 from ...errors import InputError
-from ...kernels.arrays import arrow
 from ..batch import EMPTY_FILE, Batch, ReadContext, one_line
+from ..kept_rows import kept_batches
 from ..sources import Source
 from ..storage.tables import parquet_file
 from .columnar import arrow_batch, column_problem, refuse_columns, wanted_columns
@@ -85,27 +85,8 @@ def _parquet_rows(src: Source, keep: np.ndarray) -> Iterator[pa.RecordBatch]:
         pf = parquet_file(src.path)
     except (pa.ArrowException, OSError, ValueError) as e:
         raise InputError(f"{src.name}: not a readable Parquet file ({one_line(e)})") from None
-    total = pf.metadata.num_rows
-    if len(keep) and keep[-1] >= total:
-        raise ValueError(f"keep_rows has row {int(keep[-1])} but {src.name} has {total} rows")
-    row0 = 0
-    k = 0
-    it = pf.iter_batches(batch_size=_PARQUET_READ_ROWS, use_threads=True)
-    while k < len(keep):
-        try:
-            rb = next(it)
-        except StopIteration:
-            break
-        except (pa.ArrowException, OSError, ValueError) as e:
-            raise InputError(
-                f"{src.name}: not a readable Parquet file (after row {row0}: {one_line(e)})") from None
-        n = rb.num_rows
-        hi = int(np.searchsorted(keep, row0 + n))
-        if hi > k:
-            idx = keep[k:hi] - row0
-            yield rb if len(idx) == n else rb.take(arrow(idx))
-        k = hi
-        row0 += n
+    yield from kept_batches(pf.iter_batches(batch_size=_PARQUET_READ_ROWS, use_threads=True), keep, src.name,
+                            "Parquet")
 
 
 def _source_parquet_codec(src: Source) -> str:
