@@ -148,10 +148,16 @@ def one_run(src: str, corpus: list, engine: str, workers: int, tmp: str) -> dict
     total = sum(v["cpu_s"] for v in per.values())
     tasks = read_tasks(timeline, s["read_start"]) if engine == "ray" else []
     tasks = [t for t in tasks if t["end_s"] > -5 and t["start_s"] < s["read_end"] - s["read_start"] + 0.5]
+    warm = next((t["end_s"] for t in tasks if t["task"] == "_warm_worker"), None)
+    to_warm = None  # the workers' CPU from the stage's start to the end of their warm-up
+    if warm is not None:
+        w = poller.at(s["read_start"] + warm)
+        to_warm = round(sum(sum(w[pid][:2]) - sum(a.get(pid, (0.0, 0.0))[:2]) for pid in w
+                            if poller.names.get(pid, "").startswith("ray::")), 3)
     shutil.rmtree(out, ignore_errors=True)
     return {"src": src, "load1": round(load, 2), "read_s": round(s["read_end"] - s["read_start"], 3),
             "read_cpu_s": round(total, 3), "by_process": dict(sorted(per.items(), key=lambda kv: -kv[1]["cpu_s"])),
-            "tasks": tasks}
+            "warm_up_end_s": warm, "worker_cpu_to_warm_up_end_s": to_warm, "tasks": tasks}
 
 
 def main(argv=None) -> int:
