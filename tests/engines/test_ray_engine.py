@@ -138,6 +138,29 @@ def test_each_step_starts_without_the_refs_of_the_steps_before(cluster):
     assert held[3] <= held[1], held  # [0]: before the first step; the last: at the exit
 
 
+def test_the_driver_freezes_what_it_holds_once_ray_has_started(cluster, monkeypatch):
+    """Once Ray has started, the driver's objects are frozen (the later full collections walk
+    only what the run makes): in a library call when nothing was frozen, given back at the exit;
+    a caller's own frozen objects left as they are; in the program frozen for good."""
+    import gc
+    from neardup.engines import ray as ray_engine
+    if gc.get_freeze_count():
+        gc.unfreeze()
+    try:
+        monkeypatch.setattr(ray_engine, "last_work", lambda: False)
+        assert ray_engine.freeze_driver_objects() and gc.get_freeze_count() > 0
+        frozen = gc.get_freeze_count()
+        assert not ray_engine.freeze_driver_objects() and gc.get_freeze_count() == frozen  # the caller's
+        gc.unfreeze()
+        with RayEngine() as engine:
+            assert engine._frozen and gc.get_freeze_count() > 0
+        assert gc.get_freeze_count() == 0 and not engine._frozen
+        monkeypatch.setattr(ray_engine, "last_work", lambda: True)
+        assert not ray_engine.freeze_driver_objects() and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
 # --------------------------------------------------------------------------- same bytes
 
 def test_one_call_on_one_node_or_for_a_small_step(monkeypatch):

@@ -231,6 +231,25 @@ def release_driver_memory() -> None:
         pass
 
 
+def freeze_driver_objects() -> bool:
+    """Moves what the driver holds once Ray has started (Ray's modules, its worker's state:
+    ~0.2M objects) out of the collector's sight (``gc.freeze``), so that
+    :func:`release_driver_memory`'s full collection walks only what the run made since: Ray
+    Data's executors and plans, the steps' refs (measured on 1M documents, 2 CPUs, load 7-14:
+    each collection 0.078 CPU-s, 3 of them in the read stage). In the ``neardup`` program
+    (:func:`~neardup.progress.last_work`), which froze its own objects as it started, they stay
+    frozen; in a library call only when nothing is frozen yet, and the caller's process gets
+    them back at the exit (returns True: :func:`gc.unfreeze` then), not when the caller froze
+    objects of its own (an unfreeze would give theirs back too)."""
+    if last_work():
+        gc.freeze()
+        return False
+    if gc.get_freeze_count():
+        return False
+    gc.freeze()
+    return True
+
+
 class _Abandoned(BaseException):
     """Raised in the helper thread of :meth:`RayEngine._watched` whose results are no longer wanted."""
 
@@ -283,6 +302,7 @@ class RayEngine:
         self._loggers: Dict[str, int] = {}
         self._shared: Dict[int, RayShared] = {}
         self._warming: List = []
+        self._frozen = False  # the driver's objects frozen by the engine (freeze_driver_objects)
 
     def __enter__(self) -> "RayEngine":
         try:
@@ -336,6 +356,7 @@ class RayEngine:
             self._loggers[name] = lg.level
             lg.setLevel(logging.WARNING)  # under --quiet held, shown if the run fails
         self._held.attach()
+        self._frozen = freeze_driver_objects()
         own = self.started and not self.address  # the instance started for the run: no one else's work
         if own and self.nodes == 1 and self._runner_wanted():  # every call in one process (ray_runner)
             self._runner = ray_runner.start(ray, cpus, MAX_RETRIES)
@@ -365,6 +386,9 @@ class RayEngine:
         self._loggers = {}
         self._warming = []
         self._runner = None
+        if self._frozen:
+            gc.unfreeze()
+            self._frozen = False
         if exc[0] is None and self._node is not None and last_work():
             self._stop_while_the_program_ends()
             return
