@@ -31,6 +31,7 @@ class Engine(Protocol):
     manager: whatever it acquires, it acquires in ``__enter__`` and gives back in ``__exit__``)."""
 
     cpus: int  # the CPUs it schedules on
+    in_process: bool  # whether its calls run in this process (numba's threads of a thread that calls it matter)
 
     def __enter__(self) -> "Engine": ...
 

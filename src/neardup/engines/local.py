@@ -68,6 +68,7 @@ def arrow_threads(workers: Optional[int]):
 class LocalEngine:
     """An :class:`~.Engine` in this process: every call one after another, each using every core
     (``workers`` of them) through the kernels' threads and Arrow's."""
+    in_process = True
 
     def __init__(self, workers: Optional[int] = None, partitions: int = 1):
         self.workers = workers

@@ -55,7 +55,6 @@ import pyarrow as pa
 from ..kernels.arrays import arrow
 from ..config import default_workers
 from ..errors import ConfigError, NeardupError, StorageError
-from ..kernels.hashing import kernel_threads, partition_of
 from ..progress import check_interrupt, last_work
 from . import ray_runner
 from .ray_cluster import (HeldWarnings, check_reachable, cluster_busy, end_processes, import_ray, import_ray_data,
@@ -127,6 +126,7 @@ def _call(table: pa.Table, *, fn, items, threads: int) -> pa.Table:
 
 def _apply(fn, arg, threads: int):
     """``fn(arg)`` with ``threads`` kernel threads; a NeardupError is its result (a _Failure)."""
+    from ..kernels.hashing import kernel_threads
     try:
         with kernel_threads(threads):
             return fn(arg)
@@ -254,6 +254,7 @@ class RayEngine:
     before ``__enter__``; ``__exit__`` gives back whatever ``__enter__`` took, whether it ended
     or failed half-way. ``store_env``: the settings of the object stores the run touches
     (credentials, endpoints), handed to the workers as the driver has them."""
+    in_process = False  # the driver runs no kernel: it does not import numba
 
     def __init__(self, workers: Optional[int] = None, address: Optional[str] = None, quiet: bool = False,
                  store_env: Optional[Dict[str, str]] = None):
@@ -554,6 +555,7 @@ class RayEngine:
         ds = datasets[0].union(*datasets[1:]) if len(datasets) > 1 else datasets[0]
 
         def keyed(t: pa.Table) -> pa.Table:
+            from ..kernels.hashing import partition_of
             t = t.drop_columns(["part"]) if "part" in t.column_names else t
             return t.append_column("part", arrow(partition_of(t.column(key).to_numpy(), parts)))
 

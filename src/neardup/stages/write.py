@@ -304,8 +304,10 @@ class WriteStage:
         parts_of = write_members(run, engine, later)
         check_interrupt()
         # clusters.parquet and removed.parquet written (locally) or awaited (Ray) by a thread
-        # while this one writes or awaits kept/: the same files
-        background = Background(later[0], "neardup-members", threads=engine.workers) if later else None
+        # while this one writes or awaits kept/: the same files; numba's threads set where the
+        # thread runs kernels (a Ray driver's awaits tasks, and imports no numba for it)
+        threads = engine.workers if engine.in_process else None
+        background = Background(later[0], "neardup-members", threads=threads) if later else None
         try:
             kept_files, kept, captured, nbytes = self._write_kept(run, engine, parts_of)
         finally:
