@@ -81,10 +81,11 @@ class RayFrame:
 
     def __init__(self, ds=None, progress=None, units: Optional[Callable] = None, *, fn: Optional[Callable] = None,
                  source=None, threads: int = 1, joined: Optional[List["RayFrame"]] = None, key: str = "",
-                 share: int = 0):
+                 share: Optional[int] = None):
         self.ds, self.progress, self.units = ds, progress, units
         self.fn, self.source, self.threads = fn, source, threads
-        self.share = share or threads  # the CPUs a call holds in the run's one worker process (ray_runner)
+        # the CPUs a call holds in the run's one worker process (ray_runner): 0, none (``beside``)
+        self.share = threads if share is None else share
         self.joined, self.key = joined, key
         self.refs: Optional[List] = None
 
@@ -472,12 +473,16 @@ class RayEngine:
         return self.nodes == 1 or nbytes <= ONE_CALL_BYTES
 
     def map(self, fn: Callable, items, *, progress=None, units: Optional[Callable] = None,
-            concurrent: int = 1) -> RayFrame:
+            concurrent: int = 1, beside: bool = False) -> RayFrame:
         """A map not run yet (over a dataset: Ray Data's map, as lazy). Collected, its calls run as
         plain Ray tasks, whose fixed cost is a task's, not a dataset's (its planning, its executor
         in the driver, its helper actors: on one node no dataset is made at all); taken by a
         shuffle into several partitions, as Ray Data's map, as before (its results streamed into
-        the sort and freed there, not held in the object store for the whole stage)."""
+        the sort and freed there, not held in the object store for the whole stage). ``beside``:
+        in the run's one worker process (:mod:`.ray_runner`) the calls hold none of its CPUs, so
+        that they run beside the other step's calls, not after them (the write stage's members,
+        sorted and stitched while kept/ is written: held, they waited for the kept/ call's
+        end, as on the local engine they do not)."""
         if isinstance(items, RayFrame) and items.ds is not None:
             return RayFrame(self._data_map(items.ds, fn, None, 1), progress, units)
         if isinstance(items, RayFrame):
@@ -491,6 +496,8 @@ class RayEngine:
         share = threads
         if self._runner is not None and concurrent > 1 and not isinstance(items, RayFrame):
             threads, share = ray_runner.concurrent_calls(self.cpus, concurrent)
+        if self._runner is not None and beside:
+            share = 0
         self._need = max(self._need, threads)
         return RayFrame(progress=progress, units=units, fn=fn, source=items, threads=threads, share=share)
 
