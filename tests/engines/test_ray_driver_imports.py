@@ -1,7 +1,9 @@
-"""A Ray run's driver runs no kernel, so it does not import numba (0.3-0.5 CPU-s of its start,
+"""What a Ray run's driver does not import. It runs no kernel, so it does not import numba (0.3-0.5 CPU-s of its start,
 0.19 s of it for the report's character classes): the library's modules import the kernels'
 modules (each of which imports numba) in the functions that call a kernel, and the ``neardup``
-program imports numpy alone for ``--engine ray`` (:func:`neardup.cli.on_ray`)."""
+program imports numpy alone for ``--engine ray`` (:func:`neardup.cli.on_ray`). And the program's
+driver makes Ray's serialization context with pydantic hidden (:class:`~neardup.engines.ray_cluster.pydantic_hidden`):
+no pydantic imported on the start's critical path."""
 
 from __future__ import annotations
 
@@ -58,20 +60,34 @@ def test_the_program_knows_a_ray_run_from_its_command_line():
 
 @pytest.mark.slow
 @pytest.mark.ray
-def test_a_ray_run_of_the_program_leaves_its_driver_without_numba(tmp_path):
+def test_a_ray_run_of_the_program_leaves_its_driver_without_numba_or_pydantic(tmp_path):
     pytest.importorskip("ray")
     src = tmp_path / "in.jsonl"
     with open(src, "w") as f:
         for i in range(200):
             f.write(json.dumps({"id": str(i), "text": f"document {i // 2} " + "some shared words " * 5}) + "\n")
     program = ("import atexit, sys\n"
-               "atexit.register(lambda: print('NUMBA', 'numba' in sys.modules))\n"
+               "atexit.register(lambda: print('NUMBA', 'numba' in sys.modules, 'PYDANTIC', 'pydantic' in sys.modules))\n"
                "from neardup.cli import main\n"
                "main()\n")
     r = subprocess.run([sys.executable, "-c", program, "dedup", str(src), "-o", str(tmp_path / "out"), "--quiet",
                         "--engine", "ray", "--workers", "2"], env=child_env(), capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr
-    assert "NUMBA False" in r.stdout.splitlines()
+    assert "NUMBA False PYDANTIC False" in r.stdout.splitlines()
     assert (tmp_path / "out" / "removed.parquet").exists()
 
+
+def test_pydantic_is_hidden_in_the_program_only_and_importable_again_after(monkeypatch):
+    from neardup.engines.ray_cluster import pydantic_hidden
+    for name in ("pydantic", "ray._common.pydantic_compat"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with pydantic_hidden(program=True):
+        with pytest.raises(ImportError):
+            import pydantic  # noqa: F401
+    assert "pydantic" not in sys.modules  # importable again
+    with pydantic_hidden(program=False):
+        assert "pydantic" not in sys.modules  # a library caller's process: left alone
+    monkeypatch.setitem(sys.modules, "pydantic", object())
+    with pydantic_hidden(program=True):  # imported already: left as it is
+        assert sys.modules["pydantic"] is not None

@@ -59,8 +59,8 @@ from ..progress import check_interrupt, last_work
 from . import ray_runner
 from .ray_cluster import (HeldWarnings, check_reachable, cluster_busy, end_processes, import_ray, import_ray_data,
                           instance_marked, instance_processes, join_with_token, lost_work, lost_work_message,
-                          other_neardup, restore_auth_mode, signals_kept, stall_seconds, stalled_message, start_local,
-                          start_watchdog, stop_local)
+                          other_neardup, pydantic_hidden, restore_auth_mode, signals_kept, stall_seconds,
+                          stalled_message, start_local, start_watchdog, stop_local)
 
 MAX_RETRIES = 4                 # Ray retries of every task whose worker died
 TARGET_PART_BYTES = 128 << 20   # bytes of shuffled rows per partition (one call)
@@ -288,7 +288,8 @@ class RayEngine:
 
     def __enter__(self) -> "RayEngine":
         try:
-            self._start()
+            with pydantic_hidden(last_work()):  # the driver's serialization context made without it
+                self._start()
         except BaseException as exc:
             self.__exit__(type(exc), exc, exc.__traceback__)
             raise
