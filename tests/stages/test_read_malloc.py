@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from neardup.kernels import minhash
 from neardup.stages import read
 
 
@@ -50,12 +51,12 @@ def test_blocks_share_the_kernels_buffers(tmp_path, monkeypatch):
     from neardup.stages.workdir import WorkDir, plan_blocks
     made = []
 
-    class Counted(read.Scratch):
+    class Counted(minhash.Scratch):
         def __init__(self):
             super().__init__()
             made.append(self)
 
-    monkeypatch.setattr(read, "Scratch", Counted)
+    monkeypatch.setattr(minhash, "Scratch", Counted)  # the read stage takes it from there
     monkeypatch.setattr(read, "_scratches", [])
     for i in range(3):  # the second block's documents longer: its buffers grow, still shared
         (tmp_path / f"f{i}.jsonl").write_text("".join(f'{{"text": "doc {j} of {i} {"word " * (j + 9 * i)}"}}\n'
@@ -91,7 +92,7 @@ def test_kept_buffers_bounded(monkeypatch):
 def test_kept_buffers_go_once_the_process_reads_no_block(monkeypatch):
     """A process that takes no scratch for KEPT_IDLE_S lets its kept ones go (a Ray worker of
     several, which the driver's one release call does not reach); taking one calls that off."""
-    monkeypatch.setattr(read, "Scratch", object)
+    monkeypatch.setattr(minhash, "Scratch", object)
     monkeypatch.setattr(read, "KEPT_IDLE_S", 0.05)
     read.release_scratches()
     first, second = read.take_scratch(), read.take_scratch()
