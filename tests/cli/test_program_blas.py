@@ -15,9 +15,9 @@ from helpers import child_env
 from neardup.cli import BLAS_THREAD_VARIABLES
 
 PROBE = textwrap.dedent("""
-    import ctypes, json, os
+    import ctypes, json, os, sys
     from neardup.cli import _import_numba
-    _import_numba()
+    _import_numba(numpy_only=bool(os.environ.get("PROBE_NUMPY_ONLY")))
     libs = [line.split()[-1] for line in open("/proc/self/maps") if "openblas" in line.rsplit("/", 1)[-1].lower()]
     threads = None
     if libs:
@@ -26,7 +26,7 @@ PROBE = textwrap.dedent("""
             if hasattr(blas, name):
                 threads = getattr(blas, name)()
                 break
-    print(json.dumps({"threads": threads, "env": {v: os.environ.get(v) for v in %r}}))
+    print(json.dumps({"threads": threads, "env": {v: os.environ.get(v) for v in %r}, "numba": "numba" in sys.modules}))
 """ % (BLAS_THREAD_VARIABLES,))
 
 
@@ -55,3 +55,14 @@ def test_a_count_the_user_set_is_kept():
         pytest.skip("numpy is not linked against OpenBLAS here")
     assert got["threads"] == 2
     assert got["env"]["OPENBLAS_NUM_THREADS"] == "2"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_a_ray_driver_loads_numpy_alone_its_openblas_with_one_thread():
+    """``--engine ray`` (:func:`neardup.cli.on_ray`): numpy without numba, as numba would load it."""
+    got = _probe(PROBE_NUMPY_ONLY="1")
+    assert got["numba"] is False
+    if got["threads"] is None:
+        pytest.skip("numpy is not linked against OpenBLAS here")
+    assert got["threads"] == 1
+    assert got["env"] == {v: None for v in BLAS_THREAD_VARIABLES}

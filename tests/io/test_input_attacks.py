@@ -273,7 +273,7 @@ def test_deep_json_limit_is_the_same_on_every_path(tmp_path, monkeypatch, scanne
         if ok:
             assert len(texts) == 5 and rej == []
         else:
-            assert rows == [0, 2, 3, 4] and rej == [(1, jsonl_format._TOO_DEEP)]
+            assert rows == [0, 2, 3, 4] and rej == [(1, jsonl_format._too_deep())]
     # brackets inside strings are text, not nesting
     path = tmp_path / "s.jsonl"
     path.write_text(json.dumps({"text": "[" * 5000 + "{" * 5000, "x": '\\"' + "[" * 600}) + "\n")

@@ -12,22 +12,22 @@ from neardup.io.storage.tables import ROW_GROUP, ParquetRows
 
 
 def test_char_class_table_cache_matches_a_fresh_build(tmp_path, monkeypatch):
-    from neardup.kernels import shingles
+    from neardup.kernels import charclasses
     monkeypatch.setenv("NEARDUP_CACHE", str(tmp_path))
-    shingles.char_classes.cache_clear()
+    charclasses.char_classes.cache_clear()
     try:
-        built = shingles.char_classes()          # builds and writes the cache file
+        built = charclasses.char_classes()          # builds and writes the cache file
         assert len(list(tmp_path.glob("char_classes-*.npy"))) == 1
-        shingles.char_classes.cache_clear()
-        loaded = shingles.char_classes()         # loads it
+        charclasses.char_classes.cache_clear()
+        loaded = charclasses.char_classes()         # loads it
         assert np.array_equal(built, loaded)
-        assert np.array_equal(loaded, shingles._build_char_classes())
+        assert np.array_equal(loaded, charclasses._build_char_classes())
         # a corrupt cache file is rebuilt, not trusted
         next(tmp_path.glob("char_classes-*.npy")).write_bytes(b"garbage")
-        shingles.char_classes.cache_clear()
-        assert np.array_equal(shingles.char_classes(), built)
+        charclasses.char_classes.cache_clear()
+        assert np.array_equal(charclasses.char_classes(), built)
     finally:
-        shingles.char_classes.cache_clear()
+        charclasses.char_classes.cache_clear()
 
 
 def test_parquet_rows_same_bytes_whatever_the_batching(tmp_path):

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from neardup.kernels import minhash
 from neardup.stages import read
 
 
@@ -52,12 +53,12 @@ def test_blocks_share_the_kernels_buffers(tmp_path, monkeypatch):
     from neardup.stages.workdir import WorkDir, plan_blocks
     made = []
 
-    class Counted(read.Scratch):
+    class Counted(minhash.Scratch):
         def __init__(self):
             super().__init__()
             made.append(self)
 
-    monkeypatch.setattr(read, "Scratch", Counted)
+    monkeypatch.setattr(minhash, "Scratch", Counted)  # the read stage takes it from there
     monkeypatch.setattr(read, "_scratches", [])
     for i in range(3):  # the second block's documents longer: its buffers grow, still shared
         (tmp_path / f"f{i}.jsonl").write_text("".join(f'{{"text": "doc {j} of {i} {"word " * (j + 9 * i)}"}}\n'
@@ -107,7 +108,7 @@ def test_kept_buffers_go_once_the_process_reads_no_block(monkeypatch):
     watcher thread a process, however many blocks it reads. Mutations: a watcher started a block
     (``_watcher is None or ...`` -> ``True``) -> more than one; the deadline kept when a block
     takes one (``_kept_until = None`` left out of take_scratch) -> the taken block's kept one goes."""
-    monkeypatch.setattr(read, "Scratch", object)
+    monkeypatch.setattr(minhash, "Scratch", object)
     monkeypatch.setattr(read, "KEPT_IDLE_S", 0.05)
     read.release_scratches()
     for _ in range(3):
@@ -128,7 +129,7 @@ def test_no_idle_release_where_the_read_stage_runs(monkeypatch):
     """Where the read stage runs (the local engine's process) its end releases the scratches
     (``released_at_the_end``): the blocks read meanwhile arm no idle release. Mutation: the
     ``if _stages_here: return`` of give_back_scratch left out -> a deadline set."""
-    monkeypatch.setattr(read, "Scratch", object)
+    monkeypatch.setattr(minhash, "Scratch", object)
     read.release_scratches()
     with read.released_at_the_end():
         scratch = read.take_scratch()

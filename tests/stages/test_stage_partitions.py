@@ -286,6 +286,7 @@ def test_exact_verification_of_a_local_work_dir_reads_the_codes_in_place(two_blo
     the two blocks get the Jaccard of their fingerprints, in chunks of VERIFY_CHUNK pairs; with a
     budget of one block's file, a step at a time maps no more than two blocks (the group's and a
     later one), each step's maps closed before the next's are made."""
+    from neardup.kernels import verify as verify_kernels
     from neardup.kernels.verify import exact_jaccard_coded, exact_jaccard_raw
     from neardup.stages import corpus as corpus_module
     from neardup.stages import pairs as stage
@@ -327,7 +328,7 @@ def test_exact_verification_of_a_local_work_dir_reads_the_codes_in_place(two_blo
 
     held = []
     monkeypatch.setattr(corpus_module.DocStore, "code_map", counted)
-    monkeypatch.setattr(stage, "exact_jaccard_coded", kernel)
+    monkeypatch.setattr(verify_kernels, "exact_jaccard_coded", kernel)  # the pair stage takes it from there
     monkeypatch.setattr(stage, "VERIFY_BYTES", 1)  # groups of one block: one step (0, 1), each block's own pairs in it
     _, sim = stage.make_verifier(run.store, run.config)(left, right)
     assert np.array_equal(sim, expected) and most[0] == 2
@@ -343,7 +344,7 @@ def test_exact_verification_of_a_local_work_dir_reads_the_codes_in_place(two_blo
     # codes take less than a block's file, so a block a group, as with the budget of one byte
     monkeypatch.undo()
     monkeypatch.setattr(corpus_module.DocStore, "code_map", counted)
-    monkeypatch.setattr(stage, "exact_jaccard_coded", kernel)
+    monkeypatch.setattr(verify_kernels, "exact_jaccard_coded", kernel)  # the pair stage takes it from there
     held.clear()
     a, b = docs[docs < first_of_b][:2], docs[docs >= first_of_b][:2]
     few_left, few_right = np.array([a[0], a[0], b[0]]), np.array([a[1], b[0], b[1]])

@@ -59,7 +59,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if program:
         import gc
         gc.disable()  # until _program_start: the imports make objects that live as long as the process
-        _import_numba()
+        _import_numba(numpy_only=on_ray(sys.argv[1:]))
     code = _main(argv, program)
     if program:
         _exit_now(code)
@@ -78,14 +78,22 @@ NUMBA_CONFIG_FILE = ".numba_config.yaml"
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 
 
-def _import_numba() -> None:
-    """The ``neardup`` program's import of numba (every command imports it, through the library)
-    with scipy hidden, and yaml unless the working folder has a numba config file (numba then
-    reads it, as it would): an ImportError to numba, which goes without them; importable again
-    afterwards; and numpy's OpenBLAS loaded with one thread (:data:`BLAS_THREAD_VARIABLES`:
-    ``OPENBLAS_NUM_THREADS=1`` while numba imports numpy, then removed: the process's environment,
-    which its children inherit, is as it was) unless the environment sets a count. Nothing is
-    done where numba is imported already."""
+def on_ray(argv: List[str]) -> bool:
+    """Whether the command line ``argv`` runs its command on Ray (``--engine ray``; the parser
+    takes no abbreviation): this process is then the driver, which runs no kernel and does not
+    import numba (the library imports it where a kernel is called: 0.3-0.5 CPU-s of the driver)."""
+    return "--engine=ray" in argv or any(a == "--engine" and b == "ray" for a, b in zip(argv, argv[1:]))
+
+
+def _import_numba(numpy_only: bool = False) -> None:
+    """The ``neardup`` program's import of numba (every command that runs kernels imports it,
+    through the library) with scipy hidden, and yaml unless the working folder has a numba config
+    file (numba then reads it, as it would): an ImportError to numba, which goes without them;
+    importable again afterwards; and numpy's OpenBLAS loaded with one thread
+    (:data:`BLAS_THREAD_VARIABLES`: ``OPENBLAS_NUM_THREADS=1`` while numba imports numpy, then
+    removed: the process's environment, which its children inherit, is as it was) unless the
+    environment sets a count. ``numpy_only`` (a Ray driver, :func:`on_ray`): numpy alone, its
+    OpenBLAS as with numba. Nothing is done where numba is imported already."""
     import os
     if "numba" in sys.modules:
         return
@@ -97,7 +105,10 @@ def _import_numba() -> None:
     if one_blas_thread:
         os.environ[BLAS_THREAD_VARIABLES[0]] = "1"
     try:
-        import numba  # noqa: F401
+        if numpy_only:
+            import numpy  # noqa: F401
+        else:
+            import numba  # noqa: F401
     except ImportError:  # the library's import says what is wrong, as without this
         pass
     finally:

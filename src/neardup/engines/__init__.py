@@ -31,6 +31,7 @@ class Engine(Protocol):
     manager: whatever it acquires, it acquires in ``__enter__`` and gives back in ``__exit__``)."""
 
     cpus: int  # the CPUs it schedules on
+    in_process: bool  # whether its calls run in this process (numba's threads of a thread that calls it matter)
 
     def __enter__(self) -> "Engine": ...
 
@@ -45,11 +46,13 @@ class Engine(Protocol):
         shuffle only pays where there are other nodes, and for a small step not even there."""
 
     def map(self, fn: Callable, items, *, progress=None, units: Optional[Callable] = None,
-            concurrent: int = 1) -> Frame:
+            concurrent: int = 1, beside: bool = False) -> Frame:
         """``fn(item)`` for every item (a list, or the partitions of a frame), in order. A
         NeardupError of a call is raised by ``collect`` (the first in item order).
         ``concurrent``: how many calls an engine that runs them one after another may run at
-        once (threads; a cluster runs them as it can anyway)."""
+        once (threads; a cluster runs them as it can anyway). ``beside``: the calls are a step
+        run beside another one's (from another thread of the stage): they wait for none of the
+        CPUs that step's calls hold, as a thread beside it does in this process."""
 
     def shuffle(self, frames, key: str, parts: int) -> Frame:
         """The rows of the tables of ``frames`` (a frame or a list of them) regrouped on the hash

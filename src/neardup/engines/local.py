@@ -68,6 +68,7 @@ def arrow_threads(workers: Optional[int]):
 class LocalEngine:
     """An :class:`~.Engine` in this process: every call one after another, each using every core
     (``workers`` of them) through the kernels' threads and Arrow's."""
+    in_process = True
 
     def __init__(self, workers: Optional[int] = None, partitions: int = 1):
         self.workers = workers
@@ -93,11 +94,12 @@ class LocalEngine:
         return False  # one partition is the whole path in this process already
 
     def map(self, fn: Callable, items: Sequence, *, progress=None, units: Optional[Callable] = None,
-            concurrent: int = 1) -> LocalFrame:
+            concurrent: int = 1, beside: bool = False) -> LocalFrame:
         """``fn(item)`` for every item (a list, or the partitions of a frame), in order; with
         ``progress``, ``fn(item, report=progress.update)`` reports as it goes. ``concurrent``:
         calls run by that many threads at once (the ranges of a split file: the parsing of each
-        is one thread), the results and the first error in item order, as one after another."""
+        is one thread), the results and the first error in item order, as one after another.
+        ``beside``: nothing to do here (the calling thread runs them, beside the other step's)."""
         items = list(items)
         if concurrent > 1 and len(items) > 1 and not self.workers == 1:
             return self._map_threads(fn, items, progress, concurrent)

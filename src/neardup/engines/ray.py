@@ -55,13 +55,12 @@ import pyarrow as pa
 from ..kernels.arrays import arrow
 from ..config import default_workers
 from ..errors import ConfigError, NeardupError, StorageError
-from ..kernels.hashing import kernel_threads, partition_of
 from ..progress import check_interrupt, last_work
 from . import ray_runner
 from .ray_cluster import (HeldWarnings, check_reachable, cluster_busy, end_processes, import_ray, import_ray_data,
                           instance_marked, instance_processes, join_with_token, lost_work, lost_work_message,
-                          other_neardup, restore_auth_mode, signals_kept, stall_seconds, stalled_message, start_local,
-                          start_watchdog, stop_local)
+                          other_neardup, pydantic_hidden, restore_auth_mode, signals_kept, stall_seconds,
+                          stalled_message, start_local, start_watchdog, stop_local)
 
 MAX_RETRIES = 4                 # Ray retries of every task whose worker died
 TARGET_PART_BYTES = 128 << 20   # bytes of shuffled rows per partition (one call)
@@ -82,10 +81,11 @@ class RayFrame:
 
     def __init__(self, ds=None, progress=None, units: Optional[Callable] = None, *, fn: Optional[Callable] = None,
                  source=None, threads: int = 1, joined: Optional[List["RayFrame"]] = None, key: str = "",
-                 share: int = 0):
+                 share: Optional[int] = None):
         self.ds, self.progress, self.units = ds, progress, units
         self.fn, self.source, self.threads = fn, source, threads
-        self.share = share or threads  # the CPUs a call holds in the run's one worker process (ray_runner)
+        # the CPUs a call holds in the run's one worker process (ray_runner): 0, none (``beside``)
+        self.share = threads if share is None else share
         self.joined, self.key = joined, key
         self.refs: Optional[List] = None
 
@@ -127,6 +127,7 @@ def _call(table: pa.Table, *, fn, items, threads: int) -> pa.Table:
 
 def _apply(fn, arg, threads: int):
     """``fn(arg)`` with ``threads`` kernel threads; a NeardupError is its result (a _Failure)."""
+    from ..kernels.hashing import kernel_threads
     try:
         with kernel_threads(threads):
             return fn(arg)
@@ -273,6 +274,7 @@ class RayEngine:
     before ``__enter__``; ``__exit__`` gives back whatever ``__enter__`` took, whether it ended
     or failed half-way. ``store_env``: the settings of the object stores the run touches
     (credentials, endpoints), handed to the workers as the driver has them."""
+    in_process = False  # the driver runs no kernel: it does not import numba
 
     def __init__(self, workers: Optional[int] = None, address: Optional[str] = None, quiet: bool = False,
                  store_env: Optional[Dict[str, str]] = None):
@@ -306,7 +308,8 @@ class RayEngine:
 
     def __enter__(self) -> "RayEngine":
         try:
-            self._start()
+            with pydantic_hidden(last_work()):  # the driver's serialization context made without it
+                self._start()
         except BaseException as exc:
             self.__exit__(type(exc), exc, exc.__traceback__)
             raise
@@ -495,12 +498,16 @@ class RayEngine:
         return self.nodes == 1 or nbytes <= ONE_CALL_BYTES
 
     def map(self, fn: Callable, items, *, progress=None, units: Optional[Callable] = None,
-            concurrent: int = 1) -> RayFrame:
+            concurrent: int = 1, beside: bool = False) -> RayFrame:
         """A map not run yet (over a dataset: Ray Data's map, as lazy). Collected, its calls run as
         plain Ray tasks, whose fixed cost is a task's, not a dataset's (its planning, its executor
         in the driver, its helper actors: on one node no dataset is made at all); taken by a
         shuffle into several partitions, as Ray Data's map, as before (its results streamed into
-        the sort and freed there, not held in the object store for the whole stage)."""
+        the sort and freed there, not held in the object store for the whole stage). ``beside``:
+        in the run's one worker process (:mod:`.ray_runner`) the calls hold none of its CPUs, so
+        that they run beside the other step's calls, not after them (the write stage's members,
+        sorted and stitched while kept/ is written: held, they waited for the kept/ call's
+        end, as on the local engine they do not)."""
         if isinstance(items, RayFrame) and items.ds is not None:
             return RayFrame(self._data_map(items.ds, fn, None, 1), progress, units)
         if isinstance(items, RayFrame):
@@ -514,6 +521,8 @@ class RayEngine:
         share = threads
         if self._runner is not None and concurrent > 1 and not isinstance(items, RayFrame):
             threads, share = ray_runner.concurrent_calls(self.cpus, concurrent)
+        if self._runner is not None and beside:
+            share = 0
         self._need = max(self._need, threads)
         return RayFrame(progress=progress, units=units, fn=fn, source=items, threads=threads, share=share)
 
@@ -578,6 +587,7 @@ class RayEngine:
         ds = datasets[0].union(*datasets[1:]) if len(datasets) > 1 else datasets[0]
 
         def keyed(t: pa.Table) -> pa.Table:
+            from ..kernels.hashing import partition_of
             t = t.drop_columns(["part"]) if "part" in t.column_names else t
             return t.append_column("part", arrow(partition_of(t.column(key).to_numpy(), parts)))
 

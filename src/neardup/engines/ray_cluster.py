@@ -562,6 +562,33 @@ class instance_marked:
         return False
 
 
+class pydantic_hidden:
+    """pydantic not importable for the block, in the ``neardup`` program (``program``: the
+    process's last work, :func:`neardup.progress.last_work`) where nothing has imported it: the
+    serialization context Ray makes for the driver (at its first task or actor) then registers
+    no serializers for pydantic's models, which neardup never sends, as a Ray installed without
+    pydantic does (``ray._common.pydantic_compat`` keeps that for the process, which exits after
+    the run), instead of importing pydantic, pydantic.v1 and their dependencies on the start's
+    critical path (0.065 CPU-s, 0.36-0.9 s of wall at load 12-18); importable again after. A
+    library caller's process is left alone: its other uses of Ray may want pydantic."""
+
+    def __init__(self, program: bool):
+        import sys
+        self.hide = program and "pydantic" not in sys.modules and "ray._common.pydantic_compat" not in sys.modules
+
+    def __enter__(self):
+        import sys
+        if self.hide:
+            sys.modules["pydantic"] = None  # type: ignore[assignment]  # import pydantic -> ImportError
+        return self
+
+    def __exit__(self, *exc):
+        import sys
+        if self.hide and "pydantic" in sys.modules and sys.modules["pydantic"] is None:
+            del sys.modules["pydantic"]
+        return False
+
+
 class stderr_silenced:
     """Sends file descriptor 2 to /dev/null for the block (output of C++ code included)."""
 

@@ -11,7 +11,6 @@ import pyarrow as pa
 
 from ..errors import InputError
 from ..kernels.arrays import arrow
-from ..kernels.lines import blank_lines
 from .batch import one_line
 
 
@@ -29,6 +28,7 @@ def block_rows(data, starts, ends, keep, k: int, line0: int, capture, name: str)
     """For a block of lines (``starts``/``ends`` in ``data``, the first one file line ``line0``):
     ``(hi, idx)``, where ``keep[k:hi]`` are the kept rows inside it and ``idx`` their line
     indices in the block. Fills the wanted lines of ``capture``; a kept blank line is an error."""
+    from ..kernels.lines import blank_lines
     n = len(starts)
     if capture:
         for r in capture:

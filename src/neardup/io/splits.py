@@ -27,7 +27,6 @@ from __future__ import annotations
 import os
 from typing import List, Optional, Tuple
 
-from ..kernels.lines import count_newlines
 from .sources import Source
 from .storage import fs as _fs
 
@@ -100,6 +99,7 @@ def line_span(path: str, start: int, end: int) -> Tuple[int, int]:
 
 
 def _newlines_in(f, first: int, stop: int) -> int:
+    from ..kernels.lines import count_newlines
     f.seek(first)
     left = stop - first
     newlines = 0

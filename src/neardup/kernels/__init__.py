@@ -4,6 +4,7 @@ a plain twin that the tests hold it to. A new kernel goes here, in the module of
     compile      the ``kernel`` decorator: numba with neardup's disk cache, numba's threads
     arrays       Arrow <-> numpy without copies
     hashing      the 64-bit mixers, partitions of integer keys, the string hash
+    charclasses  the class of every code point (word, space, mark, ...): numpy alone, no numba
     shingles     tokenising and shingle hashes over the UTF-8 bytes of an Arrow string array
     shingles_python  its plain-Python twin: what a word and a shingle are
     minhash      MinHash signatures (and shingle fingerprints) of documents: ``MinHasher``

@@ -5,7 +5,7 @@ Pipeline for one document
 1. Unicode NFKC and lower-casing (switchable) run in Arrow compute (``utf8_normalize``,
    ``utf8_lower``) over the whole batch.
 2. A compiled tokenizer walks the UTF-8 bytes once and classifies every code point by its
-   Unicode general category (table built once from :mod:`unicodedata`):
+   Unicode general category (:mod:`.charclasses`, built once from :mod:`unicodedata`):
 
    ============  ========================================================================
    class         what happens
@@ -58,8 +58,6 @@ hashed a token.
 from __future__ import annotations
 
 import sys
-import unicodedata
-from functools import lru_cache
 from typing import Optional, Tuple
 
 import numpy as np
@@ -68,6 +66,7 @@ import pyarrow.compute as pc
 
 from .compile import kernel
 from .arrays import arrow, read_only
+from .charclasses import CONNECT, IGNORED, MARK, NOTEXT, PUNCT, SINGLE, SPACE, SYMBOL, WORD, char_classes
 from ..config import PUNCTUATION_MODES, Shingling
 from .hashing import GOLDEN, MASK64, fmix64, fmix64_py
 
@@ -75,8 +74,6 @@ __all__ = [
     "to_arrow_strings", "normalize", "char_classes",
     "SPACE", "WORD", "MARK", "SINGLE", "SYMBOL", "PUNCT", "IGNORED", "NOTEXT", "CONNECT", "kernel_options",
 ]
-
-SPACE, WORD, MARK, SINGLE, SYMBOL, PUNCT, IGNORED, NOTEXT, CONNECT = range(9)
 
 
 def kernel_options(shingling: Shingling) -> tuple:
@@ -90,86 +87,12 @@ def kernel_options(shingling: Shingling) -> tuple:
 DEFAULT_OPTIONS = kernel_options(Shingling())
 
 
-# Scripts written without spaces between words: each code point is a word.
-_SINGLE_RANGES = (
-    (0x0E00, 0x0EFF),    # Thai, Lao
-    (0x0F00, 0x0FFF),    # Tibetan
-    (0x1000, 0x109F),    # Myanmar
-    (0x1780, 0x17FF),    # Khmer
-    (0x19E0, 0x19FF),    # Khmer symbols
-    (0x2E80, 0x2FDF),    # CJK radicals, Kangxi radicals
-    (0x3005, 0x3007),    # ideographic iteration mark, closing mark, number zero
-    (0x3040, 0x30FF),    # Hiragana, Katakana
-    (0x3100, 0x312F),    # Bopomofo
-    (0x31F0, 0x31FF),    # Katakana phonetic extensions
-    (0x3400, 0x4DBF),    # CJK extension A
-    (0x4E00, 0x9FFF),    # CJK unified ideographs
-    (0xA000, 0xA4CF),    # Yi
-    (0xF900, 0xFAFF),    # CJK compatibility ideographs
-    (0xFF66, 0xFF9F),    # half-width Katakana
-    (0x20000, 0x323AF),  # CJK extensions B to H
-)
-
 # 64-bit constants (kept as numpy scalars so numba never mixes signed and unsigned).
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 _COMBINE = np.uint64(GOLDEN)
 _S33 = np.uint64(33)
 _SPACE_UNIT = np.uint64(0x2545F4914F6CDD1D)
-
-
-_TABLE_VERSION = 3
-
-
-@lru_cache(maxsize=1)
-def char_classes() -> np.ndarray:
-    """The class of every code point (uint8, 0x110000 entries), from Unicode general categories.
-
-    Built once from :mod:`unicodedata` (the Unicode version of the running Python) and kept in
-    ``~/.cache/neardup`` (or ``$NEARDUP_CACHE``) so that later runs load it in a millisecond.
-    """
-    import os
-    cache_dir = os.environ.get("NEARDUP_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "neardup")
-    path = os.path.join(cache_dir, f"char_classes-u{unicodedata.unidata_version}-v{_TABLE_VERSION}.npy")
-    try:
-        table = np.load(path)
-        if table.shape == (0x110000,) and table.dtype == np.uint8:
-            return table
-    except (OSError, ValueError):
-        pass
-    table = _build_char_classes()
-    try:
-        os.makedirs(cache_dir, exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp.npy"
-        np.save(tmp, table)
-        os.replace(tmp, path)
-    except OSError:  # a read-only home: build it each time
-        pass
-    return table
-
-
-def _build_char_classes() -> np.ndarray:
-    table = np.full(0x110000, WORD, dtype=np.uint8)
-    cat_class = {"Z": SPACE, "L": WORD, "N": WORD, "M": MARK, "S": SYMBOL, "P": PUNCT}
-    for cp in range(0x110000):
-        cat = unicodedata.category(chr(cp))
-        head = cat[0]
-        if cat == "Pc":  # connector punctuation (_): a word character, as in \w
-            table[cp] = CONNECT
-        elif head in cat_class:
-            table[cp] = cat_class[head]
-        elif cat == "Cc":
-            table[cp] = SPACE
-        elif cat == "Cf":
-            table[cp] = IGNORED
-        else:  # Co, Cs, Cn: private use, surrogates, unassigned
-            table[cp] = NOTEXT
-    for lo, hi in _SINGLE_RANGES:
-        seg = table[lo:hi + 1]
-        seg[(seg == WORD)] = SINGLE
-    table[0x200B] = SPACE  # zero-width space separates words in Thai and Khmer text
-    table[0xFFFD] = NOTEXT  # the replacement character (So) stands for bytes that failed to decode
-    return table
 
 
 def to_arrow_strings(texts) -> pa.Array:

@@ -50,7 +50,7 @@ def _diff_units(text: str, punctuation: str, limit: Optional[int]) -> List[Tuple
     import unicodedata
     from itertools import islice
 
-    from ..kernels.shingles import char_classes
+    from ..kernels.charclasses import char_classes  # numpy alone: no numba imported for a report
     punctuation = Shingling(punctuation=punctuation).punctuation  # checked
     if punctuation not in _DIFF_TOKEN:
         _DIFF_TOKEN[punctuation] = re.compile(r"O[MK]*|[WM][WMK]*" if punctuation == "keep" else r"O[MK]*|W[WMK]*")

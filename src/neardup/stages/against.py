@@ -33,7 +33,6 @@ import numpy as np
 import pyarrow as pa
 
 from ..kernels.arrays import arrow, empty_table, to_numpy
-from ..kernels.bands import band_keys
 from ..io.storage.folder import Folder
 from ..io.storage.paths import redact
 from .corpus import DocStore, column, document_ids, fixed_binary_numpy, numpy_fixed_binary
@@ -121,6 +120,7 @@ class BlockMatcher:
         self.keys: Dict[Tuple[int, int], List[np.ndarray]] = {b: [] for b in self.bandings if b != own}
 
     def signatures(self, sig: np.ndarray) -> None:
+        from ..kernels.bands import band_keys
         for (bands, rows), parts in self.keys.items():
             parts.append(band_keys(sig, bands, rows, self.config.seed))
 

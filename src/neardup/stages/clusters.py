@@ -22,7 +22,6 @@ import pyarrow as pa
 
 from ..kernels.arrays import arrow, empty_table, to_numpy, unique
 from .. import io as nio
-from ..kernels.components import keep_order, large_star, select_representatives, small_star, star_labels
 from ..progress import bar, check_interrupt
 from .against import matched_members
 from .background import Background
@@ -49,6 +48,7 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
     ``positions``: their positions in ``docs`` when the caller has them (:func:`members_of`).
     Returns the members (MEMBERS_SCHEMA, document order) and the counts with the partition's
     largest clusters, ``top``: [{"head", "size", "members": [[doc, id, source, row], ...]}]."""
+    from ..kernels.components import keep_order, select_representatives
     m = len(docs)
     li, ri = positions if positions is not None else (np.searchsorted(docs, left), np.searchsorted(docs, right))
     by = columns()[0] if config.keep != "first" else {}  # the lengths or scores the keep order reads
@@ -298,6 +298,7 @@ def large_star_partition(table: pa.Table, *, work, round: int) -> pa.Table:
     """One partition's large-star step: its new edges; how many of its nodes are not yet in a
     star is written beside (``clusters/star-RRR-PPPPP.json``), for the driver to see whether the
     components converged."""
+    from ..kernels.components import large_star
     hi, lo, nonstar = large_star(column(table, "node"), column(table, "nbr"))
     if table.num_rows:
         part = int(column(table, "part")[0])
@@ -306,11 +307,13 @@ def large_star_partition(table: pa.Table, *, work, round: int) -> pa.Table:
 
 
 def small_star_partition(table: pa.Table) -> pa.Table:
+    from ..kernels.components import small_star
     return _edges(*small_star(column(table, "node"), column(table, "nbr")))
 
 
 def label_rows(edges: pa.Table) -> pa.Table:
     """Converged stars -> a label row (kind 0) for each document of a component."""
+    from ..kernels.components import star_labels
     doc, label = star_labels(column(edges, "hi"), column(edges, "lo"))
     n = len(doc)
     return pa.table({"kind": arrow(np.zeros(n, np.int8)), "doc": arrow(doc), "label": arrow(label),

@@ -16,9 +16,7 @@ from .. import io as nio
 from ..io.columns import id_path, positional_ids
 from ..io.splits import range_lines
 from ..io.storage.folder import Folder
-from ..kernels import eliasfano
 from ..kernels.arrays import arrow, to_numpy, unique
-from ..kernels.ranges import copy_ranges
 from .workdir import WorkDir, block_name
 
 CODE_THREADS = 2  # threads copying the fingerprint codes of local blocks (DocStore.codes)
@@ -291,6 +289,7 @@ class DocStore:
     def _codes(self, block: int) -> Tuple[np.ndarray, np.ndarray]:
         """(fingerprints of each document, byte offsets of their codes in the block's .fp file)."""
         if block not in self._code_offsets:
+            from ..kernels import eliasfano
             if self._counts is not None:
                 counts = self._counts[self.block_start[block]:self.block_start[block + 1]]
             else:
@@ -308,6 +307,7 @@ class DocStore:
         ``room``: ``[buffer or None]``, kept by a caller that reads chunk after chunk: ``data`` is a
         view of the buffer when it is large enough (its pages are not faulted in and zeroed again),
         else the buffer is let go before a larger one is made and put there (one held at a time)."""
+        from ..kernels.ranges import copy_ranges
         docs = np.asarray(docs, dtype=np.int64)
         starts = np.empty(len(docs), np.int64)
         counts = np.empty(len(docs), np.int64)
@@ -380,6 +380,7 @@ class DocStore:
         """Shingle fingerprints (uint32, the high halves of the shingle hashes, repeats kept, in
         the order of their codes: see :mod:`neardup.kernels.eliasfano`) of ascending docs, as CSR by
         position in docs."""
+        from ..kernels import eliasfano
         offs, vals = [np.zeros(1, np.int64)], []
         base = 0
         for b, _sel, local in self._by_block(docs):

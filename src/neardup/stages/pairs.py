@@ -23,11 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..kernels.arrays import arrow, empty_table, to_numpy
-from ..kernels.bands import bucket_runs, bucket_runs_of_rows, find_pairs, pair_codes, split_codes
-from ..kernels.components import connected_components, keep_order
-from ..kernels.eliasfano import code_bytes
 from ..progress import bar, check_interrupt
-from ..kernels.verify import estimated_jaccard, exact_jaccard_coded
 from .clusters import load_ahead
 from .corpus import DocStore, column, fixed_binary_numpy
 from .records import PairsInfo
@@ -52,6 +48,7 @@ def make_verifier(store: DocStore, config) -> Callable[[np.ndarray, np.ndarray],
     0.3-0.5 CPU-s less than copying them, the copy's buffer of ~256 MB made and its pages zeroed);
     else copied in chunks of whole groups of connected pairs (:func:`locality_chunks`), so that a
     document's codes are read once."""
+    from ..kernels.verify import estimated_jaccard
     threshold = config.threshold
 
     def verify(left, right):
@@ -79,6 +76,8 @@ def verify_in_place(store: DocStore, left: np.ndarray, right: np.ndarray, out: n
     others' maps closed: at a time, no more bytes of them than the codes wanted, which a copy
     would hold, and VERIFY_BYTES at most; two blocks at the least); False, ``out`` untouched,
     when the steps would map the files too many times over."""
+    from ..kernels.eliasfano import code_bytes
+    from ..kernels.verify import exact_jaccard_coded
     m = len(left)
     docs, inverse = np.unique(np.concatenate([left, right]), return_inverse=True)
     block, starts, counts, sizes = store.code_places(docs)
@@ -104,6 +103,7 @@ def verify_in_place(store: DocStore, left: np.ndarray, right: np.ndarray, out: n
 def verify_copied(store: DocStore, left: np.ndarray, right: np.ndarray, out: np.ndarray) -> None:
     """The exact similarity of each pair into ``out``, the codes copied out of the store a chunk
     at a time (:func:`locality_chunks`)."""
+    from ..kernels.verify import exact_jaccard_coded
     room = [None]  # the largest chunk's code buffer so far, reused by the next chunk
     for sel in locality_chunks(store, left, right):
         check_interrupt()
@@ -187,6 +187,8 @@ def locality_chunks(store: DocStore, left: np.ndarray, right: np.ndarray, budget
     pieces of VERIFY_CHUNK pairs.
     Reading a chunk costs a pass over the blocks' codes (nearby documents are read together): a
     chunk of pairs in code order would make every chunk a pass over the whole corpus."""
+    from ..kernels.components import connected_components
+    from ..kernels.eliasfano import code_bytes
     m = len(left)
     if m == 0:
         return []
@@ -219,6 +221,7 @@ def locality_chunks(store: DocStore, left: np.ndarray, right: np.ndarray, budget
 def keep_rank(docs: np.ndarray, store: DocStore, config) -> np.ndarray:
     """The keep order (0 = kept first) of ascending ``docs``; among the corpus' documents it orders
     them as the rank of the whole corpus does, so partitions agree with one global sort."""
+    from ..kernels.components import keep_order
     columns = (["length"] if config.keep == "longest" else []) + (["score"] if config.score_column else [])
     values = store.columns(docs, columns) if columns else {}
     return keep_order(len(docs), config.keep, lengths=values.get("length"), scores=values.get("score"))
@@ -227,6 +230,7 @@ def keep_rank(docs: np.ndarray, store: DocStore, config) -> np.ndarray:
 def search_partition(run_offsets: np.ndarray, members: np.ndarray, verify, config) -> Tuple[pa.Table, PairsInfo]:
     """Buckets (``members[run_offsets[i]:run_offsets[i+1]]``, document indices in keep order)
     -> every distinct pair checked (code, passed, similarity) and what the search did."""
+    from ..kernels.bands import find_pairs, pair_codes
     checked = []
 
     def recording(left, right):
@@ -249,6 +253,7 @@ def search_partition(run_offsets: np.ndarray, members: np.ndarray, verify, confi
 def distinct_pairs(checked: pa.Table) -> Tuple[pa.Table, int]:
     """Checked pairs of one pair-code partition -> (verified pairs in PAIRS_SCHEMA order of
     (left, right), distinct candidate pairs)."""
+    from ..kernels.bands import split_codes
     codes = to_numpy(checked.column("code"))
     passed = to_numpy(checked.column("passed"))
     sim = to_numpy(checked.column("similarity"))
@@ -302,6 +307,8 @@ class PairsStage:
     def whole(self, run, excluded: np.ndarray) -> PairsInfo:
         """Every bucket of the corpus as one partition, in this process: the band keys are read
         where they lie, or a few bands at a time (:func:`neardup.kernels.bands.bucket_runs`), never as rows."""
+        from ..kernels.bands import bucket_runs
+        from ..kernels.components import keep_order
         cfg, corpus = run.config, run.corpus
         eligible = corpus.column("count") > 0
         run.store.hold_counts(corpus.column("count"))  # the codes' places found without the blocks' files
@@ -340,6 +347,7 @@ def band_rows(block: int, *, task, excluded: np.ndarray) -> pa.Table:
 def form_buckets(table: pa.Table, *, task) -> pa.Table:
     """One partition of band rows (every row of a bucket is here) -> (bucket, doc, anchor) of
     every bucket of two or more, members in keep order, anchor the first of them."""
+    from ..kernels.bands import bucket_runs_of_rows
     if table.num_rows == 0:
         return pa.table({"bucket": arrow([], pa.int64()), "doc": arrow([], pa.int64()), "anchor": arrow([], pa.int64())})
     doc = column(table, "doc", np.int64)

@@ -12,24 +12,20 @@ from __future__ import annotations
 
 import re
 import queue
+import sys
 import threading
 import time
 from contextlib import contextmanager
 from functools import partial
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..kernels.arrays import arrow, empty_table, to_numpy
-from ..kernels import jsonl as jsonl_scanner
 from .. import io as nio
-from ..kernels.bands import band_keys
 from ..errors import InputError
-from ..kernels.hashing import string_hash
-from ..kernels.minhash import MinHasher, Scratch
-from ..kernels.shingles import TextSpans
 from ..io.opening import cannot_read
 from ..io.splits import line_span
 from ..io.storage.folder import Folder
@@ -37,6 +33,9 @@ from ..progress import bar, check_interrupt
 from .corpus import add_row_runs, numpy_fixed_binary
 from .records import ReadInfo
 from .workdir import MAX_DOCUMENTS, block_name, docs_schema
+
+if TYPE_CHECKING:
+    from ..kernels.minhash import Scratch
 
 
 def place(src: nio.Source, row: Optional[int]) -> str:
@@ -170,6 +169,7 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
     to the summary, which is written last; ``signatures(sig)``, when given, sees each batch's
     signatures in document order (see :func:`block_matcher`). ``span``: the block is one range
     of a split file (:mod:`neardup.io.splits`), ``members`` its one source."""
+    from ..kernels.minhash import MinHasher
     tune_malloc()
     exact = config.verify == "exact"
     hasher = MinHasher.from_config(config)
@@ -209,6 +209,7 @@ def take_scratch() -> Scratch:
     left (their pages already faulted in: a fresh Scratch is ~160 MB of new pages a block, which
     the kernel zeroes on first touch, about as much CPU as the hashing itself), or new ones."""
     global _kept_until
+    from ..kernels.minhash import Scratch
     with _scratches_lock:
         _kept_until = None
         return _scratches.pop() if _scratches else Scratch()
@@ -244,12 +245,15 @@ def _let_go_when_idle() -> None:
 
 def release_scratches(_item=None) -> None:
     """The kept buffers given up (the end of the read stage: the next stages need the memory):
-    the kernels' and the JSONL texts' (:class:`neardup.kernels.jsonl.TextBuffers`)."""
+    the kernels' and the JSONL texts' (:class:`neardup.kernels.jsonl.TextBuffers`), which a
+    process holds only once it imported the scanner (a Ray driver does not: no numba imported)."""
     global _kept_until
     with _scratches_lock:
         _kept_until = None
         _scratches.clear()
-    jsonl_scanner.text_buffers.clear()
+    jsonl_scanner = sys.modules.get("neardup.kernels.jsonl")
+    if jsonl_scanner is not None:
+        jsonl_scanner.text_buffers.clear()
 
 
 @contextmanager
@@ -335,6 +339,8 @@ def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary,
              on_signatures=None) -> None:
     """One call of the kernels over the documents of ``batches``, one record batch written;
     ``on_signatures`` sees the batch's signatures (the --against indexes of other bands and rows)."""
+    from ..kernels.bands import band_keys
+    from ..kernels.shingles import TextSpans
     exact = config.verify == "exact"
     if len(batches) == 1:
         b = batches[0]
@@ -378,6 +384,7 @@ def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary,
 
 def _arrow_text(text) -> pa.Array:
     """A batch's texts as an Arrow array (:class:`TextSpans` gathered: batches coalesced)."""
+    from ..kernels.shingles import TextSpans
     return text.to_arrow() if isinstance(text, TextSpans) else text
 
 
@@ -621,6 +628,7 @@ def _where(store, docs) -> List[Tuple[int, int]]:
 
 def id_rows(block: int, *, task) -> pa.Table:
     """(key, doc, id) of every document of a block; key: the id's hash, to shuffle on."""
+    from ..kernels.hashing import string_hash
     store = task.store
     ids = store.table(block, ["id"]).column(0).combine_chunks()
     docs = np.arange(store.block_start[block], store.block_start[block + 1], dtype=np.int64)

@@ -304,8 +304,10 @@ class WriteStage:
         parts_of = write_members(run, engine, later)
         check_interrupt()
         # clusters.parquet and removed.parquet written (locally) or awaited (Ray) by a thread
-        # while this one writes or awaits kept/: the same files
-        background = Background(later[0], "neardup-members", threads=engine.workers) if later else None
+        # while this one writes or awaits kept/: the same files; numba's threads set where the
+        # thread runs kernels (a Ray driver's awaits tasks, and imports no numba for it)
+        threads = engine.workers if engine.in_process else None
+        background = Background(later[0], "neardup-members", threads=threads) if later else None
         try:
             kept_files, kept, captured, nbytes = self._write_kept(run, engine, parts_of)
         finally:
@@ -469,30 +471,31 @@ def write_members(run, engine, later: Optional[List[Callable[[], None]]] = None
     work = run.work.folder
     ranges: Dict[str, List[int]] = {"marks": []}
 
-    def sort_ranges(kind: str) -> None:
+    def sort_ranges(kind: str, beside: bool = False) -> None:
         done: Dict[int, int] = {}
         if parts:
-            rows = engine.map(partial(member_rows, work=work, kind=kind, width=width), parts)
+            rows = engine.map(partial(member_rows, work=work, kind=kind, width=width), parts, beside=beside)
             for found in engine.collect(engine.map(partial(write_ranges, work=work, kind=kind),
-                                                   engine.shuffle(rows, "range", n_ranges))):
+                                                   engine.shuffle(rows, "range", n_ranges), beside=beside)):
                 done.update(found)
         ranges[kind] = sorted(done)
 
-    def clusters_and_stitch() -> None:
-        sort_ranges("clusters")
+    def clusters_and_stitch(beside: bool = False) -> None:
+        sort_ranges("clusters", beside)
         jobs = [(kind, [range_name(kind, r) for r in ranges[kind]]) for kind in ("removed", "clusters")]
         engine.collect(engine.map(partial(stitch_output, task=run.task(engine, with_store=False), out=run.output),
-                                  jobs))
+                                  jobs, beside=beside))
 
+    # what goes to ``later`` runs beside the kept/ calls: its calls wait for none of their CPUs
     if later is not None and n_ranges == 1 and not run.config.mark:
-        later.append(lambda: (sort_ranges("removed"), clusters_and_stitch()))
+        later.append(lambda: (sort_ranges("removed", True), clusters_and_stitch(True)))
         return lambda _blocks: parts
     for kind in ("removed",) + (("marks",) if run.config.mark else ()):
         sort_ranges(kind)
     if later is None:
         clusters_and_stitch()
     else:
-        later.append(clusters_and_stitch)
+        later.append(partial(clusters_and_stitch, True))
     kind = "marks" if run.config.mark else "removed"
     return partial(removed_parts_of, block_start=run.corpus.block_start, width=width, ranges=ranges[kind], kind=kind)
 

@@ -8,14 +8,12 @@ that is never closed, which pyarrow takes for a field running to the end of the 
 from __future__ import annotations
 
 import json
-from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
 
 from ...errors import InputError
-from ...kernels.lines import OpenQuote as _OpenQuote
-from ...kernels.lines import csv_open_quote
 from ..batch import EMPTY_FILE, MAX_REASON, Batch, ReadContext, one_line
 from ..forward_file import ForwardFile
 from ..kept_rows import kept_batches, unreadable
@@ -25,6 +23,9 @@ from ..sources import Source
 from ..storage import fs as _fs
 from .columnar import arrow_batch, column_problem, refuse_columns, wanted_columns
 from .parquet import write_parquet_batches
+
+if TYPE_CHECKING:
+    from ...kernels.lines import OpenQuote as _OpenQuote
 
 
 _CSV_BLOCK = 32 << 20  # pyarrow needs a whole record inside one block: the longest record allowed
@@ -147,6 +148,7 @@ class _EndMarked(ForwardFile):
 def _csv_open_quote(src: Source) -> Optional[_OpenQuote]:
     """Where the file ends inside a quoted field (a pass over the file, for a message only);
     None when it does not, or cannot be read again."""
+    from ...kernels.lines import csv_open_quote
     try:
         with csv_stream(src) as f:
             def chunks() -> Iterator[bytes]:

@@ -25,9 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from ...kernels import jsonl as scanner
 from ...kernels.arrays import arrow, to_numpy
-from ...kernels.lines import MAX_NESTING, blank_lines, deep_lines, line_bounds_ascii
 from .._streams import StreamError, iter_blocks
 from ..batch import EMPTY_FILE, NO_TEXT_FIELD, NOT_RECORDS, Batch, ReadContext
 from ..opening import cannot_read
@@ -35,7 +33,10 @@ from ..sources import COMPRESSED_SUFFIXES, Source
 from ..storage import fs as _fs
 
 
-_TOO_DEEP = f"JSON nested too deeply (more than {MAX_NESTING} levels of arrays and objects)"
+def _too_deep() -> str:
+    """The reason of a line nested over :data:`neardup.kernels.lines.MAX_NESTING` deep."""
+    from ...kernels.lines import MAX_NESTING
+    return f"JSON nested too deeply (more than {MAX_NESTING} levels of arrays and objects)"
 
 
 def _type_name(v: Any) -> str:
@@ -123,7 +124,7 @@ def _json_reason(line: bytes) -> Tuple[Optional[str], Any]:
         msg = e.msg.removesuffix(" at")
         return f"broken JSON ({msg} at column {e.colno})", None
     except RecursionError:  # pragma: no cover - lines nested over MAX_NESTING deep are out before
-        return _TOO_DEEP, None
+        return _too_deep(), None
 
 
 def _whole_json_hint(first_line: bytes) -> str:
@@ -154,6 +155,7 @@ class _JsonlParser:
     """Parses the blocks of one JSONL file."""
 
     def __init__(self, ctx: ReadContext):
+        from ...kernels import jsonl as scanner
         self.ctx = ctx
         self.id_types = [pa.string(), pa.int64()]  # the last one that worked goes first
         self.seen_record = False
@@ -201,6 +203,8 @@ class _JsonlParser:
 
     def parse(self, data: bytes, line0: int):
         """``(n_lines, n_records, text, rows, ids, scores, bad)`` of one block."""
+        from ...kernels import jsonl as scanner
+        from ...kernels.lines import blank_lines, deep_lines, line_bounds_ascii
         ctx = self.ctx
         # the plain case, every line a simple record: its lines found and scanned in one pass
         scanned = (scanner.scan_block(data, ctx.text_column, ctx.id_column)
@@ -244,7 +248,7 @@ class _JsonlParser:
             deep = deep_lines(data, starts, ends, good)
             if len(deep):
                 for i in deep.tolist():
-                    bad[i] = _TOO_DEEP
+                    bad[i] = _too_deep()
                 good_mask[deep] = False
                 good = np.flatnonzero(good_mask)
         if fast is None and len(good):

@@ -14,7 +14,6 @@ import numpy as np
 import pyarrow as pa
 
 from ...errors import InputError
-from ...kernels.lines import line_bounds
 from .._streams import StreamError, iter_blocks
 from ..batch import one_line
 from ..kept_rows import block_rows, run_bounds
@@ -31,6 +30,7 @@ def kept_line_blocks(src: Source, keep: np.ndarray, runs: bool = False,
     Reading stops once the last kept row is reached, so damage after it (a truncated stream
     whose records were rejected) does not matter; damage before it is an InputError.
     """
+    from ...kernels.lines import line_bounds
     line0 = 0
     k = 0
     blocks = iter_blocks(src.path, src.compression)

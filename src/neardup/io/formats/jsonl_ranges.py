@@ -13,7 +13,6 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from ...errors import InputError
-from ...kernels.lines import newline_positions
 from .._streams import BLOCK_BYTES
 from ..kernel_copy import RangeCopier
 from ..kept_rows import block_rows, run_bounds
@@ -37,6 +36,7 @@ def _kept_byte_ranges(f, keep: np.ndarray, name: str,
     same errors; no bytes are copied here but the ones read to find the lines (into one buffer,
     reused). ``capture`` as for :func:`neardup.io.writer.write_kept`, but every row asked for is
     captured (reading on past the last kept row if need be)."""
+    from ...kernels.lines import newline_positions
     block_bytes = block_bytes or BLOCK_BYTES
     pos = 0  # file offset of buf[0]
     try:

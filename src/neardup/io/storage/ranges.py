@@ -17,7 +17,6 @@ import numpy as np
 import pyarrow as pa
 
 from ...kernels.arrays import read_only
-from ...kernels.ranges import copy_ranges, read_groups
 from ...errors import NeardupError
 from . import fs
 
@@ -31,6 +30,7 @@ def read_rows(path: str, starts: np.ndarray, ends: np.ndarray, dtype) -> Tuple[n
     of the file into the process, fault-around, so that a few scattered documents would cost the
     memory of all of them); a local file is read in groups of nearby ranges, one read each (gaps
     under LOCAL_GAP read and dropped: one system call per candidate document cost more)."""
+    from ...kernels.ranges import copy_ranges, read_groups
     dtype = np.dtype(dtype)
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)

@@ -1,0 +1,93 @@
+"""What a Ray run's driver does not import. It runs no kernel, so it does not import numba (0.3-0.5 CPU-s of its start,
+0.19 s of it for the report's character classes): the library's modules import the kernels'
+modules (each of which imports numba) in the functions that call a kernel, and the ``neardup``
+program imports numpy alone for ``--engine ray`` (:func:`neardup.cli.on_ray`). And the program's
+driver makes Ray's serialization context with pydantic hidden (:class:`~neardup.engines.ray_cluster.pydantic_hidden`):
+no pydantic imported on the start's critical path."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from helpers import child_env
+
+# what a Ray driver imports and calls that is not a kernel: every stage, the formats, the engine,
+# the report's word diff, the read stage's release of its buffers
+DRIVER = """
+import json, sys
+import neardup.api, neardup.engines.ray, neardup.report.html
+import neardup.stages.against, neardup.stages.clusters, neardup.stages.corpus, neardup.stages.pairs
+import neardup.stages.read, neardup.stages.write
+import neardup.io.formats.csv, neardup.io.formats.jsonl, neardup.io.formats.jsonl_kept
+import neardup.io.formats.jsonl_ranges, neardup.io.kept_rows, neardup.io.splits, neardup.io.storage.ranges
+from neardup.report.diff import word_diff_html
+from neardup.stages.read import release_scratches
+word_diff_html("one two three", "one two four")
+release_scratches()
+before = "numba" in sys.modules
+%s
+print(json.dumps([before, "numba" in sys.modules]))
+"""
+
+
+def _driver(then: str = "") -> list:
+    r = subprocess.run([sys.executable, "-c", DRIVER % then], env=child_env(), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_the_driver_side_of_the_library_imports_no_numba():
+    assert _driver() == [False, False]
+
+
+def test_the_probe_sees_numba_once_a_kernel_module_is_imported():
+    assert _driver("import neardup.kernels.bands") == [False, True]
+
+
+def test_the_program_knows_a_ray_run_from_its_command_line():
+    from neardup.cli import on_ray
+    assert on_ray(["dedup", "in.jsonl", "-o", "out", "--engine", "ray"])
+    assert on_ray(["dedup", "in.jsonl", "--engine=ray", "-o", "out"])
+    assert not on_ray(["dedup", "in.jsonl", "-o", "out"])
+    assert not on_ray(["dedup", "in.jsonl", "-o", "out", "--engine", "local"])
+    assert not on_ray(["dedup", "ray", "-o", "out", "--engine=local"])
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_a_ray_run_of_the_program_leaves_its_driver_without_numba_or_pydantic(tmp_path):
+    pytest.importorskip("ray")
+    src = tmp_path / "in.jsonl"
+    with open(src, "w") as f:
+        for i in range(200):
+            f.write(json.dumps({"id": str(i), "text": f"document {i // 2} " + "some shared words " * 5}) + "\n")
+    program = ("import atexit, sys\n"
+               "atexit.register(lambda: print('NUMBA', 'numba' in sys.modules, 'PYDANTIC', 'pydantic' in sys.modules))\n"
+               "from neardup.cli import main\n"
+               "main()\n")
+    r = subprocess.run([sys.executable, "-c", program, "dedup", str(src), "-o", str(tmp_path / "out"), "--quiet",
+                        "--engine", "ray", "--workers", "2"], env=child_env(), capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "NUMBA False PYDANTIC False" in r.stdout.splitlines()
+    assert (tmp_path / "out" / "removed.parquet").exists()
+
+
+def test_pydantic_is_hidden_in_the_program_only_and_importable_again_after(monkeypatch):
+    from neardup.engines.ray_cluster import pydantic_hidden
+    for name in ("pydantic", "ray._common.pydantic_compat"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with pydantic_hidden(program=True):
+        with pytest.raises(ImportError):
+            import pydantic  # noqa: F401
+    assert "pydantic" not in sys.modules  # importable again
+    with pydantic_hidden(program=False):
+        assert "pydantic" not in sys.modules  # a library caller's process: left alone
+    monkeypatch.setitem(sys.modules, "pydantic", object())
+    with pydantic_hidden(program=True):  # imported already: left as it is
+        assert sys.modules["pydantic"] is not None

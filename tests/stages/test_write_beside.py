@@ -1,0 +1,75 @@
+"""The write stage's members (removed.parquet and clusters.parquet: sorted, then stitched) are a
+step run beside the kept/ calls (``beside=True``): in a Ray run's one worker process their calls
+hold none of its CPUs, so that they run while kept/ is written, not after it (Ray's timeline of a
+100k run: the members' four calls waited for the kept/ call's end, then ran one after another)."""
+
+from __future__ import annotations
+
+import json
+
+from neardup import io as nio
+from neardup.config import Config
+from neardup.engines.local import LocalEngine
+from neardup.io.storage.folder import Folder
+from neardup.stages import Run
+from neardup.stages.clusters import ClustersStage
+from neardup.stages.pairs import PairsStage
+from neardup.stages.read import ReadStage
+from neardup.stages.workdir import WorkDir
+from neardup.stages.write import WriteStage
+
+
+class Recording(LocalEngine):
+    """The local engine, each map's function and ``beside`` noted."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.maps = []
+
+    def map(self, fn, items, **kwargs):
+        self.maps.append((getattr(fn, "func", fn).__name__, kwargs.get("beside", False)))
+        return super().map(fn, items, **kwargs)
+
+
+def _write_stage_maps(tmp_path, **options):
+    src = tmp_path / "in.jsonl"
+    with open(src, "w") as f:
+        for i in range(300):
+            f.write(json.dumps({"id": f"d{i}", "text": f"document {i // 3} " + "shared words here " * 6}) + "\n")
+    config = Config(id_column="id", **options).resolved()
+    work = WorkDir(str(tmp_path / "work"), "beside-test")
+    run = Run(config=config, sources=nio.discover([str(src)]), work=work, output=Folder.of(tmp_path / "out"),
+              quiet=True)
+    with Recording(workers=2) as engine:
+        for stage in (ReadStage(), PairsStage(), ClustersStage()):
+            work.mark_done(stage.name, stage.run(run, engine))
+        engine.maps.clear()
+        stats = WriteStage().run(run, engine)
+    assert stats["counts"]["removed"] == 200
+    return engine.maps
+
+
+def test_the_members_run_beside_the_kept_calls(tmp_path):
+    maps = _write_stage_maps(tmp_path)
+    assert ("write_kept_partition", False) in maps
+    members = [m for m in maps if m[0] != "write_kept_partition"]
+    assert {name for name, _ in members} == {"member_rows", "write_ranges", "stitch_output"}
+    assert all(beside for _, beside in members), maps
+
+
+def test_marks_are_sorted_before_the_kept_calls_that_read_them(tmp_path):
+    maps = _write_stage_maps(tmp_path, mark=True)
+    assert maps.index(("write_ranges", False)) < maps.index(("write_kept_partition", False))
+    assert ("stitch_output", True) in maps
+
+
+def test_on_ray_a_step_beside_holds_none_of_the_one_worker_process_cpus():
+    from neardup.engines.ray import RayEngine
+    engine = RayEngine(workers=2)
+    engine.cpus = engine.cpus_per_node = 2
+    engine._runner = object()  # the run's one worker process (ray_runner): it counts the CPUs calls hold
+    assert engine.map(len, [[1]]).share == 2
+    assert engine.map(len, [[1]], beside=True).share == 0
+    assert engine.map(len, [[1]], beside=True).threads == 2  # its kernel threads as before
+    engine._runner = None  # plain Ray tasks: the scheduler's CPUs, as before
+    assert engine.map(len, [[1]], beside=True).share == 2
