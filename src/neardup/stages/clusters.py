@@ -125,9 +125,11 @@ def load_ahead(engine, verified: int) -> Optional[Background]:
     at the pair stage's end, so that the stage does not pay the load on its clock (3-5 ms at 1M).
     The load is a call on one pair, typed as the stage's call is (:func:`select_representatives`
     casts the indices), so that no second version is compiled; an error of it is the stage's own
-    call's to raise."""
-    if not verified or engine.partitions(verified * EDGE_BYTES) != 1:
+    call's to raise. Not in a Ray driver: its calls run in the worker (and the driver imports no
+    numba)."""
+    if not verified or not engine.in_process or engine.partitions(verified * EDGE_BYTES) != 1:
         return None
+    from ..kernels.components import select_representatives
     return Background(partial(select_representatives, 2, np.zeros(1, np.int64), np.ones(1, np.int64), np.ones(1)),
                       "neardup-kernel-load")
 
