@@ -84,8 +84,9 @@ class Batch:
     lines: set on the last batch (of none) of a range of a split JSONL file read with its rows
         numbered from 0 (a span whose first line is None): the lines of the range, blank ones
         included (the next range's rows start that many lines later).
-    line_bounds: int64 (n, 2), each row's line as byte offsets of the file: its start and its
-        newline's (or the file's end), for an uncompressed local JSONL file read for the read
+    line_bounds: int64 (n, 2), each row's line as byte offsets of the file (less a UTF-8 byte
+        order mark at its start): its start and its newline's (or the file's end), for an
+        uncompressed local JSONL file read for the read
         stage (``text_spans``): the write stage copies kept lines from them without finding
         them again; None otherwise.
     """

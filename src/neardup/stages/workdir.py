@@ -23,7 +23,8 @@ file exists is done and is not read again.
                                     lossless, ~33 - log2(count) bits a fingerprint; a code's
                                     length follows from ``count``) (verify = exact)
     WORK/read/block-BBBBBB.lines    raw int64 (start, end) per document, its line as byte offsets of
-                                    its file (end: the newline's, or the file's end), -1 where not
+                                    its file less a UTF-8 byte order mark at its start (end: the
+                                    newline's, or the file's end), -1 where not
                                     known; only for a block with documents of uncompressed local
                                     JSONL files: the write stage copies the kept lines from them
     WORK/read/block-BBBBBB.json     the block's summary (written last: the block is done)

@@ -24,6 +24,7 @@ from ..io.storage import fs as _fs
 from ..io.storage.folder import Folder
 from .workdir import LINE_BOUNDS, block_name
 
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark starting a file: not part of its first line
 FileStat = Tuple[int, int]  # (size, modification time in ns), as the run's identity has them
 
 
@@ -88,6 +89,8 @@ def copy_kept_lines(src: nio.Source, rows: np.ndarray, bounds: np.ndarray, keep:
         raise InputError(f"{src.name}: cannot read file ({e.strerror or e})") from None
     with f, _fs.atomic_write(out_path) as out:
         size = os.fstat(f.fileno()).st_size
+        if os.pread(f.fileno(), 3, 0) == BOM:  # the read stage's offsets are of the lines after it
+            bounds = bounds + len(BOM)
         starts, ends, newline = kept_ranges(rows, bounds, keep, size)
         out.flush()
         RangeCopier(f.fileno(), out.fileno(), src.name).copy(starts, ends)

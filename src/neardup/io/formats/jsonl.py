@@ -431,17 +431,19 @@ def read_jsonl(ctx: ReadContext) -> Iterator[Batch]:
 
 
 def _first_line_offset(src: Source, span) -> Optional[int]:
-    """Where the blocks of an uncompressed local file start in it (the file's lines' byte offsets
-    are then known: ``Batch.line_bounds``): the range's first byte, or past a UTF-8 byte order
-    mark at the start of the file (:func:`iter_blocks` drops it); None for another file."""
+    """Where the blocks of an uncompressed local file start in it, less a UTF-8 byte order mark
+    at its start (:func:`iter_blocks` drops it; the lines' offsets are those of the file without
+    it: ``Batch.line_bounds``): 0, or the first byte of a range after the first (the file
+    looked at for a mark: a large file's range, not each of many small files); None for another
+    file."""
     local = _fs.os_path(src.path)
     if src.compression is not None or local is None:
         return None
-    if span is not None and span[0] > 0:
-        return span[0]
+    if span is None or span[0] == 0:
+        return 0
     try:
         with open(local, "rb") as f:
-            return 3 if f.read(3) == b"\xef\xbb\xbf" else 0
+            return span[0] - (3 if f.read(3) == b"\xef\xbb\xbf" else 0)
     except OSError:
         return None  # the blocks' reading says why
 
