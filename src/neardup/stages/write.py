@@ -347,7 +347,7 @@ class WriteStage:
         items = [(g, {si: block_of[si] for si in g}, parts_of({b for si in g for b in block_of[si]}),
                   {si: rejected[si] for si in g if si in rejected},
                   {} if mark else {si: wanted[si] for si in g if si in wanted},
-                  {} if mark else expected_stats(run.work.inputs, run.sources, g))
+                  expected_stats(run.work.inputs, run.sources, g) if copies_whole(run.config) else {})
                  for g in groups]
         written: Dict[int, str] = {}
         captured: Dict[int, str] = {}

@@ -12,13 +12,13 @@ lines found again (what that finds, or the error it gives, is today's).
 from __future__ import annotations
 
 import os
+import stat
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import io as nio
 from ..errors import InputError
-from ..io.formats.jsonl_ranges import regular_local_file
 from ..io.kernel_copy import RangeCopier
 from ..io.storage import fs as _fs
 from ..io.storage.folder import Folder
@@ -51,14 +51,16 @@ def copies_lines(src: nio.Source, bounds: Optional[np.ndarray], expected: Option
     """Whether the kept lines of ``src`` are copied from their known ``bounds``: an uncompressed
     local JSONL file, unchanged since the run started (``expected``), every document's line
     known, written as it is to a local kept/."""
-    if (bounds is None or expected is None or config.output_format != "same" or kept.os_path is None
-            or src.compression is not None or not regular_local_file(src.path)):
+    local = _fs.os_path(src.path)
+    if (bounds is None or expected is None or local is None or config.output_format != "same"
+            or kept.os_path is None or src.compression is not None):
         return False
     try:
-        st = os.stat(_fs.local_path(src.path))
-    except OSError:
+        st = os.stat(local)
+    except (OSError, ValueError):
         return False
-    return (st.st_size, st.st_mtime_ns) == expected and bool(len(bounds) == 0 or bounds[:, 0].min() >= 0)
+    return (stat.S_ISREG(st.st_mode) and (st.st_size, st.st_mtime_ns) == expected
+            and bool(len(bounds) == 0 or bounds[:, 0].min() >= 0))
 
 
 def kept_ranges(rows: np.ndarray, bounds: np.ndarray, keep: np.ndarray, size: int
