@@ -287,9 +287,10 @@ def _parse(block: bytes, fused: bool, monkeypatch, text_spans=False):
     with monkeypatch.context() as m:
         if not fused:
             m.setattr(scanner, "scan_block", lambda *a: None)
-        n_lines, n_records, text, rows, ids, scores, bad = p.parse(block, 10)
+        n_lines, n_records, text, rows, ids, scores, bad, bounds = p.parse(block, 10)
     texts = text.to_pylist()
-    return n_lines, n_records, texts, rows.tolist(), ids.to_pylist(), scores, bad, p.seen_record
+    lines = [block[a:e] for a, e in bounds.tolist()]  # each document's line (the write stage copies them)
+    return n_lines, n_records, texts, rows.tolist(), ids.to_pylist(), scores, bad, p.seen_record, lines
 
 
 @pytest.mark.parametrize("block", _BLOCKS + [
@@ -314,6 +315,7 @@ def test_a_block_scan_block_stopped_in_is_extracted_only_past_a_blank_line(block
     calls = []
     real = scanner.extract
     monkeypatch.setattr(scanner, "extract", lambda *a, **k: calls.append(real(*a, **k)) or calls[-1])
-    _, _, texts, rows, _, _, bad, _ = _parse(block, True, monkeypatch)
+    _, _, texts, rows, _, _, bad, _, lines = _parse(block, True, monkeypatch)
     assert texts == ["a", "c"] and rows == [10, 12]
+    assert lines == [b'{"id": 1, "text": "a"}', b'{"id": 3, "text": "c"}']
     assert [c is not None for c in calls] == ([True] if extracted else [])

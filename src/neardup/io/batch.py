@@ -84,6 +84,11 @@ class Batch:
     lines: set on the last batch (of none) of a range of a split JSONL file read with its rows
         numbered from 0 (a span whose first line is None): the lines of the range, blank ones
         included (the next range's rows start that many lines later).
+    line_bounds: int64 (n, 2), each row's line as byte offsets of the file (less a UTF-8 byte
+        order mark at its start): its start and its newline's (or the file's end), for an
+        uncompressed local JSONL file read for the read
+        stage (``text_spans``): the write stage copies kept lines from them without finding
+        them again; None otherwise.
     """
 
     source_index: int
@@ -100,6 +105,7 @@ class Batch:
     lengths: Optional[np.ndarray] = None
     sources: Optional[np.ndarray] = None
     lines: Optional[int] = None
+    line_bounds: Optional[np.ndarray] = None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -187,7 +193,8 @@ class ReadContext:
             yield from self.problem(reason)
 
     def emit(self, text: pa.Array, rows: np.ndarray, ids: Optional[pa.Array],
-             scores: Optional[np.ndarray], bad: Dict[int, str]) -> Iterator[Batch]:
+             scores: Optional[np.ndarray], bad: Dict[int, str],
+             line_bounds: Optional[np.ndarray] = None) -> Iterator[Batch]:
         """Batches of at most batch_size documents; the rejected entries ride on the first."""
         rejected = [(r, one_line(bad[r])) for r in sorted(bad)]
         if rejected and not self.skip:
@@ -211,4 +218,5 @@ class ReadContext:
                 ids=ids.slice(off, end - off) if ids is not None else None,
                 scores=scores[off:end] if scores is not None else None,
                 rejected=rejected if off == 0 else [],
+                line_bounds=line_bounds[off:end] if line_bounds is not None else None,
             )

@@ -445,9 +445,10 @@ def _scan_block(data, text_key, id_key, want_id):
     bytes, once its newline is found, in the cache for its scan: one pass over the block where
     the lines' bounds first were another). Returns (-1, spans, whether the block is all ASCII)
     when every line is an unremarkable record; (the number of the first that is not, ...) at
-    that line (the rest of the block not looked at)."""
+    that line (the rest of the block not looked at). ``spans[:, 7]``: each line's end (its
+    newline's position, or the block's end)."""
     n = data.shape[0]
-    spans = np.zeros((n // 1024 + 16, 7), dtype=np.int64)
+    spans = np.zeros((n // 1024 + 16, 8), dtype=np.int64)
     stack = np.empty(MAX_DEPTH, dtype=np.uint8)
     keybuf = np.empty(256, dtype=np.uint8)
     high = np.uint64(0)
@@ -459,6 +460,7 @@ def _scan_block(data, text_key, id_key, want_id):
             spans = _grown_rows(spans, i)
         if not _scan_line(data, p, e, text_key, id_key, want_id, spans, i, stack, keybuf):
             return i, spans[:0], False
+        spans[i, 7] = e  # the line's newline (or the block's end): its bounds, for the write stage
         i += 1
         p = e + 1
     return -1, spans[:i], high == 0
@@ -709,6 +711,10 @@ class ScannedBlock:
 
     def __len__(self) -> int:
         return len(self.spans)
+
+    def line_ends(self) -> np.ndarray:
+        """Each line's end in the block: its newline's position (or the block's end)."""
+        return self.spans[:, 7]
 
     def extract(self, in_place: bool = False) -> Tuple[object, Optional[pa.Array]]:
         """:func:`extract` of every line of the block (its first pass already made)."""

@@ -32,7 +32,7 @@ from ..io.storage.folder import Folder
 from ..progress import bar, check_interrupt
 from .corpus import add_row_runs, numpy_fixed_binary
 from .records import ReadInfo
-from .workdir import MAX_DOCUMENTS, block_name, docs_schema
+from .workdir import LINE_BOUNDS, MAX_DOCUMENTS, block_name, docs_schema
 
 if TYPE_CHECKING:
     from ..kernels.minhash import Scratch
@@ -168,7 +168,9 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
     ``finish(documents) -> dict``, when given, runs once the block's files are complete and adds
     to the summary, which is written last; ``signatures(sig)``, when given, sees each batch's
     signatures in document order (see :func:`block_matcher`). ``span``: the block is one range
-    of a split file (:mod:`neardup.io.splits`), ``members`` its one source."""
+    of a split file (:mod:`neardup.io.splits`), ``members`` its one source. The lines of its
+    documents read from uncompressed local JSONL files go to the block's ``lines`` file
+    (:func:`write_line_bounds`), for the write stage."""
     from ..kernels.minhash import MinHasher
     tune_malloc()
     exact = config.verify == "exact"
@@ -177,6 +179,7 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
     schema = docs_schema(config)
     summary = {"documents": 0, "per_source": {str(si): 0 for si in members}, "empty": 0, "rejected": [],
                "skipped": [], "runs": []}
+    lines: List[np.ndarray] = []
     # each file appears under its name only when complete, at the end of the with (a temporary
     # name renamed; an upload completed); a failure (a full disk, a bad record) leaves neither
     with work.atomic_write(block_name(block, "arrow")) as arrow_file, \
@@ -185,9 +188,10 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
         big = _Writer(big_file)
         try:
             _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress,
-                       signatures, span)
+                       signatures, span, lines)
         finally:
             give_back_scratch(scratch)
+    write_line_bounds(work, block, lines)
     if finish is not None:  # e.g. the --against matches: part of the block, done before its summary
         summary.update(finish(summary["documents"]))
     work.write_json(block_name(block, "json"), summary, indent=None)  # one line: the C encoder (per_source of 50k files)
@@ -290,7 +294,7 @@ ALONE_BYTES = COALESCE_BYTES // 2  # a batch of this many text bytes or more is 
 
 
 def _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress,
-               on_signatures=None, span=None) -> None:
+               on_signatures=None, span=None, lines: Optional[List[np.ndarray]] = None) -> None:
     """The documents of ``members`` through the kernels into ``writer`` and ``big``. Batches
     smaller than ``config.batch_size`` (small files: one document each) are gathered, up to
     ``batch_size`` documents or COALESCE_BYTES, into one call of the kernels and one record
@@ -303,7 +307,7 @@ def _read_into(config, hasher, scratch, schema, sources, members, summary, write
     def flush() -> None:
         if not pending:
             return
-        _process(config, hasher, scratch, schema, pending, summary, writer, big, progress, on_signatures)
+        _process(config, hasher, scratch, schema, pending, summary, writer, big, progress, on_signatures, lines)
         pending.clear()
         size["docs"] = size["bytes"] = 0
 
@@ -336,9 +340,10 @@ def _read_into(config, hasher, scratch, schema, sources, members, summary, write
 
 
 def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary, writer, big, progress,
-             on_signatures=None) -> None:
+             on_signatures=None, lines: Optional[List[np.ndarray]] = None) -> None:
     """One call of the kernels over the documents of ``batches``, one record batch written;
-    ``on_signatures`` sees the batch's signatures (the --against indexes of other bands and rows)."""
+    ``on_signatures`` sees the batch's signatures (the --against indexes of other bands and rows);
+    ``lines`` gets their documents' lines (``Batch.line_bounds``, -1 where not known)."""
     from ..kernels.bands import band_keys
     from ..kernels.shingles import TextSpans
     exact = config.verify == "exact"
@@ -374,12 +379,25 @@ def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary,
         cols.append(ids.cast(pa.string()))
     writer.write_batch(pa.record_batch(cols, schema=schema))
     add_row_runs(summary, source, rows)
+    if lines is not None:
+        lines.extend(b.line_bounds if b.line_bounds is not None else np.full((len(b), 2), -1, np.int64)
+                     for b in batches)
     summary["documents"] += m
     for b in batches:
         _count_per_source(summary["per_source"], b)
     summary["empty"] += int((np.asarray(counts) == 0).sum())
     if progress is not None:
         progress(m)
+
+
+def write_line_bounds(work: Folder, block: int, lines: List[np.ndarray]) -> None:
+    """The block's ``lines`` file (:data:`neardup.stages.workdir.LINE_BOUNDS`): each document's
+    line as byte offsets of its file, int64 (start, newline's position or the file's end), -1
+    where not known (another format, a compressed or remote file); none when no line is known."""
+    if not any(len(x) and x[0, 0] >= 0 for x in lines):
+        return
+    with work.atomic_write(block_name(block, LINE_BOUNDS)) as f:
+        f.write(memoryview(np.ascontiguousarray(np.concatenate(lines), np.int64)).cast("B"))
 
 
 def _arrow_text(text) -> pa.Array:

@@ -22,6 +22,11 @@ file exists is done and is not read again.
                                     document's as one Elias-Fano code (:mod:`neardup.kernels.eliasfano`:
                                     lossless, ~33 - log2(count) bits a fingerprint; a code's
                                     length follows from ``count``) (verify = exact)
+    WORK/read/block-BBBBBB.lines    raw int64 (start, end) per document, its line as byte offsets of
+                                    its file less a UTF-8 byte order mark at its start (end: the
+                                    newline's, or the file's end), -1 where not
+                                    known; only for a block with documents of uncompressed local
+                                    JSONL files: the write stage copies the kept lines from them
     WORK/read/block-BBBBBB.json     the block's summary (written last: the block is done)
     WORK/pairs/part-PPPPP.arrow     PAIRS_SCHEMA: verified pairs (left < right) of one partition
     WORK/pairs/search-PPPPP.json    the counts of one partition's bucket search (``PairsInfo``)
@@ -57,7 +62,7 @@ from .identity import differences, encoded, fingerprint
 from .records import STAGE_INFO
 
 STAGES = ("read", "pairs", "clusters", "write")
-LAYOUT_VERSION = 8              # 8: a range of a split file numbers its rows from 0 (summary "lines"); 7: pairs, clusters and write parts Arrow IPC; 6: large JSONL files split into ranges; 5: fingerprints Elias-Fano coded, \w+ words, hash_version; 4: typed stage records; 3: .fp
+LAYOUT_VERSION = 9              # 9: read/block-B.lines (the documents' lines, for the write stage); 8: a range of a split file numbers its rows from 0 (summary "lines"); 7: pairs, clusters and write parts Arrow IPC; 6: large JSONL files split into ranges; 5: fingerprints Elias-Fano coded, \w+ words, hash_version; 4: typed stage records; 3: .fp
 # not bumped for the block summaries' optional "runs" (corpus.add_row_runs): a layout-8 dir read
 # before them has none, and the clusters stage then reads its blocks' sources and rows (tested)
 BLOCK_BYTES = 64 << 20          # input bytes per read block (a block holds whole files)
@@ -159,6 +164,9 @@ def range_name(kind: str, r: int) -> str:
     """The write stage's sorted part of range ``r`` (``kind``: removed, clusters), relative to
     the work dir: in range order by name."""
     return f"write/{kind}-{r:05d}.arrow"
+
+
+LINE_BOUNDS = "lines"  # the extension of a read block's document lines (see the module)
 
 
 def block_name(block: int, ext: str) -> str:

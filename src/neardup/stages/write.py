@@ -42,6 +42,7 @@ from .outputs import (CLUSTERS_SCHEMA, REJECTED_SCHEMA, REMOVED_SCHEMA, SAMPLE_S
                       kept_rows, table_kept_name)
 from .background import Background
 from .workdir import MEMBERS_SCHEMA, range_name
+from .write_lines import FileStat, block_lines, copies_lines, copy_kept_lines, expected_stats
 
 
 # a run's result, the files it replaces in the output folder (nothing else there is touched)
@@ -115,7 +116,9 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
                      dropped: Dict[int, np.ndarray], kept: Folder, config,
                      wanted: Optional[Dict[int, Dict[int, int]]] = None,
                      progress: Optional[Callable[[int], None]] = None,
-                     marks: Optional[Dict[int, pa.Table]] = None
+                     marks: Optional[Dict[int, pa.Table]] = None,
+                     lines: Optional[Dict[int, np.ndarray]] = None,
+                     stats: Optional[Dict[int, FileStat]] = None
                      ) -> Tuple[Dict[int, str], Dict[int, str], int, Optional[int]]:
     """Kept files of a group of sources, in the folder ``kept``: for source si, ``rows[si]`` (its
     documents' rows) less ``dropped[si]`` (removed or rejected), written with
@@ -125,7 +128,9 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
     (``marks[si]``: its member rows, :mod:`.mark`), and the count returned is of the kept ones.
     Returns (written relpath per source, captured texts by doc, documents kept, the bytes of the
     files written: what the report says of kept/ without listing it; None with ``config.mark``
-    or a kept/ in a store)."""
+    or a kept/ in a store). ``lines[si]``: the lines of its documents where the read stage saw
+    them, copied from there when the file is as ``stats[si]`` says the run found it
+    (:mod:`.write_lines`)."""
     written: Dict[int, str] = {}
     n_written = 0
     sized = [] if kept.os_path is not None and not config.mark else None  # files written, not copied
@@ -176,8 +181,13 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
         rel = nio.output_relpath(src, config.output_format)
         want = (wanted or {}).get(si, {})
         capture = dict.fromkeys(want) if want and src.format == "jsonl" else None
-        n_written += nio.write_kept(src, keep, kept.join(rel), output_format=config.output_format,
-                                    text_column=config.text_column, id_column=config.id_column, capture=capture)
+        bounds = (lines or {}).get(si)
+        if copies_lines(src, bounds, (stats or {}).get(si), config, kept):
+            n_written += copy_kept_lines(src, all_rows, bounds, keep, kept.join(rel), capture)
+        else:
+            n_written += nio.write_kept(src, keep, kept.join(rel), output_format=config.output_format,
+                                        text_column=config.text_column, id_column=config.id_column,
+                                        capture=capture)
         if capture:
             column = text_column_of(src, text_columns(config.text_column))
         for row, line in (capture or {}).items():
@@ -338,7 +348,8 @@ class WriteStage:
         groups = [files[i:i + size] for i in range(0, len(files), size)]
         items = [(g, {si: block_of[si] for si in g}, parts_of({b for si in g for b in block_of[si]}),
                   {si: rejected[si] for si in g if si in rejected},
-                  {} if mark else {si: wanted[si] for si in g if si in wanted})
+                  {} if mark else {si: wanted[si] for si in g if si in wanted},
+                  expected_stats(run.work.inputs, run.sources, g) if copies_whole(run.config) else {})
                  for g in groups]
         written: Dict[int, str] = {}
         captured: Dict[int, str] = {}
@@ -387,11 +398,14 @@ def _added(total: Optional[int], more: Optional[int]) -> Optional[int]:
 def write_kept_partition(item, *, task, kept: Folder, report=None) -> dict:
     """One group of input files: (sources, the block of each, the parts that hold their blocks'
     removed documents (:func:`dropped_rows`), their rejected rows, the rows whose text the
-    report shows) -> their kept files."""
-    group, block_of, removed_parts, rejected, wanted = item
+    report shows, the size and modification time of the JSONL files whose lines the read stage
+    saw (:func:`expected_stats`)) -> their kept files."""
+    group, block_of, removed_parts, rejected, wanted, stats = item
     dropped, marks = dropped_or_marks(task.work, removed_parts, group, rejected, task.config.mark)
-    written, captured, n, nbytes = write_kept_group(task.sources, group, rows_of_sources(task.store, block_of),
-                                                    dropped, kept, task.config, wanted, progress=report, marks=marks)
+    lines: Dict[int, np.ndarray] = {}
+    rows = rows_of_sources(task.store, block_of, lines if stats else None)
+    written, captured, n, nbytes = write_kept_group(task.sources, group, rows, dropped, kept, task.config, wanted,
+                                                    progress=report, marks=marks, lines=lines, stats=stats)
     return {"written": written, "captured": captured, "kept": n, "files": len(group), "bytes": nbytes}
 
 
@@ -405,33 +419,41 @@ def dropped_or_marks(work: Folder, parts: Sequence[str], group: Sequence[int], r
     return dropped_rows(work, [], group, rejected), marking.member_marks(work, parts, group)
 
 
-def rows_of_sources(store, block_of: Dict[int, List[int]]) -> Dict[int, np.ndarray]:
+def rows_of_sources(store, block_of: Dict[int, List[int]], lines: Optional[Dict[int, np.ndarray]] = None
+                    ) -> Dict[int, np.ndarray]:
     """The rows of the documents of each source (it lies in the blocks ``block_of[si]``: one,
-    or the ranges of a split file, in file order), in file order."""
+    or the ranges of a split file, in file order), in file order. ``lines``, when given, gets
+    the bounds of those documents' lines (:func:`.write_lines.block_lines`) for each source
+    whose blocks all have them."""
     out: Dict[int, np.ndarray] = {}
     by_block: Dict[int, List[int]] = {}
     for si, bs in block_of.items():
         for b in bs:
             by_block.setdefault(b, []).append(si)
-    parts: Dict[int, list] = {}  # si -> [(block, rows)]
+    parts: Dict[int, list] = {}  # si -> [(block, rows, lines or None)]
     for b, group in by_block.items():
         t = store.table(b, ["source", "row"])
         source = to_numpy(t.column("source").combine_chunks())
         row = to_numpy(t.column("row").combine_chunks())
+        known = None if lines is None else block_lines(store.work, b)
         sel = np.isin(source, np.array(group, source.dtype))
-        source, row = source[sel], row[sel]
-        order = np.argsort(source, kind="stable")
-        source, row = source[order], row[order]
-        bounds = np.searchsorted(source, np.array(group, source.dtype), side="left")
+        order = np.argsort(source[sel], kind="stable")
+        source, row = source[sel][order], row[sel][order]
+        known = None if known is None else known[sel][order]
+        firsts = np.searchsorted(source, np.array(group, source.dtype), side="left")
         ends = np.searchsorted(source, np.array(group, source.dtype), side="right")
-        for si, lo, hi in zip(group, bounds.tolist(), ends.tolist()):
+        for si, lo, hi in zip(group, firsts.tolist(), ends.tolist()):
             if len(block_of[si]) == 1:  # the file in one block (a folder of many files: each)
                 out[si] = row[lo:hi]
+                if known is not None:
+                    lines[si] = known[lo:hi]
             else:
-                parts.setdefault(si, []).append((b, row[lo:hi]))
+                parts.setdefault(si, []).append((b, row[lo:hi], None if known is None else known[lo:hi]))
     for si, pieces in parts.items():
-        pieces.sort(key=lambda p: p[0])
+        pieces.sort(key=lambda p: p[0])  # the ranges of a split file, in file order
         out[si] = pieces[0][1] if len(pieces) == 1 else np.concatenate([p[1] for p in pieces])
+        if lines is not None and all(p[2] is not None for p in pieces):
+            lines[si] = pieces[0][2] if len(pieces) == 1 else np.concatenate([p[2] for p in pieces])
     return out
 
 

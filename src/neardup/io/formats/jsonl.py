@@ -202,7 +202,9 @@ class _JsonlParser:
         return None
 
     def parse(self, data: bytes, line0: int):
-        """``(n_lines, n_records, text, rows, ids, scores, bad)`` of one block."""
+        """``(n_lines, n_records, text, rows, ids, scores, bad, bounds)`` of one block; ``bounds``:
+        int64 (n, 2), each document's line in the block, its start and its end (the newline's
+        position, or the block's end)."""
         from ...kernels import jsonl as scanner
         from ...kernels.lines import blank_lines, deep_lines, line_bounds_ascii
         ctx = self.ctx
@@ -214,7 +216,12 @@ class _JsonlParser:
             n = len(scanned)  # at least one: the block is not empty
             self.seen_record = True
             text, ids = scanned.extract(in_place=ctx.text_spans)
-            return n, n, text, np.arange(line0, line0 + n, dtype=np.int64), ids, None, {}
+            ends = scanned.line_ends()
+            bounds = np.empty((n, 2), np.int64)
+            bounds[0, 0] = 0
+            bounds[1:, 0] = ends[:-1] + 1
+            bounds[:, 1] = ends
+            return n, n, text, np.arange(line0, line0 + n, dtype=np.int64), ids, None, {}, bounds
         starts, ends, is_ascii = line_bounds_ascii(data)  # ASCII: valid UTF-8, no check needed
         n_lines = len(starts)
         blank = blank_lines(data, starts, ends)
@@ -270,7 +277,7 @@ class _JsonlParser:
             keep = np.empty(0, dtype=np.int64)
         rows = keep.astype(np.int64) + line0
         bad_rows = {line0 + i: r for i, r in bad.items()}
-        return n_lines, n_records, text, rows, ids, scores, bad_rows
+        return n_lines, n_records, text, rows, ids, scores, bad_rows, np.stack((starts[keep], ends[keep]), axis=1)
 
     def _from_arrow(self, table: pa.Table, data, starts, ends, good, bad):
         ctx = self.ctx
@@ -390,6 +397,7 @@ def read_jsonl(ctx: ReadContext) -> Iterator[Batch]:
     blocks = iter_blocks(src.path, src.compression, span=None if span is None else span[:2], recycle=recycle)
     check = src.walked and span is None
     document = _json_document(src)
+    at = _first_line_offset(src, span) if ctx.text_spans else None  # the file offset of the next block
     try:
         while True:
             try:
@@ -407,13 +415,16 @@ def read_jsonl(ctx: ReadContext) -> Iterator[Batch]:
                 return
             except OSError as e:
                 raise cannot_read(src, e) from None
-            n_lines, n_records, text, rows, ids, scores, bad = parser.parse(data, line0)
+            n_lines, n_records, text, rows, ids, scores, bad, bounds = parser.parse(data, line0)
+            if at is not None:
+                bounds += at
+                at += len(data)
             if isinstance(data, bytearray):
                 recycle.append(data)
             data = None
             line0 += n_lines
             records += n_records
-            yield from ctx.emit(text, rows, ids, scores, bad)
+            yield from ctx.emit(text, rows, ids, scores, bad, None if at is None else bounds)
     finally:
         blocks.close()
     if records == 0 and span is None:
@@ -422,6 +433,24 @@ def read_jsonl(ctx: ReadContext) -> Iterator[Batch]:
         end = ctx.empty([])
         end.lines = line0
         yield end
+
+
+def _first_line_offset(src: Source, span) -> Optional[int]:
+    """Where the blocks of an uncompressed local file start in it, less a UTF-8 byte order mark
+    at its start (:func:`iter_blocks` drops it; the lines' offsets are those of the file without
+    it: ``Batch.line_bounds``): 0, or the first byte of a range after the first (the file
+    looked at for a mark: a large file's range, not each of many small files); None for another
+    file."""
+    local = _fs.os_path(src.path)
+    if src.compression is not None or local is None:
+        return None
+    if span is None or span[0] == 0:
+        return 0
+    try:
+        with open(local, "rb") as f:
+            return span[0] - (3 if f.read(3) == b"\xef\xbb\xbf" else 0)
+    except OSError:
+        return None  # the blocks' reading says why
 
 
 def field_names(src: Source) -> List[str]:

@@ -1,0 +1,132 @@
+"""The kept lines of uncompressed local JSONL files copied from the lines the read stage saw
+(neardup.stages.write_lines, read/block-B.lines): the same output bytes as the lines found again
+(the way every other file is written), for files read whole or split into ranges, with a byte
+order mark, CRLF, no last newline, blank and bad lines, next to compressed files; and a file
+changed between the read and the write stages is written the old way (not from stale offsets)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import neardup
+from neardup.stages import write, write_lines
+from helpers import outputs
+
+SPLIT = "NEARDUP_SPLIT_BYTES"
+
+
+def corpus(folder: Path, bom=False, crlf=False, last_newline=True) -> Path:
+    """A folder: a plain JSONL file of near-duplicates with blank and bad lines, a small one, and
+    a gzip one (its lines not known: found again)."""
+    from neardup.testing.synth import generate_corpus
+    folder.mkdir()
+    texts = generate_corpus(300, seed=7, doc_words=40).texts
+    lines = [json.dumps({"id": f"d{i}", "text": t}) for i, t in enumerate(texts)]
+    lines[100:100] = ["", "  ", '{"id": "bad", "text": 7}']
+    end = "\r\n" if crlf else "\n"
+    data = (end.join(lines) + (end if last_newline else "")).encode()
+    (folder / "b.jsonl").write_bytes((b"\xef\xbb\xbf" if bom else b"") + data)
+    (folder / "a.jsonl").write_text('{"id": "a0", "text": "first file"}\n')
+    with gzip.open(folder / "c.jsonl.gz", "wb") as g:
+        g.write(data[:15000])
+    return folder
+
+
+def copied_and_found(tmp_path, monkeypatch, folder, **options):
+    """The outputs with the kept lines copied from their known bounds, and found again; the
+    number of files copied from their bounds in the first run."""
+    copied = []
+    real = write.copy_kept_lines
+
+    def spy(src, *args, **kwargs):
+        copied.append(Path(src.path).name)
+        return real(src, *args, **kwargs)
+
+    monkeypatch.setattr(write, "copy_kept_lines", spy)
+    neardup.dedup([str(folder)], output=str(tmp_path / "copied"), on_error="skip", id_column="", **options)
+    monkeypatch.setattr(write, "copies_lines", lambda *a: False)
+    neardup.dedup([str(folder)], output=str(tmp_path / "found"), on_error="skip", id_column="", **options)
+    return outputs(tmp_path / "copied"), outputs(tmp_path / "found"), copied
+
+
+@pytest.mark.parametrize("bom,crlf,last_newline,split", [(False, False, True, False), (True, True, False, False),
+                                                          (True, False, False, True), (False, True, True, True)])
+def test_kept_lines_copied_from_their_bounds_same_bytes(tmp_path, monkeypatch, bom, crlf, last_newline, split):
+    """Guards: the block's file offset (``bounds += at`` in io.formats.jsonl), the byte order
+    mark's 3 bytes, the newline included (``b[:, 1] + 1``), the last line without one."""
+    folder = corpus(tmp_path / "in", bom, crlf, last_newline)
+    if split:
+        monkeypatch.setenv(SPLIT, str((folder / "b.jsonl").stat().st_size // 5))
+    else:
+        monkeypatch.delenv(SPLIT, raising=False)
+    a, b, copied = copied_and_found(tmp_path, monkeypatch, folder, keep="longest")
+    assert sorted(copied) == ["a.jsonl", "b.jsonl"]  # not the gzip one: its lines are not known
+    assert a["stats.json"]["counts"]["removed"] > 0 and a["stats.json"]["counts"]["rejected"] >= 1
+    assert sorted(a) == sorted(b)
+    assert [k for k in a if a[k] != b[k]] == []
+    kept = a["kept/b.jsonl"].split(b"\n")
+    assert kept[-1] == b"" and all(line.startswith(b"{") for line in kept[:-1])
+
+
+def test_report_texts_caught_from_the_bounds(tmp_path, monkeypatch):
+    """The texts of the report's largest clusters caught on the way (``capture``): the same
+    texts_sample.parquet, none read again by ``fetch_texts``."""
+    monkeypatch.delenv(SPLIT, raising=False)
+    folder = corpus(tmp_path / "in")
+    fetched = []
+    real = write.fetch_texts
+    monkeypatch.setattr(write, "fetch_texts", lambda s, c, wanted: fetched.append(wanted) or real(s, c, wanted))
+    neardup.dedup([str(folder / "b.jsonl")], output=str(tmp_path / "out"), on_error="skip")
+    assert all(not w for w in fetched)
+    monkeypatch.setattr(write, "copies_lines", lambda *a: False)
+    neardup.dedup([str(folder / "b.jsonl")], output=str(tmp_path / "found"), on_error="skip")
+    assert (tmp_path / "out" / "texts_sample.parquet").read_bytes() == \
+        (tmp_path / "found" / "texts_sample.parquet").read_bytes()
+
+
+@pytest.mark.parametrize("same_size", [True, False])
+def test_file_changed_after_the_read_stage_written_as_before(tmp_path, monkeypatch, same_size):
+    """A file changed between the read and the write stages (same size, its modification time
+    only; or longer) is written the way it was before the lines were known: its lines found
+    again in the file as it is, never copied from the stale offsets. Guards the stat check of
+    ``copies_lines`` (size only: the same-size case copies stale ranges)."""
+    monkeypatch.delenv(SPLIT, raising=False)
+    folder = corpus(tmp_path / "in")
+    f = folder / "b.jsonl"
+    original = f.read_bytes()
+    first, second, rest = original.split(b"\n", 2)
+    assert len(first) != len(second)  # swapped: the same size, every line after the first where it was
+    changed = second + b"\n" + first + b"\n" + rest if same_size else b'{"id": "new", "text": "x"}\n' + original
+    real_run = write.WriteStage.run
+
+    def change_then_write(self, run, engine):
+        f.write_bytes(changed)
+        return real_run(self, run, engine)
+
+    monkeypatch.setattr(write.WriteStage, "run", change_then_write)
+    outs = []
+    for name in ("now", "before"):
+        f.write_bytes(original)
+        try:
+            neardup.dedup([str(f)], output=str(tmp_path / name), on_error="skip")
+            outs.append(outputs(tmp_path / name)["kept/b.jsonl"])
+        except Exception as e:  # noqa: BLE001 - the same error both ways
+            outs.append(str(e).replace(name, ""))
+        monkeypatch.setattr(write, "copies_lines", lambda *a: False)
+    assert outs[0] == outs[1]
+    assert isinstance(outs[0], bytes) and outs[0].startswith(changed.split(b"\n", 1)[0] + b"\n")
+
+
+def test_kept_ranges_join_consecutive_lines():
+    """Ranges of lines that follow each other joined; a gap (a blank or removed line) not; the
+    file's last line without a newline said so."""
+    rows = np.array([0, 1, 3, 4], np.int64)
+    bounds = np.array([[0, 9], [10, 19], [21, 29], [30, 35]], np.int64)
+    assert write_lines.kept_ranges(rows, bounds, np.array([0, 1, 3], np.int64), 35) == ([0, 21], [20, 30], False)
+    assert write_lines.kept_ranges(rows, bounds, np.array([1, 4], np.int64), 35) == ([10, 30], [20, 35], True)
+    assert write_lines.kept_ranges(rows, bounds, np.array([], np.int64), 35) == ([], [], False)
