@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -89,23 +90,34 @@ def test_report_texts_caught_from_the_bounds(tmp_path, monkeypatch):
         (tmp_path / "found" / "texts_sample.parquet").read_bytes()
 
 
-@pytest.mark.parametrize("same_size", [True, False])
-def test_file_changed_after_the_read_stage_written_as_before(tmp_path, monkeypatch, same_size):
+@pytest.mark.parametrize("how,split", [("same size", False), ("longer", False), ("mtime restored", False),
+                                       ("mtime restored", True)])
+def test_file_changed_after_the_read_stage_written_as_before(tmp_path, monkeypatch, how, split):
     """A file changed between the read and the write stages (same size, its modification time
-    only; or longer) is written the way it was before the lines were known: its lines found
-    again in the file as it is, never copied from the stale offsets. Guards the stat check of
-    ``copies_lines`` (size only: the same-size case copies stale ranges)."""
-    monkeypatch.delenv(SPLIT, raising=False)
+    only; longer; the same size with its modification time set back, read whole or in ranges)
+    is written the way it was before the lines were known: its lines found again in the file as
+    it is, never copied from the stale offsets. Guards the stat checks of ``copies_lines``
+    (size only: the same-size case copies stale ranges; no change time: the restored ones do)."""
     folder = corpus(tmp_path / "in")
     f = folder / "b.jsonl"
+    if split:
+        monkeypatch.setenv(SPLIT, str(f.stat().st_size // 5))
+    else:
+        monkeypatch.delenv(SPLIT, raising=False)
     original = f.read_bytes()
     first, second, rest = original.split(b"\n", 2)
     assert len(first) != len(second)  # swapped: the same size, every line after the first where it was
-    changed = second + b"\n" + first + b"\n" + rest if same_size else b'{"id": "new", "text": "x"}\n' + original
+    changed = second + b"\n" + first + b"\n" + rest if how != "longer" else b'{"id": "new", "text": "x"}\n' + original
     real_run = write.WriteStage.run
 
     def change_then_write(self, run, engine):
+        before = f.stat()
         f.write_bytes(changed)
+        if how == "mtime restored":
+            os.utime(f, ns=(before.st_atime_ns, before.st_mtime_ns))
+            while f.stat().st_ctime_ns == before.st_ctime_ns:  # a coarse clock: the change made visible
+                os.utime(f, ns=(before.st_atime_ns, before.st_mtime_ns))
+            assert (f.stat().st_size, f.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
         return real_run(self, run, engine)
 
     monkeypatch.setattr(write.WriteStage, "run", change_then_write)
@@ -122,6 +134,45 @@ def test_file_changed_after_the_read_stage_written_as_before(tmp_path, monkeypat
     assert isinstance(outs[0], bytes) and outs[0].startswith(changed.split(b"\n", 1)[0] + b"\n")
 
 
+def test_file_unchanged_since_an_earlier_read_copied(tmp_path, monkeypatch):
+    """A resumed run: the change times the read stage of an earlier run recorded are the ones
+    compared (the files unchanged: their lines still copied), and a work dir without them (an
+    earlier version's) gets its lines found again; the same outputs each time."""
+    monkeypatch.delenv(SPLIT, raising=False)
+    folder = corpus(tmp_path / "in")
+    work = tmp_path / "work"
+    neardup.dedup([str(folder)], output=str(tmp_path / "first"), work_dir=str(work), keep_work=True,
+                  on_error="skip", id_column="")
+    real = write.copy_kept_lines
+    for name in ("again", "old"):
+        if name == "old":
+            for p in (work / "read").glob("*.lines-stat"):
+                p.unlink()
+        copied = []
+        monkeypatch.setattr(write, "copy_kept_lines",
+                            lambda src, *a, **k: copied.append(Path(src.path).name) or real(src, *a, **k))
+        state = json.loads((work / "state.json").read_text())
+        state["done"].pop("write", None)  # the write stage done again from the read stage's files
+        (work / "state.json").write_text(json.dumps(state))
+        neardup.dedup([str(folder)], output=str(tmp_path / name), work_dir=str(work), resume=True,
+                      keep_work=True, on_error="skip", id_column="")
+        assert sorted(copied) == ([] if name == "old" else ["a.jsonl", "b.jsonl"])
+        assert outputs(tmp_path / name) == outputs(tmp_path / "first")
+
+
+@pytest.mark.parametrize("options", [{"mark": True}, {"output_format": "parquet"}])
+def test_no_lines_where_the_write_stage_does_not_copy_them(tmp_path, monkeypatch, options):
+    """--mark or another output format: kept lines never copied from their bounds, so the read
+    stage writes no ``lines`` (nor their stat) files. Guards ``copies_whole`` in read_block."""
+    monkeypatch.delenv(SPLIT, raising=False)
+    folder = corpus(tmp_path / "in")
+    for opts, lines in ((options, 0), ({}, 2)):
+        work = tmp_path / f"work{lines}"
+        neardup.dedup([str(folder)], output=str(tmp_path / f"out{lines}"), work_dir=str(work), keep_work=True,
+                      on_error="skip", id_column="", **opts)
+        assert len(list((work / "read").glob("*.lines*"))) == lines
+
+
 def test_kept_ranges_join_consecutive_lines():
     """Ranges of lines that follow each other joined; a gap (a blank or removed line) not; the
     file's last line without a newline said so."""
@@ -130,3 +181,19 @@ def test_kept_ranges_join_consecutive_lines():
     assert write_lines.kept_ranges(rows, bounds, np.array([0, 1, 3], np.int64), 35) == ([0, 21], [20, 30], False)
     assert write_lines.kept_ranges(rows, bounds, np.array([1, 4], np.int64), 35) == ([10, 30], [20, 35], True)
     assert write_lines.kept_ranges(rows, bounds, np.array([], np.int64), 35) == ([], [], False)
+
+
+def test_read_stats_of_a_file_read_in_ranges(tmp_path):
+    """A split file's lines copied only when every range's read saw the same file (one changed
+    between two ranges' reads: found again), and a block without the record: found again."""
+    from neardup.io.storage.folder import Folder
+    from neardup.stages.workdir import LINE_STATS, block_name
+    work = Folder(str(tmp_path))
+    (tmp_path / "read").mkdir()
+    for b, rows in enumerate([[(0, 1, 2, 30), (1, 1, 5, 40)], [(0, 1, 2, 30)], [(0, 1, 2, 31)], [(1, 1, 5, 40)]]):
+        (tmp_path / block_name(b, LINE_STATS)).write_bytes(np.array(rows, np.int64).tobytes())
+    expected = {0: (10, 20), 1: (11, 21)}
+    assert write_lines.read_stats(work, {0: [0, 1], 1: [0, 3]}, expected) == {0: (10, 20, 1, 2, 30),
+                                                                              1: (11, 21, 1, 5, 40)}
+    assert write_lines.read_stats(work, {0: [0, 1, 2], 1: [0, 3]}, expected) == {1: (11, 21, 1, 5, 40)}
+    assert write_lines.read_stats(work, {0: [0, 4], 1: [3]}, expected) == {1: (11, 21, 1, 5, 40)}

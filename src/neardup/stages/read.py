@@ -32,7 +32,8 @@ from ..io.storage.folder import Folder
 from ..progress import bar, check_interrupt
 from .corpus import add_row_runs, numpy_fixed_binary
 from .records import ReadInfo
-from .workdir import LINE_BOUNDS, MAX_DOCUMENTS, block_name, docs_schema
+from .workdir import LINE_BOUNDS, LINE_STATS, MAX_DOCUMENTS, block_name, docs_schema
+from .write_lines import copies_whole, seen_stats
 
 if TYPE_CHECKING:
     from ..kernels.minhash import Scratch
@@ -170,7 +171,8 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
     signatures in document order (see :func:`block_matcher`). ``span``: the block is one range
     of a split file (:mod:`neardup.io.splits`), ``members`` its one source. The lines of its
     documents read from uncompressed local JSONL files go to the block's ``lines`` file
-    (:func:`write_line_bounds`), for the write stage."""
+    (:func:`write_line_bounds`), for the write stage, where it copies kept lines as they are
+    (:func:`.write_lines.copies_whole`)."""
     from ..kernels.minhash import MinHasher
     tune_malloc()
     exact = config.verify == "exact"
@@ -179,7 +181,8 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
     schema = docs_schema(config)
     summary = {"documents": 0, "per_source": {str(si): 0 for si in members}, "empty": 0, "rejected": [],
                "skipped": [], "runs": []}
-    lines: List[np.ndarray] = []
+    lines: Optional[List[np.ndarray]] = [] if copies_whole(config) else None
+    seen = seen_stats(sources, members) if lines is not None else None  # before the files are read
     # each file appears under its name only when complete, at the end of the with (a temporary
     # name renamed; an upload completed); a failure (a full disk, a bad record) leaves neither
     with work.atomic_write(block_name(block, "arrow")) as arrow_file, \
@@ -191,7 +194,8 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
                        signatures, span, lines)
         finally:
             give_back_scratch(scratch)
-    write_line_bounds(work, block, lines)
+    if lines is not None:
+        write_line_bounds(work, block, lines, seen)
     if finish is not None:  # e.g. the --against matches: part of the block, done before its summary
         summary.update(finish(summary["documents"]))
     work.write_json(block_name(block, "json"), summary, indent=None)  # one line: the C encoder (per_source of 50k files)
@@ -390,12 +394,16 @@ def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary,
         progress(m)
 
 
-def write_line_bounds(work: Folder, block: int, lines: List[np.ndarray]) -> None:
+def write_line_bounds(work: Folder, block: int, lines: List[np.ndarray], seen: np.ndarray) -> None:
     """The block's ``lines`` file (:data:`neardup.stages.workdir.LINE_BOUNDS`): each document's
     line as byte offsets of its file, int64 (start, newline's position or the file's end), -1
-    where not known (another format, a compressed or remote file); none when no line is known."""
+    where not known (another format, a compressed or remote file); none when no line is known.
+    Beside it (:data:`~neardup.stages.workdir.LINE_STATS`) ``seen``: the files as they were
+    before they were read (:func:`.write_lines.seen_stats`)."""
     if not any(len(x) and x[0, 0] >= 0 for x in lines):
         return
+    with work.atomic_write(block_name(block, LINE_STATS)) as f:
+        f.write(memoryview(np.ascontiguousarray(seen, np.int64)).cast("B"))
     with work.atomic_write(block_name(block, LINE_BOUNDS)) as f:
         f.write(memoryview(np.ascontiguousarray(np.concatenate(lines), np.int64)).cast("B"))
 

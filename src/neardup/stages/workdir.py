@@ -26,7 +26,11 @@ file exists is done and is not read again.
                                     its file less a UTF-8 byte order mark at its start (end: the
                                     newline's, or the file's end), -1 where not
                                     known; only for a block with documents of uncompressed local
-                                    JSONL files: the write stage copies the kept lines from them
+                                    JSONL files: the write stage copies the kept lines from them;
+                                    none with --mark or --output-format other than same
+    WORK/read/block-BBBBBB.lines-stat  raw int64 (source, device, inode, change time in ns) of
+                                    those files before the block read them, beside .lines: the
+                                    write stage copies from a file only while they are unchanged
     WORK/read/block-BBBBBB.json     the block's summary (written last: the block is done)
     WORK/pairs/part-PPPPP.arrow     PAIRS_SCHEMA: verified pairs (left < right) of one partition
     WORK/pairs/search-PPPPP.json    the counts of one partition's bucket search (``PairsInfo``)
@@ -167,6 +171,7 @@ def range_name(kind: str, r: int) -> str:
 
 
 LINE_BOUNDS = "lines"  # the extension of a read block's document lines (see the module)
+LINE_STATS = "lines-stat"  # the extension of the stat of a read block's files whose lines it knows
 
 
 def block_name(block: int, ext: str) -> str:

@@ -42,7 +42,8 @@ from .outputs import (CLUSTERS_SCHEMA, REJECTED_SCHEMA, REMOVED_SCHEMA, SAMPLE_S
                       kept_rows, table_kept_name)
 from .background import Background
 from .workdir import MEMBERS_SCHEMA, range_name
-from .write_lines import FileStat, block_lines, copies_lines, copy_kept_lines, expected_stats
+from .write_lines import (FileStat, block_lines, copies_lines, copies_whole, copy_kept_lines, expected_stats,
+                          read_stats)
 
 
 # a run's result, the files it replaces in the output folder (nothing else there is touched)
@@ -377,11 +378,6 @@ class WriteStage:
         return [written[si] for si in sorted(written)], kept, captured, nbytes
 
 
-def copies_whole(config) -> bool:
-    """Whether kept/ gets a kept text file as it stands (copied whole: no marks, the input's format)."""
-    return not config.mark and config.output_format == "same"
-
-
 def text_copied_whole(sources: Sequence[nio.Source], files: Sequence[int], config) -> bool:
     """Whether every input file is a text file that kept/ gets whole (a folder of many small
     text files): their groups are one a core, not four (each file the same work: nothing to
@@ -399,11 +395,13 @@ def write_kept_partition(item, *, task, kept: Folder, report=None) -> dict:
     """One group of input files: (sources, the block of each, the parts that hold their blocks'
     removed documents (:func:`dropped_rows`), their rejected rows, the rows whose text the
     report shows, the size and modification time of the JSONL files whose lines the read stage
-    saw (:func:`expected_stats`)) -> their kept files."""
+    saw (:func:`expected_stats`), to which :func:`read_stats` adds what it saw of them) -> their
+    kept files."""
     group, block_of, removed_parts, rejected, wanted, stats = item
     dropped, marks = dropped_or_marks(task.work, removed_parts, group, rejected, task.config.mark)
     lines: Dict[int, np.ndarray] = {}
     rows = rows_of_sources(task.store, block_of, lines if stats else None)
+    stats = read_stats(task.work, block_of, stats) if stats else stats
     written, captured, n, nbytes = write_kept_group(task.sources, group, rows, dropped, kept, task.config, wanted,
                                                     progress=report, marks=marks, lines=lines, stats=stats)
     return {"written": written, "captured": captured, "kept": n, "files": len(group), "bytes": nbytes}

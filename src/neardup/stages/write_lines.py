@@ -5,8 +5,11 @@ documents: ~0.45 CPU-s of the write stage); the kernel copies them (:class:`Rang
 same bytes as :func:`neardup.io.formats.jsonl_kept.write_kept_lines`.
 
 Only for a file whose size and modification time are still those the run started with (the
-run's identity, ``inputs.json``): one changed since is written the way every other file is, its
-lines found again (what that finds, or the error it gives, is today's).
+run's identity, ``inputs.json``) and whose inode and change time (st_ctime, which no one can set
+back, unlike the modification time) are still those the read stage saw before it read the file
+(``read/block-B.lines-stat``: each block that read it, a split file's ranges too, in this
+process or an earlier one): one changed since is written the way every other file is, its lines
+found again (what that finds, or the error it gives, is today's).
 """
 
 from __future__ import annotations
@@ -22,10 +25,58 @@ from ..errors import InputError
 from ..io.kernel_copy import RangeCopier
 from ..io.storage import fs as _fs
 from ..io.storage.folder import Folder
-from .workdir import LINE_BOUNDS, block_name
+from .workdir import LINE_BOUNDS, LINE_STATS, block_name
 
 BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark starting a file: not part of its first line
-FileStat = Tuple[int, int]  # (size, modification time in ns), as the run's identity has them
+# (size, modification time in ns) as the run's identity has them, then (device, inode, change
+# time in ns) as the read stage saw them
+FileStat = Tuple[int, ...]
+
+
+def copies_whole(config) -> bool:
+    """Whether kept/ gets a kept text file as it stands (copied whole: no marks, the input's
+    format); the kept lines of a JSONL file are copied from their bounds only then (the read
+    stage writes them only then)."""
+    return not config.mark and config.output_format == "same"
+
+
+def seen_stats(sources: Sequence[nio.Source], members: Sequence[int]) -> np.ndarray:
+    """(source, device, inode, change time in ns) int64 rows of the uncompressed local JSONL files
+    of ``members`` as they are before the read stage reads them (a file changed after is one
+    changed since: its change time is later)."""
+    out = []
+    for si in members:
+        src = sources[si]
+        local = _fs.os_path(src.path) if src.format == "jsonl" and src.compression is None else None
+        if local is None:
+            continue
+        try:
+            st = os.stat(local)
+        except (OSError, ValueError):
+            continue  # the read says why
+        out.append((si, st.st_dev, st.st_ino, st.st_ctime_ns))
+    return np.array(out, np.int64).reshape(-1, 4)
+
+
+def read_stats(work: Folder, block_of: Dict[int, List[int]], expected: Dict[int, FileStat]
+               ) -> Dict[int, FileStat]:
+    """``expected`` (:func:`expected_stats`) with the device, inode and change time that every
+    block of each file (``block_of``: a split file's ranges) recorded (:func:`seen_stats`); a file
+    without them (a work dir of a version before them), or whose blocks saw different ones (it
+    changed between two ranges' reads), left out: its lines found again."""
+    seen: Dict[int, Optional[Tuple[int, int, int]]] = {}
+    by_block: Dict[int, List[int]] = {}
+    for si in expected:
+        for b in block_of[si]:
+            by_block.setdefault(b, []).append(si)
+    for b, group in by_block.items():
+        name = block_name(b, LINE_STATS)
+        rows = np.frombuffer(work.read_bytes(name), np.int64).reshape(-1, 4) if work.exists(name) else None
+        recorded = {} if rows is None else {r[0]: tuple(r[1:]) for r in rows.tolist()}
+        for si in group:
+            st = recorded.get(si)
+            seen[si] = st if seen.get(si, st) == st else None
+    return {si: expected[si] + st for si, st in seen.items() if st is not None}
 
 
 def block_lines(work: Folder, block: int) -> Optional[np.ndarray]:
@@ -49,8 +100,9 @@ def expected_stats(inputs: Optional[Sequence], sources: Sequence[nio.Source], gr
 def copies_lines(src: nio.Source, bounds: Optional[np.ndarray], expected: Optional[FileStat], config,
                  kept: Folder) -> bool:
     """Whether the kept lines of ``src`` are copied from their known ``bounds``: an uncompressed
-    local JSONL file, unchanged since the run started (``expected``), every document's line
-    known, written as it is to a local kept/."""
+    local JSONL file, unchanged since the run started and since the read stage saw it
+    (``expected``: :func:`read_stats`), every document's line known, written as it is to a local
+    kept/."""
     local = _fs.os_path(src.path)
     if (bounds is None or expected is None or local is None or config.output_format != "same"
             or kept.os_path is None or src.compression is not None):
@@ -59,7 +111,7 @@ def copies_lines(src: nio.Source, bounds: Optional[np.ndarray], expected: Option
         st = os.stat(local)
     except (OSError, ValueError):
         return False
-    return (stat.S_ISREG(st.st_mode) and (st.st_size, st.st_mtime_ns) == expected
+    return (stat.S_ISREG(st.st_mode) and (st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino, st.st_ctime_ns) == expected
             and bool(len(bounds) == 0 or bounds[:, 0].min() >= 0))
 
 
