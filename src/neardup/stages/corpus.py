@@ -17,6 +17,7 @@ from ..io.columns import id_path, positional_ids
 from ..io.splits import range_lines
 from ..io.storage.folder import Folder
 from ..kernels.arrays import arrow, to_numpy, unique
+from .background import Background
 from .workdir import WorkDir, block_name
 
 CODE_THREADS = 2  # threads copying the fingerprint codes of local blocks (DocStore.codes)
@@ -416,7 +417,6 @@ class OpenedBlocks:
         self.claimed: set = set()
         self.wanted: Optional[set] = None
         self.closed = False
-        from .background import Background
         self.job = Background(self._open, "neardup-open-blocks")
 
     def _open(self) -> None:
@@ -460,8 +460,7 @@ class MemberColumns:
     come from the block's runs (:meth:`DocStore.source_rows_of`) where its summary has them
     (12 of the 21.9 MB of pages of the 1M corpus's members not touched); each block's file is
     opened once for the other columns and ids (or was, by ``opened``: :class:`OpenedBlocks`), its
-    documents found by a binary search (they are a run
-    of ``docs``) and taken from all its columns at once, before the row base is added: no column
+    documents found by a binary search (they are a run of ``docs``) and taken from all its columns at once, before the row base is added: no column
     of a block copied whole, no pass over ``docs`` per block (214,229 cluster members over 35
     blocks: ~12 ms against 33 for :meth:`DocStore.columns` then :meth:`DocStore.ids`; ~15 ms
     against ~17 picking each record batch's rows one column at a time with the row base added
