@@ -36,8 +36,11 @@ import neardup.stages as st
 import neardup.stages.clusters as cl
 from neardup.stages.corpus import MemberColumns
 from neardup.io.storage.folder import Folder
-for name in ("members_of", "keep_order", "select_representatives", "largest_clusters", "document_ids", "taken_where"):
+import neardup.kernels.components as kc
+for name in ("members_of", "largest_clusters", "document_ids", "taken_where"):
     timed(cl, name)
+for name in ("keep_order", "select_representatives"):  # imported where select_partition calls them
+    timed(kc, name)
 timed(MemberColumns, "take")  # both threads' blocks: the gathering thread's and the stage's own
 timed(MemberColumns, "result")
 timed(Folder, "write_arrow")  # the members file

@@ -20,7 +20,7 @@ from neardup.kernels.hashing import partition_of
 from neardup.io.storage.folder import Folder
 from neardup.stages import Run
 from neardup.stages.clusters import ClustersStage, in_thread
-from neardup.stages.corpus import DocStore, MemberColumns
+from neardup.stages.corpus import DocStore, MemberColumns, OpenedBlocks
 from neardup.stages.workdir import WorkDir
 from neardup.stages.pairs import PairsStage, band_rows, form_buckets
 from neardup.stages.read import ReadStage
@@ -452,7 +452,7 @@ def test_members_of_pairs_are_their_sorted_documents_and_positions():
 def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch, row_base, runs):
     """The clusters stage's one read of each block (DocStore.columns_and_ids) gives what
     DocStore.columns and DocStore.ids give, for document sets over both blocks, one block, none;
-    without ids, None for them. With a row base (the ranges of a split file: rows numbered from
+    without ids, None for them; from the files opened ahead (OpenedBlocks) none opened again. With a row base (the ranges of a split file: rows numbered from
     0 in each), the rows taken have it added as the whole block's rows have. The sources and
     rows found from the blocks' runs (add_row_runs) are those of their
     files; without runs (a work dir of a version that kept none) they are read there."""
@@ -470,6 +470,9 @@ def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch, row
     rng = np.random.default_rng(11)
     first = int(run.corpus.block_start[1])
     columns = ["source", "row", "length", "score"]
+    from neardup.io.storage import ranges
+    opens, real = [], ranges.arrow_columns
+    monkeypatch.setattr(ranges, "arrow_columns", lambda path, *a, **k: opens.append(path) or real(path, *a, **k))
     for docs in (np.flatnonzero(rng.random(run.corpus.n) < 0.4), np.arange(first, run.corpus.n),
                  np.array([0, first - 1]), np.zeros(0, np.int64)):
         values, ids = store.columns_and_ids(docs, columns, True)
@@ -480,6 +483,14 @@ def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch, row
         assert store.columns_and_ids(docs, columns, False)[1] is None
         shared_values, shared_ids = in_thread(MemberColumns(store, docs, columns, True))()  # two threads taking
         assert all(np.array_equal(shared_values[c], values[c]) for c in columns) and shared_ids.equals(ids)
+        # the blocks' files opened ahead (OpenedBlocks): the takes open none, and the same values
+        opened = OpenedBlocks(store, columns, True)
+        opened.job.wait()
+        assert sorted(opened.tables) == [0, 1]
+        opens.clear()
+        ahead_values, ahead_ids = in_thread(MemberColumns(store, docs, columns, True, opened))()
+        assert all(np.array_equal(ahead_values[c], values[c]) for c in columns) and ahead_ids.equals(ids)
+        assert opens == [] and opened.tables == {}
 
 
 @pytest.mark.parametrize("cap", [1024, 3])

@@ -25,7 +25,7 @@ from .. import io as nio
 from ..progress import bar, check_interrupt
 from .against import matched_members
 from .background import Background
-from .corpus import MemberColumns, column, document_ids
+from .corpus import MemberColumns, OpenedBlocks, column, document_ids
 from .records import ClustersInfo, StarStep
 from .workdir import PAIRS_SCHEMA, members_table, part_name, write_record
 
@@ -200,12 +200,15 @@ class ClustersStage:
     def whole(self, run) -> ClustersInfo:
         """Every verified pair as one partition, in this process."""
         cfg, store = run.config, run.store
+        # the blocks' files opened ahead while the pairs are read and their documents found (a local work dir)
+        opened = (OpenedBlocks(store, member_columns(cfg), run.user_ids_wanted())
+                  if store.work.os_path is not None else None)
         pairs = _pairs_table(run.work.folder, run.work.parts("pairs"))
         left, right = column(pairs, "left"), column(pairs, "right")
         docs, positions = members_of(left, right, run.corpus.n)
         # the members' columns and ids gathered block by block (not the whole corpus's first),
         # while the selection is made
-        columns = in_thread(MemberColumns(store, docs, member_columns(cfg), run.user_ids_wanted()))
+        columns = in_thread(MemberColumns(store, docs, member_columns(cfg), run.user_ids_wanted(), opened))
         members, counts = select_partition(docs, columns, left, right,
                                            to_numpy(pairs.column("similarity").combine_chunks()), cfg, run.sources,
                                            positions)
