@@ -70,6 +70,13 @@ ONE_CALL_ENV = "NEARDUP_RAY_ONE_CALL"
 OBJECT = "__object__"           # the column of a call's result that is not a table (pickled)
 log = logging.getLogger("neardup.ray")
 
+
+def shuffled_on_one_node() -> bool:
+    """``NEARDUP_RAY_ONE_CALL=0``: a run's steps shuffled even on one node, as a cluster of many
+    nodes runs them (to measure that path on one node for bench/plan.py)."""
+    return os.environ.get(ONE_CALL_ENV, "").strip() == "0"
+
+
 class RayFrame:
     """A step's partitions (a :class:`~.Frame`), lazy: a Ray dataset (``ds``: what a shuffle into
     several partitions made, and the maps over it), or a map not run yet (``fn`` over ``source``:
@@ -373,7 +380,7 @@ class RayEngine:
     @staticmethod
     def _runner_wanted() -> bool:
         """Whether the run's own instance, of one node, runs its calls in one process (:mod:`.ray_runner`)."""
-        return ray_runner.wanted(os.environ.get(ONE_CALL_ENV, "").strip() == "0")
+        return ray_runner.wanted(shuffled_on_one_node())
 
     def __exit__(self, *exc) -> None:
         """Gives back what ``__enter__`` took; Ray's warnings held during a run that failed (or
@@ -493,7 +500,7 @@ class RayEngine:
         2 CPUs), or a step under ONE_CALL_BYTES: its whole-corpus path as one task with every
         core of a node. ``NEARDUP_RAY_ONE_CALL=0``: never (the partitioned path, as a cluster of
         many nodes runs it: to measure it on one node for bench/plan.py)."""
-        if os.environ.get(ONE_CALL_ENV, "").strip() == "0":  # always shuffled, as on a large cluster
+        if shuffled_on_one_node():  # always shuffled, as on a large cluster
             return False
         return self.nodes == 1 or nbytes <= ONE_CALL_BYTES
 

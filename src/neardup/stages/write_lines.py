@@ -40,14 +40,19 @@ def copies_whole(config) -> bool:
     return not config.mark and config.output_format == "same"
 
 
+def plain_local_jsonl(src: nio.Source) -> Optional[str]:
+    """The local path of ``src`` where it is an uncompressed local JSONL file (the read stage sees
+    its lines where they lie in it), else None."""
+    return _fs.os_path(src.path) if src.format == "jsonl" and src.compression is None else None
+
+
 def seen_stats(sources: Sequence[nio.Source], members: Sequence[int]) -> np.ndarray:
     """(source, device, inode, change time in ns) int64 rows of the uncompressed local JSONL files
     of ``members`` as they are before the read stage reads them (a file changed after is one
     changed since: its change time is later)."""
     out = []
     for si in members:
-        src = sources[si]
-        local = _fs.os_path(src.path) if src.format == "jsonl" and src.compression is None else None
+        local = plain_local_jsonl(sources[si])
         if local is None:
             continue
         try:
@@ -94,7 +99,7 @@ def expected_stats(inputs: Optional[Sequence], sources: Sequence[nio.Source], gr
     if inputs is None:
         return {}
     return {si: (int(inputs[si][2]), int(inputs[si][3])) for si in group
-            if sources[si].format == "jsonl" and sources[si].compression is None and len(inputs[si]) == 4}
+            if plain_local_jsonl(sources[si]) is not None and len(inputs[si]) == 4}
 
 
 def copies_lines(src: nio.Source, bounds: Optional[np.ndarray], expected: Optional[FileStat], config,
@@ -103,9 +108,8 @@ def copies_lines(src: nio.Source, bounds: Optional[np.ndarray], expected: Option
     local JSONL file, unchanged since the run started and since the read stage saw it
     (``expected``: :func:`read_stats`), every document's line known, written as it is to a local
     kept/."""
-    local = _fs.os_path(src.path)
-    if (bounds is None or expected is None or local is None or config.output_format != "same"
-            or kept.os_path is None or src.compression is not None):
+    local = plain_local_jsonl(src)
+    if bounds is None or expected is None or local is None or not copies_whole(config) or kept.os_path is None:
         return False
     try:
         st = os.stat(local)
@@ -149,8 +153,7 @@ def copy_kept_lines(src: nio.Source, rows: np.ndarray, bounds: np.ndarray, keep:
         out.flush()
         RangeCopier(f.fileno(), out.fileno(), src.name).copy(starts, ends)
         if newline:
-            while not os.write(out.fileno(), b"\n"):
-                pass
+            os.write(out.fileno(), b"\n")
         for row in capture or {}:
             i = int(np.searchsorted(rows, row))
             if i < len(rows) and rows[i] == row:
