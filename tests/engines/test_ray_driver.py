@@ -95,7 +95,16 @@ def test_work_the_cluster_lost_is_one_line_a_bug_is_not(ray_local):
     with RayEngine(workers=2, quiet=True) as engine:
         refs, pid = ray.get(Owner.remote().make.remote())
         os.kill(pid, signal.SIGKILL)
-        time.sleep(1)
+        # Ray learns of the owner's death a little later (the object may still be read from
+        # this node's store until the raylet frees it): wait until Ray itself says so
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                ray.get(refs[0], timeout=60)
+            except ray.exceptions.OwnerDiedError:
+                break
+            assert time.monotonic() < deadline, "Ray never noticed that the owner died"
+            time.sleep(0.2)
         with pytest.raises(StorageError, match=r"lost work it could not recompute \(OwnerDiedError: .*--resume"):
             list(engine._watched(lambda: [ray.get(refs[0], timeout=60)]))
         with pytest.raises(Exception) as bug:
