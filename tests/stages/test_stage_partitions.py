@@ -522,6 +522,34 @@ def test_row_runs_give_each_documents_source_and_row(tmp_path, monkeypatch, cap)
     assert np.array_equal(found[1], table.column("row").to_numpy()) and found[1].dtype == np.int64
 
 
+@pytest.mark.parametrize("cap", [1024, 3])
+def test_rows_of_sources_from_row_runs(tmp_path, monkeypatch, cap):
+    """The write stage's rows (and line bounds) of each source of a block with gaps (a bad line,
+    a blank line): from the block's runs without opening its file's columns, the same as its
+    file gives them; a block without runs (over the cap) read from its file."""
+    from neardup.stages import corpus as corpus_module
+    from neardup.stages.write import rows_of_sources
+    monkeypatch.setattr(corpus_module, "ROW_RUNS", cap)
+    d = tmp_path / "in"
+    d.mkdir()
+    lines = [json.dumps({"text": f"document number {i} of the first file"}) for i in range(9)]
+    (d / "a.jsonl").write_text("\n".join(lines[:3] + ["{not json"] + lines[3:6] + [""] + lines[6:]) + "\n")
+    (d / "b.jsonl").write_text("\n".join(json.dumps({"text": f"second file {i}"}) for i in range(4)) + "\n")
+    config = Config(on_error="skip").resolved()
+    work = WorkDir(str(tmp_path / "work"), "runs-test")
+    run = Run(config=config, sources=nio.discover([str(d / "a.jsonl"), str(d / "b.jsonl")]), work=work,
+              output=Folder.of(tmp_path / "out"), quiet=True)
+    work.mark_done("read", ReadStage().run(run, LocalEngine()))
+    opened = []
+    real_table = DocStore.table
+    monkeypatch.setattr(DocStore, "table", lambda self, b, cols, *a, **k: opened.append(b) or real_table(self, b, cols, *a, **k))
+    lines_found = {}
+    rows = rows_of_sources(run.store, {0: [0], 1: [0]}, lines_found)
+    assert opened == ([] if cap == 1024 else [0])
+    assert rows[0].tolist() == [0, 1, 2, 4, 5, 6, 8, 9, 10] and rows[1].tolist() == [0, 1, 2, 3]
+    assert len(lines_found[0]) == 9 and len(lines_found[1]) == 4
+
+
 def test_row_runs_go_on_across_batches():
     """A batch whose first document goes on from the last batch's run adds no run of its own."""
     from neardup.stages.corpus import add_row_runs

@@ -183,6 +183,17 @@ def test_kept_ranges_join_consecutive_lines():
     assert write_lines.kept_ranges(rows, bounds, np.array([], np.int64), 35) == ([], [], False)
 
 
+def test_kept_ranges_of_rows_without_gaps():
+    """Rows that go on by one from a first row other than 0 (a split file's later range): each
+    kept row's line found by its place, as the binary search finds it; rows with a gap, or a
+    repeat, by the search."""
+    bounds = np.array([[0, 9], [10, 19], [20, 29], [30, 35]], np.int64)
+    keep = np.array([4, 6, 7], np.int64)
+    assert write_lines.kept_ranges(np.array([4, 5, 6, 7], np.int64), bounds, keep, 36) == ([0, 20], [10, 36], False)
+    assert write_lines.kept_ranges(np.array([4, 6, 7, 8], np.int64), bounds, keep[:2], 36) == ([0], [20], False)
+    assert write_lines.kept_ranges(np.array([4, 6, 6, 7], np.int64), bounds, keep[1:], 36) == ([10, 30], [20, 36], False)
+
+
 def test_read_stats_of_a_file_read_in_ranges(tmp_path):
     """A split file's lines copied only when every range's read saw the same file (one changed
     between two ranges' reads: found again), and a block without the record: found again."""

@@ -124,10 +124,13 @@ def kept_ranges(rows: np.ndarray, bounds: np.ndarray, keep: np.ndarray, size: in
     """The byte ranges to copy for the kept rows ``keep`` of a file of ``size`` bytes whose
     documents are ``rows`` (sorted) with their lines' ``bounds``: (starts, ends, newline), each
     line with its newline, consecutive lines as one range; ``newline``: the last kept line is
-    the file's last and has none (the caller adds it)."""
+    the file's last and has none (the caller adds it). Rows that go on by one (a file without
+    blank or bad lines) give each kept row's place by a subtraction, not a binary search (at 1M
+    documents, ~0.03 s before the copy can start)."""
     if len(keep) == 0:
         return [], [], False
-    b = bounds[np.searchsorted(rows, keep)]
+    gapless = rows[-1] - rows[0] == len(rows) - 1 and bool(np.all(rows[1:] > rows[:-1]))
+    b = bounds[keep - rows[0] if gapless else np.searchsorted(rows, keep)]
     starts = b[:, 0]
     ends = np.minimum(b[:, 1] + 1, size)
     newline = bool(b[-1, 1] >= size)
