@@ -550,6 +550,18 @@ def test_rows_of_sources_from_row_runs(tmp_path, monkeypatch, cap):
     assert len(lines_found[0]) == 9 and len(lines_found[1]) == 4
 
 
+def test_rows_of_sources_of_a_block_out_of_source_order():
+    """A block whose documents' sources do not ascend: each source's rows gathered in file
+    order (the ones of a source not asked for left out); in source order, each one's a slice."""
+    from types import SimpleNamespace
+    from neardup.stages.write import rows_of_sources
+    for source, row in (([2, 0, 2, 1, 0], [0, 0, 1, 0, 1]), ([0, 0, 1, 2, 2], [0, 1, 0, 0, 1])):
+        store = SimpleNamespace(block_start=np.array([0, 5]), source_rows_of=lambda b, local, s=source, r=row: (
+            np.array(s, np.int32)[local], np.array(r, np.int64)[local]))
+        rows = rows_of_sources(store, {0: [0], 2: [0]})
+        assert sorted(rows) == [0, 2] and rows[0].tolist() == [0, 1] and rows[2].tolist() == [0, 1]
+
+
 def test_row_runs_go_on_across_batches():
     """A batch whose first document goes on from the last batch's run adds no run of its own."""
     from neardup.stages.corpus import add_row_runs

@@ -438,10 +438,11 @@ def rows_of_sources(store, block_of: Dict[int, List[int]], lines: Optional[Dict[
             found = to_numpy(t.column("source").combine_chunks()), to_numpy(t.column("row").combine_chunks())
         source, row = found
         known = None if lines is None else block_lines(store.work, b)
-        sel = np.isin(source, np.array(group, source.dtype))
-        order = np.argsort(source[sel], kind="stable")
-        source, row = source[sel][order], row[sel][order]
-        known = None if known is None else known[sel][order]
+        if bool(np.any(source[1:] < source[:-1])):  # else each source's rows a slice as they are, no copy
+            sel = np.isin(source, np.array(group, source.dtype))
+            order = np.flatnonzero(sel)[np.argsort(source[sel], kind="stable")]
+            source, row = source[order], row[order]
+            known = None if known is None else known[order]
         firsts = np.searchsorted(source, np.array(group, source.dtype), side="left")
         ends = np.searchsorted(source, np.array(group, source.dtype), side="right")
         for si, lo, hi in zip(group, firsts.tolist(), ends.tolist()):
