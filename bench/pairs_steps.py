@@ -24,12 +24,13 @@ import tempfile
 
 from common import RESULTS_DIR, run_header, write_json
 
-CHILD = r'''
+# a child's start (argv: INPUT WORK_DIR REPEATS): the finished work dir opened as a run of the
+# default options over INPUT would open it (config, sources, work; Run imported); write_precopy.py too
+OPEN_WORK = r'''
 import json, resource, sys, time
 from neardup import io as nio
 from neardup.config import Config
 from neardup.io.storage.folder import Folder
-from neardup.stages import corpus as C, pairs as P
 from neardup.stages.context import Run
 from neardup.stages.identity import run_identity
 from neardup.stages.workdir import WorkDir
@@ -41,6 +42,10 @@ chosen, auto = nio.choose_id_column(sources, None)
 if auto:
     config = config.replace(id_column=chosen, id_column_auto=True)
 work = WorkDir(Folder.of(wd), run_identity(config, sources), resume=True)
+'''
+
+CHILD = OPEN_WORK + r'''
+from neardup.stages import corpus as C, pairs as P
 steps = {}
 
 def timed(owner, name, label):

@@ -19,26 +19,14 @@ import subprocess
 import sys
 
 from common import RESULTS_DIR, run_header, write_json
+from pairs_steps import OPEN_WORK
 
-CHILD = r'''
-import json, os, sys, time
+CHILD = OPEN_WORK + r'''
+import os
 import numpy as np
-from neardup import io as nio
-from neardup.config import Config
-from neardup.io.storage.folder import Folder
-from neardup.stages.context import Run
-from neardup.stages.identity import run_identity
-from neardup.stages.workdir import WorkDir
 from neardup.stages import write as W, write_lines as WL
 from neardup.stages.outputs import kept_rows
 
-inp, wd, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
-config = Config().resolved()
-sources = nio.discover([inp], input_format=config.input_format, follow_symlinks=config.follow_symlinks)
-chosen, auto = nio.choose_id_column(sources, None)
-if auto:
-    config = config.replace(id_column=chosen, id_column_auto=True)
-work = WorkDir(Folder.of(wd), run_identity(config, sources), resume=True)
 size = os.path.getsize(inp)
 steps = {"rows_of_sources": [], "kept_rows": [], "kept_ranges": [], "total": []}
 dropped = None

@@ -493,12 +493,9 @@ def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch, row
         assert opens == [] and opened.tables == {}
 
 
-@pytest.mark.parametrize("cap", [1024, 3])
-def test_row_runs_give_each_documents_source_and_row(tmp_path, monkeypatch, cap):
-    """A block of two JSONL files, the first with a bad line and a blank line amid its records:
-    its summary's runs (a run from each gap, and one for the second file) give every document's
-    source and row as the block's file has them (rows after a gap go on from the gap's line);
-    over the cap (corpus.ROW_RUNS), the summary keeps none and the store finds none."""
+def _block_with_gaps(tmp_path, monkeypatch, cap):
+    """A run whose read stage is done over one block of two JSONL files, the first with a bad
+    line and a blank line amid its records, its summary keeping ``cap`` runs at most."""
     from neardup.stages import corpus as corpus_module
     monkeypatch.setattr(corpus_module, "ROW_RUNS", cap)
     d = tmp_path / "in"
@@ -511,6 +508,16 @@ def test_row_runs_give_each_documents_source_and_row(tmp_path, monkeypatch, cap)
     run = Run(config=config, sources=nio.discover([str(d / "a.jsonl"), str(d / "b.jsonl")]), work=work,
               output=Folder.of(tmp_path / "out"), quiet=True)
     work.mark_done("read", ReadStage().run(run, LocalEngine()))
+    return run
+
+
+@pytest.mark.parametrize("cap", [1024, 3])
+def test_row_runs_give_each_documents_source_and_row(tmp_path, monkeypatch, cap):
+    """A block of two JSONL files, the first with a bad line and a blank line amid its records:
+    its summary's runs (a run from each gap, and one for the second file) give every document's
+    source and row as the block's file has them (rows after a gap go on from the gap's line);
+    over the cap (corpus.ROW_RUNS), the summary keeps none and the store finds none."""
+    run = _block_with_gaps(tmp_path, monkeypatch, cap)
     assert run.corpus.n == 13 and len(run.corpus.blocks) == 1
     found = run.store.source_rows_of(0, np.arange(13))
     if cap == 3:
@@ -527,19 +534,8 @@ def test_rows_of_sources_from_row_runs(tmp_path, monkeypatch, cap):
     """The write stage's rows (and line bounds) of each source of a block with gaps (a bad line,
     a blank line): from the block's runs without opening its file's columns, the same as its
     file gives them; a block without runs (over the cap) read from its file."""
-    from neardup.stages import corpus as corpus_module
     from neardup.stages.write import rows_of_sources
-    monkeypatch.setattr(corpus_module, "ROW_RUNS", cap)
-    d = tmp_path / "in"
-    d.mkdir()
-    lines = [json.dumps({"text": f"document number {i} of the first file"}) for i in range(9)]
-    (d / "a.jsonl").write_text("\n".join(lines[:3] + ["{not json"] + lines[3:6] + [""] + lines[6:]) + "\n")
-    (d / "b.jsonl").write_text("\n".join(json.dumps({"text": f"second file {i}"}) for i in range(4)) + "\n")
-    config = Config(on_error="skip").resolved()
-    work = WorkDir(str(tmp_path / "work"), "runs-test")
-    run = Run(config=config, sources=nio.discover([str(d / "a.jsonl"), str(d / "b.jsonl")]), work=work,
-              output=Folder.of(tmp_path / "out"), quiet=True)
-    work.mark_done("read", ReadStage().run(run, LocalEngine()))
+    run = _block_with_gaps(tmp_path, monkeypatch, cap)
     opened = []
     real_table = DocStore.table
     monkeypatch.setattr(DocStore, "table", lambda self, b, cols, *a, **k: opened.append(b) or real_table(self, b, cols, *a, **k))
