@@ -3,7 +3,8 @@ resumed with pairs, clusters and write undone (the pair stage before it, so that
 loaded numba and its kernels as in a whole run); the clusters stage's CPU (user+sys of the
 process over the stage), page faults and wall, and the CPU of its steps (thread CPU-ms of each
 call: the members' gather runs in a thread of its own). The process stops where the write stage
-would start (it is not measured here: no 2.3 GB of kept/ written each round).
+would start (it is not measured here: no 2.3 GB of kept/ written each round). The last round's
+clusters/ is removed before each run, as a whole run has none to remove at the stage's start.
 
     .venv/bin/python bench/clusters_resume.py 4 main=/work/main/src mine=src --out clusters_resume.json
 
@@ -44,6 +45,7 @@ import neardup.stages.clusters as cl
 from neardup.stages.corpus import DocStore, MemberColumns, OpenedBlocks
 from neardup.io.storage.folder import Folder
 import neardup.kernels.components as kc
+from neardup.stages.workdir import WorkDir
 for name in ("members_of", "largest_clusters", "document_ids", "taken_where", "_pairs_table", "members_table",
              "select_partition"):
     timed(cl, name)
@@ -56,6 +58,7 @@ if os.environ.get("CR_TIMELINE"):  # finer calls (their time is also within the 
     timed(DocStore, "opened")
     timed(DocStore, "table")
 timed(Folder, "write_arrow")  # the members file
+timed(WorkDir, "stage_dir")  # the stage's folder made (an earlier run's removed first, in the runs again)
 stage = st.PIPELINE[2]
 run_stage, res = stage.run, {}
 again = int(os.environ.get("CR_AGAIN", "0"))
@@ -113,6 +116,7 @@ def main() -> None:
                 state["done"].pop(k, None)
             with open(w + "/state.json", "w") as f:
                 json.dump(state, f)
+            shutil.rmtree(w + "/clusters", ignore_errors=True)  # as in a whole run: no earlier members file to remove
             p = subprocess.run([sys.executable, "-c", _CHILD, "dedup", corpus, "-o", f"{root}/o_{name}", "--work-dir", w,
                                 "-q", "--overwrite", "--resume"], env=dict(os.environ, PYTHONPATH=os.path.abspath(src)),
                                check=True, capture_output=True, text=True)
