@@ -137,9 +137,10 @@ def load_ahead(run, engine, verified: int) -> Optional[Background]:
     if not verified or not engine.in_process or engine.partitions(verified * EDGE_BYTES) != 1:
         return None
     from ..kernels.components import select_representatives
-    run.store.open_ahead(member_columns(run.config), run.user_ids_wanted())
-    return Background(partial(select_representatives, 2, np.zeros(1, np.int64), np.ones(1, np.int64), np.ones(1)),
-                      "neardup-kernel-load")
+    loading = Background(partial(select_representatives, 2, np.zeros(1, np.int64), np.ones(1, np.int64), np.ones(1)),
+                         "neardup-kernel-load")
+    run.store.open_ahead(member_columns(run.config), run.user_ids_wanted())  # (the load started first: the longer)
+    return loading
 
 
 def taken_where(ids: pa.Array, at: np.ndarray, valid: np.ndarray) -> pa.Array:
