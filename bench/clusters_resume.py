@@ -3,13 +3,16 @@ resumed with pairs, clusters and write undone (the pair stage before it, so that
 loaded numba and its kernels as in a whole run); the clusters stage's CPU (user+sys of the
 process over the stage), page faults and wall, and the CPU of its steps (thread CPU-ms of each
 call: the members' gather runs in a thread of its own). The process stops where the write stage
-would start (it is not measured here: no 2.3 GB of kept/ written each round).
+would start (it is not measured here: no 2.3 GB of kept/ written each round). The last round's
+clusters/ is removed before each run, as a whole run has none to remove at the stage's start.
 
     .venv/bin/python bench/clusters_resume.py 4 main=/work/main/src mine=src --out clusters_resume.json
 
 Work dirs and outputs: $CR_DIR/w_NAME and $CR_DIR/o_NAME (default /tmp/clusters_resume).
 CR_AGAIN=K: the stage run K times more in the same process after the first, warm (``again``:
 [wall ms, CPU ms] of each; its best is what a loaded machine says of the stage's wall).
+CR_TIMELINE=1: the first run's timeline beside (``timeline``: [call, thread, start ms, end ms]
+of each timed call, from the stage's start), printed per run.
 """
 import json
 import os
@@ -20,7 +23,8 @@ import sys
 
 _CHILD = r"""
 import json, os, resource, sys, time
-steps = {}
+import threading
+steps, timeline, origin = {}, [], [None]  # origin: the first run's start (perf_counter), while it runs
 def timed(owner, name):
     f = getattr(owner, name)
     def call(*a, **k):
@@ -28,31 +32,44 @@ def timed(owner, name):
         try:
             return f(*a, **k)
         finally:
+            e = time.perf_counter()
             s = steps.setdefault(name, [0.0, 0.0])
-            s[0] += (time.perf_counter() - w) * 1e3
+            s[0] += (e - w) * 1e3
             s[1] += (time.thread_time() - c) * 1e3
+            if origin[0] is not None:
+                timeline.append([name, threading.current_thread().name, round((w - origin[0]) * 1e3, 2),
+                                 round((e - origin[0]) * 1e3, 2)])
     setattr(owner, name, call)
 import neardup.stages as st
 import neardup.stages.clusters as cl
-from neardup.stages.corpus import MemberColumns
+from neardup.stages.corpus import DocStore, MemberColumns, OpenedBlocks
 from neardup.io.storage.folder import Folder
 import neardup.kernels.components as kc
-for name in ("members_of", "largest_clusters", "document_ids", "taken_where"):
+from neardup.stages.workdir import WorkDir
+for name in ("members_of", "largest_clusters", "document_ids", "taken_where", "_pairs_table", "members_table",
+             "select_partition"):
     timed(cl, name)
 for name in ("keep_order", "select_representatives"):  # imported where select_partition calls them
     timed(kc, name)
 timed(MemberColumns, "take")  # both threads' blocks: the gathering thread's and the stage's own
 timed(MemberColumns, "result")
+if os.environ.get("CR_TIMELINE"):  # finer calls (their time is also within the steps above)
+    timed(OpenedBlocks, "_open")
+    timed(DocStore, "opened")
+    timed(DocStore, "table")
 timed(Folder, "write_arrow")  # the members file
+timed(WorkDir, "stage_dir")  # the stage's folder made (an earlier run's removed first, in the runs again)
 stage = st.PIPELINE[2]
 run_stage, res = stage.run, {}
 again = int(os.environ.get("CR_AGAIN", "0"))
 def run(run, engine):
     steps.clear()  # the pair stage's calls (its files written) are not the clusters stage's
     a, w = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    origin[0] = w if os.environ.get("CR_TIMELINE") else None
     try:
         return run_stage(run, engine)
     finally:
+        origin[0] = None
         b = resource.getrusage(resource.RUSAGE_SELF)
         res.update(cpu=b.ru_utime + b.ru_stime - a.ru_utime - a.ru_stime, minflt=b.ru_minflt - a.ru_minflt,
                    wall=time.perf_counter() - w)
@@ -68,7 +85,8 @@ def stop(run, engine):
 st.PIPELINE[3].run = stop
 from neardup.cli import main
 main(sys.argv[1:])
-print("CLUSTERS " + json.dumps({**res, "steps": {k: [round(x, 2) for x in v] for k, v in steps.items()}}))
+print("CLUSTERS " + json.dumps({**res, "steps": {k: [round(x, 2) for x in v] for k, v in steps.items()},
+                                **({"timeline": timeline} if timeline else {})}))
 """
 
 
@@ -98,13 +116,16 @@ def main() -> None:
                 state["done"].pop(k, None)
             with open(w + "/state.json", "w") as f:
                 json.dump(state, f)
+            shutil.rmtree(w + "/clusters", ignore_errors=True)  # as in a whole run: no earlier members file to remove
             p = subprocess.run([sys.executable, "-c", _CHILD, "dedup", corpus, "-o", f"{root}/o_{name}", "--work-dir", w,
                                 "-q", "--overwrite", "--resume"], env=dict(os.environ, PYTHONPATH=os.path.abspath(src)),
                                check=True, capture_output=True, text=True)
             line = json.loads(next(x for x in p.stdout.splitlines() if x.startswith("CLUSTERS "))[9:])
             line["load"] = os.getloadavg()[0]
             runs[name].append(line)
-            print(name, json.dumps(line), flush=True)
+            print(name, json.dumps({k: v for k, v in line.items() if k != "timeline"}), flush=True)
+            for call, thread, start, end in line.get("timeline", []):
+                print(f"  {start:8.2f} {end:8.2f} {end - start:7.2f}  {thread:24s} {call}")
     summary = {name: {**{k: statistics.median(x[k] for x in v) for k in ("cpu", "minflt", "wall", "load")},
                       **({"again_best_wall_ms": min(a[0] for x in v for a in x["again"]),
                           "again_median_wall_ms": statistics.median(a[0] for x in v for a in x["again"]),

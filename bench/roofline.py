@@ -53,7 +53,11 @@ trees compared in one run share their floors):
   and the members' ids: every page of the read stage's ``id`` column of each block holding a
   member, at the cheaper of page faults through fresh memory maps and ``pread``, both measured
   here on those bytes (their sources and rows come from the blocks' summaries: not in it; the
-  gather's opens and takes are not in it either). (A bare union-find
+  gather's opens and takes are not in it either). Measured in samples as the pairs floor is (one
+  after each round of timed runs: the stage's figure is the best of ``--repeat`` runs, the
+  floor's the best of each part over ``--repeat`` samples of ``--floor-repeat`` tries, taken
+  under the load the runs met), the samples' totals and selections beside (``samples``), so
+  that a noisy floor shows its spread. (A bare union-find
   over the pairs, the floor before, is kept beside as ``union_find``: it leaves out the chain
   guard, the input and the output the stage cannot do without.)
 - write: the output's bytes once through memory (``np.copyto`` bandwidth, 256 MiB buffers) plus
@@ -439,35 +443,63 @@ def verified_pairs(pairs_dir: Path):
                  for c in ("left", "right", "similarity"))
 
 
-def clusters_floor(work: Path, repeat: int, read_bps: float, write_bps: float) -> Optional[dict]:
-    """The clusters stage's necessary work (see the module): select_representatives over the
-    run's verified pairs renumbered to their member set, plus pairs/ read and clusters/ written
-    at the page-cache bandwidths. None when the work dir has no pairs files."""
-    from neardup.kernels.components import select_representatives
-    pairs = verified_pairs(work / "pairs")
-    if pairs is None:
-        return None
-    left, right, sim = pairs
+class ClustersFloor:
+    """The clusters stage's necessary work (see the module), measured in samples spread over the
+    run as the pairs floor is (one after each round of timed runs, so that the floor meets the
+    load the stage met): select_representatives over the run's verified pairs renumbered to their
+    member set, and the members' ids, each the best of ``repeat`` tries a sample. :meth:`result`:
+    the best of each part over every sample (never more than the best sample's total) plus pairs/
+    read and clusters/ written at the page-cache bandwidths, and the spread of the samples."""
 
-    n = int(max(left.max(), right.max())) + 1 if len(left) else 0
+    def __init__(self, repeat: int):
+        self.repeat = repeat
+        self.samples: List[dict] = []
+        self.bytes = None  # (pairs/, clusters/) of the last sample's work dir
 
-    def select():  # the member set and the pairs' positions in it by a mark per document, O(n + pairs);
-        # each member's position written at its index (the stage's way: no running count over n)
-        seen = np.zeros(n, dtype=np.bool_)
-        seen[left] = True
-        seen[right] = True
-        docs = np.flatnonzero(seen)
-        at = np.empty(n, dtype=np.int32)
-        at[docs] = np.arange(len(docs), dtype=np.int32)
-        select_representatives(len(docs), at[left], at[right], sim)  # int32 positions, as the stage gives them
-    select()  # loaded
-    compute_s, cpu = timed(select, repeat)
-    in_bytes, out_bytes = dir_size(work / "pairs"), dir_size(work / "clusters")
-    io_s = in_bytes / read_bps + out_bytes / write_bps
-    ids = member_ids_floor(work, left, right, repeat)
-    return {"pairs": len(left), "select_seconds": compute_s, "cpu_seconds_mean": cpu, "pairs_bytes": in_bytes,
-            "clusters_bytes": out_bytes, "io_seconds": io_s, "member_ids": ids,
-            "seconds": compute_s + io_s + ids["seconds"]}
+    def sample(self, work: Path) -> Optional[dict]:
+        """None when the work dir has no pairs files (an older tree's layout)."""
+        from neardup.kernels.components import select_representatives
+        pairs = verified_pairs(work / "pairs")
+        if pairs is None:
+            return None
+        left, right, sim = pairs
+        n = int(max(left.max(), right.max())) + 1 if len(left) else 0
+
+        def select():  # the member set and the pairs' positions in it by a mark per document, O(n + pairs);
+            # each member's position written at its index (the stage's way: no running count over n)
+            seen = np.zeros(n, dtype=np.bool_)
+            seen[left] = True
+            seen[right] = True
+            docs = np.flatnonzero(seen)
+            at = np.empty(n, dtype=np.int32)
+            at[docs] = np.arange(len(docs), dtype=np.int32)
+            select_representatives(len(docs), at[left], at[right], sim)  # int32 positions, as the stage gives them
+        select()  # loaded
+        compute_s, cpu = timed(select, self.repeat)
+        ids = member_ids_floor(work, left, right, self.repeat)
+        self.bytes = (dir_size(work / "pairs"), dir_size(work / "clusters"))
+        s = {"pairs": len(left), "select_seconds": compute_s, "cpu_seconds_mean": cpu, "member_ids": ids,
+             "seconds": compute_s + ids["seconds"], "load_average": os.getloadavg()[0]}
+        self.samples.append(s)
+        return s
+
+    def result(self, read_bps: float, write_bps: float) -> Optional[dict]:
+        if not self.samples:
+            return None
+        select = min(self.samples, key=lambda s: s["select_seconds"])
+        ids = min((s["member_ids"] for s in self.samples), key=lambda x: x["seconds"])
+        totals = [s["seconds"] for s in self.samples]
+        spread = {"samples": len(totals), "tries_each": self.repeat, "totals": totals, "best": min(totals),
+                  "median": statistics.median(totals), "worst": max(totals),
+                  "spread": (max(totals) - min(totals)) / min(totals) if min(totals) else 0.0,
+                  "select_seconds": [s["select_seconds"] for s in self.samples],
+                  "load_averages": [s["load_average"] for s in self.samples]}
+        in_bytes, out_bytes = self.bytes
+        io_s = in_bytes / read_bps + out_bytes / write_bps
+        return {"pairs": select["pairs"], "select_seconds": select["select_seconds"],
+                "cpu_seconds_mean": select["cpu_seconds_mean"], "pairs_bytes": in_bytes, "clusters_bytes": out_bytes,
+                "io_seconds": io_s, "member_ids": ids, "samples": spread,
+                "seconds": select["select_seconds"] + io_s + ids["seconds"]}
 
 
 def member_ids_floor(work: Path, left: np.ndarray, right: np.ndarray, repeat: int) -> dict:
@@ -754,6 +786,7 @@ def main(argv=None) -> int:
             params = dedup(src, corpus["files"], out, work)["params"]
         pairs_floor = PairsFloor(int(params["bands"]), n, verify_fingerprints(corpus["files"], params),
                                  args.floor_repeat)
+        clusters_floor = ClustersFloor(args.floor_repeat)
         for i in range(args.repeat):
             for src in (srcs if i % 2 == 0 else srcs[::-1]):
                 log(f"{size}: run {i + 1}/{args.repeat}, {src}")
@@ -763,6 +796,8 @@ def main(argv=None) -> int:
                 last = r  # the run whose work dir is still there
             log(f"{size}: pairs floor, sample {i + 1}/{args.repeat}")
             pairs_floor.sample(work, int(last["counts"].get("candidate_pairs", 0)))
+            log(f"{size}: clusters floor, sample {i + 1}/{args.repeat}")
+            clusters_floor.sample(work)
         params, counts = last["params"], last["counts"]
 
         log(f"{size}: floors")
@@ -787,7 +822,7 @@ def main(argv=None) -> int:
         del pairs_floor
         uf = union_find_floor(n, work / "pairs", int(counts.get("verified_pairs", 0)), args.floor_repeat)
         wr = write_floor(last["bytes"]["output"], scratch, args.floor_repeat)
-        cl = clusters_floor(work, args.floor_repeat, read_bw["bytes_per_s"], wr["page_cache_write_bytes_per_s"])
+        cl = clusters_floor.result(read_bw["bytes_per_s"], wr["page_cache_write_bytes_per_s"])
         if cl is None:  # no pairs files (an older tree's layout): the bare union-find
             floors["clusters"] = {"union_find": uf, "seconds": uf["seconds"],
                                   "basis": f"union-find over {uf['pairs']:,} verified pairs"}
@@ -798,7 +833,7 @@ def main(argv=None) -> int:
                                             f"written at page-cache bandwidth {cl['io_seconds']:.3f} s + the members' "
                                             f"ids, {cl['member_ids']['bytes'] / 1e6:.1f} MB of read/ pages by "
                                             f"{cl['member_ids']['way']} {cl['member_ids']['seconds']:.3f} s (bare "
-                                            f"union-find {uf['seconds']:.4f} s)")}
+                                            f"union-find {uf['seconds']:.4f} s)" + PairsFloor.spread_text(cl["samples"]))}
         floors["write"] = {**wr, "basis": (f"memcpy {wr['memcpy_bytes_per_s'] / 1e9:.1f} GB/s + page-cache write "
                                            f"{wr['page_cache_write_bytes_per_s'] / 1e9:.1f} GB/s")}
         floors["startup"] = {"seconds": startup["python_pass_s"], "basis": "`python -c pass`"}

@@ -1,5 +1,7 @@
 """The selection's kernel is loaded ahead, at the pair stage's end, where the clusters stage will
-run it in this process, and typed as the stage's own call is (no second version compiled)."""
+run it in this process, and typed as the stage's own call is (no second version compiled); the
+blocks' files are opened ahead there too, for the columns and ids the stage reads, and the stage
+takes them (none left held by the store)."""
 
 import json
 import subprocess
@@ -17,8 +19,11 @@ stage_run = ClustersStage.run
 def run(self, run, engine):
     # at the stage's start: the kernel loaded, or its load under way
     seen["ahead"] = bool(_select_kernel.overloads) or any(t.name == "neardup-kernel-load" for t in threading.enumerate())
+    ahead = run.store._ahead
+    seen["opened"] = None if ahead is None else [ahead.columns, ahead.with_ids]
     info = stage_run(self, run, engine)
     seen["versions"] = len(_select_kernel.overloads)
+    seen["left"] = run.store._ahead is not None
     return info
 ClustersStage.run = run
 atexit.register(lambda: print("SEEN " + json.dumps(seen)))
@@ -37,10 +42,10 @@ def _seen(tmp_path, docs):
 def test_the_pair_stage_loads_the_selection_kernel_ahead_in_its_one_version(tmp_path):
     text = " ".join(f"word{i}" for i in range(60))
     seen = _seen(tmp_path, [text, text + " end", "something else entirely, quite different", text + " more"])
-    assert seen == {"ahead": True, "versions": 1}
+    assert seen == {"ahead": True, "versions": 1, "opened": [["source", "row"], False], "left": False}
 
 
 def test_nothing_is_loaded_ahead_without_verified_pairs(tmp_path):
     rng = np.random.default_rng(0)
     docs = [" ".join(f"w{x}" for x in rng.integers(0, 10 ** 6, 40)) for _ in range(4)]
-    assert _seen(tmp_path, docs) == {"ahead": False, "versions": 0}
+    assert _seen(tmp_path, docs) == {"ahead": False, "versions": 0, "opened": None, "left": False}

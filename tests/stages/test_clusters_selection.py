@@ -113,6 +113,39 @@ def test_taken_where_is_a_take_with_null_indices(lengths, m, share, nulls, seed)
     valid = rng.random(m) < share
     indices = pa.Array.from_buffers(pa.int64(), m, [pa.py_buffer(np.packbits(valid, bitorder="little")),
                                                     pa.py_buffer(np.ascontiguousarray(at, np.int64))])
-    want, got = ids.take(indices), taken_where(ids, at, valid)
+    want, got = ids.take(indices), taken_where(ids, np.where(valid, at, -1), valid)  # -1 where not valid (the selection's)
     got.validate(full=True)
     assert got.equals(want) and _ipc_bytes(got) == _ipc_bytes(want)
+
+
+@settings(max_examples=50, deadline=None)
+@given(m=st.integers(2, 60), pairs=st.integers(1, 120), seed=st.integers(0, 2 ** 32 - 1))
+def test_select_partition_members_are_the_selections(m, pairs, seed):
+    """A partition's members (select_partition) as the plain-Python selection makes them: each
+    member's cluster and representative as documents (-1: kept) and as ids (null: kept), its
+    similarity and whether it is removed; the counts."""
+    import pyarrow as pa
+    from neardup.kernels.components import select_representatives_python
+    from neardup.stages.clusters import select_partition
+    rng = np.random.default_rng(seed)
+    left = rng.integers(0, m, pairs)
+    right = (left + rng.integers(1, m, pairs)) % m  # no pair of a document with itself
+    docs = np.sort(rng.choice(10 * m, m, replace=False)).astype(np.int64)
+    docs = docs[np.unique(np.concatenate([left, right]))]  # the documents of the pairs alone
+    at = np.full(m, -1)
+    at[np.unique(np.concatenate([left, right]))] = np.arange(len(docs))
+    left, right = at[left], at[right]
+    sim = rng.choice([0.8, 0.9, 1.0], pairs)
+    ids = pa.array([f"id-{d}" for d in docs.tolist()])
+    columns = lambda: ({"source": np.zeros(len(docs), np.int32), "row": docs.copy()}, ids)  # noqa: E731
+    members, counts = select_partition(docs, columns, docs[left], docs[right], sim, Config(keep="first"), [])
+    cluster, rep, rsim, removed = select_representatives_python(len(docs), list(zip(left.tolist(), right.tolist())),
+                                                                sim.tolist())
+    got = members.to_pydict()
+    assert got["doc"] == docs.tolist() and got["removed"] == removed
+    assert got["cluster"] == [int(docs[c]) for c in cluster]
+    assert got["representative"] == [int(docs[r]) if r >= 0 else -1 for r in rep]
+    assert got["cluster_id"] == [f"id-{docs[c]}" for c in cluster]
+    assert got["representative_id"] == [f"id-{docs[r]}" if r >= 0 else None for r in rep]
+    assert np.allclose(got["similarity"], rsim, equal_nan=True)
+    assert counts["members"] == len(docs) and counts["removed"] == sum(removed)

@@ -493,6 +493,27 @@ def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch, row
         assert opens == [] and opened.tables == {}
 
 
+def test_blocks_opened_ahead_are_handed_once_for_their_columns(read_run):
+    """DocStore.open_ahead (the pair stage's end) opens the blocks' files for some columns;
+    opened_blocks hands those files to the clusters stage when it asks for the same columns and
+    ids (and holds them no longer), else closes them and opens anew; a pickled store holds none."""
+    import pickle
+    store = read_run.store
+    store.open_ahead(["length"], True)
+    ahead = store._ahead
+    assert pickle.loads(pickle.dumps(store))._ahead is None
+    assert store.opened_blocks(["length"], True) is ahead and store._ahead is None
+    ahead.close()
+    store.open_ahead(["length"], True)
+    ahead = store._ahead
+    other = store.opened_blocks(["length"], False)
+    assert other is not ahead and ahead.closed and (other.columns, other.with_ids) == (["length"], False)
+    other.close()
+    fresh = store.opened_blocks(["length"], True)  # none ahead: opened from now
+    assert fresh is not None and fresh is not ahead
+    fresh.close()
+
+
 def _block_with_gaps(tmp_path, monkeypatch, cap):
     """A run whose read stage is done over one block of two JSONL files, the first with a bad
     line and a blank line amid its records, its summary keeping ``cap`` runs at most."""

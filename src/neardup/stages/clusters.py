@@ -25,7 +25,7 @@ from .. import io as nio
 from ..progress import bar, check_interrupt
 from .against import matched_members
 from .background import Background
-from .corpus import MemberColumns, OpenedBlocks, column, document_ids
+from .corpus import MemberColumns, column, document_ids
 from .records import ClustersInfo, StarStep
 from .workdir import PAIRS_SCHEMA, members_table, part_name, write_record
 
@@ -57,8 +57,8 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
     # what needs no column first: a gathering thread may not be done yet
     head = sel.cluster
     removed = sel.removed
-    rep = np.where(removed, sel.representative, 0)
-    cluster, representative = docs[head], np.where(removed, docs[rep], -1)
+    # the kept's representative -1 (the selection's): -1 picks the -1 put after the documents
+    cluster, representative = docs[head], np.append(docs, -1)[sel.representative]
     head_at = arrow(head)
     best, sizes, clusters = largest_clusters(head, TOP_CLUSTERS)
     marked = np.zeros(m, dtype=np.bool_)
@@ -68,8 +68,13 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
     source = attrs["source"].astype(np.int32)
     row = attrs["row"].astype(np.int64)
     ids = document_ids(source, row, user_ids, sources)
+    # the clusters' ids taken in a thread beside the representatives' (Arrow's takes release the GIL)
+    cluster_ids: List[pa.Array] = []
+    taking = Background(lambda: cluster_ids.append(ids.take(head_at)), "neardup-cluster-ids")
+    representative_ids = taken_where(ids, sel.representative, removed)
+    taking.join()
     members = members_table(docs, source, row, cluster, representative, sel.similarity, removed,
-                            ids, ids.take(head_at), taken_where(ids, rep, removed), pa.nulls(m, pa.string()))
+                            ids, cluster_ids[0], representative_ids, pa.nulls(m, pa.string()))
     top: List[dict] = []
     for h in best.tolist():
         ms = shown_members[head[shown_members] == h]
@@ -119,10 +124,12 @@ def in_thread(gathering: MemberColumns) -> Callable[[], Columns]:
     return wait
 
 
-def load_ahead(engine, verified: int) -> Optional[Background]:
-    """The selection's kernel loaded from numba's cache (or compiled) in a thread of its own, where
-    the clusters stage will run it in this process (one partition) on ``verified`` pairs: called
-    at the pair stage's end, so that the stage does not pay the load on its clock (3-5 ms at 1M).
+def load_ahead(run, engine, verified: int) -> Optional[Background]:
+    """The selection's kernel loaded from numba's cache (or compiled) in a thread of its own, and
+    the blocks' files opened in another (:meth:`DocStore.open_ahead`), where the clusters stage
+    will run in this process (one partition) on ``verified`` pairs: called at the pair stage's
+    end, so that the stage does not pay the load on its clock (3-5 ms at 1M), nor wait for the
+    opens (~0.15-0.3 ms a block, 36 blocks at 1M).
     The load is a call on one pair, typed as the stage's call is (:func:`select_representatives`
     casts the indices), so that no second version is compiled; an error of it is the stage's own
     call's to raise. Not in a Ray driver: its calls run in the worker (and the driver imports no
@@ -130,13 +137,16 @@ def load_ahead(engine, verified: int) -> Optional[Background]:
     if not verified or not engine.in_process or engine.partitions(verified * EDGE_BYTES) != 1:
         return None
     from ..kernels.components import select_representatives
-    return Background(partial(select_representatives, 2, np.zeros(1, np.int64), np.ones(1, np.int64), np.ones(1)),
-                      "neardup-kernel-load")
+    loading = Background(partial(select_representatives, 2, np.zeros(1, np.int64), np.ones(1, np.int64), np.ones(1)),
+                         "neardup-kernel-load")
+    run.store.open_ahead(member_columns(run.config), run.user_ids_wanted())  # (the load started first: the longer)
+    return loading
 
 
 def taken_where(ids: pa.Array, at: np.ndarray, valid: np.ndarray) -> pa.Array:
     """``ids`` (strings) taken at ``at``, null where not ``valid`` (the representatives' ids of
-    the members, null for the kept): the same array as a take with null indices there, made by
+    the members, null for the kept; ``at`` is not read there, nor checked by Arrow's take under a
+    null index: -1, as the selection has it): the same array as a take with null indices there, made by
     taking the valid ones alone and spreading their offsets, each null an empty slot (at 1M
     documents, 107,349 of 214,229 members removed: ~1.5 ms against ~3.5 under load). A take of
     ids with nulls of their own is the take with null indices (what its null slots hold is
@@ -200,9 +210,9 @@ class ClustersStage:
     def whole(self, run) -> ClustersInfo:
         """Every verified pair as one partition, in this process."""
         cfg, store = run.config, run.store
-        # the blocks' files opened ahead while the pairs are read and their documents found (a local work dir)
-        opened = (OpenedBlocks(store, member_columns(cfg), run.user_ids_wanted())
-                  if store.work.os_path is not None else None)
+        # the blocks' files opened ahead (a local work dir): from the pair stage's end (:func:`load_ahead`),
+        # else from now, while the pairs are read and their documents found
+        opened = store.opened_blocks(member_columns(cfg), run.user_ids_wanted())
         pairs = _pairs_table(run.work.folder, run.work.parts("pairs"))
         left, right = column(pairs, "left"), column(pairs, "right")
         docs, positions = members_of(left, right, run.corpus.n)

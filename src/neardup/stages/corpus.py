@@ -201,6 +201,7 @@ class DocStore:
         self._code_offsets: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
         self._counts: Optional[np.ndarray] = None  # every document's, when held (:meth:`hold_counts`)
         self._tables: "OrderedDict[int, pa.Table]" = OrderedDict()
+        self._ahead: Optional["OpenedBlocks"] = None  # the blocks' files opened ahead (:meth:`open_ahead`)
 
     @classmethod
     def of_block(cls, work: Folder, block: int, n: int, num_perm: int) -> "DocStore":
@@ -214,7 +215,27 @@ class DocStore:
         state = dict(self.__dict__)
         state["_tables"] = OrderedDict()  # a cache, not sent to Ray tasks
         state["_counts"] = None  # the driver's corpus column: a task reads its blocks' counts
+        state["_ahead"] = None  # files open in this process
         return state
+
+    def open_ahead(self, columns: List[str], with_ids: bool) -> None:
+        """A local work dir's blocks' files opened from now, in a thread (:class:`OpenedBlocks`),
+        for the ``columns`` (and ids) of their members that the clusters stage reads: called at
+        the pair stage's end, so that the files are open before that stage starts in this process
+        (:meth:`opened_blocks` hands them to it)."""
+        if self.work.os_path is not None:
+            self._ahead = OpenedBlocks(self, columns, with_ids)
+
+    def opened_blocks(self, columns: List[str], with_ids: bool) -> Optional["OpenedBlocks"]:
+        """The blocks' files opened for ``columns`` and ids: those :meth:`open_ahead` opened for
+        the same (then no longer held here), else opened from now (a local work dir; None for a
+        remote one, whose tables are fetched and cached by the gathering thread alone)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and (ahead.columns, ahead.with_ids) == (columns, with_ids):
+            return ahead
+        if ahead is not None:
+            ahead.close()
+        return OpenedBlocks(self, columns, with_ids) if self.work.os_path is not None else None
 
     def source_rows(self, block: int, si: int) -> np.ndarray:
         """The rows of source ``si``'s documents (it lies whole in ``block``), in file order."""

@@ -301,7 +301,7 @@ class PairsStage:
                 results += run.work.records("pairs", "search-", PairsInfo)  # each search's counts
             progress.update(1)
         info = PairsInfo.merge(results)
-        load_ahead(engine, info.verified_pairs)  # the clusters stage's kernel, beside the stages' switch
+        load_ahead(run, engine, info.verified_pairs)  # the clusters stage's kernel and files, beside the stages' switch
         return info
 
     def whole(self, run, excluded: np.ndarray) -> PairsInfo:
