@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from ...kernels.arrays import arrow, to_numpy
-from .._streams import StreamError, iter_blocks
+from .._streams import StreamError, block_buffers, iter_blocks
 from ..batch import EMPTY_FILE, NO_TEXT_FIELD, NOT_RECORDS, Batch, ReadContext
 from ..opening import cannot_read
 from ..sources import COMPRESSED_SUFFIXES, Source
@@ -392,8 +392,9 @@ def read_jsonl(ctx: ReadContext) -> Iterator[Batch]:
     line0 = 0 if span is None or span[2] is None else span[2]
     records = 0
     # the blocks of a plain local file are read into buffers used again: each is put back once
-    # parsed (what the parse makes is copied out of it; a buffer still seen is never reused)
-    recycle: List[bytearray] = []
+    # parsed (what the parse makes is copied out of it; a buffer still seen is never reused),
+    # into the list every file and range read in this process shares
+    recycle = block_buffers
     blocks = iter_blocks(src.path, src.compression, span=None if span is None else span[:2], recycle=recycle)
     check = src.walked and span is None
     document = _json_document(src)
