@@ -73,9 +73,10 @@ def _texts(batch) -> list:
 
 
 def test_files_read_one_after_another_share_the_buffers(tmp_path, monkeypatch):
-    """Every file and range read in a process puts its blocks' buffers in one list
-    (``_streams.block_buffers``): a range of a split file is ~4 blocks, all still seen while it
-    reads, so a list of its own never gave one back; the next file's blocks are read into them."""
+    """Every file and range the read stage reads (texts left in their blocks: ``text_spans``) in
+    a process puts its blocks' buffers in one list (``_streams.block_buffers``): a range of a
+    split file is ~4 blocks, all still seen while it reads, so a list of its own never gave one
+    back; the next file's blocks are read into them. Other reads keep a list of their own."""
     made = _buffers_made(monkeypatch)
     paths, want = [], []
     for name in ("a", "b"):
@@ -91,6 +92,9 @@ def test_files_read_one_after_another_share_the_buffers(tmp_path, monkeypatch):
             used.append(made[:])
             made.clear()
         assert {id(b) for b in used[0]} & {id(b) for b in used[1]}  # the second file read into the first's
+        kept = _streams.block_buffers[:]
+        assert [t for batch in read_source(discover(paths[:1])[0], batch_size=5) for t in _texts(batch)] == want[0]
+        assert made and not {id(b) for b in made} & {id(b) for b in kept}  # no text_spans: a list of its own
         release_scratches()  # the read stage's end: the kept buffers let go with the kernels'
         assert _streams.block_buffers == []
     finally:

@@ -259,7 +259,7 @@ def iter_blocks(path: str, compression: Optional[str],
 
 
 KEPT_BUFFERS = 12  # buffers kept for reuse (the blocks of texts still hashed among them: two ranges' at once)
-# the buffers of the blocks read in this process, put back by their readers (read_jsonl) and used
+# the buffers of the blocks the read stage reads in this process, put back by read_jsonl and used
 # again by the next block of any file or range: a range of a split file holds only ~4 blocks, all
 # still seen while it reads (queued, parsed, hashed), so a list of its own never gave one back
 # (1M documents: 144 blocks, 144 new buffers, 2.4 GB zeroed); released with the read stage's buffers
