@@ -63,6 +63,8 @@ def timed_iter(name, make):
 
 
 def patch(module, attr, name=None, it=False):
+    if not hasattr(module, attr):  # a step another tree has not (or has moved)
+        return
     setattr(module, attr, (timed_iter if it else timed)(name or attr, getattr(module, attr)))
 
 
@@ -70,7 +72,7 @@ import pyarrow as pa
 import neardup.stages as st
 from neardup.stages import read as rd
 from neardup.io.formats import jsonl as fj
-from neardup.kernels import jsonl as kj, minhash as mh, shingles as sh
+from neardup.kernels import jsonl as kj, lines as kl, minhash as mh, shingles as sh
 
 rd.prefetch = lambda it, depth=2: it
 rd.read_concurrency = lambda engine, spans: 1  # the ranges of a split file one after another
@@ -95,11 +97,11 @@ if hasattr(rd, "_Encoder"):  # the writer thread's coding (before the codes came
     rd._Encoder.__call__ = timed("eliasfano encode", rd._Encoder.__call__)
 if hasattr(mh, "eliasfano"):
     patch(mh.eliasfano, "encode_parts", "signatures.encode_parts (eliasfano)")
-if hasattr(rd.MinHasher, "signatures_and_codes"):
-    patch(rd.MinHasher, "signatures_and_codes", "signatures (all of it)")
+if hasattr(mh.MinHasher, "signatures_and_codes"):
+    patch(mh.MinHasher, "signatures_and_codes", "signatures (all of it)")
 patch(fj, "iter_blocks", "read blocks (syscalls)", it=True)
-patch(fj, "line_bounds_ascii")
-patch(fj, "blank_lines")
+patch(kl, "line_bounds_ascii")  # imported where called (the parse), so patched where defined
+patch(kl, "blank_lines")
 patch(fj, "_utf8_ok")
 patch(fj._JsonlParser, "parse", "parse block (all of it)")
 patch(kj, "extract", "extract (scanner, all of it)")
@@ -108,8 +110,9 @@ if hasattr(kj, "scan_block"):  # the lines found while scanned (one pass, before
     patch(kj, "scan_block", "scan_block (lines + scan, one pass)")
 patch(kj, "_offsets", "extract._offsets")
 patch(kj, "_gather", "extract._gather")
+patch(kj.ScannedBlock, "extract", "scan_block.extract (texts, ids)")
 patch(rd, "_process", "process batch (all of it)")
-patch(rd.MinHasher, "signatures_and_fingerprints", "signatures (all of it)")
+patch(mh.MinHasher, "signatures_and_fingerprints", "signatures (all of it)")
 patch(mh, "_process_kernel", "signatures._process_kernel")
 patch(mh, "_gather_sets", "signatures._gather_sets")
 patch(sh, "prepare", "signatures.prepare")

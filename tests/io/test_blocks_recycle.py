@@ -1,13 +1,17 @@
 """The blocks of a plain local file read into buffers used again (``iter_blocks(recycle=)``):
 the same blocks, cut at the same places, as read without, whatever the block and read sizes,
-byte order mark and range; a buffer still seen through a view is never written again."""
+byte order mark and range; a buffer still seen through a view is never written again; the
+buffers shared by every file and range a process reads (``_streams.block_buffers``)."""
 
 import random
 
 import numpy as np
 
 from neardup.io import _streams
+from neardup.io import discover, read_source
 from neardup.io._streams import iter_blocks
+from neardup.io.splits import line_span
+from neardup.stages.read import release_scratches
 
 
 def _recycled(path, **kw):
@@ -52,3 +56,77 @@ def test_a_buffer_still_seen_is_not_reused(tmp_path, monkeypatch):
         rec.append(b)
     assert seen.tobytes() == before
     assert b"".join([before] + views) == b"".join(b"line %02d\n" % i for i in range(20))
+
+
+def _buffers_made(monkeypatch) -> list:
+    """Blocks of 64 bytes; the list of the buffers they are read into, one a block (kept alive)."""
+    monkeypatch.setattr(_streams, "BLOCK_BYTES", 64)
+    made = []
+    buffer = _streams._buffer
+    monkeypatch.setattr(_streams, "_buffer", lambda *a: made.append(buffer(*a)) or made[-1])
+    return made
+
+
+def _texts(batch) -> list:
+    text = batch.text
+    return (text.to_arrow() if hasattr(text, "to_arrow") else text).to_pylist()
+
+
+def test_files_read_one_after_another_share_the_buffers(tmp_path, monkeypatch):
+    """Every file and range the read stage reads (texts left in their blocks: ``text_spans``) in
+    a process puts its blocks' buffers in one list (``_streams.block_buffers``): a range of a
+    split file is ~4 blocks, all still seen while it reads, so a list of its own never gave one
+    back; the next file's blocks are read into them. Other reads keep a list of their own."""
+    made = _buffers_made(monkeypatch)
+    paths, want = [], []
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.jsonl").write_text("".join(f'{{"text": "{name} {i:03d} {"w" * (i % 7)}"}}\n'
+                                                        for i in range(40)))
+        paths.append(str(tmp_path / f"{name}.jsonl"))
+        want.append([f"{name} {i:03d} {'w' * (i % 7)}" for i in range(40)])
+    _streams.block_buffers.clear()
+    try:
+        used = []  # the buffers each file was read into (all kept alive: no id given twice)
+        for src, texts in zip(discover(paths), want):
+            assert [t for batch in read_source(src, text_spans=True, batch_size=5) for t in _texts(batch)] == texts
+            used.append(made[:])
+            made.clear()
+        assert {id(b) for b in used[0]} & {id(b) for b in used[1]}  # the second file read into the first's
+        kept = _streams.block_buffers[:]
+        assert [t for batch in read_source(discover(paths[:1])[0], batch_size=5) for t in _texts(batch)] == want[0]
+        assert made and not {id(b) for b in made} & {id(b) for b in kept}  # no text_spans: a list of its own
+        release_scratches()  # the read stage's end: the kept buffers let go with the kernels'
+        assert _streams.block_buffers == []
+    finally:
+        _streams.block_buffers.clear()
+
+
+def test_two_readers_never_write_a_buffer_the_other_still_sees(tmp_path, monkeypatch):
+    """Two ranges read at once (two threads of the read stage) share the list: a block whose texts
+    one reader's batch still holds (the scanner's texts: views of the buffer) is never read into
+    by the other, while the blocks nothing sees are used again."""
+    monkeypatch.setenv("NEARDUP_JSONL_SCANNER", "1")
+    made = _buffers_made(monkeypatch)
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(f'{{"text": "doc {i:04d} {"z" * (i % 5)}"}}\n' for i in range(300)))
+    src = discover([str(path)])[0]
+    size = path.stat().st_size
+    spans = [(*line_span(str(path), 0, size // 2), None), (*line_span(str(path), size // 2, size), None)]
+    _streams.block_buffers.clear()
+    try:
+        readers = [read_source(src, text_spans=True, batch_size=3, span=s) for s in spans]
+        held = []  # (batch, its texts when read): some batches kept to the end, their buffers seen
+        k = 0
+        while readers:
+            r = readers[k % len(readers)]
+            batch = next(r, None)
+            if batch is None:
+                readers.remove(r)
+            elif len(batch) and k % 3 == 0:
+                held.append((batch, _texts(batch)))
+            k += 1
+        assert len(held) > 10
+        assert all(_texts(batch) == texts for batch, texts in held)
+        assert len({id(b) for b in made}) < len(made)  # buffers were used again meanwhile
+    finally:
+        _streams.block_buffers.clear()

@@ -253,12 +253,15 @@ def _let_go_when_idle() -> None:
 
 def release_scratches(_item=None) -> None:
     """The kept buffers given up (the end of the read stage: the next stages need the memory):
-    the kernels' and the JSONL texts' (:class:`neardup.kernels.jsonl.TextBuffers`), which a
-    process holds only once it imported the scanner (a Ray driver does not: no numba imported)."""
+    the kernels', the input blocks' (:data:`neardup.io._streams.block_buffers`) and the JSONL
+    texts' (:class:`neardup.kernels.jsonl.TextBuffers`), which a process holds only once it
+    imported the scanner (a Ray driver does not: no numba imported)."""
     global _kept_until
     with _scratches_lock:
         _kept_until = None
         _scratches.clear()
+    from ..io._streams import block_buffers
+    block_buffers.clear()
     jsonl_scanner = sys.modules.get("neardup.kernels.jsonl")
     if jsonl_scanner is not None:
         jsonl_scanner.text_buffers.clear()

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from ...kernels.arrays import arrow, to_numpy
-from .._streams import StreamError, iter_blocks
+from .._streams import StreamError, block_buffers, iter_blocks
 from ..batch import EMPTY_FILE, NO_TEXT_FIELD, NOT_RECORDS, Batch, ReadContext
 from ..opening import cannot_read
 from ..sources import COMPRESSED_SUFFIXES, Source
@@ -392,8 +392,12 @@ def read_jsonl(ctx: ReadContext) -> Iterator[Batch]:
     line0 = 0 if span is None or span[2] is None else span[2]
     records = 0
     # the blocks of a plain local file are read into buffers used again: each is put back once
-    # parsed (what the parse makes is copied out of it; a buffer still seen is never reused)
-    recycle: List[bytearray] = []
+    # parsed (a buffer still seen is never reused). The read stage's texts left in their block
+    # (``text_spans``) keep it seen until hashed, a few blocks later: a range of a split file
+    # (~4 blocks) would get none back from a list of its own, so they go in the list every file
+    # and range of the process shares, which the read stage empties at its end; elsewhere what
+    # the parse makes is copied out of the block, which is free again at once: a list of its own
+    recycle = block_buffers if ctx.text_spans else []
     blocks = iter_blocks(src.path, src.compression, span=None if span is None else span[:2], recycle=recycle)
     check = src.walked and span is None
     document = _json_document(src)
