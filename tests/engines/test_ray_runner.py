@@ -123,6 +123,19 @@ def test_the_runners_warm_up_keeps_pandas_out_of_its_process(pandas):
                                                                "read": True}
 
 
+def test_the_warm_up_imports_numba_through_the_module_each_call_does():
+    """Through another module (numba's set-up) while a call imported it through
+    neardup.kernels.hashing (:func:`neardup.engines.ray._apply`), the two threads' imports
+    deadlocked: the API's run of a DataFrame failed with Python's _DeadlockError in a read call."""
+    code = ("import sys\nfirst = []\n"
+            "sys.addaudithook(lambda ev, a: ev == 'import' and a[0].partition('.')[0] == 'numba' and not first"
+            " and first.append([m for m in sys.modules if m.startswith('neardup.kernels.hashing')]))\n"
+            "from neardup.engines.ray import _warm_worker\n_warm_worker(False, pandas=False)\nprint(first)")
+    out = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["[['neardup.kernels.hashing']]"], out.stdout  # numba's first import: inside it
+
+
 def test_a_split_files_ranges_run_two_at_once_each_with_every_cores_kernel_threads():
     """As the local engine reads them (:func:`neardup.stages.read.read_concurrency` ranges at
     once, each with every core's kernel threads), not with one kernel thread each."""

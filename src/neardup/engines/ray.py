@@ -211,6 +211,10 @@ def _warm_worker(blas: bool = True, pandas: bool = True):
         import neardup.stages.pairs  # noqa: F401
         import neardup.stages.read  # noqa: F401
         import neardup.stages.write  # noqa: F401
+        # numba imported first through the module each call imports it through (_apply): by
+        # another module (numba.core.registry, numba's set-up below) at the same time as a call,
+        # the two threads' imports deadlocked (Python's _DeadlockError in the call)
+        import neardup.kernels.hashing  # noqa: F401
         if pandas:
             neardup._warm_arrow()
         else:
