@@ -95,6 +95,47 @@ def test_the_warm_up_holds_no_cpu_and_runs_while_every_cpu_is_held():
         holder.join(60)
 
 
+WITHOUT_PANDAS = r"""
+import json, sys
+import numpy as np, pyarrow.compute as pc
+from neardup.engines.ray import _warm_worker
+from neardup.kernels.arrays import arrow
+_warm_worker(False, pandas=sys.argv[1] == "1")
+# what Ray's serializer does to a table's string column (the read stage's id rows): a Python int
+# subtracted from its offsets, a conversion that imports pandas where it can
+offsets = pc.subtract(arrow(np.arange(4, dtype=np.int32)), 1)
+print(json.dumps({"pandas": "pandas" in sys.modules, "offsets": offsets.to_pylist(),
+                  "read": "neardup.stages.read" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize("pandas", [False, True])
+def test_the_runners_warm_up_keeps_pandas_out_of_its_process(pandas):
+    """The run's one worker process (``pandas=False``) never imports pandas, which none of its calls
+    needs (0.2-0.25 CPU-s in the read stage): not in the warm-up, not when Ray's serializer makes
+    pyarrow convert a Python int (the same result); a worker of Ray's own (``pandas=True``) warms
+    it as before."""
+    pytest.importorskip("pandas")
+    out = subprocess.run([sys.executable, "-c", WITHOUT_PANDAS, "1" if pandas else "0"], env=child_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"pandas": pandas, "offsets": [-1, 0, 1, 2],
+                                                               "read": True}
+
+
+def test_the_warm_up_imports_numba_through_the_module_each_call_does():
+    """Through another module (numba's set-up) while a call imported it through
+    neardup.kernels.hashing (:func:`neardup.engines.ray._apply`), the two threads' imports
+    deadlocked: the API's run of a DataFrame failed with Python's _DeadlockError in a read call."""
+    code = ("import sys\nfirst = []\n"
+            "sys.addaudithook(lambda ev, a: ev == 'import' and a[0].partition('.')[0] == 'numba' and not first"
+            " and first.append([m for m in sys.modules if m.startswith('neardup.kernels.hashing')]))\n"
+            "from neardup.engines.ray import _warm_worker\n_warm_worker(False, pandas=False)\nprint(first)")
+    out = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["[['neardup.kernels.hashing']]"], out.stdout  # numba's first import: inside it
+
+
 def test_a_split_files_ranges_run_two_at_once_each_with_every_cores_kernel_threads():
     """As the local engine reads them (:func:`neardup.stages.read.read_concurrency` ranges at
     once, each with every core's kernel threads), not with one kernel thread each."""
@@ -128,16 +169,20 @@ def meet(arg):  # returns once both calls have started (or after 60 s): they ran
     deadline = time.time() + 60
     while len(os.listdir(folder)) < 2 and time.time() < deadline:
         time.sleep(0.01)
-    return os.getpid(), len(os.listdir(folder)) == 2
+    import numpy as np, pyarrow.compute as pc
+    pc.subtract(np.arange(3), 1)  # a Python int converted by pyarrow (as Ray's serializer of a table does)
+    return os.getpid(), len(os.listdir(folder)) == 2, "pandas" in sys.modules
 
 address = sys.argv[2] or None
 with RayEngine(2, address=address, quiet=True) as engine:
+    engine.ray.get(engine._warming)
     out = engine.collect(engine.map(meet, [(sys.argv[1], 0), (sys.argv[1], 1)]))
     workers = [p for p in psutil.Process().children(recursive=True) if p.cmdline()[:1] > [""]
                and p.cmdline()[0].startswith("ray::")]  # the workers of an instance started here
     config = ray._private.state.state.get_system_config()
     nice = sorted({p.nice() for p in workers})
-print(json.dumps({"pids": sorted({p for p, _ in out}), "met": all(m for _, m in out), "workers": len(workers),
+print(json.dumps({"pids": sorted({p for p, _, _ in out}), "met": all(m for _, m, _ in out),
+                  "pandas": any(pd for _, _, pd in out), "workers": len(workers),
                   "nice": nice, "niceness": config.get("worker_niceness"),
                   "config": {k: config.get(k) for k in ("prestart_worker_first_driver", "memory_monitor_refresh_ms",
                                                                  "enable_worker_prestart")}}))
@@ -159,6 +204,7 @@ def test_own_instance_runs_calls_at_once_in_one_process(tmp_path):
     res = _meet(tmp_path)
     assert res["met"] and len(res["pids"]) == 1, res
     assert res["workers"] == 1, res  # no idle worker per CPU started beside it (one prestarted: the runner's)
+    assert not res["pandas"], res  # its warm-up kept pandas out (engines.ray.without_pandas)
     # nor Ray's memory monitor, which would kill that process (its calls not retried) on a node
     # whose memory others fill
     assert res["config"] == {"prestart_worker_first_driver": False, "memory_monitor_refresh_ms": 0,
