@@ -34,3 +34,19 @@ def test_the_program_imports_numba_without_importlib_metadata():
     assert json.loads(r.stdout) == {"email": False, "numba_holds": "_LazyModule", "in_sys_modules": "_LazyModule",
                                     "later_is_held": True,
                                     "works": True, "then": "module"}
+
+
+def test_a_module_whose_loader_cannot_load_lazily_is_left_to_its_usual_import(monkeypatch):
+    import importlib.machinery
+    import importlib.util
+
+    from neardup.cli import _defer_module
+
+    class EagerOnly:  # a loader of the old protocol: load_module, no exec_module
+        def load_module(self, name):
+            raise AssertionError("not to be loaded here")
+
+    spec = importlib.machinery.ModuleSpec("neardup_probe_eager", EagerOnly())
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec)
+    _defer_module("neardup_probe_eager")
+    assert "neardup_probe_eager" not in sys.modules

@@ -142,7 +142,10 @@ def _defer_module(name: str):
         return
     if spec is None or spec.loader is None:
         return
-    spec.loader = importlib.util.LazyLoader(spec.loader)
+    try:
+        spec.loader = importlib.util.LazyLoader(spec.loader)
+    except TypeError:  # a loader that cannot load lazily (no exec_module): imported as usual
+        return
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
