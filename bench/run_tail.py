@@ -1,6 +1,7 @@
 """A run's tail: the seconds from the end of its stages to its return (report.html, the publish,
 the work dir's removal; and of it the seconds the run waited on the work dir's removal), for one or more source trees, interleaved, a fresh process and a fresh
-output (default work dir, removed by the run) each time. Per run: the tail, the whole run's
+output (default work dir, removed by the run) each time (``--overwrite``: each run publishes over the
+last one's result, which stays). Per run: the tail, the main thread's CPU in it, the whole run's
 wall and CPU seconds (user + sys of the process), whether the work dir outlived the run, the
 load average.
 
@@ -28,7 +29,7 @@ mark = {}
 real = st.run_stages
 def timed(*a, **k):
     r = real(*a, **k)
-    mark["end"] = time.perf_counter()
+    mark["end"], mark["end_cpu"] = time.perf_counter(), time.thread_time()
     return r
 st.run_stages = timed  # run.py imports it at each call: this one is used
 import neardup.stages.workdir as wd
@@ -45,10 +46,10 @@ wd.WorkDir.remove = waited(wd.WorkDir.remove)  # the run waits on these (the rem
 if hasattr(wd, "Removal"):
     wd.Removal.join = waited(wd.Removal.join)
 t0 = time.perf_counter()
-neardup.dedup(corpus, output=out)
-t1 = time.perf_counter()
+neardup.dedup(corpus, output=out, overwrite=sys.argv[3:] == ["overwrite"])
+t1, c1 = time.perf_counter(), time.thread_time()
 ru = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"tail_s": round(t1 - mark["end"], 3), "removal_wait_s": round(sum(blocked), 3), "run_s": round(t1 - t0, 3),
+print(json.dumps({"tail_s": round(t1 - mark["end"], 3), "tail_main_cpu_s": round(c1 - mark["end_cpu"], 4), "removal_wait_s": round(sum(blocked), 3), "run_s": round(t1 - t0, 3),
                   "cpu_s": round(ru.ru_utime + ru.ru_stime, 2),
                   "work_left": os.path.exists(os.path.join(out, ".neardup-work")),
                   "stages_s": json.load(open(os.path.join(out, "stats.json")))["seconds"],
@@ -63,19 +64,26 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--scratch", default="/tmp/neardup-tail")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--overwrite", action="store_true",
+                    help="each run publishes over the last one's result (kept between runs), as --overwrite does")
     a = ap.parse_args()
     runs = {t: [] for t in a.trees}
     for _ in range(a.repeat):
         for i, t in enumerate(a.trees):
             out = os.path.join(a.scratch, f"out{i}")
-            shutil.rmtree(out, ignore_errors=True)
-            p = subprocess.run([sys.executable, "-c", CHILD, a.corpus, out], check=True, capture_output=True, text=True,
+            if not a.overwrite:
+                shutil.rmtree(out, ignore_errors=True)
+            p = subprocess.run([sys.executable, "-c", CHILD, a.corpus, out] + (["overwrite"] if a.overwrite else []), check=True, capture_output=True, text=True,
                                env={**os.environ, "PYTHONPATH": os.path.abspath(t)})
             r = json.loads(p.stdout.strip().splitlines()[-1])
             runs[t].append(r)
             print(t, r, flush=True)
-            shutil.rmtree(out, ignore_errors=True)
-    summarise_runs(a.corpus, runs, ("tail_s", "removal_wait_s", "run_s", "cpu_s"), a.out)
+            if not a.overwrite:
+                shutil.rmtree(out, ignore_errors=True)
+    if a.overwrite:
+        for i in range(len(a.trees)):
+            shutil.rmtree(os.path.join(a.scratch, f"out{i}"), ignore_errors=True)
+    summarise_runs(a.corpus, runs, ("tail_s", "tail_main_cpu_s", "removal_wait_s", "run_s", "cpu_s"), a.out)
 
 
 if __name__ == "__main__":

@@ -84,6 +84,7 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
     report.html and publishes the result into ``output``; returns the stats (as written to
     stats.json)."""
     from .stages import Run, run_stages
+    from .stages.background import Background
     from .stages.identity import fingerprint, run_identity
     from .stages.workdir import WorkDir
 
@@ -136,11 +137,15 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
                 with contextlib.suppress(Exception):
                     work.remove(whole=inside or not explicit_work)
             raise
+        # the staging folder, the old result in it (its files' unlinking: the file system's
+        # time), in a thread beside the work dir's removal
+        old_result = Background(staging.remove_all, "neardup-staging-removal")
         work.join_removal()
+        if not failure and not keep_work:
+            work.remove(whole=inside or not explicit_work)
+        old_result.join()
         if failure:
             raise failure[0]
-        if not keep_work:
-            work.remove(whole=inside or not explicit_work)
     return stats
 
 

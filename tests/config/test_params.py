@@ -7,8 +7,9 @@ import pytest
 
 from neardup.config import Config
 from neardup.errors import ConfigError
-from neardup.config.params import (DEFAULT_MIN_RECALL, alternatives, candidate_probability, choose_params, describe,
-                                   false_negative_area, false_positive_area, midpoint)
+from neardup.config.params import (DEFAULT_MIN_RECALL, KNOWN_DEFAULT, KNOWN_DEFAULT_KEY, _choose_params, alternatives,
+                                   areas, candidate_probability, choose_params, describe, false_negative_area,
+                                   false_positive_area, midpoint)
 
 
 def simpson(f, lo, hi, n=20000):
@@ -289,3 +290,23 @@ def test_recall_chooser_equals_the_search_of_every_curve():
                 c = choose_params(t, k, min_recall=recall)
                 assert (c.bands, c.rows) == want, (t, k, recall)
                 assert c.p_at_threshold == probs[want]
+
+
+def test_known_default_choice_is_the_searched_one(monkeypatch):
+    # the default's choice is held, not searched at each run: it must be, field for field and
+    # bit for bit, what the search makes (a change of the search or of the default shows here)
+    searched = _choose_params.__wrapped__(*KNOWN_DEFAULT_KEY[:2], min_recall=KNOWN_DEFAULT_KEY[2])
+    assert KNOWN_DEFAULT == searched
+    assert choose_params(0.8, 128) is KNOWN_DEFAULT
+    assert choose_params(np.float64(0.8), 128.0, min_recall=DEFAULT_MIN_RECALL) == searched
+    assert choose_params(0.8, 128, method="weighted") != searched  # other arguments: searched
+    assert areas(0.8, 18, 7) == (searched.false_positive_area, searched.false_negative_area)
+    assert areas(0.8, 9, 13) == (false_positive_area(0.8, 9, 13), false_negative_area(0.8, 9, 13))
+    import neardup.config.params as params
+
+    def searched_again(*args, **kwargs):
+        raise AssertionError("the default's choice or areas searched again")
+    monkeypatch.setattr(params, "_choose_params", searched_again)
+    monkeypatch.setattr(params, "false_positive_area", searched_again)
+    assert choose_params(0.8, 128) is KNOWN_DEFAULT and areas(0.8, 18, 7) == (KNOWN_DEFAULT.false_positive_area,
+                                                                              KNOWN_DEFAULT.false_negative_area)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, run_cli
+from neardup.io.storage.folder import OLD
 
 EXAMPLE = ROOT / "examples" / "corpus.jsonl"
 
@@ -306,7 +307,8 @@ def _killed_at(suffix: str, *args) -> None:
     "clusters/part-00000.arrow",      # the clusters stage's part file
     os.sep + "state.json",            # a stage is marked done
     ".neardup-staging/stats.json",    # the result is complete in the staging folder
-    os.sep + "kept",                  # publish: kept/ moved into the output
+    OLD + os.sep + "kept",            # publish: the old kept/ moved into the staging folder
+    "out" + os.sep + "kept",          # publish: kept/ moved into the output
     "out" + os.sep + "stats.json",    # publish: stats.json moved in last
 ])
 def test_kill_at_each_publish_step_then_resume_gives_the_same_bytes(tmp_path, corpus, other_corpus, suffix):

@@ -104,6 +104,8 @@ def _import_numba(numpy_only: bool = False) -> None:
     one_blas_thread = "numpy" not in sys.modules and not any(v in os.environ for v in BLAS_THREAD_VARIABLES)
     if one_blas_thread:
         os.environ[BLAS_THREAD_VARIABLES[0]] = "1"
+    if not numpy_only:
+        _defer_module(DEFERRED_BY_NUMBA)
     try:
         if numpy_only:
             import numpy  # noqa: F401
@@ -117,6 +119,38 @@ def _import_numba(numpy_only: bool = False) -> None:
         for name in hidden:
             if name in sys.modules and sys.modules[name] is None:
                 del sys.modules[name]
+
+
+# What numba imports at its own import and uses only where it looks for third-party extensions
+# (numba.core.entrypoints.init_all, which a kernel command skips: _skip_numba_extensions):
+# importlib.metadata and the email package under it, 8-13 ms of each run's start-up. It is
+# imported on its first use instead, by numba's search or by anything else of the program.
+DEFERRED_BY_NUMBA = "importlib.metadata"
+
+
+def _defer_module(name: str):
+    """Puts into sys.modules a module ``name`` that is imported on its first use (the standard
+    library's importlib.util.LazyLoader: a first use from two threads at once is not safe before
+    Python 3.12.3, and no thread of a run uses it); nothing where ``name`` is imported already or
+    cannot be found."""
+    import importlib.util
+    if name in sys.modules:
+        return
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return
+    if spec is None or spec.loader is None:
+        return
+    try:
+        spec.loader = importlib.util.LazyLoader(spec.loader)
+    except TypeError:  # a loader that cannot load lazily (no exec_module): imported as usual
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    parent, _, child = name.rpartition(".")
+    setattr(sys.modules[parent], child, module)
 
 
 def _program_start(args) -> None:

@@ -26,8 +26,7 @@ from ..io.storage.folder import Folder
 from ..io.storage.outfile import check_output_file, publish_file, same_file
 from ..io.storage.paths import redact
 from ..kernels.arrays import to_numpy
-from ..config.params import (DEFAULT_MIN_RECALL, candidate_probability, choose_params, false_negative_area,
-                              false_positive_area, midpoint)
+from ..config.params import DEFAULT_MIN_RECALL, areas, candidate_probability, choose_params, midpoint
 from ..progress import plural
 from .diff import word_diff_html
 from .output_folder import (HEAD, KEPT, REMOVED, KeptTally, as_recorded, as_strings, cluster_members,
@@ -620,12 +619,13 @@ def _parameters_html(params: dict, resolved: Optional[Tuple[float, int, int]]) -
     right = ""
     if resolved:
         t, b, r = resolved
+        fp, fn = areas(t, b, r)
         right = _kv_table({
             "bands x rows": f"{b} x {r}",
             "midpoint (1/b)^(1/r)": f"{midpoint(b, r):.4f}",
             f"P(candidate | J = {t:g})": f"{candidate_probability(t, b, r):.4f}",
-            f"false-positive area [0, {t:g}]": f"{false_positive_area(t, b, r):.4f}",
-            f"false-negative area [{t:g}, 1]": f"{false_negative_area(t, b, r):.4f}",
+            f"false-positive area [0, {t:g}]": f"{fp:.4f}",
+            f"false-negative area [{t:g}, 1]": f"{fn:.4f}",
         })
     return f'<div class="grid2"><div>{left}</div><div>{right}</div></div>'
 
