@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -166,20 +168,14 @@ def test_the_dedup_program_sets_up_numba_without_scipy_and_freezes_its_start_up(
     numba.np.npyimpl: ~46 ms; the clusters stage's selection kernel named them)."""
     import importlib.util
     has_scipy = importlib.util.find_spec("scipy") is not None
-    from helpers import child_env, neardup_command
     lines = [json.dumps({"id": i, "text": f"doc {i % 40} " + "shared words of a near duplicate " * 3})
              for i in range(200)]
     (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
-    setup = (f"import atexit, gc, json, sys\n"
-             f"atexit.register(lambda: open({str(tmp_path / 'seen.json')!r}, 'w').write(json.dumps("
-             f"['scipy.linalg' in sys.modules, gc.get_freeze_count() > 0, gc.isenabled(), "
-             f"sorted(m for m in ('numba.np.arraymath', 'numba.np.npyimpl') if m in sys.modules)])))\n")
+    seen = _at_exit(tmp_path, "gc, sys", "['scipy.linalg' in sys.modules, gc.get_freeze_count() > 0, gc.isenabled(), "
+                    "sorted(m for m in ('numba.np.arraymath', 'numba.np.npyimpl') if m in sys.modules)]")
     for _ in range(2):  # the first may compile the kernels (which imports them all)
-        r = subprocess.run(neardup_command("dedup", tmp_path / "c.jsonl", "-o", tmp_path / "out", "--quiet",
-                                           "--overwrite", setup=setup),
-                           env=child_env(), capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr
-    scipy_loaded, frozen, enabled, array_modules = json.loads((tmp_path / "seen.json").read_text())
+        _dedup_program(tmp_path, seen)
+    scipy_loaded, frozen, enabled, array_modules = json.loads(seen.path.read_text())
     assert frozen and enabled
     assert not scipy_loaded or not has_scipy
     assert array_modules == []
@@ -208,26 +204,18 @@ def test_the_program_imports_numba_without_yaml_and_scipy_unless_a_numba_config_
     working folder with a .numba_config.yaml numba reads it, as without neardup: yaml is not
     hidden there."""
     import importlib.util
-    from helpers import child_env, neardup_command
     _small_corpus(tmp_path / "c.jsonl", distinct=20)
-    seen = tmp_path / "seen.json"
-    setup = (f"import atexit, importlib.util, json, sys\n"
-             f"def _seen():\n"
-             f"    loaded = [m for m in ('yaml', 'scipy') if sys.modules.get(m) is not None]\n"
-             f"    importable = [m for m in ('yaml', 'scipy') if importlib.util.find_spec(m) is not None]\n"
-             f"    open({str(seen)!r}, 'w').write(json.dumps([loaded, importable]))\n"
-             f"atexit.register(_seen)\n")
+    seen = _at_exit(tmp_path, "importlib.util, sys",
+                    "[[m for m in ('yaml', 'scipy') if sys.modules.get(m) is not None], "
+                    "[m for m in ('yaml', 'scipy') if importlib.util.find_spec(m) is not None]]")
     installed = [m for m in ("yaml", "scipy") if importlib.util.find_spec(m) is not None]
     work = tmp_path / "cwd"
     work.mkdir()
     for config_file in (False, True):
         if config_file:
             (work / ".numba_config.yaml").write_text("# read by numba\n")
-        r = subprocess.run(neardup_command("dedup", tmp_path / "c.jsonl", "-o", tmp_path / "out", "--quiet",
-                                           "--overwrite", setup=setup),
-                           cwd=work, env=child_env(), capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr
-        loaded, importable = json.loads(seen.read_text())
+        _dedup_program(tmp_path, seen, cwd=work)
+        loaded, importable = json.loads(seen.path.read_text())
         assert importable == installed
         assert loaded == (["yaml"] if config_file and "yaml" in installed else [])
 
@@ -237,27 +225,45 @@ def test_the_dedup_program_does_not_search_the_installed_packages_for_numba_exte
     first kernel call; the `neardup dedup` program marks them loaded (its kernels use none), so
     a run, its kernels loaded or compiled, never reads the entry points. main(argv) called in
     another program leaves numba's search alone."""
-    from helpers import child_env, neardup_command
+    from helpers import child_env
     _small_corpus(tmp_path / "c.jsonl", distinct=7)
-    seen = tmp_path / "seen.json"
-    setup = (f"import atexit, importlib.metadata, json\n"
-             f"calls = []\n"
-             f"_entry_points = importlib.metadata.entry_points\n"
-             f"def _counted(*a, **k):\n"
-             f"    calls.append(1)\n"
-             f"    return _entry_points(*a, **k)\n"
-             f"importlib.metadata.entry_points = _counted\n"
-             f"atexit.register(lambda: open({str(seen)!r}, 'w').write(json.dumps(len(calls))))\n")
-    r = subprocess.run(neardup_command("dedup", tmp_path / "c.jsonl", "-o", tmp_path / "out", "--quiet", setup=setup),
-                       env=child_env(), capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    assert json.loads(seen.read_text()) == 0
+    seen = _at_exit(tmp_path, "importlib.metadata", "len(calls)", before=(
+        "calls = []\n"
+        "_entry_points = importlib.metadata.entry_points\n"
+        "def _counted(*a, **k):\n"
+        "    calls.append(1)\n"
+        "    return _entry_points(*a, **k)\n"
+        "importlib.metadata.entry_points = _counted\n"))
+    _dedup_program(tmp_path, seen)
+    assert json.loads(seen.path.read_text()) == 0
     assert json.loads((tmp_path / "out" / "stats.json").read_text())["counts"]["removed"] > 0
-    library = (setup + f"from neardup.cli import main\n"
+    library = (seen.setup + f"from neardup.cli import main\n"
                f"main(['dedup', {str(tmp_path / 'c.jsonl')!r}, '-o', {str(tmp_path / 'lib')!r}, '--quiet'])\n")
     r = subprocess.run([sys.executable, "-c", library], env=child_env(), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert json.loads(seen.read_text()) >= 1
+    assert json.loads(seen.path.read_text()) >= 1
+
+
+class _Probe(NamedTuple):
+    setup: str  # Python run first in the program's process
+    path: Path  # where it writes what it saw, at the process's exit
+
+
+def _at_exit(tmp_path, modules: str, seen: str, before: str = "") -> _Probe:
+    """A probe for a program's process: ``modules`` imported, ``before`` run, and the JSON of
+    the expression ``seen`` written to a file at its exit."""
+    path = tmp_path / "seen.json"
+    return _Probe(f"import atexit, json, {modules}\n{before}"
+                  f"atexit.register(lambda: open({str(path)!r}, 'w').write(json.dumps({seen})))\n", path)
+
+
+def _dedup_program(tmp_path, probe: _Probe, cwd=None) -> None:
+    """The `neardup dedup` program on tmp_path/c.jsonl to tmp_path/out (again: --overwrite) with ``probe``."""
+    from helpers import child_env, neardup_command
+    r = subprocess.run(neardup_command("dedup", tmp_path / "c.jsonl", "-o", tmp_path / "out", "--quiet", "--overwrite",
+                                       setup=probe.setup), cwd=cwd, env=child_env(), capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
 
 
 def _small_corpus(path, distinct: int) -> None:

@@ -49,13 +49,24 @@ def test_the_probe_sees_numba_once_a_kernel_module_is_imported():
     assert _driver("import neardup.kernels.bands") == [False, True]
 
 
-def test_the_program_knows_a_ray_run_from_its_command_line():
-    from neardup.cli import on_ray
-    assert on_ray(["dedup", "in.jsonl", "-o", "out", "--engine", "ray"])
-    assert on_ray(["dedup", "in.jsonl", "--engine=ray", "-o", "out"])
-    assert not on_ray(["dedup", "in.jsonl", "-o", "out"])
-    assert not on_ray(["dedup", "in.jsonl", "-o", "out", "--engine", "local"])
-    assert not on_ray(["dedup", "ray", "-o", "out", "--engine=local"])
+@pytest.mark.parametrize("argv, ray", [
+    ("dedup in.jsonl -o out --engine ray", True),
+    ("dedup --engine=ray in.jsonl -o out", True),
+    ("dedup in.jsonl -o out", False),
+    ("dedup in.jsonl -o out --engine local", False),
+    ("dedup ray -o out --engine=local", False),
+    ("dedup in.jsonl -o out --engine ray --engine local", False),  # the last one given
+    ("dedup in.jsonl -o out --engine=local --engine ray", True),
+    ("dedup -o out -- --engine ray", False),  # inputs named --engine and ray
+    ("dedup -o out --engine local -- --engine=ray", False),
+    ("dedup -o out --engine ray -- --engine=local", True),
+])
+def test_the_program_knows_a_ray_run_from_its_command_line_as_the_parser_does(argv, ray):
+    """:func:`neardup.cli.on_ray`, read without the parser, says what the parser's parse says."""
+    from neardup.cli import build_parser, on_ray
+    words = argv.split()
+    assert (build_parser(words).parse_args(words).engine == "ray") is ray
+    assert on_ray(words) is ray
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,13 @@ from neardup.stages import write, write_lines
 from helpers import outputs
 
 SPLIT = "NEARDUP_SPLIT_BYTES"
+
+
+@pytest.fixture(autouse=True)
+def files_old_enough(monkeypatch):
+    """The files written here trusted at once (their times taken for racily clean otherwise:
+    :data:`write_lines.TIMESTAMP_GRAIN_NS`), but one whose time is after the read stage saw it."""
+    monkeypatch.setattr(write_lines, "TIMESTAMP_GRAIN_NS", 0)
 
 
 def corpus(folder: Path, bom=False, crlf=False, last_newline=True) -> Path:
@@ -96,7 +104,7 @@ def test_file_changed_after_the_read_stage_written_as_before(tmp_path, monkeypat
     """A file changed between the read and the write stages (same size, its modification time
     only; longer; the same size with its modification time set back, read whole or in ranges)
     is written the way it was before the lines were known: its lines found again in the file as
-    it is, never copied from the stale offsets. Guards the stat checks of ``copies_lines``
+    it is, never copied from the stale offsets. Guards the stat checks of ``unchanged``
     (size only: the same-size case copies stale ranges; no change time: the restored ones do)."""
     folder = corpus(tmp_path / "in")
     f = folder / "b.jsonl"
@@ -208,3 +216,62 @@ def test_read_stats_of_a_file_read_in_ranges(tmp_path):
                                                                               1: (11, 21, 1, 5, 40)}
     assert write_lines.read_stats(work, {0: [0, 1, 2], 1: [0, 3]}, expected) == {1: (11, 21, 1, 5, 40)}
     assert write_lines.read_stats(work, {0: [0, 4], 1: [3]}, expected) == {1: (11, 21, 1, 5, 40)}
+
+
+@pytest.mark.parametrize("how", ["within the grain", "modified later"])
+def test_racily_clean_file_not_copied(tmp_path, monkeypatch, how):
+    """A file whose change time is not a grain older than the moment the read stage saw it (a
+    change after, within the same tick of a coarse clock, would leave its times as they were),
+    or whose modification time is later than that moment (set ahead with os.utime), is not
+    trusted: its lines found again, the same bytes. Guards the racily clean check of
+    ``seen_stats``."""
+    monkeypatch.delenv(SPLIT, raising=False)
+    folder = corpus(tmp_path / "in")
+    if how == "within the grain":
+        monkeypatch.setattr(write_lines, "TIMESTAMP_GRAIN_NS", 3600 * 10**9)
+    else:
+        ahead = time.time_ns() + 3600 * 10**9
+        os.utime(folder / "b.jsonl", ns=(ahead, ahead))
+    a, b, copied = copied_and_found(tmp_path, monkeypatch, folder)
+    assert sorted(copied) == ([] if how == "within the grain" else ["a.jsonl"])
+    assert a == b
+
+
+def test_file_replaced_as_it_is_opened_not_copied(tmp_path, monkeypatch):
+    """The identity is checked on the file opened (fstat), not on its path before the open: a
+    file renamed over the input as the copy opens it (the same size and modification time) is
+    the new file, whose lines are found again, never the stale ranges copied from it."""
+    from neardup.io.sources import Source
+    f = tmp_path / "b.jsonl"
+    f.write_bytes(b'{"text": "aa"}\n{"text": "b"}\n')
+    st = f.stat()
+    expected = (st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino, st.st_ctime_ns)
+    real_open = open
+
+    def replaced_then_opened(path, *args, **kwargs):
+        new = tmp_path / "new.jsonl"
+        new.write_bytes(b'{"text": "b"}\n{"text": "aa"}\n')
+        os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.replace(new, path)
+        return real_open(path, *args, **kwargs)
+
+    rows, bounds = np.array([0, 1], np.int64), np.array([[0, 14], [15, 28]], np.int64)
+    src = Source(path=str(f), name="b.jsonl", relpath="b.jsonl", format="jsonl")
+    out = tmp_path / "kept.jsonl"
+    assert write_lines.copy_kept_lines(src, rows, bounds, np.array([0], np.int64), str(out), expected) == 1
+    assert out.read_bytes() == b'{"text": "aa"}\n'
+    monkeypatch.setattr(write_lines, "open", replaced_then_opened, raising=False)
+    assert write_lines.copy_kept_lines(src, rows, bounds, np.array([1], np.int64), str(tmp_path / "k2"), expected) is None
+    assert not (tmp_path / "k2").exists()
+
+
+def test_no_lines_for_an_output_in_a_store(tmp_path, monkeypatch):
+    """An output that is not a local folder (here fsspec's memory store): the kept lines are
+    never copied there from their bounds, so the read stage writes no ``lines`` files. Guards
+    ``records_lines``."""
+    monkeypatch.delenv(SPLIT, raising=False)
+    folder = corpus(tmp_path / "in")
+    for out, lines in (("memory://neardup-tidy14/out", 0), (str(tmp_path / "out"), 2)):
+        work = tmp_path / f"work{lines}"
+        neardup.dedup([str(folder)], output=out, work_dir=str(work), keep_work=True, on_error="skip", id_column="")
+        assert len(list((work / "read").glob("*.lines*"))) == lines

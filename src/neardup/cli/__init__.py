@@ -79,10 +79,22 @@ BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_TH
 
 
 def on_ray(argv: List[str]) -> bool:
-    """Whether the command line ``argv`` runs its command on Ray (``--engine ray``; the parser
-    takes no abbreviation): this process is then the driver, which runs no kernel and does not
-    import numba (the library imports it where a kernel is called: 0.3-0.5 CPU-s of the driver)."""
-    return "--engine=ray" in argv or any(a == "--engine" and b == "ray" for a, b in zip(argv, argv[1:]))
+    """Whether the command line ``argv`` runs its command on Ray: this process is then the
+    driver, which runs no kernel and does not import numba (the library imports it where a
+    kernel is called: 0.3-0.5 CPU-s of the driver). Read as the parser reads it, without making
+    it (its imports): the last ``--engine ray`` or ``--engine=ray`` of the words before ``--``
+    (after it every word is an input); no abbreviation (the parser takes none), and no option's
+    value can be ``--engine`` (a word the parser knows as an option is never a value)."""
+    engine = None
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            break
+        if word == "--engine":
+            engine = next(words, None)
+        elif word.startswith("--engine="):
+            engine = word[len("--engine="):]
+    return engine == "ray"
 
 
 def _import_numba(numpy_only: bool = False) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from codecs import BOM_UTF8
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
@@ -101,8 +102,8 @@ def read_ids_file(path: str) -> List[str]:
             raw = f.read()
     except OSError as exc:
         raise InputError(f"cannot read --ids {path}: {exc.strerror or exc}") from None
-    if raw.startswith(b"\xef\xbb\xbf"):  # a byte-order mark (Notepad's UTF-8) is no part of the first id
-        raw = raw[3:]
+    if raw.startswith(BOM_UTF8):  # a byte-order mark (Notepad's UTF-8) is no part of the first id
+        raw = raw[len(BOM_UTF8):]
     out = []
     for no, line in enumerate(raw.split(b"\n"), 1):
         if line.endswith(b"\r"):

@@ -14,6 +14,7 @@ to find them (:func:`_tail_before_break`). bz2 and xz are decoded by the standar
 from __future__ import annotations
 
 import threading
+from codecs import BOM_UTF8
 from typing import Iterator, List, Optional, Tuple
 
 import pyarrow as pa
@@ -26,7 +27,6 @@ BLOCK_BYTES = 16 << 20  # decompressed bytes per block handed to the parser
 _READ_BYTES = 256 << 10  # decompressed bytes per read (what a failing read may lose, and recover)
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-_BOM = b"\xef\xbb\xbf"
 _AFTER_END = ("incorrect header check", "unknown compression method", "unknown frame descriptor")
 
 
@@ -196,7 +196,7 @@ def _strip_bom(chunks: Iterator[bytes]) -> Iterator[bytes]:
         head += chunk
         if len(head) >= 3:
             break
-    if head.startswith(_BOM):
+    if head.startswith(BOM_UTF8):
         head = head[3:]
     if head:
         yield head
@@ -318,7 +318,7 @@ def _plain_blocks(path: str, block_bytes: int, span: Optional[Tuple[int, int]],
             first = _read_full(f, 3 if left is None else min(3, left))
             if left is not None:
                 left -= len(first)
-            keep = b"" if first == _BOM else first
+            keep = b"" if first == BOM_UTF8 else first
             head = len(first)
         buf = None
         filled = len(keep)

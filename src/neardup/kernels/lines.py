@@ -7,6 +7,7 @@ Each is one pass over the bytes (no Python object per line), used by the JSONL a
 
 from __future__ import annotations
 
+from codecs import BOM_UTF8
 from dataclasses import dataclass
 from typing import Iterator, Optional, Tuple
 
@@ -16,7 +17,6 @@ from .arrays import read_only
 from .compile import kernel
 from .lanes import BYTE_LANES, bit_count, byte_mask, lowest_bit
 
-_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark (pyarrow's CSV reader skips it)
 _WS = b" \t\r"
 
 
@@ -293,7 +293,7 @@ def csv_open_quote(chunks: Iterator[bytes], delimiter: bytes) -> Optional[OpenQu
         arr = np.frombuffer(chunk, dtype=np.uint8)
         if first:
             first = False
-            if chunk.startswith(_BOM):  # pyarrow skips it
+            if chunk.startswith(BOM_UTF8):  # a UTF-8 byte order mark: pyarrow's CSV reader skips it
                 arr = arr[3:]
                 base = 3
         _csv_lex(arr, base, delimiter[0], st)

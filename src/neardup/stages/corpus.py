@@ -4,6 +4,7 @@ id of each document (:func:`document_ids`)."""
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -429,8 +430,11 @@ class OpenedBlocks:
     before its documents are known (the clusters stage's start, while it reads the pairs and
     finds their documents), so that the gathering takes from files already open (an open ~0.15-0.3
     ms a block, 36 blocks at 1M documents). Once :meth:`only` has the blocks wanted, no other is
-    opened; a block a taker claims (:meth:`pop`) before it is open is opened by the taker, not
-    here. :meth:`close` stops the thread and lets go of the files not taken."""
+    opened; a block a taker claims (:meth:`pop`) before its open starts is opened by the taker,
+    not here; one claimed while it is being opened here is waited for (each file opened once:
+    none opened by both, none held unused until the close). :meth:`close` stops the thread and
+    lets go of the files not taken. One lock (:attr:`lock`) guards the claims, the tables and
+    the block being opened; no open is made under it."""
 
     def __init__(self, store: DocStore, columns: List[str], with_ids: bool):
         self.store, self.columns, self.with_ids = store, columns, with_ids
@@ -438,28 +442,46 @@ class OpenedBlocks:
         self.claimed: set = set()
         self.wanted: Optional[set] = None
         self.closed = False
+        self.opening: Optional[int] = None  # the block being opened by the thread
+        self.lock = threading.Condition()
         self.job = Background(self._open, "neardup-open-blocks")
 
     def _open(self) -> None:
         for b in range(len(self.store.block_start) - 1):
-            if self.closed:
-                return
-            if b in self.claimed or (self.wanted is not None and b not in self.wanted):
-                continue
-            wanted = file_columns(self.store, b, self.columns, self.with_ids)
-            if wanted:
-                self.tables[b] = self.store.opened(b, wanted)
+            with self.lock:
+                if self.closed:
+                    return
+                if b in self.claimed or (self.wanted is not None and b not in self.wanted):
+                    continue
+                self.opening = b
+            table = None
+            try:
+                wanted = file_columns(self.store, b, self.columns, self.with_ids)
+                if wanted:
+                    table = self.store.opened(b, wanted)
+            finally:  # a failed open: the taker opens it (and gets the error)
+                with self.lock:
+                    if table is not None:
+                        self.tables[b] = table
+                    self.opening = None
+                    self.lock.notify_all()
 
     def only(self, blocks: Sequence[int]) -> None:
-        self.wanted = set(blocks)
+        with self.lock:
+            self.wanted = set(blocks)
 
     def pop(self, block: int) -> Optional[pa.Table]:
-        """The block's table if it is open (then no longer held here), else None: the caller opens it."""
-        self.claimed.add(block)
-        return self.tables.pop(block, None)
+        """The block's table if it is open (then no longer held here), waited for while it is
+        being opened, else None: the caller opens it."""
+        with self.lock:
+            self.claimed.add(block)
+            while self.opening == block:
+                self.lock.wait()
+            return self.tables.pop(block, None)
 
     def close(self) -> None:
-        self.closed = True
+        with self.lock:
+            self.closed = True
         self.job.wait()
         self.tables.clear()
 

@@ -33,7 +33,7 @@ from ..progress import bar, check_interrupt
 from .corpus import add_row_runs, numpy_fixed_binary
 from .records import ReadInfo
 from .workdir import LINE_BOUNDS, LINE_STATS, MAX_DOCUMENTS, block_name, docs_schema
-from .write_lines import copies_whole, seen_stats
+from .write_lines import records_lines, seen_stats
 
 if TYPE_CHECKING:
     from ..kernels.minhash import Scratch
@@ -159,7 +159,8 @@ def tune_malloc() -> None:
 def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, members: Sequence[int],
                progress: Optional[Callable[[int], None]] = None,
                finish: Optional[Callable[[int], dict]] = None,
-               signatures: Optional[Callable[[np.ndarray], None]] = None, span=None) -> dict:
+               signatures: Optional[Callable[[np.ndarray], None]] = None, span=None,
+               with_lines: bool = False) -> dict:
     """Reads the sources ``members`` (indices into ``sources``) as block ``block``; returns its
     summary: documents, documents per source, empty documents (no shingles), rejected records
     [source, row or None, reason], skipped files [source, reason] (``Batch.skipped``), the runs
@@ -171,8 +172,8 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
     signatures in document order (see :func:`block_matcher`). ``span``: the block is one range
     of a split file (:mod:`neardup.io.splits`), ``members`` its one source. The lines of its
     documents read from uncompressed local JSONL files go to the block's ``lines`` file
-    (:func:`write_line_bounds`), for the write stage, where it copies kept lines as they are
-    (:func:`.write_lines.copies_whole`)."""
+    (:func:`write_line_bounds`) ``with_lines`` (:func:`.write_lines.records_lines`), for the
+    write stage, where it copies kept lines as they are."""
     from ..kernels.minhash import MinHasher
     tune_malloc()
     exact = config.verify == "exact"
@@ -181,7 +182,7 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
     schema = docs_schema(config)
     summary = {"documents": 0, "per_source": {str(si): 0 for si in members}, "empty": 0, "rejected": [],
                "skipped": [], "runs": []}
-    lines: Optional[List[np.ndarray]] = [] if copies_whole(config) else None
+    lines: Optional[List[np.ndarray]] = [] if with_lines else None
     seen = seen_stats(sources, members) if lines is not None else None  # before the files are read
     # each file appears under its name only when complete, at the end of the with (a temporary
     # name renamed; an upload completed); a failure (a full disk, a bad record) leaves neither
@@ -406,7 +407,7 @@ def write_line_bounds(work: Folder, block: int, lines: List[np.ndarray], seen: n
     if not any(len(x) and x[0, 0] >= 0 for x in lines):
         return
     with work.atomic_write(block_name(block, LINE_STATS)) as f:
-        f.write(memoryview(np.ascontiguousarray(seen, np.int64)).cast("B"))
+        f.write(np.ascontiguousarray(seen, np.int64).tobytes())  # none where every file is racily clean
     with work.atomic_write(block_name(block, LINE_BOUNDS)) as f:
         f.write(memoryview(np.ascontiguousarray(np.concatenate(lines), np.int64)).cast("B"))
 
@@ -522,7 +523,8 @@ class ReadStage:
         total = None if run.quiet else nio.estimate_documents(run.sources)
         with bar("read + signatures", total=total, quiet=run.quiet) as progress:
             with released_at_the_end():
-                summaries = engine.collect(engine.map(partial(read_partition, task=task),
+                summaries = engine.collect(engine.map(partial(read_partition, task=task,
+                                                              with_lines=records_lines(run.config, run.output)),
                                                       [(b, blocks[b], spans.get(b)) for b in todo],
                                                       progress=progress, units=lambda summary: summary["documents"],
                                                       concurrent=read_concurrency(engine, spans)))
@@ -598,15 +600,17 @@ def skipped_of(work, corpus, records, n_sources: int) -> List[list]:
     return out
 
 
-def read_partition(block_members, *, task, report=None) -> dict:
+def read_partition(block_members, *, task, with_lines: bool = False, report=None) -> dict:
     """One block of the plan, (block, its sources, its range: the nominal span of one range of
-    a split file, or None): read, its summary returned (a range's rows numbered from 0)."""
+    a split file, or None): read, its summary returned (a range's rows numbered from 0);
+    ``with_lines`` as for :func:`read_block`."""
     block, members, span = block_members
     if span is not None:
         span = (*range_bytes(task.sources[members[0]], *span), None)
     matcher = block_matcher(task.work, task.config, block)
     return read_block(task.work, task.config, task.sources_with_tables(), block, members, progress=report,
-                      finish=matcher and matcher.finish, signatures=matcher and matcher.signatures, span=span)
+                      finish=matcher and matcher.finish, signatures=matcher and matcher.signatures, span=span,
+                      with_lines=with_lines)
 
 
 def range_spans(work) -> dict:

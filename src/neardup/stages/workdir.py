@@ -27,10 +27,12 @@ file exists is done and is not read again.
                                     newline's, or the file's end), -1 where not
                                     known; only for a block with documents of uncompressed local
                                     JSONL files: the write stage copies the kept lines from them;
-                                    none with --mark or --output-format other than same
+                                    none with --mark, --output-format other than same or an
+                                    output in a store
     WORK/read/block-BBBBBB.lines-stat  raw int64 (source, device, inode, change time in ns) of
                                     those files before the block read them, beside .lines: the
-                                    write stage copies from a file only while they are unchanged
+                                    write stage copies from a file only while they are unchanged;
+                                    none of a file changed within 2 s before (racily clean)
     WORK/read/block-BBBBBB.json     the block's summary (written last: the block is done)
     WORK/pairs/part-PPPPP.arrow     PAIRS_SCHEMA: verified pairs (left < right) of one partition
     WORK/pairs/search-PPPPP.json    the counts of one partition's bucket search (``PairsInfo``)

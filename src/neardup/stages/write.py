@@ -183,12 +183,13 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
         want = (wanted or {}).get(si, {})
         capture = dict.fromkeys(want) if want and src.format == "jsonl" else None
         bounds = (lines or {}).get(si)
-        if copies_lines(src, bounds, (stats or {}).get(si), config, kept):
-            n_written += copy_kept_lines(src, all_rows, bounds, keep, kept.join(rel), capture)
-        else:
-            n_written += nio.write_kept(src, keep, kept.join(rel), output_format=config.output_format,
-                                        text_column=config.text_column, id_column=config.id_column,
-                                        capture=capture)
+        expected = (stats or {}).get(si)
+        n = copy_kept_lines(src, all_rows, bounds, keep, kept.join(rel), expected, capture) \
+            if copies_lines(src, bounds, expected, config, kept) else None
+        if n is None:  # not copied from the bounds (a file changed since): its lines found again
+            n = nio.write_kept(src, keep, kept.join(rel), output_format=config.output_format,
+                               text_column=config.text_column, id_column=config.id_column, capture=capture)
+        n_written += n
         if capture:
             column = text_column_of(src, text_columns(config.text_column))
         for row, line in (capture or {}).items():

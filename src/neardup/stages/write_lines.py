@@ -8,26 +8,36 @@ Only for a file whose size and modification time are still those the run started
 run's identity, ``inputs.json``) and whose inode and change time (st_ctime, which no one can set
 back, unlike the modification time) are still those the read stage saw before it read the file
 (``read/block-B.lines-stat``: each block that read it, a split file's ranges too, in this
-process or an earlier one): one changed since is written the way every other file is, its lines
-found again (what that finds, or the error it gives, is today's).
+process or an earlier one), all compared on the file as opened for the copy (``fstat``: no
+window between the check and the open): one changed since is written the way every other file
+is, its lines found again (what that finds, or the error it gives, is today's). A file changed
+within :data:`TIMESTAMP_GRAIN_NS` before the read stage saw it is not recorded (git's "racily
+clean" files): a change after, within the same tick of a coarse clock, could leave its times
+as they were.
+
+Only for a local kept/ (:func:`records_lines`): the read stage writes no lines for another.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import time
+from codecs import BOM_UTF8
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import io as nio
-from ..errors import InputError
 from ..io.kernel_copy import RangeCopier
 from ..io.storage import fs as _fs
 from ..io.storage.folder import Folder
 from .workdir import LINE_BOUNDS, LINE_STATS, block_name
 
-BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark starting a file: not part of its first line
+# a file's times are trusted only where they are this much older than the moment the read stage
+# saw them: the coarsest clock of a file system that keeps them (FAT's 2 s; ext4, xfs, tmpfs:
+# the kernel's tick, 1-10 ms; NFS: the server's clock, trusted as far as it agrees with ours)
+TIMESTAMP_GRAIN_NS = 2_000_000_000
 # (size, modification time in ns) as the run's identity has them, then (device, inode, change
 # time in ns) as the read stage saw them
 FileStat = Tuple[int, ...]
@@ -40,6 +50,13 @@ def copies_whole(config) -> bool:
     return not config.mark and config.output_format == "same"
 
 
+def records_lines(config, output: Folder) -> bool:
+    """Whether the read stage records the lines of the uncompressed local JSONL files it reads
+    (for :func:`copy_kept_lines`): their kept lines copied as they are (:func:`copies_whole`) to
+    a local output (the copy's only use: a store's kept/ gets them the way every file is written)."""
+    return copies_whole(config) and output.os_path is not None
+
+
 def plain_local_jsonl(src: nio.Source) -> Optional[str]:
     """The local path of ``src`` where it is an uncompressed local JSONL file (the read stage sees
     its lines where they lie in it), else None."""
@@ -49,7 +66,8 @@ def plain_local_jsonl(src: nio.Source) -> Optional[str]:
 def seen_stats(sources: Sequence[nio.Source], members: Sequence[int]) -> np.ndarray:
     """(source, device, inode, change time in ns) int64 rows of the uncompressed local JSONL files
     of ``members`` as they are before the read stage reads them (a file changed after is one
-    changed since: its change time is later)."""
+    changed since: its change time is later); none for a file whose modification or change time
+    is not :data:`TIMESTAMP_GRAIN_NS` older than now (racily clean: a change after could keep them)."""
     out = []
     for si in members:
         local = plain_local_jsonl(sources[si])
@@ -59,6 +77,8 @@ def seen_stats(sources: Sequence[nio.Source], members: Sequence[int]) -> np.ndar
             st = os.stat(local)
         except (OSError, ValueError):
             continue  # the read says why
+        if max(st.st_mtime_ns, st.st_ctime_ns) > time.time_ns() - TIMESTAMP_GRAIN_NS:
+            continue
         out.append((si, st.st_dev, st.st_ino, st.st_ctime_ns))
     return np.array(out, np.int64).reshape(-1, 4)
 
@@ -104,19 +124,17 @@ def expected_stats(inputs: Optional[Sequence], sources: Sequence[nio.Source], gr
 
 def copies_lines(src: nio.Source, bounds: Optional[np.ndarray], expected: Optional[FileStat], config,
                  kept: Folder) -> bool:
-    """Whether the kept lines of ``src`` are copied from their known ``bounds``: an uncompressed
-    local JSONL file, unchanged since the run started and since the read stage saw it
-    (``expected``: :func:`read_stats`), every document's line known, written as it is to a local
-    kept/."""
-    local = plain_local_jsonl(src)
-    if bounds is None or expected is None or local is None or not copies_whole(config) or kept.os_path is None:
-        return False
-    try:
-        st = os.stat(local)
-    except (OSError, ValueError):
-        return False
-    return (stat.S_ISREG(st.st_mode) and (st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino, st.st_ctime_ns) == expected
-            and bool(len(bounds) == 0 or bounds[:, 0].min() >= 0))
+    """Whether the kept lines of ``src`` may be copied from their known ``bounds``: an
+    uncompressed local JSONL file that the read stage saw (``expected``: :func:`read_stats`),
+    every document's line known, written as it is to a local kept/. Whether it is unchanged
+    since is :func:`copy_kept_lines`'s check, on the file it opens."""
+    return (bounds is not None and expected is not None and plain_local_jsonl(src) is not None
+            and copies_whole(config) and kept.os_path is not None and bool(len(bounds) == 0 or bounds[:, 0].min() >= 0))
+
+
+def unchanged(st: os.stat_result, expected: FileStat) -> bool:
+    """Whether the file of ``st`` is a regular file as ``expected`` (:func:`read_stats`) says it was."""
+    return stat.S_ISREG(st.st_mode) and (st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino, st.st_ctime_ns) == expected
 
 
 def kept_ranges(rows: np.ndarray, bounds: np.ndarray, keep: np.ndarray, size: int
@@ -140,26 +158,37 @@ def kept_ranges(rows: np.ndarray, bounds: np.ndarray, keep: np.ndarray, size: in
 
 
 def copy_kept_lines(src: nio.Source, rows: np.ndarray, bounds: np.ndarray, keep: np.ndarray, out_path: str,
-                    capture: Optional[Dict[int, Optional[bytes]]] = None) -> int:
+                    expected: FileStat, capture: Optional[Dict[int, Optional[bytes]]] = None) -> Optional[int]:
     """The kept lines of ``src`` (rows ``keep`` of its documents ``rows``, whose lines are
-    ``bounds``) written to the local file ``out_path`` by the kernel; ``capture`` as for
-    :func:`neardup.io.writer.write_kept`. Returns the lines written."""
+    ``bounds``) written to the local file ``out_path`` by the kernel, where the file opened is
+    still as ``expected`` (:func:`unchanged`); ``capture`` as for
+    :func:`neardup.io.writer.write_kept`. Returns the lines written, or None (nothing written)
+    for a file changed since or that cannot be opened: the caller finds its lines again."""
     try:
         f = open(_fs.local_path(src.path), "rb", buffering=0)
-    except OSError as e:
-        raise InputError(f"{src.name}: cannot read file ({e.strerror or e})") from None
-    with f, _fs.atomic_write(out_path) as out:
-        size = os.fstat(f.fileno()).st_size
-        if os.pread(f.fileno(), 3, 0) == BOM:  # the read stage's offsets are of the lines after it
-            bounds = bounds + len(BOM)
-        starts, ends, newline = kept_ranges(rows, bounds, keep, size)
-        out.flush()
-        RangeCopier(f.fileno(), out.fileno(), src.name).copy(starts, ends)
-        if newline:
-            os.write(out.fileno(), b"\n")
-        for row in capture or {}:
-            i = int(np.searchsorted(rows, row))
-            if i < len(rows) and rows[i] == row:
-                a, e = bounds[i].tolist()
-                capture[row] = os.pread(f.fileno(), e - a, a)
+    except (OSError, ValueError):
+        return None  # the lines found again say why
+    with f:
+        st = os.fstat(f.fileno())
+        if not unchanged(st, expected):
+            return None
+        with _fs.atomic_write(out_path) as out:
+            return _copy_ranges(f, out, src.name, st.st_size, rows, bounds, keep, capture)
+
+
+def _copy_ranges(f, out, name: str, size: int, rows: np.ndarray, bounds: np.ndarray, keep: np.ndarray,
+                 capture: Optional[Dict[int, Optional[bytes]]]) -> int:
+    """:func:`copy_kept_lines` of the open file ``f`` of ``size`` bytes to ``out``."""
+    if os.pread(f.fileno(), 3, 0) == BOM_UTF8:  # the read stage's offsets are of the lines after it
+        bounds = bounds + len(BOM_UTF8)
+    starts, ends, newline = kept_ranges(rows, bounds, keep, size)
+    out.flush()
+    RangeCopier(f.fileno(), out.fileno(), name).copy(starts, ends)
+    if newline:
+        os.write(out.fileno(), b"\n")
+    for row in capture or {}:
+        i = int(np.searchsorted(rows, row))
+        if i < len(rows) and rows[i] == row:
+            a, e = bounds[i].tolist()
+            capture[row] = os.pread(f.fileno(), e - a, a)
     return len(keep)

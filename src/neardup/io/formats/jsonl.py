@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from codecs import BOM_UTF8
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -263,7 +264,7 @@ class _JsonlParser:
             longest = int((ends - starts).max())
             # pyarrow skips a byte order mark at the start of its input (json.loads does not:
             # the file's own BOM is already gone, so one here starts a line of a later block)
-            table = None if feed.startswith(b"\xef\xbb\xbf") else self._arrow(feed, len(good), longest)
+            table = None if feed.startswith(BOM_UTF8) else self._arrow(feed, len(good), longest)
             if table is not None:
                 text, ids, scores, keep = self._from_arrow(table, data, starts, ends, good, bad)
             else:
@@ -452,7 +453,7 @@ def _first_line_offset(src: Source, span) -> Optional[int]:
         return 0
     try:
         with open(local, "rb") as f:
-            return span[0] - (3 if f.read(3) == b"\xef\xbb\xbf" else 0)
+            return span[0] - (len(BOM_UTF8) if f.read(3) == BOM_UTF8 else 0)
     except OSError:
         return None  # the blocks' reading says why
 

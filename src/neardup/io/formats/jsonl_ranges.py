@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import stat
+from codecs import BOM_UTF8
 from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, Iterator, List, Optional, Tuple
 
@@ -20,7 +21,6 @@ from ..sources import Source
 from ..storage import fs as _fs
 
 
-_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark starting a file is not part of line 0 (as in _streams)
 
 
 def _kept_byte_ranges(f, keep: np.ndarray, name: str,
@@ -42,7 +42,7 @@ def _kept_byte_ranges(f, keep: np.ndarray, name: str,
     try:
         # a small file, a small buffer (one byte more than the file: its end is seen at once)
         buf = bytearray(max(1, min(block_bytes, os.fstat(f.fileno()).st_size + 1)))
-        if f.read(3) == _BOM:
+        if f.read(3) == BOM_UTF8:  # a UTF-8 byte order mark starting a file is not part of line 0
             pos = 3
         f.seek(pos)
     except OSError as e:
