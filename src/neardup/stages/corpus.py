@@ -427,8 +427,8 @@ class DocStore:
 class OpenedBlocks:
     """The files of a local work dir's blocks opened ahead, in block order, by a thread of its own
     (:class:`Background`), for the columns of each that :class:`MemberColumns` reads: started
-    before its documents are known (the clusters stage's start, while it reads the pairs and
-    finds their documents), so that the gathering takes from files already open (an open ~0.15-0.3
+    before its documents are known (the pair stage's end, :meth:`DocStore.open_ahead`, or the
+    clusters stage's start, while it reads the pairs and finds their documents), so that the gathering takes from files already open (an open ~0.15-0.3
     ms a block, 36 blocks at 1M documents). Once :meth:`only` has the blocks wanted, no other is
     opened; a block a taker claims (:meth:`pop`) before its open starts is opened by the taker,
     not here; one claimed while it is being opened here is waited for (each file opened once:
