@@ -15,6 +15,7 @@ import numpy as np
 from numba import types
 
 from .compile import kernel
+from .folders import _close, _openat, folder_state, in_folder, release
 
 __all__ = ["available", "copy_file_ranges", "copy_files", "files_available"]
 
@@ -39,30 +40,38 @@ def _copy_ranges_kernel(fd_in, fd_out, starts, ends, offset):
     return starts.shape[0], 0
 
 
-# int open(const char *path, int flags, mode_t mode), int close(int fd) and ssize_t sendfile(int
-# out_fd, int in_fd, off_t *offset, size_t count) of the C library (open declared with its mode:
-# the C library reads it where the flags create a file, as the variadic call would pass it)
-_open = types.ExternalFunction("open", types.int32(types.voidptr, types.int32, types.uint32))
-_close = types.ExternalFunction("close", types.int32(types.int32))
+# ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count) of the C library
 _sendfile = types.ExternalFunction("sendfile", types.int64(types.int32, types.int32, types.intp, types.uint64))
 
 _SENDFILE_BYTES = 1 << 20
 
 
 @kernel(nogil=True)
-def _copy_files_kernel(names, src_at, dst_at, flags_in, flags_out, mode, copied):
+def _copy_files_kernel(names, src_at, dst_at, flags_in, flags_out, mode, copied, folders):
     """Files copied whole, one after another: file i from the NUL-terminated path at
-    ``names[src_at[i]:]`` to the one at ``names[dst_at[i]:]`` (created or truncated), by
+    ``names[src_at[i]:]`` to the one at ``names[dst_at[i]:]`` (created or truncated), each opened
+    by its name in its folder (:func:`neardup.kernels.folders.in_folder`: ``folders[0]`` the
+    state of the sources' folder, ``folders[1]`` the destinations', both closed at the end), by
     ``sendfile`` until it copies nothing (the end). Returns the files copied whole, and adds
     their bytes to ``copied[0]``; a call that fails (-1: the path, the copy, a full disk) stops
     the loop at that file, its destination maybe made, for the caller to copy it again and learn
     why (its bytes not counted)."""
+    done = _copy_in_folders(names, src_at, dst_at, flags_in, flags_out, mode, copied, folders)
+    release(folders[0])
+    release(folders[1])
+    return done
+
+
+@kernel(nogil=True)
+def _copy_in_folders(names, src_at, dst_at, flags_in, flags_out, mode, copied, folders):
     offset = np.zeros(1, np.int64)
     for i in range(src_at.shape[0]):
-        fd_in = _open(names[src_at[i]:].ctypes.data, np.int32(flags_in), np.uint32(0))
+        folder, name = in_folder(names, src_at[i], folders[0])
+        fd_in = _openat(folder, names[name:].ctypes.data, np.int32(flags_in), np.uint32(0))
         if fd_in < 0:
             return i
-        fd_out = _open(names[dst_at[i]:].ctypes.data, np.int32(flags_out), np.uint32(mode))
+        folder, name = in_folder(names, dst_at[i], folders[1])
+        fd_out = _openat(folder, names[name:].ctypes.data, np.int32(flags_out), np.uint32(mode))
         if fd_out < 0:
             _close(fd_in)
             return i
@@ -92,7 +101,7 @@ def files_available() -> bool:
         return False
     try:
         libc = ctypes.CDLL(None)
-        return all(hasattr(libc, name) for name in ("open", "close", "sendfile"))
+        return all(hasattr(libc, name) for name in ("open", "openat", "close", "sendfile"))
     except OSError:
         return False
 
@@ -107,7 +116,8 @@ def copy_files(names: np.ndarray, src_at: np.ndarray, dst_at: np.ndarray, flags_
     first that failed, for the caller to copy again and learn why), and their bytes."""
     copied = np.zeros(1, np.int64)
     done = _copy_files_kernel(names, np.ascontiguousarray(src_at, np.int64), np.ascontiguousarray(dst_at, np.int64),
-                              int(flags_in), int(flags_out), int(mode), copied)
+                              int(flags_in), int(flags_out), int(mode), copied,
+                              np.stack([folder_state(), folder_state()]))
     return int(done), int(copied[0])
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from numba import types
 
 from .compile import kernel
-from .filecopy import _close, _open
+from .folders import _close, _openat, folder_state, in_folder, release
 
 __all__ = ["read_files", "reading_available"]
 
@@ -30,21 +30,23 @@ _B = 66  # "B": the first byte of a bz2 stream's magic bytes ("BZh"), the only A
 
 
 @kernel(nogil=True)
-def _read_files_kernel(names, at, flags, out, ends, clean, info, empty):
+def _read_files_kernel(names, at, flags, out, ends, clean, info, empty, folder):
     """Files read whole, one after another, into ``out``: file i from the NUL-terminated path at
-    ``names[at[i]:]``, opened with ``flags``, checked as :func:`neardup.io.opening.open_regular`
-    does (a regular file: ``statx`` of the descriptor; ``info`` its 256 bytes, ``empty`` a NUL
-    byte, the empty path), then read with one ``read`` call of its size + 1 bytes where the bytes
-    of the file before end: kept when the call reads its size (all of it: fewer than asked),
-    ``ends[i]`` then where they end. A file not kept (``ends[i]`` where the file before's bytes
-    end), for the caller to read: one that does not open, is not a regular file, is empty, does
-    not fit in what is left of ``out``, or whose read gives other than its size. ``clean[i]``: the
-    bytes kept are ASCII without a NUL byte and do not start with ``B`` (no compressed kind's
-    magic bytes can start them). Returns the bytes kept."""
+    ``names[at[i]:]``, opened with ``flags`` by its name in its folder
+    (:func:`neardup.kernels.folders.in_folder`: ``folder`` its state, closed at the end), checked
+    as :func:`neardup.io.opening.open_regular` does (a regular file: ``statx`` of the descriptor;
+    ``info`` its 256 bytes, ``empty`` a NUL byte, the empty path), then read with one ``read``
+    call of its size + 1 bytes where the bytes of the file before end: kept when the call reads
+    its size (all of it: fewer than asked), ``ends[i]`` then where they end. A file not kept
+    (``ends[i]`` where the file before's bytes end), for the caller to read: one that does not
+    open, is not a regular file, is empty, does not fit in what is left of ``out``, or whose read
+    gives other than its size. ``clean[i]``: the bytes kept are ASCII without a NUL byte and do
+    not start with ``B`` (no compressed kind's magic bytes can start them). Returns the bytes kept."""
     pos = 0
     for i in range(at.shape[0]):
         ends[i] = pos
-        fd = _open(names[at[i]:].ctypes.data, np.int32(flags), np.uint32(0))
+        where, name = in_folder(names, at[i], folder)
+        fd = _openat(where, names[name:].ctypes.data, np.int32(flags), np.uint32(0))
         if fd < 0:
             continue
         if _statx(fd, empty.ctypes.data, np.int32(_AT_EMPTY_PATH), np.uint32(_STATX_TYPE | _STATX_SIZE),
@@ -63,6 +65,7 @@ def _read_files_kernel(names, at, flags, out, ends, clean, info, empty):
                     pos += n
                     ends[i] = pos
         _close(fd)
+    release(folder)
     return pos
 
 
@@ -76,7 +79,7 @@ def reading_available() -> bool:
         return False
     try:
         libc = ctypes.CDLL(None)
-        return all(hasattr(libc, name) for name in ("open", "statx", "read", "close"))
+        return all(hasattr(libc, name) for name in ("open", "openat", "statx", "read", "close"))
     except OSError:
         return False
 
@@ -91,5 +94,5 @@ def read_files(names: np.ndarray, at: np.ndarray, flags: int, capacity: int):
     ends = np.zeros(n, np.int64)
     clean = np.zeros(n, np.bool_)
     used = _read_files_kernel(names, np.ascontiguousarray(at, np.int64), int(flags), out, ends, clean,
-                              np.zeros(32, np.int64), np.zeros(1, np.uint8))
+                              np.zeros(32, np.int64), np.zeros(1, np.uint8), folder_state())
     return out[:used], ends, clean

@@ -10,6 +10,7 @@ import numpy as np
 
 from .compile import kernel
 from .fileread import _statx
+from .folders import folder_state, in_folder, release
 
 __all__ = ["stat_files", "stat_available"]
 
@@ -22,13 +23,22 @@ _WANTED = _STATX_TYPE | _STATX_MODE | _STATX_MTIME | _STATX_INO | _STATX_SIZE
 
 
 @kernel(nogil=True)
-def _stat_files_kernel(names, at, info, mode, size, mtime_ns, dev, ino):
-    """``statx`` of file i at the NUL-terminated path ``names[at[i]:]``, links followed (as
-    ``os.stat``): its mode, size, modification time in ns, device (major << 32 | minor) and
-    inode. Returns the files done: all of them, or the first whose call failed or did not give
-    every field."""
+def _stat_files_kernel(names, at, info, mode, size, mtime_ns, dev, ino, folder):
+    """``statx`` of file i at the NUL-terminated path ``names[at[i]:]``, by its name in its
+    folder (:func:`neardup.kernels.folders.in_folder`: ``folder`` its state, closed at the end),
+    links followed (as ``os.stat``): its mode, size, modification time in ns, device (major << 32
+    | minor) and inode. Returns the files done: all of them, or the first whose call failed or
+    did not give every field."""
+    done = _stat_in_folders(names, at, info, mode, size, mtime_ns, dev, ino, folder)
+    release(folder)
+    return done
+
+
+@kernel(nogil=True)
+def _stat_in_folders(names, at, info, mode, size, mtime_ns, dev, ino, folder):
     for i in range(at.shape[0]):
-        if _statx(np.int32(-100), names[at[i]:].ctypes.data, np.int32(0), np.uint32(_WANTED),  # AT_FDCWD
+        where, name = in_folder(names, at[i], folder)
+        if _statx(where, names[name:].ctypes.data, np.int32(0), np.uint32(_WANTED),
                   info.ctypes.data) != 0 or (info[0] & _WANTED) != _WANTED:
             return i
         mode[i] = (info[3] >> 32) & 0xFFFF
@@ -41,13 +51,14 @@ def _stat_files_kernel(names, at, info, mode, size, mtime_ns, dev, ino):
 
 def stat_available() -> bool:
     """Whether :func:`stat_files` can run here: Linux on a little-endian machine (``statx``'s
-    fields read as 64-bit words) with ``statx`` in the C library."""
+    fields read as 64-bit words) with ``statx``, ``open`` and ``close`` in the C library."""
     import ctypes
     import sys
     if not sys.platform.startswith("linux") or sys.byteorder != "little":
         return False
     try:
-        return hasattr(ctypes.CDLL(None), "statx")
+        libc = ctypes.CDLL(None)
+        return all(hasattr(libc, name) for name in ("statx", "open", "close"))
     except OSError:
         return False
 
@@ -59,5 +70,5 @@ def stat_files(names: np.ndarray, at: np.ndarray):
     n = at.shape[0]
     mode, size, mtime_ns, dev, ino = (np.zeros(n, np.int64) for _ in range(5))
     done = _stat_files_kernel(names, np.ascontiguousarray(at, np.int64), np.zeros(32, np.int64), mode, size,
-                              mtime_ns, dev, ino)
+                              mtime_ns, dev, ino, folder_state())
     return None if done < n else (mode, size, mtime_ns, dev, ino)
