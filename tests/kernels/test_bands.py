@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.kernels.bands import (ROUND_BUDGET, band_keys, band_keys_python, bucket_runs, bucket_runs_of_rows, candidate_pairs, find_pairs,
+from neardup.kernels.bands import (ROUND_BUDGET, _round_codes, band_keys, band_keys_python, bucket_runs, bucket_runs_of_rows, candidate_pairs, find_pairs,
                            pair_codes, split_codes, star_pairs)
 from neardup.kernels.components import connected_components_python
 
@@ -228,6 +228,25 @@ def test_pair_codes_roundtrip(left, data):
     assert np.array_equal(codes, pair_codes(r, l))
     a, b = split_codes(codes)
     assert np.array_equal(a, np.minimum(l, r)) and np.array_equal(b, np.maximum(l, r))
+
+
+@given(st.lists(st.lists(st.integers(0, 40), min_size=1, max_size=12), max_size=8), st.data())
+@settings(max_examples=80, deadline=None)
+def test_round_codes_are_the_star_codes_then_every_pair_of_the_small_buckets(buckets, data):
+    """The kernel's codes equal numpy's: star pairs first, in star_pairs' order (the search reads
+    each member's result at its place), then all pairs of the buckets marked small."""
+    stars_of = data.draw(st.lists(st.booleans(), min_size=len(buckets), max_size=len(buckets)))
+    star_buckets = [b for b, s in zip(buckets, stars_of) if s]
+    offsets, mem = runs(*star_buckets) if star_buckets else (np.zeros(1, np.int64), np.zeros(0, np.int64))
+    run_offsets, members = runs(*buckets) if buckets else (np.zeros(1, np.int64), np.zeros(0, np.int64))
+    small = ~np.array(stars_of, dtype=bool)
+    codes, stars = _round_codes(offsets, mem, run_offsets, members, small)
+    left, right = star_pairs(offsets, mem)
+    every = [(a, c) for b, s in zip(buckets, stars_of) if not s for i, a in enumerate(b) for c in b[i + 1:]]
+    expected = np.concatenate([pair_codes(left, right), pair_codes(np.array([a for a, _ in every], np.int64),
+                                                                   np.array([c for _, c in every], np.int64))])
+    assert stars == len(left)
+    assert codes.dtype == np.uint64 and codes.tolist() == expected.tolist()
 
 
 # ----------------------------------------------------------------------------- find_pairs

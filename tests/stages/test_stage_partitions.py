@@ -22,7 +22,7 @@ from neardup.stages import Run
 from neardup.stages.clusters import ClustersStage, in_thread
 from neardup.stages.corpus import DocStore, MemberColumns, OpenedBlocks
 from neardup.stages.workdir import WorkDir
-from neardup.stages.pairs import PairsStage, band_rows, form_buckets
+from neardup.stages.pairs import PairsStage, band_rows, dense_unique, form_buckets
 from neardup.stages.read import ReadStage
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "corpus.jsonl")
@@ -613,3 +613,12 @@ def test_a_work_dir_whose_summaries_have_no_runs_is_finished_the_same(tmp_path, 
             work.mark_done(stage.name, stage.run(run, LocalEngine()))
         outputs.append({k: v for k, v in _files(tmp_path / f"out{runs}").items() if k != "stats.json"})
     assert outputs[0] == outputs[1] and "clusters.parquet" in outputs[0]
+
+
+@pytest.mark.parametrize("ids", [[], [0], [5, 3, 5, 0, 9, 3], list(range(50, 0, -3)) * 2])
+def test_dense_unique_is_np_unique_with_its_inverse(ids):
+    ids = np.array(ids, dtype=np.int64)
+    docs, inverse = dense_unique(ids)
+    want_docs, want_inverse = np.unique(ids, return_inverse=True)
+    assert docs.tolist() == want_docs.tolist() and inverse.tolist() == want_inverse.tolist()
+    assert docs.dtype == np.int64 and inverse.dtype == np.int64

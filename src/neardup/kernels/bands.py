@@ -421,24 +421,41 @@ def _next_runs(run_offsets, members, failed_member, budget):
 
 
 @kernel()
-def _all_pairs(run_offsets, members, small):
-    """(left, right) of every pair of members of the buckets marked ``small``, in bucket order."""
-    total = 0
+def _round_codes(offsets, mem, run_offsets, members, small):
+    """The pair codes (:func:`pair_codes`) of a round: first the star pairs of the buckets
+    ``mem[offsets[i]:offsets[i+1]]`` (as :func:`star_pairs` gives them), then every pair of
+    members of the buckets of ``run_offsets``, ``members`` marked ``small``, in bucket order;
+    one pass, no temporaries (numpy's took ~0.15 s on one core at 1M documents)."""
+    stars = 0
+    for r in range(offsets.shape[0] - 1):
+        if offsets[r + 1] > offsets[r]:
+            stars += offsets[r + 1] - offsets[r] - 1
+    total = stars
     for r in range(run_offsets.shape[0] - 1):
         if small[r]:
             m = run_offsets[r + 1] - run_offsets[r]
             total += m * (m - 1) // 2
-    left = np.empty(total, dtype=np.int64)
-    right = np.empty(total, dtype=np.int64)
+    codes = np.empty(total, dtype=np.uint64)
     k = 0
+    for r in range(offsets.shape[0] - 1):
+        for i in range(offsets[r] + 1, offsets[r + 1]):
+            codes[k] = _code(mem[offsets[r]], mem[i])
+            k += 1
     for r in range(run_offsets.shape[0] - 1):
         if small[r]:
             for i in range(run_offsets[r], run_offsets[r + 1]):
                 for j in range(i + 1, run_offsets[r + 1]):
-                    left[k] = members[i]
-                    right[k] = members[j]
+                    codes[k] = _code(members[i], members[j])
                     k += 1
-    return left, right
+    return codes, stars
+
+
+@kernel(inline="always")
+def _code(a, b):
+    """:func:`pair_codes` of one pair."""
+    if a > b:
+        a, b = b, a
+    return (np.uint64(a) << np.uint64(32)) | np.uint64(b)
 
 
 # Defaults of the search (see the module docstring): every pair of a bucket of up to ALL_PAIRS
@@ -482,7 +499,6 @@ def find_pairs(run_offsets: np.ndarray, members: np.ndarray,
     buckets = len(run_offsets) - 1
     sizes = np.diff(run_offsets)
     small = sizes <= all_pairs
-    extra_left, extra_right = _all_pairs(run_offsets, members, small)
     keep = np.repeat(~small, sizes)
     offsets = np.zeros(int((~small).sum()) + 1, dtype=np.int64)
     np.cumsum(sizes[~small], out=offsets[1:])
@@ -491,12 +507,13 @@ def find_pairs(run_offsets: np.ndarray, members: np.ndarray,
     rounds = 0
     candidates = 0
     stopped = 0
-    while (len(offsets) > 1 or len(extra_left)) and (max_rounds is None or rounds < max_rounds):
+    pending = bool((sizes[small] >= 2).any())  # pairs of small buckets, for the first round
+    while (len(offsets) > 1 or pending) and (max_rounds is None or rounds < max_rounds):
         rounds += 1
-        left, right = star_pairs(offsets, mem)
-        codes = pair_codes(left, right)
-        new = unique(np.concatenate([codes, pair_codes(extra_left, extra_right)]))
-        extra_left = extra_right = np.zeros(0, dtype=np.int64)
+        both, stars = _round_codes(offsets, mem, run_offsets, members, small)  # the small buckets' pairs in round 1 only
+        codes = both[:stars]
+        new = unique(both)
+        run_offsets, members, small, pending = run_offsets[:1], members[:0], small[:0], False
         if len(seen_codes):
             new = new[~_isin_sorted(new, seen_codes)]
         if len(new):

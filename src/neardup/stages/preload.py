@@ -22,7 +22,7 @@ from typing import Sequence, Tuple
 LATER_KERNELS: Tuple[Tuple[str, str], ...] = (
     ("neardup.kernels.hashing", "_fnv1a_kernel"),        # the read stage's end, in the driver
     ("neardup.kernels.bands", "_group_rows"),            # pairs: the grouping thread
-    ("neardup.kernels.bands", "_all_pairs"),             # pairs, in the driver
+    ("neardup.kernels.bands", "_round_codes"),           # pairs, in the driver
     ("neardup.kernels.verify", "_exact_coded_kernel"),   # pairs (--verify exact), in the driver
     ("neardup.kernels.lines", "_newlines"),              # write, in the driver
     ("neardup.kernels.filecopy", "_copy_ranges_kernel"),  # write: the first copy thread
