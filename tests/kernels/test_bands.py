@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.kernels.bands import (ROUND_BUDGET, _round_codes, band_keys, band_keys_python, bucket_runs, bucket_runs_of_rows, candidate_pairs, find_pairs,
+from neardup.kernels.bands import (ROUND_BUDGET, _large_runs, _round_codes, band_keys, band_keys_python, bucket_runs, bucket_runs_of_rows, candidate_pairs, find_pairs,
                            pair_codes, split_codes, star_pairs)
 from neardup.kernels.components import connected_components_python
 
@@ -247,6 +247,16 @@ def test_round_codes_are_the_star_codes_then_every_pair_of_the_small_buckets(buc
                                                                    np.array([c for _, c in every], np.int64))])
     assert stars == len(left)
     assert codes.dtype == np.uint64 and codes.tolist() == expected.tolist()
+
+
+def test_large_runs_keep_the_buckets_above_the_bound_with_their_budget():
+    offsets, members = runs([4, 1], [7, 2, 9], [5, 6, 8, 3], [0, 2, 1])
+    out_offsets, mem, budget = _large_runs(offsets, members, np.int64(2), np.int64(16))
+    assert out_offsets.tolist() == [0, 3, 7, 10]
+    assert mem.tolist() == [7, 2, 9, 5, 6, 8, 3, 0, 2, 1]
+    assert budget.tolist() == [48, 64, 48]
+    out_offsets, mem, budget = _large_runs(offsets, members, np.int64(3), np.int64(16))  # the bound is inclusive
+    assert out_offsets.tolist() == [0, 4] and mem.tolist() == [5, 6, 8, 3] and budget.tolist() == [64]
 
 
 # ----------------------------------------------------------------------------- find_pairs

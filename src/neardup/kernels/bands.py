@@ -421,6 +421,32 @@ def _next_runs(run_offsets, members, failed_member, budget):
 
 
 @kernel()
+def _large_runs(run_offsets, members, all_pairs, round_budget):
+    """The buckets of more than ``all_pairs`` members, in order, as (offsets, members, budget):
+    ``round_budget`` verifications per member for each."""
+    count = 0
+    total = 0
+    for r in range(run_offsets.shape[0] - 1):
+        m = run_offsets[r + 1] - run_offsets[r]
+        if m > all_pairs:
+            count += 1
+            total += m
+    offsets = np.empty(count + 1, dtype=np.int64)
+    mem = np.empty(total, dtype=np.int64)
+    budget = np.empty(count, dtype=np.int64)
+    offsets[0] = 0
+    c = 0
+    for r in range(run_offsets.shape[0] - 1):
+        m = run_offsets[r + 1] - run_offsets[r]
+        if m > all_pairs:
+            mem[offsets[c]:offsets[c] + m] = members[run_offsets[r]:run_offsets[r + 1]]
+            budget[c] = m * round_budget
+            offsets[c + 1] = offsets[c] + m
+            c += 1
+    return offsets, mem, budget
+
+
+@kernel()
 def _round_codes(offsets, mem, run_offsets, members, small):
     """The pair codes (:func:`pair_codes`) of a round: first the star pairs of the buckets
     ``mem[offsets[i]:offsets[i+1]]`` (as :func:`star_pairs` gives them), then every pair of
@@ -499,11 +525,7 @@ def find_pairs(run_offsets: np.ndarray, members: np.ndarray,
     buckets = len(run_offsets) - 1
     sizes = np.diff(run_offsets)
     small = sizes <= all_pairs
-    keep = np.repeat(~small, sizes)
-    offsets = np.zeros(int((~small).sum()) + 1, dtype=np.int64)
-    np.cumsum(sizes[~small], out=offsets[1:])
-    mem = members[keep]
-    budget = sizes[~small] * np.int64(round_budget)
+    offsets, mem, budget = _large_runs(run_offsets, members, np.int64(all_pairs), np.int64(round_budget))
     rounds = 0
     candidates = 0
     stopped = 0
