@@ -38,13 +38,32 @@ def test_files_whose_size_changed_since_the_walk_are_copied_whole(tmp_path):
     assert copied == sum(map(len, texts))
 
 
-def test_the_write_stage_gives_the_copy_the_sizes_of_the_text_files_the_run_found():
-    from neardup.io.sources import make_source
+def test_the_write_stage_gives_the_copy_the_sizes_the_run_found():
     from neardup.stages.write import walked_sizes
 
-    sources = [make_source(f"in/{k}.{ext}", f"in/{k}.{ext}", f"{k}.{ext}", fmt, None, True)
-               for k, (ext, fmt) in enumerate([("txt", "text"), ("jsonl", "jsonl"), ("txt", "text"), ("md", "text")])]
-    inputs = [["in/0.txt", "in/0.txt", 12, 7], ["in/1.jsonl", "in/1.jsonl", 40, 8],
-              ["in/2.txt", "in/2.txt", 3, 9], ["in/3.md", "in/3.md", 5, 1]]
-    assert walked_sizes(inputs, sources, [0, 1, 2]) == {"in/0.txt": (12, 7), "in/2.txt": (3, 9)}
-    assert walked_sizes(None, sources, [0, 2]) == {}
+    inputs = [["in/0.txt", "in/0.txt", 12, 7], ["t", "table", 40], ["in/2.txt", "in/2.txt", 3, 9],
+              ["in/3.md", "in/3.md", 5, 1]]
+    assert walked_sizes(inputs, [0, 1, 2]) == [12, -1, 3]
+    assert walked_sizes(None, [0, 2]) is None
+
+
+def test_a_run_copies_each_kept_text_file_with_the_size_it_found(tmp_path, monkeypatch):
+    """Mutation: ``copy_sizes.append(sizes[k] if ...)`` -> ``copy_sizes.append(-1)`` (no size known)."""
+    import neardup
+    from neardup.io.formats import text as text_format
+
+    (tmp_path / "in" / "a").mkdir(parents=True)
+    for i in range(20):
+        (tmp_path / "in" / "a" / f"{i:02d}.txt").write_text(f"document {i} " + "word " * i + f"end {i * 13}\n")
+    seen = {}
+    real = text_format._copy_compiled
+
+    def spy(loop, items, sizes):
+        seen.update(zip([src.path for src, _ in items], sizes))
+        return real(loop, items, sizes)
+
+    monkeypatch.setattr(text_format, "_copy_compiled", spy)
+    neardup.dedup(str(tmp_path / "in"), output=str(tmp_path / "out"), workers=2)
+    assert len(seen) == 20
+    assert seen == {path: os.path.getsize(path) for path in seen}
+    assert sorted(p.name for p in (tmp_path / "out" / "kept").rglob("*.txt")) == [f"{i:02d}.txt" for i in range(20)]

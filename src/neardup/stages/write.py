@@ -120,7 +120,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
                      marks: Optional[Dict[int, pa.Table]] = None,
                      lines: Optional[Dict[int, np.ndarray]] = None,
                      stats: Optional[Dict[int, FileStat]] = None,
-                     sizes: Optional[Dict[str, FileStat]] = None
+                     sizes: Optional[Sequence[int]] = None
                      ) -> Tuple[Dict[int, str], Dict[int, str], int, Optional[int]]:
     """Kept files of a group of sources, in the folder ``kept``: for source si, ``rows[si]`` (its
     documents' rows) less ``dropped[si]`` (removed or rejected), written with
@@ -132,16 +132,17 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
     files written: what the report says of kept/ without listing it; None with ``config.mark``
     or a kept/ in a store). ``lines[si]``: the lines of its documents where the read stage saw
     them, copied from there when the file is as ``stats[si]`` says the run found it
-    (:mod:`.write_lines`). ``sizes``: {path: (size, mtime_ns)} of the text files copied whole as
-    the run found them (:func:`walked_sizes`), which spares the copy a call a file."""
+    (:mod:`.write_lines`). ``sizes``: the size of each file of ``group`` as the run found it
+    (:func:`walked_sizes`), which spares the copy of a text file copied whole a call."""
     written: Dict[int, str] = {}
     n_written = 0
     sized = [] if kept.os_path is not None and not config.mark else None  # files written, not copied
     captured: Dict[int, str] = {}
     copies: List[Tuple[nio.Source, str]] = []
+    copy_sizes: List[int] = []
     copied_whole = copies_whole(config)
     kept_prefix = kept.path.rstrip("/") + "/" if kept.os_path is not None and os.sep == "/" else None
-    for si in group:
+    for k, si in enumerate(group):
         check_interrupt()
         if progress is not None:
             progress(1)
@@ -156,6 +157,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
             rel = src.relpath  # kept.join(rel) of a local kept/ without its per-file checks
             dst = kept_prefix + rel if kept_prefix is not None and not rel.startswith("/") else kept.join(rel)
             copies.append((src, dst))  # copied whole, many at a time (below)
+            copy_sizes.append(sizes[k] if sizes is not None else -1)
             written[si] = src.relpath
             n_written += 1
             continue
@@ -200,7 +202,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
         if sized is not None:
             sized.append(rel)
         written[si] = rel
-    copied = nio.copy_text_files(copies, sizes=sizes)
+    copied = nio.copy_text_files(copies, sizes=copy_sizes)
     nbytes = None if sized is None or copied is None else copied + sum(kept.size(rel) for rel in sized)
     return written, captured, n_written, nbytes
 
@@ -354,7 +356,7 @@ class WriteStage:
                   {si: rejected[si] for si in g if si in rejected},
                   {} if mark else {si: wanted[si] for si in g if si in wanted},
                   expected_stats(run.work.inputs, run.sources, g) if copies_whole(run.config) else {},
-                  walked_sizes(run.work.inputs, run.sources, g) if copies_whole(run.config) else {})
+                  walked_sizes(run.work.inputs, g) if copies_whole(run.config) else None)
                  for g in groups]
         written: Dict[int, str] = {}
         captured: Dict[int, str] = {}
@@ -390,14 +392,13 @@ def text_copied_whole(sources: Sequence[nio.Source], files: Sequence[int], confi
     return copies_whole(config) and all(sources[si].format == "text" for si in files)
 
 
-def walked_sizes(inputs: Optional[Sequence], sources: Sequence[nio.Source], group: Sequence[int]
-                 ) -> Dict[str, FileStat]:
-    """{path: (size, mtime_ns)} as the run's identity recorded them (``WorkDir.inputs``: [name,
-    path, size, mtime] each), for the text files of ``group`` (copied whole to kept/)."""
+def walked_sizes(inputs: Optional[Sequence], group: Sequence[int]) -> Optional[List[int]]:
+    """The size of each file of ``group`` as the run's identity recorded it (``WorkDir.inputs``:
+    [name, path, size, mtime] each; -1 for an in-memory table's), for the copy of the text files
+    copied whole to kept/; None where the run has no identity."""
     if inputs is None:
-        return {}
-    return {sources[si].path: (int(inputs[si][2]), int(inputs[si][3])) for si in group
-            if sources[si].format == "text" and len(inputs[si]) == 4}
+        return None
+    return [row[2] if len(row) == 4 else -1 for row in map(inputs.__getitem__, group)]
 
 
 def _added(total: Optional[int], more: Optional[int]) -> Optional[int]:

@@ -287,10 +287,10 @@ def _copy_file(src: Source, dst: str) -> int:
         os.close(fd)
 
 
-def _copy_files(items: List[Tuple[Source, str]], sizes: Dict[str, Tuple[int, int]]) -> int:
+def _copy_files(items: List[Tuple[Source, str]], sizes: Optional[List[int]]) -> int:
     """``items`` copied in order (see :func:`_copy_file`): by the compiled loop of
-    :func:`neardup.kernels.filecopy.copy_files` where it can (``sizes``: {path: (size, ...)} as
-    the walk found the files, see :func:`_copy_compiled`); from a file it could not copy on,
+    :func:`neardup.kernels.filecopy.copy_files` where it can (``sizes``: each file's size as the
+    run found it, see :func:`_copy_compiled`); from a file it could not copy on,
     one by one here (which raises what went wrong, naming the file, or copies it the way the
     file system allows: the compiled loop is not tried again for each file). Returns their bytes."""
     copy_files = _compiled_copier()
@@ -300,20 +300,19 @@ def _copy_files(items: List[Tuple[Source, str]], sizes: Dict[str, Tuple[int, int
     return copied
 
 
-def _copy_compiled(copy_files, items: List[Tuple[Source, str]], sizes: Dict[str, Tuple[int, int]]
-                   ) -> Tuple[int, int]:
+def _copy_compiled(copy_files, items: List[Tuple[Source, str]], sizes: Optional[List[int]]) -> Tuple[int, int]:
     """How many of ``items`` (from the first) the compiled loop ``copy_files`` copied whole (all
     of them, or up to the first that failed, or whose path holds a NUL byte, which no path can),
-    and their bytes: each file's size as ``sizes`` has it (-1 where it has not) spares the loop
+    and their bytes: each file's size as ``sizes`` has it (-1 where not known; None: none
+    known) spares the loop
     the call that finds its end (a file that changed size since is copied whole all the same)."""
     n = len(items)
     blob = _path_blob([_fs.local_path(src.path) for src, _ in items] + [dst for _, dst in items])
     if blob is None:  # a NUL inside a path: os.open refuses it, and says so
         return 0, 0
     data, starts = blob
-    unknown = (-1,)
-    known = np.fromiter((sizes.get(src.path, unknown)[0] for src, _ in items), np.int64, n)
-    return copy_files(data, starts[:n], starts[n:], _OPEN_IN, _OPEN_OUT, 0o666, known)
+    return copy_files(data, starts[:n], starts[n:], _OPEN_IN, _OPEN_OUT, 0o666,
+                      None if sizes is None else np.array(sizes, np.int64))
 
 
 def _path_blob(paths: List[str]):
@@ -334,11 +333,11 @@ def _path_blob(paths: List[str]):
 
 
 def copy_local_text_files(copies: List[Tuple[Source, str]], workers: int = 8,
-                          sizes: Optional[Dict[str, Tuple[int, int]]] = None) -> int:
+                          sizes: Optional[List[int]] = None) -> int:
     """Local text files copied whole to local paths (``(source, destination)``) by a pool of
     threads (the kernel copies each file: ``sendfile``, in a compiled loop without Python's
-    lock where it can; ``sizes``: {path: (size, mtime_ns)} as the walk found the files,
-    :attr:`neardup.io.sources.Sources.file_stats`), their folders made once each (see
+    lock where it can; ``sizes``: each file's size as the run found it, -1 where
+    not known, in the order of ``copies``), their folders made once each (see
     :func:`neardup.io.writer.copy_text_files`); the first file that fails, in order, raises.
     Each thread copies one span of the list, in order: the spans start in different folders, so
     that the threads seldom wait for one another's lock on a folder they all add files to (256
@@ -352,12 +351,11 @@ def copy_local_text_files(copies: List[Tuple[Source, str]], workers: int = 8,
         folders = {os.path.dirname(dst) for _, dst in copies}
     for folder in sorted(folders):
         os.makedirs(folder, exist_ok=True)
-    sizes = sizes or {}
     n = len(copies)
     spans = min(workers, -(-n // _COPIES_A_TASK))
     if spans <= 1:
         return _copy_files(copies, sizes)
     bounds = [n * k // spans for k in range(spans + 1)]
     with ThreadPoolExecutor(max_workers=spans, thread_name_prefix="neardup-copy") as pool:
-        done = [pool.submit(_copy_files, copies[a:b], sizes) for a, b in zip(bounds, bounds[1:])]
+        done = [pool.submit(_copy_files, copies[a:b], None if sizes is None else sizes[a:b]) for a, b in zip(bounds, bounds[1:])]
         return sum(future.result() for future in done)
