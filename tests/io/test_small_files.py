@@ -123,7 +123,7 @@ def test_files_after_one_the_compiled_loop_cannot_copy_are_copied_one_by_one(cwd
         return min(2, len(items)), sum(text_format._copy_file(src, dst) for src, dst in items[:2])
 
     monkeypatch.setattr(text_format, "_compiled_copier", lambda: "the loop")
-    monkeypatch.setattr(text_format, "_copy_compiled", lambda loop, items: fails_at_third(items))
+    monkeypatch.setattr(text_format, "_copy_compiled", lambda loop, items, sizes: fails_at_third(items))
     copied = copy_local_text_files(copies, workers=1)
     assert calls == [len(copies)]  # tried once, not again for each file after the third
     assert all(open(dst, "rb").read() == open(s.path, "rb").read() for s, dst in copies)

@@ -79,17 +79,21 @@ def _local(path: str) -> bool:
     return "://" not in path or _fs.os_path(path) is not None
 
 
-def copy_text_files(copies: List[Tuple[Source, str]], workers: int = 8) -> Optional[int]:
+def copy_text_files(copies: List[Tuple[Source, str]], workers: int = 8,
+                    sizes: Optional[List[int]] = None) -> Optional[int]:
     """Kept text files copied whole (``(source, destination)``): local ones to local paths by a
     pool of threads (the kernel copies each file: ``sendfile``), their folders made once each:
     what :func:`write_kept` does for one text file, without its per-file costs (a folder of
     100,000 small files). The destinations lie in a run's staging folder, published whole: no
     file is renamed into place one by one. A file or destination in a store: :func:`write_kept`.
     Returns the bytes copied; None when a file went to or came from a store (not counted: a
-    request a file to learn it)."""
+    request a file to learn it). ``sizes``: each file's size as the run found it, -1 where
+    not known (see :func:`copy_local_text_files`)."""
     local = [_local(src.path) and _local(dst) for src, dst in copies]
     for (src, dst), here in zip(copies, local):
         if not here:
             write_kept(src, [0], dst)
-    copied = copy_local_text_files([item for item, here in zip(copies, local) if here], workers)
+    if sizes is not None and not all(local):
+        sizes = [size for size, here in zip(sizes, local) if here]
+    copied = copy_local_text_files([item for item, here in zip(copies, local) if here], workers, sizes)
     return copied if all(local) else None

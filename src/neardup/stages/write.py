@@ -119,7 +119,8 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
                      progress: Optional[Callable[[int], None]] = None,
                      marks: Optional[Dict[int, pa.Table]] = None,
                      lines: Optional[Dict[int, np.ndarray]] = None,
-                     stats: Optional[Dict[int, FileStat]] = None
+                     stats: Optional[Dict[int, FileStat]] = None,
+                     sizes: Optional[Sequence[int]] = None
                      ) -> Tuple[Dict[int, str], Dict[int, str], int, Optional[int]]:
     """Kept files of a group of sources, in the folder ``kept``: for source si, ``rows[si]`` (its
     documents' rows) less ``dropped[si]`` (removed or rejected), written with
@@ -131,15 +132,17 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
     files written: what the report says of kept/ without listing it; None with ``config.mark``
     or a kept/ in a store). ``lines[si]``: the lines of its documents where the read stage saw
     them, copied from there when the file is as ``stats[si]`` says the run found it
-    (:mod:`.write_lines`)."""
+    (:mod:`.write_lines`). ``sizes``: the size of each file of ``group`` as the run found it
+    (:func:`walked_sizes`), which spares the copy of a text file copied whole a call."""
     written: Dict[int, str] = {}
     n_written = 0
     sized = [] if kept.os_path is not None and not config.mark else None  # files written, not copied
     captured: Dict[int, str] = {}
     copies: List[Tuple[nio.Source, str]] = []
+    copy_sizes: List[int] = []
     copied_whole = copies_whole(config)
     kept_prefix = kept.path.rstrip("/") + "/" if kept.os_path is not None and os.sep == "/" else None
-    for si in group:
+    for k, si in enumerate(group):
         check_interrupt()
         if progress is not None:
             progress(1)
@@ -154,6 +157,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
             rel = src.relpath  # kept.join(rel) of a local kept/ without its per-file checks
             dst = kept_prefix + rel if kept_prefix is not None and not rel.startswith("/") else kept.join(rel)
             copies.append((src, dst))  # copied whole, many at a time (below)
+            copy_sizes.append(sizes[k] if sizes is not None else -1)
             written[si] = src.relpath
             n_written += 1
             continue
@@ -198,7 +202,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
         if sized is not None:
             sized.append(rel)
         written[si] = rel
-    copied = nio.copy_text_files(copies)
+    copied = nio.copy_text_files(copies, sizes=copy_sizes)
     nbytes = None if sized is None or copied is None else copied + sum(kept.size(rel) for rel in sized)
     return written, captured, n_written, nbytes
 
@@ -351,7 +355,8 @@ class WriteStage:
         items = [(g, {si: block_of[si] for si in g}, parts_of({b for si in g for b in block_of[si]}),
                   {si: rejected[si] for si in g if si in rejected},
                   {} if mark else {si: wanted[si] for si in g if si in wanted},
-                  expected_stats(run.work.inputs, run.sources, g) if copies_whole(run.config) else {})
+                  expected_stats(run.work.inputs, run.sources, g) if copies_whole(run.config) else {},
+                  walked_sizes(run.work.inputs, g) if copies_whole(run.config) else None)
                  for g in groups]
         written: Dict[int, str] = {}
         captured: Dict[int, str] = {}
@@ -387,6 +392,15 @@ def text_copied_whole(sources: Sequence[nio.Source], files: Sequence[int], confi
     return copies_whole(config) and all(sources[si].format == "text" for si in files)
 
 
+def walked_sizes(inputs: Optional[Sequence], group: Sequence[int]) -> Optional[List[int]]:
+    """The size of each file of ``group`` as the run's identity recorded it (``WorkDir.inputs``:
+    [name, path, size, mtime] each; -1 for an in-memory table's), for the copy of the text files
+    copied whole to kept/; None where the run has no identity."""
+    if inputs is None:
+        return None
+    return [row[2] if len(row) == 4 else -1 for row in map(inputs.__getitem__, group)]
+
+
 def _added(total: Optional[int], more: Optional[int]) -> Optional[int]:
     """A sum of byte counts, None once one of them is (not known)."""
     return None if total is None or more is None else total + more
@@ -396,15 +410,16 @@ def write_kept_partition(item, *, task, kept: Folder, report=None) -> dict:
     """One group of input files: (sources, the block of each, the parts that hold their blocks'
     removed documents (:func:`dropped_rows`), their rejected rows, the rows whose text the
     report shows, the size and modification time of the JSONL files whose lines the read stage
-    saw (:func:`expected_stats`), to which :func:`read_stats` adds what it saw of them) -> their
-    kept files."""
-    group, block_of, removed_parts, rejected, wanted, stats = item
+    saw (:func:`expected_stats`), to which :func:`read_stats` adds what it saw of them, and the
+    size and modification time of its text files (:func:`walked_sizes`) -> their kept files."""
+    group, block_of, removed_parts, rejected, wanted, stats, sizes = item
     dropped, marks = dropped_or_marks(task.work, removed_parts, group, rejected, task.config.mark)
     lines: Dict[int, np.ndarray] = {}
     rows = rows_of_sources(task.store, block_of, lines if stats else None)
     stats = read_stats(task.work, block_of, stats) if stats else stats
     written, captured, n, nbytes = write_kept_group(task.sources, group, rows, dropped, kept, task.config, wanted,
-                                                    progress=report, marks=marks, lines=lines, stats=stats)
+                                                    progress=report, marks=marks, lines=lines, stats=stats,
+                                                    sizes=sizes)
     return {"written": written, "captured": captured, "kept": n, "files": len(group), "bytes": nbytes}
 
 

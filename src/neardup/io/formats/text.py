@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, Iterator, List, NamedTuple, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -287,28 +287,32 @@ def _copy_file(src: Source, dst: str) -> int:
         os.close(fd)
 
 
-def _copy_files(items: List[Tuple[Source, str]]) -> int:
+def _copy_files(items: List[Tuple[Source, str]], sizes: Optional[List[int]]) -> int:
     """``items`` copied in order (see :func:`_copy_file`): by the compiled loop of
-    :func:`neardup.kernels.filecopy.copy_files` where it can; from a file it could not copy on,
+    :func:`neardup.kernels.filecopy.copy_files` where it can (``sizes``: each file's size as the
+    run found it, see :func:`_copy_compiled`); from a file it could not copy on,
     one by one here (which raises what went wrong, naming the file, or copies it the way the
     file system allows: the compiled loop is not tried again for each file). Returns their bytes."""
     copy_files = _compiled_copier()
-    k, copied = _copy_compiled(copy_files, items) if copy_files is not None else (0, 0)
+    k, copied = _copy_compiled(copy_files, items, sizes) if copy_files is not None else (0, 0)
     for src, dst in items[k:]:
         copied += _copy_file(src, dst)
     return copied
 
 
-def _copy_compiled(copy_files, items: List[Tuple[Source, str]]) -> Tuple[int, int]:
+def _copy_compiled(copy_files, items: List[Tuple[Source, str]], sizes: Optional[List[int]]) -> Tuple[int, int]:
     """How many of ``items`` (from the first) the compiled loop ``copy_files`` copied whole (all
     of them, or up to the first that failed, or whose path holds a NUL byte, which no path can),
-    and their bytes."""
+    and their bytes: each file's size as ``sizes`` has it (-1 where not known; None: none
+    known) spares the loop
+    the call that finds its end (a file that changed size since is copied whole all the same)."""
     n = len(items)
     blob = _path_blob([_fs.local_path(src.path) for src, _ in items] + [dst for _, dst in items])
     if blob is None:  # a NUL inside a path: os.open refuses it, and says so
         return 0, 0
     data, starts = blob
-    return copy_files(data, starts[:n], starts[n:], _OPEN_IN, _OPEN_OUT)
+    return copy_files(data, starts[:n], starts[n:], _OPEN_IN, _OPEN_OUT, 0o666,
+                      None if sizes is None else np.array(sizes, np.int64))
 
 
 def _path_blob(paths: List[str]):
@@ -328,10 +332,12 @@ def _path_blob(paths: List[str]):
     return np.frombuffer(blob, np.uint8), starts
 
 
-def copy_local_text_files(copies: List[Tuple[Source, str]], workers: int = 8) -> int:
+def copy_local_text_files(copies: List[Tuple[Source, str]], workers: int = 8,
+                          sizes: Optional[List[int]] = None) -> int:
     """Local text files copied whole to local paths (``(source, destination)``) by a pool of
     threads (the kernel copies each file: ``sendfile``, in a compiled loop without Python's
-    lock where it can), their folders made once each (see
+    lock where it can; ``sizes``: each file's size as the run found it, -1 where
+    not known, in the order of ``copies``), their folders made once each (see
     :func:`neardup.io.writer.copy_text_files`); the first file that fails, in order, raises.
     Each thread copies one span of the list, in order: the spans start in different folders, so
     that the threads seldom wait for one another's lock on a folder they all add files to (256
@@ -348,8 +354,8 @@ def copy_local_text_files(copies: List[Tuple[Source, str]], workers: int = 8) ->
     n = len(copies)
     spans = min(workers, -(-n // _COPIES_A_TASK))
     if spans <= 1:
-        return _copy_files(copies)
+        return _copy_files(copies, sizes)
     bounds = [n * k // spans for k in range(spans + 1)]
     with ThreadPoolExecutor(max_workers=spans, thread_name_prefix="neardup-copy") as pool:
-        done = [pool.submit(_copy_files, copies[a:b]) for a, b in zip(bounds, bounds[1:])]
+        done = [pool.submit(_copy_files, copies[a:b], None if sizes is None else sizes[a:b]) for a, b in zip(bounds, bounds[1:])]
         return sum(future.result() for future in done)
