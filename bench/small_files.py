@@ -64,7 +64,10 @@ def set_aside(out: Path) -> None:
     if out.exists():
         trash = out.parent / "trash"
         trash.mkdir(exist_ok=True)
-        out.rename(trash / f"{out.name}-{len(os.listdir(trash))}")
+        n = len(os.listdir(trash))
+        while (trash / f"{out.name}-{n}").exists():  # a trash/ left by a killed run: names taken
+            n += 1
+        out.rename(trash / f"{out.name}-{n}")
 
 
 def run_once(inp: Path, out: Path, src: Path = REPO_DIR / "src") -> dict:
