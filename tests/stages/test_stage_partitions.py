@@ -622,3 +622,17 @@ def test_dense_unique_is_np_unique_with_its_inverse(ids):
     want_docs, want_inverse = np.unique(ids, return_inverse=True)
     assert docs.tolist() == want_docs.tolist() and inverse.tolist() == want_inverse.tolist()
     assert docs.dtype == np.int64 and inverse.dtype == np.int64
+
+
+def test_dense_unique_of_few_ids_of_a_large_corpus_takes_no_lookup_of_its_size(monkeypatch):
+    """Three ids up to 10**12 (a few pairs of a large corpus): the same answer as np.unique,
+    without a lookup over 10**12 documents (9 TB: it could not be made)."""
+    from neardup.stages import pairs
+    made = []
+    real_zeros = np.zeros
+    monkeypatch.setattr(pairs.np, "zeros", lambda n, *a, **k: made.append(n) or real_zeros(n, *a, **k))
+    ids = np.array([10**12, 5, 10**12, 7], dtype=np.int64)
+    docs, inverse = dense_unique(ids)
+    assert docs.tolist() == [5, 7, 10**12] and inverse.tolist() == [2, 0, 2, 1]
+    assert docs.dtype == np.int64 and inverse.dtype == np.int64
+    assert all(n <= pairs.DENSE_SPAN * len(ids) for n in made)
