@@ -43,7 +43,7 @@ from .outputs import (CLUSTERS_SCHEMA, REJECTED_SCHEMA, REMOVED_SCHEMA, SAMPLE_S
 from .background import Background
 from .workdir import MEMBERS_SCHEMA, range_name
 from .write_lines import (FileStat, block_lines, copies_lines, copies_whole, copy_kept_lines, expected_stats,
-                          read_stats)
+                          read_stats, recorded_stat)
 
 
 # a run's result, the files it replaces in the output folder (nothing else there is touched)
@@ -398,7 +398,7 @@ def walked_sizes(inputs: Optional[Sequence], group: Sequence[int]) -> Optional[L
     copied whole to kept/; None where the run has no identity."""
     if inputs is None:
         return None
-    return [row[2] if len(row) == 4 else -1 for row in map(inputs.__getitem__, group)]
+    return [-1 if (recorded := recorded_stat(inputs, si)) is None else recorded[0] for si in group]
 
 
 def _added(total: Optional[int], more: Optional[int]) -> Optional[int]:
@@ -411,7 +411,7 @@ def write_kept_partition(item, *, task, kept: Folder, report=None) -> dict:
     removed documents (:func:`dropped_rows`), their rejected rows, the rows whose text the
     report shows, the size and modification time of the JSONL files whose lines the read stage
     saw (:func:`expected_stats`), to which :func:`read_stats` adds what it saw of them, and the
-    size and modification time of its text files (:func:`walked_sizes`) -> their kept files."""
+    size of each of its files as the run found it (:func:`walked_sizes`) -> their kept files."""
     group, block_of, removed_parts, rejected, wanted, stats, sizes = item
     dropped, marks = dropped_or_marks(task.work, removed_parts, group, rejected, task.config.mark)
     lines: Dict[int, np.ndarray] = {}

@@ -118,8 +118,15 @@ def expected_stats(inputs: Optional[Sequence], sources: Sequence[nio.Source], gr
     [name, path, size, mtime] each), for the uncompressed JSONL files of ``group``."""
     if inputs is None:
         return {}
-    return {si: (int(inputs[si][2]), int(inputs[si][3])) for si in group
-            if plain_local_jsonl(sources[si]) is not None and len(inputs[si]) == 4}
+    return {si: recorded for si in group
+            if plain_local_jsonl(sources[si]) is not None and (recorded := recorded_stat(inputs, si)) is not None}
+
+
+def recorded_stat(inputs: Sequence, si: int) -> Optional[Tuple[int, int]]:
+    """(size, mtime_ns) of source ``si`` as the run's identity recorded it (``WorkDir.inputs``:
+    [name, path, size, mtime] for a file), None for an in-memory table's (no size)."""
+    row = inputs[si]
+    return (int(row[2]), int(row[3])) if len(row) == 4 else None
 
 
 def copies_lines(src: nio.Source, bounds: Optional[np.ndarray], expected: Optional[FileStat], config,
