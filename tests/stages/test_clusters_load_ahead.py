@@ -49,3 +49,32 @@ def test_nothing_is_loaded_ahead_without_verified_pairs(tmp_path):
     rng = np.random.default_rng(0)
     docs = [" ".join(f"w{x}" for x in rng.integers(0, 10 ** 6, 40)) for _ in range(4)]
     assert _seen(tmp_path, docs) == {"ahead": False, "versions": 0, "opened": None, "left": False}
+
+
+_FAILING = """
+import atexit, json
+from neardup.stages.clusters import ClustersStage
+seen = {}
+def run(self, run, engine):  # the run stops where the clusters stage would take the files opened ahead
+    ahead = seen["ahead"] = run.store._ahead
+    ahead.job.wait()  # every block opened: files the store holds
+    seen["held"] = len(ahead.tables)
+    raise RuntimeError("stopped before the clusters stage")
+ClustersStage.run = run
+atexit.register(lambda: print("SEEN " + json.dumps({"held": seen["held"], "closed": seen["ahead"].closed,
+                                                    "left": len(seen["ahead"].tables)})))
+"""
+
+
+def test_a_run_stopped_before_the_clusters_stage_lets_go_of_the_files_opened_ahead(tmp_path):
+    """DocStore.open_ahead (the pair stage's end) opens the blocks' files; a run that fails
+    before the clusters stage takes them closes them at its end (Run.close): none left held."""
+    text = " ".join(f"word{i}" for i in range(60))
+    src = tmp_path / "in.jsonl"
+    write_jsonl(src, [text, text + " end", "something else entirely, quite different", text + " more"],
+                ids=["a", "b", "c", "d"])  # the ids: a column the stage reads of the block's file
+    p = subprocess.run(neardup_command("dedup", src, "-o", tmp_path / "out", "-q", setup=_FAILING),
+                       capture_output=True, text=True, env=child_env(), timeout=300)
+    assert p.returncode != 0 and "stopped before the clusters stage" in p.stderr
+    seen = json.loads(next(x for x in p.stdout.splitlines() if x.startswith("SEEN "))[5:])
+    assert seen == {"held": 1, "closed": True, "left": 0}

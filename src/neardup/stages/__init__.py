@@ -71,6 +71,7 @@ def run_stages(run: Run, engine) -> dict:
             if stage.name != "write":
                 run.work.mark_done(stage.name, record)
     finally:
+        run.close()  # the blocks' files opened ahead for a clusters stage that did not run (an error, an interrupt)
         if loading is not None:
             loading.join()
     run.stats["seconds"] = dict(run.seconds)

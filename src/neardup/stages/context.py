@@ -63,6 +63,12 @@ class Run:
                                    self.corpus.row_base, self.corpus.row_runs)
         return self._store
 
+    def close(self) -> None:
+        """Lets go of what the run holds open from one stage to the next: the blocks' files its
+        store opened ahead (:meth:`DocStore.close`)."""
+        if self._store is not None:
+            self._store.close()
+
     def forget_corpus(self) -> None:
         """Before the read stage runs (again): what was read before is no longer the corpus."""
         self._corpus = self._store = None

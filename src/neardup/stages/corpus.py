@@ -227,15 +227,23 @@ class DocStore:
         if self.work.os_path is not None:
             self._ahead = OpenedBlocks(self, columns, with_ids)
 
+    def close(self) -> None:
+        """Lets go of the blocks' files :meth:`open_ahead` opened and no stage took (their thread
+        stopped): the run's end calls it, so that a run stopped between the pair stage's end and
+        the clusters stage (an interrupt, an error) leaves none open."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.close()
+
     def opened_blocks(self, columns: List[str], with_ids: bool) -> Optional["OpenedBlocks"]:
         """The blocks' files opened for ``columns`` and ids: those :meth:`open_ahead` opened for
         the same (then no longer held here), else opened from now (a local work dir; None for a
         remote one, whose tables are fetched and cached by the gathering thread alone)."""
-        ahead, self._ahead = self._ahead, None
+        ahead = self._ahead
         if ahead is not None and (ahead.columns, ahead.with_ids) == (columns, with_ids):
+            self._ahead = None
             return ahead
-        if ahead is not None:
-            ahead.close()
+        self.close()
         return OpenedBlocks(self, columns, with_ids) if self.work.os_path is not None else None
 
     def source_rows(self, block: int, si: int) -> np.ndarray:
