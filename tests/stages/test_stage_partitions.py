@@ -448,14 +448,15 @@ def test_members_of_pairs_are_their_sorted_documents_and_positions():
         assert li.dtype == ri.dtype == np.int32  # what the selection's kernel takes, not copied
 
 
-@pytest.mark.parametrize("row_base, runs", [(None, True), ([7, 1000], True), ([7, 1000], False)])
+@pytest.mark.parametrize("row_base, runs", [(None, True), ([7, 1000], True), ([7, 1000], False), ([7, 1000], "first")])
 def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch, row_base, runs):
     """The clusters stage's one read of each block (DocStore.columns_and_ids) gives what
     DocStore.columns and DocStore.ids give, for document sets over both blocks, one block, none;
     without ids, None for them; from the files opened ahead (OpenedBlocks) none opened again. With a row base (the ranges of a split file: rows numbered from
     0 in each), the rows taken have it added as the whole block's rows have. The sources and
     rows found from the blocks' runs (add_row_runs) are those of their
-    files; without runs (a work dir of a version that kept none) they are read there."""
+    files; without runs (a work dir of a version that kept none) they are read there, and so
+    are those of a block without runs beside one with them (``first``: block 1 over the cap)."""
     from neardup.stages import workdir as wd
     monkeypatch.setattr(wd, "BLOCK_BYTES", 1)  # one read block per input file
     config = Config(on_error="skip", keep="score:score", id_column="id").resolved()
@@ -466,7 +467,8 @@ def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch, row
     assert len(run.corpus.blocks) == 2
     assert [len(r) for r in run.corpus.row_runs] == [1, 1]  # (the bad line is a.jsonl's last)
     store = run.store if row_base is None else DocStore(work.folder, run.corpus.block_start, config.num_perm,
-                                                        np.array(row_base), run.corpus.row_runs if runs else None)
+                                                        np.array(row_base), {True: run.corpus.row_runs, False: None,
+                                                                             "first": [run.corpus.row_runs[0], None]}[runs])
     rng = np.random.default_rng(11)
     first = int(run.corpus.block_start[1])
     columns = ["source", "row", "length", "score"]

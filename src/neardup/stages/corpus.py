@@ -203,6 +203,7 @@ class DocStore:
         self._counts: Optional[np.ndarray] = None  # every document's, when held (:meth:`hold_counts`)
         self._tables: "OrderedDict[int, pa.Table]" = OrderedDict()
         self._ahead: Optional["OpenedBlocks"] = None  # the blocks' files opened ahead (:meth:`open_ahead`)
+        self._runs: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None  # :meth:`run_table`, once made
 
     @classmethod
     def of_block(cls, work: Folder, block: int, n: int, num_perm: int) -> "DocStore":
@@ -217,6 +218,7 @@ class DocStore:
         state["_tables"] = OrderedDict()  # a cache, not sent to Ray tasks
         state["_counts"] = None  # the driver's corpus column: a task reads its blocks' counts
         state["_ahead"] = None  # files open in this process
+        state["_runs"] = None  # made again where asked for (up to ROW_RUNS a block)
         return state
 
     def open_ahead(self, columns: List[str], with_ids: bool) -> None:
@@ -255,12 +257,33 @@ class DocStore:
     def source_rows_of(self, block: int, local: np.ndarray) -> Optional[Tuple[np.ndarray, np.ndarray]]:
         """The source (int32) and row (int64, the row base added) of a block's documents ``local``
         (ascending) from its runs (:func:`add_row_runs`), no file read; None when it has none."""
-        runs = None if self.row_runs is None else self.row_runs[block]
-        if runs is None:
+        if not has_runs(self, block):
             return None
-        k = np.searchsorted(runs[:, 0], local, side="right") - 1
-        base = 0 if self.row_base is None else self.row_base[block]
-        return runs[k, 1].astype(np.int32), runs[k, 2] + (local - runs[k, 0]) + base
+        return self.source_rows_at(np.asarray(local, np.int64) + self.block_start[block])
+
+    def source_rows_at(self, docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """The source (int32) and row (int64, the row base added) of ascending ``docs`` of any
+        blocks from their runs (:meth:`run_table`), in one pass, no file read; source -1 (and a
+        row of no meaning) for the documents of a block without runs."""
+        first, source, row = self.run_table()
+        k = np.searchsorted(first, docs, side="right") - 1
+        return source[k], row[k] + docs
+
+    def run_table(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every block's runs (:func:`add_row_runs`) as one table over the corpus (made once):
+        the first document of each run, its source (int32; -1 for the one run of a block
+        without runs) and its first row less its first document (the row base added), so that
+        a document's row is that plus the document."""
+        if self._runs is None:
+            first, source, row = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+            for b in range(len(self.block_start) - 1):
+                runs = self.row_runs[b] if has_runs(self, b) else np.array([[0, -1, 0]], np.int64)
+                base = 0 if self.row_base is None else self.row_base[b]
+                first.append(runs[:, 0] + self.block_start[b])
+                source.append(runs[:, 1])
+                row.append(runs[:, 2] + base - first[-1])
+            self._runs = np.concatenate(first), np.concatenate(source).astype(np.int32), np.concatenate(row)
+        return self._runs
 
     def _by_block(self, docs: np.ndarray):
         docs = np.asarray(docs, dtype=np.int64)
@@ -494,10 +517,15 @@ class OpenedBlocks:
         self.tables.clear()
 
 
+def has_runs(store: DocStore, block: int) -> bool:
+    """Whether the block's summary keeps its runs of sources and rows (:func:`add_row_runs`)."""
+    return store.row_runs is not None and store.row_runs[block] is not None
+
+
 def file_columns(store: DocStore, block: int, columns: List[str], with_ids: bool) -> List[str]:
     """The columns :class:`MemberColumns` reads of a block's file: ``columns`` but the sources and
-    rows where the block's runs give them (:meth:`DocStore.source_rows_of`), and the ids ``with_ids``."""
-    runs = "source" in columns and store.row_runs is not None and store.row_runs[block] is not None
+    rows where the block's runs give them (:meth:`DocStore.source_rows_at`), and the ids ``with_ids``."""
+    runs = "source" in columns and has_runs(store, block)
     return [c for c in columns if not (runs and c in ("source", "row"))] + (["id"] if with_ids else [])
 
 
@@ -508,8 +536,10 @@ class MemberColumns:
     before they are all read (:func:`neardup.stages.clusters.in_thread`): the opens and takes
     release the GIL, the page faults of the blocks' memory maps are the cost (at 1M documents
     under load: ~25 thread-CPU-ms of gathering beside ~10 of the kernel). The sources and rows
-    come from the block's runs (:meth:`DocStore.source_rows_of`) where its summary has them
-    (12 of the 21.9 MB of pages of the 1M corpus's members not touched); each block's file is
+    come from the blocks' runs where their summaries have them (12 of the 21.9 MB of pages of
+    the 1M corpus's members not touched), for every block at once, by the first thread to come
+    (:meth:`DocStore.source_rows_at`: one pass over ``docs``, ~1 thread-CPU-ms at 1M documents
+    where a pass a block took ~4.5); each block's file is
     opened once for the other columns and ids (or was, by ``opened``: :class:`OpenedBlocks`), its
     documents found by a binary search (they are a run of ``docs``) and taken from all its columns at once, before the row base is added: no column
     of a block copied whole, no pass over ``docs`` per block (214,229 cluster members over 35
@@ -526,17 +556,23 @@ class MemberColumns:
         if opened is not None:
             opened.only(self.blocks)
         self.values: List[Optional[dict]] = [None] * len(self.blocks)  # each block's values by column
-        self._left = iter(range(len(self.blocks)))
+        # the sources and rows of every block that has runs, at once (item -1 of the work)
+        self.from_runs: Optional[Tuple[np.ndarray, np.ndarray]] = None
+        runs = "source" in columns and any(has_runs(store, b) for b in self.blocks)
+        self._left = iter(range(-1 if runs else 0, len(self.blocks)))
         self.shared = store.work.os_path is not None  # a remote work dir's tables are cached: one thread's
 
     def take(self) -> None:
-        """The blocks no thread has taken yet, each taken by one thread (``next`` holds the GIL):
-        the sources and rows from the block's runs where it has them, the rest of its file."""
+        """The work no thread has taken yet, each item taken by one thread (``next`` holds the
+        GIL): the sources and rows of every block that has runs (item -1), then each block's
+        file for the rest."""
         for j in self._left:
+            if j < 0:
+                self.from_runs = self.store.source_rows_at(self.docs)
+                continue
             b = self.blocks[j]
             local = self.docs[self.bounds[b]:self.bounds[b + 1]] - self.store.block_start[b]
-            found = self.store.source_rows_of(b, local) if "source" in self.columns else None
-            values = {} if found is None else dict(zip(("source", "row"), found))
+            values = {}
             wanted = file_columns(self.store, b, self.columns, self.with_ids)
             if wanted:
                 t = self.store.table(b, wanted, local, self.opened.pop(b) if self.opened is not None else None)
@@ -548,12 +584,22 @@ class MemberColumns:
         (the files opened ahead and not taken let go)."""
         if self.opened is not None:
             self.opened.close()
-        values = {c: (np.concatenate([t[c] for t in self.values]) if self.values else np.zeros(0))
-                  for c in self.columns}
+        values = {c: self.joined(c) for c in self.columns}
         if not self.with_ids:
             return values, None
         parts = [chunk for t in self.values for chunk in t["id"].chunks]
         return values, (pa.concat_arrays(parts) if parts else arrow([], pa.string()))
+
+    def joined(self, column: str) -> np.ndarray:
+        """One column's values of every block: the sources and rows from the runs (those of a
+        block without runs put in from its file), the others' blocks one after another."""
+        if column in ("source", "row") and self.from_runs is not None:
+            out = self.from_runs[column == "row"]
+            for j, b in enumerate(self.blocks):
+                if column in self.values[j]:  # a block without runs: its file's
+                    out[self.bounds[b]:self.bounds[b + 1]] = self.values[j][column]
+            return out
+        return np.concatenate([t[column] for t in self.values]) if self.values else np.zeros(0)
 
 
 def document_ids(source: np.ndarray, row: np.ndarray, user_ids: Optional[pa.Array],
