@@ -266,11 +266,13 @@ class DocStore:
         blocks from their runs (:meth:`run_table`), in one pass, no file read; source -1 (and a
         row of no meaning) for the documents of a block without runs."""
         first, source, row = self.run_table()
-        k = np.searchsorted(first, docs, side="right")
-        k -= 1  # in place, as the rows' sum: each array of the members' size a fresh one (~1.7 MB at 1M documents)
-        rows = row[k]
+        # how many of the documents each run holds (those from its first document to the next
+        # run's), each run's values repeated so many times: no run index per document made and
+        # read (each array of the members' size is fresh memory faulted in: ~1.7 MB at 1M documents)
+        counts = np.diff(np.append(np.searchsorted(docs, first), len(docs)))
+        rows = np.repeat(row, counts)
         rows += docs
-        return source[k], rows
+        return np.repeat(source, counts), rows
 
     def run_table(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every block's runs (:func:`add_row_runs`) as one table over the corpus (made once):
