@@ -1,7 +1,8 @@
 """The clusters stage inside whole runs (issue 32): what each run's stage waits on. A whole 1M
 ``neardup dedup`` run per tree and round (trees alternating; each run's output deleted at once),
 its clusters stage timed from the inside: per call of the stage (and of its threads: the
-members' gathering, the blocks' opens, the cluster ids' take, the kernel's load) the wall
+members' gathering, its sources and rows from the blocks' runs, the blocks' opens, the cluster
+ids' take, the kernel's load) the wall
 [start, end] ms from the stage's start, the thread's CPU ms, its sys ms, voluntary context
 switches (a sleep: the GIL, a join, a lock, I/O), involuntary ones (preempted by another
 runnable task: the machine's load) and minor faults; for the stage (and the pair stage) the
@@ -44,7 +45,8 @@ def timed_fn(name, f):
                 usage_row(name, w, time.perf_counter(), c, u)
     return call
 def timed(owner, name):
-    setattr(owner, name, timed_fn(name, getattr(owner, name)))
+    if hasattr(owner, name):  # (a tree before a step had it: not timed there)
+        setattr(owner, name, timed_fn(name, getattr(owner, name)))
 import neardup.stages as st
 import neardup.stages.background as bg
 import neardup.stages.clusters as cl
@@ -57,7 +59,7 @@ for name in ("members_of", "largest_clusters", "document_ids", "taken_where", "_
     timed(cl, name)
 for name in ("keep_order", "select_representatives"):
     timed(kc, name)
-for owner, names in ((MemberColumns, ("take", "result")), (OpenedBlocks, ("_open",)), (DocStore, ("opened_blocks",)),
+for owner, names in ((MemberColumns, ("take", "result")), (OpenedBlocks, ("_open",)), (DocStore, ("opened_blocks", "source_rows_at")),
                      (Folder, ("write_arrow",)), (WorkDir, ("stage_dir",))):
     for name in names:
         timed(owner, name)
