@@ -550,6 +550,9 @@ def test_row_runs_give_each_documents_source_and_row(tmp_path, monkeypatch, cap)
     table = run.corpus.table(0, ["source", "row"])
     assert np.array_equal(found[0], table.column("source").to_numpy()) and found[0].dtype == np.int32
     assert np.array_equal(found[1], table.column("row").to_numpy()) and found[1].dtype == np.int64
+    for local in (np.arange(5, 13), np.array([4, 7, 12]), np.array([10])):  # from amid a run: its runs alone
+        part = run.store.source_rows_of(0, local)
+        assert np.array_equal(part[0], found[0][local]) and np.array_equal(part[1], found[1][local])
 
 
 @pytest.mark.parametrize("cap", [1024, 3])

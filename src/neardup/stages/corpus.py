@@ -266,6 +266,10 @@ class DocStore:
         blocks from their runs (:meth:`run_table`), in one pass, no file read; source -1 (and a
         row of no meaning) for the documents of a block without runs."""
         first, source, row = self.run_table()
+        if len(docs):  # the runs from the first document's to the last's alone (a block's: the write stage's call a block)
+            lo = max(int(np.searchsorted(first, docs[0], side="right")) - 1, 0)
+            hi = int(np.searchsorted(first, docs[-1], side="right"))
+            first, source, row = first[lo:hi], source[lo:hi], row[lo:hi]
         # how many of the documents each run holds (those from its first document to the next
         # run's), each run's values repeated so many times: no run index per document made and
         # read (each array of the members' size is fresh memory faulted in: ~1.7 MB at 1M documents)
