@@ -81,8 +81,8 @@ def test_the_warm_up_holds_no_cpu_and_runs_while_every_cpu_is_held():
     held one), not retried; such a call runs while the CPUs are all held."""
     fake = FakeRay()
     fake.run = fake
-    assert ray_runner.warm_up(fake, "_warm_worker", print, False) == (0, print, False)
-    assert fake.given == {"name": "_warm_worker", "max_task_retries": 0}
+    assert ray_runner.warm_up(fake, "warm_worker", print, False) == (0, print, False)
+    assert fake.given == {"name": "warm_worker", "max_task_retries": 0}
     runner, release = Runner(2), threading.Event()
     holder = threading.Thread(target=runner.run, args=(2, release.wait, 60))
     holder.start()
@@ -98,9 +98,9 @@ def test_the_warm_up_holds_no_cpu_and_runs_while_every_cpu_is_held():
 WITHOUT_PANDAS = r"""
 import json, sys
 import numpy as np, pyarrow.compute as pc
-from neardup.engines.ray import _warm_worker
+from neardup.engines.ray_worker import warm_worker
 from neardup.kernels.arrays import arrow
-_warm_worker(False, pandas=sys.argv[1] == "1")
+warm_worker(False, pandas=sys.argv[1] == "1")
 # what Ray's serializer does to a table's string column (the read stage's id rows): a Python int
 # subtracted from its offsets, a conversion that imports pandas where it can
 offsets = pc.subtract(arrow(np.arange(4, dtype=np.int32)), 1)
@@ -130,7 +130,7 @@ def test_the_warm_up_imports_numba_through_the_module_each_call_does():
     code = ("import sys\nfirst = []\n"
             "sys.addaudithook(lambda ev, a: ev == 'import' and a[0].partition('.')[0] == 'numba' and not first"
             " and first.append([m for m in sys.modules if m.startswith('neardup.kernels.hashing')]))\n"
-            "from neardup.engines.ray import _warm_worker\n_warm_worker(False, pandas=False)\nprint(first)")
+            "from neardup.engines.ray_worker import warm_worker\nwarm_worker(False, pandas=False)\nprint(first)")
     out = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["[['neardup.kernels.hashing']]"], out.stdout  # numba's first import: inside it
@@ -204,7 +204,7 @@ def test_own_instance_runs_calls_at_once_in_one_process(tmp_path):
     res = _meet(tmp_path)
     assert res["met"] and len(res["pids"]) == 1, res
     assert res["workers"] == 1, res  # no idle worker per CPU started beside it (one prestarted: the runner's)
-    assert not res["pandas"], res  # its warm-up kept pandas out (engines.ray.without_pandas)
+    assert not res["pandas"], res  # its warm-up kept pandas out (engines.ray_worker.without_pandas)
     # nor Ray's memory monitor, which would kill that process (its calls not retried) on a node
     # whose memory others fill
     assert res["config"] == {"prestart_worker_first_driver": False, "memory_monitor_refresh_ms": 0,
