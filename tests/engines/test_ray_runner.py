@@ -19,6 +19,7 @@ import pytest
 
 import neardup
 from neardup.engines import ray_runner
+from neardup.engines.ray_cluster import MARK_ENV
 from neardup.engines.ray_runner import Runner
 
 from helpers import child_env, neardup_command
@@ -136,6 +137,38 @@ def test_the_warm_up_imports_numba_through_the_module_each_call_does():
     assert out.stdout.split() == ["[['neardup.kernels.hashing']]"], out.stdout  # numba's first import: inside it
 
 
+WITHOUT_PYDANTIC = r"""
+import json, os, sys
+import ray
+from neardup.engines.ray_cluster import MARK_ENV
+mark, mode = sys.argv[1], sys.argv[2]
+if mark:
+    os.environ[MARK_ENV] = str(os.getpid()) if mark == "own" else "1"
+if mode == "worker":
+    ray._private.worker.global_worker.mode = ray.WORKER_MODE
+import neardup.engines.ray_runner  # what the runner's process loads before Ray's serializer is made
+import ray._common.pydantic_compat as compat
+print(json.dumps(compat.PYDANTIC_INSTALLED))
+"""
+
+
+@pytest.mark.parametrize("mark, mode, kept", [("other", "worker", False), ("own", "worker", True),
+                                              ("", "worker", True), ("other", "driver", True)])
+def test_a_worker_of_the_runs_own_instance_makes_rays_serializer_without_pydantic(mark, mode, kept):
+    """A worker of the run's own instance (the driver's mark, not its own id, in its environment;
+    Ray's worker mode) has pydantic hidden as the runner's module is loaded, before Ray's
+    serializer (``ray._common.pydantic_compat``) imports it (0.06 CPU-s a run); the driver that
+    starts the instance (its own id), a joined cluster's worker (no mark) and a process that is
+    not a worker keep it."""
+    pytest.importorskip("pydantic")
+    env = child_env()
+    env.pop(MARK_ENV, None)
+    out = subprocess.run([sys.executable, "-c", WITHOUT_PYDANTIC, mark, mode], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) is kept
+
+
 def test_a_split_files_ranges_run_two_at_once_each_with_every_cores_kernel_threads():
     """As the local engine reads them (:func:`neardup.stages.read.read_concurrency` ranges at
     once, each with every core's kernel threads), not with one kernel thread each."""
@@ -171,7 +204,8 @@ def meet(arg):  # returns once both calls have started (or after 60 s): they ran
         time.sleep(0.01)
     import numpy as np, pyarrow.compute as pc
     pc.subtract(np.arange(3), 1)  # a Python int converted by pyarrow (as Ray's serializer of a table does)
-    return os.getpid(), len(os.listdir(folder)) == 2, "pandas" in sys.modules
+    import ray._common.pydantic_compat as compat  # Ray's serializer imported it: pydantic's serializers or none
+    return os.getpid(), len(os.listdir(folder)) == 2, "pandas" in sys.modules, compat.PYDANTIC_INSTALLED
 
 address = sys.argv[2] or None
 with RayEngine(2, address=address, quiet=True) as engine:
@@ -181,8 +215,9 @@ with RayEngine(2, address=address, quiet=True) as engine:
                and p.cmdline()[0].startswith("ray::")]  # the workers of an instance started here
     config = ray._private.state.state.get_system_config()
     nice = sorted({p.nice() for p in workers})
-print(json.dumps({"pids": sorted({p for p, _, _ in out}), "met": all(m for _, m, _ in out),
-                  "pandas": any(pd for _, _, pd in out), "workers": len(workers),
+print(json.dumps({"pids": sorted({p for p, _, _, _ in out}), "met": all(m for _, m, _, _ in out),
+                  "pandas": any(pd for _, _, pd, _ in out), "pydantic": any(py for _, _, _, py in out),
+                  "workers": len(workers),
                   "nice": nice, "niceness": config.get("worker_niceness"),
                   "config": {k: config.get(k) for k in ("prestart_worker_first_driver", "memory_monitor_refresh_ms",
                                                                  "enable_worker_prestart")}}))
@@ -205,6 +240,7 @@ def test_own_instance_runs_calls_at_once_in_one_process(tmp_path):
     assert res["met"] and len(res["pids"]) == 1, res
     assert res["workers"] == 1, res  # no idle worker per CPU started beside it (one prestarted: the runner's)
     assert not res["pandas"], res  # its warm-up kept pandas out (engines.ray_worker.without_pandas)
+    assert not res["pydantic"], res  # and Ray's serializer without pydantic (engines.ray_worker.without_pydantic)
     # nor Ray's memory monitor, which would kill that process (its calls not retried) on a node
     # whose memory others fill
     assert res["config"] == {"prestart_worker_first_driver": False, "memory_monitor_refresh_ms": 0,

@@ -20,7 +20,12 @@ from __future__ import annotations
 import os
 import threading
 
+from .ray_worker import without_pydantic
+
 ENV = "NEARDUP_RAY_RUNNER"
+
+# loaded by the runner's process (to make the actor) before Ray's serializer is made there
+without_pydantic()
 
 
 def wanted(shuffles_on_one_node: bool) -> bool:

@@ -1,12 +1,15 @@
 """What a Ray worker of a run does once, before its first call: its warm-up (:func:`warm_worker`,
 the imports and set-up the first call would otherwise pay) and, in the run's one worker process
-(:mod:`.ray_runner`), pandas kept out (:func:`without_pandas`). Run in the workers (as Ray tasks
-that :class:`~.ray.RayEngine` submits as it starts), never in the driver."""
+(:mod:`.ray_runner`), pandas and pydantic kept out (:func:`without_pandas`,
+:func:`without_pydantic`). Run in the workers (as Ray tasks that :class:`~.ray.RayEngine`
+submits as it starts, or as the runner's module is loaded there), never in the driver."""
 
 from __future__ import annotations
 
 import os
 import sys
+
+from .ray_cluster import MARK_ENV
 
 
 def warm_worker(blas: bool = True, pandas: bool = True):
@@ -71,3 +74,25 @@ def without_pandas() -> None:
     while both CPUs run its calls; pyarrow without pandas gives the same arrays."""
     if "pandas" not in sys.modules and _NoPandas not in sys.meta_path:
         sys.meta_path.insert(0, _NoPandas)
+
+
+def without_pydantic() -> None:
+    """In a worker process of a run's own instance (:data:`~.ray_cluster.MARK_ENV`, the driver's
+    id, in its environment; Ray's worker mode), pydantic not importable, unless imported already:
+    Ray's serializer, made in a worker at its first task (the runner's creation: after the
+    runner's module is loaded, :mod:`.ray_runner`), registers serializers for pydantic's models,
+    which neardup never sends, and imports pydantic for them (``ray._common.pydantic_compat``:
+    0.06 CPU-s, measured by importing it with and without pydantic); it goes without them, as a
+    Ray installed without pydantic does, and as the driver's does
+    (:class:`~.ray_cluster.pydantic_hidden`). The driver (the mark is its own id while it starts
+    the instance) and a joined cluster's workers (no mark) keep it."""
+    mark = os.environ.get(MARK_ENV)
+    ray = sys.modules.get("ray")
+    if not mark or mark == str(os.getpid()) or ray is None or "pydantic" in sys.modules:
+        return
+    try:
+        in_worker = ray._private.worker.global_worker.mode == ray.WORKER_MODE
+    except AttributeError:  # a Ray without these: left as it is
+        return
+    if in_worker and "ray._common.pydantic_compat" not in sys.modules:
+        sys.modules["pydantic"] = None  # type: ignore[assignment]  # import pydantic -> ImportError
