@@ -148,7 +148,7 @@ def one_run(src: str, corpus: list, engine: str, workers: int, tmp: str) -> dict
     total = sum(v["cpu_s"] for v in per.values())
     tasks = read_tasks(timeline, s["read_start"]) if engine == "ray" else []
     tasks = [t for t in tasks if t["end_s"] > -5 and t["start_s"] < s["read_end"] - s["read_start"] + 0.5]
-    warm = next((t["end_s"] for t in tasks if t["task"] == "_warm_worker"), None)
+    warm = next((t["end_s"] for t in tasks if t["task"] in ("warm_worker", "_warm_worker")), None)
     to_warm = None  # the workers' CPU from the stage's start to the end of their warm-up
     if warm is not None:
         w = poller.at(s["read_start"] + warm)

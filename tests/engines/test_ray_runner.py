@@ -19,6 +19,7 @@ import pytest
 
 import neardup
 from neardup.engines import ray_runner
+from neardup.engines.ray_cluster import MARK_ENV
 from neardup.engines.ray_runner import Runner
 
 from helpers import child_env, neardup_command
@@ -81,8 +82,8 @@ def test_the_warm_up_holds_no_cpu_and_runs_while_every_cpu_is_held():
     held one), not retried; such a call runs while the CPUs are all held."""
     fake = FakeRay()
     fake.run = fake
-    assert ray_runner.warm_up(fake, "_warm_worker", print, False) == (0, print, False)
-    assert fake.given == {"name": "_warm_worker", "max_task_retries": 0}
+    assert ray_runner.warm_up(fake, "warm_worker", print, False) == (0, print, False)
+    assert fake.given == {"name": "warm_worker", "max_task_retries": 0}
     runner, release = Runner(2), threading.Event()
     holder = threading.Thread(target=runner.run, args=(2, release.wait, 60))
     holder.start()
@@ -98,9 +99,9 @@ def test_the_warm_up_holds_no_cpu_and_runs_while_every_cpu_is_held():
 WITHOUT_PANDAS = r"""
 import json, sys
 import numpy as np, pyarrow.compute as pc
-from neardup.engines.ray import _warm_worker
+from neardup.engines.ray_worker import warm_worker
 from neardup.kernels.arrays import arrow
-_warm_worker(False, pandas=sys.argv[1] == "1")
+warm_worker(False, pandas=sys.argv[1] == "1")
 # what Ray's serializer does to a table's string column (the read stage's id rows): a Python int
 # subtracted from its offsets, a conversion that imports pandas where it can
 offsets = pc.subtract(arrow(np.arange(4, dtype=np.int32)), 1)
@@ -130,10 +131,42 @@ def test_the_warm_up_imports_numba_through_the_module_each_call_does():
     code = ("import sys\nfirst = []\n"
             "sys.addaudithook(lambda ev, a: ev == 'import' and a[0].partition('.')[0] == 'numba' and not first"
             " and first.append([m for m in sys.modules if m.startswith('neardup.kernels.hashing')]))\n"
-            "from neardup.engines.ray import _warm_worker\n_warm_worker(False, pandas=False)\nprint(first)")
+            "from neardup.engines.ray_worker import warm_worker\nwarm_worker(False, pandas=False)\nprint(first)")
     out = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["[['neardup.kernels.hashing']]"], out.stdout  # numba's first import: inside it
+
+
+WITHOUT_PYDANTIC = r"""
+import json, os, sys
+import ray
+from neardup.engines.ray_cluster import MARK_ENV
+mark, mode = sys.argv[1], sys.argv[2]
+if mark:
+    os.environ[MARK_ENV] = str(os.getpid()) if mark == "own" else "1"
+if mode == "worker":
+    ray._private.worker.global_worker.mode = ray.WORKER_MODE
+import neardup.engines.ray_runner  # what the runner's process loads before Ray's serializer is made
+import ray._common.pydantic_compat as compat
+print(json.dumps(compat.PYDANTIC_INSTALLED))
+"""
+
+
+@pytest.mark.parametrize("mark, mode, kept", [("other", "worker", False), ("own", "worker", True),
+                                              ("", "worker", True), ("other", "driver", True)])
+def test_a_worker_of_the_runs_own_instance_makes_rays_serializer_without_pydantic(mark, mode, kept):
+    """A worker of the run's own instance (the driver's mark, not its own id, in its environment;
+    Ray's worker mode) has pydantic hidden as the runner's module is loaded, before Ray's
+    serializer (``ray._common.pydantic_compat``) imports it (0.06 CPU-s a run); the driver that
+    starts the instance (its own id), a joined cluster's worker (no mark) and a process that is
+    not a worker keep it."""
+    pytest.importorskip("pydantic")
+    env = child_env()
+    env.pop(MARK_ENV, None)
+    out = subprocess.run([sys.executable, "-c", WITHOUT_PYDANTIC, mark, mode], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) is kept
 
 
 def test_a_split_files_ranges_run_two_at_once_each_with_every_cores_kernel_threads():
@@ -171,7 +204,8 @@ def meet(arg):  # returns once both calls have started (or after 60 s): they ran
         time.sleep(0.01)
     import numpy as np, pyarrow.compute as pc
     pc.subtract(np.arange(3), 1)  # a Python int converted by pyarrow (as Ray's serializer of a table does)
-    return os.getpid(), len(os.listdir(folder)) == 2, "pandas" in sys.modules
+    import ray._common.pydantic_compat as compat  # Ray's serializer imported it: pydantic's serializers or none
+    return os.getpid(), len(os.listdir(folder)) == 2, "pandas" in sys.modules, compat.PYDANTIC_INSTALLED
 
 address = sys.argv[2] or None
 with RayEngine(2, address=address, quiet=True) as engine:
@@ -181,8 +215,9 @@ with RayEngine(2, address=address, quiet=True) as engine:
                and p.cmdline()[0].startswith("ray::")]  # the workers of an instance started here
     config = ray._private.state.state.get_system_config()
     nice = sorted({p.nice() for p in workers})
-print(json.dumps({"pids": sorted({p for p, _, _ in out}), "met": all(m for _, m, _ in out),
-                  "pandas": any(pd for _, _, pd in out), "workers": len(workers),
+print(json.dumps({"pids": sorted({p for p, _, _, _ in out}), "met": all(m for _, m, _, _ in out),
+                  "pandas": any(pd for _, _, pd, _ in out), "pydantic": any(py for _, _, _, py in out),
+                  "workers": len(workers),
                   "nice": nice, "niceness": config.get("worker_niceness"),
                   "config": {k: config.get(k) for k in ("prestart_worker_first_driver", "memory_monitor_refresh_ms",
                                                                  "enable_worker_prestart")}}))
@@ -204,7 +239,8 @@ def test_own_instance_runs_calls_at_once_in_one_process(tmp_path):
     res = _meet(tmp_path)
     assert res["met"] and len(res["pids"]) == 1, res
     assert res["workers"] == 1, res  # no idle worker per CPU started beside it (one prestarted: the runner's)
-    assert not res["pandas"], res  # its warm-up kept pandas out (engines.ray.without_pandas)
+    assert not res["pandas"], res  # its warm-up kept pandas out (engines.ray_worker.without_pandas)
+    assert not res["pydantic"], res  # and Ray's serializer without pydantic (engines.ray_worker.without_pydantic)
     # nor Ray's memory monitor, which would kill that process (its calls not retried) on a node
     # whose memory others fill
     assert res["config"] == {"prestart_worker_first_driver": False, "memory_monitor_refresh_ms": 0,

@@ -57,6 +57,7 @@ from ..config import default_workers
 from ..errors import ConfigError, NeardupError, StorageError
 from ..progress import check_interrupt, last_work
 from . import ray_runner
+from .ray_worker import warm_worker
 from .ray_cluster import (HeldWarnings, check_reachable, cluster_busy, end_processes, import_ray, import_ray_data,
                           instance_marked, instance_processes, join_with_token, lost_work, lost_work_message,
                           other_neardup, pydantic_hidden, restore_auth_mode, signals_kept, stall_seconds,
@@ -185,70 +186,6 @@ def _named_call(fn: Callable) -> Callable:
 
 
 WARM_TASKS = 64  # at most this many warm-up tasks at the start of a run (one per CPU below it)
-
-
-def _warm_worker(blas: bool = True, pandas: bool = True):
-    """What a worker's first call pays once: importing the stages (numba, the kernels' modules),
-    numba's typing and target contexts, pyarrow's first array (:mod:`neardup`'s warm-up steps),
-    done while the driver plans the read, not inside the first call. ``blas=False`` (a worker of
-    the local instance the run started, which runs neardup's tasks alone): numba sets up without
-    its check for BLAS, which imports SciPy (none of neardup's kernels uses BLAS), as the
-    command line's local engine does (:func:`neardup._start_numba`). ``pandas=False`` (the run's
-    one worker process, :mod:`.ray_runner`): :func:`without_pandas` instead of pyarrow's first
-    array, which imports pandas. Never fails anything.
-    Returns which neardup the worker imports and where (:func:`~.ray_cluster.code_identity`, the
-    node), for :func:`~.ray_cluster.other_neardup`; None when it cannot tell."""
-    try:
-        import socket
-        from neardup.engines.ray_cluster import code_identity
-        where = f"{socket.gethostname()} ({os.path.dirname(os.path.dirname(os.path.abspath(__file__)))})"
-        answer = (code_identity(), where)
-    except Exception:
-        answer = None
-    try:
-        import neardup
-        import neardup.stages.clusters  # noqa: F401
-        import neardup.stages.pairs  # noqa: F401
-        import neardup.stages.read  # noqa: F401
-        import neardup.stages.write  # noqa: F401
-        # numba imported first through the module each call imports it through (_apply): by
-        # another module (numba.core.registry, numba's set-up below) at the same time as a call,
-        # the two threads' imports deadlocked (Python's _DeadlockError in the call)
-        import neardup.kernels.hashing  # noqa: F401
-        if pandas:
-            neardup._warm_arrow()
-        else:
-            without_pandas()
-        if blas:
-            neardup._warm_numba_typing()
-            neardup._warm_numba_target()
-        else:
-            neardup._start_numba(blas=False)
-    except Exception:  # the first call does the work instead
-        pass
-    return answer
-
-
-class _NoPandas:
-    """A finder first on ``sys.meta_path`` for which pandas is not installed."""
-
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if name.partition(".")[0] == "pandas":
-            raise ModuleNotFoundError(f"No module named {name!r} (neardup's Ray worker: not needed)", name=name)
-        return None
-
-
-def without_pandas() -> None:
-    """This process goes on as if pandas were not installed, unless it imported it already: the
-    run's one worker process (:mod:`.ray_runner`) runs neardup's calls alone, none of which needs
-    pandas (the local engine's process never imports it in a whole run), but pyarrow imports it
-    on its first conversion of a Python value, which Ray's own serializer of a table with a string
-    column makes (``pc.subtract`` of its offsets and a Python int: the read stage's id rows), and
-    the warm-up's first array before that: 0.2-0.25 CPU-s in the read stage's first seconds,
-    while both CPUs run its calls; pyarrow without pandas gives the same arrays."""
-    if "pandas" not in sys.modules and _NoPandas not in sys.meta_path:
-        sys.meta_path.insert(0, _NoPandas)
 
 
 def release_driver_memory() -> None:
@@ -401,11 +338,11 @@ class RayEngine:
         own = self.started and not self.address  # the instance started for the run: no one else's work
         if own and self.nodes == 1 and self._runner_wanted():  # every call in one process (ray_runner)
             self._runner = ray_runner.start(ray, cpus, MAX_RETRIES)
-            self._warming = [ray_runner.warm_up(self._runner, _named(_warm_worker), _warm_worker, False, False)]
+            self._warming = [ray_runner.warm_up(self._runner, _named(warm_worker), warm_worker, False, False)]
             return
         # one small task per CPU (up to WARM_TASKS), not waited for: the workers that run the
         # first calls have imported neardup by then (Ray reuses a job's idle workers)
-        warm = ray.remote(num_cpus=1, max_retries=0)(_warm_worker)
+        warm = ray.remote(num_cpus=1, max_retries=0)(warm_worker)
         self._warming = [warm.remote(not own) for _ in range(min(cpus, WARM_TASKS))]
 
     @staticmethod

@@ -427,7 +427,7 @@ def code_identity() -> str:
 
 def other_neardup(ray, probes, timeout: float = 10.0) -> Optional[str]:
     """The one line saying that the cluster's workers import another neardup than this driver,
-    from the answers of :func:`~.ray._warm_worker` tasks (``probes``: their object refs, each
+    from the answers of :func:`~.ray_worker.warm_worker` tasks (``probes``: their object refs, each
     ``(code_identity, where)``), or None when they run the same one or cannot tell in ``timeout``
     seconds. A task of the run that fails in a worker with another neardup fails for that reason
     (a function or module of the driver's that the worker's neardup lacks), not for a bug."""

@@ -20,7 +20,12 @@ from __future__ import annotations
 import os
 import threading
 
+from .ray_worker import without_pydantic
+
 ENV = "NEARDUP_RAY_RUNNER"
+
+# loaded by the runner's process (to make the actor) before Ray's serializer is made there
+without_pydantic()
 
 
 def wanted(shuffles_on_one_node: bool) -> bool:
@@ -80,5 +85,5 @@ def warm_up(runner, name: str, fn, *args):
     one thread of the actor beside the CPUs' own), not retried: the worker's warm-up (imports,
     numba's set-up), which the first calls would otherwise wait for. Holding a CPU, it kept the
     second read call of a run waiting until it ended (Ray's timeline of a 100k run on 2 loaded
-    CPUs: the second ``read_partition`` started when ``_warm_worker`` ended, 6.4 s after the first)."""
+    CPUs: the second ``read_partition`` started when ``warm_worker`` ended, 6.4 s after the first)."""
     return runner.run.options(name=name, max_task_retries=0).remote(0, fn, *args)
