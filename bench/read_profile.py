@@ -85,7 +85,7 @@ class SyncWriter(rd._Writer):
 
     def write(self, *item):
         data = self._code(*item) if self._code is not None else item[0]
-        self._write(memoryview(rd.np.ascontiguousarray(data)).cast("B"))
+        self._write(rd.array_bytes(data) if hasattr(rd, "array_bytes") else memoryview(rd.np.ascontiguousarray(data)).cast("B"))
 
     def close(self):
         self._f.close()
@@ -116,7 +116,11 @@ patch(mh.MinHasher, "signatures_and_fingerprints", "signatures (all of it)")
 patch(mh, "_process_kernel", "signatures._process_kernel")
 patch(mh, "_gather_sets", "signatures._gather_sets")
 patch(sh, "prepare", "signatures.prepare")
-patch(rd, "band_keys")
+from neardup.kernels import bands as kb
+patch(kb, "band_keys")  # imported where called (_process), so patched where defined
+patch(rd, "add_row_runs")
+patch(rd, "_row_sources")
+patch(rd, "_count_per_source")
 if hasattr(rd, "count_range"):  # the pass before the ranges were read (their rows numbered from 0 since)
     patch(rd, "count_range", "count newlines of split ranges")
 if hasattr(rd, "range_bytes"):

@@ -1,7 +1,8 @@
 """The blocks of a plain local file read into buffers used again (``iter_blocks(recycle=)``):
 the same blocks, cut at the same places, as read without, whatever the block and read sizes,
 byte order mark and range; a buffer still seen through a view is never written again; the
-buffers shared by every file and range a process reads (``_streams.block_buffers``)."""
+buffers shared by every file and range a process reads (``_streams.block_buffers``, a
+:class:`~neardup.io._streams.BufferPool` the read stage clears at its end)."""
 
 import random
 
@@ -9,17 +10,17 @@ import numpy as np
 
 from neardup.io import _streams
 from neardup.io import discover, read_source
-from neardup.io._streams import iter_blocks
+from neardup.io._streams import BufferPool, iter_blocks
 from neardup.io.splits import line_span
 from neardup.stages.read import release_scratches
 
 
 def _recycled(path, **kw):
-    rec, out = [], []
+    rec, out = BufferPool(), []
     for b in iter_blocks(path, None, recycle=rec, **kw):
         assert isinstance(b, bytearray)
         out.append(bytes(b))
-        rec.append(b)
+        rec.put(b)
     return out
 
 
@@ -45,15 +46,15 @@ def test_a_buffer_still_seen_is_not_reused(tmp_path, monkeypatch):
     path = str(tmp_path / "b.jsonl")
     with open(path, "wb") as f:
         f.write(b"".join(b"line %02d\n" % i for i in range(20)))
-    rec, views = [], []
+    rec, views = BufferPool(), []
     blocks = iter_blocks(path, None, recycle=rec)
     first = next(blocks)
     seen = np.frombuffer(first, dtype=np.uint8)  # a view: the buffer must keep its bytes
     before = seen.tobytes()
-    rec.append(first)
+    rec.put(first)
     for b in blocks:
         views.append(bytes(b))
-        rec.append(b)
+        rec.put(b)
     assert seen.tobytes() == before
     assert b"".join([before] + views) == b"".join(b"line %02d\n" % i for i in range(20))
 
@@ -62,8 +63,8 @@ def _buffers_made(monkeypatch) -> list:
     """Blocks of 64 bytes; the list of the buffers they are read into, one a block (kept alive)."""
     monkeypatch.setattr(_streams, "BLOCK_BYTES", 64)
     made = []
-    buffer = _streams._buffer
-    monkeypatch.setattr(_streams, "_buffer", lambda *a: made.append(buffer(*a)) or made[-1])
+    take = BufferPool.take
+    monkeypatch.setattr(BufferPool, "take", lambda *a: made.append(take(*a)) or made[-1])
     return made
 
 
@@ -74,9 +75,9 @@ def _texts(batch) -> list:
 
 def test_files_read_one_after_another_share_the_buffers(tmp_path, monkeypatch):
     """Every file and range the read stage reads (texts left in their blocks: ``text_spans``) in
-    a process puts its blocks' buffers in one list (``_streams.block_buffers``): a range of a
-    split file is ~4 blocks, all still seen while it reads, so a list of its own never gave one
-    back; the next file's blocks are read into them. Other reads keep a list of their own."""
+    a process puts its blocks' buffers in one pool (``_streams.block_buffers``): a range of a
+    split file is ~4 blocks, all still seen while it reads, so a pool of its own never gave one
+    back; the next file's blocks are read into them. Other reads keep a pool of their own."""
     made = _buffers_made(monkeypatch)
     paths, want = [], []
     for name in ("a", "b"):
@@ -92,17 +93,17 @@ def test_files_read_one_after_another_share_the_buffers(tmp_path, monkeypatch):
             used.append(made[:])
             made.clear()
         assert {id(b) for b in used[0]} & {id(b) for b in used[1]}  # the second file read into the first's
-        kept = _streams.block_buffers[:]
+        kept = list(_streams.block_buffers._kept)
         assert [t for batch in read_source(discover(paths[:1])[0], batch_size=5) for t in _texts(batch)] == want[0]
-        assert made and not {id(b) for b in made} & {id(b) for b in kept}  # no text_spans: a list of its own
+        assert made and not {id(b) for b in made} & {id(b) for b in kept}  # no text_spans: a pool of its own
         release_scratches()  # the read stage's end: the kept buffers let go with the kernels'
-        assert _streams.block_buffers == []
+        assert _streams.block_buffers._kept == []
     finally:
         _streams.block_buffers.clear()
 
 
 def test_two_readers_never_write_a_buffer_the_other_still_sees(tmp_path, monkeypatch):
-    """Two ranges read at once (two threads of the read stage) share the list: a block whose texts
+    """Two ranges read at once (two threads of the read stage) share the pool: a block whose texts
     one reader's batch still holds (the scanner's texts: views of the buffer) is never read into
     by the other, while the blocks nothing sees are used again."""
     monkeypatch.setenv("NEARDUP_JSONL_SCANNER", "1")
@@ -130,3 +131,29 @@ def test_two_readers_never_write_a_buffer_the_other_still_sees(tmp_path, monkeyp
         assert len({id(b) for b in made}) < len(made)  # buffers were used again meanwhile
     finally:
         _streams.block_buffers.clear()
+
+
+def test_pool_reads_again_only_a_buffer_nothing_sees():
+    """A kept buffer seen through a view is never handed out; one nothing sees is, resized and
+    starting with the bytes carried; at most KEEP - 1 still seen stay kept; ``clear`` lets all go."""
+    pool = BufferPool()
+    first = pool.take(10, b"ab")
+    assert len(first) == 10 and first[:2] == b"ab"
+    seen = np.frombuffer(first, dtype=np.uint8)
+    pool.put(first)
+    second = pool.take(10, b"")
+    assert second is not first  # first still seen
+    pool.put(second)
+    again = pool.take(20, b"xyz")
+    assert again is second and len(again) == 20 and again[:3] == b"xyz"
+    views = [seen]
+    for _ in range(BufferPool.KEEP + 3):
+        buf = pool.take(4, b"")
+        views.append(np.frombuffer(buf, dtype=np.uint8))
+        pool.put(buf)
+    kept = list(pool._kept)
+    fresh = pool.take(4, b"")
+    assert all(fresh is not b for b in kept)  # every kept one still seen: a new one
+    assert len(pool._kept) == BufferPool.KEEP - 1  # the oldest still seen let go
+    pool.clear()
+    assert pool._kept == []

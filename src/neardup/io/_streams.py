@@ -205,7 +205,7 @@ def _strip_bom(chunks: Iterator[bytes]) -> Iterator[bytes]:
 
 def iter_blocks(path: str, compression: Optional[str],
                 block_bytes: Optional[int] = None, span: Optional[Tuple[int, int]] = None,
-                recycle: Optional[List[bytearray]] = None) -> Iterator[bytes]:
+                recycle: Optional[BufferPool] = None) -> Iterator[bytes]:
     """Blocks of whole lines (each but possibly the last ends with ``\\n``), about
     ``block_bytes`` each; a UTF-8 byte order mark at the start of the file is dropped.
     ``span``: only the bytes [start, end) of an uncompressed file, a range of whole lines
@@ -214,9 +214,9 @@ def iter_blocks(path: str, compression: Optional[str],
     When the stream breaks (StreamError), the complete lines before the break are yielded first,
     then the error is raised: a partial last line is part of the truncation.
 
-    ``recycle``: a list the caller puts each block back into once it holds no reference to it
-    (nor a view of it: a numpy array, a pyarrow buffer): the blocks of an uncompressed local file
-    are then ``bytearray`` s read straight into a buffer used again for a later block (no fresh
+    ``recycle``: a pool the caller puts each block back into (:meth:`BufferPool.put`) once it holds
+    no reference to it (nor a view of it: a numpy array, a pyarrow buffer): the blocks of an
+    uncompressed local file are then ``bytearray`` s read straight into a buffer used again for a later block (no fresh
     pages to fault in, no copy to join the pieces of a block: a tenth of the read stage's
     system time). The same blocks, cut at the same places, as without it.
     """
@@ -258,50 +258,69 @@ def iter_blocks(path: str, compression: Optional[str],
             yield data
 
 
-KEPT_BUFFERS = 12  # buffers kept for reuse (the blocks of texts still hashed among them: two ranges' at once)
+class BufferPool:
+    """The buffers blocks of whole lines are read into (:func:`iter_blocks`' ``recycle``): each
+    put back once its block is parsed, and read into again by a later block once nothing sees it
+    (no numpy array, no pyarrow buffer: the texts of its block not yet hashed): no fresh pages to
+    fault in. Thread-safe (two ranges of a split file read at once share one); at most KEEP kept,
+    :meth:`clear` lets them go."""
+
+    KEEP = 12  # the blocks of texts still hashed among them: two ranges' at once
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._kept: List[bytearray] = []
+
+    def put(self, buf: bytearray) -> None:
+        """``buf`` kept for a later block (the caller holds no reference to it any more)."""
+        with self._lock:
+            self._kept.append(buf)
+
+    def take(self, size: int, keep: bytes) -> bytearray:
+        """A buffer of ``size`` bytes that starts with ``keep``: a kept one that can be resized,
+        or a new one. A buffer still exported (seen by a numpy array or a pyarrow buffer) cannot
+        be: it stays kept for a later block (never written while seen), up to KEEP of them."""
+        with self._lock:
+            buf = self._reusable()
+        if buf is None:
+            buf = bytearray(size)
+        elif len(buf) < size:
+            buf.extend(bytes(size - len(buf)))
+        elif len(buf) > size:
+            del buf[size:]
+        buf[:len(keep)] = keep
+        return buf
+
+    def _reusable(self) -> Optional[bytearray]:
+        """A kept buffer that nothing sees, taken out; or None (the oldest still seen let go
+        beyond KEEP - 1)."""
+        kept = self._kept
+        for k in range(len(kept) - 1, -1, -1):
+            buf = kept[k]
+            try:
+                if len(buf):
+                    buf.pop()  # a resize (even to the same size, the check is skipped): refused while exported
+            except BufferError:  # still seen through a view: left alone
+                continue
+            del kept[k]
+            return buf
+        del kept[:max(0, len(kept) - self.KEEP + 1)]  # the oldest still seen let go
+        return None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+
+
 # the buffers of the blocks the read stage reads in this process, put back by read_jsonl and used
 # again by the next block of any file or range: a range of a split file holds only ~4 blocks, all
-# still seen while it reads (queued, parsed, hashed), so a list of its own never gave one back
-# (1M documents: 144 blocks, 144 new buffers, 2.4 GB zeroed); released with the read stage's buffers
-block_buffers: List[bytearray] = []
-_buffers_lock = threading.Lock()  # one reader takes from the shared list at a time (appends are atomic)
-
-
-def _buffer(recycle: List[bytearray], size: int, keep: bytes) -> bytearray:
-    """A buffer of ``size`` bytes that starts with ``keep``: one put back in ``recycle`` that can
-    be resized, or a new one. A buffer still exported (seen by a numpy array or a pyarrow buffer:
-    the texts of its block not yet hashed) cannot be: it stays in ``recycle`` for a later block
-    (never written while seen), up to KEPT_BUFFERS of them."""
-    with _buffers_lock:
-        buf = _reusable(recycle)
-    if buf is None:
-        buf = bytearray(size)
-    elif len(buf) < size:
-        buf.extend(bytes(size - len(buf)))
-    elif len(buf) > size:
-        del buf[size:]
-    buf[:len(keep)] = keep
-    return buf
-
-
-def _reusable(recycle: List[bytearray]) -> Optional[bytearray]:
-    """A buffer of ``recycle`` that nothing sees, taken out of it; or None (the oldest still seen
-    let go beyond KEPT_BUFFERS - 1)."""
-    for k in range(len(recycle) - 1, -1, -1):
-        buf = recycle[k]
-        try:
-            if len(buf):
-                buf.pop()  # a resize (even to the same size, the check is skipped): refused while exported
-        except BufferError:  # still seen through a view: left alone
-            continue
-        del recycle[k]
-        return buf
-    del recycle[:max(0, len(recycle) - KEPT_BUFFERS + 1)]  # the oldest still seen let go
-    return None
+# still seen while it reads (queued, parsed, hashed), so a pool of its own never gave one back
+# (1M documents: 144 blocks, 144 new buffers, 2.4 GB zeroed); cleared with the read stage's buffers
+block_buffers = BufferPool()
 
 
 def _plain_blocks(path: str, block_bytes: int, span: Optional[Tuple[int, int]],
-                  recycle: List[bytearray]) -> Iterator[bytearray]:
+                  recycle: BufferPool) -> Iterator[bytearray]:
     """:func:`iter_blocks` of an uncompressed local file, read into buffers used again: reads
     of BLOCK_BYTES (the pieces of :func:`raw_chunks`) go straight into the buffer after the
     bytes carried from the previous block; a block is cut after the last newline of its last
@@ -326,7 +345,7 @@ def _plain_blocks(path: str, block_bytes: int, span: Optional[Tuple[int, int]],
             # each read ends where raw_chunks' does; the first one is short by the bytes read ahead
             want = (read_bytes if left is None else min(read_bytes, left + head)) - head
             if buf is None:
-                buf = _buffer(recycle, max(filled + want, block_bytes), keep)
+                buf = recycle.take(max(filled + want, block_bytes), keep)
             elif len(buf) < filled + want:
                 buf.extend(bytes(filled + want - len(buf)))
             got = _readinto_full(f, buf, filled, want) if want > 0 else 0

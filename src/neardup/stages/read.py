@@ -106,7 +106,7 @@ class _Writer:
                 return
             if self._error is None:
                 try:
-                    self._f.write(memoryview(np.ascontiguousarray(data)).cast("B"))
+                    self._f.write(array_bytes(data))
                 except BaseException as exc:  # raised again in the caller's thread
                     self._error = exc
 
@@ -254,7 +254,7 @@ def _let_go_when_idle() -> None:
 
 def release_scratches(_item=None) -> None:
     """The kept buffers given up (the end of the read stage: the next stages need the memory):
-    the kernels', the input blocks' (:data:`neardup.io._streams.block_buffers`) and the JSONL
+    the kernels', the input blocks' (:class:`neardup.io._streams.BufferPool`) and the JSONL
     texts' (:class:`neardup.kernels.jsonl.TextBuffers`), which a process holds only once it
     imported the scanner (a Ray driver does not: no numba imported)."""
     global _kept_until
@@ -406,10 +406,20 @@ def write_line_bounds(work: Folder, block: int, lines: List[np.ndarray], seen: n
     before they were read (:func:`.write_lines.seen_stats`)."""
     if not any(len(x) and x[0, 0] >= 0 for x in lines):
         return
-    with work.atomic_write(block_name(block, LINE_STATS)) as f:
-        f.write(np.ascontiguousarray(seen, np.int64).tobytes())  # none where every file is racily clean
-    with work.atomic_write(block_name(block, LINE_BOUNDS)) as f:
-        f.write(memoryview(np.ascontiguousarray(np.concatenate(lines), np.int64)).cast("B"))
+    write_int64(work, block_name(block, LINE_STATS), seen)  # no rows where every file is racily clean
+    write_int64(work, block_name(block, LINE_BOUNDS), np.concatenate(lines))
+
+
+def write_int64(work: Folder, name: str, values) -> None:
+    """The file ``name`` of ``work``: ``values`` as int64 in C order (:func:`array_bytes`)."""
+    with work.atomic_write(name) as f:
+        f.write(array_bytes(np.asarray(values, np.int64)))
+
+
+def array_bytes(a: np.ndarray) -> memoryview:
+    """The bytes of ``a`` in C order, a view of them where ``a`` is contiguous (no copy into a
+    bytes object), of any shape: an empty one's too (a memoryview's cast refuses a shape with a 0)."""
+    return memoryview(np.ravel(a).view(np.uint8))
 
 
 def _arrow_text(text) -> pa.Array:

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from ...kernels.arrays import arrow, to_numpy
-from .._streams import StreamError, block_buffers, iter_blocks
+from .._streams import BufferPool, StreamError, block_buffers, iter_blocks
 from ..batch import EMPTY_FILE, NO_TEXT_FIELD, NOT_RECORDS, Batch, ReadContext
 from ..opening import cannot_read
 from ..sources import COMPRESSED_SUFFIXES, Source
@@ -395,10 +395,10 @@ def read_jsonl(ctx: ReadContext) -> Iterator[Batch]:
     # the blocks of a plain local file are read into buffers used again: each is put back once
     # parsed (a buffer still seen is never reused). The read stage's texts left in their block
     # (``text_spans``) keep it seen until hashed, a few blocks later: a range of a split file
-    # (~4 blocks) would get none back from a list of its own, so they go in the list every file
+    # (~4 blocks) would get none back from a pool of its own, so they go in the pool every file
     # and range of the process shares, which the read stage empties at its end; elsewhere what
-    # the parse makes is copied out of the block, which is free again at once: a list of its own
-    recycle = block_buffers if ctx.text_spans else []
+    # the parse makes is copied out of the block, which is free again at once: a pool of its own
+    recycle = block_buffers if ctx.text_spans else BufferPool()
     blocks = iter_blocks(src.path, src.compression, span=None if span is None else span[:2], recycle=recycle)
     check = src.walked and span is None
     document = _json_document(src)
@@ -425,7 +425,7 @@ def read_jsonl(ctx: ReadContext) -> Iterator[Batch]:
                 bounds += at
                 at += len(data)
             if isinstance(data, bytearray):
-                recycle.append(data)
+                recycle.put(data)
             data = None
             line0 += n_lines
             records += n_records
