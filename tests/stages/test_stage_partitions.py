@@ -151,6 +151,27 @@ def test_pairs_stage_on_its_own_one_or_many_partitions(read_run):
         (one.candidate_pairs, one.verified_pairs, one.buckets)
 
 
+def test_one_partition_writes_the_search_s_pairs_as_distinct_pairs_of_its_checks(read_run):
+    """PairsStage.whole takes find_pairs' verified pairs and counts as they are: the same pairs file
+    and counts as every pair checked (search_partition) made distinct (distinct_pairs)."""
+    from neardup.kernels.components import keep_order
+    from neardup.stages.pairs import distinct_pairs, make_verifier, search_partition
+    from neardup.stages.records import PairsInfo
+    from neardup.stages.workdir import PAIRS_SCHEMA
+    run, cfg = read_run, read_run.config
+    info = PairsStage().whole(run, run.excluded_from_pairs())
+    (part,) = run.work.parts("pairs")
+    got = run.work.folder.read_table(part)
+    corpus = run.corpus
+    rank = keep_order(corpus.n, cfg.keep, lengths=corpus.column("length"))
+    offsets, members = bucket_runs(corpus.band_keys, corpus.column("count") > 0, rank=rank, bands=cfg.bands)
+    checked, counts = search_partition(offsets, members, make_verifier(run.store, cfg), cfg)
+    pairs, candidates = distinct_pairs(checked)
+    assert got.equals(pairs.cast(PAIRS_SCHEMA)) and got.num_rows > 0
+    assert info == PairsInfo.merge([counts, PairsInfo(candidate_pairs=candidates, verified_pairs=pairs.num_rows)])
+    assert info.verifications == info.candidate_pairs > info.verified_pairs
+
+
 def test_clusters_stage_on_its_own_one_or_many_partitions(read_run):
     read_run.work.mark_done("pairs", PairsStage().run(read_run, LocalEngine()))
 
