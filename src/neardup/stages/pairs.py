@@ -7,11 +7,12 @@ the (band, key, doc) rows of every block are shuffled on the key (:func:`band_ro
 partition forms its buckets (:func:`form_buckets`), the buckets are shuffled on their anchor (so
 that the buckets of a group of near-duplicates sharing several bands are searched together and
 their common pairs verified once), searched (:func:`search_buckets`), and the checked pairs
-shuffled on the pair (:func:`distinct_partition`). Either way each partition goes through
-:func:`search_partition` (members in keep order, star pairs on the anchor, verification,
-re-anchoring of the members that failed, see :func:`neardup.kernels.bands.find_pairs`), and the checked
-pairs through :func:`distinct_pairs` (a pair met in two partitions is verified in each, with the
-same result).
+shuffled on the pair (:func:`distinct_partition`). Either way each partition is searched by
+:func:`neardup.kernels.bands.find_pairs` (members in keep order, star pairs on the anchor,
+verification, re-anchoring of the members that failed): one partition writes its verified pairs
+as they are (distinct already); many go through :func:`search_partition`, and the checked pairs
+through :func:`distinct_pairs` (a pair met in two partitions is verified in each, with the same
+result).
 """
 
 from __future__ import annotations
