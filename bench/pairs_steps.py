@@ -8,7 +8,9 @@ W is the ``--work-dir`` of an earlier ``neardup dedup INPUT --work-dir W`` with 
 (the read stage done), INPUT given as it was to that run, from the same folder; each source tree re-runs ``PairsStage.whole`` on it in a process of its
 own, trees interleaved, ``repeats`` times in each process (the first loads the kernels). Per run:
 wall and CPU seconds (the process's user + system, every thread), and those of its steps
-(bucket formation, reading the fingerprints, the Jaccard kernel), and whether its pairs file is
+(bucket formation and its parts, the search's rounds, reading the fingerprints, the Jaccard
+kernel, ...; steps nest: bucket_runs holds _runs_of), with the calling thread's CPU seconds
+(``thread_cpu_s``: the serial part of a step whose kernel runs in numba's threads), and whether its pairs file is
 byte-identical to the first tree's. CPU seconds are the figure to compare on a shared machine.
 """
 
@@ -53,18 +55,26 @@ def timed(owner, name, label):
         return
     f = getattr(owner, name)
     def g(*a, **k):
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0, c0, h0 = time.perf_counter(), time.process_time(), time.thread_time()
         r = f(*a, **k)
-        s = steps.setdefault(label, [0.0, 0.0, 0])
+        s = steps.setdefault(label, [0.0, 0.0, 0, 0.0])
         s[0] += time.perf_counter() - t0
         s[1] += time.process_time() - c0
         s[2] += 1
+        s[3] += time.thread_time() - h0
         return r
     setattr(owner, name, g)
 
-for name in ("bucket_runs", "exact_jaccard_raw", "exact_jaccard_coded", "locality_chunks", "block_windows"):
-    timed(P, name, name)
-for name in ("fingerprints", "codes", "code_places", "signatures"):
+from neardup.kernels import bands as B, components as K, verify as V
+# the steps as the stage calls them: a function imported inside another is timed on its module
+for owner, names in ((P, ("search_partition", "make_verifier", "verify_in_place", "dense_unique", "block_windows",
+                          "locality_chunks", "distinct_pairs")),
+                     (B, ("bucket_runs", "_keep_perm", "_in_threads", "_runs_of", "find_pairs", "_round_codes",
+                          "unique", "_isin_sorted", "_large_runs", "_next_runs")),
+                     (K, ("keep_order",)), (V, ("exact_jaccard_raw", "exact_jaccard_coded"))):
+    for name in names:
+        timed(owner, name, name)
+for name in ("fingerprints", "codes", "code_places", "signatures", "hold_counts"):
     timed(C.DocStore, name, "read " + name)
 out = []
 for _ in range(repeats):
@@ -74,7 +84,8 @@ for _ in range(repeats):
     t0, c0 = time.perf_counter(), time.process_time()
     info = P.PairsStage().whole(run, excluded)
     out.append({"wall_s": round(time.perf_counter() - t0, 3), "cpu_s": round(time.process_time() - c0, 3),
-                "steps": {k: {"wall_s": round(v[0], 3), "cpu_s": round(v[1], 3), "calls": v[2]} for k, v in steps.items()}})
+                "steps": {k: {"wall_s": round(v[0], 3), "cpu_s": round(v[1], 3), "thread_cpu_s": round(v[3], 3),
+                                        "calls": v[2]} for k, v in steps.items()}})
 print(json.dumps({"runs": out, "documents": run.corpus.n, "candidate_pairs": info.candidate_pairs,
                   "verified_pairs": info.verified_pairs,
                   "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))

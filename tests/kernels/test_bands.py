@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.kernels.bands import (ROUND_BUDGET, _large_runs, _round_codes, band_keys, band_keys_python, bucket_runs, bucket_runs_of_rows, candidate_pairs, find_pairs,
+from neardup.kernels.bands import (ROUND_BUDGET, _large_runs, _round_codes, _runs_of, band_keys, band_keys_python, bucket_runs, bucket_runs_of_rows, candidate_pairs, find_pairs,
                            pair_codes, split_codes, star_pairs)
 from neardup.kernels.components import connected_components_python
 
@@ -166,6 +166,17 @@ def test_bucket_runs_rank_example():
     offsets, members = bucket_runs(keys, rank=np.array([2, 0, 1, 3]))
     assert runs_as_tuples(offsets, members) == [(1, 2, 0)]
     assert star_pairs(offsets, members)[0].tolist() == [1, 1]
+
+
+def test_runs_of_bands_are_their_members_and_running_sizes_one_band_after_another():
+    """_runs_of writes each band's part in a thread: the offsets go on from the bands before it."""
+    rng = np.random.default_rng(5)
+    sizes = [rng.integers(2, 6, k).astype(np.int64) for k in (7, 1, 12, 3, 5)]
+    members = [rng.integers(0, 1000, int(s.sum())).astype(np.int64) for s in sizes]
+    offsets, joined = _runs_of(members, sizes)
+    assert offsets.tolist() == [0] + np.cumsum(np.concatenate(sizes)).tolist()
+    assert joined.tolist() == np.concatenate(members).tolist()
+    assert [a.tolist() for a in _runs_of([], [])] == [[0], []]
 
 
 @PROPS

@@ -151,6 +151,27 @@ def test_pairs_stage_on_its_own_one_or_many_partitions(read_run):
         (one.candidate_pairs, one.verified_pairs, one.buckets)
 
 
+def test_one_partition_writes_the_search_s_pairs_as_distinct_pairs_of_its_checks(read_run):
+    """PairsStage.whole takes find_pairs' verified pairs and counts as they are: the same pairs file
+    and counts as every pair checked (search_partition) made distinct (distinct_pairs)."""
+    from neardup.kernels.components import keep_order
+    from neardup.stages.pairs import distinct_pairs, make_verifier, search_partition
+    from neardup.stages.records import PairsInfo
+    from neardup.stages.workdir import PAIRS_SCHEMA
+    run, cfg = read_run, read_run.config
+    info = PairsStage().whole(run, run.excluded_from_pairs())
+    (part,) = run.work.parts("pairs")
+    got = run.work.folder.read_table(part)
+    corpus = run.corpus
+    rank = keep_order(corpus.n, cfg.keep, lengths=corpus.column("length"))
+    offsets, members = bucket_runs(corpus.band_keys, corpus.column("count") > 0, rank=rank, bands=cfg.bands)
+    checked, counts = search_partition(offsets, members, make_verifier(run.store, cfg), cfg)
+    pairs, candidates = distinct_pairs(checked)
+    assert got.equals(pairs.cast(PAIRS_SCHEMA)) and got.num_rows > 0
+    assert info == PairsInfo.merge([counts, PairsInfo(candidate_pairs=candidates, verified_pairs=pairs.num_rows)])
+    assert info.verifications == info.candidate_pairs > info.verified_pairs
+
+
 def test_clusters_stage_on_its_own_one_or_many_partitions(read_run):
     read_run.work.mark_done("pairs", PairsStage().run(read_run, LocalEngine()))
 
@@ -430,6 +451,17 @@ def test_block_windows_bound_the_files_mapped_and_take_every_pair_once(monkeypat
     assert stage.block_windows(first, second, sizes, budget=90) is not None  # the files mapped 290 / 155 times over
     assert stage.block_windows(first, second, sizes, budget=31) is None  # a group per block: 545 / 155 times
     assert stage.block_windows(first[:0], second[:0], sizes) == []
+    # 300 blocks of a group each (steps keyed up to 299 * 301, past 16 bits), pairs inside blocks
+    # and from each block to the next: a step per block and the next, in block order (the last
+    # block's own pairs with the step before, which maps it), each pair once
+    many = {b: 10 for b in range(300)}
+    low = rng.permutation(np.repeat(np.arange(300), 10))
+    high = np.minimum(low + np.arange(3000) % 2, 299)
+    steps = stage.block_windows(low, high, many, budget=20)
+    assert [blocks for blocks, _ in steps] == [[b, b + 1] for b in range(299)]
+    assert np.array_equal(np.sort(np.concatenate([sel for _, sel in steps])), np.arange(3000))
+    for blocks, sel in steps:
+        assert np.isin(low[sel], blocks).all() and np.isin(high[sel], blocks).all()
 
 
 def test_members_of_pairs_are_their_sorted_documents_and_positions():

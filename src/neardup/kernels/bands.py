@@ -352,12 +352,27 @@ def _walk_runs(sk, sr, ids, members, sizes, fill):
 
 
 def _runs_of(all_members: list, all_sizes: list) -> Tuple[np.ndarray, np.ndarray]:
+    """The runs of each band's (members, sizes), one band after another, as (run_offsets,
+    members): each band's part of both written by a thread of :func:`_in_threads` (its offsets
+    are the running sum of its sizes after the members of the bands before it), not two
+    concatenations and a running sum in this thread (~0.03-0.07 CPU-s at 1M documents, while
+    the other cores wait)."""
     if not all_members:
         return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    sizes = np.concatenate(all_sizes)
-    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    return offsets, np.concatenate(all_members)
+    member_at = np.cumsum([0] + [len(m) for m in all_members])
+    run_at = np.cumsum([0] + [len(s) for s in all_sizes])
+    offsets = np.empty(run_at[-1] + 1, dtype=np.int64)
+    offsets[0] = 0
+    members = np.empty(member_at[-1], dtype=np.int64)
+
+    def put(i):
+        runs = offsets[run_at[i] + 1:run_at[i + 1] + 1]
+        np.cumsum(all_sizes[i], out=runs)
+        runs += member_at[i]
+        members[member_at[i]:member_at[i + 1]] = all_members[i]
+
+    _in_threads(put, len(all_members))
+    return offsets, members
 
 
 def pair_codes(left: np.ndarray, right: np.ndarray) -> np.ndarray:
