@@ -108,7 +108,8 @@ def stale_bytecode(tree: str, package: str = "neardup") -> list:
             stale.append(str(py.relative_to(tree)))
             continue
         st = py.stat()
-        if (int.from_bytes(head[8:12], "little"), int.from_bytes(head[12:16], "little")) != \
+        timestamped = head[4:8] == bytes(4)  # the flags: 0, its source's mtime and size follow
+        if timestamped and (int.from_bytes(head[8:12], "little"), int.from_bytes(head[12:16], "little")) != \
                 (int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF):
             stale.append(str(py.relative_to(tree)))
     return stale
