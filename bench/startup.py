@@ -19,7 +19,14 @@ __pycache__ compiles every module of neardup at each start (~100 modules, 1.1 G 
 ``SCRATCH/pycache`` (``PYTHONPYCACHEPREFIX``, the trees untouched) by the untimed first run and
 read by the timed ones; ``--bytecode both`` runs each tree both ways, alternated ("TREE
 (bytecode cached)"); the default, ``env``, as the environment says. The result records it
-(``bytecode``).
+(``bytecode``); under ``PYTHONDONTWRITEBYTECODE=1`` it lists, per tree, the modules whose
+bytecode is stale or missing (``stale_bytecode``: compiled again at every start) and warns.
+
+``--phases N``: N more runs a tree (alternated) on the first 10 documents, each cut at the
+program's own functions (``neardup.cli.main``'s path, numba imported as the program imports it):
+the CPU-seconds of the process in each phase (``phases_10_docs_cpu_s``, min and median): Python's
+start, neardup.cli, numba, the parser, the library with numba's runtime, each stage, the report,
+the publish, the work dir's removal, the exit.
 """
 
 from __future__ import annotations
@@ -84,6 +91,86 @@ sys.exit(main())
 """
 
 
+def stale_bytecode(tree: str, package: str = "neardup") -> list:
+    """The modules of ``package`` under ``tree`` whose ``__pycache__`` bytecode is missing or does
+    not match the source (its recorded mtime and size, as the interpreter checks them; hash-based
+    bytecode is taken as current). With
+    ``PYTHONDONTWRITEBYTECODE=1`` each of them is compiled again at every start of a run (25 stale
+    modules of /work/main/src: +0.09-0.12 CPU-s of a 10-document run, on the run's path), a cost
+    that a pip-installed neardup, its bytecode written at install, never pays."""
+    import importlib.util
+    stale = []
+    for py in sorted(Path(tree, package).rglob("*.py")):
+        pyc = Path(importlib.util.cache_from_source(str(py)))
+        try:
+            head = pyc.read_bytes()[:16]
+        except OSError:
+            stale.append(str(py.relative_to(tree)))
+            continue
+        st = py.stat()
+        timestamped = head[4:8] == bytes(4)  # the flags: 0, its source's mtime and size follow
+        if timestamped and (int.from_bytes(head[8:12], "little"), int.from_bytes(head[12:16], "little")) != \
+                (int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF):
+            stale.append(str(py.relative_to(tree)))
+    return stale
+
+
+# The program's own path (``neardup.cli.main``: numba imported as the program imports it, then
+# the parser, the library and numba's runtime), cut into phases at its own functions; the CPU of
+# the process (all its threads) at each mark, and the mark just before os._exit.
+PHASES = r"""
+import os, sys, time
+DUMP = sys.argv[1]
+marks = [("python start", time.process_time())]
+def mark(name):
+    marks.append((name, time.process_time()))
+import neardup.cli as cli
+mark("import neardup.cli")
+def after(owner, name, label, then=None):
+    f = getattr(owner, name)
+    def w(*a, **k):
+        try:
+            return f(*a, **k)
+        finally:
+            mark(label)
+            if then is not None:
+                then()
+    setattr(owner, name, w)
+def on_library():
+    import neardup.api as api, neardup.stages as ns, neardup.report.html as rh
+    from neardup.io.storage.folder import Folder
+    from neardup.stages.workdir import WorkDir
+    for st in ns.PIPELINE:
+        after(st, "run", "stage " + st.name)
+    after(rh, "write_report", "report"); after(Folder, "publish", "publish")
+    after(WorkDir, "remove", "work dir removal"); after(api, "run", "run's end")
+after(cli, "_import_numba", "import numba")
+after(cli, "build_parser", "parser (the command's modules, config)")
+after(cli, "_program_start", "parse, import the library, numba's runtime", on_library)
+_exit = os._exit
+def exit_now(code):
+    mark("exit (atexit, flush)")
+    with open(DUMP, "w") as fh:
+        fh.write(repr(marks))
+    _exit(code)
+os._exit = exit_now
+sys.argv = ["neardup"] + sys.argv[2:]
+cli.main()
+"""
+
+
+def phases(tree: str, corpus: str, out: str, scratch: Path, pycache=None) -> dict:
+    """One run of the program on ``corpus`` cut into phases: {phase: CPU-s of the process in it}."""
+    import ast
+    dump = scratch / "phases.txt"
+    r = subprocess.run([sys.executable, "-c", PHASES, str(dump), "dedup", corpus, "-o", out, "--overwrite",
+                        "--quiet"], env=child_env(tree, pycache), capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"phases: exit {r.returncode}\n{r.stderr}")
+    marks = ast.literal_eval(dump.read_text())
+    return {name: round(t - (marks[k - 1][1] if k else 0.0), 4) for k, (name, t) in enumerate(marks)}
+
+
 def child_env(tree: str, pycache) -> dict:
     """The environment of a run of ``tree``: its sources first on the path; with ``pycache``,
     its bytecode kept there (written when missing, read after)."""
@@ -141,6 +228,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--scratch", default="/tmp/startup_bench")
     ap.add_argument("--no-timeline", action="store_true")
+    ap.add_argument("--phases", type=int, default=0, metavar="N",
+                    help="also N runs a tree (alternated) on the first 10 documents cut into phases at the "
+                         "program's own functions: CPU-s of each (imports, parser, library, stages, report, exit)")
     ap.add_argument("--bytecode", choices=("env", "cached", "both"), default="env",
                     help="cached: each tree's bytecode kept, as an installed package has it; env: as the environment "
                          "says (PYTHONDONTWRITEBYTECODE=1 compiles every module at each start); both, alternated")
@@ -161,6 +251,13 @@ def main() -> None:
                 for t in a.trees for mode in (("env", "cached") if a.bytecode == "both" else (a.bytecode,))]
     result = {**run_header(sys.argv), "corpus": corpus, "load_before": os.getloadavg(),
               "bytecode": {"env": env_bytecode, "cached": f"kept in {pycache}"}, "trees": {}}
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        for key, t, pyc in variants:
+            stale = [] if pyc else stale_bytecode(t)
+            result["trees"][key] = {"stale_bytecode": stale}
+            if stale:
+                print(f"warning: {key}: {len(stale)} modules' bytecode stale or missing, compiled at each start "
+                      f"(python -m compileall -q {t}, or --bytecode cached): {', '.join(stale[:5])}", flush=True)
     runs = {key: {"full": [], "ten_docs": []} for key, _, _ in variants}
     for _, t, pyc in variants:  # untimed: kernels in numba's cache, bytecode written, the files in the page cache
         run_once(t, str(small), str(scratch / "out"), pyc)
@@ -171,8 +268,17 @@ def main() -> None:
             print(f"{i + 1}/{a.repeat} {key}: {runs[key]['full'][-1]}  10 docs: {runs[key]['ten_docs'][-1]}",
                   flush=True)
     for key in runs:
-        result["trees"][key] = {"full": summary(runs[key]["full"]), "ten_docs": summary(runs[key]["ten_docs"]),
-                                "runs": runs[key]}
+        result["trees"].setdefault(key, {}).update(full=summary(runs[key]["full"]),
+                                                   ten_docs=summary(runs[key]["ten_docs"]), runs=runs[key])
+    cut = {key: [] for key, _, _ in variants}
+    for i in range(a.phases):
+        for key, t, pyc in variants:
+            cut[key].append(phases(t, str(small), str(scratch / "out10"), scratch, pyc))
+    for key, got in cut.items():
+        if got:
+            result["trees"][key]["phases_10_docs_cpu_s"] = {
+                name: {"min": min(g[name] for g in got), "median": sorted(g[name] for g in got)[len(got) // 2]}
+                for name in got[0]}
     if not a.no_timeline:
         key, t, pyc = variants[-1]
         result["timeline"] = {"tree": key, **timeline(t, corpus, str(scratch / "out"), scratch, pyc)}
@@ -182,6 +288,8 @@ def main() -> None:
         s = result["trees"][key]
         print(f"{key}: wall best {s['full']['wall_s']['best']} s, cpu best {s['full']['cpu_s']['best']} s; "
               f"10 docs wall best {s['ten_docs']['wall_s']['best']} s, cpu best {s['ten_docs']['cpu_s']['best']} s")
+        for name, v in s.get("phases_10_docs_cpu_s", {}).items():
+            print(f"    {name:45s} CPU min {v['min'] * 1000:7.1f} ms, median {v['median'] * 1000:7.1f} ms")
     print("load", result["load_before"], "->", result["load_after"])
 
 
