@@ -11,6 +11,10 @@ the folder to the JSONL file, and the load average around each run (the machine 
 With ``--before SRC``, the four runs of a round alternate (files and JSONL of this checkout and of
 the one whose ``src`` folder SRC is), CPU seconds (user + sys of the process tree) beside wall.
 
+A run first waits until the outputs that the run before deleted (from the same corpus folder) were
+deleted 5 minutes ago (:func:`settle`): ext4 without a journal makes each file created step over
+the inodes freed lately, and a run started at once measured that, not neardup.
+
 Results: bench/results/small_files.json (with the command, the machine and the load).
 """
 
@@ -23,6 +27,7 @@ import random
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from common import RESULTS_DIR, REPO_DIR, run_header, run_measured, write_json
@@ -58,9 +63,9 @@ def loadavg() -> list:
 def set_aside(out: Path) -> None:
     """``out`` moved into the corpus folder's ``trash`` (deleted once every run is over): 90,000
     files deleted just before a run makes its own 90,000 cost that run seconds of system time on
-    a file system without a journal, whose inode allocator steps over the inodes freed in the
-    last 30 seconds one by one (ext4's ``recently_deleted``), a cost of the benchmark, not of the
-    run measured."""
+    a file system without a journal, whose inode allocator steps over the inodes freed lately
+    one by one (ext4's ``recently_deleted``: freed in the last 60 s, 300 s while their inode
+    table block is not yet written back), a cost of the benchmark, not of the run measured."""
     if out.exists():
         trash = out.parent / "trash"
         trash.mkdir(exist_ok=True)
@@ -68,6 +73,39 @@ def set_aside(out: Path) -> None:
         while (trash / f"{out.name}-{n}").exists():  # a trash/ left by a killed run: names taken
             n += 1
         out.rename(trash / f"{out.name}-{n}")
+
+
+FREED_SETTLE_S = 300  # ext4's RECENTCY_DIRTY: inodes freed this long ago are used again without a step each
+EMPTIED = ".trash-emptied"  # in the corpus folder: when a run of this script last deleted its trash
+
+
+def settle(base: Path) -> float:
+    """Waits until the trash a run of this script deleted in ``base`` (the corpus folder) was
+    deleted FREED_SETTLE_S ago (a second run started at once paid for its freed inodes: 100,000
+    files, 4.6 CPU-s a run with no inode freed in the 5 minutes before, 7.5 CPU-s just after
+    180,000 were deleted, 5.7 CPU-s a minute later, the difference system time); returns the
+    seconds waited."""
+    try:
+        wait = FREED_SETTLE_S - (time.time() - float((base / EMPTIED).read_text()))
+    except (OSError, ValueError):
+        return 0.0
+    if wait <= 0:
+        return 0.0
+    print(f"waiting {wait:.0f} s: the inodes of the last run's outputs were freed lately", file=sys.stderr)
+    time.sleep(wait)
+    return round(wait, 1)
+
+
+SETTLE_FROM_DOCS = 10_000  # files a run from which the next one waits for their freed inodes (fewer: a few ms)
+
+
+def empty_trash(base: Path, docs: int) -> None:
+    """The runs' outputs deleted, and when, for :func:`settle` to wait for (runs of ``docs``
+    files: at least SETTLE_FROM_DOCS)."""
+    if (base / "trash").exists():
+        shutil.rmtree(base / "trash", ignore_errors=True)
+        if docs >= SETTLE_FROM_DOCS:
+            (base / EMPTIED).write_text(str(time.time()))
 
 
 def run_once(inp: Path, out: Path, src: Path = REPO_DIR / "src") -> dict:
@@ -97,6 +135,7 @@ def main() -> None:
     base.mkdir(parents=True, exist_ok=True)
     if not (base / "one.jsonl").exists():
         make(base, a.docs)
+    waited = settle(base)
     srcs = {"": REPO_DIR / "src"}
     if a.before:
         srcs["_before"] = Path(a.before).resolve()
@@ -112,7 +151,7 @@ def main() -> None:
     best = {k: min(r["wall_s"] for r in v) for k, v in runs.items()}
     best_cpu = {k: min(r["cpu_s"] for r in v) for k, v in runs.items()}
     result = {**header, "docs": a.docs, "runs": runs, "best_wall_s": best, "best_cpu_s": best_cpu,
-              "before_src": str(srcs["_before"]) if a.before else None,
+              "before_src": str(srcs["_before"]) if a.before else None, "waited_for_freed_inodes_s": waited,
               "ratio_files_to_jsonl": round(best["files"] / best["jsonl"], 2),
               "ratio_files_to_jsonl_cpu": round(best_cpu["files"] / best_cpu["jsonl"], 2),
               "note": "same documents; a fresh process per run, start-up included; the kinds alternate "
@@ -120,7 +159,7 @@ def main() -> None:
     if a.before:
         result["ratio_files_to_jsonl_before"] = round(best["files_before"] / best["jsonl_before"], 2)
         result["ratio_files_to_jsonl_cpu_before"] = round(best_cpu["files_before"] / best_cpu["jsonl_before"], 2)
-    shutil.rmtree(base / "trash", ignore_errors=True)
+    empty_trash(base, a.docs)
     write_json(RESULTS_DIR / "small_files.json", result)
     print(json.dumps({"best_wall_s": best, "best_cpu_s": best_cpu,
                       **{k: v for k, v in result.items() if k.startswith("ratio")}}))
