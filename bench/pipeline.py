@@ -36,12 +36,14 @@ Writes bench/results/pipeline.json (``--output``) and prints a table.
 from __future__ import annotations
 
 import argparse
+import compileall
 import gc
 import json
 import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -229,6 +231,16 @@ def _measure_fields(m: dict, n: int, corpus: dict) -> dict:
 
 # --------------------------------------------------------------------------- main
 
+def compile_bytecode(env: Optional[Dict[str, str]] = None) -> None:
+    """Writes the bytecode of the neardup package that ``python -m neardup`` resolves here and of
+    bench/'s modules (the peers import bench/common.py), as an install does: each timed process
+    starts from current bytecode, whatever PYTHONDONTWRITEBYTECODE says."""
+    subprocess.run([sys.executable, "-c", "import compileall, os, neardup; "
+                    "compileall.compile_dir(os.path.dirname(neardup.__file__), quiet=1)"],
+                   check=True, cwd=REPO_DIR, env=env)
+    compileall.compile_dir(str(BENCH_DIR), maxlevels=0, quiet=1)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="100000,1000000", help="comma-separated corpus sizes")
@@ -275,6 +287,11 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     corpora = {n: ensure_corpus(n, args.seed, args.data_dir, log=log) for n in all_sizes}
     result["corpora"] = corpora
+
+    # Bytecode as an install writes it: with PYTHONDONTWRITEBYTECODE=1 (as here) a source tree whose
+    # __pycache__ is stale compiles those modules again at every start (+0.05-0.09 CPU-s a
+    # neardup run), which no pip-installed tool pays; the peers' bench modules the same way.
+    compile_bytecode()
 
     if "neardup" in tools:
         # numba compiles every kernel on the first run after an install or a source change (minutes

@@ -6,7 +6,7 @@ idles). Kinds: ``map`` (the threads that read the blocks and call the kernels: `
 or the main thread), ``parse`` (the prefetch threads: block reads, line bounds, the JSONL
 scanner), ``writer`` (the fingerprint / signature file writes), ``kernels`` (numba's own
 threads, which Python does not know), ``other``. Also: the input's block buffers made fresh and
-used again (``neardup.io._streams._buffer``), the stage's page faults. Each tree runs in a fresh
+used again (``neardup.io._streams.BufferPool.take``, ``_buffer`` in trees before), the stage's page faults. Each tree runs in a fresh
 process (``--trees``, alternating); wall and the timeline are meaningless under load (say so),
 CPU seconds much less so.
 
@@ -81,18 +81,28 @@ def kind(tid):
 import neardup.stages.read as R
 import neardup.io._streams as S
 buffers = {"fresh": 0, "reused": 0, "fresh_bytes": 0}
-if hasattr(S, "_buffer"):
+def _counted(before, buf, size):
+    if id(buf) in before:
+        buffers["reused"] += 1
+    else:
+        buffers["fresh"] += 1
+        buffers["fresh_bytes"] += size
+    return buf
+
+
+if hasattr(S, "BufferPool"):  # a pool object (read18 on)
+    _orig_take = S.BufferPool.take
+
+    def _take(self, size, keep):
+        before = {id(b) for b in self._kept}
+        return _counted(before, _orig_take(self, size, keep), size)
+    S.BufferPool.take = _take
+elif hasattr(S, "_buffer"):  # trees before: a module-level list and a free function
     _orig_buffer = S._buffer
 
     def _buffer(recycle, size, keep):
         before = {id(b) for b in recycle}
-        buf = _orig_buffer(recycle, size, keep)
-        if id(buf) in before:
-            buffers["reused"] += 1
-        else:
-            buffers["fresh"] += 1
-            buffers["fresh_bytes"] += size
-        return buf
+        return _counted(before, _orig_buffer(recycle, size, keep), size)
     S._buffer = _buffer
 
 _orig_run = R.ReadStage.run

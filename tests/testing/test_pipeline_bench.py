@@ -1,0 +1,24 @@
+"""bench/pipeline.py starts every timed process from current bytecode (:func:`compile_bytecode`),
+as an install leaves it: under ``PYTHONDONTWRITEBYTECODE=1`` a tree with stale ``__pycache__``
+compiles those modules again at every start, a cost the peers and a pip-installed neardup never
+pay."""
+
+import os
+import sys
+
+from helpers import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+import pipeline  # noqa: E402  (bench/pipeline.py)
+import startup as bench_startup  # noqa: E402  (bench/startup.py)
+
+
+def test_the_neardup_that_python_m_resolves_gets_current_bytecode(tmp_path):
+    package = tmp_path / "neardup"
+    (package / "sub").mkdir(parents=True)
+    for path in (package / "__init__.py", package / "a.py", package / "sub" / "__init__.py", package / "sub" / "b.py"):
+        path.write_text("X = 1\n")
+    assert len(bench_startup.stale_bytecode(str(tmp_path))) == 4
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), PYTHONDONTWRITEBYTECODE="1")
+    pipeline.compile_bytecode(env=env)
+    assert bench_startup.stale_bytecode(str(tmp_path)) == []
