@@ -97,13 +97,18 @@ def _encode_one(values, a0, n, out, at, buckets, order, upper_words):
         p = h + np.uint64(q)
         upper_words[p >> np.uint64(6)] |= np.uint64(1) << (p & s63)
         order[q] = np.uint32(v)
+    top = order[0]  # the largest of order[:i]: order[i - 1]
     for i in range(1, n):
         v32 = order[i]
-        j = i
-        while j > 0 and order[j - 1] > v32:
-            order[j] = order[j - 1]
-            j -= 1
-        order[j] = v32
+        order[i - 1] = min(top, v32)  # one step of the insertion, without a branch (selects)
+        top = max(top, v32)
+        order[i] = top
+        if i > 1 and order[i - 2] > v32:  # further down: a bucket of 3 or more values, rarely
+            j = i - 1
+            while j > 0 and order[j - 1] > v32:
+                order[j] = order[j - 1]
+                j -= 1
+            order[j] = v32
     for j in range(k_upper):
         store64(out, at + 8 * j, upper_words[j])
     at += 8 * np.int64(k_upper)
