@@ -29,7 +29,7 @@ import numpy as np
 from .compile import kernel
 from .lanes import load64, lowest_bit, store64
 
-__all__ = ["code_bytes", "encode", "encode_parts", "decode", "decode_one", "decode_distinct"]
+__all__ = ["code_bytes", "code_length", "encode", "encode_parts", "decode", "decode_one", "decode_distinct"]
 
 
 @kernel(inline="always")
@@ -51,11 +51,17 @@ def _code_bits(n):
     return n * np.int64(33 - low) + (np.int64(1) << low)
 
 
+@kernel(inline="always")
+def code_length(n):
+    """The bytes of the code of a document of n fingerprints (in a kernel)."""
+    return (_code_bits(np.int64(n)) + 7) >> 3
+
+
 @kernel()
 def _code_bytes_kernel(counts):
     out = np.empty(len(counts), dtype=np.int64)
     for i in range(len(counts)):
-        out[i] = (_code_bits(np.int64(counts[i])) + 7) >> 3
+        out[i] = code_length(counts[i])
     return out
 
 

@@ -16,7 +16,8 @@ import numba as nb
 import numpy as np
 
 from .compile import kernel
-from .eliasfano import decode_distinct, decode_one
+from .eliasfano import code_length, decode_distinct, decode_one
+from .lanes import prefetch
 from .pointers import bytes_at
 from .hashing import GOLDEN
 
@@ -227,6 +228,19 @@ def _decoded_set(data, start, n, v):
     return u
 
 
+_AHEAD = 4  # pairs: the codes of pair p + _AHEAD fetched into the cache while pair p is verified
+
+
+@kernel(inline="always")
+def _fetch_code(addresses, block, starts, counts, d):
+    """Prefetches the cache lines of document d's code: the codes lie where the pairs put them,
+    far apart (a miss a line, decoding waited on them: 0.92-0.99 against 0.80-0.85 CPU-s a thread
+    for 1M documents' 267k pairs with a prefetch 4 pairs ahead)."""
+    at = addresses[block[d]] + starts[d]
+    for line in range(at & ~63, at + code_length(counts[d]), 64):
+        prefetch(line)
+
+
 # pairs a task of the coded kernel verifies, its two buffers of values made once for them (for its
 # largest documents), not two a pair: ~3 % of the kernel's CPU at 1M documents
 _PAIR_CHUNK = 256
@@ -245,6 +259,9 @@ def _exact_coded_kernel(addresses, sizes, block, starts, counts, left, right):
         va = np.empty(most, dtype=np.uint32)
         vb = np.empty(most, dtype=np.uint32)
         for p in range(lo, hi):
+            if p + _AHEAD < hi:
+                _fetch_code(addresses, block, starts, counts, left[p + _AHEAD])
+                _fetch_code(addresses, block, starts, counts, right[p + _AHEAD])
             a = left[p]
             b = right[p]
             na = counts[a]
