@@ -183,9 +183,10 @@ SORT_MOVES = 8  # an insertion sort of a document's fingerprints gives up past t
 @kernel()
 def _sorted_unique(v):
     """Sorts ``v`` in place (nearly sorted already: the Elias-Fano bucket order of an older work
-    dir's code, where only the values of one bucket can be out of order) and moves its distinct values to the front; their
-    number. One pass: each value goes in order among the distinct ones before it (a repeat is
-    dropped there), or, past SORT_MOVES moves a value, an O(n log n) sort of the whole."""
+    dir's code, where only the values of one bucket can be out of order) and moves its distinct
+    values to the front; their number. One pass: each value goes in order among the distinct ones
+    before it (a repeat is dropped there), or, past SORT_MOVES moves a value, an O(n log n) sort
+    of the whole."""
     n = v.shape[0]
     moves = 0
     u = 0
