@@ -5,7 +5,9 @@ trees: where its time goes as the corpus grows (issue 32: "the pair stage linear
         --src /work/main/src --src src [--repeats 2] [--out bench/results/pairs_steps.json]
 
 W is the ``--work-dir`` of an earlier ``neardup dedup INPUT --work-dir W`` with default options
-(the read stage done), INPUT given as it was to that run, from the same folder; each source tree re-runs ``PairsStage.whole`` on it in a process of its
+(the read stage done), INPUT given as it was to that run, from the same folder (or one W a
+tree, ``--work-dir`` given once per ``--src``: each tree on the work dir it wrote, where a change
+moved the work dir's bytes); each source tree re-runs ``PairsStage.whole`` on it in a process of its
 own, trees interleaved, ``repeats`` times in each process (the first loads the kernels). Per run:
 wall and CPU seconds (the process's user + system, every thread), and those of its steps
 (bucket formation and its parts, the search's rounds, reading the fingerprints, the Jaccard
@@ -66,6 +68,7 @@ def timed(owner, name, label):
     setattr(owner, name, g)
 
 from neardup.kernels import bands as B, components as K, verify as V
+raw_kernel = V.exact_jaccard_coded
 # the steps as the stage calls them: a function imported inside another is timed on its module
 for owner, names in ((P, ("search_partition", "make_verifier", "verify_in_place", "dense_unique", "block_windows",
                           "locality_chunks", "distinct_pairs")),
@@ -76,6 +79,18 @@ for owner, names in ((P, ("search_partition", "make_verifier", "verify_in_place"
         timed(owner, name, name)
 for name in ("fingerprints", "codes", "code_places", "signatures", "hold_counts"):
     timed(C.DocStore, name, "read " + name)
+again = int(sys.argv[4])  # each call of the coded Jaccard kernel made this many times more, timed alone
+if again:
+    once = V.exact_jaccard_coded  # timed as a step
+    def repeated(*a, **k):
+        for _ in range(again):
+            c0 = time.process_time()
+            raw_kernel(*a, **k)
+            s = steps.setdefault("exact_jaccard_coded again", [0.0, 0.0, 0, 0.0])
+            s[1] += time.process_time() - c0
+            s[2] += 1
+        return once(*a, **k)
+    V.exact_jaccard_coded = repeated
 out = []
 for _ in range(repeats):
     steps.clear()
@@ -95,25 +110,34 @@ print(json.dumps({"runs": out, "documents": run.corpus.n, "candidate_pairs": inf
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--input", required=True)
-    ap.add_argument("--work-dir", required=True)
+    ap.add_argument("--work-dir", action="append", required=True,
+                    help="once, or once per --src: each tree on a work dir of its own (written by it: a "
+                         "change of the work dir's format)")
     ap.add_argument("--src", action="append", required=True, help="a source tree (its src/ folder); give two for A/B")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=1, help="trees interleaved this many times")
+    ap.add_argument("--kernel-repeats", type=int, default=0,
+                    help="each call of exact_jaccard_coded made this many times more (a micro-bench of the "
+                         "kernel over the run's own pairs: step 'exact_jaccard_coded again', CPU-s)")
     ap.add_argument("--out", default=str(RESULTS_DIR / "pairs_steps.json"))
     args = ap.parse_args(argv)
-    part = os.path.join(args.work_dir, "pairs", "part-00000.arrow")
+    if len(args.work_dir) not in (1, len(args.src)):
+        ap.error("give --work-dir once, or once per --src")
+    trees = list(zip(args.src, args.work_dir * len(args.src) if len(args.work_dir) == 1 else args.work_dir))
     result = {**run_header(sys.argv), "input": args.input, "runs": []}
     reference = None
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            for src in args.src:
+            for src, wd in trees:
                 load = os.getloadavg()[0]
-                proc = subprocess.run([sys.executable, "-c", CHILD, args.input, args.work_dir, str(args.repeats)],
+                proc = subprocess.run([sys.executable, "-c", CHILD, args.input, wd, str(args.repeats),
+                                       str(args.kernel_repeats)],
                                       env={**os.environ, "PYTHONPATH": os.path.abspath(src)},
                                       capture_output=True, text=True)
                 if proc.returncode:
                     sys.exit(f"{src}: the run failed:\n{proc.stderr}")
-                row = {"src": src, "round": r, "load_before": load, **json.loads(proc.stdout.strip().splitlines()[-1])}
+                row = {"src": src, "work_dir": wd, "round": r, "load_before": load, **json.loads(proc.stdout.strip().splitlines()[-1])}
+                part = os.path.join(wd, "pairs", "part-00000.arrow")
                 data = open(part, "rb").read()
                 if reference is None:
                     reference = os.path.join(tmp, "pairs.parquet")

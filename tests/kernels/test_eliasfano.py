@@ -60,11 +60,12 @@ def test_a_code_does_not_depend_on_its_neighbours():
     assert together.tobytes() == alone
 
 
-def test_values_come_back_in_bucket_order_text_order_within_a_bucket():
-    """The order is the code's, fixed by the values: the same for every run (byte-identical work)."""
-    d = np.array([0xF0000000, 5, 0x10000000, 0x20000000, 3, 0xF0000001], np.uint32)  # n = 6: 3 high bits
+def test_values_come_back_ascending():
+    """The order is the code's, fixed by the values: ascending, also within a bucket (bucket 0
+    here holds 5, 0x10000000, 3 in text order; the last 0xF0000001 before 0xF0000000)."""
+    d = np.array([0xF0000001, 5, 0x10000000, 0x20000000, 3, 0xF0000000], np.uint32)  # n = 6: 3 high bits
     o, v = decode(np.zeros(1, np.int64), encode(*_csr([d])), np.array([6]))
-    assert v.tolist() == [5, 0x10000000, 3, 0x20000000, 0xF0000000, 0xF0000001]
+    assert v.tolist() == [3, 5, 0x10000000, 0x20000000, 0xF0000000, 0xF0000001]
 
 
 @pytest.mark.parametrize("n, expected", [(0, 0), (1, 5), (2, 9), (330, 1054), (1000, 3003)])
@@ -87,8 +88,9 @@ def test_the_code_is_near_the_least_a_lossless_code_takes():
     assert (code_bytes(n) <= 4 * n + 1).all()
 
 
-def _encode_python(d) -> bytes:
-    """The code as the module's docstring writes it, bit by bit (the format the work dir holds)."""
+def _encode_python(d, text_order=False) -> bytes:
+    """The code as the module's docstring writes it, bit by bit (the format the work dir holds;
+    ``text_order``: as a work dir written before held it, text order within a bucket)."""
     n = len(d)
     if n == 0:
         return b""
@@ -96,7 +98,7 @@ def _encode_python(d) -> bytes:
     if low < 31 and n * (33 - low) + (1 << low) > n * (32 - low) + (2 << low):
         low += 1
     w = 32 - low
-    order = sorted(range(n), key=lambda i: (int(d[i]) >> w, i))  # bucket order, text order within
+    order = sorted(range(n), key=lambda i: (int(d[i]) >> w, i) if text_order else int(d[i]))
     sizes = [0] * (1 << low)
     for v in d:
         sizes[int(v) >> w] += 1
@@ -134,15 +136,14 @@ def test_the_bytes_are_the_formats():
 def test_the_decoders_loads_read_zeros_past_the_end_of_the_data():
     """A code that ends its data (the last of a block's file): the loads of its last bytes take
     the bytes there and zeros past the end, never the bytes after it in memory (0xFF here)."""
-    from neardup.kernels.eliasfano import _load32, _load64
+    from neardup.kernels.eliasfano import _load64
     memory = np.full(32, 0xFF, np.uint8)
     memory[:20] = np.arange(1, 21)
     for n in range(21):
         data = memory[:n]
         for at in range(n):
-            for load, k in ((_load64, 8), (_load32, 4)):
-                want = int.from_bytes(data[at:at + k].tobytes().ljust(k, b"\0"), "little")
-                assert int(load(data, at)) == want, (load, n, at)
+            want = int.from_bytes(data[at:at + 8].tobytes().ljust(8, b"\0"), "little")
+            assert int(_load64(data, at)) == want, (n, at)
 
 
 def test_the_bytes_of_every_count_near_a_power_of_two():
@@ -156,3 +157,26 @@ def test_the_bytes_of_every_count_near_a_power_of_two():
     want = [_encode_python(d) for d in docs]
     assert encode(*_csr(docs)).tobytes() == b"".join(want)
     assert [encode(*_csr([d])).tobytes() for d in docs[::-1]] == want[::-1]
+
+
+def test_an_older_work_dirs_codes_text_order_within_a_bucket_still_read():
+    """Codes as a work dir written before the codes were ascending holds them (text order within a
+    bucket), beside ascending ones: decode gives their multisets, decode_distinct tells them
+    apart (-1), and the exact Jaccard of every pair is the twin's (such a code sorted again)."""
+    from neardup.kernels.verify import exact_jaccard_coded, exact_jaccard_python
+    rng = np.random.default_rng(5)
+    pool = rng.integers(0, 1 << 32, 80, dtype=np.uint64).astype(np.uint32)
+    docs = [rng.choice(pool, n) for n in (5, 40, 120, 300)] + [np.array([9, 2, 9, 0x80000000, 7, 2], np.uint32)]
+    docs += [d.copy() for d in docs]
+    old = [i < len(docs) // 2 for i in range(len(docs))]  # the first half coded the old way
+    parts = [_encode_python(d, text_order=o) for d, o in zip(docs, old)]
+    assert [p != _encode_python(d) for p, d in zip(parts, docs)] == old  # the two orders differ here
+    data = np.frombuffer(b"".join(parts), np.uint8)
+    counts = np.array([len(d) for d in docs], np.int64)
+    starts = np.concatenate(([0], np.cumsum([len(p) for p in parts])[:-1])).astype(np.int64)
+    o, v = decode(starts, data, counts)
+    for i, d in enumerate(docs):
+        assert np.array_equal(np.sort(v[o[i]:o[i + 1]]), np.sort(d)), i
+    left, right = np.triu_indices(len(docs), 1)
+    got = exact_jaccard_coded(starts, data, counts, left, right)
+    assert got.tolist() == [exact_jaccard_python(docs[a].tolist(), docs[b].tolist()) for a, b in zip(left, right)]

@@ -4,9 +4,10 @@ at every offset around the vectors' edges."""
 
 import numba as nb
 import numpy as np
+import pytest
 
 from neardup.kernels.jsonl import _string_stop
-from neardup.kernels.lanes import BYTE_LANES, bit_count, byte_mask, load32, load64, lowest_bit, store64
+from neardup.kernels.lanes import BYTE_LANES, bit_count, byte_mask, load32, load64, lowest_bit, prefetch, store64
 
 
 @nb.njit(cache=False)
@@ -128,3 +129,18 @@ def test_load64_and_load32_read_their_bytes_lowest_first_at_any_offset():
         out = np.zeros(24, dtype=np.uint8)
         _store(out, at, np.uint64(word))
         assert out[at:at + 8].tolist() == data[at:at + 8].tolist()  # store64's reverse
+
+
+@nb.njit(cache=False)
+def _prefetched(data):
+    prefetch(data.ctypes.data + 64)
+    prefetch(-1)  # any address: a hint never faults
+    return data[3]
+
+
+def test_prefetch_is_llvms_prefetch_and_changes_nothing():
+    data = np.arange(256, dtype=np.uint8)
+    assert _prefetched(data) == 3
+    assert "@llvm.prefetch.p0(" in "\n".join(_prefetched.inspect_llvm().values())
+    with pytest.raises(nb.core.errors.TypingError):
+        nb.njit(cache=False)(lambda x: prefetch(x))(1.5)

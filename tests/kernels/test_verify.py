@@ -176,3 +176,25 @@ def test_exact_coded_kernel_over_several_tasks_of_pairs():
     assert len(left) > 2 * _PAIR_CHUNK
     got = exact_jaccard_coded(starts, data, np.diff(offsets), left, right)
     assert got.tolist() == [exact_jaccard_python(docs[a].tolist(), docs[b].tolist()) for a, b in zip(left, right)]
+
+
+def test_the_coded_kernel_prefetches_every_line_of_the_codes_ahead(monkeypatch):
+    """_fetch_code hints every cache line a document's code touches (from the line of its first
+    byte, not from its first byte: here a code of 57 bytes at 100 spans the lines at 64 and 128),
+    and the coded kernel calls it (a build of its source without numba's cache, to be read)."""
+    import numba as nb
+    from neardup.kernels import verify as V
+    from neardup.kernels.eliasfano import code_bytes
+    lines = []
+    monkeypatch.setattr(V, "prefetch", lines.append)
+    counts = np.array([3, 15, 330], np.int64)
+    assert code_bytes(counts).tolist()[1:] == [57, 1054]
+    V._fetch_code.py_func(np.array([1000, 0], np.int64), np.array([1, 1, 0]), np.array([0, 100, 2]), counts, 1)
+    assert lines == [64, 128]
+    V._fetch_code.py_func(np.array([1000], np.int64), np.zeros(3, np.int64), np.array([0, 100, 2]), counts, 2)
+    assert lines[2:] == list(range(960, 1002 + 1054, 64))
+    monkeypatch.undo()
+    build = nb.njit(cache=False)(V._exact_coded_kernel.py_func)
+    build(np.zeros(1, np.int64), np.ones(1, np.int64), np.zeros(2, np.int64), np.zeros(2, np.int64),
+          np.zeros(2, np.int64), np.zeros(1, np.int64), np.ones(1, np.int64))
+    assert "@llvm.prefetch.p0(" in "\n".join(build.inspect_llvm().values())

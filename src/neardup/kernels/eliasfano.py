@@ -6,8 +6,9 @@ bits as they are. Its code, starting on a byte of its own:
 
 * the upper part, ``n + 2^L`` bits: for each bucket in order, one 1 bit per fingerprint in it,
   then a 0 bit;
-* the lower part, ``n * w`` bits: the low bits of the fingerprints in bucket order (text order
-  within a bucket);
+* the lower part, ``n * w`` bits: the low bits of the fingerprints in bucket order, ascending
+  within a bucket (so a code decodes to its values ascending; a work dir written before this
+  held text order within a bucket, which :func:`decode_distinct` tells apart);
 * padding to the next byte. Bits fill each byte from its lowest bit.
 
 ``L`` is the one of floor(log2 n) and floor(log2 n) + 1 that makes the code shorter (the smaller on
@@ -26,9 +27,9 @@ import numba as nb
 import numpy as np
 
 from .compile import kernel
-from .lanes import load32, load64, lowest_bit, store64
+from .lanes import load64, lowest_bit, store64
 
-__all__ = ["code_bytes", "encode", "encode_parts", "decode"]
+__all__ = ["code_bytes", "code_length", "encode", "encode_parts", "decode", "decode_one", "decode_distinct"]
 
 
 @kernel(inline="always")
@@ -50,11 +51,17 @@ def _code_bits(n):
     return n * np.int64(33 - low) + (np.int64(1) << low)
 
 
+@kernel(inline="always")
+def code_length(n):
+    """The bytes of the code of a document of n fingerprints (in a kernel)."""
+    return (_code_bits(np.int64(n)) + 7) >> 3
+
+
 @kernel()
 def _code_bytes_kernel(counts):
     out = np.empty(len(counts), dtype=np.int64)
     for i in range(len(counts)):
-        out[i] = (_code_bits(np.int64(counts[i])) + 7) >> 3
+        out[i] = code_length(counts[i])
     return out
 
 
@@ -71,8 +78,10 @@ def _encode_one(values, a0, n, out, at, buckets, order, upper_words):
 
     One pass places each value, in text order, at its rank q in bucket order (its bucket h's
     next place): its 1 bit of the upper part at h + q, set where it falls in the zeroed
-    ``upper_words`` (no branch), its low bits at order[q]. A second pass streams the code out 64
-    bits at a time: the upper part's words, then the low bits packed after them."""
+    ``upper_words`` (no branch), the value at order[q]. An insertion sort puts order ascending
+    (only the values of one bucket can be out of order: a bucket holds 1-2 values mostly), and a
+    second pass streams the code out 64 bits at a time: the upper part's words, then the low
+    bits packed after them."""
     low = _high_bits(n)
     w = np.uint64(32 - low)
     nb_ = np.int64(1) << low
@@ -93,14 +102,26 @@ def _encode_one(values, a0, n, out, at, buckets, order, upper_words):
         buckets[h] = q + 1
         p = h + np.uint64(q)
         upper_words[p >> np.uint64(6)] |= np.uint64(1) << (p & s63)
-        order[q] = np.uint32(v & mask)
+        order[q] = np.uint32(v)
+    top = order[0]  # the largest of order[:i]: order[i - 1]
+    for i in range(1, n):
+        v32 = order[i]
+        order[i - 1] = min(top, v32)  # one step of the insertion, without a branch (selects)
+        top = max(top, v32)
+        order[i] = top
+        if i > 1 and order[i - 2] > v32:  # further down: a bucket of 3 or more values, rarely
+            j = i - 1
+            while j > 0 and order[j - 1] > v32:
+                order[j] = order[j - 1]
+                j -= 1
+            order[j] = v32
     for j in range(k_upper):
         store64(out, at + 8 * j, upper_words[j])
     at += 8 * np.int64(k_upper)
     acc = upper_words[k_upper]
     bits = upper & s63
     for i in range(n):
-        v = np.uint64(order[i])
+        v = np.uint64(order[i]) & mask
         acc |= v << bits
         bits += w
         if bits >= 64:
@@ -160,61 +181,68 @@ def encode(offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 @kernel(inline="always")
-def _tail(data, at, k):
-    """data[at:at+k] as a little-endian number, zeros past the end (the last bytes of data)."""
+def _load64(data, at):
+    """data[at:at+8] as a little-endian number, zeros past the end (the last bytes of data)."""
+    if at + 8 <= len(data):
+        return load64(data, at)
     v = np.uint64(0)
-    for j in range(min(k, len(data) - at)):
+    for j in range(len(data) - at):
         v |= np.uint64(data[at + j]) << np.uint64(8 * j)
     return v
 
 
 @kernel(inline="always")
-def _load32(data, at):
-    """data[at:at+4] as a little-endian number (zeros past the end)."""
-    if at + 4 <= len(data):
-        return np.uint64(load32(data, at))
-    return _tail(data, at, 4)
+def _decode(data, start, n, out, distinct):
+    """The ``n`` fingerprints of the code at byte ``start`` of ``data`` into out[0:...] in the
+    code's order, all of them, or with ``distinct`` each one only where it differs from the one
+    before; the number written, and whether the code's values came ascending (a repeat then
+    always follows its equal: ``distinct`` wrote the distinct values).
 
-
-@kernel(inline="always")
-def _load64(data, at):
-    """data[at:at+8] as a little-endian number (zeros past the end)."""
-    if at + 8 <= len(data):
-        return load64(data, at)
-    return _tail(data, at, 8)
+    Each 1 bit of the upper part (a word's lowest, one ``tzcnt``) is the next value, its bucket
+    its bit number less the values before it; its low bits are read where they lie, the ``w``
+    bits at ``lower + k w``, with one unaligned load (no branch on a running bit buffer)."""
+    low = _high_bits(n)
+    w = np.uint64(32 - low)
+    mask = (np.uint64(1) << w) - np.uint64(1)
+    pos = start * 8 + n + (np.int64(1) << low)  # bit position of the lower part's next value
+    keep = np.int64(not distinct)
+    k = np.int64(0)
+    u = np.int64(0)
+    prev = np.int64(-1)
+    ascending = True
+    ub = start  # the first of the 8 bytes of the upper part being read (the bits past its end, of
+    base = 0    # the lower part, are never reached: the n ones come first); the bit number of its first bit
+    while k < n:
+        word = _load64(data, ub)
+        while word != 0 and k < n:
+            bucket = np.uint64(base + lowest_bit(word) - k)
+            word &= word - np.uint64(1)
+            v = np.int64((bucket << w) | ((_load64(data, pos >> 3) >> np.uint64(pos & 7)) & mask))
+            pos += np.int64(w)
+            out[u] = np.uint32(v & 0xFFFFFFFF)
+            ascending &= v >= prev
+            u += np.int64(v != prev) | keep
+            prev = v
+            k += 1
+        ub += 8
+        base += 64
+    return u, ascending
 
 
 @kernel(inline="always")
 def decode_one(data, start, n, out, first):
     """The ``n`` fingerprints of the code at byte ``start`` of ``data`` into out[first:first+n]
-    (bucket order)."""
-    stop = first + n
-    low = _high_bits(n)
-    w = np.uint64(32 - low)
-    mask = (np.uint64(1) << w) - np.uint64(1)
-    lower = start * 8 + n + (np.int64(1) << low)  # bit position of the lower part
-    at = lower >> 3
-    acc = _load32(data, at) >> np.uint64(lower & 7)
-    bits = np.uint64(32 - (lower & 7))
-    at += 4
-    k = first
-    ub = start  # the first of the 8 bytes of the upper part being read (the bits past its end, of
-    base = 0    # the lower part, are never reached: the n ones come first); the bit number of its first bit
-    while k < stop:
-        word = _load64(data, ub)
-        while word != 0 and k < stop:  # each 1 bit: the next value, bucket = bit number - values before
-            bucket = np.uint64(base + lowest_bit(word) - (k - first))
-            word &= word - np.uint64(1)
-            if bits < w:
-                acc |= _load32(data, at) << bits
-                bits += np.uint64(32)
-                at += 4
-            out[k] = np.uint32(((bucket << w) | (acc & mask)) & np.uint64(0xFFFFFFFF))
-            acc >>= w
-            bits -= w
-            k += 1
-        ub += 8
-        base += 64
+    (ascending; bucket order, text order within a bucket, for a code of an older work dir)."""
+    _decode(data, start, n, out[first:], False)
+
+
+@kernel(inline="always")
+def decode_distinct(data, start, n, out):
+    """The distinct fingerprints of the code at byte ``start`` of ``data`` (``n`` of them with
+    repeats), ascending, into out[0:...]: their number, or -1 for a code whose values are not
+    ascending (an older work dir's; out holds no set then: :func:`decode_one` reads it)."""
+    u, ascending = _decode(data, start, n, out, True)
+    return u if ascending else np.int64(-1)
 
 
 @kernel(parallel=True)
@@ -227,7 +255,8 @@ def _decode_kernel(starts, data, offsets, out):
 
 def decode(starts: np.ndarray, data: np.ndarray, counts: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """The fingerprints of documents whose codes are ``data[starts[i]:...]`` (uint8) and that have
-    ``counts[i]`` fingerprints, as CSR (offsets, uint32 values), bucket order."""
+    ``counts[i]`` fingerprints, as CSR (offsets, uint32 values), each document's ascending
+    (see :func:`decode_one`)."""
     counts = np.asarray(counts, dtype=np.int64)
     offsets = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])

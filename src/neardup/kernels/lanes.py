@@ -3,7 +3,8 @@ the rest of the process keeps numba's settings: the MinHash loop (16 lanes of 32
 :func:`byte_mask`, 64 bytes compared at once (the scans of JSON Lines blocks for newlines and for
 the ends of strings). Beside them, the one instruction where numba's code for the same was
 several: the lowest 1 bit and the 1 bits of a word (:func:`lowest_bit`, :func:`bit_count`), and
-a word of bytes loaded or stored at any offset (:func:`load64`, :func:`load32`, :func:`store64`).
+a word of bytes loaded or stored at any offset (:func:`load64`, :func:`load32`, :func:`store64`);
+and one numba has none for: a cache line fetched ahead of its use (:func:`prefetch`).
 
 On a CPU with AVX-512, LLVM's cost model prefers 256-bit vectors (the ``prefer-256-bit`` tuning
 of Intel's AVX-512 models): numba's auto-vectorised loops use ymm registers. For the MinHash loop
@@ -220,3 +221,20 @@ def load32(typingctx, data, at):
     (at + 4 <= len(data), not checked)."""
     _check_load("load32", data, at)
     return types.uint32(data, at), _load_codegen(32)
+
+
+@intrinsic
+def prefetch(typingctx, address):
+    """A hint, no load: the cache line of ``address`` (an integer, any address: a prefetch never
+    faults) fetched for a read soon (LLVM's ``llvm.prefetch``, ``prefetcht0`` on x86)."""
+    if not isinstance(address, types.Integer):
+        raise TypingError("prefetch takes an integer address")
+
+    def codegen(context, builder, signature, args):
+        ptr, i32 = ir.PointerType(), ir.IntType(32)
+        f = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [ptr, i32, i32, i32]),
+                                           "llvm.prefetch.p0")
+        at = builder.inttoptr(context.cast(builder, args[0], signature.args[0], types.intp), ptr)
+        builder.call(f, [at, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])  # read, keep, data
+        return context.get_dummy_value()
+    return types.void(address), codegen

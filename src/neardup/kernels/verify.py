@@ -16,7 +16,8 @@ import numba as nb
 import numpy as np
 
 from .compile import kernel
-from .eliasfano import decode_one
+from .eliasfano import code_length, decode_distinct, decode_one
+from .lanes import prefetch
 from .pointers import bytes_at
 from .hashing import GOLDEN
 
@@ -181,10 +182,11 @@ SORT_MOVES = 8  # an insertion sort of a document's fingerprints gives up past t
 
 @kernel()
 def _sorted_unique(v):
-    """Sorts ``v`` in place (nearly sorted already: the Elias-Fano bucket order, where only the
-    values of one bucket can be out of order) and moves its distinct values to the front; their
-    number. One pass: each value goes in order among the distinct ones before it (a repeat is
-    dropped there), or, past SORT_MOVES moves a value, an O(n log n) sort of the whole."""
+    """Sorts ``v`` in place (nearly sorted already: the Elias-Fano bucket order of an older work
+    dir's code, where only the values of one bucket can be out of order) and moves its distinct
+    values to the front; their number. One pass: each value goes in order among the distinct ones
+    before it (a repeat is dropped there), or, past SORT_MOVES moves a value, an O(n log n) sort
+    of the whole."""
     n = v.shape[0]
     moves = 0
     u = 0
@@ -215,6 +217,31 @@ def _sorted_unique(v):
     return u
 
 
+@kernel(inline="always")
+def _decoded_set(data, start, n, v):
+    """The distinct values of the code at byte ``start`` of ``data`` (``n`` with repeats) to the
+    front of ``v``, ascending; their number. A code of an older work dir (text order within a
+    bucket) is decoded again and sorted."""
+    u = decode_distinct(data, start, n, v)
+    if u < 0:
+        decode_one(data, start, n, v, 0)
+        u = _sorted_unique(v[:n])
+    return u
+
+
+_AHEAD = 4  # pairs: the codes of pair p + _AHEAD fetched into the cache while pair p is verified
+
+
+@kernel(inline="always")
+def _fetch_code(addresses, block, starts, counts, d):
+    """Prefetches the cache lines of document d's code: the codes lie where the pairs put them,
+    far apart (a miss a line, decoding waited on them: 0.92-0.99 against 0.80-0.85 CPU-s a thread
+    for 1M documents' 267k pairs with a prefetch 4 pairs ahead)."""
+    at = addresses[block[d]] + starts[d]
+    for line in range(at & ~63, at + code_length(counts[d]), 64):
+        prefetch(line)
+
+
 # pairs a task of the coded kernel verifies, its two buffers of values made once for them (for its
 # largest documents), not two a pair: ~3 % of the kernel's CPU at 1M documents
 _PAIR_CHUNK = 256
@@ -233,6 +260,9 @@ def _exact_coded_kernel(addresses, sizes, block, starts, counts, left, right):
         va = np.empty(most, dtype=np.uint32)
         vb = np.empty(most, dtype=np.uint32)
         for p in range(lo, hi):
+            if p + _AHEAD < hi:
+                _fetch_code(addresses, block, starts, counts, left[p + _AHEAD])
+                _fetch_code(addresses, block, starts, counts, right[p + _AHEAD])
             a = left[p]
             b = right[p]
             na = counts[a]
@@ -240,10 +270,8 @@ def _exact_coded_kernel(addresses, sizes, block, starts, counts, left, right):
             if na == 0 or nb_ == 0:
                 out[p] = 0.0
                 continue
-            decode_one(bytes_at(addresses[block[a]], sizes[block[a]]), starts[a], na, va, 0)
-            decode_one(bytes_at(addresses[block[b]], sizes[block[b]]), starts[b], nb_, vb, 0)
-            ua = _sorted_unique(va[:na])
-            ub = _sorted_unique(vb[:nb_])
+            ua = _decoded_set(bytes_at(addresses[block[a]], sizes[block[a]]), starts[a], na, va)
+            ub = _decoded_set(bytes_at(addresses[block[b]], sizes[block[b]]), starts[b], nb_, vb)
             # int64 bounds, as _exact_kernel's (a 0 would compile a version for Literal[int](0))
             common = _merge_count(va, np.int64(0), ua, vb, np.int64(0), ub)
             out[p] = common / (ua + ub - common)
