@@ -5,6 +5,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from neardup.kernels import arrays
 from neardup.kernels.arrays import (adjacent_differ, arrow, cast_strings, empty_table, string_offsets, take_array,
                                     take_rows, to_numpy, unique)
 
@@ -64,12 +65,14 @@ def test_empty_table_and_unique():
 STRINGS = ["a", None, "ccc", "", "dd", "dd", None, "é", "ccc", "x", "", ""] * 3
 
 
+@pytest.mark.parametrize("numpy_up_to", [arrays.NUMPY_UP_TO, 0])
 @pytest.mark.parametrize("type_", [pa.string(), pa.large_string()])
-def test_string_casts_takes_and_neighbours_equal_arrows_own(type_):
+def test_string_casts_takes_and_neighbours_equal_arrows_own(type_, numpy_up_to, monkeypatch):
     """cast_strings, take_array, adjacent_differ and string_offsets (from the buffers: Arrow's
     own import pyarrow.compute) give what Arrow's cast, take and not_equal give, on slices, with
-    nulls, empty strings and none at all."""
+    nulls, empty strings and none at all; so do the larger arrays that go to Arrow's kernels."""
     import pyarrow.compute as pc
+    monkeypatch.setattr(arrays, "NUMPY_UP_TO", numpy_up_to)
     rng = np.random.default_rng(3)
     a = pa.array(STRINGS, type_)
     dense = pa.array([v for v in STRINGS if v is not None], type_)
@@ -88,7 +91,9 @@ def test_string_casts_takes_and_neighbours_equal_arrows_own(type_):
         assert adjacent_differ(dense).tolist() == expected
 
 
-def test_take_array_and_take_rows_of_numbers_and_booleans_equal_arrows_own():
+@pytest.mark.parametrize("numpy_up_to", [arrays.NUMPY_UP_TO, 0])
+def test_take_array_and_take_rows_of_numbers_and_booleans_equal_arrows_own(numpy_up_to, monkeypatch):
+    monkeypatch.setattr(arrays, "NUMPY_UP_TO", numpy_up_to)
     rng = np.random.default_rng(4)
     cols = {"i": pa.array([1, None, 3, 4, 5, None, 7] * 3, pa.int64()), "u": pa.array(range(21), pa.int32()),
             "f": pa.array([1.5, None, 2.5] * 7), "b": pa.array([True, None, False, True, False, True, True] * 3),
