@@ -270,3 +270,33 @@ def _small_corpus(path, distinct: int) -> None:
     """20 short documents, ``distinct`` of them different (the rest near duplicates of those)."""
     path.write_text("".join(json.dumps({"text": f"doc {i % distinct} " + "some words " * 5}) + "\n"
                             for i in range(20)))
+
+
+def test_a_default_run_does_not_import_pyarrow_compute(tmp_path):
+    """``import pyarrow.compute`` costs 25-31 CPU-ms of a run's start (issue 32), and Arrow's
+    own casts, takes, filters and sorts import it: a default run builds its arrays of the right
+    type from their buffers instead. A JSONL file read by the scanner (integer ids, written as
+    strings) or by pyarrow (string ids), and a folder of text files, each to its report."""
+    lines = [json.dumps({"id": i, "text": f"doc {i % 40} " + "shared words of a near duplicate " * 3})
+             for i in range(200)]
+    (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "s.jsonl").write_text("\n".join(line.replace('"id": ', '"id": "s', 1).replace(', "text"', '", "text"', 1)
+                                                for line in lines) + "\n")
+    (tmp_path / "texts").mkdir()
+    for i in range(60):
+        (tmp_path / "texts" / f"{i}.txt").write_text(f"doc {i % 20} " + "shared words of a near duplicate " * 3)
+    runs = [("1", "c.jsonl"), ("0", "s.jsonl"), ("", "texts")]
+    r = _python(f"""
+        import os, sys
+        from neardup.cli import main
+        for scanner, name in {runs!r}:
+            os.environ["NEARDUP_JSONL_SCANNER"] = scanner
+            code = main(["dedup", os.path.join({str(tmp_path)!r}, name), "--output",
+                         os.path.join({str(tmp_path)!r}, "out-" + name), "--quiet"])
+            print(name, code, "pyarrow.compute" in sys.modules)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["c.jsonl", "0", "False", "s.jsonl", "0", "False", "texts", "0", "False"], r.stdout + r.stderr
+    for _, name in runs:
+        stats = json.loads((tmp_path / f"out-{name}" / "stats.json").read_text())
+        assert stats["counts"]["removed"] > 0 and (tmp_path / f"out-{name}" / "report.html").is_file()

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from ..errors import InputError
 from ..errors import one_line as _one_line
-from ..kernels.arrays import arrow
+from ..kernels.arrays import arrow, cast_strings
 from .sources import Source
 from .storage.paths import redact
 
@@ -206,9 +206,9 @@ class ReadContext:
                 yield self.empty(rejected)
             return
         if text.type != pa.large_string():  # (TextSpans are large strings)
-            text = text.cast(pa.large_string())
-        if ids is not None and ids.type != pa.string():
-            ids = ids.cast(pa.string())
+            text = cast_strings(text, pa.large_string())
+        if ids is not None:
+            ids = cast_strings(ids, pa.string())
         for off in range(0, n, self.batch_size):
             end = min(off + self.batch_size, n)
             yield Batch(

@@ -10,7 +10,6 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import ConfigError, InputError
 from .formats import field_names
@@ -144,6 +143,7 @@ def positional_ids(src: Source, rows: np.ndarray, path: Optional[str] = None) ->
     path = id_path(src, path)
     if src.format == "text":
         return arrow([path] * len(rows), pa.string())  # (arrow: pa.array imports pandas)
+    import pyarrow.compute as pc  # (numbers as decimal strings: a run whose records have no ids)
     numbers = pa.array(rows + 1 if src.format == "jsonl" else rows).cast(pa.string())
     return pc.binary_join_element_wise(path + ":", numbers, "").cast(pa.string())
 

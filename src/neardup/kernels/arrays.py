@@ -9,6 +9,11 @@ integer array with a hash table first when no index, inverse or count is asked f
 measured 15-25 times slower than a sort on this machine (1,000,000 random uint64: 1.7-3.0 s
 against 0.11 s; numpy 2.4.6).
 
+``string_offsets``, ``cast_strings``, ``take_array``, ``adjacent_differ`` and ``take_rows`` are a
+string array's offsets, ``Array.cast`` between string and large_string, ``Array.take``,
+``pc.not_equal`` of neighbours and ``Table.take``, from the buffers: Arrow's own import pyarrow.compute, 25-31 CPU-ms at a run's start
+(issue 32).
+
 ``read_only`` is the view of a buffer that the kernels only read: a kernel compiles a version
 for each type it is given, a read-only array and a writable one two.
 """
@@ -18,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["unique", "arrow", "to_numpy", "empty_table", "read_only"]
+__all__ = ["unique", "arrow", "to_numpy", "empty_table", "read_only", "string_offsets", "cast_strings", "take_array",
+           "adjacent_differ", "take_rows"]
 
 
 def read_only(a: np.ndarray) -> np.ndarray:
@@ -102,3 +108,107 @@ def to_numpy(arr) -> np.ndarray:
 def empty_table(schema: pa.Schema) -> pa.Table:
     """``schema.empty_table()`` without importing pandas."""
     return pa.Table.from_batches([], schema=schema)
+
+
+def string_offsets(arr: pa.Array) -> np.ndarray:
+    """The offsets (int64, one more than the strings) of a string or large_string array, a
+    slice's own, read from its buffer."""
+    wide = pa.types.is_large_string(arr.type)
+    buf = arr.buffers()[1]
+    if buf is None:
+        return np.zeros(len(arr) + 1, np.int64)
+    return np.frombuffer(buf, np.int64 if wide else np.int32, count=len(arr) + 1,
+                         offset=(8 if wide else 4) * arr.offset).astype(np.int64, copy=False)
+
+
+def cast_strings(arr: pa.Array, type) -> pa.Array:
+    """``arr.cast(type)`` for a string or large_string array and ``type`` one of them, built from
+    its buffers: Arrow's cast imports pyarrow.compute, 25-31 CPU-ms at a run's start (issue 32).
+    ``arr`` itself when it has that type; any other type (integer ids), a slice with nulls and
+    offsets past int32 go through Arrow's cast."""
+    if arr.type == type:
+        return arr
+    kinds = (pa.string(), pa.large_string())
+    if arr.type not in kinds or type not in kinds or (arr.null_count and arr.offset):
+        return arr.cast(type)
+    offsets = string_offsets(arr)
+    start, end = int(offsets[0]), int(offsets[-1])
+    if type == pa.string() and end - start > np.iinfo(np.int32).max:
+        return arr.cast(type)  # (Arrow's error)
+    data = arr.buffers()[2]
+    data = data.slice(start, end - start) if data is not None else pa.py_buffer(b"")
+    offsets = (offsets - start).astype(np.int64 if type == pa.large_string() else np.int32)
+    return pa.Array.from_buffers(type, len(arr), [arr.buffers()[0] if arr.null_count else None,
+                                                  pa.py_buffer(offsets), data], null_count=arr.null_count)
+
+
+# Up to this many values, take_array and adjacent_differ work in numpy and a run imports no
+# pyarrow.compute (25-31 CPU-ms); above, Arrow's kernels (a take of strings 0.5 ms a 100,000
+# against numpy's 4, their comparison 0.7 against 8) repay its import: at 100,000 documents a
+# run's largest take is of its ~21,500 cluster members, at 1M of ~215,000.
+NUMPY_UP_TO = 100_000
+
+
+def take_array(arr: pa.Array, indices) -> pa.Array:
+    """``arr.take(indices)`` (numpy indices, none null) gathered in numpy for an array of
+    numbers, booleans or strings, nulls and all, of up to NUMPY_UP_TO indices (``Array.take``
+    imports pyarrow.compute); more, or any other type, through Arrow's take."""
+    at = np.asarray(indices, np.int64)
+    strings = arr.type in (pa.string(), pa.large_string())
+    if len(at) > NUMPY_UP_TO or not (strings or arr.type == pa.bool_() or pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
+        return arr.take(arrow(at))
+    valid, nulls = None, 0
+    if arr.null_count:
+        bits = _bits(arr.buffers()[0], arr)[at]
+        valid, nulls = pa.py_buffer(np.packbits(bits, bitorder="little")), int(len(at) - bits.sum())
+    if not strings:
+        values = (np.packbits(_bits(arr.buffers()[1], arr)[at], bitorder="little") if arr.type == pa.bool_()
+                  else np.frombuffer(arr.buffers()[1], arr.type.to_pandas_dtype(), count=arr.offset + len(arr))[arr.offset:][at])
+        return pa.Array.from_buffers(arr.type, len(at), [valid, pa.py_buffer(values)], null_count=nulls)
+    offsets = string_offsets(arr)
+    starts = offsets[at]
+    lengths = offsets[at + 1] - starts
+    out = np.zeros(len(at) + 1, np.int64)
+    np.cumsum(lengths, out=out[1:])
+    data = _string_data(arr)[np.repeat(starts - out[:-1], lengths) + np.arange(out[-1])]
+    out = out.astype(np.int32) if arr.type == pa.string() else out
+    return pa.Array.from_buffers(arr.type, len(at), [valid, pa.py_buffer(out), pa.py_buffer(data)], null_count=nulls)
+
+
+def _bits(buf, arr: pa.Array) -> np.ndarray:
+    """A bitmap of ``arr`` (its validity or a boolean array's values) unpacked, a slice's own."""
+    return np.unpackbits(np.frombuffer(buf, np.uint8), bitorder="little", count=arr.offset + len(arr))[arr.offset:].view(bool)
+
+
+def adjacent_differ(arr: pa.Array) -> np.ndarray:
+    """``arr[1:] != arr[:-1]`` (bool, one less than the strings) of a string or large_string
+    array without nulls, compared in numpy up to NUMPY_UP_TO strings (``pc.not_equal`` imports
+    pyarrow.compute), by Arrow above."""
+    if len(arr) > NUMPY_UP_TO:
+        import pyarrow.compute as pc
+        return to_numpy(pc.not_equal(arr.slice(1), arr.slice(0, len(arr) - 1)))
+    offsets = string_offsets(arr)
+    lengths = np.diff(offsets)
+    differ = lengths[1:] != lengths[:-1]
+    pairs = np.flatnonzero(~differ & (lengths[1:] > 0))  # of one length, not empty: their bytes compared
+    size = lengths[1:][pairs]
+    if len(pairs):
+        ends = np.cumsum(size)
+        within = np.arange(ends[-1]) - np.repeat(ends - size, size)
+        data = _string_data(arr)
+        mismatch = (data[np.repeat(offsets[1:-1][pairs], size) + within]
+                    != data[np.repeat(offsets[:-2][pairs], size) + within])
+        differ[pairs] = np.logical_or.reduceat(mismatch, ends - size)
+    return differ
+
+
+def _string_data(arr: pa.Array) -> np.ndarray:
+    """The bytes of a string array's data buffer (uint8; empty when it has none)."""
+    data = arr.buffers()[2]
+    return np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+
+
+def take_rows(table: pa.Table, rows) -> pa.Table:
+    """``table.take(rows)``, each column by :func:`take_array` (``Table.take`` imports
+    pyarrow.compute)."""
+    return pa.table([take_array(c.combine_chunks(), rows) for c in table.columns], schema=table.schema)

@@ -114,8 +114,10 @@ def string_hash(strings) -> np.ndarray:
     null hashes as the empty string): a key to partition strings by, not a fingerprint."""
     import pyarrow as pa
 
+    from .arrays import cast_strings
+
     arr = strings.combine_chunks() if isinstance(strings, pa.ChunkedArray) else strings
-    arr = arr.cast(pa.large_string())
+    arr = cast_strings(arr, pa.large_string())
     if len(arr) == 0:
         return np.zeros(0, np.uint64)
     offsets = np.frombuffer(arr.buffers()[1], np.int64, count=len(arr) + 1, offset=8 * arr.offset)

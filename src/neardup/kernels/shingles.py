@@ -62,10 +62,9 @@ from typing import Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .compile import kernel
-from .arrays import arrow, read_only
+from .arrays import arrow, cast_strings, read_only
 from .charclasses import CONNECT, IGNORED, MARK, NOTEXT, PUNCT, SINGLE, SPACE, SYMBOL, WORD, char_classes
 from ..config import PUNCTUATION_MODES, Shingling
 from .hashing import GOLDEN, MASK64, fmix64, fmix64_py
@@ -115,9 +114,9 @@ def to_arrow_strings(texts) -> pa.Array:
     if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)
             or pa.types.is_string_view(texts.type)):
         raise TypeError(f"texts must be strings, got Arrow type {texts.type}")
-    if not pa.types.is_large_string(texts.type):
-        texts = texts.cast(pa.large_string())
+    texts = cast_strings(texts, pa.large_string())
     if texts.null_count:
+        import pyarrow.compute as pc
         texts = pc.fill_null(texts, "")
     return texts
 
@@ -125,6 +124,8 @@ def to_arrow_strings(texts) -> pa.Array:
 def normalize(texts, shingling: Shingling = Shingling()) -> pa.Array:
     """NFKC and lower-casing (as ``shingling`` says) in Arrow compute; returns a large_string
     array without nulls."""
+    import pyarrow.compute as pc
+
     arr = to_arrow_strings(texts)
     if shingling.normalize_unicode:
         arr = pc.utf8_normalize(arr, form="NFKC")

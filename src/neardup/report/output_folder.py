@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError, one_line
 from ..io.storage.paths import redact
-from ..kernels.arrays import arrow, empty_table, to_numpy
+from ..kernels.arrays import adjacent_differ, arrow, cast_strings, empty_table, take_array, take_rows, to_numpy
 
 # What happened to a member of a cluster (the ``role`` of :func:`cluster_members`).
 HEAD, KEPT, REMOVED, MEMBER = "head", "kept", "removed", "member"
@@ -96,10 +96,9 @@ def schema_names(path: Path) -> List[str]:
 def as_strings(col):
     """A (chunked) Arrow column as one string array (cluster ids may be stored as numbers)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks() if col.num_chunks else pa.nulls(0, col.type)
-    return col if pa.types.is_string(col.type) else pc.cast(col, pa.string())
+    return cast_strings(col, pa.string())
 
 
 def _filter(arr, mask):
@@ -110,14 +109,14 @@ def _filter(arr, mask):
 
 
 def _only(table, column: str, values: List[str]):
-    """The rows of ``table`` whose ``column`` (as a string) is one of ``values``."""
+    """The rows of ``table`` whose ``column`` (as a string) is one of ``values``: those whose
+    hash (:func:`_run_hash`) is one of theirs, compared (``pc.is_in`` imports pyarrow.compute,
+    issue 32)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
-    col = table[column]
-    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-        col = pc.cast(col, pa.string())
-    mask = pc.is_in(col, value_set=arrow(list(values), type=col.type))
-    return table.filter(mask)
+    col = as_strings(table[column])
+    maybe = np.flatnonzero(np.isin(_run_hash(col), _run_hash(arrow(list(values), pa.string()))))
+    wanted = set(values)
+    return take_rows(table, maybe[np.array([v in wanted for v in take_array(col, maybe).to_pylist()], bool)])
 
 
 # ---- the clusters ---------------------------------------------------------------------------
@@ -150,13 +149,28 @@ def _at(col, i: int):
     return col.slice(i, 1).to_pylist()[0]
 
 
+def _true(flags) -> np.ndarray:
+    """A boolean Arrow array as numpy, null as false: ``pc.and_kleene(flags, pc.is_valid(flags))``
+    from its bits (pyarrow.compute is not imported on a run's path: issue 32)."""
+    n, at = len(flags), flags.offset
+    if n == 0:
+        return np.zeros(0, bool)
+
+    def bits(buf):
+        return np.unpackbits(np.frombuffer(buf, np.uint8), bitorder="little", count=at + n)[at:].astype(bool)
+
+    values = bits(flags.buffers()[1])
+    return values & bits(flags.buffers()[0]) if flags.null_count else values
+
+
 def _run_hash(strings) -> np.ndarray:
     """A 64-bit hash of each string of an Arrow string array (a null as the empty string), in
     numpy over its buffers: a polynomial in the UTF-8 bytes, mixed with the length. Only says
-    whether two runs of clusters.parquet may hold one cluster (a collision sends the caller to
-    the whole column), so the driver, which draws the report, loads no compiled kernel for it."""
+    whether two strings may be equal (two runs of clusters.parquet one cluster: a collision sends
+    the caller to the whole column; a row one of the wanted ids: :func:`_only` compares them), so
+    the driver, which draws the report, loads no compiled kernel for it."""
     import pyarrow as pa
-    arr = strings.cast(pa.large_string())
+    arr = cast_strings(strings, pa.large_string())
     n = len(arr)
     if n == 0:
         return np.zeros(0, np.uint64)
@@ -191,7 +205,6 @@ def _streamed_cluster_sizes(path: Path, flagged: bool, top: Optional[int]):
     to batch. None when a cluster's rows are not together (two runs of one value; a hash
     collision says so too): the caller then reads the column whole."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     cols = ["cluster"] + (["is_representative"] if flagged else [])
@@ -205,17 +218,17 @@ def _streamed_cluster_sizes(path: Path, flagged: bool, top: Optional[int]):
         col = as_strings(batch.column(0))
         kept = batch.column(1) if flagged else None
         if col.null_count:
+            import pyarrow.compute as pc  # (neardup writes no null cluster)
             valid = pc.is_valid(col)
             col = col.filter(valid)
             kept = None if kept is None else kept.filter(valid)
         if len(col) == 0:
             continue
-        neq = to_numpy(pc.not_equal(col.slice(1), col.slice(0, len(col) - 1))) if len(col) > 1 else np.zeros(0, bool)
+        neq = adjacent_differ(col)
         starts = np.concatenate(([0], np.flatnonzero(neq) + 1)).astype(np.int64)
         size = np.diff(np.append(starts, len(col))).astype(np.int64)
         if kept is not None:
-            flags = to_numpy(pc.and_kleene(kept, pc.is_valid(kept))).astype(np.int64)
-            own = np.add.reduceat(flags, starts) > 0
+            own = np.add.reduceat(_true(kept).astype(np.int64), starts) > 0
         else:
             own = np.ones(len(starts), bool)
         if last is not None and _at(col, 0) == last:  # the run goes on from the batch before
@@ -227,7 +240,7 @@ def _streamed_cluster_sizes(path: Path, flagged: bool, top: Optional[int]):
         last = _at(col, len(col) - 1)
         if not len(starts):
             continue
-        ids = col.take(arrow(starts, pa.int64()))
+        ids = take_array(col, starts)
         sizes.append(size)
         owns.append(own)
         hashes.append(_run_hash(ids))
@@ -235,7 +248,7 @@ def _streamed_cluster_sizes(path: Path, flagged: bool, top: Optional[int]):
         first += len(starts)
         cand, cand_size, cand_own = (np.concatenate((cand, runs)), np.concatenate((cand_size, size)),
                                      np.concatenate((cand_own, own)))
-        cand_ids = pa.concat_arrays([cand_ids, ids.cast(pa.string())])
+        cand_ids = pa.concat_arrays([cand_ids, cast_strings(ids, pa.string())])
         if top is not None:  # sizes only grow, and only the last run's: the rest cannot overtake
             order = np.lexsort((cand, -cand_size))
             if flagged:
@@ -245,7 +258,7 @@ def _streamed_cluster_sizes(path: Path, flagged: bool, top: Optional[int]):
             keep[-1] = True
             at = np.flatnonzero(keep)
             cand, cand_size, cand_own = cand[at], cand_size[at], cand_own[at]
-            cand_ids = cand_ids.take(arrow(at, pa.int64()))
+            cand_ids = take_array(cand_ids, at)
     if not sizes:
         return arrow([], pa.string()), np.zeros(0, dtype=np.int64)
     # a few numbers a cluster, one array at a time (the driver's peak at 3M documents: issue 28)
@@ -259,7 +272,7 @@ def _streamed_cluster_sizes(path: Path, flagged: bool, top: Optional[int]):
     if flagged:  # only the clusters with a kept member: the run's own
         order = order[owns[order]]
     wanted = order if top is None else order[:top]
-    found = cand_ids.take(arrow(np.searchsorted(cand, wanted).astype(np.int64), pa.int64()))
+    found = take_array(cand_ids, np.searchsorted(cand, wanted))
     return found, sizes[order]
 
 
@@ -274,12 +287,12 @@ def cluster_sizes(out: Path, top: Optional[int] = None):
     Those documents are shown apart (the report's index section).
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
     clusters_path = out / "clusters.parquet"
     if clusters_path.is_file():
         streamed = _streamed_cluster_sizes(clusters_path, "is_representative" in schema_names(clusters_path), top)
         if streamed is not None:
             return streamed
+    import pyarrow.compute as pc  # (an output without clusters.parquet's streamed sizes)
     found = _cluster_column(out)
     if found is None:
         return None
@@ -299,7 +312,7 @@ def cluster_sizes(out: Path, top: Optional[int] = None):
     if kept is not None:  # only the clusters with a kept member: the run's own
         kept = kept.combine_chunks() if isinstance(kept, pa.ChunkedArray) else kept
         # null counts as not kept; a Python fill value would make a pyarrow scalar, which imports pandas
-        flags = to_numpy(pc.and_kleene(kept, pc.is_valid(kept)))
+        flags = _true(kept)
         own = np.bincount(codes, weights=flags.astype(np.float64), minlength=len(heads)) > 0
         order = order[own[order]]
     return heads.take(arrow(order.astype(np.int64))), sizes[order]

@@ -32,7 +32,7 @@ from ..progress import check_interrupt
 from .clusters import ClustersStage
 from .context import Run, Task
 from .pairs import PairsStage
-from .preload import load_ahead
+from .preload import later_kernels, load_ahead
 from .read import ReadStage
 from .write import WriteStage
 
@@ -64,7 +64,7 @@ def run_stages(run: Run, engine) -> dict:
                 continue
             redo = True
             if stage.name == "read" and run.config.engine == "local":
-                loading = load_ahead()  # the later stages' kernels, while the read stage runs
+                loading = load_ahead(later_kernels(run))  # the later stages' kernels, while the read stage runs
             t0 = time.perf_counter()
             record = stage.run(run, engine)
             run.seconds[stage.name] = round(time.perf_counter() - t0, 3)

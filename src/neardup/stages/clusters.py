@@ -20,7 +20,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pyarrow as pa
 
-from ..kernels.arrays import arrow, empty_table, to_numpy, unique
+from ..kernels.arrays import arrow, empty_table, take_array, to_numpy, unique
 from .. import io as nio
 from ..progress import bar, check_interrupt
 from .against import matched_members
@@ -59,7 +59,6 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
     removed = sel.removed
     # the kept's representative -1 (the selection's): -1 picks the -1 put after the documents
     cluster, representative = docs[head], np.append(docs, -1)[sel.representative]
-    head_at = arrow(head)
     best, sizes, clusters = largest_clusters(head, TOP_CLUSTERS)
     marked = np.zeros(m, dtype=np.bool_)
     marked[best] = True
@@ -68,9 +67,9 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
     source = attrs["source"].astype(np.int32)
     row = attrs["row"].astype(np.int64)
     ids = document_ids(source, row, user_ids, sources)
-    # the clusters' ids taken in a thread beside the representatives' (Arrow's takes release the GIL)
+    # the clusters' ids taken in a thread beside the representatives' (numpy's gathers release the GIL)
     cluster_ids: List[pa.Array] = []
-    taking = Background(lambda: cluster_ids.append(ids.take(head_at)), "neardup-cluster-ids")
+    taking = Background(lambda: cluster_ids.append(take_array(ids, head)), "neardup-cluster-ids")
     representative_ids = taken_where(ids, sel.representative, removed)
     taking.join()
     members = members_table(docs, source, row, cluster, representative, sel.similarity, removed,
@@ -152,7 +151,7 @@ def taken_where(ids: pa.Array, at: np.ndarray, valid: np.ndarray) -> pa.Array:
     ids with nulls of their own is the take with null indices (what its null slots hold is
     the take's)."""
     where = np.flatnonzero(valid)
-    taken = ids.take(arrow(at[where]))
+    taken = take_array(ids, at[where])
     if taken.null_count or taken.type != pa.string():
         return ids.take(pa.Array.from_buffers(pa.int64(), len(at), [pa.py_buffer(np.packbits(valid, bitorder="little")),
                                                                    pa.py_buffer(np.ascontiguousarray(at, np.int64))]))

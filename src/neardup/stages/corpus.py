@@ -11,13 +11,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .. import io as nio
 from ..io.columns import id_path, positional_ids
 from ..io.splits import range_lines
 from ..io.storage.folder import Folder
-from ..kernels.arrays import arrow, to_numpy, unique
+from ..kernels.arrays import arrow, cast_strings, take_array, take_rows, to_numpy, unique
 from .background import Background
 from .workdir import WorkDir, block_name
 
@@ -132,6 +131,7 @@ def with_row_base(table: pa.Table, base: int) -> pa.Table:
     i = table.column_names.index("row")
     rows = table.column(i)
     if rows.null_count or not pa.types.is_integer(rows.type):
+        import pyarrow.compute as pc
         return table.set_column(i, "row", pc.add(rows, pa.scalar(base, pa.int64())))
     # in numpy: pa.scalar (and pc.add given a Python or numpy number) imports pandas on first use,
     # 0.08-0.13 s of a run (the clusters stage's first block read, quiet roofline of session 40)
@@ -308,7 +308,7 @@ class DocStore:
         columns as :meth:`opened` gave them, its file opened ahead (:class:`OpenedBlocks`)."""
         t = opened if opened is not None else self.opened(block, columns)
         if rows is not None:
-            t = t.take(arrow(rows))
+            t = take_rows(t, rows)
         return t if self.row_base is None else with_row_base(t, int(self.row_base[block]))
 
     def opened(self, block: int, columns: List[str]) -> pa.Table:
@@ -618,7 +618,7 @@ def document_ids(source: np.ndarray, row: np.ndarray, user_ids: Optional[pa.Arra
     ``PATH:LINE``, ``PATH:ROW``, a text file's path); ``path_of(src)``, when given, the PATH of
     each source (an index's rule for ``--update-index``: :func:`neardup.index.inputs.index_path`)."""
     if user_ids is not None:
-        return user_ids.cast(pa.string())
+        return cast_strings(user_ids, pa.string())
     source = np.asarray(source, dtype=np.int64)
     row = np.asarray(row, dtype=np.int64)
     if len(source) == 0:
@@ -642,4 +642,4 @@ def document_ids(source: np.ndarray, row: np.ndarray, user_ids: Optional[pa.Arra
         pieces.append(arrow(files, pa.string()))
     back = np.empty(len(order), np.int64)
     back[order] = np.arange(len(order))
-    return pa.concat_arrays(pieces).take(arrow(back))
+    return take_array(pa.concat_arrays(pieces), back)

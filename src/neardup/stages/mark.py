@@ -17,7 +17,6 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..io.formats.marked import AGAINST_INDEX, MARK_COLUMNS, MARKS_SCHEMA, NEAR_DUPLICATE, refuse_marked, write_marked
 from ..io.inputs import INDEX_ID_COLUMN
@@ -35,6 +34,8 @@ def member_marks(work: Folder, parts: Sequence[str], group: Sequence[int]) -> Di
     tables = [work.read_table(name, MARK_MEMBER_COLUMNS) for name in parts]
     if not tables:
         return {}
+    import pyarrow.compute as pc  # here, not at the start: --mark only (issue 32)
+
     t = pa.concat_tables(tables)
     t = t.filter(pc.is_in(t.column("source"), value_set=pa.array(list(group), t.schema.field("source").type)))
     out: Dict[int, pa.Table] = {}
@@ -50,6 +51,8 @@ def member_marks(work: Folder, parts: Sequence[str], group: Sequence[int]) -> Di
 def marks_of(members: Optional[pa.Table], keep: np.ndarray) -> Tuple[pa.Table, int]:
     """MARKS_SCHEMA rows for the rows ``keep`` of a source whose member rows are ``members``
     (by row, one a row; None: none), and how many of them are marked as duplicates."""
+    import pyarrow.compute as pc  # (--mark only)
+
     n = len(keep)
     if members is None or members.num_rows == 0:
         return pa.table([pa.nulls(n, f.type) for f in MARKS_SCHEMA], schema=MARKS_SCHEMA), 0

@@ -286,8 +286,14 @@ def distinct_pairs(checked: pa.Table) -> Tuple[pa.Table, int]:
     uniq, first = np.unique(codes, return_index=True)
     keep = passed[first]
     left, right = split_codes(uniq[keep])
-    return pa.table({"left": arrow(left), "right": arrow(right),
-                     "similarity": arrow(sim[first][keep])}), int(len(uniq))
+    return pairs_table(left, right, sim[first][keep]), int(len(uniq))
+
+
+def pairs_table(left, right, similarity) -> pa.Table:
+    """PAIRS_SCHEMA rows of numpy arrays, of its types as built (``Table.cast`` imports
+    pyarrow.compute: issue 32)."""
+    return pa.table([arrow(np.asarray(left, np.int64)), arrow(np.asarray(right, np.int64)),
+                     arrow(np.asarray(similarity, np.float64))], schema=PAIRS_SCHEMA)
 
 
 # --------------------------------------------------------------------------- the stage
@@ -348,9 +354,8 @@ class PairsStage:
         search = find_pairs(offsets, members, make_verifier(run.store, cfg), max_rounds=cfg.max_anchor_rounds)
         # the search's own verified pairs, distinct and in code order: as distinct_pairs would give
         # them from its checks (the pairs' codes made again, sorted again: ~0.02 CPU-s at 1M)
-        pairs = pa.table({"left": arrow(search.left), "right": arrow(search.right),
-                          "similarity": arrow(search.similarity)})
-        run.work.folder.write_arrow(part_name("pairs", 0), pairs.cast(PAIRS_SCHEMA))
+        pairs = pairs_table(search.left, search.right, search.similarity)
+        run.work.folder.write_arrow(part_name("pairs", 0), pairs)
         return PairsInfo(candidate_pairs=search.candidate_pairs, verified_pairs=pairs.num_rows, buckets=search.buckets,
                          anchor_rounds=search.rounds, truncated_buckets=search.truncated_buckets,
                          verifications=search.candidate_pairs)
@@ -412,9 +417,11 @@ def distinct_partition(table: pa.Table, *, task) -> PairsInfo:
     written as its pairs file; its counts."""
     if table.num_rows == 0:
         return PairsInfo()
-    checked = table.select(CHECKED_SCHEMA.names).cast(CHECKED_SCHEMA)
+    checked = table.select(CHECKED_SCHEMA.names)
+    if checked.schema != CHECKED_SCHEMA:
+        checked = checked.cast(CHECKED_SCHEMA)
     pairs, candidates = distinct_pairs(checked)
     if pairs.num_rows:
         part = int(column(table, "part", np.int64)[0])
-        task.work.write_arrow(part_name("pairs", part), pairs.cast(PAIRS_SCHEMA))
+        task.work.write_arrow(part_name("pairs", part), pairs)
     return PairsInfo(candidate_pairs=candidates, verified_pairs=pairs.num_rows)

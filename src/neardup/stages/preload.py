@@ -16,6 +16,7 @@ map threads as they start.
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from typing import Sequence, Tuple
 
@@ -24,9 +25,30 @@ LATER_KERNELS: Tuple[Tuple[str, str], ...] = (
     ("neardup.kernels.bands", "_group_rows"),            # pairs: the grouping thread
     ("neardup.kernels.bands", "_round_codes"),           # pairs, in the driver
     ("neardup.kernels.verify", "_exact_coded_kernel"),   # pairs (--verify exact), in the driver
-    ("neardup.kernels.lines", "_newlines"),              # write, in the driver
+    ("neardup.kernels.lines", "_newlines"),              # write, in the driver (not always: later_kernels)
     ("neardup.kernels.filecopy", "_copy_ranges_kernel"),  # write: the first copy thread
 )
+
+
+def later_kernels(run) -> Tuple[Tuple[str, str], ...]:
+    """LATER_KERNELS less what ``run`` (a :class:`~neardup.stages.context.RunContext`) will not
+    call: ``_newlines`` finds the lines of a JSONL file that pyarrow reads, or whose kept lines
+    are found again to be written; not of one that the scanner reads (its spans are the lines)
+    and whose kept lines are copied from them, nor of any other format (8-14 CPU-ms of the
+    loading thread in a 100,000-document run: issue 32)."""
+    from ..kernels import jsonl as scanner
+    from .write_lines import plain_local_jsonl, records_lines
+    paths = [plain_local_jsonl(s) for s in run.sources if s.format == "jsonl"]
+    needed = bool(paths) and not (run.config.score_column is None and records_lines(run.config, run.output)
+                                  and None not in paths and scanner.worth_it(min(_size(p) for p in paths)))
+    return tuple(k for k in LATER_KERNELS if k[1] != "_newlines" or needed)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:  # as the read stage counts it: small
+        return 0
 
 
 def load_ahead(kernels: Sequence[Tuple[str, str]] = LATER_KERNELS) -> threading.Thread:

@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Sequence, 
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from ..kernels.arrays import arrow, empty_table, to_numpy
+from ..kernels.arrays import arrow, cast_strings, empty_table, string_offsets, to_numpy
 from .. import io as nio
 from ..errors import InputError
 from ..io.opening import cannot_read
@@ -366,8 +365,7 @@ def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary,
         ids = pa.concat_arrays([b.ids for b in batches]) if config.id_column is not None else None
         scores = np.concatenate([b.scores for b in batches]) if config.score_column is not None else None
     m = len(text)
-    lengths = (arrow(text.lengths()) if isinstance(text, TextSpans)
-               else pc.binary_length(text).cast(pa.int64()))
+    lengths = arrow(text.lengths() if isinstance(text, TextSpans) else np.diff(string_offsets(text)))
     if batches[0].signatures is not None:  # signatures given, no text (io.formats.signatures; never exact)
         sig, counts, lengths = given_signatures(batches)
         big.write(sig)
@@ -384,7 +382,7 @@ def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary,
     if config.score_column is not None:
         cols.append(arrow(scores, pa.float64()))
     if config.id_column is not None:
-        cols.append(ids.cast(pa.string()))
+        cols.append(cast_strings(ids, pa.string()))
     writer.write_batch(pa.record_batch(cols, schema=schema))
     add_row_runs(summary, source, rows)
     if lines is not None:
@@ -462,6 +460,8 @@ def duplicate_ids(docs: np.ndarray, ids: pa.Array) -> pa.Table:
     here): each document whose id an earlier document has, with the first of them."""
     if len(docs) < 2:
         return empty_table(DUP_SCHEMA)
+    import pyarrow.compute as pc  # (ids that may repeat; sort_by imports it too)
+
     t = pa.table({"doc": arrow(np.asarray(docs, np.int64)), "id": ids}).sort_by([("id", "ascending"),
                                                                                     ("doc", "ascending")])
     sid = t.column("id").combine_chunks()

@@ -27,7 +27,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 import numpy as np
 import pyarrow as pa
 
-from ..kernels.arrays import arrow, to_numpy
+from ..kernels.arrays import arrow, take_array, take_rows, to_numpy
 from .. import io as nio
 from .._version import __version__
 from ..io.inputs import INDEX_ID_COLUMN
@@ -86,7 +86,7 @@ def removed_records(members: pa.Table, names: pa.Array) -> pa.Table:
     """Rows of removed.parquet from member rows (MEMBERS_SCHEMA) of removed documents."""
     return pa.table({"id": members.column("id"), "representative": members.column("representative_id"),
                      "cluster": members.column("cluster_id"), "similarity": members.column("similarity"),
-                     "source": names.take(members.column("source")), "row": members.column("row"),
+                     "source": take_array(names, to_numpy(members.column("source"))), "row": members.column("row"),
                      "representative_source": members.column("representative_source")},
                     schema=REMOVED_SCHEMA)
 
@@ -94,7 +94,7 @@ def removed_records(members: pa.Table, names: pa.Array) -> pa.Table:
 def cluster_records(members: pa.Table) -> pa.Table:
     """Rows of clusters.parquet from member rows."""
     return pa.table({"id": members.column("id"), "cluster": members.column("cluster_id"),
-                     "is_representative": pa.compute.invert(members.column("removed"))}, schema=CLUSTERS_SCHEMA)
+                     "is_representative": arrow(~to_numpy(members.column("removed")))}, schema=CLUSTERS_SCHEMA)
 
 
 def rejected_table(records: Sequence[Sequence], names: Sequence[str]) -> pa.Table:
@@ -546,7 +546,7 @@ def member_rows(name: str, *, work: Folder, kind: str, width: int) -> pa.Table:
     members (every column) by document, or every member (what clusters.parquet needs) by cluster."""
     t = work.read_table(name)
     if kind in ("removed", "marks"):
-        t = t.filter(t.column("removed") if kind == "removed" else pa.compute.greater_equal(t.column("doc"), 0))
+        t = take_rows(t, np.flatnonzero(to_numpy(t.column("removed")) if kind == "removed" else column(t, "doc") >= 0))
         key = column(t, "doc")
     else:
         t = t.select(CLUSTER_COLUMNS)
@@ -564,11 +564,14 @@ def write_ranges(table: pa.Table, *, work: Folder, kind: str) -> Dict[int, int]:
     table = table.drop_columns([c for c in ("range", "part") if c in table.column_names])
     out: Dict[int, int] = {}
     for r in np.unique(key).tolist():
-        t = table.filter(arrow(key == r))
+        t = take_rows(table, np.flatnonzero(key == r))
+        # sorted in numpy (stable, as Arrow's sort_by: which imports pyarrow.compute, issue 32)
         if kind in ("removed", "marks"):
-            t = t.select(MEMBERS_SCHEMA.names).cast(MEMBERS_SCHEMA).sort_by("doc")
+            t = t.select(MEMBERS_SCHEMA.names)
+            t = take_rows(t if t.schema == MEMBERS_SCHEMA else t.cast(MEMBERS_SCHEMA),
+                          np.argsort(column(t, "doc"), kind="stable"))
         else:
-            t = cluster_records(t.sort_by([("cluster", "ascending"), ("doc", "ascending")]))
+            t = cluster_records(take_rows(t, np.lexsort((column(t, "doc"), column(t, "cluster")))))
         work.write_arrow(range_name(kind, r), t)
         out[int(r)] = t.num_rows
     return out

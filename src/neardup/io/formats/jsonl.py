@@ -23,10 +23,9 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from ...kernels.arrays import arrow, to_numpy
+from ...kernels.arrays import arrow, cast_strings, to_numpy
 from .._streams import BufferPool, StreamError, block_buffers, iter_blocks
 from ..batch import EMPTY_FILE, NO_TEXT_FIELD, NOT_RECORDS, Batch, ReadContext
 from ..opening import cannot_read
@@ -288,10 +287,10 @@ class _JsonlParser:
                   if ctx.score_column is not None else None)
         need = None
         for arr in (text, ids, scores):
-            if arr is not None and arr.null_count:
-                m = arr.is_null()
-                need = m if need is None else pc.or_(need, m)
-        positions = [] if need is None else np.flatnonzero(to_numpy(need)).tolist()
+            if arr is not None and arr.null_count:  # (is_null imports pyarrow.compute: only here)
+                m = to_numpy(arr.is_null())
+                need = m if need is None else need | m
+        positions = [] if need is None else np.flatnonzero(need).tolist()
         drop = []
         for p in positions:
             i = int(good[p])
@@ -314,12 +313,12 @@ class _JsonlParser:
             ids = ids.filter(amask) if ids is not None else None
             scores = scores.filter(amask) if scores is not None else None
             keep = good[mask]
-        if ids is not None and ids.type != pa.string():
-            ids = ids.cast(pa.string())
+        if ids is not None:
+            ids = cast_strings(ids, pa.string())
         np_scores = None
         if scores is not None:
             np_scores = to_numpy(scores).astype(np.float64, copy=False)
-        return text.cast(pa.large_string()), ids, np_scores, keep
+        return cast_strings(text, pa.large_string()), ids, np_scores, keep
 
     def _line_by_line(self, data, starts, ends, good, bad):
         ctx = self.ctx

@@ -45,7 +45,8 @@ class ParquetRows:
     def write(self, table: pa.Table) -> None:
         if table.num_rows == 0:
             return
-        self._pending.append(table.select(self.schema.names).cast(self.schema))
+        table = table.select(self.schema.names)  # cast only when it is not of the schema (issue 32)
+        self._pending.append(table if table.schema.equals(self.schema, check_metadata=True) else table.cast(self.schema))
         self._pending_rows += table.num_rows
         if self._pending_rows >= ROW_GROUP:
             self._flush(final=False)
