@@ -23,3 +23,37 @@ def test_the_modules_of_a_run_import_no_pyarrow_compute():
     r = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == [w for m in RUN_PATH for w in (m, "False")], r.stdout
+
+
+def test_a_run_of_more_documents_than_numpy_takes_imports_pyarrow_compute_beside_the_pair_stage(tmp_path):
+    """Past NUMPY_UP_TO documents the clusters stage's takes go through Arrow's, which import
+    pyarrow.compute: the pair stage's start imports it in a thread of its own (off the clusters
+    stage's clock); at or under it, and in a Ray driver, nothing is imported."""
+    import json
+    lines = [json.dumps({"id": f"d{i}", "text": f"doc {i % 40} " + "shared words of a near duplicate " * 3})
+             for i in range(200)]
+    (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
+    code = f"""
+import sys, threading
+importers = []
+class Finder:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "pyarrow.compute":
+            importers.append(threading.current_thread().name)
+sys.meta_path.insert(0, Finder)
+import neardup.kernels.arrays as arrays
+from neardup.stages.clusters import compute_ahead
+class Engine:
+    in_process = True
+print(compute_ahead(Engine(), arrays.NUMPY_UP_TO), "pyarrow.compute" in sys.modules)
+Engine.in_process = False
+print(compute_ahead(Engine(), arrays.NUMPY_UP_TO + 1), "pyarrow.compute" in sys.modules)
+arrays.NUMPY_UP_TO = 50
+from neardup.cli import main
+print(main(["dedup", {str(tmp_path / "c.jsonl")!r}, "--output", {str(tmp_path / "out")!r}, "--quiet"]))
+print(importers)
+"""
+    r = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["None False", "None False", "0", "['neardup-arrow-compute']"], r.stdout + r.stderr

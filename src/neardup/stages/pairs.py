@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from ..kernels.arrays import arrow, empty_table, to_numpy
 from ..progress import bar, check_interrupt
-from .clusters import load_ahead
+from .clusters import compute_ahead, load_ahead
 from .corpus import DocStore, column, fixed_binary_numpy
 from .records import PairsInfo
 from .workdir import PAIRS_SCHEMA, part_name, write_record
@@ -315,6 +315,7 @@ class PairsStage:
         if eligible < 2:
             return PairsInfo()
         parts = engine.partitions(eligible * cfg.bands * BAND_ROW_BYTES)
+        compute_ahead(engine, eligible)  # for the clusters stage's takes by Arrow, beside this stage's kernels
         with bar("candidates + verify", total=1, unit="step", quiet=run.quiet) as progress:
             if parts == 1:
                 results = [self.whole(run, excluded)]
