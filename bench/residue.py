@@ -13,7 +13,7 @@ Graded at threshold 0.8:
                       share of the removed documents; those below 0.75 are also counted apart
 Each variant (``--variant NAME=ARGS``, default: the defaults only, and ``--verify none``) is one
 ``python -m neardup dedup`` subprocess; a variant whose NAME starts with ``words:`` reads the
-corpus written as its ``\w+`` words (``as_words``): neardup's J of every pair is then the
+corpus written as its ``\\w+`` words (``as_words``): neardup's J of every pair is then the
 grading's, and the variant measures the search alone, whatever the word definition; its wall time includes start-up, the load average is
 recorded (the wall times are of one run each, on a shared machine: compare them within one run
 only). ``--base SRC`` adds a run of the defaults of another checkout (its ``src``). Writes
