@@ -271,9 +271,14 @@ def search_partition(run_offsets: np.ndarray, members: np.ndarray, verify, confi
         codes, passed, sim = np.zeros(0, np.uint64), np.zeros(0, bool), np.zeros(0, np.float64)
     table = pa.table({"code": arrow(codes), "passed": arrow(passed), "similarity": arrow(sim)},
                      schema=CHECKED_SCHEMA)
-    counts = PairsInfo(buckets=search.buckets, anchor_rounds=search.rounds,
-                       truncated_buckets=search.truncated_buckets, verifications=len(codes))
-    return table, counts
+    return table, search_counts(search, verifications=len(codes))
+
+
+def search_counts(search, **more) -> PairsInfo:
+    """What a partition's search (:func:`neardup.kernels.bands.find_pairs`) did, as the stage
+    counts it, with ``more`` of the counts the caller knows."""
+    return PairsInfo(buckets=search.buckets, anchor_rounds=search.rounds,
+                     truncated_buckets=search.truncated_buckets, **more)
 
 
 def distinct_pairs(checked: pa.Table) -> Tuple[pa.Table, int]:
@@ -357,9 +362,8 @@ class PairsStage:
         # them from its checks (the pairs' codes made again, sorted again: ~0.02 CPU-s at 1M)
         pairs = pairs_table(search.left, search.right, search.similarity)
         run.work.folder.write_arrow(part_name("pairs", 0), pairs)
-        return PairsInfo(candidate_pairs=search.candidate_pairs, verified_pairs=pairs.num_rows, buckets=search.buckets,
-                         anchor_rounds=search.rounds, truncated_buckets=search.truncated_buckets,
-                         verifications=search.candidate_pairs)
+        return search_counts(search, candidate_pairs=search.candidate_pairs, verified_pairs=pairs.num_rows,
+                             verifications=search.candidate_pairs)
 
 
 def whole_call(_item, *, run, excluded: np.ndarray) -> PairsInfo:
