@@ -26,9 +26,15 @@ Quality at the threshold, graded with exact word-5-gram Jaccard computed here in
                     representative the tool names (peers: the kept first document of the
                     component) is < 0.75
 
-Targets reported against (measured, never adjusted): neardup >= 20x rensa and >= 60x datasketch
-in docs/s, peak memory < 2 GB at 1M documents, residual < 2 %, false removals < 0.5 %,
-time(1M)/time(250k) <= 4.4.
+neardup runs ``--repeat`` times (3 by default) at every size and its median run (by wall time) is
+the one reported and graded; every run's wall and CPU are kept (``runs_wall_s``, ``runs_cpu_s``).
+A 100k neardup run lasts ~1.3 s and one run varies by +-0.1 s on this machine, where a peer's
+run of 13-130 s varies by a few per cent, so the peers run once.
+
+Targets reported against (measured, never adjusted; issue 32): neardup >= 12x rensa and >= 35x
+datasketch in docs/s at the peers' largest size (100k), >= 15x rensa at 1M when the peers run
+there (``--peer-max-size 1000000``), peak memory < 2 GB at 1M documents, residual < 2 %, false
+removals < 0.5 %, time(1M)/time(250k) <= 4.4.
 
 Writes bench/results/pipeline.json (``--output``) and prints a table.
 """
@@ -58,8 +64,9 @@ from common import (BENCH_DIR, DATA_DIR, REPO_DIR, RESULTS_DIR, ensure_corpus, f
 
 PEER_TOOLS = ("datasketch", "rensa", "rensa-dedup")
 TARGETS = {
-    "neardup_over_rensa_docs_per_s": (">=", 20.0),
-    "neardup_over_datasketch_docs_per_s": (">=", 60.0),
+    "neardup_over_rensa_docs_per_s": (">=", 12.0),
+    "neardup_over_datasketch_docs_per_s": (">=", 35.0),
+    "neardup_over_rensa_docs_per_s_at_1M": (">=", 15.0),
     "neardup_peak_memory_bytes_at_1M": ("<", 2 * 10**9),
     "neardup_residual_share": ("<", 0.02),
     "neardup_false_removal_share": ("<", 0.005),
@@ -188,6 +195,18 @@ def _check_id_offset(rec: dict, texts) -> None:
         rec["_representative"] = rec["_representative"] + best
 
 
+def median_run(runs: List[dict]) -> dict:
+    """The run of median wall time among ``runs`` (the lower middle one for an even count), with
+    every run's wall and CPU seconds beside it; a failed run is the one reported."""
+    failed = [r for r in runs if "error" in r]
+    pick = failed[0] if failed else sorted(runs, key=lambda r: r["wall_s"])[(len(runs) - 1) // 2]
+    pick["runs_wall_s"] = [round(r["wall_s"], 4) for r in runs]
+    pick["runs_cpu_s"] = [round(r["cpu_user_s"] + r["cpu_sys_s"], 4) for r in runs]
+    if len(runs) > 1:
+        log(f"    median of {len(runs)}: {pick['wall_s']:.2f} s (runs {', '.join(f'{w:.2f}' for w in pick['runs_wall_s'])})")
+    return pick
+
+
 # --------------------------------------------------------------------------- peers
 
 def run_peer(tool: str, corpus: dict, threshold: float, bands: Optional[int], verify: Optional[str],
@@ -257,6 +276,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--peer-verify", choices=["none", "estimate"], default=None,
                     help="peers: keep only candidates with estimated J >= threshold (default none)")
     ap.add_argument("--neardup-args", default="", help="extra arguments for neardup dedup (one string)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="timed neardup runs at each size; the median one (by wall) is reported (default 3)")
     ap.add_argument("--no-scaling", action="store_true", help="skip the extra 250k neardup run")
     ap.add_argument("--no-quality", action="store_true", help="skip grading against the truth")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per tool run")
@@ -318,7 +339,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         log(f"== {n:,} documents")
         recs = []
         if "neardup" in tools and n in neardup_sizes:
-            recs.append(run_neardup(corpora[n], args.threshold, extra, runs_dir, args.timeout))
+            runs = [run_neardup(corpora[n], args.threshold, extra, runs_dir, args.timeout)
+                    for _ in range(max(1, args.repeat))]
+            recs.append(median_run(runs))
         if n <= args.peer_max_size and n in sizes:
             for tool in tools:
                 if tool in PEER_TOOLS:
@@ -384,6 +407,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     measured = {
         "neardup_over_rensa_docs_per_s": ratios.get(f"{peer_n}: neardup/rensa docs/s"),
         "neardup_over_datasketch_docs_per_s": ratios.get(f"{peer_n}: neardup/datasketch docs/s"),
+        "neardup_over_rensa_docs_per_s_at_1M": ratios.get("1000000: neardup/rensa docs/s"),
         "neardup_peak_memory_bytes_at_1M": nd_1m["peak_memory_bytes"] if nd_1m else None,
         "neardup_residual_share": (largest_nd or {}).get("quality", {}).get("residual_share"),
         "neardup_false_removal_share": (largest_nd or {}).get("quality", {}).get("false_removal_share"),
