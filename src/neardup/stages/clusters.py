@@ -344,10 +344,13 @@ class ClustersStage:
         opened = store.opened_blocks(member_columns(cfg), run.user_ids_wanted())
         pairs = _pairs_table(run.work.folder, run.work.parts("pairs"))
         left, right = column(pairs, "left"), column(pairs, "right")
-        docs, positions = members_of(left, right, run.corpus.n)
         # the members' columns and ids gathered block by block (not the whole corpus's first),
-        # while the selection is made
-        columns = in_thread(MemberColumns(store, docs, member_columns(cfg), run.user_ids_wanted(), opened))
+        # from as soon as the members are known (while their positions are found) and while the
+        # selection is made
+        gathering: List[Callable[[], Columns]] = []
+        docs, positions = members_of(left, right, run.corpus.n, lambda docs: gathering.append(
+            in_thread(MemberColumns(store, docs, member_columns(cfg), run.user_ids_wanted(), opened))))
+        columns = gathering[0]
         _, counts = select_partition(docs, columns, left, right, to_numpy(pairs.column("similarity").combine_chunks()),
                                      cfg, run.sources, positions, members_writer(run.work.folder, part_name("clusters", 0)))
         return ClustersInfo(**counts)
@@ -396,16 +399,21 @@ def against_members(block: int, *, task, with_ids: bool) -> int:
     return members.num_rows
 
 
-def members_of(left: np.ndarray, right: np.ndarray, n: int) -> Tuple[np.ndarray, Tuple[np.ndarray, np.ndarray]]:
+def members_of(left: np.ndarray, right: np.ndarray, n: int,
+               found: Optional[Callable[[np.ndarray], None]] = None) -> Tuple[np.ndarray, Tuple[np.ndarray, np.ndarray]]:
     """The documents of the pairs, ascending, and the positions of ``left`` and ``right`` among
     them: by a mark per document of the corpus (``n`` of them; O(n + pairs), where sorting the
     pairs' documents and searching them took O(pairs log pairs)), then each document's position
     written at its index (the members' entries only: a running count over all ``n`` cost 3x more),
-    of that index's type (int32 up to 2**31 members: what the selection's kernel takes, not copied)."""
+    of that index's type (int32 up to 2**31 members: what the selection's kernel takes, not copied).
+    ``found(docs)``: called with the documents before their positions are found (the clusters
+    stage starts gathering their columns there)."""
     seen = np.zeros(n, dtype=np.bool_)
     seen[left] = True
     seen[right] = True
     docs = np.flatnonzero(seen)
+    if found is not None:
+        found(docs)
     at = np.empty(n, dtype=np.int32 if len(docs) < 2 ** 31 else np.int64)  # only the members' entries are read
     at[docs] = np.arange(len(docs), dtype=at.dtype)
     return docs, (at[left], at[right])
