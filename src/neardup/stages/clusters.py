@@ -55,8 +55,8 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
     largest clusters, ``top``: [{"head", "size", "members": [[doc, id, source, row], ...]}].
     ``write``: the members given to it instead, as tables of ROW_GROUP rows each (the last
     fewer; one table of all where ROW_GROUP is not a multiple of WHOLE_PAGES), in a thread of its own (:func:`members_writer`: the record batches of the file
-    the whole table would make), each written while the next one's cluster and representative
-    ids are taken (None returned for the members; an error here ends the batches with it, so
+    the whole table would make), each written while the next one's representative ids are
+    taken (and its cluster ids, in a third thread) (None returned for the members; an error here ends the batches with it, so
     that no file is made)."""
     from ..kernels.components import keep_order, select_representatives
     m = len(docs)
@@ -90,11 +90,15 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
     take = take_ids if arrow_takes() else take_array
     batches: "queue.SimpleQueue" = queue.SimpleQueue()
     writing = Background(partial(write, _until_done(batches)), "neardup-members-write")
+    starts = range(0, m, tables.ROW_GROUP)
+    cluster_batches: "queue.SimpleQueue" = queue.SimpleQueue()  # each batch's cluster ids, from a thread of their own
+    Background(partial(_take_each, ids, head, starts, take, cluster_batches), "neardup-cluster-ids")
     try:
         held: List[list] = []  # batches made, not yet given: [a, b, cluster ids, representative ids]
-        for a in range(0, m, tables.ROW_GROUP):
+        for a in starts:
             b = min(a + tables.ROW_GROUP, m)
-            held.append([a, b, take(ids, head[a:b]), taken_where(ids, sel.representative[a:b], removed[a:b], take)])
+            representative_ids = taken_where(ids, sel.representative[a:b], removed[a:b], take)
+            held.append([a, b, next(_until_done(cluster_batches)), representative_ids])
             # a batch is given once the batches after it hold the bytes its strings' data reaches into
             # in the whole file's (:func:`_with_tail`), or at the end
             while held and (b == m or all(sum(_data_size(h[k]) for h in held[1:]) >= TAIL_BYTES for k in (2, 3))):
@@ -165,6 +169,16 @@ def partition_counts(docs, head, removed, best, sizes, clusters: int, ids: pa.Ar
         top.append({"head": int(docs[h]), "size": int(sizes[h]),
                     "members": [[int(docs[i]), ids[i].as_py(), int(source[i]), int(row[i])] for i in shown.tolist()]})
     return {"members": len(docs), "removed": int(removed.sum()), "clusters": clusters, "top": top}
+
+
+def _take_each(ids: pa.Array, at: np.ndarray, starts: range, take, out: "queue.SimpleQueue") -> None:
+    """``ids`` taken at each batch of ``at`` (from each of ``starts``, ROW_GROUP long), each put
+    on ``out`` in order (an error put there in its place: the taker raises it)."""
+    try:
+        for a in starts:
+            out.put(take(ids, at[a:a + tables.ROW_GROUP]))
+    except BaseException as e:  # noqa: B902 (the caller's to raise)
+        out.put(e)
 
 
 class _Stopped(Exception):
