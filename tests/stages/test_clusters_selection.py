@@ -5,7 +5,7 @@ import threading
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from neardup.config import Config
@@ -149,3 +149,67 @@ def test_select_partition_members_are_the_selections(m, pairs, seed):
     assert got["representative_id"] == [f"id-{docs[r]}" if r >= 0 else None for r in rep]
     assert np.allclose(got["similarity"], rsim, equal_nan=True)
     assert counts["members"] == len(docs) and counts["removed"] == sum(removed)
+
+
+@settings(max_examples=100, deadline=None)
+@given(m=st.integers(2, 3000), pairs=st.integers(1, 2000), group=st.sampled_from([7, 512, 1024]), lengths=st.integers(0, 3),
+       share=st.sampled_from([0.0, 0.02, 0.05, 1.0]),
+       arrow_takes=st.booleans(), seed=st.integers(0, 2 ** 32 - 1))
+@example(m=3000, pairs=3000, group=512, lengths=3, share=0.02, arrow_takes=True, seed=1)  # tails over batches
+def test_members_written_batch_by_batch_are_the_bytes_of_the_whole_table(tmp_path_factory, m, pairs, group, lengths,
+                                                                         share, arrow_takes, seed):
+    """The members file written as select_partition makes its batches (members_writer: each
+    batch's cluster and representative ids taken on their own, while the one before is written)
+    has the bytes of the whole members table written at once (Folder.write_arrow): the same
+    record batches, and the strings' data of each written to its padded length as Arrow's writer
+    writes a slice of the whole column, for batches of whole pages (ROW_GROUP a multiple of
+    WHOLE_PAGES; 7: the whole table given at once), ids of any length (short and empty ones:
+    batches whose data is shorter than the padding), taken by Arrow or by numpy."""
+    from neardup.io.storage import tables
+    from neardup.io.storage.folder import Folder
+    from neardup.stages import clusters
+    from neardup.stages.clusters import members_writer, select_partition
+    import pyarrow as pa
+    rng = np.random.default_rng(seed)
+    left = rng.integers(0, m, pairs)
+    right = (left + rng.integers(1, m, pairs)) % m
+    used = np.unique(np.concatenate([left, right]))
+    docs = np.sort(rng.choice(10 * m, m, replace=False)).astype(np.int64)[used]
+    at = np.full(m, -1)
+    at[used] = np.arange(len(docs))
+    left, right = docs[at[left]], docs[at[right]]
+    sim = rng.choice([0.8, 0.9, 1.0], pairs)
+    ids = pa.array(["i" * int(rng.integers(0, lengths + 1)) * (rng.random() < share) for _ in docs.tolist()])
+    columns = lambda: ({"source": np.zeros(len(docs), np.int32), "row": docs.copy()}, ids)  # noqa: E731
+    folder = Folder.of(tmp_path_factory.mktemp("members"))
+    saved = tables.ROW_GROUP, clusters.arrow_takes
+    tables.ROW_GROUP, clusters.arrow_takes = group, (lambda: arrow_takes)
+    try:
+        members, counts = select_partition(docs, columns, left, right, sim, Config(keep="first"), [])
+        folder.write_arrow("whole.arrow", members)
+        none, written = select_partition(docs, columns, left, right, sim, Config(keep="first"), [], None,
+                                         members_writer(folder, "batches.arrow"))
+    finally:
+        tables.ROW_GROUP, clusters.arrow_takes = saved
+    assert none is None and written == counts
+    with open(folder.join("whole.arrow"), "rb") as a, open(folder.join("batches.arrow"), "rb") as b:
+        assert a.read() == b.read()
+
+
+def test_members_writer_makes_no_file_when_the_batches_fail(tmp_path, monkeypatch):
+    """An error while the batches are made (here the representatives' ids) reaches the caller
+    and leaves no members file (the writer's atomic file is not put in place)."""
+    import pyarrow as pa
+    from neardup.io.storage.folder import Folder
+    from neardup.stages import clusters
+    docs = np.arange(4, dtype=np.int64)
+    columns = lambda: ({"source": np.zeros(4, np.int32), "row": docs.copy()}, pa.array(list("abcd")))  # noqa: E731
+
+    def failing(*a, **k):
+        raise OSError("no ids")
+    monkeypatch.setattr(clusters, "taken_where", failing)
+    folder = Folder.of(tmp_path)
+    with pytest.raises(OSError, match="no ids"):
+        clusters.select_partition(docs, columns, np.array([0, 2]), np.array([1, 3]), np.ones(2), Config(keep="first"),
+                                  [], None, clusters.members_writer(folder, "m.arrow"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -480,16 +480,21 @@ def test_members_of_pairs_are_their_sorted_documents_and_positions():
         assert li.dtype == ri.dtype == np.int32  # what the selection's kernel takes, not copied
 
 
+@pytest.mark.parametrize("arrow_takes", [False, True])
 @pytest.mark.parametrize("row_base, runs", [(None, True), ([7, 1000], True), ([7, 1000], False), ([7, 1000], "first")])
-def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch, row_base, runs):
+def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch, row_base, runs, arrow_takes):
     """The clusters stage's one read of each block (DocStore.columns_and_ids) gives what
     DocStore.columns and DocStore.ids give, for document sets over both blocks, one block, none;
     without ids, None for them; from the files opened ahead (OpenedBlocks) none opened again. With a row base (the ranges of a split file: rows numbered from
     0 in each), the rows taken have it added as the whole block's rows have. The sources and
     rows found from the blocks' runs (add_row_runs) are those of their
     files; without runs (a work dir of a version that kept none) they are read there, and so
-    are those of a block without runs beside one with them (``first``: block 1 over the cap)."""
+    are those of a block without runs beside one with them (``first``: block 1 over the cap).
+    The blocks' rows taken by Arrow's take (``arrow_takes``: pyarrow.compute imported) or by
+    the buffers' own (:func:`take_rows`), the same values."""
+    from neardup.stages import corpus as corpus_module
     from neardup.stages import workdir as wd
+    monkeypatch.setattr(corpus_module, "arrow_takes", lambda: arrow_takes)
     monkeypatch.setattr(wd, "BLOCK_BYTES", 1)  # one read block per input file
     config = Config(on_error="skip", keep="score:score", id_column="id").resolved()
     sources = nio.discover([str(corpus / "a.jsonl"), str(corpus / "b.jsonl")])
