@@ -181,14 +181,20 @@ def test_no_lines_where_the_write_stage_does_not_copy_them(tmp_path, monkeypatch
         assert len(list((work / "read").glob("*.lines*"))) == lines
 
 
+def _listed(ranges):
+    starts, ends, newline = ranges
+    assert starts.dtype == ends.dtype == np.int64
+    return starts.tolist(), ends.tolist(), newline
+
+
 def test_kept_ranges_join_consecutive_lines():
     """Ranges of lines that follow each other joined; a gap (a blank or removed line) not; the
     file's last line without a newline said so."""
     rows = np.array([0, 1, 3, 4], np.int64)
     bounds = np.array([[0, 9], [10, 19], [21, 29], [30, 35]], np.int64)
-    assert write_lines.kept_ranges(rows, bounds, np.array([0, 1, 3], np.int64), 35) == ([0, 21], [20, 30], False)
-    assert write_lines.kept_ranges(rows, bounds, np.array([1, 4], np.int64), 35) == ([10, 30], [20, 35], True)
-    assert write_lines.kept_ranges(rows, bounds, np.array([], np.int64), 35) == ([], [], False)
+    assert _listed(write_lines.kept_ranges(rows, bounds, np.array([0, 1, 3], np.int64), 35)) == ([0, 21], [20, 30], False)
+    assert _listed(write_lines.kept_ranges(rows, bounds, np.array([1, 4], np.int64), 35)) == ([10, 30], [20, 35], True)
+    assert _listed(write_lines.kept_ranges(rows, bounds, np.array([], np.int64), 35)) == ([], [], False)
 
 
 def test_kept_ranges_of_rows_without_gaps():
@@ -197,9 +203,11 @@ def test_kept_ranges_of_rows_without_gaps():
     repeat, by the search."""
     bounds = np.array([[0, 9], [10, 19], [20, 29], [30, 35]], np.int64)
     keep = np.array([4, 6, 7], np.int64)
-    assert write_lines.kept_ranges(np.array([4, 5, 6, 7], np.int64), bounds, keep, 36) == ([0, 20], [10, 36], False)
-    assert write_lines.kept_ranges(np.array([4, 6, 7, 8], np.int64), bounds, keep[:2], 36) == ([0], [20], False)
-    assert write_lines.kept_ranges(np.array([4, 6, 6, 7], np.int64), bounds, keep[1:], 36) == ([10, 30], [20, 36], False)
+    assert _listed(write_lines.kept_ranges(np.array([4, 5, 6, 7], np.int64), bounds, keep, 36)) == ([0, 20], [10, 36],
+                                                                                                   False)
+    assert _listed(write_lines.kept_ranges(np.array([4, 6, 7, 8], np.int64), bounds, keep[:2], 36)) == ([0], [20], False)
+    assert _listed(write_lines.kept_ranges(np.array([4, 6, 6, 7], np.int64), bounds, keep[1:], 36)) == ([10, 30], [20, 36],
+                                                                                                       False)
 
 
 def test_read_stats_of_a_file_read_in_ranges(tmp_path):

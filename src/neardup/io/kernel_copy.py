@@ -54,14 +54,18 @@ class RangeCopier:
             way = ("copy_file_range" if hasattr(os, "copy_file_range")
                    else "sendfile" if hasattr(os, "sendfile") and os.uname().sysname == "Linux" else "rw")
         self.way = way
+        self._buffers: Optional[Tuple[np.ndarray, np.ndarray]] = None  # :meth:`piped`'s
 
-    def copy(self, starts: List[int], ends: List[int]) -> None:
+    def copy(self, starts: Sequence[int], ends: Sequence[int]) -> None:
+        """The ranges [starts[i], ends[i]) appended in order (lists or int64 arrays)."""
         cfr = getattr(os, "copy_file_range", None)
         if self.way == "copy_file_range" and cfr is _OS_COPY_FILE_RANGE and len(starts) and \
-                ends[-1] - starts[0] >= PIPED_BYTES and sum(ends) - sum(starts) >= PIPED_BYTES:
-            starts, ends = self.piped(starts, ends)
-            if not len(starts):
-                return
+                ends[-1] - starts[0] >= PIPED_BYTES:
+            starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)  # (no copy of arrays)
+            if int((ends - starts).sum()) >= PIPED_BYTES:
+                starts, ends = self.piped(starts, ends)
+                if not len(starts):
+                    return
         if self.way == "copy_file_range" and cfr is _OS_COPY_FILE_RANGE and len(starts):
             # the ranges in one compiled loop that does not hold Python's lock (a thread copying
             # beside one that holds it waited for it after every range); from where it stopped
@@ -73,6 +77,9 @@ class RangeCopier:
                     return
                 starts, ends = list(starts[done:]), list(ends[done:])
                 starts[0] += part
+        if isinstance(starts, np.ndarray):  # Python's ints for the calls below
+            starts, ends = starts.tolist(), ends.tolist()
+        starts, ends = [int(a) for a in starts], [int(b) for b in ends]
         fd_in, fd_out = self.fd_in, self.fd_out
         for a, b in zip(starts, ends):
             while a < b:
@@ -118,7 +125,9 @@ class RangeCopier:
             return list(starts), list(ends)
         s, e = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
         state = np.zeros(3, np.int64)  # the range, its bytes done, whether a read stopped short
-        buffers = (np.empty(_PIPE_BUFFER, np.uint8), np.empty(_PIPE_BUFFER, np.uint8))
+        if self._buffers is None or len(self._buffers[0]) != _PIPE_BUFFER:  # kept for the next call
+            self._buffers = (np.empty(_PIPE_BUFFER, np.uint8), np.empty(_PIPE_BUFFER, np.uint8))
+        buffers = self._buffers
         free: "queue.SimpleQueue[Optional[int]]" = queue.SimpleQueue()
         full: "queue.SimpleQueue[Optional[Tuple[int, int, int]]]" = queue.SimpleQueue()
         short: List[Tuple[int, int, int]] = []  # (buffer, from, to) the writer did not write
