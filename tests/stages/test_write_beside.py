@@ -105,3 +105,26 @@ def test_in_this_process_the_members_wait_for_the_copy_of_kept_lines_to_start(tm
     _write_stage_maps(tmp_path)
     assert "copy" in events and "member_rows" in events
     assert events.index("copy") < events.index("member_rows"), events
+
+
+def test_the_members_work_is_not_done_after_kept_fails(tmp_path, monkeypatch):
+    """kept/ failing: the members' thread, held until the copy starts, is let go without its work
+    (the staging folder is removed), and the error is kept/'s."""
+    import pytest
+
+    from neardup.stages import write
+
+    done = []
+    monkeypatch.setattr(write, "stitch_output", lambda *a, **k: done.append("stitched"))
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(write, "write_kept_partition", fail)
+    with pytest.raises(OSError, match="disk full"):
+        _write_stage_maps(tmp_path)
+    assert done == []
+    gate = write._Gate()
+    gate.open()
+    gate.then(lambda: done.append("ran"))
+    assert done == ["ran"]
