@@ -17,8 +17,8 @@ from numba import types
 from .compile import kernel
 from .folders import _close, _openat, folder_state, in_folder, release
 
-__all__ = ["available", "copy_file_ranges", "copy_files", "files_available", "fill_ranges", "write_all",
-           "rw_available"]
+__all__ = ["available", "copy_file_ranges", "copy_files", "files_available", "fill_ranges", "kept_line_ranges",
+           "write_all", "rw_available"]
 
 # ssize_t copy_file_range(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
 # unsigned int flags) of the C library, the pointers passed as addresses
@@ -86,6 +86,28 @@ def write_all(fd_out, buf, n, piece):
             return p
         p += k
     return p
+
+
+@kernel(nogil=True)
+def kept_line_ranges(rows, bounds, keep, size, gapless, starts, ends):
+    """The byte ranges of the kept rows ``keep`` (sorted) of a file of ``size`` bytes whose
+    documents are ``rows`` (sorted) with their lines' ``bounds`` ((start, end) each, end the
+    newline's place): each line with its newline (the file's end at most), a line that starts
+    where the one before ends joined to it, into ``starts`` / ``ends`` (as long as ``keep`` at
+    least). A kept row's line is at its place from ``rows[0]`` where ``gapless`` (rows that go on
+    by one), else found by a binary search. Returns the ranges' count."""
+    n = 0
+    for j in range(keep.shape[0]):
+        i = keep[j] - rows[0] if gapless else np.searchsorted(rows, keep[j])
+        a = bounds[i, 0]
+        e = min(bounds[i, 1] + 1, size)
+        if n > 0 and ends[n - 1] == a:
+            ends[n - 1] = e
+        else:
+            starts[n] = a
+            ends[n] = e
+            n += 1
+    return n
 
 
 def rw_available() -> bool:
