@@ -382,3 +382,80 @@ def test_last_block_shorter_than_the_buffer(tmp_path, block_bytes):
         src = _source(tmp_path, b"\n".join(lines))
         keep = [i for i in range(len(lines)) if rng.integers(2)]
         assert _ranges(tmp_path, src, keep, "rw", block_bytes) == _reference(src, keep), (lines, keep)
+
+
+def _piped_copy(tmp_path, monkeypatch, data: bytes, starts, ends, buffer: int = 1000):
+    """RangeCopier.copy of ``starts``/``ends`` with the piped copy for any size, its buffers
+    ``buffer`` bytes (so that a small file fills them many times over); returns what it wrote."""
+    from neardup.io import kernel_copy
+
+    monkeypatch.setattr(kernel_copy, "PIPED_BYTES", 1)
+    monkeypatch.setattr(kernel_copy, "_PIPE_BUFFER", buffer)
+    monkeypatch.setattr(kernel_copy, "_WRITE_PIECE", 7)
+    (tmp_path / "in").write_bytes(data)
+    fd_in = os.open(tmp_path / "in", os.O_RDONLY)
+    fd_out = os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd_out, b"head")
+        RangeCopier(fd_in, fd_out, "in").copy(list(starts), list(ends))
+    finally:
+        os.close(fd_in)
+        os.close(fd_out)
+    return (tmp_path / "out").read_bytes()
+
+
+@pytest.mark.skipif(not hasattr(os, "copy_file_range"), reason="no os.copy_file_range here")
+def test_piped_copy_writes_the_ranges_in_order(tmp_path, monkeypatch):
+    """Many megabytes of ranges are read by one thread into two buffers in turn and written by
+    another: the bytes of the ranges in order at the output's position, whatever the buffers'
+    size against the ranges' (a range across several buffers, several in one)."""
+    from neardup.io import kernel_copy
+
+    rng = np.random.default_rng(5)
+    data = rng.integers(0, 256, 300_000, dtype=np.uint8).tobytes()
+    cuts = np.sort(rng.choice(len(data), 600, replace=False))
+    starts, ends = cuts[0::2].tolist(), cuts[1::2].tolist()
+    ends[-1] = len(data)  # a range to the file's last byte
+    calls = []
+    real = kernel_copy.RangeCopier.piped
+    monkeypatch.setattr(kernel_copy.RangeCopier, "piped", lambda self, s, e: calls.append(1) or real(self, s, e))
+    for buffer in (1000, 1 << 16):
+        got = _piped_copy(tmp_path, monkeypatch, data, starts, ends, buffer)
+        assert got == b"head" + b"".join(data[a:b] for a, b in zip(starts, ends))
+    assert len(calls) == 2
+    assert kernel_copy._compiled_fill() is not None and kernel_copy._compiled_write() is not None
+
+
+@pytest.mark.skipif(not hasattr(os, "copy_file_range"), reason="no os.copy_file_range here")
+def test_piped_copy_hands_back_where_the_input_ends(tmp_path, monkeypatch):
+    """A range past the input's end: the piped copy writes what it read and leaves the rest to
+    RangeCopier's own loops, which say the file got shorter."""
+    data = bytes(range(256)) * 40
+    with pytest.raises(InputError, match="got shorter"):
+        _piped_copy(tmp_path, monkeypatch, data, [0, 5000, len(data) - 10], [3000, 7000, len(data) + 5])
+    assert (tmp_path / "out").read_bytes() == b"head" + data[:3000] + data[5000:7000] + data[-10:]
+
+
+@pytest.mark.skipif(not hasattr(os, "copy_file_range"), reason="no os.copy_file_range here")
+def test_piped_copy_raises_the_error_of_a_write_that_fails(tmp_path, monkeypatch):
+    """A write the writing thread cannot make (here: an output opened for reading) is made again
+    by os.write, whose error is raised; no thread is left waiting."""
+    import threading
+
+    from neardup.io import kernel_copy
+
+    monkeypatch.setattr(kernel_copy, "PIPED_BYTES", 1)
+    monkeypatch.setattr(kernel_copy, "_PIPE_BUFFER", 1000)
+    data = bytes(range(256)) * 40
+    (tmp_path / "in").write_bytes(data)
+    (tmp_path / "out").write_bytes(b"")
+    fd_in = os.open(tmp_path / "in", os.O_RDONLY)
+    ro = os.open(tmp_path / "out", os.O_RDONLY)
+    try:
+        with pytest.raises(OSError) as e:
+            RangeCopier(fd_in, ro, "in").copy([0], [len(data)])
+        assert e.value.errno == errno.EBADF
+    finally:
+        os.close(fd_in)
+        os.close(ro)
+    assert not [t for t in threading.enumerate() if t.name == "neardup-range-writer"]

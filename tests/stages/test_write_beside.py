@@ -73,3 +73,58 @@ def test_on_ray_a_step_beside_holds_none_of_the_one_worker_process_cpus():
     assert engine.map(len, [[1]], beside=True).threads == 2  # its kernel threads as before
     engine._runner = None  # plain Ray tasks: the scheduler's CPUs, as before
     assert engine.map(len, [[1]], beside=True).share == 2
+
+
+def test_in_this_process_the_members_wait_for_the_copy_of_kept_lines_to_start(tmp_path, monkeypatch):
+    """On the local engine the members' thread starts its work once the kernel copies the kept
+    lines: before, its Python would hold the lock that the steps to the copy need. (The steps
+    to the copy are slowed here: a thread not held would have sorted the members by then.)"""
+    import time
+
+    from neardup.io import kernel_copy
+    from neardup.stages import write_lines
+
+    events = []
+    real_ranges, real_copy, real_map = write_lines.kept_ranges, kernel_copy.RangeCopier.copy, Recording.map
+
+    def slow_ranges(*args):
+        time.sleep(0.3)
+        return real_ranges(*args)
+
+    def copy(self, starts, ends):
+        events.append("copy")
+        return real_copy(self, starts, ends)
+
+    def map(self, fn, items, **kwargs):
+        events.append(getattr(fn, "func", fn).__name__)
+        return real_map(self, fn, items, **kwargs)
+
+    monkeypatch.setattr(write_lines, "kept_ranges", slow_ranges)
+    monkeypatch.setattr(kernel_copy.RangeCopier, "copy", copy)
+    monkeypatch.setattr(Recording, "map", map)
+    _write_stage_maps(tmp_path)
+    assert "copy" in events and "member_rows" in events
+    assert events.index("copy") < events.index("member_rows"), events
+
+
+def test_the_members_work_is_not_done_after_kept_fails(tmp_path, monkeypatch):
+    """kept/ failing: the members' thread, held until the copy starts, is let go without its work
+    (the staging folder is removed), and the error is kept/'s."""
+    import pytest
+
+    from neardup.stages import write
+
+    done = []
+    monkeypatch.setattr(write, "stitch_output", lambda *a, **k: done.append("stitched"))
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(write, "write_kept_partition", fail)
+    with pytest.raises(OSError, match="disk full"):
+        _write_stage_maps(tmp_path)
+    assert done == []
+    gate = write._Gate()
+    gate.open()
+    gate.then(lambda: done.append("ran"))
+    assert done == ["ran"]

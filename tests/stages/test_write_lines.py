@@ -181,14 +181,47 @@ def test_no_lines_where_the_write_stage_does_not_copy_them(tmp_path, monkeypatch
         assert len(list((work / "read").glob("*.lines*"))) == lines
 
 
+def _kept(rows, bounds, keep, size):
+    """write_lines.kept_ranges as lists (it gives int64 arrays)."""
+    starts, ends, newline = write_lines.kept_ranges(rows, bounds, keep, size)
+    assert starts.dtype == ends.dtype == np.int64
+    return starts.tolist(), ends.tolist(), newline
+
+
 def test_kept_ranges_join_consecutive_lines():
     """Ranges of lines that follow each other joined; a gap (a blank or removed line) not; the
     file's last line without a newline said so."""
     rows = np.array([0, 1, 3, 4], np.int64)
     bounds = np.array([[0, 9], [10, 19], [21, 29], [30, 35]], np.int64)
-    assert write_lines.kept_ranges(rows, bounds, np.array([0, 1, 3], np.int64), 35) == ([0, 21], [20, 30], False)
-    assert write_lines.kept_ranges(rows, bounds, np.array([1, 4], np.int64), 35) == ([10, 30], [20, 35], True)
-    assert write_lines.kept_ranges(rows, bounds, np.array([], np.int64), 35) == ([], [], False)
+    assert _kept(rows, bounds, np.array([0, 1, 3], np.int64), 35) == ([0, 21], [20, 30], False)
+    assert _kept(rows, bounds, np.array([1, 4], np.int64), 35) == ([10, 30], [20, 35], True)
+    assert _kept(rows, bounds, np.array([], np.int64), 35) == ([], [], False)
+
+
+def test_kept_ranges_as_the_lines_say_whatever_the_gaps():
+    """The compiled pass gives, for random files (blank lines between some documents, rows with
+    gaps or without, the last line with or without its newline), each kept line with its
+    newline, lines that touch joined: what the lines' bounds say, range by range."""
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        n = int(rng.integers(1, 300))
+        gaps = rng.integers(0, 2, n) * rng.integers(1, 3, n)  # blank lines before a document's line
+        lens = rng.integers(1, 50, n)
+        starts = np.cumsum(gaps + np.concatenate(([0], lens[:-1] + 1)))  # each line after the one before
+        bounds = np.stack([starts, starts + lens], 1).astype(np.int64)
+        size = int(bounds[-1, 1]) + int(rng.integers(0, 2))  # the last line's newline, or none
+        rows = np.arange(n, dtype=np.int64) + (np.cumsum(rng.integers(0, 2, n)) if trial % 2 else 3)
+        keep = np.sort(rng.choice(rows, int(rng.integers(1, n + 1)), replace=False))
+        got_starts, got_ends, newline = _kept(rows, bounds, keep, size)
+        lines = [(int(bounds[i, 0]), min(int(bounds[i, 1]) + 1, size)) for i in np.searchsorted(rows, keep)]
+        want = [list(lines[0])]
+        for a, e in lines[1:]:
+            if want[-1][1] == a:
+                want[-1][1] = e
+            else:
+                want.append([a, e])
+        assert (got_starts, got_ends) == ([a for a, _ in want], [e for _, e in want])
+        assert newline == (bounds[np.searchsorted(rows, keep[-1]), 1] >= size)
 
 
 def test_kept_ranges_of_rows_without_gaps():
@@ -197,9 +230,9 @@ def test_kept_ranges_of_rows_without_gaps():
     repeat, by the search."""
     bounds = np.array([[0, 9], [10, 19], [20, 29], [30, 35]], np.int64)
     keep = np.array([4, 6, 7], np.int64)
-    assert write_lines.kept_ranges(np.array([4, 5, 6, 7], np.int64), bounds, keep, 36) == ([0, 20], [10, 36], False)
-    assert write_lines.kept_ranges(np.array([4, 6, 7, 8], np.int64), bounds, keep[:2], 36) == ([0], [20], False)
-    assert write_lines.kept_ranges(np.array([4, 6, 6, 7], np.int64), bounds, keep[1:], 36) == ([10, 30], [20, 36], False)
+    assert _kept(np.array([4, 5, 6, 7], np.int64), bounds, keep, 36) == ([0, 20], [10, 36], False)
+    assert _kept(np.array([4, 6, 7, 8], np.int64), bounds, keep[:2], 36) == ([0], [20], False)
+    assert _kept(np.array([4, 6, 6, 7], np.int64), bounds, keep[1:], 36) == ([10, 30], [20, 36], False)
 
 
 def test_read_stats_of_a_file_read_in_ranges(tmp_path):

@@ -17,7 +17,8 @@ from numba import types
 from .compile import kernel
 from .folders import _close, _openat, folder_state, in_folder, release
 
-__all__ = ["available", "copy_file_ranges", "copy_files", "files_available"]
+__all__ = ["available", "copy_file_ranges", "copy_files", "files_available", "fill_ranges", "kept_line_ranges",
+           "write_all", "rw_available"]
 
 # ssize_t copy_file_range(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
 # unsigned int flags) of the C library, the pointers passed as addresses
@@ -38,6 +39,86 @@ def _copy_ranges_kernel(fd_in, fd_out, starts, ends, offset):
             if n <= 0:
                 return i, offset[0] - starts[i]
     return starts.shape[0], 0
+
+
+# ssize_t pread(int fd, void *buf, size_t count, off_t offset) and ssize_t write(int fd, const void
+# *buf, size_t count) of the C library, the buffer passed as its address
+_pread = types.ExternalFunction("pread", types.int64(types.int32, types.intp, types.uint64, types.int64))
+_write = types.ExternalFunction("write", types.int64(types.int32, types.intp, types.uint64))
+
+
+@kernel(nogil=True)
+def fill_ranges(fd_in, buf, starts, ends, state):
+    """The bytes of the ranges [starts[i], ends[i]) of ``fd_in``, in order, read (``pread``) into
+    ``buf`` one after another until it is full or the ranges end, from where ``state`` says the
+    last call stopped (``state[0]`` the range, ``state[1]`` the bytes of it done), which it moves
+    on. Returns the bytes put in ``buf`` (0: nothing was left); a read that fails (-1) or finds
+    the end of the input (0) stops it there and sets ``state[2]`` to 1, the bytes before it
+    returned, for the caller to go on from ``state`` its own way (and learn why)."""
+    i = state[0]
+    done = state[1]
+    n = 0
+    cap = buf.shape[0]
+    while i < starts.shape[0] and n < cap:
+        at = starts[i] + done
+        k = _pread(np.int32(fd_in), buf[n:].ctypes.data, np.uint64(min(ends[i] - at, cap - n)), at)
+        if k <= 0:
+            state[2] = 1
+            break
+        n += k
+        done += k
+        if starts[i] + done >= ends[i]:
+            i += 1
+            done = 0
+    state[0] = i
+    state[1] = done
+    return n
+
+
+@kernel(nogil=True)
+def write_all(fd_out, buf, n, piece):
+    """``buf[:n]`` written (``write``: at the position of ``fd_out``) in calls of at most ``piece``
+    bytes; returns the bytes written, short of ``n`` where a call failed or wrote nothing."""
+    p = 0
+    while p < n:
+        k = _write(np.int32(fd_out), buf[p:].ctypes.data, np.uint64(min(piece, n - p)))
+        if k <= 0:
+            return p
+        p += k
+    return p
+
+
+@kernel(nogil=True)
+def kept_line_ranges(rows, bounds, keep, size, gapless, starts, ends):
+    """The byte ranges of the kept rows ``keep`` (sorted) of a file of ``size`` bytes whose
+    documents are ``rows`` (sorted) with their lines' ``bounds`` ((start, end) each, end the
+    newline's place): each line with its newline (the file's end at most), a line that starts
+    where the one before ends joined to it, into ``starts`` / ``ends`` (as long as ``keep`` at
+    least). A kept row's line is at its place from ``rows[0]`` where ``gapless`` (rows that go on
+    by one), else found by a binary search. Returns the ranges' count."""
+    n = 0
+    for j in range(keep.shape[0]):
+        i = keep[j] - rows[0] if gapless else np.searchsorted(rows, keep[j])
+        a = bounds[i, 0]
+        e = min(bounds[i, 1] + 1, size)
+        if n > 0 and ends[n - 1] == a:
+            ends[n - 1] = e
+        else:
+            starts[n] = a
+            ends[n] = e
+            n += 1
+    return n
+
+
+def rw_available() -> bool:
+    """Whether :func:`fill_ranges` and :func:`write_all` can run here: ``pread`` and ``write``
+    in the C library."""
+    import ctypes
+    try:
+        libc = ctypes.CDLL(None)
+        return hasattr(libc, "pread") and hasattr(libc, "write")
+    except OSError:
+        return False
 
 
 # ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count) of the C library

@@ -27,6 +27,9 @@ LATER_KERNELS: Tuple[Tuple[str, str], ...] = (
     ("neardup.kernels.verify", "_exact_coded_kernel"),   # pairs (--verify exact), in the driver
     ("neardup.kernels.lines", "_newlines"),              # write, in the driver (not always: later_kernels)
     ("neardup.kernels.filecopy", "_copy_ranges_kernel"),  # write: the first copy thread
+    ("neardup.kernels.filecopy", "kept_line_ranges"),    # write: the kept lines' ranges, in the driver
+    ("neardup.kernels.filecopy", "fill_ranges"),         # write: a large file's kept lines, read...
+    ("neardup.kernels.filecopy", "write_all"),           # ... and written (io.kernel_copy.RangeCopier.piped)
 )
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 from functools import partial
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -120,7 +121,8 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
                      marks: Optional[Dict[int, pa.Table]] = None,
                      lines: Optional[Dict[int, np.ndarray]] = None,
                      stats: Optional[Dict[int, FileStat]] = None,
-                     sizes: Optional[Sequence[int]] = None
+                     sizes: Optional[Sequence[int]] = None,
+                     started: Optional[Callable[[], None]] = None
                      ) -> Tuple[Dict[int, str], Dict[int, str], int, Optional[int]]:
     """Kept files of a group of sources, in the folder ``kept``: for source si, ``rows[si]`` (its
     documents' rows) less ``dropped[si]`` (removed or rejected), written with
@@ -133,7 +135,8 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
     or a kept/ in a store). ``lines[si]``: the lines of its documents where the read stage saw
     them, copied from there when the file is as ``stats[si]`` says the run found it
     (:mod:`.write_lines`). ``sizes``: the size of each file of ``group`` as the run found it
-    (:func:`walked_sizes`), which spares the copy of a text file copied whole a call."""
+    (:func:`walked_sizes`), which spares the copy of a text file copied whole a call. ``started``:
+    called as the kernel starts copying a file's kept lines (:func:`.write_lines.copy_kept_lines`)."""
     written: Dict[int, str] = {}
     n_written = 0
     sized = [] if kept.os_path is not None and not config.mark else None  # files written, not copied
@@ -188,7 +191,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
         capture = dict.fromkeys(want) if want and src.format == "jsonl" else None
         bounds = (lines or {}).get(si)
         expected = (stats or {}).get(si)
-        n = copy_kept_lines(src, all_rows, bounds, keep, kept.join(rel), expected, capture) \
+        n = copy_kept_lines(src, all_rows, bounds, keep, kept.join(rel), expected, capture, started) \
             if copies_lines(src, bounds, expected, config, kept) else None
         if n is None:  # not copied from the bounds (a file changed since): its lines found again
             n = nio.write_kept(src, keep, kept.join(rel), output_format=config.output_format,
@@ -323,10 +326,21 @@ class WriteStage:
         # while this one writes or awaits kept/: the same files; numba's threads set where the
         # thread runs kernels (a Ray driver's awaits tasks, and imports no numba for it)
         threads = engine.workers if engine.in_process else None
-        background = Background(later[0], "neardup-members", threads=threads) if later else None
+        # in this process the thread starts its work once the kernel copies kept lines (or kept/
+        # is done): before, its Python would hold the lock that the steps to the copy need
+        gate = _Gate() if later and engine.in_process else None
+        background = Background(later[0] if gate is None else partial(gate.then, later[0]), "neardup-members",
+                                threads=threads) if later else None
         try:
-            kept_files, kept, captured, nbytes = self._write_kept(run, engine, parts_of)
+            kept_files, kept, captured, nbytes = self._write_kept(run, engine, parts_of,
+                                                                  None if gate is None else gate.open)
+        except BaseException:
+            if gate is not None:
+                gate.close()  # nothing more to do there
+            raise
         finally:
+            if gate is not None:
+                gate.open()
             if background is not None:
                 background.wait()  # nothing written after an error here
         if background is not None:
@@ -334,10 +348,11 @@ class WriteStage:
         run.kept_tally = None if nbytes is None else KeptTally(len(kept_files), nbytes)
         return finish_write(run, kept_files, kept, captured)
 
-    def _write_kept(self, run, engine, parts_of):
+    def _write_kept(self, run, engine, parts_of, started: Optional[Callable[[], None]] = None):
         """kept/ (or marked/): (its files, the documents kept, the texts caught for the report,
         the bytes of its files or None: :func:`write_kept_group`). ``parts_of``: blocks -> the
-        parts that hold their removed (or marks) rows (:func:`write_members`)."""
+        parts that hold their removed (or marks) rows (:func:`write_members`). ``started``: as for
+        :func:`write_kept_group` (in this process only)."""
         out = run.output
         rejected = _rejected_by_source(run)
         mark = run.config.mark
@@ -364,7 +379,10 @@ class WriteStage:
         nbytes: Optional[int] = 0
         with bar("write kept", total=len(files), unit="input file", quiet=run.quiet) as progress:
             task = run.task(engine)
-            for r in engine.collect(engine.map(partial(write_kept_partition, task=task, kept=kept_folder),
+            call = partial(write_kept_partition, task=task, kept=kept_folder)
+            if started is not None:
+                call = partial(call, started=started)
+            for r in engine.collect(engine.map(call,
                                                items, progress=progress, units=lambda r: r["files"])):
                 written.update(r["written"])
                 captured.update(r["captured"])
@@ -382,6 +400,28 @@ class WriteStage:
             kept += t_kept
             nbytes = _added(nbytes, t_bytes)
         return [written[si] for si in sorted(written)], kept, captured, nbytes
+
+
+class _Gate:
+    """What the write stage's thread does beside kept/ (:meth:`then`), held until :meth:`open`
+    (the first copy of kept lines starts, or kept/ is done), not done after :meth:`close` (kept/
+    failed)."""
+
+    def __init__(self):
+        self._event = threading.Event()
+        self._closed = False
+
+    def open(self) -> None:
+        self._event.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self._event.set()
+
+    def then(self, fn: Callable[[], None]) -> None:
+        self._event.wait()
+        if not self._closed:
+            fn()
 
 
 def text_copied_whole(sources: Sequence[nio.Source], files: Sequence[int], config) -> bool:
@@ -406,12 +446,14 @@ def _added(total: Optional[int], more: Optional[int]) -> Optional[int]:
     return None if total is None or more is None else total + more
 
 
-def write_kept_partition(item, *, task, kept: Folder, report=None) -> dict:
+def write_kept_partition(item, *, task, kept: Folder, report=None, started: Optional[Callable[[], None]] = None
+                         ) -> dict:
     """One group of input files: (sources, the block of each, the parts that hold their blocks'
     removed documents (:func:`dropped_rows`), their rejected rows, the rows whose text the
     report shows, the size and modification time of the JSONL files whose lines the read stage
     saw (:func:`expected_stats`), to which :func:`read_stats` adds what it saw of them, and the
-    size of each of its files as the run found it (:func:`walked_sizes`) -> their kept files."""
+    size of each of its files as the run found it (:func:`walked_sizes`) -> their kept files.
+    ``started``: as for :func:`write_kept_group`."""
     group, block_of, removed_parts, rejected, wanted, stats, sizes = item
     dropped, marks = dropped_or_marks(task.work, removed_parts, group, rejected, task.config.mark)
     lines: Dict[int, np.ndarray] = {}
@@ -419,7 +461,7 @@ def write_kept_partition(item, *, task, kept: Folder, report=None) -> dict:
     stats = read_stats(task.work, block_of, stats) if stats else stats
     written, captured, n, nbytes = write_kept_group(task.sources, group, rows, dropped, kept, task.config, wanted,
                                                     progress=report, marks=marks, lines=lines, stats=stats,
-                                                    sizes=sizes)
+                                                    sizes=sizes, started=started)
     return {"written": written, "captured": captured, "kept": n, "files": len(group), "bytes": nbytes}
 
 
