@@ -190,3 +190,22 @@ def test_buffers_keep_their_allocation_from_block_to_block(tmp_path, monkeypatch
         pool.put(b)
     assert b"".join(blocks) == data and len(blocks[-1]) < 32
     assert max(len(b) for b in pool._kept) >= 64  # the last buffer kept whole (the short block a copy)
+
+
+def test_a_file_shorter_than_a_read_is_read_once(tmp_path, monkeypatch):
+    """A read short of what it asked is the file's end: no read after it, the buffer not grown
+    by a read's length for one (a whole file of 8-16 MB read into a 24-32 MB buffer), and the
+    buffer kept with its allocation."""
+    monkeypatch.setattr(_streams, "BLOCK_BYTES", 64)
+    monkeypatch.setattr(BufferPool, "HEADROOM", 32)  # (a bytearray cut to under half its allocation is reallocated)
+    path = str(tmp_path / "e.jsonl")
+    with open(path, "wb") as f:
+        f.write(b"".join(b"row %02d\n" % i for i in range(6)))  # 42 bytes: one short read
+    pool = BufferPool()
+    blocks = []
+    for b in iter_blocks(path, None, recycle=pool):
+        blocks.append(bytes(b))
+        pool.put(b)
+    assert blocks == [b"".join(b"row %02d\n" % i for i in range(6))]
+    assert max(len(b) for b in pool._kept) <= 64
+    assert max(b.__alloc__() for b in pool._kept) > 64 + 16

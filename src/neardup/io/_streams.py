@@ -363,23 +363,30 @@ def _plain_blocks(path: str, block_bytes: int, span: Optional[Tuple[int, int]],
                 left -= got
             if got + head == 0:
                 break
+            # a read short of what it asked: the file's end (the read after it would find none: not
+            # made, nor the buffer grown by a read's length for it; a file of 8-16 MB grew to 24-32)
+            ended = got < want
             # the read's bytes in buf: from 0 for the first (the start of the first line with it)
             start, filled = (0 if head else filled), filled + got
             head = 0
             if filled < block_bytes:
+                if ended:
+                    break
                 continue
             cut = buf.rfind(b"\n", start, filled)
             if cut < 0:
+                if ended:
+                    break
                 continue
             keep = bytes(buf[cut + 1:filled])
             del buf[cut + 1:]
             yield buf
             buf, filled = None, len(keep)
         if filled:
-            if 2 * filled < len(buf):
+            if 2 * filled < buf.__alloc__():
                 # a short last block (a range's or a file's) copied out: cut in place, the buffer
-                # would lose its allocation (a bytearray cut by half or more is reallocated) and
-                # be moved again to grow for its next block
+                # would lose its allocation (a bytearray cut to under half of it is reallocated)
+                # and be moved again to grow for its next block
                 block = bytearray(memoryview(buf)[:filled])
                 recycle.put(buf)
                 yield block
