@@ -157,3 +157,55 @@ def test_pool_reads_again_only_a_buffer_nothing_sees():
     assert len(pool._kept) == BufferPool.KEEP - 1  # the oldest still seen let go
     pool.clear()
     assert pool._kept == []
+
+
+def test_buffers_keep_their_allocation_from_block_to_block(tmp_path, monkeypatch):
+    """A new buffer is allocated HEADROOM longer than its first block, so the next blocks it
+    holds (a few bytes longer or shorter) resize it in place: its allocation never changes. A
+    short last block is copied out (cut in place by half or more, the bytearray would be
+    reallocated, and moved again to grow for its next block); a kept buffer less than half a
+    block long is let go, not grown."""
+    monkeypatch.setattr(BufferPool, "HEADROOM", 256)
+    pool = BufferPool()
+    buf = pool.take(1000, b"ab")
+    alloc = buf.__alloc__()
+    assert len(buf) == 1000 and buf[:2] == b"ab" and alloc > 1000 + 200
+    for size in (990, 1100, 1000, 1150):
+        pool.put(buf)
+        again = pool.take(size, b"")
+        assert again is buf and len(again) == size and again.__alloc__() == alloc
+    pool.put(bytearray(400))  # short: let go
+    pool.put(buf)
+    assert pool.take(1000, b"") is buf
+    assert pool.take(1000, b"") is not buf and pool._kept == []
+
+    monkeypatch.setattr(_streams, "BLOCK_BYTES", 64)
+    path = str(tmp_path / "d.jsonl")
+    data = b"".join(b"line %03d\n" % i for i in range(100)) + b"tail\n"  # the last block short
+    with open(path, "wb") as f:
+        f.write(data)
+    pool, blocks = BufferPool(), []
+    for b in iter_blocks(path, None, recycle=pool):
+        blocks.append(bytes(b))
+        pool.put(b)
+    assert b"".join(blocks) == data and len(blocks[-1]) < 32
+    assert max(len(b) for b in pool._kept) >= 64  # the last buffer kept whole (the short block a copy)
+
+
+def test_a_file_shorter_than_a_read_is_read_once(tmp_path, monkeypatch):
+    """A read short of what it asked is the file's end: no read after it, the buffer not grown
+    by a read's length for one (a whole file of 8-16 MB read into a 24-32 MB buffer), and the
+    buffer kept with its allocation."""
+    monkeypatch.setattr(_streams, "BLOCK_BYTES", 64)
+    monkeypatch.setattr(BufferPool, "HEADROOM", 32)  # (a bytearray cut to under half its allocation is reallocated)
+    path = str(tmp_path / "e.jsonl")
+    with open(path, "wb") as f:
+        f.write(b"".join(b"row %02d\n" % i for i in range(6)))  # 42 bytes: one short read
+    pool = BufferPool()
+    blocks = []
+    for b in iter_blocks(path, None, recycle=pool):
+        blocks.append(bytes(b))
+        pool.put(b)
+    assert blocks == [b"".join(b"row %02d\n" % i for i in range(6))]
+    assert max(len(b) for b in pool._kept) <= 64
+    assert max(b.__alloc__() for b in pool._kept) > 64 + 16

@@ -266,6 +266,7 @@ class BufferPool:
     :meth:`clear` lets them go."""
 
     KEEP = 12  # the blocks of texts still hashed among them: two ranges' at once
+    HEADROOM = 1 << 20  # bytes a new buffer is allocated beyond its first block (see take)
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -279,11 +280,18 @@ class BufferPool:
     def take(self, size: int, keep: bytes) -> bytearray:
         """A buffer of ``size`` bytes that starts with ``keep``: a kept one that can be resized,
         or a new one. A buffer still exported (seen by a numpy array or a pyarrow buffer) cannot
-        be: it stays kept for a later block (never written while seen), up to KEEP of them."""
+        be: it stays kept for a later block (never written while seen), up to KEEP of them.
+
+        A new buffer is made HEADROOM bytes longer and cut back to ``size`` (a bytearray keeps
+        its allocation when cut by less than half): the next blocks it holds, a few KB longer or
+        shorter each (a block ends after the last line that fits), are then resized in place,
+        not moved by a ``realloc`` with fresh pages to fault in. A kept buffer less than half
+        ``size`` long (a short block copied out, :func:`_plain_blocks`) is let go, not grown."""
         with self._lock:
-            buf = self._reusable()
+            buf = self._reusable(size)
         if buf is None:
-            buf = bytearray(size)
+            buf = bytearray(size + self.HEADROOM)
+            del buf[size:]
         elif len(buf) < size:
             buf.extend(bytes(size - len(buf)))
         elif len(buf) > size:
@@ -291,9 +299,9 @@ class BufferPool:
         buf[:len(keep)] = keep
         return buf
 
-    def _reusable(self) -> Optional[bytearray]:
+    def _reusable(self, size: int) -> Optional[bytearray]:
         """A kept buffer that nothing sees, taken out; or None (the oldest still seen let go
-        beyond KEEP - 1)."""
+        beyond KEEP - 1, and those less than half ``size`` long that nothing sees)."""
         kept = self._kept
         for k in range(len(kept) - 1, -1, -1):
             buf = kept[k]
@@ -303,6 +311,8 @@ class BufferPool:
             except BufferError:  # still seen through a view: left alone
                 continue
             del kept[k]
+            if 2 * (len(buf) + 1) < size:  # (one byte popped)
+                continue  # a short one: let go
             return buf
         del kept[:max(0, len(kept) - self.KEEP + 1)]  # the oldest still seen let go
         return None
@@ -353,21 +363,36 @@ def _plain_blocks(path: str, block_bytes: int, span: Optional[Tuple[int, int]],
                 left -= got
             if got + head == 0:
                 break
+            # a read short of what it asked: the file's end (the read after it would find none: not
+            # made, nor the buffer grown by a read's length for it; a file of 8-16 MB grew to 24-32)
+            ended = got < want
             # the read's bytes in buf: from 0 for the first (the start of the first line with it)
             start, filled = (0 if head else filled), filled + got
             head = 0
             if filled < block_bytes:
+                if ended:
+                    break
                 continue
             cut = buf.rfind(b"\n", start, filled)
             if cut < 0:
+                if ended:
+                    break
                 continue
             keep = bytes(buf[cut + 1:filled])
             del buf[cut + 1:]
             yield buf
             buf, filled = None, len(keep)
         if filled:
-            del buf[filled:]
-            yield buf
+            if 2 * filled < buf.__alloc__():
+                # a short last block (a range's or a file's) copied out: cut in place, the buffer
+                # would lose its allocation (a bytearray cut to under half of it is reallocated)
+                # and be moved again to grow for its next block
+                block = bytearray(memoryview(buf)[:filled])
+                recycle.put(buf)
+                yield block
+            else:
+                del buf[filled:]
+                yield buf
 
 
 def _read_full(f, n: int) -> bytes:

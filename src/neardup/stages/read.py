@@ -50,22 +50,30 @@ def place(src: nio.Source, row: Optional[int]) -> str:
 
 
 def prefetch(it: Iterator, depth: int = 2) -> Iterator:
-    """Runs an iterator in a thread, ``depth`` items ahead, so that reading overlaps the kernels
-    (pyarrow's parser and the numba kernels release the GIL); its exceptions are re-raised here."""
-    q: "queue.Queue" = queue.Queue(maxsize=depth)
+    """Runs an iterator in a thread, at most ``depth`` items ahead of the one the consumer holds,
+    so that reading overlaps the kernels (pyarrow's parser and the numba kernels release the
+    GIL); its exceptions are re-raised here. The thread takes a slot before it asks for an item
+    and the consumer gives it back as it takes one: an item is made only once it has a place
+    (not made and then held waiting for one), so at most ``depth`` + 1 exist at once (each
+    holds its block's buffer while its texts wait to be hashed: :data:`neardup.io._streams.block_buffers`)."""
+    q: "queue.Queue" = queue.Queue()
+    slots = threading.Semaphore(depth)
     stop = threading.Event()
 
     def worker():
         try:
-            for item in it:
-                while not stop.is_set():
-                    try:
-                        q.put(("item", item), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
+            while True:
+                while not slots.acquire(timeout=0.1):
+                    if stop.is_set():
+                        return
                 if stop.is_set():
                     return
+                try:
+                    item = next(it)
+                except StopIteration:
+                    break
+                q.put(("item", item))
+                item = None
             q.put(("end", None))
         except BaseException as exc:  # re-raised in the consumer
             q.put(("error", exc))
@@ -76,6 +84,7 @@ def prefetch(it: Iterator, depth: int = 2) -> Iterator:
         while True:
             kind, value = q.get()
             if kind == "item":
+                slots.release()
                 yield value
             elif kind == "end":
                 return
@@ -298,6 +307,7 @@ def released_in_calls(engine) -> None:
 TEXT_SPANS = True
 COALESCE_BYTES = 16 << 20  # text bytes of small batches gathered for one call of the kernels
 ALONE_BYTES = COALESCE_BYTES // 2  # a batch of this many text bytes or more is never gathered
+PREFETCH_DEPTH = 1  # batches read ahead of the one hashed: a JSONL block (16 MB) is parsed ~4x faster than hashed
 
 
 def _read_into(config, hasher, scratch, schema, sources, members, summary, writer, big, progress,
@@ -322,7 +332,7 @@ def _read_into(config, hasher, scratch, schema, sources, members, summary, write
                                score_column=config.score_column, on_error=config.on_error,
                                batch_size=config.batch_size, span=span, group_files=True, text_spans=TEXT_SPANS)
     try:
-        for batch in prefetch(batches):
+        for batch in prefetch(batches, depth=PREFETCH_DEPTH):
             check_interrupt()
             for row, reason in batch.rejected:
                 summary["rejected"].append([batch.source_index, row, reason])
