@@ -1,0 +1,118 @@
+"""The ``neardup`` program's start: the shared libraries of its imports loaded in a thread beside
+numba's import, and a run that never imports numpy.ma (numba's typing of a plain array, the
+report's quantiles and id filter)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from helpers import SRC, child_env
+
+
+def _python(code: str, cwd=None) -> subprocess.CompletedProcess:
+    env = dict(child_env(), PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_the_program_loads_arrow_and_llvm_beside_numbas_import_without_importing_pyarrow():
+    r = _python("""
+        import json, os, sys, threading
+        before = dict(os.environ)
+        from neardup.cli import _import_numba
+        _import_numba()
+        loader = [t for t in threading.enumerate() if t.name == "neardup-libraries"]
+        for t in loader:
+            t.join(60)
+        maps = open("/proc/self/maps").read()
+        print(json.dumps({"arrow": "libarrow.so" in maps, "arrow_python": "libarrow_python" in maps,
+                          "s3": "libarrow_s3" in maps, "llvm": "libllvmlite" in maps,
+                          "pyarrow": "pyarrow" in sys.modules, "env": dict(os.environ) == before}))
+    """)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got == {"arrow": True, "arrow_python": True, "s3": True, "llvm": True,
+                   "pyarrow": False, "env": True}, got
+
+
+def test_a_program_run_does_not_import_numpy_ma(tmp_path):
+    """numpy.ma costs 8-10 CPU-ms: numba's typing of an array asks for it (the read stage's first
+    kernel calls), numpy 2.4's ``np.unique`` (and so ``np.isin``, ``np.quantile``) too; a run
+    and its report make none of those calls."""
+    lines = [json.dumps({"id": i, "text": f"doc {i % 40} " + "shared words of a near duplicate " * 3})
+             for i in range(400)]
+    (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
+    r = _python(f"""
+        import atexit, os, sys
+        atexit.register(lambda: print("numpy.ma" in sys.modules, "numba" in sys.modules))
+        sys.argv = ["neardup", "dedup", {str(tmp_path / "c.jsonl")!r}, "--output", {str(tmp_path / "out")!r}, "--quiet"]
+        from neardup.cli import main
+        main()
+    """, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "True"], r.stdout + r.stderr
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert stats["counts"]["removed"] > 0 and (tmp_path / "out" / "report.html").is_file()
+
+
+def test_numbas_type_of_a_plain_array_is_its_own():
+    r = _python("""
+        import numpy as np
+        from numba.core.typing.typeof import typeof_impl, Purpose
+        from numba.core.typing.typeof import _TypeofContext
+        numbas = typeof_impl.dispatch(np.ndarray)
+        from neardup.cli import _type_plain_arrays
+        _type_plain_arrays()
+        ours = typeof_impl.dispatch(np.ndarray)
+        assert ours is not numbas
+        c = _TypeofContext(Purpose.argument)
+        base = np.arange(24, dtype=np.int64).reshape(4, 6)
+        ro = np.zeros(5, np.uint8); ro.flags.writeable = False
+        cases = [base, base.T, base[:, ::2], base[0], np.zeros(0, np.float32), np.array(3.5), ro,
+                 np.zeros(3, "datetime64[ns]"), np.zeros(3, [("a", np.int32), ("b", np.float64)]),
+                 np.frombuffer(b"abcd", np.uint8), np.zeros((2, 2), np.complex128, order="F")]
+        for a in cases:
+            assert ours(a, c) == numbas(a, c), a.dtype
+        for a in (np.ma.masked_array([1, 2]),):  # numba's own error
+            errors = []
+            for f in (ours, numbas):
+                try:
+                    f(a, c)
+                    errors.append(None)
+                except Exception as e:
+                    errors.append((type(e), str(e)))
+            assert errors[0] is not None and errors[0] == errors[1], errors
+        print("ok")
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["ok"]
+
+
+def test_the_reports_quantiles_are_numpys():
+    from neardup.report.html import _min_median_max
+    rng = np.random.default_rng(7)
+    for n in list(range(1, 40)) + [999, 1000, 21_500]:
+        for trial in range(30 if n < 40 else 5):
+            x = rng.random(n)
+            if trial % 3 == 0:
+                x = np.round(0.75 + x * 0.25, 2)  # repeats, as similarities have
+            assert _min_median_max(x.copy()) == tuple(np.quantile(x, [0.0, 0.5, 1.0]).tolist()), (n, trial)
+
+
+def test_the_id_filters_membership_is_numpys_isin():
+    from neardup.report.output_folder import _among
+    rng = np.random.default_rng(3)
+    for n, m in ((0, 3), (5, 0), (1, 1), (100, 7), (5000, 300), (20_000, 50)):
+        a = rng.integers(0, 2**64, n, dtype=np.uint64)
+        values = np.concatenate([rng.choice(a, min(m, n)) if n else a[:0],
+                                 rng.integers(0, 2**64, m, dtype=np.uint64)])[:max(m, 0)]
+        assert np.array_equal(_among(a, values), np.isin(a, values)), (n, m)
+        assert _among(a, values).dtype == bool
