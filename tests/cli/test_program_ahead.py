@@ -116,3 +116,37 @@ def test_the_id_filters_membership_is_numpys_isin():
                                  rng.integers(0, 2**64, m, dtype=np.uint64)])[:max(m, 0)]
         assert np.array_equal(_among(a, values), np.isin(a, values)), (n, m)
         assert _among(a, values).dtype == bool
+
+
+def test_positional_ids_without_pyarrow_compute_are_arrows():
+    """``PATH:LINE`` ids (records without an id field) built in numpy, equal to Arrow's cast and
+    join (which import pyarrow.compute), digits of every length, a non-ASCII path."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from neardup.io.columns import prefixed_numbers
+    rng = np.random.default_rng(5)
+    cases = [np.arange(0, 1205), np.array([0]), np.zeros(0, np.int64), rng.integers(0, 2**63 - 1, 500),
+             np.array([9, 10, 99, 100, 10**18 - 1, 10**18, 2**63 - 1])]
+    for prefix in ("c.jsonl:", "dir/é 名/x.jsonl:", ""):
+        for numbers in cases:
+            got = prefixed_numbers(prefix, numbers)
+            got.validate(full=True)
+            want = pc.binary_join_element_wise(prefix, pa.array(numbers.astype(np.int64)).cast(pa.string()), "")
+            assert got.type == pa.string() and got.equals(want.cast(pa.string())), (prefix, numbers[:4])
+
+
+def test_a_run_of_records_without_ids_does_not_import_pyarrow_compute(tmp_path):
+    lines = [json.dumps({"text": f"doc {i % 40} " + "shared words of a near duplicate " * 3}) for i in range(300)]
+    (tmp_path / "p.jsonl").write_text("\n".join(lines) + "\n")
+    r = _python(f"""
+        import sys
+        from neardup.cli import main
+        code = main(["dedup", {str(tmp_path / "p.jsonl")!r}, "--output", {str(tmp_path / "out")!r}, "--quiet"])
+        print(code, "pyarrow.compute" in sys.modules)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", "False"], r.stdout + r.stderr
+    import pyarrow.parquet as pq
+    removed = pq.read_table(tmp_path / "out" / "removed.parquet").to_pydict()
+    assert removed["id"][:2] == ["p.jsonl:41", "p.jsonl:42"] and removed["representative"][0] == "p.jsonl:1"

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from ..errors import ConfigError, InputError
 from .formats import field_names
-from ..kernels.arrays import arrow
+from ..kernels.arrays import NUMPY_UP_TO, arrow
 from .sources import Source
 
 INDEX_ID_COLUMN = "__neardup_index__"  # ids added to a table (a DataFrame's index, a list's positions); not written out
@@ -143,9 +143,43 @@ def positional_ids(src: Source, rows: np.ndarray, path: Optional[str] = None) ->
     path = id_path(src, path)
     if src.format == "text":
         return arrow([path] * len(rows), pa.string())  # (arrow: pa.array imports pandas)
-    import pyarrow.compute as pc  # (numbers as decimal strings: a run whose records have no ids)
-    numbers = pa.array(rows + 1 if src.format == "jsonl" else rows).cast(pa.string())
-    return pc.binary_join_element_wise(path + ":", numbers, "").cast(pa.string())
+    numbers = rows + 1 if src.format == "jsonl" else rows
+    if len(numbers) <= NUMPY_UP_TO:
+        return prefixed_numbers(path + ":", numbers)
+    # more: Arrow's kernels, faster there (a run of more than NUMPY_UP_TO documents imports
+    # pyarrow.compute anyway, kernels.arrays)
+    import pyarrow.compute as pc
+    return pc.binary_join_element_wise(path + ":", pa.array(numbers).cast(pa.string()), "").cast(pa.string())
+
+
+def prefixed_numbers(prefix: str, numbers: np.ndarray) -> pa.Array:
+    """A string array: ``prefix`` followed by each of ``numbers`` (integers, none negative) in
+    decimal, built in numpy from its buffers (Arrow's cast of integers to strings and its join
+    import pyarrow.compute: 25-31 CPU-ms of a run whose records have no ids): 0.7 ms a 7,300
+    numbers against Arrow's 0.3, so :func:`positional_ids` takes it up to NUMPY_UP_TO."""
+    numbers = np.asarray(numbers, dtype=np.int64)
+    head = np.frombuffer(prefix.encode("utf-8"), dtype=np.uint8)
+    n = len(numbers)
+    if n and int(numbers.min()) < 0:
+        raise ValueError("prefixed_numbers takes no negative number")
+    digits = np.ones(n, dtype=np.int64)
+    for k in range(1, 19):  # int64 holds at most 19 digits
+        digits += numbers >= 10 ** k
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(digits + len(head), out=offsets[1:])
+    if offsets[-1] > np.iinfo(np.int32).max:
+        raise ValueError("prefixed_numbers: more than 2 GiB of strings")  # (pa.string's offsets)
+    data = np.empty(int(offsets[-1]), dtype=np.uint8)
+    starts = offsets[:-1]
+    for j in range(len(head)):
+        data[starts + j] = head[j]
+    ends = offsets[1:]
+    rest = numbers.copy()
+    for d in range(int(digits.max()) if n else 0):  # the last digit first
+        at = np.flatnonzero(digits > d)
+        data[ends[at] - 1 - d] = 48 + rest[at] % 10
+        rest //= 10
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
 
 
 def id_path(src: Source, path: Optional[str] = None) -> str:
