@@ -102,12 +102,10 @@ def _import_numba(numpy_only: bool = False) -> None:
     through the library) with scipy hidden, and yaml unless the working folder has a numba config
     file (numba then reads it, as it would): an ImportError to numba, which goes without them;
     importable again afterwards; and numpy's OpenBLAS loaded with one thread
-    (:data:`BLAS_THREAD_VARIABLES`: ``OPENBLAS_NUM_THREADS=1`` while numpy is imported, first,
-    then removed: the process's environment, which its children inherit, is as it was) unless the
-    environment sets a count; then the shared libraries of numba's and the library's imports are
-    loaded in a thread beside numba's import (:func:`_load_libraries_ahead`). ``numpy_only`` (a
-    Ray driver, :func:`on_ray`): numpy alone, its OpenBLAS as with numba. Nothing is done where
-    numba is imported already."""
+    (:data:`BLAS_THREAD_VARIABLES`: ``OPENBLAS_NUM_THREADS=1`` while numba imports numpy, then
+    removed: the process's environment, which its children inherit, is as it was) unless the
+    environment sets a count. ``numpy_only`` (a Ray driver, :func:`on_ray`): numpy alone, its
+    OpenBLAS as with numba. Nothing is done where numba is imported already."""
     import os
     if "numba" in sys.modules:
         return
@@ -121,67 +119,18 @@ def _import_numba(numpy_only: bool = False) -> None:
     if not numpy_only:
         _defer_module(DEFERRED_BY_NUMBA)
     try:
-        try:
-            import numpy  # noqa: F401 - its OpenBLAS is loaded (and reads the variable) here
-        finally:
-            if one_blas_thread:
-                os.environ.pop(BLAS_THREAD_VARIABLES[0], None)
-        if not numpy_only:
-            # after the environment is as it was: no thread reads it while it changes
-            _load_libraries_ahead(PRELOADED_LIBRARIES)
+        if numpy_only:
+            import numpy  # noqa: F401
+        else:
             import numba  # noqa: F401
     except ImportError:  # the library's import says what is wrong, as without this
         pass
     finally:
+        if one_blas_thread:
+            os.environ.pop(BLAS_THREAD_VARIABLES[0], None)
         for name in hidden:
             if name in sys.modules and sys.modules[name] is None:
                 del sys.modules[name]
-
-
-# The shared libraries the program's imports load after numpy's, in the order they are needed:
-# LLVM's (numba's import, halfway), Arrow's with every library its Python module links (the
-# library's import) and its S3 file system's with OpenSSL (pyarrow.parquet imports pyarrow.fs):
-# (package, file in the package's folder; an extension module's name ends in its suffix).
-PRELOADED_LIBRARIES = (("llvmlite", "binding/libllvmlite.so"), ("pyarrow", "lib{ext}"), ("pyarrow", "_s3fs{ext}"))
-
-
-def _load_libraries_ahead(libraries) -> None:
-    """Loads the shared libraries ``libraries`` (:data:`PRELOADED_LIBRARIES`) in a thread of their
-    own while the main thread goes on importing: the dynamic loader's work (mapping, relocating,
-    the libraries' constructors: ~25 CPU-ms on this machine) runs without Python's lock (ctypes
-    releases it around dlopen), on the other core, and the import that needs a library later
-    finds it loaded (dlopen of the same file returns the same handle; the module's own init runs
-    as before). A library not found, or that fails to load, is left to its import, which says
-    what is wrong. Nothing is imported: the packages' folders are found by their import specs."""
-    import importlib.machinery
-    import importlib.util
-    import os
-    import threading
-    ext = importlib.machinery.EXTENSION_SUFFIXES[0] if importlib.machinery.EXTENSION_SUFFIXES else ".so"
-    paths = []
-    folders = {}
-    for package, name in libraries:
-        if package not in folders:
-            try:
-                spec = importlib.util.find_spec(package)
-            except (ImportError, ValueError):
-                spec = None
-            locations = spec.submodule_search_locations if spec is not None else None
-            folders[package] = list(locations)[0] if locations else None
-        if folders[package] is not None:
-            paths.append(os.path.join(folders[package], name.format(ext=ext)))
-    if not paths:
-        return
-
-    def load():
-        import ctypes
-        for path in paths:
-            try:
-                ctypes.CDLL(path)
-            except OSError:
-                pass
-
-    threading.Thread(target=load, name="neardup-libraries", daemon=True).start()
 
 
 # What numba imports at its own import and uses only where it looks for third-party extensions
