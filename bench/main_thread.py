@@ -7,7 +7,9 @@ For each corpus (``--docs``: bench/data/synth_N_s0.jsonl, its first N lines when
 each repeat and each tree (the order alternating by repeat), a fresh ``python -m neardup dedup
 CORPUS -o OUT --overwrite --quiet`` run by a probe that marks, from inside, the read stage's start
 and the program's exit (``neardup.cli._exit_now``): the main thread's CPU (``time.thread_time``)
-and the wall since the probe's start at each mark; beside them the process's CPU-seconds (user +
+and the wall since the probe's start at each mark, and that wall less the main thread's time
+runnable but not running (``/proc/thread-self/schedstat``: what a quiet machine would show of it
+up to the read stage, ``read_start_main_unqueued_s``); beside them the process's CPU-seconds (user +
 sys of it and its children) and its wall from outside. ``bench/startup.py --phases`` splits the
 process's CPU into phases: work moved from the main thread into a thread beside it (the shared
 libraries' loading, say) stays in its phase there, and shows here. Min and median per tree;
@@ -32,7 +34,12 @@ from common import DATA_DIR, RESULTS_DIR, run_header, write_json  # noqa: E402
 
 PROBE = r"""
 import json, os, sys, time
-T0 = time.perf_counter()
+def queued():  # the main thread's time runnable but not running (Linux schedstat), else 0
+    try:
+        return int(open("/proc/thread-self/schedstat").read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+T0, Q0 = time.perf_counter(), queued()
 sys.argv = ["neardup"] + sys.argv[1:]
 import neardup.cli as cli
 marks = {}
@@ -44,13 +51,13 @@ def program_start(args):
         if stage.name == "read":
             run = stage.run
             def read(*a, **k):
-                marks["read_start"] = (time.perf_counter() - T0, time.thread_time())
+                marks["read_start"] = (time.perf_counter() - T0, time.thread_time(), queued() - Q0)
                 return run(*a, **k)
             stage.run = read
 cli._program_start = program_start
 exit_now = cli._exit_now
 def exit_marked(code):
-    marks["exit"] = (time.perf_counter() - T0, time.thread_time())
+    marks["exit"] = (time.perf_counter() - T0, time.thread_time(), queued() - Q0)
     os.write(2, ("PROBE " + json.dumps(marks) + "\n").encode())
     exit_now(code)
 cli._exit_now = exit_marked
@@ -85,6 +92,7 @@ def one_run(tree: str, corpus: Path, out: Path) -> dict:
             "cpu_s": round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 4),
             "read_start_wall_s": round(marks["read_start"][0], 4),
             "read_start_main_cpu_s": round(marks["read_start"][1], 4),
+            "read_start_main_unqueued_s": round(marks["read_start"][0] - marks["read_start"][2], 4),
             "exit_wall_s": round(marks["exit"][0], 4), "exit_main_cpu_s": round(marks["exit"][1], 4),
             "load": os.getloadavg()[0]}
 

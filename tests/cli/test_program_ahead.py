@@ -106,7 +106,7 @@ def test_positional_ids_without_pyarrow_compute_are_arrows():
     from neardup.io.columns import prefixed_numbers
     rng = np.random.default_rng(5)
     cases = [np.arange(0, 1205), np.array([0]), np.zeros(0, np.int64), rng.integers(0, 2**63 - 1, 500),
-             np.array([9, 10, 99, 100, 10**18 - 1, 10**18, 2**63 - 1])]
+             np.array([9, 10, 99, 100, 10**18 - 1, 10**18, 2**63 - 1]), np.arange(0, 150_000) * 7]
     for prefix in ("c.jsonl:", "dir/é 名/x.jsonl:", ""):
         for numbers in cases:
             got = prefixed_numbers(prefix, numbers)
