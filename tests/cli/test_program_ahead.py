@@ -1,6 +1,6 @@
 """The ``neardup`` program's start: a run that never imports numpy.ma (numba's typing of a plain
 array, the write stage's ranges, the report's quantiles and id filter) nor, without ids in its
-records, pyarrow.compute (positional ids)."""
+records or with integer ids read by pyarrow, pyarrow.compute (decimal strings)."""
 
 from __future__ import annotations
 
@@ -97,35 +97,56 @@ def test_the_id_filters_membership_is_numpys_isin():
         assert _among(a, values).dtype == bool
 
 
-def test_positional_ids_without_pyarrow_compute_are_arrows():
-    """``PATH:LINE`` ids (records without an id field) built in numpy, equal to Arrow's cast and
-    join (which import pyarrow.compute), digits of every length, a non-ASCII path."""
+def test_decimal_strings_are_arrows_cast():
+    """Positional ids (``PATH:LINE``) and integer ids read by pyarrow written in decimal in numpy,
+    equal to Arrow's cast and join (which import pyarrow.compute and set up Arrow's casts): every
+    digit count, negative numbers and int64's extremes, a non-ASCII path."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from neardup.io.columns import prefixed_numbers
+    from neardup.kernels.arrays import cast_strings, decimal_strings
     rng = np.random.default_rng(5)
+    ends = np.array([0, -1, 9, -9, 10, -10, 99, 100, 10**18 - 1, 10**18, -10**18, 2**63 - 1, -2**63])
     cases = [np.arange(0, 1205), np.array([0]), np.zeros(0, np.int64), rng.integers(0, 2**63 - 1, 500),
-             np.array([9, 10, 99, 100, 10**18 - 1, 10**18, 2**63 - 1]), np.arange(0, 150_000) * 7]
+             rng.integers(-2**63, 2**63 - 1, 500), ends, np.arange(0, 150_000) * 7]
     for prefix in ("c.jsonl:", "dir/é 名/x.jsonl:", ""):
         for numbers in cases:
-            got = prefixed_numbers(prefix, numbers)
+            got = decimal_strings(numbers, prefix=prefix)
             got.validate(full=True)
             want = pc.binary_join_element_wise(prefix, pa.array(numbers.astype(np.int64)).cast(pa.string()), "")
             assert got.type == pa.string() and got.equals(want.cast(pa.string())), (prefix, numbers[:4])
+    for numbers in cases:
+        for t in (pa.int64(), pa.int32()):
+            arr = pa.array(numbers.astype(np.int64)).slice(0)
+            if t == pa.int32():
+                arr = pa.array(np.clip(numbers, -2**31, 2**31 - 1).astype(np.int32))
+            assert cast_strings(arr, pa.string()).equals(arr.cast(pa.string()))
+    sliced = pa.array(np.arange(-50, 50)).slice(7, 30)
+    assert cast_strings(sliced, pa.string()).equals(sliced.cast(pa.string()))
+    with_nulls = pa.array([1, None, -3])
+    assert cast_strings(with_nulls, pa.string()).equals(with_nulls.cast(pa.string()))  # (Arrow's)
 
 
 def test_a_run_of_records_without_ids_does_not_import_pyarrow_compute(tmp_path):
+    """Positional ids, and integer ids that pyarrow's JSON reader reads (the scanner off)."""
     lines = [json.dumps({"text": f"doc {i % 40} " + "shared words of a near duplicate " * 3}) for i in range(300)]
     (tmp_path / "p.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "i.jsonl").write_text("".join(json.dumps({"id": i - 5, "text": json.loads(line)["text"]}) + "\n"
+                                              for i, line in enumerate(lines)))
     r = _python(f"""
-        import sys
+        import os, sys
         from neardup.cli import main
-        code = main(["dedup", {str(tmp_path / "p.jsonl")!r}, "--output", {str(tmp_path / "out")!r}, "--quiet"])
-        print(code, "pyarrow.compute" in sys.modules)
+        os.environ["NEARDUP_JSONL_SCANNER"] = "0"
+        for name in ("p.jsonl", "i.jsonl"):
+            code = main(["dedup", os.path.join({str(tmp_path)!r}, name), "--output",
+                         os.path.join({str(tmp_path)!r}, "out-" + name), "--quiet"])
+            print(code, "pyarrow.compute" in sys.modules)
     """)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["0", "False"], r.stdout + r.stderr
+    assert r.stdout.split() == ["0", "False", "0", "False"], r.stdout + r.stderr
     import pyarrow.parquet as pq
-    removed = pq.read_table(tmp_path / "out" / "removed.parquet").to_pydict()
+    removed = pq.read_table(tmp_path / "out-i.jsonl" / "removed.parquet").to_pydict()
+    assert removed["id"][:2] == ["35", "36"] and removed["representative"][0] == "-5"
+    import pyarrow.parquet as pq
+    removed = pq.read_table(tmp_path / "out-p.jsonl" / "removed.parquet").to_pydict()
     assert removed["id"][:2] == ["p.jsonl:41", "p.jsonl:42"] and removed["representative"][0] == "p.jsonl:1"

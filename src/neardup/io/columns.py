@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from ..errors import ConfigError, InputError
 from .formats import field_names
-from ..kernels.arrays import arrow
+from ..kernels.arrays import arrow, decimal_strings
 from .sources import Source
 
 INDEX_ID_COLUMN = "__neardup_index__"  # ids added to a table (a DataFrame's index, a list's positions); not written out
@@ -143,39 +143,10 @@ def positional_ids(src: Source, rows: np.ndarray, path: Optional[str] = None) ->
     path = id_path(src, path)
     if src.format == "text":
         return arrow([path] * len(rows), pa.string())  # (arrow: pa.array imports pandas)
-    return prefixed_numbers(path + ":", rows + 1 if src.format == "jsonl" else rows)
+    # numbers as decimal strings in numpy (Arrow's cast and join: pyarrow.compute and its casts'
+    # set-up, kernels.arrays.decimal_strings)
+    return decimal_strings(rows + 1 if src.format == "jsonl" else rows, prefix=path + ":")
 
-
-def prefixed_numbers(prefix: str, numbers: np.ndarray) -> pa.Array:
-    """A string array: ``prefix`` followed by each of ``numbers`` (integers, none negative) in
-    decimal, built in numpy from its buffers. Arrow's cast of integers to strings and its join
-    import pyarrow.compute (33 CPU-ms), and a process's first cast of integers to strings costs
-    156-167 CPU-ms more (Arrow's set-up of its casts): a run whose records have no ids paid both
-    in its clusters stage (100k: 0.17 -> 0.02 s). 37 CPU-ms for 215,000 numbers (a 1M run's
-    cluster members) against Arrow's 22 once set up."""
-    numbers = np.asarray(numbers, dtype=np.int64)
-    head = np.frombuffer(prefix.encode("utf-8"), dtype=np.uint8)
-    n = len(numbers)
-    if n and int(numbers.min()) < 0:
-        raise ValueError("prefixed_numbers takes no negative number")
-    digits = np.ones(n, dtype=np.int64)
-    for k in range(1, 19):  # int64 holds at most 19 digits
-        digits += numbers >= 10 ** k
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(digits + len(head), out=offsets[1:])
-    if offsets[-1] > np.iinfo(np.int32).max:
-        raise ValueError("prefixed_numbers: more than 2 GiB of strings")  # (pa.string's offsets)
-    data = np.empty(int(offsets[-1]), dtype=np.uint8)
-    starts = offsets[:-1]
-    for j in range(len(head)):
-        data[starts + j] = head[j]
-    ends = offsets[1:]
-    rest = numbers.copy()
-    for d in range(int(digits.max()) if n else 0):  # the last digit first
-        at = np.flatnonzero(digits > d)
-        data[ends[at] - 1 - d] = 48 + rest[at] % 10
-        rest //= 10
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
 
 
 def id_path(src: Source, path: Optional[str] = None) -> str:
