@@ -3,7 +3,8 @@ trees alternating (issue 32): what lies on a run's path before its first block i
 
     .venv/bin/python bench/main_thread.py --trees /work/main/src src --docs 100000 10 --repeat 8
 
-For each corpus (``--docs``: bench/data/synth_N_s0.jsonl, its first N lines when no such file),
+For each corpus (``--docs``: bench/data/synth_N_s0.jsonl, its first N lines when no such file;
+``--corpus``: any JSONL file, one without ids say),
 each repeat and each tree (the order alternating by repeat), a fresh ``python -m neardup dedup
 CORPUS -o OUT --overwrite --quiet`` run by a probe that marks, from inside, the read stage's start
 and the program's exit (``neardup.cli._exit_now``): the main thread's CPU (``time.thread_time``)
@@ -100,7 +101,8 @@ def one_run(tree: str, corpus: Path, out: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trees", nargs="+", default=["/work/main/src", "src"])
-    ap.add_argument("--docs", type=int, nargs="+", default=[100_000, 10])
+    ap.add_argument("--docs", type=int, nargs="*", default=[100_000, 10])
+    ap.add_argument("--corpus", nargs="*", default=[], help="more corpora (JSONL paths), after --docs'")
     ap.add_argument("--repeat", type=int, default=8)
     ap.add_argument("--output", default=str(RESULTS_DIR / "main_thread.json"))
     args = ap.parse_args()
@@ -108,8 +110,7 @@ def main() -> None:
     result = {**run_header(sys.argv), "load_before": os.getloadavg(), "trees": trees, "corpora": {}}
     with tempfile.TemporaryDirectory(prefix="main_thread_") as scratch:
         scratch = Path(scratch)
-        for docs in args.docs:
-            corpus = corpus_of(docs, scratch)
+        for docs, corpus in [(d, corpus_of(d, scratch)) for d in args.docs] + [(Path(c).name, Path(c)) for c in args.corpus]:
             for tree in trees:  # untimed: page cache, kernels
                 one_run(tree, corpus, scratch / "out")
             runs = {tree: [] for tree in trees}
