@@ -182,6 +182,7 @@ def _program_start(args) -> None:
             from .. import _start_numba
             _start_numba(blas=False)
             _skip_numba_extensions()
+            _type_plain_arrays()
     finally:
         gc.freeze()
         gc.enable()
@@ -199,6 +200,38 @@ def _skip_numba_extensions() -> None:
     except ImportError:  # the first kernel call says what is wrong
         return
     entrypoints._already_initialized = True
+
+
+def _type_plain_arrays() -> None:
+    """Has numba type a plain numpy array (an argument of a kernel call whose types numba's
+    compiled dispatcher has not seen yet: the first call of each kernel) without numpy.ma: numba's
+    own typing asks whether the array is a masked one, and the attribute imports numpy.ma (8-10
+    CPU-ms, in the read stage's first block), which a kernel command never uses otherwise. An
+    array of type ``numpy.ndarray`` exactly is no masked array: it gets the type numba's own would
+    give it, from the same helpers; any other array (a subclass, masked arrays among them) and a
+    dtype numba does not take go to numba's own, with its errors. Nothing is done where numba's
+    typing is not where this numba version keeps it."""
+    try:
+        import numpy as np
+        from numba.core import types
+        from numba.core.errors import NumbaNotImplementedError
+        from numba.core.typing.typeof import typeof_impl
+        from numba.np import numpy_support
+        numbas = typeof_impl.dispatch(np.ndarray)
+        from_dtype, map_layout = numpy_support.from_dtype, numpy_support.map_layout
+    except (ImportError, AttributeError):
+        return
+
+    def typeof_array(val, c):
+        if type(val) is not np.ndarray:
+            return numbas(val, c)
+        try:
+            dtype = from_dtype(val.dtype)
+        except NumbaNotImplementedError:
+            return numbas(val, c)
+        return types.Array(dtype, val.ndim, map_layout(val), readonly=not val.flags.writeable)
+
+    typeof_impl.register(np.ndarray, typeof_array)
 
 
 KERNEL_COMMANDS = {("dedup", None), ("signatures", None), ("audit", None), ("index", "add"), ("index", "query")}

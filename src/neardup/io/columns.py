@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from ..errors import ConfigError, InputError
 from .formats import field_names
-from ..kernels.arrays import arrow
+from ..kernels.arrays import arrow, decimal_strings
 from .sources import Source
 
 INDEX_ID_COLUMN = "__neardup_index__"  # ids added to a table (a DataFrame's index, a list's positions); not written out
@@ -143,9 +143,10 @@ def positional_ids(src: Source, rows: np.ndarray, path: Optional[str] = None) ->
     path = id_path(src, path)
     if src.format == "text":
         return arrow([path] * len(rows), pa.string())  # (arrow: pa.array imports pandas)
-    import pyarrow.compute as pc  # (numbers as decimal strings: a run whose records have no ids)
-    numbers = pa.array(rows + 1 if src.format == "jsonl" else rows).cast(pa.string())
-    return pc.binary_join_element_wise(path + ":", numbers, "").cast(pa.string())
+    # numbers as decimal strings in numpy (Arrow's cast and join: pyarrow.compute and its casts'
+    # set-up, kernels.arrays.decimal_strings)
+    return decimal_strings(rows + 1 if src.format == "jsonl" else rows, prefix=path + ":")
+
 
 
 def id_path(src: Source, path: Optional[str] = None) -> str:

@@ -124,11 +124,14 @@ def string_offsets(arr: pa.Array) -> np.ndarray:
 def cast_strings(arr: pa.Array, type) -> pa.Array:
     """``arr.cast(type)`` for a string or large_string array and ``type`` one of them, built from
     its buffers: Arrow's cast imports pyarrow.compute, 25-31 CPU-ms at a run's start (issue 32).
-    ``arr`` itself when it has that type; any other type (integer ids), a slice with nulls and
-    offsets past int32 go through Arrow's cast."""
+    ``arr`` itself when it has that type; signed integers without nulls (ids) to strings by
+    :func:`decimal_strings`; any other type, a slice with nulls and offsets past int32 go through
+    Arrow's cast."""
     if arr.type == type:
         return arr
     kinds = (pa.string(), pa.large_string())
+    if type == pa.string() and arr.null_count == 0 and arr.type in (pa.int64(), pa.int32(), pa.int16(), pa.int8()):
+        return decimal_strings(to_numpy(arr))  # integer ids (pyarrow's JSON reader)
     if arr.type not in kinds or type not in kinds or (arr.null_count and arr.offset):
         return arr.cast(type)
     offsets = string_offsets(arr)
@@ -140,6 +143,43 @@ def cast_strings(arr: pa.Array, type) -> pa.Array:
     offsets = (offsets - start).astype(np.int64 if type == pa.large_string() else np.int32)
     return pa.Array.from_buffers(type, len(arr), [arr.buffers()[0] if arr.null_count else None,
                                                   pa.py_buffer(offsets), data], null_count=arr.null_count)
+
+
+def decimal_strings(numbers, prefix: str = "") -> pa.Array:
+    """A string array: ``prefix`` followed by each of ``numbers`` (int64, or narrower) in decimal,
+    as Arrow's cast of integers to strings writes them, built in numpy from the buffers. Arrow's
+    cast imports pyarrow.compute (33 CPU-ms) and a process's first cast of integers to strings
+    costs 156-167 CPU-ms more (Arrow's set-up of its casts): a run whose records have no ids
+    (positional ids, :func:`neardup.io.columns.positional_ids`) paid both in its clusters stage
+    (100k: 0.17 -> 0.02 s), and one whose integer ids pyarrow's JSON reader reads in its read
+    stage. 37 CPU-ms for 215,000 numbers (a 1M run's cluster members) against Arrow's 22 once set
+    up."""
+    numbers = np.asarray(numbers, dtype=np.int64)
+    head = np.frombuffer(prefix.encode("utf-8"), dtype=np.uint8)
+    n = len(numbers)
+    negative = numbers < 0
+    magnitude = numbers.astype(np.uint64)  # two's complement: -x as uint64 is 2**64 - x
+    np.negative(magnitude, out=magnitude, where=negative)  # |x|, int64's least included
+    digits = np.ones(n, dtype=np.int64)
+    for k in range(1, 20):  # |x| < 2**63 has at most 19 digits
+        digits += magnitude >= np.uint64(10 ** k)
+    width = digits + negative + len(head)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(width, out=offsets[1:])
+    if offsets[-1] > np.iinfo(np.int32).max:
+        raise ValueError("decimal_strings: more than 2 GiB of strings")  # (pa.string's offsets)
+    data = np.empty(int(offsets[-1]), dtype=np.uint8)
+    starts, ends = offsets[:-1], offsets[1:]
+    for j in range(len(head)):
+        data[starts + j] = head[j]
+    data[starts[negative] + len(head)] = ord("-")
+    rest = magnitude.copy()
+    ten = np.uint64(10)
+    for d in range(int(digits.max()) if n else 0):  # the last digit first
+        at = np.flatnonzero(digits > d)
+        data[ends[at] - 1 - d] = (rest[at] % ten).astype(np.uint8) + ord("0")
+        rest //= ten
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
 
 
 # Up to this many values, take_array and adjacent_differ work in numpy and a run imports no

@@ -28,7 +28,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 import numpy as np
 import pyarrow as pa
 
-from ..kernels.arrays import arrow, take_array, take_rows, to_numpy
+from ..kernels.arrays import arrow, take_array, take_rows, to_numpy, unique
 from .. import io as nio
 from .._version import __version__
 from ..io.inputs import INDEX_ID_COLUMN
@@ -605,7 +605,7 @@ def write_ranges(table: pa.Table, *, work: Folder, kind: str) -> Dict[int, int]:
     key = column(table, "range")
     table = table.drop_columns([c for c in ("range", "part") if c in table.column_names])
     out: Dict[int, int] = {}
-    for r in np.unique(key).tolist():
+    for r in unique(key).tolist():  # (np.unique imports numpy.ma)
         t = take_rows(table, np.flatnonzero(key == r))
         # sorted in numpy (stable, as Arrow's sort_by: which imports pyarrow.compute, issue 32)
         if kind in ("removed", "marks"):
