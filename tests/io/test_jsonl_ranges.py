@@ -404,6 +404,48 @@ def _piped_copy(tmp_path, monkeypatch, data: bytes, starts, ends, buffer: int = 
     return (tmp_path / "out").read_bytes()
 
 
+def _on_local_disk(path) -> bool:
+    from neardup.io import kernel_copy
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return kernel_copy.file_system(fd) in kernel_copy.PIPED_FILE_SYSTEMS
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not hasattr(os, "copy_file_range"), reason="no os.copy_file_range here")
+def test_ranges_are_piped_only_between_files_on_local_disks(tmp_path, monkeypatch):
+    """The two-thread copy only where both files are on a local disk or in memory: an output on
+    another file system (here a pipe; on NFS or SMB the server copies for copy_file_range) gets
+    the kernel's own call, and the same bytes."""
+    from neardup.io import kernel_copy
+
+    if not _on_local_disk(tmp_path):
+        pytest.skip(f"{tmp_path} is on a file system the piped copy does not use")
+    monkeypatch.setattr(kernel_copy, "PIPED_BYTES", 1)
+    calls = []
+    real = kernel_copy.RangeCopier.piped
+    monkeypatch.setattr(kernel_copy.RangeCopier, "piped", lambda self, s, e: calls.append(1) or real(self, s, e))
+    data = bytes(range(256)) * 12
+    (tmp_path / "in").write_bytes(data)
+    fd_in = os.open(tmp_path / "in", os.O_RDONLY)
+    fd_out = os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    r, w = os.pipe()
+    try:
+        assert kernel_copy.pipes_here(fd_in, fd_out)
+        assert not kernel_copy.pipes_here(fd_in, w) and kernel_copy.file_system(w) == 0x50495045  # pipefs
+        RangeCopier(fd_in, w, "in").copy([0, 1000], [500, 2000])
+        assert os.read(r, 10_000) == data[:500] + data[1000:2000]
+        assert calls == []
+        RangeCopier(fd_in, fd_out, "in").copy([0, 1000], [500, 2000])
+        assert calls == [1]
+    finally:
+        for fd in (fd_in, fd_out, r, w):
+            os.close(fd)
+    assert (tmp_path / "out").read_bytes() == data[:500] + data[1000:2000]
+
+
 @pytest.mark.skipif(not hasattr(os, "copy_file_range"), reason="no os.copy_file_range here")
 def test_piped_copy_writes_the_ranges_in_order(tmp_path, monkeypatch):
     """Many megabytes of ranges are read by one thread into two buffers in turn and written by
@@ -411,6 +453,8 @@ def test_piped_copy_writes_the_ranges_in_order(tmp_path, monkeypatch):
     size against the ranges' (a range across several buffers, several in one)."""
     from neardup.io import kernel_copy
 
+    if not _on_local_disk(tmp_path):
+        pytest.skip(f"{tmp_path} is on a file system the piped copy does not use")
     rng = np.random.default_rng(5)
     data = rng.integers(0, 256, 300_000, dtype=np.uint8).tobytes()
     cuts = np.sort(rng.choice(len(data), 600, replace=False))

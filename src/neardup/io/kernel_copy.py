@@ -42,6 +42,39 @@ _WRITE_PIECE = 64 << 10  # a write call's bytes: what copy_file_range writes at 
 # large folios), 64 MiB ones the same
 
 
+# statfs f_type of the file systems on which :meth:`RangeCopier.piped` copies: local disks and
+# memory, where ``copy_file_range`` of unaligned ranges is itself a copy through the page cache.
+# Elsewhere (NFS 4.2 and SMB copy on the server; FUSE, network and unknown ones) the kernel's own
+# call is kept: reading and writing the bytes here would send them over the network twice
+PIPED_FILE_SYSTEMS = frozenset({
+    0xEF53,      # ext2/3/4
+    0x58465342,  # xfs
+    0x9123683E,  # btrfs
+    0x01021994,  # tmpfs
+    0xF2F52010,  # f2fs
+    0x2FC12FC1,  # zfs
+    0x794C7630,  # overlayfs (a container's root)
+})
+
+
+def file_system(fd: int) -> Optional[int]:
+    """The ``f_type`` of the file system ``fd`` is on (``fstatfs``), None where it cannot be asked."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        buf = ctypes.create_string_buffer(256)  # struct statfs (120 bytes on 64-bit Linux)
+        if libc.fstatfs(ctypes.c_int(fd), buf) != 0:
+            return None
+        return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF
+    except (OSError, AttributeError, ValueError):
+        return None
+
+
+def pipes_here(fd_in: int, fd_out: int) -> bool:
+    """Whether both files are on file systems of PIPED_FILE_SYSTEMS (:meth:`RangeCopier.piped`)."""
+    return file_system(fd_in) in PIPED_FILE_SYSTEMS and file_system(fd_out) in PIPED_FILE_SYSTEMS
+
+
 class RangeCopier:
     """Appends byte ranges of one local file to another at the position of ``fd_out``: with
     ``copy_file_range`` (the kernel copies, nothing passes through this process), else
@@ -55,6 +88,7 @@ class RangeCopier:
                    else "sendfile" if hasattr(os, "sendfile") and os.uname().sysname == "Linux" else "rw")
         self.way = way
         self._buffers: Optional[Tuple[np.ndarray, np.ndarray]] = None  # :meth:`piped`'s
+        self._pipes: Optional[bool] = None  # :func:`pipes_here`, asked once
 
     def copy(self, starts: Sequence[int], ends: Sequence[int]) -> None:
         """The ranges [starts[i], ends[i]) appended in order (lists or int64 arrays)."""
@@ -62,7 +96,9 @@ class RangeCopier:
         if self.way == "copy_file_range" and cfr is _OS_COPY_FILE_RANGE and len(starts) and \
                 ends[-1] - starts[0] >= PIPED_BYTES:
             starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)  # (no copy of arrays)
-            if int((ends - starts).sum()) >= PIPED_BYTES:
+            if self._pipes is None:
+                self._pipes = pipes_here(self.fd_in, self.fd_out)
+            if self._pipes and int((ends - starts).sum()) >= PIPED_BYTES:
                 starts, ends = self.piped(starts, ends)
                 if not len(starts):
                     return
