@@ -90,6 +90,9 @@ def test_select_representatives_equal_twin(g):
     assert rep == t_rep
     assert same_with_nan(rsim, t_rsim)
     assert removed == t_removed
+    # the kernel's own count of each cluster's members, at its primary representative (0 elsewhere)
+    heads = [c for c in t_cluster if c >= 0]
+    assert sel.sizes.tolist() == [heads.count(i) for i in range(n)]
 
 
 @PROPS

@@ -104,12 +104,15 @@ class Selection:
                         (both int32 when the documents and pairs fit, else int64)
     similarity[i]       its verified similarity to representative[i] (NaN when kept)
     removed[i]          bool
+    sizes[i]            the members of the cluster i is the primary representative of (0: none;
+                        the index type), counted by the kernel's last pass (None: not counted)
     """
 
     cluster: np.ndarray
     representative: np.ndarray
     similarity: np.ndarray
     removed: np.ndarray
+    sizes: Optional[np.ndarray] = None
 
     @property
     def n_clusters(self) -> int:
@@ -201,10 +204,16 @@ def _select_kernel(n, left, right, sim, rank):
         if head[labels[d]] < 0:
             head[labels[d]] = d
     removed = np.empty(n, np.bool_)
+    sizes = np.zeros(n, idx)  # the members of the cluster each document heads (0: none), counted in the same pass
     for i in range(n):  # each document's label becomes its cluster's primary representative
         removed[i] = status[i] == 2
-        labels[i] = head[labels[i]] if deg[i + 2] > deg[i + 1] else -1
-    return labels, rep, rsim, removed
+        if deg[i + 2] > deg[i + 1]:
+            h = head[labels[i]]
+            labels[i] = h
+            sizes[h] += 1
+        else:
+            labels[i] = -1
+    return labels, rep, rsim, removed, sizes
 
 
 def select_representatives(n: int, left: np.ndarray, right: np.ndarray, similarity: np.ndarray,
@@ -225,8 +234,8 @@ def select_representatives(n: int, left: np.ndarray, right: np.ndarray, similari
     rank = np.arange(n, dtype=np.int64) if rank is None else np.require(rank, np.int64, "CW")
     if n and (rank.min() < 0 or rank.max() >= n):  # a caller's own ranks: made dense, the same order and ties
         rank = np.unique(rank, return_inverse=True)[1].astype(np.int64).reshape(n)
-    cluster, rep, rsim, removed = _select_kernel(int(n), left, right, sim, rank)
-    return Selection(cluster=cluster, representative=rep, similarity=rsim, removed=removed)
+    cluster, rep, rsim, removed, sizes = _select_kernel(int(n), left, right, sim, rank)
+    return Selection(cluster=cluster, representative=rep, similarity=rsim, removed=removed, sizes=sizes)
 
 
 # --------------------------------------------------------------------------- connected components by stars

@@ -69,7 +69,7 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
     removed = sel.removed
     # the kept's representative -1 (the selection's): -1 picks the -1 put after the documents
     cluster, representative = docs[head], np.append(docs, -1)[sel.representative]
-    best, sizes, clusters = largest_clusters(head, TOP_CLUSTERS)
+    best, sizes, clusters = largest_clusters(head, TOP_CLUSTERS, sel.sizes)
     attrs, user_ids = columns()
     source = attrs["source"].astype(np.int32, copy=False)
     row = attrs["row"].astype(np.int64, copy=False)
@@ -215,15 +215,18 @@ def take_ids(ids: pa.Array, at: np.ndarray) -> pa.Array:
     return ids.take(arrow(np.asarray(at, np.int64)))
 
 
-def largest_clusters(head: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray, int]:
+def largest_clusters(head: np.ndarray, k: int, sizes: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray, int]:
     """``head``: each member's cluster head (a position among the members: every member is in a
     cluster of two or more). Returns the heads of the ``k`` largest clusters (larger first, ties to
     the smaller head), the size of the cluster each position heads (0: none) and how many clusters
     there are. By a histogram of the sizes, which gives the size the k-th largest has: only the
     clusters at least that large are sorted (a sort of every cluster took 1 ms of the 1M corpus's
-    102,715, a test of membership in the largest ones 1.7 ms more)."""
+    102,715, a test of membership in the largest ones 1.7 ms more). ``sizes``: those sizes where
+    the caller has them (:attr:`Selection.sizes`, counted in the selection kernel's last pass: no
+    bincount of the members here)."""
     m = len(head)
-    sizes = np.bincount(head, minlength=m)
+    if sizes is None:
+        sizes = np.bincount(head, minlength=m)
     if m == 0:
         return head[:0], sizes, 0
     hist = np.bincount(sizes)  # clusters of each size; hist[0]: positions that head none
