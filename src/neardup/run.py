@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import os
 import tempfile
+from functools import partial
 from typing import List, Optional, Sequence
 
 from . import io as nio
@@ -110,6 +111,8 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
         staging.remove_all()
         staging.makedirs()
         ctx = Run(config=config, sources=sources, work=work, output=staging, quiet=quiet)
+        if report:  # the report's reading of the member files, beside the write stage's copy of kept lines
+            ctx.after_members = partial(_report_ahead, staging)
         failure: List[NeardupError] = []
         publishing = False
         try:
@@ -147,6 +150,16 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
         if failure:
             raise failure[0]
     return stats
+
+
+def _report_ahead(staging: Folder) -> None:
+    """:func:`neardup.report.html.read_ahead` of the staging folder, the module imported there
+    too (in the write stage's thread); raises nothing (the page reads again what fails here)."""
+    try:
+        from .report.html import read_ahead
+        read_ahead(staging)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _output_files():
