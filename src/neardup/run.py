@@ -130,6 +130,7 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
             out.publish(staging, _output_files(), STATS, lambda: _complete(ctx, out, stats, failure))
         except BaseException as exc:
             work.join_removal()
+            _forget_report_ahead()
             if not publishing:  # once a publish began, staging stays: it marks kept/ as neardup's
                 with contextlib.suppress(Exception):
                     staging.remove_all()  # the old result (if any) stays whole; nothing half-written is left
@@ -160,6 +161,15 @@ def _report_ahead(staging: Folder) -> None:
         read_ahead(staging)
     except Exception:  # noqa: BLE001
         pass
+
+
+def _forget_report_ahead() -> None:
+    """What :func:`_report_ahead` read, let go when the run fails before its page (the module
+    is only looked at when it was imported)."""
+    import sys
+    html = sys.modules.get("neardup.report.html")
+    if html is not None:
+        html.forget_ahead()
 
 
 def _output_files():

@@ -569,6 +569,11 @@ def _ahead_or(out: Path, key: tuple, compute):
     return compute()
 
 
+def forget_ahead() -> None:
+    """Lets go of what :func:`read_ahead` holds (a run that failed before its page)."""
+    _AHEAD.clear()
+
+
 def read_ahead(output_dir) -> None:
     """What the page of a local output folder reads of its removed.parquet and clusters.parquet
     (the similarities, the cluster sizes, the members of the largest clusters: the reading and
