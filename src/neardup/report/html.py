@@ -5,6 +5,8 @@ distributions, the largest clusters side by side with their differences highligh
 :func:`write_report` writes it (the run, before its stats.json, with the stats in memory;
 ``neardup report DIR`` on a finished folder); :func:`render_report` gives it as a string. What is
 read of the folder: :mod:`.output_folder`; the word diff: :mod:`.diff`; the charts: :mod:`.plots`.
+A run reads the member files' part of the page ahead, beside its copy of kept lines
+(:func:`read_ahead`).
 """
 
 from __future__ import annotations
