@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import os
 import tempfile
+from functools import partial
 from typing import List, Optional, Sequence
 
 from . import io as nio
@@ -110,6 +111,8 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
         staging.remove_all()
         staging.makedirs()
         ctx = Run(config=config, sources=sources, work=work, output=staging, quiet=quiet)
+        if report:  # the report's reading of the member files, beside the write stage's copy of kept lines
+            ctx.after_members = partial(_report_ahead, staging)
         failure: List[NeardupError] = []
         publishing = False
         try:
@@ -127,6 +130,7 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
             out.publish(staging, _output_files(), STATS, lambda: _complete(ctx, out, stats, failure))
         except BaseException as exc:
             work.join_removal()
+            _forget_report_ahead()
             if not publishing:  # once a publish began, staging stays: it marks kept/ as neardup's
                 with contextlib.suppress(Exception):
                     staging.remove_all()  # the old result (if any) stays whole; nothing half-written is left
@@ -147,6 +151,25 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
         if failure:
             raise failure[0]
     return stats
+
+
+def _report_ahead(staging: Folder) -> None:
+    """:func:`neardup.report.html.read_ahead` of the staging folder, the module imported there
+    too (in the write stage's thread); raises nothing (the page reads again what fails here)."""
+    try:
+        from .report.html import read_ahead
+        read_ahead(staging)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _forget_report_ahead() -> None:
+    """What :func:`_report_ahead` read, let go when the run fails before its page (the module
+    is only looked at when it was imported)."""
+    import sys
+    html = sys.modules.get("neardup.report.html")
+    if html is not None:
+        html.forget_ahead()
 
 
 def _output_files():

@@ -5,6 +5,8 @@ distributions, the largest clusters side by side with their differences highligh
 :func:`write_report` writes it (the run, before its stats.json, with the stats in memory;
 ``neardup report DIR`` on a finished folder); :func:`render_report` gives it as a string. What is
 read of the folder: :mod:`.output_folder`; the word diff: :mod:`.diff`; the charts: :mod:`.plots`.
+A run reads the member files' part of the page ahead, beside its copy of kept lines
+(:func:`read_ahead`).
 """
 
 from __future__ import annotations
@@ -245,7 +247,7 @@ def _similarity_histogram(out: Path, figs: _Figures, threshold: Optional[float])
     path = out / "removed.parquet"
     if not path.is_file():
         return '<p class="note">No removed.parquet in this folder.</p>'
-    sims = _similarities(path)
+    sims = _ahead_or(out, ("similarities",), lambda: _similarities(path))
     if sims.size == 0:
         return '<p class="note">No similarities recorded (no removed documents, or verification was off).</p>'
     lo = float(np.floor(min(sims.min(), threshold if threshold is not None else 1.0) * 20) / 20)
@@ -319,7 +321,7 @@ def _role_html(role: str, rep: Optional[str], sim: Any, head: Optional[str]) -> 
 def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: int, max_side_by_side: int,
                      punctuation: str = Shingling.punctuation, against: bool = False) -> Tuple[str, str]:
     """(size distribution html, largest clusters html) of the clusters of this run."""
-    sized = cluster_sizes(out, max_clusters)
+    sized = _ahead_or(out, ("sizes", max_clusters), lambda: cluster_sizes(out, max_clusters))
     if sized is None:
         msg = '<p class="note">No clusters.parquet or removed.parquet in this folder.</p>'
         return msg, msg
@@ -353,7 +355,8 @@ def _largest_html(out: Path, top: List[str], sizes: np.ndarray, max_members: int
                   punctuation: str) -> str:
     """The clusters ``top`` (of sizes ``sizes``): what happened to each member, and the first
     members side by side with the document each was compared with."""
-    members = cluster_members(out, top, max(max_members, max_side_by_side + 1))
+    limit = max(max_members, max_side_by_side + 1)
+    members = _ahead_or(out, ("members", tuple(top), limit), lambda: cluster_members(out, top, limit))
     wanted = set()  # the documents shown side by side: their texts are read
     for c in top:
         entry = members[c]
@@ -515,8 +518,11 @@ def _files_below(folder: str) -> Tuple[int, int]:
     return count, size
 
 
-def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, max_members: int = 8,
-                  max_side_by_side: int = 3, stats: Optional[dict] = None,
+MAX_CLUSTERS, MAX_MEMBERS, MAX_SIDE_BY_SIDE = 10, 8, 3  # the page's defaults
+
+
+def render_report(output_dir, *, plots: str = "auto", max_clusters: int = MAX_CLUSTERS,
+                  max_members: int = MAX_MEMBERS, max_side_by_side: int = MAX_SIDE_BY_SIDE, stats: Optional[dict] = None,
                   kept: Optional[KeptTally] = None) -> str:
     """The report of a dedup output folder (a path, a URL or a :class:`~neardup.io.storage.folder.Folder`)
     as one HTML string (see :func:`write_report`). ``stats``: the run's stats (what its stats.json
@@ -529,8 +535,79 @@ def render_report(output_dir, *, plots: str = "auto", max_clusters: int = 10, ma
     names = _REPORT_INPUTS if recorded is None else _REPORT_INPUTS[1:]
     with folder.local_view(names, sizes_only=("kept",)) as local, _arrow_memory_returned():
         out = Path(local)
-        return _page(out, load_stats(out) if recorded is None else recorded, plots, max_clusters=max_clusters,
-                     max_members=max_members, max_side_by_side=max_side_by_side, kept=kept)
+        try:
+            return _page(out, load_stats(out) if recorded is None else recorded, plots, max_clusters=max_clusters,
+                         max_members=max_members, max_side_by_side=max_side_by_side, kept=kept)
+        finally:
+            _AHEAD.pop(str(out), None)
+
+
+# ---- what a run reads ahead -----------------------------------------------------------------
+
+# {local folder: (its member files' stamps, {key: value})}: what read_ahead found, for the page
+# drawn next of that folder; one folder at a time, each value used once
+_AHEAD: dict = {}
+
+
+def _stamp(out: Path) -> tuple:
+    """What says that removed.parquet and clusters.parquet are the files read ahead: each one's
+    inode, size and modification time (None when absent)."""
+    found = []
+    for name in ("removed.parquet", "clusters.parquet"):
+        try:
+            st = os.stat(out / name)
+            found.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        except OSError:
+            found.append(None)
+    return tuple(found)
+
+
+def _ahead_or(out: Path, key: tuple, compute):
+    """The value read ahead under ``key`` for the folder ``out`` when its member files are the
+    ones read then, else ``compute()``."""
+    entry = _AHEAD.get(str(out))
+    if entry is not None and key in entry[1] and entry[0] == _stamp(out):
+        return entry[1].pop(key)
+    return compute()
+
+
+def forget_ahead() -> None:
+    """Lets go of what :func:`read_ahead` holds (a run that failed before its page)."""
+    _AHEAD.clear()
+
+
+def read_ahead(output_dir) -> None:
+    """What the page of a local output folder reads of its removed.parquet and clusters.parquet
+    (the similarities, the cluster sizes, the members of the largest clusters: the reading and
+    most of the CPU of the page before its word diffs), read now and held for the next
+    :func:`render_report` of the folder with the default sizes, which uses it when those files
+    are still the same (inode, size, modification time). A run calls it in the write stage's
+    thread once it has written both files, while the main thread copies the kept lines (numba,
+    outside the GIL): at 100,000 documents ~10 CPU-ms off the main thread's path. The page's
+    bytes are the same either way (the same functions of the same files). It raises nothing:
+    whatever fails here is read again, and fails, where the page is drawn."""
+    try:
+        folder = Folder.of(output_dir)
+        if folder.os_path is None:
+            return
+        out = Path(fs.local_path(folder.shown))
+        stamp = _stamp(out)
+        values = {}
+        with _arrow_memory_returned():
+            path = out / "removed.parquet"
+            if path.is_file():
+                values[("similarities",)] = _similarities(path)
+            sized = cluster_sizes(out, MAX_CLUSTERS)
+            values[("sizes", MAX_CLUSTERS)] = sized
+            if sized is not None and len(sized[1]):
+                top = [str(c) for c in sized[0].slice(0, MAX_CLUSTERS).to_pylist()]
+                limit = max(MAX_MEMBERS, MAX_SIDE_BY_SIDE + 1)
+                values[("members", tuple(top), limit)] = cluster_members(out, top, limit)
+        if _stamp(out) == stamp:
+            _AHEAD.clear()
+            _AHEAD[str(out)] = (stamp, values)
+    except Exception:  # noqa: BLE001 (read again where the page is drawn)
+        pass
 
 
 @contextlib.contextmanager

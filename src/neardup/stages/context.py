@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -47,6 +47,9 @@ class Run:
     seconds: Dict[str, float] = field(default_factory=dict)
     stats: Optional[dict] = None
     kept_tally: Optional[KeptTally] = None  # kept/'s files and bytes, as the write stage wrote them
+    # called by the write stage's thread once removed.parquet and clusters.parquet are written,
+    # while kept/ is (the report's reading ahead: neardup.run); it must raise nothing
+    after_members: Optional[Callable[[], None]] = None
     _corpus: Optional[Corpus] = field(default=None, repr=False)
     _store: Optional[DocStore] = field(default=None, repr=False)
 

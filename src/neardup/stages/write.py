@@ -329,7 +329,8 @@ class WriteStage:
         # in this process the thread starts its work once the kernel copies kept lines (or kept/
         # is done): before, its Python would hold the lock that the steps to the copy need
         gate = _Gate() if later and engine.in_process else None
-        background = Background(later[0] if gate is None else partial(gate.then, later[0]), "neardup-members",
+        beside = (later[0] if run.after_members is None else partial(_then, later[0], run.after_members)) if later else None
+        background = Background(beside if gate is None else partial(gate.then, beside), "neardup-members",
                                 threads=threads) if later else None
         try:
             kept_files, kept, captured, nbytes = self._write_kept(run, engine, parts_of,
@@ -400,6 +401,11 @@ class WriteStage:
             kept += t_kept
             nbytes = _added(nbytes, t_bytes)
         return [written[si] for si in sorted(written)], kept, captured, nbytes
+
+
+def _then(first: Callable[[], None], second: Callable[[], None]) -> None:
+    first()
+    second()
 
 
 class _Gate:
