@@ -145,7 +145,8 @@ _, status, ru = os.wait4(pid, 0)
 wall = time.perf_counter() - t0
 with open(sys.argv[1], "w") as f:
     json.dump({"status": status, "ru_maxrss_kb": ru.ru_maxrss, "wall_s": wall,
-               "user_s": ru.ru_utime, "sys_s": ru.ru_stime}, f)
+               "user_s": ru.ru_utime, "sys_s": ru.ru_stime, "inblock": ru.ru_inblock,
+               "majflt": ru.ru_majflt}, f)
 """
 
 
@@ -185,6 +186,11 @@ def run_measured(cmd: Sequence[str], *, timeout: Optional[float] = None, poll_s:
         ru_maxrss_bytes       the kernel's high-water mark of the largest single process (the
                               command or a descendant it waited for), from wait4
     ``peak_memory_bytes`` is the largest of the three.
+
+    ``disk_read_bytes`` (wait4's ru_inblock, 512-byte units) and ``major_faults``: what the command
+    read from storage rather than the page cache. A run meant to time input "in the page cache"
+    whose disk_read_bytes is a real share of its input timed a disk instead (a VM whose host
+    reclaims the page cache within seconds does that; :func:`disk_read_note`).
     """
     import psutil
 
@@ -266,9 +272,22 @@ def run_measured(cmd: Sequence[str], *, timeout: Optional[float] = None, poll_s:
         "ru_maxrss_bytes": ru_maxrss,
         "peak_memory_bytes": max(peak, hwm, ru_maxrss or 0),
         "memory_samples": samples,
+        "disk_read_bytes": info["inblock"] * 512 if "inblock" in info else None,
+        "major_faults": info.get("majflt"),
         "stdout_tail": stdout[-4000:],
         "stderr_tail": stderr[-4000:],
     }
+
+
+def disk_read_note(runs: Sequence[dict], input_bytes: int, share: float = 0.01) -> Optional[str]:
+    """A warning when a run of ``runs`` (:func:`run_measured` results) read more than ``share``
+    of ``input_bytes`` from storage: its time is not a page-cache time; None otherwise."""
+    worst = max((r.get("disk_read_bytes") or 0 for r in runs), default=0)
+    if input_bytes and worst > share * input_bytes:
+        return (f"WARNING: a run read {worst / 2**20:,.0f} MiB from storage (its input or the program's own files), "
+                f"{100 * worst / input_bytes:.0f}% of its {input_bytes / 2**20:,.0f} MiB input: "
+                "not all of it was in the page cache, so its times are partly a disk's")
+    return None
 
 
 def _kill_tree(pid: int) -> None:

@@ -58,7 +58,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (BENCH_DIR, DATA_DIR, REPO_DIR, RESULTS_DIR, ensure_corpus, fmt_bytes,  # noqa: E402
+from common import (BENCH_DIR, DATA_DIR, REPO_DIR, RESULTS_DIR, disk_read_note, ensure_corpus, fmt_bytes,  # noqa: E402
                     TruthPairs, fmt_rate, grade, gram_set, jaccard_sets, load_truth, read_jsonl_texts,
                     WARMUP_ENV, run_header, run_measured, write_json)
 
@@ -159,6 +159,10 @@ def run_neardup(corpus: dict, threshold: float, extra: List[str], runs_dir: Path
         rec["removed_count"] = int(len(got["removed"]))
     log(f"    {m['wall_s']:.1f} s, {fmt_rate(rec['docs_per_s'])} docs/s, peak {fmt_bytes(m['peak_memory_bytes'])}"
         f", removed {rec.get('removed_count', '?')}")
+    warning = disk_read_note([m], corpus["bytes"])
+    if warning:
+        rec["disk_read_warning"] = warning
+        log(f"    {warning}")
     return rec
 
 
@@ -202,6 +206,7 @@ def median_run(runs: List[dict]) -> dict:
     pick = failed[0] if failed else sorted(runs, key=lambda r: r["wall_s"])[(len(runs) - 1) // 2]
     pick["runs_wall_s"] = [round(r["wall_s"], 4) for r in runs]
     pick["runs_cpu_s"] = [round(r["cpu_user_s"] + r["cpu_sys_s"], 4) for r in runs]
+    pick["runs_disk_read_bytes"] = [r.get("disk_read_bytes") for r in runs]
     if len(runs) > 1:
         log(f"    median of {len(runs)}: {pick['wall_s']:.2f} s (runs {', '.join(f'{w:.2f}' for w in pick['runs_wall_s'])})")
     return pick
@@ -245,6 +250,7 @@ def _measure_fields(m: dict, n: int, corpus: dict) -> dict:
             "cpu_user_s": m["cpu_user_s"], "cpu_sys_s": m["cpu_sys_s"],
             "peak_memory_bytes": m["peak_memory_bytes"], "peak_rss_tree_bytes": m["peak_rss_tree_bytes"],
             "peak_vmhwm_bytes": m["peak_vmhwm_bytes"], "ru_maxrss_bytes": m["ru_maxrss_bytes"],
+            "disk_read_bytes": m.get("disk_read_bytes"), "major_faults": m.get("major_faults"),
             "timed_out": m["timed_out"]}
 
 

@@ -93,7 +93,7 @@ import numba as nb
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (git_state, tree_bytes, DATA_DIR, REPO_DIR, RESULTS_DIR, WARMUP_ENV, ensure_corpus, run_header,  # noqa: E402
+from common import (disk_read_note, git_state, tree_bytes, DATA_DIR, REPO_DIR, RESULTS_DIR, WARMUP_ENV, ensure_corpus, run_header,  # noqa: E402
                     run_measured, write_json)
 
 STAGES = ("read", "pairs", "clusters", "write")
@@ -849,8 +849,10 @@ def main(argv=None) -> int:
             entry["trees"][str(src)] = {
                 "src": str(src), "git": result["trees"][str(src)], "summary": summarise(rs),
                 "bytes": rs[-1]["bytes"], "counts": rs[-1]["counts"], "params": rs[-1]["params"],
-                "runs": [{k: r[k] for k in ("wall_s", "cpu_user_s", "cpu_sys_s", "peak_memory_bytes",
-                                            "stats_seconds", "startup_s")} for r in rs],
+                "runs": [{k: r.get(k) for k in ("wall_s", "cpu_user_s", "cpu_sys_s", "peak_memory_bytes",
+                                                "stats_seconds", "startup_s", "disk_read_bytes",
+                                                "major_faults")} for r in rs],
+                "disk_read_warning": disk_read_note(rs, entry["corpus"]["bytes"]),
                 "ratio_best_over_floor": {k: summarise(rs)[k]["best"] / floors["stage_floor_s"][k]
                                           for k in (*STAGES, "startup")},
             }
@@ -867,6 +869,8 @@ def main(argv=None) -> int:
     for size, entry in result["sizes"].items():
         for tree in entry["trees"].values():
             print(table(size, tree, entry["floors"], entry["corpus"]))
+            if tree.get("disk_read_warning"):
+                print(f"{tree['src']}: {tree['disk_read_warning']}")
             print()
     st = result["startup"]
     print(f"start-up: `python -c pass` {st['python_pass_s']:.3f} s; " + "; ".join(
