@@ -642,3 +642,28 @@ def test_an_index_of_the_previous_format_is_refused_in_one_line_that_says_rebuil
                  ["index", "compact", ix]):
         one_line(capsys, main(argv), "format version 2", "reads version 3", "rebuild it")
     assert tree(ix) == before
+
+
+def test_a_manifest_published_while_the_folder_is_looked_at_is_an_index(tmp_path, split):
+    """The look at an index folder before its lock (does it hold a manifest, else anything
+    else?) races another process's first add: its manifest and then its segments may appear
+    between the two looks. The folder is then an index, not a foreign folder."""
+    import shutil
+
+    made = build(tmp_path / "made", split, parts=2)
+    target = tmp_path / "ix"
+    target.mkdir()
+    storage = FolderStorage(str(target))
+    real = storage.folder.names
+    calls = []
+
+    def names(*args):
+        if not calls:  # the other process publishes between the manifest's check and the listing
+            shutil.copytree(os.path.join(made, "segments"), target / "segments")
+            shutil.copy(os.path.join(made, "manifest.json"), target / "manifest.json")
+        calls.append(args)
+        return real(*args)
+
+    storage.folder.names = names
+    assert storage._state() == "index"
+    assert calls

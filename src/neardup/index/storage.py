@@ -401,6 +401,10 @@ class FolderStorage(Storage):
             raise StorageError(f"cannot read index {where}: {reason(exc)}") from None
         foreign = sorted(set(entries) - {LOCK, SEGMENTS, MANIFEST_TMP})
         kept = sorted(e for e in segs if not (e.startswith(TMP_PREFIX) and SEGMENT_NAME.match(e[len(TMP_PREFIX):])))
+        if (foreign or kept) and (MANIFEST in entries or os.path.lexists(self.folder.join(MANIFEST))):
+            # another process's first add published its manifest (then its segments) since the
+            # look above (this look runs outside the lock): an index, not a foreign folder
+            return "index"
         if not foreign and kept and all(SEGMENT_NAME.match(e) for e in kept):
             raise StorageError(
                 f"index {where} has lost its {MANIFEST}: {SEGMENTS}/ holds {len(kept)} segment"
