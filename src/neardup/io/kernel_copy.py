@@ -113,9 +113,7 @@ class RangeCopier:
                     return
                 starts, ends = list(starts[done:]), list(ends[done:])
                 starts[0] += part
-        if isinstance(starts, np.ndarray):  # Python's ints for the calls below
-            starts, ends = starts.tolist(), ends.tolist()
-        starts, ends = [int(a) for a in starts], [int(b) for b in ends]
+        starts, ends = [int(a) for a in starts], [int(b) for b in ends]  # Python's ints for the calls below
         fd_in, fd_out = self.fd_in, self.fd_out
         for a, b in zip(starts, ends):
             while a < b:
