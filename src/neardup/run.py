@@ -112,7 +112,7 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
         staging.makedirs()
         ctx = Run(config=config, sources=sources, work=work, output=staging, quiet=quiet)
         if report:  # the report's reading of the member files, beside the write stage's copy of kept lines
-            ctx.after_members = partial(_report_ahead, staging)
+            ctx.after_members = partial(_report_ahead, ctx, staging)
         failure: List[NeardupError] = []
         publishing = False
         try:
@@ -122,7 +122,8 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
             if report:
                 from .report.html import write_report
                 # inline SVG: no matplotlib start-up in a run; kept/ as the write stage counted it
-                write_report(staging, plots="svg", stats=stats, kept=ctx.kept_tally)
+                write_report(staging, plots="svg", stats=stats, kept=ctx.kept_tally, ahead=ctx.report_ahead)
+            ctx.after_members = ctx.report_ahead = None  # the read-ahead's one use is over
             # the commit point: a signal that came before stops the run here, the old result whole;
             # from here on none stops it (the result and the index update are published whole)
             commit_point()
@@ -130,7 +131,7 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
             out.publish(staging, _output_files(), STATS, lambda: _complete(ctx, out, stats, failure))
         except BaseException as exc:
             work.join_removal()
-            _forget_report_ahead()
+            ctx.after_members = ctx.report_ahead = None  # what was read ahead for a page not drawn
             if not publishing:  # once a publish began, staging stays: it marks kept/ as neardup's
                 with contextlib.suppress(Exception):
                     staging.remove_all()  # the old result (if any) stays whole; nothing half-written is left
@@ -153,23 +154,16 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
     return stats
 
 
-def _report_ahead(staging: Folder) -> None:
-    """:func:`neardup.report.html.read_ahead` of the staging folder, the module imported there
-    too (in the write stage's thread); raises nothing (the page reads again what fails here)."""
+def _report_ahead(ctx, staging: Folder) -> None:
+    """:func:`neardup.report.html.read_ahead` of the staging folder, kept on the run
+    (``ctx.report_ahead``) for its page; the module imported there too (in the write stage's
+    thread, which the write stage joins before it returns); raises nothing (the page reads
+    again what fails here)."""
     try:
         from .report.html import read_ahead
-        read_ahead(staging)
+        ctx.report_ahead = read_ahead(staging)
     except Exception:  # noqa: BLE001
         pass
-
-
-def _forget_report_ahead() -> None:
-    """What :func:`_report_ahead` read, let go when the run fails before its page (the module
-    is only looked at when it was imported)."""
-    import sys
-    html = sys.modules.get("neardup.report.html")
-    if html is not None:
-        html.forget_ahead()
 
 
 def _output_files():

@@ -243,11 +243,12 @@ def _resolve_bands(params: dict) -> Optional[Tuple[float, int, int]]:
         return None
 
 
-def _similarity_histogram(out: Path, figs: _Figures, threshold: Optional[float]) -> str:
+def _similarity_histogram(out: Path, figs: _Figures, threshold: Optional[float],
+                          ahead: Optional[ReadAhead] = None) -> str:
     path = out / "removed.parquet"
     if not path.is_file():
         return '<p class="note">No removed.parquet in this folder.</p>'
-    sims = _ahead_or(out, ("similarities",), lambda: _similarities(path))
+    sims = _ahead_or(ahead, out, ("similarities",), lambda: _similarities(path))
     if sims.size == 0:
         return '<p class="note">No similarities recorded (no removed documents, or verification was off).</p>'
     lo = float(np.floor(min(sims.min(), threshold if threshold is not None else 1.0) * 20) / 20)
@@ -319,9 +320,10 @@ def _role_html(role: str, rep: Optional[str], sim: Any, head: Optional[str]) -> 
 
 
 def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: int, max_side_by_side: int,
-                     punctuation: str = Shingling.punctuation, against: bool = False) -> Tuple[str, str]:
+                     punctuation: str = Shingling.punctuation, against: bool = False,
+                     ahead: Optional[ReadAhead] = None) -> Tuple[str, str]:
     """(size distribution html, largest clusters html) of the clusters of this run."""
-    sized = _ahead_or(out, ("sizes", max_clusters), lambda: cluster_sizes(out, max_clusters))
+    sized = _ahead_or(ahead, out, ("sizes", max_clusters), lambda: cluster_sizes(out, max_clusters))
     if sized is None:
         msg = '<p class="note">No clusters.parquet or removed.parquet in this folder.</p>'
         return msg, msg
@@ -332,7 +334,7 @@ def _cluster_section(out: Path, figs: _Figures, max_clusters: int, max_members: 
         return msg, msg
     top = [str(c) for c in ids.slice(0, max_clusters).to_pylist()]
     return (_sizes_html(figs, sizes),
-            _largest_html(out, top, sizes[:max_clusters], max_members, max_side_by_side, punctuation))
+            _largest_html(out, top, sizes[:max_clusters], max_members, max_side_by_side, punctuation, ahead))
 
 
 def _sizes_html(figs: _Figures, sizes: np.ndarray) -> str:
@@ -352,11 +354,11 @@ def _sizes_html(figs: _Figures, sizes: np.ndarray) -> str:
 
 
 def _largest_html(out: Path, top: List[str], sizes: np.ndarray, max_members: int, max_side_by_side: int,
-                  punctuation: str) -> str:
+                  punctuation: str, ahead: Optional[ReadAhead] = None) -> str:
     """The clusters ``top`` (of sizes ``sizes``): what happened to each member, and the first
     members side by side with the document each was compared with."""
     limit = max(max_members, max_side_by_side + 1)
-    members = _ahead_or(out, ("members", tuple(top), limit), lambda: cluster_members(out, top, limit))
+    members = _ahead_or(ahead, out, ("members", tuple(top), limit), lambda: cluster_members(out, top, limit))
     wanted = set()  # the documents shown side by side: their texts are read
     for c in top:
         entry = members[c]
@@ -523,7 +525,7 @@ MAX_CLUSTERS, MAX_MEMBERS, MAX_SIDE_BY_SIDE = 10, 8, 3  # the page's defaults
 
 def render_report(output_dir, *, plots: str = "auto", max_clusters: int = MAX_CLUSTERS,
                   max_members: int = MAX_MEMBERS, max_side_by_side: int = MAX_SIDE_BY_SIDE, stats: Optional[dict] = None,
-                  kept: Optional[KeptTally] = None) -> str:
+                  kept: Optional[KeptTally] = None, ahead: Optional[ReadAhead] = None) -> str:
     """The report of a dedup output folder (a path, a URL or a :class:`~neardup.io.storage.folder.Folder`)
     as one HTML string (see :func:`write_report`). ``stats``: the run's stats (what its stats.json
     holds or will hold); given, stats.json is not read, and the page is the one that stats.json
@@ -535,18 +537,27 @@ def render_report(output_dir, *, plots: str = "auto", max_clusters: int = MAX_CL
     names = _REPORT_INPUTS if recorded is None else _REPORT_INPUTS[1:]
     with folder.local_view(names, sizes_only=("kept",)) as local, _arrow_memory_returned():
         out = Path(local)
-        try:
-            return _page(out, load_stats(out) if recorded is None else recorded, plots, max_clusters=max_clusters,
-                         max_members=max_members, max_side_by_side=max_side_by_side, kept=kept)
-        finally:
-            _AHEAD.pop(str(out), None)
+        return _page(out, load_stats(out) if recorded is None else recorded, plots, max_clusters=max_clusters,
+                     max_members=max_members, max_side_by_side=max_side_by_side, kept=kept, ahead=ahead)
 
 
 # ---- what a run reads ahead -----------------------------------------------------------------
 
-# {local folder: (its member files' stamps, {key: value})}: what read_ahead found, for the page
-# drawn next of that folder; one folder at a time, each value used once
-_AHEAD: dict = {}
+class ReadAhead:
+    """What :func:`read_ahead` found of one local output folder, for the page drawn next of it
+    (:func:`render_report`'s ``ahead``): the folder, its member files' stamps then, and
+    ``{key: value}``, each value given once. Its owner (a run: ``Run.report_ahead``) hands it to
+    the page and lets go of it after."""
+
+    __slots__ = ("folder", "stamp", "values")
+
+    def __init__(self, folder: str, stamp: tuple, values: dict):
+        self.folder, self.stamp, self.values = folder, stamp, values
+
+    def holds(self, out: Path, key: tuple) -> bool:
+        """Whether it holds a value under ``key`` for ``out``: the folder read ahead, its member
+        files still the ones read then."""
+        return str(out) == self.folder and key in self.values and _stamp(out) == self.stamp
 
 
 def _stamp(out: Path) -> tuple:
@@ -562,34 +573,29 @@ def _stamp(out: Path) -> tuple:
     return tuple(found)
 
 
-def _ahead_or(out: Path, key: tuple, compute):
-    """The value read ahead under ``key`` for the folder ``out`` when its member files are the
-    ones read then, else ``compute()``."""
-    entry = _AHEAD.get(str(out))
-    if entry is not None and key in entry[1] and entry[0] == _stamp(out):
-        return entry[1].pop(key)
+def _ahead_or(ahead: Optional[ReadAhead], out: Path, key: tuple, compute):
+    """The value ``ahead`` holds under ``key`` for the folder ``out`` when its member files are
+    the ones read then, else ``compute()``."""
+    if ahead is not None and ahead.holds(out, key):
+        return ahead.values.pop(key)  # given once
     return compute()
 
 
-def forget_ahead() -> None:
-    """Lets go of what :func:`read_ahead` holds (a run that failed before its page)."""
-    _AHEAD.clear()
-
-
-def read_ahead(output_dir) -> None:
+def read_ahead(output_dir) -> Optional[ReadAhead]:
     """What the page of a local output folder reads of its removed.parquet and clusters.parquet
     (the similarities, the cluster sizes, the members of the largest clusters: the reading and
-    most of the CPU of the page before its word diffs), read now and held for the next
-    :func:`render_report` of the folder with the default sizes, which uses it when those files
-    are still the same (inode, size, modification time). A run calls it in the write stage's
-    thread once it has written both files, while the main thread copies the kept lines (numba,
-    outside the GIL): at 100,000 documents ~10 CPU-ms off the main thread's path. The page's
-    bytes are the same either way (the same functions of the same files). It raises nothing:
-    whatever fails here is read again, and fails, where the page is drawn."""
+    most of the CPU of the page before its word diffs), read now and returned for the next
+    :func:`render_report` of the folder with the default sizes (its ``ahead``), which uses it
+    when those files are still the same (inode, size, modification time). A run calls it in the
+    write stage's thread once it has written both files, while the main thread copies the kept
+    lines (numba, outside the GIL), and keeps it on its ``Run`` for its page: at 100,000
+    documents ~10 CPU-ms off the main thread's path. The page's bytes are the same either way
+    (the same functions of the same files). It raises nothing: whatever fails here (None, or a
+    value left out) is read again, and fails, where the page is drawn."""
     try:
         folder = Folder.of(output_dir)
         if folder.os_path is None:
-            return
+            return None
         out = Path(fs.local_path(folder.shown))
         stamp = _stamp(out)
         values = {}
@@ -604,10 +610,10 @@ def read_ahead(output_dir) -> None:
                 limit = max(MAX_MEMBERS, MAX_SIDE_BY_SIDE + 1)
                 values[("members", tuple(top), limit)] = cluster_members(out, top, limit)
         if _stamp(out) == stamp:
-            _AHEAD.clear()
-            _AHEAD[str(out)] = (stamp, values)
+            return ReadAhead(str(out), stamp, values)
     except Exception:  # noqa: BLE001 (read again where the page is drawn)
         pass
+    return None
 
 
 @contextlib.contextmanager
@@ -628,14 +634,15 @@ def _arrow_memory_returned():
 
 
 def write_report(output_dir, output=None, *, plots: str = "auto", overwrite: bool = False,
-                 stats: Optional[dict] = None, kept: Optional[KeptTally] = None) -> Union[Path, str]:
+                 stats: Optional[dict] = None, kept: Optional[KeptTally] = None,
+                 ahead: Optional[ReadAhead] = None) -> Union[Path, str]:
     """Write ``report.html`` (or ``output``) for a dedup output folder and return its path (a
     Path, or the URL of a report written to a store).
 
     ``output_dir``: a path, a URL or a :class:`~neardup.io.storage.folder.Folder`. The folder must
     hold ``stats.json``, unless ``stats`` gives its content (a run writes its report before its
     stats.json: then stats.json is not read; ``kept``, its kept/'s files and bytes: then kept/ is
-    not listed); ``removed.parquet``, ``clusters.parquet``,
+    not listed; ``ahead``, what :func:`read_ahead` read of it); ``removed.parquet``, ``clusters.parquet``,
     ``texts_sample.parquet``, ``rejected.parquet`` and ``kept/`` are used when present. The file is
     self-contained: inline CSS, images as base64 PNG (matplotlib) or inline SVG (without it), no
     scripts, no external links. ``plots``: ``auto`` (matplotlib when installed), ``matplotlib``
@@ -657,12 +664,12 @@ def write_report(output_dir, output=None, *, plots: str = "auto", overwrite: boo
     owned = same_file(path, default)  # the folder's own report: neardup's to replace
     check_output_file(path, inputs=[fs.join(given, n) for n in _REPORT_INPUTS], inside=[fs.join(given, "kept")],
                       overwrite=overwrite or owned, option="--output", remote_ok=True)
-    text = render_report(folder, plots=plots, stats=stats, kept=kept)
+    text = render_report(folder, plots=plots, stats=stats, kept=kept, ahead=ahead)
     return publish_file(path, text.encode("utf-8"), overwrite=overwrite or owned, option="--output")
 
 
 def _page(out: Path, stats: dict, plots: str, *, max_clusters: int, max_members: int, max_side_by_side: int,
-          kept: Optional[KeptTally] = None) -> str:
+          kept: Optional[KeptTally] = None, ahead: Optional[ReadAhead] = None) -> str:
     """The page of the output folder ``out`` (a local directory) and its stats."""
     counts = stats.get("counts") if isinstance(stats.get("counts"), dict) else {}
     params = stats.get("params") if isinstance(stats.get("params"), dict) else {}
@@ -685,10 +692,10 @@ def _page(out: Path, stats: dict, plots: str, *, max_clusters: int, max_members:
     sections.append("<h2>S-curve</h2>")
     sections.append(_s_curve_html(figs, resolved))
     sections.append("<h2>Similarity of removed documents</h2>")
-    sections.append(_similarity_histogram(out, figs, threshold))
+    sections.append(_similarity_histogram(out, figs, threshold, ahead))
     index_html = _index_section(out, counts)
     size_html, largest_html = _cluster_section(out, figs, max_clusters, max_members, max_side_by_side,
-                                               _punctuation_of(params), against=bool(index_html))
+                                               _punctuation_of(params), against=bool(index_html), ahead=ahead)
     sections.append("<h2>Cluster sizes</h2>")
     sections.append(size_html)
     sections.append("<h2>Largest clusters</h2>")

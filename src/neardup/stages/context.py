@@ -50,6 +50,8 @@ class Run:
     # called by the write stage's thread once removed.parquet and clusters.parquet are written,
     # while kept/ is (the report's reading ahead: neardup.run); it must raise nothing
     after_members: Optional[Callable[[], None]] = None
+    # what that reading found (neardup.report.html.ReadAhead), for the run's page; the run's own
+    report_ahead: Optional[object] = field(default=None, repr=False)
     _corpus: Optional[Corpus] = field(default=None, repr=False)
     _store: Optional[DocStore] = field(default=None, repr=False)
 
@@ -93,7 +95,7 @@ class Run:
         work = copy.copy(self.work)
         work.inputs = None  # only a plan not yet made needs them
         return dataclasses.replace(self, sources=self.task(engine, with_store=False).sources, work=work,
-                                   seconds={}, stats=None, _corpus=None, _store=None)
+                                   seconds={}, stats=None, report_ahead=None, _corpus=None, _store=None)
 
     def in_call(self) -> "Run":
         """A run of :meth:`for_call` where the call runs: the in-memory tables fetched."""
