@@ -59,10 +59,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if program:
         import gc
         gc.disable()  # until _program_start: the imports make objects that live as long as the process
-        driver = on_ray(sys.argv[1:])
-        if not driver:
-            _load_libraries_ahead()
-        _import_numba(numpy_only=driver)
+        _import_numba(numpy_only=on_ray(sys.argv[1:]))
     code = _main(argv, program)
     if program:
         _exit_now(code)
@@ -98,58 +95,6 @@ def on_ray(argv: List[str]) -> bool:
         elif word.startswith("--engine="):
             engine = word[len("--engine="):]
     return engine == "ray"
-
-
-# The two largest shared libraries the program loads on its way to its work, as (package, file
-# under the package): llvmlite's LLVM (170 MB; numba imports it ~40 ms into the start) and
-# pyarrow's extension with the Arrow and Parquet libraries it links (~100 MB; imported after
-# numba). Loading one is the dynamic loader's work (mapping, relocating, constructors), which a
-# ctypes load does outside the interpreter's lock.
-AHEAD_LIBRARIES = (("llvmlite", ("binding", "libllvmlite.so")), ("pyarrow", ("lib",)))
-
-
-def _load_libraries_ahead() -> None:
-    """Has :data:`AHEAD_LIBRARIES` loaded (Linux) by a daemon thread while the main thread
-    imports numba's Python, so that the imports that need them find them loaded: the loader's
-    work moves to the other core (the main thread's CPU up to the parser: -27 ms median,
-    under load, bench/startup_libs.py). The same libraries are loaded either way (the same
-    files, as their packages load them: the import's own load finds them there); the thread
-    runs no Python of theirs, and any failure leaves the import to load them as before."""
-    if not sys.platform.startswith("linux"):
-        return
-    import threading
-    threading.Thread(target=_load_libraries, name="neardup-libraries", daemon=True).start()
-
-
-def _load_libraries() -> None:
-    try:
-        import ctypes
-        for path in _library_paths():
-            ctypes.CDLL(path)
-    except Exception:  # noqa: BLE001 (the import loads it, and says what is wrong)
-        pass
-
-
-def _library_paths() -> List[str]:
-    """The files of :data:`AHEAD_LIBRARIES` that are there, found as their packages' imports
-    find them (no package imported)."""
-    import importlib.machinery
-    import importlib.util
-    import os
-    paths = []
-    for package, parts in AHEAD_LIBRARIES:
-        try:
-            spec = importlib.util.find_spec(package)
-        except (ImportError, ValueError):
-            continue
-        if spec is None or not spec.submodule_search_locations:
-            continue
-        path = os.path.join(list(spec.submodule_search_locations)[0], *parts)
-        if len(parts) == 1:  # an extension module: its file for this interpreter
-            path += importlib.machinery.EXTENSION_SUFFIXES[0]
-        if os.path.isfile(path):
-            paths.append(path)
-    return paths
 
 
 def _import_numba(numpy_only: bool = False) -> None:
