@@ -22,7 +22,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 import numpy as np
 import pyarrow as pa
 
-from ..kernels.arrays import arrow, empty_table, take_array, to_numpy, unique
+from ..kernels.arrays import arrow, arrow_take, empty_table, take_array, to_numpy, unique
 from .. import io as nio
 from ..io.storage import tables
 from ..io.storage.fs import atomic_write
@@ -87,7 +87,7 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
             return members, counts
         write([members])
         return None, counts
-    take = take_ids if arrow_takes() else take_array
+    take = arrow_take if arrow_takes() else take_array  # (a batch's ~65,000 ids ~8x faster by Arrow's)
     batches: "queue.SimpleQueue" = queue.SimpleQueue()
     writing = Background(partial(write, _until_done(batches)), "neardup-members-write")
     starts = range(0, m, tables.ROW_GROUP)
@@ -207,12 +207,6 @@ def members_writer(folder, name: str) -> Callable[[Iterable[pa.Table]], None]:
                 for t in parts:
                     w.write_table(t, max_chunksize=tables.ROW_GROUP)
     return write
-
-
-def take_ids(ids: pa.Array, at: np.ndarray) -> pa.Array:
-    """``ids`` taken at ``at`` by Arrow's take (pyarrow.compute imported: :func:`arrow_takes`),
-    whatever their number: a batch's ~65,000 ids ~8x faster than :func:`take_array`'s numpy."""
-    return ids.take(arrow(np.asarray(at, np.int64)))
 
 
 def largest_clusters(head: np.ndarray, k: int, sizes: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray, int]:

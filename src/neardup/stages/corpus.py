@@ -17,7 +17,7 @@ from .. import io as nio
 from ..io.columns import id_path, positional_ids
 from ..io.splits import range_lines
 from ..io.storage.folder import Folder
-from ..kernels.arrays import arrow, cast_strings, take_array, take_rows, to_numpy, unique
+from ..kernels.arrays import arrow, arrow_take, cast_strings, take_array, take_rows, to_numpy, unique
 from .background import Background
 from .workdir import WorkDir, block_name
 
@@ -309,7 +309,7 @@ class DocStore:
         columns as :meth:`opened` gave them, its file opened ahead (:class:`OpenedBlocks`)."""
         t = opened if opened is not None else self.opened(block, columns)
         if rows is not None:
-            t = t.take(arrow(np.asarray(rows, np.int64))) if arrow_takes() else take_rows(t, rows)
+            t = arrow_take(t, rows) if arrow_takes() else take_rows(t, rows)
         return t if self.row_base is None else with_row_base(t, int(self.row_base[block]))
 
     def opened(self, block: int, columns: List[str]) -> pa.Table:
