@@ -182,15 +182,15 @@ def test_members_written_batch_by_batch_are_the_bytes_of_the_whole_table(tmp_pat
     ids = pa.array(["i" * int(rng.integers(0, lengths + 1)) * (rng.random() < share) for _ in docs.tolist()])
     columns = lambda: ({"source": np.zeros(len(docs), np.int32), "row": docs.copy()}, ids)  # noqa: E731
     folder = Folder.of(tmp_path_factory.mktemp("members"))
-    saved = tables.ROW_GROUP, clusters.arrow_takes
-    tables.ROW_GROUP, clusters.arrow_takes = group, (lambda: arrow_takes)
+    saved = tables.ROW_GROUP
+    tables.ROW_GROUP = group
     try:
         members, counts = select_partition(docs, columns, left, right, sim, Config(keep="first"), [])
         folder.write_arrow("whole.arrow", members)
         none, written = select_partition(docs, columns, left, right, sim, Config(keep="first"), [], None,
-                                         members_writer(folder, "batches.arrow"))
+                                         members_writer(folder, "batches.arrow"), arrow_takes)
     finally:
-        tables.ROW_GROUP, clusters.arrow_takes = saved
+        tables.ROW_GROUP = saved
     assert none is None and written == counts
     with open(folder.join("whole.arrow"), "rb") as a, open(folder.join("batches.arrow"), "rb") as b:
         assert a.read() == b.read()

@@ -29,7 +29,7 @@ from ..io.storage.fs import atomic_write
 from ..progress import bar, check_interrupt
 from .against import matched_members
 from .background import Background
-from .corpus import MemberColumns, arrow_takes, column, document_ids
+from .corpus import MemberColumns, column, document_ids
 from .records import ClustersInfo, StarStep
 from .workdir import MEMBERS_SCHEMA, PAIRS_SCHEMA, members_table, part_name, write_record
 
@@ -43,8 +43,8 @@ TOP_MEMBERS = 5        # members shown of each
 
 def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.ndarray, right: np.ndarray,
                      similarity: np.ndarray, config, sources: Sequence[nio.Source],
-                     positions=None, write: Optional[Callable[[Iterable[pa.Table]], None]] = None
-                     ) -> Tuple[Optional[pa.Table], dict]:
+                     positions=None, write: Optional[Callable[[Iterable[pa.Table]], None]] = None,
+                     arrow_takes: bool = False) -> Tuple[Optional[pa.Table], dict]:
     """``docs``: the partition's documents, ascending; ``columns()``: their columns
     (:func:`member_columns`) and user ids (:meth:`DocStore.columns_and_ids`), asked for once the
     selection is made, unless the keep order needs them first (``longest``, ``score:COLUMN``): a
@@ -57,7 +57,8 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
     fewer; one table of all where ROW_GROUP is not a multiple of WHOLE_PAGES), in a thread of its own (:func:`members_writer`: the record batches of the file
     the whole table would make), each written while the next one's representative ids are
     taken (and its cluster ids, in a third thread) (None returned for the members; an error here ends the batches with it, so
-    that no file is made)."""
+    that no file is made). ``arrow_takes``: the batches' ids taken by Arrow's take (the store's
+    :attr:`DocStore.arrow_takes`: pyarrow.compute imported for it), else by :func:`take_array`."""
     from ..kernels.components import keep_order, select_representatives
     m = len(docs)
     li, ri = positions if positions is not None else (np.searchsorted(docs, left), np.searchsorted(docs, right))
@@ -87,7 +88,7 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
             return members, counts
         write([members])
         return None, counts
-    take = arrow_take if arrow_takes() else take_array  # (a batch's ~65,000 ids ~8x faster by Arrow's)
+    take = arrow_take if arrow_takes else take_array  # (a batch's ~65,000 ids ~8x faster by Arrow's)
     batches: "queue.SimpleQueue" = queue.SimpleQueue()
     writing = Background(partial(write, _until_done(batches)), "neardup-members-write")
     starts = range(0, m, tables.ROW_GROUP)
@@ -270,16 +271,20 @@ def load_ahead(run, engine, verified: int) -> Optional[Background]:
     return loading
 
 
-def compute_ahead(engine, documents: int) -> Optional[Background]:
+def compute_ahead(engine, documents: int, store=None) -> Optional[Background]:
     """``pyarrow.compute`` imported in a thread of its own from the pair stage's start, where the
     clusters stage will run in this process on a corpus of more than NUMPY_UP_TO ``documents``
     (:mod:`neardup.kernels.arrays`): its takes of more values than that go through Arrow's,
     which imports it (25-31 CPU-ms at 1M documents: 0.04 -> 0.09-0.11 s of the stage's wall when
-    it did so on the stage's clock); the pair stage's kernels hold no GIL. None otherwise: a run
-    of fewer documents never imports it, nor does a Ray driver."""
+    it did so on the stage's clock); the pair stage's kernels hold no GIL. The ``store``'s
+    blocks' rows and the members' ids are then taken by Arrow's take too
+    (:attr:`DocStore.arrow_takes` set). None otherwise: a run of fewer documents never imports
+    it, nor does a Ray driver."""
     from ..kernels.arrays import NUMPY_UP_TO
     if documents <= NUMPY_UP_TO or not engine.in_process:
         return None
+    if store is not None:
+        store.arrow_takes = True
     return Background(partial(importlib.import_module, "pyarrow.compute"), "neardup-arrow-compute")
 
 
@@ -363,7 +368,8 @@ class ClustersStage:
             in_thread(MemberColumns(store, docs, member_columns(cfg), run.user_ids_wanted(), opened))))
         columns = gathering[0]
         _, counts = select_partition(docs, columns, left, right, to_numpy(pairs.column("similarity").combine_chunks()),
-                                     cfg, run.sources, positions, members_writer(run.work.folder, part_name("clusters", 0)))
+                                     cfg, run.sources, positions, members_writer(run.work.folder, part_name("clusters", 0)),
+                                     store.arrow_takes)
         return ClustersInfo(**counts)
 
     def by_components(self, run, engine, parts: int) -> ClustersInfo:
@@ -511,5 +517,6 @@ def select_components(table: pa.Table, *, task, with_ids: bool) -> dict:
     columns = in_thread(MemberColumns(store, docs, member_columns(cfg), with_ids))
     _, counts = select_partition(docs, columns, column(pairs, "doc"), column(pairs, "right"),
                                  column(pairs, "similarity", np.float64), cfg, task.sources, None,
-                                 members_writer(task.work, part_name("clusters", int(column(table, "part")[0]))))
+                                 members_writer(task.work, part_name("clusters", int(column(table, "part")[0]))),
+                                 store.arrow_takes)
     return counts

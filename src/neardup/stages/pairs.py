@@ -320,7 +320,7 @@ class PairsStage:
         if eligible < 2:
             return PairsInfo()
         parts = engine.partitions(eligible * cfg.bands * BAND_ROW_BYTES)
-        compute_ahead(engine, eligible)  # for the clusters stage's takes by Arrow, beside this stage's kernels
+        compute_ahead(engine, eligible, run.store)  # for the clusters stage's takes by Arrow, beside this stage's kernels
         with bar("candidates + verify", total=1, unit="step", quiet=run.quiet) as progress:
             if parts == 1:
                 results = [self.whole(run, excluded)]
