@@ -30,10 +30,10 @@ atexit.register(lambda: print("SEEN " + json.dumps(seen)))
 """
 
 
-def _seen(tmp_path, docs):
+def _seen(tmp_path, docs, setup=_SETUP):
     src = tmp_path / "in.jsonl"
     write_jsonl(src, docs)
-    p = subprocess.run(neardup_command("dedup", src, "-o", tmp_path / "out", "-q", setup=_SETUP),
+    p = subprocess.run(neardup_command("dedup", src, "-o", tmp_path / "out", "-q", setup=setup),
                        capture_output=True, text=True, env=child_env(), timeout=300)
     assert p.returncode == 0, p.stderr
     return json.loads(next(x for x in p.stdout.splitlines() if x.startswith("SEEN "))[5:])
@@ -49,6 +49,39 @@ def test_nothing_is_loaded_ahead_without_verified_pairs(tmp_path):
     rng = np.random.default_rng(0)
     docs = [" ".join(f"w{x}" for x in rng.integers(0, 10 ** 6, 40)) for _ in range(4)]
     assert _seen(tmp_path, docs) == {"ahead": False, "versions": 0, "opened": None, "left": False}
+
+
+# a corpus of more documents than NUMPY_UP_TO (lowered): the kernel's load and the files' opens
+# started at the pair stage's start (clusters.start_ahead), seen where its candidates are found
+_EARLY = """
+import threading
+import neardup.kernels.arrays as arrays
+arrays.NUMPY_UP_TO = 2
+from neardup.stages.pairs import PairsStage
+pairs_whole = PairsStage.whole
+def whole(self, run, excluded):
+    from neardup.kernels.components import _select_kernel
+    seen["pairs_start"] = [bool(_select_kernel.overloads) or any(t.name == "neardup-kernel-load" for t in threading.enumerate()),
+                           run.store._ahead is not None]
+    return pairs_whole(self, run, excluded)
+PairsStage.whole = whole
+""" + _SETUP
+
+
+def test_a_large_corpus_loads_the_kernel_and_opens_the_files_from_the_pair_stages_start(tmp_path):
+    """Past NUMPY_UP_TO documents the selection's kernel is loaded and the blocks' files opened
+    from the pair stage's start (before its candidates are found), once, in the kernel's one
+    version; the clusters stage takes the files. Without verified pairs the files are let go at
+    the pair stage's end (the kernel is loaded by then)."""
+    text = " ".join(f"word{i}" for i in range(60))
+    (tmp_path / "none").mkdir()
+    seen = _seen(tmp_path, [text, text + " end", "something else entirely, quite different", text + " more"], _EARLY)
+    assert seen == {"pairs_start": [True, True], "ahead": True, "versions": 1, "opened": [["source", "row"], False],
+                    "left": False}
+    rng = np.random.default_rng(0)
+    docs = [" ".join(f"w{x}" for x in rng.integers(0, 10 ** 6, 40)) for _ in range(4)]
+    assert _seen(tmp_path / "none", docs, _EARLY) == {"pairs_start": [True, True], "ahead": True, "versions": 1, "opened": None,
+                                             "left": False}
 
 
 _FAILING = """

@@ -214,6 +214,9 @@ class DocStore:
         # the blocks' opens in both). The same values either way; a run that never imports it
         # pays no import for this.
         self.arrow_takes = False
+        # the clusters stage's kernel load and files' opens started at the pair stage's start
+        # (:func:`neardup.stages.clusters.start_ahead`), not to be started again at its end
+        self.ahead_started = False
 
     @classmethod
     def of_block(cls, work: Folder, block: int, n: int, num_perm: int) -> "DocStore":

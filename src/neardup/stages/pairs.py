@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from ..kernels.arrays import arrow, empty_table, to_numpy
 from ..progress import bar, check_interrupt
-from .clusters import compute_ahead, load_ahead
+from .clusters import compute_ahead, load_ahead, start_ahead
 from .corpus import DocStore, column, fixed_binary_numpy
 from .records import PairsInfo
 from .workdir import PAIRS_SCHEMA, part_name, write_record
@@ -321,6 +321,7 @@ class PairsStage:
             return PairsInfo()
         parts = engine.partitions(eligible * cfg.bands * BAND_ROW_BYTES)
         compute_ahead(engine, eligible, run.store)  # for the clusters stage's takes by Arrow, beside this stage's kernels
+        start_ahead(run, engine, eligible)  # the clusters stage's kernel and files, beside this stage's kernels
         with bar("candidates + verify", total=1, unit="step", quiet=run.quiet) as progress:
             if parts == 1:
                 results = [self.whole(run, excluded)]
@@ -339,7 +340,7 @@ class PairsStage:
                 results += run.work.records("pairs", "search-", PairsInfo)  # each search's counts
             progress.update(1)
         info = PairsInfo.merge(results)
-        load_ahead(run, engine, info.verified_pairs)  # the clusters stage's kernel and files, beside the stages' switch
+        load_ahead(run, engine, info.verified_pairs)  # (else) the clusters stage's kernel and files, beside the stages' switch
         return info
 
     def whole(self, run, excluded: np.ndarray) -> PairsInfo:
