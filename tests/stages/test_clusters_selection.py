@@ -156,7 +156,7 @@ def test_select_partition_members_are_the_selections(m, pairs, seed):
        share=st.sampled_from([0.0, 0.02, 0.05, 1.0]),
        arrow_takes=st.booleans(), seed=st.integers(0, 2 ** 32 - 1))
 @example(m=3000, pairs=3000, group=512, lengths=3, share=0.02, arrow_takes=True, seed=1)  # tails over batches
-@example(m=3000, pairs=3000, group=512, lengths=8, share=1.0, arrow_takes=True, seed=2)  # tails from the rows after (_peek)
+@example(m=3000, pairs=3000, group=512, lengths=8, share=1.0, arrow_takes=True, seed=2)  # longer ids, every row's
 def test_members_written_batch_by_batch_are_the_bytes_of_the_whole_table(tmp_path_factory, m, pairs, group, lengths,
                                                                          share, arrow_takes, seed):
     """The members file written as select_partition makes its batches (members_writer: each
@@ -165,8 +165,8 @@ def test_members_written_batch_by_batch_are_the_bytes_of_the_whole_table(tmp_pat
     record batches, and the strings' data of each written to its padded length as Arrow's writer
     writes a slice of the whole column, for batches of whole pages (ROW_GROUP a multiple of
     WHOLE_PAGES; 7: the whole table given at once), ids of any length (short and empty ones:
-    batches whose data is shorter than the padding; longer ones: a batch given once the rows
-    just after it are taken, _peek), taken by Arrow or by numpy."""
+    batches whose data is shorter than the padding; longer ones, and of letters drawn at random:
+    the bytes after a batch are those of the rows after it), taken by Arrow or by numpy."""
     from neardup.io.storage import tables
     from neardup.io.storage.folder import Folder
     from neardup.stages import clusters

@@ -70,6 +70,7 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
     removed = sel.removed
     # the kept's representative -1 (the selection's): -1 picks the -1 put after the documents
     cluster, representative = docs[head], np.append(docs, -1)[sel.representative]
+    best, sizes, clusters = largest_clusters(head, TOP_CLUSTERS, sel.sizes)
     attrs, user_ids = columns()
     source = attrs["source"].astype(np.int32, copy=False)
     row = attrs["row"].astype(np.int64, copy=False)
@@ -82,7 +83,7 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
         taking.join()
         members = members_table(docs, source, row, cluster, representative, sel.similarity, removed,
                                 ids, cluster_ids[0], representative_ids, pa.nulls(m, pa.string()))
-        counts = partition_counts(docs, head, removed, *largest_clusters(head, TOP_CLUSTERS, sel.sizes), ids, source, row)
+        counts = partition_counts(docs, head, removed, best, sizes, clusters, ids, source, row)
         if write is None:
             return members, counts
         write([members])
@@ -99,22 +100,17 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
             b = min(a + tables.ROW_GROUP, m)
             representative_ids = taken_where(ids, sel.representative[a:b], removed[a:b], take)
             held.append([a, b, next(_until_done(cluster_batches)), representative_ids])
-            # a batch is given once what its strings' data is followed by in the whole file's
-            # (:func:`_with_tail`) is known: the rows just after the batches made, taken here
-            # (:func:`_peek`: the writer writes a batch while the next is made, the last alone
-            # left to write after the loop), else the batches after it as they are made, or the end
-            after = _peek(ids, head, sel.representative, removed, b, m, take)
-            while held and (after is not None or b == m
-                            or all(sum(_data_size(h[k]) for h in held[1:]) >= TAIL_BYTES for k in (2, 3))):
+            # a batch is given once the batches after it hold the bytes its strings' data reaches into
+            # in the whole file's (:func:`_with_tail`), or at the end
+            while held and (b == m or all(sum(_data_size(h[k]) for h in held[1:]) >= TAIL_BYTES for k in (2, 3))):
                 a0, b0, cluster_ids, representative_ids = held[0]
-                tails = [[h[k] for h in held[1:]] + ([after[k - 2]] if after is not None else []) for k in (2, 3)]
                 batches.put(members_table(docs[a0:b0], source[a0:b0], row[a0:b0], cluster[a0:b0],
                                           representative[a0:b0], sel.similarity[a0:b0], removed[a0:b0],
-                                          ids.slice(a0, b0 - a0), _with_tail(cluster_ids, tails[0]),
-                                          _with_tail(representative_ids, tails[1]), pa.nulls(b0 - a0, pa.string())))
+                                          ids.slice(a0, b0 - a0), _with_tail(cluster_ids, [h[2] for h in held[1:]]),
+                                          _with_tail(representative_ids, [h[3] for h in held[1:]]),
+                                          pa.nulls(b0 - a0, pa.string())))
                 held.pop(0)
-        # the counts while the writer writes the last batch (the largest clusters are needed here alone)
-        counts = partition_counts(docs, head, removed, *largest_clusters(head, TOP_CLUSTERS, sel.sizes), ids, source, row)
+        counts = partition_counts(docs, head, removed, best, sizes, clusters, ids, source, row)
     except BaseException:
         batches.put(_Stopped())  # the writer raises it: no file made
         writing.wait()
@@ -132,23 +128,6 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
 # strings, as many as there are (TAIL_BYTES of them), put after each batch's (:func:`_with_tail`)
 TAIL_BYTES = 64
 WHOLE_PAGES = 8 * TAIL_BYTES
-
-
-PEEK_ROWS = TAIL_BYTES  # rows after a batch whose ids hold TAIL_BYTES of data unless some are empty
-
-
-def _peek(ids: pa.Array, head: np.ndarray, representative: np.ndarray, removed: np.ndarray, b: int, m: int,
-          take) -> Optional[Tuple[pa.Array, pa.Array]]:
-    """The cluster and representative ids of the PEEK_ROWS rows from row ``b`` (fewer at the
-    end, none at it): their strings' data is what the whole column's data goes on with after
-    the rows before ``b`` (:func:`_with_tail`), as the batches after them would give it. None
-    where the rows hold less than TAIL_BYTES of either and rows remain after them (empty ids:
-    the batches after them give it then), or at the end (nothing follows)."""
-    if b >= m:
-        return None
-    c = min(b + PEEK_ROWS, m)
-    peek = take(ids, head[b:c]), taken_where(ids, representative[b:c], removed[b:c], take)
-    return None if c < m and min(_data_size(p) for p in peek) < TAIL_BYTES else peek
 
 
 def _data_size(strings: pa.Array) -> int:
