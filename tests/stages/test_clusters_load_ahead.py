@@ -51,37 +51,48 @@ def test_nothing_is_loaded_ahead_without_verified_pairs(tmp_path):
     assert _seen(tmp_path, docs) == {"ahead": False, "versions": 0, "opened": None, "left": False}
 
 
-# a corpus of more documents than NUMPY_UP_TO (lowered): the kernel's load and the files' opens
-# started at the pair stage's start (clusters.start_ahead), seen where its candidates are found
+# a corpus of more documents than NUMPY_UP_TO (lowered): the files' opens started once the pair
+# stage's candidates are found (clusters.start_ahead), seen as they are verified (the kernel not loaded yet)
 _EARLY = """
 import threading
 import neardup.kernels.arrays as arrays
 arrays.NUMPY_UP_TO = 2
 from neardup.stages.pairs import PairsStage
-pairs_whole = PairsStage.whole
-def whole(self, run, excluded):
+import neardup.kernels.bands as bands
+pairs_whole, find_pairs, running = PairsStage.whole, bands.find_pairs, []
+def whole(self, run, *a):
+    running.append(run)
+    return pairs_whole(self, run, *a)
+def verify(*a, **k):  # the candidates found, before their verification
     from neardup.kernels.components import _select_kernel
-    seen["pairs_start"] = [bool(_select_kernel.overloads) or any(t.name == "neardup-kernel-load" for t in threading.enumerate()),
-                           run.store._ahead is not None]
-    return pairs_whole(self, run, excluded)
-PairsStage.whole = whole
+    seen["pairs_verify"] = [bool(_select_kernel.overloads) or any(t.name == "neardup-kernel-load" for t in threading.enumerate()),
+                            running[0].store._ahead is not None]
+    return find_pairs(*a, **k)
+PairsStage.whole, bands.find_pairs = whole, verify
+from neardup.stages import corpus
+openers, opened_blocks_init = [], corpus.OpenedBlocks.__init__
+def counted(self, *a):
+    openers.append(1)
+    seen["openers"] = len(openers)
+    opened_blocks_init(self, *a)
+corpus.OpenedBlocks.__init__ = counted
 """ + _SETUP
 
 
-def test_a_large_corpus_loads_the_kernel_and_opens_the_files_from_the_pair_stages_start(tmp_path):
-    """Past NUMPY_UP_TO documents the selection's kernel is loaded and the blocks' files opened
-    from the pair stage's start (before its candidates are found), once, in the kernel's one
-    version; the clusters stage takes the files. Without verified pairs the files are let go at
-    the pair stage's end (the kernel is loaded by then)."""
+def test_a_large_corpus_opens_the_files_from_the_pair_stages_verification(tmp_path):
+    """Past NUMPY_UP_TO documents the blocks' files are opened once the pair stage's candidates
+    are found (before they are verified; the kernel is loaded at its end, in its one version); the
+    clusters stage takes the files. Without verified pairs the files are let go at the pair
+    stage's end, and no kernel is loaded."""
     text = " ".join(f"word{i}" for i in range(60))
     (tmp_path / "none").mkdir()
     seen = _seen(tmp_path, [text, text + " end", "something else entirely, quite different", text + " more"], _EARLY)
-    assert seen == {"pairs_start": [True, True], "ahead": True, "versions": 1, "opened": [["source", "row"], False],
-                    "left": False}
+    assert seen == {"pairs_verify": [False, True], "ahead": True, "versions": 1, "opened": [["source", "row"], False],
+                    "left": False, "openers": 1}  # the files opened once
     rng = np.random.default_rng(0)
     docs = [" ".join(f"w{x}" for x in rng.integers(0, 10 ** 6, 40)) for _ in range(4)]
-    assert _seen(tmp_path / "none", docs, _EARLY) == {"pairs_start": [True, True], "ahead": True, "versions": 1, "opened": None,
-                                             "left": False}
+    assert _seen(tmp_path / "none", docs, _EARLY) == {"pairs_verify": [False, True], "ahead": False, "versions": 0,
+                                                      "opened": None, "left": False, "openers": 1}
 
 
 _FAILING = """

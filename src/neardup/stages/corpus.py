@@ -214,9 +214,9 @@ class DocStore:
         # the blocks' opens in both). The same values either way; a run that never imports it
         # pays no import for this.
         self.arrow_takes = False
-        # the clusters stage's kernel load and files' opens started at the pair stage's start
-        # (:func:`neardup.stages.clusters.start_ahead`), not to be started again at its end
-        self.ahead_started = False
+        # the clusters stage's files opened from the pair stage's start
+        # (:func:`neardup.stages.clusters.start_ahead`), not to be opened again at its end
+        self.opened_early = False
 
     @classmethod
     def of_block(cls, work: Folder, block: int, n: int, num_perm: int) -> "DocStore":
@@ -239,6 +239,7 @@ class DocStore:
         for the ``columns`` (and ids) of their members that the clusters stage reads: called at
         the pair stage's end, so that the files are open before that stage starts in this process
         (:meth:`opened_blocks` hands them to it)."""
+        self.close()  # (files opened ahead before, not taken: let go)
         if self.work.os_path is not None:
             self._ahead = OpenedBlocks(self, columns, with_ids)
 
