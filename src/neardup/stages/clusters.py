@@ -263,12 +263,12 @@ def load_ahead(run, engine, verified: int) -> Optional[Background]:
     call's to raise. Not in a Ray driver: its calls run in the worker (and the driver imports no
     numba)."""
     if not verified or not engine.in_process or engine.partitions(verified * EDGE_BYTES) != 1:
-        run.store.close()  # (files opened from the pair stage's start: :func:`start_ahead`)
+        run.store.close()  # (files opened from the pair stage's verification: :func:`start_ahead`)
         return None
     from ..kernels.components import select_representatives
     loading = Background(partial(select_representatives, 2, np.zeros(1, np.int64), np.ones(1, np.int64), np.ones(1)),
                          "neardup-kernel-load")
-    if not run.store.opened_early:  # (else opened from the pair stage's start: :func:`start_ahead`)
+    if not run.store.opened_early:  # (else opened from the pair stage's verification: :func:`start_ahead`)
         run.store.open_ahead(member_columns(run.config), run.user_ids_wanted())  # (the load started first: the longer)
     return loading
 

@@ -214,7 +214,7 @@ class DocStore:
         # the blocks' opens in both). The same values either way; a run that never imports it
         # pays no import for this.
         self.arrow_takes = False
-        # the clusters stage's files opened from the pair stage's start
+        # the clusters stage's files opened from the pair stage's verification
         # (:func:`neardup.stages.clusters.start_ahead`), not to be opened again at its end
         self.opened_early = False
 
@@ -237,8 +237,9 @@ class DocStore:
     def open_ahead(self, columns: List[str], with_ids: bool) -> None:
         """A local work dir's blocks' files opened from now, in a thread (:class:`OpenedBlocks`),
         for the ``columns`` (and ids) of their members that the clusters stage reads: called at
-        the pair stage's end, so that the files are open before that stage starts in this process
-        (:meth:`opened_blocks` hands them to it)."""
+        the pair stage's end (past NUMPY_UP_TO documents from its verification's start:
+        :func:`neardup.stages.clusters.start_ahead`), so that the files are open before that
+        stage starts in this process (:meth:`opened_blocks` hands them to it)."""
         self.close()  # (files opened ahead before, not taken: let go)
         if self.work.os_path is not None:
             self._ahead = OpenedBlocks(self, columns, with_ids)
