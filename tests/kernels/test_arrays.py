@@ -6,8 +6,8 @@ import pyarrow as pa
 import pytest
 
 from neardup.kernels import arrays
-from neardup.kernels.arrays import (adjacent_differ, arrow, cast_strings, empty_table, string_offsets, take_array,
-                                    take_rows, to_numpy, unique)
+from neardup.kernels.arrays import (adjacent_differ, arrow, arrow_take, cast_strings, empty_table, string_offsets,
+                                    take_array, take_rows, to_numpy, unique)
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint32, np.uint64, np.float32, np.float64])
@@ -108,3 +108,6 @@ def test_take_array_and_take_rows_of_numbers_and_booleans_equal_arrows_own(numpy
     at = rng.integers(0, table.num_rows, 50)
     got = take_rows(table, at)
     assert got.schema == table.schema and got.equals(table.take(pa.array(at, pa.int64())))
+    # Arrow's own take of int64 rows (a table's, an array's), given rows of any integer type
+    assert arrow_take(table, at.astype(np.int32)).equals(got)
+    assert arrow_take(cols["s"].slice(3), at[:9] % 18).equals(take_array(cols["s"].slice(3), at[:9] % 18))

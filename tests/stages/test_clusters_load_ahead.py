@@ -30,10 +30,10 @@ atexit.register(lambda: print("SEEN " + json.dumps(seen)))
 """
 
 
-def _seen(tmp_path, docs):
+def _seen(tmp_path, docs, setup=_SETUP):
     src = tmp_path / "in.jsonl"
     write_jsonl(src, docs)
-    p = subprocess.run(neardup_command("dedup", src, "-o", tmp_path / "out", "-q", setup=_SETUP),
+    p = subprocess.run(neardup_command("dedup", src, "-o", tmp_path / "out", "-q", setup=setup),
                        capture_output=True, text=True, env=child_env(), timeout=300)
     assert p.returncode == 0, p.stderr
     return json.loads(next(x for x in p.stdout.splitlines() if x.startswith("SEEN "))[5:])
@@ -49,6 +49,50 @@ def test_nothing_is_loaded_ahead_without_verified_pairs(tmp_path):
     rng = np.random.default_rng(0)
     docs = [" ".join(f"w{x}" for x in rng.integers(0, 10 ** 6, 40)) for _ in range(4)]
     assert _seen(tmp_path, docs) == {"ahead": False, "versions": 0, "opened": None, "left": False}
+
+
+# a corpus of more documents than NUMPY_UP_TO (lowered): the files' opens started once the pair
+# stage's candidates are found (clusters.start_ahead), seen as they are verified (the kernel not loaded yet)
+_EARLY = """
+import threading
+import neardup.kernels.arrays as arrays
+arrays.NUMPY_UP_TO = 2
+from neardup.stages.pairs import PairsStage
+import neardup.kernels.bands as bands
+pairs_whole, find_pairs, running = PairsStage.whole, bands.find_pairs, []
+def whole(self, run, *a):
+    running.append(run)
+    return pairs_whole(self, run, *a)
+def verify(*a, **k):  # the candidates found, before their verification
+    from neardup.kernels.components import _select_kernel
+    seen["pairs_verify"] = [bool(_select_kernel.overloads) or any(t.name == "neardup-kernel-load" for t in threading.enumerate()),
+                            running[0].store._ahead is not None]
+    return find_pairs(*a, **k)
+PairsStage.whole, bands.find_pairs = whole, verify
+from neardup.stages import corpus
+openers, opened_blocks_init = [], corpus.OpenedBlocks.__init__
+def counted(self, *a):
+    openers.append(1)
+    seen["openers"] = len(openers)
+    opened_blocks_init(self, *a)
+corpus.OpenedBlocks.__init__ = counted
+""" + _SETUP
+
+
+def test_a_large_corpus_opens_the_files_from_the_pair_stages_verification(tmp_path):
+    """Past NUMPY_UP_TO documents the blocks' files are opened once the pair stage's candidates
+    are found (before they are verified; the kernel is loaded at its end, in its one version); the
+    clusters stage takes the files. Without verified pairs the files are let go at the pair
+    stage's end, and no kernel is loaded."""
+    text = " ".join(f"word{i}" for i in range(60))
+    (tmp_path / "none").mkdir()
+    seen = _seen(tmp_path, [text, text + " end", "something else entirely, quite different", text + " more"], _EARLY)
+    assert seen == {"pairs_verify": [False, True], "ahead": True, "versions": 1, "opened": [["source", "row"], False],
+                    "left": False, "openers": 1}  # the files opened once
+    rng = np.random.default_rng(0)
+    docs = [" ".join(f"w{x}" for x in rng.integers(0, 10 ** 6, 40)) for _ in range(4)]
+    assert _seen(tmp_path / "none", docs, _EARLY) == {"pairs_verify": [False, True], "ahead": False, "versions": 0,
+                                                      "opened": None, "left": False, "openers": 1}
 
 
 _FAILING = """

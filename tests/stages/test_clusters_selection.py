@@ -152,10 +152,11 @@ def test_select_partition_members_are_the_selections(m, pairs, seed):
 
 
 @settings(max_examples=100, deadline=None)
-@given(m=st.integers(2, 3000), pairs=st.integers(1, 2000), group=st.sampled_from([7, 512, 1024]), lengths=st.integers(0, 3),
+@given(m=st.integers(2, 3000), pairs=st.integers(1, 2000), group=st.sampled_from([7, 512, 1024]), lengths=st.sampled_from([0, 1, 2, 3, 8]),
        share=st.sampled_from([0.0, 0.02, 0.05, 1.0]),
        arrow_takes=st.booleans(), seed=st.integers(0, 2 ** 32 - 1))
 @example(m=3000, pairs=3000, group=512, lengths=3, share=0.02, arrow_takes=True, seed=1)  # tails over batches
+@example(m=3000, pairs=3000, group=512, lengths=8, share=1.0, arrow_takes=True, seed=2)  # longer ids, every row's
 def test_members_written_batch_by_batch_are_the_bytes_of_the_whole_table(tmp_path_factory, m, pairs, group, lengths,
                                                                          share, arrow_takes, seed):
     """The members file written as select_partition makes its batches (members_writer: each
@@ -164,7 +165,8 @@ def test_members_written_batch_by_batch_are_the_bytes_of_the_whole_table(tmp_pat
     record batches, and the strings' data of each written to its padded length as Arrow's writer
     writes a slice of the whole column, for batches of whole pages (ROW_GROUP a multiple of
     WHOLE_PAGES; 7: the whole table given at once), ids of any length (short and empty ones:
-    batches whose data is shorter than the padding), taken by Arrow or by numpy."""
+    batches whose data is shorter than the padding; longer ones, and of letters drawn at random:
+    the bytes after a batch are those of the rows after it), taken by Arrow or by numpy."""
     from neardup.io.storage import tables
     from neardup.io.storage.folder import Folder
     from neardup.stages import clusters
@@ -179,18 +181,20 @@ def test_members_written_batch_by_batch_are_the_bytes_of_the_whole_table(tmp_pat
     at[used] = np.arange(len(docs))
     left, right = docs[at[left]], docs[at[right]]
     sim = rng.choice([0.8, 0.9, 1.0], pairs)
-    ids = pa.array(["i" * int(rng.integers(0, lengths + 1)) * (rng.random() < share) for _ in docs.tolist()])
+    # ids of letters drawn at random: the bytes a batch's data is followed by are those of the rows after it
+    ids = pa.array(["".join(rng.choice(list("abcdefgh"), int(rng.integers(0, lengths + 1)))) * (rng.random() < share)
+                    for _ in docs.tolist()])
     columns = lambda: ({"source": np.zeros(len(docs), np.int32), "row": docs.copy()}, ids)  # noqa: E731
     folder = Folder.of(tmp_path_factory.mktemp("members"))
-    saved = tables.ROW_GROUP, clusters.arrow_takes
-    tables.ROW_GROUP, clusters.arrow_takes = group, (lambda: arrow_takes)
+    saved = tables.ROW_GROUP
+    tables.ROW_GROUP = group
     try:
         members, counts = select_partition(docs, columns, left, right, sim, Config(keep="first"), [])
         folder.write_arrow("whole.arrow", members)
         none, written = select_partition(docs, columns, left, right, sim, Config(keep="first"), [], None,
-                                         members_writer(folder, "batches.arrow"))
+                                         members_writer(folder, "batches.arrow"), arrow_takes)
     finally:
-        tables.ROW_GROUP, clusters.arrow_takes = saved
+        tables.ROW_GROUP = saved
     assert none is None and written == counts
     with open(folder.join("whole.arrow"), "rb") as a, open(folder.join("batches.arrow"), "rb") as b:
         assert a.read() == b.read()

@@ -490,11 +490,9 @@ def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch, row
     rows found from the blocks' runs (add_row_runs) are those of their
     files; without runs (a work dir of a version that kept none) they are read there, and so
     are those of a block without runs beside one with them (``first``: block 1 over the cap).
-    The blocks' rows taken by Arrow's take (``arrow_takes``: pyarrow.compute imported) or by
+    The blocks' rows taken by Arrow's take (DocStore.arrow_takes: pyarrow.compute imported) or by
     the buffers' own (:func:`take_rows`), the same values."""
-    from neardup.stages import corpus as corpus_module
     from neardup.stages import workdir as wd
-    monkeypatch.setattr(corpus_module, "arrow_takes", lambda: arrow_takes)
     monkeypatch.setattr(wd, "BLOCK_BYTES", 1)  # one read block per input file
     config = Config(on_error="skip", keep="score:score", id_column="id").resolved()
     sources = nio.discover([str(corpus / "a.jsonl"), str(corpus / "b.jsonl")])
@@ -506,6 +504,7 @@ def test_columns_and_ids_are_columns_then_ids(tmp_path, corpus, monkeypatch, row
     store = run.store if row_base is None else DocStore(work.folder, run.corpus.block_start, config.num_perm,
                                                         np.array(row_base), {True: run.corpus.row_runs, False: None,
                                                                              "first": [run.corpus.row_runs[0], None]}[runs])
+    store.arrow_takes = arrow_takes
     rng = np.random.default_rng(11)
     first = int(run.corpus.block_start[1])
     columns = ["source", "row", "length", "score"]

@@ -22,14 +22,14 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 import numpy as np
 import pyarrow as pa
 
-from ..kernels.arrays import arrow, empty_table, take_array, to_numpy, unique
+from ..kernels.arrays import arrow, arrow_take, empty_table, take_array, to_numpy, unique
 from .. import io as nio
 from ..io.storage import tables
 from ..io.storage.fs import atomic_write
 from ..progress import bar, check_interrupt
 from .against import matched_members
 from .background import Background
-from .corpus import MemberColumns, arrow_takes, column, document_ids
+from .corpus import MemberColumns, column, document_ids
 from .records import ClustersInfo, StarStep
 from .workdir import MEMBERS_SCHEMA, PAIRS_SCHEMA, members_table, part_name, write_record
 
@@ -43,8 +43,8 @@ TOP_MEMBERS = 5        # members shown of each
 
 def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.ndarray, right: np.ndarray,
                      similarity: np.ndarray, config, sources: Sequence[nio.Source],
-                     positions=None, write: Optional[Callable[[Iterable[pa.Table]], None]] = None
-                     ) -> Tuple[Optional[pa.Table], dict]:
+                     positions=None, write: Optional[Callable[[Iterable[pa.Table]], None]] = None,
+                     arrow_takes: bool = False) -> Tuple[Optional[pa.Table], dict]:
     """``docs``: the partition's documents, ascending; ``columns()``: their columns
     (:func:`member_columns`) and user ids (:meth:`DocStore.columns_and_ids`), asked for once the
     selection is made, unless the keep order needs them first (``longest``, ``score:COLUMN``): a
@@ -57,7 +57,8 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
     fewer; one table of all where ROW_GROUP is not a multiple of WHOLE_PAGES), in a thread of its own (:func:`members_writer`: the record batches of the file
     the whole table would make), each written while the next one's representative ids are
     taken (and its cluster ids, in a third thread) (None returned for the members; an error here ends the batches with it, so
-    that no file is made)."""
+    that no file is made). ``arrow_takes``: the batches' ids taken by Arrow's take (the store's
+    :attr:`DocStore.arrow_takes`: pyarrow.compute imported for it), else by :func:`take_array`."""
     from ..kernels.components import keep_order, select_representatives
     m = len(docs)
     li, ri = positions if positions is not None else (np.searchsorted(docs, left), np.searchsorted(docs, right))
@@ -87,7 +88,7 @@ def select_partition(docs: np.ndarray, columns: Callable[[], Columns], left: np.
             return members, counts
         write([members])
         return None, counts
-    take = take_ids if arrow_takes() else take_array
+    take = arrow_take if arrow_takes else take_array  # (a batch's ~65,000 ids ~8x faster by Arrow's)
     batches: "queue.SimpleQueue" = queue.SimpleQueue()
     writing = Background(partial(write, _until_done(batches)), "neardup-members-write")
     starts = range(0, m, tables.ROW_GROUP)
@@ -209,12 +210,6 @@ def members_writer(folder, name: str) -> Callable[[Iterable[pa.Table]], None]:
     return write
 
 
-def take_ids(ids: pa.Array, at: np.ndarray) -> pa.Array:
-    """``ids`` taken at ``at`` by Arrow's take (pyarrow.compute imported: :func:`arrow_takes`),
-    whatever their number: a batch's ~65,000 ids ~8x faster than :func:`take_array`'s numpy."""
-    return ids.take(arrow(np.asarray(at, np.int64)))
-
-
 def largest_clusters(head: np.ndarray, k: int, sizes: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray, int]:
     """``head``: each member's cluster head (a position among the members: every member is in a
     cluster of two or more). Returns the heads of the ``k`` largest clusters (larger first, ties to
@@ -268,24 +263,53 @@ def load_ahead(run, engine, verified: int) -> Optional[Background]:
     call's to raise. Not in a Ray driver: its calls run in the worker (and the driver imports no
     numba)."""
     if not verified or not engine.in_process or engine.partitions(verified * EDGE_BYTES) != 1:
+        run.store.close()  # (files opened from the pair stage's verification: :func:`start_ahead`)
         return None
     from ..kernels.components import select_representatives
     loading = Background(partial(select_representatives, 2, np.zeros(1, np.int64), np.ones(1, np.int64), np.ones(1)),
                          "neardup-kernel-load")
-    run.store.open_ahead(member_columns(run.config), run.user_ids_wanted())  # (the load started first: the longer)
+    if not run.store.opened_early:  # (else opened from the pair stage's verification: :func:`start_ahead`)
+        run.store.open_ahead(member_columns(run.config), run.user_ids_wanted())  # (the load started first: the longer)
     return loading
 
 
-def compute_ahead(engine, documents: int) -> Optional[Background]:
+def start_ahead(run, engine, eligible: int) -> bool:
+    """The blocks' files opened for the clusters stage (:meth:`DocStore.open_ahead`) from the
+    pair stage's verification (once its candidates are found: :meth:`PairsStage.whole`), not its
+    end, where that stage will run in this process (one partition, as a pair's worth of bytes
+    gives it) on a corpus of more than NUMPY_UP_TO ``eligible`` documents: the opens (36 blocks
+    at 1M documents, ~4.5 thread-CPU-ms) run beside the verification's kernels, which hold no
+    GIL, not beside the clusters stage's first steps on its two cores (the stage alone on a 1M
+    work dir, files opened before it against from its start, 30 runs each, load 4.5: median
+    wall 39.8 -> 32.9 ms, CPU 37.1 -> 31.2). Not at the pair stage's start: its first steps
+    read the blocks' columns in Python, the GIL's. :func:`load_ahead` at the pair stage's end
+    then opens none again, and lets go of them where the stage will not take them (no
+    verified pair, several partitions). The kernel's load stays there: from the pair stage's
+    start it held the stage's first steps up (~40-60 ms under load), and a run without pairs
+    loads none. A smaller corpus's files are opened at the pair stage's end, as before.
+    Returns whether they were opened here."""
+    from ..kernels.arrays import NUMPY_UP_TO
+    if eligible <= NUMPY_UP_TO or not engine.in_process or engine.partitions(EDGE_BYTES) != 1:
+        return False
+    run.store.open_ahead(member_columns(run.config), run.user_ids_wanted())
+    run.store.opened_early = True
+    return True
+
+
+def compute_ahead(engine, documents: int, store=None) -> Optional[Background]:
     """``pyarrow.compute`` imported in a thread of its own from the pair stage's start, where the
     clusters stage will run in this process on a corpus of more than NUMPY_UP_TO ``documents``
     (:mod:`neardup.kernels.arrays`): its takes of more values than that go through Arrow's,
     which imports it (25-31 CPU-ms at 1M documents: 0.04 -> 0.09-0.11 s of the stage's wall when
-    it did so on the stage's clock); the pair stage's kernels hold no GIL. None otherwise: a run
-    of fewer documents never imports it, nor does a Ray driver."""
+    it did so on the stage's clock); the pair stage's kernels hold no GIL. The ``store``'s
+    blocks' rows and the members' ids are then taken by Arrow's take too
+    (:attr:`DocStore.arrow_takes` set). None otherwise: a run of fewer documents never imports
+    it, nor does a Ray driver."""
     from ..kernels.arrays import NUMPY_UP_TO
     if documents <= NUMPY_UP_TO or not engine.in_process:
         return None
+    if store is not None:
+        store.arrow_takes = True
     return Background(partial(importlib.import_module, "pyarrow.compute"), "neardup-arrow-compute")
 
 
@@ -369,7 +393,8 @@ class ClustersStage:
             in_thread(MemberColumns(store, docs, member_columns(cfg), run.user_ids_wanted(), opened))))
         columns = gathering[0]
         _, counts = select_partition(docs, columns, left, right, to_numpy(pairs.column("similarity").combine_chunks()),
-                                     cfg, run.sources, positions, members_writer(run.work.folder, part_name("clusters", 0)))
+                                     cfg, run.sources, positions, members_writer(run.work.folder, part_name("clusters", 0)),
+                                     store.arrow_takes)
         return ClustersInfo(**counts)
 
     def by_components(self, run, engine, parts: int) -> ClustersInfo:
@@ -517,5 +542,6 @@ def select_components(table: pa.Table, *, task, with_ids: bool) -> dict:
     columns = in_thread(MemberColumns(store, docs, member_columns(cfg), with_ids))
     _, counts = select_partition(docs, columns, column(pairs, "doc"), column(pairs, "right"),
                                  column(pairs, "similarity", np.float64), cfg, task.sources, None,
-                                 members_writer(task.work, part_name("clusters", int(column(table, "part")[0]))))
+                                 members_writer(task.work, part_name("clusters", int(column(table, "part")[0]))),
+                                 store.arrow_takes)
     return counts

@@ -4,7 +4,6 @@ id of each document (:func:`document_ids`)."""
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +16,7 @@ from .. import io as nio
 from ..io.columns import id_path, positional_ids
 from ..io.splits import range_lines
 from ..io.storage.folder import Folder
-from ..kernels.arrays import arrow, cast_strings, take_array, take_rows, to_numpy, unique
+from ..kernels.arrays import arrow, arrow_take, cast_strings, take_array, take_rows, to_numpy, unique
 from .background import Background
 from .workdir import WorkDir, block_name
 
@@ -205,6 +204,19 @@ class DocStore:
         self._tables: "OrderedDict[int, pa.Table]" = OrderedDict()
         self._ahead: Optional["OpenedBlocks"] = None  # the blocks' files opened ahead (:meth:`open_ahead`)
         self._runs: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None  # :meth:`run_table`, once made
+        # Whether a block's rows (and the clusters stage's ids) are taken by Arrow's take: set where
+        # pyarrow.compute is imported for them (a run of more than NUMPY_UP_TO documents, in a
+        # thread from the pair stage's start: :func:`neardup.stages.clusters.compute_ahead`; an
+        # import still running is waited for by the take's own), as its take of a block's strings
+        # reads them where they lie, chunk by chunk, where :func:`take_rows` copies the block's
+        # whole column into one chunk first and gathers its bytes by an index a byte (the 1M
+        # corpus's 214,229 cluster members' ids from 36 blocks: ~6.5 against ~14 thread-CPU-ms,
+        # the blocks' opens in both). The same values either way; a run that never imports it
+        # pays no import for this.
+        self.arrow_takes = False
+        # the clusters stage's files opened from the pair stage's verification
+        # (:func:`neardup.stages.clusters.start_ahead`), not to be opened again at its end
+        self.opened_early = False
 
     @classmethod
     def of_block(cls, work: Folder, block: int, n: int, num_perm: int) -> "DocStore":
@@ -225,8 +237,10 @@ class DocStore:
     def open_ahead(self, columns: List[str], with_ids: bool) -> None:
         """A local work dir's blocks' files opened from now, in a thread (:class:`OpenedBlocks`),
         for the ``columns`` (and ids) of their members that the clusters stage reads: called at
-        the pair stage's end, so that the files are open before that stage starts in this process
-        (:meth:`opened_blocks` hands them to it)."""
+        the pair stage's end (past NUMPY_UP_TO documents from its verification's start:
+        :func:`neardup.stages.clusters.start_ahead`), so that the files are open before that
+        stage starts in this process (:meth:`opened_blocks` hands them to it)."""
+        self.close()  # (files opened ahead before, not taken: let go)
         if self.work.os_path is not None:
             self._ahead = OpenedBlocks(self, columns, with_ids)
 
@@ -309,7 +323,7 @@ class DocStore:
         columns as :meth:`opened` gave them, its file opened ahead (:class:`OpenedBlocks`)."""
         t = opened if opened is not None else self.opened(block, columns)
         if rows is not None:
-            t = t.take(arrow(np.asarray(rows, np.int64))) if arrow_takes() else take_rows(t, rows)
+            t = arrow_take(t, rows) if self.arrow_takes else take_rows(t, rows)
         return t if self.row_base is None else with_row_base(t, int(self.row_base[block]))
 
     def opened(self, block: int, columns: List[str]) -> pa.Table:
@@ -525,18 +539,6 @@ class OpenedBlocks:
             self.closed = True
         self.job.wait()
         self.tables.clear()
-
-
-def arrow_takes() -> bool:
-    """Whether a block's rows are taken by Arrow's ``Table.take``: once ``pyarrow.compute`` is
-    imported (a run of more than NUMPY_UP_TO documents imports it in a thread from the pair
-    stage's start, :func:`neardup.stages.clusters.compute_ahead`; an import still running is
-    waited for by the take's own), as its take of a block's strings reads them where they lie,
-    chunk by chunk, where :func:`take_rows` copies the block's whole column into one chunk first
-    and gathers its bytes by an index a byte (the 1M corpus's 214,229 cluster members' ids from
-    36 blocks: ~6.5 against ~14 thread-CPU-ms, the blocks' opens in both). The same values
-    either way; a run that never imports it pays no import for this."""
-    return "pyarrow.compute" in sys.modules
 
 
 def has_runs(store: DocStore, block: int) -> bool:

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from ..kernels.arrays import arrow, empty_table, to_numpy
 from ..progress import bar, check_interrupt
-from .clusters import compute_ahead, load_ahead
+from .clusters import compute_ahead, load_ahead, start_ahead
 from .corpus import DocStore, column, fixed_binary_numpy
 from .records import PairsInfo
 from .workdir import PAIRS_SCHEMA, part_name, write_record
@@ -320,10 +320,11 @@ class PairsStage:
         if eligible < 2:
             return PairsInfo()
         parts = engine.partitions(eligible * cfg.bands * BAND_ROW_BYTES)
-        compute_ahead(engine, eligible)  # for the clusters stage's takes by Arrow, beside this stage's kernels
+        compute_ahead(engine, eligible, run.store)  # for the clusters stage's takes by Arrow, beside this stage's kernels
         with bar("candidates + verify", total=1, unit="step", quiet=run.quiet) as progress:
             if parts == 1:
-                results = [self.whole(run, excluded)]
+                # the clusters stage's files opened once the candidates are found, beside the verification's kernels
+                results = [self.whole(run, excluded, partial(start_ahead, run, engine, eligible))]
             elif engine.one_call(eligible * cfg.bands * BAND_ROW_BYTES):  # the same path, in a task
                 results = engine.collect(engine.map(partial(whole_call, run=run.for_call(engine), excluded=excluded),
                                                     [0]))
@@ -339,12 +340,14 @@ class PairsStage:
                 results += run.work.records("pairs", "search-", PairsInfo)  # each search's counts
             progress.update(1)
         info = PairsInfo.merge(results)
-        load_ahead(run, engine, info.verified_pairs)  # the clusters stage's kernel and files, beside the stages' switch
+        load_ahead(run, engine, info.verified_pairs)  # the clusters stage's kernel (and files), beside the stages' switch
         return info
 
-    def whole(self, run, excluded: np.ndarray) -> PairsInfo:
+    def whole(self, run, excluded: np.ndarray, verifying: Optional[Callable[[], object]] = None) -> PairsInfo:
         """Every bucket of the corpus as one partition, in this process: the band keys are read
-        where they lie, or a few bands at a time (:func:`neardup.kernels.bands.bucket_runs`), never as rows."""
+        where they lie, or a few bands at a time (:func:`neardup.kernels.bands.bucket_runs`), never as rows.
+        ``verifying``: called once the candidates are found, before they are verified
+        (:func:`neardup.stages.clusters.start_ahead`)."""
         from ..kernels.bands import bucket_runs, find_pairs
         from ..kernels.components import keep_order
         cfg, corpus = run.config, run.corpus
@@ -357,6 +360,8 @@ class PairsStage:
         keys = corpus.key_parts() if run.work.folder.os_path is not None else corpus.band_keys
         offsets, members = bucket_runs(keys, eligible, rank=rank, bands=cfg.bands)
         del keys  # the key maps closed before the codes are mapped
+        if verifying is not None:  # (the search's kernels hold no GIL)
+            verifying()
         search = find_pairs(offsets, members, make_verifier(run.store, cfg), max_rounds=cfg.max_anchor_rounds)
         # the search's own verified pairs, distinct and in code order: as distinct_pairs would give
         # them from its checks (the pairs' codes made again, sorted again: ~0.02 CPU-s at 1M)
