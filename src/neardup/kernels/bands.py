@@ -224,7 +224,7 @@ class _Scratch:
     """The arrays a thread of :func:`_in_threads` groups a band of ``n`` keys in (its keys, and
     with :data:`PARTITION_KEYS` or more, their partitions' keys and rows), made once for each
     thread and lent to band after band: made for each band, their pages were faulted in and
-    zeroed again each time (10M documents: 200 MB a band and thread, ~0.6 M page faults over
+    zeroed again each time (10M documents: 200 MB a band and thread, ~0.5 M page faults more over
     18 bands). ``lend(func)``: ``j -> func(j, (part_min, part_bits, keys, pk, pr))`` on a free set."""
 
     def __init__(self, n: int, count: int):
