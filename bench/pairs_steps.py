@@ -4,12 +4,14 @@ trees: where its time goes as the corpus grows (issue 32: "the pair stage linear
     python bench/pairs_steps.py --input bench/data/synth_1000000_s0.jsonl --work-dir W \
         --src /work/main/src --src src [--repeats 2] [--out bench/results/pairs_steps.json]
 
-W is the ``--work-dir`` of an earlier ``neardup dedup INPUT --work-dir W`` with default options
-(the read stage done), INPUT given as it was to that run, from the same folder (or one W a
+W is the ``--work-dir`` of an earlier ``neardup dedup INPUT... --work-dir W`` with default options
+(the read stage done), each INPUT given as it was to that run (``--input`` once per INPUT), from the same folder (or one W a
 tree, ``--work-dir`` given once per ``--src``: each tree on the work dir it wrote, where a change
 moved the work dir's bytes); each source tree re-runs ``PairsStage.whole`` on it in a process of its
 own, trees interleaved, ``repeats`` times in each process (the first loads the kernels). Per run:
-wall and CPU seconds (the process's user + system, every thread), and those of its steps
+wall and CPU seconds (the process's user + system, every thread, and each apart), what it read from
+storage rather than the page cache (``disk_read_bytes``, ``major_faults``: a work dir's files
+evicted) and its minor page faults, and those of its steps
 (bucket formation and its parts, the search's rounds, reading the fingerprints, the Jaccard
 kernel, ...; steps nest: bucket_runs holds _runs_of), with the calling thread's CPU seconds
 (``thread_cpu_s``: the serial part of a step whose kernel runs in numba's threads), and whether its pairs file is
@@ -31,7 +33,7 @@ from common import RESULTS_DIR, run_header, write_json
 # a child's start (argv: INPUT WORK_DIR REPEATS): the finished work dir opened as a run of the
 # default options over INPUT would open it (config, sources, work; Run imported); write_precopy.py too
 OPEN_WORK = r'''
-import json, resource, sys, time
+import json, os, resource, sys, time
 from neardup import io as nio
 from neardup.config import Config
 from neardup.io.storage.folder import Folder
@@ -41,7 +43,7 @@ from neardup.stages.workdir import WorkDir
 
 inp, wd, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
 config = Config().resolved()
-sources = nio.discover([inp], input_format=config.input_format, follow_symlinks=config.follow_symlinks)
+sources = nio.discover(inp.split(os.pathsep), input_format=config.input_format, follow_symlinks=config.follow_symlinks)
 chosen, auto = nio.choose_id_column(sources, None)
 if auto:
     config = config.replace(id_column=chosen, id_column_auto=True)
@@ -57,13 +59,17 @@ def timed(owner, name, label):
         return
     f = getattr(owner, name)
     def g(*a, **k):
+        u0 = resource.getrusage(resource.RUSAGE_SELF)
         t0, c0, h0 = time.perf_counter(), time.process_time(), time.thread_time()
         r = f(*a, **k)
-        s = steps.setdefault(label, [0.0, 0.0, 0, 0.0])
+        u1 = resource.getrusage(resource.RUSAGE_SELF)
+        s = steps.setdefault(label, [0.0, 0.0, 0, 0.0, 0, 0])
         s[0] += time.perf_counter() - t0
         s[1] += time.process_time() - c0
         s[2] += 1
         s[3] += time.thread_time() - h0
+        s[4] += u1.ru_minflt - u0.ru_minflt
+        s[5] += u1.ru_majflt - u0.ru_majflt
         return r
     setattr(owner, name, g)
 
@@ -86,7 +92,7 @@ if again:
         for _ in range(again):
             c0 = time.process_time()
             raw_kernel(*a, **k)
-            s = steps.setdefault("exact_jaccard_coded again", [0.0, 0.0, 0, 0.0])
+            s = steps.setdefault("exact_jaccard_coded again", [0.0, 0.0, 0, 0.0, 0, 0])
             s[1] += time.process_time() - c0
             s[2] += 1
         return once(*a, **k)
@@ -96,11 +102,17 @@ for _ in range(repeats):
     steps.clear()
     run = Run(config=config, sources=sources, work=work, output=Folder.of(wd), quiet=True)
     excluded = run.excluded_from_pairs()
+    u0 = resource.getrusage(resource.RUSAGE_SELF)
     t0, c0 = time.perf_counter(), time.process_time()
     info = P.PairsStage().whole(run, excluded)
+    u1 = resource.getrusage(resource.RUSAGE_SELF)
     out.append({"wall_s": round(time.perf_counter() - t0, 3), "cpu_s": round(time.process_time() - c0, 3),
+                "user_s": round(u1.ru_utime - u0.ru_utime, 3), "sys_s": round(u1.ru_stime - u0.ru_stime, 3),
+                # read from storage, not the page cache (the work files evicted: this VM pages out idle files)
+                "disk_read_bytes": (u1.ru_inblock - u0.ru_inblock) * 512, "major_faults": u1.ru_majflt - u0.ru_majflt,
+                "minor_faults": u1.ru_minflt - u0.ru_minflt,
                 "steps": {k: {"wall_s": round(v[0], 3), "cpu_s": round(v[1], 3), "thread_cpu_s": round(v[3], 3),
-                                        "calls": v[2]} for k, v in steps.items()}})
+                              "calls": v[2], "minor_faults": v[4], "major_faults": v[5]} for k, v in steps.items()}})
 print(json.dumps({"runs": out, "documents": run.corpus.n, "candidate_pairs": info.candidate_pairs,
                   "verified_pairs": info.verified_pairs,
                   "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
@@ -109,7 +121,8 @@ print(json.dumps({"runs": out, "documents": run.corpus.n, "candidate_pairs": inf
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--input", required=True)
+    ap.add_argument("--input", action="append", required=True,
+                    help="the run's input; once per INPUT where the run had several (the 10M shards)")
     ap.add_argument("--work-dir", action="append", required=True,
                     help="once, or once per --src: each tree on a work dir of its own (written by it: a "
                          "change of the work dir's format)")
@@ -130,7 +143,7 @@ def main(argv=None) -> None:
         for r in range(args.rounds):
             for src, wd in trees:
                 load = os.getloadavg()[0]
-                proc = subprocess.run([sys.executable, "-c", CHILD, args.input, wd, str(args.repeats),
+                proc = subprocess.run([sys.executable, "-c", CHILD, os.pathsep.join(args.input), wd, str(args.repeats),
                                        str(args.kernel_repeats)],
                                       env={**os.environ, "PYTHONPATH": os.path.abspath(src)},
                                       capture_output=True, text=True)

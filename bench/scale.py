@@ -36,6 +36,8 @@ work dir after the run, and its size can be sampled while it runs). Measured:
 
 - wall time, CPU time; peak memory of the process tree (psutil RSS sum sampled every 0.25 s, the
   per-process VmHWM high-water marks, and wait4's ru_maxrss; ``peak_memory_bytes`` is the largest);
+- what the run read from storage (wait4's ``ru_inblock`` and major faults): the compressed input,
+  and over it the work files read back after the page cache let them go;
 - every ~2 s: the size of the work dir and of the output folder (``os.scandir`` walk), the free
   space of their file system and the RSS of the process tree; the peaks, the least free space, and
   the samples (a timeline to tell which stage holds the disk and the memory);
@@ -380,6 +382,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         "docs_per_s": args.docs / r["wall_s"] if r["wall_s"] else None,
         "cpu_user_s": r["cpu_user_s"],
         "cpu_sys_s": r["cpu_sys_s"],
+        # read from storage, not the page cache: the compressed input (read once), and what is
+        # over it, the work files read back after this VM paged them out (idle ~60 s)
+        "disk_read_bytes": r.get("disk_read_bytes"),
+        "major_faults": r.get("major_faults"),
         "memory": {k: r[k] for k in ("peak_memory_bytes", "peak_rss_tree_bytes", "peak_vmhwm_bytes",
                                      "ru_maxrss_bytes", "memory_samples")},
         "disk": {**disk, "kept_bytes": kept_bytes, "corpus_bytes": corpus["bytes"]},
@@ -398,6 +404,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"{'wall s':<28}{r['wall_s']:>16.1f}")
     print(f"{'documents / s':<28}{result['docs_per_s']:>16,.0f}")
     print(f"{'CPU user + sys s':<28}{(r['cpu_user_s'] or 0) + (r['cpu_sys_s'] or 0):>16.1f}")
+    if r.get("disk_read_bytes") is not None:
+        print(f"{'read from storage':<28}{fmt_bytes(r['disk_read_bytes']):>16}  (input {fmt_bytes(corpus['bytes'])}, "
+              f"{r.get('major_faults')} major faults)")
     print(f"{'peak memory':<28}{fmt_bytes(r['peak_memory_bytes']):>16}")
     print(f"{'  RSS tree / VmHWM':<28}{fmt_bytes(r['peak_rss_tree_bytes']):>16}  {fmt_bytes(r['peak_vmhwm_bytes'])}")
     print(f"{'corpus (zstd)':<28}{fmt_bytes(corpus['bytes']):>16}")

@@ -527,3 +527,32 @@ def test_bucket_runs_equal_a_stable_sort_of_each_band():
     assert np.array_equal(np.diff(offsets), np.concatenate(want_sizes))
     assert np.array_equal(members, np.concatenate(want_members))
     assert (np.diff(offsets) > 2).sum() > 100
+
+
+@pytest.mark.parametrize("part_bits", [2, 5, 9])
+def test_bucket_runs_in_partitions_of_the_top_bits_equal_one_pass(monkeypatch, part_bits):
+    """A band of PARTITION_KEYS keys or more is grouped a partition of the keys' top bits at a
+    time (each filtered and sorted on its own): the same buckets, in the same order, members in
+    keep order, as the one pass over the band, for keys read in place and for a key matrix;
+    with repeats everywhere, a partition of one top-bits value (its bins by merge sort), one
+    big bucket, and many partitions (small PARTITION_BITS)."""
+    import neardup.kernels.bands as B
+    rng = np.random.default_rng(11)
+    n = 6000
+    keys = rng.integers(0, 2**64, (n, 4), dtype=np.uint64)
+    keys[rng.integers(0, n, 2000), 0] = keys[rng.integers(0, n, 2000), 0]
+    keys[:, 1] = (keys[:, 1] >> np.uint64(40)) | np.uint64(0xABC0000000000000)
+    keys[rng.integers(0, n, 900), 1] = keys[rng.integers(0, n, 900), 1]
+    keys[rng.random(n) < 0.3, 2] = np.uint64(12345)
+    keys[rng.integers(0, n, 300), 3] = keys[rng.integers(0, n, 300), 3]
+    rank = rng.permutation(n)
+    eligible = rng.random(n) > 0.05
+    parts = [keys[:2500], keys[2500:]]
+    want = bucket_runs(keys, eligible, rank=rank)
+    assert B.PARTITION_KEYS > n
+    monkeypatch.setattr(B, "PARTITION_KEYS", 100)
+    monkeypatch.setattr(B, "PARTITION_BITS", part_bits)
+    for got in (bucket_runs(parts, eligible, rank=rank), bucket_runs(keys, eligible, rank=rank)):
+        assert np.array_equal(got[0], want[0])
+        assert np.array_equal(got[1], want[1])
+    assert (np.diff(want[0]) > 2).sum() > 100

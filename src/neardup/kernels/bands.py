@@ -33,6 +33,7 @@ verifications per member (before pairs repeated across buckets are merged).
 
 from __future__ import annotations
 
+import queue
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Tuple
@@ -129,13 +130,15 @@ def bucket_runs(keys, eligible: Optional[np.ndarray] = None,
         get, nbands = (lambda first, stop: matrix[:, first:stop]), matrix.shape[1]
     all_members = []
     all_sizes = []
-    perm = ids = None
+    perm = ids = scratch = None
     for first in range(0, nbands, BAND_GROUP):
         group = get(first, min(first + BAND_GROUP, nbands))
         if perm is None:
             perm, ids = _keep_perm(group.shape[0], eligible, doc_ids, rank)
+            scratch = _Scratch(len(perm), min(BAND_GROUP, nbands))
         group = np.asarray(group, dtype=np.uint64)
-        for members, sizes in _in_threads(lambda j, g=group: _group_column(g, j, perm, ids), group.shape[1]):
+        for members, sizes in _in_threads(scratch.lend(lambda j, s, g=group: _group_column(g, j, perm, ids, *s)),
+                                          group.shape[1]):
             if len(sizes):
                 all_members.append(members)
                 all_sizes.append(sizes)
@@ -164,8 +167,10 @@ def _bucket_runs_in_place(parts: list, eligible, doc_ids, rank) -> Tuple[np.ndar
     rows = np.concatenate([p.ctypes.data + np.arange(len(p), dtype=np.int64) * p.strides[0] for p in parts])
     perm, ids = _keep_perm(len(rows), eligible, doc_ids, rank)
     at = rows[perm]
+    del rows, perm  # 16 bytes a document let go before the bands' scratch is made (10M: 160 MB)
     all_members, all_sizes = [], []
-    for members, sizes in _in_threads(lambda j: _group_rows(at, j, ids), parts[0].shape[1]):
+    scratch = _Scratch(len(at), parts[0].shape[1])
+    for members, sizes in _in_threads(scratch.lend(lambda j, s: _group_rows(at, j, ids, *s)), parts[0].shape[1]):
         if len(sizes):
             all_members.append(members)
             all_sizes.append(sizes)
@@ -209,37 +214,70 @@ def _in_threads(func, count: int) -> list:
         return list(pool.map(func, range(count)))
 
 
+# a band of at least this many keys is grouped a partition of its keys' top bits at a time
+# (:func:`_group_partitioned`), so that the filter's bitmaps stay in the core's cache
+PARTITION_KEYS = 1 << 21
+PARTITION_BITS = 15  # about 2^this many keys a partition
+
+
+class _Scratch:
+    """The arrays a thread of :func:`_in_threads` groups a band of ``n`` keys in (its keys, and
+    with :data:`PARTITION_KEYS` or more, their partitions' keys and rows), made once for each
+    thread and lent to band after band: made for each band, their pages were faulted in and
+    zeroed again each time (10M documents: 200 MB a band and thread, ~0.5 M page faults more over
+    18 bands). ``lend(func)``: ``j -> func(j, (part_min, part_bits, keys, pk, pr))`` on a free set."""
+
+    def __init__(self, n: int, count: int):
+        big = n >= PARTITION_KEYS
+        self.free = queue.SimpleQueue()
+        for _ in range(max(1, min(nb.get_num_threads(), count))):
+            self.free.put((PARTITION_KEYS, PARTITION_BITS, np.empty(n, np.uint64), np.empty(n if big else 0, np.uint64),
+                           np.empty(n if big else 0, np.uint32)))
+
+    def lend(self, func):
+        def run(j):
+            held = self.free.get()
+            try:
+                return func(j, held)
+            finally:
+                self.free.put(held)
+        return run
+
+
 @kernel(nogil=True)
-def _group_column(group, j, perm, ids):
+def _group_column(group, j, perm, ids, part_min, part_bits, keys, pk, pr):
     """:func:`_group_keys` of column ``j`` of ``group`` taken at rows ``perm`` (see :func:`_group_gathered`).
     Two versions, on purpose: ``group`` a fresh (C-contiguous) array of a few bands, or a slice
     of bands of a whole key matrix in memory (any layout), read where it lies, not copied."""
     n = perm.shape[0]
-    keys = np.empty(n, dtype=np.uint64)
     for i in range(n):
         keys[i] = group[perm[i], j]
-    return _group_gathered(keys, ids)
+    return _group_gathered(keys, ids, part_min, part_bits, pk, pr)
 
 
 @kernel(nogil=True)
-def _group_rows(rows, j, ids):
+def _group_rows(rows, j, ids, part_min, part_bits, keys, pk, pr):
     """:func:`_group_keys` of band ``j`` of the rows of keys at the addresses ``rows`` (in keep
-    order; see :func:`_group_gathered`)."""
+    order; see :func:`_group_gathered`), gathered into ``keys`` (n of them; ``pk``, ``pr``: see
+    :class:`_Scratch`)."""
     n = rows.shape[0]
-    keys = np.empty(n, dtype=np.uint64)
     offset = np.int64(8) * j
     for i in range(n):
         keys[i] = uint64_at(rows[i] + offset)
-    return _group_gathered(keys, ids)
+    return _group_gathered(keys, ids, part_min, part_bits, pk, pr)
 
 
 @kernel(inline="always")
-def _group_gathered(keys, ids):
+def _group_gathered(keys, ids, part_min, part_bits, pk, pr):
     """:func:`_group_keys` of one band's ``keys`` (rows in keep order, document ``ids``; ``keys``
     overwritten). Most keys are met once: two bitmaps on the key's low bits (seen, seen twice)
     pass on only the rows whose key may repeat (every row of a repeated key, and a few others),
-    in row order, to the sort."""
-    n = keys.shape[0]
+    in row order, to the sort. ``part_min`` keys or more (``keys`` the first n of a longer
+    array): :func:`_group_partitioned`, into ``pk`` and ``pr``, of ~2^``part_bits`` keys a partition."""
+    n = ids.shape[0]
+    keys = keys[:n]
+    if n >= part_min and n < (np.int64(1) << 32):
+        return _group_partitioned(keys, ids, pk[:n], pr[:n], part_bits)
     fbits = 10
     while fbits < 27 and (np.int64(1) << fbits) < 16 * n:
         fbits += 1
@@ -267,6 +305,122 @@ def _group_gathered(keys, ids):
     while bits < 20 and (np.int64(4) << bits) < m:
         bits += 1
     return _group_keys(keys[:m], sub_ids[:m], bits)
+
+
+@kernel(inline="always")
+def _group_partitioned(keys, ids, pk, pr, part_bits):
+    """:func:`_group_gathered` of a band of many keys: the bitmaps of one pass over all of them
+    would outgrow the core's cache (10M keys: 2 x 16 MB, a miss a key), so the rows are first
+    moved, in row order, into partitions of their key's top bits (a counting pass and a
+    scatter), and each partition of ~2^``part_bits`` keys is filtered with bitmaps of its
+    own and its rows that may repeat sorted on the key (a counting pass on the bits below the
+    partition's, then insertion or merge sort of each bin, stable). The partitions in order are
+    the band's keys in ascending order: the same runs, in the same order, as :func:`_group_keys`."""
+    n = keys.shape[0]
+    pbits = 1
+    while pbits < 16 and (n >> pbits) > (np.int64(1) << part_bits):
+        pbits += 1
+    nparts = np.int64(1) << pbits
+    pshift = np.uint64(64 - pbits)
+    start = np.zeros(nparts + 1, dtype=np.int64)
+    for i in range(n):
+        start[(keys[i] >> pshift) + np.uint64(1)] += 1
+    for p in range(nparts):
+        start[p + 1] += start[p]
+    fill = start[:-1].copy()
+    for i in range(n):  # pr: rows below 2^32 (document indices are)
+        p = keys[i] >> pshift
+        at = fill[p]
+        pk[at] = keys[i]
+        pr[at] = i
+        fill[p] = at + 1
+    most = 2
+    for p in range(nparts):
+        most = max(most, start[p + 1] - start[p])
+    fmax = 6
+    while fmax < 27 and (np.int64(1) << fmax) < 16 * most:
+        fmax += 1
+    seen = np.empty((np.int64(1) << fmax) >> 6, dtype=np.uint64)
+    twice = np.empty((np.int64(1) << fmax) >> 6, dtype=np.uint64)
+    tk = np.empty(most, dtype=np.uint64)
+    tr = np.empty(most, dtype=np.uint32)
+    bins = np.empty((np.int64(1) << 16) + 1, dtype=np.int64)
+    m = 0  # the rows that may repeat so far, sorted, at pk[:m], pr[:m] (m <= the partition's start)
+    for p in range(nparts):
+        lo = start[p]
+        hi = start[p + 1]
+        if hi - lo < 2:
+            continue
+        fbits = 6
+        while fbits < fmax and (np.int64(1) << fbits) < 16 * (hi - lo):
+            fbits += 1
+        words = (np.int64(1) << fbits) >> 6
+        seen[:words] = 0
+        twice[:words] = 0
+        mask = np.uint64((np.int64(1) << fbits) - 1)
+        for i in range(lo, hi):
+            h = pk[i] & mask
+            w = h >> np.uint64(6)
+            bit = np.uint64(1) << (h & np.uint64(63))
+            if seen[w] & bit:
+                twice[w] |= bit
+            else:
+                seen[w] |= bit
+        first = m
+        for i in range(lo, hi):
+            k = pk[i]
+            h = k & mask
+            if twice[h >> np.uint64(6)] & (np.uint64(1) << (h & np.uint64(63))):
+                pk[m] = k
+                pr[m] = pr[i]
+                m += 1
+        count = m - first
+        if count < 2:
+            continue
+        # stable sort of pk[first:m] (one top-bits value) on the bits below: a counting pass, then each bin
+        bbits = 1
+        while bbits < 16 and (np.int64(4) << bbits) < count:
+            bbits += 1
+        bshift = np.uint64(64 - pbits - bbits)
+        bmask = np.uint64((np.int64(1) << bbits) - 1)
+        nb_ = np.int64(1) << bbits
+        bins[:nb_ + 1] = 0
+        for i in range(first, m):
+            bins[((pk[i] >> bshift) & bmask) + np.uint64(1)] += 1
+        for b in range(nb_):
+            bins[b + 1] += bins[b]
+        for i in range(first, m):
+            b = (pk[i] >> bshift) & bmask
+            at = bins[b]
+            tk[at] = pk[i]
+            tr[at] = pr[i]
+            bins[b] = at + 1
+        lo_b = np.int64(0)
+        for b in range(nb_):  # bins[b] is now the end of bin b
+            hi_b = bins[b]
+            if hi_b - lo_b > INSERTION_MAX:
+                order = np.argsort(tk[lo_b:hi_b], kind="mergesort")
+                tk[lo_b:hi_b] = tk[lo_b:hi_b][order]
+                tr[lo_b:hi_b] = tr[lo_b:hi_b][order]
+            elif hi_b - lo_b > 1:
+                for i in range(lo_b + 1, hi_b):
+                    x = tk[i]
+                    r = tr[i]
+                    j = i - 1
+                    while j >= lo_b and tk[j] > x:
+                        tk[j + 1] = tk[j]
+                        tr[j + 1] = tr[j]
+                        j -= 1
+                    tk[j + 1] = x
+                    tr[j + 1] = r
+            lo_b = hi_b
+        pk[first:m] = tk[:count]
+        pr[first:m] = tr[:count]
+    runs, total = _walk_runs(pk[:m], pr[:m], ids, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), False)
+    members = np.empty(total, dtype=np.int64)
+    sizes = np.empty(runs, dtype=np.int64)
+    _walk_runs(pk[:m], pr[:m], ids, members, sizes, True)
+    return members, sizes
 
 
 def _radix_bits(n: int) -> int:
