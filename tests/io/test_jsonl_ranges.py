@@ -503,3 +503,27 @@ def test_piped_copy_raises_the_error_of_a_write_that_fails(tmp_path, monkeypatch
         os.close(fd_in)
         os.close(ro)
     assert not [t for t in threading.enumerate() if t.name == "neardup-range-writer"]
+
+
+def test_file_system_loads_the_c_library_once(tmp_path, monkeypatch):
+    """``file_system`` (asked twice a copier, :func:`pipes_here`) loads the C library at its
+    first call only, and says the same: a file's file system, None for a descriptor not open."""
+    import ctypes
+
+    from neardup.io import kernel_copy
+
+    loads = []
+    real = ctypes.CDLL
+    monkeypatch.setattr(ctypes, "CDLL", lambda *a, **k: loads.append(a) or real(*a, **k))
+    kernel_copy._libc.cache_clear()
+    (tmp_path / "f").write_bytes(b"x")
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+    try:
+        first = kernel_copy.file_system(fd)
+        assert kernel_copy.pipes_here(fd, fd) == (first in kernel_copy.PIPED_FILE_SYSTEMS)
+        assert kernel_copy.file_system(fd) == first and first is not None
+    finally:
+        os.close(fd)
+    assert kernel_copy.file_system(fd) is None
+    assert len(loads) == 1
+    kernel_copy._libc.cache_clear()

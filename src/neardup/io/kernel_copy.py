@@ -6,6 +6,7 @@ thread and written by another, :meth:`RangeCopier.piped`) and whole files (:func
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import queue
 import threading
@@ -57,11 +58,24 @@ PIPED_FILE_SYSTEMS = frozenset({
 })
 
 
-def file_system(fd: int) -> Optional[int]:
-    """The ``f_type`` of the file system ``fd`` is on (``fstatfs``), None where it cannot be asked."""
+@functools.lru_cache(maxsize=1)
+def _libc():
+    """The C library this process runs with (``ctypes``), loaded at the first call only; None
+    where it cannot be loaded."""
     try:
         import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def file_system(fd: int) -> Optional[int]:
+    """The ``f_type`` of the file system ``fd`` is on (``fstatfs``), None where it cannot be asked."""
+    libc = _libc()
+    if libc is None:
+        return None
+    try:
+        import ctypes
         buf = ctypes.create_string_buffer(256)  # struct statfs (120 bytes on 64-bit Linux)
         if libc.fstatfs(ctypes.c_int(fd), buf) != 0:
             return None
