@@ -1,6 +1,7 @@
 """Bytes copied from one local file to another by the operating system's kernel: byte ranges
 (:class:`RangeCopier`: ``copy_file_range``, else ``sendfile``; many megabytes of them read by one
-thread and written by another, :meth:`RangeCopier.piped`) and whole files (:func:`copy_fd`:
+thread and written by another, :meth:`RangeCopier.piped`, past the page cache where writing into
+it is slow) and whole files (:func:`copy_fd`:
 ``sendfile``), with plain reads and writes where the kernel cannot."""
 
 from __future__ import annotations
@@ -175,7 +176,11 @@ class RangeCopier:
         the buffers in the order they were filled. Returns the ranges left (none when all were
         copied): from a read that failed or found the input's end, for :meth:`copy`'s loops to go
         on with and learn why; where the loops cannot run here, all of them. A write that
-        failed is made again here, by ``os.write``, which raises its error."""
+        failed is made again here, by ``os.write``, which raises its error. After
+        _SLOW_WRITES buffers in a row whose writes into the page cache took over
+        _SLOW_WRITE_S_PER_MIB of CPU a MiB, the rest is written past it (:func:`_write_direct`;
+        the reader puts each buffer's bytes at their place in a block), the output's position
+        moved after them at the end; an error of those writes is raised here."""
         fill, write = _compiled_fill(), _compiled_write()
         if fill is None or write is None:
             return list(starts), list(ends)
