@@ -2,7 +2,8 @@
 alternating in fresh processes, with the CPU of each of its threads: the main thread's until
 the kept lines' copy starts (what the copy waits for), the copy's in the main thread (reading,
 for :meth:`RangeCopier.piped`; the whole copy for ``copy_file_range``), the piped copy's
-writing thread, and the members' thread (removed.parquet and clusters.parquet). On a loaded
+writing thread (its ``write`` calls and, once it has gone past the page cache, its ``O_DIRECT``
+writes), and the members' thread (removed.parquet and clusters.parquet). On a loaded
 machine the stage's wall is noise; ``idle_estimate`` = CPU to the copy + max(longest copy
 thread, the copy's and members' CPU / 2) is what two idle cores would give.
 
@@ -60,6 +61,15 @@ if hasattr(KC, "_compiled_write"):
                 rec["copy_writer_thread_cpu_s"] += time.thread_time() - c
         return g
     KC._compiled_write = compiled_write
+if hasattr(KC, "_write_direct"):  # the writer's writes past the page cache (O_DIRECT), in Python
+    real_direct = KC._write_direct
+    def write_direct(*a):
+        c = time.thread_time()
+        try:
+            return real_direct(*a)
+        finally:
+            rec["copy_writer_thread_cpu_s"] += time.thread_time() - c
+    KC._write_direct = write_direct
 real_run = W.WriteStage.run
 def run(self, r, engine):
     stage.update(wall=time.perf_counter(), cpu=time.thread_time(), times=os.times())

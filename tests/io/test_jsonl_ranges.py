@@ -384,7 +384,7 @@ def test_last_block_shorter_than_the_buffer(tmp_path, block_bytes):
         assert _ranges(tmp_path, src, keep, "rw", block_bytes) == _reference(src, keep), (lines, keep)
 
 
-def _piped_copy(tmp_path, monkeypatch, data: bytes, starts, ends, buffer: int = 1000):
+def _piped_copy(tmp_path, monkeypatch, data: bytes, starts, ends, buffer: int = 1000, tail: bytes = b""):
     """RangeCopier.copy of ``starts``/``ends`` with the piped copy for any size, its buffers
     ``buffer`` bytes (so that a small file fills them many times over); returns what it wrote."""
     from neardup.io import kernel_copy
@@ -398,6 +398,8 @@ def _piped_copy(tmp_path, monkeypatch, data: bytes, starts, ends, buffer: int = 
     try:
         os.write(fd_out, b"head")
         RangeCopier(fd_in, fd_out, "in").copy(list(starts), list(ends))
+        if tail:
+            os.write(fd_out, tail)
     finally:
         os.close(fd_in)
         os.close(fd_out)
@@ -503,3 +505,74 @@ def test_piped_copy_raises_the_error_of_a_write_that_fails(tmp_path, monkeypatch
         os.close(fd_in)
         os.close(ro)
     assert not [t for t in threading.enumerate() if t.name == "neardup-range-writer"]
+
+
+def test_file_system_loads_the_c_library_once(tmp_path, monkeypatch):
+    """``file_system`` (asked twice a copier, :func:`pipes_here`) loads the C library at its
+    first call only, and says the same: a file's file system, None for a descriptor not open."""
+    import ctypes
+
+    from neardup.io import kernel_copy
+
+    loads = []
+    real = ctypes.CDLL
+    monkeypatch.setattr(ctypes, "CDLL", lambda *a, **k: loads.append(a) or real(*a, **k))
+    kernel_copy._libc.cache_clear()
+    (tmp_path / "f").write_bytes(b"x")
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+    try:
+        first = kernel_copy.file_system(fd)
+        assert kernel_copy.pipes_here(fd, fd) == (first in kernel_copy.PIPED_FILE_SYSTEMS)
+        assert kernel_copy.file_system(fd) == first and first is not None
+    finally:
+        os.close(fd)
+    assert kernel_copy.file_system(fd) is None
+    assert len(loads) == 1
+    kernel_copy._libc.cache_clear()
+
+
+@pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="no O_DIRECT here")
+def test_piped_copy_goes_past_the_page_cache_after_slow_writes(tmp_path, monkeypatch):
+    """Writes into the page cache that cost more than _SLOW_WRITE_S_PER_MIB (here: any) twice in
+    a row send the rest of the piped copy past it (O_DIRECT, whole blocks at their place in the
+    buffers, the bytes around them through the output): the same bytes, from an output position
+    that is not a block's start, and the output's position after them (the next write follows)."""
+    from neardup.io import kernel_copy
+
+    if not _on_local_disk(tmp_path):
+        pytest.skip(f"{tmp_path} is on a file system the piped copy does not use")
+    probe = tmp_path / "probe"
+    probe.write_bytes(b"")
+    fd = os.open(probe, os.O_WRONLY)
+    direct = kernel_copy._open_direct(fd)
+    os.close(fd)
+    if direct is None:
+        pytest.skip(f"{tmp_path}: no O_DIRECT on this file system")
+    os.close(direct)
+    monkeypatch.setattr(kernel_copy, "_SLOW_WRITE_S_PER_MIB", -1.0)
+    opened, direct_bytes = [], []
+    real_open, real_pwrite = kernel_copy._open_direct, os.pwrite
+
+    def spy_open(fd):
+        opened.append(real_open(fd))
+        return opened[-1]
+
+    def spy_pwrite(fd, data, at):
+        n = real_pwrite(fd, data, at)
+        if fd in opened:
+            direct_bytes.append(n)
+        return n
+
+    monkeypatch.setattr(kernel_copy, "_open_direct", spy_open)
+    monkeypatch.setattr(kernel_copy.os, "pwrite", spy_pwrite)
+    rng = np.random.default_rng(11)
+    data = rng.integers(0, 256, 400_000, dtype=np.uint8).tobytes()
+    cuts = np.sort(rng.choice(len(data), 400, replace=False))
+    starts, ends = cuts[0::2].tolist(), cuts[1::2].tolist()
+    want = b"head" + b"".join(data[a:b] for a, b in zip(starts, ends))
+    for buffer in (3 * 4096 + 5, 1 << 15):
+        opened.clear()
+        direct_bytes.clear()
+        got = _piped_copy(tmp_path, monkeypatch, data, starts, ends, buffer, tail=b"tail")
+        assert got == want + b"tail"
+        assert len(opened) == 1 and sum(direct_bytes) > len(want) // 2, (buffer, opened, sum(direct_bytes))

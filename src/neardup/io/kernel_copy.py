@@ -1,14 +1,17 @@
 """Bytes copied from one local file to another by the operating system's kernel: byte ranges
 (:class:`RangeCopier`: ``copy_file_range``, else ``sendfile``; many megabytes of them read by one
-thread and written by another, :meth:`RangeCopier.piped`) and whole files (:func:`copy_fd`:
+thread and written by another, :meth:`RangeCopier.piped`, past the page cache where writing into
+it is slow) and whole files (:func:`copy_fd`:
 ``sendfile``), with plain reads and writes where the kernel cannot."""
 
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import queue
 import threading
+import time
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -40,6 +43,13 @@ _PIPE_BUFFER = 4 << 20   # each of the two buffers the reading thread fills in t
 _WRITE_PIECE = 64 << 10  # a write call's bytes: what copy_file_range writes at a time (its pipe);
 # writes of 1-8 MiB cost 3-5x the CPU of 64 KiB ones on this machine's ext4 (the page cache's
 # large folios), 64 MiB ones the same
+# A buffer whose write into the page cache took more CPU than this a MiB (~4x its usual 0.25 ms),
+# twice in a row, sends the rest of the copy past the page cache (``O_DIRECT``): the new pages'
+# cost is then not the copy's but the memory's (a virtual machine whose host gave back the
+# guest's free memory backs each page again at its first write, ~10x the copy's own CPU)
+_SLOW_WRITE_S_PER_MIB = 1e-3
+_SLOW_WRITES = 2
+_DIRECT_ALIGN = 4096  # O_DIRECT's unit: file offsets, lengths and buffer addresses
 
 
 # statfs f_type of the file systems on which :meth:`RangeCopier.piped` copies: local disks and
@@ -57,11 +67,24 @@ PIPED_FILE_SYSTEMS = frozenset({
 })
 
 
-def file_system(fd: int) -> Optional[int]:
-    """The ``f_type`` of the file system ``fd`` is on (``fstatfs``), None where it cannot be asked."""
+@functools.lru_cache(maxsize=1)
+def _libc():
+    """The C library this process runs with (``ctypes``), loaded at the first call only; None
+    where it cannot be loaded."""
     try:
         import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def file_system(fd: int) -> Optional[int]:
+    """The ``f_type`` of the file system ``fd`` is on (``fstatfs``), None where it cannot be asked."""
+    libc = _libc()
+    if libc is None:
+        return None
+    try:
+        import ctypes
         buf = ctypes.create_string_buffer(256)  # struct statfs (120 bytes on 64-bit Linux)
         if libc.fstatfs(ctypes.c_int(fd), buf) != 0:
             return None
@@ -153,43 +176,80 @@ class RangeCopier:
         the buffers in the order they were filled. Returns the ranges left (none when all were
         copied): from a read that failed or found the input's end, for :meth:`copy`'s loops to go
         on with and learn why; where the loops cannot run here, all of them. A write that
-        failed is made again here, by ``os.write``, which raises its error."""
+        failed is made again here, by ``os.write``, which raises its error. After
+        _SLOW_WRITES buffers in a row whose writes into the page cache took over
+        _SLOW_WRITE_S_PER_MIB of CPU a MiB, the rest is written past it (:func:`_write_direct`;
+        the reader puts each buffer's bytes at their place in a block), the output's position
+        moved after them at the end; an error of those writes is raised here."""
         fill, write = _compiled_fill(), _compiled_write()
         if fill is None or write is None:
             return list(starts), list(ends)
         s, e = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
         state = np.zeros(3, np.int64)  # the range, its bytes done, whether a read stopped short
         if self._buffers is None or len(self._buffers[0]) != _PIPE_BUFFER:  # kept for the next call
-            self._buffers = (np.empty(_PIPE_BUFFER, np.uint8), np.empty(_PIPE_BUFFER, np.uint8))
+            self._buffers = (_aligned(_PIPE_BUFFER), _aligned(_PIPE_BUFFER))
         buffers = self._buffers
         free: "queue.SimpleQueue[Optional[int]]" = queue.SimpleQueue()
         full: "queue.SimpleQueue[Optional[Tuple[int, int, int]]]" = queue.SimpleQueue()
         short: List[Tuple[int, int, int]] = []  # (buffer, from, to) the writer did not write
+        # past the page cache: [the output's offset of the next byte written] once the writer
+        # has gone that way (positioned writes from then on), its descriptor, its error
+        direct: List[int] = []
+        out_direct: List[Optional[int]] = [None]
+        failed: List[BaseException] = []
+        base = os.lseek(self.fd_out, 0, os.SEEK_CUR) if _direct_possible(self.fd_out) else None
 
         def writer() -> None:
+            slow = 0
             while (item := full.get()) is not None:
                 k, a, n = item
-                done = write(self.fd_out, buffers[k], n, _WRITE_PIECE)
-                if done < n:
-                    short.append((k, done, n))
+                if direct:
+                    try:
+                        direct[0] = _write_direct(self.fd_out, out_direct, buffers[k][a:n], direct[0])
+                    except BaseException as err:  # raised by the reading thread
+                        failed.append(err)
+                        free.put(None)
+                        return
+                    free.put(k)
+                    continue
+                c = time.thread_time()
+                done = write(self.fd_out, buffers[k][a:], n - a, _WRITE_PIECE)
+                if done < n - a:
+                    short.append((k, a + done, n))
                     free.put(None)  # the reader stops
                     return
+                slow = slow + 1 if time.thread_time() - c > (n - a) / (1 << 20) * _SLOW_WRITE_S_PER_MIB else 0
+                if slow >= _SLOW_WRITES and base is not None:
+                    out_direct[0] = _open_direct(self.fd_out)
+                    if out_direct[0] is not None:
+                        direct.append(os.lseek(self.fd_out, 0, os.SEEK_CUR))
+                    else:
+                        slow = -len(s)  # not here: not asked again
                 free.put(k)
 
         thread = threading.Thread(target=writer, name="neardup-range-writer", daemon=True)
         thread.start()
         free.put(0)
         free.put(1)
+        at = base or 0  # the output's offset of the next byte read
         try:
             while (k := free.get()) is not None:
-                n = fill(self.fd_in, buffers[k], s, e, state)
+                pad = at % _DIRECT_ALIGN if direct else 0  # its place in the buffer as in a block
+                n = fill(self.fd_in, buffers[k][pad:], s, e, state)
                 if n > 0:
-                    full.put((k, 0, n))
+                    full.put((k, pad, pad + n))
+                    at += n
                 if n <= 0 or state[2]:
                     break
         finally:
             full.put(None)
             thread.join()
+            if out_direct[0] is not None:
+                os.close(out_direct[0])
+        if direct:
+            os.lseek(self.fd_out, direct[0], os.SEEK_SET)
+        if failed:
+            raise failed[0]
         while short and (item := full.get()) is not None:  # behind a write that failed, in order
             short.append(item)
         for k, a, n in short:
@@ -214,6 +274,70 @@ class RangeCopier:
         while view:
             view = view[os.write(self.fd_out, view):]
         return len(data)
+
+
+def _aligned(size: int) -> np.ndarray:
+    """``size`` bytes whose first is at an address of a multiple of _DIRECT_ALIGN."""
+    raw = np.empty(size + _DIRECT_ALIGN, np.uint8)
+    at = -raw.ctypes.data % _DIRECT_ALIGN
+    return raw[at:at + size]
+
+
+def _direct_possible(fd: int) -> bool:
+    """Whether the output ``fd`` may be written past the page cache: Linux's ``O_DIRECT``, and
+    not opened to append (positioned writes there would append)."""
+    if not hasattr(os, "O_DIRECT") or not os.path.isdir("/proc/self/fd"):
+        return False
+    try:
+        import fcntl
+        return not fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND
+    except (ImportError, OSError):
+        return False
+
+
+def _open_direct(fd: int) -> Optional[int]:
+    """A second descriptor of the file of ``fd``, for writing past the page cache (``O_DIRECT``);
+    None where the file system does not allow it."""
+    try:
+        return os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_DIRECT | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def _pwrite_all(fd: int, data, at: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, at)
+        if n == 0:
+            raise OSError(errno.EIO, "write wrote nothing")
+        view, at = view[n:], at + n
+
+
+def _write_direct(fd: int, out_direct: List[Optional[int]], data: np.ndarray, at: int) -> int:
+    """``data`` written at ``at`` in the file of ``fd``: its whole blocks of _DIRECT_ALIGN bytes
+    (where ``data`` sits in memory as in the file) by ``out_direct[0]`` past the page cache, the
+    bytes before and after them through ``fd``. A file system that refuses a write past the page
+    cache (EINVAL) gets it through ``fd``, and the rest too (``out_direct[0]`` closed, None).
+    Returns the offset after ``data``."""
+    n = len(data)
+    head = min(-at % _DIRECT_ALIGN, n)
+    body = (n - head) // _DIRECT_ALIGN * _DIRECT_ALIGN
+    if out_direct[0] is None or (data.ctypes.data + head) % _DIRECT_ALIGN:
+        head, body = n, 0
+    if head:
+        _pwrite_all(fd, data[:head], at)
+    if body:
+        try:
+            _pwrite_all(out_direct[0], data[head:head + body], at + head)
+        except OSError as e:
+            if e.errno != errno.EINVAL:
+                raise
+            os.close(out_direct[0])
+            out_direct[0] = None
+            _pwrite_all(fd, data[head:head + body], at + head)
+    if head + body < n:
+        _pwrite_all(fd, data[head + body:], at + head + body)
+    return at + n
 
 
 class SourceError(Exception):
