@@ -550,6 +550,7 @@ def test_piped_copy_goes_past_the_page_cache_after_slow_writes(tmp_path, monkeyp
         pytest.skip(f"{tmp_path}: no O_DIRECT on this file system")
     os.close(direct)
     monkeypatch.setattr(kernel_copy, "_SLOW_WRITE_S_PER_MIB", -1.0)
+    monkeypatch.setattr(kernel_copy, "_DIRECT_SLOWER", float("inf"))  # the disk never the slower way
     opened, direct_bytes = [], []
     real_open, real_pwrite = kernel_copy._open_direct, os.pwrite
 
@@ -576,3 +577,56 @@ def test_piped_copy_goes_past_the_page_cache_after_slow_writes(tmp_path, monkeyp
         got = _piped_copy(tmp_path, monkeypatch, data, starts, ends, buffer, tail=b"tail")
         assert got == want + b"tail"
         assert len(opened) == 1 and sum(direct_bytes) > len(want) // 2, (buffer, opened, sum(direct_bytes))
+
+
+def test_piped_copy_comes_back_to_the_page_cache_where_the_disk_is_slower(tmp_path, monkeypatch):
+    """After the switch past the page cache, _SLOW_WRITES buffers in a row written there more
+    slowly a MiB (here: any, _DIRECT_SLOWER 0) than the page cache's last write send the rest
+    back through the page cache, for good: the same bytes, only those few buffers written past
+    it, the descriptor past the page cache closed, and the output's position after the copy."""
+    from neardup.io import kernel_copy
+
+    if not _on_local_disk(tmp_path):
+        pytest.skip(f"{tmp_path} is on a file system the piped copy does not use")
+    probe = tmp_path / "probe"
+    probe.write_bytes(b"")
+    fd = os.open(probe, os.O_WRONLY)
+    direct = kernel_copy._open_direct(fd)
+    os.close(fd)
+    if direct is None:
+        pytest.skip(f"{tmp_path}: no O_DIRECT on this file system")
+    os.close(direct)
+    monkeypatch.setattr(kernel_copy, "_SLOW_WRITE_S_PER_MIB", -1.0)
+    monkeypatch.setattr(kernel_copy, "_DIRECT_SLOWER", 0.0)
+    opened, direct_calls, closed = [], [], []
+    real_open, real_pwrite, real_close = kernel_copy._open_direct, os.pwrite, os.close
+
+    def spy_open(fd):
+        opened.append(real_open(fd))
+        return opened[-1]
+
+    def spy_pwrite(fd, data, at):
+        n = real_pwrite(fd, data, at)
+        if fd in opened and fd not in closed:
+            direct_calls.append(n)
+        return n
+
+    def spy_close(fd):
+        if fd in opened:
+            closed.append(fd)
+        return real_close(fd)
+
+    monkeypatch.setattr(kernel_copy, "_open_direct", spy_open)
+    monkeypatch.setattr(kernel_copy.os, "pwrite", spy_pwrite)
+    monkeypatch.setattr(kernel_copy.os, "close", spy_close)
+    rng = np.random.default_rng(12)
+    data = rng.integers(0, 256, 400_000, dtype=np.uint8).tobytes()
+    cuts = np.sort(rng.choice(len(data), 400, replace=False))
+    starts, ends = cuts[0::2].tolist(), cuts[1::2].tolist()
+    want = b"head" + b"".join(data[a:b] for a, b in zip(starts, ends))
+    buffer = 3 * 4096 + 5
+    got = _piped_copy(tmp_path, monkeypatch, data, starts, ends, buffer, tail=b"tail")
+    assert got == want + b"tail"
+    assert len(opened) == 1 and closed == opened, (opened, closed)  # switched once, and back
+    # the buffers written past the page cache: the two that were slower there, at most
+    assert 0 < len(direct_calls) <= 2 * kernel_copy._SLOW_WRITES, direct_calls

@@ -49,6 +49,9 @@ _WRITE_PIECE = 64 << 10  # a write call's bytes: what copy_file_range writes at 
 # guest's free memory backs each page again at its first write, ~10x the copy's own CPU)
 _SLOW_WRITE_S_PER_MIB = 1e-3
 _SLOW_WRITES = 2
+# ... and back into the page cache, for good, after _SLOW_WRITES buffers in a row written past
+# it more slowly (wall) a MiB than this times the last page-cache write (CPU): a slow disk
+_DIRECT_SLOWER = 1.0
 _DIRECT_ALIGN = 4096  # O_DIRECT's unit: file offsets, lengths and buffer addresses
 
 
@@ -180,7 +183,10 @@ class RangeCopier:
         _SLOW_WRITES buffers in a row whose writes into the page cache took over
         _SLOW_WRITE_S_PER_MIB of CPU a MiB, the rest is written past it (:func:`_write_direct`;
         the reader puts each buffer's bytes at their place in a block), the output's position
-        moved after them at the end; an error of those writes is raised here."""
+        moved after them at the end; an error of those writes is raised here. Where the disk is
+        the slower way (_SLOW_WRITES buffers in a row whose writes past the page cache took more
+        time a MiB than the last write into it had taken CPU), the rest goes through the page
+        cache again, for good."""
         fill, write = _compiled_fill(), _compiled_write()
         if fill is None or write is None:
             return list(starts), list(ends)
@@ -200,16 +206,27 @@ class RangeCopier:
         base = os.lseek(self.fd_out, 0, os.SEEK_CUR) if _direct_possible(self.fd_out) else None
 
         def writer() -> None:
-            slow = 0
+            slow = 0  # buffers in a row that were slow, in the way they were written
+            may_switch = base is not None  # each way is tried once: back to the page cache for good
+            paged = 0.0  # CPU-seconds a MiB of the last page-cache write, when the copy switched
             while (item := full.get()) is not None:
                 k, a, n = item
+                mib = (n - a) / (1 << 20)
                 if direct:
+                    w = time.perf_counter()
                     try:
                         direct[0] = _write_direct(self.fd_out, out_direct, buffers[k][a:n], direct[0])
                     except BaseException as err:  # raised by the reading thread
                         failed.append(err)
                         free.put(None)
                         return
+                    # a disk slower than the page cache's slow writes: back to the page cache
+                    slow = slow + 1 if time.perf_counter() - w > mib * paged * _DIRECT_SLOWER else 0
+                    if slow >= _SLOW_WRITES:
+                        os.lseek(self.fd_out, direct.pop(), os.SEEK_SET)
+                        if out_direct[0] is not None:
+                            os.close(out_direct[0])
+                            out_direct[0] = None
                     free.put(k)
                     continue
                 c = time.thread_time()
@@ -218,13 +235,14 @@ class RangeCopier:
                     short.append((k, a + done, n))
                     free.put(None)  # the reader stops
                     return
-                slow = slow + 1 if time.thread_time() - c > (n - a) / (1 << 20) * _SLOW_WRITE_S_PER_MIB else 0
-                if slow >= _SLOW_WRITES and base is not None:
+                cost = time.thread_time() - c
+                slow = slow + 1 if cost > mib * _SLOW_WRITE_S_PER_MIB else 0
+                if slow >= _SLOW_WRITES and may_switch:
+                    may_switch, slow = False, 0
                     out_direct[0] = _open_direct(self.fd_out)
                     if out_direct[0] is not None:
+                        paged = cost / mib
                         direct.append(os.lseek(self.fd_out, 0, os.SEEK_CUR))
-                    else:
-                        slow = -len(s)  # not here: not asked again
                 free.put(k)
 
         thread = threading.Thread(target=writer, name="neardup-range-writer", daemon=True)
