@@ -397,30 +397,11 @@ def _group_partitioned(keys, ids, pk, pr, part_bits):
             bins[b] = at + 1
         lo_b = np.int64(0)
         for b in range(nb_):  # bins[b] is now the end of bin b
-            hi_b = bins[b]
-            if hi_b - lo_b > INSERTION_MAX:
-                order = np.argsort(tk[lo_b:hi_b], kind="mergesort")
-                tk[lo_b:hi_b] = tk[lo_b:hi_b][order]
-                tr[lo_b:hi_b] = tr[lo_b:hi_b][order]
-            elif hi_b - lo_b > 1:
-                for i in range(lo_b + 1, hi_b):
-                    x = tk[i]
-                    r = tr[i]
-                    j = i - 1
-                    while j >= lo_b and tk[j] > x:
-                        tk[j + 1] = tk[j]
-                        tr[j + 1] = tr[j]
-                        j -= 1
-                    tk[j + 1] = x
-                    tr[j + 1] = r
-            lo_b = hi_b
+            _sort_bin(tk, tr, lo_b, bins[b])
+            lo_b = bins[b]
         pk[first:m] = tk[:count]
         pr[first:m] = tr[:count]
-    runs, total = _walk_runs(pk[:m], pr[:m], ids, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), False)
-    members = np.empty(total, dtype=np.int64)
-    sizes = np.empty(runs, dtype=np.int64)
-    _walk_runs(pk[:m], pr[:m], ids, members, sizes, True)
-    return members, sizes
+    return _runs_of_sorted(pk[:m], pr[:m], ids)
 
 
 def _radix_bits(n: int) -> int:
@@ -429,6 +410,38 @@ def _radix_bits(n: int) -> int:
 
 
 INSERTION_MAX = 48  # a bin of more keys (a big bucket, or many) is sorted with a merge sort
+
+
+@kernel(inline="always")
+def _sort_bin(k, r, lo, hi):
+    """Sorts ``k[lo:hi]`` stably, its ``r`` moved alike: an insertion sort, or a merge sort
+    past :data:`INSERTION_MAX` keys."""
+    if hi - lo > INSERTION_MAX:
+        order = np.argsort(k[lo:hi], kind="mergesort")
+        k[lo:hi] = k[lo:hi][order]
+        r[lo:hi] = r[lo:hi][order]
+    elif hi - lo > 1:
+        for i in range(lo + 1, hi):
+            x = k[i]
+            y = r[i]
+            j = i - 1
+            while j >= lo and k[j] > x:
+                k[j + 1] = k[j]
+                r[j + 1] = r[j]
+                j -= 1
+            k[j + 1] = x
+            r[j + 1] = y
+
+
+@kernel(inline="always")
+def _runs_of_sorted(k, r, ids):
+    """(members, sizes) of the runs of two or more equal sorted keys ``k`` (rows ``r``): see
+    :func:`_walk_runs`."""
+    runs, total = _walk_runs(k, r, ids, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), False)
+    members = np.empty(total, dtype=np.int64)
+    sizes = np.empty(runs, dtype=np.int64)
+    _walk_runs(k, r, ids, members, sizes, True)
+    return members, sizes
 
 
 @kernel(nogil=True)
@@ -455,30 +468,8 @@ def _group_keys(keys, ids, bits):
         sr[at] = i
         fill[b] = at + 1
     for b in range(nbins):
-        lo = start[b]
-        hi = start[b + 1]
-        if hi - lo <= 1:
-            continue
-        if hi - lo > INSERTION_MAX:
-            order = np.argsort(sk[lo:hi], kind="mergesort")
-            sk[lo:hi] = sk[lo:hi][order]
-            sr[lo:hi] = sr[lo:hi][order]
-            continue
-        for i in range(lo + 1, hi):
-            x = sk[i]
-            r = sr[i]
-            j = i - 1
-            while j >= lo and sk[j] > x:
-                sk[j + 1] = sk[j]
-                sr[j + 1] = sr[j]
-                j -= 1
-            sk[j + 1] = x
-            sr[j + 1] = r
-    runs, total = _walk_runs(sk, sr, ids, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), False)
-    members = np.empty(total, dtype=np.int64)
-    sizes = np.empty(runs, dtype=np.int64)
-    _walk_runs(sk, sr, ids, members, sizes, True)
-    return members, sizes
+        _sort_bin(sk, sr, start[b], start[b + 1])
+    return _runs_of_sorted(sk, sr, ids)
 
 
 @kernel(inline="always")
