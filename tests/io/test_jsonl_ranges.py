@@ -415,6 +415,22 @@ def _on_local_disk(path) -> bool:
     finally:
         os.close(fd)
 
+def _skip_without_direct_writes(tmp_path) -> None:
+    """Skips the test where the piped copy does not run, or O_DIRECT cannot be opened, in tmp_path."""
+    from neardup.io import kernel_copy
+
+    if not _on_local_disk(tmp_path):
+        pytest.skip(f"{tmp_path} is on a file system the piped copy does not use")
+    probe = tmp_path / "probe"
+    probe.write_bytes(b"")
+    fd = os.open(probe, os.O_WRONLY)
+    direct = kernel_copy._open_direct(fd)
+    os.close(fd)
+    if direct is None:
+        pytest.skip(f"{tmp_path}: no O_DIRECT on this file system")
+    os.close(direct)
+
+
 
 @pytest.mark.skipif(not hasattr(os, "copy_file_range"), reason="no os.copy_file_range here")
 def test_ranges_are_piped_only_between_files_on_local_disks(tmp_path, monkeypatch):
@@ -539,16 +555,7 @@ def test_piped_copy_goes_past_the_page_cache_after_slow_writes(tmp_path, monkeyp
     that is not a block's start, and the output's position after them (the next write follows)."""
     from neardup.io import kernel_copy
 
-    if not _on_local_disk(tmp_path):
-        pytest.skip(f"{tmp_path} is on a file system the piped copy does not use")
-    probe = tmp_path / "probe"
-    probe.write_bytes(b"")
-    fd = os.open(probe, os.O_WRONLY)
-    direct = kernel_copy._open_direct(fd)
-    os.close(fd)
-    if direct is None:
-        pytest.skip(f"{tmp_path}: no O_DIRECT on this file system")
-    os.close(direct)
+    _skip_without_direct_writes(tmp_path)
     monkeypatch.setattr(kernel_copy, "_SLOW_WRITE_S_PER_MIB", -1.0)
     monkeypatch.setattr(kernel_copy, "_DIRECT_SLOWER", float("inf"))  # the disk never the slower way
     opened, direct_bytes = [], []
@@ -586,16 +593,7 @@ def test_piped_copy_comes_back_to_the_page_cache_where_the_disk_is_slower(tmp_pa
     it, the descriptor past the page cache closed, and the output's position after the copy."""
     from neardup.io import kernel_copy
 
-    if not _on_local_disk(tmp_path):
-        pytest.skip(f"{tmp_path} is on a file system the piped copy does not use")
-    probe = tmp_path / "probe"
-    probe.write_bytes(b"")
-    fd = os.open(probe, os.O_WRONLY)
-    direct = kernel_copy._open_direct(fd)
-    os.close(fd)
-    if direct is None:
-        pytest.skip(f"{tmp_path}: no O_DIRECT on this file system")
-    os.close(direct)
+    _skip_without_direct_writes(tmp_path)
     monkeypatch.setattr(kernel_copy, "_SLOW_WRITE_S_PER_MIB", -1.0)
     monkeypatch.setattr(kernel_copy, "_DIRECT_SLOWER", 0.0)
     opened, direct_calls, closed = [], [], []
