@@ -268,6 +268,20 @@ def _group_rows(rows, j, ids, part_min, part_bits, keys, pk, pr):
 
 
 @kernel(inline="always")
+def _mark_seen_twice(keys, lo, hi, mask, seen, twice) -> None:
+    """Sets the bits of ``keys[lo:hi]`` (their bits under ``mask``) in the bitmap ``seen``, and
+    in ``twice`` those met again."""
+    for i in range(lo, hi):
+        h = keys[i] & mask
+        w = h >> np.uint64(6)
+        bit = np.uint64(1) << (h & np.uint64(63))
+        if seen[w] & bit:
+            twice[w] |= bit
+        else:
+            seen[w] |= bit
+
+
+@kernel(inline="always")
 def _group_gathered(keys, ids, part_min, part_bits, pk, pr):
     """:func:`_group_keys` of one band's ``keys`` (rows in keep order, document ``ids``; ``keys``
     overwritten). Most keys are met once: two bitmaps on the key's low bits (seen, seen twice)
@@ -284,14 +298,7 @@ def _group_gathered(keys, ids, part_min, part_bits, pk, pr):
     mask = np.uint64((np.int64(1) << fbits) - 1)
     seen = np.zeros((np.int64(1) << fbits) >> 6, dtype=np.uint64)
     twice = np.zeros((np.int64(1) << fbits) >> 6, dtype=np.uint64)
-    for i in range(n):
-        h = keys[i] & mask
-        w = h >> np.uint64(6)
-        bit = np.uint64(1) << (h & np.uint64(63))
-        if seen[w] & bit:
-            twice[w] |= bit
-        else:
-            seen[w] |= bit
+    _mark_seen_twice(keys, 0, n, mask, seen, twice)
     sub_ids = np.empty(n, dtype=np.int64)
     m = 0
     for i in range(n):
@@ -358,14 +365,7 @@ def _group_partitioned(keys, ids, pk, pr, part_bits):
         seen[:words] = 0
         twice[:words] = 0
         mask = np.uint64((np.int64(1) << fbits) - 1)
-        for i in range(lo, hi):
-            h = pk[i] & mask
-            w = h >> np.uint64(6)
-            bit = np.uint64(1) << (h & np.uint64(63))
-            if seen[w] & bit:
-                twice[w] |= bit
-            else:
-                seen[w] |= bit
+        _mark_seen_twice(pk, lo, hi, mask, seen, twice)
         first = m
         for i in range(lo, hi):
             k = pk[i]
