@@ -582,7 +582,7 @@ def test_row_runs_give_each_documents_source_and_row(tmp_path, monkeypatch, cap)
     if cap == 3:
         assert run.corpus.row_runs == [None] and found is None
         return
-    assert run.corpus.row_runs[0].tolist() == [[0, 0, 0], [3, 0, 4], [6, 0, 8], [9, 1, 0]]
+    assert run.corpus.row_runs[0] == [[0, 0, 0], [3, 0, 4], [6, 0, 8], [9, 1, 0]]  # the summary's own
     table = run.corpus.table(0, ["source", "row"])
     assert np.array_equal(found[0], table.column("source").to_numpy()) and found[0].dtype == np.int32
     assert np.array_equal(found[1], table.column("row").to_numpy()) and found[1].dtype == np.int64

@@ -49,9 +49,9 @@ class Corpus:
         # the ranges of a split file number their rows from 0: each one's first line, added to
         # its rows wherever they are read (:func:`neardup.io.splits.range_lines`)
         self.row_base = np.asarray(range_lines(blocks, self.summaries, work.ranges()), np.int64)
-        # each block's runs of (source, row) (add_row_runs), None where its summary has none
-        self.row_runs = [None if s.get("runs") is None else np.asarray(s["runs"], np.int64).reshape(-1, 3)
-                         for s in self.summaries]
+        # each block's runs of (source, row) (add_row_runs) as its summary holds them, None where
+        # it has none: read by DocStore.run_table alone, which makes its one table of them
+        self.row_runs = [s.get("runs") for s in self.summaries]
         self._columns: Dict[str, np.ndarray] = {}
 
     def table(self, block: int, columns: Optional[List[str]] = None) -> pa.Table:
@@ -193,7 +193,7 @@ class DocStore:
     REMOTE_TABLES = 8  # columns of Arrow shards kept in memory when the work dir is remote (one GET each otherwise)
 
     def __init__(self, work: Folder, block_start: np.ndarray, num_perm: int,
-                 row_base: Optional[np.ndarray] = None, row_runs: Optional[List[Optional[np.ndarray]]] = None):
+                 row_base: Optional[np.ndarray] = None, row_runs: Optional[List[Optional[list]]] = None):
         self.work = work
         self.block_start = np.asarray(block_start, dtype=np.int64)
         self.num_perm = num_perm
@@ -301,7 +301,7 @@ class DocStore:
         if self._runs is None:
             first, source, row = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
             for b in range(len(self.block_start) - 1):
-                runs = self.row_runs[b] if has_runs(self, b) else np.array([[0, -1, 0]], np.int64)
+                runs = np.asarray(self.row_runs[b] if has_runs(self, b) else [[0, -1, 0]], np.int64).reshape(-1, 3)
                 base = 0 if self.row_base is None else self.row_base[b]
                 first.append(runs[:, 0] + self.block_start[b])
                 source.append(runs[:, 1])
