@@ -263,7 +263,9 @@ class BufferPool:
     put back once its block is parsed, and read into again by a later block once nothing sees it
     (no numpy array, no pyarrow buffer: the texts of its block not yet hashed): no fresh pages to
     fault in. Thread-safe (two ranges of a split file read at once share one); at most KEEP kept,
-    :meth:`clear` lets them go."""
+    :meth:`clear` lets them go. Bytearrays, not the numpy arrays of the scanner's texts' pool
+    (:class:`neardup.kernels.jsonl.TextBuffers`): a block is read into its buffer after the bytes
+    carried from the last one and cut at its last line, and a resize refused tells a buffer seen."""
 
     KEEP = 12  # the blocks of texts still hashed among them: two ranges' at once
     HEADROOM = 1 << 20  # bytes a new buffer is allocated beyond its first block (see take)
