@@ -2,7 +2,7 @@
 over a file, batches held `hold` deep (as a consumer hashing a few blocks behind), in a fresh
 process per tree, alternating. CPU = user+sys of the child."""
 import json, os, subprocess, sys, time, resource
-TREES = {"base52": "/work/wt-base52/src", "tidy23": "/work/wt-tidy23/src"}
+TREES = {"base52": "/work/wt-base52/src", "onepool": "/tmp/tidy23/onepool/src"}
 PY = "/work/main/.venv/bin/python"
 CHILD = r'''
 import sys, time, os, resource, collections

@@ -620,8 +620,8 @@ class TextBuffers:
     at a time): a fresh 16 MB a block is as many pages to fault in and zero. Thread-safe; at most
     KEEP kept, :meth:`clear` lets them go. Not :class:`neardup.io._streams.BufferPool`, whose
     buffers are bytearrays (resized to each block, read into): a numpy array's is not zeroed and
-    gets numpy's huge-page advice (one pool for both: 100k texts read 3 blocks deep, 18k page
-    faults against 5.7k, 0.230 against 0.219 CPU-s: bench/results/text_pool_tidy23_hold3.json)."""
+    gets numpy's huge-page advice (one pool for both, 100k texts read 3 blocks deep: 18.1k page
+    faults against 5.3k, best CPU 0.210 against 0.179 s: bench/results/text_pool_tidy23_hold3_16.json)."""
 
     KEEP = 8
 
