@@ -202,7 +202,12 @@ def _discover(inputs: Sequence[str], input_format: str, follow_symlinks: bool) -
         raise refused
     if stats.json is not None:  # the run's identity takes the inputs' JSON made beside (see Sources)
         out.inputs_json = (stats.paths, stats.json, stats.sizes, stats.mtimes)
+    if False not in map(_walked_of, found) and True not in map(_via_link_of, found):
+        out.unlinked = stats.paths  # each found by a walk, no symbolic link on its way (see Sources)
     return out
+
+
+_walked_of, _via_link_of = operator.itemgetter(2), operator.itemgetter(3)  # of a _Found
 
 
 def _sources(found: List[_Found], bases: List[str], input_format: str, links: Dict[str, int],

@@ -87,6 +87,10 @@ class Sources(list):
         # the files ``paths`` (discover's, made beside its sources; None: not made), which the run's
         # identity takes where the sources are those files, each named by its path
         self.inputs_json: Optional[Tuple[List[str], str, List[int], List[int]]] = None
+        # the paths of the files (discover's, in its order) where each was found by a walk with no
+        # symbolic link on its way, itself none (the check of the output folder against the
+        # inputs lists no folder for its links then); None: not known
+        self.unlinked: Optional[List[str]] = None
 
 
 def display_name(path: Any) -> str:
