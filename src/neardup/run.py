@@ -95,7 +95,8 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
     out = Folder.of(output)
     explicit_work = work_dir is not None
     work_folder = Folder.of(work_dir if explicit_work else default_work_dir(out, config.engine))
-    _check_folders(config, out, work_folder, inputs, [s.path for s in sources if s.format != "table"])
+    _check_folders(config, out, work_folder, inputs, [s.path for s in sources if s.format != "table"],
+                   getattr(sources, "unlinked", None))
     inside = out.contains(work_folder)  # the default: covered by the output's lock, removed whole
     if keep_work is None:
         keep_work = explicit_work
@@ -171,14 +172,16 @@ def _output_files():
     return OUTPUT_FILES
 
 
-def _check_folders(config: Config, out: Folder, work: Folder, inputs: Sequence[str], files: Sequence[str]) -> None:
+def _check_folders(config: Config, out: Folder, work: Folder, inputs: Sequence[str], files: Sequence[str],
+                   unlinked: Optional[Sequence[str]] = None) -> None:
     """Refuses, before anything is written, folders a run cannot use: a URL work dir on the local
     engine, an output or work dir that is, holds or lies inside an input, a work dir that is or
-    holds the output, a store that cannot be reached, a folder neardup does not own."""
+    holds the output, a store that cannot be reached, a folder neardup does not own. ``unlinked``:
+    discover's paths that are no symbolic links (``Sources.unlinked``; see refuse_overlaps)."""
     if work.os_path is None and config.engine != "ray":
         raise ConfigError(f"--work-dir {work}: the local engine keeps its work dir on local disk; "
                           f"give a local folder (or run with --engine ray, which accepts a URL)")
-    refuse_overlaps([("output folder", out), ("--work-dir", work)], inputs, files)
+    refuse_overlaps([("output folder", out), ("--work-dir", work)], inputs, files, unlinked)
     if work.path == out.path or work.contains(out):
         raise ConfigError(f"--work-dir {work}: is or holds the output folder {out}; choose another")
     for folder, kind, role in ((out, "output", "output folder"), (work, "work-dir", "--work-dir")):

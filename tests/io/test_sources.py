@@ -242,3 +242,32 @@ def test_walk_makes_the_found_the_named_tuple_makes(tmp_path):
             S._Found(str(d / "l.txt"), "P/l.txt", walked=True, via_link=True)]
     assert got == want
     assert [f._asdict() for f in got] == [f._asdict() for f in want] and all(type(f) is S._Found for f in got)
+
+
+@pytest.mark.parametrize("names", [
+    ["a.jsonl", "b.json.gz", "c.jsonl.zst", "D.JSONL", "e.parquet", "f.pq.gz", "g.txt", "h.tar.gz", "README",
+     ".hidden", ".x.jsonl", "dot.", "two..jsonl", "a.b.c.csv", "t.TSV.XZ", "x.tar", "y.jsonl.zstd", "z.txt.zst"],
+    ["Ä.jsonl", "ß.JSON.GZ", "İ.txt", "x.ΣΣ"],  # not ASCII: each path asked on its own
+])
+def test_formats_asked_once_an_ending_are_those_of_each_name(names):
+    """discover's format of each file, asked once an ending (``_formats``), is detect_format's
+    of each file name. Mutation: the ending of a name with one dot cut from the second last dot
+    (``base[before:]`` whatever ``before``) -> ``a.jsonl`` taken as text."""
+    from neardup.io.discovery import _formats
+    from neardup.io.sources import detect_format
+
+    paths = [f"/data/sub/{n}" for n in names] + [f"rel/{n}" for n in names] + names
+    assert _formats(paths) == [detect_format(p.rpartition("/")[2]) for p in paths]
+
+
+def test_names_shown_at_once_are_those_shown_one_by_one():
+    """``_shown`` leaves plain names as they are, and shows the others as display_name does.
+    Mutation: the URL check left out -> a password shown."""
+    from neardup.io.discovery import _shown
+    from neardup.io.sources import display_name
+
+    plain = ["a/b.txt", "c.jsonl"]
+    assert _shown(list(plain)) == plain
+    for odd in (plain + ["s3://user:secret@bucket/x.txt"], plain + ["bad\udcff.txt"]):
+        assert _shown(list(odd)) == [display_name(n) for n in odd]
+        assert "secret" not in "".join(_shown(list(odd))) and "\udcff" not in "".join(_shown(list(odd)))

@@ -98,3 +98,37 @@ def test_the_warm_call_compiles_the_version_the_walk_uses(cwd, beside, monkeypat
     finally:
         discovery._compiled_stat.cache_clear()
     assert len(types) == 2 and len(set(types)) == 1, types
+
+
+def test_a_walk_without_links_says_so_and_the_output_check_lists_no_folder(cwd, beside, monkeypatch, tmp_path):
+    """Guard: discover marks its files as no symbolic links (``Sources.unlinked``) only where its
+    walk saw each file and no link on its way (mutation: drop the ``via_link`` test -> a followed
+    link is taken as none; drop the ``walked`` one -> files named one by one, which may be
+    links, are), and refuse_overlaps then lists no folder for links and gives the same answer."""
+    from neardup.errors import ConfigError
+    from neardup.io.storage import paths as storage_paths
+    from neardup.io.storage.folder import Folder, refuse_overlaps
+
+    for i in range(40):  # two folders of 20: each listed for its links without the word
+        put(f"d/{i // 20}/{i:02d}.txt", f"text {i}")
+    srcs = discover(["d"])
+    files = [s.path for s in srcs]
+    assert srcs.unlinked == files
+    assert storage_paths.prefix_form_groups(files, no_links=True) == storage_paths.prefix_form_groups(files)
+
+    def no_listing(*a, **k):
+        raise AssertionError("a folder listed")
+    with monkeypatch.context() as m:
+        m.setattr(storage_paths.os, "scandir", no_listing)
+        refuse_overlaps([("output folder", Folder.of(str(tmp_path / "out")))], ["d"], files, srcs.unlinked)
+        with pytest.raises(ConfigError, match="lies inside the input"):
+            refuse_overlaps([("output folder", Folder.of("d/1/30.txt"))], ["d"], files, srcs.unlinked)
+        with pytest.raises(AssertionError, match="a folder listed"):
+            refuse_overlaps([("output folder", Folder.of(str(tmp_path / "out")))], ["d"], files, None)
+    put("e/x.txt", "outside")
+    os.symlink(os.path.abspath("e/x.txt"), "d/1/link.txt")
+    linked = discover(["d"], follow_symlinks=True)
+    assert "d/1/link.txt" in [s.path for s in linked] and linked.unlinked is None
+    os.remove("d/1/link.txt")
+    named = discover(["d/0/01.txt", "d/0/02.txt", "d/1/31.txt"])
+    assert named.unlinked is None

@@ -63,3 +63,42 @@ def test_a_run_hashes_its_identity_once_for_the_output_and_the_work_dir(tmp_path
     run = json.loads((tmp_path / "out" / ".neardup").read_text())["run"]
     assert run == real(hashed[0])
     assert json.loads((tmp_path / "work" / "state.json").read_text())["fingerprint"] == run
+
+
+def test_inputs_json_made_beside_discover_is_json_dumps_and_odd_paths_go_one_by_one(tmp_path, monkeypatch):
+    """Guard: the inputs' JSON that discover's stat thread makes (kernels.inputsjson) is byte for
+    byte ``json.dumps(rows, sort_keys=True)`` of the rows run_identity makes one by one (mutation:
+    a separator of the kernel changed -> differs), and a folder holding a path JSON escapes (a
+    quote, a backslash, a tab, non-ASCII) leaves it to the rows one by one (mutation: drop the
+    kernel's quote check -> its JSON is not json.dumps'); sources that are not discover's files in
+    its order, or a file whose name is not its path, are encoded one by one too."""
+    import json
+
+    from neardup.config import Config
+    from neardup.io import discovery
+    from neardup.io.sources import Sources
+    from neardup.stages.identity import _plain_inputs, fingerprint, run_identity
+
+    monkeypatch.setattr(discovery, "_STAT_BESIDE_FROM", 2)
+    folder = tmp_path / "in"
+    (folder / "sub").mkdir(parents=True)
+    for i in range(5):
+        (folder / ("sub" if i % 2 else "") / f"doc {i}.txt").write_text(f"document {i}" * (i + 1))
+    sources = discovery.discover([str(folder)])
+    plain = _plain_inputs(sources)
+    assert plain is not None and plain.json == json.dumps(list(plain), sort_keys=True)
+    slow = run_identity(Config(), Sources(sources, file_stats=sources.file_stats))
+    assert slow["inputs"] == plain and slow["inputs"].json == plain.json
+    assert fingerprint(run_identity(Config(), sources)) == fingerprint(slow)
+    assert _plain_inputs(Sources(sources[1:], file_stats=sources.file_stats)) is None
+    for odd in ('say "hi".txt', "back\\slash.txt", "tab\there.txt", "caf\u00e9.txt"):
+        (folder / odd).write_text("odd")
+        made = discovery.discover([str(folder)])
+        assert made.inputs_json is None and _plain_inputs(made) is None, odd
+        inputs = run_identity(Config(), made)["inputs"]
+        assert inputs.json == json.dumps(list(inputs), sort_keys=True)
+        (folder / odd).unlink()
+    monkeypatch.chdir(folder)
+    here = discovery.discover(["."])  # names "doc 0.txt", paths "./doc 0.txt"
+    assert here.inputs_json is not None and _plain_inputs(here) is None
+    assert run_identity(Config(), here)["inputs"][0][:2] == ["doc 0.txt", "./doc 0.txt"]

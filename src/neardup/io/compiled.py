@@ -20,6 +20,8 @@ def kernels(module: str) -> ModuleType:
         from ..kernels import fileread as loops
     elif module == "filestat":
         from ..kernels import filestat as loops
+    elif module == "inputsjson":
+        from ..kernels import inputsjson as loops
     else:
         raise ValueError(f"no compiled loops of files named {module!r}")
     return loops

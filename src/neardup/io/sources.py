@@ -83,6 +83,14 @@ class Sources(list):
         # {path: (size, mtime_ns)} of the local files, as discover's stat found them (the run's
         # identity takes them from here rather than asking each file again)
         self.file_stats = file_stats if file_stats is not None else {}
+        # (paths, JSON, sizes, mtimes): the JSON of ``[path, path, size, mtime_ns]`` of each of
+        # the files ``paths`` (discover's, made beside its sources; None: not made), which the run's
+        # identity takes where the sources are those files, each named by its path
+        self.inputs_json: Optional[Tuple[List[str], str, List[int], List[int]]] = None
+        # the paths of the files (discover's, in its order) where each was found by a walk with no
+        # symbolic link on its way, itself none (the check of the output folder against the
+        # inputs lists no folder for its links then); None: not known
+        self.unlinked: Optional[List[str]] = None
 
 
 def display_name(path: Any) -> str:

@@ -21,6 +21,9 @@ def run_identity(config, sources) -> dict:
     refused ``--resume`` can say what differs."""
     relevant = config.identity()
     relevant["against"] = [fs.redact(a) for a in relevant.get("against") or ()]  # state.json stores no password
+    plain = _plain_inputs(sources)
+    if plain is not None:
+        return {"config": relevant, "inputs": plain}
     files = []
     known = getattr(sources, "file_stats", None) or {}  # discover's stat of each local file
     infos = fs.infos([s.path for s in sources if s.format != "table" and s.path not in known])
@@ -34,6 +37,28 @@ def run_identity(config, sources) -> dict:
             st = (st.size, st.mtime_ns)
         files.append([fs.redact(s.name), fs.redact(s.path), st[0], st[1]])
     return {"config": relevant, "inputs": Inputs(files)}
+
+
+def _plain_inputs(sources) -> Optional["Inputs"]:
+    """:func:`run_identity`'s inputs with their JSON as discover made it in its stat thread
+    (``sources.inputs_json``: a folder's files, each named by its path, no path that JSON escapes
+    or that holds ``://``, nothing for :func:`fs.redact` to hide): where the sources are those
+    files in that order, each named by its path. None otherwise (the rows one by one)."""
+    made = getattr(sources, "inputs_json", None)
+    if made is None:
+        return None
+    paths, text, sizes, mtimes = made
+    if len(sources) != len(paths):
+        return None
+    try:
+        mine = [s.path for s in sources]
+        if mine != paths or [s.name for s in sources] != paths:
+            return None
+    except AttributeError:
+        return None
+    out = Inputs(map(list, zip(paths, paths, sizes, mtimes)))
+    out.__dict__["json"] = text  # json.dumps(out, sort_keys=True), as Inputs.json makes it
+    return out
 
 
 class Inputs(list):

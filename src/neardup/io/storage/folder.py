@@ -411,17 +411,19 @@ class _Overlap:
     resolved once, for every folder checked against them: a run may read 100,000 files; the
     files grouped by folder, so that a check asks each folder, not each file)."""
 
-    def __init__(self, inputs: Sequence[str], files: Sequence[str]):
+    def __init__(self, inputs: Sequence[str], files: Sequence[str], unlinked: Optional[Sequence[str]] = None):
         self.folders: dict = {}  # a folder's real path, once per folder
         self.inputs = inputs
         self.files = files
         self.forms: Optional[tuple] = None
+        # no file is a symbolic link: ``unlinked`` (discover's word) holds these very files
+        self.no_links = unlinked is not None and len(unlinked) == len(files) and list(files) == list(unlinked)
 
     def clash(self, path: Folder) -> Optional[str]:
         folders = self.folders
         mine = prefix_form(path.path, folders)
         if self.forms is None:
-            self.forms = prefix_form_groups(self.files, folders)
+            self.forms = prefix_form_groups(self.files, folders, no_links=self.no_links)
         groups, others = self.forms
         first = None  # the first file whose form starts with mine: a file of it, or it itself
         for folder, (i, names) in groups.items():
@@ -451,9 +453,12 @@ def refuse_overlap(role: str, path: Folder, inputs: Sequence[str], files: Sequen
     refuse_overlaps([(role, path)], inputs, files)
 
 
-def refuse_overlaps(checks: Sequence[Tuple[str, Folder]], inputs: Sequence[str], files: Sequence[str]) -> None:
-    """:func:`refuse_overlap` of each ``(role, folder)`` in order, the files resolved once."""
-    overlap = _Overlap(inputs, files)
+def refuse_overlaps(checks: Sequence[Tuple[str, Folder]], inputs: Sequence[str], files: Sequence[str],
+                    unlinked: Optional[Sequence[str]] = None) -> None:
+    """:func:`refuse_overlap` of each ``(role, folder)`` in order, the files resolved once.
+    ``unlinked``: paths known to be no symbolic links (discover's ``Sources.unlinked``); where
+    they are ``files``, no folder of them is listed for its links (100,000 files: 0.05 CPU-s)."""
+    overlap = _Overlap(inputs, files, unlinked)
     for role, path in checks:
         clash = overlap.clash(path)
         if clash is not None:

@@ -94,7 +94,7 @@ def prefix_form(path: str, real_folders: Optional[dict] = None) -> str:
     return os.path.join(real, tail).rstrip(os.sep) + os.sep
 
 
-def prefix_form_groups(paths: Sequence[str], real_folders: Optional[dict] = None
+def prefix_form_groups(paths: Sequence[str], real_folders: Optional[dict] = None, no_links: bool = False
                        ) -> Tuple[dict, List[Tuple[int, str]]]:
     """:func:`prefix_form` of each of ``paths``, by folder: ``({FOLDER: (i, {NAME: i})}, [(i, FORM)])``,
     the form of ``paths[i]`` being ``FOLDER + NAME + os.sep`` (FOLDER a real folder ending in
@@ -103,7 +103,8 @@ def prefix_form_groups(paths: Sequence[str], real_folders: Optional[dict] = None
     in the order of the paths. Whether one of 100,000 files lies in a folder is then a question
     a folder, not a file; and the paths are taken apart in one pass, the rest done a folder at
     a time: a folder holding many of them is listed once for its symbolic links (rather than
-    one ``lstat`` a file) and resolved once."""
+    one ``lstat`` a file) and resolved once; not listed at all with ``no_links`` (the caller knows
+    that none of the paths is a symbolic link: discover's walk saw each)."""
     cache = real_folders if real_folders is not None else {}
     urls = "://" in "\0".join(paths)  # a URL or a file:// path among them: each one asked
     by_head: dict = {}  # a folder as named -> {NAME: its first path}
@@ -123,7 +124,7 @@ def prefix_form_groups(paths: Sequence[str], real_folders: Optional[dict] = None
         names.setdefault(tail, i)
     groups: dict = {}
     for head, names in by_head.items():
-        for tail in _asked_alone(head, names):
+        for tail in _asked_alone(head, names, no_links):
             i = names.pop(tail)
             others.append((i, prefix_form(paths[i], cache)))
         if not names:
@@ -144,13 +145,16 @@ def prefix_form_groups(paths: Sequence[str], real_folders: Optional[dict] = None
     return groups, others
 
 
-def _asked_alone(head: str, names: dict) -> set:
+def _asked_alone(head: str, names: dict, no_links: bool = False) -> set:
     """The names of ``names`` (the paths of the folder ``head``) whose form :func:`prefix_form`
-    gives one by one: ``.`` and ``..`` (or none), the symbolic links, and every one of a folder
-    holding few of the paths or that cannot be listed."""
+    gives one by one: ``.`` and ``..`` (or none), the symbolic links (none with ``no_links``: the
+    folder is not listed), and every one of a folder holding few of the paths or that cannot be
+    listed."""
     alone = names.keys() & ("", ".", "..")
     if len(names) < _LISTED:
         return set(names)
+    if no_links:
+        return alone
     try:
         with os.scandir(head or ".") as it:
             return alone | (names.keys() & {e.name for e in it if e.is_symlink()})

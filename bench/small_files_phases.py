@@ -1,0 +1,147 @@
+"""Where a run over a folder of small text files spends its main thread (issue 32): ``neardup
+dedup`` on the folder that bench/small_files.py makes, source trees alternating, each run probed
+from inside: the CPU (``time.thread_time`` of the calling thread) and wall of each step named in
+STEPS, summed over its calls (a step called in a pool thread counts that thread's CPU), the main
+thread's CPU up to the program's start and to its exit, the process's CPU-seconds and what it
+read from storage (``ru_inblock``, major faults: the corpus is not pinned in memory).
+
+    .venv/bin/python bench/small_files_phases.py --trees /work/wt-base51/src src --dir /tmp/small --repeat 3
+
+Outputs go to fresh folders, moved into the corpus folder's ``trash`` and deleted at the end
+(:func:`small_files.empty_trash`; the next run of this script or of small_files.py waits 5 minutes
+after it: :func:`small_files.settle`). Min and median per tree; JSON to ``--output`` (default
+bench/results/small_files_phases.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import RESULTS_DIR, run_header, write_json  # noqa: E402
+from small_files import empty_trash, make, set_aside, settle  # noqa: E402
+
+# (module, owner or "", name): the steps timed, where the run looks them up when it calls them
+STEPS = [
+    ("neardup.io", "", "discover"), ("neardup.io", "", "choose_id_column"), ("neardup.run", "", "_check_folders"),
+    ("neardup.stages.identity", "", "run_identity"), ("neardup.stages.identity", "", "fingerprint"),
+    ("neardup.run", "", "claim_output"), ("neardup.stages.workdir", "WorkDir", "__init__"),
+    ("neardup.stages.workdir", "WorkDir", "plan"), ("neardup.stages.read", "", "read_block"),
+    ("neardup.stages.read", "", "_process"), ("neardup.stages.read", "ReadStage", "finish"),
+    ("neardup.stages.write", "WriteStage", "_write_kept"), ("neardup.stages.write", "", "write_kept_partition"),
+    ("neardup.stages.write", "", "write_kept_group"), ("neardup.stages.write", "", "rows_of_sources"),
+    ("neardup.stages.write", "", "finish_write"), ("neardup.stages.write", "", "build_stats"),
+    ("neardup.stages.write", "", "bound_lists"), ("neardup.io.formats.text", "", "_copy_files"),
+    ("neardup.report.html", "", "write_report"), ("neardup.io.storage.folder", "Folder", "publish"),
+]
+
+PROBE = r"""
+import importlib, json, os, resource, sys, threading, time
+T0, C0 = time.perf_counter(), time.thread_time()
+steps, acc, marks = json.loads(sys.argv[1]), {}, {}
+sys.argv = ["neardup"] + sys.argv[2:]
+import neardup.cli as cli
+def wrap(owner, name, label):
+    f = getattr(owner, name, None)
+    if f is None:  # (a tree without it)
+        return
+    def timed(*a, **k):
+        w, c = time.perf_counter(), time.thread_time()
+        try:
+            return f(*a, **k)
+        finally:
+            s = acc.setdefault(label, [0.0, 0.0, 0])
+            s[0] += time.perf_counter() - w; s[1] += time.thread_time() - c; s[2] += 1
+    setattr(owner, name, timed)
+start = cli._program_start
+def program_start(args):
+    marks["program_start"] = (time.perf_counter() - T0, time.thread_time() - C0)
+    start(args)
+    import neardup.stages as stages
+    for module, owner, name in steps:
+        m = importlib.import_module(module)
+        wrap(getattr(m, owner) if owner else m, name, (owner + "." if owner else "") + name)
+    for stage in stages.PIPELINE:
+        wrap(stage, "run", "stage " + stage.name)
+cli._program_start = program_start
+exit_now = cli._exit_now
+def exit_marked(code):
+    marks["exit"] = (time.perf_counter() - T0, time.thread_time() - C0)
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    os.write(2, ("PROBE " + json.dumps({"marks": marks, "steps": acc, "cpu_s": ru.ru_utime + ru.ru_stime,
+                                        "sys_s": ru.ru_stime, "disk_read_bytes": ru.ru_inblock * 512,
+                                        "major_faults": ru.ru_majflt}) + "\n").encode())
+    exit_now(code)
+cli._exit_now = exit_marked
+cli.main()
+"""
+
+
+def one_run(tree: str, inp: Path, out: Path) -> dict:
+    set_aside(out)
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", PROBE, json.dumps(STEPS), "dedup", str(inp), "-o", str(out), "-q"],
+                       env=dict(os.environ, PYTHONPATH=tree), capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    lines = [line for line in p.stderr.splitlines() if line.startswith("PROBE ")]
+    if p.returncode or not lines:
+        raise SystemExit(f"{tree}: the run failed\n{p.stderr[-3000:]}")
+    probe = json.loads(lines[0][len("PROBE "):])
+    stages = json.loads((out / "stats.json").read_text())["seconds"]
+    set_aside(out)
+    return {"wall_s": round(wall, 3), "cpu_s": round(probe["cpu_s"], 3), "sys_s": round(probe["sys_s"], 3),
+            "main_cpu_s": round(probe["marks"]["exit"][1], 3),
+            "main_cpu_to_start_s": round(probe["marks"]["program_start"][1], 3),
+            "disk_read_bytes": probe["disk_read_bytes"], "major_faults": probe["major_faults"], "stages_s": stages,
+            "steps": {k: {"wall_s": round(v[0], 4), "cpu_s": round(v[1], 4), "calls": v[2]}
+                      for k, v in sorted(probe["steps"].items())},
+            "load": round(os.getloadavg()[0], 2)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trees", nargs="+", default=["/work/main/src", "src"])
+    ap.add_argument("--dir", required=True, help="the corpus folder (made by small_files.make when missing)")
+    ap.add_argument("--docs", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--output", default=str(RESULTS_DIR / "small_files_phases.json"))
+    a = ap.parse_args()
+    base = Path(a.dir)
+    base.mkdir(parents=True, exist_ok=True)
+    if not (base / "one.jsonl").exists():
+        make(base, a.docs)
+    waited = settle(base)
+    trees = [str(Path(t).resolve()) for t in a.trees]
+    result = {**run_header(sys.argv), "trees": trees, "waited_for_freed_inodes_s": waited,
+              "load_before": os.getloadavg(), "runs": {t: [] for t in trees}}
+    for tree in trees:  # untimed: kernels compiled, the files read into the page cache
+        one_run(tree, base / "files", base / "out-phases")
+    for r in range(a.repeat):
+        for tree in (trees if r % 2 == 0 else trees[::-1]):
+            run = one_run(tree, base / "files", base / "out-phases")
+            result["runs"][tree].append(run)
+            print(tree, {k: v for k, v in run.items() if k != "steps"}, flush=True)
+    summary = {}
+    for tree, runs in result["runs"].items():
+        s = {k: {"min": min(x[k] for x in runs), "median": statistics.median(x[k] for x in runs)}
+             for k in ("wall_s", "cpu_s", "main_cpu_s", "main_cpu_to_start_s")}
+        for step in sorted(set().union(*(x["steps"] for x in runs))):
+            cpu = [x["steps"].get(step, {}).get("cpu_s", 0.0) for x in runs]
+            s["step " + step + " cpu_s"] = {"min": min(cpu), "median": statistics.median(cpu)}
+        summary[tree] = s
+        print(tree, json.dumps(s, indent=1), flush=True)
+    result["summary"] = summary
+    result["load_after"] = os.getloadavg()
+    empty_trash(base, a.docs)
+    write_json(Path(a.output), result)
+
+
+if __name__ == "__main__":
+    main()
