@@ -4,7 +4,10 @@ loaded numba and its kernels as in a whole run); the clusters stage's CPU (user+
 process over the stage), page faults and wall, and the CPU of its steps (thread CPU-ms of each
 call: the members' gather runs in a thread of its own). The process stops where the write stage
 would start (it is not measured here: no 2.3 GB of kept/ written each round); the pair stage's
-wall and CPU are recorded too (``pairs_wall``, ``pairs_cpu``). The last round's
+wall and CPU are recorded too (``pairs_wall``, ``pairs_cpu``). Each tree has a work dir of its own:
+the pair stage's cost differed by ~90 CPU-ms between two such dirs of the same code (clusters23:
+its sign flipped with the trees' names swapped), so compare the pair stage only over runs with
+the names swapped too (the clusters stage was not seen to differ). The last round's
 clusters/ is removed before each run, as a whole run has none to remove at the stage's start.
 
     .venv/bin/python bench/clusters_resume.py 4 main=/work/main/src mine=src --out clusters_resume.json

@@ -52,7 +52,7 @@ def test_nothing_is_loaded_ahead_without_verified_pairs(tmp_path):
 
 
 # a corpus of more documents than NUMPY_UP_TO (lowered): the files' opens started once the pair
-# stage's candidates are found (clusters.start_ahead), seen as they are verified, with the kernel's load
+# stage's candidates are found (clusters.start_ahead), seen as they are verified (the kernel not loaded yet)
 _EARLY = """
 import threading
 import neardup.kernels.arrays as arrays
@@ -80,18 +80,18 @@ corpus.OpenedBlocks.__init__ = counted
 
 
 def test_a_large_corpus_opens_the_files_from_the_pair_stages_verification(tmp_path):
-    """Past NUMPY_UP_TO documents the blocks' files are opened and the selection's kernel loaded
-    (in its one version) once the pair stage's candidates are found, before they are verified; the
+    """Past NUMPY_UP_TO documents the blocks' files are opened once the pair stage's candidates
+    are found (before they are verified; the kernel is loaded at its end, in its one version); the
     clusters stage takes the files. Without verified pairs the files are let go at the pair
-    stage's end (the kernel was loaded all the same: its pairs were not known yet)."""
+    stage's end, and no kernel is loaded."""
     text = " ".join(f"word{i}" for i in range(60))
     (tmp_path / "none").mkdir()
     seen = _seen(tmp_path, [text, text + " end", "something else entirely, quite different", text + " more"], _EARLY)
-    assert seen == {"pairs_verify": [True, True], "ahead": True, "versions": 1, "opened": [["source", "row"], False],
+    assert seen == {"pairs_verify": [False, True], "ahead": True, "versions": 1, "opened": [["source", "row"], False],
                     "left": False, "openers": 1}  # the files opened once
     rng = np.random.default_rng(0)
     docs = [" ".join(f"w{x}" for x in rng.integers(0, 10 ** 6, 40)) for _ in range(4)]
-    assert _seen(tmp_path / "none", docs, _EARLY) == {"pairs_verify": [True, True], "ahead": True, "versions": 1,
+    assert _seen(tmp_path / "none", docs, _EARLY) == {"pairs_verify": [False, True], "ahead": False, "versions": 0,
                                                       "opened": None, "left": False, "openers": 1}
 
 

@@ -261,23 +261,16 @@ def load_ahead(run, engine, verified: int) -> Optional[Background]:
     The load is a call on one pair, typed as the stage's call is (:func:`select_representatives`
     casts the indices), so that no second version is compiled; an error of it is the stage's own
     call's to raise. Not in a Ray driver: its calls run in the worker (and the driver imports no
-    numba). Neither here where both were started from the pair stage's verification
-    (:func:`start_ahead`)."""
+    numba)."""
     if not verified or not engine.in_process or engine.partitions(verified * EDGE_BYTES) != 1:
         run.store.close()  # (files opened from the pair stage's verification: :func:`start_ahead`)
         return None
-    if run.store.opened_early:  # both started from the pair stage's verification (:func:`start_ahead`)
-        return None
-    loading = _load_kernel()
-    run.store.open_ahead(member_columns(run.config), run.user_ids_wanted())  # (the load started first: the longer)
-    return loading
-
-
-def _load_kernel() -> Background:
-    """The selection's kernel loaded (:func:`load_ahead`) in a thread of its own."""
     from ..kernels.components import select_representatives
-    return Background(partial(select_representatives, 2, np.zeros(1, np.int64), np.ones(1, np.int64), np.ones(1)),
-                      "neardup-kernel-load")
+    loading = Background(partial(select_representatives, 2, np.zeros(1, np.int64), np.ones(1, np.int64), np.ones(1)),
+                         "neardup-kernel-load")
+    if not run.store.opened_early:  # (else opened from the pair stage's verification: :func:`start_ahead`)
+        run.store.open_ahead(member_columns(run.config), run.user_ids_wanted())  # (the load started first: the longer)
+    return loading
 
 
 def start_ahead(run, engine, eligible: int) -> bool:
@@ -291,17 +284,13 @@ def start_ahead(run, engine, eligible: int) -> bool:
     wall 39.8 -> 32.9 ms, CPU 37.1 -> 31.2). Not at the pair stage's start: its first steps
     read the blocks' columns in Python, the GIL's. :func:`load_ahead` at the pair stage's end
     then opens none again, and lets go of them where the stage will not take them (no
-    verified pair, several partitions). The selection kernel's load (~8 thread-CPU-ms at 1M,
-    numba's cache read in Python: the GIL's) starts here too, before the opens: from the pair
-    stage's end it ran into the clusters stage's first steps (to ~1-4 ms past its start); from
-    the pair stage's start it held that stage's first steps up (~40-60 ms under load). A run
-    whose candidates verify to no pair loads it all the same. A smaller corpus's files are
-    opened, and the kernel loaded, at the pair stage's end, as before.
+    verified pair, several partitions). The kernel's load stays there: from the pair stage's
+    start it held the stage's first steps up (~40-60 ms under load), and a run without pairs
+    loads none. A smaller corpus's files are opened at the pair stage's end, as before.
     Returns whether they were opened here."""
     from ..kernels.arrays import NUMPY_UP_TO
     if eligible <= NUMPY_UP_TO or not engine.in_process or engine.partitions(EDGE_BYTES) != 1:
         return False
-    _load_kernel()
     run.store.open_ahead(member_columns(run.config), run.user_ids_wanted())
     run.store.opened_early = True
     return True
