@@ -3,7 +3,11 @@ resumed with pairs, clusters and write undone (the pair stage before it, so that
 loaded numba and its kernels as in a whole run); the clusters stage's CPU (user+sys of the
 process over the stage), page faults and wall, and the CPU of its steps (thread CPU-ms of each
 call: the members' gather runs in a thread of its own). The process stops where the write stage
-would start (it is not measured here: no 2.3 GB of kept/ written each round). The last round's
+would start (it is not measured here: no 2.3 GB of kept/ written each round); the pair stage's
+wall and CPU are recorded too (``pairs_wall``, ``pairs_cpu``). Each tree has a work dir of its own:
+the pair stage's cost differed by ~90 CPU-ms between two such dirs of the same code (clusters23:
+its sign flipped with the trees' names swapped), so compare the pair stage only over runs with
+the names swapped too (the clusters stage was not seen to differ). The last round's
 clusters/ is removed before each run, as a whole run has none to remove at the stage's start.
 
     .venv/bin/python bench/clusters_resume.py 4 main=/work/main/src mine=src --out clusters_resume.json
@@ -80,6 +84,16 @@ def run(run, engine):
             res.setdefault("again", []).append([round((time.perf_counter() - w) * 1e3, 2),
                                                 round((b.ru_utime + b.ru_stime - a.ru_utime - a.ru_stime) * 1e3, 2)])
 stage.run = run
+pairs_stage = st.PIPELINE[1]
+run_pairs = pairs_stage.run
+def timed_pairs(run, engine):  # the pair stage's wall and CPU (what a load started from it may cost there)
+    a, w = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    try:
+        return run_pairs(run, engine)
+    finally:
+        b = resource.getrusage(resource.RUSAGE_SELF)
+        res.update(pairs_cpu=b.ru_utime + b.ru_stime - a.ru_utime - a.ru_stime, pairs_wall=time.perf_counter() - w)
+pairs_stage.run = timed_pairs
 def stop(run, engine):
     raise KeyboardInterrupt  # the write stage not run: the command ends there (exit status 130)
 st.PIPELINE[3].run = stop
@@ -126,7 +140,8 @@ def main() -> None:
             print(name, json.dumps({k: v for k, v in line.items() if k != "timeline"}), flush=True)
             for call, thread, start, end in line.get("timeline", []):
                 print(f"  {start:8.2f} {end:8.2f} {end - start:7.2f}  {thread:24s} {call}")
-    summary = {name: {**{k: statistics.median(x[k] for x in v) for k in ("cpu", "minflt", "wall", "load")},
+    summary = {name: {**{k: statistics.median(x[k] for x in v) for k in ("cpu", "minflt", "wall", "load", "pairs_wall", "pairs_cpu")},
+                      "best_wall": min(x["wall"] for x in v), "best_cpu": min(x["cpu"] for x in v),
                       **({"again_best_wall_ms": min(a[0] for x in v for a in x["again"]),
                           "again_median_wall_ms": statistics.median(a[0] for x in v for a in x["again"]),
                           "again_median_cpu_ms": statistics.median(a[1] for x in v for a in x["again"])}
