@@ -82,13 +82,21 @@ def _removals(folder: Path):
 
 def compare_removals(old: Path, new: Path) -> dict:
     """Whether two outputs remove the same documents for the same representatives, and how far
-    their similarities differ (ids are compared as rows: the id column's default changed)."""
+    their similarities differ (ids are compared as rows: the id column's default changed). Where
+    they remove different documents, how many each removes and both do; the similarities are
+    compared over the documents both remove (matched by row)."""
     try:
         (ra, pa_, sa), (rb, pb, sb) = _removals(old), _removals(new)
     except (KeyError, ValueError, IndexError) as exc:
         return {"comparable": False, "why": str(exc)}
-    diffs = [abs(x - y) for x, y in zip(sa, sb)] if len(sa) == len(sb) else []
+    by_row = dict(zip(rb, sb))
+    both = [r for r in ra if r in by_row]
+    sim_a = dict(zip(ra, sa))
+    diffs = [abs(sim_a[r] - by_row[r]) for r in both]
+    rep_a, rep_b = dict(zip(ra, pa_)), dict(zip(rb, pb))
     return {"comparable": True, "same_removed_rows": ra == rb, "same_representatives": pa_ == pb,
+            "removed_old": len(ra), "removed_new": len(rb), "removed_by_both": len(both),
+            "same_representative_where_both_remove": sum(rep_a[r] == rep_b[r] for r in both),
             "similarities_that_differ": sum(d > 0 for d in diffs), "similarity_max_abs_diff": max(diffs, default=0.0)}
 
 
