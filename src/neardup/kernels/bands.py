@@ -268,6 +268,29 @@ def _group_rows(rows, j, ids, part_min, part_bits, keys, pk, pr):
 
 
 @kernel(inline="always")
+def _scatter_by_top_bits(keys, bits, out_keys, out_rows):
+    """``keys`` and their rows moved, in row order, into ``out_keys``/``out_rows`` grouped by
+    their top ``bits`` bits (a counting pass, then a scatter: stable); returns the groups'
+    starts (``2^bits + 1`` of them)."""
+    n = keys.shape[0]
+    shift = np.uint64(64 - bits)
+    nbins = np.int64(1) << bits
+    start = np.zeros(nbins + 1, dtype=np.int64)
+    for i in range(n):
+        start[(keys[i] >> shift) + np.uint64(1)] += 1
+    for b in range(nbins):
+        start[b + 1] += start[b]
+    fill = start[:-1].copy()
+    for i in range(n):
+        b = keys[i] >> shift
+        at = fill[b]
+        out_keys[at] = keys[i]
+        out_rows[at] = i
+        fill[b] = at + 1
+    return start
+
+
+@kernel(inline="always")
 def _mark_seen_twice(keys, lo, hi, mask, seen, twice) -> None:
     """Sets the bits of ``keys[lo:hi]`` (their bits under ``mask``) in the bitmap ``seen``, and
     in ``twice`` those met again."""
@@ -328,19 +351,7 @@ def _group_partitioned(keys, ids, pk, pr, part_bits):
     while pbits < 16 and (n >> pbits) > (np.int64(1) << part_bits):
         pbits += 1
     nparts = np.int64(1) << pbits
-    pshift = np.uint64(64 - pbits)
-    start = np.zeros(nparts + 1, dtype=np.int64)
-    for i in range(n):
-        start[(keys[i] >> pshift) + np.uint64(1)] += 1
-    for p in range(nparts):
-        start[p + 1] += start[p]
-    fill = start[:-1].copy()
-    for i in range(n):  # pr: rows below 2^32 (document indices are)
-        p = keys[i] >> pshift
-        at = fill[p]
-        pk[at] = keys[i]
-        pr[at] = i
-        fill[p] = at + 1
+    start = _scatter_by_top_bits(keys, pbits, pk, pr)  # pr: rows below 2^32 (document indices are)
     most = 2
     for p in range(nparts):
         most = max(most, start[p + 1] - start[p])
@@ -451,22 +462,10 @@ def _group_keys(keys, ids, bits):
     pass on the top ``bits`` bits of the key, then each bin sorted (an insertion sort, or a
     merge sort when large), so the same order as a stable argsort of the whole band."""
     n = keys.shape[0]
-    shift = np.uint64(64 - bits)
     nbins = 1 << bits
-    start = np.zeros(nbins + 1, dtype=np.int64)
-    for i in range(n):
-        start[(keys[i] >> shift) + np.uint64(1)] += 1
-    for b in range(nbins):
-        start[b + 1] += start[b]
-    fill = start[:-1].copy()
     sk = np.empty(n, dtype=np.uint64)
     sr = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        b = keys[i] >> shift
-        at = fill[b]
-        sk[at] = keys[i]
-        sr[at] = i
-        fill[b] = at + 1
+    start = _scatter_by_top_bits(keys, bits, sk, sr)
     for b in range(nbins):
         _sort_bin(sk, sr, start[b], start[b + 1])
     return _runs_of_sorted(sk, sr, ids)
