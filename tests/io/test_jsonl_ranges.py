@@ -430,6 +430,16 @@ def _skip_without_direct_writes(tmp_path) -> None:
         pytest.skip(f"{tmp_path}: no O_DIRECT on this file system")
     os.close(direct)
 
+def _random_ranges(seed: int):
+    """400,000 random bytes, 200 ranges of them, and what a copy of those ranges after b"head" is."""
+    rng = np.random.default_rng(seed)
+    data = rng.integers(0, 256, 400_000, dtype=np.uint8).tobytes()
+    cuts = np.sort(rng.choice(len(data), 400, replace=False))
+    starts, ends = cuts[0::2].tolist(), cuts[1::2].tolist()
+    want = b"head" + b"".join(data[a:b] for a, b in zip(starts, ends))
+    return data, starts, ends, want
+
+
 
 
 @pytest.mark.skipif(not hasattr(os, "copy_file_range"), reason="no os.copy_file_range here")
@@ -573,11 +583,7 @@ def test_piped_copy_goes_past_the_page_cache_after_slow_writes(tmp_path, monkeyp
 
     monkeypatch.setattr(kernel_copy, "_open_direct", spy_open)
     monkeypatch.setattr(kernel_copy.os, "pwrite", spy_pwrite)
-    rng = np.random.default_rng(11)
-    data = rng.integers(0, 256, 400_000, dtype=np.uint8).tobytes()
-    cuts = np.sort(rng.choice(len(data), 400, replace=False))
-    starts, ends = cuts[0::2].tolist(), cuts[1::2].tolist()
-    want = b"head" + b"".join(data[a:b] for a, b in zip(starts, ends))
+    data, starts, ends, want = _random_ranges(11)
     for buffer in (3 * 4096 + 5, 1 << 15):
         opened.clear()
         direct_bytes.clear()
@@ -617,11 +623,7 @@ def test_piped_copy_comes_back_to_the_page_cache_where_the_disk_is_slower(tmp_pa
     monkeypatch.setattr(kernel_copy, "_open_direct", spy_open)
     monkeypatch.setattr(kernel_copy.os, "pwrite", spy_pwrite)
     monkeypatch.setattr(kernel_copy.os, "close", spy_close)
-    rng = np.random.default_rng(12)
-    data = rng.integers(0, 256, 400_000, dtype=np.uint8).tobytes()
-    cuts = np.sort(rng.choice(len(data), 400, replace=False))
-    starts, ends = cuts[0::2].tolist(), cuts[1::2].tolist()
-    want = b"head" + b"".join(data[a:b] for a, b in zip(starts, ends))
+    data, starts, ends, want = _random_ranges(12)
     buffer = 3 * 4096 + 5
     got = _piped_copy(tmp_path, monkeypatch, data, starts, ends, buffer, tail=b"tail")
     assert got == want + b"tail"

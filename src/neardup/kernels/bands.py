@@ -305,6 +305,21 @@ def _mark_seen_twice(keys, lo, hi, mask, seen, twice) -> None:
 
 
 @kernel(inline="always")
+def _keep_seen_twice(keys, rows, lo, hi, mask, twice, out_keys, out_rows, m):
+    """The keys of ``keys[lo:hi]`` whose bits under ``mask`` are set in ``twice``, with their
+    ``rows``, moved in order to ``out_keys``/``out_rows`` from ``m`` on (in place where the
+    outputs are the inputs: ``m`` <= ``lo``); returns the position after them."""
+    for i in range(lo, hi):
+        k = keys[i]
+        h = k & mask
+        if twice[h >> np.uint64(6)] & (np.uint64(1) << (h & np.uint64(63))):
+            out_keys[m] = k
+            out_rows[m] = rows[i]
+            m += 1
+    return m
+
+
+@kernel(inline="always")
 def _group_gathered(keys, ids, part_min, part_bits, pk, pr):
     """:func:`_group_keys` of one band's ``keys`` (rows in keep order, document ``ids``; ``keys``
     overwritten). Most keys are met once: two bitmaps on the key's low bits (seen, seen twice)
@@ -323,14 +338,7 @@ def _group_gathered(keys, ids, part_min, part_bits, pk, pr):
     twice = np.zeros((np.int64(1) << fbits) >> 6, dtype=np.uint64)
     _mark_seen_twice(keys, 0, n, mask, seen, twice)
     sub_ids = np.empty(n, dtype=np.int64)
-    m = 0
-    for i in range(n):
-        k = keys[i]
-        h = k & mask
-        if twice[h >> np.uint64(6)] & (np.uint64(1) << (h & np.uint64(63))):
-            keys[m] = k
-            sub_ids[m] = ids[i]
-            m += 1
+    m = _keep_seen_twice(keys, ids, 0, n, mask, twice, keys, sub_ids, 0)
     bits = 1
     while bits < 20 and (np.int64(4) << bits) < m:
         bits += 1
@@ -378,13 +386,7 @@ def _group_partitioned(keys, ids, pk, pr, part_bits):
         mask = np.uint64((np.int64(1) << fbits) - 1)
         _mark_seen_twice(pk, lo, hi, mask, seen, twice)
         first = m
-        for i in range(lo, hi):
-            k = pk[i]
-            h = k & mask
-            if twice[h >> np.uint64(6)] & (np.uint64(1) << (h & np.uint64(63))):
-                pk[m] = k
-                pr[m] = pr[i]
-                m += 1
+        m = _keep_seen_twice(pk, pr, lo, hi, mask, twice, pk, pr, m)
         count = m - first
         if count < 2:
             continue
