@@ -387,3 +387,50 @@ def test_fingerprints_are_the_high_halves_and_non_ascii_documents_are_normalised
         s1, o1, f1 = mh.signatures_and_fingerprints([t])
         assert np.array_equal(s1[0], sigs_fp[i])
         assert f1.tolist() == fp[off_fp[i]:off_fp[i + 1]].tolist()
+
+
+@settings(max_examples=80, deadline=None)
+@given(texts=st.lists(st.text(st.sampled_from("ab_9 .,;-\t!Z"), max_size=40), min_size=1, max_size=8),
+       ngram=st.sampled_from([1, 2, 5]), punctuation=st.sampled_from(["split", "delete", "keep"]),
+       char_ngrams=st.booleans(), hash_version=st.sampled_from([1, 2]))
+def test_the_room_of_each_document_holds_its_shingles(texts, ngram, punctuation, char_ngrams, hash_version):
+    """set_room gives each document room for every shingle it has (the fused kernel writes them
+    there unchecked): half its byte length + 1 where the tokenizer's words are at least a byte
+    apart (ASCII, words of one letter each the tightest case: "a b c" has 3 of them in 5 bytes),
+    its byte length + 1 otherwise (character n-grams, punctuation kept as tokens); and the
+    shingles written there are the twin's."""
+    from neardup.config import Shingling
+    from neardup.kernels import shingles as sh
+    from neardup.kernels.minhash import set_room, words_apart
+    shingling = Shingling(ngram=ngram, punctuation=punctuation, char_ngrams=char_ngrams,
+                          hash_version=hash_version)
+    options = sh.kernel_options(shingling)
+    _, part = sh.prepare(texts, shingling)
+    bound = set_room(part, options)
+    lengths = np.array([len(t.encode()) for t in texts])
+    apart = words_apart(options, part.bail)
+    assert apart == (not char_ngrams and punctuation != "keep" and (hash_version == 1 or punctuation == "split"))
+    assert np.diff(bound).tolist() == (lengths // 2 + 1 if apart else lengths + 1).tolist()
+    mh = MinHasher(num_perm=8, seed=3, shingling=shingling)
+    _, raw_offsets, raw = mh.signatures_and_shingles(texts)
+    counts = np.diff(raw_offsets)
+    assert (counts <= np.diff(bound)).all()
+    for i, t in enumerate(texts):
+        assert counts[i] == len(shingles_python(t, **dataclasses.asdict(shingling)))
+
+
+def test_the_room_is_full_for_words_of_one_letter():
+    """The tightest case of the half room: words of one byte, one byte apart, unigrams."""
+    from neardup.config import Shingling
+    from neardup.kernels import shingles as sh
+    from neardup.kernels.minhash import set_room
+    texts = ["a b c d", "a b c d e", "x", "", "a,b;c"]
+    shingling = Shingling(ngram=1)
+    _, part = sh.prepare(texts, shingling)
+    room = np.diff(set_room(part, sh.kernel_options(shingling)))
+    mh = MinHasher(num_perm=8, seed=3, shingling=shingling)
+    _, offsets, raw = mh.signatures_and_shingles(texts)
+    assert np.diff(offsets).tolist() == [4, 5, 1, 0, 3]
+    assert room.tolist() == [4, 5, 1, 1, 3]
+    for i, t in enumerate(texts):  # each document's own, none written over by the next one's
+        assert sorted(set(raw[offsets[i]:offsets[i + 1]].tolist())) == shingle_hashes_python(t, seed=3, ngram=1)

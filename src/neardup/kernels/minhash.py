@@ -98,7 +98,7 @@ def _process_kernel(starts, ends, data, docs, table, n, options, lower_ascii, ba
     Returns (signatures, shingle counts). With ``want_sets`` the shingle hashes of document i,
     shifted right by ``fp_shift`` (0: the 64-bit hashes; 32 into a uint32 ``values``: their
     high halves, the fingerprints), are written to ``values[bound[i]:]`` (``bound[i+1] -
-    bound[i]`` >= its byte length + 1). With ``sort_sets`` they are sorted and unique and the
+    bound[i]`` >= its shingle count: :func:`set_room`). With ``sort_sets`` they are sorted and unique and the
     counts are of distinct shingles; otherwise they are in text order with repeats (the
     signature is the same either way). With ``bail``, a document that is not pure ASCII is left
     alone (count -1; see :func:`neardup.kernels.shingles.prepare`). ``options`` are the tokenizer's
@@ -186,6 +186,32 @@ def _coefficients(a, b):
     return np.ascontiguousarray(a, dtype=np.uint32), np.ascontiguousarray(b, dtype=np.uint32)
 
 
+def words_apart(options: tuple, bail: bool) -> bool:
+    """Whether the tokenizer (:func:`neardup.kernels.shingles._units` with ``options``) gives a
+    part's documents at most (length + 1) // 2 units: a part that leaves text that is not pure
+    ASCII alone (``bail``), cut into words by the ASCII word paths (words, punctuation not kept
+    as tokens, hash version 1, or 2 with punctuation split: ``_words_ascii_v1``,
+    ``_words_ascii_v2``), where a word is one byte or more and two words are at least one byte
+    apart. The defaults are such a case."""
+    char_mode, punct, _, hv = options
+    return bool(bail) and not char_mode and punct != 2 and (hv == 1 or punct == 0)
+
+
+def set_room(part, options: tuple) -> np.ndarray:
+    """Where the fused kernel writes each document's shingle hashes in its buffer of values
+    (``bound``: document i's at ``values[bound[i]:bound[i + 1]]``), room for as many as it can
+    have: a document of m units has at most m shingles (one when 0 < m < n), and at most its
+    byte length in units, at most half of it + 1 where words are at least a byte apart
+    (:func:`words_apart`). The room is written sparsely (a document of the default options,
+    ~6 bytes a word, fills about a third of its half) and its pages are all touched (huge
+    pages): 100k documents, two blocks read at once, the buffers of values took 2 x 64 MB of
+    fresh pages at byte length + 1, 2 x 32 MB at half."""
+    lengths = part.ends[part.docs] - part.starts[part.docs]
+    bound = np.zeros(len(part.docs) + 1, dtype=np.int64)
+    np.cumsum(lengths // 2 + 1 if words_apart(options, part.bail) else lengths + 1, out=bound[1:])
+    return bound
+
+
 _NO_VALUES = np.zeros(0, dtype=np.uint64)
 _NO_FP = np.zeros(0, dtype=np.uint32)
 _NO_BOUND = np.zeros(1, dtype=np.int64)
@@ -216,8 +242,7 @@ def process(texts, shingling: Shingling, *, seed: int, want_sets: bool, want_sig
 
     def run(pi, part):
         if want_sets:
-            bound = np.zeros(len(part.docs) + 1, dtype=np.int64)
-            np.cumsum(part.ends[part.docs] - part.starts[part.docs] + 1, out=bound[1:])
+            bound = set_room(part, options)
             values = (scratch.get(f"values{pi}", int(bound[-1]), vtype) if scratch is not None
                       else np.empty(int(bound[-1]), dtype=vtype))
         else:
