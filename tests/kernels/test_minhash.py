@@ -389,48 +389,77 @@ def test_fingerprints_are_the_high_halves_and_non_ascii_documents_are_normalised
         assert f1.tolist() == fp[off_fp[i]:off_fp[i + 1]].tolist()
 
 
+def _room(texts, shingling):
+    """values_room of ``texts`` as one part, and of each text alone."""
+    from neardup.kernels import shingles as sh
+    from neardup.kernels.minhash import values_room
+    options = sh.kernel_options(shingling)
+    return (values_room(sh.prepare(texts, shingling)[1], options),
+            [values_room(sh.prepare([t], shingling)[1], options) for t in texts])
+
+
 @settings(max_examples=80, deadline=None)
 @given(texts=st.lists(st.text(st.sampled_from("ab_9 .,;-\t!Z"), max_size=40), min_size=1, max_size=8),
        ngram=st.sampled_from([1, 2, 5]), punctuation=st.sampled_from(["split", "delete", "keep"]),
        char_ngrams=st.booleans(), hash_version=st.sampled_from([1, 2]))
-def test_the_room_of_each_document_holds_its_shingles(texts, ngram, punctuation, char_ngrams, hash_version):
-    """set_room gives each document room for every shingle it has (the fused kernel writes them
-    there unchecked): half its byte length + 1 where the tokenizer's words are at least a byte
-    apart (ASCII, words of one letter each the tightest case: "a b c" has 3 of them in 5 bytes),
-    its byte length + 1 otherwise (character n-grams, punctuation kept as tokens); and the
-    shingles written there are the twin's."""
+def test_the_room_of_the_values_holds_every_shingle(texts, ngram, punctuation, char_ngrams, hash_version):
+    """values_room leaves room for every shingle of every document (the fused kernel writes
+    them unchecked): half its byte length + 1 a document where the tokenizer's words are at
+    least a byte apart (ASCII; words of one letter each the tightest case: "a b c" has 3 in 5
+    bytes), its byte length + 1 otherwise (character n-grams, punctuation kept as tokens); and
+    the shingles the kernel writes one document after another are each document's, the twin's."""
     from neardup.config import Shingling
     from neardup.kernels import shingles as sh
-    from neardup.kernels.minhash import set_room, words_apart
+    from neardup.kernels.minhash import words_apart
     shingling = Shingling(ngram=ngram, punctuation=punctuation, char_ngrams=char_ngrams,
                           hash_version=hash_version)
-    options = sh.kernel_options(shingling)
-    _, part = sh.prepare(texts, shingling)
-    bound = set_room(part, options)
-    lengths = np.array([len(t.encode()) for t in texts])
-    apart = words_apart(options, part.bail)
+    apart = words_apart(sh.kernel_options(shingling), sh.prepare(texts, shingling)[1].bail)
     assert apart == (not char_ngrams and punctuation != "keep" and (hash_version == 1 or punctuation == "split"))
-    assert np.diff(bound).tolist() == (lengths // 2 + 1 if apart else lengths + 1).tolist()
+    room, rooms = _room(texts, shingling)
+    lengths = np.array([len(t.encode()) for t in texts])
+    assert rooms == (lengths // 2 + 1 if apart else lengths + 1).tolist() and room == sum(rooms)
     mh = MinHasher(num_perm=8, seed=3, shingling=shingling)
     _, raw_offsets, raw = mh.signatures_and_shingles(texts)
     counts = np.diff(raw_offsets)
-    assert (counts <= np.diff(bound)).all()
+    assert (counts <= rooms).all()
+    opts = dataclasses.asdict(shingling)
     for i, t in enumerate(texts):
-        assert counts[i] == len(shingles_python(t, **dataclasses.asdict(shingling)))
+        assert counts[i] == len(shingles_python(t, **opts))
+        assert sorted(set(raw[raw_offsets[i]:raw_offsets[i + 1]].tolist())) == shingle_hashes_python(t, seed=3,
+                                                                                                      **opts)
 
 
 def test_the_room_is_full_for_words_of_one_letter():
     """The tightest case of the half room: words of one byte, one byte apart, unigrams."""
     from neardup.config import Shingling
-    from neardup.kernels import shingles as sh
-    from neardup.kernels.minhash import set_room
     texts = ["a b c d", "a b c d e", "x", "", "a,b;c"]
     shingling = Shingling(ngram=1)
-    _, part = sh.prepare(texts, shingling)
-    room = np.diff(set_room(part, sh.kernel_options(shingling)))
     mh = MinHasher(num_perm=8, seed=3, shingling=shingling)
     _, offsets, raw = mh.signatures_and_shingles(texts)
     assert np.diff(offsets).tolist() == [4, 5, 1, 0, 3]
-    assert room.tolist() == [4, 5, 1, 1, 3]
-    for i, t in enumerate(texts):  # each document's own, none written over by the next one's
+    assert _room(texts, shingling) == (14, [4, 5, 1, 1, 3])
+    for i, t in enumerate(texts):  # each document's own, none written over by another's
         assert sorted(set(raw[offsets[i]:offsets[i + 1]].tolist())) == shingle_hashes_python(t, seed=3, ngram=1)
+
+
+def test_the_kernel_writes_the_values_one_document_after_another_from_the_start():
+    """With a scratch (its buffer of values filled with a mark first), the fused kernel writes
+    exactly as many fingerprints as the documents have, from the buffer's start, none after
+    (the pages after them never touched), from two threads' documents at once; the codes are
+    those of each document's own fingerprints."""
+    from neardup.kernels import eliasfano
+    from neardup.kernels.minhash import Scratch
+    rng = np.random.default_rng(8)
+    words = [f"w{i}" for i in range(300)]
+    texts = [" ".join(rng.choice(words, int(rng.integers(0, 80)))) for _ in range(500)]
+    mh = MinHasher(num_perm=16, ngram=3, seed=5)
+    _, off, fp = mh.signatures_and_fingerprints(texts)
+    scratch = Scratch()
+    mh.signatures_and_codes(texts, scratch=scratch)
+    values = scratch.buffers["values0"]
+    values[:] = 0xDEADBEEF
+    _, counts, codes = mh.signatures_and_codes(texts, scratch=scratch)
+    written = values != 0xDEADBEEF
+    assert written.sum() == counts.sum() == len(fp) and written[:len(fp)].all()
+    assert sorted(values[:len(fp)].tolist()) == sorted(fp.tolist())
+    assert np.array_equal(codes, eliasfano.encode(off, fp))

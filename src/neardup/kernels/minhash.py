@@ -24,6 +24,9 @@ from typing import Optional, Tuple
 import numba as nb
 import numpy as np
 
+from numba import types
+from numba.extending import intrinsic
+
 from . import eliasfano
 from . import shingles as _sh
 from .compile import kernel
@@ -89,19 +92,34 @@ def _signatures_of(xs, at, counts, lo, first, last, a, b, sigs):
             _minhash_into(xs[at[i - lo]:at[i - lo] + counts[i]], counts[i], a, b, sigs[i])
 
 
+@intrinsic
+def _fetch_add(typingctx, cursor, n):
+    """``cursor[0] += n`` as one atomic step (int64): the value before. The threads of a parallel
+    kernel take their places in one buffer with it, one after another, each its own."""
+    sig = types.int64(cursor, types.int64)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        return builder.atomic_rmw("add", ary.data, args[1], "monotonic")
+
+    return sig, codegen
+
+
 @kernel(parallel=True)
 def _process_kernel(starts, ends, data, docs, table, n, options, lower_ascii, bail, h0,
-                    a, b, want_sets, sort_sets, fp_shift, want_sigs, bound, values):
+                    a, b, want_sets, sort_sets, fp_shift, want_sigs, cursor, place, values):
     """One pass per document: tokens -> shingle hashes -> (sorted unique set) -> signature; the
     signatures of each :data:`_GROUP` documents after their tokens.
 
     Returns (signatures, shingle counts). With ``want_sets`` the shingle hashes of document i,
     shifted right by ``fp_shift`` (0: the 64-bit hashes; 32 into a uint32 ``values``: their
-    high halves, the fingerprints), are written to ``values[bound[i]:]`` (``bound[i+1] -
-    bound[i]`` >= its shingle count: :func:`set_room`). With ``sort_sets`` they are sorted and unique and the
-    counts are of distinct shingles; otherwise they are in text order with repeats (the
-    signature is the same either way). With ``bail``, a document that is not pure ASCII is left
-    alone (count -1; see :func:`neardup.kernels.shingles.prepare`). ``options`` are the tokenizer's
+    high halves, the fingerprints), are written to ``values[place[i]:]``, one document after
+    another in the order the threads come to them (``cursor[0]``, 0 at the start: where the next
+    one goes; ``values`` holds at least every document's: :func:`values_room`). With
+    ``sort_sets`` they are sorted and unique and the counts are of distinct shingles; otherwise
+    they are in text order with repeats (the signature is the same either way). With ``bail``,
+    a document that is not pure ASCII is left alone (count -1; see
+    :func:`neardup.kernels.shingles.prepare`). ``options`` are the tokenizer's
     (:func:`neardup.kernels.shingles.kernel_options`). Document d is ``data[starts[d]:ends[d]]``
     (an Arrow array's offsets without their last and first, or the spans of a block's texts).
     """
@@ -137,7 +155,8 @@ def _process_kernel(starts, ends, data, docs, table, n, options, lower_ascii, ba
             if want_sets:
                 if sort_sets:
                     s = _sort_unique(units[:s])
-                base = bound[i]
+                base = _fetch_add(cursor, np.int64(s))
+                place[i] = base
                 for j in range(s):
                     values[base + j] = units[j] >> fp_shift
             if want_sigs:
@@ -158,9 +177,9 @@ def _process_kernel(starts, ends, data, docs, table, n, options, lower_ascii, ba
 
 
 @kernel(parallel=True)
-def _gather_sets(values, bound, counts, target, offsets_out, out):
+def _gather_sets(values, place, counts, target, offsets_out, out):
     for i in nb.prange(counts.shape[0]):
-        a = bound[i]
+        a = place[i]
         b = offsets_out[target[i]]
         for j in range(counts[i]):
             out[b + j] = values[a + j]
@@ -197,24 +216,22 @@ def words_apart(options: tuple, bail: bool) -> bool:
     return bool(bail) and not char_mode and punct != 2 and (hv == 1 or punct == 0)
 
 
-def set_room(part, options: tuple) -> np.ndarray:
-    """Where the fused kernel writes each document's shingle hashes in its buffer of values
-    (``bound``: document i's at ``values[bound[i]:bound[i + 1]]``), room for as many as it can
-    have: a document of m units has at most m shingles (one when 0 < m < n), and at most its
-    byte length in units, at most half of it + 1 where words are at least a byte apart
-    (:func:`words_apart`). The room is written sparsely (a document of the default options,
-    ~6 bytes a word, fills about a third of its half) and its pages are all touched (huge
-    pages): 100k documents, two blocks read at once, the buffers of values took 2 x 64 MB of
-    fresh pages at byte length + 1, 2 x 32 MB at half."""
+def values_room(part, options: tuple) -> int:
+    """How many shingle hashes the fused kernel may write for ``part``: as many as its documents
+    can have, one after another. A document of m units has at most m shingles (one when
+    0 < m < n), and at most its byte length in units, at most half of it + 1 where words are at
+    least a byte apart (:func:`words_apart`). The kernel writes only what the documents have,
+    from the buffer's start (a document of the default options has ~6 bytes a word: a third of
+    the half): the pages after are never touched. 100k documents, two blocks read at once: the
+    buffers of values took 2 x 64 MB of fresh pages when each document wrote at its own place
+    with room for its byte length + 1, 2 x 32 MB with half, 2 x ~11 MB written one after another."""
     lengths = part.ends[part.docs] - part.starts[part.docs]
-    bound = np.zeros(len(part.docs) + 1, dtype=np.int64)
-    np.cumsum(lengths // 2 + 1 if words_apart(options, part.bail) else lengths + 1, out=bound[1:])
-    return bound
+    return int((lengths // 2 + 1).sum() if words_apart(options, part.bail) else (lengths + 1).sum())
 
 
 _NO_VALUES = np.zeros(0, dtype=np.uint64)
 _NO_FP = np.zeros(0, dtype=np.uint32)
-_NO_BOUND = np.zeros(1, dtype=np.int64)
+_NO_PLACE = np.zeros(0, dtype=np.int64)
 
 
 def process(texts, shingling: Shingling, *, seed: int, want_sets: bool, want_sigs: bool,
@@ -242,20 +259,22 @@ def process(texts, shingling: Shingling, *, seed: int, want_sets: bool, want_sig
 
     def run(pi, part):
         if want_sets:
-            bound = set_room(part, options)
-            values = (scratch.get(f"values{pi}", int(bound[-1]), vtype) if scratch is not None
-                      else np.empty(int(bound[-1]), dtype=vtype))
+            place = np.zeros(len(part.docs), dtype=np.int64)  # (a document left alone has none)
+            room = values_room(part, options)
+            values = (scratch.get(f"values{pi}", room, vtype) if scratch is not None
+                      else np.empty(room, dtype=vtype))
         else:
-            bound, values = _NO_BOUND, (_NO_FP if fingerprints else _NO_VALUES)
+            place, values = _NO_PLACE, (_NO_FP if fingerprints else _NO_VALUES)
         chunk = nb.get_parallel_chunksize()  # the caller's chunk of documents, in groups (a per-thread setting)
         nb.set_parallel_chunksize(max(1, chunk // _GROUP) if chunk else 0)
         try:
             sigs, counts = _process_kernel(part.starts, part.ends, part.data, part.docs, table, int(shingling.ngram),
                                            options, bool(part.lower_ascii), bool(part.bail), h0, a, b,
-                                           bool(want_sets), bool(sort_sets), shift, bool(want_sigs), bound, values)
+                                           bool(want_sets), bool(sort_sets), shift, bool(want_sigs),
+                                           np.zeros(1, dtype=np.int64), place, values)
         finally:
             nb.set_parallel_chunksize(chunk)
-        return sigs, counts, values, bound
+        return sigs, counts, values, place
 
     results = [(first, run(0, first))]
     sigs, counts = results[0][1][0], results[0][1][1]
