@@ -224,7 +224,7 @@ def values_room(part, options: tuple) -> int:
     from the buffer's start (a document of the default options has ~6 bytes a word: a third of
     the half): the pages after are never touched. 100k documents, two blocks read at once: the
     buffers of values took 2 x 64 MB of fresh pages when each document wrote at its own place
-    with room for its byte length + 1, 2 x 32 MB with half, 2 x ~11 MB written one after another."""
+    with room for its byte length + 1, 2 x 32 MB with half, 2 x 9 MB written one after another."""
     lengths = part.ends[part.docs] - part.starts[part.docs]
     return int((lengths // 2 + 1).sum() if words_apart(options, part.bail) else (lengths + 1).sum())
 

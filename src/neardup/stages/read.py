@@ -223,8 +223,8 @@ _stages_here = 0  # read stages running in this process (ReadStage.run): each re
 
 def take_scratch() -> Scratch:
     """The kernels' working buffers for one block: those a block read before in this process
-    left (their pages already faulted in: a fresh Scratch is ~160 MB of new pages a block, which
-    the kernel zeroes on first touch, about as much CPU as the hashing itself), or new ones."""
+    left (their pages already faulted in: pages the kernel zeroes on first touch; a block of 16 MB
+    writes ~9 MB of fingerprints there, :func:`neardup.kernels.minhash.values_room`), or new ones."""
     global _kept_until
     from ..kernels.minhash import Scratch
     with _scratches_lock:
