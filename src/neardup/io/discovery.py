@@ -375,7 +375,7 @@ class _StatsBeside:
         stat_files = _compiled_stat()
         if stat_files is not None:
             self.stats = stat_files(self.blob, self.at)
-            self.once = _regular_once(*self.stats)
+            self.once = self.stats is not None and _regular_once(*self.stats)  # None: a file not stat'ed
         make_json = _compiled_json() if self.stats is not None else None
         if make_json is not None:
             try:
