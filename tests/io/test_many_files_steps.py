@@ -29,11 +29,13 @@ def test_formats_told_at_once_are_those_of_each_name():
              ["/a/.txt", "/a/c.txt"], ["a.txt"], ["/a/README", "/b/README"], ["/a/x.jsonl.gz", "/b/y.JSONL.gz"],
              ["/a/x.y.jsonl.gz", "/b/y.jsonl.gz"], ["/a/" + "x" * 40 + ".txt", "/a/b.txt"],
              ["/a/b.txt", "/a/" + "x" * 27 + ".txt"], ["/a/b.txt", "/a/x." + "x" * 26 + ".txt"],
-             ["/a/..txt", "/a/b.txt"], ["/a/.b.c", "/a/d.b.c"], ["/a/b.", "/a/c."], ["x.gz", "y.gz"]]
+             ["/a/..txt", "/a/b.txt"], ["/a/.b.c", "/a/d.b.c"], ["/a/b.", "/a/c."], ["x.gz", "y.gz"],
+             ["/a/c.gz", "/a/x.jsonl.gz"], ["/a/c.gz", "/a/" + "x" * 30 + ".jsonl.gz"]]
     rng = random.Random(5)
-    for _ in range(3000):  # names of a, b, dots and slashes, short and long
-        cases.append(["/".join("".join(rng.choice("ab./") for _ in range(rng.randint(1, rng.choice([6, 40]))))
-                               for _ in range(rng.randint(1, 3))) for _ in range(rng.randint(1, 4))])
+    parts = ["a", "b", ".", "/", ".gz", ".jsonl", ".csv"]
+    for _ in range(3000):  # names of letters, dots, slashes and endings that change the format, short and long
+        cases.append(["".join(rng.choice(parts) for _ in range(rng.randint(1, rng.choice([6, 30]))))
+                      for _ in range(rng.randint(1, 4))])
     told_at_once = 0
     for paths in cases:
         assert discovery._formats(paths) == _each_alone(paths), paths
