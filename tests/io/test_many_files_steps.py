@@ -105,3 +105,26 @@ def test_file_stats_made_when_first_read():
     out.stats_of(["a", "b"], [1, 2], [30, 40])
     assert out._stats_later is not None
     assert out.file_stats == {"a": (1, 30), "b": (2, 40)} and out._stats_later is None
+
+
+def test_the_programs_sources_moved_out_of_the_collectors_sight(tmp_path, monkeypatch):
+    """In the neardup program (``_last_work``), a folder of many files' sources are frozen
+    (gc.freeze) once found; a library call's are not. (mutation: ``and _last_work()`` dropped
+    in discover -> the library call freezes them too)"""
+    import gc
+
+    import pytest
+
+    if gc.get_freeze_count():
+        pytest.skip("objects frozen before the test")
+    for i in range(3):
+        (tmp_path / f"{i}.txt").write_text(f"text {i}")
+    monkeypatch.setattr(discovery, "_STAT_BESIDE_FROM", 2)
+    try:
+        found = discovery.discover([str(tmp_path)])
+        assert len(found) == 3 and gc.get_freeze_count() == 0
+        monkeypatch.setattr(discovery, "_last_work", lambda: True)
+        found = discovery.discover([str(tmp_path)])
+        assert gc.get_freeze_count() > 0 and gc.isenabled()
+    finally:
+        gc.unfreeze()
