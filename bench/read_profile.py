@@ -120,7 +120,9 @@ from neardup.kernels import bands as kb
 patch(kb, "band_keys")  # imported where called (_process), so patched where defined
 patch(rd, "add_row_runs")
 patch(rd, "_row_sources")
-patch(rd, "_count_per_source")
+patch(rd, "_count_per_source")  # trees before small24's (rd._PerSource.add since)
+if hasattr(rd, "_PerSource"):
+    patch(rd._PerSource, "add", "_count_per_source")
 if hasattr(rd, "count_range"):  # the pass before the ranges were read (their rows numbered from 0 since)
     patch(rd, "count_range", "count newlines of split ranges")
 if hasattr(rd, "range_bytes"):

@@ -53,7 +53,7 @@ def test_the_same_sources_as_one_by_one(cwd, beside, monkeypatch):
 
 
 def test_hard_links_found_beside_are_decided_one_by_one(cwd, beside):
-    """(mutation: drop the test of equal device and inode in _StatsBeside.each_once -> both
+    """(mutation: drop the test of equal device and inode in discovery._regular_once -> both
     paths of the file are read)"""
     _folder(11)
     os.link("d/0/05.txt", "d/0/05b.txt")

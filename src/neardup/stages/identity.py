@@ -58,13 +58,18 @@ def _plain_inputs(sources) -> Optional["Inputs"]:
         return None
     out = Inputs(map(list, zip(paths, paths, sizes, mtimes)))
     out.__dict__["json"] = text  # json.dumps(out, sort_keys=True), as Inputs.json makes it
+    out.sizes = sizes
     return out
 
 
 class Inputs(list):
     """The inputs of a run's identity, ``[name, path, size, mtime]`` each, their JSON made once
     (:func:`encoded`) for the fingerprint and the work dir's inputs.json (100,000 files: 0.08
-    CPU-s each time). Made whole by :func:`run_identity`, never changed after."""
+    CPU-s each time). Made whole by :func:`run_identity`, never changed after. ``sizes``: each
+    row's size, where :func:`_plain_inputs` has them as a list (the work dir's read plan takes
+    them, not a loop over the rows)."""
+
+    sizes: Optional[List[int]] = None
 
     @functools.cached_property
     def json(self) -> str:

@@ -188,8 +188,8 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
     hasher = MinHasher.from_config(config)
     scratch = take_scratch()
     schema = docs_schema(config)
-    summary = {"documents": 0, "per_source": {str(si): 0 for si in members}, "empty": 0, "rejected": [],
-               "skipped": [], "runs": []}
+    counted = _PerSource(members)
+    summary = {"documents": 0, "per_source": counted, "empty": 0, "rejected": [], "skipped": [], "runs": []}
     lines: Optional[List[np.ndarray]] = [] if with_lines else None
     seen = seen_stats(sources, members) if lines is not None else None  # before the files are read
     # each file appears under its name only when complete, at the end of the with (a temporary
@@ -203,6 +203,7 @@ def read_block(work: Folder, config, sources: Sequence[nio.Source], block: int, 
                        signatures, span, lines)
         finally:
             give_back_scratch(scratch)
+    summary["per_source"] = counted.counts()
     if lines is not None:
         write_line_bounds(work, block, lines, seen)
     if finish is not None:  # e.g. the --against matches: part of the block, done before its summary
@@ -400,7 +401,7 @@ def _process(config, hasher, scratch, schema, batches: List[nio.Batch], summary,
                      for b in batches)
     summary["documents"] += m
     for b in batches:
-        _count_per_source(summary["per_source"], b)
+        summary["per_source"].add(b)
     summary["empty"] += int((np.asarray(counts) == 0).sum())
     if progress is not None:
         progress(m)
@@ -443,13 +444,41 @@ def _row_sources(b: nio.Batch) -> np.ndarray:
     return np.full(len(b.text), b.source_index, np.int32)
 
 
-def _count_per_source(per_source: dict, b: nio.Batch) -> None:
-    """The documents of ``b`` added to the summary's count of each source."""
-    if b.sources is None:
-        per_source[str(b.source_index)] += len(b.text)
-        return
-    for si in b.sources.tolist():
-        per_source[str(si)] += 1
+class _PerSource:
+    """The documents of each source of a block (``members``), as the summary's ``per_source``
+    keeps them ({str(source): documents}, :meth:`counts`): counted in a numpy array where the
+    members are a run of consecutive sources (a plan's block of files; a batch of 100,000 text
+    files names each of them, a loop of one dict update a document took 0.03-0.05 CPU-s),
+    else in that dict."""
+
+    def __init__(self, members: Sequence[int]):
+        self.members = members
+        self.first = int(members[0]) if len(members) else 0
+        self.array: Optional[np.ndarray] = None
+        self.dict: Optional[dict] = None
+        if len(members) and np.array_equal(np.asarray(members), np.arange(self.first, self.first + len(members))):
+            self.array = np.zeros(len(members), np.int64)
+        else:
+            self.dict = {str(si): 0 for si in members}
+
+    def add(self, b: nio.Batch) -> None:
+        """The documents of ``b`` added to the count of each source."""
+        if self.array is not None:
+            if b.sources is None:
+                self.array[b.source_index - self.first] += len(b.text)
+            else:
+                self.array += np.bincount(np.asarray(b.sources, np.int64) - self.first, minlength=len(self.array))
+        elif b.sources is None:
+            self.dict[str(b.source_index)] += len(b.text)
+        else:
+            for si in b.sources.tolist():
+                self.dict[str(si)] += 1
+
+    def counts(self) -> dict:
+        """{str(source): documents} of each member, in their order."""
+        if self.array is None:
+            return self.dict
+        return dict(zip(map(str, self.members), self.array.tolist()))
 
 
 def given_signatures(batches: List[nio.Batch]):

@@ -54,8 +54,10 @@ before it. docs/stages.md describes each stage with its schema.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError
@@ -125,6 +127,8 @@ def plan_reads(sources: Sequence, block_bytes: Optional[int] = None,
     if file_sizes is None:
         infos = fs.infos([s.path for s in sources if s.format != "table"])
         file_sizes = [None if s.format == "table" else infos[s.path].size for s in sources]
+    if sources and "table" not in map(_format_of, sources) and max(file_sizes) <= split:
+        return _whole_files(file_sizes, block_bytes), {}
     blocks: List[List[int]] = []
     ranges: Dict[int, List[int]] = {}
     acc = 0
@@ -145,6 +149,24 @@ def plan_reads(sources: Sequence, block_bytes: Optional[int] = None,
     if blocks and not blocks[-1]:
         blocks.pop()
     return blocks, ranges
+
+
+_format_of = operator.attrgetter("format")
+
+
+def _whole_files(sizes: Sequence[int], block_bytes: int) -> List[List[int]]:
+    """:func:`plan_reads`'s blocks where every source is a file read whole (none a table, none
+    larger than the split size): a block takes the files after its first while its bytes stay
+    within ``block_bytes``, found by a binary search of the sizes' running sum a block (a
+    folder of 100,000 files: ~3 ms, not ~30 in a loop a file)."""
+    ends = np.concatenate([[0], np.cumsum(np.asarray(sizes, np.int64))])  # bytes before file i: ends[i]
+    blocks: List[List[int]] = []
+    first = 0
+    while first < len(sizes):
+        stop = max(first + 1, int(np.searchsorted(ends, ends[first] + block_bytes, side="right")) - 1)
+        blocks.append(list(range(first, stop)))
+        first = stop
+    return blocks
 
 
 INPUTS = "inputs.json"
@@ -304,7 +326,9 @@ class WorkDir:
         except FileNotFoundError:
             pass
         inputs = self.inputs  # run_identity's: [name, path, size, mtime] per file
-        sizes = None if inputs is None else [None if s.format == "table" else f[2] for s, f in zip(sources, inputs)]
+        sizes = getattr(inputs, "sizes", None)  # of a folder's files (run_identity's _plain_inputs)
+        if sizes is None or len(sizes) != len(sources):
+            sizes = None if inputs is None else [None if s.format == "table" else f[2] for s, f in zip(sources, inputs)]
         blocks, ranges = plan_reads(sources, file_sizes=sizes)
         self.folder.write_json(RANGES, {str(b): r for b, r in ranges.items()})  # before the plan that needs it
         self.folder.write_json(PLAN, blocks, indent=None)  # on one line: the C encoder (100,000 files: 0.02 s)
