@@ -24,6 +24,7 @@ import os
 import threading
 from collections import abc
 from functools import partial
+from itertools import chain
 from json.encoder import encode_basestring_ascii
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -206,7 +207,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
     copies: List[Tuple[nio.Source, str]] = []
     copy_sizes: List[int] = []
     copied_whole = copies_whole(config)
-    kept_prefix = kept.path.rstrip("/") + "/" if kept.os_path is not None and os.sep == "/" else None
+    kept_prefix = _local_prefix(kept)
     for k, si in enumerate(group):
         check_interrupt()
         if progress is not None:
@@ -219,9 +220,8 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
                     int(all_rows[0]) in gone.tolist() if len(all_rows) == 1  # one document: no np.isin
                     else len(kept_rows(all_rows, gone)) == 0)):
                 continue  # nothing could be read from it (all rejected), or a removed text file
-            rel = src.relpath  # kept.join(rel) of a local kept/ without its per-file checks
-            dst = kept_prefix + rel if kept_prefix is not None and not rel.startswith("/") else kept.join(rel)
-            copies.append((src, dst))  # copied whole, many at a time (below)
+            rel = src.relpath
+            copies.append((src, _kept_path(kept, kept_prefix, rel)))  # copied whole, many at a time (below)
             copy_sizes.append(sizes[k] if sizes is not None else -1)
             written[si] = src.relpath
             n_written += 1
@@ -270,6 +270,53 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
     copied = nio.copy_text_files(copies, sizes=copy_sizes)
     nbytes = None if sized is None or copied is None else copied + sum(kept.size(rel) for rel in sized)
     return written, captured, n_written, nbytes
+
+
+def _local_prefix(kept: Folder) -> Optional[str]:
+    """What a relative path is appended to for its path in a local kept/ (:func:`_kept_path`), None
+    where :meth:`Folder.join` is needed."""
+    return kept.path.rstrip("/") + "/" if kept.os_path is not None and os.sep == "/" else None
+
+
+def _kept_path(kept: Folder, prefix: Optional[str], rel: str) -> str:
+    """``kept.join(rel)``, of a local kept/ (``prefix``: :func:`_local_prefix`) without its per-file checks."""
+    return prefix + rel if prefix is not None and not rel.startswith("/") else kept.join(rel)
+
+
+def copy_text_group(group: Sequence[int], block_of: Dict[int, List[int]], removed_parts: Sequence[str],
+                    rejected: Dict[int, np.ndarray], sizes: Optional[Sequence[int]], *, task, kept: Folder,
+                    report=None) -> dict:
+    """:func:`write_kept_partition` of a group of text files copied whole (:func:`text_copied_whole`):
+    the files that keep their document found in arrays (:func:`text_files_kept`), not a file at a
+    time, and copied by :func:`neardup.io.copy_text_files`. The same files and result as
+    :func:`write_kept_group`'s (a text file is one document: the documents kept are the files)."""
+    check_interrupt()
+    if report is not None:
+        report(len(group))
+    places = text_files_kept(task.store, task.work, group, block_of, removed_parts, rejected).tolist()
+    sources = task.sources
+    written = {group[k]: sources[group[k]].relpath for k in places}
+    prefix = _local_prefix(kept)
+    copies = [(sources[si], _kept_path(kept, prefix, rel)) for si, rel in written.items()]
+    copied = nio.copy_text_files(copies, sizes=[-1] * len(places) if sizes is None else [sizes[k] for k in places])
+    nbytes = None if kept.os_path is None or copied is None else copied
+    return {"written": written, "captured": {}, "kept": len(written), "files": len(group), "bytes": nbytes}
+
+
+def text_files_kept(store, work: Folder, group: Sequence[int], block_of: Dict[int, List[int]],
+                    removed_parts: Sequence[str], rejected: Dict[int, np.ndarray]) -> np.ndarray:
+    """The places in ``group`` of the files that keep a document: one of their blocks' documents
+    neither removed (``removed_parts``) nor rejected (:func:`dropped_pairs`), each (source, row)
+    one int64 key, found by two ``np.isin``: not a dict of rows and one of dropped rows a file, tested
+    one by one (at 100,000 files, rows_of_sources, rows_by_source and write_kept_group's loop:
+    ~0.1 CPU-s of the main thread before the copy)."""
+    pieces = [block_source_rows(store, b) for b in sorted(set(chain.from_iterable(block_of.values())))]
+    source = np.concatenate([p[0] for p in pieces] + [np.zeros(0, np.int32)]).astype(np.int64)
+    row = np.concatenate([p[1] for p in pieces] + [np.zeros(0, np.int64)]).astype(np.int64)
+    gone_source, gone_row = dropped_pairs(work, removed_parts, group, rejected)
+    width = int(max(row.max(initial=0), gone_row.max(initial=0))) + 1  # (sources x rows far below 2**63)
+    alive = ~np.isin(source * width + row, gone_source * width + gone_row)
+    return np.flatnonzero(np.isin(np.asarray(group, np.int64), source[alive]))
 
 
 def fetch_texts(sources: Sequence[nio.Source], config, wanted: Dict[int, Dict[int, int]]) -> Dict[int, str]:
@@ -442,7 +489,7 @@ class WriteStage:
         nbytes: Optional[int] = 0
         with bar("write kept", total=len(files), unit="input file", quiet=run.quiet) as progress:
             task = run.task(engine)
-            call = partial(write_kept_partition, task=task, kept=kept_folder)
+            call = partial(write_kept_partition, task=task, kept=kept_folder, whole_text=whole_text)
             if started is not None:
                 call = partial(call, started=started)
             for r in engine.collect(engine.map(call,
@@ -515,15 +562,18 @@ def _added(total: Optional[int], more: Optional[int]) -> Optional[int]:
     return None if total is None or more is None else total + more
 
 
-def write_kept_partition(item, *, task, kept: Folder, report=None, started: Optional[Callable[[], None]] = None
-                         ) -> dict:
+def write_kept_partition(item, *, task, kept: Folder, report=None, started: Optional[Callable[[], None]] = None,
+                         whole_text: bool = False) -> dict:
     """One group of input files: (sources, the block of each, the parts that hold their blocks'
     removed documents (:func:`dropped_rows`), their rejected rows, the rows whose text the
     report shows, the size and modification time of the JSONL files whose lines the read stage
     saw (:func:`expected_stats`), to which :func:`read_stats` adds what it saw of them, and the
     size of each of its files as the run found it (:func:`walked_sizes`) -> their kept files.
-    ``started``: as for :func:`write_kept_group`."""
+    ``started``: as for :func:`write_kept_group`. ``whole_text``: every input file is a text
+    file copied whole (:func:`text_copied_whole`): :func:`copy_text_group`."""
     group, block_of, removed_parts, rejected, wanted, stats, sizes = item
+    if whole_text:
+        return copy_text_group(group, block_of, removed_parts, rejected, sizes, task=task, kept=kept, report=report)
     dropped, marks = dropped_or_marks(task.work, removed_parts, group, rejected, task.config.mark)
     lines: Dict[int, np.ndarray] = {}
     rows = rows_of_sources(task.store, block_of, lines if stats else None)
@@ -559,11 +609,7 @@ def rows_of_sources(store, block_of: Dict[int, List[int]], lines: Optional[Dict[
             by_block.setdefault(b, []).append(si)
     parts: Dict[int, list] = {}  # si -> [(block, rows, lines or None)]
     for b, group in by_block.items():
-        found = store.source_rows_of(b, np.arange(store.block_start[b + 1] - store.block_start[b]))
-        if found is None:
-            t = store.table(b, ["source", "row"])
-            found = to_numpy(t.column("source").combine_chunks()), to_numpy(t.column("row").combine_chunks())
-        source, row = found
+        source, row = block_source_rows(store, b)
         known = None if lines is None else block_lines(store.work, b)
         if bool(np.any(source[1:] < source[:-1])):  # else each source's rows a slice as they are, no copy
             sel = np.isin(source, np.array(group, source.dtype))
@@ -585,6 +631,16 @@ def rows_of_sources(store, block_of: Dict[int, List[int]], lines: Optional[Dict[
         if lines is not None and all(p[2] is not None for p in pieces):
             lines[si] = pieces[0][2] if len(pieces) == 1 else np.concatenate([p[2] for p in pieces])
     return out
+
+
+def block_source_rows(store, b: int) -> Tuple[np.ndarray, np.ndarray]:
+    """The source and row of each document of block ``b``: from its summary's runs where it has
+    them (:meth:`.corpus.DocStore.source_rows_of`), else from its file."""
+    found = store.source_rows_of(b, np.arange(store.block_start[b + 1] - store.block_start[b]))
+    if found is None:
+        t = store.table(b, ["source", "row"])
+        found = to_numpy(t.column("source").combine_chunks()), to_numpy(t.column("row").combine_chunks())
+    return found
 
 
 # --------------------------------------------------------------------------- the members, by range
@@ -715,6 +771,12 @@ def dropped_rows(work: Folder, removed_parts: Sequence[str], group: Sequence[int
     """What each source of ``group`` loses (source -> rows): its removed documents, read from
     ``removed_parts`` (member rows: the sorted removed parts, or the members parts, whose rows
     not removed are left out; source, row and removed only), and its ``rejected`` rows."""
+    return rows_by_source(*dropped_pairs(work, removed_parts, group, rejected))
+
+
+def dropped_pairs(work: Folder, removed_parts: Sequence[str], group: Sequence[int],
+                  rejected: Dict[int, np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+    """:func:`dropped_rows` as (source, row) int64 arrays."""
     tables = [work.read_table(name, ["source", "row", "removed"]) for name in removed_parts]
     source = np.concatenate([column(t, "source") for t in tables] + [np.zeros(0, np.int64)])
     row = np.concatenate([column(t, "row") for t in tables] + [np.zeros(0, np.int64)])
@@ -724,7 +786,7 @@ def dropped_rows(work: Folder, removed_parts: Sequence[str], group: Sequence[int
     if rejected:
         source = np.concatenate([source] + [np.full(len(r), si, np.int64) for si, r in rejected.items()])
         row = np.concatenate([row] + [np.asarray(r, np.int64) for r in rejected.values()])
-    return rows_by_source(source, row)
+    return source, row
 
 
 def rows_by_source(source: np.ndarray, row: np.ndarray) -> Dict[int, np.ndarray]:
