@@ -83,8 +83,8 @@ def bound_lists(stats: dict, out: Folder, limit: Optional[int] = None) -> dict:
 def files_json(lists: Dict[str, Sequence]) -> bytes:
     """files.json: the bytes of ``json_bytes(lists, indent=None)`` (sorted keys, one line), each
     list's text made at once: :meth:`InputEntries.encoded`, a list of names by the C encoder. At
-    100,000 files (9.7 MB), 100,000 dicts made and dumped with sorted keys took the main thread
-    ~0.14 CPU-s (the dicts 0.03, the dump 0.08 and the checks of the Python encoder's sort)."""
+    100,000 files (9.7 MB), 100,000 dicts made (0.03 CPU-s) and dumped with sorted keys (0.08)
+    took the main thread 0.11 CPU-s; this ~0.05."""
     def encoded(value: Sequence) -> str:
         return value.encoded() if isinstance(value, InputEntries) else json.dumps(value, sort_keys=True)
     return ("{" + ", ".join(f"{encode_basestring_ascii(k)}: {encoded(lists[k])}" for k in sorted(lists))
@@ -117,7 +117,7 @@ class InputEntries(abc.Sequence):
     def encoded(self) -> str:
         """The text of ``json.dumps(list(self), sort_keys=True)``: each entry's pieces (the
         strings C-encoded) laid in one list and joined, ``"skipped"`` (the last key) put before
-        the piece that closes its entry. At 100,000 files ~0.04 CPU-s."""
+        the piece that closes its entry. At 100,000 files ~0.045 CPU-s."""
         n = len(self)
         if n == 0:
             return "[]"
@@ -306,8 +306,8 @@ def text_files_kept(store, work: Folder, group: Sequence[int], block_of: Dict[in
     """The places in ``group`` of the files that keep a document: one of their blocks' documents
     neither removed (``removed_parts``) nor rejected (:func:`dropped_pairs`), each (source, row)
     one int64 key, found by two ``np.isin``: not a dict of rows and one of dropped rows a file, tested
-    one by one (at 100,000 files, rows_of_sources, rows_by_source and write_kept_group's loop:
-    ~0.1 CPU-s of the main thread before the copy)."""
+    one by one (rows_of_sources, rows_by_source and write_kept_group's loop: at 100,000 files the
+    main thread's CPU in write_kept_partition, before and around the copy, 0.143 -> 0.093 s)."""
     pieces = [block_source_rows(store, b) for b in sorted(set(chain.from_iterable(block_of.values())))]
     source = np.concatenate([p[0] for p in pieces] + [np.zeros(0, np.int32)]).astype(np.int64)
     row = np.concatenate([p[1] for p in pieces] + [np.zeros(0, np.int64)]).astype(np.int64)
@@ -562,7 +562,7 @@ def walked_sizes(inputs: Optional[Sequence], group: Sequence[int]) -> Optional[L
     copied whole to kept/; None where the run has no identity."""
     if inputs is None:
         return None
-    # :func:`.write_lines.recorded_stat`'s size, without a call a file (100,000 files: ~0.03 CPU-s -> ~0.01)
+    # :func:`.write_lines.recorded_stat`'s size, without a call a file (100,000 files: 0.016 -> 0.008 CPU-s)
     return [int(row[2]) if len(row) == 4 else -1 for row in map(inputs.__getitem__, group)]
 
 
