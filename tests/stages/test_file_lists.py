@@ -56,3 +56,33 @@ def test_the_kept_files_of_a_run_on_paths_are_listed_when_used(tmp_path, monkeyp
     assert result.kept is kept and listed == ["kept_files"]  # once
     result.kept = ["replaced"]
     assert result.kept == ["replaced"]
+
+
+def test_files_json_is_the_json_of_the_whole_lists(tmp_path):
+    """files.json's text made a list at a time (write.files_json, write.InputEntries.encoded):
+    the bytes of the sorted-keys dump of every entry's dict, whatever the names (quotes, escapes,
+    not ASCII), the formats, the counts and the files skipped (their "skipped" key the last);
+    stats.json keeps the first entries, as dicts. Mutation: "skipped" put after the closing piece
+    of its entry instead of before -> fails."""
+    from neardup.io.sources import Source
+    from neardup.io.storage.folder import Folder, json_bytes
+    names = ['a"b', "é\\x", "z\n", "q\u2603", "plain/file.txt"]
+    sources = [Source(path="p", name=n, relpath="r", format=f)
+               for n, f in zip(names, ["text", "jsonl", "csv", "text", "parquet"])]
+    for skipped in ({}, {0: "empty file"}, {4: 'binary "x"'}, {1: "a", 2: "b"}):
+        for counts in ([1, 2, 3, 0, 7], [0] * 5):
+            entries = write.InputEntries(sources, counts, skipped)
+            whole = {"inputs": list(entries), "kept_files": ["k\u00e9", 'x"y']}
+            assert write.files_json({"inputs": entries, "kept_files": whole["kept_files"]}) == \
+                json_bytes(whole, indent=None)
+            assert entries[-1] == {"name": "plain/file.txt", "format": "parquet", "documents": counts[4],
+                                   **({"skipped": skipped[4]} if 4 in skipped else {})}
+    assert write.InputEntries([], [], {}).encoded() == "[]"
+    out = Folder.of(str(tmp_path))
+    stats = {"inputs": write.InputEntries(sources, [1] * 5, {3: "empty file"}), "kept_files": names}
+    write.bound_lists(stats, out, limit=2)
+    assert stats["inputs"] == list(write.InputEntries(sources, [1] * 5, {3: "empty file"}))[:2]
+    assert json.loads((tmp_path / "files.json").read_text())["inputs"][3]["skipped"] == "empty file"
+    short = {"inputs": write.InputEntries(sources, [1] * 5, {}), "kept_files": names}
+    write.bound_lists(short, out, limit=10)  # (a limit over the run's): a plain list, as json dumps it
+    assert type(short["inputs"]) is list and len(short["inputs"]) == 5

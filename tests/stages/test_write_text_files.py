@@ -54,3 +54,30 @@ def test_other_files_or_marks_keep_four_groups_a_core(tmp_path, monkeypatch):
     (tmp_path / "in" / "more.jsonl").unlink()
     neardup.dedup(str(tmp_path / "in"), output=str(tmp_path / "marked"), mark=True, workers=2)
     assert seen == [(8, 2), (8, 2)]
+
+
+def test_text_files_kept_found_in_arrays_are_those_kept_one_by_one(tmp_path, monkeypatch):
+    """copy_text_group (the files that keep their document found by write.text_files_kept) against
+    write_kept_group's file-by-file tests: the same kept/, counts and lists, with removed twins,
+    an empty file (an empty document, kept) and a binary one (no document: not copied), in groups
+    of several blocks.
+    Mutation: ``alive = ~np.isin(...)`` -> ``np.isin(...)`` (the removed files kept) fails."""
+    import json
+    _texts(tmp_path / "in", 40)
+    (tmp_path / "in" / "empty.txt").write_text("")
+    (tmp_path / "in" / "binary.txt").write_bytes(b"\x00\x01 not text")
+    from neardup.stages import workdir
+    monkeypatch.setattr(workdir, "BLOCK_BYTES", 400)  # blocks of a few files
+    calls = []
+    real = write.copy_text_group
+    monkeypatch.setattr(write, "copy_text_group", lambda *a, **k: calls.append(1) or real(*a, **k))
+    neardup.dedup(str(tmp_path / "in"), output=str(tmp_path / "arrays"), workers=2)
+    monkeypatch.setattr(write, "text_copied_whole", lambda *a: False)
+    neardup.dedup(str(tmp_path / "in"), output=str(tmp_path / "one_by_one"), workers=2)
+    assert len(calls) == 2  # the first run only, one call a group
+    arrays, one_by_one = _kept(tmp_path / "arrays"), _kept(tmp_path / "one_by_one")
+    assert arrays == one_by_one and len(arrays) == 41 and "empty.txt" in arrays and "binary.txt" not in arrays
+    stats = [json.loads((tmp_path / d / "stats.json").read_text()) for d in ("arrays", "one_by_one")]
+    for s in stats:
+        s.pop("seconds")
+    assert stats[0] == stats[1] and stats[0]["counts"]["kept"] == 41 and stats[0]["counts"]["removed"] == 8
