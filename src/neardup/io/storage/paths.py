@@ -30,6 +30,12 @@ def is_url(path: str) -> bool:
     return m is not None and m.group(1).lower() not in ("file", "local")
 
 
+def no_url_among(texts) -> bool:
+    """Whether none of ``texts`` can be a URL: none holds ``://``, :func:`is_url`'s first test,
+    told once for all of them (100,000 paths: one join and one search, not a call a path)."""
+    return "://" not in "\0".join(texts)
+
+
 def local_path(path: str) -> str:
     """A local path without its ``file://`` prefix (the path itself when it has none)."""
     p = str(path)
@@ -106,7 +112,7 @@ def prefix_form_groups(paths: Sequence[str], real_folders: Optional[dict] = None
     one ``lstat`` a file) and resolved once; not listed at all with ``no_links`` (the caller knows
     that none of the paths is a symbolic link: discover's walk saw each)."""
     cache = real_folders if real_folders is not None else {}
-    urls = "://" in "\0".join(paths)  # a URL or a file:// path among them: each one asked
+    urls = not no_url_among(paths)  # a URL or a file:// path among them: each one asked
     by_head: dict = {}  # a folder as named -> {NAME: its first path}
     others: List[Tuple[int, str]] = []
     for i, p in enumerate(paths):
