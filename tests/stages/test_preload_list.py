@@ -41,3 +41,35 @@ def test_newlines_is_loaded_ahead_only_for_a_run_that_finds_lines(tmp_path, monk
     assert NEWLINES in later_kernels(_run(tmp_path, [plain], mark=True))
     monkeypatch.setenv("NEARDUP_JSONL_SCANNER", "0")
     assert list(later_kernels(_run(tmp_path, [plain]))) == list(LATER_KERNELS)
+
+
+def test_the_read_stages_kernels_are_those_its_input_and_options_call(tmp_path, monkeypatch):
+    """read_kernels: the scanner's kernels for a JSONL file it reads (its ids' with an id
+    column), the MinHash kernel for texts, the codes' with --verify exact, the band keys always;
+    in the order a map thread calls them."""
+    from neardup.stages.preload import (BAND_KERNELS, CODE_KERNELS, MINHASH_KERNELS, SCANNER_ID_KERNELS,
+                                        SCANNER_KERNELS, read_kernels)
+    plain = _jsonl(tmp_path / "a.jsonl")
+    (tmp_path / "texts").mkdir()
+    (tmp_path / "texts" / "t.txt").write_text("a text file")
+    monkeypatch.setenv("NEARDUP_JSONL_SCANNER", "1")
+    assert read_kernels(_run(tmp_path, [plain], id_column="id")) == (SCANNER_KERNELS + SCANNER_ID_KERNELS
+                                                                     + MINHASH_KERNELS + CODE_KERNELS + BAND_KERNELS)
+    assert read_kernels(_run(tmp_path, [plain])) == SCANNER_KERNELS + MINHASH_KERNELS + CODE_KERNELS + BAND_KERNELS
+    assert read_kernels(_run(tmp_path, [plain], id_column="id", verify="estimate")) == (
+        SCANNER_KERNELS + SCANNER_ID_KERNELS + MINHASH_KERNELS + BAND_KERNELS)
+    assert read_kernels(_run(tmp_path, [tmp_path / "texts"])) == MINHASH_KERNELS + CODE_KERNELS + BAND_KERNELS
+    monkeypatch.setenv("NEARDUP_JSONL_SCANNER", "0")  # pyarrow reads it: no scanner kernel is called
+    assert read_kernels(_run(tmp_path, [plain])) == MINHASH_KERNELS + CODE_KERNELS + BAND_KERNELS
+
+
+def test_signature_files_call_no_minhash_kernel(tmp_path):
+    """A run over signature files (no texts) calls the band keys' kernel alone of the read's."""
+    import neardup
+    from neardup.stages.preload import BAND_KERNELS, read_kernels
+    sigs = tmp_path / "sigs"
+    neardup.signatures(str(_jsonl(tmp_path / "a.jsonl")), output=str(sigs))
+    run = SimpleNamespace(sources=nio.discover([str(sigs)], input_format="signatures"),
+                          config=Config().resolved(), output=Folder.of(tmp_path / "out"))
+    assert [s.format for s in run.sources] == ["signatures"]
+    assert read_kernels(run) == BAND_KERNELS

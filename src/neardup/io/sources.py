@@ -68,6 +68,7 @@ def make_source(path: str, name: str, relpath: str, format: str, compression: Op
 
 
 INPUT_FORMATS = ("auto", "text", "signatures", "rpv2-minhash")
+SIGNATURE_FORMATS = ("signatures", "rpv2-minhash")  # Parquet files read as signatures (no texts)
 
 
 class Sources(list):
@@ -169,7 +170,7 @@ def _format_of_ending(low: str) -> Tuple[str, Optional[str]]:
 def _data_suffix_len(relpath: str, fmt: str) -> int:
     """Length of the data extension of ``relpath`` with its compression suffix (0 for text
     files, whose extension is kept)."""
-    if fmt in ("signatures", "rpv2-minhash"):  # Parquet files read as signatures
+    if fmt in SIGNATURE_FORMATS:
         fmt = "parquet"
     if fmt not in _DATA_SUFFIXES:
         return 0

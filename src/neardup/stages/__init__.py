@@ -32,7 +32,7 @@ from ..progress import check_interrupt
 from .clusters import ClustersStage
 from .context import Run, Task
 from .pairs import PairsStage
-from .preload import later_kernels, load_ahead
+from .preload import later_kernels, load_ahead, read_kernels
 from .read import ReadStage
 from .write import WriteStage
 
@@ -64,7 +64,8 @@ def run_stages(run: Run, engine) -> dict:
                 continue
             redo = True
             if stage.name == "read" and run.config.engine == "local":
-                loading = load_ahead(later_kernels(run))  # the later stages' kernels, while the read stage runs
+                # the read stage's kernels, then the later stages', while the read stage runs
+                loading = load_ahead(later_kernels(run), first=read_kernels(run))
             t0 = time.perf_counter()
             record = stage.run(run, engine)
             run.seconds[stage.name] = round(time.perf_counter() - t0, 3)
