@@ -22,7 +22,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 import numpy as np
 import pyarrow as pa
 
-from ..kernels.arrays import arrow, arrow_take, empty_table, take_array, to_numpy, unique
+from ..kernels.arrays import arrow, arrow_take, empty_table, system_pool, take_array, to_numpy, unique
 from .. import io as nio
 from ..io.storage import tables
 from ..io.storage.fs import atomic_write
@@ -378,7 +378,16 @@ class ClustersStage:
         return self.finish(run, info, engine)
 
     def whole(self, run) -> ClustersInfo:
-        """Every verified pair as one partition, in this process."""
+        """Every verified pair as one partition, in this process, Arrow's allocations (the pairs
+        read, the members' ids taken, the members file written, in four threads) by the system
+        allocator (:func:`~neardup.kernels.arrays.system_pool`): ~20 MB, which glibc's malloc
+        takes from what the read stage freed and it keeps (:func:`neardup.stages.read.tune_malloc`),
+        where Arrow's default pool (mimalloc) handed its freed memory back and faulted fresh huge
+        pages in for them (zeroed, 2 MB each) MEASURED."""
+        with system_pool():
+            return self._whole(run)
+
+    def _whole(self, run) -> ClustersInfo:
         cfg, store = run.config, run.store
         # the blocks' files opened ahead (a local work dir): from the pair stage's end (:func:`load_ahead`),
         # else from now, while the pairs are read and their documents found
