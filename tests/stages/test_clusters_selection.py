@@ -217,3 +217,54 @@ def test_members_writer_makes_no_file_when_the_batches_fail(tmp_path, monkeypatc
         clusters.select_partition(docs, columns, np.array([0, 2]), np.array([1, 3]), np.ones(2), Config(keep="first"),
                                   [], None, clusters.members_writer(folder, "m.arrow"))
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_the_whole_stage_allocates_from_the_system_pool_and_puts_the_pool_back(tmp_path, monkeypatch):
+    """The clusters stage of one partition makes Arrow's allocations (the pairs read, the members'
+    ids, the members file) from the system allocator, which reuses what the read stage freed (the
+    default pool, mimalloc, faulted fresh huge pages in: issue 32), its own thread's and the
+    gathering thread's; Arrow's default pool is the caller's again afterwards, also when the stage
+    fails."""
+    import json
+    import os
+
+    import pyarrow as pa
+
+    import neardup.stages.clusters as clusters
+    from neardup import io as nio
+    from neardup.engines.local import LocalEngine
+    from neardup.io.storage.folder import Folder
+    from neardup.stages import Run
+    from neardup.stages.corpus import MemberColumns
+    from neardup.stages.pairs import PairsStage
+    from neardup.stages.read import ReadStage
+    from neardup.stages.workdir import WorkDir
+
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "corpus.jsonl")
+    src = tmp_path / "in.jsonl"
+    with open(src, "w") as f:
+        for i, line in enumerate(open(example)):
+            f.write(json.dumps({"id": f"d{i}", "text": json.loads(line)["text"]}) + "\n")
+    work = WorkDir(str(tmp_path / "work"), "pool-test")
+    run = Run(config=Config().resolved(), sources=nio.discover([str(src)]), work=work,
+              output=Folder.of(tmp_path / "out"), quiet=True)
+    for stage in (ReadStage(), PairsStage()):
+        work.mark_done(stage.name, stage.run(run, LocalEngine()))
+    before = pa.default_memory_pool().backend_name
+    seen = []
+    select, take = clusters.select_partition, MemberColumns.take
+    monkeypatch.setattr(clusters, "select_partition", lambda *a, **k: (
+        seen.append(("select", pa.default_memory_pool().backend_name)), select(*a, **k))[1])
+    monkeypatch.setattr(MemberColumns, "take", lambda self: (
+        seen.append(("take", pa.default_memory_pool().backend_name)), take(self))[1])
+    info = clusters.ClustersStage().run(run, LocalEngine())
+    assert info.members and ("select", "system") in seen and ("take", "system") in seen
+    assert {pool for _, pool in seen} == {"system"}
+    assert pa.default_memory_pool().backend_name == before
+
+    def fails(*a, **k):
+        raise RuntimeError("selection")
+    monkeypatch.setattr(clusters, "select_partition", fails)
+    with pytest.raises(RuntimeError):
+        clusters.ClustersStage().run(run, LocalEngine())
+    assert pa.default_memory_pool().backend_name == before

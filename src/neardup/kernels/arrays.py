@@ -16,15 +16,20 @@ string array's offsets, ``Array.cast`` between string and large_string, ``Array.
 
 ``read_only`` is the view of a buffer that the kernels only read: a kernel compiles a version
 for each type it is given, a read-only array and a writable one two.
+
+``system_pool`` has Arrow's allocations of a block of code made by the system allocator
+(glibc's malloc) instead of Arrow's default pool (mimalloc).
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 import pyarrow as pa
 
 __all__ = ["unique", "arrow", "to_numpy", "empty_table", "read_only", "string_offsets", "cast_strings", "take_array",
-           "adjacent_differ", "take_rows", "arrow_take"]
+           "adjacent_differ", "take_rows", "arrow_take", "system_pool"]
 
 
 def read_only(a: np.ndarray) -> np.ndarray:
@@ -259,3 +264,17 @@ def arrow_take(values, rows):
     the rows as int64: what :func:`take_array` and :func:`take_rows` do without
     pyarrow.compute, for a caller that has it imported (or pays its import: 25-31 CPU-ms)."""
     return values.take(arrow(np.asarray(rows, np.int64)))
+
+
+@contextlib.contextmanager
+def system_pool():
+    """Arrow's allocations within the block (every thread's, where no pool is named) made by the
+    system allocator (``pa.system_memory_pool()``), Arrow's default pool set back after it. Buffers
+    go back to the pool that made them, so that the swap is safe for arrays made before the block
+    or kept after it. Where each caller gains is said at its call."""
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(before)

@@ -11,7 +11,6 @@ A run reads the member files' part of the page ahead, beside its copy of kept li
 
 from __future__ import annotations
 
-import contextlib
 import html
 import json
 import math
@@ -27,7 +26,7 @@ from ..io.storage import fs
 from ..io.storage.folder import Folder
 from ..io.storage.outfile import check_output_file, publish_file, same_file
 from ..io.storage.paths import redact
-from ..kernels.arrays import to_numpy
+from ..kernels.arrays import system_pool, to_numpy
 from ..config.params import DEFAULT_MIN_RECALL, areas, candidate_probability, choose_params, midpoint
 from ..progress import plural
 from .diff import word_diff_html
@@ -535,7 +534,12 @@ def render_report(output_dir, *, plots: str = "auto", max_clusters: int = MAX_CL
     folder.require_folder()
     recorded = None if stats is None else as_recorded(stats)
     names = _REPORT_INPUTS if recorded is None else _REPORT_INPUTS[1:]
-    with folder.local_view(names, sizes_only=("kept",)) as local, _arrow_memory_returned():
+    # Arrow's allocations by the system allocator, which gives back what a batch freed, where
+    # Arrow's default pool (mimalloc) keeps it: the page reads removed.parquet and clusters.parquet
+    # a batch at a time, and under mimalloc the process kept growing with the number of batches
+    # (+44 MiB from 300k to 1M documents; +12 MiB with the system allocator; the driver's peak is
+    # this page's: issue 28)
+    with folder.local_view(names, sizes_only=("kept",)) as local, system_pool():
         out = Path(local)
         return _page(out, load_stats(out) if recorded is None else recorded, plots, max_clusters=max_clusters,
                      max_members=max_members, max_side_by_side=max_side_by_side, kept=kept, ahead=ahead)
@@ -599,7 +603,7 @@ def read_ahead(output_dir) -> Optional[ReadAhead]:
         out = Path(fs.local_path(folder.shown))
         stamp = _stamp(out)
         values = {}
-        with _arrow_memory_returned():
+        with system_pool():  # (as the page is drawn: render_report)
             path = out / "removed.parquet"
             if path.is_file():
                 values[("similarities",)] = _similarities(path)
@@ -614,23 +618,6 @@ def read_ahead(output_dir) -> Optional[ReadAhead]:
     except Exception:  # noqa: BLE001 (read again where the page is drawn)
         pass
     return None
-
-
-@contextlib.contextmanager
-def _arrow_memory_returned():
-    """Arrow's allocations while the page is drawn from the system allocator, which gives back
-    what a batch freed, instead of Arrow's default pool (mimalloc), which keeps it: the report
-    reads removed.parquet and clusters.parquet a batch at a time, and under mimalloc the process
-    kept growing with the number of batches (+44 MiB from 300k to 1M documents; +12 MiB with the
-    system allocator; the driver's peak is this page's: issue 28). Buffers go back to the pool
-    that made them, so the swap is safe for arrays made before or kept after."""
-    import pyarrow as pa
-    before = pa.default_memory_pool()
-    pa.set_memory_pool(pa.system_memory_pool())
-    try:
-        yield
-    finally:
-        pa.set_memory_pool(before)
 
 
 def write_report(output_dir, output=None, *, plots: str = "auto", overwrite: bool = False,
