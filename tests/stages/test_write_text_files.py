@@ -56,6 +56,17 @@ def test_text_files_copied_whole_are_one_group_in_process_the_same_files(tmp_pat
         assert len({(o / name).read_bytes() for o in outs}) == 1
 
 
+def test_text_files_copied_whole_in_groups_of_at_most_text_group_files(tmp_path, monkeypatch):
+    """Mutation: ``max(1, math.ceil(len(files) / TEXT_GROUP_FILES))`` -> ``1`` (one group) fails."""
+    _texts(tmp_path / "in", 30)
+    seen = _groups_of_kept_writes(monkeypatch)
+    neardup.dedup(str(tmp_path / "in"), output=str(tmp_path / "one"), workers=2)
+    monkeypatch.setattr(write, "TEXT_GROUP_FILES", 10)
+    neardup.dedup(str(tmp_path / "in"), output=str(tmp_path / "groups"), workers=2)
+    assert seen == [(1, 2), (4, 2)]  # 36 files: 4 groups of 9
+    assert _kept(tmp_path / "one") == _kept(tmp_path / "groups")
+
+
 def test_members_written_while_text_files_are_copied(tmp_path, monkeypatch):
     """removed.parquet and clusters.parquet (the write stage's thread beside kept/) are made
     while the text files are copied whole, not after: the copy waits here until the members'

@@ -57,6 +57,7 @@ OUTPUT_FILES = ("kept", "marked", "removed.parquet", "clusters.parquet", "reject
 FILES_JSON = "files.json"
 FILE_LIST_LIMIT = 1000     # entries of a file list kept in stats.json; a longer one goes whole to files.json
 FILE_LISTS = ("inputs", "kept_files", "marked_files")
+TEXT_GROUP_FILES = 1 << 18  # text files copied whole a group in this process, at most (its lists: ~0.3 KB a file)
 
 
 def bound_lists(stats: dict, out: Folder, limit: Optional[int] = None) -> dict:
@@ -477,9 +478,11 @@ class WriteStage:
                 block_of.setdefault(si, []).append(b)
         files = [si for si, s in enumerate(run.sources) if s.format != "table"]
         whole_text = text_copied_whole(run.sources, files, run.config)
-        # text files copied whole: one group in this process (the copy's pool of threads is
-        # its parallelism), one a core on Ray; other files four a core (see text_copied_whole)
-        calls = 1 if whole_text and engine.in_process else (1 if whole_text else 4) * engine.cpus
+        # text files copied whole: one group in this process (the copy's pool of threads is its
+        # parallelism) of at most TEXT_GROUP_FILES, one a core on Ray; other files four a core
+        # (see text_copied_whole)
+        calls = max(1, math.ceil(len(files) / TEXT_GROUP_FILES)) if whole_text and engine.in_process \
+            else (1 if whole_text else 4) * engine.cpus
         size = max(1, math.ceil(len(files) / calls))
         groups = [files[i:i + size] for i in range(0, len(files), size)]
         items = []
