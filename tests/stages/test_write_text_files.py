@@ -128,3 +128,14 @@ def test_text_files_kept_found_in_arrays_are_those_kept_one_by_one(tmp_path, mon
     for s in stats:
         s.pop("seconds")
     assert stats[0] == stats[1] and stats[0]["counts"]["kept"] == 41 and stats[0]["counts"]["removed"] == 8
+
+
+def test_blocks_of_sources_a_block_each_or_a_split_files_blocks():
+    """Each source's blocks in order: one shared list a block where no source lies in two, the
+    loop's lists where one does (a split file's ranges).
+    Mutation: ``if len(block_of) == sum(map(len, plan))`` -> ``if True`` (source 2 gets [3]) fails."""
+    one = write.blocks_of_sources([[0, 1, 2], [3, 4], [5]])
+    assert one == {0: [0], 1: [0], 2: [0], 3: [1], 4: [1], 5: [2]}
+    assert one[0] is one[2]  # a block's list, shared (read only)
+    assert write.blocks_of_sources([[0, 1], [2], [2], [2, 3]]) == {0: [0], 1: [0], 2: [1, 2, 3], 3: [3]}
+    assert write.blocks_of_sources([]) == {}
