@@ -525,8 +525,9 @@ class WriteStage:
 def blocks_of_sources(plan: Sequence[Sequence[int]]) -> Dict[int, List[int]]:
     """Source -> the blocks of the read plan it lies in, in order (a split file's rows lie in
     several blocks), each list read only: where every source lies in one block (no split file),
-    the sources of a block share one list ``[b]``, added a block at a time (100,000 files:
-    0.021 -> 0.004 CPU-s, not a list and a call a file)."""
+    the sources of a block share one list ``[b]``, added a block at a time (100,000 files in 15
+    blocks, alone: 0.021 -> 0.004 CPU-s, not a list and a call a file, on the write stage's one
+    core before the copy)."""
     block_of: Dict[int, List[int]] = {}
     for b, members in enumerate(plan):
         block_of.update(zip(members, repeat([b])))
