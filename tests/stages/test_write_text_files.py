@@ -1,5 +1,8 @@
-"""kept/ of a folder of many text files: one group of files a core, not four (fewer pools of copy
-threads started), the same files; other inputs, or --mark, keep four groups a core."""
+"""kept/ of a folder of many text files: one group of files in this process (one pool of copy
+threads), one a core on an engine elsewhere, not four, the same files; other inputs, or --mark,
+keep four groups a core. The thread beside kept/ runs while the files are copied."""
+
+import threading
 
 import neardup
 from neardup.engines.local import LocalEngine
@@ -32,18 +35,62 @@ def _groups_of_kept_writes(monkeypatch):
     return seen
 
 
-def test_text_files_copied_whole_are_one_group_a_core_the_same_files(tmp_path, monkeypatch):
-    """Mutation: ``per_core = 1 if ...`` -> ``per_core = 4 if ...`` (the spy sees 8 groups)."""
+def test_text_files_copied_whole_are_one_group_in_process_the_same_files(tmp_path, monkeypatch):
+    """One group in this process, one a core where the engine runs elsewhere (``in_process``
+    False), four a core for other files: the same kept/ and member files.
+    Mutation: ``calls = 1 if whole_text and engine.in_process else ...`` -> ``calls = (1 if
+    whole_text else 4) * engine.cpus`` (the spy sees 2 groups in this process) fails."""
     _texts(tmp_path / "in", 30)
     seen = _groups_of_kept_writes(monkeypatch)
-    neardup.dedup(str(tmp_path / "in"), output=str(tmp_path / "per_core"), workers=2)
+    neardup.dedup(str(tmp_path / "in"), output=str(tmp_path / "one"), workers=2)
+    with monkeypatch.context() as m:
+        m.setattr(LocalEngine, "in_process", False)
+        neardup.dedup(str(tmp_path / "in"), output=str(tmp_path / "per_core"), workers=2)
     monkeypatch.setattr(write, "text_copied_whole", lambda *a: False)
     neardup.dedup(str(tmp_path / "in"), output=str(tmp_path / "four_a_core"), workers=2)
-    assert seen == [(2, 2), (8, 2)]
-    per_core, four_a_core = _kept(tmp_path / "per_core"), _kept(tmp_path / "four_a_core")
-    assert len(per_core) == 30 and per_core == four_a_core
+    assert seen == [(1, 2), (2, 2), (8, 2)]
+    outs = [tmp_path / d for d in ("one", "per_core", "four_a_core")]
+    kept = [_kept(o) for o in outs]
+    assert len(kept[0]) == 30 and kept[0] == kept[1] == kept[2]
     for name in ("removed.parquet", "clusters.parquet"):
-        assert (tmp_path / "per_core" / name).read_bytes() == (tmp_path / "four_a_core" / name).read_bytes()
+        assert len({(o / name).read_bytes() for o in outs}) == 1
+
+
+def test_text_files_copied_whole_in_groups_of_at_most_text_group_files(tmp_path, monkeypatch):
+    """Mutation: ``max(1, math.ceil(len(files) / TEXT_GROUP_FILES))`` -> ``1`` (one group) fails."""
+    _texts(tmp_path / "in", 30)
+    seen = _groups_of_kept_writes(monkeypatch)
+    neardup.dedup(str(tmp_path / "in"), output=str(tmp_path / "one"), workers=2)
+    monkeypatch.setattr(write, "TEXT_GROUP_FILES", 10)
+    neardup.dedup(str(tmp_path / "in"), output=str(tmp_path / "groups"), workers=2)
+    assert seen == [(1, 2), (4, 2)]  # 36 files: 4 groups of 9
+    assert _kept(tmp_path / "one") == _kept(tmp_path / "groups")
+
+
+def test_members_written_while_text_files_are_copied(tmp_path, monkeypatch):
+    """removed.parquet and clusters.parquet (the write stage's thread beside kept/) are made
+    while the text files are copied whole, not after: the copy waits here until the members'
+    first step has run (before, the thread waited for the copy's end: the wait timed out).
+    Mutation: ``started()`` not called in copy_text_group fails (the wait times out)."""
+    _texts(tmp_path / "in", 30)
+    beside = threading.Event()
+    real_rows, real_copy = write.member_rows, write.nio.copy_text_files
+
+    def rows(*a, **k):
+        beside.set()
+        return real_rows(*a, **k)
+
+    waited = []
+
+    def copy(*a, **k):
+        waited.append(beside.wait(10))
+        return real_copy(*a, **k)
+
+    monkeypatch.setattr(write, "member_rows", rows)
+    monkeypatch.setattr(write.nio, "copy_text_files", copy)
+    neardup.dedup(str(tmp_path / "in"), output=str(tmp_path / "out"), workers=2)
+    assert waited == [True]
+    assert len(_kept(tmp_path / "out")) == 30
 
 
 def test_other_files_or_marks_keep_four_groups_a_core(tmp_path, monkeypatch):
@@ -74,10 +121,21 @@ def test_text_files_kept_found_in_arrays_are_those_kept_one_by_one(tmp_path, mon
     neardup.dedup(str(tmp_path / "in"), output=str(tmp_path / "arrays"), workers=2)
     monkeypatch.setattr(write, "text_copied_whole", lambda *a: False)
     neardup.dedup(str(tmp_path / "in"), output=str(tmp_path / "one_by_one"), workers=2)
-    assert len(calls) == 2  # the first run only, one call a group
+    assert len(calls) == 1  # the first run only, one group in this process
     arrays, one_by_one = _kept(tmp_path / "arrays"), _kept(tmp_path / "one_by_one")
     assert arrays == one_by_one and len(arrays) == 41 and "empty.txt" in arrays and "binary.txt" not in arrays
     stats = [json.loads((tmp_path / d / "stats.json").read_text()) for d in ("arrays", "one_by_one")]
     for s in stats:
         s.pop("seconds")
     assert stats[0] == stats[1] and stats[0]["counts"]["kept"] == 41 and stats[0]["counts"]["removed"] == 8
+
+
+def test_blocks_of_sources_a_block_each_or_a_split_files_blocks():
+    """Each source's blocks in order: one shared list a block where no source lies in two, the
+    loop's lists where one does (a split file's ranges).
+    Mutation: ``if len(block_of) == sum(map(len, plan))`` -> ``if True`` (source 2 gets [3]) fails."""
+    one = write.blocks_of_sources([[0, 1, 2], [3, 4], [5]])
+    assert one == {0: [0], 1: [0], 2: [0], 3: [1], 4: [1], 5: [2]}
+    assert one[0] is one[2]  # a block's list, shared (read only)
+    assert write.blocks_of_sources([[0, 1], [2], [2], [2, 3]]) == {0: [0], 1: [0], 2: [1, 2, 3], 3: [3]}
+    assert write.blocks_of_sources([]) == {}

@@ -25,7 +25,7 @@ import threading
 from bisect import bisect_left
 from collections import abc
 from functools import partial
-from itertools import chain
+from itertools import chain, repeat
 from json.encoder import encode_basestring_ascii
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -57,6 +57,7 @@ OUTPUT_FILES = ("kept", "marked", "removed.parquet", "clusters.parquet", "reject
 FILES_JSON = "files.json"
 FILE_LIST_LIMIT = 1000     # entries of a file list kept in stats.json; a longer one goes whole to files.json
 FILE_LISTS = ("inputs", "kept_files", "marked_files")
+TEXT_GROUP_FILES = 1 << 18  # text files copied whole a group in this process, at most (its lists: ~0.3 KB a file)
 
 
 def bound_lists(stats: dict, out: Folder, limit: Optional[int] = None) -> dict:
@@ -283,11 +284,14 @@ def kept_paths(kept: Folder, rels: Sequence[str]) -> List[str]:
 
 def copy_text_group(group: Sequence[int], block_of: Dict[int, List[int]], removed_parts: Sequence[str],
                     rejected: Dict[int, np.ndarray], sizes: Optional[Sequence[int]], *, task, kept: Folder,
-                    report=None) -> dict:
+                    report=None, started: Optional[Callable[[], None]] = None) -> dict:
     """:func:`write_kept_partition` of a group of text files copied whole (:func:`text_copied_whole`):
     the files that keep their document found in arrays (:func:`text_files_kept`), not a file at a
     time, and copied by :func:`neardup.io.copy_text_files`. The same files and result as
-    :func:`write_kept_group`'s (a text file is one document: the documents kept are the files)."""
+    :func:`write_kept_group`'s (a text file is one document: the documents kept are the files).
+    ``started``: called as the copy starts (its threads copy without Python's lock: the write
+    stage's thread beside kept/ runs from then on, not after the copy; 100,000 files: its ~0.08 s
+    of stitching removed.parquet and clusters.parquet ran after the copy, one core idle)."""
     check_interrupt()
     if report is not None:
         report(len(group))
@@ -296,7 +300,10 @@ def copy_text_group(group: Sequence[int], block_of: Dict[int, List[int]], remove
     files = [sources[group[k]] for k in places]
     written = dict(zip([group[k] for k in places], [src.relpath for src in files]))
     copies = list(zip(files, kept_paths(kept, list(written.values()))))
-    copied = nio.copy_text_files(copies, sizes=[-1] * len(places) if sizes is None else [sizes[k] for k in places])
+    sizes = [-1] * len(places) if sizes is None else [sizes[k] for k in places]
+    if started is not None:
+        started()
+    copied = nio.copy_text_files(copies, sizes=sizes)
     nbytes = None if kept.os_path is None or copied is None else copied
     return {"written": written, "captured": {}, "kept": len(written), "files": len(group), "bytes": nbytes}
 
@@ -465,14 +472,15 @@ class WriteStage:
         kept_folder = prepare_output(out, "marked" if mark else "kept")
         wanted = wanted_texts(run.info("clusters").top)
         plan = run.work.plan(run.sources)
-        block_of: Dict[int, List[int]] = {}  # a split file's rows lie in several blocks
-        for b, members in enumerate(plan):
-            for si in members:
-                block_of.setdefault(si, []).append(b)
+        block_of = blocks_of_sources(plan)
         files = [si for si, s in enumerate(run.sources) if s.format != "table"]
         whole_text = text_copied_whole(run.sources, files, run.config)
-        per_core = 1 if whole_text else 4
-        size = max(1, math.ceil(len(files) / (per_core * engine.cpus)))
+        # text files copied whole: one group in this process (the copy's pool of threads is its
+        # parallelism) of at most TEXT_GROUP_FILES, one a core on Ray; other files four a core
+        # (see text_copied_whole)
+        calls = max(1, math.ceil(len(files) / TEXT_GROUP_FILES)) if whole_text and engine.in_process \
+            else (1 if whole_text else 4) * engine.cpus
+        size = max(1, math.ceil(len(files) / calls))
         groups = [files[i:i + size] for i in range(0, len(files), size)]
         items = []
         # a group's entries made by C loops, or from the few rejected and wanted sources (100,000
@@ -514,6 +522,24 @@ class WriteStage:
         return [written[si] for si in sorted(written)], kept, captured, nbytes
 
 
+def blocks_of_sources(plan: Sequence[Sequence[int]]) -> Dict[int, List[int]]:
+    """Source -> the blocks of the read plan it lies in, in order (a split file's rows lie in
+    several blocks), each list read only: where every source lies in one block (no split file),
+    the sources of a block share one list ``[b]``, added a block at a time (100,000 files in 15
+    blocks, alone: 0.021 -> 0.004 CPU-s, not a list and a call a file, on the write stage's one
+    core before the copy)."""
+    block_of: Dict[int, List[int]] = {}
+    for b, members in enumerate(plan):
+        block_of.update(zip(members, repeat([b])))
+    if len(block_of) == sum(map(len, plan)):
+        return block_of
+    block_of = {}
+    for b, members in enumerate(plan):
+        for si in members:
+            block_of.setdefault(si, []).append(b)
+    return block_of
+
+
 def _of_group(found: Dict[int, Any], group: Sequence[int]) -> Dict[int, Any]:
     """The entries of ``found`` (by source) of the sources of ``group`` (ascending), in its order."""
     if len(found) >= len(group):
@@ -552,7 +578,10 @@ def text_copied_whole(sources: Sequence[nio.Source], files: Sequence[int], confi
     """Whether every input file is a text file that kept/ gets whole (a folder of many small
     text files): their groups are one a core, not four (each file the same work: nothing to
     balance), so that fewer pools of copy threads start (a thread start waits for a core: at
-    100,000 files, 82 starts held the stage ~0.2 s, 34 ~0.1 s; the stage 0.82 -> 0.79 s, load 1.3)."""
+    100,000 files, 82 starts held the stage ~0.2 s, 34 ~0.1 s; the stage 0.82 -> 0.79 s, load 1.3);
+    in this process one group in all (one pool of copy threads: at 100,000 files, between two
+    groups' copies ~0.05-0.07 s of the next group's list on one core, and a second pool's start
+    and end)."""
     return copies_whole(config) and all(sources[si].format == "text" for si in files)
 
 
@@ -577,11 +606,12 @@ def write_kept_partition(item, *, task, kept: Folder, report=None, started: Opti
     report shows, the size and modification time of the JSONL files whose lines the read stage
     saw (:func:`expected_stats`), to which :func:`read_stats` adds what it saw of them, and the
     size of each of its files as the run found it (:func:`walked_sizes`) -> their kept files.
-    ``started``: as for :func:`write_kept_group`. ``whole_text``: every input file is a text
-    file copied whole (:func:`text_copied_whole`): :func:`copy_text_group`."""
+    ``started``: as for :func:`write_kept_group` (or :func:`copy_text_group`). ``whole_text``:
+    every input file is a text file copied whole (:func:`text_copied_whole`): :func:`copy_text_group`."""
     group, block_of, removed_parts, rejected, wanted, stats, sizes = item
     if whole_text:
-        return copy_text_group(group, block_of, removed_parts, rejected, sizes, task=task, kept=kept, report=report)
+        return copy_text_group(group, block_of, removed_parts, rejected, sizes, task=task, kept=kept, report=report,
+                               started=started)
     dropped, marks = dropped_or_marks(task.work, removed_parts, group, rejected, task.config.mark)
     lines: Dict[int, np.ndarray] = {}
     rows = rows_of_sources(task.store, block_of, lines if stats else None)
