@@ -25,6 +25,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -106,6 +107,48 @@ def empty_trash(base: Path, docs: int) -> None:
         shutil.rmtree(base / "trash", ignore_errors=True)
         if docs >= SETTLE_FROM_DOCS:
             (base / EMPTIED).write_text(str(time.time()))
+
+
+def probed(tree: str, probe: str, args: list, inp: Path, out: Path):
+    """A ``neardup dedup INPUT -o OUT -q`` run by the probe ``probe`` (a ``python -c`` program that
+    runs the command and prints one ``PROBE {json}`` line to stderr) with ``PYTHONPATH=tree``,
+    ``args`` before the command's words, its output set aside before and after (:func:`set_aside`);
+    returns (the probe's JSON, the output's stats.json, the run's wall seconds)."""
+    set_aside(out)
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", probe, *args, "dedup", str(inp), "-o", str(out), "-q"],
+                       env=dict(os.environ, PYTHONPATH=tree), capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    lines = [line for line in p.stderr.splitlines() if line.startswith("PROBE ")]
+    if p.returncode or not lines:
+        raise SystemExit(f"{tree}: the run failed\n{p.stderr[-3000:]}")
+    stats = json.loads((out / "stats.json").read_text())
+    set_aside(out)
+    return json.loads(lines[0][len("PROBE "):]), stats, wall
+
+
+def alternate(trees, folder: Path, docs: int, repeat: int, one_run, name: str, show=lambda run: run) -> dict:
+    """The rounds of an A/B over the folder of ``docs`` one-document files in ``folder`` (made
+    when missing, :func:`make`): after :func:`settle`, one untimed run of each tree (kernels
+    compiled, files read into the page cache), then ``repeat`` rounds of ``one_run(tree, inp,
+    out)`` for each tree, their order swapped every other round. Returns the result's header
+    (the command, the trees, the wait, the load) with ``runs``: {tree: [run, ...]}."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "one.jsonl").exists():
+        make(folder, docs)
+    waited = settle(folder)
+    trees = [str(Path(t).resolve()) for t in trees]
+    result = {**run_header(sys.argv), "trees": trees, "waited_for_freed_inodes_s": waited,
+              "load_before": os.getloadavg(), "runs": {t: [] for t in trees}}
+    out = folder / f"out-{name}"
+    for tree in trees:
+        one_run(tree, folder / "files", out)
+    for r in range(repeat):
+        for tree in (trees if r % 2 == 0 else trees[::-1]):
+            run = one_run(tree, folder / "files", out)
+            result["runs"][tree].append(run)
+            print(tree, show(run), flush=True)
+    return result
 
 
 def run_once(inp: Path, out: Path, src: Path = REPO_DIR / "src") -> dict:

@@ -19,14 +19,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS_DIR, run_header, write_json  # noqa: E402
-from small_files import empty_trash, make, set_aside, settle  # noqa: E402
+from small_files import alternate, empty_trash, probed  # noqa: E402
 
 # (module, owner or "", name): the steps timed, where the run looks them up when it calls them
 STEPS = [
@@ -85,17 +83,8 @@ cli.main()
 
 
 def one_run(tree: str, inp: Path, out: Path) -> dict:
-    set_aside(out)
-    t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", PROBE, json.dumps(STEPS), "dedup", str(inp), "-o", str(out), "-q"],
-                       env=dict(os.environ, PYTHONPATH=tree), capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    lines = [line for line in p.stderr.splitlines() if line.startswith("PROBE ")]
-    if p.returncode or not lines:
-        raise SystemExit(f"{tree}: the run failed\n{p.stderr[-3000:]}")
-    probe = json.loads(lines[0][len("PROBE "):])
-    stages = json.loads((out / "stats.json").read_text())["seconds"]
-    set_aside(out)
+    probe, stats, wall = probed(tree, PROBE, [json.dumps(STEPS)], inp, out)
+    stages = stats["seconds"]
     return {"wall_s": round(wall, 3), "cpu_s": round(probe["cpu_s"], 3), "sys_s": round(probe["sys_s"], 3),
             "main_cpu_s": round(probe["marks"]["exit"][1], 3),
             "main_cpu_to_start_s": round(probe["marks"]["program_start"][1], 3),
@@ -114,20 +103,8 @@ def main() -> None:
     ap.add_argument("--output", default=str(RESULTS_DIR / "small_files_phases.json"))
     a = ap.parse_args()
     base = Path(a.dir)
-    base.mkdir(parents=True, exist_ok=True)
-    if not (base / "one.jsonl").exists():
-        make(base, a.docs)
-    waited = settle(base)
-    trees = [str(Path(t).resolve()) for t in a.trees]
-    result = {**run_header(sys.argv), "trees": trees, "waited_for_freed_inodes_s": waited,
-              "load_before": os.getloadavg(), "runs": {t: [] for t in trees}}
-    for tree in trees:  # untimed: kernels compiled, the files read into the page cache
-        one_run(tree, base / "files", base / "out-phases")
-    for r in range(a.repeat):
-        for tree in (trees if r % 2 == 0 else trees[::-1]):
-            run = one_run(tree, base / "files", base / "out-phases")
-            result["runs"][tree].append(run)
-            print(tree, {k: v for k, v in run.items() if k != "steps"}, flush=True)
+    result = alternate(a.trees, base, a.docs, a.repeat, one_run, "phases",
+                       show=lambda run: {k: v for k, v in run.items() if k != "steps"})
     summary = {}
     for tree, runs in result["runs"].items():
         s = {k: {"min": min(x[k] for x in runs), "median": statistics.median(x[k] for x in runs)}

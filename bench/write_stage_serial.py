@@ -21,14 +21,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS_DIR, run_header, write_json  # noqa: E402
-from small_files import empty_trash, make, set_aside, settle  # noqa: E402
+from small_files import alternate, empty_trash, probed  # noqa: E402
 
 PROBE = r"""
 import json, os, sys, threading, time
@@ -64,14 +63,8 @@ cli.main()
 
 
 def one_run(tree: str, inp: Path, out: Path) -> dict:
-    set_aside(out)
-    p = subprocess.run([sys.executable, "-c", PROBE, "dedup", str(inp), "-o", str(out), "-q"],
-                       env=dict(os.environ, PYTHONPATH=tree), capture_output=True, text=True)
-    lines = [line for line in p.stderr.splitlines() if line.startswith("PROBE ")]
-    if p.returncode or not lines:
-        raise SystemExit(f"{tree}: the run failed\n{p.stderr[-3000:]}")
-    spans = json.loads(lines[0][len("PROBE "):])
-    set_aside(out)
+    spans, _stats, _wall = probed(tree, PROBE, [], inp, out)
+    time.sleep(1)
     (stage_start, stage_end), = spans["run"]
     copies = spans.get("_copy_files", [])
     first, last = min(s for s, _ in copies), max(e for _, e in copies)
@@ -92,21 +85,7 @@ def main() -> None:
     ap.add_argument("--output", default=str(RESULTS_DIR / "write_stage_serial.json"))
     a = ap.parse_args()
     base = Path(a.dir)
-    base.mkdir(parents=True, exist_ok=True)
-    if not (base / "one.jsonl").exists():
-        make(base, a.docs)
-    waited = settle(base)
-    trees = [str(Path(t).resolve()) for t in a.trees]
-    result = {**run_header(sys.argv), "trees": trees, "waited_for_freed_inodes_s": waited,
-              "load_before": os.getloadavg(), "runs": {t: [] for t in trees}}
-    for tree in trees:  # untimed: kernels compiled, the files read into the page cache
-        one_run(tree, base / "files", base / "out-serial")
-    for r in range(a.repeat):
-        for tree in (trees if r % 2 == 0 else trees[::-1]):
-            run = one_run(tree, base / "files", base / "out-serial")
-            result["runs"][tree].append(run)
-            print(tree, run, flush=True)
-            time.sleep(1)
+    result = alternate(a.trees, base, a.docs, a.repeat, one_run, "serial")
     summary = {}
     for tree, runs in result["runs"].items():
         summary[tree] = {k: {"median": statistics.median(x[k] for x in runs), "min": min(x[k] for x in runs),
