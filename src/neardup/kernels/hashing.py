@@ -97,7 +97,7 @@ def partition_of(keys, parts: int) -> np.ndarray:
     return (mix64(keys) % np.uint64(parts)).astype(np.int32)
 
 
-@kernel()
+@kernel(nogil=True)  # the read stage's end hashes its blocks' ids in threads (stages.read.id_rows)
 def _fnv1a_kernel(offsets, data):
     n = offsets.shape[0] - 1
     out = np.empty(n, dtype=np.uint64)
