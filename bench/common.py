@@ -168,6 +168,20 @@ def _vm_hwm(pid: int) -> int:
 WARMUP_ENV = {"NEARDUP_JSONL_SCANNER": "1"}
 
 
+def probe_run(tree, probe: str, argv: Sequence[str], out: Path, timeout: Optional[float] = None):
+    """``python -c PROBE *argv`` with ``PYTHONPATH=tree``, where ``probe`` is a program that runs
+    neardup and prints one ``PROBE {json}`` line to stderr; returns (the probe's last such JSON,
+    ``out``'s stats.json, the run's wall seconds); a run that fails exits naming the tree."""
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-c", probe, *map(str, argv)], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(Path(tree).resolve())}, timeout=timeout)
+    wall = time.perf_counter() - t0
+    lines = [x for x in r.stderr.splitlines() if x.startswith("PROBE ")]
+    if r.returncode != 0 or not lines:
+        raise SystemExit(f"{tree}: the run failed\n{r.stderr[-3000:]}")
+    return json.loads(lines[-1][len("PROBE "):]), json.loads((Path(out) / "stats.json").read_text()), wall
+
+
 def run_measured(cmd: Sequence[str], *, timeout: Optional[float] = None, poll_s: float = 0.1,
                  env: Optional[dict] = None, cwd: Optional[Path] = None) -> dict:
     """Run ``cmd``; wall time, CPU time, peak memory and the tail of its output.

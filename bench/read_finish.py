@@ -18,13 +18,11 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from common import RESULTS_DIR, run_header, write_json
+from common import RESULTS_DIR, probe_run, run_header, write_json
 
 PROBE = r"""
 import json, sys, time, runpy, atexit
@@ -53,15 +51,8 @@ runpy.run_module("neardup", run_name="__main__")
 
 def one_run(tree: str, corpus: str, out: Path) -> dict:
     shutil.rmtree(out, ignore_errors=True)
-    t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-c", PROBE, "dedup", corpus, "--output", str(out), "--threshold", "0.8",
-                        "--quiet"], env={**os.environ, "PYTHONPATH": str(Path(tree).resolve())},
-                       capture_output=True, text=True, timeout=900)
-    wall = time.perf_counter() - t0
-    if r.returncode != 0:
-        raise SystemExit(f"{tree}: the run failed:\n{r.stderr[-2000:]}")
-    probe = json.loads([x for x in r.stderr.splitlines() if x.startswith("PROBE ")][-1][len("PROBE "):])
-    stats = json.loads((out / "stats.json").read_text())
+    probe, stats, wall = probe_run(tree, PROBE, ["dedup", corpus, "--output", out, "--threshold", "0.8", "--quiet"],
+                                   out, timeout=900)
     shutil.rmtree(out, ignore_errors=True)
     return {"calls": probe, "read_s": stats["seconds"]["read"], "wall_s": round(wall, 3),
             "load": round(os.getloadavg()[0], 2)}

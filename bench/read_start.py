@@ -21,13 +21,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import shutil
 from pathlib import Path
 
-from common import RESULTS_DIR, run_header, write_json
+from common import RESULTS_DIR, probe_run, run_header, write_json
 
 PROBE = r"""
 import json, sys, threading, time, runpy
@@ -65,18 +64,12 @@ runpy.run_module("neardup", run_name="__main__")
 
 def one_run(tree: str, corpus: str, out: Path) -> dict:
     shutil.rmtree(out, ignore_errors=True)
-    env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
     load_before = [round(x, 2) for x in os.getloadavg()]
-    r = subprocess.run([sys.executable, "-c", PROBE, "dedup", corpus, "--output", str(out), "--threshold", "0.8",
-                        "--quiet"], env=env, capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        raise SystemExit(f"{tree}: the run failed:\n{r.stderr[-2000:]}")
-    line = [x for x in r.stderr.splitlines() if x.startswith("PROBE ")][-1]
-    probe = json.loads(line[len("PROBE "):])
+    probe, stats, _wall = probe_run(tree, PROBE, ["dedup", corpus, "--output", out, "--threshold", "0.8", "--quiet"],
+                                    out, timeout=600)
     marks, loads = probe["marks"], probe["loads"]
     start = marks["read_start_ms"]
     first = [end for name, _thread, begin, end in loads if name == "_process_kernel" and end >= start]
-    stats = json.loads((out / "stats.json").read_text())
     return {"wall_ms": marks["wall_ms"], "read_start_ms": start,
             "to_first_kernel_ms": round(min(first) - start, 2) if first else None,
             "read_s": stats["seconds"]["read"], "loads": loads, "load_before": load_before,

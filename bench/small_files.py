@@ -25,13 +25,12 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import RESULTS_DIR, REPO_DIR, run_header, run_measured, write_json
+from common import RESULTS_DIR, REPO_DIR, probe_run, run_header, run_measured, write_json
 
 
 def make(folder: Path, n: int, seed: int = 1) -> None:
@@ -115,16 +114,9 @@ def probed(tree: str, probe: str, args: list, inp: Path, out: Path):
     ``args`` before the command's words, its output set aside before and after (:func:`set_aside`);
     returns (the probe's JSON, the output's stats.json, the run's wall seconds)."""
     set_aside(out)
-    t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", probe, *args, "dedup", str(inp), "-o", str(out), "-q"],
-                       env=dict(os.environ, PYTHONPATH=tree), capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    lines = [line for line in p.stderr.splitlines() if line.startswith("PROBE ")]
-    if p.returncode or not lines:
-        raise SystemExit(f"{tree}: the run failed\n{p.stderr[-3000:]}")
-    stats = json.loads((out / "stats.json").read_text())
+    found = probe_run(tree, probe, [*args, "dedup", inp, "-o", out, "-q"], out)
     set_aside(out)
-    return json.loads(lines[0][len("PROBE "):]), stats, wall
+    return found
 
 
 def alternate(trees, folder: Path, docs: int, repeat: int, one_run, name: str, show=lambda run: run) -> dict:
