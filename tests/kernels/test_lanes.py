@@ -1,4 +1,4 @@
-"""kernels.lanes.byte_mask, lowest_bit, bit_count, store64, load64 and load32, and the JSONL scanner's 64-byte skip over a
+"""kernels.lanes.byte_mask, word_bytes64, lowest_bit, bit_count, store64, load64 and load32, and the JSONL scanner's 64-byte skip over a
 string's plain bytes built on them (kernels.jsonl._string_stop), against byte-by-byte definitions
 at every offset around the vectors' edges."""
 
@@ -7,12 +7,31 @@ import numpy as np
 import pytest
 
 from neardup.kernels.jsonl import _string_stop
-from neardup.kernels.lanes import BYTE_LANES, bit_count, byte_mask, load32, load64, lowest_bit, prefetch, store64
+from neardup.kernels.lanes import (BYTE_LANES, bit_count, byte_mask, load32, load64, lowest_bit, prefetch, store64,
+                                   word_bytes64)
 
 
 @nb.njit(cache=False)
 def _mask(data, p, c1, c2, below):
     return byte_mask(data, p, c1, c2, below)
+
+
+@nb.njit(cache=False)
+def _word_bytes(data, p):
+    return word_bytes64(data, p)
+
+
+def test_word_bytes64_are_the_ascii_word_bytes_and_the_high_bytes_at_every_offset():
+    """Every byte value, at every place of the 64: [0-9A-Za-z_] in the first mask (what
+    char_classes calls a word character among ASCII), a byte >= 0x80 in the second."""
+    rng = np.random.default_rng(5)
+    data = np.concatenate([np.arange(256, dtype=np.uint8), rng.integers(0, 256, 3 * BYTE_LANES, dtype=np.uint8)])
+    word_bytes = set(b"0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    for p in range(len(data) - BYTE_LANES + 1):
+        block = data[p:p + BYTE_LANES].tolist()
+        want_word = sum(1 << j for j, b in enumerate(block) if b in word_bytes)
+        want_high = sum(1 << j for j, b in enumerate(block) if b >= 0x80)
+        assert tuple(int(x) for x in _word_bytes(data, p)) == (want_word, want_high), p
 
 
 @nb.njit(cache=False)

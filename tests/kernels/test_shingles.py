@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from neardup.kernels.minhash import MinHasher
 from neardup.kernels.minhash import shingle_counts, shingle_sets
-from neardup.kernels.shingles import CONNECT, MARK, NOTEXT, PUNCT, SPACE, SYMBOL, WORD, char_classes, to_arrow_strings
+from neardup.kernels.shingles import (CONNECT, MARK, NOTEXT, PUNCT, SPACE, SYMBOL, WORD, TextSpans, char_classes,
+                                      to_arrow_strings)
 from neardup.kernels.shingles_python import shingle_hashes_python, shingles_python, tokens_python
 
 # ----------------------------------------------------------------------------- strategies
@@ -452,3 +453,23 @@ def test_ascii_fast_path_equals_twin(texts, punct, lower, ngram):
     offsets, hashes = shingle_sets(texts, seed=7, **opts)
     for i, t in enumerate(texts):
         assert hashes[offsets[i]:offsets[i + 1]].tolist() == shingle_hashes_python(t, seed=7, **opts), t
+
+
+@pytest.mark.parametrize("ngram", [1, 5])
+def test_ascii_words_across_64_byte_steps_and_the_buffers_end_equal_twin(ngram):
+    """The ASCII word path classes 64 bytes at a time while 64 bytes of the buffer are left, and
+    eight at a time in its last bytes: documents of every length up to ~300 bytes, one after
+    another in one buffer (a word running over a step's edge, a document's end inside a step with
+    the next document's bytes after it, the last ones within the buffer's last 64 bytes), give
+    exactly the twin's shingles."""
+    rng = np.random.default_rng(11)
+    alphabet = list("abcdefghijXYZ0189_") * 3 + list(" \t\n.,-'!")
+    texts = ["".join(rng.choice(alphabet, size=int(n))) for n in list(range(0, 140)) + list(rng.integers(140, 300, 60))]
+    texts += ["a" * 63, "b" * 64, "c" * 65, "_" * 130, "x " * 40, "hello_world_123 and more " * 5]
+    data = np.frombuffer("".join(texts).encode(), dtype=np.uint8)  # no byte after the last document
+    ends = np.cumsum([len(t) for t in texts])
+    spans = TextSpans(data, ends - [len(t) for t in texts], ends)
+    for given in (texts, spans):  # (an Arrow array's buffer may have padding after its last document)
+        offsets, hashes = shingle_sets(given, seed=3, ngram=ngram)
+        for i, t in enumerate(texts):
+            assert hashes[offsets[i]:offsets[i + 1]].tolist() == shingle_hashes_python(t, seed=3, ngram=ngram), (i, t)

@@ -126,6 +126,42 @@ def byte_mask(typingctx, data, p, c1, c2, below):
     return types.uint64(data, p, c1, c2, below), codegen
 
 
+@intrinsic
+def word_bytes64(typingctx, data, p):
+    """(word bytes, bytes not ASCII) of data[p:p+64], each as the bits of a uint64 (bit j: byte
+    p + j): a word byte is [0-9A-Za-z_], as :func:`neardup.kernels.charclasses.char_classes` says of
+    ASCII (the tokenizer's ASCII path, :func:`neardup.kernels.shingles._words_ascii_v2`), one not
+    ASCII has its high bit set. ``data`` a 1-d contiguous uint8 array, 0 <= p, p + 64 <= len(data)
+    (not checked).
+
+    One unaligned load of a ``<64 x i8>``, five compares, their lanes as the bits of 64-bit words:
+    ``vpcmpub`` into mask registers with AVX-512BW (two halves and ``vpmovmskb`` with AVX2), where
+    the same classes eight bytes at a time in 64-bit words took ~20 operations (SWAR)."""
+    if not _is_byte_vector(data) or not isinstance(p, types.Integer):
+        raise TypingError("word_bytes64 takes (data, p): a 1-d contiguous uint8 array and an integer")
+
+    def codegen(context, builder, signature, args):
+        arr = context.make_array(signature.args[0])(context, builder, args[0])
+        i8, i64 = ir.IntType(8), ir.IntType(64)
+        vec = ir.VectorType(i8, BYTE_LANES)
+
+        def splat(c):
+            return ir.Constant(vec, [c] * BYTE_LANES)
+
+        pos = context.cast(builder, args[1], signature.args[1], types.intp)
+        v = builder.load(builder.bitcast(builder.gep(arr.data, [pos]), vec.as_pointer()), align=1)
+        # a letter in either case: (b | 0x20) - 'a' below 26; a digit: b - '0' below 10
+        letter = builder.icmp_unsigned("<", builder.sub(builder.or_(v, splat(0x20)), splat(ord("a"))), splat(26))
+        digit = builder.icmp_unsigned("<", builder.sub(v, splat(ord("0"))), splat(10))
+        under = builder.icmp_unsigned("==", v, splat(ord("_")))
+        word = builder.or_(builder.or_(letter, digit), under)
+        high = builder.icmp_signed("<", v, splat(0))
+        return context.make_tuple(builder, signature.return_type,
+                                  [builder.bitcast(word, i64), builder.bitcast(high, i64)])
+
+    return types.UniTuple(types.uint64, 2)(data, p), codegen
+
+
 def _word_codegen(name, *flags):
     """The code of LLVM's ``llvm.NAME.i64`` of an integer taken as a uint64 (``flags``: its
     constant i1 arguments after the word)."""

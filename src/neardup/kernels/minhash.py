@@ -149,9 +149,9 @@ def _process_kernel(starts, ends, data, docs, table, n, options, lower_ascii, ba
                 continue
             # shingles overwrite the units in place: shingle j only reads units j..j+n-1
             if n == _DEFAULT_NGRAM:  # the default n as a constant: the shingle loop unrolled
-                s = _sh._shingles_of(units, m, _DEFAULT_NGRAM, h0, units)
+                s = _sh._shingles_in_place(units, m, _DEFAULT_NGRAM, h0)
             else:
-                s = _sh._shingles_of(units, m, n, h0, units)
+                s = _sh._shingles_in_place(units, m, n, h0)
             if want_sets:
                 if sort_sets:
                     s = _sort_unique(units[:s])

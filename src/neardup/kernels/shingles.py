@@ -68,6 +68,7 @@ from .arrays import arrow, cast_strings, read_only
 from .charclasses import CONNECT, IGNORED, MARK, NOTEXT, PUNCT, SINGLE, SPACE, SYMBOL, WORD, char_classes
 from ..config import PUNCTUATION_MODES, Shingling
 from .hashing import GOLDEN, MASK64, fmix64, fmix64_py
+from .lanes import bit_count, lowest_bit, word_bytes64
 
 __all__ = [
     "to_arrow_strings", "normalize", "char_classes",
@@ -266,6 +267,13 @@ def _lower8(w):
 @kernel(inline="always")
 def _hash_span_v2(data, a, e, lower_ascii):
     """Hash version 2 of the ASCII bytes data[a:e] (e > a), A-Z lower-cased with lower_ascii."""
+    return fmix64(_unmixed_span_v2(data, a, e, lower_ascii))
+
+
+@kernel(inline="always")
+def _unmixed_span_v2(data, a, e, lower_ascii):
+    """:func:`_hash_span_v2` but its last step (``fmix64``), which the caller does for many
+    spans at once (a loop of that alone is vectorised: four or eight at a time)."""
     h = np.uint64(0x27D4EB2F165667C5)
     p = a
     while e - p > 8:
@@ -273,23 +281,71 @@ def _hash_span_v2(data, a, e, lower_ascii):
         h = _round(h, _lower8(w) if lower_ascii else w)
         p += 8
     w = _load8(data, p, e - p)
-    return _finish(2, h, _lower8(w) if lower_ascii else w, np.uint64(e - a))
+    return h ^ (_lower8(w) if lower_ascii else w) ^ (np.uint64(e - a) * np.uint64(0x165667B19E3779F9))
 
 
 @kernel(inline="always")
 def _words_ascii_v2(data, start, end, lower_ascii, out):
-    """The default case: the word tokens of ASCII text under ``split``, hash version 2, eight
-    bytes at a time. Returns their number, or -1 at the first non-ASCII byte.
+    """The default case: the word tokens of ASCII text under ``split``, hash version 2, 64 bytes
+    at a time. Returns their number, or -1 at the first non-ASCII byte.
 
-    Each word of eight bytes is classed at once (SWAR: [0-9A-Za-z_] are the word bytes, as
-    char_classes() says of ASCII; everything else separates), the positions where a word begins
-    or ends are written to ``out`` without a branch (_EVENTS), and then each word is hashed from
-    its bytes (:func:`_hash_span_v2`), in place: word t reads positions 2t and 2t + 1.
+    Each 64 bytes are classed at once (:func:`neardup.kernels.lanes.word_bytes64`: [0-9A-Za-z_]
+    are the word bytes, as char_classes() says of ASCII; everything else separates), the
+    positions where a word begins or ends are written to ``out`` eight at a time, as many as
+    there are (the lowest set bit of the word's boundary bits, each cleared in turn: a branch
+    per eight, not one per position), and then each word is hashed from its bytes
+    (:func:`_hash_span_v2`, its last step for all words after the rest), in place: word t reads
+    positions 2t and 2t + 1. The bytes that end
+    ``data`` (fewer than 64 past ``p``) go eight at a time (:func:`_words_tail`).
     """
-    hi = np.uint64(0x8080808080808080)
-    m = np.uint64(0)
+    m = np.int64(0)
     prev = np.uint64(0)  # whether the byte before the block is a word byte
     p = start
+    last = data.shape[0] - 64  # the last place a 64-byte load may start
+    while p < end and p <= last:
+        word, high = word_bytes64(data, p)
+        if end - p < 64:  # the bytes past the text: separators
+            inside = (np.uint64(1) << np.uint64(end - p)) - np.uint64(1)
+            word &= inside
+            high &= inside
+        if high:
+            return -1
+        ev = word ^ ((word << np.uint64(1)) | prev)  # where a word begins or ends
+        prev = word >> np.uint64(63)
+        base = np.uint64(p - start)
+        c = bit_count(ev)
+        q = m
+        while True:  # eight positions a round; the ones past the c-th are overwritten or never read
+            for r in range(8):
+                out[q + r] = base + np.uint64(lowest_bit(ev))
+                ev &= ev - np.uint64(1)
+            q += 8
+            if q >= m + c:
+                break
+        m += c
+        p += 64
+    if p < end:
+        m = _words_tail(data, p, start, end, prev, m, out)
+        if m < 0:
+            return -1
+    if m & 1:  # the last word ends with the text
+        out[m] = np.uint64(end - start)
+        m += 1
+    n = m >> 1
+    for t in range(n):
+        out[t] = _hash_span_v2(data, start + np.int64(out[2 * t]), start + np.int64(out[2 * t + 1]), lower_ascii)
+    return n
+
+
+@kernel(inline="always")
+def _words_tail(data, p, start, end, prev, m, out):
+    """:func:`_words_ascii_v2`'s word boundaries of data[p:end], eight bytes at a time (SWAR: the
+    same classes as :func:`neardup.kernels.lanes.word_bytes64`), the last bytes of ``data``
+    where 64 cannot be loaded: ``m`` positions written before, ``prev`` whether the byte before
+    p is a word byte. Returns the positions written in all, or -1 at the first non-ASCII byte.
+    The positions are written without a branch (_EVENTS), eight each time."""
+    hi = np.uint64(0x8080808080808080)
+    mu = np.uint64(m)
     while p < end:
         k = min(8, end - p)
         w = _load8(data, p, k)  # zero bytes past the end: separators
@@ -306,17 +362,11 @@ def _words_ascii_v2(data, start, end, lower_ascii, out):
         ev = (bits ^ ((bits << np.uint64(1)) | prev)) & np.uint64(0xFF)  # where a word begins or ends
         base = np.uint64(p - start)
         for r in range(8):
-            out[m + np.uint64(r)] = base + _EVENTS[ev, r]
-        m += _EVENT_COUNT[ev]
+            out[mu + np.uint64(r)] = base + _EVENTS[ev, r]
+        mu += _EVENT_COUNT[ev]
         prev = (bits >> np.uint64(7)) & np.uint64(1)
         p += 8
-    if m & np.uint64(1):  # the last word ends with the text
-        out[m] = np.uint64(end - start)
-        m += np.uint64(1)
-    n = np.int64(m >> np.uint64(1))
-    for t in range(n):
-        out[t] = _hash_span_v2(data, start + np.int64(out[2 * t]), start + np.int64(out[2 * t + 1]), lower_ascii)
-    return n
+    return np.int64(mu)
 
 
 @kernel()
@@ -476,17 +526,20 @@ def _shingle_hash(units, i, n, h0):
     return fmix64(h)
 
 
-@kernel()
-def _shingles_of(units, m, n, h0, out):
-    """Shingle hashes of m units into out; returns their number (0 when m == 0)."""
+@kernel(inline="always")
+def _shingles_in_place(units, m, n, h0):
+    """The shingle hashes of m units, written over them (shingle i over unit i, which no later
+    shingle reads); returns their number (0 when m == 0, 1 when 0 < m < n). One array in and
+    out, so the compiler sees that and vectorises the loop (four or eight shingles at a time;
+    with an output array that might be the input, the loop ran one shingle at a time)."""
     if m == 0:
         return 0
     if m < n:
-        out[0] = _shingle_hash(units, 0, m, h0)
+        units[0] = _shingle_hash(units, 0, m, h0)
         return 1
     s = m - n + 1
     for i in range(s):
-        out[i] = _shingle_hash(units, i, n, h0)
+        units[i] = _shingle_hash(units, i, n, h0)
     return s
 
 
