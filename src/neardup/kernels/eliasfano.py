@@ -89,14 +89,15 @@ def _encode_one(values, a0, n, out, at, buckets, order, upper_words):
     k_upper = upper >> np.uint64(6)  # the upper part's whole words; the lower part starts in the next
     upper_words[:k_upper + np.uint64(1)] = 0
     buckets[:nb_ + 1] = 0
+    mine = values[a0:a0 + n]  # a view: values[a0 + i] in the two loops below made them ~1.5x slower
     for i in range(n):
-        buckets[(np.uint64(values[a0 + i]) >> w) + np.uint64(1)] += 1
+        buckets[(np.uint64(mine[i]) >> w) + np.uint64(1)] += 1
     for h in range(nb_):
         buckets[h + 1] += buckets[h]
     mask = (np.uint64(1) << w) - np.uint64(1)
     s63 = np.uint64(63)
     for i in range(n):
-        v = np.uint64(values[a0 + i])
+        v = np.uint64(mine[i])
         h = v >> w
         q = buckets[h]
         buckets[h] = q + 1
