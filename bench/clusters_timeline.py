@@ -23,7 +23,7 @@ import statistics
 import subprocess
 import sys
 
-from common import RESULTS_DIR, run_header, write_json
+from common import RESULTS_DIR, alternating, run_header, write_json
 
 _CHILD = r"""
 import gc, json, os, resource, sys, threading, time
@@ -146,29 +146,29 @@ def main() -> None:
     os.makedirs(root, exist_ok=True)
     corpus = os.environ.get("CT_CORPUS", "bench/data/synth_1000000_s0.jsonl")
     runs = {name: [] for name in trees}
-    for r in range(rounds):
-        for name, src in (list(trees.items()) if r % 2 == 0 else list(trees.items())[::-1]):
-            out, trace = f"{root}/o_{name}", f"{root}/trace_{name}.json"
-            load = os.getloadavg()[0]
-            try:
-                subprocess.run([sys.executable, "-c", _CHILD, trace, "dedup", corpus, "-o", out, "--quiet", "--overwrite"],
-                               env=dict(os.environ, PYTHONPATH=os.path.abspath(src)), check=True)
-                with open(f"{out}/stats.json") as f:
-                    seconds = json.load(f)["seconds"]
-            finally:
-                shutil.rmtree(out, ignore_errors=True)  # ~2.5 GB
-            with open(trace) as f:
-                line = json.load(f)
-            os.remove(trace)
-            line.update(seconds=seconds, load=[load, os.getloadavg()[0]])
-            runs[name].append(line)
-            c = line["clusters"]
-            print(name, "stats seconds", seconds, "load", line["load"], flush=True)
-            print("  clusters:", {k: c[k] for k in ("wall_ms", "cpu_ms", "main_cpu_ms", "main_sys_ms", "main_vcsw",
-                                                  "main_ivcsw", "threads_at_start")})
-            for call, thread, start, end, cpu, sys_ms, vcsw, ivcsw, minflt in line["timeline"]:
-                print(f"  {start:8.2f} {end:8.2f} {end - start:7.2f}  cpu {cpu:6.2f} sys {sys_ms:6.2f} vcsw {vcsw:3d} "
-                      f"ivcsw {ivcsw:3d} minflt {minflt:4d}  {thread:22s} {call}")
+    for _, name in alternating(trees, rounds):
+        src = trees[name]
+        out, trace = f"{root}/o_{name}", f"{root}/trace_{name}.json"
+        load = os.getloadavg()[0]
+        try:
+            subprocess.run([sys.executable, "-c", _CHILD, trace, "dedup", corpus, "-o", out, "--quiet", "--overwrite"],
+                           env=dict(os.environ, PYTHONPATH=os.path.abspath(src)), check=True)
+            with open(f"{out}/stats.json") as f:
+                seconds = json.load(f)["seconds"]
+        finally:
+            shutil.rmtree(out, ignore_errors=True)  # ~2.5 GB
+        with open(trace) as f:
+            line = json.load(f)
+        os.remove(trace)
+        line.update(seconds=seconds, load=[load, os.getloadavg()[0]])
+        runs[name].append(line)
+        c = line["clusters"]
+        print(name, "stats seconds", seconds, "load", line["load"], flush=True)
+        print("  clusters:", {k: c[k] for k in ("wall_ms", "cpu_ms", "main_cpu_ms", "main_sys_ms", "main_vcsw",
+                                              "main_ivcsw", "threads_at_start")})
+        for call, thread, start, end, cpu, sys_ms, vcsw, ivcsw, minflt in line["timeline"]:
+            print(f"  {start:8.2f} {end:8.2f} {end - start:7.2f}  cpu {cpu:6.2f} sys {sys_ms:6.2f} vcsw {vcsw:3d} "
+                  f"ivcsw {ivcsw:3d} minflt {minflt:4d}  {thread:22s} {call}")
     summary = {name: {k: statistics.median(x["clusters"][k] for x in v)
                       for k in ("wall_ms", "cpu_ms", "main_cpu_ms", "main_sys_ms", "main_vcsw", "main_ivcsw")}
                for name, v in runs.items()}

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from common import RESULTS_DIR, run_header, write_json
+from common import RESULTS_DIR, alternating, run_header, write_json
 
 _CHILD = r"""
 import atexit, json, resource, sys, time
@@ -89,11 +89,10 @@ def main() -> None:
     os.makedirs(root, exist_ok=True)
     corpus = os.environ.get("CW_CORPUS", "bench/data/synth_1000000_s0.jsonl")
     runs = {name: [] for name in trees}
-    for r in range(a.rounds):
-        for name, src in (list(trees.items()) if r % 2 == 0 else list(trees.items())[::-1]):
-            line = one_run(name, src, corpus, root)
-            runs[name].append(line)
-            print(name, line, flush=True)
+    for _, name in alternating(trees, a.rounds):
+        line = one_run(name, trees[name], corpus, root)
+        runs[name].append(line)
+        print(name, line, flush=True)
     first = next(iter(trees))
     summary = {}
     for name, v in runs.items():

@@ -168,6 +168,15 @@ def _vm_hwm(pid: int) -> int:
 WARMUP_ENV = {"NEARDUP_JSONL_SCANNER": "1"}
 
 
+def alternating(trees: Sequence, rounds: int, swap: bool = True):
+    """(round, tree) of an A/B of ``trees``: every tree once a round, for ``rounds`` rounds, the
+    order reversed every other round with ``swap`` (so that neither tree always runs first)."""
+    trees = list(trees)
+    for r in range(rounds):
+        for tree in (trees[::-1] if swap and r % 2 else trees):
+            yield r, tree
+
+
 def probe_run(tree, probe: str, argv: Sequence[str], out: Path, timeout: Optional[float] = None):
     """``python -c PROBE *argv`` with ``PYTHONPATH=tree``, where ``probe`` is a program that runs
     neardup and prints one ``PROBE {json}`` line to stderr; returns (the probe's last such JSON,

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import RESULTS_DIR, probe_run, run_header, write_json
+from common import RESULTS_DIR, alternating, probe_run, run_header, write_json
 
 PROBE = r"""
 import json, sys, time, runpy, atexit
@@ -69,12 +69,11 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="neardup-read-finish-"))
     runs = {t: [] for t in a.trees}
     try:
-        for i in range(a.pairs):
-            for t in (a.trees if i % 2 == 0 else a.trees[::-1]):
-                runs[t].append(one_run(t, a.input, scratch / "out"))
-                r = runs[t][-1]
-                print(f"{i + 1}/{a.pairs} {t}: finish {r['calls']['finish']['wall_ms']} ms, read {r['read_s']} s, "
-                      f"wall {r['wall_s']} s", flush=True)
+        for i, t in alternating(a.trees, a.pairs):
+            runs[t].append(one_run(t, a.input, scratch / "out"))
+            r = runs[t][-1]
+            print(f"{i + 1}/{a.pairs} {t}: finish {r['calls']['finish']['wall_ms']} ms, read {r['read_s']} s, "
+                  f"wall {r['wall_s']} s", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     summary = {t: {name: statistics.median(r["calls"][name]["wall_ms"] for r in rs)

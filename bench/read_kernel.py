@@ -26,9 +26,8 @@ import os
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
-from common import RESULTS_DIR, run_header, write_json
+from common import RESULTS_DIR, alternating, run_header, write_json
 
 CHILD = r"""
 import json, sys, time
@@ -83,19 +82,18 @@ def main() -> None:
     args = ap.parse_args()
     result = {**run_header(sys.argv), "input": args.input, "docs": args.docs, "runs": []}
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
-    for r in range(args.rounds):
-        for tree in args.trees:
-            env["PYTHONPATH"] = os.path.abspath(tree)
-            done = subprocess.run([sys.executable, "-c", CHILD, args.input, str(args.docs), str(args.repeat)],
-                                  env=env, capture_output=True, text=True, check=True)
-            line = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")][-1]
-            run = {"tree": tree, "round": r, **json.loads(line[len("RESULT "):]),
-                   "load": os.getloadavg()[0]}
-            result["runs"].append(run)
-            mb = run["bytes"] / 1e6
-            print(f"{tree:28s} words {run['words_ms']:7.1f}  signatures {run['signatures_ms']:7.1f}  "
-                  f"read {run['read_ms']:7.1f} ms ({mb / run['read_ms'] * 1000:5.0f} MB/s, encode "
-                  f"{run['encode_ms']:5.1f})  load {run['load']:.2f}", flush=True)
+    for r, tree in alternating(args.trees, args.rounds, swap=False):
+        env["PYTHONPATH"] = os.path.abspath(tree)
+        done = subprocess.run([sys.executable, "-c", CHILD, args.input, str(args.docs), str(args.repeat)],
+                              env=env, capture_output=True, text=True, check=True)
+        line = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")][-1]
+        run = {"tree": tree, "round": r, **json.loads(line[len("RESULT "):]),
+               "load": os.getloadavg()[0]}
+        result["runs"].append(run)
+        mb = run["bytes"] / 1e6
+        print(f"{tree:28s} words {run['words_ms']:7.1f}  signatures {run['signatures_ms']:7.1f}  "
+              f"read {run['read_ms']:7.1f} ms ({mb / run['read_ms'] * 1000:5.0f} MB/s, encode "
+              f"{run['encode_ms']:5.1f})  load {run['load']:.2f}", flush=True)
     summary = {}
     for tree in args.trees:
         mine = [x for x in result["runs"] if x["tree"] == tree]

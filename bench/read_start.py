@@ -26,7 +26,7 @@ import tempfile
 import shutil
 from pathlib import Path
 
-from common import RESULTS_DIR, probe_run, run_header, write_json
+from common import RESULTS_DIR, alternating, probe_run, run_header, write_json
 
 PROBE = r"""
 import json, sys, threading, time, runpy
@@ -89,12 +89,11 @@ def main() -> None:
     try:
         for t in a.trees:  # untimed: the kernels compiled and the input in the page cache
             one_run(t, a.input, scratch / "out")
-        for i in range(a.pairs):
-            for t in a.trees:
-                runs[t].append(one_run(t, a.input, scratch / "out"))
-                r = runs[t][-1]
-                print(f"{i + 1}/{a.pairs} {t}: first kernel {r['to_first_kernel_ms']} ms after the read's start, "
-                      f"read {r['read_s']} s, wall {r['wall_ms']:.0f} ms", flush=True)
+        for i, t in alternating(a.trees, a.pairs, swap=False):
+            runs[t].append(one_run(t, a.input, scratch / "out"))
+            r = runs[t][-1]
+            print(f"{i + 1}/{a.pairs} {t}: first kernel {r['to_first_kernel_ms']} ms after the read's start, "
+                  f"read {r['read_s']} s, wall {r['wall_ms']:.0f} ms", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

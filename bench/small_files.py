@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import RESULTS_DIR, REPO_DIR, probe_run, run_header, run_measured, write_json
+from common import RESULTS_DIR, REPO_DIR, alternating, probe_run, run_header, run_measured, write_json
 
 
 def make(folder: Path, n: int, seed: int = 1) -> None:
@@ -135,12 +135,33 @@ def alternate(trees, folder: Path, docs: int, repeat: int, one_run, name: str, s
     out = folder / f"out-{name}"
     for tree in trees:
         one_run(tree, folder / "files", out)
-    for r in range(repeat):
-        for tree in (trees if r % 2 == 0 else trees[::-1]):
-            run = one_run(tree, folder / "files", out)
-            result["runs"][tree].append(run)
-            print(tree, show(run), flush=True)
+    for _, tree in alternating(trees, repeat):
+        run = one_run(tree, folder / "files", out)
+        result["runs"][tree].append(run)
+        print(tree, show(run), flush=True)
     return result
+
+
+def folder_args(doc: str, repeat: int, output: str) -> argparse.Namespace:
+    """The arguments of an A/B script over the folder of one-document files (:func:`alternate`):
+    ``--trees --dir --docs --repeat --output`` (``repeat`` and the file name ``output`` under
+    bench/results/ its defaults)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--trees", nargs="+", default=["/work/main/src", "src"])
+    ap.add_argument("--dir", required=True, help="the corpus folder (made by small_files.make when missing)")
+    ap.add_argument("--docs", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=repeat)
+    ap.add_argument("--output", default=str(RESULTS_DIR / output))
+    return ap.parse_args()
+
+
+def finish(result: dict, summary: dict, a: argparse.Namespace) -> None:
+    """An A/B over the folder ends: the summary and the load into ``result``, the runs' outputs
+    deleted (:func:`empty_trash`), the result written to ``a.output``."""
+    result["summary"] = summary
+    result["load_after"] = os.getloadavg()
+    empty_trash(Path(a.dir), a.docs)
+    write_json(Path(a.output), result)
 
 
 def run_once(inp: Path, out: Path, src: Path = REPO_DIR / "src") -> dict:

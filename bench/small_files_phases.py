@@ -15,7 +15,6 @@ bench/results/small_files_phases.json).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -23,8 +22,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS_DIR, run_header, write_json  # noqa: E402
-from small_files import alternate, empty_trash, probed  # noqa: E402
+from small_files import alternate, finish, folder_args, probed  # noqa: E402
 
 # (module, owner or "", name): the steps timed, where the run looks them up when it calls them
 STEPS = [
@@ -95,15 +93,8 @@ def one_run(tree: str, inp: Path, out: Path) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--trees", nargs="+", default=["/work/main/src", "src"])
-    ap.add_argument("--dir", required=True, help="the corpus folder (made by small_files.make when missing)")
-    ap.add_argument("--docs", type=int, default=100_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--output", default=str(RESULTS_DIR / "small_files_phases.json"))
-    a = ap.parse_args()
-    base = Path(a.dir)
-    result = alternate(a.trees, base, a.docs, a.repeat, one_run, "phases",
+    a = folder_args(__doc__, 3, "small_files_phases.json")
+    result = alternate(a.trees, Path(a.dir), a.docs, a.repeat, one_run, "phases",
                        show=lambda run: {k: v for k, v in run.items() if k != "steps"})
     summary = {}
     for tree, runs in result["runs"].items():
@@ -114,10 +105,7 @@ def main() -> None:
             s["step " + step + " cpu_s"] = {"min": min(cpu), "median": statistics.median(cpu)}
         summary[tree] = s
         print(tree, json.dumps(s, indent=1), flush=True)
-    result["summary"] = summary
-    result["load_after"] = os.getloadavg()
-    empty_trash(base, a.docs)
-    write_json(Path(a.output), result)
+    finish(result, summary, a)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ Median and spread per tree; JSON to ``--output`` (default bench/results/write_st
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -26,8 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS_DIR, run_header, write_json  # noqa: E402
-from small_files import alternate, empty_trash, probed  # noqa: E402
+from small_files import alternate, finish, folder_args, probed  # noqa: E402
 
 PROBE = r"""
 import json, os, sys, threading, time
@@ -77,15 +75,8 @@ def one_run(tree: str, inp: Path, out: Path) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--trees", nargs="+", default=["/work/main/src", "src"])
-    ap.add_argument("--dir", required=True, help="the corpus folder (made by small_files.make when missing)")
-    ap.add_argument("--docs", type=int, default=100_000)
-    ap.add_argument("--repeat", type=int, default=6)
-    ap.add_argument("--output", default=str(RESULTS_DIR / "write_stage_serial.json"))
-    a = ap.parse_args()
-    base = Path(a.dir)
-    result = alternate(a.trees, base, a.docs, a.repeat, one_run, "serial")
+    a = folder_args(__doc__, 6, "write_stage_serial.json")
+    result = alternate(a.trees, Path(a.dir), a.docs, a.repeat, one_run, "serial")
     summary = {}
     for tree, runs in result["runs"].items():
         summary[tree] = {k: {"median": statistics.median(x[k] for x in runs), "min": min(x[k] for x in runs),
@@ -94,10 +85,7 @@ def main() -> None:
                                    "members_end_after_copy_s", "groups", "load")
                          if all(x[k] is not None for x in runs)}
         print(tree, json.dumps(summary[tree]), flush=True)
-    result["summary"] = summary
-    result["load_after"] = os.getloadavg()
-    empty_trash(base, a.docs)
-    write_json(Path(a.output), result)
+    finish(result, summary, a)
 
 
 if __name__ == "__main__":

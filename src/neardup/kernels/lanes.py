@@ -1,7 +1,8 @@
 """Loops written with explicit vectors, so that they run 512 bits wide on a CPU with AVX-512 while
 the rest of the process keeps numba's settings: the MinHash loop (16 lanes of 32 bits) and
 :func:`byte_mask`, 64 bytes compared at once (the scans of JSON Lines blocks for newlines and for
-the ends of strings). Beside them, the one instruction where numba's code for the same was
+the ends of strings), and :func:`word_bytes64`, 64 bytes classed at once (the tokenizer's ASCII
+words). Beside them, the one instruction where numba's code for the same was
 several: the lowest 1 bit and the 1 bits of a word (:func:`lowest_bit`, :func:`bit_count`), and
 a word of bytes loaded or stored at any offset (:func:`load64`, :func:`load32`, :func:`store64`);
 and one numba has none for: a cache line fetched ahead of its use (:func:`prefetch`).
