@@ -12,6 +12,7 @@ import os
 import platform
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -175,6 +176,27 @@ def alternating(trees: Sequence, rounds: int, swap: bool = True):
     for r in range(rounds):
         for tree in (trees[::-1] if swap and r % 2 else trees):
             yield r, tree
+
+
+def tree_runs(trees: Sequence[str], rounds: int, run, prefix: str, *, swap: bool = True, warm: bool = False,
+              show=None) -> Dict[str, list]:
+    """{tree: [result, ...]} of ``run(tree, out)`` for each tree in :func:`alternating` order,
+    ``out`` a folder in a scratch folder of its own (``prefix``), deleted at the end; with
+    ``warm`` one untimed run of each tree first (the kernels compiled, the input in the page
+    cache); ``show(round, tree, result)`` prints a line after each run."""
+    scratch = Path(tempfile.mkdtemp(prefix=prefix))
+    runs: Dict[str, list] = {t: [] for t in trees}
+    try:
+        if warm:
+            for t in trees:
+                run(t, scratch / "out")
+        for i, t in alternating(trees, rounds, swap):
+            runs[t].append(run(t, scratch / "out"))
+            if show is not None:
+                print(f"{i + 1}/{rounds} {t}: {show(runs[t][-1])}", flush=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return runs
 
 
 def probe_run(tree, probe: str, argv: Sequence[str], out: Path, timeout: Optional[float] = None):

@@ -19,10 +19,9 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
-from common import RESULTS_DIR, alternating, probe_run, run_header, write_json
+from common import RESULTS_DIR, probe_run, run_header, tree_runs, write_json
 
 PROBE = r"""
 import json, sys, time, runpy, atexit
@@ -66,16 +65,9 @@ def main() -> None:
     ap.add_argument("--out", default="read_finish.json", help="file name under bench/results/")
     a = ap.parse_args()
     header = run_header(sys.argv)
-    scratch = Path(tempfile.mkdtemp(prefix="neardup-read-finish-"))
-    runs = {t: [] for t in a.trees}
-    try:
-        for i, t in alternating(a.trees, a.pairs):
-            runs[t].append(one_run(t, a.input, scratch / "out"))
-            r = runs[t][-1]
-            print(f"{i + 1}/{a.pairs} {t}: finish {r['calls']['finish']['wall_ms']} ms, read {r['read_s']} s, "
-                  f"wall {r['wall_s']} s", flush=True)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    runs = tree_runs(a.trees, a.pairs, lambda t, out: one_run(t, a.input, out), "neardup-read-finish-",
+                     show=lambda r: f"finish {r['calls']['finish']['wall_ms']} ms, read {r['read_s']} s, "
+                                    f"wall {r['wall_s']} s")
     summary = {t: {name: statistics.median(r["calls"][name]["wall_ms"] for r in rs)
                    for name in ("finish", "id_rows", "duplicate_ids_of")} for t, rs in runs.items()}
     write_json(RESULTS_DIR / a.out, {**header, "input": a.input, "pairs": a.pairs, "summary_wall_ms_median": summary,

@@ -22,11 +22,10 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import shutil
 from pathlib import Path
 
-from common import RESULTS_DIR, alternating, probe_run, run_header, write_json
+from common import RESULTS_DIR, probe_run, run_header, tree_runs, write_json
 
 PROBE = r"""
 import json, sys, threading, time, runpy
@@ -84,18 +83,10 @@ def main() -> None:
     ap.add_argument("--out", default="read_start.json", help="file name under bench/results/")
     a = ap.parse_args()
     header = run_header(sys.argv)
-    scratch = Path(tempfile.mkdtemp(prefix="neardup-read-start-"))
-    runs = {t: [] for t in a.trees}
-    try:
-        for t in a.trees:  # untimed: the kernels compiled and the input in the page cache
-            one_run(t, a.input, scratch / "out")
-        for i, t in alternating(a.trees, a.pairs, swap=False):
-            runs[t].append(one_run(t, a.input, scratch / "out"))
-            r = runs[t][-1]
-            print(f"{i + 1}/{a.pairs} {t}: first kernel {r['to_first_kernel_ms']} ms after the read's start, "
-                  f"read {r['read_s']} s, wall {r['wall_ms']:.0f} ms", flush=True)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    runs = tree_runs(a.trees, a.pairs, lambda t, out: one_run(t, a.input, out), "neardup-read-start-",
+                     swap=False, warm=True,
+                     show=lambda r: f"first kernel {r['to_first_kernel_ms']} ms after the read's start, "
+                                    f"read {r['read_s']} s, wall {r['wall_ms']:.0f} ms")
 
     def med(t, key):
         values = [r[key] for r in runs[t] if r[key] is not None]
