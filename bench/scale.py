@@ -228,13 +228,16 @@ class DiskSampler(threading.Thread):
         self.work, self.out, self.interval = work, out, interval
         self.stop = threading.Event()
         self.samples: List[list] = []
+        self.system: List[list] = []  # SYSTEM_COLUMNS, the machine's counters (not only the run's)
         self.t0 = time.perf_counter()
 
     def sample(self) -> None:
         w = tree_bytes(self.work)
         o = tree_bytes(self.out)
         free = shutil.disk_usage(self.work.parent).free
-        self.samples.append([round(time.perf_counter() - self.t0, 1), w, o, free, _children_rss()])
+        t = round(time.perf_counter() - self.t0, 1)
+        self.samples.append([t, w, o, free, _children_rss()])
+        self.system.append([t] + _system_counters())
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -257,7 +260,38 @@ class DiskSampler(threading.Thread):
             "free_bytes_min": min(x[3] for x in s),
             "samples_columns": ["t_s", "work_dir_bytes", "output_bytes", "free_bytes", "rss_tree_bytes"],
             "samples": s,
+            "system_columns": ["t_s"] + SYSTEM_COLUMNS,
+            "system_samples": self.system,
         }
+
+
+# the machine's counters sampled beside the run (cumulative, as the kernel counts them): CPU time
+# of all cores in clock ticks by kind (/proc/stat) and the page cache's traffic (/proc/vmstat):
+# where a run's system time and its waits for the disk come from, stage by stage
+_STAT_KINDS = ["user", "nice", "system", "idle", "iowait", "irq", "softirq"]
+_VMSTAT = ["pgpgin", "pgpgout", "pgmajfault", "pgsteal_kswapd", "pgsteal_direct", "pgscan_direct",
+           "workingset_refault_file"]
+SYSTEM_COLUMNS = ["cpu_" + k + "_ticks" for k in _STAT_KINDS] + _VMSTAT + ["allocstall", "dirty_kb", "cached_kb"]
+
+
+def _system_counters() -> list:
+    try:
+        with open("/proc/stat") as f:
+            cpu = [int(x) for x in f.readline().split()[1:1 + len(_STAT_KINDS)]]
+        vm = {}
+        with open("/proc/vmstat") as f:
+            for line in f:
+                k, _, v = line.partition(" ")
+                vm[k] = int(v)
+        mem = {}
+        with open("/proc/meminfo") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                mem[k] = int(v.split()[0])
+    except (OSError, ValueError):
+        return [None] * len(SYSTEM_COLUMNS)
+    stalls = sum(v for k, v in vm.items() if k.startswith("allocstall"))
+    return cpu + [vm.get(k) for k in _VMSTAT] + [stalls, mem.get("Dirty"), mem.get("Cached")]
 
 
 def warmup(shard: Path, run_dir: Path, log=print) -> dict:

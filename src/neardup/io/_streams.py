@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from .compressed import StreamError, stdlib_chunks
 from .forward_file import ForwardFile
+from .page_cache import DropBehind
 from .storage import fs as _fs
 
 BLOCK_BYTES = 16 << 20  # decompressed bytes per block handed to the parser
@@ -28,6 +29,7 @@ _READ_BYTES = 256 << 10  # decompressed bytes per read (what a failing read may 
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _AFTER_END = ("incorrect header check", "unknown compression method", "unknown frame descriptor")
+_DROP_EVERY = 16  # decompressed reads between two calls that give back the pages passed (~4 MB)
 
 
 def _is_zstd_frame_start(head: bytes) -> bool:
@@ -131,6 +133,20 @@ def _detail(err: str) -> str:
 
 
 def _compressed_chunks(path: str, compression: str, f) -> Iterator[bytes]:
+    local = _fs.os_path(path)
+    # a local file's pages that this read brings into the page cache given back behind it
+    # (neardup.io.page_cache; asked before the first bytes are read): the raw file is pyarrow's,
+    # its place asked every few chunks
+    drop = DropBehind.of(local)
+    try:
+        yield from _compressed_chunks_of(path, compression, f, local, drop)
+    finally:
+        if drop is not None:
+            drop.close()  # (what its reads brought in past where it stopped: given back too)
+
+
+def _compressed_chunks_of(path: str, compression: str, f, local: Optional[str],
+                          drop: Optional[DropBehind]) -> Iterator[bytes]:
     head = f.read(4)
     if not head:
         return
@@ -139,16 +155,21 @@ def _compressed_chunks(path: str, compression: str, f) -> Iterator[bytes]:
     if compression == "zstd" and not _is_zstd_frame_start(head + f.read(4 - len(head))):
         raise StreamError("not")
     done = 0
-    with _decoder(path, compression) as stream:
+    raw = pa.OSFile(local, "r") if drop is not None else None
+    with (_decoder(path, compression) if raw is None else pa.CompressedInputStream(raw, compression)) as stream:
         try:
+            k = 0
             while True:
                 chunk = stream.read(_READ_BYTES)
                 if not chunk:
                     return
                 done += len(chunk)
+                k += 1
+                if drop is not None and k % _DROP_EVERY == 0:
+                    drop.advance(raw.tell())
                 yield chunk
         except OSError as e:
-            if _fs.os_path(path) is None and not str(e).startswith(("zlib", "ZSTD", "Truncated")):
+            if local is None and not str(e).startswith(("zlib", "ZSTD", "Truncated")):
                 raise  # the store, not the stream
             first = str(e)
     tail, err = _tail_before_break(path, compression, done)
@@ -175,13 +196,22 @@ def raw_chunks(path: str, compression: Optional[str],
             if span is not None:
                 f.seek(span[0])
                 left = span[1] - span[0]
-            while left is None or left > 0:
-                chunk = f.read(BLOCK_BYTES if left is None else min(BLOCK_BYTES, left))
-                if not chunk:
-                    return
-                if left is not None:
-                    left -= len(chunk)
-                yield chunk
+            drop = DropBehind.of(_fs.os_path(path), 0 if span is None else span[0])  # (see _compressed_chunks)
+            pos = 0 if span is None else span[0]
+            try:
+                while left is None or left > 0:
+                    chunk = f.read(BLOCK_BYTES if left is None else min(BLOCK_BYTES, left))
+                    if not chunk:
+                        return
+                    if left is not None:
+                        left -= len(chunk)
+                    pos += len(chunk)
+                    if drop is not None:
+                        drop.advance(pos)
+                    yield chunk
+            finally:
+                if drop is not None:
+                    drop.close(None if span is None else span[1])
         elif compression in ("gzip", "zstd"):
             yield from _compressed_chunks(path, compression, f)
         elif compression in ("bz2", "xz"):  # the standard library's decoders
@@ -338,7 +368,18 @@ def _plain_blocks(path: str, block_bytes: int, span: Optional[Tuple[int, int]],
     bytes carried from the previous block; a block is cut after the last newline of its last
     read once it holds ``block_bytes`` or more, as :func:`iter_blocks` cuts."""
     read_bytes = BLOCK_BYTES
-    with open(_fs.os_path(path), "rb", buffering=0) as f:
+    local = _fs.os_path(path)
+    drop = DropBehind.of(local, 0 if span is None else span[0])  # (see _compressed_chunks)
+    try:
+        yield from _plain_blocks_of(local, block_bytes, span, recycle, drop, read_bytes)
+    finally:
+        if drop is not None:
+            drop.close(None if span is None else span[1])
+
+
+def _plain_blocks_of(local: str, block_bytes: int, span: Optional[Tuple[int, int]], recycle: BufferPool,
+                     drop: Optional[DropBehind], read_bytes: int) -> Iterator[bytearray]:
+    with open(local, "rb", buffering=0) as f:
         left = None
         if span is not None:
             f.seek(span[0])
@@ -363,6 +404,8 @@ def _plain_blocks(path: str, block_bytes: int, span: Optional[Tuple[int, int]],
             got = _readinto_full(f, buf, filled, want) if want > 0 else 0
             if left is not None:
                 left -= got
+            if drop is not None:
+                drop.advance(f.tell())
             if got + head == 0:
                 break
             # a read short of what it asked: the file's end (the read after it would find none: not

@@ -1,0 +1,183 @@
+"""Inputs read without leaving them in the page cache unless they were there (:class:`DropBehind`).
+
+A run reads each input file from start to end, once in the read stage and once more to write
+what it keeps. A file that was not in the page cache is read from storage into fresh pages of it;
+on a machine whose memory holds less than the corpus and the run's own files, those pages push
+out the work files the next stage reads and are themselves gone before the write stage comes
+back, and each fresh page costs the kernel more than the copy (on the benchmark machine, ~1
+CPU-second a GB read cold against ~0.1 when the pages read are given back as the reader passes
+them: ``bench/page_cache.py``). So the rule is: **what was in the page cache when a file was
+opened stays there; what the run brought in is given back (``POSIX_FADV_DONTNEED``) once the
+reader is past it.** A corpus already in memory is read as before; a corpus read from storage
+leaves the page cache as it found it.
+
+Which pages of the file were cached is asked of the kernel when the file is opened (``mincore``
+over a read-only mapping of it), and the pages are given back at least :data:`REGION` bytes at a
+time. The first bytes that discovery reads to tell a file's format and ids (a few pages,
+up to the first region) are cached before the read opens it, and stay. The kernel answers
+truthfully only for a file the process may write or owns; for any other file (a shared,
+read-only corpus) nothing is given back. Only local files of at least two regions; nothing on a
+platform without ``mincore`` or ``posix_fadvise``; ``NEARDUP_DROP_BEHIND=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional
+
+REGION = 2 << 20  # bytes a region: what is asked at once, and given back at once
+_WINDOW = 1 << 30  # bytes mapped at once to ask (a large file: one window after another)
+
+
+def _libc():
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    return libc
+
+
+_LIBC = None
+_PAGE = 4096
+
+
+def _available() -> bool:
+    global _LIBC, _PAGE
+    if not sys.platform.startswith("linux") or not hasattr(os, "posix_fadvise"):
+        return False
+    if _LIBC is None:
+        try:
+            _LIBC = _libc()
+            _PAGE = os.sysconf("SC_PAGE_SIZE")
+        except (OSError, AttributeError, ValueError):
+            return False
+    return True
+
+
+def resident_pages(fd: int, size: int):
+    """For each page of the file ``fd`` (``size`` bytes), True where it is in the page cache now
+    (a numpy bool array); None where the kernel cannot say (no ``mincore`` here, the mapping
+    refused)."""
+    import ctypes
+
+    import numpy as np
+    if not _available():
+        return None
+    libc = _LIBC
+    out = np.zeros((size + _PAGE - 1) // _PAGE, np.bool_)
+    at = 0
+    while at < size:
+        length = min(_WINDOW, size - at)
+        addr = libc.mmap(None, length, 1, 1, fd, at)  # PROT_READ, MAP_SHARED
+        if addr is None or addr == ctypes.c_void_p(-1).value:
+            return None
+        try:
+            pages = (length + _PAGE - 1) // _PAGE
+            vec = (ctypes.c_ubyte * pages)()
+            if libc.mincore(addr, length, vec) != 0:
+                return None
+        finally:
+            libc.munmap(addr, length)
+        first = at // _PAGE
+        out[first:first + pages] = np.frombuffer(vec, np.uint8) & 1  # (the other bits are reserved)
+        at += length
+    return out
+
+
+def cached_regions(fd: int, size: int) -> Optional[bytearray]:
+    """For each REGION of the file ``fd``, 1 where at least one of its pages is in the page cache
+    now, else 0 (None: see :func:`resident_pages`)."""
+    import numpy as np
+    pages = resident_pages(fd, size)
+    if pages is None:
+        return None
+    per = REGION // _PAGE
+    regions = -(-len(pages) // per)
+    padded = np.zeros(regions * per, np.bool_)
+    padded[:len(pages)] = pages
+    return bytearray(padded.reshape(regions, per).any(axis=1).astype(np.uint8).tobytes())
+
+
+def _trusted(fd: int) -> bool:
+    """Whether ``mincore`` tells the page cache of this file truthfully to this process: the
+    kernel does so for a file the process owns or may write (else it reports only the pages this
+    process has mapped: none, and every cached page would be given back)."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return False
+    return os.geteuid() in (0, st.st_uid) or os.access(f"/proc/self/fd/{fd}", os.W_OK)
+
+
+class DropBehind:
+    """A file read from start to end (or to a place) whose pages the run brought into the page
+    cache are given back as the reader passes them (see the module). ``advance(pos)`` once the
+    reader has used the bytes before ``pos``; ``close()`` at the end. :meth:`of` gives None where
+    there is nothing to do (a small file, a file cached whole, no way to ask)."""
+
+    def __init__(self, fd: int, fresh):
+        self.fd = fd
+        self.fresh = fresh  # True: a page that was not cached at the start (numpy bool, a page each)
+        self.done = 0  # pages passed
+
+    @classmethod
+    def of(cls, path: Optional[str], start: int = 0) -> Optional["DropBehind"]:
+        """For the local file ``path`` (None: not local), read from ``start``."""
+        if path is None or not _available() or os.environ.get("NEARDUP_DROP_BEHIND", "1") == "0":
+            return None
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return None
+        keep = False
+        try:
+            size = os.fstat(fd).st_size
+            if size < 2 * REGION or not _trusted(fd):
+                return None
+            cached = resident_pages(fd, size)
+            if cached is None or cached.all():
+                return None
+            keep = True
+            drop = cls(fd, ~cached)
+            drop.done = (start // REGION) * (REGION // _PAGE)  # (whole regions: see advance)
+            return drop
+        finally:
+            if not keep:
+                os.close(fd)
+
+    def advance(self, pos: int) -> None:
+        """The reader has used every byte before ``pos``: the pages passed since the last call
+        that were not cached at the start are given back (in runs of such pages), whole REGIONs
+        of the file at a time (the end of the file the last): the kernel gives back a large
+        folio of the page cache (up to 2 MB, read ahead at once) only when asked for all of it."""
+        import numpy as np
+        per = REGION // _PAGE
+        upto = len(self.fresh) if pos >= len(self.fresh) * _PAGE else (pos // REGION) * per
+        k = self.done
+        if upto <= k:
+            return
+        part = self.fresh[k:upto]
+        if part.all():
+            runs = [(k, upto)]
+        else:
+            edges = np.flatnonzero(np.diff(np.concatenate(([False], part, [False])).astype(np.int8)))
+            runs = [(k + int(a), k + int(b)) for a, b in zip(edges[0::2], edges[1::2])]
+        for a, b in runs:
+            try:
+                os.posix_fadvise(self.fd, a * _PAGE, (b - a) * _PAGE, os.POSIX_FADV_DONTNEED)
+            except OSError:
+                pass
+        self.done = upto
+
+    def close(self, pos: Optional[int] = None) -> None:
+        """Done reading (``pos``: where the reader stopped, None: at the end of the file)."""
+        if self.fd < 0:
+            return
+        try:
+            self.advance(len(self.fresh) * _PAGE if pos is None else pos)
+        finally:
+            os.close(self.fd)
+            self.fd = -1
