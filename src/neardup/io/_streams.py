@@ -196,7 +196,7 @@ def raw_chunks(path: str, compression: Optional[str],
             if span is not None:
                 f.seek(span[0])
                 left = span[1] - span[0]
-            drop = DropBehind.of(_fs.os_path(path), 0 if span is None else span[0])  # (see _compressed_chunks)
+            drop = DropBehind.of(_fs.os_path(path), *((0, None) if span is None else span))  # (see _compressed_chunks)
             pos = 0 if span is None else span[0]
             try:
                 while left is None or left > 0:
@@ -369,7 +369,7 @@ def _plain_blocks(path: str, block_bytes: int, span: Optional[Tuple[int, int]],
     read once it holds ``block_bytes`` or more, as :func:`iter_blocks` cuts."""
     read_bytes = BLOCK_BYTES
     local = _fs.os_path(path)
-    drop = DropBehind.of(local, 0 if span is None else span[0])  # (see _compressed_chunks)
+    drop = DropBehind.of(local, *((0, None) if span is None else span))  # (see _compressed_chunks)
     try:
         yield from _plain_blocks_of(local, block_bytes, span, recycle, drop, read_bytes)
     finally:

@@ -30,6 +30,7 @@ import numpy as np
 
 from .. import io as nio
 from ..io.kernel_copy import RangeCopier
+from ..io.page_cache import DropBehind
 from ..io.storage import fs as _fs
 from ..io.storage.folder import Folder
 from .workdir import LINE_BOUNDS, LINE_STATS, block_name
@@ -38,6 +39,7 @@ from .workdir import LINE_BOUNDS, LINE_STATS, block_name
 # saw them: the coarsest clock of a file system that keeps them (FAT's 2 s; ext4, xfs, tmpfs:
 # the kernel's tick, 1-10 ms; NFS: the server's clock, trusted as far as it agrees with ours)
 TIMESTAMP_GRAIN_NS = 2_000_000_000
+DROP_BYTES = 64 << 20  # bytes of a file read from storage whose kept ranges are copied before its pages are given back
 # (size, modification time in ns) as the run's identity has them, then (device, inode, change
 # time in ns) as the read stage saw them
 FileStat = Tuple[int, ...]
@@ -213,7 +215,21 @@ def _copy_ranges(f, out, name: str, size: int, rows: np.ndarray, bounds: np.ndar
     out.flush()
     if started is not None:
         started()
-    RangeCopier(f.fileno(), out.fileno(), name).copy(starts, ends)
+    copier = RangeCopier(f.fileno(), out.fileno(), name)
+    # a file read from storage: its pages given back behind the copy (neardup.io.page_cache),
+    # the ranges copied DROP_BYTES of the file at a time; a file in the page cache: at once
+    drop = DropBehind.of(f.name if isinstance(f.name, str) else None)
+    if drop is None:
+        copier.copy(starts, ends)
+    else:
+        try:
+            cuts = np.searchsorted(starts, np.arange(DROP_BYTES, size, DROP_BYTES, dtype=np.int64))
+            for a, b in zip(np.concatenate(([0], cuts)).tolist(), np.concatenate((cuts, [len(starts)])).tolist()):
+                if b > a:
+                    copier.copy(starts[a:b], ends[a:b])
+                    drop.advance(int(ends[b - 1]))
+        finally:
+            drop.close()
     if newline:
         os.write(out.fileno(), b"\n")
     for row in capture or {}:
