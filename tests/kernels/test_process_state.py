@@ -274,6 +274,7 @@ def test_the_symbols_of_a_kernels_object_code(kernel):
     assert compile.elf_symbols(b"") is None
 
 
+@pytest.mark.slow  # a fresh Python compiling a kernel: ~2 s
 def test_a_loaded_kernel_links_into_a_kernel_compiled_later():
     """A kernel loaded from the cache is rebuilt by neardup's load (its bitcode not parsed); a
     function compiled afterwards that calls it links it (the bitcode parsed then) and computes
@@ -303,6 +304,7 @@ def test_a_loaded_kernel_links_into_a_kernel_compiled_later():
     assert json.loads(r.stdout) == {"lazy": True, "parsed": True, "same": True, "known": True}
 
 
+@pytest.mark.slow  # fresh Pythons loading numba: ~6 s
 def test_numbas_runtime_is_rebuilt_from_the_cache(tmp_path):
     """numba's runtime (NRT: its reference counts and atomics, which the kernels link against)
     is compiled by the first process and kept in the kernels' cache; the next one rebuilds it
@@ -358,6 +360,7 @@ def test_numbas_runtime_is_rebuilt_from_the_cache(tmp_path):
     assert json.loads(r.stdout) == {**want, "compiled": 0, "rebuilt": True}
 
 
+@pytest.mark.slow  # a fresh Python: ~2.5 s
 def test_a_cached_kernel_loads_without_importing_the_modules_of_its_environments():
     """A kernel loaded from the cache whose functions call numba's array allocation (their
     environments name numba.np.arrayobj) does not import that module (~25 ms: numba's string and

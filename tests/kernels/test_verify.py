@@ -178,6 +178,7 @@ def test_exact_coded_kernel_over_several_tasks_of_pairs():
     assert got.tolist() == [exact_jaccard_python(docs[a].tolist(), docs[b].tolist()) for a, b in zip(left, right)]
 
 
+@pytest.mark.slow  # the kernel compiled again with prefetches counted: ~7 s
 def test_the_coded_kernel_prefetches_every_line_of_the_codes_ahead(monkeypatch):
     """_fetch_code hints every cache line a document's code touches (from the line of its first
     byte, not from its first byte: here a code of 57 bytes at 100 spans the lines at 64 and 128),

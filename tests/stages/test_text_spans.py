@@ -127,6 +127,7 @@ def test_a_run_gives_the_same_bytes_as_with_the_texts_gathered(tmp_path, monkeyp
     assert json.loads(json.dumps(got[True]["stats.json"]))["counts"]["removed"] > 0
 
 
+@pytest.mark.slow  # a run that compiles the JSONL scanner in a fresh cache: 10-14 s
 def test_a_run_that_read_spans_leaves_the_scanner_worth_it(tmp_path):
     """The scanner counts as compiled (numba's cache) after a run that read spans of texts
     without escapes (which never compiles the kernels of escapes or of gathered texts): the next
