@@ -79,15 +79,23 @@ def plain(tmp_path):
     return p
 
 
+@pytest.fixture(params=["cachestat", "mincore"])
+def asked(request, monkeypatch):
+    """Each test with the kernel asked by cachestat first (where it has it) and by mincore alone."""
+    if request.param == "mincore":
+        monkeypatch.setattr(page_cache, "_cachestat_works", False)
+    return request.param
+
+
 @pytest.mark.parametrize("recycle", [None, block_buffers], ids=["chunks", "recycled"])
-def test_plain_file_read_from_storage_is_given_back(plain, recycle):
+def test_plain_file_read_from_storage_is_given_back(plain, recycle, asked):
     _evict(plain)
     assert _consume(plain, None, recycle) == plain.stat().st_size
     assert not any(_cached(plain))
 
 
 @pytest.mark.parametrize("kind", ["gzip", "zstd"])
-def test_compressed_file_read_from_storage_is_given_back(tmp_path, kind):
+def test_compressed_file_read_from_storage_is_given_back(tmp_path, kind, asked):
     data = _text(10 * REGION)
     p = tmp_path / ("c.jsonl.gz" if kind == "gzip" else "c.jsonl.zst")
     if kind == "gzip":
@@ -101,7 +109,7 @@ def test_compressed_file_read_from_storage_is_given_back(tmp_path, kind):
     assert not any(_cached(p))
 
 
-def test_what_was_cached_stays_cached(plain):
+def test_what_was_cached_stays_cached(plain, asked):
     _evict(plain)
     size = plain.stat().st_size
     plain.read_bytes()  # the first half in the page cache before the run (exactly: no read-ahead in flight)
@@ -120,7 +128,7 @@ def test_what_was_cached_stays_cached(plain):
     assert not any(after[k] for k, was in enumerate(before) if not was and k < len(before) - 1)
 
 
-def test_a_cached_file_is_left_alone(plain):
+def test_a_cached_file_is_left_alone(plain, asked):
     plain.read_bytes()
     assert all(_cached(plain))
     assert DropBehind.of(str(plain)) is None  # nothing to give back: nothing is watched
@@ -128,7 +136,7 @@ def test_a_cached_file_is_left_alone(plain):
     assert all(_cached(plain))
 
 
-def test_a_range_gives_back_only_its_own_regions(plain, monkeypatch):
+def test_a_range_gives_back_only_its_own_regions(plain, monkeypatch, asked):
     monkeypatch.setattr(page_cache, "READ_AHEAD", REGION)  # (what it gives back past its end)
     _evict(plain)
     size = plain.stat().st_size

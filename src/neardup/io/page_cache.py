@@ -11,9 +11,10 @@ opened stays there; what the run brought in is given back (``POSIX_FADV_DONTNEED
 reader is past it.** A corpus already in memory is read as before; a corpus read from storage
 leaves the page cache as it found it.
 
-Which pages of the file were cached is asked of the kernel when the file is opened (``mincore``
-over a read-only mapping of it), and the pages are given back at least :data:`REGION` bytes at a
-time. The first bytes that discovery reads to tell a file's format and ids, and those where a
+Which pages of the file were cached is asked of the kernel when the file is opened: how many, by
+one ``cachestat`` call (Linux 6.5+: a file cached whole is left alone at once, a file not cached
+at all is given back whole), page by page by ``mincore`` over a read-only mapping of it where
+some are; the pages are given back at least :data:`REGION` bytes at a time. The first bytes that discovery reads to tell a file's format and ids, and those where a
 large file is cut into ranges read in parallel (the line each cut falls in), are cached before
 the read opens the file, and stay (with the kernel's read-ahead, a region each: at 100k
 documents 8.5 MB of the file's 230 MB). The kernel answers
@@ -106,6 +107,33 @@ def cached_regions(fd: int, size: int) -> Optional[bytearray]:
     return bytearray(padded.reshape(regions, per).any(axis=1).astype(np.uint8).tobytes())
 
 
+_CACHESTAT = 451  # the syscall's number, one on every architecture (Linux 6.5 and later)
+_cachestat_works = True
+
+
+def cached_count(fd: int, start: int, end: int) -> Optional[int]:
+    """How many pages of bytes [start, end) of the file ``fd`` are in the page cache now, by
+    ``cachestat`` (one call, a fraction of a millisecond for a 2 GB file, against ~15 ms for
+    ``mincore`` over it); None where the kernel has no such call (older than 6.5) or refuses it."""
+    global _cachestat_works
+    if not _cachestat_works or not _available():
+        return None
+    import ctypes
+
+    class _Range(ctypes.Structure):
+        _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
+
+    class _Stat(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_uint64) for n in ("nr_cache", "nr_dirty", "nr_writeback", "nr_evicted",
+                                                    "nr_recently_evicted")]
+
+    span, stat = _Range(start, max(end - start, 1)), _Stat()
+    if _LIBC.syscall(_CACHESTAT, fd, ctypes.byref(span), ctypes.byref(stat), 0) != 0:
+        _cachestat_works = False  # ENOSYS, EPERM: mincore alone from now on
+        return None
+    return int(stat.nr_cache)
+
+
 def _trusted(fd: int) -> bool:
     """Whether ``mincore`` tells the page cache of this file truthfully to this process: the
     kernel does so for a file the process owns or may write (else it reports only the pages this
@@ -146,7 +174,18 @@ class DropBehind:
             if size < 2 * REGION or not _trusted(fd):
                 return None
             first = (start // REGION) * REGION
-            cached = resident_pages(fd, size, first, None if end is None else end + READ_AHEAD)
+            last = size if end is None else min(size, end + READ_AHEAD)
+            # a file cached whole or not at all, as most are, told by one cachestat call; a mix
+            # (or no cachestat) page by page by mincore
+            count = cached_count(fd, first, last) if last > first else None
+            pages = -(-last // _PAGE) - first // _PAGE
+            if count is not None and count >= pages:
+                return None
+            if count == 0:
+                cached = np.ones(-(-size // _PAGE), np.bool_)
+                cached[first // _PAGE:-(-last // _PAGE)] = False
+            else:
+                cached = resident_pages(fd, size, first, last)
             if cached is None or cached.all():
                 return None
             # a region counts as brought in by this run only when none of its pages was cached:
