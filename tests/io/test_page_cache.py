@@ -187,3 +187,38 @@ def test_a_run_leaves_an_uncached_corpus_uncached(tmp_path):
             os.environ.pop("NEARDUP_DROP_BEHIND", None)
     assert outs[0] == outs[1]
     assert len(outs[0]) == len(data)
+
+
+def test_the_kept_ranges_copy_gives_back_what_it_read(tmp_path, asked):
+    """The write stage's other copy of kept JSONL lines (byte ranges found block by block,
+    neardup.io.formats.jsonl_ranges): the same bytes, and the source not left cached."""
+    from neardup.io import discover
+    from neardup.io.formats import jsonl_ranges
+    from neardup.io.kept_rows import keep_array
+
+    corpus = tmp_path / "in.jsonl"
+    corpus.write_bytes(_text(10 * REGION))
+    src = discover([str(corpus)])[0]
+    n = corpus.read_bytes().count(b"\n")
+    keep = list(range(0, n, 3))
+    outs = []
+    for mode in ("1", "0"):
+        os.environ["NEARDUP_DROP_BEHIND"] = mode
+        try:
+            _evict(corpus)
+            out = tmp_path / f"out{mode}.jsonl"
+            fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                assert jsonl_ranges.copy_jsonl_ranges(src, keep_array(keep), fd, block_bytes=REGION) == len(keep)
+            finally:
+                os.close(fd)
+            cached = _pages(corpus)
+            if mode == "1":
+                assert not cached[REGION // 4096:].any()
+            else:
+                assert cached.mean() > 0.5
+            outs.append(out.read_bytes())
+        finally:
+            os.environ.pop("NEARDUP_DROP_BEHIND", None)
+    lines = corpus.read_bytes().splitlines(keepends=True)
+    assert outs[0] == outs[1] == b"".join(lines[i] for i in keep)

@@ -137,7 +137,7 @@ def _compressed_chunks(path: str, compression: str, f) -> Iterator[bytes]:
     # a local file's pages that this read brings into the page cache given back behind it
     # (neardup.io.page_cache; asked before the first bytes are read): the raw file is pyarrow's,
     # its place asked every few chunks
-    drop = DropBehind.of(local)
+    drop = DropBehind.of(local, fd=_fileno(f)) if local is not None else None
     try:
         yield from _compressed_chunks_of(path, compression, f, local, drop)
     finally:
@@ -196,7 +196,8 @@ def raw_chunks(path: str, compression: Optional[str],
             if span is not None:
                 f.seek(span[0])
                 left = span[1] - span[0]
-            drop = DropBehind.of(_fs.os_path(path), *((0, None) if span is None else span))  # (see _compressed_chunks)
+            local = _fs.os_path(path)  # (see _compressed_chunks)
+            drop = DropBehind.of(local, *((0, None) if span is None else span), fd=_fileno(f)) if local is not None else None
             pos = 0 if span is None else span[0]
             try:
                 while left is None or left > 0:
@@ -369,75 +370,83 @@ def _plain_blocks(path: str, block_bytes: int, span: Optional[Tuple[int, int]],
     read once it holds ``block_bytes`` or more, as :func:`iter_blocks` cuts."""
     read_bytes = BLOCK_BYTES
     local = _fs.os_path(path)
-    drop = DropBehind.of(local, *((0, None) if span is None else span))  # (see _compressed_chunks)
-    try:
-        yield from _plain_blocks_of(local, block_bytes, span, recycle, drop, read_bytes)
-    finally:
-        if drop is not None:
-            drop.close(None if span is None else span[1])
-
-
-def _plain_blocks_of(local: str, block_bytes: int, span: Optional[Tuple[int, int]], recycle: BufferPool,
-                     drop: Optional[DropBehind], read_bytes: int) -> Iterator[bytearray]:
     with open(local, "rb", buffering=0) as f:
-        left = None
-        if span is not None:
-            f.seek(span[0])
-            left = span[1] - span[0]
-        keep = b""
-        head = 0  # bytes of the first read taken ahead (the mark, or the start of the first line)
-        if span is None or span[0] == 0:  # the byte order mark, as _strip_bom drops it
-            first = _read_full(f, 3 if left is None else min(3, left))
-            if left is not None:
-                left -= len(first)
-            keep = b"" if first == BOM_UTF8 else first
-            head = len(first)
-        buf = None
-        filled = len(keep)
-        while True:
-            # each read ends where raw_chunks' does; the first one is short by the bytes read ahead
-            want = (read_bytes if left is None else min(read_bytes, left + head)) - head
-            if buf is None:
-                buf = recycle.take(max(filled + want, block_bytes), keep)
-            elif len(buf) < filled + want:
-                buf.extend(bytes(filled + want - len(buf)))
-            got = _readinto_full(f, buf, filled, want) if want > 0 else 0
-            if left is not None:
-                left -= got
+        drop = DropBehind.of(local, *((0, None) if span is None else span), fd=f.fileno())  # (see _compressed_chunks)
+        try:
+            yield from _plain_blocks_of(f, block_bytes, span, recycle, drop, read_bytes)
+        finally:
             if drop is not None:
-                drop.advance(f.tell())
-            if got + head == 0:
+                drop.close(None if span is None else span[1])
+
+
+def _fileno(f) -> Optional[int]:
+    """The descriptor of a local file object, or None."""
+    try:
+        return f.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _plain_blocks_of(f, block_bytes: int, span: Optional[Tuple[int, int]], recycle: BufferPool,
+                     drop: Optional[DropBehind], read_bytes: int) -> Iterator[bytearray]:
+    left = None
+    if span is not None:
+        f.seek(span[0])
+        left = span[1] - span[0]
+    keep = b""
+    head = 0  # bytes of the first read taken ahead (the mark, or the start of the first line)
+    if span is None or span[0] == 0:  # the byte order mark, as _strip_bom drops it
+        first = _read_full(f, 3 if left is None else min(3, left))
+        if left is not None:
+            left -= len(first)
+        keep = b"" if first == BOM_UTF8 else first
+        head = len(first)
+    buf = None
+    filled = len(keep)
+    while True:
+        # each read ends where raw_chunks' does; the first one is short by the bytes read ahead
+        want = (read_bytes if left is None else min(read_bytes, left + head)) - head
+        if buf is None:
+            buf = recycle.take(max(filled + want, block_bytes), keep)
+        elif len(buf) < filled + want:
+            buf.extend(bytes(filled + want - len(buf)))
+        got = _readinto_full(f, buf, filled, want) if want > 0 else 0
+        if left is not None:
+            left -= got
+        if drop is not None:
+            drop.advance(f.tell())
+        if got + head == 0:
+            break
+        # a read short of what it asked: the file's end (the read after it would find none: not
+        # made, nor the buffer grown by a read's length for it; a file of 8-16 MB grew to 24-32)
+        ended = got < want
+        # the read's bytes in buf: from 0 for the first (the start of the first line with it)
+        start, filled = (0 if head else filled), filled + got
+        head = 0
+        if filled < block_bytes:
+            if ended:
                 break
-            # a read short of what it asked: the file's end (the read after it would find none: not
-            # made, nor the buffer grown by a read's length for it; a file of 8-16 MB grew to 24-32)
-            ended = got < want
-            # the read's bytes in buf: from 0 for the first (the start of the first line with it)
-            start, filled = (0 if head else filled), filled + got
-            head = 0
-            if filled < block_bytes:
-                if ended:
-                    break
-                continue
-            cut = buf.rfind(b"\n", start, filled)
-            if cut < 0:
-                if ended:
-                    break
-                continue
-            keep = bytes(buf[cut + 1:filled])
-            del buf[cut + 1:]
+            continue
+        cut = buf.rfind(b"\n", start, filled)
+        if cut < 0:
+            if ended:
+                break
+            continue
+        keep = bytes(buf[cut + 1:filled])
+        del buf[cut + 1:]
+        yield buf
+        buf, filled = None, len(keep)
+    if filled:
+        if 2 * filled < buf.__alloc__():
+            # a short last block (a range's or a file's) copied out: cut in place, the buffer
+            # would lose its allocation (a bytearray cut to under half of it is reallocated)
+            # and be moved again to grow for its next block
+            block = bytearray(memoryview(buf)[:filled])
+            recycle.put(buf)
+            yield block
+        else:
+            del buf[filled:]
             yield buf
-            buf, filled = None, len(keep)
-        if filled:
-            if 2 * filled < buf.__alloc__():
-                # a short last block (a range's or a file's) copied out: cut in place, the buffer
-                # would lose its allocation (a bytearray cut to under half of it is reallocated)
-                # and be moved again to grow for its next block
-                block = bytearray(memoryview(buf)[:filled])
-                recycle.put(buf)
-                yield block
-            else:
-                del buf[filled:]
-                yield buf
 
 
 def _read_full(f, n: int) -> bytes:

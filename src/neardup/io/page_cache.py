@@ -157,55 +157,69 @@ class DropBehind:
         self.done = 0  # pages passed
 
     @classmethod
-    def of(cls, path: Optional[str], start: int = 0, end: Optional[int] = None) -> Optional["DropBehind"]:
+    def of(cls, path: Optional[str], start: int = 0, end: Optional[int] = None,
+           fd: Optional[int] = None) -> Optional["DropBehind"]:
         """For the local file ``path`` (None: not local), read from ``start`` to ``end`` (None:
         its end): only the pages from the region of ``start`` to READ_AHEAD past ``end`` are
-        asked after, and may be given back."""
-        import numpy as np
+        asked after, and may be given back. ``fd``: the reader's own descriptor of that file
+        (a small file is then told by one ``fstat``, with no file opened; a copy of it is kept
+        where there is something to give back)."""
         if path is None or not _available() or os.environ.get("NEARDUP_DROP_BEHIND", "1") == "0":
             return None
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            if fd is not None:
+                if os.fstat(fd).st_size < 2 * REGION:  # (the common case of many small files)
+                    return None
+                fd = os.dup(fd)
+            else:
+                fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except OSError:
             return None
         keep = False
         try:
-            size = os.fstat(fd).st_size
-            if size < 2 * REGION or not _trusted(fd):
-                return None
-            first = (start // REGION) * REGION
-            last = size if end is None else min(size, end + READ_AHEAD)
-            # a file cached whole or not at all, as most are, told by one cachestat call; a mix
-            # (or no cachestat) page by page by mincore
-            count = cached_count(fd, first, last) if last > first else None
-            pages = -(-last // _PAGE) - first // _PAGE
-            if count is not None and count >= pages:
-                return None
-            if count == 0:
-                cached = np.ones(-(-size // _PAGE), np.bool_)
-                cached[first // _PAGE:-(-last // _PAGE)] = False
-            else:
-                cached = resident_pages(fd, size, first, last)
-            if cached is None or cached.all():
-                return None
-            # a region counts as brought in by this run only when none of its pages was cached:
-            # pages cached here and there (a corpus partly paged out) are left as they are, not
-            # given back in many small runs (each call that cannot give back all it names drains
-            # every core's page lists)
-            per = REGION // _PAGE
-            regions = -(-len(cached) // per)
-            padded = np.zeros(regions * per, np.bool_)
-            padded[:len(cached)] = cached
-            any_cached = padded.reshape(regions, per).any(axis=1)
-            if any_cached.all():
-                return None
-            keep = True
-            drop = cls(fd, np.repeat(~any_cached, per)[:len(cached)])
-            drop.done = first // _PAGE  # (whole regions: see advance)
+            drop = cls._watch(fd, start, end)
+            keep = drop is not None
             return drop
         finally:
             if not keep:
                 os.close(fd)
+
+    @classmethod
+    def _watch(cls, fd: int, start: int, end: Optional[int]) -> Optional["DropBehind"]:
+        """:meth:`of` over the descriptor ``fd`` (the DropBehind's own, closed by it)."""
+        import numpy as np
+        size = os.fstat(fd).st_size
+        if size < 2 * REGION or not _trusted(fd):
+            return None
+        first = (start // REGION) * REGION
+        last = size if end is None else min(size, end + READ_AHEAD)
+        # a file cached whole or not at all, as most are, told by one cachestat call; a mix
+        # (or no cachestat) page by page by mincore
+        count = cached_count(fd, first, last) if last > first else None
+        pages = -(-last // _PAGE) - first // _PAGE
+        if count is not None and count >= pages:
+            return None
+        if count == 0:
+            cached = np.ones(-(-size // _PAGE), np.bool_)
+            cached[first // _PAGE:-(-last // _PAGE)] = False
+        else:
+            cached = resident_pages(fd, size, first, last)
+        if cached is None or cached.all():
+            return None
+        # a region counts as brought in by this run only when none of its pages was cached:
+        # pages cached here and there (a corpus partly paged out) are left as they are, not
+        # given back in many small runs (each call that cannot give back all it names drains
+        # every core's page lists)
+        per = REGION // _PAGE
+        regions = -(-len(cached) // per)
+        padded = np.zeros(regions * per, np.bool_)
+        padded[:len(cached)] = cached
+        any_cached = padded.reshape(regions, per).any(axis=1)
+        if any_cached.all():
+            return None
+        drop = cls(fd, np.repeat(~any_cached, per)[:len(cached)])
+        drop.done = first // _PAGE  # (whole regions: see advance)
+        return drop
 
     def advance(self, pos: int) -> None:
         """The reader has used every byte before ``pos``: the pages passed since the last call

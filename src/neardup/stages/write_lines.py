@@ -218,7 +218,7 @@ def _copy_ranges(f, out, name: str, size: int, rows: np.ndarray, bounds: np.ndar
     copier = RangeCopier(f.fileno(), out.fileno(), name)
     # a file read from storage: its pages given back behind the copy (neardup.io.page_cache),
     # the ranges copied DROP_BYTES of the file at a time; a file in the page cache: at once
-    drop = DropBehind.of(f.name if isinstance(f.name, str) else None)
+    drop = DropBehind.of(f.name if isinstance(f.name, str) else None, fd=f.fileno())
     if drop is None:
         copier.copy(starts, ends)
     else:

@@ -152,7 +152,7 @@ def copy_jsonl_ranges(src: Source, keep: np.ndarray, fd_out: int,
         raise InputError(f"{src.name}: cannot read file ({e.strerror or e})") from None
     # the file's pages this copy brings into the page cache given back behind it (as the read
     # stage's reads do: neardup.io.page_cache): up to the end of each block copied
-    drop = DropBehind.of(_fs.local_path(src.path))
+    drop = DropBehind.of(_fs.local_path(src.path), fd=f.fileno())
     with f:
         copier = RangeCopier(f.fileno(), fd_out, src.name, way)
         blocks = _coalesced(_kept_byte_ranges(f, keep, src.name, capture, block_bytes))
