@@ -11,17 +11,30 @@ than a minute before, and a run that read its input, the venv's libraries or num
 from storage was timed as neardup's. Round 52's quiet runs ran with the corpora, the venv, the
 numba cache and the system Python held by this script (every run's ``disk_read_bytes`` under 1%
 of its input). It uses no CPU while it sleeps; it needs the memory it holds (~4 GB for those).
-Linux only; locking more than RLIMIT_MEMLOCK needs CAP_IPC_LOCK (root has it).
+Linux only; locking more than RLIMIT_MEMLOCK needs CAP_IPC_LOCK (root has it). Each file is one
+mapping, and a process holds at most ``vm.max_map_count`` of them (65,530 by default): the 100k
+one-document files of ``bench/small_files.py`` need it raised (``sysctl -w
+vm.max_map_count=400000``, for the session), else the files past the limit are not held and each
+says so.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import signal
 import sys
 
 PROT_READ, MAP_SHARED, MAP_POPULATE, MAP_LOCKED = 0x1, 0x01, 0x8000, 0x2000
+
+
+def _max_maps() -> int:
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 1 << 30
 
 
 def main(argv=None) -> int:
@@ -49,7 +62,12 @@ def main(argv=None) -> int:
         finally:
             os.close(fd)  # the mapping keeps the file
         if at in (None, failed):
-            print(f"{path}: not held ({os.strerror(ctypes.get_errno())})", file=sys.stderr)
+            err = ctypes.get_errno()
+            hint = ""
+            if err == errno.ENOMEM and count >= _max_maps() - 1000:  # a mapping a file: the process's limit
+                hint = (f"; {count} files held already and a process maps at most {_max_maps()}: "
+                        "raise vm.max_map_count (sysctl) for a folder of many small files")
+            print(f"{path}: not held ({os.strerror(err)}{hint})", file=sys.stderr)
             return
         count += 1
         held += size
