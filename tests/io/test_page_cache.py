@@ -160,6 +160,27 @@ def test_turned_off_by_the_environment(plain, monkeypatch):
     assert all(_cached(plain)[:-1])
 
 
+def _on_and_off(corpus, read) -> list:
+    """``read(mode)``'s result with NEARDUP_DROP_BEHIND 1, then 0, the corpus evicted before
+    each: with it on, nothing of the corpus is left cached past its first region (what discovery
+    read to tell the format and ids, with the read-ahead); with it off, most of it is."""
+    outs = []
+    for mode in ("1", "0"):
+        os.environ["NEARDUP_DROP_BEHIND"] = mode
+        try:
+            _evict(corpus)
+            outs.append(read(mode))
+            cached = _pages(corpus)
+            if mode == "1":
+                assert not cached[REGION // 4096:].any()
+                assert cached.sum() <= REGION // 4096
+            else:
+                assert cached.mean() > 0.5
+        finally:
+            os.environ.pop("NEARDUP_DROP_BEHIND", None)
+    return outs
+
+
 def test_a_run_leaves_an_uncached_corpus_uncached(tmp_path):
     """The read stage and the write stage (its kept lines copied by the kernel) both read the
     input; neither leaves it in the page cache; the output is the same as with it off."""
@@ -169,22 +190,12 @@ def test_a_run_leaves_an_uncached_corpus_uncached(tmp_path):
     copies = [json.dumps({"id": f"copy{i}", "text": json.loads(x)["text"]}).encode() + b"\n"
               for i, x in enumerate(lines[:200])]
     corpus.write_bytes(b"".join(lines + copies))  # exact duplicates of the first 200, later
-    outs = []
-    for mode in ("1", "0"):
-        os.environ["NEARDUP_DROP_BEHIND"] = mode
-        try:
-            _evict(corpus)
-            out = tmp_path / f"out{mode}"
-            assert main(["dedup", str(corpus), "--output", str(out), "--quiet"]) == 0
-            cached = _pages(corpus)
-            if mode == "1":  # at most the head that discovery read to tell the format and ids
-                assert not cached[REGION // 4096:].any()  # (read ahead with it: one region)
-                assert cached.sum() <= REGION // 4096
-            else:
-                assert cached.mean() > 0.5
-            outs.append((out / "kept" / "in.jsonl").read_bytes())
-        finally:
-            os.environ.pop("NEARDUP_DROP_BEHIND", None)
+    def run(mode: str) -> bytes:
+        out = tmp_path / f"out{mode}"
+        assert main(["dedup", str(corpus), "--output", str(out), "--quiet"]) == 0
+        return (out / "kept" / "in.jsonl").read_bytes()
+
+    outs = _on_and_off(corpus, run)
     assert outs[0] == outs[1]
     assert len(outs[0]) == len(data)
 
@@ -201,24 +212,15 @@ def test_the_kept_ranges_copy_gives_back_what_it_read(tmp_path, asked):
     src = discover([str(corpus)])[0]
     n = corpus.read_bytes().count(b"\n")
     keep = list(range(0, n, 3))
-    outs = []
-    for mode in ("1", "0"):
-        os.environ["NEARDUP_DROP_BEHIND"] = mode
+    def copy(mode: str) -> bytes:
+        out = tmp_path / f"out{mode}.jsonl"
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            _evict(corpus)
-            out = tmp_path / f"out{mode}.jsonl"
-            fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                assert jsonl_ranges.copy_jsonl_ranges(src, keep_array(keep), fd, block_bytes=REGION) == len(keep)
-            finally:
-                os.close(fd)
-            cached = _pages(corpus)
-            if mode == "1":
-                assert not cached[REGION // 4096:].any()
-            else:
-                assert cached.mean() > 0.5
-            outs.append(out.read_bytes())
+            assert jsonl_ranges.copy_jsonl_ranges(src, keep_array(keep), fd, block_bytes=REGION) == len(keep)
         finally:
-            os.environ.pop("NEARDUP_DROP_BEHIND", None)
+            os.close(fd)
+        return out.read_bytes()
+
+    outs = _on_and_off(corpus, copy)
     lines = corpus.read_bytes().splitlines(keepends=True)
     assert outs[0] == outs[1] == b"".join(lines[i] for i in keep)

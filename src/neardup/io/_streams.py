@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from .compressed import StreamError, stdlib_chunks
 from .forward_file import ForwardFile
-from .page_cache import DropBehind
+from .page_cache import DropBehind, given_back
 from .storage import fs as _fs
 
 BLOCK_BYTES = 16 << 20  # decompressed bytes per block handed to the parser
@@ -135,14 +135,11 @@ def _detail(err: str) -> str:
 def _compressed_chunks(path: str, compression: str, f) -> Iterator[bytes]:
     local = _fs.os_path(path)
     # a local file's pages that this read brings into the page cache given back behind it
-    # (neardup.io.page_cache; asked before the first bytes are read): the raw file is pyarrow's,
-    # its place asked every few chunks
-    drop = DropBehind.of(local, fd=_fileno(f)) if local is not None else None
-    try:
+    # (neardup.io.page_cache; asked before the first bytes are read, and at the end what its
+    # reads brought in past where it stopped): the raw file is pyarrow's, its place asked every
+    # few chunks
+    with given_back(local, f) as drop:
         yield from _compressed_chunks_of(path, compression, f, local, drop)
-    finally:
-        if drop is not None:
-            drop.close()  # (what its reads brought in past where it stopped: given back too)
 
 
 def _compressed_chunks_of(path: str, compression: str, f, local: Optional[str],
@@ -196,10 +193,8 @@ def raw_chunks(path: str, compression: Optional[str],
             if span is not None:
                 f.seek(span[0])
                 left = span[1] - span[0]
-            local = _fs.os_path(path)  # (see _compressed_chunks)
-            drop = DropBehind.of(local, *((0, None) if span is None else span), fd=_fileno(f)) if local is not None else None
             pos = 0 if span is None else span[0]
-            try:
+            with given_back(_fs.os_path(path), f, span) as drop:  # (see _compressed_chunks)
                 while left is None or left > 0:
                     chunk = f.read(BLOCK_BYTES if left is None else min(BLOCK_BYTES, left))
                     if not chunk:
@@ -210,9 +205,6 @@ def raw_chunks(path: str, compression: Optional[str],
                     if drop is not None:
                         drop.advance(pos)
                     yield chunk
-            finally:
-                if drop is not None:
-                    drop.close(None if span is None else span[1])
         elif compression in ("gzip", "zstd"):
             yield from _compressed_chunks(path, compression, f)
         elif compression in ("bz2", "xz"):  # the standard library's decoders
@@ -370,21 +362,8 @@ def _plain_blocks(path: str, block_bytes: int, span: Optional[Tuple[int, int]],
     read once it holds ``block_bytes`` or more, as :func:`iter_blocks` cuts."""
     read_bytes = BLOCK_BYTES
     local = _fs.os_path(path)
-    with open(local, "rb", buffering=0) as f:
-        drop = DropBehind.of(local, *((0, None) if span is None else span), fd=f.fileno())  # (see _compressed_chunks)
-        try:
-            yield from _plain_blocks_of(f, block_bytes, span, recycle, drop, read_bytes)
-        finally:
-            if drop is not None:
-                drop.close(None if span is None else span[1])
-
-
-def _fileno(f) -> Optional[int]:
-    """The descriptor of a local file object, or None."""
-    try:
-        return f.fileno()
-    except (AttributeError, OSError, ValueError):
-        return None
+    with open(local, "rb", buffering=0) as f, given_back(local, f, span) as drop:  # (see _compressed_chunks)
+        yield from _plain_blocks_of(f, block_bytes, span, recycle, drop, read_bytes)
 
 
 def _plain_blocks_of(f, block_bytes: int, span: Optional[Tuple[int, int]], recycle: BufferPool,

@@ -14,20 +14,22 @@ leaves the page cache as it found it.
 Which pages of the file were cached is asked of the kernel when the file is opened: how many, by
 one ``cachestat`` call (Linux 6.5+: a file cached whole is left alone at once, a file not cached
 at all is given back whole), page by page by ``mincore`` over a read-only mapping of it where
-some are; the pages are given back at least :data:`REGION` bytes at a time. The first bytes that discovery reads to tell a file's format and ids, and those where a
-large file is cut into ranges read in parallel (the line each cut falls in), are cached before
-the read opens the file, and stay (with the kernel's read-ahead, a region each: at 100k
-documents 8.5 MB of the file's 230 MB). The kernel answers
-truthfully only for a file the process may write or owns; for any other file (a shared,
-read-only corpus) nothing is given back. Only local files of at least two regions; nothing on a
-platform without ``mincore`` or ``posix_fadvise``; ``NEARDUP_DROP_BEHIND=0`` turns it off.
+some are; the pages are given back at least :data:`REGION` bytes at a time. The first bytes
+that discovery reads to tell a file's format and ids, and those where a large file is cut into
+ranges read in parallel (the line each cut falls in), are cached before the read opens the
+file, and stay (with the kernel's read-ahead, a region each: at 100k documents 8.5 MB of the
+file's 230 MB). The kernel answers truthfully only for a file the process may write or owns;
+for any other file (a shared, read-only corpus) nothing is given back. Only local files of at
+least two regions; nothing on a platform without ``mincore`` or ``posix_fadvise``;
+``NEARDUP_DROP_BEHIND=0`` turns it off. Readers use :func:`given_back`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from typing import Optional
+from typing import Iterator, Optional, Tuple
 
 REGION = 2 << 20  # bytes a region: what is asked at once, and given back at once
 READ_AHEAD = 16 << 20  # bytes past a range's end that its reads may have brought in (the kernel's read-ahead)
@@ -41,6 +43,11 @@ def _libc():
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
     libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+
+    class CachestatRange(ctypes.Structure):  # struct cachestat_range
+        _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
+
+    libc.cachestat_range = CachestatRange
     return libc
 
 
@@ -100,11 +107,17 @@ def cached_regions(fd: int, size: int) -> Optional[bytearray]:
     pages = resident_pages(fd, size)
     if pages is None:
         return None
+    return bytearray(_any_per_region(pages).astype(np.uint8).tobytes())
+
+
+def _any_per_region(pages):
+    """For each REGION, whether any of its pages (a bool a page) is set."""
+    import numpy as np
     per = REGION // _PAGE
     regions = -(-len(pages) // per)
     padded = np.zeros(regions * per, np.bool_)
     padded[:len(pages)] = pages
-    return bytearray(padded.reshape(regions, per).any(axis=1).astype(np.uint8).tobytes())
+    return padded.reshape(regions, per).any(axis=1)
 
 
 _CACHESTAT = 451  # the syscall's number, one on every architecture (Linux 6.5 and later)
@@ -119,19 +132,12 @@ def cached_count(fd: int, start: int, end: int) -> Optional[int]:
     if not _cachestat_works or not _available():
         return None
     import ctypes
-
-    class _Range(ctypes.Structure):
-        _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
-
-    class _Stat(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_uint64) for n in ("nr_cache", "nr_dirty", "nr_writeback", "nr_evicted",
-                                                    "nr_recently_evicted")]
-
-    span, stat = _Range(start, max(end - start, 1)), _Stat()
+    span = _LIBC.cachestat_range(start, max(end - start, 1))
+    stat = (ctypes.c_uint64 * 5)()  # nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted
     if _LIBC.syscall(_CACHESTAT, fd, ctypes.byref(span), ctypes.byref(stat), 0) != 0:
         _cachestat_works = False  # ENOSYS, EPERM: mincore alone from now on
         return None
-    return int(stat.nr_cache)
+    return int(stat[0])
 
 
 def _trusted(fd: int) -> bool:
@@ -210,14 +216,10 @@ class DropBehind:
         # pages cached here and there (a corpus partly paged out) are left as they are, not
         # given back in many small runs (each call that cannot give back all it names drains
         # every core's page lists)
-        per = REGION // _PAGE
-        regions = -(-len(cached) // per)
-        padded = np.zeros(regions * per, np.bool_)
-        padded[:len(cached)] = cached
-        any_cached = padded.reshape(regions, per).any(axis=1)
+        any_cached = _any_per_region(cached)
         if any_cached.all():
             return None
-        drop = cls(fd, np.repeat(~any_cached, per)[:len(cached)])
+        drop = cls(fd, np.repeat(~any_cached, REGION // _PAGE)[:len(cached)])
         drop.done = first // _PAGE  # (whole regions: see advance)
         return drop
 
@@ -257,3 +259,22 @@ class DropBehind:
         finally:
             os.close(self.fd)
             self.fd = -1
+
+
+@contextlib.contextmanager
+def given_back(path: Optional[str], file=None,
+               span: Optional[Tuple[int, int]] = None) -> Iterator[Optional[DropBehind]]:
+    """The :class:`DropBehind` of a reader of the local file ``path`` (None: not local, nothing
+    done) through its open ``file`` (one with a descriptor, else the path is opened), of the
+    bytes ``span`` (None: the whole file), or None where there is nothing to give back; closed
+    when the reader is done (at the span's end, or the file's)."""
+    try:
+        fd = None if file is None else file.fileno()
+    except (AttributeError, OSError, ValueError):  # (a stream of the store, a Python object)
+        fd = None
+    drop = DropBehind.of(path, *((0, None) if span is None else span), fd=fd)
+    try:
+        yield drop
+    finally:
+        if drop is not None:
+            drop.close(None if span is None else span[1])

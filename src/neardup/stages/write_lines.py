@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import io as nio
 from ..io.kernel_copy import RangeCopier
-from ..io.page_cache import DropBehind
+from ..io.page_cache import given_back
 from ..io.storage import fs as _fs
 from ..io.storage.folder import Folder
 from .workdir import LINE_BOUNDS, LINE_STATS, block_name
@@ -218,18 +218,15 @@ def _copy_ranges(f, out, name: str, size: int, rows: np.ndarray, bounds: np.ndar
     copier = RangeCopier(f.fileno(), out.fileno(), name)
     # a file read from storage: its pages given back behind the copy (neardup.io.page_cache),
     # the ranges copied DROP_BYTES of the file at a time; a file in the page cache: at once
-    drop = DropBehind.of(f.name if isinstance(f.name, str) else None, fd=f.fileno())
-    if drop is None:
-        copier.copy(starts, ends)
-    else:
-        try:
+    with given_back(f.name if isinstance(f.name, str) else None, f) as drop:
+        if drop is None:
+            copier.copy(starts, ends)
+        else:
             cuts = np.searchsorted(starts, np.arange(DROP_BYTES, size, DROP_BYTES, dtype=np.int64))
             for a, b in zip(np.concatenate(([0], cuts)).tolist(), np.concatenate((cuts, [len(starts)])).tolist()):
                 if b > a:
                     copier.copy(starts[a:b], ends[a:b])
                     drop.advance(int(ends[b - 1]))
-        finally:
-            drop.close()
     if newline:
         os.write(out.fileno(), b"\n")
     for row in capture or {}:

@@ -17,7 +17,7 @@ from ...errors import InputError
 from .._streams import BLOCK_BYTES
 from ..kernel_copy import RangeCopier
 from ..kept_rows import block_rows, run_bounds
-from ..page_cache import DropBehind
+from ..page_cache import given_back
 from ..sources import Source
 from ..storage import fs as _fs
 
@@ -152,34 +152,29 @@ def copy_jsonl_ranges(src: Source, keep: np.ndarray, fd_out: int,
         raise InputError(f"{src.name}: cannot read file ({e.strerror or e})") from None
     # the file's pages this copy brings into the page cache given back behind it (as the read
     # stage's reads do: neardup.io.page_cache): up to the end of each block copied
-    drop = DropBehind.of(_fs.local_path(src.path), fd=f.fileno())
-    with f:
+    with f, given_back(_fs.local_path(src.path), f) as drop:
         copier = RangeCopier(f.fileno(), fd_out, src.name, way)
         blocks = _coalesced(_kept_byte_ranges(f, keep, src.name, capture, block_bytes))
         newline = False
         size = os.fstat(f.fileno()).st_size
-        try:
-            if size <= (block_bytes or BLOCK_BYTES):  # one block: no thread
+        if size <= (block_bytes or BLOCK_BYTES):  # one block: no thread
+            for starts, ends, newline in blocks:
+                copier.copy(starts, ends)
+        else:
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-copy")
+            try:
+                pending, copied_to = None, 0
                 for starts, ends, newline in blocks:
-                    copier.copy(starts, ends)
-            else:
-                pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-copy")
-                try:
-                    pending, copied_to = None, 0
-                    for starts, ends, newline in blocks:
-                        job = pool.submit(copier.copy, starts, ends)
-                        if pending is not None:
-                            pending.result()
-                            if drop is not None:
-                                drop.advance(copied_to)
-                        pending, copied_to = job, int(ends[-1]) if len(ends) else copied_to
+                    job = pool.submit(copier.copy, starts, ends)
                     if pending is not None:
                         pending.result()
-                finally:
-                    pool.shutdown(wait=True, cancel_futures=True)
-        finally:
-            if drop is not None:
-                drop.close()
+                        if drop is not None:
+                            drop.advance(copied_to)
+                    pending, copied_to = job, int(ends[-1]) if len(ends) else copied_to
+                if pending is not None:
+                    pending.result()
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
         if newline:
             while not os.write(fd_out, b"\n"):
                 pass
