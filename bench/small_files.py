@@ -13,7 +13,9 @@ the one whose ``src`` folder SRC is), CPU seconds (user + sys of the process tre
 
 A run first waits until the outputs that the run before deleted (from the same corpus folder) were
 deleted 5 minutes ago (:func:`settle`): ext4 without a journal makes each file created step over
-the inodes freed lately, and a run started at once measured that, not neardup.
+the inodes freed lately, and a run started at once measured that, not neardup. Before each run
+what the runs before wrote is put on disk (``sync``, not timed: :func:`written_back`), so that no
+run pays for the write-back of the one before.
 
 Results: bench/results/small_files.json (with the command, the machine and the load).
 """
@@ -108,12 +110,26 @@ def empty_trash(base: Path, docs: int) -> None:
             (base / EMPTIED).write_text(str(time.time()))
 
 
+def written_back() -> float:
+    """Waits until what the runs before wrote is on disk (``sync``, not timed); returns its
+    seconds. The kernel writes a file's dirty pages back ~30 s after they were written, in its
+    flusher threads: the 90,000 files of a run over the folder were written back during the run
+    that came after it (JSON Lines or files: ``wb_workfn`` held 7% of a files run's CPU samples,
+    ``perf record -a``), a cost of the run before charged to the next. Each run's own write-back
+    comes after it, as after any program that writes files."""
+    t = time.perf_counter()
+    os.sync()
+    return round(time.perf_counter() - t, 2)
+
+
 def probed(tree: str, probe: str, args: list, inp: Path, out: Path):
     """A ``neardup dedup INPUT -o OUT -q`` run by the probe ``probe`` (a ``python -c`` program that
     runs the command and prints one ``PROBE {json}`` line to stderr) with ``PYTHONPATH=tree``,
-    ``args`` before the command's words, its output set aside before and after (:func:`set_aside`);
-    returns (the probe's JSON, the output's stats.json, the run's wall seconds)."""
+    ``args`` before the command's words, its output set aside before and after (:func:`set_aside`),
+    what the runs before wrote on disk first (:func:`written_back`); returns (the probe's JSON,
+    the output's stats.json, the run's wall seconds)."""
     set_aside(out)
+    written_back()
     found = probe_run(tree, probe, [*args, "dedup", inp, "-o", out, "-q"], out)
     set_aside(out)
     return found
@@ -166,6 +182,7 @@ def finish(result: dict, summary: dict, a: argparse.Namespace) -> None:
 
 def run_once(inp: Path, out: Path, src: Path = REPO_DIR / "src") -> dict:
     set_aside(out)
+    synced = written_back()
     env = dict(os.environ, PYTHONPATH=str(src))
     before = loadavg()
     r = run_measured([sys.executable, "-m", "neardup", "dedup", str(inp), "-o", str(out), "-q"], env=env)
@@ -176,7 +193,7 @@ def run_once(inp: Path, out: Path, src: Path = REPO_DIR / "src") -> dict:
     return {"wall_s": round(r["wall_s"], 2), "cpu_s": round((r["cpu_user_s"] or 0.0) + (r["cpu_sys_s"] or 0.0), 2),
             "peak_memory_bytes": r.get("peak_memory_bytes"), "stages_s": stats["seconds"],
             "kept": stats["counts"]["kept"], "removed": stats["counts"]["removed"],
-            "load_before": before, "load_after": loadavg()}
+            "load_before": before, "load_after": loadavg(), "sync_before_s": synced}
 
 
 def main() -> None:
