@@ -7,10 +7,12 @@ import json
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from neardup.io.storage.tables import ROW_GROUP, ParquetRows
 
 
+@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
 def test_char_class_table_cache_matches_a_fresh_build(tmp_path, monkeypatch):
     from neardup.kernels import charclasses
     monkeypatch.setenv("NEARDUP_CACHE", str(tmp_path))
