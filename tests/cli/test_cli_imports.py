@@ -79,7 +79,7 @@ def test_the_check_sees_a_private_import(tmp_path, monkeypatch):
     assert _is_module("neardup.io") and not _is_module("neardup.dedup")
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_import_neardup_is_light_and_keeps_every_public_name():
     """`import neardup` loads neither numpy nor numba (a report, a Ray driver, a program that
     catches neardup's errors need neither); every name of ``neardup.__all__`` still resolves, to
@@ -95,7 +95,7 @@ def test_import_neardup_is_light_and_keeps_every_public_name():
     assert not hasattr(neardup, "no_such_name")
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_neardup_api_imports_the_index_on_first_use():
     """``import neardup.api`` (the command line's import) leaves the index's modules out (15-25 ms
     of a dedup's start-up: a run without --against opens no index); its index names still

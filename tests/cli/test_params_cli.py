@@ -48,7 +48,7 @@ TOL = 6e-5  # printed with 4 decimals
 
 # ---- text output -------------------------------------------------------------------------------
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_default_0_8_128_text(capsys):
     assert run_cli("params", "--threshold", "0.8", "--num-perm", "128") == 0
     out = capsys.readouterr().out
@@ -119,7 +119,7 @@ def test_terminal_s_curve(capsys):
 
 
 @pytest.mark.parametrize("t,k", [(0.5, 64), (0.9, 256), (0.7, 32)])
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_other_points_json_matches_hand_values(capsys, t, k):
     assert run_cli("params", "--threshold", str(t), "--num-perm", str(k), "--json") == 0
     d = json.loads(capsys.readouterr().out)
@@ -156,7 +156,7 @@ def test_json_keys_and_alternatives(capsys):
     assert d["p_at"]["0.8"] == pytest.approx(1 - (1 - 0.8 ** 7) ** 18, rel=1e-12)
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_weighted_method_and_given_bands_rows(capsys):
     assert run_cli("params", "--method", "weighted", "--json") == 0
     d = json.loads(capsys.readouterr().out)

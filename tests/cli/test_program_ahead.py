@@ -22,7 +22,7 @@ def _python(code: str, cwd=None) -> subprocess.CompletedProcess:
                           timeout=300, cwd=cwd)
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_a_program_run_does_not_import_numpy_ma(tmp_path):
     """numpy.ma costs 8-10 CPU-ms: numba's typing of an array asks for it (the read stage's first
     kernel calls), numpy 2.4's ``np.unique`` (and so ``np.isin``, ``np.quantile``) too; a run
@@ -128,7 +128,7 @@ def test_decimal_strings_are_arrows_cast():
     assert cast_strings(with_nulls, pa.string()).equals(with_nulls.cast(pa.string()))  # (Arrow's)
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_a_run_of_records_without_ids_does_not_import_pyarrow_compute(tmp_path):
     """Positional ids, and integer ids that pyarrow's JSON reader reads (the scanner off)."""
     lines = [json.dumps({"text": f"doc {i % 40} " + "shared words of a near duplicate " * 3}) for i in range(300)]

@@ -106,7 +106,7 @@ def index_of_one(tmp_path):
 
 
 @pytest.mark.parametrize("sig,code", [("SIGTERM", 143), ("SIGINT", 130)])
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_a_signal_before_an_adds_commit_leaves_the_index_as_it_was(tmp_path, index_of_one, sig, code):
     """A signal while the add writes its segment: exit 130/143 at the commit point at the latest,
     the manifest and the segments as they were (a retrying script adds nothing twice)."""
@@ -174,7 +174,7 @@ def test_a_signal_during_an_audit_stops_it_before_its_files(tmp_path):
     assert "interrupted; nothing was written" in p.stderr, p.stderr
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_a_signal_once_a_run_publishes_is_no_interruption(tmp_path, index_of_one):
     """A signal while the run publishes its result and adds its kept documents to the index
     (--update-index): past the run's commit point, so the result and the index update are made
@@ -228,7 +228,7 @@ neardup.cli._exit_now = with_a_thread
 
 
 @pytest.mark.parametrize("thread", [False, True])
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_the_program_ends_its_process_as_the_interpreter_would(tmp_path, thread):
     """`neardup` ends its own process once the command is over (no module teardown), yet as the
     interpreter's exit would: every line it printed comes out (stdout to a pipe is buffered), the

@@ -161,7 +161,7 @@ def test_help_of_dedup_names_it_dedup_and_lists_csv():
     assert "CSV ``.csv`` and TSV ``.tsv``" in text
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_lines_in_a_log_say_a_long_stage_is_alive_without_updates():
     # issue 30: a stage that counts one step at its end (candidates + verify) showed nothing in a
     # log file until then; guards: the timer thread of _Lines (not started: no line until the end)
@@ -180,7 +180,7 @@ def test_lines_in_a_log_say_a_long_stage_is_alive_without_updates():
 
 # --------------------------------------------------------------------------- compile notices (issue 30)
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_compile_notice_is_said_once_when_a_kernel_compiles_and_never_from_the_cache():
     # guards: the "numba:compile" listener of progress.compile_notice (not registered: no notice)
     import contextlib

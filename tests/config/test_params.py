@@ -270,7 +270,7 @@ def test_recall_choice_is_the_one_by_one_search():
     assert P._least_fp_area(0.8, grid) == [(18, 7)]  # the screen keeps the least, not the grid
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_recall_chooser_equals_the_search_of_every_curve():
     """The chooser weighs only the fewest bands of each r that reach min_recall (more bands of
     the same r only add false positives): the same choice, to the last bit, as the search over

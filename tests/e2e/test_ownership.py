@@ -453,7 +453,7 @@ def test_a_bucket_with_other_objects_is_refused_as_work_dir_or_output(tmp_path, 
     assert {k: s3.get(k) for k in s3.keys()} == before
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_params_plot_refuses_an_existing_file_without_overwrite(tmp_path, capsys):
     """Guard: check_output_file in ``neardup params --plot`` (mutation: drop the call -> the
     user's file is replaced)."""

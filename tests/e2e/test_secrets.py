@@ -95,7 +95,7 @@ def redis_user(redis_url: str, rng: random.Random):
 
 
 @pytest.mark.parametrize("seed", [1])
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_a_redis_password_of_any_shape_reaches_nothing(tmp_path, dumps, redis_url, seed):
     """Every command that takes an index URL, and dedup --against/--update-index, report, on an
     index in Redis whose user and password are generated, and a source named by a URL holding
@@ -135,7 +135,7 @@ def test_a_redis_password_of_any_shape_reaches_nothing(tmp_path, dumps, redis_ur
     assert_hidden([password], ran, root=tmp_path, redis_url=redis_url)  # the user is shown (user:***@)
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_a_one_letter_password_is_hidden_and_nothing_else(tmp_path, dumps, redis_url):
     """A password of one letter: its URL's span is hidden, and no other ``s`` of any text (the
     old redact replaced the secret everywhere: ``redi***://``, ``***tats.json``). Guard:
@@ -177,7 +177,7 @@ def failing_urls(rng: random.Random, s3_bucket: str, http_port: int, redis_url: 
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_a_secret_no_client_can_use_reaches_nothing(tmp_path, dumps, s3, redis_url, seed):
     """Raw secrets a client cannot parse, given to every command and every URL option: each
     command fails with one line (exit 2), and no word of any secret is printed or stored (a

@@ -45,7 +45,7 @@ def test_the_driver_side_of_the_library_imports_no_numba():
     assert _driver() == [False, False]
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_the_probe_sees_numba_once_a_kernel_module_is_imported():
     assert _driver("import neardup.kernels.bands") == [False, True]
 

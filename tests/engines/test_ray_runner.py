@@ -111,7 +111,7 @@ print(json.dumps({"pandas": "pandas" in sys.modules, "offsets": offsets.to_pylis
 
 
 @pytest.mark.parametrize("pandas", [False, True])
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_the_runners_warm_up_keeps_pandas_out_of_its_process(pandas):
     """The run's one worker process (``pandas=False``) never imports pandas, which none of its calls
     needs (0.2-0.25 CPU-s in the read stage): not in the warm-up, not when Ray's serializer makes
@@ -125,7 +125,7 @@ def test_the_runners_warm_up_keeps_pandas_out_of_its_process(pandas):
                                                                "read": True}
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_the_warm_up_imports_numba_through_the_module_each_call_does():
     """Through another module (numba's set-up) while a call imported it through
     neardup.kernels.hashing (:func:`neardup.engines.ray._apply`), the two threads' imports
@@ -156,7 +156,7 @@ print(json.dumps(compat.PYDANTIC_INSTALLED))
 
 @pytest.mark.parametrize("mark, mode, kept", [("other", "worker", False), ("own", "worker", True),
                                               ("", "worker", True), ("other", "driver", True)])
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_a_worker_of_the_runs_own_instance_makes_rays_serializer_without_pydantic(mark, mode, kept):
     """A worker of the run's own instance (the driver's mark, not its own id, in its environment;
     Ray's worker mode) has pydantic hidden as the runner's module is loaded, before Ray's

@@ -56,7 +56,7 @@ def test_the_import_walk_sees_a_private_import(tmp_path):
     assert [m for _, m in imported_modules(module, "neardup.cli")] == ["neardup.io", "neardup.api"]
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_nothing_outside_the_index_class_touches_its_privates():
     """An Index's state (the manifest last read, its open segments) is its own: the writer, the
     removal, the compaction and the Bloom lookup use its public methods (forget_manifest,

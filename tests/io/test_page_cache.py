@@ -181,7 +181,7 @@ def _on_and_off(corpus, read) -> list:
     return outs
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_a_run_leaves_an_uncached_corpus_uncached(tmp_path):
     """The read stage and the write stage (its kept lines copied by the kernel) both read the
     input; neither leaves it in the page cache; the output is the same as with it off."""

@@ -143,7 +143,7 @@ for k in (jsonl._decode_into, jsonl._put_utf8, jsonl._hex4):
     assert ";" not in sigs["_put_utf8"] and sigs["_hex4"] == "(Array(uint8, 1, 'C', True, aligned=True), int64, int64)"
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_find_one_version_a_pair_index_type():
     """components._find is called with an int64 at each of its call sites: one version for the
     int64 pairs (connected_components) and one for the int32 ones (select_representatives), no

@@ -27,7 +27,7 @@ def _python(code: str, *args: str, src=SRC, timeout: float = 300, **env) -> subp
                           text=True, timeout=timeout)
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_import_changes_nothing_in_the_process(tmp_path):
     """No environment variable, numba setting, thread, exit or fork hook, cache folder: all of them
     are made (where at all) by the first run, not by ``import neardup`` (nor its API and CLI)."""
@@ -207,7 +207,7 @@ COUNT_REFRESHES = """
 """
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_a_cached_kernel_loads_without_numba_refreshing_its_contexts():
     """A kernel in numba's disk cache is rebuilt from its object code without numba's typing and
     target contexts refreshed (every registry of numba imported and installed: 0.1-0.3 s of a
@@ -225,7 +225,7 @@ def test_a_cached_kernel_loads_without_numba_refreshing_its_contexts():
                                     "cluster": [0, 0, 0, 3, 3]}
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_a_kernel_linking_an_unknown_symbol_is_loaded_the_way_numba_does():
     """Where the object code needs a symbol LLVM does not know yet (one a registry module of numba
     adds), or is not ELF, the contexts are refreshed before the kernel is rebuilt, as numba does."""

@@ -120,7 +120,7 @@ def test_report_content(tmp_path):
     assert page.count("data:image/png;base64,") + page.count("<svg") >= 3
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_matplotlib_images_are_real_pngs(tmp_path):
     import matplotlib  # noqa: F401
     out = make_output(tmp_path / "out")
@@ -339,7 +339,7 @@ def test_svg_report_renders_in_headless_chromium(tmp_path):
     assert np.mean((np.abs(img - [0x2E, 0x86, 0xC1]).max(axis=1) < 40)) > 0.002
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_same_folder_contents_same_bytes(tmp_path):
     """No clock, path or timing in the page: `neardup dedup` twice gives identical reports."""
     import matplotlib  # noqa: F401
@@ -419,7 +419,7 @@ def test_report_bounds_recorded_lists_and_names_whole_file_rejections(tmp_path):
     assert "Kept documents: 1 file," in page
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_report_says_pairs_are_unverified_under_verify_none(tmp_path):
     out = make_output(tmp_path / "out")
     assert "verified pairs</div>" in write_report(out).read_text(encoding="utf-8")

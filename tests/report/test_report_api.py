@@ -102,7 +102,7 @@ def test_report_writes_the_page_and_says_where(tmp_path):
     assert api.redact("http://u:secret@h/x") == "http://u:***@h/x"
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_params_is_the_summary_and_writes_its_plot(tmp_path):
     from neardup.report.params_text import format_params, params_summary
     summary = api.params(0.7, 64)

@@ -180,7 +180,7 @@ DEGENERATE = ["no removals", "nothing kept, all against an index", "all against 
 
 @pytest.mark.parametrize("case", DEGENERATE)
 @pytest.mark.parametrize("mode", PLOT_MODES)
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_report_of_degenerate_folders(tmp_path, case, mode):
     out = build_degenerate(tmp_path / "out", case)
     page = write_report(out, plots=mode).read_text()
@@ -188,7 +188,7 @@ def test_report_of_degenerate_folders(tmp_path, case, mode):
     assert leftovers(out) == []
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_real_degenerate_runs(tmp_path, capsys):
     """Outputs of real runs: nothing removed, every record rejected, blank documents only."""
     (tmp_path / "distinct.jsonl").write_text('{"text": "one two three four five six"}\n'

@@ -141,7 +141,7 @@ def test_diff_units_same_as_reference(punctuation):
 
 
 @pytest.mark.parametrize("punctuation", ["split", "delete", "keep"])
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_word_diff_html_byte_identical(punctuation):
     rng = random.Random(11)
     pairs = list(FIXED)
@@ -154,7 +154,7 @@ def test_word_diff_html_byte_identical(punctuation):
             assert got == ref_word_diff_html(a, b, max_words=max_words, punctuation=punctuation), (a, b, max_words)
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_word_diff_html_long_texts_identical():
     from neardup.testing.synth import generate_corpus
     corpus = generate_corpus(300, seed=3)

@@ -40,14 +40,14 @@ def _seen(tmp_path, docs, setup=_SETUP):
     return json.loads(next(x for x in p.stdout.splitlines() if x.startswith("SEEN "))[5:])
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_the_pair_stage_loads_the_selection_kernel_ahead_in_its_one_version(tmp_path):
     text = " ".join(f"word{i}" for i in range(60))
     seen = _seen(tmp_path, [text, text + " end", "something else entirely, quite different", text + " more"])
     assert seen == {"ahead": True, "versions": 1, "opened": [["source", "row"], False], "left": False}
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_nothing_is_loaded_ahead_without_verified_pairs(tmp_path):
     rng = np.random.default_rng(0)
     docs = [" ".join(f"w{x}" for x in rng.integers(0, 10 ** 6, 40)) for _ in range(4)]
@@ -82,7 +82,7 @@ corpus.OpenedBlocks.__init__ = counted
 """ + _SETUP
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_a_large_corpus_opens_the_files_from_the_pair_stages_verification(tmp_path):
     """Past NUMPY_UP_TO documents the blocks' files are opened once the pair stage's candidates
     are found (before they are verified; the kernel is loaded at its end, in its one version); the

@@ -157,7 +157,7 @@ def test_select_partition_members_are_the_selections(m, pairs, seed):
        arrow_takes=st.booleans(), seed=st.integers(0, 2 ** 32 - 1))
 @example(m=3000, pairs=3000, group=512, lengths=3, share=0.02, arrow_takes=True, seed=1)  # tails over batches
 @example(m=3000, pairs=3000, group=512, lengths=8, share=1.0, arrow_takes=True, seed=2)  # longer ids, every row's
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_members_written_batch_by_batch_are_the_bytes_of_the_whole_table(tmp_path_factory, m, pairs, group, lengths,
                                                                          share, arrow_takes, seed):
     """The members file written as select_partition makes its batches (members_writer: each

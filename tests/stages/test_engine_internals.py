@@ -12,7 +12,7 @@ import pytest
 from neardup.io.storage.tables import ROW_GROUP, ParquetRows
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_char_class_table_cache_matches_a_fresh_build(tmp_path, monkeypatch):
     from neardup.kernels import charclasses
     monkeypatch.setenv("NEARDUP_CACHE", str(tmp_path))

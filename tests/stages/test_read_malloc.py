@@ -102,7 +102,7 @@ def _until(done, seconds=10.0):
     return done()
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_kept_buffers_go_once_the_process_reads_no_block(monkeypatch):
     """A process that takes no scratch for KEPT_IDLE_S lets its kept ones go (a Ray worker of
     several, which the driver's one release call does not reach); taking one calls that off; one

@@ -17,7 +17,7 @@ RUN_PATH = ["neardup.cli.dedup", "neardup.api", "neardup.run", "neardup.stages",
             "neardup.kernels.jsonl", "neardup.kernels.lines", "neardup.report.html", "neardup.report.output_folder"]
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_the_modules_of_a_run_import_no_pyarrow_compute():
     code = ("import importlib, sys\n"
             f"for m in {RUN_PATH!r}:\n"
@@ -28,7 +28,7 @@ def test_the_modules_of_a_run_import_no_pyarrow_compute():
     assert r.stdout.split() == [w for m in RUN_PATH for w in (m, "False")], r.stdout
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_a_run_of_more_documents_than_numpy_takes_imports_pyarrow_compute_beside_the_pair_stage(tmp_path):
     """Past NUMPY_UP_TO documents the clusters stage's takes go through Arrow's, which import
     pyarrow.compute: the pair stage's start imports it in a thread of its own (off the clusters

@@ -147,7 +147,7 @@ def test_file_in_object_storage_split_same_bytes(tmp_path, monkeypatch, s3):
     assert [k for k in a if a[k] != b[k]] == []
 
 
-@pytest.mark.slow  # moved out of the inner loop (not-slow suite under 2 min on the AMD EPYC host)
+@pytest.mark.slow
 def test_split_file_of_blank_lines_is_an_empty_file(tmp_path, monkeypatch):
     """A split file without a record is skipped as empty, as when read whole, though none of its
     ranges sees the whole file (guard: ``out += ...`` left out of stages.read.skipped_of:
