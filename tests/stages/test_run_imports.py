@@ -1,6 +1,5 @@
 """The modules of a run's path import no pyarrow.compute (25-31 CPU-ms of a run's start: issue
-32) and no pyarrow.parquet (which imports pyarrow's file systems and ssl: 11-16 ms); tests/cli/test_startup.py
-runs whole default runs to check the first, this the imports alone, and a whole run here the second."""
+32); tests/cli/test_startup.py runs whole default runs to check it, this the imports alone."""
 
 from __future__ import annotations
 
@@ -19,45 +18,14 @@ RUN_PATH = ["neardup.cli.dedup", "neardup.api", "neardup.run", "neardup.stages",
 
 
 @pytest.mark.slow
-def test_the_modules_of_a_run_import_no_pyarrow_compute_nor_parquet():
+def test_the_modules_of_a_run_import_no_pyarrow_compute():
     code = ("import importlib, sys\n"
             f"for m in {RUN_PATH!r}:\n"
             "    importlib.import_module(m)\n"
-            "    print(m, 'pyarrow.compute' in sys.modules, 'pyarrow.parquet' in sys.modules)\n")
+            "    print(m, 'pyarrow.compute' in sys.modules)\n")
     r = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == [w for m in RUN_PATH for w in (m, "False", "False")], r.stdout
-
-
-@pytest.mark.slow
-def test_a_run_imports_pyarrow_parquet_in_its_write_stage_and_writes_its_files(tmp_path):
-    """The first Parquet file of a JSONL run is its removed.parquet: pyarrow.parquet is imported
-    then (neardup.io.storage.tables imports it at its first use), after the read stage, and every
-    Parquet file of the output is written and readable."""
-    import json
-    lines = [json.dumps({"id": f"d{i}", "text": f"doc {i % 40} " + "shared words of a near duplicate " * 3})
-             for i in range(200)]
-    (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
-    code = f"""
-import sys
-import neardup.stages.read as read
-seen = []
-run = read.ReadStage.run
-def probe(self, *a, **k):
-    seen.append('pyarrow.parquet' in sys.modules)
-    return run(self, *a, **k)
-read.ReadStage.run = probe
-from neardup.cli import main
-print(main(["dedup", {str(tmp_path / "c.jsonl")!r}, "--output", {str(tmp_path / "out")!r}, "--quiet"]))
-print(seen, 'pyarrow.parquet' in sys.modules)
-"""
-    r = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == ["0", "[False] True"], r.stdout + r.stderr
-    import pyarrow.parquet as pq
-    removed = pq.read_table(tmp_path / "out" / "removed.parquet")
-    clusters = pq.read_table(tmp_path / "out" / "clusters.parquet")
-    assert removed.num_rows == 160 and clusters.num_rows > 0  # 40 texts, 5 copies each: 4 of each removed
+    assert r.stdout.split() == [w for m in RUN_PATH for w in (m, "False")], r.stdout
 
 
 @pytest.mark.slow

@@ -14,17 +14,9 @@ from __future__ import annotations
 from typing import Callable, Iterator, List, Optional, Sequence
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from .fs import atomic_write, open_input, os_path
-
-def _pq():
-    """``pyarrow.parquet``, imported at its first use: it imports every file system of pyarrow
-    (S3, GCS, Azure, HDFS) and ``ssl`` with them (11-16 ms), which a run whose first Parquet file is
-    its removed.parquet needs only in the write stage, where a thread beside the copy of kept lines
-    writes it, not on the path to its first stage."""
-    import pyarrow.parquet as pq
-    return pq
-
 
 PARQUET_OPTS = dict(compression="zstd", use_dictionary=False, write_statistics=False)
 ROW_GROUP = 65536
@@ -43,7 +35,7 @@ class ParquetRows:
         self._upload = atomic_write(path)
         sink = self._upload.__enter__()
         try:
-            self._writer = _pq().ParquetWriter(sink, schema, **PARQUET_OPTS)
+            self._writer = pq.ParquetWriter(sink, schema, **PARQUET_OPTS)
         except BaseException as exc:
             self._abort(exc)
             raise
@@ -155,14 +147,14 @@ def read_table(path: str, columns: Optional[List[str]] = None) -> pa.Table:
         return table.select(columns) if columns is not None else table
     # ParquetFile rather than pq.read_table: the dataset reader behind read_table imports pandas
     if local is not None:
-        return _pq().ParquetFile(local).read(columns=columns)
+        return pq.ParquetFile(local).read(columns=columns)
     with open_input(path) as f:
-        return _pq().ParquetFile(f).read(columns=columns)
+        return pq.ParquetFile(f).read(columns=columns)
 
 
-def parquet_file(path: str) -> "pyarrow.parquet.ParquetFile":
+def parquet_file(path: str) -> pq.ParquetFile:
     """``pyarrow.parquet.ParquetFile`` of a local path (pyarrow's own reader) or a URL."""
     local = os_path(path)
     if local is not None:
-        return _pq().ParquetFile(local)
-    return _pq().ParquetFile(open_input(path))
+        return pq.ParquetFile(local)
+    return pq.ParquetFile(open_input(path))
