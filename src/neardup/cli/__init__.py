@@ -59,7 +59,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if program:
         import gc
         gc.disable()  # until _program_start: the imports make objects that live as long as the process
-        _import_numba(numpy_only=on_ray(sys.argv[1:]))
+        wanted = early_imports(sys.argv[1:])
+        if wanted:
+            _import_numba(numpy_only=wanted == "numpy")
     code = _main(argv, program)
     if program:
         _exit_now(code)
@@ -76,6 +78,27 @@ NUMBA_CONFIG_FILE = ".numba_config.yaml"
 # run's), though the program makes no BLAS call worth a thread (the parameter choice's products
 # are of a few hundred numbers). The variables OpenBLAS reads for its count; one set is kept.
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+# commands whose work imports numpy but never numba (no kernel runs): the program imports numpy
+# alone for them (`neardup params` took 0.25 s more with numba imported for nothing)
+NUMPY_COMMANDS = ("params", "report")
+HELP_WORDS = ("-h", "--help", "--version")
+
+
+def early_imports(argv: List[str]) -> Optional[str]:
+    """What the ``neardup`` program imports before it parses the command line ``argv``
+    (:func:`_import_numba`): ``"numba"`` for a command that runs kernels here, ``"numpy"`` (numpy
+    alone, its BLAS set as with numba) for one that runs none (a Ray driver, :func:`on_ray`, and
+    :data:`NUMPY_COMMANDS`), None where the line asks for help or the version (``-h``,
+    ``--help``, ``--version`` before ``--``: nothing is run; `neardup --version` imported numba,
+    0.3 s, to print one line) or names no command (the parser says what is wrong)."""
+    words = argv[:argv.index("--")] if "--" in argv else argv
+    if not argv or argv[0] not in COMMANDS or any(w in HELP_WORDS for w in words):
+        return None
+    if argv[0] in NUMPY_COMMANDS or on_ray(argv):
+        return "numpy"
+    return "numba"
 
 
 def on_ray(argv: List[str]) -> bool:

@@ -104,12 +104,15 @@ def _integrate(f, lo: float, hi: float) -> float:
     if hi <= lo:
         return 0.0
     # Split into pieces: the S-curve can be very steep, Gauss-Legendre per piece stays exact enough.
+    # ``f`` (elementwise) is taken once over every piece's nodes, each piece summed as before:
+    # the same sums, 16 times fewer calls (`neardup params` made ~21,000 of them: 0.7 s)
     nodes, weights = _gauss_legendre()
     edges = np.linspace(lo, hi, 17)
+    a, b = edges[:-1, None], edges[1:, None]
+    values = f((0.5 * (b - a) * nodes + 0.5 * (a + b)).ravel()).reshape(len(edges) - 1, len(nodes))
     total = 0.0
-    for a, b in zip(edges[:-1], edges[1:]):
-        xs = 0.5 * (b - a) * nodes + 0.5 * (a + b)
-        total += 0.5 * (b - a) * float(np.dot(weights, f(xs)))
+    for k, (a, b) in enumerate(zip(edges[:-1], edges[1:])):
+        total += 0.5 * (b - a) * float(np.dot(weights, values[k]))
     return float(total)
 
 
