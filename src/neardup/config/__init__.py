@@ -4,6 +4,7 @@
                value, its command-line flag and help), and the :class:`Config` made of them
     params     the LSH S-curve, P(candidate | J = s) = 1 - (1 - s^r)^b, and the choice of bands
                and rows for a threshold and a signature length
+    recall     the default choice's recall target (numpy-free: options declares it)
 """
 
 from .options import (GROUPS, OWNER, PUNCTUATION_MODES, Choice, Config, Execution, Fields, Group, Indexes, Input,

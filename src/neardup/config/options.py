@@ -17,18 +17,26 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Dict, Optional, Tuple
 
-import numpy as np
-
 from ..errors import ConfigError
-from .params import DEFAULT_MIN_RECALL
+from .recall import DEFAULT_MIN_RECALL
 
 __all__ = ["Config", "Similarity", "Sketch", "Shingling", "Verification", "Input", "Output", "Execution",
            "Indexes", "PUNCTUATION_MODES", "default_workers"]
 
 PUNCTUATION_MODES = ("split", "delete", "keep")  # the kernels take the index in this tuple
+
+
+
+
+def _is_bool(value: Any) -> bool:
+    """Whether ``value`` is a bool or numpy's (a numpy bool exists only where numpy is imported:
+    it is not imported here for the check)."""
+    np = sys.modules.get("numpy")
+    return isinstance(value, bool) or (np is not None and isinstance(value, np.bool_))
 
 
 # --------------------------------------------------------------------------- what a value may be
@@ -45,7 +53,7 @@ class Integer:
     def __call__(self, name: str, value: Any) -> None:
         if value is None and self.optional:
             return
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        if _is_bool(value) or not isinstance(value, numbers.Integral):
             none = " or None" if self.optional else ""
             raise ConfigError(f"{name} must be an integer{none}, got {value!r}")
         if not self.low <= value <= self.high:
@@ -60,7 +68,7 @@ class Number:
     type: ClassVar = float
 
     def __call__(self, name: str, value: Any) -> None:
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        if _is_bool(value) or not isinstance(value, numbers.Real):
             raise ConfigError(f"{name} must be a number, got {value!r}")
         inside = (self.low < value if self.low_open else self.low <= value) and value <= self.high
         if not inside or value != value:
@@ -108,7 +116,7 @@ class Fields:
 @dataclass(frozen=True)
 class Switch:
     def __call__(self, name: str, value: Any) -> None:
-        if not isinstance(value, (bool, np.bool_)):
+        if not _is_bool(value):
             raise ConfigError(f"{name} must be True or False, got {value!r}")
 
 
