@@ -29,7 +29,11 @@ Quality at the threshold, graded with exact word-5-gram Jaccard computed here in
 neardup runs ``--repeat`` times (3 by default) at every size and its median run (by wall time) is
 the one reported and graded; every run's wall and CPU are kept (``runs_wall_s``, ``runs_cpu_s``).
 A 100k neardup run lasts ~1.3 s and one run varies by +-0.1 s on this machine, where a peer's
-run of 13-130 s varies by a few per cent, so the peers run once.
+run of 13-130 s varies by a few per cent, so the peers run once. ``--rounds R`` repeats the
+whole (neardup ``--repeat`` times, then each peer) R times at each size: the machine's drift
+over minutes then falls on both sides of each round's ratio; every round's ratios are kept
+(``rounds``, ``round_ratios`` with their median), and the reported records are each tool's
+median round.
 
 Targets reported against (measured, never adjusted; issue 32): neardup >= 12x rensa and >= 35x
 datasketch in docs/s at the peers' largest size (100k), >= 15x rensa at 1M when the peers run
@@ -49,6 +53,7 @@ import os
 import re
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -254,6 +259,32 @@ def _measure_fields(m: dict, n: int, corpus: dict) -> dict:
             "timed_out": m["timed_out"]}
 
 
+def round_record(n: int, k: int, got: Dict[str, dict]) -> dict:
+    """One round of ``--rounds`` at ``n`` documents: each tool's wall seconds and neardup's ratio
+    to each peer (docs/s) in that round alone."""
+    rec = {"n_docs": n, "round": k + 1, "wall_s": {t: r.get("wall_s") for t, r in got.items()}, "ratios": {}}
+    nd = got.get("neardup")
+    for tool, r in got.items():
+        if tool != "neardup" and nd and "error" not in nd and "error" not in r:
+            rec["ratios"][f"neardup/{tool}"] = nd["docs_per_s"] / r["docs_per_s"]
+            log(f"    round {k + 1}: neardup/{tool} {rec['ratios'][f'neardup/{tool}']:.2f}x")
+    return rec
+
+
+def median_round(tool: str, recs: List[dict]) -> dict:
+    """The record of ``tool`` of median wall time over the rounds (the lower middle one for an
+    even count; a failed one if any failed), with each round's wall seconds beside it."""
+    failed = [r for r in recs if "error" in r]
+    pick = failed[0] if failed else sorted(recs, key=lambda r: r["wall_s"])[(len(recs) - 1) // 2]
+    if len(recs) > 1:
+        pick["rounds_wall_s"] = [round(r["wall_s"], 4) for r in recs]
+    for r in recs:
+        if r is not pick:  # the removals kept for grading are the reported run's alone
+            r.pop("_removed", None)
+            r.pop("_representative", None)
+    return pick
+
+
 # --------------------------------------------------------------------------- main
 
 def compile_bytecode(env: Optional[Dict[str, str]] = None) -> None:
@@ -284,6 +315,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--neardup-args", default="", help="extra arguments for neardup dedup (one string)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="timed neardup runs at each size; the median one (by wall) is reported (default 3)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="rounds at each size, each running neardup (--repeat times) then every peer, so that "
+                         "the machine's drift falls on both; every round's ratios are kept and the reported "
+                         "records are each tool's median round (default 1)")
     ap.add_argument("--no-scaling", action="store_true", help="skip the extra 250k neardup run")
     ap.add_argument("--no-quality", action="store_true", help="skip grading against the truth")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per tool run")
@@ -341,18 +376,27 @@ def main(argv: Optional[List[str]] = None) -> int:
                 break
 
     records: List[dict] = []
+    result["rounds"] = []
     for n in all_sizes:
         log(f"== {n:,} documents")
-        recs = []
-        if "neardup" in tools and n in neardup_sizes:
-            runs = [run_neardup(corpora[n], args.threshold, extra, runs_dir, args.timeout)
-                    for _ in range(max(1, args.repeat))]
-            recs.append(median_run(runs))
-        if n <= args.peer_max_size and n in sizes:
-            for tool in tools:
-                if tool in PEER_TOOLS:
-                    recs.append(run_peer(tool, corpora[n], args.threshold, args.peer_bands,
-                                         args.peer_verify, runs_dir, args.timeout))
+        by_round: List[Dict[str, dict]] = []  # each round's record of each tool
+        for k in range(max(1, args.rounds)):
+            if args.rounds > 1:
+                log(f"  round {k + 1}/{args.rounds}")
+            got: Dict[str, dict] = {}
+            if "neardup" in tools and n in neardup_sizes:
+                runs = [run_neardup(corpora[n], args.threshold, extra, runs_dir, args.timeout)
+                        for _ in range(max(1, args.repeat))]
+                got["neardup"] = median_run(runs)
+            if n <= args.peer_max_size and n in sizes:
+                for tool in tools:
+                    if tool in PEER_TOOLS:
+                        got[tool] = run_peer(tool, corpora[n], args.threshold, args.peer_bands,
+                                             args.peer_verify, runs_dir, args.timeout)
+            by_round.append(got)
+            if args.rounds > 1:
+                result["rounds"].append(round_record(n, k, got))
+        recs = [median_round(tool, [got[tool] for got in by_round]) for tool in by_round[0]]
         gradable = [r for r in recs if "_removed" in r and "error" not in r]
         if gradable and not args.no_quality:
             log("  grading against the truth (exact Jaccard) ...")
@@ -403,6 +447,14 @@ def main(argv: Optional[List[str]] = None) -> int:
             if nd and p:
                 ratios[f"{n}: neardup/{tool} docs/s"] = nd["docs_per_s"] / p["docs_per_s"]
     result["ratios"] = ratios
+    if args.rounds > 1:  # each round's own ratio, neardup and the peer run minutes apart at most
+        per: Dict[str, List[float]] = {}
+        for r in result["rounds"]:
+            for key, v in r["ratios"].items():
+                per.setdefault(f"{r['n_docs']}: {key} docs/s", []).append(v)
+        result["round_ratios"] = {key: {"each": v, "median": statistics.median(v)} for key, v in per.items()}
+        for key, v in result["round_ratios"].items():
+            log(f"  {key} by round: {', '.join(f'{x:.2f}' for x in v['each'])} (median {v['median']:.2f}x)")
     nd_1m, nd_250k = rec("neardup", 1_000_000), rec("neardup", 250_000)
     scaling = nd_1m["wall_s"] / nd_250k["wall_s"] if nd_1m and nd_250k else None
     result["scaling"] = {"time_1M_over_time_250k": scaling, "linear": 4.0}
