@@ -30,8 +30,6 @@ __all__ = ["Config", "Similarity", "Sketch", "Shingling", "Verification", "Input
 PUNCTUATION_MODES = ("split", "delete", "keep")  # the kernels take the index in this tuple
 
 
-
-
 def _is_bool(value: Any) -> bool:
     """Whether ``value`` is a bool or numpy's (a numpy bool exists only where numpy is imported:
     it is not imported here for the check)."""
