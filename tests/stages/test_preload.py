@@ -60,7 +60,12 @@ def test_the_later_stages_kernels_are_loaded_once_in_their_own_thread(tmp_path):
     in_thread = sorted((m, n) for m, n, t in loads if t == "neardup-kernels" and (m, n) in LATER_KERNELS)
     assert [k for k in in_thread if k not in read_too] == sorted(k for k in ahead if k not in read_too)
     assert not [(m, n) for m, n, t in loads if (m, n) in ahead and (m, n) not in read_too and t != "neardup-kernels"]
-    assert all(sum(1 for m, n, _ in loads if (m, n) == k) == 1 for k in ahead)  # each loaded once
+    # each loaded once; a read_too kernel at most once: a run whose JSONL the scanner reads and whose
+    # kept lines are copied from its spans never calls _newlines (later_kernels leaves it out),
+    # which the cache may hold all the same (in a cold cache the first run compiled it)
+    counts = {k: sum(1 for m, n, _ in loads if (m, n) == k) for k in ahead}
+    assert all(c == 1 for k, c in counts.items() if k not in read_too), counts
+    assert all(c <= 1 for c in counts.values()), counts
     for k in SCANNER_KERNELS + MINHASH_KERNELS + BAND_KERNELS:  # compiled by the first run: held
         assert 1 <= sum(1 for m, n, _ in loads if (m, n) == k) <= held[".".join(k)], k
     # the thread starts before the stage's map threads: the scanner's first kernel is its first load
