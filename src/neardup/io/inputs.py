@@ -151,11 +151,9 @@ def kept_of(kind: str, tables: Dict[str, pa.Table], source: Any, removed: pa.Tab
     if kind == "polars":
         from .frames import polars_rows
         return polars_rows(source, rows[0])
+    if kind == "pandas":  # the user's own rows (as marked_of gives them), not a round trip through Arrow
+        return source.iloc[rows[0]]
     table = next(iter(tables.values()))
     if INDEX_ID_COLUMN in table.column_names:
         table = table.drop_columns([INDEX_ID_COLUMN])
-    kept = table.take(pa.array(rows[0]))
-    if kind == "pandas":
-        kept = kept.to_pandas()
-        kept.index = source.index[rows[0]]
-    return kept
+    return table.take(pa.array(rows[0]))
