@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import neardup
-from neardup.errors import ConfigError
+from neardup.errors import ConfigError, InputError
 from neardup.io import discover, read_source
 from neardup.io.formats.signatures import META_KEY, VALUE_PARAMS
 
@@ -94,6 +94,24 @@ def test_other_parameters_and_exact_refused(exported, tmp_path):
     assert "ngram=5 (this run: 3)" in str(e.value)
     ran = run_in_process("dedup", sig, "-o", tmp_path / "o", "--input-format", "signatures", "--verify", "exact")
     assert ran.returncode == 2 and ran.stderr.count("\n") == 1 and "--verify exact needs the texts" in ran.stderr
+
+
+@pytest.mark.parametrize("short_rows", ["all", "second file"])
+def test_signatures_shorter_than_the_files_num_perm_refused_naming_the_file(exported, tmp_path, short_rows):
+    # a file whose metadata says num_perm 128 but whose signatures hold 64 values: a one-line
+    # InputError naming the file and row (was numpy's concatenation or the banding's ValueError)
+    d, corpus, sig = exported
+    table = pq.read_table(sig / "part-00000.parquet")
+    short = table.set_column(1, "signature", pa.array([v[:64] for v in table.column("signature").to_pylist()],
+                                                      pa.list_(pa.uint32())))
+    folder = tmp_path / "sigs"
+    folder.mkdir()
+    if short_rows == "second file":
+        pq.write_table(table, folder / "a.parquet")
+    pq.write_table(short.replace_schema_metadata(table.schema.metadata), folder / "b.parquet")
+    with pytest.raises(InputError) as e:
+        neardup.dedup(folder, tmp_path / "o", input_format="signatures")
+    assert "b.parquet: row 0:" in str(e.value) and "128" in str(e.value) and "\n" not in str(e.value)
 
 
 # --------------------------------------------------------------------------- RedPajama-V2

@@ -198,10 +198,11 @@ def _neardup_rows(ctx: ReadContext, rb: pa.RecordBatch, row0: int):
     lists = rb.column("signature")
     offsets = lists.offsets.to_numpy()
     sizes = np.diff(offsets)
-    k = int(sizes[0]) if len(sizes) else 0
+    k = int(json.loads(rb.schema.metadata[META_KEY])["num_perm"])  # the file's own, checked against the run's
     bad = np.flatnonzero((sizes != k) | lists.is_null().to_numpy(zero_copy_only=False))
     if len(bad) or k == 0:
-        raise ctx.error(row0 + int(bad[0] if len(bad) else 0), "a signature of another length than the file's first")
+        raise ctx.error(row0 + int(bad[0] if len(bad) else 0), f"a signature of another length than the file's "
+                                                               f"num_perm ({k})")
     values = lists.values.slice(offsets[0], offsets[-1] - offsets[0]).to_numpy(zero_copy_only=False)
     sigs = np.ascontiguousarray(values, np.uint32).reshape(len(sizes), k)
     return (sigs, rb.column("shingles").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
