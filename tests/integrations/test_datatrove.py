@@ -131,6 +131,23 @@ def test_whole_corpus_dedup_inside_a_pipeline(corpus, tmp_path):
     assert sorted(seen) == sorted([(i, r["metadata"]["n"]) for i, r in corpus["records"].items()] + [("0", 0)])
 
 
+def test_a_null_id_is_never_written_as_none(tmp_path):
+    # a record whose "id" is null reaches datatrove as Document(id=None): corpus_writer wrote it as
+    # the id "None" (two of them: "duplicate id 'None'"); it is written null, and refused as such
+    rng = random.Random(3)
+    src = tmp_path / "src"
+    src.mkdir()
+    write_jsonl(src / "a.jsonl", [{"text": _text(rng), "id": "x"}, {"text": _text(rng), "id": None}])
+    docs = tmp_path / "docs"
+    _pipeline([JsonlReader(str(src)), corpus_writer(docs)], tmp_path, "write")
+    import gzip
+    written = [json.loads(line) for p in sorted(docs.glob("*.jsonl.gz")) for line in gzip.open(p, "rt")]
+    assert [r["id"] for r in written] == ["x", None]
+    with pytest.raises(NeardupError, match="id field 'id' is null") as e:
+        _pipeline([NeardupDedup(docs, tmp_path / "out")], tmp_path, "dedup")
+    assert "\n" not in str(e.value)
+
+
 def test_one_task_steps_refuse_ranks(corpus, tmp_path):
     with pytest.raises(ConfigError, match="tasks=1"):
         _pipeline([NeardupDedup(corpus["new"], tmp_path / "out")], tmp_path, "two", tasks=2)

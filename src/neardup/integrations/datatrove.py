@@ -232,14 +232,15 @@ def corpus_writer(folder, **kwargs):
     """A datatrove ``JsonlWriter`` that writes the ranks' documents (text, id, metadata) to
     ``folder`` as ``NNNNN.jsonl.gz``, where :class:`NeardupDedup` reads them. Every id is
     written, as a string: datatrove's own adapter leaves out a falsy value, so a document whose
-    id is ``0`` (a JSONL ``"id": 0``) would reach ``neardup dedup`` without one."""
+    id is ``0`` (a JSONL ``"id": 0``) would reach ``neardup dedup`` without one; a null id stays
+    null (``NeardupDedup`` refuses it in one line), never the string ``"None"``."""
     from datatrove.pipeline.writers import JsonlWriter
     return JsonlWriter(os.fspath(folder), **{"adapter": _corpus_record, **kwargs})
 
 
 def _corpus_record(writer, doc: Document) -> dict:
     """What :func:`corpus_writer` writes of a document (a module function: ranks pickle it)."""
-    return {"text": doc.text, "id": str(doc.id), "metadata": doc.metadata}
+    return {"text": doc.text, "id": None if doc.id is None else str(doc.id), "metadata": doc.metadata}  # null, never "None"
 
 
 class NeardupDedup(PipelineStep):
