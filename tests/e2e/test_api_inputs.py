@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pyarrow as pa
 
 import neardup
 
@@ -21,3 +22,13 @@ def test_pandas_kept_rows_are_the_users_own_rows_as_the_marks_give_them():
     unmarked = marked[marked["duplicate_of"].isna()].drop(columns=["duplicate_of", "cluster", "similarity",
                                                                     "duplicate_reason"])
     pd.testing.assert_frame_equal(kept, unmarked)
+
+
+def test_a_text_column_of_nulls_only_rejects_each_row():
+    # a column of Arrow type null (every text None: a Ray Data block of None texts, written as its
+    # own file) is a string column of nulls: each row rejected with its row, every document counted
+    # (was one rejection of the whole table, row None, "input": 1 for 3 documents)
+    res = neardup.dedup(pa.table({"text": pa.nulls(3)}), on_error="skip")
+    assert res.stats["counts"]["input"] == 3 and res.stats["counts"]["rejected"] == 3
+    assert res.rejected.column("row").to_pylist() == [0, 1, 2]
+    assert set(res.rejected.column("reason").to_pylist()) == {"text field 'text' is null"}

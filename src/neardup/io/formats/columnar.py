@@ -17,7 +17,8 @@ from ..batch import ReadContext
 def _is_stringlike(t: pa.DataType) -> bool:
     if pa.types.is_dictionary(t):
         return _is_stringlike(t.value_type)
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t) \
+        or pa.types.is_null(t)  # a column of nulls only: each row rejected as null, not the whole table
 
 
 def _is_numeric(t: pa.DataType) -> bool:
