@@ -182,3 +182,17 @@ def test_a_kept_format_other_than_parquet_is_refused_before_any_work(ray_local):
     # guards: the output_format check at the top of dedup_dataset (else a whole run, then no Dataset)
     with pytest.raises(ConfigError, match="output_format='jsonl'"):
         neardup.dedup(ray.data.from_items([{"text": "a"}]), output_format="jsonl")
+
+
+def test_a_bad_row_is_named_by_its_row_in_the_dataset_not_by_a_file_written(ray_local):
+    # errors named the Parquet files the rows were written to (a temporary folder, gone when the
+    # call returns): "/tmp/neardup-rows-.../..._000001-0.parquet: row 0: duplicate id 'a' (first at
+    # ..._000000-0.parquet: row 0)"; they name the Dataset's rows, as removed and rejected do
+    from neardup.errors import InputError
+    texts = ["the cat sat on the mat today and it was fine", "a text of other words entirely here",
+             "and one more text that is not like them"]
+    ds = ray.data.from_items([{"text": t, "id": i} for t, i in zip(texts, ["a", "b", "a"])], override_num_blocks=3)
+    with pytest.raises(InputError) as e:
+        neardup.dedup(ds)
+    assert str(e.value).startswith("<dataset>: row 2: duplicate id 'a' (first at <dataset>: row 0)"), str(e.value)
+    assert "neardup-rows-" not in str(e.value) and "parquet" not in str(e.value)

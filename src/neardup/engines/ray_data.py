@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 import pyarrow as pa
 
-from ..errors import ConfigError
+from ..errors import ConfigError, NeardupError
 
 SOURCE = "<dataset>"  # the source of every row of a Dataset in removed and rejected
 _TEMPORARY: List[str] = []  # output folders of calls with output=None, removed when the process exits
@@ -66,7 +66,10 @@ def dedup_dataset(run_dedup: Callable, ds, output: Optional[str], options: Dict[
             return result
         if output is None:
             output = temporary = tempfile.mkdtemp(prefix="neardup-")
-        result = run_dedup([rows_dir], output, paths=True, **options)
+        try:
+            result = run_dedup([rows_dir], output, paths=True, **options)
+        except NeardupError as exc:  # named by the Dataset's rows, not the files written (gone on return)
+            raise _in_rows(exc, rows_dir, _offsets(files)) from None
         id_column, offsets = options.get("id_column"), _offsets(files)
         positional = id_column == "" or (id_column is None and "id" not in _schema(files[0]).names)
         result.removed = positions(result.removed, offsets, ("id", "representative", "cluster") if positional else ())
@@ -87,6 +90,19 @@ def dedup_dataset(run_dedup: Callable, ds, output: Optional[str], options: Dict[
         raise
     finally:
         shutil.rmtree(rows_dir, ignore_errors=True)
+
+
+def _in_rows(exc, rows_dir: str, offsets: Dict[str, int]):
+    """``exc`` with each ``FILE: row N`` of the files written into ``rows_dir`` as ``<dataset>: row
+    M`` (M the Dataset's row number), any other mention of such a file as ``<dataset>``."""
+    import re
+    at = re.compile(re.escape(os.path.join(rows_dir, "")) + r"([^\s:]+)(?:: row ([0-9]+))?")
+    message = at.sub(lambda m: SOURCE if m.group(2) is None or m.group(1) not in offsets
+                     else f"{SOURCE}: row {offsets[m.group(1)] + int(m.group(2))}", str(exc))
+    try:
+        return type(exc)(message)
+    except TypeError:  # an error class with other arguments: left as it is
+        return exc
 
 
 def write_rows(ds, folder: str) -> List[str]:
