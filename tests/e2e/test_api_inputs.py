@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 import pyarrow as pa
+import pytest
 
 import neardup
+from neardup.errors import ConfigError
 
 A = "the cat sat on the mat today and it was a very fine day indeed"
 B = "the cat sat on the mat today and it was a very fine day indeed!"
@@ -32,3 +34,15 @@ def test_a_text_column_of_nulls_only_rejects_each_row():
     assert res.stats["counts"]["input"] == 3 and res.stats["counts"]["rejected"] == 3
     assert res.rejected.column("row").to_pylist() == [0, 1, 2]
     assert set(res.rejected.column("reason").to_pylist()) == {"text field 'text' is null"}
+
+
+@pytest.mark.parametrize("index", [pd.Index([1, "a", 2], dtype=object),
+                                   pd.MultiIndex.from_tuples([(1, "a"), (1, "b"), (2, "a")])])
+def test_an_index_arrow_cannot_hold_is_refused_in_one_line_before_any_work(index, monkeypatch):
+    # its values are the ids given back with their type (result.removed["id"]): an index of mixed
+    # types was pyarrow's "Could not convert 'a' with type str" after the whole run
+    df = pd.DataFrame({"text": [A, B, C]}, index=index)
+    monkeypatch.setattr("neardup.api.run", lambda *a, **k: pytest.fail("the run started"))
+    with pytest.raises(ConfigError) as e:
+        neardup.dedup(df)
+    assert "index" in str(e.value) and "\n" not in str(e.value)

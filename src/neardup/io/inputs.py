@@ -50,6 +50,7 @@ def in_memory(source) -> Tuple[Optional[str], Optional[Dict[str, pa.Table]]]:
     if any((getattr(k, "__module__", "") or "").split(".")[0] == "pandas" for k in type(source).__mro__):
         import pandas as pd
         if isinstance(source, pd.DataFrame):
+            _index_as_arrow(source.index)  # given back with its type (typed_ids): checked before any work
             return "pandas", {"<table>": _with_index_ids(_from_pandas(source), source.index)}
     from .frames import polars_input
     polars = polars_input(source)  # a polars DataFrame: its Arrow table (a LazyFrame is refused)
@@ -81,6 +82,18 @@ def _from_pandas(df) -> pa.Table:
         kinds = sorted({type(v).__name__ for v in df[column] if v is not None})
         raise ConfigError(f"DataFrame column {column!r} mixes {' and '.join(kinds)} values: a column holds one type "
                           f"(an id column: strings or integers; convert it, e.g. df[{column!r}].astype(str))") from None
+
+
+def _index_as_arrow(index) -> None:
+    """Whether a DataFrame's index can be one Arrow array, as :func:`typed_ids` gives its values
+    back; an index Arrow cannot hold as one column (mixed types, a MultiIndex of them) is refused
+    in one line."""
+    try:
+        pa.array(index, from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise ConfigError(f"the DataFrame's index cannot be one column of ids ({str(exc).splitlines()[0]}): its "
+                          f"values are the ids, one type a row; number the rows instead (df.reset_index()), or "
+                          f"make them one type (df.index = df.index.map(str))") from None
 
 
 def typed_ids(kind: str, tables: Dict[str, pa.Table], source: Any, table: pa.Table, columns: Sequence[str]) -> pa.Table:
