@@ -199,6 +199,10 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
                    verify=verify or ("estimate" if signature_input else Verification.verify),
                    text_column=text_column, id_column=id_column, on_error=on_error, engine=engine)
     kind, tables = (None, None) if paths else in_memory(source)
+    for name, t in (tables or {}).items():  # neardup's own column (dropped from what it gives back) taken
+        if t.column_names.count(INDEX_ID_COLUMN) > (kind in ("pandas", "texts")):
+            raise ConfigError(f"{name}: a column named {INDEX_ID_COLUMN!r}, the name neardup reserves for the ids "
+                              f"it adds (a DataFrame's index); rename that column")
     config = Config(**_id_options(options, id_column, kind, tables)).resolved()
     inputs: Sequence[str] = ()
     id_note = None
@@ -337,6 +341,8 @@ def in_api_terms(message: str) -> str:
             names[flag] = f"{f.name}={not f.default}" if isinstance(d.check, Switch) else f.name
     message = re.sub(r"--[a-z][a-z0-9-]*(?: [A-Z]+| '')? \((\w+=[^)]*)\)", r"\1", message)
     message = re.sub(r"--[a-z][a-z0-9-]*", lambda m: names.get(m.group(0), m.group(0)), message)
+    if "the name neardup reserves" in message:  # the user's own column of that name: said as it is
+        return message
     message = message.replace(f", {INDEX_ID_COLUMN}", "").replace(f"{INDEX_ID_COLUMN}, ", "")
     return message.replace(f"'{INDEX_ID_COLUMN}'", "the index").replace(INDEX_ID_COLUMN, "the index")
 

@@ -46,3 +46,14 @@ def test_an_index_arrow_cannot_hold_is_refused_in_one_line_before_any_work(index
     with pytest.raises(ConfigError) as e:
         neardup.dedup(df)
     assert "index" in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("make", [pa.table, pd.DataFrame])
+def test_a_column_named_like_neardups_own_is_refused_not_dropped(make):
+    # neardup adds a column of that name for a DataFrame's index and drops it from what it gives
+    # back: a pyarrow table's own column of that name came back without it (a column lost, said
+    # nowhere); a DataFrame's was refused as "column the index appears 2 times"
+    from neardup.io.columns import INDEX_ID_COLUMN
+    with pytest.raises(ConfigError) as e:
+        neardup.dedup(make({"text": [A, B, C], INDEX_ID_COLUMN: ["p", "q", "r"]}))
+    assert f"column named {INDEX_ID_COLUMN!r}" in str(e.value) and "\n" not in str(e.value)
