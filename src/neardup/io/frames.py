@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError
+from ..kernels.arrays import arrow_take
 
 
 def _from(source: Any, package: str) -> bool:
@@ -57,7 +58,7 @@ def marked_of(kind: str, tables: Dict[str, pa.Table], source: Any, rows: Dict[st
     table = next(iter(tables.values()))
     if INDEX_ID_COLUMN in table.column_names:
         table = table.drop_columns([INDEX_ID_COLUMN])
-    table = table.take(pa.array(r, pa.int64()))
+    table = arrow_take(table, r)  # (view types too: string_view, binary_view)
     for field in m.schema:
         table = table.append_column(field, m.column(field.name))
     if kind != "pandas":

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError
+from ..kernels.arrays import arrow_take
 from .columns import INDEX_ID_COLUMN  # noqa: F401  (neardup.io.inputs.INDEX_ID_COLUMN, as before)
 
 
@@ -169,4 +170,4 @@ def kept_of(kind: str, tables: Dict[str, pa.Table], source: Any, removed: pa.Tab
     table = next(iter(tables.values()))
     if INDEX_ID_COLUMN in table.column_names:
         table = table.drop_columns([INDEX_ID_COLUMN])
-    return table.take(pa.array(rows[0]))
+    return arrow_take(table, rows[0])  # (view types too: string_view, binary_view)

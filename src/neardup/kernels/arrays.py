@@ -262,8 +262,37 @@ def take_rows(table: pa.Table, rows) -> pa.Table:
 def arrow_take(values, rows):
     """``values.take(rows)`` (an Array or a Table; ``rows`` numpy, none null) by Arrow's own take,
     the rows as int64: what :func:`take_array` and :func:`take_rows` do without
-    pyarrow.compute, for a caller that has it imported (or pays its import: 25-31 CPU-ms)."""
-    return values.take(arrow(np.asarray(rows, np.int64)))
+    pyarrow.compute, for a caller that has it imported (or pays its import: 25-31 CPU-ms).
+    Arrow's take has no kernel for ``string_view`` and ``binary_view`` (as
+    ``polars.DataFrame.to_arrow(compat_level=...newest)`` gives them), alone or inside lists and
+    structs: such values are taken as their large counterparts and cast back, so that the rows
+    come back with the types given (a list view's take gathers its offsets: it needs none)."""
+    at = arrow(np.asarray(rows, np.int64))
+    given = values.schema if isinstance(values, pa.Table) else values.type
+    plain = _viewless_schema(given) if isinstance(values, pa.Table) else _viewless(given)
+    if plain == given:
+        return values.take(at)
+    return values.cast(plain).take(at).cast(given)
+
+
+def _viewless(t: pa.DataType) -> pa.DataType:
+    """``t`` with every ``string_view`` and ``binary_view`` in it (at any depth of lists and
+    structs) as its large counterpart, which Arrow's take has kernels for."""
+    if t == pa.string_view():
+        return pa.large_string()
+    if t == pa.binary_view():
+        return pa.large_binary()
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        field = t.value_field.with_type(_viewless(t.value_type))
+        return (pa.large_list(field) if pa.types.is_large_list(t)
+                else pa.list_(field, t.list_size) if pa.types.is_fixed_size_list(t) else pa.list_(field))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_viewless(f.type)) for f in t])
+    return t
+
+
+def _viewless_schema(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_type(_viewless(f.type)) for f in schema], metadata=schema.metadata)
 
 
 @contextlib.contextmanager

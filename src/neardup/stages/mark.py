@@ -22,7 +22,7 @@ from ..io.formats.marked import AGAINST_INDEX, MARK_COLUMNS, MARKS_SCHEMA, NEAR_
 from ..io.inputs import INDEX_ID_COLUMN
 from ..io.sources import Source, output_relpath
 from ..io.storage.folder import Folder
-from ..kernels.arrays import arrow, to_numpy
+from ..kernels.arrays import arrow, arrow_take, to_numpy
 
 MARKED = "marked"  # the output's folder of marked files (kept/ holds only kept documents: never both)
 MARK_MEMBER_COLUMNS = ["source", "row", "cluster", "removed", "cluster_id", "representative_id", "similarity"]
@@ -82,7 +82,7 @@ def write_marked_source(sources: Sequence[Source], si: int, keep: np.ndarray, me
     src = sources[si]
     marks, duplicates = marks_of(members, keep)
     if src.format == "table":
-        table = src.table.take(arrow(keep, pa.int64()))
+        table = arrow_take(src.table, keep)
         if INDEX_ID_COLUMN in table.column_names:
             table = table.drop_columns([INDEX_ID_COLUMN])
         refuse_marked(src.name, table.column_names)

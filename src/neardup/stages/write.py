@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 import numpy as np
 import pyarrow as pa
 
-from ..kernels.arrays import arrow, take_array, take_rows, to_numpy, unique
+from ..kernels.arrays import arrow, arrow_take, take_array, take_rows, to_numpy, unique
 from .. import io as nio
 from .._version import __version__
 from ..io.inputs import INDEX_ID_COLUMN
@@ -239,7 +239,7 @@ def write_kept_group(sources: Sequence[nio.Source], group: Sequence[int], rows: 
             continue
         if src.format == "table":
             name = table_kept_name(si, len(sources))
-            table = src.table.take(arrow(keep, pa.int64()))
+            table = arrow_take(src.table, keep)
             if INDEX_ID_COLUMN in table.column_names:
                 table = table.drop_columns([INDEX_ID_COLUMN])
             kept.write_parquet(name, table)
