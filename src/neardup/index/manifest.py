@@ -16,6 +16,9 @@ from .segments import STORES
 
 FORMAT = "neardup-index"
 FORMAT_VERSION = 3  # 3: fingerprints and signatures carry block checksums; 2: tombstones; 1 had neither
+# a Bloom index made since its probes are mixed (``"probes": "mixed"`` in its ``bloom``): a neardup that
+# reads 3 only, and would test its filters at other bits, refuses it; one of version 3 keeps its probes
+BLOOM_MIXED_VERSION = 4
 PARAM_NAMES = Sketch.names() + Shingling.names()
 REBUILD = ("rebuild it from the original corpus with `neardup index add NEW_INDEX CORPUS...` "
            "(its keys cannot be converted)")
@@ -34,7 +37,8 @@ def store_of(config: Config, kind: Optional[str] = None) -> str:
 
 
 def empty_manifest(config: Config, store: str, bloom: Optional[dict] = None) -> dict:
-    manifest = {"format": FORMAT, "version": FORMAT_VERSION, "params": params_of(config), "store": store,
+    version = BLOOM_MIXED_VERSION if (bloom or {}).get("probes") == "mixed" else FORMAT_VERSION
+    manifest = {"format": FORMAT, "version": version, "params": params_of(config), "store": store,
                 "generation": 0, "segments": []}
     if bloom is not None:
         manifest["bloom"] = bloom
@@ -89,7 +93,8 @@ def resolve(location: str, manifest: Optional[dict], config: Optional[Config], o
 def check_format(location: str, manifest: dict) -> None:
     if manifest.get("format") != FORMAT or not isinstance(manifest.get("params"), dict):
         raise StorageError(f"{location} is not a neardup index (unknown manifest format)")
-    if manifest.get("version") != FORMAT_VERSION:
+    mixed = manifest.get("store") == "bloom" and (manifest.get("bloom") or {}).get("probes") == "mixed"
+    if manifest.get("version") != (BLOOM_MIXED_VERSION if mixed else FORMAT_VERSION):
         raise StorageError(f"index {location} has format version {manifest.get('version')}; this neardup "
                            f"reads version {FORMAT_VERSION}: {REBUILD}")
     if "hash_version" not in manifest["params"]:
