@@ -104,6 +104,19 @@ def test_an_ids_file_with_a_byte_order_mark_loses_no_id(tmp_path):
     assert Index(str(tmp_path / "idx")).query(WORDS[:2]) == [[], []]
 
 
+def test_an_empty_id_is_refused_like_a_line_break(tmp_path):
+    """``index remove --ids FILE`` skips blank lines, so a document whose id is "" could never be
+    removed by id (the takedown of it said "0 of 0 ids found", exit 0): refused at the add, in
+    one line, nothing added, as an id holding a line break is."""
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in zip(["", "b"], WORDS)))
+    ran = neardup("index", "add", str(tmp_path / "idx"), str(data))
+    assert ran.returncode == 2 and "empty" in ran.stderr and len(ran.stderr.strip().splitlines()) == 1, ran
+    assert Index(str(tmp_path / "idx")).storage.read_manifest() is None
+    with pytest.raises(InputError, match="empty"):
+        Index(str(tmp_path / "idx")).add(WORDS[:1], ids=[""])
+
+
 def test_add_arrays_takes_ids_by_the_same_rule(tmp_path):
     import numpy as np
     idx = Index(str(tmp_path / "idx"), verify="estimate")

@@ -224,8 +224,9 @@ HOW = (" (positional ids name each file as the add names it: add each dump under
 
 
 def _checked_ids(ids) -> pa.Array:
-    """The ids of a batch as strings; one with a line break is refused (``neardup index remove
-    --ids FILE`` reads one id a line: it could never be removed), as is a null."""
+    """The ids of a batch as strings; one with a line break or an empty one is refused (``neardup
+    index remove --ids FILE`` reads one id a line, blank lines skipped: it could never be removed),
+    as is a null."""
     if isinstance(ids, pa.ChunkedArray):
         ids = ids.combine_chunks()
     ids = ids.cast(pa.string())
@@ -236,6 +237,9 @@ def _checked_ids(ids) -> pa.Array:
         bad = ids.filter(broken)[0].as_py()
         raise InputError(f"id {bad!r} holds a line break: an index refuses it (neardup index remove --ids reads "
                          f"one id a line, so it could never be removed); nothing was added")
+    if pc.any(pc.equal(pc.utf8_length(ids), 0)).as_py():
+        raise InputError("an id is empty (''): an index refuses it (neardup index remove --ids skips blank lines, "
+                         "so it could never be removed); nothing was added")
     return ids
 
 
