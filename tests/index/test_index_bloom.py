@@ -93,36 +93,6 @@ def test_a_small_segment_answers_unrelated_documents_at_the_rate_stats_gives(tmp
     assert _binomial_ok(len(m), trials, rate), (len(m), trials * rate)
 
 
-def test_a_bloom_index_of_format_3_keeps_its_probes_and_answers_as_before(tmp_path, monkeypatch):
-    """An index made before the probes were mixed (format 3, no ``probes``) is read, and added
-    to, with the probes it was built with: every document given still answers yes. A mixed one
-    is format 4, which a neardup reading 3 only refuses."""
-    sig = np.zeros((1, 128), np.uint32)
-    new = Index(str(tmp_path / "new.ndx"), kind="bloom")
-    new.add_arrays(_random_keys(5, new.config.bands, seed=1), list("abcde"), "s", signatures=np.repeat(sig, 5, 0))
-    manifest = new.storage.read_manifest()
-    assert manifest["version"] == 4 and manifest["bloom"]["probes"] == "mixed"
-    settings = bloom.settings
-    monkeypatch.setattr(bloom, "settings", lambda *a: {k: v for k, v in (settings(*a) or {}).items() if k != "probes"}
-                        if a[2] == "bloom" else settings(*a))
-    path = str(tmp_path / "old.ndx")
-    old = Index(path, kind="bloom")
-    keys = [_random_keys(50, old.config.bands, seed=s) for s in (2, 3)]
-    old.add_arrays(keys[0], [f"a{i}" for i in range(50)], "s", signatures=np.repeat(sig, 50, 0))
-    monkeypatch.setattr(bloom, "settings", settings)
-    again = Index(path)
-    assert again.storage.read_manifest()["version"] == 3 and "probes" not in again.bloom
-    again.add_arrays(keys[1], [f"b{i}" for i in range(50)], "s", signatures=np.repeat(sig, 50, 0))
-    assert Index(path).storage.read_manifest()["version"] == 3
-    for k in keys:
-        assert len(Index(path).match(k, signatures=np.repeat(sig, 50, 0))) == 50
-    entry = Index(path).storage.read_manifest()["segments"][0]  # its filters hold the old probes' bits
-    words = bloom.segment_words(entry, Index(path).storage.open_segment(entry), old.config.bands, path)
-    found = np.zeros(50, bool)
-    lookup.test_filters(keys[0], np.ones(50, bool), words, entry["bloom"]["bits"], entry["bloom"]["hashes"], found)
-    assert not found.all()
-
-
 @pytest.mark.parametrize("bands,most_bytes", [(13, 56), (18, 79)])  # 18: the default at 0.8 since issue 30
 def test_the_default_rate_keeps_the_extra_rate_below_1e4_up_to_100_segments(bands, most_bytes):
     p = bloom.default_rate(bands)
@@ -301,8 +271,8 @@ def test_index_query_on_a_bloom_index_writes_null_similarity(tmp_path, dumps, ca
 
 def test_a_corrupt_bloom_manifest_is_refused(tmp_path):
     from neardup.errors import StorageError
-    from neardup.index.manifest import FORMAT_VERSION, check_format
-    m = {"format": "neardup-index", "version": FORMAT_VERSION, "params": dict.fromkeys(neardup.index.PARAM_NAMES),
+    from neardup.index.manifest import BLOOM_FORMAT_VERSION, check_format
+    m = {"format": "neardup-index", "version": BLOOM_FORMAT_VERSION, "params": dict.fromkeys(neardup.index.PARAM_NAMES),
          "store": "bloom", "segments": []}
     with pytest.raises(StorageError, match="false-positive rate"):
         check_format("x", m)

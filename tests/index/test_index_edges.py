@@ -290,3 +290,24 @@ def test_an_index_mixed_by_an_older_race_is_one_line_not_a_keyerror(tmp_path):
         write_jsonl(tmp_path / "a.jsonl", TEXTS_A)
         line = _one_line_failure("index", "query", mixed, tmp_path / "a.jsonl")
         assert "segment in a" in line, line
+
+
+@pytest.mark.parametrize("kind,version,says", [
+    ("bloom", 3, "rebuild it"),  # its filters' probes were not mixed: small segments answered above their rate
+    ("exact", 2, "rebuild it"),
+    ("bloom", 5, "made by a newer neardup"),  # not "rebuild": the index is fine, this neardup is old
+    ("exact", 4, "made by a newer neardup"),
+])
+def test_an_index_of_another_format_version_is_one_line_that_says_what_to_do(tmp_path, kind, version, says):
+    import json
+    from neardup.index.storage import manifest_bytes
+    folder = tmp_path / kind
+    Index(str(folder), kind=kind).add(TEXTS_A, name="a")
+    body = json.loads((folder / "manifest.json").read_text())["manifest"]
+    assert body["version"] == (4 if kind == "bloom" else 3)  # what this neardup writes
+    body["version"] = version
+    (folder / "manifest.json").write_bytes(manifest_bytes(body))
+    for command in ("stats", "query"):
+        write_jsonl(tmp_path / "a.jsonl", TEXTS_A)
+        line = _one_line_failure("index", command, folder, *((tmp_path / "a.jsonl",) if command == "query" else ()))
+        assert f"format version {version}" in line and says in line, line

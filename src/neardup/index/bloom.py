@@ -28,7 +28,7 @@ m/n = 34.2 bits a band, 13 x 34.2 bits = 55.5 bytes a document.
 Bits. Band keys are 64-bit hashes already (:mod:`neardup.kernels.bands`); the k positions of a key are
 fmix64(h1 + i*h2) mod m (double hashing, Kirsch and Mitzenmacher, each probe mixed again: the bare
 h1 + i*h2 mod m is an arithmetic progression, and a small filter's rate was far above the formula's;
-an index of format 3 keeps those probes) with h1, h2 two mixes of the key. The
+a Bloom index of format 3 had those probes and is refused) with h1, h2 two mixes of the key. The
 kernels run over all keys at once: setting bits in parallel over bands (each band its own
 filter: no two threads write one word), testing in parallel over documents.
 
@@ -192,8 +192,7 @@ def settings(location: str, manifest: Optional[dict], store: str, rate, bands: i
                               f"{'an exact' if manifest is not None else 'to be an exact'} index")
         return None
     if manifest is None:
-        return {"false_positive_rate": default_rate(bands) if rate is None else check_new_rate(check_rate(rate), bands),
-                "probes": "mixed"}
+        return {"false_positive_rate": default_rate(bands) if rate is None else check_new_rate(check_rate(rate), bands)}
     have = manifest["bloom"]
     if rate is not None and check_rate(rate) != have["false_positive_rate"]:
         raise ConfigError(f"index {location} was built with false_positive_rate {have['false_positive_rate']!r} "
@@ -218,7 +217,7 @@ def lookup(index, keys: np.ndarray, nonempty: np.ndarray) -> np.ndarray:
     for entry, reader in index.committed_segments():
         b = entry["bloom"]
         test_filters(keys, nonempty, segment_words(entry, reader, bands, index.display), b["bits"], b["hashes"],
-                     found, mixed=index.bloom.get("probes") == "mixed")
+                     found)
     return found
 
 
@@ -235,7 +234,6 @@ class BloomBuilder(SegmentBuilder):
     (source names and counts as an exact segment's; ids and verification data are not kept)."""
 
     rate: float = 0.0
-    mixed: bool = True  # probes as test_filters makes them (False: an index of format 3)
 
     def append(self, keys, nonempty, ids, source, fp_offsets=None, fp_values=None, signatures=None) -> None:
         nonempty = np.asarray(nonempty, dtype=bool)
@@ -251,7 +249,7 @@ class BloomBuilder(SegmentBuilder):
         """Builds the filters, stores the segment and returns its manifest entry."""
         keys = np.concatenate(self.keys) if self.keys else np.zeros((0, self.bands), np.uint64)
         bits, hashes = geometry(len(keys), self.rate)
-        words = build_filters(keys, bits, hashes, self.mixed)
+        words = build_filters(keys, bits, hashes)
         src = np.concatenate(self.src) if self.src else np.zeros(0, np.uint32)
         counts = np.bincount(src.astype(np.int64), minlength=len(self.sources))
         name = new_segment_name()

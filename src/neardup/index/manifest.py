@@ -16,9 +16,14 @@ from .segments import STORES
 
 FORMAT = "neardup-index"
 FORMAT_VERSION = 3  # 3: fingerprints and signatures carry block checksums; 2: tombstones; 1 had neither
-# a Bloom index made since its probes are mixed (``"probes": "mixed"`` in its ``bloom``): a neardup that
-# reads 3 only, and would test its filters at other bits, refuses it; one of version 3 keeps its probes
-BLOOM_MIXED_VERSION = 4
+# a Bloom index's: 4 since each probe of its filters is mixed (kernels.lookup: a filter of format 3 tested
+# other bits, and its small segments answered far above their rate; refused, to be rebuilt)
+BLOOM_FORMAT_VERSION = 4
+
+
+def format_version(store: Optional[str]) -> int:
+    """The format version of an index of ``store`` (``bloom`` or an exact one) that this neardup writes and reads."""
+    return BLOOM_FORMAT_VERSION if store == "bloom" else FORMAT_VERSION
 PARAM_NAMES = Sketch.names() + Shingling.names()
 REBUILD = ("rebuild it from the original corpus with `neardup index add NEW_INDEX CORPUS...` "
            "(its keys cannot be converted)")
@@ -37,8 +42,7 @@ def store_of(config: Config, kind: Optional[str] = None) -> str:
 
 
 def empty_manifest(config: Config, store: str, bloom: Optional[dict] = None) -> dict:
-    version = BLOOM_MIXED_VERSION if (bloom or {}).get("probes") == "mixed" else FORMAT_VERSION
-    manifest = {"format": FORMAT, "version": version, "params": params_of(config), "store": store,
+    manifest = {"format": FORMAT, "version": format_version(store), "params": params_of(config), "store": store,
                 "generation": 0, "segments": []}
     if bloom is not None:
         manifest["bloom"] = bloom
@@ -93,10 +97,13 @@ def resolve(location: str, manifest: Optional[dict], config: Optional[Config], o
 def check_format(location: str, manifest: dict) -> None:
     if manifest.get("format") != FORMAT or not isinstance(manifest.get("params"), dict):
         raise StorageError(f"{location} is not a neardup index (unknown manifest format)")
-    mixed = manifest.get("store") == "bloom" and (manifest.get("bloom") or {}).get("probes") == "mixed"
-    if manifest.get("version") != (BLOOM_MIXED_VERSION if mixed else FORMAT_VERSION):
-        raise StorageError(f"index {location} has format version {manifest.get('version')}; this neardup "
-                           f"reads version {FORMAT_VERSION}: {REBUILD}")
+    have, reads = manifest.get("version"), format_version(manifest.get("store"))
+    if have != reads:
+        if isinstance(have, int) and not isinstance(have, bool) and have > reads:
+            raise StorageError(f"index {location} has format version {have}, made by a newer neardup; this one reads "
+                               f"version {reads}: use that neardup (upgrade this one: pip install -U neardup)")
+        raise StorageError(f"index {location} has format version {have}; this neardup reads version {reads}: "
+                           f"{REBUILD}")
     if "hash_version" not in manifest["params"]:
         raise StorageError(f"index {location} was made before word hashes had versions (its manifest has no "
                            f"hash_version); {REBUILD}")

@@ -125,8 +125,7 @@ class IndexWriter:
         if self.builder is None:
             if self.index.store == "bloom":
                 self.builder = BloomBuilder(store="bloom", bands=self.config.bands, num_perm=self.config.num_perm,
-                                            rate=self.index.bloom["false_positive_rate"],
-                                            mixed=self.index.bloom.get("probes") == "mixed")
+                                            rate=self.index.bloom["false_positive_rate"])
             else:
                 self.builder = SegmentBuilder(store=self.index.store, bands=self.config.bands,
                                               num_perm=self.config.num_perm)

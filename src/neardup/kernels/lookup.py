@@ -123,11 +123,11 @@ def key_ranges(sorted_keys: np.ndarray, needles: np.ndarray):
 
 
 @kernel(parallel=True)
-def _set_bits(keys, words, bits, hashes, mixed):
+def _set_bits(keys, words, bits, hashes):
     """Sets the k bits of every key: keys (n, b) uint64, words (b, W) uint64 (filter j: row j).
-    ``mixed``: probe i at fmix64(h1 + i h2) mod m, independent as the rate's formula assumes;
-    else (indexes of format 3) at h1 + i h2 mod m, an arithmetic progression whose small filters
-    answered far above their rate."""
+    Probe i is at fmix64(h1 + i h2) mod m, independent as the rate's formula assumes; the bare
+    h1 + i h2 mod m (Bloom indexes of format 3, now refused) is an arithmetic progression, and
+    small filters answered unrelated keys far above their rate."""
     n, b = keys.shape
     m = np.uint64(bits)
     for j in nb.prange(b):
@@ -137,13 +137,12 @@ def _set_bits(keys, words, bits, hashes, mixed):
             h1 = fmix64(key)
             h2 = fmix64(key ^ np.uint64(GOLDEN)) | np.uint64(1)
             for i in range(hashes):
-                pos = h1 + np.uint64(i) * h2
-                pos = (fmix64(pos) if mixed else pos) % m
+                pos = fmix64(h1 + np.uint64(i) * h2) % m
                 row[pos >> np.uint64(6)] |= np.uint64(1) << (pos & np.uint64(63))
 
 
 @kernel(parallel=True)
-def _test_bits(keys, active, words, bits, hashes, mixed, found):
+def _test_bits(keys, active, words, bits, hashes, found):
     """found[d] |= some band key of document d (active[d]) tests present in its band's filter."""
     n, b = keys.shape
     m = np.uint64(bits)
@@ -156,8 +155,7 @@ def _test_bits(keys, active, words, bits, hashes, mixed, found):
             h2 = fmix64(key ^ np.uint64(GOLDEN)) | np.uint64(1)
             hit = True
             for i in range(hashes):
-                pos = h1 + np.uint64(i) * h2
-                pos = (fmix64(pos) if mixed else pos) % m
+                pos = fmix64(h1 + np.uint64(i) * h2) % m
                 if (words[j, pos >> np.uint64(6)] >> (pos & np.uint64(63))) & np.uint64(1) == 0:
                     hit = False
                     break
@@ -183,12 +181,12 @@ def _bits_set(words):
     return out
 
 
-def build_filters(keys: np.ndarray, bits: int, hashes: int, mixed: bool = True) -> np.ndarray:
-    """(b, m/64) uint64: the filters of keys (n, b); ``mixed``: see :func:`_set_bits`."""
+def build_filters(keys: np.ndarray, bits: int, hashes: int) -> np.ndarray:
+    """(b, m/64) uint64: the filters of keys (n, b)."""
     keys = np.ascontiguousarray(keys, dtype=np.uint64)
     words = np.zeros((keys.shape[1], bits // 64), dtype=np.uint64)
     if len(keys):
-        _set_bits(keys, words, np.int64(bits), np.int64(hashes), bool(mixed))
+        _set_bits(keys, words, np.int64(bits), np.int64(hashes))
     return words
 
 
@@ -197,11 +195,11 @@ def bits_set(words: np.ndarray) -> np.ndarray:
 
 
 def test_filters(keys: np.ndarray, active: np.ndarray, words: np.ndarray, bits: int, hashes: int,
-                 found: np.ndarray, mixed: bool = True) -> None:
+                 found: np.ndarray) -> None:
     """Sets found[d] for every active document d with a band key present in its band's filter."""
     if len(keys):  # keys and words read-only views, whoever made them: one compiled version
         _test_bits(read_only(np.ascontiguousarray(keys, dtype=np.uint64)), np.ascontiguousarray(active, dtype=np.bool_),
-                   read_only(np.ascontiguousarray(words, dtype=np.uint64)), np.int64(bits), np.int64(hashes), bool(mixed), found)
+                   read_only(np.ascontiguousarray(words, dtype=np.uint64)), np.int64(bits), np.int64(hashes), found)
 
 
 test_filters.__test__ = False  # not a pytest test
