@@ -147,6 +147,29 @@ def test_rediss_to_a_plain_server_fails_within_seconds(redis_server, capsys):
     assert time.time() - t0 < 15
 
 
+def test_a_server_that_stops_answering_is_told_after_the_commands_timeout_not_retried(tmp_path, split, monkeypatch):
+    """A server frozen after the index was opened (SIGSTOP: the connection stays, no answer
+    comes): a query fails in one line after about one command timeout, each timeout not retried
+    (it took 4 of them, 240 s at the default 60 s)."""
+    from helpers import RedisServer
+    from neardup.errors import StorageError
+    from neardup.index import redis_storage
+    monkeypatch.setattr(redis_storage, "COMMAND_TIMEOUT_S", 2)
+    (tmp_path / "redis").mkdir()
+    server = RedisServer(tmp_path / "redis").start()
+    try:
+        idx = Index(server.url(0))
+        idx.add(split.a_texts[:20], name="a")
+        server.proc.send_signal(signal.SIGSTOP)
+        t0 = time.time()
+        with pytest.raises(StorageError, match="cannot reach Redis"):
+            idx.query(split.a_texts[:5])
+        assert time.time() - t0 < 2 * 2 + 1.5  # two commands' timeouts at most; before: 4 (8 s)
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+        server.stop()
+
+
 def test_a_password_is_never_printed_or_stored(redis_server, split, tmp_path, capsys):
     from neardup.cli import main
     admin = redis.Redis(port=redis_server.port)
@@ -168,6 +191,7 @@ def test_a_password_is_never_printed_or_stored(redis_server, split, tmp_path, ca
         assert main(["index", "stats", wrong]) == 2
         err = capsys.readouterr().err
         assert "wr0ng" not in err and len(err.strip().splitlines()) == 1, err
+        assert "refused the credentials" in err and "cannot reach" not in err, err  # it was reached
     finally:
         admin.execute_command("ACL", "DELUSER", "neardup-user")
         admin.close()

@@ -45,7 +45,7 @@ CHUNK = 8 << 20            # bytes per APPEND
 FLUSH_EVERY = 8            # APPENDs per pipeline round trip
 ORPHAN_AGE_S = 3600        # uncommitted segments older than this are a crashed writer's
 CONNECT_TIMEOUT_S = 3      # TCP connect, and the TLS handshake of rediss://, per attempt
-COMMAND_TIMEOUT_S = 60     # a silent server during a command
+COMMAND_TIMEOUT_S = 60     # a silent server during a command (not retried: a call waits this long at most)
 CONNECT_RETRIES = 1        # attempts after the first: an unreachable server is told in seconds
 SERVICE_TIMEOUT_S = 5      # the first PING's answer: a silent service (not Redis) is told in seconds
 
@@ -56,6 +56,9 @@ def _redis_errors(method):
         import redis
         try:
             return method(self, *args, **kwargs)
+        except redis.exceptions.AuthenticationError as exc:  # a ConnectionError: the server was reached
+            raise StorageError(f"Redis at {self.location} refused the credentials: {_one_line(exc)} (the user "
+                               f"name and password of the URL, redis://USER:PASSWORD@HOST:PORT/DB)") from None
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             hint = ""
             if self.location.lower().startswith("rediss://") and isinstance(exc, redis.exceptions.TimeoutError):
@@ -196,17 +199,20 @@ def parse_url(url: str):
     return plain, redact(urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))), prefix
 
 
-def _client(plain: str, command_timeout: float = COMMAND_TIMEOUT_S, retry_timeouts: bool = True):
+def _client(plain: str, command_timeout: Optional[float] = None):
     """A client whose connection attempts, the TLS handshake included, give up within seconds:
     a rediss:// URL to a plain server (silent during the handshake) or an unreachable host is one
-    line soon, not a minute of waiting. ``retry_timeouts=False``: a timeout is not retried (only a
-    refused or dropped connection is), so that a wait said to last N seconds lasts N seconds."""
+    line soon, not a minute of waiting. A timeout is not retried (only a refused or dropped
+    connection is), so that a wait said to last N seconds (``command_timeout``, else
+    :data:`COMMAND_TIMEOUT_S`) lasts N seconds: a query to a server that stopped answering was
+    told after 240 s before (two commands, each timeout retried once)."""
     import redis
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
 
-    retried = {} if retry_timeouts else {"supported_errors": (redis.exceptions.ConnectionError,)}
-    kwargs = dict(socket_connect_timeout=CONNECT_TIMEOUT_S, socket_timeout=command_timeout,
+    retried = {"supported_errors": (redis.exceptions.ConnectionError,)}
+    kwargs = dict(socket_connect_timeout=CONNECT_TIMEOUT_S,
+                  socket_timeout=COMMAND_TIMEOUT_S if command_timeout is None else command_timeout,
                   retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), CONNECT_RETRIES, **retried))
     if plain.lower().startswith("rediss://"):
         class HandshakeTimeoutSSLConnection(redis.connection.SSLConnection):
@@ -240,7 +246,7 @@ class RedisStorage(Storage):
         port of another service (an SSH or HTTP banner, one that says nothing) is not a Redis
         server, and its answer must not end in a protocol error's traceback."""
         import redis
-        client = _client(plain, command_timeout=SERVICE_TIMEOUT_S, retry_timeouts=False)
+        client = _client(plain, command_timeout=SERVICE_TIMEOUT_S)
         not_redis = (f"{self.location} does not answer as a Redis server does ({{}}): is that port another "
                      f"service? give redis://HOST:PORT/DB of a Redis server")
         try:
