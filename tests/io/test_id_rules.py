@@ -118,3 +118,26 @@ def test_text_files_alone_are_not_matched_against_record_positions(monkeypatch):
     columns.check_positional_ids(texts)  # nothing to refuse, nothing matched
     with pytest.raises(AssertionError, match="matched"):  # with a JSONL input, each path is matched
         columns.check_positional_ids(texts + [make_source("/in/x.jsonl", "/in/x.jsonl", "x.jsonl", "jsonl", None, True)])
+
+
+@pytest.mark.parametrize("scanner", ["0", "1"])  # pyarrow's parse and the compiled scanner
+def test_a_float_id_is_refused_in_a_jsonl_file_and_a_float_id_column_in_parquet(tmp_path, scanner, monkeypatch):
+    # the README's rule (a float is refused): a JSONL id 2.0 became "2.0" and a Parquet id 2.0 became
+    # "2", one value two ids by format; now a JSONL record with a float id is rejected with its line,
+    # and a float id column is refused in one line naming the file
+    import pyarrow as pa
+    recs = [{"id": i, "text": f"{TEXT} {i}"} for i in range(300)]
+    recs[150]["id"] = 2.0
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    monkeypatch.setenv("NEARDUP_JSONL_SCANNER", scanner)
+    ran = neardup("dedup", str(tmp_path / "a.jsonl"), "-o", str(tmp_path / "o1"), "--id-column", "id", "--quiet")
+    assert ran.returncode == 2 and "a.jsonl:151" in ran.stderr and "got float 2.0" in ran.stderr, ran.stderr
+    ran = neardup("dedup", str(tmp_path / "a.jsonl"), "-o", str(tmp_path / "o2"), "--id-column", "id", "--quiet",
+                  "--on-error", "skip")
+    assert ran.returncode == 0, ran.stderr
+    rejected = pq.read_table(tmp_path / "o2" / "rejected.parquet").to_pylist()
+    assert [(r["row"], "got float 2.0" in r["reason"]) for r in rejected] == [(150, True)], rejected
+    pq.write_table(pa.table({"id": [1.0, 2.5, 3.0], "text": [TEXT] * 3}), tmp_path / "b.parquet")
+    ran = neardup("dedup", str(tmp_path / "b.parquet"), "-o", str(tmp_path / "o3"), "--id-column", "id", "--quiet")
+    assert ran.returncode == 2 and "b.parquet" in ran.stderr and "not a string or integer column (type double)" \
+        in ran.stderr and len(ran.stderr.strip().splitlines()) == 1, ran.stderr

@@ -62,10 +62,10 @@ def test_jsonl_ids_and_scores(cwd):
     recs = [{"text": "a", "id": 7, "q": 1}, {"text": "b", "id": "x-1", "q": 2.5},
             {"text": "c", "id": 12345678901234567890123, "q": None}, {"text": "d", "id": 1.5, "q": -3}]
     texts, rows, ids, scores, rej = read_all(one(put("a.jsonl", jsonl(recs))),
-                                             id_column="id", score_column="q")
-    assert ids == ["7", "x-1", "12345678901234567890123", "1.5"]
-    assert scores[:2] == [1.0, 2.5] and np.isnan(scores[2]) and scores[3] == -3.0
-    assert rej == []
+                                             id_column="id", score_column="q", on_error="skip")
+    assert ids == ["7", "x-1", "12345678901234567890123"]  # a float id is refused (1.0 and 1 would be two ids)
+    assert scores[:2] == [1.0, 2.5] and np.isnan(scores[2])
+    assert rej == [(3, "id field 'id' is not a string or an integer (got float 1.5)")]
     # int ids on the fast path (all ints: pyarrow parses them as int64)
     ids = read_all(one(put("b.jsonl", jsonl({"text": "t", "id": i} for i in range(20)))), id_column="id")[2]
     assert ids == [str(i) for i in range(20)]
@@ -134,8 +134,11 @@ BAD_RECORDS = [
     (b'{"text": "\\ud800"}', "text field 'text' is not valid Unicode (an unpaired surrogate \\u escape)", {}),
     (b'{"text": "a"}', "id field 'id' is missing", {"id_column": "id"}),
     (b'{"text": "a", "id": null}', "id field 'id' is null", {"id_column": "id"}),
-    (b'{"text": "a", "id": [1]}', "id field 'id' is not a string or number (got list)", {"id_column": "id"}),
-    (b'{"text": "a", "id": true}', "id field 'id' is not a string or number (got bool)", {"id_column": "id"}),
+    (b'{"text": "a", "id": [1]}', "id field 'id' is not a string or an integer (got list)", {"id_column": "id"}),
+    (b'{"text": "a", "id": true}', "id field 'id' is not a string or an integer (got bool True)", {"id_column": "id"}),
+    (b'{"text": "a", "id": 1.5}', "id field 'id' is not a string or an integer (got float 1.5)", {"id_column": "id"}),
+    (b'{"text": "a", "id": 2.0}', "id field 'id' is not a string or an integer (got float 2.0)", {"id_column": "id"}),
+    (b'{"text": "a", "id": 1e3}', "id field 'id' is not a string or an integer (got float 1000.0)", {"id_column": "id"}),
     (b'{"text": "a"}', "score column 'q' is missing", {"score_column": "q"}),
     (b'{"text": "a", "q": "0.5"}', "score column 'q' is not a number (got str)", {"score_column": "q"}),
     (b'{"text": "a", "q": false}', "score column 'q' is not a number (got bool)", {"score_column": "q"}),

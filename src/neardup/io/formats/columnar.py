@@ -21,6 +21,12 @@ def _is_stringlike(t: pa.DataType) -> bool:
         or pa.types.is_null(t)  # a column of nulls only: each row rejected as null, not the whole table
 
 
+def _is_integer(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        return _is_integer(t.value_type)
+    return pa.types.is_integer(t)
+
+
 def _is_numeric(t: pa.DataType) -> bool:
     if pa.types.is_dictionary(t):
         return _is_numeric(t.value_type)
@@ -47,8 +53,9 @@ def column_problem(ctx: ReadContext, schema: pa.Schema) -> Optional[str]:
         t = schema.field(col).type
         if role == "text" and not _is_stringlike(t):
             return f"text column {col!r} is not a string column (type {t})"
-        if role == "id" and not (_is_stringlike(t) or _is_numeric(t)):
-            return f"id column {col!r} is not a string or number column (type {t})"
+        if role == "id" and not (_is_stringlike(t) or _is_integer(t)):
+            return (f"id column {col!r} is not a string or integer column (type {t}): an id is a string or an "
+                    f"integer (1.0 and 1 would be two ids, or one)")
         if role == "score" and not _is_numeric(t):
             return f"score column {col!r} is not numeric (type {t})"
     return None

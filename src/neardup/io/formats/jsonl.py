@@ -66,15 +66,16 @@ def _check_record(obj: Any, ctx: ReadContext) -> Tuple[Optional[str], Any, Any, 
         v = obj[ic]
         if v is None:
             return f"id field {ic!r} is null", None, None, math.nan
-        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
-            return f"id field {ic!r} is not a string or number (got {_type_name(v)})", None, None, math.nan
+        if isinstance(v, bool) or not isinstance(v, (str, int)):  # 1.0 beside 1 would be two ids, or one
+            shown = _type_name(v) + (f" {v!r}" if isinstance(v, (float, bool)) else "")
+            return f"id field {ic!r} is not a string or an integer (got {shown})", None, None, math.nan
         if isinstance(v, str):
             if not _encodable(v):
                 return (f"id field {ic!r} is not valid Unicode (an unpaired surrogate \\u escape)",
                         None, None, math.nan)
             idv = v
         else:
-            idv = str(v) if isinstance(v, int) else repr(v)
+            idv = str(v)
     score = math.nan
     if ctx.score_column is not None:
         sc = ctx.score_column
