@@ -148,6 +148,24 @@ def test_a_null_id_is_never_written_as_none(tmp_path):
     assert "\n" not in str(e.value)
 
 
+def test_a_null_id_never_reaches_an_index_as_none(corpus, tmp_path):
+    # NeardupFilter's additions wrote a null id as "None", which the commit added to the index; it
+    # is written null, and the commit refuses it in one line
+    rng = random.Random(5)
+    src = tmp_path / "src"
+    src.mkdir()
+    write_jsonl(src / "a.jsonl", [{"text": _text(rng), "id": "y"}, {"text": _text(rng), "id": None}])
+    index = tmp_path / "idx.ndx"
+    shutil.copytree(corpus["index"], index)
+    adds = tmp_path / "adds"
+    _pipeline([JsonlReader(str(src)), NeardupFilter(index, additions=adds)], tmp_path, "filter")
+    assert pq.read_table(adds / "rank-00000.parquet").column("id").to_pylist() == ["y", None]
+    with pytest.raises(NeardupError, match="None") as e:
+        _pipeline([NeardupCommit(index, adds, name="dump3")], tmp_path, "commit")
+    assert "\n" not in str(e.value)
+    assert neardup.Index(str(index)).stats()["sources"] == {"old": 12}  # nothing added
+
+
 def test_one_task_steps_refuse_ranks(corpus, tmp_path):
     with pytest.raises(ConfigError, match="tasks=1"):
         _pipeline([NeardupDedup(corpus["new"], tmp_path / "out")], tmp_path, "two", tasks=2)

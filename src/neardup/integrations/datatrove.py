@@ -123,7 +123,8 @@ class NeardupFilter(BaseFilter):
             batch[pos].metadata.update({DUPLICATE_OF: mid, DUPLICATE_SOURCE: msrc, SIMILARITY: sim})
         self.stat_update("neardup_matched", value=len(m))
         if self._part is not None:
-            self._part.write([str(d.id) for d in batch], h, np.flatnonzero(keep))
+            self._part.write([None if d.id is None else str(d.id) for d in batch], h,  # null, never "None"
+                             np.flatnonzero(keep))
         return [True] * len(batch) if self.mode == "mark" else keep.tolist()
 
 
