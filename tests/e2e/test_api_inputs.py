@@ -77,3 +77,12 @@ def test_view_columns_come_back_with_their_rows_and_types(tmp_path):
     neardup.dedup(table, output=str(tmp_path / "out"))
     written = pq.read_table(tmp_path / "out" / "kept" / "table.parquet")
     assert written.column("text").to_pylist() == [A, C]
+
+
+def test_one_word_texts_ending_in_a_dot_are_texts_not_paths():
+    # "Yes." has the extension "." by os.path.splitext: the list was read as paths ("no such file
+    # or folder: Yes."); a bare dot is no extension
+    res = neardup.dedup(["Yes.", "Yes.", "No."], threshold=0.5, ngram=1)
+    assert res.stats["counts"]["input"] == 3 and res.kept == [0, 2]
+    from neardup.io.inputs import looks_like_paths
+    assert looks_like_paths(["a.jsonl", "b.parquet", "data/x"]) and not looks_like_paths(["ok!.", "a.b c"])

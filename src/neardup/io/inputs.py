@@ -22,14 +22,16 @@ from .columns import INDEX_ID_COLUMN  # noqa: F401  (neardup.io.inputs.INDEX_ID_
 
 def looks_like_paths(items: Sequence) -> bool:
     """A list of strings is a list of paths when each one looks like a path: no white space, and
-    an existing file or folder, a glob, a path separator or a file extension. Otherwise it is a
-    list of texts."""
+    an existing file or folder, a glob, a path separator or a file extension (a dot and 1 to 16
+    letters or digits: ``a.jsonl``, not the ``Yes.`` or ``ok!.`` of a one-word text). Otherwise
+    it is a list of texts."""
     for s in items:
         if isinstance(s, os.PathLike):
             continue
         if not isinstance(s, str) or not s or any(c.isspace() for c in s) or len(s) > 4096:
             return False
-        if not (os.path.exists(s) or any(c in s for c in "*?[/" + os.sep) or os.path.splitext(s)[1]):
+        ext = os.path.splitext(s)[1][1:]
+        if not (os.path.exists(s) or any(c in s for c in "*?[/" + os.sep) or (0 < len(ext) <= 16 and ext.isalnum())):
             return False
     return True
 
