@@ -96,6 +96,20 @@ def test_other_parameters_and_exact_refused(exported, tmp_path):
     assert ran.returncode == 2 and ran.stderr.count("\n") == 1 and "--verify exact needs the texts" in ran.stderr
 
 
+def test_files_of_other_seeds_are_refused_naming_whose_value_is_whose(exported, tmp_path):
+    # the second file's seed was said against "this run", whose seed is another (42 was the first file's)
+    import shutil
+    from neardup.errors import InputError
+    d, corpus, sig = exported
+    folder = tmp_path / "mixed"
+    shutil.copytree(sig, folder / "a")
+    ran = run_in_process("signatures", corpus, "--output", folder / "b", "--seed", "7")
+    assert ran.returncode == 0, ran.stderr
+    with pytest.raises(InputError) as e:
+        neardup.dedup(folder, tmp_path / "o", input_format="signatures")
+    assert "seed=7 (that file's: 42)" in str(e.value) and "this run" not in str(e.value), str(e.value)
+
+
 @pytest.mark.parametrize("short_rows", ["all", "second file"])
 def test_signatures_shorter_than_the_files_num_perm_refused_naming_the_file(exported, tmp_path, short_rows):
     # a file whose metadata says num_perm 128 but whose signatures hold 64 values: a one-line

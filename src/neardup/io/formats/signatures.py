@@ -96,9 +96,9 @@ def is_signature_file(path: str) -> bool:
         return False
 
 
-def differences(theirs: dict, ours: dict) -> List[str]:
-    """``name=THEIRS (this run: OURS)`` for each value parameter that differs."""
-    return [f"{k}={theirs.get(k)!r} (this run: {ours.get(k)!r})" for k in VALUE_PARAMS if theirs.get(k) != ours.get(k)]
+def differences(theirs: dict, ours: dict, label: str = "this run") -> List[str]:
+    """``name=THEIRS (LABEL: OURS)`` for each value parameter that differs (``label``: whose OURS is)."""
+    return [f"{k}={theirs.get(k)!r} ({label}: {ours.get(k)!r})" for k in VALUE_PARAMS if theirs.get(k) != ours.get(k)]
 
 
 def check_params(sources, config) -> dict:
@@ -112,8 +112,8 @@ def check_params(sources, config) -> dict:
         if first is None:
             first = (src.name, params)
         elif differences(params, first[1]):
-            raise InputError(f"{src.name}: signatures made with other parameters than {first[0]}'s: "
-                             f"{', '.join(differences(params, first[1]))}")
+            diff = differences(params, first[1], "that file's")
+            raise InputError(f"{src.name}: signatures made with other parameters than {first[0]}'s: {', '.join(diff)}")
         diff = differences(params, ours) if ours is not None else None
         if diff:
             raise ConfigError(f"{src.name}: signatures made with other parameters than this run's: "
