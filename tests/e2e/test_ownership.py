@@ -343,6 +343,18 @@ def test_an_output_under_a_file_is_one_line(tmp_path, corpus, capsys):
     assert str(blocker) in line and "Not a directory" in line
 
 
+@pytest.mark.parametrize("under", [False, True])
+def test_an_output_through_a_dangling_link_is_one_line(tmp_path, corpus, capsys, under):
+    """`-o out` where out is a link to a missing place (a disk not mounted), or lies under one:
+    makedirs' FileExistsError / FileNotFoundError were a traceback (exit 1), not one line."""
+    link = tmp_path / "link"
+    os.symlink(tmp_path / "not-mounted" / "out", link)
+    assert run_cli("dedup", corpus, "-o", link / "sub" if under else link, "-q") == 2
+    line = one_error_line(capsys)
+    assert str(link) in line
+    assert not (tmp_path / "not-mounted").exists()
+
+
 def _distinct_documents(path: Path, size: int) -> None:
     """JSONL of random-word documents (no two alike) of about ``size`` bytes."""
     import random

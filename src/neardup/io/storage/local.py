@@ -76,6 +76,14 @@ def naming(exc: OSError, path: str) -> OSError:
     return exc
 
 
+def _ancestors(path: str) -> List[str]:
+    """``path`` and each folder above it, deepest first."""
+    out = [path]
+    while os.path.dirname(out[-1]) != out[-1]:
+        out.append(os.path.dirname(out[-1]))
+    return out
+
+
 class LocalFiles:
     """The file operations of :mod:`.fs` on local paths (see there for what each does)."""
 
@@ -133,7 +141,15 @@ class LocalFiles:
         return [(m, os.path.isdir(m)) for m in sorted(_glob.glob(local_path(pattern), recursive=True))]
 
     def makedirs(self, path: str) -> None:
-        os.makedirs(local_path(path), exist_ok=True)
+        p = local_path(path)
+        try:
+            os.makedirs(p, exist_ok=True)
+        except (FileExistsError, FileNotFoundError) as e:
+            # a link to a missing place on the way (a disk not mounted), a file system that makes
+            # no folders (/proc): the machine's problem, in one line, not a traceback
+            link = next((a for a in _ancestors(p) if os.path.islink(a) and not os.path.exists(a)), None)
+            why = f"{link} is a link to {os.readlink(link)}, which does not exist" if link else e.strerror
+            raise NeardupError(f"{redact(path)}: cannot make this folder ({redact(why)})") from None
 
     def remove_tree(self, path: str) -> None:
         p = local_path(path)
