@@ -502,3 +502,21 @@ def test_unreadable_file_stops_even_with_skip(tmp_path):  # pragma: no cover - n
         assert one_error_line(err) == "a.jsonl: cannot read file (Permission denied)"
     finally:
         path.chmod(stat.S_IRUSR | stat.S_IWUSR)
+
+
+# --------------------------------------------------------------------------- an id that is not UTF-8
+
+
+def test_csv_id_not_utf8_is_a_bad_record(tmp_path):
+    # before: the bytes went on as a string id; the clusters stage decoded it: a traceback (exit 1)
+    rows = [b"id,text", b"\xff," + doc(0).encode(), b"\xfe," + doc(0).encode(), b"2," + doc(0).encode()]
+    (tmp_path / "b.csv").write_bytes(b"\n".join(rows) + b"\n")
+    code, _, err = neardup("dedup", "b.csv", "-o", "o1", "-q", "--id-column", "id", cwd=tmp_path)
+    assert code == 2, err
+    assert one_error_line(err) == "b.csv: row 0: id field 'id' has invalid UTF-8 at byte 0"
+    code, _, err = neardup("dedup", "b.csv", "-o", "o2", "-q", "--on-error", "skip", cwd=tmp_path)
+    assert code == 0, err
+    c = counts(tmp_path / "o2")
+    assert (c["input"], c["kept"], c["removed"], c["rejected"]) == (3, 1, 0, 2)
+    assert [r["row"] for r in rejected(tmp_path / "o2")] == [0, 1]
+    assert {r["reason"] for r in rejected(tmp_path / "o2")} == {"id field 'id' has invalid UTF-8 at byte 0"}

@@ -115,6 +115,15 @@ def arrow_batch(ctx: ReadContext, cols: Dict[str, pa.Array], row0: int):
     ids = None
     if ctx.id_column is not None:
         ids = _plain(cols[ctx.id_column]).cast(pa.string())
+        try:
+            ids.validate(full=True)
+        except pa.ArrowInvalid:  # a CSV id of bytes that are not UTF-8: rejected as a text would be
+            raw = ids.view(pa.binary())
+            for i in range(n):
+                try:
+                    (raw[i].as_py() or b"").decode("utf-8")
+                except UnicodeDecodeError as e:
+                    bad.setdefault(i, f"id field {ctx.id_column!r} has invalid UTF-8 at byte {e.start}")
         if ids.null_count:
             for i in np.flatnonzero(to_numpy(ids.is_null())).tolist():
                 bad.setdefault(i, f"id field {ctx.id_column!r} is null")
