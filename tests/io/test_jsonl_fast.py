@@ -319,3 +319,10 @@ def test_a_block_scan_block_stopped_in_is_extracted_only_past_a_blank_line(block
     assert texts == ["a", "c"] and rows == [10, 12]
     assert lines == [b'{"id": 1, "text": "a"}', b'{"id": 3, "text": "c"}']
     assert [c is not None for c in calls] == ([True] if extracted else [])
+
+
+def test_a_line_of_a_gigabyte_or_more_goes_to_json_loads():
+    # before: pyarrow's block size (twice the longest line) overflowed its int32 for a line of
+    # 1 GiB or more (a sparse .jsonl of NUL bytes): an OverflowError, a traceback (exit 1)
+    ctx = ReadContext(Source(path="x", name="x", relpath="x", format="jsonl"), 0, "text", "id", None, "fail", 100)
+    assert _JsonlParser(ctx)._arrow(b'{"id": 1, "text": "a"}\n', 1, 1 << 30) is None

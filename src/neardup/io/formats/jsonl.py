@@ -182,6 +182,8 @@ class _JsonlParser:
         """pyarrow's parse of ``feed`` (one object per non-blank line), or None when it fails
         or its rows do not match the lines."""
         block_size = max(1 << 20, 2 * longest + 16)
+        if block_size > (1 << 31) - 1:  # pyarrow's block size is an int32: json.loads reads such a line
+            return None
         ropts = pj.ReadOptions(use_threads=True, block_size=block_size)
         attempts = self.id_types if self.ctx.id_column is not None else self.id_types[:1]
         for k, id_type in enumerate(attempts):
