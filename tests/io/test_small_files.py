@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from neardup.errors import InputError
-from neardup.io import discover, kernel_copy
+from neardup.io import discover, kernel_copy, read_source
 from neardup.io.formats import text as text_format
 from neardup.io.formats.text import _is_text, copy_local_text_files, plain_text, read_local_file
 from neardup.io.compressed import kind_of
@@ -43,6 +43,21 @@ def test_a_file_longer_than_its_size_is_read_to_its_end(cwd, monkeypatch):
     real = text_format.open_regular
     monkeypatch.setattr(text_format, "open_regular", lambda s: (real(s)[0], 10))  # grew since fstat
     assert read_local_file(src) == b"x" * 5000
+
+
+def test_a_large_binary_file_in_a_folder_is_skipped_without_reading_it_whole(cwd):
+    # before: a 1 GiB disk image (a model's weights) in a folder of code was read whole, twice
+    # its size in memory at once, only to be skipped for the NUL at its byte 0
+    put("d/a.txt", "hello world")
+    with open("d/disk.img", "wb") as f:
+        f.truncate(1 << 30)  # sparse: no disk space taken
+    src = discover(["d"])[1]
+    assert len(read_local_file(src)) < 1 << 20
+    assert [b.skipped for s in discover(["d"]) for b in read_source(s)] == [
+        None, "binary file (a NUL byte at byte 0)"]
+    gz = gzip.compress(b"text " * 20000)  # a compressed file is read whole: its data holds NULs
+    put("d/t.gz", gz)
+    assert read_local_file(discover(["d/t.gz"])[0]) == gz
 
 
 def test_a_copy_that_stops_short_of_the_size_goes_on(cwd, monkeypatch):

@@ -128,14 +128,24 @@ def _is_text(data: bytes) -> bool:
     return True
 
 
+_HEAD = 1 << 16  # what read_local_file reads first of a large file
+
+
 def read_local_file(src: Source) -> bytes:
-    """The bytes of a local file, read with one open: checked to be a regular file first, as
+    """The bytes of a local file (of a large binary one, its first _HEAD bytes, which hold its
+    first NUL: all text_document needs to skip it), read with one open: checked to be a regular file first, as
     :func:`~neardup.io.opening.check_local_file` does (opened without blocking)."""
     fd, size = open_regular(src)
     try:
         parts = []
         want = max(size, 0) + 1  # one more than its size: the end is seen at once
         got = 0
+        if size > _HEAD:  # a NUL in a large file's first bytes, not compressed: a binary file (a disk
+            head = os.read(fd, _HEAD)  # image, a model's weights), its first NUL there: the rest unread
+            if b"\0" in head and kind_of(head) is None:
+                return head
+            parts.append(head)
+            got = len(head)
         while True:
             chunk = os.read(fd, max(want, 1 << 16))
             if not chunk:
