@@ -349,3 +349,15 @@ def test_13_5_csv_over_object_storage_same_as_local(s3, tmp_path, monkeypatch):
     assert s3.get("out/c.csv.gz") == (tmp_path / "out" / "c.csv.gz").read_bytes()
     with gzip.open(tmp_path / "out" / "c.csv.gz", "rt", newline="", encoding="utf-8") as f:
         assert [r[1] for r in csv.reader(f)] == ["text", texts[0], texts[2], texts[5]]
+
+
+def test_dedup_help_names_every_compression_read():
+    """README: gzip, zstd, bz2 and xz input; the help named gzip and zstd only (description and
+    --input-format), so a reader of --help took .bz2 and .xz files for plain text documents."""
+    from neardup.cli import build_parser
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    dedup = sub.choices["dedup"]
+    fmt = next(a for a in dedup._actions if a.dest == "input_format")
+    for text in (dedup.description, fmt.help):
+        assert all(s in text for s in (".gz", ".zst", ".bz2", ".xz")), text

@@ -15,9 +15,9 @@ def register(sub) -> None:
     p = sub.add_parser(
         "dedup", help="remove near-duplicate documents from files",
         description="Remove near-duplicate documents. Reads JSONL (.jsonl, .json), CSV (.csv) and TSV "
-                    "(.tsv) with a header line, each also gzip (.gz) or zstd (.zst) compressed, Parquet, "
-                    "or plain text files (one document per file), writes the kept corpus and a record of "
-                    "every removal to --output.",
+                    "(.tsv) with a header line, each also gzip (.gz), zstd (.zst), bz2 (.bz2) or xz (.xz) "
+                    "compressed, Parquet, or plain text files (one document per file), writes the kept corpus "
+                    "and a record of every removal to --output.",
         formatter_class=HelpFormatter)
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="files, folders (read recursively in sorted path order) or globs; each is a path, "

@@ -284,7 +284,7 @@ class Input(Group):
                            "rejected.parquet)")
     input_format: str = option(
         "auto", Choice(("auto", "text", "signatures", "rpv2-minhash")),
-        "auto: the format from each file's extension (.jsonl/.json, .parquet, .csv/.tsv, optionally .gz/.zst; "
+        "auto: the format from each file's extension (.jsonl/.json, .parquet, .csv/.tsv, optionally .gz/.zst/.bz2/.xz; "
         "anything else one text document); text: every file is one plain-text document, whatever its extension; "
         "signatures: Parquet files of 'neardup signatures'; rpv2-minhash: RedPajama-V2's minhash.parquet "
         "(both: no text, verified by the estimate)")
