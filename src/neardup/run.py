@@ -92,6 +92,8 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
     if config.against:  # every check of the inputs and options that can fail, before a folder is claimed
         from .stages.against import check_indexes
         check_indexes(config)
+    if config.output_format != "same":  # a.jsonl and a.csv both kept/a.parquet: one would be lost
+        nio.output_relpaths([s for s in sources if s.format != "table"], config.output_format)
     out = Folder.of(output)
     explicit_work = work_dir is not None
     work_folder = Folder.of(work_dir if explicit_work else default_work_dir(out, config.engine))

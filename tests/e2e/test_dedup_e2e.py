@@ -456,3 +456,21 @@ def test_collector_paused_in_the_run_and_restored(tmp_path, monkeypatch):
     finally:
         gc.set_threshold(*threshold)
         (gc.enable if was else gc.disable)()
+
+
+
+@pytest.mark.parametrize("names,fmt,kept", [(("a.csv", "a.jsonl"), "parquet", "a.parquet"),
+                                            (("a.csv", "a.jsonl"), "jsonl", "a.jsonl"),
+                                            (("a.py", "a.py.jsonl"), "jsonl", "a.py.jsonl")])
+def test_output_format_names_that_clash_are_refused(tmp_path, names, fmt, kept):
+    # before: a.jsonl and a.csv were both written to kept/a.parquet, the second over the first:
+    # exit 0, `kept` counted both, kept_files named a.parquet twice, one file's records lost
+    (tmp_path / "d").mkdir()
+    for i, name in enumerate(names):
+        body = {".csv": f"text\ndoc number {i} of the clash\n", ".jsonl": json.dumps({"text": f"doc {i}"}) + "\n"}
+        (tmp_path / "d" / name).write_text(body.get(Path(name).suffix, f"doc number {i} of the clash\n"))
+    code, _, err = run_in_process("dedup", "d", "-o", "out", "-q", "--output-format", fmt, cwd=tmp_path)
+    assert code == 2, err
+    assert err.strip() == (f"neardup: error: two inputs would be written to the same output name {kept!r} "
+                           f"(output format {fmt}): d/{names[0]} and d/{names[1]}")
+    assert not (tmp_path / "out" / "stats.json").exists()
