@@ -94,6 +94,14 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
         check_indexes(config)
     if config.output_format != "same":  # a.jsonl and a.csv both kept/a.parquet: one would be lost
         nio.output_relpaths([s for s in sources if s.format != "table"], config.output_format)
+    if config.mark:  # a text file a.py is marked as marked/a.py.jsonl: an input a.py.jsonl would be lost
+        from .io.sources import _first_clash
+        files = [s for s in sources if s.format != "table"]
+        names = [nio.output_relpath(s, "jsonl" if s.format == "text" else "same") for s in files]
+        clash = _first_clash(names)
+        if clash is not None:
+            raise InputError(f"two inputs would be written to the same name in marked/ {names[clash[0]]!r} (a text "
+                             f"file is marked as JSON Lines): {files[clash[0]].name} and {files[clash[1]].name}")
     out = Folder.of(output)
     explicit_work = work_dir is not None
     work_folder = Folder.of(work_dir if explicit_work else default_work_dir(out, config.engine))

@@ -474,3 +474,16 @@ def test_output_format_names_that_clash_are_refused(tmp_path, names, fmt, kept):
     assert err.strip() == (f"neardup: error: two inputs would be written to the same output name {kept!r} "
                            f"(output format {fmt}): d/{names[0]} and d/{names[1]}")
     assert not (tmp_path / "out" / "stats.json").exists()
+
+
+def test_mark_names_that_clash_are_refused(tmp_path):
+    # before: the text file a.py (marked as marked/a.py.jsonl) and the input a.py.jsonl were
+    # written to one file, the second over the first: exit 0, one input's documents lost
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.py").write_text("print('a text file of code, one document')\n")
+    (tmp_path / "d" / "a.py.jsonl").write_text(json.dumps({"text": "a record of a data file"}) + "\n")
+    code, _, err = run_in_process("dedup", "d", "-o", "out", "-q", "--mark", cwd=tmp_path)
+    assert code == 2, err
+    assert err.strip() == ("neardup: error: two inputs would be written to the same name in marked/ 'a.py.jsonl' "
+                           "(a text file is marked as JSON Lines): d/a.py and d/a.py.jsonl")
+    assert not (tmp_path / "out" / "stats.json").exists()
