@@ -520,3 +520,21 @@ def test_csv_id_not_utf8_is_a_bad_record(tmp_path):
     assert (c["input"], c["kept"], c["removed"], c["rejected"]) == (3, 1, 0, 2)
     assert [r["row"] for r in rejected(tmp_path / "o2")] == [0, 1]
     assert {r["reason"] for r in rejected(tmp_path / "o2")} == {"id field 'id' has invalid UTF-8 at byte 0"}
+
+
+# --------------------------------------------------------------------------- a blank line before a CSV header
+
+
+@pytest.mark.parametrize("nl", ["\n", "\r\n"])
+def test_csv_blank_lines_before_the_header_are_not_an_empty_file(tmp_path, nl):
+    # before: the header was taken from the first line, blank: the file was "empty file (no
+    # records)", an error named alone, and in a folder skipped and counted, its records lost
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.csv").write_bytes(nl.join(["", "", "id,text", f"1,{doc(1)}", "", f"2,{doc(2)}", ""]).encode())
+    (tmp_path / "d" / "b.csv").write_bytes(nl.join(["id,text", f"3,{doc(3)}", ""]).encode())
+    code, _, err = neardup("dedup", "d", "-o", "out", "-q", cwd=tmp_path)
+    assert code == 0, err
+    c = counts(tmp_path / "out")
+    assert (c["input"], c["kept"]) == (3, 3)
+    with open(tmp_path / "out" / "kept" / "a.csv", newline="", encoding="utf-8") as f:
+        assert list(csv.reader(f)) == [["id", "text"], ["1", doc(1)], ["2", doc(2)]]

@@ -75,7 +75,8 @@ def csv_header(src: Source) -> List[str]:
         head = f.read(1 << 20)
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
     for row in csv.reader(io.StringIO(text, newline=""), delimiter="\t" if src.format == "tsv" else ","):
-        return row
+        if row:  # a blank line before the header: pyarrow's reader skips it too
+            return row
     return []
 
 
