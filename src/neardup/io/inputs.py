@@ -102,7 +102,7 @@ def _index_as_arrow(index) -> None:
 def typed_ids(kind: str, tables: Dict[str, pa.Table], source: Any, table: pa.Table, columns: Sequence[str]) -> pa.Table:
     """``table`` (removed or clusters) with its id ``columns`` as the user's own ids when the ids
     were a DataFrame's index or a list's positions (:data:`INDEX_ID_COLUMN`, stored as text):
-    the index's values with its type (``df.index.isin(result.removed["id"])`` holds), a list's
+    the index's values with its type (``df.index.isin(result.removed["id"].to_pylist())`` holds), a list's
     positions as integers. A column holding an id of elsewhere (an ``--against`` index's) stays
     text."""
     if kind not in ("pandas", "texts"):
