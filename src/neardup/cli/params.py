@@ -28,7 +28,7 @@ def register(sub) -> None:
                    help="evaluate this number of rows per band instead of choosing (needs --bands)")
     p.add_argument("--min-recall", type=float, default=Similarity.min_recall,
                    help="the default chooser demands P(candidate | J = threshold) >= MIN_RECALL and then "
-                        "takes the fewest false positives")
+                        "takes the fewest false positives (default: %(default)s)")
     p.add_argument("--method", choices=("recall", "weighted"), default="recall",
                    help="'recall': the default chooser above; 'weighted': minimise 0.5 * FP area "
                         "+ 0.5 * FN area (the common optimiser, which favours curves above the "
