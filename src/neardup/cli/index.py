@@ -142,9 +142,9 @@ def _inspection_parsers(sub2) -> None:
 
 # where an index reads its input unlike a dedup run: the help of those options here
 INDEX_HELP_OF = {"id_column": "field holding the document id (default: an 'id' field when every input has one, "
-                              "else positions; '' for positions): an add's name the file as given, FILE:LINE / "
-                              "FILE:ROW or a text file's path (with --name, NAME/FILE:LINE, FILE below the inputs' "
-                              "folder); a query's are dedup's",
+                              "else positions; '' for positions): an add's positions are FILE:LINE / FILE:ROW with "
+                              "FILE the path as given, or a text file's path (with --name NAME: NAME/FILE:LINE, "
+                              "FILE below the inputs' folder); a query names its documents as dedup does",
                  "workers": "threads for the compiled kernels (default: every core)"}
 
 
