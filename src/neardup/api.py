@@ -137,7 +137,7 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
 
     source
         What to deduplicate: a path, folder or glob, or a list of them (JSONL ``.jsonl``/``.json``,
-        CSV ``.csv`` and TSV ``.tsv`` with a header line, each plain, gzip or zstd; Parquet; any
+        CSV ``.csv`` and TSV ``.tsv`` with a header line, each plain, gzip, zstd, bz2 or xz; Parquet; any
         other file is one text document); a pyarrow Table or
         RecordBatch; a pandas DataFrame (its index is the id of each row); a polars DataFrame (a
         LazyFrame is refused: collect it); a Hugging Face
@@ -181,8 +181,9 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
         not touch").
     **options
         Every other field of :class:`neardup.Config`: ngram, char_ngrams, min_recall, seed,
-        normalisation switches, max_anchor_rounds, output_format, batch_size, workers,
-        ray_address; ``mark=True`` keeps every document and marks the duplicates instead (the
+        normalisation switches, punctuation, hash_version, max_anchor_rounds, input_format,
+        follow_symlinks, output_format, batch_size, workers, ray_address, against, update_index;
+        ``mark=True`` keeps every document and marks the duplicates instead (the
         README's "Marks instead of removals").
 
     >>> import neardup
