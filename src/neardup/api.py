@@ -145,7 +145,9 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
         one split against those of every split); a ``ray.data.Dataset`` (run on Ray in its cluster, ``kept``
         a Dataset: :mod:`neardup.engines.ray_data`); or a list of texts (``["text one", ...]``: the
         result's ``kept`` is then the list of the indexes kept). A list of strings is read as paths
-        when each one names an existing file or folder or matches a glob; with ``paths=True``
+        when each one looks like a path (no white space, and an existing file or folder, a glob, a
+        separator or an extension: ``["x.jsonl"]`` missing is an error, ``["Yes.", "No."]`` are
+        texts); with ``paths=True``
         every string is a path (the command line passes that: a missing one is an error).
     output
         The output folder (kept/, removed.parquet, clusters.parquet, stats.json, report.html).
