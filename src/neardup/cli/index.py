@@ -57,8 +57,8 @@ def _add_parser(sub2) -> None:
     g.add_argument("--kind", choices=["exact", "bloom"], default=None,
                    help="exact (default for a new index): band keys, ids and what verifies each candidate, about "
                         "1.5 KB a document; a match names the indexed document and its verified similarity. bloom: "
-                        "one Bloom filter per band per segment, about 56 bytes a document; a match is a yes "
-                        "(an unverified LSH candidate, or a filter's false positive) without a representative. "
+                        "one Bloom filter per band per segment, about 78 bytes a document at 18 bands; a match is a "
+                        "yes (an unverified LSH candidate, or a filter's false positive) without a representative. "
                         "An existing index of the other kind is refused")
     g.add_argument("--false-positive-rate", type=float, default=None, metavar="P",
                    help="a new bloom index: the false-positive rate each filter is sized for (default "

@@ -139,7 +139,7 @@ class Index:
     documents become candidates: see :meth:`recall_note`).
     ``verify="estimate"`` (or ``"none"``) at creation stores signatures instead of shingle
     fingerprints; ``kind="bloom"`` at creation keeps one Bloom filter per band per segment
-    instead (yes/no answers, about 56 bytes a document, :mod:`.bloom`; ``false_positive_rate``
+    instead (yes/no answers, about 78 bytes a document at 18 bands, :mod:`.bloom`; ``false_positive_rate``
     sizes its filters), and a ``kind`` that differs from an existing index's is a
     :class:`~neardup.errors.ConfigError`; ``must_exist=True`` makes a missing index an error.
     Queries see what other processes added within ``refresh`` seconds (the manifest is read again at most that often),
