@@ -45,3 +45,11 @@ def test_bucket_note_says_what_it_means_and_what_to_do():
     assert note == ["  note: 9 of 40 band buckets searched only in part (the work bound of the bucket search): never "
                     "a false removal; a near-duplicate pair among their members is missed only if no other band "
                     "pairs it ('neardup audit' measures the misses)"]
+
+
+def test_summary_names_an_output_given_with_a_slash_once():
+    # `neardup dedup sigs/ --input-format signatures --output out/` (README, "Signatures in and
+    # out") printed "output: out// (kept/, ...)"
+    assert "  output: out/ (kept/, removed.parquet" in format_summary(stats_of(), "out/")
+    assert "  output: out/ (kept/, removed.parquet" in format_summary(stats_of(), "out")
+    assert "  output: s3://bucket/out/ (kept/" in format_summary(stats_of(), "s3://bucket/out/")

@@ -80,7 +80,9 @@ def format_summary(stats: dict, output: str) -> str:
     if secs:
         lines.append("  seconds: " + "  ".join(f"{k} {v:.1f}" for k, v in secs.items()) + f"  (total {total:.1f})")
     folder = "marked/" if "marked_files" in stats else "kept/"  # --mark: every document, marked
-    lines.append(f"  output: {redact(output)}/ ({folder}, removed.parquet, clusters.parquet, stats.json, report.html)")
+    shown = redact(output)
+    shown += "" if shown.endswith("/") else "/"  # an output given as out/ is shown out/, not out//
+    lines.append(f"  output: {shown} ({folder}, removed.parquet, clusters.parquet, stats.json, report.html)")
     return "\n".join(lines)
 
 
