@@ -20,6 +20,10 @@ from .io.formats import signatures as fmt
 from .io.storage import fs as _fs
 from .io.storage.paths import join, redact
 
+class SkippedWarning(UserWarning):
+    """Records skipped by ``on_error="skip"`` while signatures were made: how many, and the first."""
+
+
 PART = "part-{:05d}.parquet"     # the part files of a signature folder
 PART_ROWS = 1 << 20              # documents a part file holds at most
 
@@ -31,7 +35,9 @@ def signatures(source, output: Optional[str] = None, *, overwrite: bool = False,
     decide the values (num_perm, seed, hash_version, the shingling). Without ``output``: returns
     the pyarrow Table (the parameters in its schema metadata). With ``output``, a new or empty
     folder (or one written before, with ``overwrite``): writes ``part-00000.parquet``, ... (the
-    parameters in each file's key-value metadata) and returns their paths. The same input and options give the same bytes."""
+    parameters in each file's key-value metadata) and returns their paths. The same input and options give the same bytes.
+    Records skipped with ``on_error="skip"`` have no signature: their number and the first of
+    them (file, 0-based row, reason) are said in a :class:`SkippedWarning`."""
     id_column = options.pop("id_column", None)
     config = Config(**options)
     if isinstance(source, (str, os.PathLike)):
@@ -55,8 +61,14 @@ def _compute(config: Config, sources, id_column: Optional[str]) -> pa.Table:
     hasher = MinHasher.from_config(config)
     params = fmt.signature_params(config)
     parts: List[pa.Table] = []
+    skipped, first = 0, None
     for batch in nio.read_sources(sources, range(len(sources)), text_column=config.text_column,
                                   id_column=id_column, on_error=config.on_error, batch_size=config.batch_size):
+        if batch.rejected:
+            skipped += len(batch.rejected)
+            if first is None:
+                row, reason = batch.rejected[0]
+                first = f"{sources[batch.source_index].name}{'' if row is None else f', row {row}'}: {reason}"
         if len(batch.text) == 0:
             continue
         sig, counts = hasher.signatures_and_counts(batch.text)
@@ -64,6 +76,10 @@ def _compute(config: Config, sources, id_column: Optional[str]) -> pa.Table:
         import pyarrow.compute as pc
         lengths = pc.binary_length(batch.text).to_numpy(zero_copy_only=False)
         parts.append(fmt.signature_table(ids, sig, counts, lengths, params))
+    if skipped:  # never silent: these documents have no signature
+        import warnings
+        warnings.warn(SkippedWarning(f"{skipped} record{'s' if skipped != 1 else ''} skipped (--on-error skip), "
+                                     f"without a signature; the first: {first}"), stacklevel=3)
     if not parts:
         return fmt.signature_table(pa.nulls(0, pa.string()), np.zeros((0, config.num_perm), np.uint32),
                                    np.zeros(0), np.zeros(0), params)

@@ -166,3 +166,18 @@ def test_rpv2_minhash_deduplicated_without_text(tmp_path):
     assert result.stats["counts"]["empty_documents"] == 1
     with pytest.raises(ConfigError, match="no column 'signature_sim0.9'.*signature_sim0.8"):
         neardup.dedup(shard, tmp_path / "out2", input_format="rpv2-minhash", threshold=0.9)
+
+
+def test_records_skipped_while_signing_are_said_not_silent(tmp_path):
+    # --on-error skip dropped a broken record without a word ("wrote 1 signature file")
+    from neardup.export import SkippedWarning
+    corpus = tmp_path / "a.jsonl"
+    corpus.write_text('{"text": "a b c d e f g h"}\n{broken\n{"text": "x y z w v u t s"}\n')
+    ran = run_in_process("signatures", corpus, "--output", tmp_path / "sig", "--on-error", "skip")
+    assert ran.returncode == 0, ran.stderr
+    assert "neardup: note: 1 record skipped (--on-error skip), without a signature; the first: " in ran.stderr
+    assert "a.jsonl, row 1: " \
+           "broken JSON" in ran.stderr, ran.stderr
+    with pytest.warns(SkippedWarning, match="1 record skipped"):
+        table = neardup.signatures(str(corpus), on_error="skip")
+    assert table.num_rows == 2

@@ -30,9 +30,18 @@ def register(sub) -> None:
 
 
 def run_signatures(args: argparse.Namespace) -> int:
+    import warnings
     from ..api import redact, signatures
+    from ..export import SkippedWarning
     from .options import config_options
-    written = signatures(args.inputs, args.output, overwrite=args.overwrite, **config_options(args))
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", SkippedWarning)
+        written = signatures(args.inputs, args.output, overwrite=args.overwrite, **config_options(args))
+    for w in said:
+        if issubclass(w.category, SkippedWarning):
+            print(f"neardup: note: {redact(str(w.message))}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     print(f"wrote {len(written)} signature file{'s' if len(written) != 1 else ''} to {redact(args.output)}",
           file=sys.stderr)
     return 0
