@@ -199,3 +199,27 @@ def test_the_coded_kernel_prefetches_every_line_of_the_codes_ahead(monkeypatch):
     build(np.zeros(1, np.int64), np.ones(1, np.int64), np.zeros(2, np.int64), np.zeros(2, np.int64),
           np.zeros(2, np.int64), np.zeros(1, np.int64), np.ones(1, np.int64))
     assert "@llvm.prefetch.p0(" in "\n".join(build.inspect_llvm().values())
+
+
+def test_sorted_unique_of_an_older_code_is_the_set():
+    """An older work dir's code decodes in bucket order with text order inside a bucket, and
+    _sorted_unique makes the set the merge counts on: against np.unique (a repeat right after its
+    equal, repeats further apart, values out of order within a bucket, and the whole-sort path
+    past SORT_MOVES moves). A repeat kept would count twice in |A| and the Jaccard fall (a copy of
+    [1, 1, 2] and [1, 2] at 2/3, not 1)."""
+    from neardup.kernels.verify import _sorted_unique
+    rng = np.random.default_rng(3)
+    cases = [np.array([1, 1, 2], dtype=np.uint32), np.array([5, 5, 5, 5], dtype=np.uint32),
+             np.array([3, 1, 2, 2, 1, 3], dtype=np.uint32), np.zeros(0, dtype=np.uint32)]
+    for n in (2, 10, 100, 1000):
+        # bucket order: ascending buckets of 2^24, each holding values in any order, with repeats
+        v = np.sort(rng.integers(0, 2**32, n, dtype=np.uint64)).astype(np.uint32)
+        v = np.concatenate([v, v[rng.integers(0, n, n // 3)]])
+        buckets = v >> np.uint32(24)
+        order = np.lexsort((rng.random(len(v)), buckets))
+        cases.append(v[order])
+        cases.append(rng.integers(0, 50, n).astype(np.uint32))  # many repeats, far out of order
+    for case in cases:
+        v = case.copy()
+        u = _sorted_unique(v)
+        assert v[:u].tolist() == np.unique(case).tolist()
