@@ -311,3 +311,14 @@ def test_known_default_choice_is_the_searched_one(monkeypatch):
     monkeypatch.setattr(params, "false_positive_area", searched_again)
     assert choose_params(0.8, 128) is KNOWN_DEFAULT and areas(0.8, 18, 7) == (KNOWN_DEFAULT.false_positive_area,
                                                                               KNOWN_DEFAULT.false_negative_area)
+
+
+def test_a_curve_exactly_at_min_recall_qualifies():
+    """P(candidate | J = threshold) >= min_recall, not >: with min_recall exactly the P of the
+    default's 18 x 7 at 0.8, 18 x 7 still meets it and is still the least false-positive area
+    among those that do (it was among the larger set of 0.985)."""
+    from neardup.config import params as P
+    exact = P.candidate_probability(0.8, 18, 7)
+    assert exact == pytest.approx(p_ref(0.8, 18, 7), rel=1e-12)
+    c = P._choose_params.__wrapped__(0.8, 128, min_recall=exact)
+    assert (c.bands, c.rows) == (18, 7) and c.p_at_threshold == exact
