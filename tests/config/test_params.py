@@ -322,3 +322,20 @@ def test_a_curve_exactly_at_min_recall_qualifies():
     assert exact == pytest.approx(p_ref(0.8, 18, 7), rel=1e-12)
     c = P._choose_params.__wrapped__(0.8, 128, min_recall=exact)
     assert (c.bands, c.rows) == (18, 7) and c.p_at_threshold == exact
+
+
+def test_weighted_chooser_weighs_each_area_by_its_own_weight():
+    """method='weighted' minimises fp_weight * FP + fn_weight * FN: with unequal weights its pick is
+    the minimum of that sum over every (b, r) by the independent integrator, and weighing misses
+    more moves the curve down (higher P at the threshold) from the 0.5 / 0.5 pick (9 x 13)."""
+    t, k = 0.8, 128
+    for fp_w, fn_w in ((0.2, 0.8), (0.8, 0.2)):
+        c = choose_params(t, k, method="weighted", fp_weight=fp_w, fn_weight=fn_w)
+        errs = {}
+        for b in range(1, k + 1):
+            for r in range(1, k // b + 1):
+                errs[b, r] = fp_w * simpson(lambda s: p_ref(s, b, r), 0, t, n=2000) + \
+                    fn_w * simpson(lambda s: 1 - p_ref(s, b, r), t, 1, n=2000)
+        assert errs[c.bands, c.rows] <= min(errs.values()) + 1e-6, (fp_w, fn_w, c.bands, c.rows)
+    more_misses = choose_params(t, k, method="weighted", fp_weight=0.2, fn_weight=0.8)
+    assert more_misses.p_at_threshold > choose_params(t, k, method="weighted").p_at_threshold
