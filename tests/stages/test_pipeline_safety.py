@@ -216,3 +216,18 @@ def test_a_bug_is_reported_as_a_bug_not_as_a_user_error(tmp_path, monkeypatch, c
     assert main(["dedup", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "out2"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("neardup: error:")
+
+
+@pytest.mark.parametrize("verify", ["exact", "estimate", "none"])
+def test_empty_documents_are_never_candidates(verify):
+    """An empty document (no tokens: empty, white space, punctuation or symbols only) has no
+    shingles: it is never a candidate and is always kept (README, Shingles). Their signatures are
+    all alike (every value the empty one), so were they eligible the estimate (or no verification)
+    would call them copies of each other and remove all but one."""
+    empties = ["", "   ", "!!! ...", "-- >> ++", "\n\t"]
+    text = " ".join(_words(60, 4))
+    texts = empties + [text, text]
+    res = neardup.dedup(texts, verify=verify, bands=64, rows=2)
+    assert res.stats["counts"]["empty_documents"] == len(empties)
+    assert res.stats["counts"]["candidate_pairs"] == 1  # the two copies only
+    assert sorted(res.kept) == list(range(len(empties) + 1))
