@@ -218,12 +218,16 @@ def test_a_bug_is_reported_as_a_bug_not_as_a_user_error(tmp_path, monkeypatch, c
     assert err.count("\n") == 1 and err.startswith("neardup: error:")
 
 
+@pytest.mark.parametrize("partitions", [1, 3])
 @pytest.mark.parametrize("verify", ["exact", "estimate", "none"])
-def test_empty_documents_are_never_candidates(verify):
+def test_empty_documents_are_never_candidates(verify, partitions, monkeypatch):
     """An empty document (no tokens: empty, white space, punctuation or symbols only) has no
     shingles: it is never a candidate and is always kept (README, Shingles). Their signatures are
     all alike (every value the empty one), so were they eligible the estimate (or no verification)
-    would call them copies of each other and remove all but one."""
+    would call them copies of each other and remove all but one. Both paths of the pair stage: one
+    partition (PairsStage.whole) and the band rows shuffled to partitions (band_rows)."""
+    from neardup.engines.local import LocalEngine
+    monkeypatch.setattr(LocalEngine, "partitions", lambda self, nbytes: partitions)
     empties = ["", "   ", "!!! ...", "-- >> ++", "\n\t"]
     text = " ".join(_words(60, 4))
     texts = empties + [text, text]
