@@ -8,6 +8,7 @@ no pydantic imported on the start's critical path."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -103,3 +104,36 @@ def test_pydantic_is_hidden_in_the_program_only_and_importable_again_after(monke
     monkeypatch.setitem(sys.modules, "pydantic", object())
     with pydantic_hidden(program=True):  # imported already: left as it is
         assert sys.modules["pydantic"] is not None
+
+
+def test_ray_data_imports_after_the_driver_started_ray_with_pydantic_hidden():
+    """The program's driver makes Ray's pydantic_compat without pydantic; Ray Data, imported later
+    by a run that shuffles (several nodes, NEARDUP_RAY_ONE_CALL=0), imports ray.util.state, whose
+    pydantic dataclass then failed on an assertion (a traceback, exit 1) when its DataContext was made."""
+    pytest.importorskip("ray")
+    program = ("from neardup.engines.ray_cluster import import_ray_data, pydantic_hidden\n"
+               "with pydantic_hidden(program=True):\n"
+               "    import ray._common.pydantic_compat\n"
+               "import_ray_data()\n"
+               "from ray.data.context import DataContext\n"
+               "DataContext.get_current()\n"
+               "print('made')\n")
+    r = subprocess.run([sys.executable, "-c", program], env=child_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["made"]
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_a_shuffled_ray_run_of_the_program_succeeds(tmp_path):
+    """The program's run whose steps are shuffled by Ray Data (as on a cluster of several nodes)."""
+    pytest.importorskip("ray")
+    src = tmp_path / "in.jsonl"
+    with open(src, "w") as f:
+        for i in range(200):
+            f.write(json.dumps({"id": str(i), "text": f"document {i // 2} " + "some shared words " * 5}) + "\n")
+    r = subprocess.run([sys.executable, "-m", "neardup", "dedup", str(src), "-o", str(tmp_path / "out"), "--quiet",
+                        "--engine", "ray", "--workers", "2"], env=child_env(dict(os.environ, NEARDUP_RAY_ONE_CALL="0")),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (tmp_path / "out" / "stats.json").exists()

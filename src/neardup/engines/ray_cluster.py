@@ -28,8 +28,20 @@ def import_ray():
 
 def import_ray_data():
     """Ray Data (its shuffles), imported only by a run that shuffles into several partitions."""
+    import sys
     try:
-        import ray.data
+        # Ray's pydantic_compat made without pydantic (pydantic_hidden): Ray Data's import of
+        # ray.util.state (its DataContext's) must not see it either, or it fails on an assertion
+        compat = sys.modules.get("ray._common.pydantic_compat")
+        hide = compat is not None and getattr(compat, "pydantic", True) is None and "pydantic" not in sys.modules
+        if hide:
+            sys.modules["pydantic"] = None  # type: ignore[assignment]
+        try:
+            import ray.data
+            import ray.util.state  # noqa: F401
+        finally:
+            if hide and sys.modules.get("pydantic", True) is None:
+                del sys.modules["pydantic"]
     except ImportError as exc:
         raise ConfigError(f"the Ray engine needs Ray Data: pip install 'neardup[ray]' ({exc})") from None
     return ray.data
