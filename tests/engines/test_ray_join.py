@@ -421,3 +421,23 @@ def test_workers_with_another_neardup_are_named_in_one_line(tmp_path):
     assert len(lines) == 1 and "another neardup than this driver" in lines[0], r.stderr[-3000:]
     assert str(other) in lines[0] and str(Path(neardup.__file__).parent) in lines[0]
     assert "bug in neardup" not in r.stderr  # Ray's own log lines held during the run are shown (it failed)
+
+
+def test_workers_without_neardup_are_told_in_one_line(tmp_path):
+    """A cluster whose workers cannot import neardup at all (here: a neardup on their PYTHONPATH
+    that raises what a missing one raises) stops the run with one line that says so, exit 2, not
+    with "a bug in neardup" and a traceback (the probes failed too, so nothing was said)."""
+    stub = tmp_path / "none" / "neardup"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'neardup'\", name='neardup')\n")
+    corpus = _corpus(tmp_path / "c.jsonl", 400)
+    code = ("import sys, ray; ray.init(address='local', num_cpus=2, include_dashboard=False, log_to_driver=False, "
+            f"runtime_env={{'env_vars': {{'PYTHONPATH': {str(stub.parent)!r}}}}}); "
+            "from neardup.cli import main; sys.exit(main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", code, "dedup", str(corpus), "-o", str(tmp_path / "out"),
+                        "--engine", "ray", "--quiet"], capture_output=True, text=True, env=child_env(), timeout=300)
+    assert r.returncode == 2, r.stderr[-3000:]
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("neardup: error:")]
+    assert len(lines) == 1 and "workers cannot import neardup" in lines[0], r.stderr[-3000:]
+    assert "bug in neardup" not in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "out" / "stats.json").exists()

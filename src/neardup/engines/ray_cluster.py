@@ -443,11 +443,23 @@ def other_neardup(ray, probes, timeout: float = 10.0) -> Optional[str]:
     ``(code_identity, where)``), or None when they run the same one or cannot tell in ``timeout``
     seconds. A task of the run that fails in a worker with another neardup fails for that reason
     (a function or module of the driver's that the worker's neardup lacks), not for a bug."""
+    import re
     try:
         ready, _ = ray.wait(list(probes), num_returns=len(probes), timeout=timeout)
-        answers = [a for a in ray.get(ready, timeout=timeout) if a]
     except Exception:
         return None
+    answers = []
+    for ref in ready:
+        try:
+            answer = ray.get(ref, timeout=timeout)
+        except Exception as exc:  # a worker without neardup cannot load the probe itself
+            missing = re.search(r"No module named '(neardup[\w.]*)'", str(exc))
+            if missing:
+                return (f"the Ray cluster's workers cannot import neardup (No module named '{missing.group(1)}'); "
+                        f"install the same neardup on every node and the driver")
+            return None
+        if answer:
+            answers.append(answer)
     ours = code_identity()
     for theirs, where in answers:
         if theirs != ours:
