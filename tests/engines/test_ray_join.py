@@ -386,6 +386,40 @@ def test_the_watchdog_kills_what_carries_the_drivers_mark_and_nothing_else(tmp_p
             p.wait()
 
 
+def test_the_watchdog_kills_a_marked_process_whose_environment_starts_blanked(tmp_path):
+    """A process that renamed itself with a title longer than its arguments (Ray's ``ray::RuntimeEnvAgent``,
+    kept for a run with a runtime environment, AWS_* set) blanks the start of its environment
+    block: psutil's environ() then reads nothing, and the agent outlived a driver killed with
+    SIGKILL (here: the first entry zeroed in place, as setproctitle does)."""
+    from neardup.engines import ray_cluster
+    sleeper = [sys.executable, "-c", "import time, sys; time.sleep(120)"]
+    blanked = [sys.executable, "-c",
+               "import ctypes, time\n"
+               "env = ctypes.POINTER(ctypes.c_void_p).in_dll(ctypes.CDLL(None), 'environ')\n"
+               "first = ctypes.string_at(env[0])\n"
+               "ctypes.memset(env[0], 0, len(first))\n"
+               "print(first[:6].decode(), flush=True)\n"
+               "time.sleep(120)\n"]
+    driver = subprocess.Popen(sleeper)
+    watchdog = subprocess.Popen([sys.executable, "-c", ray_cluster.WATCHDOG, str(driver.pid)], stdin=subprocess.PIPE)
+    time.sleep(0.5)  # the watchdog's start time comes before the orphan's
+    env = {"AAAAAA": "x" * 64, **os.environ, ray_cluster.MARK_ENV: str(driver.pid)}
+    orphan = subprocess.Popen(blanked, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert orphan.stdout.readline().strip() == "AAAAAA"  # its first entry, now zeroed
+        import psutil
+        assert ray_cluster.MARK_ENV not in psutil.Process(orphan.pid).environ()
+        driver.kill()
+        driver.wait()
+        watchdog.stdin.close()
+        watchdog.wait(timeout=30)
+        assert orphan.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        for p in (driver, orphan):
+            p.kill()
+            p.wait()
+
+
 def test_the_instance_is_marked_only_while_it_starts(monkeypatch):
     """The driver's mark is in the environment while the instance starts, as it was afterwards."""
     from neardup.engines import ray_cluster

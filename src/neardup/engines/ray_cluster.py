@@ -510,8 +510,13 @@ def of_the_instance(p):  # started after this one, with the driver's mark in its
             return False
         if any(SESSION.search(a) for a in p.cmdline()):
             return True
-        return p.environ().get(MARK[0]) == MARK[1]
-    except psutil.Error:
+        if p.environ().get(MARK[0]) == MARK[1]:
+            return True
+        # a process that renamed itself (setproctitle: ray::RuntimeEnvAgent) may have blanked the
+        # start of its environment block, of which psutil then reads nothing: the block's bytes
+        with open("/proc/%d/environ" % p.pid, "rb") as f:
+            return ("\0%s=%s\0" % MARK).encode() in b"\0" + f.read()
+    except (psutil.Error, OSError):
         return False
 
 
