@@ -301,6 +301,31 @@ def test_the_one_process_killed_while_it_reads_gives_the_local_bytes(tmp_path):
     assert_same(tmp_path / "local", tmp_path / "ray")
 
 
+@pytest.mark.slow
+@pytest.mark.ray
+def test_a_resume_that_starts_at_the_write_stage_gives_the_local_bytes(tmp_path):
+    """A --resume whose first calls are the write stage's: the runner's fresh process unpickled
+    write_kept_partition in several threads at once, and their imports of neardup.stages.write
+    met its package's own import of it half-done (ImportError "partially initialized module",
+    a traceback, exit 1)."""
+    from neardup.testing.synth import generate_corpus
+    from test_ray_engine import assert_same
+    d = tmp_path / "in"
+    d.mkdir()
+    texts = generate_corpus(2000, seed=5).texts
+    for i in range(4):
+        (d / f"p{i}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[i::4]))
+    neardup.dedup(str(d), output=str(tmp_path / "local"), quiet=True)
+    args = ("dedup", d, "-o", tmp_path / "ray", "--work-dir", tmp_path / "work", "--engine", "ray", "--quiet",
+            "--workers", "2")
+    first = subprocess.run(neardup_command(*args), env=child_env(), capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    again = subprocess.run(neardup_command(*args, "--resume"), env=child_env(), capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert_same(tmp_path / "local", tmp_path / "ray")
+
+
 def test_the_drivers_collection_runs_once_a_steps_calls_are_submitted(monkeypatch):
     """Each step's calls are submitted first, then the driver's garbage collected while they run
     (before their results are fetched), not the calls kept waiting for it."""

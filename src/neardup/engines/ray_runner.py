@@ -53,6 +53,10 @@ class Runner:
     share them between tasks)."""
 
     def __init__(self, cpus: int):
+        # the stages' package imported whole before any call: the calls' functions are unpickled
+        # in the actor's threads at once, and two of them importing neardup.stages.write (a resume
+        # that starts at the write stage) met its package's import of it half-done
+        from .. import stages  # noqa: F401
         self.cpus = self.free = cpus
         self.changed = threading.Condition()
 
