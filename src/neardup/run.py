@@ -191,6 +191,10 @@ def _check_folders(config: Config, out: Folder, work: Folder, inputs: Sequence[s
     if work.os_path is None and config.engine != "ray":
         raise ConfigError(f"--work-dir {work}: the local engine keeps its work dir on local disk; "
                           f"give a local folder (or run with --engine ray, which accepts a URL)")
+    for folder, role in ((out, "output folder"), (work, "--work-dir")):
+        # a store lists no such prefix (s3fs): its result was never moved in, nor a foreign file seen
+        if folder.os_path is None and "//" in folder.path.split("://", 1)[-1]:
+            raise ConfigError(f"{role} {folder}: a URL with an empty path segment ('//'); write it without")
     refuse_overlaps([("output folder", out), ("--work-dir", work)], inputs, files, unlinked)
     if work.path == out.path or work.contains(out):
         raise ConfigError(f"--work-dir {work}: is or holds the output folder {out}; choose another")

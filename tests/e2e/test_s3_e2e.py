@@ -198,6 +198,17 @@ def _one_line_exit_2(r, startswith: str) -> str:
     return lines[0]
 
 
+def test_an_output_url_with_an_empty_path_segment_is_refused(s3, tmp_path):
+    """s3://bucket//out: the store lists nothing under such a prefix, so the run (exit 0) moved
+    none of its result in from .neardup-staging but wrote stats.json beside it (a "whole" result
+    of one file), and could not have seen a foreign object there. One line, exit 2, nothing written."""
+    (tmp_path / "in.jsonl").write_bytes(_corpus()["a.jsonl"])
+    for url in (f"s3://{s3.bucket}//out", s3.url("a//out")):
+        _one_line_exit_2(run_in_process("dedup", "in.jsonl", "--output", url, "--quiet", cwd=tmp_path),
+                         f"output folder {url}: a URL with an empty path segment")
+    assert s3.keys() == []
+
+
 def test_output_store_errors_one_line_nothing_written(s3, tmp_path):
     """A local input and an s3:// --output (or --work-dir) that cannot be used: one line, exit 2,
     nothing written anywhere, before any work."""
