@@ -420,6 +420,39 @@ def test_the_watchdog_kills_a_marked_process_whose_environment_starts_blanked(tm
             p.wait()
 
 
+def test_the_watchdog_kills_an_orphan_that_holds_a_file_of_the_session_open(tmp_path):
+    """An agent whose new title blanked its whole environment block (the driver's mark with it)
+    and whose arguments name no session is still found by its log files, open in the session's
+    folder (Ray names it after the driver's process id); one holding another session's is left alone."""
+    from neardup.engines import ray_cluster
+    sleeper = [sys.executable, "-c", "import time, sys; time.sleep(120)"]
+    holder = [sys.executable, "-c", "import os, time; f = open(os.environ['LOG'], 'w'); print('open', flush=True); "
+              "time.sleep(120)"]  # the file's name in no argument
+    driver = subprocess.Popen(sleeper)
+    watchdog = subprocess.Popen([sys.executable, "-c", ray_cluster.WATCHDOG, str(driver.pid)], stdin=subprocess.PIPE)
+    time.sleep(0.5)  # the watchdog's start time comes before the orphan's
+    env = {k: v for k, v in os.environ.items() if k != ray_cluster.MARK_ENV}
+    procs = []
+    for pid in (driver.pid, f"{driver.pid}1"):
+        logs = tmp_path / f"session_2026-12-02_06-40-09_877036_{pid}" / "logs"
+        logs.mkdir(parents=True)
+        procs.append(subprocess.Popen(holder, env=dict(env, LOG=str(logs / "runtime_env_agent.log")),
+                                      stdout=subprocess.PIPE, text=True, start_new_session=True))
+    orphan, other = procs
+    try:
+        assert orphan.stdout.readline().strip() == "open" and other.stdout.readline().strip() == "open"
+        driver.kill()
+        driver.wait()
+        watchdog.stdin.close()
+        watchdog.wait(timeout=30)
+        assert orphan.wait(timeout=10) == -signal.SIGKILL
+        assert other.poll() is None, "a process of another session was killed"
+    finally:
+        for p in (driver, orphan, other):
+            p.kill()
+            p.wait()
+
+
 def test_the_instance_is_marked_only_while_it_starts(monkeypatch):
     """The driver's mark is in the environment while the instance starts, as it was afterwards."""
     from neardup.engines import ray_cluster

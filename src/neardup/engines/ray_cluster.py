@@ -512,6 +512,8 @@ def of_the_instance(p):  # started after this one, with the driver's mark in its
             return True
         if p.environ().get(MARK[0]) == MARK[1]:
             return True
+        if any(SESSION.search(f.path) for f in p.open_files()):  # its logs in the session's folder
+            return True
         # a process that renamed itself (setproctitle: ray::RuntimeEnvAgent) may have blanked the
         # start of its environment block, of which psutil then reads nothing: the block's bytes
         with open("/proc/%d/environ" % p.pid, "rb") as f:
