@@ -28,13 +28,30 @@ import json, sys, psutil
 from neardup.engines.ray import RayEngine
 me = psutil.Process()
 store_env = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
+def setting(_):
+    import os
+    return os.environ.get("NEARDUP_TEST_STORE_SETTING")
 with RayEngine(2, quiet=sys.argv[1] == "quiet", store_env=store_env) as engine:
     assert engine.collect(engine.map(abs, [-1, -2])) == [1, 2]
+    seen = engine.collect(engine.map(setting, [0, 1]))
+    import ray
+    session = ray._private.worker._global_node.get_session_dir_path()
     started = [p for p in me.children(recursive=True)]
     names = [" ".join(p.cmdline()) for p in started]
     scripts = [next((a for a in p.cmdline()[:6] if a.endswith(".py")), "") for p in started]  # what each one runs
 left = [p.pid for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-print(json.dumps({"names": names, "scripts": scripts, "left": left, "aiohttp": "aiohttp" in sys.modules}))
+import os
+def holds(path):
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:  # a socket
+        return False
+    return any(v.encode() in data for v in store_env.values())
+stored = [os.path.join(d, f) for d, _, fs in os.walk(session) for f in fs
+          if store_env and os.path.isfile(os.path.join(d, f)) and holds(os.path.join(d, f))]
+print(json.dumps({"names": names, "scripts": scripts, "left": left, "aiohttp": "aiohttp" in sys.modules,
+                  "seen": seen, "stored": stored}))
 """
 
 HELPERS = {"dashboard head": "dashboard/dashboard.py", "monitor": "autoscaler/_private/monitor.py",
@@ -74,11 +91,15 @@ def test_own_instance_runs_stand_ins_for_the_raylets_agents():
     assert not res["aiohttp"]
 
 
-def test_own_instance_of_a_run_with_a_runtime_env_keeps_rays_runtime_env_agent():
-    """A run that hands an object store's settings to the workers (a runtime environment) needs
-    Ray's runtime-env agent, which sets it up; the workers see the settings."""
-    res = _started("quiet", json.dumps({"NEARDUP_TEST_STORE_SETTING": "1"}))
-    assert res["agents"] == ["runtime-env agent", "stand-in"], res["names"]
+def test_own_instance_hands_the_store_settings_by_inheritance_and_stores_them_nowhere():
+    """A run's own instance gets the object stores' settings (AWS_SECRET_ACCESS_KEY, ...) in the
+    environment its processes inherit, not as a runtime environment, whose agent wrote every
+    variable, the secret included, into the session's runtime_env_agent.log (mode 644): the
+    workers see the settings, the agents are stand-ins, no file of the session holds the value."""
+    res = _started("quiet", json.dumps({"NEARDUP_TEST_STORE_SETTING": "s3cret-Value-1234"}))
+    assert res["seen"] == ["s3cret-Value-1234"] * 2
+    assert res["agents"] == ["stand-in", "stand-in"], res["names"]
+    assert res["stored"] == [], res["stored"]
     assert res["left"] == []
 
 

@@ -298,7 +298,7 @@ class RayEngine:
         self._held.attach()  # before ray.init: it logs one of them
         if not ray.is_initialized():
             kwargs = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=not quiet)
-            if self.store_env:
+            if self.store_env and address:  # a joined cluster's workers: through the job's runtime env
                 kwargs["runtime_env"] = {"env_vars": self.store_env}
             if address:
                 check_reachable(address)
@@ -310,7 +310,8 @@ class RayEngine:
                     if address:
                         ray.init(address=address, **kwargs)
                     else:
-                        with instance_marked():  # for the watchdog, in every process of the instance
+                        with instance_marked(self.store_env):  # for the watchdog, in every process of the
+                            # instance, and the store settings, inherited (no runtime env: its agent logs them)
                             self._node = start_local(ray, default_workers(workers), log_monitor=not quiet,
                                                      one_worker=self._runner_wanted(), **kwargs)
                             if self._node is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Optional
+from typing import Dict, Optional
 
 from ..errors import ConfigError
 
@@ -578,18 +578,24 @@ def start_watchdog():
 class instance_marked:
     """The driver's mark (:data:`MARK_ENV`: its process id) in this process's environment while
     the block starts the run's own instance, which its processes inherit (and theirs), for the
-    watchdog; the environment as it was afterwards."""
+    watchdog, with ``settings`` (the object stores' ``AWS_*``, ...: the workers inherit them, as
+    no runtime environment is needed, whose agent writes its variables, secrets included, into
+    its log file); the environment as it was afterwards."""
+
+    def __init__(self, settings: Optional[Dict[str, str]] = None):
+        self.settings = {MARK_ENV: str(os.getpid()), **(settings or {})}
 
     def __enter__(self):
-        self.before = os.environ.get(MARK_ENV)
-        os.environ[MARK_ENV] = str(os.getpid())
+        self.before = {k: os.environ.get(k) for k in self.settings}
+        os.environ.update(self.settings)
         return self
 
     def __exit__(self, *exc):
-        if self.before is None:
-            os.environ.pop(MARK_ENV, None)
-        else:
-            os.environ[MARK_ENV] = self.before
+        for k, v in self.before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
         return False
 
 
