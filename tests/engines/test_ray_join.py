@@ -490,6 +490,27 @@ def test_workers_with_another_neardup_are_named_in_one_line(tmp_path):
     assert "bug in neardup" not in r.stderr  # Ray's own log lines held during the run are shown (it failed)
 
 
+def test_workers_with_another_neardup_that_works_are_refused_before_any_work(tmp_path):
+    """Workers that import a neardup other than the driver's but able to run its tasks (here: a
+    copy with one comment added) ran the run to the end and exit 0, their bytes perhaps not the
+    driver's; the probes' answers are now checked before any work: one line naming both, exit 2."""
+    import shutil
+    other = tmp_path / "other"
+    shutil.copytree(Path(neardup.__file__).parent, other / "neardup", ignore=shutil.ignore_patterns("__pycache__"))
+    errors = other / "neardup" / "errors.py"
+    errors.write_text(errors.read_text() + "# another neardup\n")
+    corpus = _corpus(tmp_path / "c.jsonl", 400)
+    code = ("import sys, ray; ray.init(address='local', num_cpus=2, include_dashboard=False, log_to_driver=False, "
+            f"runtime_env={{'env_vars': {{'PYTHONPATH': {str(other)!r}}}}}); "
+            "from neardup.cli import main; sys.exit(main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", code, "dedup", str(corpus), "-o", str(tmp_path / "out"),
+                        "--engine", "ray", "--quiet"], capture_output=True, text=True, env=child_env(), timeout=300)
+    assert r.returncode == 2, r.stderr[-3000:]
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("neardup: error:")]
+    assert len(lines) == 1 and "another neardup than this driver" in lines[0], r.stderr[-3000:]
+    assert str(other) in lines[0] and not (tmp_path / "out" / "stats.json").exists()
+
+
 def test_workers_without_neardup_are_told_in_one_line(tmp_path):
     """A cluster whose workers cannot import neardup at all (here: a neardup on their PYTHONPATH
     that raises what a missing one raises) stops the run with one line that says so, exit 2, not

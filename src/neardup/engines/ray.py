@@ -345,6 +345,10 @@ class RayEngine:
         # first calls have imported neardup by then (Ray reuses a job's idle workers)
         warm = ray.remote(num_cpus=1, max_retries=0)(warm_worker)
         self._warming = [warm.remote(not own) for _ in range(min(cpus, WARM_TASKS))]
+        if not own:  # someone else's cluster: its workers' neardup must be this one, said before any work
+            other = other_neardup(ray, self._warming)  # (they answer once warm; unanswered in 10 s: told at a failure)
+            if other is not None:
+                raise ConfigError(other)
 
     @staticmethod
     def _runner_wanted() -> bool:
