@@ -71,14 +71,19 @@ def test_the_program_knows_a_ray_run_from_its_command_line_as_the_parser_does(ar
     assert on_ray(words) is ray
 
 
+def _pairs_corpus(path):
+    """200 records in 100 pairs of equal texts."""
+    with open(path, "w") as f:
+        for i in range(200):
+            f.write(json.dumps({"id": str(i), "text": f"document {i // 2} " + "some shared words " * 5}) + "\n")
+    return path
+
+
 @pytest.mark.slow
 @pytest.mark.ray
 def test_a_ray_run_of_the_program_leaves_its_driver_without_numba_or_pydantic(tmp_path):
     pytest.importorskip("ray")
-    src = tmp_path / "in.jsonl"
-    with open(src, "w") as f:
-        for i in range(200):
-            f.write(json.dumps({"id": str(i), "text": f"document {i // 2} " + "some shared words " * 5}) + "\n")
+    src = _pairs_corpus(tmp_path / "in.jsonl")
     program = ("import atexit, sys\n"
                "atexit.register(lambda: print('NUMBA', 'numba' in sys.modules, 'PYDANTIC', 'pydantic' in sys.modules))\n"
                "from neardup.cli import main\n"
@@ -128,10 +133,7 @@ def test_ray_data_imports_after_the_driver_started_ray_with_pydantic_hidden():
 def test_a_shuffled_ray_run_of_the_program_succeeds(tmp_path):
     """The program's run whose steps are shuffled by Ray Data (as on a cluster of several nodes)."""
     pytest.importorskip("ray")
-    src = tmp_path / "in.jsonl"
-    with open(src, "w") as f:
-        for i in range(200):
-            f.write(json.dumps({"id": str(i), "text": f"document {i // 2} " + "some shared words " * 5}) + "\n")
+    src = _pairs_corpus(tmp_path / "in.jsonl")
     r = subprocess.run([sys.executable, "-m", "neardup", "dedup", str(src), "-o", str(tmp_path / "out"), "--quiet",
                         "--engine", "ray", "--workers", "2"], env=child_env(dict(os.environ, NEARDUP_RAY_ONE_CALL="0")),
                        capture_output=True, text=True, timeout=300)

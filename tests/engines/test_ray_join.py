@@ -330,25 +330,39 @@ def _alive(p) -> bool:
         return False
 
 
+SLEEPER = [sys.executable, "-c", "import time, sys; time.sleep(120)"]
+
+
+def _watched_driver():
+    """A stand-in driver (a sleeping process) and the watchdog of its instance, started before the
+    processes a test makes next (the watchdog's start time comes before theirs)."""
+    from neardup.engines import ray_cluster
+    driver = subprocess.Popen(SLEEPER)
+    watchdog = subprocess.Popen([sys.executable, "-c", ray_cluster.WATCHDOG, str(driver.pid)], stdin=subprocess.PIPE)
+    time.sleep(0.5)
+    return driver, watchdog
+
+
+def _driver_killed(driver, watchdog) -> None:
+    """The driver killed with SIGKILL, and the watchdog done with what it kills."""
+    driver.kill()
+    driver.wait()
+    watchdog.stdin.close()
+    watchdog.wait(timeout=30)
+
+
 def test_the_watchdog_kills_an_orphan_of_the_instance_and_nothing_else(tmp_path):
     """A worker the raylet starts in the last moments before the driver dies is not yet noted as
     the driver's descendant, and is orphaned: the final sweep finds it by the session its arguments
     name (the session Ray names after the driver's process id), and leaves alone a process that
     names another driver's session."""
-    from neardup.engines import ray_cluster
-    sleeper = [sys.executable, "-c", "import time, sys; time.sleep(120)"]
-    driver = subprocess.Popen(sleeper)
-    watchdog = subprocess.Popen([sys.executable, "-c", ray_cluster.WATCHDOG, str(driver.pid)], stdin=subprocess.PIPE)
-    time.sleep(0.5)  # the watchdog's start time comes before the orphan's
+    driver, watchdog = _watched_driver()
     stamp = "/tmp/ray/session_2026-12-02_06-40-09_877036_"
-    orphan = subprocess.Popen(sleeper + [f"--session-dir={stamp}{driver.pid}"], start_new_session=True)
-    other = subprocess.Popen(sleeper + [f"--session-dir={stamp}{driver.pid}1"], start_new_session=True)
+    orphan = subprocess.Popen(SLEEPER + [f"--session-dir={stamp}{driver.pid}"], start_new_session=True)
+    other = subprocess.Popen(SLEEPER + [f"--session-dir={stamp}{driver.pid}1"], start_new_session=True)
     try:
         time.sleep(0.5)
-        driver.kill()
-        driver.wait()
-        watchdog.stdin.close()
-        watchdog.wait(timeout=30)
+        _driver_killed(driver, watchdog)
         assert orphan.wait(timeout=10) == -signal.SIGKILL
         assert other.poll() is None, "a process of another session was killed"
     finally:
@@ -363,21 +377,15 @@ def test_the_watchdog_kills_what_carries_the_drivers_mark_and_nothing_else(tmp_p
     (:class:`~neardup.engines.ray_cluster.instance_marked`); one with another driver's mark, or
     with none, is left alone."""
     from neardup.engines import ray_cluster
-    sleeper = [sys.executable, "-c", "import time, sys; time.sleep(120)"]
-    driver = subprocess.Popen(sleeper)
-    watchdog = subprocess.Popen([sys.executable, "-c", ray_cluster.WATCHDOG, str(driver.pid)], stdin=subprocess.PIPE)
-    time.sleep(0.5)  # the watchdog's start time comes before the orphan's
+    driver, watchdog = _watched_driver()
 
     def started(mark):
         env = dict(os.environ, **({ray_cluster.MARK_ENV: mark} if mark else {}))
-        return subprocess.Popen(sleeper, env=env, start_new_session=True)
+        return subprocess.Popen(SLEEPER, env=env, start_new_session=True)
 
     orphan, other, unmarked = started(str(driver.pid)), started(f"{driver.pid}1"), started(None)
     try:
-        driver.kill()
-        driver.wait()
-        watchdog.stdin.close()
-        watchdog.wait(timeout=30)
+        _driver_killed(driver, watchdog)
         assert orphan.wait(timeout=10) == -signal.SIGKILL
         assert other.poll() is None and unmarked.poll() is None, "a process without the driver's mark was killed"
     finally:
@@ -392,7 +400,6 @@ def test_the_watchdog_kills_a_marked_process_whose_environment_starts_blanked(tm
     block: psutil's environ() then reads nothing, and the agent outlived a driver killed with
     SIGKILL (here: the first entry zeroed in place, as setproctitle does)."""
     from neardup.engines import ray_cluster
-    sleeper = [sys.executable, "-c", "import time, sys; time.sleep(120)"]
     blanked = [sys.executable, "-c",
                "import ctypes, time\n"
                "env = ctypes.POINTER(ctypes.c_void_p).in_dll(ctypes.CDLL(None), 'environ')\n"
@@ -400,19 +407,14 @@ def test_the_watchdog_kills_a_marked_process_whose_environment_starts_blanked(tm
                "ctypes.memset(env[0], 0, len(first))\n"
                "print(first[:6].decode(), flush=True)\n"
                "time.sleep(120)\n"]
-    driver = subprocess.Popen(sleeper)
-    watchdog = subprocess.Popen([sys.executable, "-c", ray_cluster.WATCHDOG, str(driver.pid)], stdin=subprocess.PIPE)
-    time.sleep(0.5)  # the watchdog's start time comes before the orphan's
+    driver, watchdog = _watched_driver()
     env = {"AAAAAA": "x" * 64, **os.environ, ray_cluster.MARK_ENV: str(driver.pid)}
     orphan = subprocess.Popen(blanked, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert orphan.stdout.readline().strip() == "AAAAAA"  # its first entry, now zeroed
         import psutil
         assert ray_cluster.MARK_ENV not in psutil.Process(orphan.pid).environ()
-        driver.kill()
-        driver.wait()
-        watchdog.stdin.close()
-        watchdog.wait(timeout=30)
+        _driver_killed(driver, watchdog)
         assert orphan.wait(timeout=10) == -signal.SIGKILL
     finally:
         for p in (driver, orphan):
@@ -425,12 +427,9 @@ def test_the_watchdog_kills_an_orphan_that_holds_a_file_of_the_session_open(tmp_
     and whose arguments name no session is still found by its log files, open in the session's
     folder (Ray names it after the driver's process id); one holding another session's is left alone."""
     from neardup.engines import ray_cluster
-    sleeper = [sys.executable, "-c", "import time, sys; time.sleep(120)"]
     holder = [sys.executable, "-c", "import os, time; f = open(os.environ['LOG'], 'w'); print('open', flush=True); "
               "time.sleep(120)"]  # the file's name in no argument
-    driver = subprocess.Popen(sleeper)
-    watchdog = subprocess.Popen([sys.executable, "-c", ray_cluster.WATCHDOG, str(driver.pid)], stdin=subprocess.PIPE)
-    time.sleep(0.5)  # the watchdog's start time comes before the orphan's
+    driver, watchdog = _watched_driver()
     env = {k: v for k, v in os.environ.items() if k != ray_cluster.MARK_ENV}
     procs = []
     for pid in (driver.pid, f"{driver.pid}1"):
@@ -441,10 +440,7 @@ def test_the_watchdog_kills_an_orphan_that_holds_a_file_of_the_session_open(tmp_
     orphan, other = procs
     try:
         assert orphan.stdout.readline().strip() == "open" and other.stdout.readline().strip() == "open"
-        driver.kill()
-        driver.wait()
-        watchdog.stdin.close()
-        watchdog.wait(timeout=30)
+        _driver_killed(driver, watchdog)
         assert orphan.wait(timeout=10) == -signal.SIGKILL
         assert other.poll() is None, "a process of another session was killed"
     finally:
