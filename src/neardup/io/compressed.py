@@ -11,6 +11,7 @@ pyarrow streams have: a stream cut short, or damaged, is an error, not a short r
 from __future__ import annotations
 
 import io
+import re
 from typing import Iterator, Optional
 
 from .forward_file import ForwardFile
@@ -85,7 +86,14 @@ class StreamError(Exception):
         if self.kind == "truncated":
             return f"truncated {compression} stream {where}"
         detail = f" ({self.detail})" if self.detail else ""
+        if _CHECKSUM.search(self.detail):  # found at the stream's end: the damage is not located
+            return (f"corrupt {compression} stream{detail}: the checksum at its end does not match its data, "
+                    f"which may be damaged anywhere")
         return f"corrupt {compression} stream {where}{detail}"
+
+
+# a stream's checksum (gzip's CRC-32 and length, zstd's and xz's check) found wrong at its end
+_CHECKSUM = re.compile(r"data check|length check|checksum", re.I)
 
 
 def stdlib_chunks(compression: str, f) -> Iterator[bytes]:
