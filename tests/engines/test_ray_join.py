@@ -462,25 +462,38 @@ def test_the_instance_is_marked_only_while_it_starts(monkeypatch):
     assert os.environ[ray_cluster.MARK_ENV] == "7"
 
 
+def _neardup_copy(tmp_path):
+    """A folder holding a copy of this neardup (its sources), for a test to change and put first on
+    the workers' PYTHONPATH."""
+    import shutil
+    other = tmp_path / "other"
+    shutil.copytree(Path(neardup.__file__).parent, other / "neardup", ignore=shutil.ignore_patterns("__pycache__"))
+    return other
+
+
+def _run_on_workers_with(tmp_path, pythonpath):
+    """``neardup dedup`` of a small corpus on a Ray instance the calling process started, whose
+    workers have ``pythonpath`` first on their PYTHONPATH: (the finished process, its
+    ``neardup: error:`` lines)."""
+    corpus = _corpus(tmp_path / "c.jsonl", 400)
+    code = ("import sys, ray; ray.init(address='local', num_cpus=2, include_dashboard=False, log_to_driver=False, "
+            f"runtime_env={{'env_vars': {{'PYTHONPATH': {str(pythonpath)!r}}}}}); "
+            "from neardup.cli import main; sys.exit(main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", code, "dedup", str(corpus), "-o", str(tmp_path / "out"),
+                        "--engine", "ray", "--quiet"], capture_output=True, text=True, env=child_env(), timeout=300)
+    return r, [ln for ln in r.stderr.splitlines() if ln.startswith("neardup: error:")]
+
+
 def test_workers_with_another_neardup_are_named_in_one_line(tmp_path):
     """A cluster whose workers import another neardup than the driver (here: a copy of this one
     without the read stage's task function, put first on the workers' PYTHONPATH) stops the run
     with one line that says so and names both, not with "a bug in neardup" and a traceback. (The
     read stage's, so that the copy fails before it compiles its kernels: it has no cache.)"""
-    import shutil
-    other = tmp_path / "other"
-    shutil.copytree(Path(neardup.__file__).parent, other / "neardup",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    other = _neardup_copy(tmp_path)
     read = other / "neardup" / "stages" / "read.py"
     read.write_text(read.read_text().replace("def read_partition(", "def read_partition_gone("))
-    corpus = _corpus(tmp_path / "c.jsonl", 400)
-    code = ("import sys, ray; ray.init(address='local', num_cpus=2, include_dashboard=False, log_to_driver=False, "
-            f"runtime_env={{'env_vars': {{'PYTHONPATH': {str(other)!r}}}}}); "
-            "from neardup.cli import main; sys.exit(main(sys.argv[1:]))")
-    r = subprocess.run([sys.executable, "-c", code, "dedup", str(corpus), "-o", str(tmp_path / "out"),
-                        "--engine", "ray", "--quiet"], capture_output=True, text=True, env=child_env(), timeout=300)
+    r, lines = _run_on_workers_with(tmp_path, other)
     assert r.returncode != 0
-    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("neardup: error:")]
     assert len(lines) == 1 and "another neardup than this driver" in lines[0], r.stderr[-3000:]
     assert str(other) in lines[0] and str(Path(neardup.__file__).parent) in lines[0]
     assert "bug in neardup" not in r.stderr  # Ray's own log lines held during the run are shown (it failed)
@@ -490,19 +503,11 @@ def test_workers_with_another_neardup_that_works_are_refused_before_any_work(tmp
     """Workers that import a neardup other than the driver's but able to run its tasks (here: a
     copy with one comment added) ran the run to the end and exit 0, their bytes perhaps not the
     driver's; the probes' answers are now checked before any work: one line naming both, exit 2."""
-    import shutil
-    other = tmp_path / "other"
-    shutil.copytree(Path(neardup.__file__).parent, other / "neardup", ignore=shutil.ignore_patterns("__pycache__"))
+    other = _neardup_copy(tmp_path)
     errors = other / "neardup" / "errors.py"
     errors.write_text(errors.read_text() + "# another neardup\n")
-    corpus = _corpus(tmp_path / "c.jsonl", 400)
-    code = ("import sys, ray; ray.init(address='local', num_cpus=2, include_dashboard=False, log_to_driver=False, "
-            f"runtime_env={{'env_vars': {{'PYTHONPATH': {str(other)!r}}}}}); "
-            "from neardup.cli import main; sys.exit(main(sys.argv[1:]))")
-    r = subprocess.run([sys.executable, "-c", code, "dedup", str(corpus), "-o", str(tmp_path / "out"),
-                        "--engine", "ray", "--quiet"], capture_output=True, text=True, env=child_env(), timeout=300)
+    r, lines = _run_on_workers_with(tmp_path, other)
     assert r.returncode == 2, r.stderr[-3000:]
-    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("neardup: error:")]
     assert len(lines) == 1 and "another neardup than this driver" in lines[0], r.stderr[-3000:]
     assert str(other) in lines[0] and not (tmp_path / "out" / "stats.json").exists()
 
@@ -514,14 +519,8 @@ def test_workers_without_neardup_are_told_in_one_line(tmp_path):
     stub = tmp_path / "none" / "neardup"
     stub.mkdir(parents=True)
     (stub / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'neardup'\", name='neardup')\n")
-    corpus = _corpus(tmp_path / "c.jsonl", 400)
-    code = ("import sys, ray; ray.init(address='local', num_cpus=2, include_dashboard=False, log_to_driver=False, "
-            f"runtime_env={{'env_vars': {{'PYTHONPATH': {str(stub.parent)!r}}}}}); "
-            "from neardup.cli import main; sys.exit(main(sys.argv[1:]))")
-    r = subprocess.run([sys.executable, "-c", code, "dedup", str(corpus), "-o", str(tmp_path / "out"),
-                        "--engine", "ray", "--quiet"], capture_output=True, text=True, env=child_env(), timeout=300)
+    r, lines = _run_on_workers_with(tmp_path, stub.parent)
     assert r.returncode == 2, r.stderr[-3000:]
-    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("neardup: error:")]
     assert len(lines) == 1 and "workers cannot import neardup" in lines[0], r.stderr[-3000:]
     assert "bug in neardup" not in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "out" / "stats.json").exists()
