@@ -22,7 +22,7 @@ def kernels_cached() -> bool:
         return True
 
 
-from .errors import ConfigError, InputError, NeardupError, StorageError  # noqa: E402
+from .errors import ConfigError, InputError, NeardupError, SkippedWarning, StorageError  # noqa: E402
 from ._lazy import lazy_names as _lazy_names  # noqa: E402
 
 # The public names that need numpy, numba or the pipeline are imported on first use (module
@@ -160,7 +160,7 @@ def __dir__():
 
 
 __all__ = ["dedup", "DedupResult", "signatures", "Config", "Index", "MinHasher", "NeardupError", "ConfigError", "InputError",
-           "StorageError",
+           "StorageError", "SkippedWarning",
            "candidate_probability", "midpoint", "false_positive_area", "false_negative_area", "choose_params",
            "warmup", "warmup_wait"]
 

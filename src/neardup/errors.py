@@ -19,6 +19,11 @@ class StorageError(NeardupError):
     """An index's storage cannot be used: missing, damaged, or its server cannot be reached."""
 
 
+class SkippedWarning(UserWarning):
+    """Records skipped by ``on_error="skip"`` where no rejected.parquet lists them (``neardup
+    signatures``): how many, and the first with its file, row and reason."""
+
+
 def one_line(value, limit: int = 0) -> str:
     """``value`` (an exception, a message) as one line: white space collapsed, an exception
     without a message named by its type, at most ``limit`` characters when given (cut with

@@ -14,15 +14,11 @@ import pyarrow as pa
 
 from . import io as nio
 from .config import Config
-from .errors import ConfigError
+from .errors import ConfigError, SkippedWarning
 from .io.columns import positional_ids
 from .io.formats import signatures as fmt
 from .io.storage import fs as _fs
 from .io.storage.paths import join, redact
-
-class SkippedWarning(UserWarning):
-    """Records skipped by ``on_error="skip"`` while signatures were made: how many, and the first."""
-
 
 PART = "part-{:05d}.parquet"     # the part files of a signature folder
 PART_ROWS = 1 << 20              # documents a part file holds at most

@@ -170,7 +170,7 @@ def test_rpv2_minhash_deduplicated_without_text(tmp_path):
 
 def test_records_skipped_while_signing_are_said_not_silent(tmp_path):
     # --on-error skip dropped a broken record without a word ("wrote 1 signature file")
-    from neardup.export import SkippedWarning
+    from neardup import SkippedWarning
     corpus = tmp_path / "a.jsonl"
     corpus.write_text('{"text": "a b c d e f g h"}\n{broken\n{"text": "x y z w v u t s"}\n')
     ran = run_in_process("signatures", corpus, "--output", tmp_path / "sig", "--on-error", "skip")

@@ -32,7 +32,7 @@ def register(sub) -> None:
 def run_signatures(args: argparse.Namespace) -> int:
     import warnings
     from ..api import redact, signatures
-    from ..export import SkippedWarning
+    from ..errors import SkippedWarning
     from .options import config_options
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always", SkippedWarning)
