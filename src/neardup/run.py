@@ -26,7 +26,7 @@ from .config import Config
 from .engines import open_engine
 from .errors import ConfigError, InputError, NeardupError
 from .io.storage.folder import Folder, json_bytes, refuse_overlaps
-from .io.storage.paths import redact
+from .io.storage.paths import empty_segment, redact
 from .progress import commit_point
 
 STAGING = ".neardup-staging"  # where a run writes its result before it is moved into the output
@@ -92,16 +92,9 @@ def run(config: Config, sources: List[nio.Source], output, *, work_dir: Optional
     if config.against:  # every check of the inputs and options that can fail, before a folder is claimed
         from .stages.against import check_indexes
         check_indexes(config)
-    if config.output_format != "same":  # a.jsonl and a.csv both kept/a.parquet: one would be lost
-        nio.output_relpaths([s for s in sources if s.format != "table"], config.output_format)
-    if config.mark:  # a text file a.py is marked as marked/a.py.jsonl: an input a.py.jsonl would be lost
-        from .io.sources import _first_clash
-        files = [s for s in sources if s.format != "table"]
-        names = [nio.output_relpath(s, "jsonl" if s.format == "text" else "same") for s in files]
-        clash = _first_clash(names)
-        if clash is not None:
-            raise InputError(f"two inputs would be written to the same name in marked/ {names[clash[0]]!r} (a text "
-                             f"file is marked as JSON Lines): {files[clash[0]].name} and {files[clash[1]].name}")
+    if config.output_format != "same" or config.mark:  # a.jsonl and a.csv both kept/a.parquet, a text
+        # file a.py marked as marked/a.py.jsonl beside an input of that name: one would be lost
+        nio.output_relpaths([s for s in sources if s.format != "table"], config.output_format, mark=config.mark)
     out = Folder.of(output)
     explicit_work = work_dir is not None
     work_folder = Folder.of(work_dir if explicit_work else default_work_dir(out, config.engine))
@@ -192,8 +185,7 @@ def _check_folders(config: Config, out: Folder, work: Folder, inputs: Sequence[s
         raise ConfigError(f"--work-dir {work}: the local engine keeps its work dir on local disk; "
                           f"give a local folder (or run with --engine ray, which accepts a URL)")
     for folder, role in ((out, "output folder"), (work, "--work-dir")):
-        # a store lists no such prefix (s3fs): its result was never moved in, nor a foreign file seen
-        if folder.os_path is None and "//" in folder.path.split("://", 1)[-1]:
+        if empty_segment(folder.path):
             raise ConfigError(f"{role} {folder}: a URL with an empty path segment ('//'); write it without")
     refuse_overlaps([("output folder", out), ("--work-dir", work)], inputs, files, unlinked)
     if work.path == out.path or work.contains(out):

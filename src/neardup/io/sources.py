@@ -202,17 +202,23 @@ def output_relpath(src: Source, output_format: str) -> str:
     return stem + "." + output_format
 
 
-def output_relpaths(sources: Sequence[Source], output_format: str) -> List[str]:
-    """:func:`output_relpath` of every source; InputError when two sources would be written to
-    the same name (``a.json`` and ``a.jsonl`` both become ``a.jsonl`` with ``jsonl`` output)."""
-    names = [output_relpath(s, output_format) for s in sources]
+def marked_relpath(src: Source) -> str:
+    """The name under ``marked/`` (``--mark``) for ``src``: a text file's as JSON Lines (``a.py``
+    -> ``a.py.jsonl``), any other file's as it stands."""
+    return output_relpath(src, "jsonl" if src.format == "text" else "same")
+
+
+def output_relpaths(sources: Sequence[Source], output_format: str, mark: bool = False) -> List[str]:
+    """:func:`output_relpath` (``mark``: :func:`marked_relpath`) of every source; InputError when
+    two sources would be written to the same name (``a.json`` and ``a.jsonl`` both become
+    ``a.jsonl`` with ``jsonl`` output; a text file ``a.py`` marked beside an input ``a.py.jsonl``)."""
+    names = [marked_relpath(s) if mark else output_relpath(s, output_format) for s in sources]
     clash = _first_clash(names)
     if clash is not None:
         i, j = clash
-        raise InputError(
-            f"two inputs would be written to the same output name {names[i]!r} "
-            f"(output format {output_format}): {sources[i].name} and {sources[j].name}"
-        )
+        where = (f"the same name in marked/ {names[i]!r} (a text file is marked as JSON Lines)" if mark else
+                 f"the same output name {names[i]!r} (output format {output_format})")
+        raise InputError(f"two inputs would be written to {where}: {sources[i].name} and {sources[j].name}")
     return names
 
 

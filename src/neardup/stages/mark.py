@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from ..io.formats.marked import AGAINST_INDEX, MARK_COLUMNS, MARKS_SCHEMA, NEAR_DUPLICATE, refuse_marked, write_marked
 from ..io.inputs import INDEX_ID_COLUMN
-from ..io.sources import Source, output_relpath
+from ..io.sources import Source, marked_relpath
 from ..io.storage.folder import Folder
 from ..kernels.arrays import arrow, arrow_take, to_numpy
 
@@ -92,7 +92,7 @@ def write_marked_source(sources: Sequence[Source], si: int, keep: np.ndarray, me
         return table_name, len(keep), len(keep) - duplicates
     if len(keep) == 0:
         return None, 0, 0
-    rel = output_relpath(src, "jsonl" if src.format == "text" else "same")
+    rel = marked_relpath(src)
     n = write_marked(src, keep, marks, folder.join(rel))
     return rel, n, n - duplicates
 

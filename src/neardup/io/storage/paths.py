@@ -30,6 +30,13 @@ def is_url(path: str) -> bool:
     return m is not None and m.group(1).lower() not in ("file", "local")
 
 
+def empty_segment(path: str) -> bool:
+    """Whether the URL ``path`` has an empty segment in its path (``s3://b//out``,
+    ``s3://b/a//out``; a trailing ``/`` is none): a store lists nothing under such a prefix (s3fs),
+    so a result published there is never moved in, nor a foreign object seen."""
+    return is_url(path) and "//" in str(path).split("://", 1)[1].rstrip("/")
+
+
 def no_url_among(texts) -> bool:
     """Whether none of ``texts`` can be a URL: none holds ``://``, :func:`is_url`'s first test,
     told once for all of them (100,000 paths: one join and one search, not a call a path)."""
