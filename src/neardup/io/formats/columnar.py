@@ -92,41 +92,33 @@ def _plain(arr: pa.Array) -> pa.Array:
     return arr
 
 
+def _bad_strings(arr: pa.Array, field: str, bad: Dict[int, str]) -> None:
+    """The rows of the string array ``arr`` that are not UTF-8 or null, each said of ``field``
+    (``text field 'text'``) in ``bad`` unless a reason is there already."""
+    try:
+        arr.validate(full=True)
+    except pa.ArrowInvalid:
+        raw = arr.view(pa.large_binary() if pa.types.is_large_string(arr.type) else pa.binary())
+        for i, v in enumerate(raw.to_pylist()):
+            try:
+                (v or b"").decode("utf-8")
+            except UnicodeDecodeError as e:
+                bad.setdefault(i, f"{field} has invalid UTF-8 at byte {e.start}")
+    if arr.null_count:
+        for i in np.flatnonzero(to_numpy(arr.is_null())).tolist():
+            bad.setdefault(i, f"{field} is null")
+
+
 def arrow_batch(ctx: ReadContext, cols: Dict[str, pa.Array], row0: int):
     """``(text, rows, ids, scores, bad)`` of one Arrow batch."""
     text = _plain(cols[ctx.text_column]).cast(pa.large_string())
     n = len(text)
     bad: Dict[int, str] = {}
-    try:
-        text.validate(full=True)
-    except pa.ArrowInvalid:
-        raw = text.view(pa.large_binary())
-        for i in range(n):
-            v = raw[i].as_py()
-            if v is None:
-                continue
-            try:
-                v.decode("utf-8")
-            except UnicodeDecodeError as e:
-                bad[i] = f"text field {ctx.text_column!r} has invalid UTF-8 at byte {e.start}"
-    if text.null_count:
-        for i in np.flatnonzero(to_numpy(text.is_null())).tolist():
-            bad.setdefault(i, f"text field {ctx.text_column!r} is null")
+    _bad_strings(text, f"text field {ctx.text_column!r}", bad)
     ids = None
-    if ctx.id_column is not None:
+    if ctx.id_column is not None:  # a CSV id of bytes that are not UTF-8: rejected as a text would be
         ids = _plain(cols[ctx.id_column]).cast(pa.string())
-        try:
-            ids.validate(full=True)
-        except pa.ArrowInvalid:  # a CSV id of bytes that are not UTF-8: rejected as a text would be
-            raw = ids.view(pa.binary())
-            for i in range(n):
-                try:
-                    (raw[i].as_py() or b"").decode("utf-8")
-                except UnicodeDecodeError as e:
-                    bad.setdefault(i, f"id field {ctx.id_column!r} has invalid UTF-8 at byte {e.start}")
-        if ids.null_count:
-            for i in np.flatnonzero(to_numpy(ids.is_null())).tolist():
-                bad.setdefault(i, f"id field {ctx.id_column!r} is null")
+        _bad_strings(ids, f"id field {ctx.id_column!r}", bad)
     scores = None
     if ctx.score_column is not None:
         sc = _plain(cols[ctx.score_column]).cast(pa.float64())
