@@ -204,8 +204,10 @@ def run_dedup(source: Union[str, os.PathLike, Sequence[str], pa.Table, Any], out
     kind, tables = (None, None) if paths else in_memory(source)
     for name, t in (tables or {}).items():  # neardup's own column (dropped from what it gives back) taken
         if t.column_names.count(INDEX_ID_COLUMN) > (kind in ("pandas", "texts")):
-            raise ConfigError(f"{name}: a column named {INDEX_ID_COLUMN!r}, the name neardup reserves for the ids "
-                              f"it adds (a DataFrame's index); rename that column")
+            error = ConfigError(f"{name}: a column named {INDEX_ID_COLUMN!r}, the name neardup reserves for the "
+                                f"ids it adds (a DataFrame's index); rename that column")
+            error.as_said = True  # in the user's terms already: the column is theirs (dedup leaves it as it is)
+            raise error
     config = Config(**_id_options(options, id_column, kind, tables)).resolved()
     inputs: Sequence[str] = ()
     id_note = None
@@ -310,7 +312,7 @@ def dedup(*args, **kwargs) -> DedupResult:
     try:
         return run_dedup(*args, **kwargs)
     except NeardupError as exc:
-        message = in_api_terms(str(exc))
+        message = str(exc) if getattr(exc, "as_said", False) else in_api_terms(str(exc))
         if message == str(exc):
             raise
         try:
@@ -344,8 +346,6 @@ def in_api_terms(message: str) -> str:
             names[flag] = f"{f.name}={not f.default}" if isinstance(d.check, Switch) else f.name
     message = re.sub(r"--[a-z][a-z0-9-]*(?: [A-Z]+| '')? \((\w+=[^)]*)\)", r"\1", message)
     message = re.sub(r"--[a-z][a-z0-9-]*", lambda m: names.get(m.group(0), m.group(0)), message)
-    if "the name neardup reserves" in message:  # the user's own column of that name: said as it is
-        return message
     message = message.replace(f", {INDEX_ID_COLUMN}", "").replace(f"{INDEX_ID_COLUMN}, ", "")
     return message.replace(f"'{INDEX_ID_COLUMN}'", "the index").replace(INDEX_ID_COLUMN, "the index")
 
