@@ -343,12 +343,20 @@ def _watched_driver():
     return driver, watchdog
 
 
-def _driver_killed(driver, watchdog) -> None:
-    """The driver killed with SIGKILL, and the watchdog done with what it kills."""
+def _driver_killed(driver, watchdog, orphan) -> None:
+    """The driver killed with SIGKILL, the watchdog done with what it kills, ``orphan`` among it."""
     driver.kill()
     driver.wait()
     watchdog.stdin.close()
     watchdog.wait(timeout=30)
+    assert orphan.wait(timeout=10) == -signal.SIGKILL
+
+
+def _stopped(*procs) -> None:
+    """The test's processes gone, whatever the watchdog did."""
+    for p in procs:
+        p.kill()
+        p.wait()
 
 
 def test_the_watchdog_kills_an_orphan_of_the_instance_and_nothing_else(tmp_path):
@@ -362,13 +370,10 @@ def test_the_watchdog_kills_an_orphan_of_the_instance_and_nothing_else(tmp_path)
     other = subprocess.Popen(SLEEPER + [f"--session-dir={stamp}{driver.pid}1"], start_new_session=True)
     try:
         time.sleep(0.5)
-        _driver_killed(driver, watchdog)
-        assert orphan.wait(timeout=10) == -signal.SIGKILL
+        _driver_killed(driver, watchdog, orphan)
         assert other.poll() is None, "a process of another session was killed"
     finally:
-        for p in (driver, orphan, other):
-            p.kill()
-            p.wait()
+        _stopped(driver, orphan, other)
 
 
 def test_the_watchdog_kills_what_carries_the_drivers_mark_and_nothing_else(tmp_path):
@@ -385,13 +390,10 @@ def test_the_watchdog_kills_what_carries_the_drivers_mark_and_nothing_else(tmp_p
 
     orphan, other, unmarked = started(str(driver.pid)), started(f"{driver.pid}1"), started(None)
     try:
-        _driver_killed(driver, watchdog)
-        assert orphan.wait(timeout=10) == -signal.SIGKILL
+        _driver_killed(driver, watchdog, orphan)
         assert other.poll() is None and unmarked.poll() is None, "a process without the driver's mark was killed"
     finally:
-        for p in (driver, orphan, other, unmarked):
-            p.kill()
-            p.wait()
+        _stopped(driver, orphan, other, unmarked)
 
 
 def test_the_watchdog_kills_a_marked_process_whose_environment_starts_blanked(tmp_path):
@@ -414,12 +416,9 @@ def test_the_watchdog_kills_a_marked_process_whose_environment_starts_blanked(tm
         assert orphan.stdout.readline().strip() == "AAAAAA"  # its first entry, now zeroed
         import psutil
         assert ray_cluster.MARK_ENV not in psutil.Process(orphan.pid).environ()
-        _driver_killed(driver, watchdog)
-        assert orphan.wait(timeout=10) == -signal.SIGKILL
+        _driver_killed(driver, watchdog, orphan)
     finally:
-        for p in (driver, orphan):
-            p.kill()
-            p.wait()
+        _stopped(driver, orphan)
 
 
 def test_the_watchdog_kills_an_orphan_that_holds_a_file_of_the_session_open(tmp_path):
@@ -440,13 +439,10 @@ def test_the_watchdog_kills_an_orphan_that_holds_a_file_of_the_session_open(tmp_
     orphan, other = procs
     try:
         assert orphan.stdout.readline().strip() == "open" and other.stdout.readline().strip() == "open"
-        _driver_killed(driver, watchdog)
-        assert orphan.wait(timeout=10) == -signal.SIGKILL
+        _driver_killed(driver, watchdog, orphan)
         assert other.poll() is None, "a process of another session was killed"
     finally:
-        for p in (driver, orphan, other):
-            p.kill()
-            p.wait()
+        _stopped(driver, orphan, other)
 
 
 def test_the_instance_is_marked_only_while_it_starts(monkeypatch):

@@ -270,16 +270,21 @@ def test_a_joined_cluster_runs_calls_in_its_own_workers(tmp_path, ray_local):
     assert res["met"] and len(res["pids"]) == 2, res
 
 
+def _parts(folder, docs, seed, parts):
+    """A folder of ``parts`` JSONL files holding a synthetic corpus of ``docs`` documents, dealt in turn."""
+    from neardup.testing.synth import generate_corpus
+    folder.mkdir()
+    texts = generate_corpus(docs, seed=seed).texts
+    for i in range(parts):
+        (folder / f"p{i}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[i::parts]))
+    return folder
+
+
 @pytest.mark.slow
 @pytest.mark.ray
 def test_the_one_process_killed_while_it_reads_gives_the_local_bytes(tmp_path):
-    from neardup.testing.synth import generate_corpus
     from test_ray_engine import assert_same
-    d = tmp_path / "in"
-    d.mkdir()
-    texts = generate_corpus(8000, seed=14).texts
-    for i in range(8):
-        (d / f"p{i}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[i::8]))
+    d = _parts(tmp_path / "in", 8000, 14, 8)
     neardup.dedup(str(d), output=str(tmp_path / "local"), quiet=True)
     proc = subprocess.Popen(neardup_command("dedup", d, "-o", tmp_path / "ray", "--engine", "ray", "--quiet",
                                             "--workers", "2", "--batch-size", "256"),
@@ -308,13 +313,8 @@ def test_a_resume_that_starts_at_the_write_stage_gives_the_local_bytes(tmp_path)
     write_kept_partition in several threads at once, and their imports of neardup.stages.write
     met its package's own import of it half-done (ImportError "partially initialized module",
     a traceback, exit 1)."""
-    from neardup.testing.synth import generate_corpus
     from test_ray_engine import assert_same
-    d = tmp_path / "in"
-    d.mkdir()
-    texts = generate_corpus(2000, seed=5).texts
-    for i in range(4):
-        (d / f"p{i}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[i::4]))
+    d = _parts(tmp_path / "in", 2000, 5, 4)
     neardup.dedup(str(d), output=str(tmp_path / "local"), quiet=True)
     args = ("dedup", d, "-o", tmp_path / "ray", "--work-dir", tmp_path / "work", "--engine", "ray", "--quiet",
             "--workers", "2")
